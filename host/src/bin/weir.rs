@@ -1,0 +1,148 @@
+//! `weir`: the gateway binary over the `weir_host` library.
+//!
+//! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]`
+//! - `weir providers [--config FILE] [--providers-dir DIR]`
+#![allow(clippy::print_stdout, reason = "a CLI prints its results")]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use weir_host::{Config, Weir};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "One funnel for model calls; providers are WebAssembly components."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the OpenAI-compatible HTTP gateway.
+    Serve {
+        #[command(flatten)]
+        common: Common,
+        /// Address to bind (overrides the config's `listen`; default 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// List every provider: key, source, digest, world version, capabilities,
+    /// credential shape, and whether it is configured.
+    Providers {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// TOML config (default: the embedded default catalog).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Folder of drop-in provider components (overrides the config's `providers_dir`).
+    #[arg(long)]
+    providers_dir: Option<PathBuf>,
+}
+
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match Cli::parse().command {
+        Command::Serve { common, listen } => serve(common, listen),
+        Command::Providers { common } => providers(common),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("weir: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn build(common: Common) -> anyhow::Result<Weir> {
+    let config = match &common.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::embedded_default()?,
+    };
+    let mut builder = Weir::builder().config(config);
+    if let Some(dir) = common.providers_dir {
+        builder = builder.providers_dir(dir);
+    }
+    Ok(builder.build()?)
+}
+
+fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let weir = build(common)?;
+    let address = match listen.or(weir.config().listen) {
+        Some(address) => address,
+        None => DEFAULT_LISTEN.parse()?,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(address).await?;
+        let bound = listener.local_addr()?;
+        tracing::info!(
+            address = %bound,
+            models = weir.catalog().models().count(),
+            providers = weir.registry().providers().count(),
+            rejected = weir.registry().failures().len(),
+            providers_dir = %weir.providers_dir().display(),
+            "weir gateway ready"
+        );
+        println!("listening on {bound}");
+        weir_host::server::serve(weir, listener).await?;
+        Ok(())
+    })
+}
+
+fn providers(common: Common) -> anyhow::Result<()> {
+    let weir = build(common)?;
+    println!(
+        "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
+        "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED", "CAPABILITIES / CREDENTIAL / ENDPOINT"
+    );
+    for status in weir.provider_statuses() {
+        let source = if status.source.starts_with("embedded:") {
+            "embedded"
+        } else {
+            "file"
+        };
+        println!(
+            "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
+            status.key,
+            source,
+            &status.digest[..12.min(status.digest.len())],
+            status.world_version,
+            if status.configured { "yes" } else { "no" },
+            status.capabilities.join(",")
+        );
+        println!("{:<20} source: {}", "", status.source);
+        println!("{:<20} credential: {}", "", status.credential);
+        println!(
+            "{:<20} default endpoint: {}",
+            "",
+            status
+                .default_endpoint
+                .as_deref()
+                .unwrap_or("(none: each model sets `endpoint`)")
+        );
+    }
+    for failure in weir.registry().failures() {
+        println!("REJECTED {failure}");
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! A failed upstream response becomes a typed error. The component reads the
+//! response; the raw detail it returns goes to the server log here and nowhere
+//! else, and what the caller sees is derived from the class alone.
+
+use crate::catalog::ModelSpec;
+use crate::error::{UpstreamClass, WeirError};
+use crate::plugin::Provider;
+use crate::types::{ErrorClass, HttpResponse, RetryHint};
+
+pub(super) fn failure(
+    model: &ModelSpec,
+    provider: &Provider,
+    response: &HttpResponse,
+) -> WeirError {
+    let class = match provider.classify(response) {
+        Ok(class) => class,
+        Err(source) => {
+            return WeirError::Plugin {
+                model: model.id.clone(),
+                source,
+            };
+        }
+    };
+    let (class, retry_hint, detail) = split(class);
+    tracing::warn!(
+        model = %model.id,
+        provider = provider.key(),
+        status = response.status,
+        class = ?class,
+        detail = %detail,
+        "upstream call failed"
+    );
+    WeirError::Upstream {
+        model: model.id.clone(),
+        provider: provider.key().to_owned(),
+        status: response.status,
+        class,
+        retry_hint,
+    }
+}
+
+/// Separates what the host acts on from the raw detail it only logs.
+fn split(class: ErrorClass) -> (UpstreamClass, Option<RetryHint>, String) {
+    match class {
+        ErrorClass::RateLimited(retry) => (UpstreamClass::RateLimited, retry.hint, retry.detail),
+        ErrorClass::Overloaded(retry) => (UpstreamClass::Overloaded, retry.hint, retry.detail),
+        ErrorClass::Transient(retry) => (UpstreamClass::Transient, retry.hint, retry.detail),
+        ErrorClass::QuotaExhausted(detail) => (UpstreamClass::QuotaExhausted, None, detail),
+        ErrorClass::Refused(refusal) => {
+            let detail = refusal.explanation.unwrap_or_default();
+            (
+                UpstreamClass::Refused {
+                    category: refusal.category,
+                },
+                None,
+                detail,
+            )
+        }
+        ErrorClass::InvalidRequest(detail) => (UpstreamClass::InvalidRequest, None, detail),
+        ErrorClass::Authentication(detail) => (UpstreamClass::Authentication, None, detail),
+        ErrorClass::NotFound(detail) => (UpstreamClass::NotFound, None, detail),
+        ErrorClass::ContextOverflow(detail) => (UpstreamClass::ContextOverflow, None, detail),
+        ErrorClass::Uncorrectable(detail) => (UpstreamClass::Uncorrectable, None, detail),
+    }
+}

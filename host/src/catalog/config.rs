@@ -1,0 +1,209 @@
+//! The TOML configuration: top-level settings and the `[[model]]` catalog.
+//! Strict: an unknown key or a wrong type is an error naming its line.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The catalog compiled into the binary, used when no config file is given.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../catalog/default.toml");
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("config {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address `weir serve` binds, e.g. `127.0.0.1:8080`.
+    pub listen: Option<SocketAddr>,
+    /// Folder of provider `.wasm` files (default `providers/`).
+    pub providers_dir: Option<PathBuf>,
+    /// Folder of precompiled component artifacts.
+    pub cache_dir: Option<PathBuf>,
+    /// Seconds to wait for a TCP + TLS connection to an upstream.
+    pub connect_timeout_secs: Option<u64>,
+    /// Seconds an upstream may stay silent while a response is awaited or read.
+    pub read_timeout_secs: Option<u64>,
+    #[serde(default, rename = "model")]
+    pub models: Vec<ModelEntry>,
+    /// Where this configuration came from, for messages.
+    #[serde(skip)]
+    pub origin: String,
+    /// The config file's folder: relative paths in it are relative to the file.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+/// One `[[model]]`: a model on one endpoint, under the id callers use.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// The name callers use.
+    pub id: String,
+    /// The provider key whose component speaks to this model.
+    pub provider: String,
+    /// The model's name on the provider's wire (default: `id`).
+    pub wire_id: Option<String>,
+    /// Base URL (default: the provider's own).
+    pub endpoint: Option<String>,
+    /// The secret's id (default: the provider's).
+    pub credential: Option<String>,
+    pub max_output_tokens: u32,
+    pub context_window: u32,
+    /// Requests per minute (absent: unlimited).
+    pub rpm: Option<u32>,
+    /// Tokens per minute (absent: unlimited).
+    pub tpm: Option<u64>,
+    /// The declared output when a request gives none.
+    pub output_tokens: Option<u32>,
+}
+
+impl Config {
+    /// The embedded default catalog.
+    pub fn embedded_default() -> Result<Self, ConfigError> {
+        Self::from_toml(EMBEDDED_DEFAULT, "(embedded default)")
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config = Self::from_toml(&text, &path.display().to_string())?;
+        config.base_dir = path.parent().map(Path::to_path_buf);
+        Ok(config)
+    }
+
+    /// A path from this file, made relative to the file's folder.
+    pub fn resolve_path(&self, path: &Path) -> PathBuf {
+        match &self.base_dir {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// Parses and validates a configuration; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        config.origin = origin.to_owned();
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for model in &self.models {
+            model
+                .validate()
+                .map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
+            if !seen.insert(model.id.as_str()) {
+                return Err(self.invalid(format!("model id `{}` appears twice", model.id)));
+            }
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin.clone(),
+            message,
+        }
+    }
+}
+
+impl ModelEntry {
+    fn validate(&self) -> Result<(), String> {
+        if self.id.trim().is_empty() {
+            return Err("`id` is empty".to_owned());
+        }
+        if self.provider.trim().is_empty() {
+            return Err("`provider` is empty".to_owned());
+        }
+        if self.max_output_tokens == 0 || self.context_window == 0 {
+            return Err("`max_output_tokens` and `context_window` must be positive".to_owned());
+        }
+        if self.rpm == Some(0) || self.tpm == Some(0) || self.output_tokens == Some(0) {
+            return Err("`rpm`, `tpm` and `output_tokens` must be positive when set".to_owned());
+        }
+        if let Some(endpoint) = &self.endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            return Err(format!(
+                "`endpoint` must be an http(s) URL, not `{endpoint}`"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let config = Config::embedded_default().unwrap();
+        assert!(
+            config
+                .models
+                .iter()
+                .any(|m| m.id == "gpt-4.1" && m.provider == "openai")
+        );
+        assert!(
+            config.models.iter().all(|m| m.output_tokens.is_none()),
+            "no invented output budget"
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_its_line() {
+        let text = "listen = \"127.0.0.1:1\"\n\n[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\ncolour = \"red\"\n";
+        let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+        assert!(message.contains("line 8"), "{message}");
+        assert!(message.contains("colour"), "{message}");
+    }
+
+    #[test]
+    fn wrong_type_names_its_line() {
+        let text = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = \"lots\"\ncontext_window = 2\n";
+        let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+        assert!(message.contains("line 4"), "{message}");
+    }
+
+    #[test]
+    fn duplicate_ids_and_bad_values_are_rejected() {
+        let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
+        let twice = format!("{entry}{entry}");
+        assert!(
+            Config::from_toml(&twice, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("appears twice")
+        );
+        let zero = entry.replace("max_output_tokens = 1", "max_output_tokens = 0");
+        assert!(Config::from_toml(&zero, "t").is_err());
+        let ftp = format!("{entry}endpoint = \"ftp://x\"\n");
+        assert!(
+            Config::from_toml(&ftp, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("http(s) URL")
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! The catalog: every model callers can name, resolved against the providers
+//! that are loaded.
+
+mod config;
+
+use std::collections::BTreeMap;
+
+pub use config::{Config, ConfigError, EMBEDDED_DEFAULT, ModelEntry};
+
+use crate::plugin::ProviderRegistry;
+
+/// A catalog entry as calls use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    pub id: String,
+    pub provider: String,
+    pub wire_id: String,
+    /// The entry's endpoint, else the provider's default; `None` only when the
+    /// provider is not loaded.
+    pub endpoint: Option<String>,
+    /// The entry's credential id; `None` means the provider's default.
+    pub credential: Option<String>,
+    pub max_output_tokens: u32,
+    pub context_window: u32,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub output_tokens: Option<u32>,
+}
+
+/// The models by id.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    models: BTreeMap<String, ModelSpec>,
+}
+
+impl Catalog {
+    /// Resolves entries against the loaded providers. An entry whose provider is
+    /// loaded but has no endpoint anywhere is a configuration error; one whose
+    /// provider is not loaded stays listed and fails its calls (a broken drop-in
+    /// must not stop the gateway).
+    pub fn resolve(config: &Config, providers: &ProviderRegistry) -> Result<Self, ConfigError> {
+        let mut models = BTreeMap::new();
+        for entry in &config.models {
+            let endpoint = match providers.get(&entry.provider) {
+                Some(provider) => {
+                    let endpoint = entry
+                        .endpoint
+                        .clone()
+                        .or_else(|| provider.info().default_endpoint.clone());
+                    if endpoint.is_none() {
+                        return Err(ConfigError::Invalid {
+                            origin: config.origin.clone(),
+                            message: format!(
+                                "model `{}`: provider `{}` has no default endpoint; set `endpoint`",
+                                entry.id, entry.provider
+                            ),
+                        });
+                    }
+                    endpoint
+                }
+                None => {
+                    tracing::warn!(model = %entry.id, provider = %entry.provider, "model names a provider that is not loaded");
+                    entry.endpoint.clone()
+                }
+            };
+            models.insert(entry.id.clone(), spec(entry, endpoint));
+        }
+        Ok(Self { models })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&ModelSpec> {
+        self.models.get(id)
+    }
+
+    pub fn models(&self) -> impl Iterator<Item = &ModelSpec> {
+        self.models.values()
+    }
+}
+
+fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
+    ModelSpec {
+        id: entry.id.clone(),
+        provider: entry.provider.clone(),
+        wire_id: entry.wire_id.clone().unwrap_or_else(|| entry.id.clone()),
+        endpoint,
+        credential: entry.credential.clone(),
+        max_output_tokens: entry.max_output_tokens,
+        context_window: entry.context_window,
+        rpm: entry.rpm,
+        tpm: entry.tpm,
+        output_tokens: entry.output_tokens,
+    }
+}

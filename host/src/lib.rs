@@ -1,0 +1,231 @@
+//! # Weir: one funnel for model calls
+//!
+//! Weir is a library a service embeds (and the `weir` binary runs as an HTTP
+//! gateway). Every model call goes through one path owned by this host — the
+//! output budget, credentials, network I/O and error normalization — while
+//! everything that differs between providers lives in a provider *component*, a
+//! WebAssembly component that only translates records to HTTP and back.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use weir_host::{ChatRequest, Config, Weir, types::Conversation};
+//!
+//! let weir = Weir::builder().config(Config::embedded_default()?).build()?;
+//! let request = ChatRequest::new("gpt-4.1-mini", Conversation::user("Say hi")).max_output_tokens(64);
+//! let answer = weir.chat(request).await?;
+//! println!("{} ({:?})", answer.text(), answer.usage);
+//! # Ok(()) }
+//! ```
+//!
+//! Layout: `catalog` (config and models), `plugin` (components), `admission`
+//! (the output reserve), `call` (the call template), `transport` (HTTP and
+//! secrets), `server` (the OpenAI-compatible gateway).
+
+mod admission;
+mod call;
+pub mod catalog;
+mod chat;
+mod error;
+pub mod plugin;
+pub mod server;
+mod status;
+pub mod transport;
+pub mod types;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
+pub use chat::{ChatRequest, ChatResponse};
+pub use error::{Category, UpstreamClass, WeirError};
+pub use status::{ModelStatus, ProviderStatus};
+
+use plugin::{PluginEngine, ProviderRegistry};
+use transport::{EnvSecretStore, HttpClient, SecretStore, TransportSettings};
+
+/// Why a [`Weir`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot start the component engine: {0:#}")]
+    Engine(anyhow::Error),
+    #[error("{0:#}")]
+    Providers(anyhow::Error),
+    #[error("cannot build the HTTP client: {0:#}")]
+    Transport(anyhow::Error),
+}
+
+/// A configured Weir: the catalog, the loaded providers, the transport. Cheap
+/// to clone; share one per process.
+#[derive(Clone)]
+pub struct Weir {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    catalog: Catalog,
+    registry: ProviderRegistry,
+    engine: PluginEngine,
+    transport: HttpClient,
+    secrets: Arc<dyn SecretStore>,
+    providers_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Weir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Weir")
+            .field("config", &self.inner.config.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Weir {
+    pub fn builder() -> WeirBuilder {
+        WeirBuilder::default()
+    }
+
+    /// Runs one chat call through the funnel.
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, WeirError> {
+        call::chat(self, request).await
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    pub fn registry(&self) -> &ProviderRegistry {
+        &self.inner.registry
+    }
+
+    pub fn providers_dir(&self) -> &std::path::Path {
+        &self.inner.providers_dir
+    }
+
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.inner.engine.cache_dir()
+    }
+
+    pub(crate) fn transport(&self) -> &HttpClient {
+        &self.inner.transport
+    }
+
+    pub(crate) fn secrets(&self) -> &dyn SecretStore {
+        self.inner.secrets.as_ref()
+    }
+}
+
+/// Builds a [`Weir`]. Every setting falls back to the config, then to a
+/// documented default; none invents a credential, endpoint or budget.
+#[derive(Default)]
+pub struct WeirBuilder {
+    config: Option<Config>,
+    providers_dir: Option<PathBuf>,
+    cache_dir: Option<Option<PathBuf>>,
+    secrets: Option<Arc<dyn SecretStore>>,
+    transport: Option<TransportSettings>,
+}
+
+impl WeirBuilder {
+    /// The configuration (default: the embedded default catalog).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// The folder of drop-in provider components (default: the config's
+    /// `providers_dir`, else `providers/`).
+    pub fn providers_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.providers_dir = Some(dir.into());
+        self
+    }
+
+    /// Where precompiled components are cached; `None` compiles on every start.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = Some(dir);
+        self
+    }
+
+    /// Where secrets come from (default: environment variables).
+    pub fn secret_store(mut self, store: Arc<dyn SecretStore>) -> Self {
+        self.secrets = Some(store);
+        self
+    }
+
+    pub fn transport(mut self, settings: TransportSettings) -> Self {
+        self.transport = Some(settings);
+        self
+    }
+
+    /// Loads the components and resolves the catalog. CPU-heavy on a cold
+    /// artifact cache: call it at startup, not per request.
+    pub fn build(self) -> Result<Weir, BuildError> {
+        let config = match self.config {
+            Some(config) => config,
+            None => Config::embedded_default()?,
+        };
+        let providers_dir = self
+            .providers_dir
+            .unwrap_or_else(|| match &config.providers_dir {
+                Some(dir) => config.resolve_path(dir),
+                None => PathBuf::from("providers"),
+            });
+        let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
+        let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
+        let registry =
+            ProviderRegistry::load(&engine, Some(&providers_dir)).map_err(BuildError::Providers)?;
+        let catalog = Catalog::resolve(&config, &registry)?;
+        let settings = self
+            .transport
+            .unwrap_or_else(|| transport_settings(&config));
+        let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
+        let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
+        let inner = Inner {
+            config,
+            catalog,
+            registry,
+            engine,
+            transport,
+            secrets,
+            providers_dir,
+        };
+        Ok(Weir {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+/// `cache_dir` from the config, else `WEIR_CACHE_DIR`, else the user's cache
+/// folder (`$XDG_CACHE_HOME/weir`, `~/.cache/weir`), else none.
+fn default_cache_dir(config: &Config) -> Option<PathBuf> {
+    if let Some(dir) = &config.cache_dir {
+        return Some(config.resolve_path(dir));
+    }
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env_dir("WEIR_CACHE_DIR")
+        .or_else(|| env_dir("XDG_CACHE_HOME").map(|d| d.join("weir")))
+        .or_else(|| env_dir("HOME").map(|d| d.join(".cache").join("weir")))
+}
+
+fn transport_settings(config: &Config) -> TransportSettings {
+    let defaults = TransportSettings::default();
+    TransportSettings {
+        connect_timeout: config
+            .connect_timeout_secs
+            .map_or(defaults.connect_timeout, Duration::from_secs),
+        read_timeout: config
+            .read_timeout_secs
+            .map_or(defaults.read_timeout, Duration::from_secs),
+        ..defaults
+    }
+}

@@ -1,0 +1,5 @@
+//! First-party components, built from `providers/*` by `build.rs` and compiled
+//! into the binary so `weir` runs with no providers folder at all.
+
+/// (name, component bytes)
+pub const EMBEDDED: &[(&str, &[u8])] = &[("openai", include_bytes!(env!("WEIR_EMBEDDED_OPENAI")))];

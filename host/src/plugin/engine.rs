@@ -1,0 +1,139 @@
+//! The engine and linker (created once), and loading a component into an
+//! `InstancePre` (once per component file): the lifecycle's first two stages.
+//! The third, a fresh `Store` per call, lives in [`super::provider`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, OptLevel};
+
+use super::bindings::ChatProviderPre;
+use super::cache::ArtifactCache;
+use super::sandbox::{self, CallState, new_store};
+use super::world;
+use crate::types::ProviderInfo;
+
+/// Where a component came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComponentSource {
+    /// Built from `providers/*` and compiled into the `weir` binary.
+    Embedded(&'static str),
+    /// A `.wasm` file from the providers folder.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Embedded(name) => write!(f, "embedded:{name}"),
+            Self::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// A validated component, ready to instantiate per call.
+pub struct LoadedComponent {
+    pub source: ComponentSource,
+    /// Hex SHA-256 of the component file.
+    pub digest: String,
+    pub world_version: &'static str,
+    pub providers: Vec<ProviderInfo>,
+    pub(super) engine: Engine,
+    pub(super) pre: ChatProviderPre<CallState>,
+}
+
+impl std::fmt::Debug for LoadedComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedComponent")
+            .field("source", &self.source)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine, the linker and the artifact cache, shared by every component.
+#[derive(Clone)]
+pub struct PluginEngine {
+    engine: Engine,
+    linker: Arc<Linker<CallState>>,
+    cache: Option<ArtifactCache>,
+}
+
+impl std::fmt::Debug for PluginEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEngine")
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PluginEngine {
+    pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.cranelift_opt_level(OptLevel::Speed);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        sandbox::link_wasi(&mut linker)?;
+        let cache = cache_dir.map(|dir| ArtifactCache::new(dir, &engine));
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache,
+        })
+    }
+
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(ArtifactCache::dir)
+    }
+
+    /// Compiles (or loads the precompiled artifact of) a component, checks it
+    /// targets this host's world, links it, and asks it what it provides.
+    pub fn load(&self, source: ComponentSource, bytes: &[u8]) -> Result<LoadedComponent, String> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = self
+            .compile(bytes, &digest)
+            .map_err(|e| format!("not a valid component: {e:#}"))?;
+        world::check_exports(&self.engine, &component)?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            format!("cannot be linked (it imports something this host does not grant): {e:#}")
+        })?;
+        let pre = ChatProviderPre::new(instance_pre)
+            .map_err(|e| format!("does not match the provider world: {e:#}"))?;
+        let providers = describe(&self.engine, &pre)?;
+        if providers.is_empty() {
+            return Err("describes no provider".to_owned());
+        }
+        Ok(LoadedComponent {
+            source,
+            digest,
+            world_version: world::WORLD_VERSION,
+            providers,
+            engine: self.engine.clone(),
+            pre,
+        })
+    }
+
+    fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
+        match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
+            None => Component::new(&self.engine, bytes),
+        }
+    }
+}
+
+fn describe(
+    engine: &Engine,
+    pre: &ChatProviderPre<CallState>,
+) -> Result<Vec<ProviderInfo>, String> {
+    let mut store = new_store(engine);
+    let instance = pre
+        .instantiate(&mut store)
+        .map_err(|e| format!("cannot be instantiated: {e:#}"))?;
+    instance
+        .weir_provider_describe()
+        .call_providers(&mut store)
+        .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))
+}

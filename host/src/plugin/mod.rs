@@ -1,0 +1,27 @@
+//! Provider components: the engine and linker (once), each component compiled
+//! and linked into an `InstancePre` (once per file), a fresh `Store` per call.
+//!
+//! ```text
+//! PluginEngine::new ──► ProviderRegistry::load ──► Provider::{encode, decode, classify}
+//!   engine, linker        embedded + folder           new Store + instance per call
+//!   artifact cache        (file overrides by key)
+//! ```
+
+mod bindings;
+mod cache;
+mod embedded;
+mod engine;
+mod provider;
+mod registry;
+mod sandbox;
+mod world;
+
+pub use engine::{ComponentSource, LoadedComponent, PluginEngine};
+pub use provider::{PluginError, Provider};
+pub use registry::{LoadFailure, ProviderRegistry};
+pub use world::WORLD_VERSION;
+
+/// The WIT records, as the host's bindings generate them.
+pub(crate) mod wit_types {
+    pub use super::bindings::weir::provider::types::*;
+}

@@ -1,0 +1,123 @@
+//! A provider key bound to the component that serves it. Every call gets a fresh
+//! `Store` and instance: nothing leaks between calls, and a component that traps
+//! poisons only the instance of the call that made it trap.
+
+use std::sync::Arc;
+
+use super::bindings::ChatProvider as Bindings;
+use super::engine::LoadedComponent;
+use super::sandbox::{CallState, new_store};
+use crate::types::{
+    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse,
+    PreparedConversation, ProviderInfo,
+};
+
+/// Why a call into a component did not produce an answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginError {
+    /// The component trapped, ran out of a limit, or broke the world's contract.
+    #[error("provider `{provider}` failed: {reason}")]
+    Fault { provider: String, reason: String },
+    /// The component declined: it cannot encode this, or cannot read that response.
+    #[error("provider `{provider}`: {}", codec_message(.error))]
+    Codec { provider: String, error: CodecError },
+}
+
+fn codec_message(error: &CodecError) -> String {
+    match error {
+        CodecError::Unsupported(reason) => format!("cannot encode the request: {reason}"),
+        CodecError::Malformed(reason) => format!("cannot read the response: {reason}"),
+    }
+}
+
+/// One provider key of a loaded component.
+#[derive(Clone)]
+pub struct Provider {
+    info: ProviderInfo,
+    component: Arc<LoadedComponent>,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("key", &self.info.key)
+            .field("source", &self.component.source)
+            .finish()
+    }
+}
+
+impl Provider {
+    pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>) -> Self {
+        Self { info, component }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.info.key
+    }
+
+    pub fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    pub fn component(&self) -> &LoadedComponent {
+        &self.component
+    }
+
+    pub fn encode(
+        &self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+    ) -> Result<HttpRequest, PluginError> {
+        let (mut store, bindings) = self.instantiate()?;
+        let result = bindings
+            .weir_provider_chat()
+            .call_encode(&mut store, &self.info.key, conversation, params)
+            .map_err(|e| self.fault("chat.encode", &e))?;
+        result.map_err(|error| self.codec(error))
+    }
+
+    pub fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
+        let (mut store, bindings) = self.instantiate()?;
+        let result = bindings
+            .weir_provider_chat()
+            .call_decode(&mut store, &self.info.key, response)
+            .map_err(|e| self.fault("chat.decode", &e))?;
+        result.map_err(|error| self.codec(error))
+    }
+
+    pub fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
+        let (mut store, bindings) = self.instantiate()?;
+        bindings
+            .weir_provider_chat()
+            .call_classify(&mut store, &self.info.key, response)
+            .map_err(|e| self.fault("chat.classify", &e))
+    }
+
+    fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
+        let mut store = new_store(&self.component.engine);
+        let bindings = self
+            .component
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.fault("instantiate", &e))?;
+        Ok((store, bindings))
+    }
+
+    fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {
+        let reason = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(trap) => format!("trapped in `{during}`: {trap}"),
+            None => format!("failed in `{during}`: {error:#}"),
+        };
+        PluginError::Fault {
+            provider: self.info.key.clone(),
+            reason,
+        }
+    }
+
+    fn codec(&self, error: CodecError) -> PluginError {
+        PluginError::Codec {
+            provider: self.info.key.clone(),
+            error,
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Per-call store state: what a component may touch while it runs.
+//!
+//! Only the WASI interfaces Rust's standard library imports on `wasm32-wasip2`
+//! are linked (`wasi:io`, `wasi:cli`), with an empty context: no environment,
+//! no arguments, null stdio. Filesystem, sockets, clocks and random are not
+//! linked at all, so a component importing them fails to load instead of
+//! receiving a capability.
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::cli::WasiCli;
+use wasmtime_wasi::p2::bindings::sync as wasi;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Memory a single call may grow its linear memories to.
+const MEMORY_LIMIT_BYTES: usize = 64 << 20;
+/// Instances, tables and memories one call may create.
+const INSTANCE_LIMIT: usize = 16;
+
+/// The data a per-call [`Store`] holds.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A fresh store with nothing granted and the per-call limits applied.
+pub fn new_store(engine: &Engine) -> Store<CallState> {
+    let state = CallState {
+        wasi: WasiCtx::builder().build(),
+        table: ResourceTable::new(),
+        limits: StoreLimitsBuilder::new()
+            .memory_size(MEMORY_LIMIT_BYTES)
+            .instances(INSTANCE_LIMIT)
+            .tables(INSTANCE_LIMIT)
+            .memories(INSTANCE_LIMIT)
+            .build(),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limits);
+    store
+}
+
+fn table_of(state: &mut CallState) -> &mut ResourceTable {
+    &mut state.table
+}
+
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Links exactly the WASI interfaces a Rust guest imports, and nothing else.
+pub fn link_wasi(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    let table = table_of;
+    wasi::io::error::add_to_linker::<CallState, HasIo>(linker, table)?;
+    wasi::io::poll::add_to_linker::<CallState, HasIo>(linker, table)?;
+    wasi::io::streams::add_to_linker::<CallState, HasIo>(linker, table)?;
+    let cli = <CallState as wasmtime_wasi::cli::WasiCliView>::cli;
+    wasi::cli::environment::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::exit::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::stdin::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::stdout::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::stderr::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::terminal_input::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::terminal_output::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::terminal_stdin::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::terminal_stdout::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    wasi::cli::terminal_stderr::add_to_linker::<CallState, WasiCli>(linker, cli)?;
+    Ok(())
+}

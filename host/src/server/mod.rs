@@ -1,0 +1,125 @@
+//! The HTTP gateway: a thin axum layer over [`Weir`]. Routes parse a dialect,
+//! call the library, and answer in the same dialect.
+//!
+//! - `POST /v1/chat/completions` — OpenAI Chat Completions (non-streaming)
+//! - `GET /v1/models` — the catalog, with each model's provider facts
+//! - `GET /v1/providers` — loaded providers and rejected component files
+//! - `GET /health`
+
+mod error;
+mod openai;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+pub use error::ApiError;
+
+use crate::Weir;
+
+/// The gateway's routes over a configured [`Weir`].
+pub fn router(weir: Weir) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/v1/providers", get(providers))
+        .route("/health", get(health))
+        .with_state(weir)
+}
+
+/// Serves the gateway on `listener` until ctrl-c or SIGTERM.
+pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    axum::serve(listener, router(weir))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGTERM");
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+async fn chat_completions(State(weir): State<Weir>, body: Bytes) -> Result<Response, ApiError> {
+    let request = openai::into_chat_request(&body)?;
+    let response = weir.chat(request).await?;
+    let mut answer = axum::Json(openai::completion_body(&response)).into_response();
+    let headers = answer.headers_mut();
+    for (name, value) in [
+        ("x-weir-model", response.model.clone()),
+        ("x-weir-provider", response.provider.clone()),
+        ("x-weir-attempts", response.attempts.to_string()),
+        (
+            "x-weir-latency-ms",
+            response.latency.as_millis().to_string(),
+        ),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    Ok(answer)
+}
+
+async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
+    let providers = weir.provider_statuses();
+    let data: Vec<Value> = weir
+        .model_statuses()
+        .into_iter()
+        .map(|model| {
+            let provider = providers.iter().find(|p| p.key == model.provider);
+            json!({
+                "id": model.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": model.provider,
+                "weir": {
+                    "provider": model.provider,
+                    "available": model.available,
+                    "provider_source": provider.map(|p| p.source.clone()),
+                    "provider_digest": provider.map(|p| p.digest.clone()),
+                },
+            })
+        })
+        .collect();
+    axum::Json(json!({"object": "list", "data": data}))
+}
+
+async fn providers(State(weir): State<Weir>) -> axum::Json<Value> {
+    let failures: Vec<Value> = weir
+        .registry()
+        .failures()
+        .iter()
+        .map(|f| json!({"path": f.path.display().to_string(), "reason": f.reason}))
+        .collect();
+    axum::Json(json!({"providers": weir.provider_statuses(), "rejected": failures}))
+}
+
+async fn health(State(weir): State<Weir>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "status": "ok",
+        "models": weir.catalog().models().count(),
+        "providers": weir.registry().providers().count(),
+        "rejected_components": weir.registry().failures().len(),
+    }))
+}

@@ -1,0 +1,201 @@
+//! The one HTTP client. It owns sockets, TLS, pooling and timeouts, and never
+//! retries: the call layer's retry loop is the only one.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::credentials::Credential;
+use crate::types::{HttpRequest, HttpResponse};
+
+/// Headers the transport owns; a component may not set them.
+const TRANSPORT_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+];
+
+/// Timeouts and limits of the upstream client.
+#[derive(Debug, Clone, Copy)]
+pub struct TransportSettings {
+    pub connect_timeout: Duration,
+    /// Longest silence while awaiting or reading a response.
+    pub read_timeout: Duration,
+    /// Largest response body read into memory.
+    pub max_body_bytes: usize,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(600),
+            max_body_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Why no response was obtained.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The component produced a request that cannot be sent.
+    #[error("the provider produced an unsendable request: {0}")]
+    InvalidRequest(String),
+    #[error("cannot connect to the upstream: {0}")]
+    Connect(String),
+    #[error("the upstream did not answer in time")]
+    Timeout,
+    #[error("the connection to the upstream failed: {0}")]
+    Io(String),
+    #[error("the upstream's response exceeds {limit} bytes")]
+    BodyTooLarge { limit: usize },
+}
+
+/// Sends component-built requests.
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    max_body_bytes: usize,
+}
+
+impl HttpClient {
+    pub fn new(settings: TransportSettings) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .tcp_nodelay(true)
+            .retry(reqwest::retry::never())
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self {
+            client,
+            max_body_bytes: settings.max_body_bytes,
+        })
+    }
+
+    /// Sends `request` to `endpoint` + its path with `credential` attached, and
+    /// reads the whole response.
+    pub async fn send(
+        &self,
+        endpoint: &str,
+        request: HttpRequest,
+        credential: &Credential,
+    ) -> Result<HttpResponse, TransportError> {
+        let builder = self.build(endpoint, request, credential)?;
+        let mut response = builder.send().await.map_err(classify)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let mut body = BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+            if body.len() + chunk.len() > self.max_body_bytes {
+                return Err(TransportError::BodyTooLarge {
+                    limit: self.max_body_bytes,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(HttpResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        })
+    }
+
+    fn build(
+        &self,
+        endpoint: &str,
+        request: HttpRequest,
+        credential: &Credential,
+    ) -> Result<reqwest::RequestBuilder, TransportError> {
+        let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
+            TransportError::InvalidRequest(format!("bad method `{}`", request.method))
+        })?;
+        if !request.path_and_query.starts_with('/') {
+            return Err(TransportError::InvalidRequest(
+                "path must start with `/`".to_owned(),
+            ));
+        }
+        let url = format!(
+            "{}{}",
+            endpoint.trim_end_matches('/'),
+            request.path_and_query
+        );
+        let url = reqwest::Url::parse(&url)
+            .map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
+        let headers = headers(request.headers, credential)?;
+        Ok(self
+            .client
+            .request(method, url)
+            .headers(headers)
+            .body(request.body))
+    }
+}
+
+fn headers(
+    pairs: Vec<(String, String)>,
+    credential: &Credential,
+) -> Result<HeaderMap, TransportError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            TransportError::InvalidRequest(format!("bad header name `{}`", name.escape_debug()))
+        })?;
+        if TRANSPORT_HEADERS.contains(&name.as_str())
+            || credential.header_name() == Some(name.as_str())
+        {
+            return Err(TransportError::InvalidRequest(format!(
+                "header `{name}` is the host's to set"
+            )));
+        }
+        let value = HeaderValue::from_str(&value).map_err(|_| {
+            TransportError::InvalidRequest(format!("bad value for header `{name}`"))
+        })?;
+        map.append(name, value);
+    }
+    if let Credential::Header { name, value } = credential {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            TransportError::InvalidRequest(format!("bad credential header name `{name}`"))
+        })?;
+        let mut value = HeaderValue::from_str(value.expose()).map_err(|_| {
+            TransportError::InvalidRequest("credential is not a valid header value".to_owned())
+        })?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+fn classify(error: reqwest::Error) -> TransportError {
+    if error.is_timeout() {
+        TransportError::Timeout
+    } else if error.is_connect() {
+        TransportError::Connect(error_chain(&error))
+    } else {
+        TransportError::Io(error_chain(&error))
+    }
+}
+
+/// The error with its causes, so "connection refused" is not lost behind
+/// "error sending request".
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,194 @@
+//! Secrets: where they come from, and where the host puts them. A component only
+//! declares the shape (header name and prefix, or SigV4); it never sees a value.
+
+use std::fmt;
+
+use crate::types::CredentialShape;
+
+/// A secret value. Its `Debug` never prints it.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Where secrets come from. Implement it to read a vault; the default reads the
+/// process environment.
+pub trait SecretStore: Send + Sync + fmt::Debug {
+    /// The secret under this credential id, if the store has one.
+    fn get(&self, credential_id: &str) -> Option<Secret>;
+
+    /// Where the store looks for this id, for error messages (never the value).
+    fn location(&self, credential_id: &str) -> String;
+}
+
+/// Reads credential `openai-api-key` from the environment variable `OPENAI_API_KEY`:
+/// the id upper-cased, every character that is not a letter or digit made `_`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EnvSecretStore;
+
+impl EnvSecretStore {
+    pub fn variable(credential_id: &str) -> String {
+        credential_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+}
+
+impl SecretStore for EnvSecretStore {
+    fn get(&self, credential_id: &str) -> Option<Secret> {
+        std::env::var(Self::variable(credential_id))
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Secret::new)
+    }
+
+    fn location(&self, credential_id: &str) -> String {
+        format!("environment variable {}", Self::variable(credential_id))
+    }
+}
+
+/// Why a call has no usable credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialError {
+    #[error("credential `{credential}` for provider `{provider}` is not set ({location})")]
+    Missing {
+        provider: String,
+        credential: String,
+        location: String,
+    },
+    #[error("provider `{provider}` needs {shape} credentials, which this host cannot produce yet")]
+    Unsupported {
+        provider: String,
+        shape: &'static str,
+    },
+}
+
+/// What the host attaches to one request.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    None,
+    Header { name: String, value: Secret },
+}
+
+impl Credential {
+    /// Resolves the credential a provider's shape asks for. `explicit_id` is the
+    /// catalog entry's `credential`, overriding the provider's default id.
+    pub fn resolve(
+        provider: &str,
+        shape: &CredentialShape,
+        explicit_id: Option<&str>,
+        store: &dyn SecretStore,
+    ) -> Result<Self, CredentialError> {
+        match shape {
+            CredentialShape::None => Ok(Self::None),
+            CredentialShape::Header(header) => {
+                let id = explicit_id.unwrap_or(&header.default_credential_id);
+                match store.get(id) {
+                    Some(secret) => Ok(Self::Header {
+                        name: header.header_name.to_ascii_lowercase(),
+                        value: Secret::new(format!("{}{}", header.prefix, secret.expose())),
+                    }),
+                    None if header.required => Err(CredentialError::Missing {
+                        provider: provider.to_owned(),
+                        credential: id.to_owned(),
+                        location: store.location(id),
+                    }),
+                    None => Ok(Self::None),
+                }
+            }
+            CredentialShape::AwsSigv4(_) => Err(CredentialError::Unsupported {
+                provider: provider.to_owned(),
+                shape: "AWS SigV4",
+            }),
+        }
+    }
+
+    /// The header name this credential owns; a component may not set it.
+    pub fn header_name(&self) -> Option<&str> {
+        match self {
+            Self::None => None,
+            Self::Header { name, .. } => Some(name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::HeaderCredential;
+
+    #[derive(Debug)]
+    struct OneSecret;
+    impl SecretStore for OneSecret {
+        fn get(&self, id: &str) -> Option<Secret> {
+            (id == "known").then(|| Secret::new("s3cret"))
+        }
+        fn location(&self, id: &str) -> String {
+            format!("test store `{id}`")
+        }
+    }
+
+    fn header_shape(required: bool) -> CredentialShape {
+        CredentialShape::Header(HeaderCredential {
+            default_credential_id: "known".into(),
+            header_name: "Authorization".into(),
+            prefix: "Bearer ".into(),
+            required,
+        })
+    }
+
+    #[test]
+    fn env_variable_names() {
+        assert_eq!(EnvSecretStore::variable("openai-api-key"), "OPENAI_API_KEY");
+        assert_eq!(EnvSecretStore::variable("team.a/key"), "TEAM_A_KEY");
+    }
+
+    #[test]
+    fn header_credential_is_prefixed_and_lowercased() {
+        let credential = Credential::resolve("p", &header_shape(true), None, &OneSecret).unwrap();
+        let Credential::Header { name, value } = credential else {
+            panic!("expected a header")
+        };
+        assert_eq!(name, "authorization");
+        assert_eq!(value.expose(), "Bearer s3cret");
+        assert_eq!(format!("{value:?}"), "Secret(<redacted>)");
+    }
+
+    #[test]
+    fn missing_required_secret_names_the_id_never_a_value() {
+        let error =
+            Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "credential `other` for provider `p` is not set (test store `other`)"
+        );
+    }
+
+    #[test]
+    fn missing_optional_secret_sends_nothing() {
+        let credential =
+            Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret).unwrap();
+        assert!(matches!(credential, Credential::None));
+    }
+}

@@ -1,0 +1,8 @@
+//! Everything that touches the network or a secret: the HTTP client and the
+//! credential resolution. Components never get here.
+
+mod client;
+mod credentials;
+
+pub use client::{HttpClient, TransportError, TransportSettings};
+pub use credentials::{Credential, CredentialError, EnvSecretStore, Secret, SecretStore};

@@ -1,0 +1,65 @@
+//! The records a caller builds conversations from and reads answers with. They
+//! are the WIT world's own records, re-exported: one set of types runs from the
+//! gateway's ingress to the component, with no lossy copy in between.
+
+pub use crate::plugin::wit_types::{
+    CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock,
+    CredentialShape, Effort, ErrorClass, HeaderCredential, HttpRequest, HttpResponse, LeafBlock,
+    Media, MediaSource, PreparedConversation, ProviderInfo, Refusal, ResponseSchema, Retry,
+    RetryHint, Sigv4, StopReason, StreamFraming, Thinking, ToolChoice, ToolDefinition, ToolResult,
+    ToolUse, Turn, TurnRole, Usage,
+};
+
+/// A conversation in the shape providers render: system content apart from the
+/// turns. The gateway's ingress and embedding services build it alike.
+pub type Conversation = PreparedConversation;
+
+impl PreparedConversation {
+    /// A conversation of one user turn holding `text`.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            system: Vec::new(),
+            cache_system: false,
+            turns: vec![Turn::user(vec![ContentBlock::Text(text.into())])],
+            tools: Vec::new(),
+            tool_choice: None,
+        }
+    }
+
+    /// Adds a system block.
+    pub fn with_system(mut self, text: impl Into<String>) -> Self {
+        self.system.push(text.into());
+        self
+    }
+
+    /// Offers a tool the model may call.
+    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+        self.tools.push(tool);
+        self
+    }
+}
+
+impl Turn {
+    pub fn user(content: Vec<ContentBlock>) -> Self {
+        Self {
+            role: TurnRole::User,
+            content,
+            cache: false,
+        }
+    }
+
+    pub fn assistant(content: Vec<ContentBlock>) -> Self {
+        Self {
+            role: TurnRole::Assistant,
+            content,
+            cache: false,
+        }
+    }
+}
+
+impl Usage {
+    /// The whole prompt: uncached input plus cache reads and writes.
+    pub fn total_input(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}
