@@ -49,7 +49,13 @@ pub mod types {
 #[macro_export]
 macro_rules! export_provider {
     ($provider:ty) => {
+        // The export glue exists only in the component build: natively the WIT
+        // export names are not valid linker symbols, and native tests need none.
+        #[cfg(target_arch = "wasm32")]
         #[doc(hidden)]
+        mod __weir_export {
+        use super::*;
+
         pub struct __WeirExport;
 
         impl $crate::bindings::exports::weir::provider::describe::Guest for __WeirExport {
@@ -90,5 +96,6 @@ macro_rules! export_provider {
         }
 
         $crate::bindings::export_chat_provider_raw!(__WeirExport with_types_in $crate::bindings);
+        }
     };
 }

@@ -112,8 +112,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
 fn providers(common: Common) -> anyhow::Result<()> {
     let weir = build(common)?;
     println!(
-        "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
-        "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED", "CAPABILITIES / CREDENTIAL / ENDPOINT"
+        "{:<20} {:<9} {:<12} {:<7} {:<10} CAPABILITIES / CREDENTIAL / ENDPOINT",
+        "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED"
     );
     for status in weir.provider_statuses() {
         let source = if status.source.starts_with("embedded:") {

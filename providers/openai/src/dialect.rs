@@ -1,0 +1,107 @@
+//! Which variant of the dialect a call speaks, and the model families whose request
+//! rules differ. Kept in one place so `describe`, `encode` and the tests agree on
+//! what "reasoning model" means.
+
+/// The provider key for api.openai.com.
+pub const OPENAI: &str = "openai";
+/// The provider key for any other server that speaks the OpenAI dialect.
+pub const COMPATIBLE: &str = "openai-compatible";
+
+/// The two variants this component serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// api.openai.com: the current field names (`max_completion_tokens`,
+    /// `developer`), which OpenAI's newest models require.
+    OpenAi,
+    /// vLLM, llama.cpp, Ollama and the like: the older field names every such
+    /// server accepts, and no OpenAI-only features (file parts).
+    Compatible,
+}
+
+impl Dialect {
+    /// The dialect a provider key names; `None` for a key this component does not serve.
+    pub fn from_key(key: &str) -> Option<Self> {
+        match key {
+            OPENAI => Some(Self::OpenAi),
+            COMPATIBLE => Some(Self::Compatible),
+            _ => None,
+        }
+    }
+}
+
+/// Whether OpenAI itself makes this model (so the `openai` provider claims it).
+pub fn is_openai_family(wire_id: &str) -> bool {
+    let id = wire_id.to_ascii_lowercase();
+    id.starts_with("gpt-") || id.starts_with("chatgpt-") || is_o_series(&id)
+}
+
+/// Whether the model is an o-series or GPT-5 reasoning model, which takes its
+/// instructions in a `developer` message.
+pub fn is_reasoning_family(wire_id: &str) -> bool {
+    let id = wire_id.to_ascii_lowercase();
+    is_o_series(&id) || id.starts_with("gpt-5")
+}
+
+/// Whether the model rejects an explicit `temperature`: reasoning models accept
+/// only the default, except the non-reasoning `gpt-5-chat` variants.
+pub fn rejects_temperature(wire_id: &str) -> bool {
+    let id = wire_id.to_ascii_lowercase();
+    is_reasoning_family(&id) && !id.starts_with("gpt-5-chat")
+}
+
+fn is_o_series(id: &str) -> bool {
+    ["o1", "o3", "o4"]
+        .iter()
+        .any(|prefix| id.starts_with(prefix))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(Dialect::from_key("openai"), Some(Dialect::OpenAi));
+        assert_eq!(
+            Dialect::from_key("openai-compatible"),
+            Some(Dialect::Compatible)
+        );
+        assert_eq!(Dialect::from_key("anthropic"), None);
+    }
+
+    #[test]
+    fn families() {
+        for id in [
+            "gpt-4.1",
+            "gpt-4o-mini",
+            "gpt-5",
+            "o1-preview",
+            "o3-mini",
+            "o4-mini",
+            "chatgpt-4o-latest",
+        ] {
+            assert!(is_openai_family(id), "{id}");
+        }
+        for id in [
+            "claude-sonnet-4-5",
+            "llama3.1:8b",
+            "Qwen/Qwen3-8B",
+            "omni-moderation-latest",
+        ] {
+            assert!(!is_openai_family(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn reasoning_rules() {
+        assert!(is_reasoning_family("o3"));
+        assert!(is_reasoning_family("gpt-5-mini"));
+        assert!(is_reasoning_family("gpt-5-chat-latest"));
+        assert!(!is_reasoning_family("gpt-4.1"));
+        assert!(rejects_temperature("o4-mini"));
+        assert!(rejects_temperature("gpt-5.1"));
+        assert!(!rejects_temperature("gpt-5-chat-latest"));
+        assert!(!rejects_temperature("gpt-4o"));
+    }
+}
