@@ -21,6 +21,12 @@ pub use provider::{PluginError, Provider};
 pub use registry::{LoadFailure, ProviderRegistry};
 pub use world::WORLD_VERSION;
 
+/// The first-party components compiled into this binary, as (name, bytes): what
+/// `weir` runs with when its providers folder is empty.
+pub fn embedded_components() -> &'static [(&'static str, &'static [u8])] {
+    embedded::EMBEDDED
+}
+
 /// The WIT records, as the host's bindings generate them.
 pub(crate) mod wit_types {
     pub use super::bindings::weir::provider::types::*;

@@ -5,7 +5,7 @@
 //! to the log as detail and never picks a category.
 
 use serde_json::Value;
-use weir_sdk::errors::{ErrorFields, class_for_status};
+use weir_sdk::errors::{ErrorFields, class_for_status, refusal};
 use weir_sdk::http::{go_duration_ms, header, retry_hint};
 use weir_sdk::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
 
@@ -26,6 +26,9 @@ fn classify_status(response: &HttpResponse, fields: &ErrorFields, detail: String
     if status == 429 {
         let hint = rate_limit_hint(&response.headers);
         return ErrorClass::RateLimited(Retry { hint, detail });
+    }
+    if let Some(code) = content_filter_code(fields) {
+        return ErrorClass::Refused(refusal(Some(code.to_owned()), Some(detail)));
     }
     if is_context_overflow(fields) {
         return ErrorClass::ContextOverflow(detail);
@@ -51,6 +54,15 @@ fn rate_limit_hint(headers: &Headers) -> Option<RetryHint> {
 
 fn is_quota(fields: &ErrorFields) -> bool {
     has_word(fields, "insufficient_quota")
+}
+
+/// A prompt the provider's safety filter rejected: Azure OpenAI's 400
+/// `content_filter`, OpenAI's `content_policy_violation`. Never worth retrying on
+/// the same model, so it is a refusal, not an invalid request.
+fn content_filter_code(fields: &ErrorFields) -> Option<&'static str> {
+    ["content_filter", "content_policy_violation"]
+        .into_iter()
+        .find(|word| has_word(fields, word))
 }
 
 /// OpenAI's code, or llama.cpp's type.
@@ -371,5 +383,21 @@ mod tests {
         assert_eq!(status_in_prose("status 200"), None);
         assert_eq!(status_in_prose(""), None);
         assert_eq!(status_in_prose("42"), None);
+    }
+
+    #[test]
+    fn content_filter_is_a_refusal() {
+        let body = br#"{"error":{"message":"The response was filtered due to the prompt triggering content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}"#;
+        let response = HttpResponse {
+            status: 400,
+            headers: Vec::new(),
+            body: body.to_vec(),
+        };
+        match classify(&response) {
+            ErrorClass::Refused(refusal) => {
+                assert_eq!(refusal.category.as_deref(), Some("content_filter"))
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 }

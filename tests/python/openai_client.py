@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Talk to an OpenAI-compatible endpoint (Weir, or the fake upstream) with the official
+`openai` package, and print what came back as JSON lines.
+
+Usage: openai_client.py BASE_URL MODEL [--steps plain,tools,stream]
+
+Steps (default: plain,tools):
+  plain   a plain question; prints {"step":"plain","text":...,"usage":{...},"finish_reason":...}
+  tools   one tool, get_weather(city); prints {"step":"tools","tool_calls":[...],...}
+  stream  a streamed question with include_usage; prints {"step":"stream","text":...,"usage":...}
+
+Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
+"""
+
+import argparse
+import json
+import sys
+
+from openai import OpenAI
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def usage_dict(usage):
+    return None if usage is None else usage.model_dump()
+
+
+def plain(client, model):
+    response = client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+    )
+    choice = response.choices[0]
+    return {
+        "step": "plain",
+        "text": choice.message.content,
+        "finish_reason": choice.finish_reason,
+        "model": response.model,
+        "usage": usage_dict(response.usage),
+    }
+
+
+def tools(client, model):
+    response = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL],
+    )
+    choice = response.choices[0]
+    calls = [
+        {
+            "id": call.id,
+            "name": call.function.name,
+            # The wire carries a JSON string; decode it so a caller compares values.
+            "arguments": json.loads(call.function.arguments),
+        }
+        for call in (choice.message.tool_calls or [])
+    ]
+    return {
+        "step": "tools",
+        "tool_calls": calls,
+        "text": choice.message.content,
+        "finish_reason": choice.finish_reason,
+        "usage": usage_dict(response.usage),
+    }
+
+
+def stream(client, model):
+    text = []
+    usage = None
+    finish_reason = None
+    with client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Count to three."}],
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as chunks:
+        for chunk in chunks:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    text.append(choice.delta.content)
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
+    return {
+        "step": "stream",
+        "text": "".join(text),
+        "finish_reason": finish_reason,
+        "usage": usage_dict(usage),
+    }
+
+
+STEPS = {"plain": plain, "tools": tools, "stream": stream}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("model", help="the model id to ask for")
+    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream")
+    args = parser.parse_args()
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()]
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        parser.error(f"unknown steps: {unknown}")
+
+    # max_retries=0: a retry inside the client would hide the gateway's own retry behaviour.
+    client = OpenAI(base_url=args.base_url, api_key="unused-by-weir", max_retries=0, timeout=60)
+    try:
+        for step in steps:
+            print(json.dumps(STEPS[step](client, args.model)), flush=True)
+    except Exception as error:  # noqa: BLE001 - any failure is the verdict
+        print(f"openai_client.py: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

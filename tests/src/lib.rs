@@ -1,0 +1,20 @@
+//! Test support for the Weir workspace: a scriptable fake OpenAI upstream, builders for the
+//! OpenAI wire format, and a harness that runs the real `weir` binary.
+//!
+//! Wiring in a gateway test: start a [`FakeUpstream`], write a config whose provider base URL
+//! is [`FakeUpstream::base_url`], start a [`Gateway`] with it, send OpenAI requests to
+//! [`Gateway::base_url`], then assert on [`FakeUpstream::received`] and the answers.
+//! See `tests/README.md` for the kinds of tests and how to add one.
+
+// This crate is test support, not product code: a failed setup step should stop the test at
+// once with a message, which is what unwrap/expect/panic do. The workspace denies them for
+// library code; here they are the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod fake_upstream;
+pub mod gateway;
+pub mod openai_wire;
+pub mod python;
+
+pub use fake_upstream::{FakeUpstream, Received, Scripted};
+pub use gateway::{Gateway, run_cli, weir_binary};
