@@ -18,6 +18,9 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     pub stop: Vec<String>,
     pub response_schema: Option<ResponseSchema>,
+    /// When the caller stops waiting. Admission fails at once if capacity cannot
+    /// free up before it, instead of parking to find out.
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 impl ChatRequest {
@@ -30,6 +33,7 @@ impl ChatRequest {
             temperature: None,
             stop: Vec::new(),
             response_schema: None,
+            deadline: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! safe message. Raw provider text never enters a message: it is logged where
 //! the failure is classified.
 
+use crate::admission::AdmissionError;
 use crate::plugin::PluginError;
 use crate::transport::{CredentialError, TransportError};
 use crate::types::RetryHint;
@@ -24,6 +25,7 @@ pub enum Category {
     ProviderUnavailable,
     ProviderFault,
     UpstreamError,
+    CapacityExceeded,
 }
 
 impl Category {
@@ -43,6 +45,7 @@ impl Category {
             Self::ProviderUnavailable => "provider_unavailable",
             Self::ProviderFault => "provider_fault",
             Self::UpstreamError => "upstream_error",
+            Self::CapacityExceeded => "capacity_exceeded",
         }
     }
 
@@ -50,7 +53,7 @@ impl Category {
     /// retry use 4xx statuses the official SDKs do not retry (402, 422, 424).
     pub fn http_status(self) -> u16 {
         match self {
-            Self::InvalidRequest | Self::ContextOverflow => 400,
+            Self::InvalidRequest | Self::ContextOverflow | Self::CapacityExceeded => 400,
             Self::ModelNotFound => 404,
             Self::Refused => 422,
             Self::ProviderCreditExhausted => 402,
@@ -79,6 +82,26 @@ pub enum UpstreamClass {
     Uncorrectable,
 }
 
+impl UpstreamClass {
+    /// How hard this signal pushes the model's throttle: a rate limit 1, an
+    /// overload 3 (the whole fleet is saturated: yield hard), anything else 0 (a
+    /// stray fault is no reason to slow every caller down).
+    pub fn backpressure_weight(&self) -> u32 {
+        match self {
+            Self::RateLimited => 1,
+            Self::Overloaded => 3,
+            Self::QuotaExhausted
+            | Self::Transient
+            | Self::Refused { .. }
+            | Self::InvalidRequest
+            | Self::Authentication
+            | Self::NotFound
+            | Self::ContextOverflow
+            | Self::Uncorrectable => 0,
+        }
+    }
+}
+
 /// Every way a call can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum WeirError {
@@ -98,6 +121,8 @@ pub enum WeirError {
         model: String,
         source: CredentialError,
     },
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
     #[error("model `{model}`: {source}")]
     Plugin { model: String, source: PluginError },
     #[error("model `{model}` via `{provider}`: {source}")]
@@ -123,6 +148,11 @@ impl WeirError {
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
+            Self::Admission(error) => match error {
+                AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
+                AdmissionError::DeadlineBeforeFit { .. }
+                | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
+            },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
                 PluginError::Codec { error, .. } => match error {
@@ -165,6 +195,7 @@ impl WeirError {
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
+            | Self::Admission(_)
             | Self::Transport { .. } => self.to_string(),
             Self::Plugin { model, source } => match source {
                 PluginError::Fault { provider, .. } => {

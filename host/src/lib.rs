@@ -21,7 +21,7 @@
 //! (the output reserve), `call` (the call template), `transport` (HTTP and
 //! secrets), `server` (the OpenAI-compatible gateway).
 
-mod admission;
+pub mod admission;
 mod call;
 pub mod catalog;
 mod chat;
@@ -41,6 +41,7 @@ pub use chat::{ChatRequest, ChatResponse};
 pub use error::{Category, UpstreamClass, WeirError};
 pub use status::{ModelStatus, ProviderStatus};
 
+use admission::{Admission, InProcessStore, RateStore};
 use plugin::{PluginEngine, ProviderRegistry};
 use transport::{EnvSecretStore, HttpClient, SecretStore, TransportSettings};
 
@@ -68,6 +69,7 @@ struct Inner {
     config: Config,
     catalog: Catalog,
     registry: ProviderRegistry,
+    admission: Admission,
     engine: PluginEngine,
     transport: HttpClient,
     secrets: Arc<dyn SecretStore>,
@@ -104,6 +106,18 @@ impl Weir {
         &self.inner.registry
     }
 
+    pub fn admission(&self) -> &Admission {
+        &self.inner.admission
+    }
+
+    /// A model's throttle coefficient (0.0–9.0), if the model exists.
+    pub async fn throttle_coefficient(&self, model: &str) -> Option<f64> {
+        match self.admission().gate(model) {
+            Some(gate) => Some(gate.account().coefficient().await),
+            None => None,
+        }
+    }
+
     pub fn providers_dir(&self) -> &std::path::Path {
         &self.inner.providers_dir
     }
@@ -129,6 +143,7 @@ pub struct WeirBuilder {
     providers_dir: Option<PathBuf>,
     cache_dir: Option<Option<PathBuf>>,
     secrets: Option<Arc<dyn SecretStore>>,
+    rate_store: Option<Arc<dyn RateStore>>,
     transport: Option<TransportSettings>,
 }
 
@@ -158,6 +173,13 @@ impl WeirBuilder {
         self
     }
 
+    /// Where bucket levels and throttle coefficients live (default: this
+    /// process's memory; a shared store lets a fleet share one budget).
+    pub fn rate_store(mut self, store: Arc<dyn RateStore>) -> Self {
+        self.rate_store = Some(store);
+        self
+    }
+
     pub fn transport(mut self, settings: TransportSettings) -> Self {
         self.transport = Some(settings);
         self
@@ -181,6 +203,8 @@ impl WeirBuilder {
         let registry =
             ProviderRegistry::load(&engine, Some(&providers_dir)).map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &registry)?;
+        let rate_store = self.rate_store.unwrap_or_else(|| Arc::new(InProcessStore));
+        let admission = Admission::new(&catalog, rate_store.as_ref());
         let settings = self
             .transport
             .unwrap_or_else(|| transport_settings(&config));
@@ -190,6 +214,7 @@ impl WeirBuilder {
             config,
             catalog,
             registry,
+            admission,
             engine,
             transport,
             secrets,

@@ -115,6 +115,35 @@ impl Received {
 struct State {
     queue: VecDeque<Scripted>,
     received: Vec<Received>,
+    limiter: Option<RequestLimiter>,
+    rate_limited: usize,
+}
+
+/// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
+/// (`rpm / 60` per second), answering 429 `rate_limit_exceeded` when empty.
+struct RequestLimiter {
+    capacity: f64,
+    level: f64,
+    updated: std::time::Instant,
+}
+
+impl RequestLimiter {
+    /// Two processes' clocks read the same instant a few microseconds apart: a
+    /// hundredth of a request is forgiven so that skew is not mistaken for a burst.
+    const SKEW_ALLOWANCE: f64 = 0.01;
+
+    fn admit(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(self.updated).as_secs_f64() * self.capacity / 60.0;
+        self.level = (self.level + refill).min(self.capacity);
+        self.updated = now;
+        if self.level + Self::SKEW_ALLOWANCE >= 1.0 {
+            self.level -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 #[derive(Default)]
@@ -131,7 +160,19 @@ impl Shared {
     fn record(&self, request: Received) -> (usize, Option<Scripted>) {
         let mut state = self.lock();
         state.received.push(request);
-        (state.received.len() - 1, state.queue.pop_front())
+        let seq = state.received.len() - 1;
+        if let Some(script) = state.queue.pop_front() {
+            return (seq, Some(script));
+        }
+        let limited = state
+            .limiter
+            .as_mut()
+            .is_some_and(|limiter| !limiter.admit());
+        if limited {
+            state.rate_limited += 1;
+            return (seq, Some(crate::openai_wire::rate_limited(1)));
+        }
+        (seq, None)
     }
 }
 
@@ -233,6 +274,23 @@ impl FakeUpstream {
     #[must_use]
     pub fn received(&self) -> Vec<Received> {
         self.shared.lock().received.clone()
+    }
+
+    /// Limits unscripted requests to `rpm` per minute the way OpenAI does (a
+    /// continuously refilled bucket, full at first); the excess is answered 429.
+    pub fn limit_requests_per_minute(&self, rpm: u64) {
+        let capacity = rpm as f64;
+        self.shared.lock().limiter = Some(RequestLimiter {
+            capacity,
+            level: capacity,
+            updated: std::time::Instant::now(),
+        });
+    }
+
+    /// How many requests the limiter answered 429.
+    #[must_use]
+    pub fn rate_limited_count(&self) -> usize {
+        self.shared.lock().rate_limited
     }
 
     /// How many requests arrived so far.

@@ -4,11 +4,28 @@
 
 use crate::catalog::ModelSpec;
 use crate::error::WeirError;
+use crate::types::Effort;
 
-/// The declared output (the request's, else the catalog entry's), clamped at the
-/// model's ceiling. Nothing declared anywhere is an error, never an invented
-/// default. (Reasoning headroom joins this sum when effort budgets land.)
-pub fn output_reserve(requested: Option<u32>, model: &ModelSpec) -> Result<u32, WeirError> {
+/// What a call reserves for its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputReserve {
+    /// The wire `max_tokens` and the reservation: declared output plus the
+    /// reasoning headroom, clamped at the model's ceiling.
+    pub max_tokens: u32,
+    /// The reasoning headroom booked for the call's effort (the thinking budget a
+    /// provider that takes one is sent), never above `max_tokens`.
+    pub thinking_budget: Option<u32>,
+}
+
+/// The declared output (the request's, else the catalog entry's) plus the
+/// reasoning headroom the call's effort books in the catalog, clamped at the
+/// model's ceiling. Nothing declared anywhere is an error saying where to
+/// declare it, never an invented default.
+pub fn output_reserve(
+    requested: Option<u32>,
+    effort: Option<Effort>,
+    model: &ModelSpec,
+) -> Result<OutputReserve, WeirError> {
     let declared =
         requested
             .or(model.output_tokens)
@@ -21,12 +38,21 @@ pub fn output_reserve(requested: Option<u32>, model: &ModelSpec) -> Result<u32, 
             model.id
         )));
     }
-    Ok(declared.min(model.max_output_tokens))
+    let headroom = effort.and_then(|effort| model.thinking_budget.for_effort(effort));
+    let max_tokens = declared
+        .saturating_add(headroom.unwrap_or(0))
+        .min(model.max_output_tokens);
+    Ok(OutputReserve {
+        max_tokens,
+        thinking_budget: headroom.map(|budget| budget.min(max_tokens)),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Tokenizer;
+    use crate::catalog::ThinkingBudget;
 
     fn model(output_tokens: Option<u32>) -> ModelSpec {
         ModelSpec {
@@ -40,27 +66,68 @@ mod tests {
             rpm: None,
             tpm: None,
             output_tokens,
+            max_concurrency: None,
+            tokenizer: Tokenizer::Estimate,
+            thinking_budget: ThinkingBudget {
+                high: Some(600),
+                ..ThinkingBudget::default()
+            },
         }
+    }
+
+    fn reserve(requested: Option<u32>, effort: Option<Effort>, model: &ModelSpec) -> u32 {
+        output_reserve(requested, effort, model).unwrap().max_tokens
     }
 
     #[test]
     fn request_declaration_wins_over_catalog() {
-        assert_eq!(output_reserve(Some(300), &model(Some(500))).unwrap(), 300);
-        assert_eq!(output_reserve(None, &model(Some(500))).unwrap(), 500);
+        assert_eq!(reserve(Some(300), None, &model(Some(500))), 300);
+        assert_eq!(reserve(None, None, &model(Some(500))), 500);
+    }
+
+    #[test]
+    fn reasoning_headroom_rides_above_the_declared_output() {
+        let reserve = output_reserve(Some(300), Some(Effort::High), &model(None)).unwrap();
+        assert_eq!(
+            reserve,
+            OutputReserve {
+                max_tokens: 900,
+                thinking_budget: Some(600)
+            }
+        );
+        let unbooked = output_reserve(Some(300), Some(Effort::Low), &model(None)).unwrap();
+        assert_eq!(
+            unbooked,
+            OutputReserve {
+                max_tokens: 300,
+                thinking_budget: None
+            },
+            "no entry books nothing"
+        );
     }
 
     #[test]
     fn clamped_at_the_model_ceiling() {
-        assert_eq!(output_reserve(Some(50_000), &model(None)).unwrap(), 1_000);
+        assert_eq!(reserve(Some(50_000), None, &model(None)), 1_000);
+        let reserve = output_reserve(Some(700), Some(Effort::High), &model(None)).unwrap();
+        assert_eq!(
+            reserve,
+            OutputReserve {
+                max_tokens: 1_000,
+                thinking_budget: Some(600)
+            }
+        );
     }
 
     #[test]
     fn nothing_declared_is_an_error_that_says_where_to_declare() {
-        let message = output_reserve(None, &model(None)).unwrap_err().to_string();
+        let message = output_reserve(None, None, &model(None))
+            .unwrap_err()
+            .to_string();
         assert!(
             message.contains("max_tokens") && message.contains("output_tokens"),
             "{message}"
         );
-        assert!(output_reserve(Some(0), &model(None)).is_err());
+        assert!(output_reserve(Some(0), None, &model(None)).is_err());
     }
 }

@@ -1,6 +1,68 @@
-//! Admission: what a call may consume before it goes upstream. Today that is the
-//! output reserve; the token buckets and throttle build on the same number.
+//! Admission: capacity is debited *before* a call goes upstream, so callers
+//! almost never see a 429.
+//!
+//! ```text
+//! output_reserve ─┐
+//! estimate_input ─┴► Demand { 1 request, input + output tokens }
+//!   ─► ModelGate::admit: request slot + tokens + concurrency permit, all or nothing;
+//!      park FIFO until the earliest fit (RateAccount: clocked RPM/TPM buckets,
+//!      stretched by the adaptive throttle)
+//!   ─► Grant: dropped unsent = rolled back; sent = spent, refills with time
+//! ```
 
+mod bucket;
 mod budget;
+mod estimate;
+mod gate;
+mod store;
+mod throttle;
 
-pub use budget::output_reserve;
+#[cfg(test)]
+mod gate_tests;
+#[cfg(test)]
+mod properties;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use bucket::Bucket;
+pub use budget::{OutputReserve, output_reserve};
+pub use estimate::{Tokenizer, char_estimate, estimate_input};
+pub use gate::{AdmissionError, Grant, ModelGate};
+pub use store::{
+    AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits,
+    RateAccount, RateStore, Shortfall, Verdict,
+};
+pub use throttle::Throttle;
+
+use crate::catalog::Catalog;
+
+/// Every model's gate, built once from the catalog.
+#[derive(Debug, Default)]
+pub struct Admission {
+    gates: HashMap<String, Arc<ModelGate>>,
+}
+
+impl Admission {
+    pub fn new(catalog: &Catalog, store: &dyn RateStore) -> Self {
+        let gates = catalog
+            .models()
+            .map(|model| {
+                let limits = Limits {
+                    rpm: model.rpm.map(u64::from),
+                    tpm: model.tpm,
+                };
+                let account = store.account(&model.id, limits);
+                (
+                    model.id.clone(),
+                    ModelGate::new(model.id.clone(), account, model.max_concurrency),
+                )
+            })
+            .collect();
+        Self { gates }
+    }
+
+    pub fn gate(&self, model: &str) -> Option<&Arc<ModelGate>> {
+        self.gates.get(model)
+    }
+}

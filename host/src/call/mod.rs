@@ -1,22 +1,27 @@
 //! The call template: the one path every chat call takes, in a fixed order.
 //!
 //! ```text
-//! resolve model ─► output reserve ─► component.encode ─► credential ─► transport
-//!   ─► 2xx: component.decode ─► stamp          else: component.classify ─► typed error
+//! resolve model ─► output reserve ─► credential ─► admission (park until it fits)
+//!   ─► component.encode ─► transport ─► 2xx: component.decode ─► throttle ◄ success ─► stamp
+//!                                       else: component.classify ─► throttle ◄ weight ─► typed error
 //! ```
 //!
-//! The order is the point: the output reserve is computed once, before anything
-//! is encoded, so the wire `max_tokens` is the reserved number; the credential is
-//! attached after the component has finished, so it never sees it; stamping
-//! happens here, once, so no provider can forget it. Retries, gates and
-//! admission wrap this path as later stages.
+//! The order is the point. The output reserve is computed once, before
+//! anything else, and both the admission demand and the wire `max_tokens` are
+//! that number. The credential is resolved before admission (a missing secret
+//! must not wait for capacity) but attached only after the component finished,
+//! so the component never sees it. The grant is marked sent just before the
+//! request leaves: anything failing earlier rolls it back in full. Stamping
+//! happens here, once, so no provider can forget it.
 
 mod classify;
 
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
-use crate::admission::output_reserve;
+use crate::admission::{
+    Demand, Feedback, ModelGate, OutputReserve, estimate_input, output_reserve,
+};
 use crate::catalog::ModelSpec;
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::WeirError;
@@ -31,21 +36,16 @@ pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatRespon
         .catalog()
         .get(&request.model)
         .ok_or_else(|| WeirError::UnknownModel(request.model.clone()))?;
-    let provider =
-        weir.registry()
-            .get(&model.provider)
-            .ok_or_else(|| WeirError::ProviderUnavailable {
-                model: model.id.clone(),
-                provider: model.provider.clone(),
-            })?;
-    let max_tokens = output_reserve(request.max_output_tokens, model)?;
-    let params = call_params(&request, model, max_tokens);
-    let http_request = provider
-        .encode(&request.conversation, &params)
-        .map_err(|source| WeirError::Plugin {
-            model: model.id.clone(),
-            source,
-        })?;
+    let unavailable = || WeirError::ProviderUnavailable {
+        model: model.id.clone(),
+        provider: model.provider.clone(),
+    };
+    let provider = weir
+        .registry()
+        .get(&model.provider)
+        .ok_or_else(unavailable)?;
+    let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
+    let reserve = output_reserve(request.max_output_tokens, request.reasoning_effort, model)?;
     let credential = Credential::resolve(
         provider.key(),
         &provider.info().credential,
@@ -56,32 +56,64 @@ pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatRespon
         model: model.id.clone(),
         source,
     })?;
-    let endpoint = endpoint(model, provider)?;
-    let response = weir
-        .transport()
-        .send(endpoint, http_request, &credential)
-        .await
-        .map_err(|source| {
-            tracing::warn!(model = %model.id, provider = provider.key(), error = %source, "upstream transport failed");
-            WeirError::Transport { model: model.id.clone(), provider: provider.key().to_owned(), source }
-        })?;
+    let endpoint = model.endpoint.as_deref().ok_or_else(unavailable)?;
+
+    let input = estimate_input(model.tokenizer, &request.conversation);
+    let demand = Demand {
+        requests: 1,
+        tokens: input + u64::from(reserve.max_tokens),
+    };
+    let mut grant = gate.admit(demand, request.deadline).await?;
+
+    let params = call_params(&request, model, reserve);
+    let http_request = match provider.encode(&request.conversation, &params) {
+        Ok(http_request) => http_request,
+        Err(source) => {
+            grant.rollback().await;
+            return Err(WeirError::Plugin {
+                model: model.id.clone(),
+                source,
+            });
+        }
+    };
+    grant.mark_sent();
+    let response = weir.transport().send(endpoint, http_request, &credential).await.map_err(|source| {
+        tracing::warn!(model = %model.id, provider = provider.key(), error = %source, "upstream transport failed");
+        WeirError::Transport { model: model.id.clone(), provider: provider.key().to_owned(), source }
+    })?;
     if !(200..300).contains(&response.status) {
-        return Err(classify::failure(model, provider, &response));
+        let error = classify::failure(model, provider, &response);
+        if let WeirError::Upstream { class, .. } = &error {
+            feed_back(gate, Feedback::Backpressure(class.backpressure_weight())).await;
+        }
+        return Err(error);
     }
+    feed_back(gate, Feedback::Success).await;
     let decoded = provider
         .decode(&response)
         .map_err(|source| WeirError::Plugin {
             model: model.id.clone(),
             source,
         })?;
-    Ok(stamp(decoded, model, provider, max_tokens, started))
+    drop(grant);
+    Ok(stamp(decoded, model, provider, reserve, started))
 }
 
-fn call_params(request: &ChatRequest, model: &ModelSpec, max_tokens: u32) -> CallParams {
+/// Tells the throttle what the upstream said, and lets the head of the queue
+/// recompute its wait under the new coefficient.
+async fn feed_back(gate: &ModelGate, signal: Feedback) {
+    if signal == Feedback::Backpressure(0) {
+        return;
+    }
+    gate.account().feedback(signal).await;
+    gate.wake_head();
+}
+
+fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve) -> CallParams {
     CallParams {
         wire_model_id: model.wire_id.clone(),
-        max_tokens,
-        thinking_budget: None,
+        max_tokens: reserve.max_tokens,
+        thinking_budget: reserve.thinking_budget,
         reasoning_effort: request.reasoning_effort,
         temperature: request.temperature,
         stop: request.stop.clone(),
@@ -90,22 +122,12 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, max_tokens: u32) -> Cal
     }
 }
 
-fn endpoint<'a>(model: &'a ModelSpec, provider: &Provider) -> Result<&'a str, WeirError> {
-    model
-        .endpoint
-        .as_deref()
-        .ok_or_else(|| WeirError::ProviderUnavailable {
-            model: model.id.clone(),
-            provider: provider.key().to_owned(),
-        })
-}
-
 /// The facts every response carries, set here and nowhere else.
 fn stamp(
     decoded: DecodedResponse,
     model: &ModelSpec,
     provider: &Provider,
-    max_tokens: u32,
+    reserve: OutputReserve,
     started: Instant,
 ) -> ChatResponse {
     ChatResponse {
@@ -118,7 +140,7 @@ fn stamp(
         refusal: decoded.refusal,
         served_model: decoded.served_model,
         request_id: decoded.request_id,
-        requested_max_tokens: max_tokens,
+        requested_max_tokens: reserve.max_tokens,
         attempts: 1,
         latency: started.elapsed(),
         ended_at: SystemTime::now(),

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::admission::Tokenizer;
+use crate::types::Effort;
+
 /// The catalog compiled into the binary, used when no config file is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../catalog/default.toml");
 
@@ -69,6 +72,36 @@ pub struct ModelEntry {
     pub tpm: Option<u64>,
     /// The declared output when a request gives none.
     pub output_tokens: Option<u32>,
+    /// Calls in flight at once (absent: unlimited).
+    pub max_concurrency: Option<u32>,
+    /// How input is counted before the call (default: by provider and family).
+    pub tokenizer: Option<Tokenizer>,
+    /// Reasoning headroom booked per effort, on top of the declared output.
+    pub thinking_budget: Option<ThinkingBudget>,
+}
+
+/// Tokens of reasoning a call books for its effort. An effort with no entry
+/// books none: nothing is invented.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkingBudget {
+    pub minimal: Option<u32>,
+    pub low: Option<u32>,
+    pub medium: Option<u32>,
+    pub high: Option<u32>,
+    pub max: Option<u32>,
+}
+
+impl ThinkingBudget {
+    pub fn for_effort(&self, effort: Effort) -> Option<u32> {
+        match effort {
+            Effort::Minimal => self.minimal,
+            Effort::Low => self.low,
+            Effort::Medium => self.medium,
+            Effort::High => self.high,
+            Effort::Max => self.max,
+        }
+    }
 }
 
 impl Config {
@@ -138,8 +171,15 @@ impl ModelEntry {
         if self.max_output_tokens == 0 || self.context_window == 0 {
             return Err("`max_output_tokens` and `context_window` must be positive".to_owned());
         }
-        if self.rpm == Some(0) || self.tpm == Some(0) || self.output_tokens == Some(0) {
-            return Err("`rpm`, `tpm` and `output_tokens` must be positive when set".to_owned());
+        if self.rpm == Some(0)
+            || self.tpm == Some(0)
+            || self.output_tokens == Some(0)
+            || self.max_concurrency == Some(0)
+        {
+            return Err(
+                "`rpm`, `tpm`, `output_tokens` and `max_concurrency` must be positive when set"
+                    .to_owned(),
+            );
         }
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))

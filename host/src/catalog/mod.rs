@@ -5,7 +5,9 @@ mod config;
 
 use std::collections::BTreeMap;
 
-pub use config::{Config, ConfigError, EMBEDDED_DEFAULT, ModelEntry};
+pub use config::{Config, ConfigError, EMBEDDED_DEFAULT, ModelEntry, ThinkingBudget};
+
+use crate::admission::Tokenizer;
 
 use crate::plugin::ProviderRegistry;
 
@@ -25,6 +27,9 @@ pub struct ModelSpec {
     pub rpm: Option<u32>,
     pub tpm: Option<u64>,
     pub output_tokens: Option<u32>,
+    pub max_concurrency: Option<u32>,
+    pub tokenizer: Tokenizer,
+    pub thinking_budget: ThinkingBudget,
 }
 
 /// The models by id.
@@ -78,10 +83,14 @@ impl Catalog {
 }
 
 fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
+    let wire_id = entry.wire_id.clone().unwrap_or_else(|| entry.id.clone());
     ModelSpec {
         id: entry.id.clone(),
         provider: entry.provider.clone(),
-        wire_id: entry.wire_id.clone().unwrap_or_else(|| entry.id.clone()),
+        tokenizer: entry
+            .tokenizer
+            .unwrap_or_else(|| Tokenizer::default_for(&entry.provider, &wire_id)),
+        wire_id,
         endpoint,
         credential: entry.credential.clone(),
         max_output_tokens: entry.max_output_tokens,
@@ -89,5 +98,7 @@ fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
         rpm: entry.rpm,
         tpm: entry.tpm,
         output_tokens: entry.output_tokens,
+        max_concurrency: entry.max_concurrency,
+        thinking_budget: entry.thinking_budget.unwrap_or_default(),
     }
 }

@@ -12,7 +12,7 @@ mod openai;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -60,8 +60,16 @@ async fn shutdown_signal() {
     let _ = interrupt.await;
 }
 
-async fn chat_completions(State(weir): State<Weir>, body: Bytes) -> Result<Response, ApiError> {
-    let request = openai::into_chat_request(&body)?;
+/// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.
+const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
+
+async fn chat_completions(
+    State(weir): State<Weir>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut request = openai::into_chat_request(&body)?;
+    request.deadline = deadline(&headers)?;
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(openai::completion_body(&response)).into_response();
     let headers = answer.headers_mut();
@@ -81,14 +89,38 @@ async fn chat_completions(State(weir): State<Weir>, body: Bytes) -> Result<Respo
     Ok(answer)
 }
 
+fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiError> {
+    let Some(value) = headers.get(DEADLINE_HEADER) else {
+        return Ok(None);
+    };
+    let millis: u64 = value
+        .to_str()
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "`{DEADLINE_HEADER}` must be a number of milliseconds"
+            ))
+        })?;
+    Ok(Some(
+        tokio::time::Instant::now() + std::time::Duration::from_millis(millis),
+    ))
+}
+
 async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
     let providers = weir.provider_statuses();
-    let data: Vec<Value> = weir
-        .model_statuses()
-        .into_iter()
-        .map(|model| {
-            let provider = providers.iter().find(|p| p.key == model.provider);
-            json!({
+    let mut data = Vec::new();
+    for model in weir.model_statuses() {
+        let provider = providers.iter().find(|p| p.key == model.provider);
+        let admission = match weir.admission().gate(&model.id) {
+            Some(gate) => json!({
+                "throttle_coefficient": gate.account().coefficient().await,
+                "in_flight": gate.in_flight(),
+                "parked": gate.parked(),
+            }),
+            None => Value::Null,
+        };
+        data.push(json!({
                 "id": model.id,
                 "object": "model",
                 "created": 0,
@@ -97,11 +129,11 @@ async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
                     "provider": model.provider,
                     "available": model.available,
                     "provider_source": provider.map(|p| p.source.clone()),
-                    "provider_digest": provider.map(|p| p.digest.clone()),
-                },
-            })
-        })
-        .collect();
+                "provider_digest": provider.map(|p| p.digest.clone()),
+                "admission": admission,
+            },
+        }));
+    }
     axum::Json(json!({"object": "list", "data": data}))
 }
 

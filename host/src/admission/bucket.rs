@@ -1,0 +1,172 @@
+//! A clocked token bucket: the level at any instant is the stored level plus what
+//! the rate has refilled since it was stored, capped at the capacity. Nothing
+//! ticks; there is no refill task.
+//!
+//! Levels are integers in units of 1/600 000 000 000 of a token: at that scale a
+//! bucket of capacity `C` per minute refills exactly `C × 100 / s` units per
+//! nanosecond, where `s` is the throttle's stretch in tenths (10 = normal speed,
+//! 100 = ten times slower). Integer levels make a rollback restore exactly, and
+//! the one rounding there is (refill, rounded down) only ever errs toward fewer
+//! tokens, never more.
+
+use tokio::time::{Duration, Instant};
+
+/// Units per token (60 s × 10⁹ ns × 10 tenths).
+const UNITS_PER_TOKEN: u128 = 600_000_000_000;
+
+/// A bucket refilling `capacity` tokens per minute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bucket {
+    capacity: u64,
+    level: u128,
+    updated: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn per_minute(capacity: u64, now: Instant) -> Self {
+        Self {
+            capacity,
+            level: u128::from(capacity) * UNITS_PER_TOKEN,
+            updated: now,
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn max_units(&self) -> u128 {
+        u128::from(self.capacity) * UNITS_PER_TOKEN
+    }
+
+    /// Units refilled over `elapsed` at stretch `tenths` (rounded down).
+    fn refill(&self, elapsed: Duration, tenths: u32) -> u128 {
+        elapsed.as_nanos() * u128::from(self.capacity) * 100 / u128::from(tenths.max(10))
+    }
+
+    fn level_units(&self, now: Instant, tenths: u32) -> u128 {
+        let elapsed = now.saturating_duration_since(self.updated);
+        (self.level + self.refill(elapsed, tenths)).min(self.max_units())
+    }
+
+    /// Whole tokens available at `now`.
+    pub fn level(&self, now: Instant, tenths: u32) -> u64 {
+        u64::try_from(self.level_units(now, tenths) / UNITS_PER_TOKEN).unwrap_or(u64::MAX)
+    }
+
+    /// Stores the level reached at `now`: required before the stretch changes, so
+    /// time already elapsed keeps the rate it elapsed at.
+    pub fn settle(&mut self, now: Instant, tenths: u32) {
+        self.level = self.level_units(now, tenths);
+        self.updated = self.updated.max(now);
+    }
+
+    /// The instant `demand` tokens are available, or `None` when the bucket can
+    /// never hold that many.
+    pub fn earliest_fit(&self, demand: u64, now: Instant, tenths: u32) -> Option<Instant> {
+        (demand <= self.capacity).then(|| self.supply_time(demand, now, tenths))
+    }
+
+    /// When a total of `amount` tokens could have been supplied from now on,
+    /// counting refill past the capacity (for a caller queued behind others,
+    /// whose predecessors drain the bucket as it fills).
+    pub fn supply_time(&self, amount: u64, now: Instant, tenths: u32) -> Instant {
+        let needed = u128::from(amount) * UNITS_PER_TOKEN;
+        let level = self.level_units(now, tenths);
+        if level >= needed {
+            return now;
+        }
+        let per_ns = u128::from(self.capacity).max(1) * 100;
+        let nanos = ((needed - level) * u128::from(tenths.max(10))).div_ceil(per_ns);
+        now.max(self.updated) + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// Takes `demand` tokens if they are there now.
+    pub fn try_take(&mut self, demand: u64, now: Instant, tenths: u32) -> bool {
+        self.settle(now, tenths);
+        let needed = u128::from(demand) * UNITS_PER_TOKEN;
+        if self.level >= needed {
+            self.level -= needed;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Returns tokens whose call never happened.
+    pub fn give(&mut self, amount: u64, now: Instant, tenths: u32) {
+        self.settle(now, tenths);
+        self.level = (self.level + u128::from(amount) * UNITS_PER_TOKEN).min(self.max_units());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NORMAL: u32 = 10;
+
+    #[test]
+    fn starts_full_and_refills_with_time() {
+        let start = Instant::now();
+        let mut bucket = Bucket::per_minute(60, start);
+        assert!(bucket.try_take(60, start, NORMAL));
+        assert_eq!(bucket.level(start, NORMAL), 0);
+        assert_eq!(bucket.level(start + Duration::from_secs(1), NORMAL), 1);
+        assert_eq!(bucket.level(start + Duration::from_secs(30), NORMAL), 30);
+        assert_eq!(
+            bucket.level(start + Duration::from_secs(600), NORMAL),
+            60,
+            "capped"
+        );
+    }
+
+    #[test]
+    fn earliest_fit_is_exact() {
+        let start = Instant::now();
+        let mut bucket = Bucket::per_minute(60, start);
+        assert!(bucket.try_take(60, start, NORMAL));
+        let fit = bucket.earliest_fit(3, start, NORMAL).unwrap();
+        assert_eq!(fit, start + Duration::from_secs(3));
+        assert!(
+            !bucket
+                .clone()
+                .try_take(3, fit - Duration::from_nanos(1), NORMAL)
+        );
+        assert!(bucket.try_take(3, fit, NORMAL));
+    }
+
+    #[test]
+    fn the_throttle_stretches_the_refill() {
+        let start = Instant::now();
+        let mut bucket = Bucket::per_minute(60, start);
+        assert!(bucket.try_take(60, start, NORMAL));
+        // Coefficient 1.5: refill 2.5x slower.
+        assert_eq!(
+            bucket.earliest_fit(2, start, 25).unwrap(),
+            start + Duration::from_secs(5)
+        );
+        assert_eq!(bucket.level(start + Duration::from_secs(10), 25), 4);
+    }
+
+    #[test]
+    fn a_demand_above_capacity_never_fits() {
+        let bucket = Bucket::per_minute(100, Instant::now());
+        assert_eq!(bucket.earliest_fit(101, Instant::now(), NORMAL), None);
+    }
+
+    #[test]
+    fn give_restores_exactly() {
+        let start = Instant::now();
+        let mut bucket = Bucket::per_minute(1_000, start);
+        let later = start + Duration::from_millis(1_234);
+        assert!(bucket.try_take(700, start, NORMAL));
+        let before = bucket.clone();
+        assert!(bucket.try_take(250, later, NORMAL));
+        bucket.give(250, later, NORMAL);
+        let mut expected = before;
+        expected.settle(later, NORMAL);
+        assert_eq!(bucket, expected);
+    }
+}
