@@ -10,16 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (provider crate, artifact name, env var the crate reads the path from)
-const PROVIDERS: &[(&str, &str, &str)] = &[(
-    "weir-provider-openai",
-    "weir_provider_openai.wasm",
-    "WEIR_EMBEDDED_OPENAI",
-)];
+const PROVIDERS: &[(&str, &str, &str)] =
+    &[("weir-provider-openai", "weir_provider_openai.wasm", "WEIR_EMBEDDED_OPENAI")];
 
 fn main() -> ExitCode {
-    let Some(workspace) = env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .and_then(|dir| dir.parent().map(Path::to_path_buf))
+    let Some(workspace) =
+        env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).and_then(|dir| dir.parent().map(Path::to_path_buf))
     else {
         eprintln!("CARGO_MANIFEST_DIR is not set");
         return ExitCode::FAILURE;
@@ -65,16 +61,12 @@ fn build_providers(workspace: &Path, target_dir: &Path) -> Result<(), String> {
     ] {
         command.env_remove(var);
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run cargo to build the provider components: {e}"))?;
+    let status = command.status().map_err(|e| format!("cannot run cargo to build the provider components: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(
-            "building the provider components failed (is the target installed? \
+        Err("building the provider components failed (is the target installed? \
              `rustup target add wasm32-wasip2`)"
-                .to_owned(),
-        )
+            .to_owned())
     }
 }

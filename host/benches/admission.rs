@@ -3,11 +3,7 @@
 //! costs (measured by a counting allocator, plus the admit future itself).
 
 // Benchmark setup: a failed step should stop the run with its message.
-#![allow(
-    clippy::expect_used,
-    clippy::print_stderr,
-    reason = "a benchmark reports on stderr"
-)]
+#![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -42,10 +38,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-const ONE: Demand = Demand {
-    requests: 1,
-    tokens: 100,
-};
+const ONE: Demand = Demand { requests: 1, tokens: 100 };
 
 fn gate(limits: Limits, max_concurrency: Option<u32>) -> Arc<ModelGate> {
     let account = Arc::new(InProcessAccount::new(limits, tokio::time::Instant::now()));
@@ -53,19 +46,13 @@ fn gate(limits: Limits, max_concurrency: Option<u32>) -> Arc<ModelGate> {
 }
 
 fn unlimited() -> Limits {
-    Limits {
-        rpm: Some(u64::from(u32::MAX)),
-        tpm: Some(u64::MAX / 1_000_000_000_000),
-    }
+    Limits { rpm: Some(u64::from(u32::MAX)), tpm: Some(u64::MAX / 1_000_000_000_000) }
 }
 
 /// Bytes one parked call holds: its pinned admit future plus what parking
 /// allocated (its queue entry), averaged over `count` parked calls.
 fn memory_per_parked_call(count: usize) -> usize {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
     runtime.block_on(async {
         let gate = gate(unlimited(), Some(1));
         let _held = gate.admit(ONE, None).await.expect("first grant");
@@ -75,10 +62,7 @@ fn memory_per_parked_call(count: usize) -> usize {
         let mut context = Context::from_waker(Waker::noop());
         for _ in 0..count {
             let mut call = Box::pin(gate.admit(ONE, None));
-            assert!(
-                matches!(call.as_mut().poll(&mut context), Poll::Pending),
-                "parks"
-            );
+            assert!(matches!(call.as_mut().poll(&mut context), Poll::Pending), "parks");
             parked.push(call);
         }
         assert_eq!(gate.parked(), count);
@@ -89,14 +73,8 @@ fn memory_per_parked_call(count: usize) -> usize {
 }
 
 fn uncontended(c: &mut Criterion) {
-    eprintln!(
-        "memory per parked call: {} bytes",
-        memory_per_parked_call(10_000)
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
+    eprintln!("memory per parked call: {} bytes", memory_per_parked_call(10_000));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
     let gate = gate(unlimited(), None);
     c.bench_function("admission/uncontended admit+release", |b| {
         b.iter_custom(|iterations| {
@@ -116,44 +94,35 @@ fn uncontended(c: &mut Criterion) {
 /// them park, and permits cycle through the queue on both cores.
 fn contended(c: &mut Criterion) {
     const CALLS: u64 = 10_000;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().expect("runtime");
     let mut group = c.benchmark_group("admission/contended");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
-    group.bench_function(
-        "10k calls through 8 permits, 2 cores (time per grant)",
-        |b| {
-            b.iter_custom(|iterations| {
-                runtime.block_on(async {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iterations {
-                        let gate = gate(unlimited(), Some(8));
-                        let start = Instant::now();
-                        let tasks: Vec<_> = (0..CALLS)
-                            .map(|_| {
-                                let gate = Arc::clone(&gate);
-                                tokio::spawn(async move {
-                                    let mut grant = gate.admit(ONE, None).await.expect("grant");
-                                    grant.mark_sent();
-                                    tokio::task::yield_now().await;
-                                })
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group.bench_function("10k calls through 8 permits, 2 cores (time per grant)", |b| {
+        b.iter_custom(|iterations| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iterations {
+                    let gate = gate(unlimited(), Some(8));
+                    let start = Instant::now();
+                    let tasks: Vec<_> = (0..CALLS)
+                        .map(|_| {
+                            let gate = Arc::clone(&gate);
+                            tokio::spawn(async move {
+                                let mut grant = gate.admit(ONE, None).await.expect("grant");
+                                grant.mark_sent();
+                                tokio::task::yield_now().await;
                             })
-                            .collect();
-                        for task in tasks {
-                            task.await.expect("task");
-                        }
-                        total += start.elapsed() / u32::try_from(CALLS).expect("fits");
+                        })
+                        .collect();
+                    for task in tasks {
+                        task.await.expect("task");
                     }
-                    total
-                })
+                    total += start.elapsed() / u32::try_from(CALLS).expect("fits");
+                }
+                total
             })
-        },
-    );
+        })
+    });
     group.finish();
 }
 

@@ -19,29 +19,20 @@ use weir_sdk::types as sdk;
 const TURNS: usize = 6;
 
 fn sentence(turn: usize) -> String {
-    format!(
-        "Turn {turn}: the quick brown fox jumps over the lazy dog while the gateway meters tokens. "
-    )
-    .repeat(6)
+    format!("Turn {turn}: the quick brown fox jumps over the lazy dog while the gateway meters tokens. ").repeat(6)
 }
 
 fn host_conversation() -> host::Conversation {
-    let mut conversation = host::Conversation::user(sentence(0))
-        .with_system("You are a careful assistant. ".repeat(12));
+    let mut conversation =
+        host::Conversation::user(sentence(0)).with_system("You are a careful assistant. ".repeat(12));
     for turn in 1..TURNS {
         let block = vec![host::ContentBlock::Text(sentence(turn))];
-        conversation.turns.push(if turn % 2 == 1 {
-            host::Turn::assistant(block)
-        } else {
-            host::Turn::user(block)
-        });
+        conversation.turns.push(if turn % 2 == 1 { host::Turn::assistant(block) } else { host::Turn::user(block) });
     }
     conversation.tools.push(host::ToolDefinition {
         name: "get_weather".into(),
         description: "Current weather for a city".into(),
-        parameters_json:
-            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
-                .into(),
+        parameters_json: r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#.into(),
     });
     conversation
 }
@@ -115,20 +106,10 @@ fn round_trip(c: &mut Criterion) {
         stream: false,
     };
     let body = response_body();
-    let host_response = host::HttpResponse {
-        status: 200,
-        headers: vec![("x-request-id".into(), "req_1".into())],
-        body: body.clone(),
-    };
-    let encoded_size = provider
-        .encode(&conversation, &host_params)
-        .expect("encode")
-        .body
-        .len();
-    eprintln!(
-        "request body {encoded_size} bytes, response body {} bytes",
-        body.len()
-    );
+    let host_response =
+        host::HttpResponse { status: 200, headers: vec![("x-request-id".into(), "req_1".into())], body: body.clone() };
+    let encoded_size = provider.encode(&conversation, &host_params).expect("encode").body.len();
+    eprintln!("request body {encoded_size} bytes, response body {} bytes", body.len());
 
     let sdk_conv = sdk_conversation(&conversation);
     let sdk_params = sdk::CallParams {
@@ -141,32 +122,21 @@ fn round_trip(c: &mut Criterion) {
         response_schema: None,
         stream: false,
     };
-    let sdk_response = sdk::HttpResponse {
-        status: 200,
-        headers: vec![("x-request-id".into(), "req_1".into())],
-        body,
-    };
+    let sdk_response = sdk::HttpResponse { status: 200, headers: vec![("x-request-id".into(), "req_1".into())], body };
 
     let mut group = c.benchmark_group("chat_round_trip_4k");
     group.bench_function("component: instantiate + encode + decode", |b| {
         b.iter(|| {
-            let request = provider
-                .encode(black_box(&conversation), black_box(&host_params))
-                .expect("encode");
+            let request = provider.encode(black_box(&conversation), black_box(&host_params)).expect("encode");
             let decoded = provider.decode(black_box(&host_response)).expect("decode");
             black_box((request, decoded))
         })
     });
     group.bench_function("native: serde_json encode + decode (same codec)", |b| {
         b.iter(|| {
-            let request = OpenAi::encode(
-                "openai",
-                black_box(sdk_conv.clone()),
-                black_box(sdk_params.clone()),
-            )
-            .expect("encode");
-            let decoded =
-                OpenAi::decode("openai", black_box(sdk_response.clone())).expect("decode");
+            let request =
+                OpenAi::encode("openai", black_box(sdk_conv.clone()), black_box(sdk_params.clone())).expect("encode");
+            let decoded = OpenAi::decode("openai", black_box(sdk_response.clone())).expect("decode");
             black_box((request, decoded))
         })
     });

@@ -14,9 +14,7 @@ use weir_host::{ChatRequest, Config, Weir};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let endpoint = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "http://127.0.0.1:9100/v1".to_owned());
+    let endpoint = std::env::args().nth(1).unwrap_or_else(|| "http://127.0.0.1:9100/v1".to_owned());
     let catalog = format!(
         r#"
         [[model]]
@@ -29,28 +27,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         output_tokens = 512
         "#
     );
-    let weir = Weir::builder()
-        .config(Config::from_toml(&catalog, "example")?)
-        .build()?;
+    let weir = Weir::builder().config(Config::from_toml(&catalog, "example")?).build()?;
 
-    let conversation = Conversation::user("What's the weather in Paris?")
-        .with_system("You are terse.")
-        .with_tool(ToolDefinition {
+    let conversation =
+        Conversation::user("What's the weather in Paris?").with_system("You are terse.").with_tool(ToolDefinition {
             name: "get_weather".to_owned(),
             description: "Current weather for a city".to_owned(),
-            parameters_json:
-                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
-                    .to_owned(),
+            parameters_json: r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                .to_owned(),
         });
-    let answer = weir
-        .chat(ChatRequest::new("local-chat", conversation))
-        .await?;
+    let answer = weir.chat(ChatRequest::new("local-chat", conversation)).await?;
 
-    println!("model:    {} via {}", answer.model, answer.provider);
+    println!("model:    {} via {:?}", answer.stamp.model, answer.stamp.provider);
     println!("text:     {}", answer.text());
     println!("tools:    {:?}", answer.tool_calls());
     println!("stop:     {:?}", answer.stop_reason);
     println!("usage:    {:?}", answer.usage);
-    println!("latency:  {:?}", answer.latency);
+    println!("latency:  {:?} over {} attempt(s)", answer.stamp.latency, answer.stamp.attempts);
     Ok(())
 }

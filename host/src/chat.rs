@@ -1,10 +1,10 @@
-//! A chat call as the library's callers see it: what they ask, what they get.
+//! A chat call as the library's callers see it: what they ask, what they get,
+//! and how it failed. Answers and failures carry the same [`Stamp`].
 
 use std::time::{Duration, SystemTime};
 
-use crate::types::{
-    ContentBlock, Conversation, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
-};
+use crate::error::{Category, WeirError};
+use crate::types::{ContentBlock, Conversation, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage};
 
 /// One chat call, addressed to a catalog id.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,8 +19,17 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     pub response_schema: Option<ResponseSchema>,
     /// When the caller stops waiting. Admission fails at once if capacity cannot
-    /// free up before it, instead of parking to find out.
+    /// free up before it, instead of parking to find out; no retry waits past it.
     pub deadline: Option<tokio::time::Instant>,
+    /// Transparent retries of upstream signals (429, overload, 5xx, resets);
+    /// absent: the catalog entry's, else 3.
+    pub max_retries: Option<u32>,
+    /// Correction turns for a structured answer that does not parse or validate;
+    /// absent: the catalog entry's, else 2.
+    pub max_corrections: Option<u32>,
+    /// Accept an answer cut off at its output budget (with stop reason
+    /// max-tokens) instead of escalating to the model's ceiling or failing.
+    pub accept_truncated: bool,
 }
 
 impl ChatRequest {
@@ -34,6 +43,9 @@ impl ChatRequest {
             stop: Vec::new(),
             response_schema: None,
             deadline: None,
+            max_retries: None,
+            max_corrections: None,
+            accept_truncated: false,
         }
     }
 
@@ -43,12 +55,25 @@ impl ChatRequest {
     }
 }
 
-/// A normalized answer, stamped by the host.
+/// Facts every answer and every failure carries, set by the call template in one
+/// place so no provider can forget them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChatResponse {
+pub struct Stamp {
     /// The catalog id that was called, never the provider's echo.
     pub model: String,
-    pub provider: String,
+    /// The provider key, once the model resolved to one.
+    pub provider: Option<String>,
+    /// The output ceiling of the last attempt's wire request.
+    pub requested_max_tokens: Option<u32>,
+    /// Upstream attempts made (0 when the call failed before any).
+    pub attempts: u32,
+    pub latency: Duration,
+    pub ended_at: SystemTime,
+}
+
+/// A normalized answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
     pub content: Vec<ContentBlock>,
     pub stop_reason: StopReason,
     pub raw_stop_reason: Option<String>,
@@ -57,11 +82,7 @@ pub struct ChatResponse {
     /// The model name the provider echoed, for the log.
     pub served_model: Option<String>,
     pub request_id: Option<String>,
-    /// The output ceiling sent on the wire.
-    pub requested_max_tokens: u32,
-    pub attempts: u32,
-    pub latency: Duration,
-    pub ended_at: SystemTime,
+    pub stamp: Stamp,
 }
 
 impl ChatResponse {
@@ -85,5 +106,19 @@ impl ChatResponse {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// A failed call: what went wrong, and the same stamp an answer carries.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct CallError {
+    pub error: WeirError,
+    pub stamp: Stamp,
+}
+
+impl CallError {
+    pub fn category(&self) -> Category {
+        self.error.category()
     }
 }

@@ -6,6 +6,8 @@
 use crate::admission::AdmissionError;
 use crate::plugin::PluginError;
 use crate::transport::{CredentialError, TransportError};
+use std::time::Duration;
+
 use crate::types::RetryHint;
 
 /// The stable failure categories callers can act on.
@@ -26,6 +28,9 @@ pub enum Category {
     ProviderFault,
     UpstreamError,
     CapacityExceeded,
+    OutputTruncated,
+    ProviderEmptyResponseExhausted,
+    InvalidResponse,
 }
 
 impl Category {
@@ -46,6 +51,9 @@ impl Category {
             Self::ProviderFault => "provider_fault",
             Self::UpstreamError => "upstream_error",
             Self::CapacityExceeded => "capacity_exceeded",
+            Self::OutputTruncated => "output_truncated",
+            Self::ProviderEmptyResponseExhausted => "provider_empty_response_exhausted",
+            Self::InvalidResponse => "invalid_response",
         }
     }
 
@@ -55,12 +63,12 @@ impl Category {
         match self {
             Self::InvalidRequest | Self::ContextOverflow | Self::CapacityExceeded => 400,
             Self::ModelNotFound => 404,
-            Self::Refused => 422,
+            Self::Refused | Self::OutputTruncated | Self::InvalidResponse => 422,
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
             Self::Overloaded | Self::ProviderUnavailable => 503,
-            Self::UpstreamUnavailable | Self::UpstreamError => 502,
+            Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
         }
@@ -82,23 +90,51 @@ pub enum UpstreamClass {
     Uncorrectable,
 }
 
+/// How the one retry loop treats an upstream signal: data, not code paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalPolicy {
+    /// The window the wait before the next attempt is drawn from (it doubles
+    /// with each retry; an upstream `retry-after` wins when longer).
+    pub jitter_min: Duration,
+    pub jitter_max: Duration,
+    /// How hard the signal pushes the model's throttle.
+    pub backpressure_weight: u32,
+}
+
+impl SignalPolicy {
+    /// A 429: the account's limit; it clears in seconds.
+    pub const RATE_LIMITED: Self =
+        Self { jitter_min: Duration::from_millis(500), jitter_max: Duration::from_secs(2), backpressure_weight: 1 };
+    /// An overload: the whole fleet is saturated, episodes last minutes; wait in a
+    /// wider window and yield hard.
+    pub const OVERLOADED: Self =
+        Self { jitter_min: Duration::from_secs(2), jitter_max: Duration::from_secs(10), backpressure_weight: 3 };
+    /// A fault (5xx, reset, timeout before a response): retry soon; a stray fault
+    /// is no reason to slow every caller down.
+    pub const TRANSIENT: Self =
+        Self { jitter_min: Duration::from_millis(100), jitter_max: Duration::from_secs(1), backpressure_weight: 0 };
+}
+
 impl UpstreamClass {
-    /// How hard this signal pushes the model's throttle: a rate limit 1, an
-    /// overload 3 (the whole fleet is saturated: yield hard), anything else 0 (a
-    /// stray fault is no reason to slow every caller down).
-    pub fn backpressure_weight(&self) -> u32 {
+    /// The retry policy of a retryable signal; `None` is never retried.
+    pub fn retry_policy(&self) -> Option<SignalPolicy> {
         match self {
-            Self::RateLimited => 1,
-            Self::Overloaded => 3,
+            Self::RateLimited => Some(SignalPolicy::RATE_LIMITED),
+            Self::Overloaded => Some(SignalPolicy::OVERLOADED),
+            Self::Transient => Some(SignalPolicy::TRANSIENT),
             Self::QuotaExhausted
-            | Self::Transient
             | Self::Refused { .. }
             | Self::InvalidRequest
             | Self::Authentication
             | Self::NotFound
             | Self::ContextOverflow
-            | Self::Uncorrectable => 0,
+            | Self::Uncorrectable => None,
         }
+    }
+
+    /// The throttle weight this signal feeds (0 for anything not a slow-down).
+    pub fn backpressure_weight(&self) -> u32 {
+        self.retry_policy().map_or(0, |policy| policy.backpressure_weight)
     }
 }
 
@@ -117,41 +153,55 @@ pub enum WeirError {
     #[error("model `{model}`: provider `{provider}` is not loaded")]
     ProviderUnavailable { model: String, provider: String },
     #[error("model `{model}`: {source}")]
-    Credential {
-        model: String,
-        source: CredentialError,
-    },
+    Credential { model: String, source: CredentialError },
     #[error(transparent)]
     Admission(#[from] AdmissionError),
     #[error("model `{model}`: {source}")]
     Plugin { model: String, source: PluginError },
     #[error("model `{model}` via `{provider}`: {source}")]
-    Transport {
-        model: String,
-        provider: String,
-        source: TransportError,
-    },
+    Transport { model: String, provider: String, source: TransportError },
     #[error("model `{model}` via `{provider}`: upstream answered HTTP {status} ({class:?})")]
     Upstream {
         model: String,
         provider: String,
+        /// The credential id the call used, to name in quota messages.
+        credential: Option<String>,
         status: u16,
         class: UpstreamClass,
         retry_hint: Option<RetryHint>,
     },
+    #[error("model `{model}`: the provider refused to answer")]
+    Refused { model: String, category: Option<String>, explanation: Option<String> },
+    #[error(
+        "model `{model}`: the answer was cut off at {max_tokens} output tokens and the model's ceiling \
+         ({ceiling}) leaves no larger budget"
+    )]
+    OutputTruncated { model: String, max_tokens: u32, ceiling: u32 },
+    #[error("model `{model}`: the provider answered with no content {count} times")]
+    EmptyResponses { model: String, count: u32 },
+    #[error(
+        "model `{model}`: the answer is not the structured answer asked for after {corrections} correction(s): {reason}"
+    )]
+    InvalidAnswer { model: String, corrections: u32, reason: String },
+    #[error("{last} (gave up after {attempts} attempts)")]
+    RetriesExhausted { attempts: u32, last: Box<WeirError> },
 }
 
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {
             Self::UnknownModel(_) => Category::ModelNotFound,
+            Self::Refused { .. } => Category::Refused,
+            Self::OutputTruncated { .. } => Category::OutputTruncated,
+            Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
+            Self::InvalidAnswer { .. } => Category::InvalidResponse,
+            Self::RetriesExhausted { last, .. } => last.category(),
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
             Self::Admission(error) => match error {
                 AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
-                AdmissionError::DeadlineBeforeFit { .. }
-                | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
+                AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
@@ -162,9 +212,9 @@ impl WeirError {
             },
             Self::Transport { source, .. } => match source {
                 TransportError::Timeout => Category::Timeout,
-                TransportError::Connect(_)
-                | TransportError::Io(_)
-                | TransportError::BodyTooLarge { .. } => Category::UpstreamUnavailable,
+                TransportError::Connect(_) | TransportError::Io(_) | TransportError::BodyTooLarge { .. } => {
+                    Category::UpstreamUnavailable
+                }
                 TransportError::InvalidRequest(_) => Category::ProviderFault,
             },
             Self::Upstream { class, .. } => match class {
@@ -186,6 +236,33 @@ impl WeirError {
         self.category().http_status()
     }
 
+    /// How the retry loop treats this failure; `None` is never retried. Transport
+    /// failures before a response (refused or reset connections, timeouts) are
+    /// transient.
+    pub fn retry_policy(&self) -> Option<SignalPolicy> {
+        match self {
+            Self::Upstream { class, .. } => class.retry_policy(),
+            Self::Transport { source, .. } => match source {
+                TransportError::Connect(_) | TransportError::Io(_) | TransportError::Timeout => {
+                    Some(SignalPolicy::TRANSIENT)
+                }
+                TransportError::InvalidRequest(_) | TransportError::BodyTooLarge { .. } => None,
+            },
+            Self::UnknownModel(_)
+            | Self::InvalidRequest(_)
+            | Self::OutputUndeclared { .. }
+            | Self::ProviderUnavailable { .. }
+            | Self::Credential { .. }
+            | Self::Admission(_)
+            | Self::Plugin { .. }
+            | Self::Refused { .. }
+            | Self::OutputTruncated { .. }
+            | Self::EmptyResponses { .. }
+            | Self::InvalidAnswer { .. }
+            | Self::RetriesExhausted { .. } => None,
+        }
+    }
+
     /// A message safe to show a caller: our own identifiers and the category's
     /// guidance, never a provider's words or a secret.
     pub fn safe_message(&self) -> String {
@@ -196,44 +273,47 @@ impl WeirError {
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
             | Self::Admission(_)
+            | Self::Refused { .. }
+            | Self::OutputTruncated { .. }
+            | Self::EmptyResponses { .. }
+            | Self::InvalidAnswer { .. }
             | Self::Transport { .. } => self.to_string(),
+            Self::RetriesExhausted { attempts, last } => {
+                format!("{} (gave up after {attempts} attempts)", last.safe_message())
+            }
             Self::Plugin { model, source } => match source {
                 PluginError::Fault { provider, .. } => {
-                    format!(
-                        "model `{model}`: provider component `{provider}` failed; see the server log"
-                    )
+                    format!("model `{model}`: provider component `{provider}` failed; see the server log")
                 }
                 PluginError::Codec { .. } => self.to_string(),
             },
-            Self::Upstream {
-                model,
-                provider,
-                class,
-                ..
-            } => upstream_message(model, provider, class),
+            Self::Upstream { model, provider, class, credential, .. } => {
+                upstream_message(model, provider, credential.as_deref(), class)
+            }
         }
     }
 }
 
-fn upstream_message(model: &str, provider: &str, class: &UpstreamClass) -> String {
+fn upstream_message(model: &str, provider: &str, credential: Option<&str>, class: &UpstreamClass) -> String {
     let what = match class {
-        UpstreamClass::RateLimited => "the provider rate-limited the call; retry later",
-        UpstreamClass::Overloaded => "the provider is overloaded; retry later",
+        UpstreamClass::RateLimited => "the provider rate-limited the call; retry later".to_owned(),
+        UpstreamClass::Overloaded => "the provider is overloaded; retry later".to_owned(),
         UpstreamClass::QuotaExhausted => {
-            "the provider account is out of credit or quota; top up the balance or raise the \
-             spend limit of the credential this model uses, or choose another model"
+            let account = credential.map_or_else(String::new, |id| format!(" behind credential `{id}`"));
+            format!(
+                "the provider account{account} is out of credit or quota; top up its balance or raise \
+                 its spend limit, or choose another model"
+            )
         }
-        UpstreamClass::Transient => "the provider failed transiently; retry later",
+        UpstreamClass::Transient => "the provider failed transiently; retry later".to_owned(),
         UpstreamClass::Refused { .. } => {
-            "the provider refused the request; it will not be retried on this model"
+            "the provider refused the request; it will not be retried on this model".to_owned()
         }
-        UpstreamClass::InvalidRequest => "the provider rejected the request as invalid",
-        UpstreamClass::Authentication => {
-            "the provider rejected the gateway's credential for this model"
-        }
-        UpstreamClass::NotFound => "the provider does not know this model's wire id",
-        UpstreamClass::ContextOverflow => "the conversation exceeds the model's context window",
-        UpstreamClass::Uncorrectable => "the provider failed in a way that retrying will not fix",
+        UpstreamClass::InvalidRequest => "the provider rejected the request as invalid".to_owned(),
+        UpstreamClass::Authentication => "the provider rejected the gateway's credential for this model".to_owned(),
+        UpstreamClass::NotFound => "the provider does not know this model's wire id".to_owned(),
+        UpstreamClass::ContextOverflow => "the conversation exceeds the model's context window".to_owned(),
+        UpstreamClass::Uncorrectable => "the provider failed in a way that retrying will not fix".to_owned(),
     };
     format!("model `{model}` via `{provider}`: {what}")
 }

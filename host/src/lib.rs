@@ -37,8 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
-pub use chat::{ChatRequest, ChatResponse};
-pub use error::{Category, UpstreamClass, WeirError};
+pub use chat::{CallError, ChatRequest, ChatResponse, Stamp};
+pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
 pub use status::{ModelStatus, ProviderStatus};
 
 use admission::{Admission, InProcessStore, RateStore};
@@ -78,9 +78,7 @@ struct Inner {
 
 impl std::fmt::Debug for Weir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Weir")
-            .field("config", &self.inner.config.origin)
-            .finish_non_exhaustive()
+        f.debug_struct("Weir").field("config", &self.inner.config.origin).finish_non_exhaustive()
     }
 }
 
@@ -90,7 +88,7 @@ impl Weir {
     }
 
     /// Runs one chat call through the funnel.
-    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, WeirError> {
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, CallError> {
         call::chat(self, request).await
     }
 
@@ -192,37 +190,21 @@ impl WeirBuilder {
             Some(config) => config,
             None => Config::embedded_default()?,
         };
-        let providers_dir = self
-            .providers_dir
-            .unwrap_or_else(|| match &config.providers_dir {
-                Some(dir) => config.resolve_path(dir),
-                None => PathBuf::from("providers"),
-            });
+        let providers_dir = self.providers_dir.unwrap_or_else(|| match &config.providers_dir {
+            Some(dir) => config.resolve_path(dir),
+            None => PathBuf::from("providers"),
+        });
         let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
         let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
-        let registry =
-            ProviderRegistry::load(&engine, Some(&providers_dir)).map_err(BuildError::Providers)?;
+        let registry = ProviderRegistry::load(&engine, Some(&providers_dir)).map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &registry)?;
         let rate_store = self.rate_store.unwrap_or_else(|| Arc::new(InProcessStore));
         let admission = Admission::new(&catalog, rate_store.as_ref());
-        let settings = self
-            .transport
-            .unwrap_or_else(|| transport_settings(&config));
+        let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
-        let inner = Inner {
-            config,
-            catalog,
-            registry,
-            admission,
-            engine,
-            transport,
-            secrets,
-            providers_dir,
-        };
-        Ok(Weir {
-            inner: Arc::new(inner),
-        })
+        let inner = Inner { config, catalog, registry, admission, engine, transport, secrets, providers_dir };
+        Ok(Weir { inner: Arc::new(inner) })
     }
 }
 
@@ -232,11 +214,7 @@ fn default_cache_dir(config: &Config) -> Option<PathBuf> {
     if let Some(dir) = &config.cache_dir {
         return Some(config.resolve_path(dir));
     }
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let env_dir = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     env_dir("WEIR_CACHE_DIR")
         .or_else(|| env_dir("XDG_CACHE_HOME").map(|d| d.join("weir")))
         .or_else(|| env_dir("HOME").map(|d| d.join(".cache").join("weir")))
@@ -245,12 +223,8 @@ fn default_cache_dir(config: &Config) -> Option<PathBuf> {
 fn transport_settings(config: &Config) -> TransportSettings {
     let defaults = TransportSettings::default();
     TransportSettings {
-        connect_timeout: config
-            .connect_timeout_secs
-            .map_or(defaults.connect_timeout, Duration::from_secs),
-        read_timeout: config
-            .read_timeout_secs
-            .map_or(defaults.read_timeout, Duration::from_secs),
+        connect_timeout: config.connect_timeout_secs.map_or(defaults.connect_timeout, Duration::from_secs),
+        read_timeout: config.read_timeout_secs.map_or(defaults.read_timeout, Duration::from_secs),
         ..defaults
     }
 }

@@ -38,10 +38,7 @@ pub struct ModelStatus {
 
 impl Weir {
     pub fn provider_statuses(&self) -> Vec<ProviderStatus> {
-        self.registry()
-            .providers()
-            .map(|provider| self.provider_status(provider))
-            .collect()
+        self.registry().providers().map(|provider| self.provider_status(provider)).collect()
     }
 
     pub fn model_statuses(&self) -> Vec<ModelStatus> {

@@ -3,11 +3,10 @@
 //! gateway's ingress to the component, with no lossy copy in between.
 
 pub use crate::plugin::wit_types::{
-    CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock,
-    CredentialShape, Effort, ErrorClass, HeaderCredential, HttpRequest, HttpResponse, LeafBlock,
-    Media, MediaSource, PreparedConversation, ProviderInfo, Refusal, ResponseSchema, Retry,
-    RetryHint, Sigv4, StopReason, StreamFraming, Thinking, ToolChoice, ToolDefinition, ToolResult,
-    ToolUse, Turn, TurnRole, Usage,
+    CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape, Effort,
+    ErrorClass, HeaderCredential, HttpRequest, HttpResponse, LeafBlock, Media, MediaSource, PreparedConversation,
+    ProviderInfo, Refusal, ResponseSchema, Retry, RetryHint, Sigv4, StopReason, StreamFraming, Thinking, ToolChoice,
+    ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
 };
 
 /// A conversation in the shape providers render: system content apart from the
@@ -41,19 +40,11 @@ impl PreparedConversation {
 
 impl Turn {
     pub fn user(content: Vec<ContentBlock>) -> Self {
-        Self {
-            role: TurnRole::User,
-            content,
-            cache: false,
-        }
+        Self { role: TurnRole::User, content, cache: false }
     }
 
     pub fn assistant(content: Vec<ContentBlock>) -> Self {
-        Self {
-            role: TurnRole::Assistant,
-            content,
-            cache: false,
-        }
+        Self { role: TurnRole::Assistant, content, cache: false }
     }
 }
 

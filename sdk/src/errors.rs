@@ -31,8 +31,7 @@ impl ErrorFields {
         match serde_json::from_slice::<Value>(body) {
             Ok(value) => Self::from_value(&value),
             Err(_) => Self {
-                message: Some(String::from_utf8_lossy(body).into_owned())
-                    .filter(|m| !m.trim().is_empty()),
+                message: Some(String::from_utf8_lossy(body).into_owned()).filter(|m| !m.trim().is_empty()),
                 ..Self::default()
             },
         }
@@ -42,10 +41,7 @@ impl ErrorFields {
     pub fn from_value(value: &Value) -> Self {
         let inner = match value.get("error") {
             Some(Value::String(text)) => {
-                return Self {
-                    message: Some(text.clone()),
-                    ..Self::default()
-                };
+                return Self { message: Some(text.clone()), ..Self::default() };
             }
             Some(object @ Value::Object(_)) => object,
             _ => value,
@@ -66,11 +62,7 @@ impl ErrorFields {
     /// One line for the server log: status, type, code and message, bounded.
     pub fn detail(&self, status: u16) -> String {
         let mut line = format!("HTTP {status}");
-        for (label, value) in [
-            ("type", &self.kind),
-            ("code", &self.code),
-            ("message", &self.message),
-        ] {
+        for (label, value) in [("type", &self.kind), ("code", &self.code), ("message", &self.message)] {
             if let Some(value) = value {
                 line.push_str(&format!(" {label}={value}"));
             }
@@ -110,10 +102,7 @@ pub fn truncate(mut text: String) -> String {
 /// (Anthropic's 529) report overload; others' capacity pressure rides the signal
 /// they actually send.
 pub fn class_for_status(response: &HttpResponse, detail: String) -> ErrorClass {
-    let retry = || Retry {
-        hint: retry_hint(&response.headers),
-        detail: detail.clone(),
-    };
+    let retry = || Retry { hint: retry_hint(&response.headers), detail: detail.clone() };
     match response.status {
         429 => ErrorClass::RateLimited(retry()),
         529 => ErrorClass::Overloaded(retry()),
@@ -129,10 +118,7 @@ pub fn class_for_status(response: &HttpResponse, detail: String) -> ErrorClass {
 
 /// A refusal with the provider's words, for `refused` classes and stop details.
 pub fn refusal(category: Option<String>, explanation: Option<String>) -> Refusal {
-    Refusal {
-        category,
-        explanation: explanation.map(truncate),
-    }
+    Refusal { category, explanation: explanation.map(truncate) }
 }
 
 #[cfg(test)]
@@ -151,30 +137,20 @@ mod tests {
 
     #[test]
     fn vllm_integer_code_and_flat_shape() {
-        let wrapped = ErrorFields::parse(
-            br#"{"error":{"message":"bad","type":"BadRequestError","code":400}}"#,
-        );
+        let wrapped = ErrorFields::parse(br#"{"error":{"message":"bad","type":"BadRequestError","code":400}}"#);
         assert_eq!(wrapped.status, Some(400));
         assert_eq!(wrapped.code.as_deref(), Some("400"));
-        let flat = ErrorFields::parse(
-            br#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#,
-        );
+        let flat =
+            ErrorFields::parse(br#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#);
         assert_eq!(flat.status, Some(500));
         assert_eq!(flat.message.as_deref(), Some("boom"));
     }
 
     #[test]
     fn string_error_and_non_json() {
+        assert_eq!(ErrorFields::parse(br#"{"error":"nope"}"#).message.as_deref(), Some("nope"));
         assert_eq!(
-            ErrorFields::parse(br#"{"error":"nope"}"#)
-                .message
-                .as_deref(),
-            Some("nope")
-        );
-        assert_eq!(
-            ErrorFields::parse(b"<html>bad gateway</html>")
-                .message
-                .as_deref(),
+            ErrorFields::parse(b"<html>bad gateway</html>").message.as_deref(),
             Some("<html>bad gateway</html>")
         );
         assert_eq!(ErrorFields::parse(b"").message, None);
@@ -182,39 +158,17 @@ mod tests {
 
     #[test]
     fn detail_is_bounded() {
-        let fields = ErrorFields {
-            message: Some("x".repeat(10_000)),
-            ..ErrorFields::default()
-        };
+        let fields = ErrorFields { message: Some("x".repeat(10_000)), ..ErrorFields::default() };
         assert!(fields.detail(500).len() <= DETAIL_LIMIT + '…'.len_utf8());
     }
 
     #[test]
     fn status_defaults() {
-        let response = |status| HttpResponse {
-            status,
-            headers: vec![],
-            body: vec![],
-        };
-        assert!(matches!(
-            class_for_status(&response(429), String::new()),
-            ErrorClass::RateLimited(_)
-        ));
-        assert!(matches!(
-            class_for_status(&response(529), String::new()),
-            ErrorClass::Overloaded(_)
-        ));
-        assert!(matches!(
-            class_for_status(&response(503), String::new()),
-            ErrorClass::Transient(_)
-        ));
-        assert!(matches!(
-            class_for_status(&response(402), String::new()),
-            ErrorClass::QuotaExhausted(_)
-        ));
-        assert!(matches!(
-            class_for_status(&response(418), String::new()),
-            ErrorClass::Uncorrectable(_)
-        ));
+        let response = |status| HttpResponse { status, headers: vec![], body: vec![] };
+        assert!(matches!(class_for_status(&response(429), String::new()), ErrorClass::RateLimited(_)));
+        assert!(matches!(class_for_status(&response(529), String::new()), ErrorClass::Overloaded(_)));
+        assert!(matches!(class_for_status(&response(503), String::new()), ErrorClass::Transient(_)));
+        assert!(matches!(class_for_status(&response(402), String::new()), ErrorClass::QuotaExhausted(_)));
+        assert!(matches!(class_for_status(&response(418), String::new()), ErrorClass::Uncorrectable(_)));
     }
 }

@@ -15,11 +15,7 @@ pub fn block_as_text(block: &ContentBlock) -> String {
         ContentBlock::ToolResult(result) => {
             let body: Vec<String> = result.content.iter().map(leaf_as_text).collect();
             let status = if result.is_error { " (error)" } else { "" };
-            format!(
-                "[tool result {}{status}: {}]",
-                result.tool_use_id,
-                body.join("\n")
-            )
+            format!("[tool result {}{status}: {}]", result.tool_use_id, body.join("\n"))
         }
         ContentBlock::Thinking(thinking) if thinking.redacted => "[redacted reasoning]".to_owned(),
         ContentBlock::Thinking(thinking) => format!("<thinking>{}</thinking>", thinking.text),
@@ -39,11 +35,7 @@ fn media_as_text(kind: &str, media: &Media) -> String {
     match &media.source {
         MediaSource::Url(url) => format!("[{kind} {}: {url}]", media.mime_type),
         MediaSource::Base64(data) => {
-            format!(
-                "[{kind} {}, {} bytes of base64 not shown]",
-                media.mime_type,
-                data.len()
-            )
+            format!("[{kind} {}, {} bytes of base64 not shown]", media.mime_type, data.len())
         }
     }
 }
@@ -55,25 +47,15 @@ mod tests {
 
     #[test]
     fn every_block_renders_something() {
-        let image = Media {
-            mime_type: "image/png".into(),
-            source: MediaSource::Url("https://x/a.png".into()),
-        };
-        assert_eq!(
-            block_as_text(&ContentBlock::Image(image)),
-            "[image image/png: https://x/a.png]"
-        );
+        let image = Media { mime_type: "image/png".into(), source: MediaSource::Url("https://x/a.png".into()) };
+        assert_eq!(block_as_text(&ContentBlock::Image(image)), "[image image/png: https://x/a.png]");
         let result = ContentBlock::ToolResult(ToolResult {
             tool_use_id: "call_1".into(),
             content: vec![LeafBlock::Text("18C".into())],
             is_error: true,
         });
         assert_eq!(block_as_text(&result), "[tool result call_1 (error): 18C]");
-        let redacted = ContentBlock::Thinking(Thinking {
-            text: "opaque".into(),
-            signature: None,
-            redacted: true,
-        });
+        let redacted = ContentBlock::Thinking(Thinking { text: "opaque".into(), signature: None, redacted: true });
         assert_eq!(block_as_text(&redacted), "[redacted reasoning]");
     }
 }

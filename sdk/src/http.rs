@@ -5,10 +5,7 @@ use crate::types::{Headers, RetryHint};
 
 /// The first value of a header, compared case-insensitively.
 pub fn header<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case(name))
-        .map(|(_, value)| value.trim())
+    headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.trim())
 }
 
 /// The retry hint of a failed response: `retry-after-ms`, else `retry-after` in
@@ -43,14 +40,10 @@ pub fn go_duration_ms(value: &str) -> Option<u64> {
         return None;
     }
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number: f64 = rest[..number_len].parse().ok()?;
         rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let factor = match &rest[..unit_len] {
             "ms" => 1.0,
             "s" => 1_000.0,
@@ -107,9 +100,7 @@ pub fn rfc3339_unix_ms(value: &str) -> Option<u64> {
 }
 
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     MONTHS.iter().position(|m| *m == name).map(|i| i as u32 + 1)
 }
 
@@ -119,8 +110,7 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let era = year.div_euclid(400);
     let year_of_era = year - era * 400;
     let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     era * 146_097 + day_of_era - 719_468
 }
@@ -130,23 +120,14 @@ mod tests {
     use super::*;
 
     fn headers(pairs: &[(&str, &str)]) -> Headers {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn retry_after_seconds_and_ms() {
+        assert_eq!(retry_hint(&headers(&[("Retry-After", "12")])), Some(RetryHint::DelayMs(12_000)));
         assert_eq!(
-            retry_hint(&headers(&[("Retry-After", "12")])),
-            Some(RetryHint::DelayMs(12_000))
-        );
-        assert_eq!(
-            retry_hint(&headers(&[
-                ("retry-after", "1"),
-                ("retry-after-ms", "250.4")
-            ])),
+            retry_hint(&headers(&[("retry-after", "1"), ("retry-after-ms", "250.4")])),
             Some(RetryHint::DelayMs(250))
         );
         assert_eq!(retry_hint(&headers(&[("retry-after", "soon")])), None);
@@ -155,23 +136,14 @@ mod tests {
 
     #[test]
     fn retry_after_http_date() {
-        let hint = retry_hint(&headers(&[(
-            "retry-after",
-            "Sun, 06 Nov 1994 08:49:37 GMT",
-        )]));
+        let hint = retry_hint(&headers(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")]));
         assert_eq!(hint, Some(RetryHint::AtUnixMs(784_111_777_000)));
     }
 
     #[test]
     fn rfc3339_reset() {
-        assert_eq!(
-            rfc3339_unix_ms("1994-11-06T08:49:37Z"),
-            Some(784_111_777_000)
-        );
-        assert_eq!(
-            rfc3339_unix_ms("1994-11-06T08:49:37.5Z"),
-            Some(784_111_777_500)
-        );
+        assert_eq!(rfc3339_unix_ms("1994-11-06T08:49:37Z"), Some(784_111_777_000));
+        assert_eq!(rfc3339_unix_ms("1994-11-06T08:49:37.5Z"), Some(784_111_777_500));
         assert_eq!(rfc3339_unix_ms("yesterday"), None);
     }
 

@@ -5,8 +5,8 @@ use std::cell::RefCell;
 
 use crate::bindings::exports::weir::provider::chat::GuestStreamDecoder;
 use crate::types::{
-    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse,
-    PreparedConversation, ProviderInfo, StreamDelta, StreamEvent,
+    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
+    StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the

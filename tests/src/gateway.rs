@@ -41,25 +41,14 @@ const LISTENING_PREFIX: &str = "listening on ";
 pub fn weir_binary() -> PathBuf {
     if let Some(path) = std::env::var_os(WEIR_BINARY_ENV) {
         let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "{WEIR_BINARY_ENV}={} is not a file",
-            path.display()
-        );
+        assert!(path.is_file(), "{WEIR_BINARY_ENV}={} is not a file", path.display());
         return path;
     }
     let exe = std::env::current_exe().expect("current_exe");
     let name = format!("weir{}", std::env::consts::EXE_SUFFIX);
-    exe.ancestors()
-        .skip(1)
-        .map(|dir| dir.join(&name))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no `{name}` binary above {}: build it first: cargo build -p weir-host",
-                exe.display()
-            )
-        })
+    exe.ancestors().skip(1).map(|dir| dir.join(&name)).find(|candidate| candidate.is_file()).unwrap_or_else(|| {
+        panic!("no `{name}` binary above {}: build it first: cargo build -p weir-host", exe.display())
+    })
 }
 
 /// `target/weir-test-cache` beside the binary's profile directory: shared by all tests so a
@@ -70,10 +59,7 @@ pub fn shared_cache_dir() -> PathBuf {
 }
 
 fn cache_dir_for(binary: &Path) -> PathBuf {
-    let target = binary
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or_else(|| Path::new("."));
+    let target = binary.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("."));
     target.join("weir-test-cache")
 }
 
@@ -81,10 +67,7 @@ fn cache_dir_for(binary: &Path) -> PathBuf {
 /// inherited one: no `env_clear`, so `PATH` and the like still reach the child).
 fn default_env(binary: &Path) -> Vec<(String, String)> {
     vec![
-        (
-            "WEIR_CACHE_DIR".to_owned(),
-            cache_dir_for(binary).display().to_string(),
-        ),
+        ("WEIR_CACHE_DIR".to_owned(), cache_dir_for(binary).display().to_string()),
         ("RUST_LOG".to_owned(), "info".to_owned()),
         // Plain logs: tracing colours them even into a pipe, which breaks `contains` on
         // `key=value` fields.
@@ -113,9 +96,7 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(&binary);
     command.args(args).stdin(Stdio::null());
     apply_env(&mut command, &binary, env);
-    command
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run weir {args:?}: {e}"))
+    command.output().unwrap_or_else(|e| panic!("cannot run weir {args:?}: {e}"))
 }
 
 /// A running `weir serve`. Killed and reaped on drop.
@@ -154,11 +135,7 @@ impl Gateway {
     /// config's `providers_dir`). The child runs in the config's temp dir, and the host
     /// resolves relative paths against the config file, so relative paths in the config
     /// (ledger files and the like) land there and vanish with the gateway.
-    pub async fn start_with(
-        config_toml: &str,
-        env: &[(&str, &str)],
-        providers_dir: Option<&Path>,
-    ) -> Gateway {
+    pub async fn start_with(config_toml: &str, env: &[(&str, &str)], providers_dir: Option<&Path>) -> Gateway {
         Self::start_binary(&weir_binary(), config_toml, env, providers_dir).await
     }
 
@@ -170,10 +147,7 @@ impl Gateway {
         env: &[(&str, &str)],
         providers_dir: Option<&Path>,
     ) -> Gateway {
-        let dir = tempfile::Builder::new()
-            .prefix("weir-gateway-")
-            .tempdir()
-            .expect("temp dir");
+        let dir = tempfile::Builder::new().prefix("weir-gateway-").tempdir().expect("temp dir");
         let config_path = dir.path().join("weir.toml");
         std::fs::write(&config_path, config_toml).expect("write config");
 
@@ -191,9 +165,7 @@ impl Gateway {
             command.arg("--providers-dir").arg(providers);
         }
         apply_env(&mut command, binary, env);
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
 
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stderr_thread = child.stderr.take().map(|pipe| {
@@ -220,18 +192,16 @@ impl Gateway {
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, listening_rx).await {
             Ok(Ok(line)) => {
-                let addr: SocketAddr = line.trim().parse().unwrap_or_else(|e| {
-                    gateway.fail(&format!("unparsable listening line {line:?}: {e}"))
-                });
+                let addr: SocketAddr = line
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|e| gateway.fail(&format!("unparsable listening line {line:?}: {e}")));
                 gateway.addr = addr;
                 gateway.base_url = format!("http://{addr}");
                 gateway
             }
             Ok(Err(_closed)) => gateway.fail("stdout closed before the listening line"),
-            Err(_elapsed) => gateway.fail(&format!(
-                "no listening line within {}s",
-                STARTUP_TIMEOUT.as_secs()
-            )),
+            Err(_elapsed) => gateway.fail(&format!("no listening line within {}s", STARTUP_TIMEOUT.as_secs())),
         }
     }
 
@@ -291,10 +261,7 @@ impl Gateway {
     /// Every stdout line so far, the listening line included.
     #[must_use]
     pub fn stdout_lines(&self) -> Vec<String> {
-        self.stdout
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.stdout.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Waits until stderr contains `needle` and returns all of stderr; panics after
@@ -307,10 +274,7 @@ impl Gateway {
             if stderr.contains(needle) {
                 return stderr;
             }
-            assert!(
-                Instant::now() < deadline,
-                "gateway stderr has no {needle:?} after {timeout:?}:\n{stderr}"
-            );
+            assert!(Instant::now() < deadline, "gateway stderr has no {needle:?} after {timeout:?}:\n{stderr}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -367,19 +331,12 @@ fn drain_stderr(mut pipe: impl Read, sink: &Mutex<Vec<u8>>) {
     loop {
         match pipe.read(&mut buffer) {
             Ok(0) | Err(_) => return,
-            Ok(n) => sink
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(&buffer[..n]),
+            Ok(n) => sink.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(&buffer[..n]),
         }
     }
 }
 
-fn drain_stdout(
-    pipe: impl Read,
-    lines: &Mutex<Vec<String>>,
-    listening: tokio::sync::oneshot::Sender<String>,
-) {
+fn drain_stdout(pipe: impl Read, lines: &Mutex<Vec<String>>, listening: tokio::sync::oneshot::Sender<String>) {
     let mut listening = Some(listening);
     for line in BufReader::new(pipe).lines() {
         let Ok(line) = line else { return };
@@ -388,10 +345,7 @@ fn drain_stdout(
         {
             let _ = sender.send(addr.to_owned());
         }
-        lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(line);
+        lines.lock().unwrap_or_else(PoisonError::into_inner).push(line);
     }
 }
 
@@ -414,18 +368,13 @@ mod tests {
         let (tx, mut rx) = tokio::sync::oneshot::channel::<String>();
         let lines = Mutex::new(Vec::new());
         drain_stdout(&b"error: bad config\n"[..], &lines, tx);
-        assert!(matches!(
-            rx.try_recv(),
-            Err(tokio::sync::oneshot::error::TryRecvError::Closed)
-        ));
+        assert!(matches!(rx.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Closed)));
     }
 
     #[test]
     fn caller_env_overrides_defaults() {
-        let defaults = vec![
-            ("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()),
-            ("RUST_LOG".to_owned(), "info".to_owned()),
-        ];
+        let defaults =
+            vec![("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()), ("RUST_LOG".to_owned(), "info".to_owned())];
         let merged = merged_env(&defaults, &[("RUST_LOG", "debug"), ("X", "1")]);
         assert_eq!(
             merged,

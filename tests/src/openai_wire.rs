@@ -31,8 +31,7 @@ pub const SYSTEM_FINGERPRINT: &str = "fp_weirfake";
 pub const INSUFFICIENT_QUOTA_MESSAGE: &str =
     "You exceeded your current quota, please check your plan and billing details.";
 /// The message OpenAI sends for a 500 and for an error inside a 200 stream.
-pub const SERVER_ERROR_MESSAGE: &str =
-    "The server had an error while processing your request. Sorry about that!";
+pub const SERVER_ERROR_MESSAGE: &str = "The server had an error while processing your request. Sorry about that!";
 
 /// The token estimate the fake uses: about four characters per token, rounded up.
 ///
@@ -62,10 +61,7 @@ pub fn json_headers(request_id: &str) -> Vec<(String, String)> {
 #[must_use]
 pub fn sse_headers(request_id: &str) -> Vec<(String, String)> {
     vec![
-        (
-            "content-type".into(),
-            "text/event-stream; charset=utf-8".into(),
-        ),
+        ("content-type".into(), "text/event-stream; charset=utf-8".into()),
         ("cache-control".into(), "no-cache".into()),
         ("x-request-id".into(), request_id.into()),
         ("openai-version".into(), "2020-10-01".into()),
@@ -76,22 +72,12 @@ pub fn sse_headers(request_id: &str) -> Vec<(String, String)> {
 /// `x-ratelimit-*` headers for a window with `remaining_requests` left; resets are Go-style
 /// duration strings as OpenAI sends them (`1s`, `6m0s`).
 #[must_use]
-pub fn ratelimit_headers(
-    remaining_requests: u64,
-    remaining_tokens: u64,
-    reset: &str,
-) -> Vec<(String, String)> {
+pub fn ratelimit_headers(remaining_requests: u64, remaining_tokens: u64, reset: &str) -> Vec<(String, String)> {
     vec![
         ("x-ratelimit-limit-requests".into(), "500".into()),
         ("x-ratelimit-limit-tokens".into(), "200000".into()),
-        (
-            "x-ratelimit-remaining-requests".into(),
-            remaining_requests.to_string(),
-        ),
-        (
-            "x-ratelimit-remaining-tokens".into(),
-            remaining_tokens.to_string(),
-        ),
+        ("x-ratelimit-remaining-requests".into(), remaining_requests.to_string()),
+        ("x-ratelimit-remaining-tokens".into(), remaining_tokens.to_string()),
         ("x-ratelimit-reset-requests".into(), reset.into()),
         ("x-ratelimit-reset-tokens".into(), reset.into()),
     ]
@@ -100,11 +86,7 @@ pub fn ratelimit_headers(
 /// A JSON answer with OpenAI's headers.
 #[must_use]
 pub fn json_response(status: u16, body: &Value) -> Scripted {
-    Scripted::Respond {
-        status,
-        headers: json_headers(REQUEST_ID),
-        body: Bytes::from(body.to_string()),
-    }
+    Scripted::Respond { status, headers: json_headers(REQUEST_ID), body: Bytes::from(body.to_string()) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -136,13 +118,7 @@ pub fn text_message(text: &str) -> Value {
 
 /// A `chat.completion` object with one choice.
 #[must_use]
-pub fn completion_body(
-    id: &str,
-    model: &str,
-    message: Value,
-    finish_reason: &str,
-    usage: Value,
-) -> Value {
+pub fn completion_body(id: &str, model: &str, message: Value, finish_reason: &str, usage: Value) -> Value {
     json!({
         "id": id,
         "object": "chat.completion",
@@ -164,16 +140,7 @@ pub fn completion_body(
 #[must_use]
 pub fn completion_with_finish(text: &str, finish_reason: &str) -> Scripted {
     let usage = usage_json(10, approx_tokens(text), 0, 0);
-    json_response(
-        200,
-        &completion_body(
-            COMPLETION_ID,
-            MODEL,
-            text_message(text),
-            finish_reason,
-            usage,
-        ),
-    )
+    json_response(200, &completion_body(COMPLETION_ID, MODEL, text_message(text), finish_reason, usage))
 }
 
 /// A plain successful completion (`finish_reason: "stop"`).
@@ -184,13 +151,7 @@ pub fn completion(text: &str) -> Scripted {
 
 /// A successful completion with exact token counts (`completion` includes `reasoning`).
 #[must_use]
-pub fn completion_with_usage(
-    text: &str,
-    prompt: u64,
-    completion: u64,
-    cached: u64,
-    reasoning: u64,
-) -> Scripted {
+pub fn completion_with_usage(text: &str, prompt: u64, completion: u64, cached: u64, reasoning: u64) -> Scripted {
     json_response(
         200,
         &completion_body(
@@ -220,16 +181,7 @@ pub fn tool_call_completion(calls: &[(&str, &str, &str)]) -> Scripted {
         "refusal": null,
         "annotations": []
     });
-    json_response(
-        200,
-        &completion_body(
-            COMPLETION_ID,
-            MODEL,
-            message,
-            "tool_calls",
-            usage_json(40, 18, 0, 0),
-        ),
-    )
+    json_response(200, &completion_body(COMPLETION_ID, MODEL, message, "tool_calls", usage_json(40, 18, 0, 0)))
 }
 
 /// The model refused: `content` is null and `refusal` holds the text; OpenAI still reports
@@ -239,13 +191,7 @@ pub fn refusal(text: &str) -> Scripted {
     let message = json!({"role": "assistant", "content": null, "refusal": text, "annotations": []});
     json_response(
         200,
-        &completion_body(
-            COMPLETION_ID,
-            MODEL,
-            message,
-            "stop",
-            usage_json(10, approx_tokens(text), 0, 0),
-        ),
+        &completion_body(COMPLETION_ID, MODEL, message, "stop", usage_json(10, approx_tokens(text), 0, 0)),
     )
 }
 
@@ -264,10 +210,8 @@ pub fn content_filtered(text: &str) -> Scripted {
 /// `GET /v1/models` body.
 #[must_use]
 pub fn models_body(ids: &[&str]) -> Value {
-    let data: Vec<Value> = ids
-        .iter()
-        .map(|id| json!({"id": id, "object": "model", "created": CREATED, "owned_by": "system"}))
-        .collect();
+    let data: Vec<Value> =
+        ids.iter().map(|id| json!({"id": id, "object": "model", "created": CREATED, "owned_by": "system"})).collect();
     json!({"object": "list", "data": data})
 }
 
@@ -277,12 +221,7 @@ pub fn models_body(ids: &[&str]) -> Value {
 
 /// OpenAI's error envelope `{"error":{"message","type","param","code"}}`.
 #[must_use]
-pub fn error_body(
-    error_type: &str,
-    code: Option<&str>,
-    param: Option<&str>,
-    message: &str,
-) -> Value {
+pub fn error_body(error_type: &str, code: Option<&str>, param: Option<&str>, message: &str) -> Value {
     json!({"error": {"message": message, "type": error_type, "param": param, "code": code}})
 }
 
@@ -295,12 +234,7 @@ pub fn error(status: u16, error_type: &str, code: Option<&str>, message: &str) -
 /// 429 `insufficient_quota`: out of credits. Must not be retried.
 #[must_use]
 pub fn insufficient_quota() -> Scripted {
-    error(
-        429,
-        "insufficient_quota",
-        Some("insufficient_quota"),
-        INSUFFICIENT_QUOTA_MESSAGE,
-    )
+    error(429, "insufficient_quota", Some("insufficient_quota"), INSUFFICIENT_QUOTA_MESSAGE)
 }
 
 /// 429 `rate_limit_exceeded` with `retry-after` and exhausted `x-ratelimit-*` headers.
@@ -314,16 +248,9 @@ pub fn rate_limited(retry_after_secs: u64) -> Scripted {
     let body = error_body("requests", Some("rate_limit_exceeded"), None, &message);
     let mut headers = json_headers(REQUEST_ID);
     headers.push(("retry-after".into(), retry_after_secs.to_string()));
-    headers.push((
-        "retry-after-ms".into(),
-        (retry_after_secs.saturating_mul(1000)).to_string(),
-    ));
+    headers.push(("retry-after-ms".into(), (retry_after_secs.saturating_mul(1000)).to_string()));
     headers.extend(ratelimit_headers(0, 0, &format!("{retry_after_secs}s")));
-    Scripted::Respond {
-        status: 429,
-        headers,
-        body: Bytes::from(body.to_string()),
-    }
+    Scripted::Respond { status: 429, headers, body: Bytes::from(body.to_string()) }
 }
 
 /// 401 `invalid_api_key`.
@@ -373,12 +300,7 @@ pub fn server_error() -> Scripted {
 /// 503 overloaded: retryable with backoff.
 #[must_use]
 pub fn overloaded_503() -> Scripted {
-    error(
-        503,
-        "server_error",
-        None,
-        "The engine is currently overloaded, please try again later",
-    )
+    error(503, "server_error", None, "The engine is currently overloaded, please try again later")
 }
 
 /// 502 with an HTML body, as a CDN in front of the API answers: a client must not try to
@@ -437,13 +359,7 @@ pub fn sse_done() -> Bytes {
 /// asked for usage (OpenAI then puts `"usage": null` on every chunk but the last), `None` to
 /// leave the key out.
 #[must_use]
-pub fn chunk_json(
-    id: &str,
-    model: &str,
-    delta: Value,
-    finish_reason: Option<&str>,
-    usage: Option<Value>,
-) -> Value {
+pub fn chunk_json(id: &str, model: &str, delta: Value, finish_reason: Option<&str>, usage: Option<Value>) -> Value {
     let mut chunk = json!({
         "id": id,
         "object": "chat.completion.chunk",
@@ -477,13 +393,7 @@ pub fn usage_chunk_json(id: &str, model: &str, usage: Value) -> Value {
 /// The frames of a whole text stream as OpenAI sends it with `include_usage`: the role chunk,
 /// one chunk per piece of `texts`, the finish chunk, a usage chunk and `data: [DONE]`.
 #[must_use]
-pub fn sse_text_frames(
-    id: &str,
-    model: &str,
-    texts: &[&str],
-    finish_reason: &str,
-    usage: Option<Value>,
-) -> Vec<Bytes> {
+pub fn sse_text_frames(id: &str, model: &str, texts: &[&str], finish_reason: &str, usage: Option<Value>) -> Vec<Bytes> {
     // With include_usage every chunk but the last carries `"usage": null`; without it the
     // key is absent.
     let null_usage = usage.as_ref().map(|_| Value::Null);
@@ -496,21 +406,9 @@ pub fn sse_text_frames(
         null_usage.clone(),
     )));
     for text in texts {
-        frames.push(sse_frame(&chunk_json(
-            id,
-            model,
-            json!({"content": text}),
-            None,
-            null_usage.clone(),
-        )));
+        frames.push(sse_frame(&chunk_json(id, model, json!({"content": text}), None, null_usage.clone())));
     }
-    frames.push(sse_frame(&chunk_json(
-        id,
-        model,
-        json!({}),
-        Some(finish_reason),
-        null_usage,
-    )));
+    frames.push(sse_frame(&chunk_json(id, model, json!({}), Some(finish_reason), null_usage)));
     if let Some(usage) = usage {
         frames.push(sse_frame(&usage_chunk_json(id, model, usage)));
     }
@@ -522,13 +420,7 @@ pub fn sse_text_frames(
 #[must_use]
 pub fn sse_chunks(texts: &[&str]) -> Vec<Bytes> {
     let completion: u64 = texts.iter().map(|t| approx_tokens(t)).sum();
-    sse_text_frames(
-        COMPLETION_ID,
-        MODEL,
-        texts,
-        "stop",
-        Some(usage_json(10, completion, 0, 0)),
-    )
+    sse_text_frames(COMPLETION_ID, MODEL, texts, "stop", Some(usage_json(10, completion, 0, 0)))
 }
 
 /// The frames of one streamed tool call: the first fragment carries `id`, `type` and
@@ -554,13 +446,7 @@ pub fn sse_tool_call_chunks(id: &str, name: &str, argument_fragments: &[&str]) -
             None,
         )));
     }
-    frames.push(sse_frame(&chunk_json(
-        COMPLETION_ID,
-        MODEL,
-        json!({}),
-        Some("tool_calls"),
-        None,
-    )));
+    frames.push(sse_frame(&chunk_json(COMPLETION_ID, MODEL, json!({}), Some("tool_calls"), None)));
     frames.push(sse_done());
     frames
 }
@@ -589,8 +475,7 @@ pub fn llamacpp_error_line(code: u16, error_type: &str, message: &str) -> Bytes 
 /// Ollama's mid-stream error: a raw JSON line with no `data:` prefix.
 #[must_use]
 pub fn ollama_error_line(message: &str) -> Bytes {
-    let body =
-        json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}});
+    let body = json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}});
     Bytes::from(format!("{body}\n"))
 }
 
@@ -603,12 +488,7 @@ pub fn stream(chunks: Vec<Bytes>) -> Scripted {
 /// A 200 SSE answer pausing `pause` between chunks (to test timeouts and incremental relay).
 #[must_use]
 pub fn stream_with_pause(chunks: Vec<Bytes>, pause: Duration) -> Scripted {
-    Scripted::Stream {
-        status: 200,
-        headers: sse_headers(REQUEST_ID),
-        chunks,
-        pause,
-    }
+    Scripted::Stream { status: 200, headers: sse_headers(REQUEST_ID), chunks, pause }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -654,10 +534,7 @@ pub fn sse_json(body: &str) -> Vec<Value> {
     sse_data(body)
         .iter()
         .filter(|data| data.as_str() != "[DONE]")
-        .map(|data| {
-            serde_json::from_str(data)
-                .unwrap_or_else(|e| panic!("SSE event is not JSON ({e}): {data}"))
-        })
+        .map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("SSE event is not JSON ({e}): {data}")))
         .collect()
 }
 
@@ -666,11 +543,7 @@ pub fn sse_json(body: &str) -> Vec<Value> {
 pub fn streamed_text(body: &str) -> String {
     sse_json(body)
         .iter()
-        .filter_map(|chunk| {
-            chunk
-                .pointer("/choices/0/delta/content")
-                .and_then(Value::as_str)
-        })
+        .filter_map(|chunk| chunk.pointer("/choices/0/delta/content").and_then(Value::as_str))
         .collect()
 }
 
@@ -706,19 +579,11 @@ mod tests {
 
     #[test]
     fn rate_limited_carries_retry_headers() {
-        let Scripted::Respond {
-            status, headers, ..
-        } = rate_limited(7)
-        else {
+        let Scripted::Respond { status, headers, .. } = rate_limited(7) else {
             panic!("not a Respond");
         };
         assert_eq!(status, 429);
-        let get = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
+        let get = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         assert_eq!(get("retry-after").as_deref(), Some("7"));
         assert_eq!(get("x-ratelimit-remaining-requests").as_deref(), Some("0"));
         assert_eq!(get("x-ratelimit-reset-requests").as_deref(), Some("7s"));
@@ -729,26 +594,16 @@ mod tests {
         let body = vllm_error_body(400, "bad");
         assert_eq!(body["error"]["code"], 400);
         assert_eq!(body["error"]["type"], "BadRequestError");
-        assert_eq!(
-            vllm_error_body(503, "x")["error"]["type"],
-            "InternalServerError"
-        );
+        assert_eq!(vllm_error_body(503, "x")["error"]["type"], "InternalServerError");
     }
 
     #[test]
     fn tool_call_arguments_stay_a_string() {
-        let body = body_of(&tool_call_completion(&[(
-            "call_1",
-            "get_weather",
-            r#"{"city":"Paris"}"#,
-        )]));
+        let body = body_of(&tool_call_completion(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)]));
         let choice = &body["choices"][0];
         assert_eq!(choice["finish_reason"], "tool_calls");
         assert!(choice["message"]["content"].is_null());
-        assert_eq!(
-            choice["message"]["tool_calls"][0]["function"]["arguments"],
-            r#"{"city":"Paris"}"#
-        );
+        assert_eq!(choice["message"]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Paris"}"#);
     }
 
     #[test]
@@ -756,10 +611,7 @@ mod tests {
         let body = body_of(&refusal("I can't help with that."));
         assert_eq!(body["choices"][0]["finish_reason"], "stop");
         assert!(body["choices"][0]["message"]["content"].is_null());
-        assert_eq!(
-            body["choices"][0]["message"]["refusal"],
-            "I can't help with that."
-        );
+        assert_eq!(body["choices"][0]["message"]["refusal"], "I can't help with that.");
     }
 
     #[test]
@@ -793,10 +645,7 @@ mod tests {
 
     #[test]
     fn streamed_text_joins_deltas() {
-        let body: String = sse_chunks(&["Hel", "lo"])
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .collect();
+        let body: String = sse_chunks(&["Hel", "lo"]).iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
         assert_eq!(streamed_text(&body), "Hello");
         assert_eq!(sse_data(&body).last().map(String::as_str), Some("[DONE]"));
     }

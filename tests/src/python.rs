@@ -17,16 +17,8 @@ pub fn python_with_openai() -> PathBuf {
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
     let candidate = std::env::var_os("WEIR_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            if venv.is_file() {
-                venv
-            } else {
-                PathBuf::from("python3")
-            }
-        });
-    let probe = Command::new(&candidate)
-        .args(["-c", "import openai; print(openai.__version__)"])
-        .output();
+        .unwrap_or_else(|| if venv.is_file() { venv } else { PathBuf::from("python3") });
+    let probe = Command::new(&candidate).args(["-c", "import openai; print(openai.__version__)"]).output();
     match probe {
         Ok(output) if output.status.success() => candidate,
         Ok(output) => panic!(
@@ -55,8 +47,5 @@ pub fn run_openai_client(base_url: &str, model: &str, steps: &str) -> Vec<Value>
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
+    stdout.lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
 }

@@ -20,6 +20,7 @@ endpoint = "{url}"
 max_output_tokens = 1000
 context_window = 100000
 output_tokens = 20
+max_retries = 0
 {limits}
 "#,
         url = upstream.base_url()
@@ -30,12 +31,7 @@ fn hello() -> Value {
     json!({"model": "paced", "messages": [{"role": "user", "content": "Hello"}]})
 }
 
-async fn post(
-    client: &reqwest::Client,
-    gateway: &Gateway,
-    body: &Value,
-    headers: &[(&str, &str)],
-) -> (u16, Value) {
+async fn post(client: &reqwest::Client, gateway: &Gateway, body: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let mut request = client.post(gateway.url("/v1/chat/completions")).json(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -45,21 +41,9 @@ async fn post(
 }
 
 async fn coefficient(gateway: &Gateway) -> f64 {
-    let models: Value = reqwest::get(gateway.url("/v1/models"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let model = models["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == "paced")
-        .unwrap();
-    model["weir"]["admission"]["throttle_coefficient"]
-        .as_f64()
-        .unwrap()
+    let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let model = models["data"].as_array().unwrap().iter().find(|m| m["id"] == "paced").unwrap();
+    model["weir"]["admission"]["throttle_coefficient"].as_f64().unwrap()
 }
 
 /// 200 calls at once against `rpm = 60`, in front of an upstream that answers 429
@@ -71,10 +55,7 @@ async fn two_hundred_concurrent_calls_at_rpm_60_never_see_a_429() {
     let upstream = FakeUpstream::start().await;
     upstream.limit_requests_per_minute(60);
     let gateway = Gateway::start(&config(&upstream, "rpm = 60")).await;
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(400))
-        .build()
-        .unwrap();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(400)).build().unwrap();
 
     let calls: Vec<_> = (0..200)
         .map(|_| {
@@ -91,11 +72,7 @@ async fn two_hundred_concurrent_calls_at_rpm_60_never_see_a_429() {
         statuses.push(call.await.unwrap());
     }
     assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
-    assert_eq!(
-        upstream.rate_limited_count(),
-        0,
-        "no 429 reached the upstream"
-    );
+    assert_eq!(upstream.rate_limited_count(), 0, "no 429 reached the upstream");
     assert_eq!(upstream.request_count(), 200);
 }
 
@@ -121,21 +98,14 @@ async fn a_scripted_429_and_529_move_the_coefficient_by_their_weight() {
 
     upstream.push(openai_wire::server_error());
     post(&client, &gateway, &hello(), &[]).await;
-    assert_eq!(
-        coefficient(&gateway).await,
-        2.0,
-        "a transient 5xx feeds nothing"
-    );
+    assert_eq!(coefficient(&gateway).await, 2.0, "a transient 5xx feeds nothing");
 
     for _ in 0..3 {
         let (status, _) = post(&client, &gateway, &hello(), &[]).await;
         assert_eq!(status, 200);
     }
     let after = coefficient(&gateway).await;
-    assert!(
-        (after - 1.8).abs() < 1e-9,
-        "every third success subtracts 0.2: {after}"
-    );
+    assert!((after - 1.8).abs() < 1e-9, "every third success subtracts 0.2: {after}");
 }
 
 #[tokio::test]
@@ -148,10 +118,7 @@ async fn a_demand_beyond_the_budget_fails_at_once_naming_both_numbers() {
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["type"], "capacity_exceeded");
     let message = answer["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("100 per minute") && message.contains("tokens"),
-        "{message}"
-    );
+    assert!(message.contains("100 per minute") && message.contains("tokens"), "{message}");
     assert_eq!(upstream.request_count(), 0);
 }
 
@@ -163,30 +130,12 @@ async fn a_deadline_before_capacity_frees_fails_at_once() {
     let (status, _) = post(&client, &gateway, &hello(), &[]).await;
     assert_eq!(status, 200);
     // The next request slot frees up in ~60 s; the caller waits 200 ms at most.
-    let (status, answer) = post(
-        &client,
-        &gateway,
-        &hello(),
-        &[("x-weir-deadline-ms", "200")],
-    )
-    .await;
+    let (status, answer) = post(&client, &gateway, &hello(), &[("x-weir-deadline-ms", "200")]).await;
     assert_eq!(status, 504, "{answer}");
     assert_eq!(answer["error"]["type"], "timeout");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("after the caller's deadline"),
-        "{answer}"
-    );
+    assert!(answer["error"]["message"].as_str().unwrap().contains("after the caller's deadline"), "{answer}");
     assert_eq!(upstream.request_count(), 1);
 
-    let (status, answer) = post(
-        &client,
-        &gateway,
-        &hello(),
-        &[("x-weir-deadline-ms", "soon")],
-    )
-    .await;
+    let (status, answer) = post(&client, &gateway, &hello(), &[("x-weir-deadline-ms", "soon")]).await;
     assert_eq!(status, 400, "{answer}");
 }

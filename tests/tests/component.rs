@@ -7,12 +7,10 @@
 
 use std::path::PathBuf;
 
-use weir_host::plugin::{
-    ComponentSource, PluginEngine, PluginError, Provider, ProviderRegistry, embedded_components,
-};
+use weir_host::plugin::{ComponentSource, PluginEngine, PluginError, Provider, ProviderRegistry, embedded_components};
 use weir_host::types::{
-    CallParams, CodecError, ContentBlock, Conversation, ErrorClass, HttpResponse, LeafBlock,
-    RetryHint, StopReason, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn,
+    CallParams, CodecError, ContentBlock, Conversation, ErrorClass, HttpResponse, LeafBlock, RetryHint, StopReason,
+    ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn,
 };
 
 fn cache_dir() -> PathBuf {
@@ -41,19 +39,14 @@ fn weather_tool() -> ToolDefinition {
     ToolDefinition {
         name: "get_weather".into(),
         description: "Current weather".into(),
-        parameters_json:
-            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
-                .into(),
+        parameters_json: r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#.into(),
     }
 }
 
 fn response(status: u16, headers: &[(&str, &str)], body: &str) -> HttpResponse {
     HttpResponse {
         status,
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         body: body.as_bytes().to_vec(),
     }
 }
@@ -66,22 +59,10 @@ fn json_body(request: &weir_host::types::HttpRequest) -> serde_json::Value {
 fn embedded_component_describes_both_keys() {
     let registry = registry();
     let openai = registry.get("openai").expect("openai key");
-    let compatible = registry
-        .get("openai-compatible")
-        .expect("openai-compatible key");
-    assert_eq!(
-        openai.info().default_endpoint.as_deref(),
-        Some("https://api.openai.com/v1")
-    );
-    assert_eq!(
-        compatible.info().default_endpoint,
-        None,
-        "no invented endpoint"
-    );
-    assert!(matches!(
-        openai.component().source,
-        ComponentSource::Embedded("openai")
-    ));
+    let compatible = registry.get("openai-compatible").expect("openai-compatible key");
+    assert_eq!(openai.info().default_endpoint.as_deref(), Some("https://api.openai.com/v1"));
+    assert_eq!(compatible.info().default_endpoint, None, "no invented endpoint");
+    assert!(matches!(openai.component().source, ComponentSource::Embedded("openai")));
     assert_eq!(openai.component().digest.len(), 64);
 }
 
@@ -89,48 +70,31 @@ fn embedded_component_describes_both_keys() {
 fn tool_round_trip_through_the_component() {
     let registry = registry();
     let openai: &Provider = registry.get("openai").unwrap();
-    let mut conversation = Conversation::user("Weather in Paris?")
-        .with_system("Be terse.")
-        .with_tool(weather_tool());
+    let mut conversation = Conversation::user("Weather in Paris?").with_system("Be terse.").with_tool(weather_tool());
     conversation.tool_choice = Some(ToolChoice::Auto);
-    conversation
-        .turns
-        .push(Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
-            id: "call_1".into(),
-            name: "get_weather".into(),
-            input_json: r#"{"city":"Paris"}"#.into(),
-        })]));
-    conversation
-        .turns
-        .push(Turn::user(vec![ContentBlock::ToolResult(ToolResult {
-            tool_use_id: "call_1".into(),
-            content: vec![LeafBlock::Text("18C, sunny".into())],
-            is_error: false,
-        })]));
+    conversation.turns.push(Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        input_json: r#"{"city":"Paris"}"#.into(),
+    })]));
+    conversation.turns.push(Turn::user(vec![ContentBlock::ToolResult(ToolResult {
+        tool_use_id: "call_1".into(),
+        content: vec![LeafBlock::Text("18C, sunny".into())],
+        is_error: false,
+    })]));
 
-    let request = openai
-        .encode(&conversation, &params("gpt-4.1", 300))
-        .unwrap();
+    let request = openai.encode(&conversation, &params("gpt-4.1", 300)).unwrap();
     assert_eq!(request.method, "POST");
     assert_eq!(request.path_and_query, "/chat/completions");
     assert!(
-        request
-            .headers
-            .iter()
-            .all(|(name, _)| !name.eq_ignore_ascii_case("authorization")),
+        request.headers.iter().all(|(name, _)| !name.eq_ignore_ascii_case("authorization")),
         "a component never sets the credential"
     );
     let body = json_body(&request);
     assert_eq!(body["model"], "gpt-4.1");
-    assert_eq!(
-        body["max_completion_tokens"], 300,
-        "the host's reserve, written verbatim"
-    );
+    assert_eq!(body["max_completion_tokens"], 300, "the host's reserve, written verbatim");
     assert_eq!(body["messages"][0]["role"], "system");
-    assert_eq!(
-        body["messages"][2]["tool_calls"][0]["function"]["arguments"],
-        r#"{"city":"Paris"}"#
-    );
+    assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Paris"}"#);
     assert_eq!(body["messages"][3]["role"], "tool");
     assert_eq!(body["messages"][3]["tool_call_id"], "call_1");
     assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
@@ -151,10 +115,7 @@ fn tool_round_trip_through_the_component() {
     assert_eq!(decoded.request_id.as_deref(), Some("req_123"));
     assert_eq!(decoded.served_model.as_deref(), Some("gpt-4.1-2025-04-14"));
     let usage = decoded.usage.unwrap();
-    assert_eq!(
-        (usage.input, usage.cache_read, usage.output, usage.reasoning),
-        (93, 1024, 46, Some(12))
-    );
+    assert_eq!((usage.input, usage.cache_read, usage.output, usage.reasoning), (93, 1024, 46, Some(12)));
     assert!(
         matches!(&decoded.content[0], ContentBlock::ToolUse(call) if call.id == "call_2" && call.input_json.contains("Lyon"))
     );
@@ -164,9 +125,7 @@ fn tool_round_trip_through_the_component() {
 fn compatible_key_uses_max_tokens() {
     let registry = registry();
     let compatible = registry.get("openai-compatible").unwrap();
-    let request = compatible
-        .encode(&Conversation::user("hi"), &params("qwen3", 77))
-        .unwrap();
+    let request = compatible.encode(&Conversation::user("hi"), &params("qwen3", 77)).unwrap();
     let body = json_body(&request);
     assert_eq!(body["max_tokens"], 77);
     assert!(body.get("max_completion_tokens").is_none());
@@ -178,13 +137,10 @@ fn compatible_key_uses_max_tokens() {
 fn every_error_class_from_its_real_wire_error() {
     let registry = registry();
     let openai = registry.get("openai").unwrap();
-    let classify = |status, headers: &[(&str, &str)], body: &str| {
-        openai.classify(&response(status, headers, body)).unwrap()
-    };
+    let classify =
+        |status, headers: &[(&str, &str)], body: &str| openai.classify(&response(status, headers, body)).unwrap();
     let error = |kind: &str, code: &str, message: &str| {
-        format!(
-            r#"{{"error":{{"message":"{message}","type":"{kind}","param":null,"code":"{code}"}}}}"#
-        )
+        format!(r#"{{"error":{{"message":"{message}","type":"{kind}","param":null,"code":"{code}"}}}}"#)
     };
 
     let quota = classify(
@@ -201,40 +157,20 @@ fn every_error_class_from_its_real_wire_error() {
     let limited = classify(
         429,
         &[("retry-after", "18")],
-        &error(
-            "tokens",
-            "rate_limit_exceeded",
-            "Rate limit reached for gpt-4o",
-        ),
+        &error("tokens", "rate_limit_exceeded", "Rate limit reached for gpt-4o"),
     );
     assert!(
         matches!(&limited, ErrorClass::RateLimited(r) if r.hint == Some(RetryHint::DelayMs(18_000))),
         "{limited:?}"
     );
 
-    let overloaded = classify(
-        529,
-        &[],
-        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-    );
-    assert!(
-        matches!(overloaded, ErrorClass::Overloaded(_)),
-        "{overloaded:?}"
-    );
+    let overloaded =
+        classify(529, &[], r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+    assert!(matches!(overloaded, ErrorClass::Overloaded(_)), "{overloaded:?}");
 
-    let transient = classify(
-        500,
-        &[],
-        &error(
-            "server_error",
-            "",
-            "The server had an error while processing your request.",
-        ),
-    );
-    assert!(
-        matches!(transient, ErrorClass::Transient(_)),
-        "{transient:?}"
-    );
+    let transient =
+        classify(500, &[], &error("server_error", "", "The server had an error while processing your request."));
+    assert!(matches!(transient, ErrorClass::Transient(_)), "{transient:?}");
 
     let refused = classify(
         400,
@@ -248,10 +184,7 @@ fn every_error_class_from_its_real_wire_error() {
         &[],
         r#"{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#,
     );
-    assert!(
-        matches!(invalid, ErrorClass::InvalidRequest(_)),
-        "{invalid:?}"
-    );
+    assert!(matches!(invalid, ErrorClass::InvalidRequest(_)), "{invalid:?}");
 
     let auth = classify(
         401,
@@ -265,20 +198,14 @@ fn every_error_class_from_its_real_wire_error() {
         &[],
         r#"{"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
     );
-    assert!(
-        matches!(not_found, ErrorClass::NotFound(_)),
-        "{not_found:?}"
-    );
+    assert!(matches!(not_found, ErrorClass::NotFound(_)), "{not_found:?}");
 
     let overflow = classify(
         400,
         &[],
         r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
     );
-    assert!(
-        matches!(overflow, ErrorClass::ContextOverflow(_)),
-        "{overflow:?}"
-    );
+    assert!(matches!(overflow, ErrorClass::ContextOverflow(_)), "{overflow:?}");
 
     let odd = classify(418, &[], "I'm a teapot");
     assert!(matches!(odd, ErrorClass::Uncorrectable(_)), "{odd:?}");
@@ -288,25 +215,11 @@ fn every_error_class_from_its_real_wire_error() {
 fn malformed_success_body_is_a_codec_error_not_a_trap() {
     let registry = registry();
     let openai = registry.get("openai").unwrap();
-    let error = openai
-        .decode(&response(200, &[], "<html>proxy page</html>"))
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            PluginError::Codec {
-                error: CodecError::Malformed(_),
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    let error = openai.decode(&response(200, &[], "<html>proxy page</html>")).unwrap_err();
+    assert!(matches!(error, PluginError::Codec { error: CodecError::Malformed(_), .. }), "{error:?}");
     // The component is instantiated per call: the next call is unaffected.
-    let ok = openai.decode(&response(
-        200,
-        &[],
-        r#"{"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]}"#,
-    ));
+    let ok =
+        openai.decode(&response(200, &[], r#"{"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]}"#));
     assert!(ok.is_ok(), "{ok:?}");
 }
 
@@ -316,22 +229,8 @@ fn invalid_tool_schema_is_refused_by_encode() {
     let openai = registry.get("openai").unwrap();
     let mut tool = weather_tool();
     tool.parameters_json = "{not json".into();
-    let error = openai
-        .encode(
-            &Conversation::user("hi").with_tool(tool),
-            &params("gpt-4.1", 10),
-        )
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            PluginError::Codec {
-                error: CodecError::Unsupported(_),
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    let error = openai.encode(&Conversation::user("hi").with_tool(tool), &params("gpt-4.1", 10)).unwrap_err();
+    assert!(matches!(error, PluginError::Codec { error: CodecError::Unsupported(_), .. }), "{error:?}");
 }
 
 #[test]
@@ -352,14 +251,8 @@ fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
         assert!(failure.path.starts_with(dir.path()), "{failure}");
         assert!(!failure.reason.is_empty());
     }
-    let openai = registry
-        .get("openai")
-        .expect("the embedded provider still serves");
-    assert!(
-        openai
-            .encode(&Conversation::user("hi"), &params("gpt-4.1", 5))
-            .is_ok()
-    );
+    let openai = registry.get("openai").expect("the embedded provider still serves");
+    assert!(openai.encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).is_ok());
 }
 
 #[test]
@@ -373,9 +266,6 @@ fn a_dropped_component_overrides_the_embedded_one_by_key() {
     assert!(registry.failures().is_empty());
     for key in ["openai", "openai-compatible"] {
         let provider = registry.get(key).unwrap();
-        assert_eq!(
-            provider.component().source,
-            ComponentSource::File(dropped.clone())
-        );
+        assert_eq!(provider.component().source, ComponentSource::File(dropped.clone()));
     }
 }

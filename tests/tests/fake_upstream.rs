@@ -11,19 +11,11 @@ use weir_tests::openai_wire::{self, approx_tokens};
 use weir_tests::{FakeUpstream, Scripted};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
 }
 
 async fn post_chat(upstream: &FakeUpstream, body: &Value) -> reqwest::Response {
-    client()
-        .post(format!("{}/chat/completions", upstream.base_url()))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    client().post(format!("{}/chat/completions", upstream.base_url())).json(body).send().await.unwrap()
 }
 
 fn ask(text: &str) -> Value {
@@ -60,14 +52,8 @@ async fn echo_answers_a_valid_chat_completion() {
     let all = "Answer briefly.first questionfirst answerHello there";
     let usage = &body["usage"];
     assert_eq!(usage["prompt_tokens"], approx_tokens(all));
-    assert_eq!(
-        usage["completion_tokens"],
-        approx_tokens("echo: Hello there")
-    );
-    assert_eq!(
-        usage["total_tokens"],
-        approx_tokens(all) + approx_tokens("echo: Hello there")
-    );
+    assert_eq!(usage["completion_tokens"], approx_tokens("echo: Hello there"));
+    assert_eq!(usage["total_tokens"], approx_tokens(all) + approx_tokens("echo: Hello there"));
     assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 0);
     assert_eq!(usage["completion_tokens_details"]["reasoning_tokens"], 0);
 }
@@ -81,10 +67,7 @@ async fn echo_joins_the_text_parts_of_array_content() {
         {"type": "text", "text": "in this image?"}
     ]}]});
     let body: Value = post_chat(&upstream, &request).await.json().await.unwrap();
-    assert_eq!(
-        body["choices"][0]["message"]["content"],
-        "echo: What is in this image?"
-    );
+    assert_eq!(body["choices"][0]["message"]["content"], "echo: What is in this image?");
 }
 
 #[tokio::test]
@@ -106,22 +89,13 @@ async fn echo_streams_openai_sse_with_usage_when_asked() {
     request["stream_options"] = json!({"include_usage": true});
     let response = post_chat(&upstream, &request).await;
     assert_eq!(response.status(), 200);
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let body = response.text().await.unwrap();
 
     let events = openai_wire::sse_data(&body);
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     let chunks = openai_wire::sse_json(&body);
-    assert!(
-        chunks
-            .iter()
-            .all(|c| c["object"] == "chat.completion.chunk" && c["id"] == chunks[0]["id"])
-    );
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk" && c["id"] == chunks[0]["id"]));
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     assert_eq!(openai_wire::streamed_text(&body), "echo: stream me please");
     assert!(chunks.len() > 4, "content arrives in several deltas");
@@ -131,10 +105,7 @@ async fn echo_streams_openai_sse_with_usage_when_asked() {
     assert!(finish["usage"].is_null());
     let usage_chunk = &chunks[chunks.len() - 1];
     assert_eq!(usage_chunk["choices"], json!([]));
-    assert_eq!(
-        usage_chunk["usage"]["completion_tokens"],
-        approx_tokens("echo: stream me please")
-    );
+    assert_eq!(usage_chunk["usage"]["completion_tokens"], approx_tokens("echo: stream me please"));
 }
 
 #[tokio::test]
@@ -145,10 +116,7 @@ async fn echo_stream_without_include_usage_has_no_usage_chunk() {
     let body = post_chat(&upstream, &request).await.text().await.unwrap();
     let chunks = openai_wire::sse_json(&body);
     assert!(chunks.iter().all(|c| c.get("usage").is_none()));
-    assert_eq!(
-        chunks.last().unwrap()["choices"][0]["finish_reason"],
-        "stop"
-    );
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
 }
 
 #[tokio::test]
@@ -177,11 +145,7 @@ async fn scripted_answers_are_consumed_in_fifo_order_then_echo_resumes() {
 async fn scripts_apply_to_any_path() {
     let upstream = FakeUpstream::start().await;
     upstream.push(openai_wire::completion("scripted"));
-    let response = client()
-        .get(format!("{}/anything/else", upstream.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let response = client().get(format!("{}/anything/else", upstream.base_url())).send().await.unwrap();
     assert_eq!(response.status(), 200);
 }
 
@@ -190,10 +154,7 @@ async fn received_records_method_path_query_headers_and_body() {
     let upstream = FakeUpstream::start().await;
     let request = ask("record me");
     let response = client()
-        .post(format!(
-            "{}/chat/completions?api-version=2024-10-21",
-            upstream.base_url()
-        ))
+        .post(format!("{}/chat/completions?api-version=2024-10-21", upstream.base_url()))
         .header("Authorization", "Bearer sk-test")
         .header("OpenAI-Project", "proj_1")
         .json(&request)
@@ -209,15 +170,8 @@ async fn received_records_method_path_query_headers_and_body() {
     assert_eq!(got.path, "/v1/chat/completions");
     assert_eq!(got.query.as_deref(), Some("api-version=2024-10-21"));
     assert_eq!(got.header("authorization"), Some("Bearer sk-test"));
-    assert_eq!(
-        got.header("OPENAI-PROJECT"),
-        Some("proj_1"),
-        "lookup ignores case"
-    );
-    assert!(
-        got.headers.iter().any(|(name, _)| name == "openai-project"),
-        "names are stored lowercase"
-    );
+    assert_eq!(got.header("OPENAI-PROJECT"), Some("proj_1"), "lookup ignores case");
+    assert!(got.headers.iter().any(|(name, _)| name == "openai-project"), "names are stored lowercase");
     assert_eq!(got.header("content-type"), Some("application/json"));
     assert_eq!(got.json(), request);
 }
@@ -229,10 +183,7 @@ async fn drop_closes_the_connection_without_a_response() {
     let error = post_chat_result(&upstream, &ask("x")).await.unwrap_err();
     assert!(error.status().is_none(), "no response head: {error:?}");
     assert!(!error.is_timeout(), "closed, not hung: {error:?}");
-    assert!(
-        is_connection_reset(&error),
-        "a reset, not a tidy close: {error:?}"
-    );
+    assert!(is_connection_reset(&error), "a reset, not a tidy close: {error:?}");
     assert_eq!(upstream.request_count(), 1, "the request itself arrived");
 
     // The fake keeps serving new connections afterwards.
@@ -243,10 +194,7 @@ async fn drop_closes_the_connection_without_a_response() {
 fn is_connection_reset(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(error);
     while let Some(current) = source {
-        if current
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset)
-        {
+        if current.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset) {
             return true;
         }
         source = current.source();
@@ -254,15 +202,8 @@ fn is_connection_reset(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-async fn post_chat_result(
-    upstream: &FakeUpstream,
-    body: &Value,
-) -> reqwest::Result<reqwest::Response> {
-    client()
-        .post(format!("{}/chat/completions", upstream.base_url()))
-        .json(body)
-        .send()
-        .await
+async fn post_chat_result(upstream: &FakeUpstream, body: &Value) -> reqwest::Result<reqwest::Response> {
+    client().post(format!("{}/chat/completions", upstream.base_url())).json(body).send().await
 }
 
 #[tokio::test]
@@ -272,11 +213,7 @@ async fn delay_holds_the_response_back() {
     upstream.push(openai_wire::completion("late").after(delay));
     let started = Instant::now();
     let body: Value = post_chat(&upstream, &ask("x")).await.json().await.unwrap();
-    assert!(
-        started.elapsed() >= delay,
-        "answered after {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() >= delay, "answered after {:?}", started.elapsed());
     assert_eq!(body["choices"][0]["message"]["content"], "late");
 }
 
@@ -318,10 +255,7 @@ async fn stream_script_sends_chunks_one_by_one_with_pauses() {
     }
     let pauses = u32::try_from(frames.len() - 1).unwrap();
     assert!(started.elapsed() >= pause * pauses);
-    assert!(
-        pieces > 1,
-        "chunks are flushed separately, got {pieces} piece(s)"
-    );
+    assert!(pieces > 1, "chunks are flushed separately, got {pieces} piece(s)");
     assert_eq!(received, expected, "bytes arrive exactly as scripted");
 
     let body = String::from_utf8(received).unwrap();
@@ -333,9 +267,7 @@ async fn stream_script_can_carry_an_in_band_error() {
     let upstream = FakeUpstream::start().await;
     let mut frames = openai_wire::sse_chunks(&["partial"]);
     frames.truncate(2); // role chunk and one delta, then the failure
-    frames.push(openai_wire::sse_error_frame(
-        &openai_wire::stream_error_json(),
-    ));
+    frames.push(openai_wire::sse_error_frame(&openai_wire::stream_error_json()));
     upstream.push(openai_wire::stream(frames));
     let body = post_chat(&upstream, &ask("x")).await.text().await.unwrap();
     let chunks = openai_wire::sse_json(&body);
@@ -346,57 +278,32 @@ async fn stream_script_can_carry_an_in_band_error() {
 #[tokio::test]
 async fn unknown_paths_get_openai_shaped_404s() {
     let upstream = FakeUpstream::start().await;
-    let response = client()
-        .post(format!("{}/nope", upstream.base_url()))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+    let response = client().post(format!("{}/nope", upstream.base_url())).json(&json!({})).send().await.unwrap();
     assert_eq!(response.status(), 404);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["message"], "Invalid URL (POST /v1/nope)");
     assert_eq!(body["error"]["type"], "invalid_request_error");
     assert!(body["error"]["param"].is_null() && body["error"]["code"].is_null());
 
-    let wrong_method = client()
-        .get(format!("{}/chat/completions", upstream.base_url()))
-        .send()
-        .await
-        .unwrap();
+    let wrong_method = client().get(format!("{}/chat/completions", upstream.base_url())).send().await.unwrap();
     assert_eq!(wrong_method.status(), 404);
 }
 
 #[tokio::test]
 async fn models_lists_openai_models() {
     let upstream = FakeUpstream::start().await;
-    let body: Value = client()
-        .get(format!("{}/models", upstream.base_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: Value =
+        client().get(format!("{}/models", upstream.base_url())).send().await.unwrap().json().await.unwrap();
     assert_eq!(body["object"], "list");
     assert_eq!(body["data"][0]["object"], "model");
-    assert!(
-        body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["id"] == "gpt-4o-mini")
-    );
+    assert!(body["data"].as_array().unwrap().iter().any(|m| m["id"] == "gpt-4o-mini"));
 }
 
 #[tokio::test]
 async fn malformed_requests_get_openai_400s() {
     let upstream = FakeUpstream::start().await;
-    let not_json = client()
-        .post(format!("{}/chat/completions", upstream.base_url()))
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
+    let not_json =
+        client().post(format!("{}/chat/completions", upstream.base_url())).body("{not json").send().await.unwrap();
     assert_eq!(not_json.status(), 400);
     let no_messages = post_chat(&upstream, &json!({"model": "m"})).await;
     assert_eq!(no_messages.status(), 400);
@@ -410,16 +317,8 @@ async fn error_builders_arrive_with_their_status_and_shape() {
     let cases = [
         (openai_wire::insufficient_quota(), 429, "insufficient_quota"),
         (openai_wire::invalid_api_key(), 401, "invalid_request_error"),
-        (
-            openai_wire::model_not_found("gpt-9"),
-            404,
-            "invalid_request_error",
-        ),
-        (
-            openai_wire::context_length_exceeded(),
-            400,
-            "invalid_request_error",
-        ),
+        (openai_wire::model_not_found("gpt-9"), 404, "invalid_request_error"),
+        (openai_wire::context_length_exceeded(), 400, "invalid_request_error"),
         (openai_wire::server_error(), 500, "server_error"),
         (openai_wire::overloaded_503(), 503, "server_error"),
         (openai_wire::vllm_error(400, "bad"), 400, "BadRequestError"),
@@ -447,11 +346,7 @@ async fn dropping_the_fake_closes_its_port() {
     let addr = upstream.addr();
     assert!(upstream.base_url().ends_with("/v1"));
     drop(upstream);
-    let error = client()
-        .get(format!("http://{addr}/v1/models"))
-        .send()
-        .await
-        .unwrap_err();
+    let error = client().get(format!("http://{addr}/v1/models")).send().await.unwrap_err();
     assert!(error.is_connect(), "{error:?}");
 }
 
@@ -462,14 +357,9 @@ async fn concurrent_requests_are_all_recorded() {
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let url = url.clone();
-            tokio::spawn(async move {
-                client()
-                    .post(url)
-                    .json(&ask(&format!("n{i}")))
-                    .send()
-                    .await
-                    .map(|r| r.status())
-            })
+            tokio::spawn(
+                async move { client().post(url).json(&ask(&format!("n{i}"))).send().await.map(|r| r.status()) },
+            )
         })
         .collect();
     for task in tasks {

@@ -14,7 +14,7 @@ use weir_tests::{FakeUpstream, Gateway, Scripted, run_cli};
 const SECRET: &str = "sk-weir-test-secret-0123456789";
 
 /// A catalog routing to the fake upstream: an `openai` model with a declared output
-/// budget and its own credential, an `openai-compatible` one with neither, and one
+/// budget, its own credential and no retries, an `openai-compatible` one with neither, and one
 /// whose provider does not exist.
 fn config(upstream: &FakeUpstream) -> String {
     format!(
@@ -30,6 +30,8 @@ credential = "weir-test-key"
 max_output_tokens = 1000
 context_window = 10000
 output_tokens = 200
+# One scripted failure per call here: retries have their own tests.
+max_retries = 0
 
 [[model]]
 id = "local"
@@ -55,24 +57,14 @@ async fn gateway(upstream: &FakeUpstream) -> Gateway {
 }
 
 async fn post(gateway: &Gateway, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
-    let response = reqwest::Client::new()
-        .post(gateway.url("/v1/chat/completions"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let response = reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(body).send().await.unwrap();
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     (status, response.json().await.unwrap(), headers)
 }
 
 async fn get(gateway: &Gateway, path: &str) -> Value {
-    reqwest::get(gateway.url(path))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    reqwest::get(gateway.url(path)).await.unwrap().json().await.unwrap()
 }
 
 fn hello(model: &str) -> Value {
@@ -83,21 +75,14 @@ fn assert_error(body: &Value, category: &str) {
     assert_eq!(body["error"]["type"], category, "{body}");
     assert_eq!(body["error"]["code"], category, "{body}");
     assert!(body["error"]["message"].is_string(), "{body}");
-    assert!(
-        body["error"].get("param").is_some(),
-        "OpenAI's error shape: {body}"
-    );
+    assert!(body["error"].get("param").is_some(), "OpenAI's error shape: {body}");
 }
 
 #[tokio::test]
 async fn a_completion_with_tools_round_trips() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream).await;
-    upstream.push(openai_wire::tool_call_completion(&[(
-        "call_abc",
-        "get_weather",
-        r#"{"city":"Paris"}"#,
-    )]));
+    upstream.push(openai_wire::tool_call_completion(&[("call_abc", "get_weather", r#"{"city":"Paris"}"#)]));
 
     let request = json!({
         "model": "chat",
@@ -114,42 +99,24 @@ async fn a_completion_with_tools_round_trips() {
     let (status, body, headers) = post(&gateway, &request).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["object"], "chat.completion");
-    assert_eq!(
-        body["model"], "chat",
-        "the catalog id, never the provider's echo"
-    );
+    assert_eq!(body["model"], "chat", "the catalog id, never the provider's echo");
     let choice = &body["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls");
     assert_eq!(choice["message"]["tool_calls"][0]["id"], "call_abc");
-    assert_eq!(
-        choice["message"]["tool_calls"][0]["function"]["name"],
-        "get_weather"
-    );
-    assert_eq!(
-        choice["message"]["tool_calls"][0]["function"]["arguments"],
-        r#"{"city":"Paris"}"#
-    );
-    assert!(
-        body["usage"]["prompt_tokens"].as_u64().unwrap() > 0,
-        "{body}"
-    );
+    assert_eq!(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    assert_eq!(choice["message"]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Paris"}"#);
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "{body}");
     assert_eq!(headers["x-weir-provider"], "openai");
 
     let received = upstream.received();
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].path, "/v1/chat/completions");
-    assert_eq!(
-        received[0].header("authorization"),
-        Some(format!("Bearer {SECRET}").as_str())
-    );
+    assert_eq!(received[0].header("authorization"), Some(format!("Bearer {SECRET}").as_str()));
     let sent = received[0].json();
     assert_eq!(sent["model"], "gpt-4.1", "the wire id");
     assert_eq!(sent["max_completion_tokens"], 50);
     assert_eq!(sent["tools"][0]["function"]["name"], "get_weather");
-    assert_eq!(
-        sent["messages"][0],
-        json!({"role": "system", "content": "Be terse."})
-    );
+    assert_eq!(sent["messages"][0], json!({"role": "system", "content": "Be terse."}));
 
     // The tool result goes back as a `tool` message.
     let follow_up = json!({
@@ -164,10 +131,7 @@ async fn a_completion_with_tools_round_trips() {
     let (status, body, _) = post(&gateway, &follow_up).await;
     assert_eq!(status, 200, "{body}");
     let sent = upstream.received()[1].json();
-    assert_eq!(
-        sent["messages"][2],
-        json!({"role": "tool", "tool_call_id": "call_abc", "content": "18C, sunny"})
-    );
+    assert_eq!(sent["messages"][2], json!({"role": "tool", "tool_call_id": "call_abc", "content": "18C, sunny"}));
 }
 
 #[tokio::test]
@@ -179,20 +143,12 @@ async fn the_output_budget_comes_from_the_request_or_the_catalog_never_a_default
     request.as_object_mut().unwrap().remove("max_tokens");
     let (status, body, _) = post(&gateway, &request).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        upstream.received()[0].json()["max_completion_tokens"],
-        200,
-        "the catalog's output_tokens"
-    );
+    assert_eq!(upstream.received()[0].json()["max_completion_tokens"], 200, "the catalog's output_tokens");
 
     let mut huge = hello("chat");
     huge["max_tokens"] = json!(50_000);
     post(&gateway, &huge).await;
-    assert_eq!(
-        upstream.received()[1].json()["max_completion_tokens"],
-        1000,
-        "clamped at max_output_tokens"
-    );
+    assert_eq!(upstream.received()[1].json()["max_completion_tokens"], 1000, "clamped at max_output_tokens");
 
     let mut undeclared = hello("local");
     undeclared.as_object_mut().unwrap().remove("max_tokens");
@@ -200,10 +156,7 @@ async fn the_output_budget_comes_from_the_request_or_the_catalog_never_a_default
     assert_eq!(status, 400);
     assert_error(&body, "invalid_request");
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("max_tokens") && message.contains("output_tokens"),
-        "{message}"
-    );
+    assert!(message.contains("max_tokens") && message.contains("output_tokens"), "{message}");
     assert_eq!(upstream.request_count(), 2, "nothing was sent upstream");
 }
 
@@ -215,23 +168,11 @@ async fn every_upstream_error_class_maps_to_a_safe_category() {
     let gateway = gateway(&upstream).await;
     let json_error = |status, body: Value| openai_wire::json_response(status, &body);
     let cases: Vec<(Scripted, u16, &str)> = vec![
-        (
-            openai_wire::insufficient_quota(),
-            402,
-            "provider_credit_exhausted",
-        ),
+        (openai_wire::insufficient_quota(), 402, "provider_credit_exhausted"),
         (openai_wire::rate_limited(7), 429, "rate_limited"),
         (openai_wire::invalid_api_key(), 424, "authentication_failed"),
-        (
-            openai_wire::model_not_found("gpt-4.1"),
-            404,
-            "model_not_found",
-        ),
-        (
-            openai_wire::context_length_exceeded(),
-            400,
-            "context_overflow",
-        ),
+        (openai_wire::model_not_found("gpt-4.1"), 404, "model_not_found"),
+        (openai_wire::context_length_exceeded(), 400, "context_overflow"),
         (
             openai_wire::error(
                 400,
@@ -261,11 +202,7 @@ async fn every_upstream_error_class_maps_to_a_safe_category() {
             503,
             "overloaded",
         ),
-        (
-            json_error(418, json!({"error": {"message": "SECRET-PROSE teapot"}})),
-            502,
-            "upstream_error",
-        ),
+        (json_error(418, json!({"error": {"message": "SECRET-PROSE teapot"}})), 502, "upstream_error"),
     ];
     for (scripted, status, category) in cases {
         let upstream_text = scripted_text(&scripted);
@@ -274,28 +211,14 @@ async fn every_upstream_error_class_maps_to_a_safe_category() {
         assert_eq!(got_status, status, "{category}: {body}");
         assert_error(&body, category);
         let answer = body.to_string();
-        assert!(
-            !answer.contains("SECRET-PROSE"),
-            "raw upstream text leaked: {answer}"
-        );
+        assert!(!answer.contains("SECRET-PROSE"), "raw upstream text leaked: {answer}");
         if let Some(text) = upstream_text {
-            assert!(
-                !answer.contains(&text),
-                "raw upstream message {text:?} leaked: {answer}"
-            );
+            assert!(!answer.contains(&text), "raw upstream message {text:?} leaked: {answer}");
         }
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("`chat`"),
-            "names the model: {body}"
-        );
+        assert!(body["error"]["message"].as_str().unwrap().contains("`chat`"), "names the model: {body}");
     }
     // The raw detail is for the operator: it is in the server log.
-    gateway
-        .wait_for_stderr("You exceeded your current quota", Duration::from_secs(5))
-        .await;
+    gateway.wait_for_stderr("You exceeded your current quota", Duration::from_secs(5)).await;
 }
 
 /// The upstream's own error message, if the scripted body has one.
@@ -304,10 +227,7 @@ fn scripted_text(scripted: &Scripted) -> Option<String> {
         return None;
     };
     let value: Value = serde_json::from_slice(body).ok()?;
-    value
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    value.pointer("/error/message").and_then(Value::as_str).map(str::to_owned)
 }
 
 #[tokio::test]
@@ -318,10 +238,7 @@ async fn a_missing_credential_fails_naming_its_id_and_sends_nothing() {
     assert_eq!(status, 424);
     assert_error(&body, "credential_missing");
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("weir-test-key") && message.contains("WEIR_TEST_KEY"),
-        "{message}"
-    );
+    assert!(message.contains("weir-test-key") && message.contains("WEIR_TEST_KEY"), "{message}");
     assert_eq!(upstream.request_count(), 0);
 
     // A provider whose credential is optional calls without one.
@@ -330,11 +247,7 @@ async fn a_missing_credential_fails_naming_its_id_and_sends_nothing() {
     assert_eq!(body["choices"][0]["message"]["content"], "echo: Hello");
     let received = upstream.received();
     assert_eq!(received[0].header("authorization"), None);
-    assert_eq!(
-        received[0].json()["max_tokens"],
-        50,
-        "openai-compatible sends max_tokens"
-    );
+    assert_eq!(received[0].json()["max_tokens"], 50, "openai-compatible sends max_tokens");
 }
 
 #[tokio::test]
@@ -396,27 +309,14 @@ async fn a_broken_component_is_reported_and_every_other_provider_keeps_working()
     let folder = tempfile::tempdir().unwrap();
     let broken = folder.path().join("broken.wasm");
     std::fs::write(&broken, b"\0asm but not really").unwrap();
-    let gateway = Gateway::start_with(
-        &config(&upstream),
-        &[("WEIR_TEST_KEY", SECRET)],
-        Some(folder.path()),
-    )
-    .await;
+    let gateway = Gateway::start_with(&config(&upstream), &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
 
-    gateway
-        .wait_for_stderr("broken.wasm", Duration::from_secs(5))
-        .await;
+    gateway.wait_for_stderr("broken.wasm", Duration::from_secs(5)).await;
     let providers = get(&gateway, "/v1/providers").await;
     let rejected = providers["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 1, "{providers}");
     assert_eq!(rejected[0]["path"], broken.display().to_string());
-    assert!(
-        rejected[0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("not a valid component"),
-        "{providers}"
-    );
+    assert!(rejected[0]["reason"].as_str().unwrap().contains("not a valid component"), "{providers}");
     assert_eq!(get(&gateway, "/health").await["rejected_components"], 1);
 
     let (status, body, _) = post(&gateway, &hello("chat")).await;
@@ -429,51 +329,29 @@ async fn a_component_dropped_into_the_folder_is_listed_after_restart() {
     let folder = tempfile::tempdir().unwrap();
     let config = config(&upstream);
     let source_of = |models: &Value| {
-        models["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["id"] == "chat")
-            .unwrap()["weir"]["provider_source"]
+        models["data"].as_array().unwrap().iter().find(|m| m["id"] == "chat").unwrap()["weir"]["provider_source"]
             .clone()
     };
 
-    let before =
-        Gateway::start_with(&config, &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
-    assert_eq!(
-        source_of(&get(&before, "/v1/models").await),
-        "embedded:openai"
-    );
+    let before = Gateway::start_with(&config, &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
+    assert_eq!(source_of(&get(&before, "/v1/models").await), "embedded:openai");
     drop(before);
 
     let dropped = folder.path().join("openai-custom.wasm");
     let (_, bytes) = weir_host::plugin::embedded_components()[0];
     std::fs::write(&dropped, bytes).unwrap();
 
-    let after =
-        Gateway::start_with(&config, &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
+    let after = Gateway::start_with(&config, &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
     let models = get(&after, "/v1/models").await;
     assert_eq!(source_of(&models), dropped.display().to_string());
     let (status, _, _) = post(&after, &hello("chat")).await;
     assert_eq!(status, 200, "the dropped component serves calls");
 
-    let output = run_cli(
-        &[
-            "providers",
-            "--providers-dir",
-            folder.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let output = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
     assert!(output.status.success());
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains(&dropped.display().to_string()), "{table}");
-    assert!(
-        table
-            .lines()
-            .any(|line| line.starts_with("openai ") && line.contains(" file ")),
-        "{table}"
-    );
+    assert!(table.lines().any(|line| line.starts_with("openai ") && line.contains(" file ")), "{table}");
 }
 
 #[tokio::test]
@@ -491,19 +369,12 @@ async fn the_official_openai_python_client_gets_text_tool_calls_and_usage() {
     );
     assert!(plain[0]["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
 
-    upstream.push(openai_wire::tool_call_completion(&[(
-        "call_abc",
-        "get_weather",
-        r#"{"city":"Paris"}"#,
-    )]));
+    upstream.push(openai_wire::tool_call_completion(&[("call_abc", "get_weather", r#"{"city":"Paris"}"#)]));
     let tools = run_openai_client(&base_url, "chat", "tools");
     assert_eq!(
         tools[0]["tool_calls"],
         json!([{"id": "call_abc", "name": "get_weather", "arguments": {"city": "Paris"}}])
     );
     assert_eq!(tools[0]["finish_reason"], "tool_calls");
-    assert_eq!(
-        upstream.received()[1].json()["tools"][0]["function"]["name"],
-        "get_weather"
-    );
+    assert_eq!(upstream.received()[1].json()["tools"][0]["function"]["name"], "get_weather");
 }

@@ -53,14 +53,10 @@ async fn start_passes_config_args_and_env_and_reads_the_address() {
 
     assert_eq!(gateway.base_url, "http://127.0.0.1:4321");
     assert_eq!(gateway.url("/v1/models"), "http://127.0.0.1:4321/v1/models");
-    let stderr = gateway
-        .wait_for_stderr("serving", Duration::from_secs(5))
-        .await;
+    let stderr = gateway.wait_for_stderr("serving", Duration::from_secs(5)).await;
     let config = gateway.config_path().display().to_string();
     assert!(
-        stderr.contains(&format!(
-            "args: serve --config {config} --listen 127.0.0.1:0 --providers-dir /opt/providers"
-        )),
+        stderr.contains(&format!("args: serve --config {config} --listen 127.0.0.1:0 --providers-dir /opt/providers")),
         "{stderr}"
     );
     let cache = bin_dir.path().parent().unwrap().join("weir-test-cache");
@@ -68,15 +64,9 @@ async fn start_passes_config_args_and_env_and_reads_the_address() {
         stderr.contains(&format!("cache={} log=debug extra=1", cache.display())),
         "default cache dir, caller's RUST_LOG wins: {stderr}"
     );
-    assert!(
-        stderr.contains(&format!("cwd={}", gateway.dir().display())),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("cwd={}", gateway.dir().display())), "{stderr}");
     assert!(stderr.contains("config: [gateway]"), "{stderr}");
-    assert_eq!(
-        gateway.stdout_lines(),
-        vec!["listening on 127.0.0.1:4321".to_owned()]
-    );
+    assert_eq!(gateway.stdout_lines(), vec!["listening on 127.0.0.1:4321".to_owned()]);
 }
 
 #[tokio::test]

@@ -25,11 +25,7 @@ pub struct Bucket {
 impl Bucket {
     /// A full bucket.
     pub fn per_minute(capacity: u64, now: Instant) -> Self {
-        Self {
-            capacity,
-            level: u128::from(capacity) * UNITS_PER_TOKEN,
-            updated: now,
-        }
+        Self { capacity, level: u128::from(capacity) * UNITS_PER_TOKEN, updated: now }
     }
 
     pub fn capacity(&self) -> u64 {
@@ -115,11 +111,7 @@ mod tests {
         assert_eq!(bucket.level(start, NORMAL), 0);
         assert_eq!(bucket.level(start + Duration::from_secs(1), NORMAL), 1);
         assert_eq!(bucket.level(start + Duration::from_secs(30), NORMAL), 30);
-        assert_eq!(
-            bucket.level(start + Duration::from_secs(600), NORMAL),
-            60,
-            "capped"
-        );
+        assert_eq!(bucket.level(start + Duration::from_secs(600), NORMAL), 60, "capped");
     }
 
     #[test]
@@ -129,11 +121,7 @@ mod tests {
         assert!(bucket.try_take(60, start, NORMAL));
         let fit = bucket.earliest_fit(3, start, NORMAL).unwrap();
         assert_eq!(fit, start + Duration::from_secs(3));
-        assert!(
-            !bucket
-                .clone()
-                .try_take(3, fit - Duration::from_nanos(1), NORMAL)
-        );
+        assert!(!bucket.clone().try_take(3, fit - Duration::from_nanos(1), NORMAL));
         assert!(bucket.try_take(3, fit, NORMAL));
     }
 
@@ -143,10 +131,7 @@ mod tests {
         let mut bucket = Bucket::per_minute(60, start);
         assert!(bucket.try_take(60, start, NORMAL));
         // Coefficient 1.5: refill 2.5x slower.
-        assert_eq!(
-            bucket.earliest_fit(2, start, 25).unwrap(),
-            start + Duration::from_secs(5)
-        );
+        assert_eq!(bucket.earliest_fit(2, start, 25).unwrap(), start + Duration::from_secs(5));
         assert_eq!(bucket.level(start + Duration::from_secs(10), 25), 4);
     }
 

@@ -27,11 +27,7 @@ pub fn output_reserve(
     model: &ModelSpec,
 ) -> Result<OutputReserve, WeirError> {
     let declared =
-        requested
-            .or(model.output_tokens)
-            .ok_or_else(|| WeirError::OutputUndeclared {
-                model: model.id.clone(),
-            })?;
+        requested.or(model.output_tokens).ok_or_else(|| WeirError::OutputUndeclared { model: model.id.clone() })?;
     if declared == 0 {
         return Err(WeirError::InvalidRequest(format!(
             "model `{}`: the output budget must be at least one token",
@@ -39,13 +35,8 @@ pub fn output_reserve(
         )));
     }
     let headroom = effort.and_then(|effort| model.thinking_budget.for_effort(effort));
-    let max_tokens = declared
-        .saturating_add(headroom.unwrap_or(0))
-        .min(model.max_output_tokens);
-    Ok(OutputReserve {
-        max_tokens,
-        thinking_budget: headroom.map(|budget| budget.min(max_tokens)),
-    })
+    let max_tokens = declared.saturating_add(headroom.unwrap_or(0)).min(model.max_output_tokens);
+    Ok(OutputReserve { max_tokens, thinking_budget: headroom.map(|budget| budget.min(max_tokens)) })
 }
 
 #[cfg(test)]
@@ -68,10 +59,9 @@ mod tests {
             output_tokens,
             max_concurrency: None,
             tokenizer: Tokenizer::Estimate,
-            thinking_budget: ThinkingBudget {
-                high: Some(600),
-                ..ThinkingBudget::default()
-            },
+            thinking_budget: ThinkingBudget { high: Some(600), ..ThinkingBudget::default() },
+            max_retries: None,
+            max_corrections: None,
         }
     }
 
@@ -88,46 +78,22 @@ mod tests {
     #[test]
     fn reasoning_headroom_rides_above_the_declared_output() {
         let reserve = output_reserve(Some(300), Some(Effort::High), &model(None)).unwrap();
-        assert_eq!(
-            reserve,
-            OutputReserve {
-                max_tokens: 900,
-                thinking_budget: Some(600)
-            }
-        );
+        assert_eq!(reserve, OutputReserve { max_tokens: 900, thinking_budget: Some(600) });
         let unbooked = output_reserve(Some(300), Some(Effort::Low), &model(None)).unwrap();
-        assert_eq!(
-            unbooked,
-            OutputReserve {
-                max_tokens: 300,
-                thinking_budget: None
-            },
-            "no entry books nothing"
-        );
+        assert_eq!(unbooked, OutputReserve { max_tokens: 300, thinking_budget: None }, "no entry books nothing");
     }
 
     #[test]
     fn clamped_at_the_model_ceiling() {
         assert_eq!(reserve(Some(50_000), None, &model(None)), 1_000);
         let reserve = output_reserve(Some(700), Some(Effort::High), &model(None)).unwrap();
-        assert_eq!(
-            reserve,
-            OutputReserve {
-                max_tokens: 1_000,
-                thinking_budget: Some(600)
-            }
-        );
+        assert_eq!(reserve, OutputReserve { max_tokens: 1_000, thinking_budget: Some(600) });
     }
 
     #[test]
     fn nothing_declared_is_an_error_that_says_where_to_declare() {
-        let message = output_reserve(None, None, &model(None))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.contains("max_tokens") && message.contains("output_tokens"),
-            "{message}"
-        );
+        let message = output_reserve(None, None, &model(None)).unwrap_err().to_string();
+        assert!(message.contains("max_tokens") && message.contains("output_tokens"), "{message}");
         assert!(output_reserve(Some(0), None, &model(None)).is_err());
     }
 }

@@ -45,24 +45,14 @@ impl Tokenizer {
             return Self::Estimate;
         }
         let legacy = wire_id.starts_with("gpt-3.5")
-            || (wire_id.starts_with("gpt-4")
-                && !wire_id.starts_with("gpt-4o")
-                && !wire_id.starts_with("gpt-4.1"));
-        if legacy {
-            Self::Cl100kBase
-        } else {
-            Self::O200kBase
-        }
+            || (wire_id.starts_with("gpt-4") && !wire_id.starts_with("gpt-4o") && !wire_id.starts_with("gpt-4.1"));
+        if legacy { Self::Cl100kBase } else { Self::O200kBase }
     }
 
     pub fn count(self, text: &str) -> u64 {
         match self {
-            Self::O200kBase => tiktoken_rs::o200k_base_singleton()
-                .encode_ordinary(text)
-                .len() as u64,
-            Self::Cl100kBase => tiktoken_rs::cl100k_base_singleton()
-                .encode_ordinary(text)
-                .len() as u64,
+            Self::O200kBase => tiktoken_rs::o200k_base_singleton().encode_ordinary(text).len() as u64,
+            Self::Cl100kBase => tiktoken_rs::cl100k_base_singleton().encode_ordinary(text).len() as u64,
             Self::Estimate => char_estimate(text),
         }
     }
@@ -143,22 +133,11 @@ impl Run {
 
 /// The input tokens a conversation will cost.
 pub fn estimate_input(tokenizer: Tokenizer, conversation: &Conversation) -> u64 {
-    let system: u64 = conversation
-        .system
-        .iter()
-        .map(|text| PER_MESSAGE + tokenizer.count(text))
-        .sum();
+    let system: u64 = conversation.system.iter().map(|text| PER_MESSAGE + tokenizer.count(text)).sum();
     let turns: u64 = conversation
         .turns
         .iter()
-        .map(|turn| {
-            PER_MESSAGE
-                + turn
-                    .content
-                    .iter()
-                    .map(|block| block_tokens(tokenizer, block))
-                    .sum::<u64>()
-        })
+        .map(|turn| PER_MESSAGE + turn.content.iter().map(|block| block_tokens(tokenizer, block)).sum::<u64>())
         .sum();
     let tools: u64 = conversation
         .tools
@@ -178,16 +157,9 @@ fn block_tokens(tokenizer: Tokenizer, block: &ContentBlock) -> u64 {
         ContentBlock::Text(text) => tokenizer.count(text),
         ContentBlock::Image(_) => PER_IMAGE,
         ContentBlock::Document(media) => media_tokens(media),
-        ContentBlock::ToolUse(call) => {
-            tokenizer.count(&call.name) + tokenizer.count(&call.input_json) + PER_MESSAGE
-        }
+        ContentBlock::ToolUse(call) => tokenizer.count(&call.name) + tokenizer.count(&call.input_json) + PER_MESSAGE,
         ContentBlock::ToolResult(result) => {
-            PER_MESSAGE
-                + result
-                    .content
-                    .iter()
-                    .map(|leaf| leaf_tokens(tokenizer, leaf))
-                    .sum::<u64>()
+            PER_MESSAGE + result.content.iter().map(|leaf| leaf_tokens(tokenizer, leaf)).sum::<u64>()
         }
         ContentBlock::Thinking(thinking) => tokenizer.count(&thinking.text),
     }
@@ -235,14 +207,8 @@ mod tests {
             "json",
             r#"{"order_id": 48213, "items": [{"sku": "A-1002", "qty": 3}, {"sku": "B-7781", "qty": 1}], "express": true}"#,
         ),
-        (
-            "chinese",
-            "请用三句话总结这份季度报告，重点说明收入增长、客户流失以及下一财年的展望。",
-        ),
-        (
-            "japanese",
-            "次の会議の議題を三つ提案してください。予算、採用計画、そして新製品の発売日についてです。",
-        ),
+        ("chinese", "请用三句话总结这份季度报告，重点说明收入增长、客户流失以及下一财年的展望。"),
+        ("japanese", "次の会議の議題を三つ提案してください。予算、採用計画、そして新製品の発売日についてです。"),
         (
             "markdown",
             "## Release notes\n\n- Fixed a crash in `parse_config()` when the file is empty\n\
@@ -253,35 +219,17 @@ mod tests {
             "Bitte fassen Sie die Ergebnisse der Kundenzufriedenheitsumfrage zusammen und nennen Sie \
              die drei wichtigsten Verbesserungsvorschläge.",
         ),
-        (
-            "numbers",
-            "Invoice 2026-11-30: 3 x 129.99 EUR, 12 x 4.50 EUR, total 443.97 EUR, ref 88120934.",
-        ),
+        ("numbers", "Invoice 2026-11-30: 3 x 129.99 EUR, 12 x 4.50 EUR, total 443.97 EUR, ref 88120934."),
     ];
 
     #[test]
     fn openai_families_get_their_tokenizer() {
-        assert_eq!(
-            Tokenizer::default_for("openai", "gpt-4.1-mini"),
-            Tokenizer::O200kBase
-        );
-        assert_eq!(
-            Tokenizer::default_for("openai", "gpt-4o"),
-            Tokenizer::O200kBase
-        );
+        assert_eq!(Tokenizer::default_for("openai", "gpt-4.1-mini"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::default_for("openai", "gpt-4o"), Tokenizer::O200kBase);
         assert_eq!(Tokenizer::default_for("openai", "o3"), Tokenizer::O200kBase);
-        assert_eq!(
-            Tokenizer::default_for("openai", "gpt-4-turbo"),
-            Tokenizer::Cl100kBase
-        );
-        assert_eq!(
-            Tokenizer::default_for("openai", "gpt-3.5-turbo"),
-            Tokenizer::Cl100kBase
-        );
-        assert_eq!(
-            Tokenizer::default_for("openai-compatible", "qwen3"),
-            Tokenizer::Estimate
-        );
+        assert_eq!(Tokenizer::default_for("openai", "gpt-4-turbo"), Tokenizer::Cl100kBase);
+        assert_eq!(Tokenizer::default_for("openai", "gpt-3.5-turbo"), Tokenizer::Cl100kBase);
+        assert_eq!(Tokenizer::default_for("openai-compatible", "qwen3"), Tokenizer::Estimate);
     }
 
     #[test]
@@ -304,30 +252,18 @@ mod tests {
             let real = Tokenizer::O200kBase.count(text);
             let estimate = char_estimate(text);
             let error = (estimate as f64 - real as f64) / real as f64;
-            println!(
-                "{name:<14} o200k {real:>4}  estimate {estimate:>4}  error {:+.0}%",
-                error * 100.0
-            );
-            assert!(
-                estimate >= real,
-                "{name}: the estimate must not under-count ({estimate} < {real})"
-            );
-            assert!(
-                error <= 0.8,
-                "{name}: over-count {error:.2} is beyond the documented bound"
-            );
+            println!("{name:<14} o200k {real:>4}  estimate {estimate:>4}  error {:+.0}%", error * 100.0);
+            assert!(estimate >= real, "{name}: the estimate must not under-count ({estimate} < {real})");
+            assert!(error <= 0.8, "{name}: over-count {error:.2} is beyond the documented bound");
         }
     }
 
     #[test]
     fn a_conversation_counts_its_overheads() {
         let mut conversation = Conversation::user("hello world").with_system("Be terse.");
-        conversation
-            .turns
-            .push(Turn::assistant(vec![ContentBlock::Text("ok".into())]));
+        conversation.turns.push(Turn::assistant(vec![ContentBlock::Text("ok".into())]));
         let tokens = estimate_input(Tokenizer::O200kBase, &conversation);
-        let text =
-            Tokenizer::O200kBase.count("hello world") + Tokenizer::O200kBase.count("Be terse.") + 1;
+        let text = Tokenizer::O200kBase.count("hello world") + Tokenizer::O200kBase.count("Be terse.") + 1;
         assert_eq!(tokens, text + 3 * PER_MESSAGE + REPLY_PRIMING);
         let with_tool = conversation.with_tool(ToolDefinition {
             name: "f".into(),

@@ -45,9 +45,7 @@ pub struct ModelGate {
 
 impl std::fmt::Debug for ModelGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelGate")
-            .field("model", &self.model)
-            .finish_non_exhaustive()
+        f.debug_struct("ModelGate").field("model", &self.model).finish_non_exhaustive()
     }
 }
 
@@ -66,17 +64,8 @@ struct Waiter {
 }
 
 impl ModelGate {
-    pub fn new(
-        model: impl Into<String>,
-        account: Arc<dyn RateAccount>,
-        max_concurrency: Option<u32>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            model: model.into(),
-            account,
-            max_concurrency,
-            state: Mutex::new(GateState::default()),
-        })
+    pub fn new(model: impl Into<String>, account: Arc<dyn RateAccount>, max_concurrency: Option<u32>) -> Arc<Self> {
+        Arc::new(Self { model: model.into(), account, max_concurrency, state: Mutex::new(GateState::default()) })
     }
 
     pub fn account(&self) -> &Arc<dyn RateAccount> {
@@ -95,11 +84,7 @@ impl ModelGate {
 
     /// Grants the whole demand, parking until it fits. A `deadline` before the
     /// earliest possible fit fails at once rather than waiting to find out.
-    pub async fn admit(
-        self: &Arc<Self>,
-        demand: Demand,
-        deadline: Option<Instant>,
-    ) -> Result<Grant, AdmissionError> {
+    pub async fn admit(self: &Arc<Self>, demand: Demand, deadline: Option<Instant>) -> Result<Grant, AdmissionError> {
         if let Some(result) = self.try_immediately(demand).await {
             return result;
         }
@@ -107,10 +92,7 @@ impl ModelGate {
     }
 
     /// The fast path: nobody is queued, a permit is free, the account grants now.
-    async fn try_immediately(
-        self: &Arc<Self>,
-        demand: Demand,
-    ) -> Option<Result<Grant, AdmissionError>> {
+    async fn try_immediately(self: &Arc<Self>, demand: Demand) -> Option<Result<Grant, AdmissionError>> {
         if !self.with(|state| state.queue.is_empty() && self.take_permit(state)) {
             return None;
         }
@@ -129,19 +111,12 @@ impl ModelGate {
 
     fn park(self: &Arc<Self>, demand: Demand) -> Parked {
         let waiter = self.with(|state| {
-            let waiter = Arc::new(Waiter {
-                id: state.next_id,
-                demand,
-                wake: Notify::new(),
-            });
+            let waiter = Arc::new(Waiter { id: state.next_id, demand, wake: Notify::new() });
             state.next_id += 1;
             state.queue.push_back(Arc::clone(&waiter));
             waiter
         });
-        Parked {
-            gate: Arc::clone(self),
-            waiter,
-        }
+        Parked { gate: Arc::clone(self), waiter }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut GateState) -> T) -> T {
@@ -150,10 +125,7 @@ impl ModelGate {
     }
 
     fn take_permit(&self, state: &mut GateState) -> bool {
-        if self
-            .max_concurrency
-            .is_some_and(|max| state.in_flight >= max)
-        {
+        if self.max_concurrency.is_some_and(|max| state.in_flight >= max) {
             return false;
         }
         state.in_flight += 1;
@@ -174,18 +146,12 @@ impl ModelGate {
     }
 
     fn never(&self, shortfall: Shortfall) -> AdmissionError {
-        AdmissionError::NeverFits {
-            model: self.model.clone(),
-            shortfall,
-        }
+        AdmissionError::NeverFits { model: self.model.clone(), shortfall }
     }
 
     fn deadline_before_fit(&self, at: Instant) -> AdmissionError {
         let wait = at.saturating_duration_since(Instant::now());
-        AdmissionError::DeadlineBeforeFit {
-            model: self.model.clone(),
-            wait,
-        }
+        AdmissionError::DeadlineBeforeFit { model: self.model.clone(), wait }
     }
 }
 
@@ -216,16 +182,14 @@ impl Parked {
                 Verdict::Granted => return Ok(self.into_grant()),
                 Verdict::NotBefore(at) => {
                     // Our own tentative permit: nobody else waits on it.
-                    self.gate
-                        .with(|state| state.in_flight = state.in_flight.saturating_sub(1));
+                    self.gate.with(|state| state.in_flight = state.in_flight.saturating_sub(1));
                     if deadline.is_some_and(|deadline| at > deadline) {
                         return Err(self.gate.deadline_before_fit(at));
                     }
                     self.sleep(Some(at), deadline).await?;
                 }
                 Verdict::Never(shortfall) => {
-                    self.gate
-                        .with(|state| state.in_flight = state.in_flight.saturating_sub(1));
+                    self.gate.with(|state| state.in_flight = state.in_flight.saturating_sub(1));
                     return Err(self.gate.never(shortfall));
                 }
             }
@@ -243,29 +207,16 @@ impl Parked {
                 .fold(self.waiter.demand, |total, w| total + w.demand)
         });
         let at = self.gate.account.forecast(through).await;
-        if at > deadline {
-            Err(self.gate.deadline_before_fit(at))
-        } else {
-            Ok(())
-        }
+        if at > deadline { Err(self.gate.deadline_before_fit(at)) } else { Ok(()) }
     }
 
     fn is_head(&self) -> bool {
-        self.gate.with(|state| {
-            state
-                .queue
-                .front()
-                .is_some_and(|head| head.id == self.waiter.id)
-        })
+        self.gate.with(|state| state.queue.front().is_some_and(|head| head.id == self.waiter.id))
     }
 
     /// Sleeps until woken, until `until` (the head's earliest fit), or until the
     /// caller's deadline, which ends the wait with an error.
-    async fn sleep(
-        &self,
-        until: Option<Instant>,
-        deadline: Option<Instant>,
-    ) -> Result<(), AdmissionError> {
+    async fn sleep(&self, until: Option<Instant>, deadline: Option<Instant>) -> Result<(), AdmissionError> {
         let timer = match (until, deadline) {
             (Some(until), Some(deadline)) => Some((until.min(deadline), until >= deadline)),
             (Some(until), None) => Some((until, false)),
@@ -304,10 +255,7 @@ impl Parked {
 impl Drop for Parked {
     fn drop(&mut self) {
         self.gate.with(|state| {
-            let was_head = state
-                .queue
-                .front()
-                .is_some_and(|head| head.id == self.waiter.id);
+            let was_head = state.queue.front().is_some_and(|head| head.id == self.waiter.id);
             state.queue.retain(|w| w.id != self.waiter.id);
             if was_head {
                 wake_head(state);
@@ -325,20 +273,13 @@ pub struct Grant {
 
 impl std::fmt::Debug for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grant")
-            .field("demand", &self.demand)
-            .field("sent", &self.sent)
-            .finish()
+        f.debug_struct("Grant").field("demand", &self.demand).field("sent", &self.sent).finish()
     }
 }
 
 impl Grant {
     fn new(gate: Arc<ModelGate>, demand: Demand) -> Self {
-        Self {
-            gate,
-            demand,
-            sent: false,
-        }
+        Self { gate, demand, sent: false }
     }
 
     pub fn demand(&self) -> Demand {

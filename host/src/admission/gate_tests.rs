@@ -11,24 +11,14 @@ fn limits(rpm: Option<u64>, tpm: Option<u64>) -> Limits {
     Limits { rpm, tpm }
 }
 
-fn gate_with(
-    limits: Limits,
-    max_concurrency: Option<u32>,
-) -> (Arc<ModelGate>, Arc<InProcessAccount>) {
+fn gate_with(limits: Limits, max_concurrency: Option<u32>) -> (Arc<ModelGate>, Arc<InProcessAccount>) {
     let account = Arc::new(InProcessAccount::new(limits, Instant::now()));
-    let gate = ModelGate::new(
-        "m",
-        Arc::clone(&account) as Arc<dyn RateAccount>,
-        max_concurrency,
-    );
+    let gate = ModelGate::new("m", Arc::clone(&account) as Arc<dyn RateAccount>, max_concurrency);
     (gate, account)
 }
 
 fn demand(tokens: u64) -> Demand {
-    Demand {
-        requests: 1,
-        tokens,
-    }
+    Demand { requests: 1, tokens }
 }
 
 /// Lets spawned tasks run until they park.
@@ -46,11 +36,7 @@ async fn grants_while_capacity_lasts_then_parks_until_the_exact_fit() {
     }
     let start = Instant::now();
     let grant = gate.admit(demand(0), None).await.unwrap();
-    assert_eq!(
-        Instant::now() - start,
-        Duration::from_secs(1),
-        "one request per second refills"
-    );
+    assert_eq!(Instant::now() - start, Duration::from_secs(1), "one request per second refills");
     drop(grant);
 }
 
@@ -62,11 +48,7 @@ async fn the_whole_demand_or_nothing() {
     // Requests are plentiful, tokens are not: the call parks holding neither.
     let waiting = tokio::spawn({
         let gate = Arc::clone(&gate);
-        async move {
-            gate.admit(demand(40), None)
-                .await
-                .map(|mut g| g.mark_sent())
-        }
+        async move { gate.admit(demand(40), None).await.map(|mut g| g.mark_sent()) }
     });
     settle().await;
     assert_eq!(gate.parked(), 1);
@@ -89,10 +71,7 @@ async fn a_demand_that_can_never_fit_fails_at_once_stating_both_numbers() {
     let error = gate.admit(demand(1_500), None).await.unwrap_err();
     assert!(matches!(error, AdmissionError::NeverFits { .. }));
     let message = error.to_string();
-    assert!(
-        message.contains("1500 tokens") && message.contains("1000 per minute"),
-        "{message}"
-    );
+    assert!(message.contains("1500 tokens") && message.contains("1000 per minute"), "{message}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -116,11 +95,7 @@ async fn fifo_order_and_the_head_is_not_starved() {
     while let Some(index) = order_rx.recv().await {
         order.push(index);
     }
-    assert_eq!(
-        order,
-        vec![0, 1, 2, 3],
-        "the large head went first; nobody overtook it"
-    );
+    assert_eq!(order, vec![0, 1, 2, 3], "the large head went first; nobody overtook it");
 }
 
 #[tokio::test(start_paused = true)]
@@ -128,10 +103,7 @@ async fn a_deadline_before_the_earliest_fit_fails_at_once() {
     let (gate, _) = gate_with(limits(None, Some(60)), None);
     gate.admit(demand(60), None).await.unwrap().mark_sent();
     let start = Instant::now();
-    let error = gate
-        .admit(demand(30), Some(start + Duration::from_secs(10)))
-        .await
-        .unwrap_err();
+    let error = gate.admit(demand(30), Some(start + Duration::from_secs(10))).await.unwrap_err();
     assert!(
         matches!(error, AdmissionError::DeadlineBeforeFit { wait, .. } if wait == Duration::from_secs(30)),
         "{error:?}"
@@ -142,17 +114,10 @@ async fn a_deadline_before_the_earliest_fit_fails_at_once() {
     // Queued behind another caller: the wait counts everything ahead.
     let ahead = tokio::spawn({
         let gate = Arc::clone(&gate);
-        async move {
-            gate.admit(demand(30), None)
-                .await
-                .map(|mut g| g.mark_sent())
-        }
+        async move { gate.admit(demand(30), None).await.map(|mut g| g.mark_sent()) }
     });
     settle().await;
-    let error = gate
-        .admit(demand(20), Some(start + Duration::from_secs(40)))
-        .await
-        .unwrap_err();
+    let error = gate.admit(demand(20), Some(start + Duration::from_secs(40))).await.unwrap_err();
     assert!(
         matches!(error, AdmissionError::DeadlineBeforeFit { wait, .. } if wait == Duration::from_secs(50)),
         "{error:?}"
@@ -168,14 +133,8 @@ async fn concurrency_permits_and_a_deadline_that_passes_while_parked() {
     assert_eq!(gate.in_flight(), 2);
 
     let start = Instant::now();
-    let error = gate
-        .admit(demand(1), Some(start + Duration::from_secs(5)))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, AdmissionError::DeadlinePassed { .. }),
-        "{error:?}"
-    );
+    let error = gate.admit(demand(1), Some(start + Duration::from_secs(5))).await.unwrap_err();
+    assert!(matches!(error, AdmissionError::DeadlinePassed { .. }), "{error:?}");
     assert_eq!(Instant::now() - start, Duration::from_secs(5));
 
     let third = tokio::spawn({
@@ -186,11 +145,7 @@ async fn concurrency_permits_and_a_deadline_that_passes_while_parked() {
     tokio::time::sleep(Duration::from_secs(7)).await;
     drop(first);
     let granted_at = third.await.unwrap().unwrap();
-    assert_eq!(
-        granted_at - start,
-        Duration::from_secs(12),
-        "granted when the permit came back"
-    );
+    assert_eq!(granted_at - start, Duration::from_secs(12), "granted when the permit came back");
 }
 
 #[tokio::test(start_paused = true)]
@@ -200,18 +155,8 @@ async fn an_unsent_grant_rolls_back_exactly_and_a_sent_one_is_spent() {
     let grant = gate.admit(demand(400), None).await.unwrap();
     drop(grant);
     settle().await;
-    assert_eq!(
-        account.snapshot().tokens.unwrap().level(Instant::now(), 10),
-        1_000
-    );
-    assert_eq!(
-        account
-            .snapshot()
-            .requests
-            .unwrap()
-            .level(Instant::now(), 10),
-        10
-    );
+    assert_eq!(account.snapshot().tokens.unwrap().level(Instant::now(), 10), 1_000);
+    assert_eq!(account.snapshot().requests.unwrap().level(Instant::now(), 10), 10);
     let mut rolled = account.snapshot();
     let mut expected = before;
     for state in [&mut rolled, &mut expected] {
@@ -224,11 +169,7 @@ async fn an_unsent_grant_rolls_back_exactly_and_a_sent_one_is_spent() {
     sent.mark_sent();
     drop(sent);
     settle().await;
-    assert_eq!(
-        account.snapshot().tokens.unwrap().level(Instant::now(), 10),
-        600,
-        "spent, refills with time"
-    );
+    assert_eq!(account.snapshot().tokens.unwrap().level(Instant::now(), 10), 600, "spent, refills with time");
     assert_eq!(gate.in_flight(), 0);
 }
 
@@ -266,9 +207,5 @@ async fn backpressure_stretches_the_wait() {
     assert_eq!(gate.account().coefficient().await, 1.5);
     let start = Instant::now();
     gate.admit(demand(0), None).await.unwrap().mark_sent();
-    assert_eq!(
-        Instant::now() - start,
-        Duration::from_millis(2_500),
-        "refill 2.5x slower"
-    );
+    assert_eq!(Instant::now() - start, Duration::from_millis(2_500), "refill 2.5x slower");
 }

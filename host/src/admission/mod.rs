@@ -30,8 +30,8 @@ pub use budget::{OutputReserve, output_reserve};
 pub use estimate::{Tokenizer, char_estimate, estimate_input};
 pub use gate::{AdmissionError, Grant, ModelGate};
 pub use store::{
-    AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits,
-    RateAccount, RateStore, Shortfall, Verdict,
+    AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
+    Shortfall, Verdict,
 };
 pub use throttle::Throttle;
 
@@ -48,15 +48,9 @@ impl Admission {
         let gates = catalog
             .models()
             .map(|model| {
-                let limits = Limits {
-                    rpm: model.rpm.map(u64::from),
-                    tpm: model.tpm,
-                };
+                let limits = Limits { rpm: model.rpm.map(u64::from), tpm: model.tpm };
                 let account = store.account(&model.id, limits);
-                (
-                    model.id.clone(),
-                    ModelGate::new(model.id.clone(), account, model.max_concurrency),
-                )
+                (model.id.clone(), ModelGate::new(model.id.clone(), account, model.max_concurrency))
             })
             .collect();
         Self { gates }

@@ -19,11 +19,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        (1_u64..20_000).prop_map(Op::Wait),
-        (0_u64..=TPM).prop_map(Op::Take),
-        Just(Op::RollBackLast),
-    ]
+    prop_oneof![(1_u64..20_000).prop_map(Op::Wait), (0_u64..=TPM).prop_map(Op::Take), Just(Op::RollBackLast),]
 }
 
 /// One grant that stands (was not rolled back): when, how many tokens.
@@ -37,14 +33,7 @@ struct Granted {
 /// grants that stand.
 fn run(ops: &[Op], backpressure: u32) -> Vec<Granted> {
     let start = Instant::now();
-    let mut state = InProcessAccount::new(
-        Limits {
-            rpm: Some(RPM),
-            tpm: Some(TPM),
-        },
-        start,
-    )
-    .snapshot();
+    let mut state = InProcessAccount::new(Limits { rpm: Some(RPM), tpm: Some(TPM) }, start).snapshot();
     state.feedback(Feedback::Backpressure(backpressure), start);
     let mut now = start;
     let mut granted: Vec<Granted> = Vec::new();
@@ -53,28 +42,16 @@ fn run(ops: &[Op], backpressure: u32) -> Vec<Granted> {
         match *op {
             Op::Wait(ms) => now += Duration::from_millis(ms),
             Op::Take(tokens) => {
-                let demand = Demand {
-                    requests: 1,
-                    tokens,
-                };
+                let demand = Demand { requests: 1, tokens };
                 if state.try_take(demand, now) == Verdict::Granted {
-                    granted.push(Granted {
-                        at: now - start,
-                        tokens,
-                    });
+                    granted.push(Granted { at: now - start, tokens });
                     last = Some(granted.len() - 1);
                 }
             }
             Op::RollBackLast => {
                 if let Some(index) = last.take() {
                     let rolled = granted.remove(index);
-                    state.give(
-                        Demand {
-                            requests: 1,
-                            tokens: rolled.tokens,
-                        },
-                        now,
-                    );
+                    state.give(Demand { requests: 1, tokens: rolled.tokens }, now);
                 }
             }
         }
@@ -164,46 +141,18 @@ proptest! {
 /// Callers arrive with (tokens, delay after the previous arrival) while the
 /// bucket starts empty; returns the order in which they were granted.
 fn fifo_run(demands: &[(u64, u64)]) -> Vec<usize> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async {
-        let account = Arc::new(InProcessAccount::new(
-            Limits {
-                rpm: None,
-                tpm: Some(TPM),
-            },
-            Instant::now(),
-        ));
+        let account = Arc::new(InProcessAccount::new(Limits { rpm: None, tpm: Some(TPM) }, Instant::now()));
         let gate = ModelGate::new("m", account as Arc<dyn RateAccount>, None);
-        gate.admit(
-            Demand {
-                requests: 1,
-                tokens: TPM,
-            },
-            None,
-        )
-        .await
-        .unwrap()
-        .mark_sent();
+        gate.admit(Demand { requests: 1, tokens: TPM }, None).await.unwrap().mark_sent();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for (index, &(tokens, delay_ms)) in demands.iter().enumerate() {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             let gate = Arc::clone(&gate);
             let tx = tx.clone();
             tokio::spawn(async move {
-                let mut grant = gate
-                    .admit(
-                        Demand {
-                            requests: 1,
-                            tokens,
-                        },
-                        None,
-                    )
-                    .await
-                    .unwrap();
+                let mut grant = gate.admit(Demand { requests: 1, tokens }, None).await.unwrap();
                 grant.mark_sent();
                 tx.send(index).unwrap();
             });

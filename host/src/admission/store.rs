@@ -26,10 +26,7 @@ pub struct Demand {
 impl std::ops::Add for Demand {
     type Output = Demand;
     fn add(self, other: Demand) -> Demand {
-        Demand {
-            requests: self.requests + other.requests,
-            tokens: self.tokens + other.tokens,
-        }
+        Demand { requests: self.requests + other.requests, tokens: self.tokens + other.tokens }
     }
 }
 
@@ -115,9 +112,7 @@ impl InProcessAccount {
             tokens: limits.tpm.map(|tpm| Bucket::per_minute(tpm, now)),
             throttle: Throttle::default(),
         };
-        Self {
-            state: Mutex::new(state),
-        }
+        Self { state: Mutex::new(state) }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut AccountState) -> T) -> T {
@@ -135,20 +130,13 @@ impl AccountState {
     /// Both axes or neither, decided at `now`.
     pub fn try_take(&mut self, demand: Demand, now: Instant) -> Verdict {
         let stretch = self.throttle.stretch_tenths();
-        let axes = [
-            (&self.requests, demand.requests, "requests"),
-            (&self.tokens, demand.tokens, "tokens"),
-        ];
+        let axes = [(&self.requests, demand.requests, "requests"), (&self.tokens, demand.tokens, "tokens")];
         let mut not_before = now;
         for (bucket, amount, axis) in axes {
             let Some(bucket) = bucket else { continue };
             match bucket.earliest_fit(amount, now, stretch) {
                 None => {
-                    return Verdict::Never(Shortfall {
-                        axis,
-                        demand: amount,
-                        limit: bucket.capacity(),
-                    });
+                    return Verdict::Never(Shortfall { axis, demand: amount, limit: bucket.capacity() });
                 }
                 Some(at) => not_before = not_before.max(at),
             }
@@ -156,10 +144,7 @@ impl AccountState {
         if not_before > now {
             return Verdict::NotBefore(not_before);
         }
-        for (bucket, amount) in [
-            (&mut self.requests, demand.requests),
-            (&mut self.tokens, demand.tokens),
-        ] {
+        for (bucket, amount) in [(&mut self.requests, demand.requests), (&mut self.tokens, demand.tokens)] {
             if let Some(bucket) = bucket {
                 let taken = bucket.try_take(amount, now, stretch);
                 debug_assert!(taken, "earliest_fit said it fits");
@@ -170,22 +155,16 @@ impl AccountState {
 
     pub fn forecast(&self, demand: Demand, now: Instant) -> Instant {
         let stretch = self.throttle.stretch_tenths();
-        [
-            (&self.requests, demand.requests),
-            (&self.tokens, demand.tokens),
-        ]
-        .into_iter()
-        .filter_map(|(bucket, amount)| bucket.as_ref().map(|b| b.supply_time(amount, now, stretch)))
-        .max()
-        .unwrap_or(now)
+        [(&self.requests, demand.requests), (&self.tokens, demand.tokens)]
+            .into_iter()
+            .filter_map(|(bucket, amount)| bucket.as_ref().map(|b| b.supply_time(amount, now, stretch)))
+            .max()
+            .unwrap_or(now)
     }
 
     pub fn give(&mut self, demand: Demand, now: Instant) {
         let stretch = self.throttle.stretch_tenths();
-        for (bucket, amount) in [
-            (&mut self.requests, demand.requests),
-            (&mut self.tokens, demand.tokens),
-        ] {
+        for (bucket, amount) in [(&mut self.requests, demand.requests), (&mut self.tokens, demand.tokens)] {
             if let Some(bucket) = bucket {
                 bucket.give(amount, now, stretch);
             }

@@ -43,9 +43,7 @@ impl Throttle {
     }
 
     pub fn record_success(&mut self, now: Instant) {
-        let quiet = self
-            .last_backpressure
-            .is_none_or(|last| now.saturating_duration_since(last) >= QUIET_AFTER);
+        let quiet = self.last_backpressure.is_none_or(|last| now.saturating_duration_since(last) >= QUIET_AFTER);
         if quiet {
             self.tenths = self.tenths.saturating_sub(QUIET_SUCCESS_TENTHS);
             return;
@@ -70,11 +68,7 @@ mod tests {
         throttle.record_backpressure(3, now);
         assert_eq!(throttle.coefficient(), 2.0);
         throttle.record_backpressure(0, now);
-        assert_eq!(
-            throttle.coefficient(),
-            2.0,
-            "a transient fault feeds nothing"
-        );
+        assert_eq!(throttle.coefficient(), 2.0, "a transient fault feeds nothing");
         for _ in 0..20 {
             throttle.record_backpressure(3, now);
         }

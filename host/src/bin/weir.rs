@@ -12,11 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use weir_host::{Config, Weir};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "weir",
-    version,
-    about = "One funnel for model calls; providers are WebAssembly components."
-)]
+#[command(name = "weir", version, about = "One funnel for model calls; providers are WebAssembly components.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -116,11 +112,7 @@ fn providers(common: Common) -> anyhow::Result<()> {
         "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED"
     );
     for status in weir.provider_statuses() {
-        let source = if status.source.starts_with("embedded:") {
-            "embedded"
-        } else {
-            "file"
-        };
+        let source = if status.source.starts_with("embedded:") { "embedded" } else { "file" };
         println!(
             "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
             status.key,
@@ -135,10 +127,7 @@ fn providers(common: Common) -> anyhow::Result<()> {
         println!(
             "{:<20} default endpoint: {}",
             "",
-            status
-                .default_endpoint
-                .as_deref()
-                .unwrap_or("(none: each model sets `endpoint`)")
+            status.default_endpoint.as_deref().unwrap_or("(none: each model sets `endpoint`)")
         );
     }
     for failure in weir.registry().failures() {

@@ -2,37 +2,30 @@
 //! response; the raw detail it returns goes to the server log here and nowhere
 //! else, and what the caller sees is derived from the class alone.
 
-use crate::catalog::ModelSpec;
 use crate::error::{UpstreamClass, WeirError};
-use crate::plugin::Provider;
 use crate::types::{ErrorClass, HttpResponse, RetryHint};
 
-pub(super) fn failure(
-    model: &ModelSpec,
-    provider: &Provider,
-    response: &HttpResponse,
-) -> WeirError {
-    let class = match provider.classify(response) {
+use super::target::Target;
+
+pub(super) fn failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
+    let model = &target.model.id;
+    let class = match target.provider.classify(response) {
         Ok(class) => class,
-        Err(source) => {
-            return WeirError::Plugin {
-                model: model.id.clone(),
-                source,
-            };
-        }
+        Err(source) => return WeirError::Plugin { model: model.clone(), source },
     };
     let (class, retry_hint, detail) = split(class);
     tracing::warn!(
-        model = %model.id,
-        provider = provider.key(),
+        model = %model,
+        provider = target.provider.key(),
         status = response.status,
         class = ?class,
         detail = %detail,
         "upstream call failed"
     );
     WeirError::Upstream {
-        model: model.id.clone(),
-        provider: provider.key().to_owned(),
+        model: model.clone(),
+        provider: target.provider.key().to_owned(),
+        credential: target.credential_id.clone(),
         status: response.status,
         class,
         retry_hint,
@@ -48,13 +41,7 @@ fn split(class: ErrorClass) -> (UpstreamClass, Option<RetryHint>, String) {
         ErrorClass::QuotaExhausted(detail) => (UpstreamClass::QuotaExhausted, None, detail),
         ErrorClass::Refused(refusal) => {
             let detail = refusal.explanation.unwrap_or_default();
-            (
-                UpstreamClass::Refused {
-                    category: refusal.category,
-                },
-                None,
-                detail,
-            )
+            (UpstreamClass::Refused { category: refusal.category }, None, detail)
         }
         ErrorClass::InvalidRequest(detail) => (UpstreamClass::InvalidRequest, None, detail),
         ErrorClass::Authentication(detail) => (UpstreamClass::Authentication, None, detail),

@@ -16,10 +16,7 @@ pub const EMBEDDED_DEFAULT: &str = include_str!("../../catalog/default.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("config {origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("config {origin}: {message}")]
@@ -78,6 +75,10 @@ pub struct ModelEntry {
     pub tokenizer: Option<Tokenizer>,
     /// Reasoning headroom booked per effort, on top of the declared output.
     pub thinking_budget: Option<ThinkingBudget>,
+    /// Transparent retries of upstream signals per call (default 3).
+    pub max_retries: Option<u32>,
+    /// Correction turns for structured answers per call (default 2).
+    pub max_corrections: Option<u32>,
 }
 
 /// Tokens of reasoning a call books for its effort. An effort with no entry
@@ -111,10 +112,8 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let mut config = Self::from_toml(&text, &path.display().to_string())?;
         config.base_dir = path.parent().map(Path::to_path_buf);
         Ok(config)
@@ -130,10 +129,8 @@ impl Config {
 
     /// Parses and validates a configuration; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        let mut config: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: e.to_string() })?;
         config.origin = origin.to_owned();
         config.validate()?;
         Ok(config)
@@ -142,9 +139,7 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let mut seen = std::collections::BTreeSet::new();
         for model in &self.models {
-            model
-                .validate()
-                .map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
+            model.validate().map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
             if !seen.insert(model.id.as_str()) {
                 return Err(self.invalid(format!("model id `{}` appears twice", model.id)));
             }
@@ -153,10 +148,7 @@ impl Config {
     }
 
     fn invalid(&self, message: String) -> ConfigError {
-        ConfigError::Invalid {
-            origin: self.origin.clone(),
-            message,
-        }
+        ConfigError::Invalid { origin: self.origin.clone(), message }
     }
 }
 
@@ -176,17 +168,12 @@ impl ModelEntry {
             || self.output_tokens == Some(0)
             || self.max_concurrency == Some(0)
         {
-            return Err(
-                "`rpm`, `tpm`, `output_tokens` and `max_concurrency` must be positive when set"
-                    .to_owned(),
-            );
+            return Err("`rpm`, `tpm`, `output_tokens` and `max_concurrency` must be positive when set".to_owned());
         }
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
         {
-            return Err(format!(
-                "`endpoint` must be an http(s) URL, not `{endpoint}`"
-            ));
+            return Err(format!("`endpoint` must be an http(s) URL, not `{endpoint}`"));
         }
         Ok(())
     }
@@ -199,16 +186,8 @@ mod tests {
     #[test]
     fn embedded_default_parses() {
         let config = Config::embedded_default().unwrap();
-        assert!(
-            config
-                .models
-                .iter()
-                .any(|m| m.id == "gpt-4.1" && m.provider == "openai")
-        );
-        assert!(
-            config.models.iter().all(|m| m.output_tokens.is_none()),
-            "no invented output budget"
-        );
+        assert!(config.models.iter().any(|m| m.id == "gpt-4.1" && m.provider == "openai"));
+        assert!(config.models.iter().all(|m| m.output_tokens.is_none()), "no invented output budget");
     }
 
     #[test]
@@ -230,20 +209,10 @@ mod tests {
     fn duplicate_ids_and_bad_values_are_rejected() {
         let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
         let twice = format!("{entry}{entry}");
-        assert!(
-            Config::from_toml(&twice, "t")
-                .unwrap_err()
-                .to_string()
-                .contains("appears twice")
-        );
+        assert!(Config::from_toml(&twice, "t").unwrap_err().to_string().contains("appears twice"));
         let zero = entry.replace("max_output_tokens = 1", "max_output_tokens = 0");
         assert!(Config::from_toml(&zero, "t").is_err());
         let ftp = format!("{entry}endpoint = \"ftp://x\"\n");
-        assert!(
-            Config::from_toml(&ftp, "t")
-                .unwrap_err()
-                .to_string()
-                .contains("http(s) URL")
-        );
+        assert!(Config::from_toml(&ftp, "t").unwrap_err().to_string().contains("http(s) URL"));
     }
 }

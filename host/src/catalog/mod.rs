@@ -30,6 +30,8 @@ pub struct ModelSpec {
     pub max_concurrency: Option<u32>,
     pub tokenizer: Tokenizer,
     pub thinking_budget: ThinkingBudget,
+    pub max_retries: Option<u32>,
+    pub max_corrections: Option<u32>,
 }
 
 /// The models by id.
@@ -48,10 +50,7 @@ impl Catalog {
         for entry in &config.models {
             let endpoint = match providers.get(&entry.provider) {
                 Some(provider) => {
-                    let endpoint = entry
-                        .endpoint
-                        .clone()
-                        .or_else(|| provider.info().default_endpoint.clone());
+                    let endpoint = entry.endpoint.clone().or_else(|| provider.info().default_endpoint.clone());
                     if endpoint.is_none() {
                         return Err(ConfigError::Invalid {
                             origin: config.origin.clone(),
@@ -87,9 +86,7 @@ fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
     ModelSpec {
         id: entry.id.clone(),
         provider: entry.provider.clone(),
-        tokenizer: entry
-            .tokenizer
-            .unwrap_or_else(|| Tokenizer::default_for(&entry.provider, &wire_id)),
+        tokenizer: entry.tokenizer.unwrap_or_else(|| Tokenizer::default_for(&entry.provider, &wire_id)),
         wire_id,
         endpoint,
         credential: entry.credential.clone(),
@@ -100,5 +97,7 @@ fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
         output_tokens: entry.output_tokens,
         max_concurrency: entry.max_concurrency,
         thinking_budget: entry.thinking_budget.unwrap_or_default(),
+        max_retries: entry.max_retries,
+        max_corrections: entry.max_corrections,
     }
 }

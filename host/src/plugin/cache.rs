@@ -20,10 +20,7 @@ impl ArtifactCache {
     pub fn new(dir: PathBuf, engine: &Engine) -> Self {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        Self {
-            dir,
-            engine_tag: format!("{:016x}", hasher.finish()),
-        }
+        Self { dir, engine_tag: format!("{:016x}", hasher.finish()) }
     }
 
     pub fn dir(&self) -> &Path {
@@ -32,12 +29,7 @@ impl ArtifactCache {
 
     /// The compiled component: from the cache when present and loadable, else
     /// compiled now and written back (a write failure only costs the next start).
-    pub fn load_or_compile(
-        &self,
-        engine: &Engine,
-        bytes: &[u8],
-        digest: &str,
-    ) -> wasmtime::Result<Component> {
+    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
         let path = self.dir.join(format!("{digest}-{}.cwasm", self.engine_tag));
         if path.is_file() {
             match deserialize(engine, &path) {
@@ -66,10 +58,7 @@ impl ArtifactCache {
 
 /// A unique sibling name, so concurrent writers never see each other's halves.
 fn tempfile_in(dir: &Path, path: &Path) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("artifact");
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("artifact");
     Ok(dir.join(format!(".{name}.{}.tmp", std::process::id())))
 }
 

@@ -63,9 +63,7 @@ pub struct PluginEngine {
 
 impl std::fmt::Debug for PluginEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginEngine")
-            .field("cache", &self.cache)
-            .finish_non_exhaustive()
+        f.debug_struct("PluginEngine").field("cache", &self.cache).finish_non_exhaustive()
     }
 }
 
@@ -78,11 +76,7 @@ impl PluginEngine {
         let mut linker = Linker::new(&engine);
         sandbox::link_wasi(&mut linker)?;
         let cache = cache_dir.map(|dir| ArtifactCache::new(dir, &engine));
-        Ok(Self {
-            engine,
-            linker: Arc::new(linker),
-            cache,
-        })
+        Ok(Self { engine, linker: Arc::new(linker), cache })
     }
 
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
@@ -93,15 +87,14 @@ impl PluginEngine {
     /// targets this host's world, links it, and asks it what it provides.
     pub fn load(&self, source: ComponentSource, bytes: &[u8]) -> Result<LoadedComponent, String> {
         let digest = hex::encode(Sha256::digest(bytes));
-        let component = self
-            .compile(bytes, &digest)
-            .map_err(|e| format!("not a valid component: {e:#}"))?;
+        let component = self.compile(bytes, &digest).map_err(|e| format!("not a valid component: {e:#}"))?;
         world::check_exports(&self.engine, &component)?;
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
-            format!("cannot be linked (it imports something this host does not grant): {e:#}")
-        })?;
-        let pre = ChatProviderPre::new(instance_pre)
-            .map_err(|e| format!("does not match the provider world: {e:#}"))?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
+        let pre =
+            ChatProviderPre::new(instance_pre).map_err(|e| format!("does not match the provider world: {e:#}"))?;
         let providers = describe(&self.engine, &pre)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
@@ -124,14 +117,9 @@ impl PluginEngine {
     }
 }
 
-fn describe(
-    engine: &Engine,
-    pre: &ChatProviderPre<CallState>,
-) -> Result<Vec<ProviderInfo>, String> {
+fn describe(engine: &Engine, pre: &ChatProviderPre<CallState>) -> Result<Vec<ProviderInfo>, String> {
     let mut store = new_store(engine);
-    let instance = pre
-        .instantiate(&mut store)
-        .map_err(|e| format!("cannot be instantiated: {e:#}"))?;
+    let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot be instantiated: {e:#}"))?;
     instance
         .weir_provider_describe()
         .call_providers(&mut store)

@@ -8,8 +8,7 @@ use super::bindings::ChatProvider as Bindings;
 use super::engine::LoadedComponent;
 use super::sandbox::{CallState, new_store};
 use crate::types::{
-    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse,
-    PreparedConversation, ProviderInfo,
+    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
 };
 
 /// Why a call into a component did not produce an answer.
@@ -39,10 +38,7 @@ pub struct Provider {
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provider")
-            .field("key", &self.info.key)
-            .field("source", &self.component.source)
-            .finish()
+        f.debug_struct("Provider").field("key", &self.info.key).field("source", &self.component.source).finish()
     }
 }
 
@@ -63,11 +59,7 @@ impl Provider {
         &self.component
     }
 
-    pub fn encode(
-        &self,
-        conversation: &PreparedConversation,
-        params: &CallParams,
-    ) -> Result<HttpRequest, PluginError> {
+    pub fn encode(&self, conversation: &PreparedConversation, params: &CallParams) -> Result<HttpRequest, PluginError> {
         let (mut store, bindings) = self.instantiate()?;
         let result = bindings
             .weir_provider_chat()
@@ -95,11 +87,7 @@ impl Provider {
 
     fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
         let mut store = new_store(&self.component.engine);
-        let bindings = self
-            .component
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.fault("instantiate", &e))?;
+        let bindings = self.component.pre.instantiate(&mut store).map_err(|e| self.fault("instantiate", &e))?;
         Ok((store, bindings))
     }
 
@@ -108,16 +96,10 @@ impl Provider {
             Some(trap) => format!("trapped in `{during}`: {trap}"),
             None => format!("failed in `{during}`: {error:#}"),
         };
-        PluginError::Fault {
-            provider: self.info.key.clone(),
-            reason,
-        }
+        PluginError::Fault { provider: self.info.key.clone(), reason }
     }
 
     fn codec(&self, error: CodecError) -> PluginError {
-        PluginError::Codec {
-            provider: self.info.key.clone(),
-            error,
-        }
+        PluginError::Codec { provider: self.info.key.clone(), error }
     }
 }

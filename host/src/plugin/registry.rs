@@ -38,9 +38,7 @@ impl ProviderRegistry {
         for (name, bytes) in EMBEDDED {
             let component = engine
                 .load(ComponentSource::Embedded(name), bytes)
-                .map_err(|reason| {
-                    anyhow::anyhow!("embedded provider component `{name}` {reason}")
-                })?;
+                .map_err(|reason| anyhow::anyhow!("embedded provider component `{name}` {reason}"))?;
             registry.insert(component);
         }
         if let Some(dir) = providers_dir {
@@ -100,10 +98,7 @@ fn wasm_files(dir: &Path, failures: &mut Vec<LoadFailure>) -> Vec<PathBuf> {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
         Err(e) => {
-            failures.push(LoadFailure {
-                path: dir.to_path_buf(),
-                reason: format!("cannot be listed: {e}"),
-            });
+            failures.push(LoadFailure { path: dir.to_path_buf(), reason: format!("cannot be listed: {e}") });
             return Vec::new();
         }
     };

@@ -5,6 +5,12 @@
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
+//!
+//! Per-request knobs ride in headers, so unmodified OpenAI clients can set them:
+//! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections`,
+//! `x-weir-accept-truncated: true`. Every answer and error carries the stamp as
+//! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
+//! `x-weir-latency-ms`.
 
 mod error;
 mod openai;
@@ -20,6 +26,7 @@ use serde_json::{Value, json};
 pub use error::ApiError;
 
 use crate::Weir;
+use crate::chat::Stamp;
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
@@ -33,24 +40,21 @@ pub fn router(weir: Weir) -> Router {
 
 /// Serves the gateway on `listener` until ctrl-c or SIGTERM.
 pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, router(weir))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    axum::serve(listener, router(weir)).with_graceful_shutdown(shutdown_signal()).await
 }
 
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for SIGTERM");
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                let _ = interrupt.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}
@@ -63,48 +67,54 @@ async fn shutdown_signal() {
 /// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
-async fn chat_completions(
-    State(weir): State<Weir>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let mut request = openai::into_chat_request(&body)?;
     request.deadline = deadline(&headers)?;
+    request.max_retries = number_header(&headers, "x-weir-max-retries")?;
+    request.max_corrections = number_header(&headers, "x-weir-max-corrections")?;
+    request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(openai::completion_body(&response)).into_response();
-    let headers = answer.headers_mut();
-    for (name, value) in [
-        ("x-weir-model", response.model.clone()),
-        ("x-weir-provider", response.provider.clone()),
-        ("x-weir-attempts", response.attempts.to_string()),
-        (
-            "x-weir-latency-ms",
-            response.latency.as_millis().to_string(),
-        ),
-    ] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
+    stamp_headers(answer.headers_mut(), &response.stamp);
+    Ok(answer)
+}
+
+/// The stamp as response headers, on answers and errors alike.
+fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
+    let values = [
+        ("x-weir-model", Some(stamp.model.clone())),
+        ("x-weir-provider", stamp.provider.clone()),
+        ("x-weir-attempts", Some(stamp.attempts.to_string())),
+        ("x-weir-max-tokens", stamp.requested_max_tokens.map(|n| n.to_string())),
+        ("x-weir-latency-ms", Some(stamp.latency.as_millis().to_string())),
+    ];
+    for (name, value) in values {
+        if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
             headers.insert(HeaderName::from_static(name), value);
         }
     }
-    Ok(answer)
+}
+
+/// An optional non-negative number header; anything else is the caller's error.
+fn number_header(headers: &HeaderMap, name: &str) -> Result<Option<u32>, ApiError> {
+    let Some(value) = headers.get(name) else { return Ok(None) };
+    value
+        .to_str()
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .map(Some)
+        .ok_or_else(|| ApiError::invalid_request(format!("`{name}` must be a non-negative integer")))
 }
 
 fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiError> {
     let Some(value) = headers.get(DEADLINE_HEADER) else {
         return Ok(None);
     };
-    let millis: u64 = value
-        .to_str()
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .ok_or_else(|| {
-            ApiError::invalid_request(format!(
-                "`{DEADLINE_HEADER}` must be a number of milliseconds"
-            ))
+    let millis: u64 =
+        value.to_str().ok().and_then(|text| text.trim().parse().ok()).ok_or_else(|| {
+            ApiError::invalid_request(format!("`{DEADLINE_HEADER}` must be a number of milliseconds"))
         })?;
-    Ok(Some(
-        tokio::time::Instant::now() + std::time::Duration::from_millis(millis),
-    ))
+    Ok(Some(tokio::time::Instant::now() + std::time::Duration::from_millis(millis)))
 }
 
 async fn models(State(weir): State<Weir>) -> axum::Json<Value> {

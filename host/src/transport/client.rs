@@ -10,13 +10,7 @@ use super::credentials::Credential;
 use crate::types::{HttpRequest, HttpResponse};
 
 /// Headers the transport owns; a component may not set them.
-const TRANSPORT_HEADERS: [&str; 5] = [
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-];
+const TRANSPORT_HEADERS: [&str; 5] = ["host", "content-length", "transfer-encoding", "connection", "upgrade"];
 
 /// Timeouts and limits of the upstream client.
 #[derive(Debug, Clone, Copy)]
@@ -70,10 +64,7 @@ impl HttpClient {
             .retry(reqwest::retry::never())
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self {
-            client,
-            max_body_bytes: settings.max_body_bytes,
-        })
+        Ok(Self { client, max_body_bytes: settings.max_body_bytes })
     }
 
     /// Sends `request` to `endpoint` + its path with `credential` attached, and
@@ -90,27 +81,16 @@ impl HttpClient {
         let headers = response
             .headers()
             .iter()
-            .map(|(name, value)| {
-                (
-                    name.as_str().to_owned(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                )
-            })
+            .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
             .collect();
         let mut body = BytesMut::new();
         while let Some(chunk) = response.chunk().await.map_err(classify)? {
             if body.len() + chunk.len() > self.max_body_bytes {
-                return Err(TransportError::BodyTooLarge {
-                    limit: self.max_body_bytes,
-                });
+                return Err(TransportError::BodyTooLarge { limit: self.max_body_bytes });
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(HttpResponse {
-            status,
-            headers,
-            body: body.to_vec(),
-        })
+        Ok(HttpResponse { status, headers, body: body.to_vec() })
     }
 
     fn build(
@@ -119,58 +99,35 @@ impl HttpClient {
         request: HttpRequest,
         credential: &Credential,
     ) -> Result<reqwest::RequestBuilder, TransportError> {
-        let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
-            TransportError::InvalidRequest(format!("bad method `{}`", request.method))
-        })?;
+        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+            .map_err(|_| TransportError::InvalidRequest(format!("bad method `{}`", request.method)))?;
         if !request.path_and_query.starts_with('/') {
-            return Err(TransportError::InvalidRequest(
-                "path must start with `/`".to_owned(),
-            ));
+            return Err(TransportError::InvalidRequest("path must start with `/`".to_owned()));
         }
-        let url = format!(
-            "{}{}",
-            endpoint.trim_end_matches('/'),
-            request.path_and_query
-        );
-        let url = reqwest::Url::parse(&url)
-            .map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
+        let url = format!("{}{}", endpoint.trim_end_matches('/'), request.path_and_query);
+        let url = reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
         let headers = headers(request.headers, credential)?;
-        Ok(self
-            .client
-            .request(method, url)
-            .headers(headers)
-            .body(request.body))
+        Ok(self.client.request(method, url).headers(headers).body(request.body))
     }
 }
 
-fn headers(
-    pairs: Vec<(String, String)>,
-    credential: &Credential,
-) -> Result<HeaderMap, TransportError> {
+fn headers(pairs: Vec<(String, String)>, credential: &Credential) -> Result<HeaderMap, TransportError> {
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            TransportError::InvalidRequest(format!("bad header name `{}`", name.escape_debug()))
-        })?;
-        if TRANSPORT_HEADERS.contains(&name.as_str())
-            || credential.header_name() == Some(name.as_str())
-        {
-            return Err(TransportError::InvalidRequest(format!(
-                "header `{name}` is the host's to set"
-            )));
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| TransportError::InvalidRequest(format!("bad header name `{}`", name.escape_debug())))?;
+        if TRANSPORT_HEADERS.contains(&name.as_str()) || credential.header_name() == Some(name.as_str()) {
+            return Err(TransportError::InvalidRequest(format!("header `{name}` is the host's to set")));
         }
-        let value = HeaderValue::from_str(&value).map_err(|_| {
-            TransportError::InvalidRequest(format!("bad value for header `{name}`"))
-        })?;
+        let value = HeaderValue::from_str(&value)
+            .map_err(|_| TransportError::InvalidRequest(format!("bad value for header `{name}`")))?;
         map.append(name, value);
     }
     if let Credential::Header { name, value } = credential {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            TransportError::InvalidRequest(format!("bad credential header name `{name}`"))
-        })?;
-        let mut value = HeaderValue::from_str(value.expose()).map_err(|_| {
-            TransportError::InvalidRequest("credential is not a valid header value".to_owned())
-        })?;
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| TransportError::InvalidRequest(format!("bad credential header name `{name}`")))?;
+        let mut value = HeaderValue::from_str(value.expose())
+            .map_err(|_| TransportError::InvalidRequest("credential is not a valid header value".to_owned()))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }

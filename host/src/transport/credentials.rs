@@ -42,25 +42,13 @@ pub struct EnvSecretStore;
 
 impl EnvSecretStore {
     pub fn variable(credential_id: &str) -> String {
-        credential_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect()
+        credential_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
     }
 }
 
 impl SecretStore for EnvSecretStore {
     fn get(&self, credential_id: &str) -> Option<Secret> {
-        std::env::var(Self::variable(credential_id))
-            .ok()
-            .filter(|value| !value.is_empty())
-            .map(Secret::new)
+        std::env::var(Self::variable(credential_id)).ok().filter(|value| !value.is_empty()).map(Secret::new)
     }
 
     fn location(&self, credential_id: &str) -> String {
@@ -72,16 +60,9 @@ impl SecretStore for EnvSecretStore {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialError {
     #[error("credential `{credential}` for provider `{provider}` is not set ({location})")]
-    Missing {
-        provider: String,
-        credential: String,
-        location: String,
-    },
+    Missing { provider: String, credential: String, location: String },
     #[error("provider `{provider}` needs {shape} credentials, which this host cannot produce yet")]
-    Unsupported {
-        provider: String,
-        shape: &'static str,
-    },
+    Unsupported { provider: String, shape: &'static str },
 }
 
 /// What the host attaches to one request.
@@ -117,10 +98,9 @@ impl Credential {
                     None => Ok(Self::None),
                 }
             }
-            CredentialShape::AwsSigv4(_) => Err(CredentialError::Unsupported {
-                provider: provider.to_owned(),
-                shape: "AWS SigV4",
-            }),
+            CredentialShape::AwsSigv4(_) => {
+                Err(CredentialError::Unsupported { provider: provider.to_owned(), shape: "AWS SigV4" })
+            }
         }
     }
 
@@ -167,9 +147,7 @@ mod tests {
     #[test]
     fn header_credential_is_prefixed_and_lowercased() {
         let credential = Credential::resolve("p", &header_shape(true), None, &OneSecret).unwrap();
-        let Credential::Header { name, value } = credential else {
-            panic!("expected a header")
-        };
+        let Credential::Header { name, value } = credential else { panic!("expected a header") };
         assert_eq!(name, "authorization");
         assert_eq!(value.expose(), "Bearer s3cret");
         assert_eq!(format!("{value:?}"), "Secret(<redacted>)");
@@ -177,18 +155,13 @@ mod tests {
 
     #[test]
     fn missing_required_secret_names_the_id_never_a_value() {
-        let error =
-            Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "credential `other` for provider `p` is not set (test store `other`)"
-        );
+        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret).unwrap_err();
+        assert_eq!(error.to_string(), "credential `other` for provider `p` is not set (test store `other`)");
     }
 
     #[test]
     fn missing_optional_secret_sends_nothing() {
-        let credential =
-            Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret).unwrap();
+        let credential = Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret).unwrap();
         assert!(matches!(credential, Credential::None));
     }
 }

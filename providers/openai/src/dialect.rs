@@ -50,9 +50,7 @@ pub fn rejects_temperature(wire_id: &str) -> bool {
 }
 
 fn is_o_series(id: &str) -> bool {
-    ["o1", "o3", "o4"]
-        .iter()
-        .any(|prefix| id.starts_with(prefix))
+    ["o1", "o3", "o4"].iter().any(|prefix| id.starts_with(prefix))
 }
 
 #[cfg(test)]
@@ -63,32 +61,16 @@ mod tests {
     #[test]
     fn keys() {
         assert_eq!(Dialect::from_key("openai"), Some(Dialect::OpenAi));
-        assert_eq!(
-            Dialect::from_key("openai-compatible"),
-            Some(Dialect::Compatible)
-        );
+        assert_eq!(Dialect::from_key("openai-compatible"), Some(Dialect::Compatible));
         assert_eq!(Dialect::from_key("anthropic"), None);
     }
 
     #[test]
     fn families() {
-        for id in [
-            "gpt-4.1",
-            "gpt-4o-mini",
-            "gpt-5",
-            "o1-preview",
-            "o3-mini",
-            "o4-mini",
-            "chatgpt-4o-latest",
-        ] {
+        for id in ["gpt-4.1", "gpt-4o-mini", "gpt-5", "o1-preview", "o3-mini", "o4-mini", "chatgpt-4o-latest"] {
             assert!(is_openai_family(id), "{id}");
         }
-        for id in [
-            "claude-sonnet-4-5",
-            "llama3.1:8b",
-            "Qwen/Qwen3-8B",
-            "omni-moderation-latest",
-        ] {
+        for id in ["claude-sonnet-4-5", "llama3.1:8b", "Qwen/Qwen3-8B", "omni-moderation-latest"] {
             assert!(!is_openai_family(id), "{id}");
         }
     }

@@ -60,9 +60,7 @@ fn is_quota(fields: &ErrorFields) -> bool {
 /// `content_filter`, OpenAI's `content_policy_violation`. Never worth retrying on
 /// the same model, so it is a refusal, not an invalid request.
 fn content_filter_code(fields: &ErrorFields) -> Option<&'static str> {
-    ["content_filter", "content_policy_violation"]
-        .into_iter()
-        .find(|word| has_word(fields, word))
+    ["content_filter", "content_policy_violation"].into_iter().find(|word| has_word(fields, word))
 }
 
 /// OpenAI's code, or llama.cpp's type.
@@ -89,11 +87,7 @@ pub fn is_error_object(value: &Value) -> bool {
 pub fn in_band_error(fields: &ErrorFields) -> InBandError {
     let detail = format!("error frame in a 200 stream: {}", fields.detail(200));
     if let Some(status) = fields.status {
-        let response = HttpResponse {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        };
+        let response = HttpResponse { status, headers: Vec::new(), body: Vec::new() };
         return InBandError {
             status: Some(status),
             status_from_prose: false,
@@ -127,15 +121,10 @@ fn status_in_prose(message: &str) -> Option<u16> {
 
 fn status_at(bytes: &[u8], start: usize) -> Option<u16> {
     let digits = bytes.get(start..start + 3)?;
-    if !digits.iter().all(u8::is_ascii_digit)
-        || joined_before(bytes, start)
-        || joined_after(bytes, start + 3)
-    {
+    if !digits.iter().all(u8::is_ascii_digit) || joined_before(bytes, start) || joined_after(bytes, start + 3) {
         return None;
     }
-    let status = digits
-        .iter()
-        .fold(0_u16, |number, digit| number * 10 + u16::from(digit - b'0'));
+    let status = digits.iter().fold(0_u16, |number, digit| number * 10 + u16::from(digit - b'0'));
     (400..=599).contains(&status).then_some(status)
 }
 
@@ -145,10 +134,7 @@ fn joined_before(bytes: &[u8], start: usize) -> bool {
         return false;
     };
     let separator_after_digit = matches!(previous, b'.' | b',')
-        && start
-            .checked_sub(2)
-            .and_then(|i| bytes.get(i))
-            .is_some_and(u8::is_ascii_digit);
+        && start.checked_sub(2).and_then(|i| bytes.get(i)).is_some_and(u8::is_ascii_digit);
     previous.is_ascii_alphanumeric() || *previous == b'_' || separator_after_digit
 }
 
@@ -157,8 +143,7 @@ fn joined_after(bytes: &[u8], end: usize) -> bool {
     let Some(next) = bytes.get(end) else {
         return false;
     };
-    let separator_before_digit =
-        matches!(next, b'.' | b',') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit);
+    let separator_before_digit = matches!(next, b'.' | b',') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit);
     next.is_ascii_alphanumeric() || *next == b'_' || separator_before_digit
 }
 
@@ -170,10 +155,7 @@ mod tests {
     fn response(status: u16, headers: &[(&str, &str)], body: &str) -> HttpResponse {
         HttpResponse {
             status,
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             body: body.as_bytes().to_vec(),
         }
     }
@@ -188,28 +170,17 @@ mod tests {
     #[test]
     fn insufficient_quota_429_is_quota_not_rate_limit() {
         let class = class(429, &[("retry-after", "20")], QUOTA);
-        assert!(
-            matches!(&class, ErrorClass::QuotaExhausted(d) if d.contains("insufficient_quota")),
-            "{class:?}"
-        );
+        assert!(matches!(&class, ErrorClass::QuotaExhausted(d) if d.contains("insufficient_quota")), "{class:?}");
         // Older responses had `code: null`; the type alone decides.
         let old = r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":null}}"#;
-        assert!(matches!(
-            super::classify(&response(429, &[], old)),
-            ErrorClass::QuotaExhausted(_)
-        ));
-        assert!(matches!(
-            super::classify(&response(402, &[], "")),
-            ErrorClass::QuotaExhausted(_)
-        ));
+        assert!(matches!(super::classify(&response(429, &[], old)), ErrorClass::QuotaExhausted(_)));
+        assert!(matches!(super::classify(&response(402, &[], "")), ErrorClass::QuotaExhausted(_)));
     }
 
     #[test]
     fn rate_limit_with_retry_after() {
         let class = class(429, &[("retry-after", "19")], RATE_LIMIT);
-        let ErrorClass::RateLimited(retry) = class else {
-            panic!("{class:?}")
-        };
+        let ErrorClass::RateLimited(retry) = class else { panic!("{class:?}") };
         assert_eq!(retry.hint, Some(RetryHint::DelayMs(19_000)));
         assert!(retry.detail.contains("rate_limit_exceeded"));
     }
@@ -242,15 +213,9 @@ mod tests {
     #[test]
     fn authentication() {
         let invalid_key = r#"{"error":{"message":"Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
-        assert!(matches!(
-            class(401, &[], invalid_key),
-            ErrorClass::Authentication(_)
-        ));
+        assert!(matches!(class(401, &[], invalid_key), ErrorClass::Authentication(_)));
         let region = r#"{"error":{"code":"unsupported_country_region_territory","message":"Country, region, or territory not supported","param":null,"type":"request_forbidden"}}"#;
-        assert!(matches!(
-            class(403, &[], region),
-            ErrorClass::Authentication(_)
-        ));
+        assert!(matches!(class(403, &[], region), ErrorClass::Authentication(_)));
     }
 
     #[test]
@@ -266,25 +231,16 @@ mod tests {
     #[test]
     fn context_overflow() {
         let openai = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130012 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
-        assert!(matches!(
-            class(400, &[], openai),
-            ErrorClass::ContextOverflow(_)
-        ));
+        assert!(matches!(class(400, &[], openai), ErrorClass::ContextOverflow(_)));
         let llama_cpp = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5021,"n_ctx":4096}}"#;
-        assert!(matches!(
-            class(400, &[], llama_cpp),
-            ErrorClass::ContextOverflow(_)
-        ));
+        assert!(matches!(class(400, &[], llama_cpp), ErrorClass::ContextOverflow(_)));
     }
 
     #[test]
     fn invalid_request() {
         let body = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
         let class = class(400, &[], body);
-        assert!(
-            matches!(&class, ErrorClass::InvalidRequest(d) if d.contains("unsupported_parameter")),
-            "{class:?}"
-        );
+        assert!(matches!(&class, ErrorClass::InvalidRequest(d) if d.contains("unsupported_parameter")), "{class:?}");
     }
 
     #[test]
@@ -309,10 +265,7 @@ mod tests {
     fn vllm_integer_codes() {
         let bad = r#"{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}}"#;
         // Prose says "context length", but no structured field does: invalid request.
-        assert!(matches!(
-            class(400, &[], bad),
-            ErrorClass::InvalidRequest(_)
-        ));
+        assert!(matches!(class(400, &[], bad), ErrorClass::InvalidRequest(_)));
         let missing = r#"{"error":{"message":"The model `llama-9` does not exist.","type":"NotFoundError","param":"model","code":404}}"#;
         assert!(matches!(class(404, &[], missing), ErrorClass::NotFound(_)));
         let flat = r#"{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}"#;
@@ -322,15 +275,14 @@ mod tests {
     #[test]
     fn prose_never_picks_the_class() {
         let body = r#"{"error":{"message":"You exceeded your current quota: rate limit 429","type":"invalid_request_error","param":null,"code":null}}"#;
-        assert!(matches!(
-            class(400, &[], body),
-            ErrorClass::InvalidRequest(_)
-        ));
+        assert!(matches!(class(400, &[], body), ErrorClass::InvalidRequest(_)));
     }
 
     #[test]
     fn in_band_structured_status() {
-        let frame = ErrorFields::parse(br#"{"error":{"message":"Too many requests","type":"RateLimitError","param":null,"code":429}}"#);
+        let frame = ErrorFields::parse(
+            br#"{"error":{"message":"Too many requests","type":"RateLimitError","param":null,"code":429}}"#,
+        );
         let error = in_band_error(&frame);
         assert_eq!(error.status, Some(429));
         assert!(!error.status_from_prose);
@@ -338,10 +290,7 @@ mod tests {
         let llama_cpp = ErrorFields::parse(
             br#"{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}"#,
         );
-        assert!(matches!(
-            in_band_error(&llama_cpp).class,
-            ErrorClass::ContextOverflow(_)
-        ));
+        assert!(matches!(in_band_error(&llama_cpp).class, ErrorClass::ContextOverflow(_)));
     }
 
     #[test]
@@ -361,9 +310,7 @@ mod tests {
         let error = in_band_error(&frame);
         assert_eq!(error.status, None);
         assert!(!error.status_from_prose);
-        let ErrorClass::Transient(retry) = error.class else {
-            panic!("{:?}", error.class)
-        };
+        let ErrorClass::Transient(retry) = error.class else { panic!("{:?}", error.class) };
         assert!(retry.detail.contains("server_error"));
         let quota = in_band_error(&ErrorFields::parse(QUOTA.as_bytes()));
         assert!(matches!(quota.class, ErrorClass::QuotaExhausted(_)));
@@ -374,10 +321,7 @@ mod tests {
         assert_eq!(status_in_prose("Error code: 503"), Some(503));
         assert_eq!(status_in_prose("upstream returned (429)."), Some(429));
         assert_eq!(status_in_prose("HTTP 500: boom"), Some(500));
-        assert_eq!(
-            status_in_prose("Limit 30000, Used 14567. Please try again in 1.503s."),
-            None
-        );
+        assert_eq!(status_in_prose("Limit 30000, Used 14567. Please try again in 1.503s."), None);
         assert_eq!(status_in_prose("model qwen-405b failed"), None);
         assert_eq!(status_in_prose("1,500 tokens"), None);
         assert_eq!(status_in_prose("status 200"), None);
@@ -388,11 +332,7 @@ mod tests {
     #[test]
     fn content_filter_is_a_refusal() {
         let body = br#"{"error":{"message":"The response was filtered due to the prompt triggering content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}"#;
-        let response = HttpResponse {
-            status: 400,
-            headers: Vec::new(),
-            body: body.to_vec(),
-        };
+        let response = HttpResponse { status: 400, headers: Vec::new(), body: body.to_vec() };
         match classify(&response) {
             ErrorClass::Refused(refusal) => {
                 assert_eq!(refusal.category.as_deref(), Some("content_filter"))

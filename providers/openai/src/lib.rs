@@ -19,8 +19,8 @@ mod stream;
 
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass,
-    HeaderCredential, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
+    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
+    HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
 };
 
 use dialect::Dialect;
@@ -87,8 +87,7 @@ fn openai_info() -> ProviderInfo {
 fn compatible_info() -> ProviderInfo {
     ProviderInfo {
         key: dialect::COMPATIBLE.to_owned(),
-        description: "Any OpenAI-dialect server (vLLM, llama.cpp, Ollama, ...), read leniently"
-            .to_owned(),
+        description: "Any OpenAI-dialect server (vLLM, llama.cpp, Ollama, ...), read leniently".to_owned(),
         default_endpoint: None,
         credential: bearer("openai-compatible-api-key", false),
         capabilities: Capabilities::STREAMING
@@ -122,30 +121,16 @@ mod tests {
         assert_eq!(infos.len(), 2);
         let openai = &infos[0];
         assert_eq!(openai.key, "openai");
-        assert_eq!(
-            openai.default_endpoint.as_deref(),
-            Some("https://api.openai.com/v1")
-        );
+        assert_eq!(openai.default_endpoint.as_deref(), Some("https://api.openai.com/v1"));
         assert_eq!(openai.credential, bearer("openai-api-key", true));
-        assert!(
-            openai
-                .capabilities
-                .contains(Capabilities::DOCUMENTS | Capabilities::THINKING)
-        );
+        assert!(openai.capabilities.contains(Capabilities::DOCUMENTS | Capabilities::THINKING));
         assert!(!openai.capabilities.contains(Capabilities::PROMPT_CACHE));
         let compatible = &infos[1];
         assert_eq!(compatible.key, "openai-compatible");
         assert_eq!(compatible.default_endpoint, None);
-        assert_eq!(
-            compatible.credential,
-            bearer("openai-compatible-api-key", false)
-        );
+        assert_eq!(compatible.credential, bearer("openai-compatible-api-key", false));
         assert!(!compatible.capabilities.contains(Capabilities::DOCUMENTS));
-        assert!(
-            compatible
-                .capabilities
-                .contains(Capabilities::STREAMING | Capabilities::NATIVE_TOOLS)
-        );
+        assert!(compatible.capabilities.contains(Capabilities::STREAMING | Capabilities::NATIVE_TOOLS));
         assert_eq!(compatible.stream_framing, StreamFraming::Sse);
     }
 
@@ -164,11 +149,7 @@ mod tests {
     #[test]
     fn unknown_key_decodes_leniently_but_does_not_encode() {
         let body = br#"{"id":"x","model":"m","choices":[{"index":0,"message":{"content":"","reasoning":"hm"},"finish_reason":"stop"}]}"#;
-        let response = HttpResponse {
-            status: 200,
-            headers: vec![],
-            body: body.to_vec(),
-        };
+        let response = HttpResponse { status: 200, headers: vec![], body: body.to_vec() };
         assert!(OpenAi::decode("my-gateway", response).is_ok());
         let conversation = PreparedConversation {
             system: vec![],
@@ -188,8 +169,6 @@ mod tests {
             stream: false,
         };
         let encoded = OpenAi::encode("my-gateway", conversation, params);
-        assert!(
-            matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key"))
-        );
+        assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
     }
 }

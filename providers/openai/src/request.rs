@@ -5,9 +5,8 @@ use serde_json::{Map, Value, json};
 use weir_sdk::fallback::{block_as_text, leaf_as_text};
 use weir_sdk::json::{parse_value, to_body};
 use weir_sdk::types::{
-    CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource,
-    PreparedConversation, ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn,
-    TurnRole,
+    CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource, PreparedConversation,
+    ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
 
 use crate::dialect::{self, Dialect};
@@ -42,11 +41,7 @@ fn headers(stream: bool) -> Headers {
     headers
 }
 
-fn body(
-    dialect: Dialect,
-    conversation: &PreparedConversation,
-    params: &CallParams,
-) -> Result<Value, CodecError> {
+fn body(dialect: Dialect, conversation: &PreparedConversation, params: &CallParams) -> Result<Value, CodecError> {
     let mut body = Map::new();
     body.insert("model".into(), json!(params.wire_model_id));
     let messages = messages(dialect, conversation, &params.wire_model_id)?;
@@ -96,10 +91,7 @@ fn temperature(dialect: Dialect, params: &CallParams) -> Result<Option<Value>, C
         return Ok(None);
     }
     // Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
-    let wide = temperature
-        .to_string()
-        .parse::<f64>()
-        .unwrap_or(f64::from(temperature));
+    let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
     serde_json::Number::from_f64(wide)
         .map(|number| Some(Value::Number(number)))
         .ok_or_else(|| CodecError::Unsupported(format!("temperature {temperature} is not finite")))
@@ -116,10 +108,7 @@ fn effort_word(effort: Effort) -> &'static str {
 }
 
 fn response_format(schema: &ResponseSchema) -> Result<Value, CodecError> {
-    let parsed = parse_value(
-        &schema.schema_json,
-        &format!("response schema {:?}", schema.name),
-    )?;
+    let parsed = parse_value(&schema.schema_json, &format!("response schema {:?}", schema.name))?;
     Ok(json!({
         "type": "json_schema",
         "json_schema": {"name": schema.name, "schema": parsed, "strict": true},
@@ -129,11 +118,7 @@ fn response_format(schema: &ResponseSchema) -> Result<Value, CodecError> {
 // ---------------------------------------------------------------- tools
 
 fn tools(definitions: &[ToolDefinition]) -> Result<Value, CodecError> {
-    definitions
-        .iter()
-        .map(tool)
-        .collect::<Result<Vec<_>, _>>()
-        .map(Value::Array)
+    definitions.iter().map(tool).collect::<Result<Vec<_>, _>>().map(Value::Array)
 }
 
 fn tool(definition: &ToolDefinition) -> Result<Value, CodecError> {
@@ -165,11 +150,7 @@ fn tool_choice(conversation: &PreparedConversation) -> Option<Value> {
 
 // ---------------------------------------------------------------- messages
 
-fn messages(
-    dialect: Dialect,
-    conversation: &PreparedConversation,
-    model: &str,
-) -> Result<Vec<Value>, CodecError> {
+fn messages(dialect: Dialect, conversation: &PreparedConversation, model: &str) -> Result<Vec<Value>, CodecError> {
     let mut messages = Vec::new();
     if !conversation.system.is_empty() {
         let content = conversation.system.join("\n\n");
@@ -222,10 +203,9 @@ fn user_part(dialect: Dialect, block: &ContentBlock) -> Value {
     match block {
         ContentBlock::Text(text) => text_part(text),
         ContentBlock::Image(media) => image_part(media),
-        ContentBlock::Document(Media {
-            mime_type,
-            source: MediaSource::Base64(data),
-        }) if dialect == Dialect::OpenAi => {
+        ContentBlock::Document(Media { mime_type, source: MediaSource::Base64(data) })
+            if dialect == Dialect::OpenAi =>
+        {
             let file = json!({"filename": "document.pdf", "file_data": data_url(mime_type, data)});
             json!({"type": "file", "file": file})
         }
@@ -256,11 +236,7 @@ fn data_url(mime_type: &str, data: &str) -> String {
 fn tool_message(result: &ToolResult) -> Value {
     let rendered: Vec<String> = result.content.iter().map(leaf_as_text).collect();
     let text = rendered.join("\n");
-    let content = if result.is_error {
-        format!("Error: {text}")
-    } else {
-        text
-    };
+    let content = if result.is_error { format!("Error: {text}") } else { text };
     json!({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
 }
 
@@ -279,10 +255,7 @@ fn assistant_message(turn: &Turn) -> Result<Value, CodecError> {
     }
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
-    message.insert(
-        "content".into(),
-        assistant_content(&texts, calls.is_empty()),
-    );
+    message.insert("content".into(), assistant_content(&texts, calls.is_empty()));
     if !calls.is_empty() {
         message.insert("tool_calls".into(), Value::Array(calls));
     }
@@ -301,10 +274,7 @@ fn assistant_content(texts: &[String], no_calls: bool) -> Value {
 
 /// The arguments go out as the host's JSON text, verbatim, once we know it is JSON.
 fn tool_call(call: &ToolUse) -> Result<Value, CodecError> {
-    parse_value(
-        &call.input_json,
-        &format!("input_json of tool_use {:?}", call.id),
-    )?;
+    parse_value(&call.input_json, &format!("input_json of tool_use {:?}", call.id))?;
     Ok(json!({
         "id": call.id,
         "type": "function",
@@ -332,29 +302,15 @@ mod tests {
     }
 
     fn conversation(turns: Vec<Turn>) -> PreparedConversation {
-        PreparedConversation {
-            system: vec![],
-            cache_system: false,
-            turns,
-            tools: vec![],
-            tool_choice: None,
-        }
+        PreparedConversation { system: vec![], cache_system: false, turns, tools: vec![], tool_choice: None }
     }
 
     fn user(content: Vec<ContentBlock>) -> Turn {
-        Turn {
-            role: TurnRole::User,
-            content,
-            cache: false,
-        }
+        Turn { role: TurnRole::User, content, cache: false }
     }
 
     fn assistant(content: Vec<ContentBlock>) -> Turn {
-        Turn {
-            role: TurnRole::Assistant,
-            content,
-            cache: false,
-        }
+        Turn { role: TurnRole::Assistant, content, cache: false }
     }
 
     fn text(text: &str) -> ContentBlock {
@@ -365,17 +321,11 @@ mod tests {
         ToolDefinition {
             name: "get_weather".into(),
             description: "Current weather".into(),
-            parameters_json:
-                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
-                    .into(),
+            parameters_json: r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#.into(),
         }
     }
 
-    fn encode_ok(
-        provider: &str,
-        conversation: &PreparedConversation,
-        params: &CallParams,
-    ) -> (HttpRequest, Value) {
+    fn encode_ok(provider: &str, conversation: &PreparedConversation, params: &CallParams) -> (HttpRequest, Value) {
         let request = encode(provider, conversation, params).unwrap();
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         (request, body)
@@ -394,17 +344,10 @@ mod tests {
 
     #[test]
     fn text_only_request_shape() {
-        let (request, body) = encode_ok(
-            "openai",
-            &conversation(vec![user(vec![text("Hi")])]),
-            &params("gpt-4.1"),
-        );
+        let (request, body) = encode_ok("openai", &conversation(vec![user(vec![text("Hi")])]), &params("gpt-4.1"));
         assert_eq!(request.method, "POST");
         assert_eq!(request.path_and_query, "/chat/completions");
-        assert_eq!(
-            request.headers,
-            vec![("content-type".to_owned(), "application/json".to_owned())]
-        );
+        assert_eq!(request.headers, vec![("content-type".to_owned(), "application/json".to_owned())]);
         assert_eq!(
             body,
             json!({
@@ -419,16 +362,8 @@ mod tests {
     fn stream_request_shape() {
         let mut stream = params("gpt-4.1");
         stream.stream = true;
-        let (request, body) = encode_ok(
-            "openai",
-            &conversation(vec![user(vec![text("Hi")])]),
-            &stream,
-        );
-        assert!(
-            request
-                .headers
-                .contains(&("accept".to_owned(), "text/event-stream".to_owned()))
-        );
+        let (request, body) = encode_ok("openai", &conversation(vec![user(vec![text("Hi")])]), &stream);
+        assert!(request.headers.contains(&("accept".to_owned(), "text/event-stream".to_owned())));
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
     }
@@ -439,8 +374,7 @@ mod tests {
             for streaming in [false, true] {
                 let mut p = params("gpt-4.1");
                 p.stream = streaming;
-                let (request, _) =
-                    encode_ok(provider, &conversation(vec![user(vec![text("Hi")])]), &p);
+                let (request, _) = encode_ok(provider, &conversation(vec![user(vec![text("Hi")])]), &p);
                 for (name, _) in &request.headers {
                     let name = name.to_ascii_lowercase();
                     assert!(name != "authorization" && !name.contains("key"), "{name}");
@@ -491,29 +425,13 @@ mod tests {
             p
         };
         for model in ["o3", "o4-mini", "gpt-5", "gpt-5-mini"] {
-            assert!(
-                body_of("openai", &conv, &with_temperature(model))
-                    .get("temperature")
-                    .is_none(),
-                "{model}"
-            );
+            assert!(body_of("openai", &conv, &with_temperature(model)).get("temperature").is_none(), "{model}");
         }
         for model in ["gpt-4.1", "gpt-5-chat-latest"] {
-            assert_eq!(
-                body_of("openai", &conv, &with_temperature(model))["temperature"],
-                json!(0.7),
-                "{model}"
-            );
+            assert_eq!(body_of("openai", &conv, &with_temperature(model))["temperature"], json!(0.7), "{model}");
         }
-        assert_eq!(
-            body_of("openai-compatible", &conv, &with_temperature("o3"))["temperature"],
-            json!(0.7)
-        );
-        assert!(
-            body_of("openai", &conv, &params("gpt-4.1"))
-                .get("temperature")
-                .is_none()
-        );
+        assert_eq!(body_of("openai-compatible", &conv, &with_temperature("o3"))["temperature"], json!(0.7));
+        assert!(body_of("openai", &conv, &params("gpt-4.1")).get("temperature").is_none());
     }
 
     #[test]
@@ -551,10 +469,7 @@ mod tests {
             (ToolChoice::Auto, json!("auto")),
             (ToolChoice::None, json!("none")),
             (ToolChoice::Required, json!("required")),
-            (
-                ToolChoice::Named("get_weather".into()),
-                json!({"type": "function", "function": {"name": "get_weather"}}),
-            ),
+            (ToolChoice::Named("get_weather".into()), json!({"type": "function", "function": {"name": "get_weather"}})),
         ];
         for (choice, wire) in choices {
             conv.tool_choice = Some(choice);
@@ -588,10 +503,7 @@ mod tests {
                 mime_type: "image/png".into(),
                 source: MediaSource::Url("https://example.com/cat.png".into()),
             }),
-            ContentBlock::Image(Media {
-                mime_type: "image/png".into(),
-                source: MediaSource::Base64("iVBOR".into()),
-            }),
+            ContentBlock::Image(Media { mime_type: "image/png".into(), source: MediaSource::Base64("iVBOR".into()) }),
         ])]);
         let body = body_of("openai-compatible", &conv, &params("llava"));
         assert_eq!(
@@ -617,23 +529,13 @@ mod tests {
             json!({"type": "file", "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"}})
         );
         let body = body_of("openai-compatible", &conv, &params("qwen3"));
-        assert_eq!(
-            body["messages"][0]["content"][0],
-            json!({"type": "text", "text": block_as_text(&pdf)})
-        );
+        assert_eq!(body["messages"][0]["content"][0], json!({"type": "text", "text": block_as_text(&pdf)}));
         let by_url = ContentBlock::Document(Media {
             mime_type: "application/pdf".into(),
             source: MediaSource::Url("https://example.com/a.pdf".into()),
         });
-        let body = body_of(
-            "openai",
-            &conversation(vec![user(vec![by_url])]),
-            &params("gpt-4.1"),
-        );
-        assert_eq!(
-            body["messages"][0]["content"],
-            json!("[document application/pdf: https://example.com/a.pdf]")
-        );
+        let body = body_of("openai", &conversation(vec![user(vec![by_url])]), &params("gpt-4.1"));
+        assert_eq!(body["messages"][0]["content"], json!("[document application/pdf: https://example.com/a.pdf]"));
     }
 
     #[test]
@@ -690,15 +592,10 @@ mod tests {
 
     #[test]
     fn assistant_text_thinking_and_images_fall_back_to_text() {
-        let thinking = ContentBlock::Thinking(Thinking {
-            text: "Paris first.".into(),
-            signature: None,
-            redacted: false,
-        });
-        let image = ContentBlock::Image(Media {
-            mime_type: "image/png".into(),
-            source: MediaSource::Base64("AAAA".into()),
-        });
+        let thinking =
+            ContentBlock::Thinking(Thinking { text: "Paris first.".into(), signature: None, redacted: false });
+        let image =
+            ContentBlock::Image(Media { mime_type: "image/png".into(), source: MediaSource::Base64("AAAA".into()) });
         let conv = conversation(vec![
             user(vec![text("Hi")]),
             assistant(vec![
@@ -714,44 +611,24 @@ mod tests {
         ]);
         let body = body_of("openai", &conv, &params("gpt-4.1"));
         let message = &body["messages"][1];
-        let expected = format!(
-            "{}\n\nLet me check.\n\n{}",
-            block_as_text(&thinking),
-            block_as_text(&image)
-        );
+        let expected = format!("{}\n\nLet me check.\n\n{}", block_as_text(&thinking), block_as_text(&image));
         assert_eq!(message["content"], json!(expected));
-        assert_eq!(
-            message["tool_calls"][0]["function"]["arguments"],
-            json!("{}")
-        );
+        assert_eq!(message["tool_calls"][0]["function"]["arguments"], json!("{}"));
     }
 
     #[test]
     fn empty_assistant_turn_gets_empty_content() {
-        let conv = conversation(vec![
-            user(vec![text("Hi")]),
-            assistant(vec![]),
-            user(vec![text("Hello?")]),
-        ]);
+        let conv = conversation(vec![user(vec![text("Hi")]), assistant(vec![]), user(vec![text("Hello?")])]);
         let body = body_of("openai", &conv, &params("gpt-4.1"));
-        assert_eq!(
-            body["messages"][1],
-            json!({"role": "assistant", "content": ""})
-        );
+        assert_eq!(body["messages"][1], json!({"role": "assistant", "content": ""}));
     }
 
     #[test]
     fn invalid_json_is_unsupported_and_named() {
         let mut conv = conversation(vec![user(vec![text("Hi")])]);
-        conv.tools = vec![ToolDefinition {
-            parameters_json: "{not json".into(),
-            ..weather_tool()
-        }];
+        conv.tools = vec![ToolDefinition { parameters_json: "{not json".into(), ..weather_tool() }];
         let message = unsupported(encode("openai", &conv, &params("gpt-4.1")));
-        assert!(
-            message.contains("parameters_json") && message.contains("get_weather"),
-            "{message}"
-        );
+        assert!(message.contains("parameters_json") && message.contains("get_weather"), "{message}");
 
         let conv = conversation(vec![
             user(vec![text("Hi")]),
@@ -762,31 +639,17 @@ mod tests {
             })]),
         ]);
         let message = unsupported(encode("openai", &conv, &params("gpt-4.1")));
-        assert!(
-            message.contains("input_json") && message.contains("call_1"),
-            "{message}"
-        );
+        assert!(message.contains("input_json") && message.contains("call_1"), "{message}");
 
         let mut p = params("gpt-4.1");
-        p.response_schema = Some(ResponseSchema {
-            name: "weather".into(),
-            schema_json: "nope".into(),
-        });
-        let message = unsupported(encode(
-            "openai",
-            &conversation(vec![user(vec![text("Hi")])]),
-            &p,
-        ));
+        p.response_schema = Some(ResponseSchema { name: "weather".into(), schema_json: "nope".into() });
+        let message = unsupported(encode("openai", &conversation(vec![user(vec![text("Hi")])]), &p));
         assert!(message.contains("response schema"), "{message}");
     }
 
     #[test]
     fn unknown_provider_key_is_unsupported() {
-        let message = unsupported(encode(
-            "anthropic",
-            &conversation(vec![user(vec![text("Hi")])]),
-            &params("gpt-4.1"),
-        ));
+        let message = unsupported(encode("anthropic", &conversation(vec![user(vec![text("Hi")])]), &params("gpt-4.1")));
         assert!(message.contains("unknown provider key"), "{message}");
     }
 }

@@ -7,8 +7,7 @@ use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::http::header;
 use weir_sdk::json::from_body;
 use weir_sdk::types::{
-    ChatResponse, CodecError, ContentBlock, HttpResponse, Refusal, StopReason, Thinking, ToolUse,
-    Usage,
+    ChatResponse, CodecError, ContentBlock, HttpResponse, Refusal, StopReason, Thinking, ToolUse, Usage,
 };
 
 use crate::errors::is_error_object;
@@ -58,11 +57,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
 fn content(message: &Value, calls: Vec<ToolUse>) -> Vec<ContentBlock> {
     let mut content = Vec::new();
     if let Some(reasoning) = reasoning_text(message) {
-        content.push(ContentBlock::Thinking(Thinking {
-            text: reasoning,
-            signature: None,
-            redacted: false,
-        }));
+        content.push(ContentBlock::Thinking(Thinking { text: reasoning, signature: None, redacted: false }));
     }
     if let Some(answer) = message_text(message.get("content")) {
         content.push(ContentBlock::Text(answer));
@@ -73,10 +68,7 @@ fn content(message: &Value, calls: Vec<ToolUse>) -> Vec<ContentBlock> {
 
 /// A non-empty string field, owned.
 pub(crate) fn text(value: Option<&Value>) -> Option<String> {
-    value
-        .and_then(Value::as_str)
-        .filter(|text| !text.is_empty())
-        .map(str::to_owned)
+    value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
 /// The reasoning text of a message or delta: DeepSeek and llama.cpp call it
@@ -89,12 +81,9 @@ pub(crate) fn reasoning_text(message: &Value) -> Option<String> {
 fn message_text(content: Option<&Value>) -> Option<String> {
     match content? {
         Value::String(text) => Some(text.clone()),
-        Value::Array(parts) => Some(
-            parts
-                .iter()
-                .filter_map(|part| part.get("text").and_then(Value::as_str))
-                .collect::<String>(),
-        ),
+        Value::Array(parts) => {
+            Some(parts.iter().filter_map(|part| part.get("text").and_then(Value::as_str)).collect::<String>())
+        }
         _ => None,
     }
     .filter(|text| !text.is_empty())
@@ -109,26 +98,17 @@ fn tool_calls(message: &Value) -> Result<Vec<ToolUse>, CodecError> {
     let Some(items) = message.get("tool_calls").and_then(Value::as_array) else {
         return Ok(Vec::new());
     };
-    items
-        .iter()
-        .enumerate()
-        .map(|(position, item)| tool_use(position, item))
-        .collect()
+    items.iter().enumerate().map(|(position, item)| tool_use(position, item)).collect()
 }
 
 /// One call. `type` is not checked (some servers leave it out); a missing id is
 /// made up from the position so a later tool result can still refer to it.
 fn tool_use(position: usize, item: &Value) -> Result<ToolUse, CodecError> {
     let function = item.get("function").unwrap_or(&Value::Null);
-    let name = text(function.get("name")).ok_or_else(|| {
-        CodecError::Malformed(format!("tool call {position} has no function name"))
-    })?;
+    let name = text(function.get("name"))
+        .ok_or_else(|| CodecError::Malformed(format!("tool call {position} has no function name")))?;
     let id = text(item.get("id")).unwrap_or_else(|| format!("call_{position}"));
-    Ok(ToolUse {
-        id,
-        name,
-        input_json: arguments(function.get("arguments")),
-    })
+    Ok(ToolUse { id, name, input_json: arguments(function.get("arguments")) })
 }
 
 /// The arguments text as sent. Empty means "no arguments", i.e. `{}`. Invalid JSON
@@ -160,23 +140,13 @@ pub(crate) fn stop_reason(raw: Option<&str>, has_tool_calls: bool) -> StopReason
 /// the cached tokens move from `input` to `cache-read`. `None` for a null usage.
 pub(crate) fn usage(value: &Value) -> Option<Usage> {
     let usage = value.as_object()?;
-    let count = |parent: &str, key: &str| {
-        usage
-            .get(parent)
-            .and_then(|details| details.get(key))
-            .and_then(Value::as_u64)
-    };
-    let prompt = usage
-        .get("prompt_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let count =
+        |parent: &str, key: &str| usage.get(parent).and_then(|details| details.get(key)).and_then(Value::as_u64);
+    let prompt = usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
     let cached = count("prompt_tokens_details", "cached_tokens").unwrap_or(0);
     Some(Usage {
         input: prompt.saturating_sub(cached),
-        output: usage
-            .get("completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
+        output: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
         cache_read: cached,
         cache_write: 0,
         reasoning: count("completion_tokens_details", "reasoning_tokens"),
@@ -189,11 +159,7 @@ mod tests {
     use super::*;
 
     fn ok(body: &str) -> HttpResponse {
-        HttpResponse {
-            status: 200,
-            headers: vec![],
-            body: body.as_bytes().to_vec(),
-        }
+        HttpResponse { status: 200, headers: vec![], body: body.as_bytes().to_vec() }
     }
 
     fn decoded(body: &str) -> ChatResponse {
@@ -241,10 +207,7 @@ mod tests {
         assert_eq!(response.stop_reason, StopReason::EndTurn);
         assert_eq!(response.raw_stop_reason.as_deref(), Some("stop"));
         assert_eq!(response.served_model.as_deref(), Some("gpt-4.1-2025-04-14"));
-        assert_eq!(
-            response.request_id.as_deref(),
-            Some("chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT")
-        );
+        assert_eq!(response.request_id.as_deref(), Some("chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"));
         assert_eq!(response.refusal, None);
     }
 
@@ -253,42 +216,24 @@ mod tests {
         let response = decoded(TEXT_BODY);
         assert_eq!(
             response.usage,
-            Some(Usage {
-                input: 93,
-                output: 46,
-                cache_read: 1024,
-                cache_write: 0,
-                reasoning: Some(0)
-            })
+            Some(Usage { input: 93, output: 46, cache_read: 1024, cache_write: 0, reasoning: Some(0) })
         );
         // Ollama: the bare counts only.
         let ollama = r#"{"id":"chatcmpl-7","model":"llama3.1:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":26,"completion_tokens":9,"total_tokens":35}}"#;
         assert_eq!(
             decoded(ollama).usage,
-            Some(Usage {
-                input: 26,
-                output: 9,
-                cache_read: 0,
-                cache_write: 0,
-                reasoning: None
-            })
+            Some(Usage { input: 26, output: 9, cache_read: 0, cache_write: 0, reasoning: None })
         );
         let o3 = r#"{"id":"c","model":"o3","choices":[{"index":0,"message":{"content":"4"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":256}}}"#;
         assert_eq!(decoded(o3).usage.and_then(|u| u.reasoning), Some(256));
-        assert_eq!(
-            decoded(&with_choice(r#"{"content":"x"}"#, r#""stop""#)).usage,
-            None
-        );
+        assert_eq!(decoded(&with_choice(r#"{"content":"x"}"#, r#""stop""#)).usage, None);
     }
 
     #[test]
     fn request_id_prefers_the_header() {
         let mut response = ok(TEXT_BODY);
         response.headers = vec![("X-Request-Id".into(), "req_123".into())];
-        assert_eq!(
-            decode(&response).unwrap().request_id.as_deref(),
-            Some("req_123")
-        );
+        assert_eq!(decode(&response).unwrap().request_id.as_deref(), Some("req_123"));
     }
 
     #[test]
@@ -339,17 +284,13 @@ mod tests {
 
     #[test]
     fn refusal_response() {
-        let message =
-            r#"{"role":"assistant","content":null,"refusal":"I'm sorry, I can't help with that."}"#;
+        let message = r#"{"role":"assistant","content":null,"refusal":"I'm sorry, I can't help with that."}"#;
         let response = decoded(&with_choice(message, r#""stop""#));
         assert_eq!(response.stop_reason, StopReason::ContentFiltered);
         assert_eq!(response.raw_stop_reason.as_deref(), Some("stop"));
         assert_eq!(
             response.refusal,
-            Some(Refusal {
-                category: None,
-                explanation: Some("I'm sorry, I can't help with that.".into())
-            })
+            Some(Refusal { category: None, explanation: Some("I'm sorry, I can't help with that.".into()) })
         );
         assert!(response.content.is_empty());
     }
@@ -361,11 +302,7 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
-                ContentBlock::Thinking(Thinking {
-                    text: "Compare decimals.".into(),
-                    signature: None,
-                    redacted: false
-                }),
+                ContentBlock::Thinking(Thinking { text: "Compare decimals.".into(), signature: None, redacted: false }),
                 ContentBlock::Text("9.11 < 9.8".into()),
             ]
         );
@@ -380,16 +317,8 @@ mod tests {
             (r#""stop""#, StopReason::EndTurn, Some("stop")),
             (r#""length""#, StopReason::MaxTokens, Some("length")),
             (r#""tool_calls""#, StopReason::ToolUse, Some("tool_calls")),
-            (
-                r#""function_call""#,
-                StopReason::ToolUse,
-                Some("function_call"),
-            ),
-            (
-                r#""content_filter""#,
-                StopReason::ContentFiltered,
-                Some("content_filter"),
-            ),
+            (r#""function_call""#, StopReason::ToolUse, Some("function_call")),
+            (r#""content_filter""#, StopReason::ContentFiltered, Some("content_filter")),
             (r#""abort""#, StopReason::Other, Some("abort")),
             ("null", StopReason::Other, None),
         ];
@@ -402,16 +331,8 @@ mod tests {
 
     #[test]
     fn empty_and_null_content() {
-        assert!(
-            decoded(&with_choice(r#"{"content":""}"#, r#""stop""#))
-                .content
-                .is_empty()
-        );
-        assert!(
-            decoded(&with_choice(r#"{"content":null}"#, r#""stop""#))
-                .content
-                .is_empty()
-        );
+        assert!(decoded(&with_choice(r#"{"content":""}"#, r#""stop""#)).content.is_empty());
+        assert!(decoded(&with_choice(r#"{"content":null}"#, r#""stop""#)).content.is_empty());
         let parts = decoded(&with_choice(
             r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}"#,
             r#""stop""#,
@@ -424,21 +345,14 @@ mod tests {
         assert!(malformed("<html>502 Bad Gateway</html>").contains("not the expected JSON"));
         assert!(malformed(r#"{"id":"x","choices":[]}"#).contains("choices[0]"));
         assert!(malformed(r#"{"id":"x"}"#).contains("choices[0]"));
-        assert!(
-            malformed(r#"{"choices":[{"index":0,"finish_reason":"stop"}]}"#).contains("message")
-        );
+        assert!(malformed(r#"{"choices":[{"index":0,"finish_reason":"stop"}]}"#).contains("message"));
         let error = malformed(
             r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}"#,
         );
+        assert!(error.contains("error object") && error.contains("server_error"), "{error}");
         assert!(
-            error.contains("error object") && error.contains("server_error"),
-            "{error}"
-        );
-        assert!(
-            malformed(
-                r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#
-            )
-            .contains("error object")
+            malformed(r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#)
+                .contains("error object")
         );
     }
 }

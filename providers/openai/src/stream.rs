@@ -9,9 +9,7 @@
 use serde_json::Value;
 use weir_sdk::StreamDecoder;
 use weir_sdk::errors::{ErrorFields, refusal};
-use weir_sdk::types::{
-    CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart,
-};
+use weir_sdk::types::{CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
 
 use crate::errors::{in_band_error, is_error_object};
 use crate::response::{reasoning_text, stop_reason, text, usage};
@@ -77,9 +75,7 @@ impl StreamDecoder for OpenAiStream {
             self.stop(None, &mut out);
             return Ok(out);
         }
-        Err(CodecError::Malformed(
-            "stream ended before finish_reason".to_owned(),
-        ))
+        Err(CodecError::Malformed("stream ended before finish_reason".to_owned()))
     }
 }
 
@@ -147,12 +143,7 @@ impl OpenAiStream {
     /// One `tool_calls[]` item. The first fragment of a call carries its `id` and
     /// name; later ones only `index` and more argument text. A server that repeats
     /// the id on every fragment is handled, since an open index is never restarted.
-    fn tool_call(
-        &mut self,
-        position: usize,
-        call: &Value,
-        out: &mut Vec<StreamDelta>,
-    ) -> Result<(), CodecError> {
+    fn tool_call(&mut self, position: usize, call: &Value, out: &mut Vec<StreamDelta>) -> Result<(), CodecError> {
         let index = call
             .get("index")
             .and_then(Value::as_u64)
@@ -165,10 +156,7 @@ impl OpenAiStream {
         let arguments = fragment_text(function.get("arguments"));
         if !arguments.is_empty() {
             self.mark_arguments(index);
-            out.push(StreamDelta::ToolCallFragment(ToolCallFragment {
-                index,
-                json: arguments,
-            }));
+            out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index, json: arguments }));
         }
         Ok(())
     }
@@ -192,15 +180,8 @@ impl OpenAiStream {
                 )));
             }
         };
-        self.open_calls.push(OpenCall {
-            index,
-            has_arguments: false,
-        });
-        out.push(StreamDelta::ToolCallStart(ToolCallStart {
-            index,
-            id,
-            name: name.unwrap_or_default(),
-        }));
+        self.open_calls.push(OpenCall { index, has_arguments: false });
+        out.push(StreamDelta::ToolCallStart(ToolCallStart { index, id, name: name.unwrap_or_default() }));
         Ok(())
     }
 
@@ -209,11 +190,7 @@ impl OpenAiStream {
     }
 
     fn mark_arguments(&mut self, index: u32) {
-        for call in self
-            .open_calls
-            .iter_mut()
-            .filter(|call| call.index == index)
-        {
+        for call in self.open_calls.iter_mut().filter(|call| call.index == index) {
             call.has_arguments = true;
         }
     }
@@ -224,24 +201,16 @@ impl OpenAiStream {
         let had_calls = !self.open_calls.is_empty();
         for call in self.open_calls.drain(..) {
             if !call.has_arguments {
-                out.push(StreamDelta::ToolCallFragment(ToolCallFragment {
-                    index: call.index,
-                    json: "{}".to_owned(),
-                }));
+                out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json: "{}".to_owned() }));
             }
             out.push(StreamDelta::ToolCallEnd(call.index));
         }
-        let refusal = (!self.refusal.is_empty())
-            .then(|| refusal(None, Some(std::mem::take(&mut self.refusal))));
+        let refusal = (!self.refusal.is_empty()).then(|| refusal(None, Some(std::mem::take(&mut self.refusal))));
         let reason = match refusal {
             Some(_) => StopReason::ContentFiltered,
             None => stop_reason(raw, had_calls),
         };
-        out.push(StreamDelta::Stop(StopInfo {
-            reason,
-            raw: raw.map(str::to_owned),
-            refusal,
-        }));
+        out.push(StreamDelta::Stop(StopInfo { reason, raw: raw.map(str::to_owned), refusal }));
         self.finish_seen = true;
     }
 }
@@ -273,18 +242,11 @@ mod tests {
     use weir_sdk::types::{ErrorClass, Refusal, Usage};
 
     fn data(payload: &str) -> StreamEvent {
-        StreamEvent {
-            name: None,
-            headers: vec![],
-            data: payload.as_bytes().to_vec(),
-        }
+        StreamEvent { name: None, headers: vec![], data: payload.as_bytes().to_vec() }
     }
 
     fn feed_all(decoder: &mut OpenAiStream, lines: &[&str]) -> Vec<StreamDelta> {
-        lines
-            .iter()
-            .flat_map(|line| decoder.feed(data(line)).unwrap())
-            .collect()
+        lines.iter().flat_map(|line| decoder.feed(data(line)).unwrap()).collect()
     }
 
     fn decoder() -> OpenAiStream {
@@ -312,18 +274,8 @@ mod tests {
                 StreamDelta::RequestId("chatcmpl-1".into()),
                 StreamDelta::Text("Hel".into()),
                 StreamDelta::Text("lo".into()),
-                StreamDelta::Stop(StopInfo {
-                    reason: StopReason::EndTurn,
-                    raw: Some("stop".into()),
-                    refusal: None
-                }),
-                StreamDelta::Usage(Usage {
-                    input: 9,
-                    output: 2,
-                    cache_read: 0,
-                    cache_write: 0,
-                    reasoning: Some(0)
-                }),
+                StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: Some("stop".into()), refusal: None }),
+                StreamDelta::Usage(Usage { input: 9, output: 2, cache_read: 0, cache_write: 0, reasoning: Some(0) }),
             ]
         );
         assert_eq!(decoder.finish().unwrap(), vec![]);
@@ -332,8 +284,7 @@ mod tests {
     #[test]
     fn two_parallel_tool_calls() {
         let mut decoder = decoder();
-        let head =
-            r#""id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"gpt-4.1""#;
+        let head = r#""id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"gpt-4.1""#;
         let lines = [
             format!(
                 r#"{{{head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":null,"tool_calls":[{{"index":0,"id":"call_abc","type":"function","function":{{"name":"get_weather","arguments":""}}}}]}},"finish_reason":null}}]}}"#
@@ -350,19 +301,12 @@ mod tests {
             format!(
                 r#"{{{head},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":1,"function":{{"arguments":"\"CET\"}}"}}}}]}},"finish_reason":null}}]}}"#
             ),
-            format!(
-                r#"{{{head},"choices":[{{"index":0,"delta":{{}},"finish_reason":"tool_calls"}}]}}"#
-            ),
+            format!(r#"{{{head},"choices":[{{"index":0,"delta":{{}},"finish_reason":"tool_calls"}}]}}"#),
             "[DONE]".to_owned(),
         ];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let deltas = feed_all(&mut decoder, &lines);
-        let fragment = |index, json: &str| {
-            StreamDelta::ToolCallFragment(ToolCallFragment {
-                index,
-                json: json.into(),
-            })
-        };
+        let fragment = |index, json: &str| StreamDelta::ToolCallFragment(ToolCallFragment { index, json: json.into() });
         assert_eq!(
             deltas,
             vec![
@@ -374,11 +318,7 @@ mod tests {
                     name: "get_weather".into()
                 }),
                 fragment(0, r#"{"city":"#),
-                StreamDelta::ToolCallStart(ToolCallStart {
-                    index: 1,
-                    id: "call_def".into(),
-                    name: "get_time".into()
-                }),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "call_def".into(), name: "get_time".into() }),
                 fragment(1, r#"{"tz":"#),
                 fragment(0, r#""Paris"}"#),
                 fragment(1, r#""CET"}"#),
@@ -407,31 +347,13 @@ mod tests {
         assert_eq!(
             &deltas[2..],
             &[
-                StreamDelta::ToolCallStart(ToolCallStart {
-                    index: 0,
-                    id: "call_x".into(),
-                    name: "get_weather".into()
-                }),
-                StreamDelta::ToolCallFragment(ToolCallFragment {
-                    index: 0,
-                    json: r#"{"city":"Paris"}"#.into()
-                }),
-                StreamDelta::ToolCallStart(ToolCallStart {
-                    index: 1,
-                    id: "call_y".into(),
-                    name: "list_cities".into()
-                }),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "call_x".into(), name: "get_weather".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: r#"{"city":"Paris"}"#.into() }),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "call_y".into(), name: "list_cities".into() }),
                 StreamDelta::ToolCallEnd(0),
-                StreamDelta::ToolCallFragment(ToolCallFragment {
-                    index: 1,
-                    json: "{}".into()
-                }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{}".into() }),
                 StreamDelta::ToolCallEnd(1),
-                StreamDelta::Stop(StopInfo {
-                    reason: StopReason::ToolUse,
-                    raw: Some("stop".into()),
-                    refusal: None
-                }),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: Some("stop".into()), refusal: None }),
             ]
         );
         // Finished without [DONE]: fine.
@@ -441,7 +363,9 @@ mod tests {
     #[test]
     fn fragment_before_start_is_malformed() {
         let mut decoder = decoder();
-        let result = decoder.feed(data(r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#));
+        let result = decoder.feed(data(
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+        ));
         assert!(matches!(result, Err(CodecError::Malformed(_))));
     }
 
@@ -465,10 +389,7 @@ mod tests {
                 StreamDelta::Stop(StopInfo {
                     reason: StopReason::ContentFiltered,
                     raw: Some("stop".into()),
-                    refusal: Some(Refusal {
-                        category: None,
-                        explanation: Some("I can't help with that.".into())
-                    }),
+                    refusal: Some(Refusal { category: None, explanation: Some("I can't help with that.".into()) }),
                 }),
             ]
         );
@@ -492,13 +413,7 @@ mod tests {
                     raw: Some("length".into()),
                     refusal: None
                 }),
-                StreamDelta::Usage(Usage {
-                    input: 5,
-                    output: 7,
-                    cache_read: 0,
-                    cache_write: 0,
-                    reasoning: None
-                }),
+                StreamDelta::Usage(Usage { input: 5, output: 7, cache_read: 0, cache_write: 0, reasoning: None }),
             ]
         );
     }
@@ -513,10 +428,7 @@ mod tests {
                 r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
             ],
         );
-        let stops = deltas
-            .iter()
-            .filter(|d| matches!(d, StreamDelta::Stop(_)))
-            .count();
+        let stops = deltas.iter().filter(|d| matches!(d, StreamDelta::Stop(_))).count();
         assert_eq!(stops, 1);
         assert!(matches!(deltas.last(), Some(StreamDelta::Usage(_))));
     }
@@ -526,17 +438,12 @@ mod tests {
         let mut decoder = decoder();
         let deltas = feed_all(
             &mut decoder,
-            &[
-                r#"{"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]}"#,
-            ],
+            &[r#"{"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]}"#],
         );
         assert_eq!(deltas, vec![StreamDelta::Text("A".into())]);
     }
 
-    fn single_error(
-        decoder: &mut OpenAiStream,
-        event: StreamEvent,
-    ) -> weir_sdk::types::InBandError {
+    fn single_error(decoder: &mut OpenAiStream, event: StreamEvent) -> weir_sdk::types::InBandError {
         match decoder.feed(event).unwrap().as_slice() {
             [StreamDelta::Error(error)] => error.clone(),
             other => panic!("expected one error, got {other:?}"),
@@ -548,9 +455,7 @@ mod tests {
         let mut decoder = decoder();
         let error = single_error(
             &mut decoder,
-            data(
-                r#"{"error":{"message":"Too many requests","type":"RateLimitError","param":null,"code":429}}"#,
-            ),
+            data(r#"{"error":{"message":"Too many requests","type":"RateLimitError","param":null,"code":429}}"#),
         );
         assert_eq!((error.status, error.status_from_prose), (Some(429), false));
         assert!(matches!(error.class, ErrorClass::RateLimited(_)));
@@ -597,15 +502,8 @@ mod tests {
         let error = single_error(&mut decoder, event);
         assert_eq!((error.status, error.status_from_prose), (Some(400), false));
         assert!(matches!(error.class, ErrorClass::ContextOverflow(_)));
-        let text = StreamEvent {
-            name: Some("error".into()),
-            headers: vec![],
-            data: b"backend crashed".to_vec(),
-        };
-        assert!(matches!(
-            single_error(&mut decoder, text).class,
-            ErrorClass::Transient(_)
-        ));
+        let text = StreamEvent { name: Some("error".into()), headers: vec![], data: b"backend crashed".to_vec() };
+        assert!(matches!(single_error(&mut decoder, text).class, ErrorClass::Transient(_)));
     }
 
     #[test]
@@ -613,18 +511,13 @@ mod tests {
         let mut decoder = decoder();
         feed_all(
             &mut decoder,
-            &[
-                r#"{"id":"c","model":"gpt-4.1","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
-            ],
+            &[r#"{"id":"c","model":"gpt-4.1","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#],
         );
         match decoder.finish() {
             Err(CodecError::Malformed(message)) => assert!(message.contains("finish_reason")),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
-            OpenAiStream::new("openai").finish(),
-            Err(CodecError::Malformed(_))
-        ));
+        assert!(matches!(OpenAiStream::new("openai").finish(), Err(CodecError::Malformed(_))));
     }
 
     #[test]
@@ -641,11 +534,7 @@ mod tests {
             decoder.finish().unwrap(),
             vec![
                 StreamDelta::ToolCallEnd(0),
-                StreamDelta::Stop(StopInfo {
-                    reason: StopReason::Other,
-                    raw: None,
-                    refusal: None
-                }),
+                StreamDelta::Stop(StopInfo { reason: StopReason::Other, raw: None, refusal: None }),
             ]
         );
     }
@@ -653,10 +542,7 @@ mod tests {
     #[test]
     fn malformed_json_and_blank_events() {
         let mut decoder = decoder();
-        assert!(matches!(
-            decoder.feed(data("{\"choices\":[")),
-            Err(CodecError::Malformed(_))
-        ));
+        assert!(matches!(decoder.feed(data("{\"choices\":[")), Err(CodecError::Malformed(_))));
         assert_eq!(decoder.feed(data("  ")).unwrap(), vec![]);
     }
 }

@@ -24,10 +24,7 @@ struct Args {
 }
 
 #[tokio::main]
-#[allow(
-    clippy::print_stdout,
-    reason = "the listening URL on stdout is this tool's interface, as for `weir serve`"
-)]
+#[allow(clippy::print_stdout, reason = "the listening URL on stdout is this tool's interface, as for `weir serve`")]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

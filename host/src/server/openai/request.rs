@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::chat::ChatRequest;
 use crate::server::error::ApiError;
 use crate::types::{
-    ContentBlock, Conversation, Effort, LeafBlock, Media, MediaSource, ResponseSchema, ToolChoice,
-    ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
+    ContentBlock, Conversation, Effort, LeafBlock, Media, MediaSource, ResponseSchema, ToolChoice, ToolDefinition,
+    ToolResult, ToolUse, Turn, TurnRole,
 };
 
 #[derive(Debug, Deserialize)]
@@ -74,8 +74,8 @@ enum Stop {
 
 /// Parses and maps a request body. Errors quote only the caller's own input.
 pub fn into_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
-    let body: Body = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
+    let body: Body =
+        serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
     if body.stream {
         return Err(ApiError::invalid_request(
             "`stream: true` is not supported by this gateway yet; send the request without streaming",
@@ -84,10 +84,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     if body.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid_request("only `n: 1` is supported"));
     }
-    let mut request = ChatRequest::new(
-        body.model,
-        conversation(body.messages, body.tools, body.tool_choice)?,
-    );
+    let mut request = ChatRequest::new(body.model, conversation(body.messages, body.tools, body.tool_choice)?);
     request.max_output_tokens = body.max_completion_tokens.or(body.max_tokens);
     request.temperature = body.temperature;
     request.stop = match body.stop {
@@ -95,18 +92,8 @@ pub fn into_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
         Some(Stop::One(stop)) => vec![stop],
         Some(Stop::Many(stops)) => stops,
     };
-    request.response_schema = body
-        .response_format
-        .as_ref()
-        .map(response_schema)
-        .transpose()?
-        .flatten();
-    request.reasoning_effort = body
-        .reasoning_effort
-        .as_deref()
-        .map(effort)
-        .transpose()?
-        .flatten();
+    request.response_schema = body.response_format.as_ref().map(response_schema).transpose()?.flatten();
+    request.reasoning_effort = body.reasoning_effort.as_deref().map(effort).transpose()?.flatten();
     Ok(request)
 }
 
@@ -127,9 +114,7 @@ fn conversation(
             .map_err(|e| ApiError::invalid_request(format!("messages[{index}]: {e}")))?;
     }
     if conversation.turns.is_empty() {
-        return Err(ApiError::invalid_request(
-            "`messages` holds no user or assistant message",
-        ));
+        return Err(ApiError::invalid_request("`messages` holds no user or assistant message"));
     }
     Ok(conversation)
 }
@@ -137,9 +122,7 @@ fn conversation(
 fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), String> {
     match message.role.as_str() {
         "system" | "developer" => {
-            conversation
-                .system
-                .push(text_only(message.content.as_ref())?);
+            conversation.system.push(text_only(message.content.as_ref())?);
             Ok(())
         }
         "user" => {
@@ -164,15 +147,9 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
             Ok(())
         }
         "tool" => {
-            let tool_use_id = message
-                .tool_call_id
-                .ok_or("a `tool` message needs `tool_call_id`")?;
+            let tool_use_id = message.tool_call_id.ok_or("a `tool` message needs `tool_call_id`")?;
             let content = vec![LeafBlock::Text(text_only(message.content.as_ref())?)];
-            let result = ContentBlock::ToolResult(ToolResult {
-                tool_use_id,
-                content,
-                is_error: false,
-            });
+            let result = ContentBlock::ToolResult(ToolResult { tool_use_id, content, is_error: false });
             push_turn(conversation, TurnRole::User, vec![result]);
             Ok(())
         }
@@ -184,11 +161,7 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
 fn push_turn(conversation: &mut Conversation, role: TurnRole, blocks: Vec<ContentBlock>) {
     match conversation.turns.last_mut() {
         Some(last) if last.role == role => last.content.extend(blocks),
-        _ => conversation.turns.push(Turn {
-            role,
-            content: blocks,
-            cache: false,
-        }),
+        _ => conversation.turns.push(Turn { role, content: blocks, cache: false }),
     }
 }
 
@@ -217,22 +190,15 @@ fn content_part(part: &Value) -> Result<ContentBlock, String> {
     let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
     let text_at = |pointer: &str| part.pointer(pointer).and_then(Value::as_str);
     match kind {
-        "text" => Ok(ContentBlock::Text(
-            text_at("/text")
-                .ok_or("a text part needs `text`")?
-                .to_owned(),
-        )),
+        "text" => Ok(ContentBlock::Text(text_at("/text").ok_or("a text part needs `text`")?.to_owned())),
         "image_url" => {
             let url = text_at("/image_url/url").ok_or("an image part needs `image_url.url`")?;
             Ok(ContentBlock::Image(media_from_url(url, "image/*")))
         }
         "file" => {
-            let data = text_at("/file/file_data")
-                .ok_or("a file part needs `file.file_data` (file ids are not supported)")?;
-            Ok(ContentBlock::Document(media_from_url(
-                data,
-                "application/octet-stream",
-            )))
+            let data =
+                text_at("/file/file_data").ok_or("a file part needs `file.file_data` (file ids are not supported)")?;
+            Ok(ContentBlock::Document(media_from_url(data, "application/octet-stream")))
         }
         other => Err(format!("content part type `{other}` is not supported")),
     }
@@ -243,22 +209,14 @@ fn media_from_url(url: &str, fallback_mime: &str) -> Media {
     if let Some(rest) = url.strip_prefix("data:")
         && let Some((mime, data)) = rest.split_once(";base64,")
     {
-        return Media {
-            mime_type: mime.to_owned(),
-            source: MediaSource::Base64(data.to_owned()),
-        };
+        return Media { mime_type: mime.to_owned(), source: MediaSource::Base64(data.to_owned()) };
     }
-    Media {
-        mime_type: fallback_mime.to_owned(),
-        source: MediaSource::Url(url.to_owned()),
-    }
+    Media { mime_type: fallback_mime.to_owned(), source: MediaSource::Url(url.to_owned()) }
 }
 
 fn tool_definition(tool: Tool) -> ToolDefinition {
-    let parameters = tool
-        .function
-        .parameters
-        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+    let parameters =
+        tool.function.parameters.unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
     ToolDefinition {
         name: tool.function.name,
         description: tool.function.description,
@@ -272,44 +230,31 @@ fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
             "auto" => Ok(ToolChoice::Auto),
             "none" => Ok(ToolChoice::None),
             "required" => Ok(ToolChoice::Required),
-            other => Err(ApiError::invalid_request(format!(
-                "unknown tool_choice `{other}`"
-            ))),
+            other => Err(ApiError::invalid_request(format!("unknown tool_choice `{other}`"))),
         },
         Value::Object(_) => value
             .pointer("/function/name")
             .and_then(Value::as_str)
             .map(|name| ToolChoice::Named(name.to_owned()))
             .ok_or_else(|| ApiError::invalid_request("tool_choice object needs `function.name`")),
-        _ => Err(ApiError::invalid_request(
-            "tool_choice must be a string or an object",
-        )),
+        _ => Err(ApiError::invalid_request("tool_choice must be a string or an object")),
     }
 }
 
 fn response_schema(format: &Value) -> Result<Option<ResponseSchema>, ApiError> {
     match format.get("type").and_then(Value::as_str) {
         Some("text") | None => Ok(None),
-        Some("json_object") => Ok(Some(ResponseSchema {
-            name: "json_object".to_owned(),
-            schema_json: r#"{"type":"object"}"#.to_owned(),
-        })),
+        Some("json_object") => {
+            Ok(Some(ResponseSchema { name: "json_object".to_owned(), schema_json: r#"{"type":"object"}"#.to_owned() }))
+        }
         Some("json_schema") => {
             let schema = format
                 .pointer("/json_schema/schema")
                 .ok_or_else(|| ApiError::invalid_request("json_schema needs `schema`"))?;
-            let name = format
-                .pointer("/json_schema/name")
-                .and_then(Value::as_str)
-                .unwrap_or("response");
-            Ok(Some(ResponseSchema {
-                name: name.to_owned(),
-                schema_json: schema.to_string(),
-            }))
+            let name = format.pointer("/json_schema/name").and_then(Value::as_str).unwrap_or("response");
+            Ok(Some(ResponseSchema { name: name.to_owned(), schema_json: schema.to_string() }))
         }
-        Some(other) => Err(ApiError::invalid_request(format!(
-            "unknown response_format type `{other}`"
-        ))),
+        Some(other) => Err(ApiError::invalid_request(format!("unknown response_format type `{other}`"))),
     }
 }
 
@@ -321,9 +266,7 @@ fn effort(word: &str) -> Result<Option<Effort>, ApiError> {
         "medium" => Ok(Some(Effort::Medium)),
         "high" => Ok(Some(Effort::High)),
         "xhigh" | "max" => Ok(Some(Effort::Max)),
-        other => Err(ApiError::invalid_request(format!(
-            "unknown reasoning_effort `{other}`"
-        ))),
+        other => Err(ApiError::invalid_request(format!("unknown reasoning_effort `{other}`"))),
     }
 }
 
@@ -353,24 +296,11 @@ mod tests {
         }));
         assert_eq!(request.max_output_tokens, Some(20));
         let conversation = &request.conversation;
-        assert_eq!(
-            conversation.system,
-            vec!["Be terse.".to_owned(), "No emoji.".to_owned()]
-        );
-        assert_eq!(
-            conversation.turns.len(),
-            3,
-            "tool result and the next user message share a turn"
-        );
-        assert!(
-            matches!(&conversation.turns[1].content[0], ContentBlock::ToolUse(call) if call.name == "get_weather")
-        );
-        assert!(
-            matches!(&conversation.turns[2].content[0], ContentBlock::ToolResult(r) if r.tool_use_id == "call_1")
-        );
-        assert!(
-            matches!(&conversation.turns[2].content[1], ContentBlock::Text(t) if t == "Thanks")
-        );
+        assert_eq!(conversation.system, vec!["Be terse.".to_owned(), "No emoji.".to_owned()]);
+        assert_eq!(conversation.turns.len(), 3, "tool result and the next user message share a turn");
+        assert!(matches!(&conversation.turns[1].content[0], ContentBlock::ToolUse(call) if call.name == "get_weather"));
+        assert!(matches!(&conversation.turns[2].content[0], ContentBlock::ToolResult(r) if r.tool_use_id == "call_1"));
+        assert!(matches!(&conversation.turns[2].content[1], ContentBlock::Text(t) if t == "Thanks"));
     }
 
     #[test]
@@ -395,10 +325,7 @@ mod tests {
         assert!(
             matches!(&blocks[2], ContentBlock::Image(m) if matches!(&m.source, MediaSource::Url(u) if u == "https://x/y.jpg"))
         );
-        assert_eq!(
-            request.conversation.tool_choice,
-            Some(ToolChoice::Named("f".into()))
-        );
+        assert_eq!(request.conversation.tool_choice, Some(ToolChoice::Named("f".into())));
         assert_eq!(request.response_schema.unwrap().name, "out");
         assert_eq!(request.reasoning_effort, Some(Effort::Low));
         assert_eq!(request.stop, vec!["END".to_owned()]);
@@ -412,25 +339,13 @@ mod tests {
                 serde_json::json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]}),
                 "stream",
             ),
-            (
-                serde_json::json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
-                "unknown role",
-            ),
-            (
-                serde_json::json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
-                "no user",
-            ),
-            (
-                serde_json::json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
-                "tool_call_id",
-            ),
+            (serde_json::json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}), "unknown role"),
+            (serde_json::json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}), "no user"),
+            (serde_json::json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "tool_call_id"),
         ];
         for (body, expected) in cases {
             let error = into_chat_request(body.to_string().as_bytes()).unwrap_err();
-            assert!(
-                format!("{error:?}").contains(expected),
-                "{error:?} should mention {expected}"
-            );
+            assert!(format!("{error:?}").contains(expected), "{error:?} should mention {expected}");
         }
     }
 }

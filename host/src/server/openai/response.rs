@@ -12,16 +12,12 @@ use crate::types::{ContentBlock, StopReason, Usage};
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 pub fn completion_body(response: &ChatResponse) -> Value {
-    let created = response
-        .ended_at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
+    let created = response.stamp.ended_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
     json!({
         "id": format!("chatcmpl-weir-{created:x}-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         "object": "chat.completion",
         "created": created,
-        "model": response.model,
+        "model": response.stamp.model,
         "choices": [{
             "index": 0,
             "message": message(response),
@@ -63,9 +59,7 @@ fn message(response: &ChatResponse) -> Value {
 
 fn finish_reason(reason: StopReason) -> &'static str {
     match reason {
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::Pause | StopReason::Other => {
-            "stop"
-        }
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::Pause | StopReason::Other => "stop",
         StopReason::MaxTokens | StopReason::ContextWindowExceeded => "length",
         StopReason::ToolUse => "tool_calls",
         StopReason::ContentFiltered => "content_filter",

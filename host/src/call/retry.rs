@@ -1,0 +1,117 @@
+//! The one transparent retry loop. It re-runs an attempt for the upstream
+//! signals — rate-limited, overloaded, transient — reading each signal's policy
+//! as data ([`SignalPolicy`]): the jitter window of the wait, doubled per retry,
+//! and the upstream's `retry-after` (or reset) when that is longer. The budget is
+//! per call (request, else catalog, else [`DEFAULT_RETRIES`]); when it is spent
+//! the caller gets the last signal's category with the attempt count, never a
+//! bare 429. Nothing else retries: not reqwest, not a component.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::chat::ChatRequest;
+use crate::error::{SignalPolicy, WeirError};
+use crate::types::{CallParams, Conversation, DecodedResponse, RetryHint};
+
+use super::Tally;
+use super::attempt;
+use super::target::Target;
+
+pub const DEFAULT_RETRIES: u32 = 3;
+/// No single wait is longer than this, whatever an upstream asks.
+const MAX_WAIT: Duration = Duration::from_secs(120);
+
+pub(super) async fn with_retries(
+    target: &Target<'_>,
+    conversation: &Conversation,
+    params: &CallParams,
+    request: &ChatRequest,
+    tally: &mut Tally,
+) -> Result<DecodedResponse, WeirError> {
+    let budget = request.max_retries.or(target.model.max_retries).unwrap_or(DEFAULT_RETRIES);
+    let mut retries = 0;
+    loop {
+        tally.attempts += 1;
+        let error = match attempt::run(target, conversation, params, request.deadline).await {
+            Ok(response) => return Ok(response),
+            Err(error) => error,
+        };
+        let Some(policy) = error.retry_policy() else { return Err(error) };
+        let wait = wait_before_retry(&error, policy, retries);
+        let past_deadline = request.deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
+        if retries >= budget || past_deadline {
+            return Err(WeirError::RetriesExhausted { attempts: tally.attempts, last: Box::new(error) });
+        }
+        retries += 1;
+        tracing::info!(model = %target.model.id, attempt = tally.attempts, ?wait, error = %error, "retrying");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// The signal's jitter window, doubled per retry already made; an upstream's
+/// own hint wins when it asks for longer.
+fn wait_before_retry(error: &WeirError, policy: SignalPolicy, retries: u32) -> Duration {
+    let scale = 1_u32 << retries.min(6);
+    let jitter = jitter(policy.jitter_min * scale, policy.jitter_max * scale);
+    let hinted = match error {
+        WeirError::Upstream { retry_hint: Some(hint), .. } => hint_delay(*hint),
+        _ => Duration::ZERO,
+    };
+    jitter.max(hinted).min(MAX_WAIT)
+}
+
+fn jitter(min: Duration, max: Duration) -> Duration {
+    let span = max.saturating_sub(min).as_millis();
+    let span = u64::try_from(span).unwrap_or(u64::MAX);
+    min + Duration::from_millis(fastrand::u64(0..=span))
+}
+
+/// A hint as a delay from now; an instant already past is no wait at all.
+fn hint_delay(hint: RetryHint) -> Duration {
+    match hint {
+        RetryHint::DelayMs(ms) => Duration::from_millis(ms),
+        RetryHint::AtUnixMs(at) => {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+            Duration::from_millis(at).saturating_sub(now)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::UpstreamClass;
+
+    fn upstream(class: UpstreamClass, hint: Option<RetryHint>) -> WeirError {
+        WeirError::Upstream {
+            model: "m".into(),
+            provider: "p".into(),
+            credential: None,
+            status: 429,
+            class,
+            retry_hint: hint,
+        }
+    }
+
+    #[test]
+    fn waits_fall_in_the_signal_window_and_double() {
+        for _ in 0..100 {
+            let first = wait_before_retry(&upstream(UpstreamClass::RateLimited, None), SignalPolicy::RATE_LIMITED, 0);
+            assert!((SignalPolicy::RATE_LIMITED.jitter_min..=SignalPolicy::RATE_LIMITED.jitter_max).contains(&first));
+            let third = wait_before_retry(&upstream(UpstreamClass::RateLimited, None), SignalPolicy::RATE_LIMITED, 2);
+            assert!(third >= SignalPolicy::RATE_LIMITED.jitter_min * 4);
+        }
+        assert!(SignalPolicy::OVERLOADED.jitter_max > SignalPolicy::RATE_LIMITED.jitter_max, "overload waits wider");
+    }
+
+    #[test]
+    fn a_longer_retry_after_wins_and_is_capped() {
+        let hinted = upstream(UpstreamClass::RateLimited, Some(RetryHint::DelayMs(30_000)));
+        assert_eq!(wait_before_retry(&hinted, SignalPolicy::RATE_LIMITED, 0), Duration::from_secs(30));
+        let absurd = upstream(UpstreamClass::RateLimited, Some(RetryHint::DelayMs(86_400_000)));
+        assert_eq!(wait_before_retry(&absurd, SignalPolicy::RATE_LIMITED, 0), MAX_WAIT);
+        let now_ms = u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
+        let at = hint_delay(RetryHint::AtUnixMs(now_ms + 10_000));
+        assert!(at <= Duration::from_secs(10) && at >= Duration::from_secs(9), "{at:?}");
+        assert_eq!(hint_delay(RetryHint::AtUnixMs(0)), Duration::ZERO);
+    }
+}

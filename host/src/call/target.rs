@@ -1,0 +1,46 @@
+//! What a call is addressed to, resolved once before any attempt: the model, its
+//! provider component, its admission gate, its credential and endpoint.
+
+use std::sync::Arc;
+
+use crate::Weir;
+use crate::admission::ModelGate;
+use crate::catalog::ModelSpec;
+use crate::error::WeirError;
+use crate::plugin::Provider;
+use crate::transport::Credential;
+use crate::types::CredentialShape;
+
+pub(super) struct Target<'a> {
+    pub weir: &'a Weir,
+    pub model: &'a ModelSpec,
+    pub provider: &'a Provider,
+    pub gate: &'a Arc<ModelGate>,
+    pub credential: Credential,
+    /// The credential's id, named in quota messages (never its value).
+    pub credential_id: Option<String>,
+    pub endpoint: &'a str,
+}
+
+/// Resolves a catalog id. A missing secret fails here, before the call waits
+/// for capacity it could never use.
+pub(super) fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, WeirError> {
+    let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
+    let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
+    let provider = weir.registry().get(&model.provider).ok_or_else(unavailable)?;
+    let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
+    let endpoint = model.endpoint.as_deref().ok_or_else(unavailable)?;
+    let shape = &provider.info().credential;
+    let credential = Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets())
+        .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
+    let credential_id = model.credential.clone().or_else(|| default_credential_id(shape));
+    Ok(Target { weir, model, provider, gate, credential, credential_id, endpoint })
+}
+
+fn default_credential_id(shape: &CredentialShape) -> Option<String> {
+    match shape {
+        CredentialShape::None => None,
+        CredentialShape::Header(header) => Some(header.default_credential_id.clone()),
+        CredentialShape::AwsSigv4(sigv4) => Some(sigv4.default_credential_id.clone()),
+    }
+}
