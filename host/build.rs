@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         eprintln!("CARGO_MANIFEST_DIR is not set");
         return ExitCode::FAILURE;
     };
-    for dir in ["providers", "sdk", "wit", "Cargo.lock"] {
+    for dir in ["providers", "sdk", "wit", "Cargo.lock", "Cargo.toml", ".cargo/config.toml"] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=WEIR_PROVIDERS_TARGET_DIR");

@@ -132,6 +132,16 @@ fn round_trip(c: &mut Criterion) {
             black_box((request, decoded))
         })
     });
+    let tiny = host::HttpResponse { status: 418, headers: Vec::new(), body: Vec::new() };
+    group.bench_function("component: instantiate + trivial call (classify an empty 418)", |b| {
+        b.iter(|| black_box(provider.classify(black_box(&tiny)).expect("classify")))
+    });
+    group.bench_function("component: instantiate + encode", |b| {
+        b.iter(|| black_box(provider.encode(black_box(&conversation), black_box(&host_params)).expect("encode")))
+    });
+    group.bench_function("component: instantiate + decode", |b| {
+        b.iter(|| black_box(provider.decode(black_box(&host_response)).expect("decode")))
+    });
     group.bench_function("native: serde_json encode + decode (same codec)", |b| {
         b.iter(|| {
             let request =

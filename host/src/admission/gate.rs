@@ -255,10 +255,13 @@ impl Parked {
 impl Drop for Parked {
     fn drop(&mut self) {
         self.gate.with(|state| {
-            let was_head = state.queue.front().is_some_and(|head| head.id == self.waiter.id);
-            state.queue.retain(|w| w.id != self.waiter.id);
-            if was_head {
+            // Usually the head leaving with its grant: O(1). A cancelled call
+            // elsewhere in the queue is found by its id.
+            if state.queue.front().is_some_and(|head| head.id == self.waiter.id) {
+                state.queue.pop_front();
                 wake_head(state);
+            } else if let Some(position) = state.queue.iter().position(|w| w.id == self.waiter.id) {
+                state.queue.remove(position);
             }
         });
     }

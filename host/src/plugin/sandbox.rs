@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::bindings::sync as wasi;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Memory a single call may grow its linear memories to.
-const MEMORY_LIMIT_BYTES: usize = 64 << 20;
+pub const MEMORY_LIMIT_BYTES: usize = 64 << 20;
 /// Instances, tables and memories one call may create.
 const INSTANCE_LIMIT: usize = 16;
 
