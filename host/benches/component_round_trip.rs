@@ -108,7 +108,8 @@ fn round_trip(c: &mut Criterion) {
     let body = response_body();
     let host_response =
         host::HttpResponse { status: 200, headers: vec![("x-request-id".into(), "req_1".into())], body: body.clone() };
-    let encoded_size = provider.encode(&conversation, &host_params).expect("encode").body.len();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let encoded_size = runtime.block_on(provider.encode(&conversation, &host_params)).expect("encode").body.len();
     eprintln!("request body {encoded_size} bytes, response body {} bytes", body.len());
 
     let sdk_conv = sdk_conversation(&conversation);
@@ -127,20 +128,26 @@ fn round_trip(c: &mut Criterion) {
     let mut group = c.benchmark_group("chat_round_trip_4k");
     group.bench_function("component: instantiate + encode + decode", |b| {
         b.iter(|| {
-            let request = provider.encode(black_box(&conversation), black_box(&host_params)).expect("encode");
-            let decoded = provider.decode(black_box(&host_response)).expect("decode");
-            black_box((request, decoded))
+            runtime.block_on(async {
+                let request = provider.encode(black_box(&conversation), black_box(&host_params)).await.expect("encode");
+                let decoded = provider.decode(black_box(&host_response)).await.expect("decode");
+                black_box((request, decoded))
+            })
         })
     });
     let tiny = host::HttpResponse { status: 418, headers: Vec::new(), body: Vec::new() };
     group.bench_function("component: instantiate + trivial call (classify an empty 418)", |b| {
-        b.iter(|| black_box(provider.classify(black_box(&tiny)).expect("classify")))
+        b.iter(|| black_box(runtime.block_on(provider.classify(black_box(&tiny))).expect("classify")))
     });
     group.bench_function("component: instantiate + encode", |b| {
-        b.iter(|| black_box(provider.encode(black_box(&conversation), black_box(&host_params)).expect("encode")))
+        b.iter(|| {
+            black_box(
+                runtime.block_on(provider.encode(black_box(&conversation), black_box(&host_params))).expect("encode"),
+            )
+        })
     });
     group.bench_function("component: instantiate + decode", |b| {
-        b.iter(|| black_box(provider.decode(black_box(&host_response)).expect("decode")))
+        b.iter(|| black_box(runtime.block_on(provider.decode(black_box(&host_response))).expect("decode")))
     });
     group.bench_function("native: serde_json encode + decode (same codec)", |b| {
         b.iter(|| {

@@ -55,8 +55,8 @@ fn json_body(request: &weir_host::types::HttpRequest) -> serde_json::Value {
     serde_json::from_slice(&request.body).expect("request body is JSON")
 }
 
-#[test]
-fn embedded_component_describes_both_keys() {
+#[tokio::test]
+async fn embedded_component_describes_both_keys() {
     let registry = registry();
     let openai = registry.get("openai").expect("openai key");
     let compatible = registry.get("openai-compatible").expect("openai-compatible key");
@@ -66,8 +66,8 @@ fn embedded_component_describes_both_keys() {
     assert_eq!(openai.component().digest.len(), 64);
 }
 
-#[test]
-fn tool_round_trip_through_the_component() {
+#[tokio::test]
+async fn tool_round_trip_through_the_component() {
     let registry = registry();
     let openai: &Provider = registry.get("openai").unwrap();
     let mut conversation = Conversation::user("Weather in Paris?").with_system("Be terse.").with_tool(weather_tool());
@@ -83,7 +83,7 @@ fn tool_round_trip_through_the_component() {
         is_error: false,
     })]));
 
-    let request = openai.encode(&conversation, &params("gpt-4.1", 300)).unwrap();
+    let request = openai.encode(&conversation, &params("gpt-4.1", 300)).await.unwrap();
     assert_eq!(request.method, "POST");
     assert_eq!(request.path_and_query, "/chat/completions");
     assert!(
@@ -109,7 +109,7 @@ fn tool_round_trip_through_the_component() {
             "usage":{"prompt_tokens":1117,"completion_tokens":46,"total_tokens":1163,
               "prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":12}}}"#,
     );
-    let decoded = openai.decode(&answer).unwrap();
+    let decoded = openai.decode(&answer).await.unwrap();
     assert_eq!(decoded.stop_reason, StopReason::ToolUse);
     assert_eq!(decoded.raw_stop_reason.as_deref(), Some("tool_calls"));
     assert_eq!(decoded.request_id.as_deref(), Some("req_123"));
@@ -121,11 +121,11 @@ fn tool_round_trip_through_the_component() {
     );
 }
 
-#[test]
-fn compatible_key_uses_max_tokens() {
+#[tokio::test]
+async fn compatible_key_uses_max_tokens() {
     let registry = registry();
     let compatible = registry.get("openai-compatible").unwrap();
-    let request = compatible.encode(&Conversation::user("hi"), &params("qwen3", 77)).unwrap();
+    let request = compatible.encode(&Conversation::user("hi"), &params("qwen3", 77)).await.unwrap();
     let body = json_body(&request);
     assert_eq!(body["max_tokens"], 77);
     assert!(body.get("max_completion_tokens").is_none());
@@ -133,12 +133,13 @@ fn compatible_key_uses_max_tokens() {
 
 /// Every error class, from the wire body OpenAI (or an OpenAI-compatible server)
 /// really sends for it.
-#[test]
-fn every_error_class_from_its_real_wire_error() {
+#[tokio::test]
+async fn every_error_class_from_its_real_wire_error() {
     let registry = registry();
     let openai = registry.get("openai").unwrap();
-    let classify =
-        |status, headers: &[(&str, &str)], body: &str| openai.classify(&response(status, headers, body)).unwrap();
+    let classify = async |status, headers: &[(&str, &str)], body: &str| {
+        openai.classify(&response(status, headers, body)).await.unwrap()
+    };
     let error = |kind: &str, code: &str, message: &str| {
         format!(r#"{{"error":{{"message":"{message}","type":"{kind}","param":null,"code":"{code}"}}}}"#)
     };
@@ -151,90 +152,94 @@ fn every_error_class_from_its_real_wire_error() {
             "insufficient_quota",
             "You exceeded your current quota, please check your plan and billing details.",
         ),
-    );
+    )
+    .await;
     assert!(matches!(quota, ErrorClass::QuotaExhausted(_)), "{quota:?}");
 
     let limited = classify(
         429,
         &[("retry-after", "18")],
         &error("tokens", "rate_limit_exceeded", "Rate limit reached for gpt-4o"),
-    );
+    )
+    .await;
     assert!(
         matches!(&limited, ErrorClass::RateLimited(r) if r.hint == Some(RetryHint::DelayMs(18_000))),
         "{limited:?}"
     );
 
     let overloaded =
-        classify(529, &[], r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+        classify(529, &[], r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#).await;
     assert!(matches!(overloaded, ErrorClass::Overloaded(_)), "{overloaded:?}");
 
     let transient =
-        classify(500, &[], &error("server_error", "", "The server had an error while processing your request."));
+        classify(500, &[], &error("server_error", "", "The server had an error while processing your request.")).await;
     assert!(matches!(transient, ErrorClass::Transient(_)), "{transient:?}");
 
     let refused = classify(
         400,
         &[],
         r#"{"error":{"message":"filtered","type":null,"param":"prompt","code":"content_filter","status":400}}"#,
-    );
+    )
+    .await;
     assert!(matches!(refused, ErrorClass::Refused(_)), "{refused:?}");
 
     let invalid = classify(
         400,
         &[],
         r#"{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#,
-    );
+    ).await;
     assert!(matches!(invalid, ErrorClass::InvalidRequest(_)), "{invalid:?}");
 
     let auth = classify(
         401,
         &[],
         r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
-    );
+    ).await;
     assert!(matches!(auth, ErrorClass::Authentication(_)), "{auth:?}");
 
     let not_found = classify(
         404,
         &[],
         r#"{"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
-    );
+    ).await;
     assert!(matches!(not_found, ErrorClass::NotFound(_)), "{not_found:?}");
 
     let overflow = classify(
         400,
         &[],
         r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
-    );
+    ).await;
     assert!(matches!(overflow, ErrorClass::ContextOverflow(_)), "{overflow:?}");
 
-    let odd = classify(418, &[], "I'm a teapot");
+    let odd = classify(418, &[], "I'm a teapot").await;
     assert!(matches!(odd, ErrorClass::Uncorrectable(_)), "{odd:?}");
 }
 
-#[test]
-fn malformed_success_body_is_a_codec_error_not_a_trap() {
+#[tokio::test]
+async fn malformed_success_body_is_a_codec_error_not_a_trap() {
     let registry = registry();
     let openai = registry.get("openai").unwrap();
-    let error = openai.decode(&response(200, &[], "<html>proxy page</html>")).unwrap_err();
+    let error = openai.decode(&response(200, &[], "<html>proxy page</html>")).await.unwrap_err();
     assert!(matches!(error, PluginError::Codec { error: CodecError::Malformed(_), .. }), "{error:?}");
     // The component is instantiated per call: the next call is unaffected.
-    let ok =
-        openai.decode(&response(200, &[], r#"{"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]}"#));
+    let ok = openai
+        .decode(&response(200, &[], r#"{"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]}"#))
+        .await;
     assert!(ok.is_ok(), "{ok:?}");
 }
 
-#[test]
-fn invalid_tool_schema_is_refused_by_encode() {
+#[tokio::test]
+async fn invalid_tool_schema_is_refused_by_encode() {
     let registry = registry();
     let openai = registry.get("openai").unwrap();
     let mut tool = weather_tool();
     tool.parameters_json = "{not json".into();
-    let error = openai.encode(&Conversation::user("hi").with_tool(tool), &params("gpt-4.1", 10)).unwrap_err();
+    let error = openai.encode(&Conversation::user("hi").with_tool(tool), &params("gpt-4.1", 10)).await.unwrap_err();
     assert!(matches!(error, PluginError::Codec { error: CodecError::Unsupported(_), .. }), "{error:?}");
 }
 
-#[test]
-fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
+#[tokio::test]
+async fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("garbage.wasm"), b"this is not wasm").unwrap();
     let (_, real) = embedded_components()[0];
@@ -252,11 +257,11 @@ fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
         assert!(!failure.reason.is_empty());
     }
     let openai = registry.get("openai").expect("the embedded provider still serves");
-    assert!(openai.encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).is_ok());
+    assert!(openai.encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).await.is_ok());
 }
 
-#[test]
-fn a_dropped_component_overrides_the_embedded_one_by_key() {
+#[tokio::test]
+async fn a_dropped_component_overrides_the_embedded_one_by_key() {
     let dir = tempfile::tempdir().unwrap();
     let (_, real) = embedded_components()[0];
     let dropped = dir.path().join("my-openai.wasm");

@@ -19,7 +19,7 @@ pub(super) async fn run(
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
     let mut grant = target.gate.admit(demand, deadline).await?;
 
-    let http_request = match target.provider.encode(conversation, params) {
+    let http_request = match target.provider.encode(conversation, params).await {
         Ok(http_request) => http_request,
         Err(source) => {
             grant.rollback().await;
@@ -37,14 +37,14 @@ pub(super) async fn run(
             WeirError::Transport { model: model.id.clone(), provider: target.provider.key().to_owned(), source }
         })?;
     if !(200..300).contains(&response.status) {
-        let error = classify::failure(target, &response);
+        let error = classify::failure(target, &response).await;
         if let WeirError::Upstream { class, .. } = &error {
             feed_back(target.gate, Feedback::Backpressure(class.backpressure_weight())).await;
         }
         return Err(error);
     }
     feed_back(target.gate, Feedback::Success).await;
-    target.provider.decode(&response).map_err(|source| WeirError::Plugin { model: model.id.clone(), source })
+    target.provider.decode(&response).await.map_err(|source| WeirError::Plugin { model: model.id.clone(), source })
 }
 
 /// Tells the throttle what the upstream said, and lets the head of the queue

@@ -7,9 +7,9 @@ use crate::types::{ErrorClass, HttpResponse, RetryHint};
 
 use super::target::Target;
 
-pub(super) fn failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
+pub(super) async fn failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
     let model = &target.model.id;
-    let class = match target.provider.classify(response) {
+    let class = match target.provider.classify(response).await {
         Ok(class) => class,
         Err(source) => return WeirError::Plugin { model: model.clone(), source },
     };

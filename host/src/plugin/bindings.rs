@@ -5,4 +5,7 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "chat-provider",
     additional_derives: [PartialEq],
+    // Async calls: a guest that writes to stderr (a panic message) suspends on an
+    // async WASI stream instead of blocking a tokio worker with `block_on`.
+    exports: { default: async },
 });

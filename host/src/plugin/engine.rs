@@ -73,6 +73,9 @@ impl PluginEngine {
         config.wasm_component_model(true);
         config.cranelift_opt_level(OptLevel::Speed);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
+        // A CPU budget per call (see `sandbox::FUEL_PER_CALL`): a component that
+        // loops fails its own call instead of holding a worker thread forever.
+        config.consume_fuel(true);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         sandbox::link_wasi(&mut linker)?;
@@ -147,11 +150,17 @@ fn pooling() -> PoolingAllocationConfig {
     pooling
 }
 
+/// Asks a freshly loaded component what it provides. Loading is synchronous
+/// startup work, so the async call runs on a minimal executor of its own (no
+/// tokio runtime is needed, and none may be entered from inside one).
 fn describe(engine: &Engine, pre: &ChatProviderPre<CallState>) -> Result<Vec<ProviderInfo>, String> {
-    let mut store = new_store(engine);
-    let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot be instantiated: {e:#}"))?;
-    instance
-        .weir_provider_describe()
-        .call_providers(&mut store)
-        .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))
+    pollster::block_on(async {
+        let mut store = new_store(engine);
+        let instance = pre.instantiate_async(&mut store).await.map_err(|e| format!("cannot be instantiated: {e:#}"))?;
+        instance
+            .weir_provider_describe()
+            .call_providers(&mut store)
+            .await
+            .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))
+    })
 }

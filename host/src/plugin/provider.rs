@@ -59,43 +59,53 @@ impl Provider {
         &self.component
     }
 
-    pub fn encode(&self, conversation: &PreparedConversation, params: &CallParams) -> Result<HttpRequest, PluginError> {
-        let (mut store, bindings) = self.instantiate()?;
+    pub async fn encode(
+        &self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+    ) -> Result<HttpRequest, PluginError> {
+        let (mut store, bindings) = self.instantiate().await?;
         let result = bindings
             .weir_provider_chat()
             .call_encode(&mut store, &self.info.key, conversation, params)
+            .await
             .map_err(|e| self.fault("chat.encode", &e))?;
         result.map_err(|error| self.codec(error))
     }
 
-    pub fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
-        let (mut store, bindings) = self.instantiate()?;
+    pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
+        let (mut store, bindings) = self.instantiate().await?;
         let result = bindings
             .weir_provider_chat()
             .call_decode(&mut store, &self.info.key, response)
+            .await
             .map_err(|e| self.fault("chat.decode", &e))?;
         result.map_err(|error| self.codec(error))
     }
 
-    pub fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
-        let (mut store, bindings) = self.instantiate()?;
+    pub async fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
+        let (mut store, bindings) = self.instantiate().await?;
         bindings
             .weir_provider_chat()
             .call_classify(&mut store, &self.info.key, response)
+            .await
             .map_err(|e| self.fault("chat.classify", &e))
     }
 
-    fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
+    async fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
         let mut store = new_store(&self.component.engine);
-        let bindings = self.component.pre.instantiate(&mut store).map_err(|e| self.fault("instantiate", &e))?;
+        let bindings =
+            self.component.pre.instantiate_async(&mut store).await.map_err(|e| self.fault("instantiate", &e))?;
         Ok((store, bindings))
     }
 
     fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {
         let reason = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::OutOfFuel) => format!("exceeded its CPU budget in `{during}`"),
             Some(trap) => format!("trapped in `{during}`: {trap}"),
             None => format!("failed in `{during}`: {error:#}"),
         };
+        tracing::error!(provider = %self.info.key, component = %self.component.source, %reason, "provider component fault");
         PluginError::Fault { provider: self.info.key.clone(), reason }
     }
 

@@ -4,18 +4,23 @@
 //! are linked (`wasi:io`, `wasi:cli`), with an empty context: no environment,
 //! no arguments, null stdio. Filesystem, sockets, clocks and random are not
 //! linked at all, so a component importing them fails to load instead of
-//! receiving a capability.
+//! receiving a capability. Every call runs under a memory ceiling, caps on
+//! instances and tables, and a CPU budget (fuel).
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::cli::WasiCli;
-use wasmtime_wasi::p2::bindings::sync as wasi;
+use wasmtime_wasi::p2::bindings as wasi;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Memory a single call may grow its linear memories to.
 pub const MEMORY_LIMIT_BYTES: usize = 64 << 20;
 /// Instances, tables and memories one call may create.
 const INSTANCE_LIMIT: usize = 16;
+/// The CPU budget of one call into a component, in wasmtime fuel (about one unit
+/// per wasm instruction): roughly a second of guest work, a thousand times what
+/// encoding a 4 KB conversation takes, so only a runaway component reaches it.
+pub const FUEL_PER_CALL: u64 = 1_000_000_000;
 
 /// The data a per-call [`Store`] holds.
 pub struct CallState {
@@ -44,6 +49,11 @@ pub fn new_store(engine: &Engine) -> Store<CallState> {
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);
+    // Fails only for an engine built without fuel, which `PluginEngine` never
+    // builds; say so loudly if that ever changes.
+    if let Err(error) = store.set_fuel(FUEL_PER_CALL) {
+        tracing::error!(%error, "cannot set a CPU budget on a component store");
+    }
     store
 }
 
@@ -57,7 +67,9 @@ impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-/// Links exactly the WASI interfaces a Rust guest imports, and nothing else.
+/// Links exactly the WASI interfaces a Rust guest imports, and nothing else, in
+/// their async form: the sync bindings `block_on` inside the caller's tokio
+/// runtime, which panics the host task when a guest merely writes to stderr.
 pub fn link_wasi(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     let table = table_of;
     wasi::io::error::add_to_linker::<CallState, HasIo>(linker, table)?;

@@ -1,0 +1,129 @@
+//! The sandbox, proven with a component that misbehaves on purpose
+//! (`tests/hostile`): each misbehaviour fails only its own call, with a typed
+//! error naming the provider, while good calls keep flowing on other tasks.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{Value, json};
+use weir_host::plugin::{PluginEngine, ProviderRegistry};
+use weir_host::{Category, ChatRequest, Config, Weir, WeirError, types::Conversation};
+use weir_tests::FakeUpstream;
+
+fn hostile_component() -> Vec<u8> {
+    std::fs::read(env!("WEIR_HOSTILE_WASM")).expect("the hostile component is built by tests/build.rs")
+}
+
+fn cache() -> std::path::PathBuf {
+    std::env::temp_dir().join("weir-sandbox-test-cache")
+}
+
+/// A Weir with the hostile component dropped into its folder, a model per
+/// hostile key, and one good model, all routed to the fake upstream.
+fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
+    std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
+    let mut toml = String::new();
+    for key in ["loop", "alloc", "panic", "env", "header"] {
+        toml.push_str(&format!(
+            "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\nmax_retries = 0\n\n",
+            url = upstream.base_url()
+        ));
+    }
+    toml.push_str(&format!(
+        "[[model]]\nid = \"good\"\nprovider = \"openai-compatible\"\nendpoint = \"{}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\n",
+        upstream.base_url()
+    ));
+    Weir::builder()
+        .config(Config::from_toml(&toml, "sandbox test").unwrap())
+        .providers_dir(folder)
+        .cache_dir(Some(cache()))
+        .build()
+        .unwrap()
+}
+
+async fn call(weir: &Weir, model: &str) -> Result<String, weir_host::CallError> {
+    weir.chat(ChatRequest::new(model, Conversation::user("hi"))).await.map(|answer| answer.text())
+}
+
+fn assert_fault(result: Result<String, weir_host::CallError>, provider: &str, what: &str) {
+    let failure = result.expect_err("the hostile call must fail");
+    assert_eq!(failure.category(), Category::ProviderFault, "{failure}");
+    let message = failure.error.to_string();
+    assert!(message.contains(provider) && message.contains(what), "{message}");
+    assert!(!failure.error.safe_message().contains(what) || what.is_empty(), "details stay in the log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_misbehaviour_fails_only_its_own_call() {
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+
+    // Good calls keep flowing on other tasks the whole time.
+    let background = {
+        let weir = weir.clone();
+        tokio::spawn(async move {
+            let mut answered = 0;
+            for _ in 0..40 {
+                assert_eq!(call(&weir, "good").await.unwrap(), "echo: hi");
+                answered += 1;
+                tokio::task::yield_now().await;
+            }
+            answered
+        })
+    };
+
+    assert_fault(call(&weir, "loop").await, "hostile-loop", "CPU budget");
+    assert_fault(call(&weir, "alloc").await, "hostile-alloc", "trapped");
+    assert_fault(call(&weir, "panic").await, "hostile-panic", "trapped");
+    // Twice: the trap poisoned only that call's instance.
+    assert_fault(call(&weir, "panic").await, "hostile-panic", "trapped");
+
+    let header = call(&weir, "header").await.expect_err("a header with a newline is refused");
+    assert_eq!(header.category(), Category::ProviderFault, "{header}");
+    assert!(header.error.to_string().contains("x-injected"), "{header}");
+
+    assert_eq!(background.await.unwrap(), 40, "every good call succeeded meanwhile");
+    // The same component's other keys still work after its faults.
+    assert!(call(&weir, "env").await.is_ok());
+    assert!(upstream.received().iter().all(|r| !r.headers.iter().any(|(_, v)| v.contains("stolen"))));
+}
+
+#[tokio::test]
+async fn the_environment_is_empty_inside_a_component() {
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    assert!(std::env::vars().next().is_some(), "the test process itself has an environment");
+    call(&weir, "env").await.unwrap();
+    let sent =
+        upstream.received().into_iter().find(|r| r.json()["model"] == "hostile").expect("the env call went upstream");
+    assert_eq!(sent.json()["messages"][0]["content"], "", "the component saw environment variables");
+}
+
+#[tokio::test]
+async fn a_component_that_reads_files_is_refused_at_load() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("reads-files.wasm");
+    std::fs::write(&path, std::fs::read(env!("WEIR_HOSTILE_FS_WASM")).unwrap()).unwrap();
+    let engine = PluginEngine::new(Some(cache())).unwrap();
+    let registry = ProviderRegistry::load(&engine, Some(folder.path())).unwrap();
+    let failure = &registry.failures()[0];
+    assert_eq!(failure.path, path);
+    assert!(failure.reason.contains("wasi:filesystem"), "{}", failure.reason);
+    assert!(registry.get("hostile-file").is_none());
+    assert!(registry.get("openai").is_some(), "everything else still loads");
+}
+
+#[tokio::test]
+async fn a_fault_reaches_the_gateway_as_a_safe_provider_fault() {
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let failure = call(&weir, "panic").await.unwrap_err();
+    assert!(matches!(failure.error, WeirError::Plugin { .. }));
+    let answer: Value = json!({"message": failure.error.safe_message()});
+    assert!(!answer.to_string().contains("panicked on purpose"), "{answer}");
+    assert_eq!(failure.stamp.model, "panic");
+    assert_eq!(failure.stamp.provider.as_deref(), Some("hostile-panic"));
+}
