@@ -127,3 +127,26 @@ async fn a_fault_reaches_the_gateway_as_a_safe_provider_fault() {
     assert_eq!(failure.stamp.model, "panic");
     assert_eq!(failure.stamp.provider.as_deref(), Some("hostile-panic"));
 }
+
+fn refusal_reason(bytes_var: &str, name: &str) -> String {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join(name), std::fs::read(bytes_var).unwrap()).unwrap();
+    let engine = PluginEngine::new(Some(cache())).unwrap();
+    let registry = ProviderRegistry::load(&engine, Some(folder.path())).unwrap();
+    assert!(registry.get("openai").is_some(), "the embedded providers still load");
+    assert_eq!(registry.failures().len(), 1, "{:?}", registry.failures());
+    registry.failures()[0].reason.clone()
+}
+
+#[test]
+fn a_component_for_another_world_version_is_refused_naming_both() {
+    let reason = refusal_reason(env!("WEIR_WRONG_VERSION_WASM"), "future.wasm");
+    assert_eq!(reason, "it targets weir:provider@0.2.0; this host speaks weir:provider@0.1.0");
+}
+
+#[test]
+fn a_component_for_another_world_is_refused_naming_its_exports() {
+    let reason = refusal_reason(env!("WEIR_WRONG_WORLD_WASM"), "calculator.wasm");
+    assert!(reason.starts_with("not a weir provider"), "{reason}");
+    assert!(reason.contains("add"), "{reason}");
+}
