@@ -274,3 +274,28 @@ async fn a_dropped_component_overrides_the_embedded_one_by_key() {
         assert_eq!(provider.component().source, ComponentSource::File(dropped.clone()));
     }
 }
+
+#[tokio::test]
+async fn compiled_components_are_cached_by_digest_and_reused() {
+    let cache = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(Some(cache.path().to_path_buf())).unwrap();
+    let first = ProviderRegistry::load(&engine, None).unwrap();
+    let digest = first.get("openai").unwrap().component().digest.clone();
+    let artifacts: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(artifacts.len(), 1, "one artifact per component: {artifacts:?}");
+    let name = artifacts[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with(&digest) && name.ends_with(".cwasm"), "{name}");
+    let written = std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap();
+
+    // A second load (a restart) deserializes the artifact instead of compiling again.
+    let second = ProviderRegistry::load(&PluginEngine::new(Some(cache.path().to_path_buf())).unwrap(), None).unwrap();
+    assert_eq!(second.get("openai").unwrap().component().digest, digest);
+    assert_eq!(std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap(), written, "not rewritten");
+    assert!(second.get("openai").unwrap().encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).await.is_ok());
+
+    // A corrupt artifact is discarded and recompiled, not trusted.
+    std::fs::write(&artifacts[0], b"garbage").unwrap();
+    let third = ProviderRegistry::load(&PluginEngine::new(Some(cache.path().to_path_buf())).unwrap(), None).unwrap();
+    assert!(third.get("openai").unwrap().encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).await.is_ok());
+    assert!(std::fs::metadata(&artifacts[0]).unwrap().len() > 1_000, "rewritten with a real artifact");
+}

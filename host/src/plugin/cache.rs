@@ -64,12 +64,17 @@ fn tempfile_in(dir: &Path, path: &Path) -> anyhow::Result<PathBuf> {
 
 /// Loads an artifact this cache wrote.
 ///
-/// SAFETY: `deserialize_file` trusts its input to be a wasmtime-produced artifact.
+/// The file is read into memory rather than mapped: a mapped artifact that
+/// anything truncates in place (an operator, another process sharing the
+/// directory) kills the whole process with SIGBUS, which a test reproduced.
+///
+/// SAFETY: `deserialize` trusts its input to be a wasmtime-produced artifact.
 /// Only files named by a component digest and this engine's compatibility hash
 /// are read, they are written by [`ArtifactCache::store`] alone, and wasmtime
 /// still checks the artifact's header against the engine. The cache directory
 /// must be writable only by the operator (documented in the README).
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-    unsafe { Component::deserialize_file(engine, path) }
+    let bytes = std::fs::read(path)?;
+    unsafe { Component::deserialize(engine, &bytes) }
 }
