@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, target dir under `target/`, artifact, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 4] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 5] = [
     ("weir-hostile-provider", None, "hostile", "weir_hostile_provider.wasm", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "hostile-fs", "weir_hostile_provider.wasm", "WEIR_HOSTILE_FS_WASM"),
+    ("weir-hostile-provider", Some("v2"), "hostile-v2", "weir_hostile_provider.wasm", "WEIR_HOSTILE_V2_WASM"),
     ("weir-foreign-component", None, "foreign-version", "weir_foreign_component.wasm", "WEIR_WRONG_VERSION_WASM"),
     (
         "weir-foreign-component",

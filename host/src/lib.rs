@@ -33,7 +33,7 @@ pub mod transport;
 pub mod types;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
@@ -68,7 +68,9 @@ pub struct Weir {
 struct Inner {
     config: Config,
     catalog: Catalog,
-    registry: ProviderRegistry,
+    /// Swapped whole by a reload; each call clones the `Arc` once and finishes on
+    /// the components it started with.
+    registry: RwLock<Arc<ProviderRegistry>>,
     admission: Admission,
     engine: PluginEngine,
     transport: HttpClient,
@@ -100,8 +102,61 @@ impl Weir {
         &self.inner.catalog
     }
 
-    pub fn registry(&self) -> &ProviderRegistry {
-        &self.inner.registry
+    /// The providers as of now.
+    pub fn registry(&self) -> Arc<ProviderRegistry> {
+        Arc::clone(&self.inner.registry.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Re-reads the providers folder and swaps the registry for new calls: files
+    /// added, replaced or removed take effect; a file that fails keeps its previous
+    /// version serving. Compiling is CPU work: call it off the async workers.
+    pub fn reload_providers(&self) -> Result<Arc<ProviderRegistry>, BuildError> {
+        let previous = self.registry();
+        let allowed = self.inner.config.allowed_digests.as_deref();
+        let next =
+            ProviderRegistry::load_with(&self.inner.engine, Some(&self.inner.providers_dir), allowed, Some(&previous))
+                .map_err(BuildError::Providers)?;
+        let next = Arc::new(next);
+        *self.inner.registry.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
+        tracing::info!(
+            providers = next.providers().count(),
+            rejected = next.failures().len(),
+            dir = %self.inner.providers_dir.display(),
+            "providers reloaded"
+        );
+        Ok(next)
+    }
+
+    /// Watches the providers folder, reloading when a `*.wasm` file is added,
+    /// replaced or removed (polled every `every`: a folder of a few files costs a
+    /// directory listing). Runs until the returned task is aborted.
+    pub fn watch_providers(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weir = self.clone();
+        tokio::spawn(async move {
+            let dir = weir.inner.providers_dir.clone();
+            // No baseline: the folder may have changed between the registry's
+            // build and this task's start, so the first look always reloads
+            // (unchanged files are reused by digest, so that costs little). The
+            // fingerprint is taken before each reload reads the folder, so a change
+            // racing a reload is seen on the next look.
+            let mut seen = None;
+            loop {
+                tokio::time::sleep(every).await;
+                let now = Some(plugin::folder_fingerprint(&dir));
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let reloading = weir.clone();
+                match tokio::task::spawn_blocking(move || reloading.reload_providers()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(%error, "reloading providers failed; the previous ones keep serving")
+                    }
+                    Err(error) => tracing::error!(%error, "the reload task failed"),
+                }
+            }
+        })
     }
 
     pub fn admission(&self) -> &Admission {
@@ -196,13 +251,16 @@ impl WeirBuilder {
         });
         let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
         let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
-        let registry = ProviderRegistry::load(&engine, Some(&providers_dir)).map_err(BuildError::Providers)?;
+        let registry =
+            ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
+                .map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &registry)?;
         let rate_store = self.rate_store.unwrap_or_else(|| Arc::new(InProcessStore));
         let admission = Admission::new(&catalog, rate_store.as_ref());
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
+        let registry = RwLock::new(Arc::new(registry));
         let inner = Inner { config, catalog, registry, admission, engine, transport, secrets, providers_dir };
         Ok(Weir { inner: Arc::new(inner) })
     }

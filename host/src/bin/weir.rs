@@ -47,6 +47,8 @@ struct Common {
 }
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// How often the providers folder is checked for changes, unless configured.
+const DEFAULT_WATCH_MS: u64 = 2_000;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -99,6 +101,11 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             providers_dir = %weir.providers_dir().display(),
             "weir gateway ready"
         );
+        let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
+        if watch_every > 0 {
+            // Detached: it runs for the life of the server.
+            drop(weir.watch_providers(std::time::Duration::from_millis(watch_every)));
+        }
         println!("listening on {bound}");
         weir_host::server::serve(weir, listener).await?;
         Ok(())

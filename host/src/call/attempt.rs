@@ -30,7 +30,7 @@ pub(super) async fn run(
     let response = target
         .weir
         .transport()
-        .send(target.endpoint, http_request, &target.credential)
+        .send(&target.endpoint, http_request, &target.credential)
         .await
         .map_err(|source| {
             tracing::warn!(model = %model.id, provider = target.provider.key(), error = %source, "upstream transport failed");

@@ -14,12 +14,12 @@ use crate::types::CredentialShape;
 pub(super) struct Target<'a> {
     pub weir: &'a Weir,
     pub model: &'a ModelSpec,
-    pub provider: &'a Provider,
+    pub provider: Arc<Provider>,
     pub gate: &'a Arc<ModelGate>,
     pub credential: Credential,
     /// The credential's id, named in quota messages (never its value).
     pub credential_id: Option<String>,
-    pub endpoint: &'a str,
+    pub endpoint: String,
 }
 
 /// Resolves a catalog id. A missing secret fails here, before the call waits
@@ -27,9 +27,12 @@ pub(super) struct Target<'a> {
 pub(super) fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, WeirError> {
     let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
-    let provider = weir.registry().get(&model.provider).ok_or_else(unavailable)?;
+    let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
     let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
-    let endpoint = model.endpoint.as_deref().ok_or_else(unavailable)?;
+    // The entry's endpoint, else the provider's: a provider dropped in after
+    // start-up brings its default with it.
+    let endpoint =
+        model.endpoint.clone().or_else(|| provider.info().default_endpoint.clone()).ok_or_else(unavailable)?;
     let shape = &provider.info().credential;
     let credential = Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets())
         .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;

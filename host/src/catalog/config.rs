@@ -37,6 +37,12 @@ pub struct Config {
     pub connect_timeout_secs: Option<u64>,
     /// Seconds an upstream may stay silent while a response is awaited or read.
     pub read_timeout_secs: Option<u64>,
+    /// How often `weir serve` checks the providers folder for changes, in
+    /// milliseconds (default 2000; 0 turns the watch off).
+    pub watch_interval_ms: Option<u64>,
+    /// When set, only component files with these SHA-256 digests may load from
+    /// the providers folder.
+    pub allowed_digests: Option<Vec<String>>,
     #[serde(default, rename = "model")]
     pub models: Vec<ModelEntry>,
     /// Where this configuration came from, for messages.

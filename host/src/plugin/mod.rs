@@ -18,7 +18,7 @@ mod world;
 
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine};
 pub use provider::{PluginError, Provider};
-pub use registry::{LoadFailure, ProviderRegistry};
+pub use registry::{LoadFailure, ProviderRegistry, folder_fingerprint};
 pub use world::WORLD_VERSION;
 
 /// The first-party components compiled into this binary, as (name, bytes): what

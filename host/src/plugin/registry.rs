@@ -2,10 +2,17 @@
 //! then each `*.wasm` in the providers folder, a file overriding an embedded
 //! provider with the same key. A file that fails to load is reported with its
 //! path and reason, and every other provider keeps working.
+//!
+//! A registry is immutable; reloading builds the next one from the folder as it
+//! is now. Files whose digest did not change are reused without compiling; a
+//! file that now fails keeps its previous version serving; an optional
+//! allow-list of digests pins which files may load at all.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
 
 use super::embedded::EMBEDDED;
 use super::engine::{ComponentSource, LoadedComponent, PluginEngine};
@@ -27,43 +34,71 @@ impl std::fmt::Display for LoadFailure {
 /// The providers by key, and what failed to load.
 #[derive(Debug, Default)]
 pub struct ProviderRegistry {
-    providers: BTreeMap<String, Provider>,
+    providers: BTreeMap<String, Arc<Provider>>,
+    /// The embedded components, reused as they are by every reload.
+    embedded: Vec<Arc<LoadedComponent>>,
+    /// The folder's components by path, to reuse and to fall back on.
+    files: BTreeMap<PathBuf, Arc<LoadedComponent>>,
     failures: Vec<LoadFailure>,
 }
 
 impl ProviderRegistry {
     /// Loads the embedded components, then the folder's (if it exists).
     pub fn load(engine: &PluginEngine, providers_dir: Option<&Path>) -> anyhow::Result<Self> {
-        let mut registry = Self::default();
-        for (name, bytes) in EMBEDDED {
-            let component = engine
-                .load(ComponentSource::Embedded(name), bytes)
-                .map_err(|reason| anyhow::anyhow!("embedded provider component `{name}` {reason}"))?;
+        Self::load_with(engine, providers_dir, None, None)
+    }
+
+    /// Like [`ProviderRegistry::load`], reusing unchanged files from `previous`
+    /// and keeping the previous version of any file that now fails, and admitting
+    /// folder files only when their digest is in `allowed` (if given).
+    pub fn load_with(
+        engine: &PluginEngine,
+        providers_dir: Option<&Path>,
+        allowed: Option<&[String]>,
+        previous: Option<&ProviderRegistry>,
+    ) -> anyhow::Result<Self> {
+        let embedded = match previous {
+            Some(previous) => previous.embedded.clone(),
+            None => load_embedded(engine)?,
+        };
+        let mut registry = Self { embedded, ..Self::default() };
+        for component in registry.embedded.clone() {
             registry.insert(component);
         }
         if let Some(dir) = providers_dir {
-            registry.load_folder(engine, dir);
+            registry.load_folder(engine, dir, allowed, previous);
         }
         Ok(registry)
     }
 
-    fn load_folder(&mut self, engine: &PluginEngine, dir: &Path) {
+    fn load_folder(
+        &mut self,
+        engine: &PluginEngine,
+        dir: &Path,
+        allowed: Option<&[String]>,
+        previous: Option<&ProviderRegistry>,
+    ) {
         for path in wasm_files(dir, &mut self.failures) {
-            let loaded = std::fs::read(&path)
-                .map_err(|e| format!("cannot be read: {e}"))
-                .and_then(|bytes| engine.load(ComponentSource::File(path.clone()), &bytes));
-            match loaded {
-                Ok(component) => self.insert(component),
+            let earlier = previous.and_then(|registry| registry.files.get(&path));
+            match load_file(engine, &path, allowed, earlier) {
+                Ok(component) => {
+                    self.files.insert(path, Arc::clone(&component));
+                    self.insert(component);
+                }
                 Err(reason) => {
                     tracing::error!(path = %path.display(), %reason, "provider component rejected");
+                    if let Some(earlier) = earlier {
+                        tracing::warn!(path = %path.display(), "the previous version keeps serving");
+                        self.files.insert(path.clone(), Arc::clone(earlier));
+                        self.insert(Arc::clone(earlier));
+                    }
                     self.failures.push(LoadFailure { path, reason });
                 }
             }
         }
     }
 
-    fn insert(&mut self, component: LoadedComponent) {
-        let component = Arc::new(component);
+    fn insert(&mut self, component: Arc<LoadedComponent>) {
         for info in &component.providers {
             if let Some(previous) = self.providers.get(&info.key) {
                 tracing::info!(
@@ -73,22 +108,55 @@ impl ProviderRegistry {
                     "provider overridden"
                 );
             }
-            let provider = Provider::new(info.clone(), Arc::clone(&component));
+            let provider = Arc::new(Provider::new(info.clone(), Arc::clone(&component)));
             self.providers.insert(info.key.clone(), provider);
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Provider> {
+    pub fn get(&self, key: &str) -> Option<&Arc<Provider>> {
         self.providers.get(key)
     }
 
-    pub fn providers(&self) -> impl Iterator<Item = &Provider> {
+    pub fn providers(&self) -> impl Iterator<Item = &Arc<Provider>> {
         self.providers.values()
     }
 
     pub fn failures(&self) -> &[LoadFailure] {
         &self.failures
     }
+}
+
+fn load_embedded(engine: &PluginEngine) -> anyhow::Result<Vec<Arc<LoadedComponent>>> {
+    EMBEDDED
+        .iter()
+        .map(|(name, bytes)| {
+            engine
+                .load(ComponentSource::Embedded(name), bytes)
+                .map(Arc::new)
+                .map_err(|reason| anyhow::anyhow!("embedded provider component `{name}` {reason}"))
+        })
+        .collect()
+}
+
+/// One folder file: reused when its digest is unchanged, refused when the
+/// allow-list does not name it, else compiled (or taken from the artifact cache).
+fn load_file(
+    engine: &PluginEngine,
+    path: &Path,
+    allowed: Option<&[String]>,
+    earlier: Option<&Arc<LoadedComponent>>,
+) -> Result<Arc<LoadedComponent>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let digest = hex::encode(Sha256::digest(&bytes));
+    if let Some(allowed) = allowed
+        && !allowed.iter().any(|pinned| pinned.eq_ignore_ascii_case(&digest))
+    {
+        return Err(format!("digest {digest} is not in the configured allow-list"));
+    }
+    if let Some(earlier) = earlier.filter(|earlier| earlier.digest == digest) {
+        return Ok(Arc::clone(earlier));
+    }
+    engine.load(ComponentSource::File(path.to_path_buf()), &bytes).map(Arc::new)
 }
 
 /// The folder's `*.wasm` files in name order. A missing folder holds none; an
@@ -109,4 +177,18 @@ fn wasm_files(dir: &Path, failures: &mut Vec<LoadFailure>) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// What the folder looks like now: names, sizes and modification times. A change
+/// in it is what makes the watcher reload.
+pub fn folder_fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
+    wasm_files(dir, &mut Vec::new())
+        .into_iter()
+        .map(|path| {
+            let metadata = std::fs::metadata(&path).ok();
+            let size = metadata.as_ref().map_or(0, std::fs::Metadata::len);
+            let modified = metadata.and_then(|m| m.modified().ok());
+            (path, size, modified)
+        })
+        .collect()
 }

@@ -53,8 +53,10 @@ impl ChatProvider for Hostile {
     }
 
     fn decode(_: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        let version = if cfg!(feature = "v2") { "v2:" } else { "v1:" };
+        let text = format!("{version}{}", String::from_utf8_lossy(&response.body));
         Ok(ChatResponse {
-            content: vec![weir_sdk::types::ContentBlock::Text(String::from_utf8_lossy(&response.body).into_owned())],
+            content: vec![weir_sdk::types::ContentBlock::Text(text)],
             stop_reason: StopReason::EndTurn,
             raw_stop_reason: None,
             usage: None,
