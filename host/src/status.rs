@@ -42,14 +42,20 @@ impl Weir {
     }
 
     pub fn model_statuses(&self) -> Vec<ModelStatus> {
+        let registry = self.registry();
         self.catalog()
             .models()
-            .map(|model| ModelStatus {
-                id: model.id.clone(),
-                provider: model.provider.clone(),
-                wire_id: model.wire_id.clone(),
-                endpoint: model.endpoint.clone(),
-                available: self.registry().get(&model.provider).is_some(),
+            .map(|model| {
+                let provider = registry.get(&model.provider);
+                ModelStatus {
+                    id: model.id.clone(),
+                    provider: model.provider.clone(),
+                    wire_id: model.wire_id.clone(),
+                    endpoint: provider
+                        .and_then(|provider| model.endpoint_for(provider.info()))
+                        .or(model.endpoint.clone()),
+                    available: provider.is_some(),
+                }
             })
             .collect()
     }

@@ -29,10 +29,7 @@ pub(super) fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, 
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
     let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
-    // The entry's endpoint, else the provider's: a provider dropped in after
-    // start-up brings its default with it.
-    let endpoint =
-        model.endpoint.clone().or_else(|| provider.info().default_endpoint.clone()).ok_or_else(unavailable)?;
+    let endpoint = model.endpoint_for(provider.info()).ok_or_else(unavailable)?;
     let shape = &provider.info().credential;
     let credential = Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets())
         .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;

@@ -10,6 +10,7 @@ pub use config::{Config, ConfigError, EMBEDDED_DEFAULT, ModelEntry, ThinkingBudg
 use crate::admission::Tokenizer;
 
 use crate::plugin::ProviderRegistry;
+use crate::types::ProviderInfo;
 
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +18,7 @@ pub struct ModelSpec {
     pub id: String,
     pub provider: String,
     pub wire_id: String,
-    /// The entry's endpoint, else the provider's default; `None` only when the
-    /// provider is not loaded.
+    /// The entry's own endpoint, as configured; see [`ModelSpec::endpoint_for`].
     pub endpoint: Option<String>,
     /// The entry's credential id; `None` means the provider's default.
     pub credential: Option<String>,
@@ -32,6 +32,15 @@ pub struct ModelSpec {
     pub thinking_budget: ThinkingBudget,
     pub max_retries: Option<u32>,
     pub max_corrections: Option<u32>,
+}
+
+impl ModelSpec {
+    /// Where calls go: the entry's endpoint, else the provider's default. Derived
+    /// from the provider serving now, so a component swapped in at run time
+    /// brings its own default.
+    pub fn endpoint_for(&self, provider: &ProviderInfo) -> Option<String> {
+        self.endpoint.clone().or_else(|| provider.default_endpoint.clone())
+    }
 }
 
 /// The models by id.
@@ -48,26 +57,23 @@ impl Catalog {
     pub fn resolve(config: &Config, providers: &ProviderRegistry) -> Result<Self, ConfigError> {
         let mut models = BTreeMap::new();
         for entry in &config.models {
-            let endpoint = match providers.get(&entry.provider) {
-                Some(provider) => {
-                    let endpoint = entry.endpoint.clone().or_else(|| provider.info().default_endpoint.clone());
-                    if endpoint.is_none() {
-                        return Err(ConfigError::Invalid {
-                            origin: config.origin.clone(),
-                            message: format!(
-                                "model `{}`: provider `{}` has no default endpoint; set `endpoint`",
-                                entry.id, entry.provider
-                            ),
-                        });
-                    }
-                    endpoint
+            let model = spec(entry);
+            match providers.get(&entry.provider) {
+                Some(provider) if model.endpoint_for(provider.info()).is_none() => {
+                    return Err(ConfigError::Invalid {
+                        origin: config.origin.clone(),
+                        message: format!(
+                            "model `{}`: provider `{}` has no default endpoint; set `endpoint`",
+                            entry.id, entry.provider
+                        ),
+                    });
                 }
+                Some(_) => {}
                 None => {
                     tracing::warn!(model = %entry.id, provider = %entry.provider, "model names a provider that is not loaded");
-                    entry.endpoint.clone()
                 }
-            };
-            models.insert(entry.id.clone(), spec(entry, endpoint));
+            }
+            models.insert(entry.id.clone(), model);
         }
         Ok(Self { models })
     }
@@ -81,14 +87,14 @@ impl Catalog {
     }
 }
 
-fn spec(entry: &ModelEntry, endpoint: Option<String>) -> ModelSpec {
+fn spec(entry: &ModelEntry) -> ModelSpec {
     let wire_id = entry.wire_id.clone().unwrap_or_else(|| entry.id.clone());
     ModelSpec {
         id: entry.id.clone(),
         provider: entry.provider.clone(),
         tokenizer: entry.tokenizer.unwrap_or_else(|| Tokenizer::default_for(&entry.provider, &wire_id)),
         wire_id,
-        endpoint,
+        endpoint: entry.endpoint.clone(),
         credential: entry.credential.clone(),
         max_output_tokens: entry.max_output_tokens,
         context_window: entry.context_window,
