@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use weir_host::plugin::component_digest;
 use weir_tests::{FakeUpstream, Gateway};
 
 fn hostile() -> Vec<u8> {
@@ -105,7 +105,7 @@ async fn an_allow_list_pins_which_files_may_load() {
     let upstream = FakeUpstream::start().await;
     let folder = tempfile::tempdir().unwrap();
     let bytes = hostile();
-    let pinned = hex_digest(&bytes);
+    let pinned = component_digest(&bytes);
     let gateway =
         Gateway::start_with(&config(&upstream, "allowed_digests = [\"0000\"]"), &[], Some(folder.path())).await;
     write(folder.path(), "hostile.wasm", &bytes);
@@ -120,10 +120,6 @@ async fn an_allow_list_pins_which_files_may_load() {
     let gateway = Gateway::start_with(&config(&upstream, &allowed), &[], Some(folder.path())).await;
     let (status, body) = call(&gateway).await;
     assert_eq!(status, 200, "a pinned digest loads: {body}");
-}
-
-fn hex_digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A new version replaces the old under a running load of calls: no call fails,

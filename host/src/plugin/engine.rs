@@ -53,6 +53,12 @@ impl std::fmt::Debug for LoadedComponent {
     }
 }
 
+/// Hex SHA-256 of a component file: its identity in the artifact cache, in
+/// status output and in allow-lists.
+pub fn component_digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
 /// The engine, the linker and the artifact cache, shared by every component.
 #[derive(Clone)]
 pub struct PluginEngine {
@@ -89,8 +95,9 @@ impl PluginEngine {
 
     /// Compiles (or loads the precompiled artifact of) a component, checks it
     /// targets this host's world, links it, and asks it what it provides.
-    pub fn load(&self, source: ComponentSource, bytes: &[u8]) -> Result<LoadedComponent, String> {
-        let digest = hex::encode(Sha256::digest(bytes));
+    /// `digest` is the file's [`component_digest`], which callers have already
+    /// computed (to compare with what is loaded, or with an allow-list).
+    pub fn load(&self, source: ComponentSource, bytes: &[u8], digest: String) -> Result<LoadedComponent, String> {
         let component = self.compile(bytes, &digest).map_err(|e| format!("not a valid component: {e:#}"))?;
         world::check_exports(&self.engine, &component)?;
         let instance_pre = self

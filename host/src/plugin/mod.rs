@@ -16,7 +16,7 @@ mod registry;
 mod sandbox;
 mod world;
 
-pub use engine::{ComponentSource, LoadedComponent, PluginEngine};
+pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{PluginError, Provider};
 pub use registry::{LoadFailure, ProviderRegistry, folder_fingerprint};
 pub use world::WORLD_VERSION;

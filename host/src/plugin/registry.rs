@@ -12,10 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use super::embedded::EMBEDDED;
-use super::engine::{ComponentSource, LoadedComponent, PluginEngine};
+use super::engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 use super::provider::Provider;
 
 /// A component file that could not be loaded.
@@ -131,7 +129,7 @@ fn load_embedded(engine: &PluginEngine) -> anyhow::Result<Vec<Arc<LoadedComponen
         .iter()
         .map(|(name, bytes)| {
             engine
-                .load(ComponentSource::Embedded(name), bytes)
+                .load(ComponentSource::Embedded(name), bytes, component_digest(bytes))
                 .map(Arc::new)
                 .map_err(|reason| anyhow::anyhow!("embedded provider component `{name}` {reason}"))
         })
@@ -147,7 +145,7 @@ fn load_file(
     earlier: Option<&Arc<LoadedComponent>>,
 ) -> Result<Arc<LoadedComponent>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?;
-    let digest = hex::encode(Sha256::digest(&bytes));
+    let digest = component_digest(&bytes);
     if let Some(allowed) = allowed
         && !allowed.iter().any(|pinned| pinned.eq_ignore_ascii_case(&digest))
     {
@@ -156,7 +154,7 @@ fn load_file(
     if let Some(earlier) = earlier.filter(|earlier| earlier.digest == digest) {
         return Ok(Arc::clone(earlier));
     }
-    engine.load(ComponentSource::File(path.to_path_buf()), &bytes).map(Arc::new)
+    engine.load(ComponentSource::File(path.to_path_buf()), &bytes, digest).map(Arc::new)
 }
 
 /// The folder's `*.wasm` files in name order. A missing folder holds none; an
