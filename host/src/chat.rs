@@ -88,13 +88,7 @@ pub struct ChatResponse {
 impl ChatResponse {
     /// The answer's text blocks, concatenated.
     pub fn text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(text) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
+        crate::types::text_of(&self.content)
     }
 
     /// The tool calls the model asked for, in order.

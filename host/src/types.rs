@@ -38,6 +38,17 @@ impl PreparedConversation {
     }
 }
 
+/// The text blocks of some content, concatenated.
+pub fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Turn {
     pub fn user(content: Vec<ContentBlock>) -> Self {
         Self { role: TurnRole::User, content, cache: false }

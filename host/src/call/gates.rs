@@ -23,7 +23,7 @@ use crate::admission::{OutputReserve, output_reserve};
 use crate::catalog::ModelSpec;
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
-use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn};
+use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
 use super::Tally;
 use super::retry::with_retries;
@@ -89,7 +89,7 @@ pub(super) async fn run(
         }
         spent.empty_in_a_row = 0;
         let Some(schema) = &schema else { return Ok(answer) };
-        let text = text_of(&answer);
+        let text = text_of(&answer.content);
         match schema::check(&text, schema) {
             Ok(instance) => {
                 answer.content = structured_content(answer.content, instance);
@@ -146,17 +146,6 @@ fn is_empty(answer: &DecodedResponse) -> bool {
         | ContentBlock::Document(_)
         | ContentBlock::ToolResult(_) => true,
     })
-}
-
-fn text_of(answer: &DecodedResponse) -> String {
-    answer
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The validated instance replaces the answer's text (normalized: a fenced or

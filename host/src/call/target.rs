@@ -9,7 +9,6 @@ use crate::catalog::ModelSpec;
 use crate::error::WeirError;
 use crate::plugin::Provider;
 use crate::transport::Credential;
-use crate::types::CredentialShape;
 
 pub(super) struct Target<'a> {
     pub weir: &'a Weir,
@@ -33,14 +32,6 @@ pub(super) fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, 
     let shape = &provider.info().credential;
     let credential = Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets())
         .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
-    let credential_id = model.credential.clone().or_else(|| default_credential_id(shape));
+    let credential_id = model.credential.clone().or_else(|| shape.default_credential_id().map(str::to_owned));
     Ok(Target { weir, model, provider, gate, credential, credential_id, endpoint })
-}
-
-fn default_credential_id(shape: &CredentialShape) -> Option<String> {
-    match shape {
-        CredentialShape::None => None,
-        CredentialShape::Header(header) => Some(header.default_credential_id.clone()),
-        CredentialShape::AwsSigv4(sigv4) => Some(sigv4.default_credential_id.clone()),
-    }
 }

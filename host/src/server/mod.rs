@@ -95,8 +95,9 @@ fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
     }
 }
 
-/// An optional non-negative number header; anything else is the caller's error.
-fn number_header(headers: &HeaderMap, name: &str) -> Result<Option<u32>, ApiError> {
+/// An optional number header; anything but a non-negative integer is the
+/// caller's error.
+fn number_header<T: std::str::FromStr>(headers: &HeaderMap, name: &str) -> Result<Option<T>, ApiError> {
     let Some(value) = headers.get(name) else { return Ok(None) };
     value
         .to_str()
@@ -107,14 +108,8 @@ fn number_header(headers: &HeaderMap, name: &str) -> Result<Option<u32>, ApiErro
 }
 
 fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiError> {
-    let Some(value) = headers.get(DEADLINE_HEADER) else {
-        return Ok(None);
-    };
-    let millis: u64 =
-        value.to_str().ok().and_then(|text| text.trim().parse().ok()).ok_or_else(|| {
-            ApiError::invalid_request(format!("`{DEADLINE_HEADER}` must be a number of milliseconds"))
-        })?;
-    Ok(Some(tokio::time::Instant::now() + std::time::Duration::from_millis(millis)))
+    let millis: Option<u64> = number_header(headers, DEADLINE_HEADER)?;
+    Ok(millis.map(|millis| tokio::time::Instant::now() + std::time::Duration::from_millis(millis)))
 }
 
 async fn models(State(weir): State<Weir>) -> axum::Json<Value> {

@@ -65,6 +65,17 @@ pub enum CredentialError {
     Unsupported { provider: String, shape: &'static str },
 }
 
+impl CredentialShape {
+    /// The credential id a provider uses when a catalog entry names none.
+    pub fn default_credential_id(&self) -> Option<&str> {
+        match self {
+            Self::None => None,
+            Self::Header(header) => Some(&header.default_credential_id),
+            Self::AwsSigv4(sigv4) => Some(&sigv4.default_credential_id),
+        }
+    }
+}
+
 /// What the host attaches to one request.
 #[derive(Debug, Clone)]
 pub enum Credential {
