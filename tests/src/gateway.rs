@@ -208,10 +208,7 @@ impl Gateway {
     /// Kills the child and panics with `reason`, its exit status and all it logged.
     fn fail(&mut self, reason: &str) -> ! {
         let status = self.kill_and_wait();
-        if let Some(thread) = self.stderr_thread.take() {
-            // The child is dead, so its stderr pipe is closed and the thread finishes.
-            let _ = thread.join();
-        }
+        self.join_stderr();
         self.stderr_reported = true;
         panic!(
             "weir serve failed to start: {reason}\nexit: {status:?}\nconfig: {}\nstdout:\n{}\nstderr:\n{}",
@@ -293,12 +290,24 @@ impl Gateway {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
+                Ok(Some(status)) => {
+                    self.join_stderr();
+                    return Some(status);
+                }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                 Err(_) => return None,
             }
         }
         None
+    }
+
+    /// Waits until the stderr thread has read everything the exited child wrote, so
+    /// [`Gateway::stderr`] is complete: the pipe's last bytes can still be in flight when
+    /// `try_wait` first reports the exit.
+    fn join_stderr(&mut self) {
+        if let Some(thread) = self.stderr_thread.take() {
+            let _ = thread.join();
+        }
     }
 
     fn kill_and_wait(&mut self) -> Option<ExitStatus> {
@@ -314,9 +323,7 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.kill_and_wait();
         if std::thread::panicking() && !self.stderr_reported {
-            if let Some(thread) = self.stderr_thread.take() {
-                let _ = thread.join();
-            }
+            self.join_stderr();
             eprintln!(
                 "---- weir serve stderr ({}) ----\n{}\n---- end of weir serve stderr ----",
                 self.base_url,
@@ -340,12 +347,13 @@ fn drain_stdout(pipe: impl Read, lines: &Mutex<Vec<String>>, listening: tokio::s
     let mut listening = Some(listening);
     for line in BufReader::new(pipe).lines() {
         let Ok(line) = line else { return };
+        // Record the line before signalling, so a caller woken by the address sees it.
+        lines.lock().unwrap_or_else(PoisonError::into_inner).push(line.clone());
         if let Some(addr) = line.strip_prefix(LISTENING_PREFIX)
             && let Some(sender) = listening.take()
         {
             let _ = sender.send(addr.to_owned());
         }
-        lines.lock().unwrap_or_else(PoisonError::into_inner).push(line);
     }
 }
 
