@@ -25,6 +25,7 @@ pub mod admission;
 mod call;
 pub mod catalog;
 mod chat;
+pub mod check;
 mod error;
 pub mod plugin;
 pub mod server;
@@ -268,7 +269,7 @@ impl WeirBuilder {
 
 /// `cache_dir` from the config, else `WEIR_CACHE_DIR`, else the user's cache
 /// folder (`$XDG_CACHE_HOME/weir`, `~/.cache/weir`), else none.
-fn default_cache_dir(config: &Config) -> Option<PathBuf> {
+pub fn default_cache_dir(config: &Config) -> Option<PathBuf> {
     if let Some(dir) = &config.cache_dir {
         return Some(config.resolve_path(dir));
     }

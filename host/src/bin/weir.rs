@@ -2,6 +2,7 @@
 //!
 //! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]`
 //! - `weir providers [--config FILE] [--providers-dir DIR]`
+//! - `weir check FILE.wasm [--fixtures DIR]`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
 use std::net::SocketAddr;
@@ -34,6 +35,17 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Validate a provider component against the world this host speaks and run
+    /// the conformance kit on it (exit 0: every check passed; 1: some failed or it
+    /// was rejected).
+    Check {
+        /// The component file.
+        file: PathBuf,
+        /// A folder of the provider's own fixture files (`*.json`), run after the
+        /// generic checks.
+        #[arg(long)]
+        fixtures: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -51,16 +63,20 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_WATCH_MS: u64 = 2_000;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `check` prints every fault in its report; its log would say each twice.
+    let default_filter = if matches!(cli.command, Command::Check { .. }) { "off" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let result = match Cli::parse().command {
+    let result = match cli.command {
         Command::Serve { common, listen } => serve(common, listen),
         Command::Providers { common } => providers(common),
+        Command::Check { file, fixtures } => check(&file, fixtures.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -141,4 +157,13 @@ fn providers(common: Common) -> anyhow::Result<()> {
         println!("REJECTED {failure}");
     }
     Ok(())
+}
+
+fn check(file: &std::path::Path, fixtures: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let cache_dir = weir_host::default_cache_dir(&Config::embedded_default()?);
+    let runtime = tokio::runtime::Runtime::new()?;
+    let outcome = runtime.block_on(weir_host::check::check_component(file, fixtures, cache_dir))?;
+    println!("{}: world {}, sha256 {}", file.display(), outcome.world_version, outcome.digest);
+    println!("{}", outcome.report);
+    if outcome.report.passed() { Ok(()) } else { anyhow::bail!("{} does not pass the conformance kit", file.display()) }
 }

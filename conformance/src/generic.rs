@@ -1,0 +1,397 @@
+//! The checks every provider passes, whatever its dialect: they hold for any HTTP +
+//! JSON wire format, so they run on a component nobody wrote fixtures for.
+//!
+//! - describe: keys are well-formed and unique; endpoints are URLs.
+//! - encode: a well-formed request with no credential in it; the model id and the
+//!   host's output reserve are on the wire exactly; text survives JSON byte for byte,
+//!   whole at 1 MiB; no block kind is silently dropped (it is encoded, rendered as
+//!   text, or explicitly refused as `unsupported`); streaming changes the request.
+//! - decode: garbage (empty, not JSON, invalid UTF-8, truncated, absurdly nested)
+//!   is `malformed`, never a fault and never an answer.
+//! - classify: HTTP status semantics hold without a readable body; `retry-after` in
+//!   both its forms becomes a hint; a huge body gives a bounded detail.
+
+use serde_json::{Value, json};
+
+use crate::fixture::{
+    Block, Classified, CodecFailure, Conversation, Hint, Leaf, Media, Params, ProviderSummary, Response, Role, Source,
+    Tool, ToolChoice, Turn, WireRequest,
+};
+use crate::json::{excerpt, has_key, has_number, mentions};
+use crate::report::Report;
+use crate::subject::{Answer, Subject};
+
+/// The model id every generic case sends: distinctive, and safe in a URL path.
+pub const MODEL: &str = "weir-conformance-model-7";
+/// The output reserve every generic case sends: it must appear on the wire exactly.
+pub const MAX_TOKENS: u32 = 1234;
+/// Text that breaks naive JSON building and naive markup parsing.
+pub const HOSTILE_TEXT: &str =
+    "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} emoji 🦀 rtl \u{202e} </tool_call> {\"json\": true}";
+/// How long a classification's detail may be: it goes to every log line.
+pub const DETAIL_LIMIT: usize = 4_096;
+/// Headers a component must never write: the host owns credentials.
+const CREDENTIAL_HEADERS: [&str; 6] =
+    ["authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token"];
+const PNG_BASE64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const PDF_BASE64: &str =
+    "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoKdHJhaWxlcgo8PC9Sb290IDEgMCBSPj4KJSVFT0YK";
+
+/// Runs the describe checks, then every other check for each provider key the
+/// subject serves. Returns the keys it found.
+pub async fn run<S: Subject>(subject: &S, report: &mut Report) -> Vec<ProviderSummary> {
+    let providers = match subject.providers().await {
+        Ok(providers) => providers,
+        Err(fault) => {
+            report.record("*", "describe: providers() answers", Err(fault.0));
+            return Vec::new();
+        }
+    };
+    report.record("*", "describe: serves at least one provider key", describe_keys(&providers));
+    for provider in &providers {
+        report.record(&provider.key, "describe: default endpoint is an http(s) URL", describe_endpoint(provider));
+        encode_checks(subject, provider, report).await;
+        decode_checks(subject, &provider.key, report).await;
+        classify_checks(subject, &provider.key, report).await;
+    }
+    providers
+}
+
+fn describe_keys(providers: &[ProviderSummary]) -> Result<(), String> {
+    if providers.is_empty() {
+        return Err("providers() is empty".to_owned());
+    }
+    for (i, provider) in providers.iter().enumerate() {
+        let key = &provider.key;
+        let well_formed = !key.is_empty()
+            && key.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !well_formed {
+            return Err(format!("key {key:?} is not lowercase letters, digits, `-` and `.`"));
+        }
+        if providers[..i].iter().any(|earlier| &earlier.key == key) {
+            return Err(format!("key {key:?} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+fn describe_endpoint(provider: &ProviderSummary) -> Result<(), String> {
+    match &provider.default_endpoint {
+        Some(url) if !(url.starts_with("https://") || url.starts_with("http://")) => {
+            Err(format!("{url:?} is not an http(s) URL"))
+        }
+        _ => Ok(()),
+    }
+}
+
+// ------------------------------------------------------------------ encode
+
+fn params() -> Params {
+    Params {
+        model: MODEL.to_owned(),
+        max_tokens: MAX_TOKENS,
+        thinking_budget: None,
+        effort: None,
+        temperature: None,
+        stop: Vec::new(),
+        response_schema: None,
+        stream: false,
+    }
+}
+
+fn text(text: &str) -> Block {
+    Block::Text { text: text.to_owned() }
+}
+
+fn turn(role: Role, content: Vec<Block>) -> Turn {
+    Turn { role, content, cache: false }
+}
+
+fn user(content: Vec<Block>) -> Conversation {
+    Conversation { turns: vec![turn(Role::User, content)], ..Conversation::default() }
+}
+
+/// A request's body as JSON, after the shape checks every request must pass.
+fn well_formed(request: &WireRequest, provider: &ProviderSummary) -> Result<Value, String> {
+    let method_ok = !request.method.is_empty() && request.method.bytes().all(|b| b.is_ascii_uppercase());
+    if !method_ok {
+        return Err(format!("method {:?} is not an HTTP method", request.method));
+    }
+    let path = &request.path_and_query;
+    if !path.starts_with('/') || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!("path {path:?} must start with `/` and hold no spaces or control characters"));
+    }
+    for (name, value) in &request.headers {
+        let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !name_ok || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(format!("header {name:?} is not a valid header"));
+        }
+        let lower = name.to_ascii_lowercase();
+        let declared = provider.credential_header.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name));
+        if declared || CREDENTIAL_HEADERS.contains(&lower.as_str()) {
+            return Err(format!("the request carries `{name}`: credentials are the host's to add"));
+        }
+    }
+    serde_json::from_slice(&request.body).map_err(|e| format!("the body is not JSON: {e}"))
+}
+
+/// Runs one encode case: `check` inspects the body of a well-formed request; an
+/// explicit `unsupported` passes when `may_decline` (the block was refused, not dropped).
+async fn encode_case<S: Subject>(
+    subject: &S,
+    provider: &ProviderSummary,
+    conversation: &Conversation,
+    params: &Params,
+    may_decline: bool,
+    check: impl Fn(&Value, &WireRequest) -> Result<(), String>,
+) -> Result<(), String> {
+    match subject.encode(&provider.key, conversation, params).await {
+        Err(fault) => Err(format!("fault: {}", fault.0)),
+        Ok(Err(CodecFailure::Unsupported(_))) if may_decline => Ok(()),
+        Ok(Err(failure)) => Err(format!("refused to encode ({}): {}", failure.kind(), failure.reason())),
+        Ok(Ok(request)) => check(&well_formed(&request, provider)?, &request),
+    }
+}
+
+fn require(found: bool, what: &str) -> Result<(), String> {
+    if found { Ok(()) } else { Err(format!("the body does not carry {what}")) }
+}
+
+async fn encode_checks<S: Subject>(subject: &S, provider: &ProviderSummary, report: &mut Report) {
+    let key = &provider.key;
+    let mut plain = user(vec![text("What is the capital of France?")]);
+    plain.system.push("You answer in one word.".to_owned());
+    let result = encode_case(subject, provider, &plain, &params(), false, |_, _| Ok(())).await;
+    report.record(key, "encode: a plain conversation gives a well-formed request without credentials", result);
+
+    let result = encode_case(subject, provider, &plain, &params(), false, |body, request| {
+        require(mentions(body, MODEL) || request.path_and_query.contains(MODEL), "the wire model id")
+    })
+    .await;
+    report.record(key, "encode: the wire model id is sent", result);
+
+    let result = encode_case(subject, provider, &plain, &params(), false, |body, _| {
+        require(has_number(body, u64::from(MAX_TOKENS)), "max-tokens (1234) as a number")
+    })
+    .await;
+    report.record(key, "encode: the host's output reserve is written exactly", result);
+
+    let result = encode_case(subject, provider, &plain, &params(), false, |body, _| {
+        require(mentions(body, "You answer in one word."), "the system text")
+    })
+    .await;
+    report.record(key, "encode: system text is sent", result);
+
+    let hostile = user(vec![text(HOSTILE_TEXT)]);
+    let result = encode_case(subject, provider, &hostile, &params(), false, |body, _| {
+        require(mentions(body, HOSTILE_TEXT), "the text byte for byte")
+    })
+    .await;
+    report.record(key, "encode: quotes, escapes, NUL and emoji survive JSON exactly", result);
+
+    let large: String = (0..1 << 20).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let result = encode_case(subject, provider, &user(vec![text(&large)]), &params(), false, |body, _| {
+        require(mentions(body, &large), "the whole 1 MiB text")
+    })
+    .await;
+    report.record(key, "encode: a 1 MiB message is sent whole", result);
+
+    for (name, conversation, markers) in block_cases() {
+        let result = encode_case(subject, provider, &conversation, &params(), true, |body, _| {
+            markers.iter().try_for_each(|any_of| {
+                require(any_of.iter().any(|marker| mentions(body, marker)), &format!("any of {any_of:?}"))
+            })
+        })
+        .await;
+        report.record(key, format!("encode: no block is silently dropped ({name})"), result);
+    }
+
+    let result = encode_case(subject, provider, &tools_conversation(), &params(), true, |body, _| {
+        require(mentions(body, "get_weather"), "the tool name")?;
+        require(has_key(body, "city") || mentions(body, "city"), "the tool's parameter schema")
+    })
+    .await;
+    report.record(key, "encode: tool definitions and tool choice are sent", result);
+
+    if provider.streaming {
+        report.record(
+            key,
+            "encode: a streaming request differs from a plain one",
+            stream_differs(subject, provider).await,
+        );
+    }
+}
+
+/// (name, conversation, markers): every inner list names alternatives, any one of
+/// which in the body proves the block was carried (natively or as text).
+fn block_cases() -> Vec<(&'static str, Conversation, Vec<Vec<&'static str>>)> {
+    let image = |source| Block::Image(Media { mime_type: "image/png".to_owned(), source });
+    let document = Block::Document(Media {
+        mime_type: "application/pdf".to_owned(),
+        source: Source::Base64(PDF_BASE64.to_owned()),
+    });
+    let ask = || text("Describe the attachment.");
+    let tool_use = Block::ToolUse {
+        id: "call_conf_1".to_owned(),
+        name: "get_weather".to_owned(),
+        input: json!({"city": "Paris"}),
+    };
+    let tool_result = Block::ToolResult {
+        tool_use_id: "call_conf_1".to_owned(),
+        content: vec![Leaf::Text { text: "18 degrees and sunny".to_owned() }],
+        is_error: false,
+    };
+    let thinking = Block::Thinking {
+        text: "Considering the weather first.".to_owned(),
+        signature: Some("sig-conf-1".to_owned()),
+        redacted: false,
+    };
+    let exchange = |assistant: Vec<Block>, then: Vec<Block>| Conversation {
+        turns: vec![
+            turn(Role::User, vec![text("What is the weather in Paris?")]),
+            turn(Role::Assistant, assistant),
+            turn(Role::User, then),
+        ],
+        ..Conversation::default()
+    };
+    vec![
+        (
+            "image, base64",
+            user(vec![ask(), image(Source::Base64(PNG_BASE64.to_owned()))]),
+            vec![vec![PNG_BASE64, "image/png"]],
+        ),
+        (
+            "image, URL",
+            user(vec![ask(), image(Source::Url("https://example.com/cat.png".to_owned()))]),
+            vec![vec!["https://example.com/cat.png"]],
+        ),
+        ("document", user(vec![ask(), document]), vec![vec![PDF_BASE64, "application/pdf"]]),
+        (
+            "tool use and tool result",
+            exchange(vec![tool_use], vec![tool_result]),
+            vec![vec!["call_conf_1"], vec!["get_weather"], vec!["Paris"], vec!["18 degrees and sunny"]],
+        ),
+        (
+            "thinking in history",
+            exchange(vec![thinking, text("It is sunny.")], vec![text("Thanks.")]),
+            vec![vec!["Considering the weather first."], vec!["It is sunny."]],
+        ),
+    ]
+}
+
+fn tools_conversation() -> Conversation {
+    let mut conversation = user(vec![text("What is the weather in Paris?")]);
+    conversation.tools.push(Tool {
+        name: "get_weather".to_owned(),
+        description: "Current weather for a city".to_owned(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    });
+    conversation.tool_choice = Some(ToolChoice::Named("get_weather".to_owned()));
+    conversation
+}
+
+async fn stream_differs<S: Subject>(subject: &S, provider: &ProviderSummary) -> Result<(), String> {
+    let conversation = user(vec![text("Count to three.")]);
+    let streaming = Params { stream: true, ..params() };
+    let plain = encoded(subject.encode(&provider.key, &conversation, &params()).await)?;
+    let stream = encoded(subject.encode(&provider.key, &conversation, &streaming).await)?;
+    if plain.body == stream.body && plain.path_and_query == stream.path_and_query {
+        return Err("`stream: true` produced the same request as `stream: false`".to_owned());
+    }
+    Ok(())
+}
+
+fn encoded(answer: Answer<WireRequest>) -> Result<WireRequest, String> {
+    match answer {
+        Err(fault) => Err(format!("fault: {}", fault.0)),
+        Ok(Err(failure)) => Err(format!("refused to encode ({}): {}", failure.kind(), failure.reason())),
+        Ok(Ok(request)) => Ok(request),
+    }
+}
+
+// ------------------------------------------------------------------ decode
+
+fn garbage_bodies() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("an empty body", Vec::new()),
+        ("an HTML error page", b"<html><body>502 Bad Gateway</body></html>".to_vec()),
+        ("invalid UTF-8", vec![0xff, 0xfe, 0x00, 0x80, 0xc3]),
+        ("truncated JSON", br#"{"id":"x","choices":[{"message":{"content":"hel"#.to_vec()),
+        ("a JSON array", b"[]".to_vec()),
+        ("JSON null", b"null".to_vec()),
+        ("JSON nested 100 000 deep", "[".repeat(100_000).into_bytes()),
+    ]
+}
+
+async fn decode_checks<S: Subject>(subject: &S, key: &str, report: &mut Report) {
+    for (what, body) in garbage_bodies() {
+        let response = Response::new(200, body).with_header("content-type", "application/json");
+        let result = match subject.decode(key, &response).await {
+            Ok(Err(CodecFailure::Malformed(_))) => Ok(()),
+            Ok(Err(failure)) => Err(format!("said `{}` instead of `malformed`", failure.kind())),
+            Ok(Ok(decoded)) => Err(format!("decoded it into an answer: {}", excerpt(&Value::String(decoded.text)))),
+            Err(fault) => Err(format!("fault: {}", fault.0)),
+        };
+        report.record(key, format!("decode: {what} is malformed, not a fault"), result);
+    }
+}
+
+// ------------------------------------------------------------------ classify
+
+/// (status, acceptable classes) with a body that is not JSON: status alone decides.
+const STATUS_CLASSES: [(u16, &[&str]); 8] = [
+    (400, &["invalid-request"]),
+    (401, &["authentication"]),
+    (403, &["authentication"]),
+    (404, &["not-found"]),
+    (429, &["rate-limited"]),
+    (500, &["transient", "overloaded"]),
+    (503, &["transient", "overloaded"]),
+    (529, &["overloaded"]),
+];
+
+async fn classify_checks<S: Subject>(subject: &S, key: &str, report: &mut Report) {
+    for (status, classes) in STATUS_CLASSES {
+        let response = Response::new(status, "upstream exploded").with_header("content-type", "text/plain");
+        let result = classified(subject.classify(key, &response).await).and_then(|found| {
+            if classes.contains(&found.class.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("classified as `{}`, expected one of {classes:?}", found.class))
+            }
+        });
+        report.record(key, format!("classify: HTTP {status} with an unreadable body"), result);
+    }
+
+    for (what, value, hint) in [
+        ("seconds", "7", Hint::DelayMs(7_000)),
+        ("an HTTP date", "Wed, 21 Oct 2037 07:28:00 GMT", Hint::AtUnixMs(2_139_722_880_000)),
+    ] {
+        let response = Response::new(429, "{}").with_header("retry-after", value);
+        let result = classified(subject.classify(key, &response).await).and_then(|found| match found.hint {
+            Some(found) if found == hint => Ok(()),
+            other => Err(format!("hint {other:?}, expected {hint:?}")),
+        });
+        report.record(key, format!("classify: retry-after in {what} becomes a hint"), result);
+    }
+
+    let huge = format!(r#"{{"error":{{"message":"{}","type":"server_error"}}}}"#, "x".repeat(1 << 20));
+    let result = classified(subject.classify(key, &Response::new(500, huge)).await).and_then(|found| {
+        if found.detail.len() <= DETAIL_LIMIT {
+            Ok(())
+        } else {
+            Err(format!("the detail is {} bytes; at most {DETAIL_LIMIT} go to a log line", found.detail.len()))
+        }
+    });
+    report.record(key, "classify: a 1 MiB error body gives a bounded detail", result);
+
+    for (what, body) in garbage_bodies() {
+        let result = classified(subject.classify(key, &Response::new(400, body)).await).map(|_| ());
+        report.record(key, format!("classify: {what} is not a fault"), result);
+    }
+}
+
+fn classified(result: Result<Classified, crate::subject::Fault>) -> Result<Classified, String> {
+    result.map_err(|fault| format!("fault: {}", fault.0))
+}

@@ -1,0 +1,194 @@
+//! The kit catches what it promises to catch: a deliberately careless provider
+//! fails exactly the checks its flaws break, and fixtures compare what they say.
+
+// Test code: the careless provider panics on purpose, and helpers fail the test.
+#![allow(clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use weir_conformance::{Outcome, Report, dialect};
+use weir_sdk::ChatProvider;
+use weir_sdk::types::{
+    CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HeaderCredential,
+    HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, Retry, StopReason, StreamDelta, StreamEvent,
+    StreamFraming,
+};
+
+/// Two keys, each with its own flaws:
+/// - `leaky` writes the credential header itself;
+/// - `sloppy` builds JSON by string formatting (no escaping), drops every block
+///   that is not text, and never writes `max_tokens`.
+///
+/// Both panic on a body that is not JSON, decode `[]` into an answer, and classify
+/// every failure as transient with the whole body as detail and no hint.
+struct Careless;
+
+struct NoStream;
+
+impl weir_sdk::StreamDecoder for NoStream {
+    fn new(_provider: &str) -> Self {
+        Self
+    }
+    fn feed(&mut self, _event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+        Ok(Vec::new())
+    }
+    fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
+        Ok(Vec::new())
+    }
+}
+
+fn info(key: &str) -> ProviderInfo {
+    ProviderInfo {
+        key: key.to_owned(),
+        description: "careless".to_owned(),
+        default_endpoint: Some("https://careless.example".to_owned()),
+        credential: CredentialShape::Header(HeaderCredential {
+            default_credential_id: "careless-key".to_owned(),
+            header_name: "authorization".to_owned(),
+            prefix: "Bearer ".to_owned(),
+            required: true,
+        }),
+        capabilities: Capabilities::empty(),
+        stream_framing: StreamFraming::Sse,
+    }
+}
+
+impl ChatProvider for Careless {
+    type StreamDecoder = NoStream;
+
+    fn providers() -> Vec<ProviderInfo> {
+        vec![info("leaky"), info("sloppy")]
+    }
+
+    fn encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+    ) -> Result<HttpRequest, CodecError> {
+        let texts: Vec<String> = conversation
+            .system
+            .iter()
+            .cloned()
+            .chain(conversation.turns.iter().flat_map(|turn| turn.content.iter()).filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.clone()),
+                _ => None,
+            }))
+            .collect();
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let body = if provider == "leaky" {
+            headers.push(("Authorization".to_owned(), "Bearer sk-leaked".to_owned()));
+            serde_json::json!({"model": params.wire_model_id, "max_tokens": params.max_tokens, "texts": texts})
+                .to_string()
+        } else {
+            let quoted: Vec<String> = texts.iter().map(|text| format!("\"{text}\"")).collect();
+            format!(r#"{{"model": "{}", "texts": [{}]}}"#, params.wire_model_id, quoted.join(","))
+        };
+        Ok(HttpRequest { method: "POST".into(), path_and_query: "/chat".into(), headers, body: body.into_bytes() })
+    }
+
+    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        let _: serde_json::Value = serde_json::from_slice(&response.body).expect("careless: the body is JSON");
+        Ok(ChatResponse {
+            content: vec![ContentBlock::Text("fine".into())],
+            stop_reason: StopReason::EndTurn,
+            raw_stop_reason: None,
+            usage: None,
+            refusal: None,
+            served_model: None,
+            request_id: None,
+        })
+    }
+
+    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
+        ErrorClass::Transient(Retry { hint: None, detail: String::from_utf8_lossy(&response.body).into_owned() })
+    }
+}
+
+fn outcome<'a>(report: &'a Report, provider: &str, name: &str) -> &'a Outcome {
+    &report.find(provider, name).unwrap_or_else(|| panic!("no check {provider}: {name} in\n{report}")).outcome
+}
+
+fn failed_with(report: &Report, provider: &str, name: &str, reason: &str) {
+    match outcome(report, provider, name) {
+        Outcome::Failed(found) => assert!(found.contains(reason), "{provider}: {name}: {found}"),
+        Outcome::Passed => panic!("{provider}: {name} passed; the kit missed a flaw\n{report}"),
+    }
+}
+
+#[test]
+fn every_flaw_of_a_careless_provider_is_caught() {
+    let report = weir_conformance::native::run::<Careless>(None).unwrap();
+    assert!(!report.passed());
+
+    failed_with(
+        &report,
+        "leaky",
+        "encode: a plain conversation gives a well-formed request without credentials",
+        "carries `Authorization`",
+    );
+    assert_eq!(
+        outcome(&report, "sloppy", "encode: a plain conversation gives a well-formed request without credentials"),
+        &Outcome::Passed
+    );
+    assert_eq!(outcome(&report, "sloppy", "encode: the wire model id is sent"), &Outcome::Passed);
+    failed_with(&report, "sloppy", "encode: the host's output reserve is written exactly", "max-tokens (1234)");
+    failed_with(&report, "sloppy", "encode: quotes, escapes, NUL and emoji survive JSON exactly", "not JSON");
+    failed_with(&report, "sloppy", "encode: no block is silently dropped (image, base64)", "image/png");
+    failed_with(&report, "sloppy", "encode: no block is silently dropped (tool use and tool result)", "call_conf_1");
+    failed_with(&report, "sloppy", "decode: an HTML error page is malformed, not a fault", "panicked");
+    failed_with(&report, "sloppy", "decode: a JSON array is malformed, not a fault", "decoded it into an answer");
+    failed_with(&report, "sloppy", "classify: HTTP 429 with an unreadable body", "classified as `transient`");
+    assert_eq!(outcome(&report, "sloppy", "classify: HTTP 503 with an unreadable body"), &Outcome::Passed);
+    failed_with(&report, "sloppy", "classify: retry-after in seconds becomes a hint", "hint None");
+    failed_with(&report, "sloppy", "classify: a 1 MiB error body gives a bounded detail", "at most 4096");
+    assert_eq!(outcome(&report, "*", "describe: serves at least one provider key"), &Outcome::Passed);
+}
+
+#[test]
+fn fixtures_compare_subsets_and_name_the_difference() {
+    let cases = dialect::parse(
+        r#"[
+        {"kind": "decode", "name": "text and stop", "provider": "sloppy",
+         "response": {"status": 200, "json": {}}, "expect": {"text": "fine", "stop": "end-turn"}},
+        {"kind": "decode", "name": "wrong stop", "provider": "sloppy",
+         "response": {"status": 200, "json": {}}, "expect": {"stop": "tool-use"}},
+        {"kind": "decode", "name": "should decline", "provider": "sloppy",
+         "response": {"status": 200, "json": {}}, "expect": {"codec_error": "malformed"}},
+        {"kind": "encode", "name": "path and body", "provider": "leaky",
+         "conversation": {"turns": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]},
+         "params": {"model": "m-1", "max_tokens": 9},
+         "expect": {"method": "POST", "path": "/chat", "headers": {"content-type": "application/json"},
+                    "body": {"model": "m-1", "max_tokens": 9, "texts": ["Hi"]}}},
+        {"kind": "encode", "name": "wrong path", "provider": "leaky",
+         "conversation": {"turns": []}, "params": {"model": "m", "max_tokens": 1},
+         "expect": {"path": "/v1/chat"}},
+        {"kind": "classify", "name": "class subset", "provider": "leaky",
+         "response": {"status": 429, "text": "slow down"}, "expect": {"class": "transient", "detail": "slow down"}},
+        {"kind": "classify", "name": "unserved key", "provider": "nobody",
+         "response": {"status": 429}, "expect": {}}
+    ]"#,
+    )
+    .unwrap();
+    let served = ["leaky".to_owned(), "sloppy".to_owned()];
+    let mut report = Report::default();
+    pollster::block_on(dialect::run(
+        &weir_conformance::native::Native::<Careless>::default(),
+        &served,
+        cases,
+        &mut report,
+    ));
+
+    assert_eq!(outcome(&report, "sloppy", "fixture: text and stop"), &Outcome::Passed);
+    failed_with(&report, "sloppy", "fixture: wrong stop", r#"$.stop is "end-turn", expected "tool-use""#);
+    failed_with(&report, "sloppy", "fixture: should decline", "answered; expected it to decline as `malformed`");
+    assert_eq!(outcome(&report, "leaky", "fixture: path and body"), &Outcome::Passed);
+    failed_with(&report, "leaky", "fixture: wrong path", "path /chat, expected /v1/chat");
+    assert_eq!(outcome(&report, "leaky", "fixture: class subset"), &Outcome::Passed);
+    failed_with(&report, "nobody", "fixture: unserved key", "does not serve `nobody`");
+}
+
+#[test]
+fn a_fixture_folder_that_does_not_exist_is_an_error_not_a_pass() {
+    let error = weir_conformance::native::run::<Careless>(Some(Path::new("/no/such/fixtures"))).unwrap_err();
+    assert!(error.to_string().contains("/no/such/fixtures"), "{error}");
+}

@@ -1,0 +1,112 @@
+//! `weir check FILE.wasm`, run as a process: the conformance kit through the real
+//! host on real components — the first-party OpenAI component with its fixtures, the
+//! hostile one, and files that are not provider components at all.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use weir_tests::gateway::{shared_cache_dir, weir_binary};
+
+fn weir_check(args: &[&str]) -> Output {
+    Command::new(weir_binary())
+        .arg("check")
+        .args(args)
+        .env("WEIR_CACHE_DIR", shared_cache_dir())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The OpenAI component exactly as the binary embeds it, written to a file.
+fn openai_component(dir: &Path) -> String {
+    let (_, bytes) = weir_host::plugin::embedded_components()
+        .iter()
+        .find(|(name, _)| name.contains("openai"))
+        .expect("the OpenAI component is embedded");
+    let path = dir.join("openai.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn openai_fixtures() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers/openai/conformance").to_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_openai_component_passes_the_kit_with_its_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = weir_check(&[&openai_component(dir.path()), "--fixtures", &openai_fixtures()]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
+    assert!(stdout.contains("world 0.1.0, sha256 "), "{stdout}");
+    for line in [
+        "ok    openai: encode: quotes, escapes, NUL and emoji survive JSON exactly",
+        "ok    openai-compatible: decode: JSON nested 100 000 deep is malformed, not a fault",
+        "ok    openai: fixture: insufficient_quota is quota, though it comes as a 429",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+}
+
+#[test]
+fn a_hostile_component_fails_with_each_fault_named_and_exits_nonzero() {
+    let output = weir_check(&[env!("WEIR_HOSTILE_WASM")]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    for line in [
+        "FAIL  hostile-loop: encode: a plain conversation gives a well-formed request without credentials — fault: exceeded its CPU budget in `chat.encode`",
+        "FAIL  hostile-panic: encode: the wire model id is sent — fault: trapped in `chat.encode`",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(text(&output.stderr).contains("does not pass the conformance kit"));
+}
+
+#[test]
+fn a_fixture_for_a_key_the_component_does_not_serve_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = dir.path().join("fixtures");
+    std::fs::create_dir(&fixtures).unwrap();
+    std::fs::write(
+        fixtures.join("case.json"),
+        r#"{"kind": "classify", "name": "stray", "provider": "anthropic",
+            "response": {"status": 529}, "expect": {"class": "overloaded"}}"#,
+    )
+    .unwrap();
+    let output = weir_check(&[&openai_component(dir.path()), "--fixtures", fixtures.to_str().unwrap()]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL  anthropic: fixture: stray — the component does not serve `anthropic`"), "{stdout}");
+}
+
+#[test]
+fn files_that_are_not_provider_components_are_rejected_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm\x0d\0\x01\0 not really").unwrap();
+    for (file, reason) in [
+        (garbage.to_str().unwrap(), "is rejected: not a valid component"),
+        (env!("WEIR_WRONG_VERSION_WASM"), "targets weir:provider@0.2.0; this host speaks weir:provider@0.1.0"),
+        (env!("WEIR_WRONG_WORLD_WASM"), "is rejected"),
+        (env!("WEIR_HOSTILE_FS_WASM"), "imports something this host does not grant"),
+        ("/no/such/component.wasm", "cannot read /no/such/component.wasm"),
+    ] {
+        let output = weir_check(&[file]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{file}: {stderr}");
+        assert!(stderr.contains(reason), "{file}: missing {reason:?} in {stderr}");
+    }
+}
+
+#[test]
+fn a_missing_fixture_folder_is_an_error_not_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = weir_check(&[&openai_component(dir.path()), "--fixtures", "/no/such/fixtures"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("fixtures: /no/such/fixtures"), "{}", text(&output.stderr));
+}
