@@ -42,8 +42,18 @@ pub enum Case {
         params: Box<Params>,
         expect: Box<EncodeExpectation>,
     },
-    Decode { name: String, provider: String, response: Response, expect: Value },
-    Classify { name: String, provider: String, response: Response, expect: Value },
+    Decode {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
+    Classify {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

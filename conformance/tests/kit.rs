@@ -10,8 +10,7 @@ use weir_conformance::{Outcome, Report, dialect};
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HeaderCredential,
-    HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, Retry, StopReason, StreamDelta, StreamEvent,
-    StreamFraming,
+    HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, Retry, StopReason, StreamFraming,
 };
 
 /// Two keys, each with its own flaws:
@@ -22,20 +21,6 @@ use weir_sdk::types::{
 /// Both panic on a body that is not JSON, decode `[]` into an answer, and classify
 /// every failure as transient with the whole body as detail and no hint.
 struct Careless;
-
-struct NoStream;
-
-impl weir_sdk::StreamDecoder for NoStream {
-    fn new(_provider: &str) -> Self {
-        Self
-    }
-    fn feed(&mut self, _event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
-        Ok(Vec::new())
-    }
-    fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
-        Ok(Vec::new())
-    }
-}
 
 fn info(key: &str) -> ProviderInfo {
     ProviderInfo {
@@ -54,7 +39,7 @@ fn info(key: &str) -> ProviderInfo {
 }
 
 impl ChatProvider for Careless {
-    type StreamDecoder = NoStream;
+    type StreamDecoder = weir_sdk::NoStreaming;
 
     fn providers() -> Vec<ProviderInfo> {
         vec![info("leaky"), info("sloppy")]
@@ -134,7 +119,7 @@ fn every_flaw_of_a_careless_provider_is_caught() {
     failed_with(&report, "sloppy", "encode: the host's output reserve is written exactly", "max-tokens (1234)");
     failed_with(&report, "sloppy", "encode: quotes, escapes, NUL and emoji survive JSON exactly", "not JSON");
     failed_with(&report, "sloppy", "encode: no block is silently dropped (image, base64)", "image/png");
-    failed_with(&report, "sloppy", "encode: no block is silently dropped (tool use and tool result)", "call_conf_1");
+    failed_with(&report, "sloppy", "encode: no block is silently dropped (tool use and tool result)", "get_weather");
     failed_with(&report, "sloppy", "decode: an HTML error page is malformed, not a fault", "panicked");
     failed_with(&report, "sloppy", "decode: a JSON array is malformed, not a fault", "decoded it into an answer");
     failed_with(&report, "sloppy", "classify: HTTP 429 with an unreadable body", "classified as `transient`");

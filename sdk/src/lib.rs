@@ -21,7 +21,7 @@ pub mod http;
 pub mod json;
 mod provider;
 
-pub use provider::{ChatProvider, StreamDecoder, StreamDecoderResource};
+pub use provider::{ChatProvider, NoStreaming, StreamDecoder, StreamDecoderResource};
 
 /// The version of the `weir:provider` world this SDK builds components for.
 pub const WORLD_VERSION: &str = "0.1.0";

@@ -49,6 +49,26 @@ pub trait StreamDecoder {
     fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError>;
 }
 
+/// The decoder of a provider that does not stream (it leaves `streaming` out of
+/// its capabilities, so the host never asks it to): should a stream reach it
+/// anyway, every event is refused as unsupported instead of being dropped.
+#[derive(Debug)]
+pub struct NoStreaming;
+
+impl StreamDecoder for NoStreaming {
+    fn new(_provider: &str) -> Self {
+        Self
+    }
+
+    fn feed(&mut self, _event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+        Err(CodecError::Unsupported("this provider does not stream".to_owned()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
+        Err(CodecError::Unsupported("this provider does not stream".to_owned()))
+    }
+}
+
 /// Adapts a [`StreamDecoder`] to the WIT resource, whose methods take `&self`.
 #[doc(hidden)]
 pub struct StreamDecoderResource<D>(RefCell<D>);
