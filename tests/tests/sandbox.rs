@@ -23,7 +23,7 @@ fn cache() -> std::path::PathBuf {
 fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
     let mut toml = String::new();
-    for key in ["loop", "alloc", "panic", "env", "header"] {
+    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge"] {
         toml.push_str(&format!(
             "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
@@ -82,6 +82,9 @@ async fn each_misbehaviour_fails_only_its_own_call() {
     let header = call(&weir, "header").await.expect_err("a header with a newline is refused");
     assert_eq!(header.category(), Category::ProviderFault, "{header}");
     assert!(header.error.to_string().contains("x-injected"), "{header}");
+
+    assert_fault(call(&weir, "utf8").await, "hostile-utf8", "utf-8");
+    assert_fault(call(&weir, "huge").await, "hostile-huge", "100001 headers");
 
     assert_eq!(background.await.unwrap(), 40, "every good call succeeded meanwhile");
     // The same component's other keys still work after its faults.

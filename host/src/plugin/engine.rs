@@ -11,7 +11,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllo
 
 use super::bindings::ChatProviderPre;
 use super::cache::ArtifactCache;
-use super::sandbox::{self, CallState, new_store};
+use super::sandbox::{self, CallEngine, CallState, SandboxLimits, new_store};
 use super::world;
 use crate::types::ProviderInfo;
 
@@ -40,7 +40,7 @@ pub struct LoadedComponent {
     pub digest: String,
     pub world_version: &'static str,
     pub providers: Vec<ProviderInfo>,
-    pub(super) engine: Engine,
+    pub(super) engine: CallEngine,
     pub(super) pre: ChatProviderPre<CallState>,
 }
 
@@ -63,6 +63,7 @@ pub fn component_digest(bytes: &[u8]) -> String {
 #[derive(Clone)]
 pub struct PluginEngine {
     engine: Engine,
+    limits: SandboxLimits,
     linker: Arc<Linker<CallState>>,
     cache: Option<ArtifactCache>,
 }
@@ -74,19 +75,35 @@ impl std::fmt::Debug for PluginEngine {
 }
 
 impl PluginEngine {
+    /// The engine every gateway serves with: each call runs under the sandbox's
+    /// limits (`sandbox::FUEL_PER_CALL`, the memory ceiling, the instance caps).
     pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        Self::with_limits(cache_dir, SandboxLimits::Enforced)
+    }
+
+    /// An engine whose calls run with no fuel and no store limits. It exists
+    /// only so `benches/component_round_trip.rs` can measure what the limits
+    /// cost against a limited engine in the same run. Never serve with it: a
+    /// component that loops would hold its worker thread forever.
+    pub fn without_limits_for_measurement(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        Self::with_limits(cache_dir, SandboxLimits::Off)
+    }
+
+    fn with_limits(cache_dir: Option<PathBuf>, limits: SandboxLimits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.cranelift_opt_level(OptLevel::Speed);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
         // A CPU budget per call (see `sandbox::FUEL_PER_CALL`): a component that
         // loops fails its own call instead of holding a worker thread forever.
-        config.consume_fuel(true);
+        config.consume_fuel(limits == SandboxLimits::Enforced);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         sandbox::link_wasi(&mut linker)?;
+        // Fuel changes the compiled code, so the two kinds of engine never share
+        // an artifact: the cache keys on the engine's compatibility hash.
         let cache = cache_dir.map(|dir| ArtifactCache::new(dir, &engine));
-        Ok(Self { engine, linker: Arc::new(linker), cache })
+        Ok(Self { engine, limits, linker: Arc::new(linker), cache })
     }
 
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
@@ -106,18 +123,12 @@ impl PluginEngine {
             .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
         let pre =
             ChatProviderPre::new(instance_pre).map_err(|e| format!("does not match the provider world: {e:#}"))?;
-        let providers = describe(&self.engine, &pre)?;
+        let engine = CallEngine { engine: self.engine.clone(), limits: self.limits };
+        let providers = describe(&engine, &pre)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
-        Ok(LoadedComponent {
-            source,
-            digest,
-            world_version: world::WORLD_VERSION,
-            providers,
-            engine: self.engine.clone(),
-            pre,
-        })
+        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre })
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
@@ -145,11 +156,11 @@ fn pooling() -> PoolingAllocationConfig {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(SLOTS)
-        .total_core_instances(SLOTS * 4)
+        .total_core_instances(SLOTS * 8)
         .total_memories(SLOTS)
         .total_tables(SLOTS * 4)
         .max_memories_per_component(2)
-        .max_core_instances_per_component(8)
+        .max_core_instances_per_component(sandbox::CORE_INSTANCES_PER_CALL)
         .max_tables_per_component(8)
         .max_memory_size(sandbox::MEMORY_LIMIT_BYTES)
         .linear_memory_keep_resident(KEEP_RESIDENT)
@@ -160,7 +171,7 @@ fn pooling() -> PoolingAllocationConfig {
 /// Asks a freshly loaded component what it provides. Loading is synchronous
 /// startup work, so the async call runs on a minimal executor of its own (no
 /// tokio runtime is needed, and none may be entered from inside one).
-fn describe(engine: &Engine, pre: &ChatProviderPre<CallState>) -> Result<Vec<ProviderInfo>, String> {
+fn describe(engine: &CallEngine, pre: &ChatProviderPre<CallState>) -> Result<Vec<ProviderInfo>, String> {
     pollster::block_on(async {
         let mut store = new_store(engine);
         let instance = pre.instantiate_async(&mut store).await.map_err(|e| format!("cannot be instantiated: {e:#}"))?;

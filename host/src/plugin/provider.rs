@@ -11,6 +11,12 @@ use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
 };
 
+/// More headers than any provider's request carries by two orders of magnitude.
+const MAX_REQUEST_HEADERS: usize = 64;
+/// Anthropic's and Bedrock's request ceiling is 32 MB (20 MB on Bedrock's
+/// Converse); no provider takes more, so a bigger encoded body is a component bug.
+const MAX_REQUEST_BODY_BYTES: usize = 32 << 20;
+
 /// Why a call into a component did not produce an answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginError {
@@ -70,7 +76,24 @@ impl Provider {
             .call_encode(&mut store, &self.info.key, conversation, params)
             .await
             .map_err(|e| self.fault("chat.encode", &e))?;
-        result.map_err(|error| self.codec(error))
+        let request = result.map_err(|error| self.codec(error))?;
+        self.sane_size(&request)?;
+        Ok(request)
+    }
+
+    /// A request no upstream would take is the component's fault, caught before
+    /// anything is sent: the host never forwards an absurd size it was handed.
+    fn sane_size(&self, request: &HttpRequest) -> Result<(), PluginError> {
+        let absurd = if request.headers.len() > MAX_REQUEST_HEADERS {
+            format!("{} headers (at most {MAX_REQUEST_HEADERS})", request.headers.len())
+        } else if request.body.len() > MAX_REQUEST_BODY_BYTES {
+            format!("a {} byte body (at most {MAX_REQUEST_BODY_BYTES})", request.body.len())
+        } else {
+            return Ok(());
+        };
+        let reason = format!("returned an absurd request from `chat.encode`: {absurd}");
+        tracing::error!(provider = %self.info.key, component = %self.component.source, %reason, "provider component fault");
+        Err(PluginError::Fault { provider: self.info.key.clone(), reason })
     }
 
     pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {

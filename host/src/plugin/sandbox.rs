@@ -5,7 +5,8 @@
 //! no arguments, null stdio. Filesystem, sockets, clocks and random are not
 //! linked at all, so a component importing them fails to load instead of
 //! receiving a capability. Every call runs under a memory ceiling, caps on
-//! instances and tables, and a CPU budget (fuel).
+//! instances and tables, and a CPU budget (fuel); [`SandboxLimits::Off`] exists
+//! only to measure what those limits cost.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
@@ -15,8 +16,12 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Memory a single call may grow its linear memories to.
 pub const MEMORY_LIMIT_BYTES: usize = 64 << 20;
-/// Instances, tables and memories one call may create.
-const INSTANCE_LIMIT: usize = 16;
+/// Tables and memories one call may create.
+const TABLE_AND_MEMORY_LIMIT: usize = 16;
+/// Core module instances one call's component may hold. A Rust component has a
+/// handful; componentize-py's CPython has 38 (the interpreter, libc, the adapter
+/// and their shims), so 64 leaves room for other guest languages' runtimes.
+pub const CORE_INSTANCES_PER_CALL: u32 = 64;
 /// The CPU budget of one call into a component, in wasmtime fuel (about one unit
 /// per wasm instruction): roughly a second of guest work, a thousand times what
 /// encoding a 4 KB conversation takes, so only a runaway component reaches it.
@@ -35,22 +40,46 @@ impl WasiView for CallState {
     }
 }
 
-/// A fresh store with nothing granted and the per-call limits applied.
-pub fn new_store(engine: &Engine) -> Store<CallState> {
+/// Whether the stores of an engine run under the limits above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxLimits {
+    /// Fuel, the memory ceiling and the instance, table and memory caps: what
+    /// every engine that serves uses.
+    Enforced,
+    /// None of them. This exists only so a benchmark can measure, in one run,
+    /// what the limits cost per call; never serve with it.
+    Off,
+}
+
+/// What a per-call store is made from: the engine, and whether its stores are
+/// limited (which must match how the engine was configured: fuel is an engine
+/// setting, the rest are per store).
+#[derive(Clone)]
+pub struct CallEngine {
+    pub engine: Engine,
+    pub limits: SandboxLimits,
+}
+
+/// A fresh store with nothing granted and, unless the engine is the
+/// measurement-only [`SandboxLimits::Off`] one, the per-call limits applied.
+pub fn new_store(engine: &CallEngine) -> Store<CallState> {
     let state = CallState {
         wasi: WasiCtx::builder().build(),
         table: ResourceTable::new(),
         limits: StoreLimitsBuilder::new()
             .memory_size(MEMORY_LIMIT_BYTES)
-            .instances(INSTANCE_LIMIT)
-            .tables(INSTANCE_LIMIT)
-            .memories(INSTANCE_LIMIT)
+            .instances(CORE_INSTANCES_PER_CALL as usize)
+            .tables(TABLE_AND_MEMORY_LIMIT)
+            .memories(TABLE_AND_MEMORY_LIMIT)
             .build(),
     };
-    let mut store = Store::new(engine, state);
+    let mut store = Store::new(&engine.engine, state);
+    if engine.limits == SandboxLimits::Off {
+        return store;
+    }
     store.limiter(|state| &mut state.limits);
-    // Fails only for an engine built without fuel, which `PluginEngine` never
-    // builds; say so loudly if that ever changes.
+    // Fails only for an engine built without fuel, which `PluginEngine` builds
+    // only with `SandboxLimits::Off`; say so loudly if that ever changes.
     if let Err(error) = store.set_fuel(FUEL_PER_CALL) {
         tracing::error!(%error, "cannot set a CPU budget on a component store");
     }

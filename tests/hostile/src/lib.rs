@@ -2,6 +2,7 @@
 //! so the test suite can prove that each misbehaviour fails only its own call.
 //! `decode` and `classify` behave, so a key's other calls still work.
 #![allow(clippy::panic, reason = "panicking is one of the misbehaviours under test")]
+#![allow(unsafe_code, reason = "handing the host a string that is not UTF-8 is one of the misbehaviours under test")]
 
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
@@ -10,8 +11,19 @@ use weir_sdk::types::{
 };
 
 /// Each key's misbehaviour in `encode`.
-pub const KEYS: [&str; 6] =
-    ["hostile-loop", "hostile-alloc", "hostile-panic", "hostile-env", "hostile-header", "hostile-file"];
+pub const KEYS: [&str; 8] = [
+    "hostile-loop",
+    "hostile-alloc",
+    "hostile-panic",
+    "hostile-env",
+    "hostile-header",
+    "hostile-file",
+    "hostile-utf8",
+    "hostile-huge",
+];
+
+/// How many headers `hostile-huge` returns: absurd for any HTTP request.
+const ABSURD_HEADER_COUNT: usize = 100_000;
 
 pub struct Hostile;
 
@@ -49,7 +61,11 @@ impl ChatProvider for Hostile {
         if provider == "hostile-header" {
             headers.push(("x-injected".to_owned(), "ok\r\nauthorization: Bearer stolen".to_owned()));
         }
-        Ok(HttpRequest { method: "POST".to_owned(), path_and_query: "/chat/completions".to_owned(), headers, body })
+        if provider == "hostile-huge" {
+            headers.extend((0..ABSURD_HEADER_COUNT).map(|i| (format!("x-filler-{i}"), "x".to_owned())));
+        }
+        let path_and_query = if provider == "hostile-utf8" { not_utf8() } else { "/chat/completions".to_owned() };
+        Ok(HttpRequest { method: "POST".to_owned(), path_and_query, headers, body })
     }
 
     fn decode(_: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
@@ -69,6 +85,14 @@ impl ChatProvider for Hostile {
     fn classify(_: &str, response: HttpResponse) -> ErrorClass {
         ErrorClass::Uncorrectable(format!("HTTP {}", response.status))
     }
+}
+
+/// A `String` whose bytes are not UTF-8: what a component in a language without
+/// Rust's guarantees (or with a bug in its bindings) can hand across the boundary.
+fn not_utf8() -> String {
+    // SAFETY: deliberately violated; the string is only handed to the host, which
+    // must validate it, and never read as text inside this component.
+    unsafe { String::from_utf8_unchecked(vec![b'/', 0xff, 0xfe, b'x']) }
 }
 
 /// Loops until the host stops it.
