@@ -3,14 +3,20 @@
 //! ~4 KB response — against the very same OpenAI codec compiled natively, which
 //! is serde_json doing the same encode and decode. Both run in this process, in
 //! this run, so the ratio is meaningful on a noisy machine.
+//!
+//! The group `sandbox_limits_4k` prices the sandbox's limits (fuel, memory
+//! ceiling, instance and table caps) the same way: the same round trip on an
+//! engine with the limits and on the measurement-only engine without them.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::unreachable, clippy::print_stderr)]
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use weir_host::plugin::{PluginEngine, ProviderRegistry};
+use tokio::runtime::Runtime;
+use weir_host::plugin::{PluginEngine, Provider, ProviderRegistry};
 use weir_host::types as host;
 use weir_provider_openai::OpenAi;
 use weir_sdk::ChatProvider;
@@ -88,6 +94,54 @@ fn response_body() -> Vec<u8> {
     .expect("static JSON serializes")
 }
 
+/// What one chat call asks of its component: encode on a fresh instance, then
+/// decode the response on another.
+fn component_round_trip(
+    runtime: &Runtime,
+    provider: &Provider,
+    conversation: &host::Conversation,
+    params: &host::CallParams,
+    response: &host::HttpResponse,
+) -> (host::HttpRequest, host::DecodedResponse) {
+    runtime.block_on(async {
+        let request = provider.encode(black_box(conversation), black_box(params)).await.expect("encode");
+        let decoded = provider.decode(black_box(response)).await.expect("decode");
+        black_box((request, decoded))
+    })
+}
+
+/// Criterion measures one engine after the other, so a burst of load from other
+/// work on this shared machine can land on one of them only. This alternates the
+/// two in short batches, swapping which goes first every round so that neither
+/// always follows the other, and returns the median of the per-round ratios
+/// (limited / unlimited), which such a burst moves far less.
+fn paired_limits_overhead(mut limited: impl FnMut(), mut unlimited: impl FnMut()) -> f64 {
+    const ROUNDS: usize = 41;
+    let mut ratios: Vec<f64> = (0..ROUNDS)
+        .map(|round| {
+            let (on, off) = if round % 2 == 0 {
+                let on = time_batch(&mut limited);
+                (on, time_batch(&mut unlimited))
+            } else {
+                let off = time_batch(&mut unlimited);
+                (time_batch(&mut limited), off)
+            };
+            on.as_secs_f64() / off.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ROUNDS / 2]
+}
+
+/// The time of 100 calls in a row.
+fn time_batch(call: &mut impl FnMut()) -> Duration {
+    let started = Instant::now();
+    for _ in 0..100 {
+        call();
+    }
+    started.elapsed()
+}
+
 fn round_trip(c: &mut Criterion) {
     let cache = std::env::temp_dir().join("weir-bench-cache");
     let engine = PluginEngine::new(Some(cache)).expect("engine");
@@ -127,13 +181,7 @@ fn round_trip(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("chat_round_trip_4k");
     group.bench_function("component: instantiate + encode + decode", |b| {
-        b.iter(|| {
-            runtime.block_on(async {
-                let request = provider.encode(black_box(&conversation), black_box(&host_params)).await.expect("encode");
-                let decoded = provider.decode(black_box(&host_response)).await.expect("decode");
-                black_box((request, decoded))
-            })
-        })
+        b.iter(|| component_round_trip(&runtime, provider, &conversation, &host_params, &host_response))
     });
     let tiny = host::HttpResponse { status: 418, headers: Vec::new(), body: Vec::new() };
     group.bench_function("component: instantiate + trivial call (classify an empty 418)", |b| {
@@ -158,6 +206,44 @@ fn round_trip(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The same components on an engine without fuel or store limits. Its own
+    // cache entries: fuel changes the compiled code, hence the engine's hash.
+    let unlimited_engine =
+        PluginEngine::without_limits_for_measurement(Some(std::env::temp_dir().join("weir-bench-cache")))
+            .expect("engine without limits");
+    let unlimited_registry = ProviderRegistry::load(&unlimited_engine, None).expect("embedded components");
+    let unlimited = unlimited_registry.get("openai").expect("openai provider");
+    let mut group = c.benchmark_group("sandbox_limits_4k");
+    group.measurement_time(Duration::from_secs(4));
+    group.bench_function("limits enforced: instantiate + encode + decode", |b| {
+        b.iter(|| component_round_trip(&runtime, provider, &conversation, &host_params, &host_response))
+    });
+    group.bench_function("limits off (measurement only): instantiate + encode + decode", |b| {
+        b.iter(|| component_round_trip(&runtime, unlimited, &conversation, &host_params, &host_response))
+    });
+    group.finish();
+    let round_trip = paired_limits_overhead(
+        || {
+            black_box(component_round_trip(&runtime, provider, &conversation, &host_params, &host_response));
+        },
+        || {
+            black_box(component_round_trip(&runtime, unlimited, &conversation, &host_params, &host_response));
+        },
+    );
+    // Next to a call that runs almost no guest code: what the limits cost per
+    // store, apart from fuel metering the guest's instructions.
+    let trivial_call = paired_limits_overhead(
+        || {
+            black_box(runtime.block_on(provider.classify(black_box(&tiny))).expect("classify"));
+        },
+        || {
+            black_box(runtime.block_on(unlimited.classify(black_box(&tiny))).expect("classify"));
+        },
+    );
+    eprintln!("sandbox limits, enforced / off, median of interleaved batches:");
+    eprintln!("  instantiate + encode + decode: {round_trip:.3} ({:+.1}%)", (round_trip - 1.0) * 100.0);
+    eprintln!("  instantiate + trivial call:    {trivial_call:.3} ({:+.1}%)", (trivial_call - 1.0) * 100.0);
 }
 
 criterion_group!(benches, round_trip);
