@@ -1,15 +1,19 @@
 //! Builds the test components for `wasm32-wasip2` and tells the tests where they
-//! are: the hostile provider (`tests/hostile`, as is and with its `filesystem`
-//! and `v2` features) and the foreign components (`tests/foreign`: another world
-//! version, another world).
+//! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
+//! and `v2` features), the foreign components (`tests/foreign`: another world
+//! version, another world), and the Python provider (`providers/hermes-py`, built
+//! with componentize-py).
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
 
-use std::process::ExitCode;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
 
 /// (package, features, target dir under `target/`, artifact, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 5] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 6] = [
+    ("weir-provider-ollama", None, "template", "weir_provider_ollama.wasm", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "hostile", "weir_hostile_provider.wasm", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "hostile-fs", "weir_hostile_provider.wasm", "WEIR_HOSTILE_FS_WASM"),
     ("weir-hostile-provider", Some("v2"), "hostile-v2", "weir_hostile_provider.wasm", "WEIR_HOSTILE_V2_WASM"),
@@ -37,11 +41,105 @@ fn run() -> Result<(), String> {
     let workspace = wasm_guest::workspace()?;
     wasm_guest::rerun_if_changed(
         &workspace,
-        &["tests/hostile", "tests/foreign", "sdk", "wit", "build-support", "Cargo.toml", ".cargo/config.toml"],
+        &[
+            "tests/hostile",
+            "tests/foreign",
+            "providers/ollama",
+            "sdk",
+            "wit",
+            "build-support",
+            "Cargo.toml",
+            ".cargo/config.toml",
+        ],
     );
     for (package, features, dir, artifact, var) in BUILDS {
         let out = wasm_guest::build_components(&workspace, &workspace.join("target").join(dir), &[package], features)?;
         println!("cargo:rustc-env={var}={}", out.join(artifact).display());
     }
+    let python_provider = build_python_provider(&workspace)?;
+    println!("cargo:rustc-env=WEIR_HERMES_PY_WASM={}", python_provider.display());
     Ok(())
+}
+
+/// The Python provider's sources, relative to the workspace: the entry modules and
+/// the codec package. Files, not folders: a folder would count the `__pycache__`
+/// its unit tests write as a change and rebuild the component for nothing.
+const PYTHON_PROVIDER_DIRS: [&str; 2] = ["providers/hermes-py", "providers/hermes-py/hermes"];
+
+/// Builds `providers/hermes-py` into `target/hermes-py/hermes_text.wasm` with
+/// componentize-py. `--stub-wasi` replaces every WASI import with a trapping stub,
+/// so the component imports nothing: the host links no filesystem, clock or random.
+fn build_python_provider(workspace: &Path) -> Result<PathBuf, String> {
+    let source = workspace.join("providers/hermes-py");
+    for dir in PYTHON_PROVIDER_DIRS {
+        for file in python_files(&workspace.join(dir))? {
+            println!("cargo:rerun-if-changed={}", file.display());
+        }
+    }
+    let out_dir = workspace.join("target").join("hermes-py");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let output = out_dir.join("hermes_text.wasm");
+    let mut command = componentize_py()?;
+    command
+        .arg("--wit-path")
+        .arg(workspace.join("wit"))
+        .args(["--world", "chat-provider", "--quiet", "componentize", "--stub-wasi", "--python-path"])
+        .arg(&source)
+        .arg("--output")
+        .arg(&output)
+        .arg("app")
+        // Byte-code caches next to the sources would only be noise.
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let result = command.output().map_err(|e| format!("cannot run componentize-py: {e}"))?;
+    if !result.status.success() {
+        return Err(format!(
+            "componentize-py failed to build providers/hermes-py ({}):\n{}{}",
+            result.status,
+            String::from_utf8_lossy(&result.stdout),
+            String::from_utf8_lossy(&result.stderr)
+        ));
+    }
+    Ok(output)
+}
+
+/// componentize-py through the Python the tests use (`$WEIR_PYTHON`, else
+/// `tests/python/.venv/bin/python` if that venv exists, else `python3`), else the
+/// `componentize-py` command on `PATH`. Missing everywhere is an error that says how
+/// to install it: the Python provider is never skipped.
+fn componentize_py() -> Result<Command, String> {
+    println!("cargo:rerun-if-env-changed=WEIR_PYTHON");
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    let python = std::env::var_os("WEIR_PYTHON")
+        .unwrap_or_else(|| if venv.is_file() { venv.into_os_string() } else { OsString::from("python3") });
+    // The package has no `__main__`; its console script is `componentize_py.script`.
+    let through_python = |python: &OsString| {
+        let mut command = Command::new(python);
+        command.args(["-c", "import sys, componentize_py; sys.exit(componentize_py.script())"]);
+        command
+    };
+    if works(through_python(&python)) {
+        return Ok(through_python(&python));
+    }
+    if works(Command::new("componentize-py")) {
+        return Ok(Command::new("componentize-py"));
+    }
+    Err(format!(
+        "componentize-py is not installed (tried {} and `componentize-py` on PATH): it builds the Python \
+         provider the tests load. Install it with `python3 -m pip install -r tests/python/requirements.txt`",
+        python.to_string_lossy()
+    ))
+}
+
+fn works(mut command: Command) -> bool {
+    command.arg("--version").output().is_ok_and(|output| output.status.success())
+}
+
+fn python_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "py"))
+        .collect();
+    files.sort();
+    Ok(files)
 }

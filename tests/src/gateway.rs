@@ -58,6 +58,30 @@ pub fn shared_cache_dir() -> PathBuf {
     cache_dir_for(&weir_binary())
 }
 
+/// Compiles `component` into [`shared_cache_dir`] once per test process (`weir providers`
+/// on a folder holding only it), so the gateways a test starts load its precompiled
+/// artifact in milliseconds instead of each compiling it. A large guest (componentize-py's
+/// 18 MB CPython) takes tens of seconds to compile in a debug build: several gateways
+/// compiling it at once on a 2-core machine would overrun their start-up timeout.
+pub fn precompile(component: &Path) {
+    static DONE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(PoisonError::into_inner);
+    if done.iter().any(|path| path == component) {
+        return;
+    }
+    let folder = tempfile::tempdir().unwrap();
+    let name = component.file_name().unwrap_or_else(|| panic!("{} is not a file", component.display()));
+    std::fs::copy(component, folder.path().join(name)).unwrap();
+    let output = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && !stdout.contains("REJECTED"),
+        "{} does not load:\n{stdout}",
+        component.display()
+    );
+    done.push(component.to_owned());
+}
+
 fn cache_dir_for(binary: &Path) -> PathBuf {
     let target = binary.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("."));
     target.join("weir-test-cache")

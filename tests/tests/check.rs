@@ -1,6 +1,10 @@
 //! `weir check FILE.wasm`, run as a process: the conformance kit through the real
 //! host on real components — the first-party OpenAI component with its fixtures, the
-//! hostile one, and files that are not provider components at all.
+//! template, the Python provider, the hostile one, and files that are not provider
+//! components at all.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -32,17 +36,25 @@ fn openai_component(dir: &Path) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-fn openai_fixtures() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers/openai/conformance").to_str().unwrap().to_owned()
+/// A provider's fixture folder, `providers/<name>/conformance`.
+fn fixtures(provider: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers").join(provider).join("conformance");
+    dir.to_str().unwrap().to_owned()
+}
+
+fn assert_passes(output: &Output) {
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
+    assert!(stdout.contains("world 0.1.0, sha256 "), "{stdout}");
+    assert!(stdout.contains("ok    ") && stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }
 
 #[test]
 fn the_openai_component_passes_the_kit_with_its_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    let output = weir_check(&[&openai_component(dir.path()), "--fixtures", &openai_fixtures()]);
+    let output = weir_check(&[&openai_component(dir.path()), "--fixtures", &fixtures("openai")]);
+    assert_passes(&output);
     let stdout = text(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
-    assert!(stdout.contains("world 0.1.0, sha256 "), "{stdout}");
     for line in [
         "ok    openai: encode: quotes, escapes, NUL and emoji survive JSON exactly",
         "ok    openai-compatible: decode: JSON nested 100 000 deep is malformed, not a fault",
@@ -50,7 +62,20 @@ fn the_openai_component_passes_the_kit_with_its_fixtures() {
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
-    assert!(stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
+}
+
+#[test]
+fn the_template_component_passes_the_kit_with_its_fixtures() {
+    assert_passes(&weir_check(&[env!("WEIR_TEMPLATE_WASM"), "--fixtures", &fixtures("ollama")]));
+}
+
+/// The provider written in Python (componentize-py), through the same host and kit.
+#[test]
+fn the_python_component_passes_the_kit_with_its_fixtures() {
+    let output = weir_check(&[env!("WEIR_HERMES_PY_WASM"), "--fixtures", &fixtures("hermes-py")]);
+    assert_passes(&output);
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("ok    hermes-text: fixture: Hermes tool-call markup"), "{stdout}");
 }
 
 #[test]
