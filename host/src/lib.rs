@@ -30,6 +30,7 @@ mod error;
 pub mod plugin;
 pub mod server;
 mod status;
+pub mod stream;
 pub mod transport;
 pub mod types;
 

@@ -4,9 +4,10 @@
 
 pub use crate::plugin::wit_types::{
     CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape, Effort,
-    ErrorClass, HeaderCredential, HttpRequest, HttpResponse, LeafBlock, Media, MediaSource, PreparedConversation,
-    ProviderInfo, Refusal, ResponseSchema, Retry, RetryHint, Sigv4, StopReason, StreamFraming, Thinking, ToolChoice,
-    ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
+    ErrorClass, HeaderCredential, HttpRequest, HttpResponse, InBandError, LeafBlock, Media, MediaSource,
+    PreparedConversation, ProviderInfo, Refusal, ResponseSchema, Retry, RetryHint, Sigv4, StopInfo, StopReason,
+    StreamDelta, StreamEvent, StreamFraming, Thinking, ToolCallFragment, ToolCallStart, ToolChoice, ToolDefinition,
+    ToolResult, ToolUse, Turn, TurnRole, Usage,
 };
 
 /// A conversation in the shape providers render: system content apart from the
