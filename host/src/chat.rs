@@ -30,6 +30,9 @@ pub struct ChatRequest {
     /// Accept an answer cut off at its output budget (with stop reason
     /// max-tokens) instead of escalating to the model's ceiling or failing.
     pub accept_truncated: bool,
+    /// Streams only: an in-band error before any output may replay the request
+    /// once without streaming. `false` takes the stream's verdict as is.
+    pub stream_replay: bool,
 }
 
 impl ChatRequest {
@@ -46,6 +49,7 @@ impl ChatRequest {
             max_retries: None,
             max_corrections: None,
             accept_truncated: false,
+            stream_replay: true,
         }
     }
 

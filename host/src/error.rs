@@ -185,6 +185,9 @@ pub enum WeirError {
     InvalidAnswer { model: String, corrections: u32, reason: String },
     #[error("{last} (gave up after {attempts} attempts)")]
     RetriesExhausted { attempts: u32, last: Box<WeirError> },
+    /// A stream failed after output reached the caller, so it was not retried.
+    #[error("model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered: {source}")]
+    MidStream { model: String, deltas: u64, bytes: u64, source: Box<WeirError> },
 }
 
 impl WeirError {
@@ -196,6 +199,12 @@ impl WeirError {
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
             Self::InvalidAnswer { .. } => Category::InvalidResponse,
             Self::RetriesExhausted { last, .. } => last.category(),
+            // A capacity signal after output cannot be retried transparently: it is
+            // uncorrectable here. Anything else keeps its own category.
+            Self::MidStream { source, .. } => match source.retry_policy() {
+                Some(policy) if policy.backpressure_weight > 0 => Category::UpstreamError,
+                _ => source.category(),
+            },
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
@@ -259,7 +268,8 @@ impl WeirError {
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
-            | Self::RetriesExhausted { .. } => None,
+            | Self::RetriesExhausted { .. }
+            | Self::MidStream { .. } => None,
         }
     }
 
@@ -281,6 +291,11 @@ impl WeirError {
             Self::RetriesExhausted { attempts, last } => {
                 format!("{} (gave up after {attempts} attempts)", last.safe_message())
             }
+            Self::MidStream { model, deltas, bytes, source } => format!(
+                "model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered, so it \
+                 was not retried: {}",
+                source.safe_message()
+            ),
             Self::Plugin { model, source } => match source {
                 PluginError::Fault { provider, .. } => {
                     format!("model `{model}`: provider component `{provider}` failed; see the server log")

@@ -42,6 +42,7 @@ pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
 pub use status::{ModelStatus, ProviderStatus};
+pub use stream::ChatStream;
 
 use admission::{Admission, InProcessStore, RateStore};
 use plugin::{PluginEngine, ProviderRegistry};
@@ -94,6 +95,12 @@ impl Weir {
     /// Runs one chat call through the funnel.
     pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, CallError> {
         call::chat(self, request).await
+    }
+
+    /// Runs one chat call through the funnel as a stream. Resolves once the first
+    /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
+    pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, CallError> {
+        call::chat_stream(self, request).await
     }
 
     pub fn config(&self) -> &Config {

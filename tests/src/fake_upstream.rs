@@ -50,6 +50,9 @@ pub enum Scripted {
     /// Send the head, then the given raw chunks (for SSE), pausing `pause` between chunks.
     /// Each chunk is flushed on its own, so a client sees them arrive one by one.
     Stream { status: u16, headers: Vec<(String, String)>, chunks: Vec<Bytes>, pause: Duration },
+    /// Like [`Scripted::Stream`], but after the last chunk the connection is cut without the
+    /// body's end (a socket drop mid-stream; no error frame).
+    StreamThenDrop { status: u16, headers: Vec<(String, String)>, chunks: Vec<Bytes> },
 }
 
 impl Scripted {
@@ -409,6 +412,9 @@ async fn play(mut script: Scripted, kill: &Notify) -> Response<Body> {
             Scripted::Stream { status, headers, chunks, pause } => {
                 return build_response(status, &headers, chunked_body(chunks, pause));
             }
+            Scripted::StreamThenDrop { status, headers, chunks } => {
+                return build_response(status, &headers, cut_body(chunks));
+            }
         }
     }
 }
@@ -422,6 +428,17 @@ fn chunked_body(chunks: Vec<Bytes>, pause: Duration) -> Body {
         Some((Ok::<Bytes, Infallible>(chunk), (chunks, false)))
     });
     Body::from_stream(stream)
+}
+
+/// The chunks, then a body error: hyper aborts the connection mid-body. The error
+/// comes a moment after the last chunk, so the chunks are on the wire first.
+fn cut_body(chunks: Vec<Bytes>) -> Body {
+    let chunks = futures_util::stream::iter(chunks.into_iter().map(Ok));
+    let cut = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Err(std::io::Error::other("dropped on purpose"))
+    });
+    Body::from_stream(futures_util::StreamExt::chain(chunks, cut))
 }
 
 fn build_response(status: u16, headers: &[(String, String)], body: Body) -> Response<Body> {

@@ -485,6 +485,12 @@ pub fn stream(chunks: Vec<Bytes>) -> Scripted {
     stream_with_pause(chunks, Duration::ZERO)
 }
 
+/// A 200 SSE answer sending `chunks`, then cutting the connection without ending the body.
+#[must_use]
+pub fn stream_then_drop(chunks: Vec<Bytes>) -> Scripted {
+    Scripted::StreamThenDrop { status: 200, headers: sse_headers(REQUEST_ID), chunks }
+}
+
 /// A 200 SSE answer pausing `pause` between chunks (to test timeouts and incremental relay).
 #[must_use]
 pub fn stream_with_pause(chunks: Vec<Bytes>, pause: Duration) -> Scripted {

@@ -3,8 +3,9 @@
 //! else, and what the caller sees is derived from the class alone.
 
 use crate::error::{UpstreamClass, WeirError};
-use crate::types::{ErrorClass, HttpResponse, RetryHint};
+use crate::types::{ErrorClass, HttpResponse, InBandError, RetryHint};
 
+use super::streaming::Origin;
 use super::target::Target;
 
 pub(super) async fn failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
@@ -30,6 +31,34 @@ pub(super) async fn failure(target: &Target<'_>, response: &HttpResponse) -> Wei
         class,
         retry_hint,
     }
+}
+
+/// An error frame inside an HTTP-200 stream, classified like an HTTP error from
+/// the class the component read. A status the component read from prose is kept
+/// out of the error (it may steer a replay, never what the caller sees). Returns
+/// the raw detail too, for the replay decision; it is logged here and goes
+/// nowhere else.
+pub(super) fn in_band(origin: &Origin, in_band: InBandError) -> (WeirError, String) {
+    let (class, retry_hint, detail) = split(in_band.class);
+    tracing::warn!(
+        model = %origin.model,
+        provider = %origin.provider,
+        status = ?in_band.status,
+        status_from_prose = in_band.status_from_prose,
+        class = ?class,
+        detail = %detail,
+        "in-band error frame in the upstream stream"
+    );
+    let status = in_band.status.filter(|_| !in_band.status_from_prose).unwrap_or(200);
+    let error = WeirError::Upstream {
+        model: origin.model.clone(),
+        provider: origin.provider.clone(),
+        credential: origin.credential.clone(),
+        status,
+        class,
+        retry_hint,
+    };
+    (error, detail)
 }
 
 /// Separates what the host acts on from the raw detail it only logs.

@@ -25,10 +25,10 @@ use crate::chat::ChatRequest;
 use crate::error::WeirError;
 use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
-use super::Tally;
 use super::retry::with_retries;
 use super::schema::{self, SchemaFailure};
 use super::target::Target;
+use super::{Attempt, Outcome, Tally};
 
 const DEFAULT_CORRECTIONS: u32 = 2;
 /// Re-runs of one payload that came back empty (the budget latches once spent).
@@ -45,11 +45,15 @@ struct Spent {
     empty_in_a_row: u32,
 }
 
-pub(super) async fn run(
+/// Runs attempts through the retry loop until an answer passes every gate. A
+/// live stream returns at once: its first output is already in hand, and nothing
+/// a caller has seen can be re-run.
+pub(super) async fn run<A: Attempt>(
+    attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
     tally: &mut Tally,
-) -> Result<DecodedResponse, WeirError> {
+) -> Result<Outcome<A::Live>, WeirError> {
     let model = target.model;
     let schema = request.response_schema.as_ref().map(|s| parse_schema(model, &s.schema_json)).transpose()?;
     let max_corrections = request.max_corrections.or(model.max_corrections).unwrap_or(DEFAULT_CORRECTIONS);
@@ -60,7 +64,10 @@ pub(super) async fn run(
         let reserve = output_reserve(requested, request.reasoning_effort, model)?;
         tally.requested_max_tokens = Some(reserve.max_tokens);
         let params = call_params(request, model, reserve);
-        let mut answer = with_retries(target, &conversation, &params, request, tally).await?;
+        let mut answer = match with_retries(attempt, target, &conversation, &params, request, tally).await? {
+            Outcome::Complete(answer) => answer,
+            live @ Outcome::Live(_) => return Ok(live),
+        };
 
         if answer.stop_reason == StopReason::ContentFiltered {
             return Err(refused(model, answer));
@@ -88,12 +95,12 @@ pub(super) async fn run(
             continue;
         }
         spent.empty_in_a_row = 0;
-        let Some(schema) = &schema else { return Ok(answer) };
+        let Some(schema) = &schema else { return Ok(Outcome::Complete(answer)) };
         let text = text_of(&answer.content);
         match schema::check(&text, schema) {
             Ok(instance) => {
                 answer.content = structured_content(answer.content, instance);
-                return Ok(answer);
+                return Ok(Outcome::Complete(answer));
             }
             Err(failure) if spent.corrections < max_corrections => {
                 tracing::info!(model = %model.id, ?failure, "structured answer rejected; correcting");

@@ -18,19 +18,67 @@
 //! - **an attempt** ([`attempt`]) goes through admission afresh, so every retry
 //!   reserves fresh capacity and gets a fresh timeout; its grant is marked sent
 //!   only as the request leaves, so anything failing before rolls it back.
+//! - **a streamed attempt** ([`streaming`]) is the same until its first output:
+//!   everything before it is classified, retried and gated like a whole call;
+//!   after it nothing is retried (the first-chunk rule).
 
 mod attempt;
 mod classify;
 mod gates;
 mod retry;
 mod schema;
+mod streaming;
 mod target;
 
+use std::convert::Infallible;
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
 use crate::chat::{CallError, ChatRequest, ChatResponse, Stamp};
 use crate::error::WeirError;
+use crate::stream::ChatStream;
+use crate::types::{CallParams, Conversation, DecodedResponse};
+
+use target::Target;
+
+/// What an attempt produced: a whole answer, or a live stream whose first output
+/// is in hand.
+enum Outcome<L> {
+    Complete(DecodedResponse),
+    Live(L),
+}
+
+/// One way of making an upstream attempt; the retry loop and the gates are the
+/// same for every way.
+trait Attempt {
+    /// What a live answer is; [`Infallible`] for attempts that never stream.
+    type Live;
+
+    async fn run(
+        &self,
+        target: &Target<'_>,
+        conversation: &Conversation,
+        params: &CallParams,
+        request: &ChatRequest,
+    ) -> Result<Outcome<Self::Live>, WeirError>;
+}
+
+/// The whole-answer attempt.
+struct Whole;
+
+impl Attempt for Whole {
+    type Live = Infallible;
+
+    async fn run(
+        &self,
+        target: &Target<'_>,
+        conversation: &Conversation,
+        params: &CallParams,
+        request: &ChatRequest,
+    ) -> Result<Outcome<Infallible>, WeirError> {
+        attempt::run(target, conversation, params, request.deadline).await.map(Outcome::Complete)
+    }
+}
 
 /// What the stages report for the stamp while the call runs.
 #[derive(Debug, Default)]
@@ -44,17 +92,10 @@ pub(crate) struct Tally {
 pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatResponse, CallError> {
     let started = Instant::now();
     let mut tally = Tally::default();
-    let result = run(weir, &request, &mut tally).await;
-    let stamp = Stamp {
-        model: request.model,
-        provider: tally.provider,
-        requested_max_tokens: tally.requested_max_tokens,
-        attempts: tally.attempts,
-        latency: started.elapsed(),
-        ended_at: SystemTime::now(),
-    };
+    let result = run(weir, &request, &mut tally, &Whole).await;
+    let stamp = stamp(request.model, tally, started);
     match result {
-        Ok(answer) => Ok(ChatResponse {
+        Ok(Outcome::Complete(answer)) => Ok(ChatResponse {
             content: answer.content,
             stop_reason: answer.stop_reason,
             raw_stop_reason: answer.raw_stop_reason,
@@ -64,16 +105,50 @@ pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatRespon
             request_id: answer.request_id,
             stamp,
         }),
+        Ok(Outcome::Live(never)) => match never {},
         Err(error) => Err(CallError { error, stamp }),
     }
 }
 
-async fn run(
+/// Opens a streamed chat call: resolves once the first output is in hand (or the
+/// call failed before any, after the same retries and gates as [`chat`]).
+pub(crate) async fn chat_stream(weir: &Weir, request: ChatRequest) -> Result<ChatStream, CallError> {
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let attempt = streaming::Streamed::new(request.stream_replay);
+    let result = match request.response_schema {
+        Some(_) => Err(WeirError::InvalidRequest(
+            "a structured (JSON-schema) answer is validated whole and cannot be streamed; send it without `stream`"
+                .to_owned(),
+        )),
+        None => run(weir, &request, &mut tally, &attempt).await,
+    };
+    let stamp = stamp(request.model, tally, started);
+    match result {
+        Ok(Outcome::Live(live)) => Ok(live.into_chat_stream(stamp)),
+        Ok(Outcome::Complete(answer)) => Ok(streaming::replayed(answer, stamp)),
+        Err(error) => Err(CallError { error, stamp }),
+    }
+}
+
+fn stamp(model: String, tally: Tally, started: Instant) -> Stamp {
+    Stamp {
+        model,
+        provider: tally.provider,
+        requested_max_tokens: tally.requested_max_tokens,
+        attempts: tally.attempts,
+        latency: started.elapsed(),
+        ended_at: SystemTime::now(),
+    }
+}
+
+async fn run<A: Attempt>(
     weir: &Weir,
     request: &ChatRequest,
     tally: &mut Tally,
-) -> Result<crate::types::DecodedResponse, WeirError> {
+    attempt: &A,
+) -> Result<Outcome<A::Live>, WeirError> {
     let target = target::resolve(weir, &request.model)?;
     tally.provider = Some(target.provider.key().to_owned());
-    gates::run(&target, request, tally).await
+    gates::run(attempt, &target, request, tally).await
 }

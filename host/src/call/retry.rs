@@ -10,29 +10,29 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::chat::ChatRequest;
 use crate::error::{SignalPolicy, WeirError};
-use crate::types::{CallParams, Conversation, DecodedResponse, RetryHint};
+use crate::types::{CallParams, Conversation, RetryHint};
 
-use super::Tally;
-use super::attempt;
 use super::target::Target;
+use super::{Attempt, Outcome, Tally};
 
 pub const DEFAULT_RETRIES: u32 = 3;
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
 
-pub(super) async fn with_retries(
+pub(super) async fn with_retries<A: Attempt>(
+    attempt: &A,
     target: &Target<'_>,
     conversation: &Conversation,
     params: &CallParams,
     request: &ChatRequest,
     tally: &mut Tally,
-) -> Result<DecodedResponse, WeirError> {
+) -> Result<Outcome<A::Live>, WeirError> {
     let budget = request.max_retries.or(target.model.max_retries).unwrap_or(DEFAULT_RETRIES);
     let mut retries = 0;
     loop {
         tally.attempts += 1;
-        let error = match attempt::run(target, conversation, params, request.deadline).await {
-            Ok(response) => return Ok(response),
+        let error = match attempt.run(target, conversation, params, request).await {
+            Ok(outcome) => return Ok(outcome),
             Err(error) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };

@@ -17,7 +17,7 @@ mod sandbox;
 mod world;
 
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
-pub use provider::{PluginError, Provider};
+pub use provider::{ComponentStream, PluginError, Provider};
 pub use registry::{LoadFailure, ProviderRegistry, folder_fingerprint};
 pub use world::WORLD_VERSION;
 

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::bindings::ChatProvider as Bindings;
 use super::engine::LoadedComponent;
-use super::sandbox::{CallState, new_store};
+use super::sandbox::{CallState, new_store, refuel};
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
+    StreamDelta, StreamEvent,
 };
 
 /// More headers than any provider's request carries by two orders of magnitude.
@@ -115,6 +116,19 @@ impl Provider {
             .map_err(|e| self.fault("chat.classify", &e))
     }
 
+    /// A stream decoder: one instance held for the stream's life, so the decoder
+    /// may keep state between events. Each event gets a fresh CPU budget.
+    pub async fn open_stream(&self) -> Result<ComponentStream, PluginError> {
+        let (mut store, bindings) = self.instantiate().await?;
+        let decoder = bindings
+            .weir_provider_chat()
+            .stream_decoder()
+            .call_constructor(&mut store, &self.info.key)
+            .await
+            .map_err(|e| self.fault("chat.stream-decoder", &e))?;
+        Ok(ComponentStream { provider: self.clone(), store, bindings, decoder })
+    }
+
     async fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
         let mut store = new_store(&self.component.engine);
         let bindings =
@@ -134,5 +148,48 @@ impl Provider {
 
     fn codec(&self, error: CodecError) -> PluginError {
         PluginError::Codec { provider: self.info.key.clone(), error }
+    }
+}
+
+/// One stream's decoder inside its own component instance. Dropping it drops the
+/// instance; a trap poisons only this stream.
+pub struct ComponentStream {
+    provider: Provider,
+    store: wasmtime::Store<CallState>,
+    bindings: Bindings,
+    decoder: wasmtime::component::ResourceAny,
+}
+
+impl std::fmt::Debug for ComponentStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentStream").field("provider", &self.provider).finish_non_exhaustive()
+    }
+}
+
+impl ComponentStream {
+    /// One framed event in, the deltas it completes out.
+    pub async fn feed(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, PluginError> {
+        refuel(&mut self.store, &self.provider.component.engine);
+        let result = self
+            .bindings
+            .weir_provider_chat()
+            .stream_decoder()
+            .call_feed(&mut self.store, self.decoder, event)
+            .await
+            .map_err(|e| self.provider.fault("stream-decoder.feed", &e))?;
+        result.map_err(|error| self.provider.codec(error))
+    }
+
+    /// The transport ended cleanly: whatever the decoder held back.
+    pub async fn finish(&mut self) -> Result<Vec<StreamDelta>, PluginError> {
+        refuel(&mut self.store, &self.provider.component.engine);
+        let result = self
+            .bindings
+            .weir_provider_chat()
+            .stream_decoder()
+            .call_finish(&mut self.store, self.decoder)
+            .await
+            .map_err(|e| self.provider.fault("stream-decoder.finish", &e))?;
+        result.map_err(|error| self.provider.codec(error))
     }
 }

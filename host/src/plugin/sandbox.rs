@@ -86,6 +86,16 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
     store
 }
 
+/// Gives a store that lives across many calls (a stream's decoder) a fresh CPU
+/// budget before each one: the budget bounds one call, not a stream's length.
+pub fn refuel(store: &mut Store<CallState>, engine: &CallEngine) {
+    if engine.limits == SandboxLimits::Enforced
+        && let Err(error) = store.set_fuel(FUEL_PER_CALL)
+    {
+        tracing::error!(%error, "cannot set a CPU budget on a component store");
+    }
+}
+
 fn table_of(state: &mut CallState) -> &mut ResourceTable {
     &mut state.table
 }

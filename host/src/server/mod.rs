@@ -1,14 +1,15 @@
 //! The HTTP gateway: a thin axum layer over [`Weir`]. Routes parse a dialect,
 //! call the library, and answer in the same dialect.
 //!
-//! - `POST /v1/chat/completions` — OpenAI Chat Completions (non-streaming)
+//! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
 //!
 //! Per-request knobs ride in headers, so unmodified OpenAI clients can set them:
 //! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections`,
-//! `x-weir-accept-truncated: true`. Every answer and error carries the stamp as
+//! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
+//! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
 //! `x-weir-latency-ms`.
 
@@ -27,6 +28,7 @@ pub use error::ApiError;
 
 use crate::Weir;
 use crate::chat::Stamp;
+use crate::stream::ChatStream;
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
@@ -38,8 +40,16 @@ pub fn router(weir: Weir) -> Router {
         .with_state(weir)
 }
 
-/// Serves the gateway on `listener` until ctrl-c or SIGTERM.
+/// Serves the gateway on `listener` until ctrl-c or SIGTERM. Client sockets get
+/// `TCP_NODELAY`: without it a streamed chunk can wait ~40 ms for the peer's
+/// delayed ACK (Nagle), on every response.
 pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|socket| {
+        if let Err(error) = socket.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY on a client socket");
+        }
+    });
     axum::serve(listener, router(weir)).with_graceful_shutdown(shutdown_signal()).await
 }
 
@@ -68,15 +78,45 @@ async fn shutdown_signal() {
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
 async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let mut request = openai::into_chat_request(&body)?;
+    let openai::Ingress { mut request, stream } = openai::into_chat_request(&body)?;
     request.deadline = deadline(&headers)?;
     request.max_retries = number_header(&headers, "x-weir-max-retries")?;
     request.max_corrections = number_header(&headers, "x-weir-max-corrections")?;
     request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
+    request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    if let Some(options) = stream {
+        let stream = weir.chat_stream(request).await?;
+        return Ok(sse_response(stream, options));
+    }
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(openai::completion_body(&response)).into_response();
     stamp_headers(answer.headers_mut(), &response.stamp);
     Ok(answer)
+}
+
+/// A streamed answer as OpenAI `chat.completion.chunk` server-sent events. The
+/// body is pulled by hyper as the client reads, so a slow client slows the
+/// upstream read and a client that leaves drops the [`ChatStream`], which
+/// cancels the upstream request.
+fn sse_response(stream: ChatStream, options: openai::StreamOptions) -> Response {
+    let writer = openai::ChunkWriter::new(stream.stamp(), options.include_usage);
+    let stamp = stream.stamp().clone();
+    let events = futures_util::stream::unfold(Some((stream, writer)), |state| async move {
+        let (mut stream, mut writer) = state?;
+        let (events, more) = match stream.next().await {
+            Some(Ok(delta)) => (writer.delta(delta), true),
+            Some(Err(failure)) => (vec![writer.error(&failure.error)], false),
+            None => (writer.end(), false),
+        };
+        let chunk = Ok::<_, std::convert::Infallible>(Bytes::from(events.concat()));
+        Some((chunk, more.then_some((stream, writer))))
+    });
+    let mut response = Response::new(axum::body::Body::from_stream(events));
+    let headers = response.headers_mut();
+    headers.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    stamp_headers(headers, &stamp);
+    response
 }
 
 /// The stamp as response headers, on answers and errors alike.

@@ -3,5 +3,13 @@
 //! into normalized deltas, and provider-agnostic repair fixes wire shapes some
 //! servers get wrong (cumulative snapshots, tool calls rendered as markup).
 
+mod assemble;
+mod chat_stream;
 pub mod framing;
 pub mod repair;
+mod upstream;
+
+pub use assemble::{Assembler, deltas_of};
+pub use chat_stream::ChatStream;
+pub(crate) use chat_stream::STREAM_BUFFER;
+pub use upstream::{StreamFailure, UpstreamStream};

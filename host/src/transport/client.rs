@@ -75,22 +75,27 @@ impl HttpClient {
         request: HttpRequest,
         credential: &Credential,
     ) -> Result<HttpResponse, TransportError> {
+        self.open(endpoint, request, credential).await?.read_all().await
+    }
+
+    /// Sends `request` and returns as soon as the status and headers are in; the
+    /// body is read as it arrives ([`BodyStream::next_chunk`]), so a stream's
+    /// reader paces the upstream socket: a slow consumer slows the read.
+    pub async fn open(
+        &self,
+        endpoint: &str,
+        request: HttpRequest,
+        credential: &Credential,
+    ) -> Result<BodyStream, TransportError> {
         let builder = self.build(endpoint, request, credential)?;
-        let mut response = builder.send().await.map_err(classify)?;
+        let response = builder.send().await.map_err(classify)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
             .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
             .collect();
-        let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(classify)? {
-            if body.len() + chunk.len() > self.max_body_bytes {
-                return Err(TransportError::BodyTooLarge { limit: self.max_body_bytes });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(HttpResponse { status, headers, body: body.to_vec() })
+        Ok(BodyStream { status, headers, response, max_body_bytes: self.max_body_bytes })
     }
 
     fn build(
@@ -108,6 +113,35 @@ impl HttpClient {
         let url = reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
         let headers = headers(request.headers, credential)?;
         Ok(self.client.request(method, url).headers(headers).body(request.body))
+    }
+}
+
+/// A response whose body has not been read yet. Dropping it closes the
+/// connection, which is how a cancelled stream cancels its upstream request.
+#[derive(Debug)]
+pub struct BodyStream {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    response: reqwest::Response,
+    max_body_bytes: usize,
+}
+
+impl BodyStream {
+    /// The next piece of the body as the socket delivers it; `None` at its end.
+    pub async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, TransportError> {
+        self.response.chunk().await.map_err(classify)
+    }
+
+    /// The rest of the body, bounded by the transport's body limit.
+    pub async fn read_all(mut self) -> Result<HttpResponse, TransportError> {
+        let mut body = BytesMut::new();
+        while let Some(chunk) = self.next_chunk().await? {
+            if body.len() + chunk.len() > self.max_body_bytes {
+                return Err(TransportError::BodyTooLarge { limit: self.max_body_bytes });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(HttpResponse { status: self.status, headers: self.headers, body: body.to_vec() })
     }
 }
 

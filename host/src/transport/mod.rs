@@ -4,5 +4,5 @@
 mod client;
 mod credentials;
 
-pub use client::{HttpClient, TransportError, TransportSettings};
+pub use client::{BodyStream, HttpClient, TransportError, TransportSettings};
 pub use credentials::{Credential, CredentialError, EnvSecretStore, Secret, SecretStore};

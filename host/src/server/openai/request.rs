@@ -27,7 +27,23 @@ struct Body {
     reasoning_effort: Option<String>,
     #[serde(default)]
     stream: bool,
+    stream_options: Option<StreamOptions>,
     n: Option<u32>,
+}
+
+/// What a streaming caller asked for beyond the deltas.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct StreamOptions {
+    /// A final chunk with the usage, before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// A parsed request, and its stream options when it asked to stream.
+#[derive(Debug)]
+pub struct Ingress {
+    pub request: ChatRequest,
+    pub stream: Option<StreamOptions>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,14 +89,10 @@ enum Stop {
 }
 
 /// Parses and maps a request body. Errors quote only the caller's own input.
-pub fn into_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
+pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     let body: Body =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
-    if body.stream {
-        return Err(ApiError::invalid_request(
-            "`stream: true` is not supported by this gateway yet; send the request without streaming",
-        ));
-    }
+    let stream = body.stream.then(|| body.stream_options.unwrap_or_default());
     if body.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid_request("only `n: 1` is supported"));
     }
@@ -94,7 +106,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     };
     request.response_schema = body.response_format.as_ref().map(response_schema).transpose()?.flatten();
     request.reasoning_effort = body.reasoning_effort.as_deref().map(effort).transpose()?.flatten();
-    Ok(request)
+    Ok(Ingress { request, stream })
 }
 
 fn conversation(
@@ -275,7 +287,19 @@ mod tests {
     use super::*;
 
     fn parse(body: serde_json::Value) -> ChatRequest {
-        into_chat_request(body.to_string().as_bytes()).unwrap()
+        into_chat_request(body.to_string().as_bytes()).unwrap().request
+    }
+
+    #[test]
+    fn stream_and_its_usage_option_are_read() {
+        let messages = serde_json::json!([{"role": "user", "content": "x"}]);
+        let ingress = |body: serde_json::Value| into_chat_request(body.to_string().as_bytes()).unwrap().stream;
+        assert!(ingress(serde_json::json!({"model": "m", "messages": messages})).is_none());
+        let plain = ingress(serde_json::json!({"model": "m", "stream": true, "messages": messages})).unwrap();
+        assert!(!plain.include_usage);
+        let with_usage = serde_json::json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
+            "messages": messages});
+        assert!(ingress(with_usage).unwrap().include_usage);
     }
 
     #[test]
@@ -335,10 +359,7 @@ mod tests {
     fn bad_requests_are_refused_with_the_reason() {
         let cases = [
             (serde_json::json!({"model": "m"}), "invalid body"),
-            (
-                serde_json::json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]}),
-                "stream",
-            ),
+            (serde_json::json!({"model": "m", "stream": "yes", "messages": []}), "invalid body"),
             (serde_json::json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}), "unknown role"),
             (serde_json::json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}), "no user"),
             (serde_json::json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "tool_call_id"),

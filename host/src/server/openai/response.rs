@@ -2,7 +2,7 @@
 //! OpenAI way: `prompt_tokens` is the whole prompt, cached tokens a subset.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -11,10 +11,16 @@ use crate::types::{ContentBlock, StopReason, Usage};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh completion id and the `created` time of an answer that ended at `at`.
+pub(super) fn completion_id(at: SystemTime) -> (String, u64) {
+    let created = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    (format!("chatcmpl-weir-{created:x}-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)), created)
+}
+
 pub fn completion_body(response: &ChatResponse) -> Value {
-    let created = response.stamp.ended_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    let (id, created) = completion_id(response.stamp.ended_at);
     json!({
-        "id": format!("chatcmpl-weir-{created:x}-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+        "id": id,
         "object": "chat.completion",
         "created": created,
         "model": response.stamp.model,
@@ -57,7 +63,7 @@ fn message(response: &ChatResponse) -> Value {
     message
 }
 
-fn finish_reason(reason: StopReason) -> &'static str {
+pub(super) fn finish_reason(reason: StopReason) -> &'static str {
     match reason {
         StopReason::EndTurn | StopReason::StopSequence | StopReason::Pause | StopReason::Other => "stop",
         StopReason::MaxTokens | StopReason::ContextWindowExceeded => "length",
@@ -66,7 +72,7 @@ fn finish_reason(reason: StopReason) -> &'static str {
     }
 }
 
-fn usage(usage: &Usage) -> Value {
+pub(super) fn usage(usage: &Usage) -> Value {
     let prompt = usage.total_input();
     json!({
         "prompt_tokens": prompt,

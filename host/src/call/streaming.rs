@@ -1,0 +1,327 @@
+//! The streamed attempt and the first-chunk rule.
+//!
+//! ```text
+//! admission ─► encode(stream) ─► open ─► status? ─► read until the first output ─► Live ─► pump task ─► ChatStream
+//!                                          │ non-2xx: classify (retry loop)     │ in-band error: classify, maybe
+//!                                          │                                     │ replay once without streaming
+//! ```
+//!
+//! Before the first output reaches the caller, every failure is the retry loop's
+//! and the gates' like in a whole call. An in-band error frame in an HTTP-200
+//! stream is classified from its status, and earns one replay of the same request
+//! without streaming when a second attempt could change the outcome. After the
+//! first output nothing is retried: a capacity signal feeds the throttle its
+//! weight and the stream fails naming its position; any failure ends the stream
+//! with a normalized error.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::mpsc;
+
+use crate::admission::{Feedback, Grant, ModelGate};
+use crate::chat::{ChatRequest, Stamp};
+use crate::error::WeirError;
+use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
+use crate::transport::TransportError;
+use crate::types::{CallParams, Conversation, DecodedResponse, InBandError, StreamDelta};
+
+use super::attempt::{self, feed_back};
+use super::target::Target;
+use super::{Attempt, Outcome, classify};
+
+/// A streamed attempt. The replay without streaming is spent once per call.
+pub(super) struct Streamed {
+    replay_allowed: bool,
+    replayed: AtomicBool,
+}
+
+impl Streamed {
+    pub fn new(replay_allowed: bool) -> Self {
+        Self { replay_allowed, replayed: AtomicBool::new(false) }
+    }
+}
+
+impl Attempt for Streamed {
+    type Live = Live;
+
+    async fn run(
+        &self,
+        target: &Target<'_>,
+        conversation: &Conversation,
+        params: &CallParams,
+        request: &ChatRequest,
+    ) -> Result<Outcome<Live>, WeirError> {
+        let streaming = CallParams { stream: true, ..params.clone() };
+        let (mut grant, http_request) =
+            attempt::admit_and_encode(target, conversation, &streaming, request.deadline).await?;
+        grant.mark_sent();
+        let transport = target.weir.transport();
+        let body = transport
+            .open(&target.endpoint, http_request, &target.credential)
+            .await
+            .map_err(|source| attempt::transport_failure(target, source))?;
+        if !(200..300).contains(&body.status) {
+            let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
+            return Err(attempt::upstream_failure(target, &response).await);
+        }
+        let decoder = target.provider.open_stream().await.map_err(|source| plugin(target, source))?;
+        let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
+        let mut first = Vec::new();
+        loop {
+            match upstream.next().await {
+                Some(Ok(StreamDelta::Error(in_band))) => {
+                    drop(upstream);
+                    drop(grant);
+                    return self.after_in_band_error(target, conversation, params, request, in_band).await;
+                }
+                Some(Ok(delta)) => {
+                    let output = is_output(&delta);
+                    first.push(delta);
+                    if output {
+                        feed_back(target.gate, Feedback::Success).await;
+                        return Ok(Outcome::Live(Live::new(target, first, upstream, grant)));
+                    }
+                }
+                Some(Err(failure)) => return Err(stream_failure(target, failure)),
+                None => {
+                    // Over before any output: a whole (empty, refused or cut off)
+                    // answer for the gates.
+                    feed_back(target.gate, Feedback::Success).await;
+                    return Ok(Outcome::Complete(assembled(first)));
+                }
+            }
+        }
+    }
+}
+
+impl Streamed {
+    /// An error frame before any output: classified from its status, then either
+    /// replayed once without streaming or returned to the retry loop.
+    async fn after_in_band_error(
+        &self,
+        target: &Target<'_>,
+        conversation: &Conversation,
+        params: &CallParams,
+        request: &ChatRequest,
+        in_band: InBandError,
+    ) -> Result<Outcome<Live>, WeirError> {
+        let status = in_band.status;
+        let (error, detail) = classify::in_band(&Origin::of(target), in_band);
+        feed_back(target.gate, Feedback::Backpressure(backpressure_weight(&error))).await;
+        if self.replay_allowed && earns_replay(status, &detail) && !self.replayed.swap(true, Ordering::Relaxed) {
+            tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
+            let whole = CallParams { stream: false, ..params.clone() };
+            return attempt::run(target, conversation, &whole, request.deadline).await.map(Outcome::Complete);
+        }
+        Err(error)
+    }
+}
+
+/// Whether a second attempt without streaming could change an in-band error's
+/// outcome: not for a rejection that would survive it (any 4xx but 408, 425 and
+/// 429), unless the rejection names streaming itself — which is exactly what the
+/// replay turns off. A timeout, a 5xx or no status at all earns it. What the
+/// provider's prose says steers only this decision, never a category.
+fn earns_replay(status: Option<u16>, detail: &str) -> bool {
+    match status {
+        Some(408 | 425 | 429) | None => true,
+        Some(400..=499) => names_streaming(detail),
+        Some(_) => true,
+    }
+}
+
+/// "streaming is not supported", "the `stream` parameter", "'stream' must be
+/// false": the word as the subject, not the bare "stream" a component's own
+/// wording may carry ("an error frame in a 200 stream").
+fn names_streaming(detail: &str) -> bool {
+    let detail = detail.to_ascii_lowercase();
+    ["streaming", "`stream`", "'stream'", "\"stream\"", "stream parameter", "stream mode", "stream=true"]
+        .iter()
+        .any(|phrase| detail.contains(phrase))
+}
+
+/// Whether a caller would see this delta: the first such ends the retryable phase.
+fn is_output(delta: &StreamDelta) -> bool {
+    match delta {
+        StreamDelta::Text(text) | StreamDelta::Thinking(text) => !text.is_empty(),
+        StreamDelta::ThinkingSignature(_) | StreamDelta::ToolCallStart(_) | StreamDelta::ToolCallFragment(_) => true,
+        StreamDelta::ToolCallEnd(_)
+        | StreamDelta::Usage(_)
+        | StreamDelta::Stop(_)
+        | StreamDelta::ServedModel(_)
+        | StreamDelta::RequestId(_)
+        | StreamDelta::Error(_) => false,
+    }
+}
+
+fn assembled(deltas: Vec<StreamDelta>) -> DecodedResponse {
+    let mut assembler = crate::stream::Assembler::default();
+    deltas.into_iter().for_each(|delta| assembler.push(delta));
+    assembler.finish()
+}
+
+fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError {
+    WeirError::Plugin { model: target.model.id.clone(), source }
+}
+
+/// A stream that broke before any output: transport and framing failures are
+/// transient (the retry loop re-runs them); a component failure is not.
+fn stream_failure(target: &Target<'_>, failure: StreamFailure) -> WeirError {
+    match failure {
+        StreamFailure::Transport(source) => attempt::transport_failure(target, source),
+        StreamFailure::Plugin(source) => plugin(target, source),
+        StreamFailure::Framing(_) | StreamFailure::EndedWithoutStop => {
+            attempt::transport_failure(target, TransportError::Io(failure.to_string()))
+        }
+    }
+}
+
+fn backpressure_weight(error: &WeirError) -> u32 {
+    match error {
+        WeirError::Upstream { class, .. } => class.backpressure_weight(),
+        _ => 0,
+    }
+}
+
+/// Who a stream's failures are attributed to, owned so the pump task can outlive
+/// the call's borrowed target.
+#[derive(Debug, Clone)]
+pub(super) struct Origin {
+    pub model: String,
+    pub provider: String,
+    pub credential: Option<String>,
+}
+
+impl Origin {
+    fn of(target: &Target<'_>) -> Self {
+        Self {
+            model: target.model.id.clone(),
+            provider: target.provider.key().to_owned(),
+            credential: target.credential_id.clone(),
+        }
+    }
+}
+
+/// A stream whose first output is in hand, with everything it holds: the
+/// upstream connection and the admission grant (its concurrency permit).
+pub(super) struct Live {
+    first: Vec<StreamDelta>,
+    upstream: UpstreamStream,
+    grant: Grant,
+    gate: Arc<ModelGate>,
+    origin: Origin,
+}
+
+impl Live {
+    fn new(target: &Target<'_>, first: Vec<StreamDelta>, upstream: UpstreamStream, grant: Grant) -> Self {
+        Self { first, upstream, grant, gate: Arc::clone(target.gate), origin: Origin::of(target) }
+    }
+
+    /// Hands the stream to its own task, which reads the upstream only as fast as
+    /// the caller takes deltas, and stops when the caller goes away.
+    pub fn into_chat_stream(self, stamp: Stamp) -> ChatStream {
+        let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(self.pump(sender));
+        ChatStream::new(receiver, stamp)
+    }
+
+    async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>) {
+        let Self { first, mut upstream, grant, gate, origin } = self;
+        let mut delivered: u64 = 0;
+        for delta in first {
+            if sender.send(Ok(delta)).await.is_err() {
+                return;
+            }
+            delivered += 1;
+        }
+        loop {
+            let next = tokio::select! {
+                next = upstream.next() => next,
+                () = sender.closed() => {
+                    tracing::info!(model = %origin.model, delivered, "the caller left; cancelling the upstream stream");
+                    return;
+                }
+            };
+            let item = match next {
+                None => break,
+                Some(Ok(StreamDelta::Error(in_band))) => {
+                    let (error, _) = classify::in_band(&origin, in_band);
+                    Err(mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await)
+                }
+                Some(Ok(delta)) => Ok(delta),
+                Some(Err(failure)) => {
+                    let error = origin.failure(failure);
+                    Err(mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await)
+                }
+            };
+            let failed = item.is_err();
+            if sender.send(item).await.is_err() || failed {
+                return;
+            }
+            delivered += 1;
+        }
+        drop(grant);
+    }
+}
+
+impl Origin {
+    fn failure(&self, failure: StreamFailure) -> WeirError {
+        match failure {
+            StreamFailure::Plugin(source) => WeirError::Plugin { model: self.model.clone(), source },
+            StreamFailure::Transport(source) => self.transport(source),
+            StreamFailure::Framing(_) | StreamFailure::EndedWithoutStop => {
+                self.transport(TransportError::Io(failure.to_string()))
+            }
+        }
+    }
+
+    fn transport(&self, source: TransportError) -> WeirError {
+        WeirError::Transport { model: self.model.clone(), provider: self.provider.clone(), source }
+    }
+}
+
+/// A failure after output began: never retried. A capacity signal still feeds
+/// the throttle its weight, so the next calls slow down.
+async fn mid_stream(gate: &ModelGate, origin: &Origin, error: WeirError, deltas: u64, bytes: u64) -> WeirError {
+    feed_back(gate, Feedback::Backpressure(backpressure_weight(&error))).await;
+    tracing::warn!(model = %origin.model, provider = %origin.provider, deltas, bytes, error = %error, "stream failed after output began");
+    WeirError::MidStream { model: origin.model.clone(), deltas, bytes, source: Box::new(error) }
+}
+
+/// A whole answer (a replay without streaming, or a stream over before any
+/// output that passed the gates) delivered as a stream.
+pub(super) fn replayed(answer: DecodedResponse, stamp: Stamp) -> ChatStream {
+    let deltas = deltas_of(answer);
+    let (sender, receiver) = mpsc::channel(deltas.len().max(1));
+    for delta in deltas {
+        // Cannot fail: the channel holds them all and the receiver is alive.
+        let _ = sender.try_send(Ok(delta));
+    }
+    ChatStream::new(receiver, stamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_is_earned_only_where_a_second_attempt_could_differ() {
+        for status in [None, Some(408), Some(425), Some(429), Some(500), Some(503), Some(529)] {
+            assert!(earns_replay(status, "anything"), "{status:?}");
+        }
+        for status in [400, 401, 403, 404, 413, 422] {
+            assert!(!earns_replay(Some(status), "error frame in a 200 stream: bad parameter"), "{status}");
+        }
+        assert!(earns_replay(Some(400), "Streaming is not supported for this model"));
+        assert!(earns_replay(Some(400), "invalid value for `stream`"));
+    }
+
+    #[test]
+    fn output_is_what_a_caller_would_see() {
+        assert!(!is_output(&StreamDelta::Text(String::new())));
+        assert!(is_output(&StreamDelta::Text("a".into())));
+        assert!(!is_output(&StreamDelta::ServedModel("m".into())));
+        assert!(!is_output(&StreamDelta::ToolCallEnd(0)));
+    }
+}

@@ -1,0 +1,145 @@
+//! Normalized stream deltas → OpenAI `chat.completion.chunk` SSE events, the
+//! shape the official clients reassemble: the role first, then content,
+//! `reasoning_content` and `tool_calls` deltas, the finish reason, the usage
+//! chunk when `stream_options.include_usage` asked for it, and `[DONE]`.
+
+use serde_json::{Value, json};
+
+use super::response::{completion_id, finish_reason, usage};
+use crate::chat::Stamp;
+use crate::error::WeirError;
+use crate::types::{StreamDelta, Usage};
+
+/// One stream's chunks: the same id, creation time and model on every chunk.
+#[derive(Debug)]
+pub struct ChunkWriter {
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    usage: Option<Usage>,
+    role_sent: bool,
+}
+
+impl ChunkWriter {
+    pub fn new(stamp: &Stamp, include_usage: bool) -> Self {
+        let (id, created) = completion_id(stamp.ended_at);
+        Self { id, created, model: stamp.model.clone(), include_usage, usage: None, role_sent: false }
+    }
+
+    /// The SSE events for one delta (none for deltas a chunk has no field for).
+    pub fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
+        let choice_delta = match delta {
+            StreamDelta::Text(text) => json!({"content": text}),
+            StreamDelta::Thinking(text) => json!({"reasoning_content": text}),
+            StreamDelta::ToolCallStart(start) => json!({"tool_calls": [{
+                "index": start.index, "id": start.id, "type": "function",
+                "function": {"name": start.name, "arguments": ""},
+            }]}),
+            StreamDelta::ToolCallFragment(fragment) => {
+                json!({"tool_calls": [{"index": fragment.index, "function": {"arguments": fragment.json}}]})
+            }
+            StreamDelta::Stop(stop) => return vec![self.event(json!({}), Some(finish_reason(stop.reason)))],
+            StreamDelta::Usage(usage) => {
+                self.usage = Some(usage);
+                return Vec::new();
+            }
+            StreamDelta::ThinkingSignature(_)
+            | StreamDelta::ToolCallEnd(_)
+            | StreamDelta::ServedModel(_)
+            | StreamDelta::RequestId(_)
+            | StreamDelta::Error(_) => return Vec::new(),
+        };
+        vec![self.event(choice_delta, None)]
+    }
+
+    /// The end of a stream that completed: the usage chunk if asked for, `[DONE]`.
+    pub fn end(&mut self) -> Vec<String> {
+        let mut events = Vec::new();
+        if self.include_usage {
+            events.push(sse(&json!({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [], "usage": self.usage.as_ref().map(usage),
+            })));
+        }
+        events.push("data: [DONE]\n\n".to_owned());
+        events
+    }
+
+    /// A failure after the stream began, as OpenAI sends one: an `error` object
+    /// with the category and a safe message, and no `[DONE]` after it.
+    pub fn error(&self, error: &WeirError) -> String {
+        let category = error.category().as_str();
+        sse(&json!({"error": {"message": error.safe_message(), "type": category, "code": category, "param": null}}))
+    }
+
+    fn event(&mut self, mut choice_delta: Value, finish: Option<&str>) -> String {
+        if !self.role_sent {
+            self.role_sent = true;
+            choice_delta["role"] = json!("assistant");
+        }
+        sse(&json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": choice_delta, "logprobs": null, "finish_reason": finish}],
+        }))
+    }
+}
+
+fn sse(value: &Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::types::{StopInfo, StopReason, ToolCallFragment, ToolCallStart};
+
+    fn writer(include_usage: bool) -> ChunkWriter {
+        let stamp = Stamp {
+            model: "m".into(),
+            provider: Some("p".into()),
+            requested_max_tokens: Some(10),
+            attempts: 1,
+            latency: Duration::ZERO,
+            ended_at: SystemTime::UNIX_EPOCH,
+        };
+        ChunkWriter::new(&stamp, include_usage)
+    }
+
+    fn data(event: &str) -> Value {
+        serde_json::from_str(event.strip_prefix("data: ").unwrap().trim_end()).unwrap()
+    }
+
+    #[test]
+    fn the_first_chunk_carries_the_role_and_tool_calls_stream_by_index() {
+        let mut writer = writer(false);
+        let first = data(&writer.delta(StreamDelta::Text("Hi".into()))[0]);
+        assert_eq!(first["object"], "chat.completion.chunk");
+        assert_eq!(first["choices"][0]["delta"], json!({"role": "assistant", "content": "Hi"}));
+        let start = ToolCallStart { index: 0, id: "c1".into(), name: "f".into() };
+        let start = data(&writer.delta(StreamDelta::ToolCallStart(start))[0]);
+        assert_eq!(start["choices"][0]["delta"]["tool_calls"][0]["id"], "c1");
+        assert!(start["choices"][0]["delta"].get("role").is_none(), "the role is sent once");
+        let fragment = ToolCallFragment { index: 0, json: "{\"a\":1}".into() };
+        let fragment = data(&writer.delta(StreamDelta::ToolCallFragment(fragment))[0]);
+        assert_eq!(fragment["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+        assert_eq!(first["id"], fragment["id"], "one id per stream");
+    }
+
+    #[test]
+    fn usage_waits_for_the_end_and_done_closes_it() {
+        let mut writer = writer(true);
+        let usage = Usage { input: 5, output: 2, cache_read: 3, cache_write: 0, reasoning: None };
+        assert!(writer.delta(StreamDelta::Usage(usage)).is_empty());
+        let stop = StopInfo { reason: StopReason::MaxTokens, raw: None, refusal: None };
+        assert_eq!(data(&writer.delta(StreamDelta::Stop(stop))[0])["choices"][0]["finish_reason"], "length");
+        let end = writer.end();
+        let usage_chunk = data(&end[0]);
+        assert_eq!(usage_chunk["choices"], json!([]));
+        assert_eq!(usage_chunk["usage"]["prompt_tokens"], 8);
+        assert_eq!(end[1], "data: [DONE]\n\n");
+        assert_eq!(self::writer(false).end(), vec!["data: [DONE]\n\n".to_owned()]);
+    }
+}

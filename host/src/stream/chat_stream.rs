@@ -1,0 +1,72 @@
+//! A streamed answer as the library's callers see it.
+
+use tokio::sync::mpsc;
+
+use super::assemble::Assembler;
+use crate::chat::{CallError, ChatResponse, Stamp};
+use crate::error::WeirError;
+use crate::types::StreamDelta;
+
+/// Deltas queued between the upstream reader and the caller. Small on purpose:
+/// when the caller stops reading, the reader stops reading the upstream socket.
+pub(crate) const STREAM_BUFFER: usize = 8;
+
+/// A live streamed answer: normalized deltas in order, then the end. Obtained
+/// from [`crate::Weir::chat_stream`] once the first output is in hand. Dropping it
+/// cancels the upstream request and releases what admission holds for it.
+#[derive(Debug)]
+pub struct ChatStream {
+    deltas: mpsc::Receiver<Result<StreamDelta, WeirError>>,
+    stamp: Stamp,
+    ended: bool,
+}
+
+impl ChatStream {
+    pub(crate) fn new(deltas: mpsc::Receiver<Result<StreamDelta, WeirError>>, stamp: Stamp) -> Self {
+        Self { deltas, stamp, ended: false }
+    }
+
+    /// The call's facts as of its first output: catalog id, provider, ceiling,
+    /// attempts, and the latency to that first output.
+    pub fn stamp(&self) -> &Stamp {
+        &self.stamp
+    }
+
+    /// The next delta; `None` after the last. A failure after output began is the
+    /// stream's last item: nothing is retried once a caller has seen output.
+    pub async fn next(&mut self) -> Option<Result<StreamDelta, CallError>> {
+        if self.ended {
+            return None;
+        }
+        match self.deltas.recv().await {
+            Some(Ok(delta)) => Some(Ok(delta)),
+            Some(Err(error)) => {
+                self.ended = true;
+                Some(Err(CallError { error, stamp: self.stamp.clone() }))
+            }
+            None => {
+                self.ended = true;
+                None
+            }
+        }
+    }
+
+    /// Reads the stream to its end and assembles the whole answer.
+    pub async fn collect(mut self) -> Result<ChatResponse, CallError> {
+        let mut assembler = Assembler::default();
+        while let Some(delta) = self.next().await {
+            assembler.push(delta?);
+        }
+        let answer = assembler.finish();
+        Ok(ChatResponse {
+            content: answer.content,
+            stop_reason: answer.stop_reason,
+            raw_stop_reason: answer.raw_stop_reason,
+            usage: answer.usage,
+            refusal: answer.refusal,
+            served_model: answer.served_model,
+            request_id: answer.request_id,
+            stamp: self.stamp,
+        })
+    }
+}
