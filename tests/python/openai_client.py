@@ -2,12 +2,14 @@
 """Talk to an OpenAI-compatible endpoint (Weir, or the fake upstream) with the official
 `openai` package, and print what came back as JSON lines.
 
-Usage: openai_client.py BASE_URL MODEL [--steps plain,tools,stream]
+Usage: openai_client.py BASE_URL MODEL [--steps plain,tools,stream,stream_tools]
 
 Steps (default: plain,tools):
   plain   a plain question; prints {"step":"plain","text":...,"usage":{...},"finish_reason":...}
   tools   one tool, get_weather(city); prints {"step":"tools","tool_calls":[...],...}
   stream  a streamed question with include_usage; prints {"step":"stream","text":...,"usage":...}
+  stream_tools  a streamed tool question; reassembles the tool calls from their deltas the way
+          the client's users do; prints {"step":"stream_tools","tool_calls":[...],"text":...}
 
 Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
 """
@@ -106,14 +108,44 @@ def stream(client, model):
     }
 
 
-STEPS = {"plain": plain, "tools": tools, "stream": stream}
+def stream_tools(client, model):
+    calls = {}
+    text = []
+    finish_reason = None
+    with client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL],
+        stream=True,
+    ) as chunks:
+        for chunk in chunks:
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    text.append(choice.delta.content)
+                for call in choice.delta.tool_calls or []:
+                    entry = calls.setdefault(call.index, {"id": None, "name": None, "arguments": ""})
+                    if call.id:
+                        entry["id"] = call.id
+                    if call.function and call.function.name:
+                        entry["name"] = call.function.name
+                    if call.function and call.function.arguments:
+                        entry["arguments"] += call.function.arguments
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
+    tool_calls = [
+        {"id": c["id"], "name": c["name"], "arguments": json.loads(c["arguments"])} for _, c in sorted(calls.items())
+    ]
+    return {"step": "stream_tools", "text": "".join(text), "tool_calls": tool_calls, "finish_reason": finish_reason}
+
+
+STEPS = {"plain": plain, "tools": tools, "stream": stream, "stream_tools": stream_tools}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("model", help="the model id to ask for")
-    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream")
+    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools")
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use weir_tests::openai_wire::{self, COMPLETION_ID, MODEL, chunk_json, sse_frame, sse_json, streamed_text};
+use weir_tests::python::run_openai_client;
 use weir_tests::{FakeUpstream, Gateway};
 
 fn config(upstream: &FakeUpstream) -> String {
@@ -377,4 +378,40 @@ async fn a_structured_answer_is_not_streamed() {
     let error: Value = response.json().await.unwrap();
     assert!(error["error"]["message"].as_str().unwrap().contains("cannot be streamed"), "{error}");
     assert_eq!(upstream.request_count(), 0);
+}
+
+/// The official `openai` Python client's streaming API on the gateway's SSE: text,
+/// usage and tool calls reassembled from their deltas, a markup tool call among them.
+#[tokio::test]
+async fn the_official_python_client_reassembles_streamed_text_and_tool_calls() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let base_url = gateway.url("/v1");
+    upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["One, ", "two, ", "three."])));
+    upstream.push(openai_wire::stream(openai_wire::sse_tool_call_chunks(
+        "call_py",
+        "get_weather",
+        &["{\"city\"", ": \"Paris\"}"],
+    )));
+    upstream.push(openai_wire::stream(vec![
+        role_chunk(),
+        text_chunk("Let me check. <tool_call>{\"name\": \"get_weather\", "),
+        text_chunk("\"arguments\": {\"city\": \"Lyon\"}}</tool_call>"),
+        finish_chunk("stop"),
+        openai_wire::sse_done(),
+    ]));
+
+    let lines = run_openai_client(&base_url, "chat", "stream,stream_tools,stream_tools");
+    assert_eq!(lines[0]["text"], "One, two, three.");
+    assert_eq!(lines[0]["finish_reason"], "stop");
+    assert_eq!(lines[0]["usage"]["prompt_tokens"], 10);
+    assert_eq!(
+        lines[1]["tool_calls"],
+        json!([{"id": "call_py", "name": "get_weather", "arguments": {"city": "Paris"}}])
+    );
+    assert_eq!(lines[1]["finish_reason"], "tool_calls");
+    assert_eq!(lines[2]["text"], "Let me check. ");
+    assert_eq!(lines[2]["tool_calls"][0]["name"], "get_weather");
+    assert_eq!(lines[2]["tool_calls"][0]["arguments"], json!({"city": "Lyon"}));
+    assert_eq!(lines[2]["finish_reason"], "tool_calls");
 }
