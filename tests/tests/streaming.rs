@@ -415,3 +415,38 @@ async fn the_official_python_client_reassembles_streamed_text_and_tool_calls() {
     assert_eq!(lines[2]["tool_calls"][0]["arguments"], json!({"city": "Lyon"}));
     assert_eq!(lines[2]["finish_reason"], "tool_calls");
 }
+
+/// The library's stream, embedded in a service: the same deltas as a
+/// `futures::Stream`, and `into_answer` for the whole answer.
+#[tokio::test]
+async fn the_library_streams_deltas_and_collects_the_answer() {
+    use futures_util::StreamExt;
+    use weir_host::types::{Conversation, StreamDelta};
+
+    let upstream = FakeUpstream::start().await;
+    let weir = weir_host::Weir::builder()
+        .config(weir_host::Config::from_toml(&config(&upstream), "streaming test").unwrap())
+        .providers_dir(tempfile::tempdir().unwrap().path())
+        .build()
+        .unwrap();
+    upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["A", "B", "C"])));
+    upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["Whole ", "answer."])));
+
+    let stream = weir.chat_stream(weir_host::ChatRequest::new("chat", Conversation::user("Hi"))).await.unwrap();
+    assert_eq!(stream.stamp().provider.as_deref(), Some("openai-compatible"));
+    let texts: Vec<String> = stream
+        .filter_map(|item| async move {
+            match item.unwrap() {
+                StreamDelta::Text(text) => Some(text),
+                _ => None,
+            }
+        })
+        .collect()
+        .await;
+    assert_eq!(texts.concat(), "ABC");
+
+    let answer = weir.chat_stream(weir_host::ChatRequest::new("chat", Conversation::user("Hi"))).await.unwrap();
+    let answer = answer.into_answer().await.unwrap();
+    assert_eq!(answer.text(), "Whole answer.");
+    assert_eq!(answer.usage.unwrap().input, 10);
+}

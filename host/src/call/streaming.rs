@@ -229,6 +229,10 @@ impl Live {
     async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>) {
         let Self { first, mut upstream, grant, gate, origin } = self;
         let mut delivered: u64 = 0;
+        let mut usage = first.iter().rev().find_map(|delta| match delta {
+            StreamDelta::Usage(usage) => Some(*usage),
+            _ => None,
+        });
         for delta in first {
             if sender.send(Ok(delta)).await.is_err() {
                 return;
@@ -255,6 +259,9 @@ impl Live {
                     Err(mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await)
                 }
             };
+            if let Ok(StreamDelta::Usage(found)) = &item {
+                usage = Some(*found);
+            }
             let failed = item.is_err();
             if sender.send(item).await.is_err() || failed {
                 return;
@@ -262,6 +269,8 @@ impl Live {
             delivered += 1;
         }
         drop(grant);
+        // What the stream cost, collected from the stream itself.
+        tracing::info!(model = %origin.model, provider = %origin.provider, delivered, bytes = upstream.bytes(), ?usage, "stream completed");
     }
 }
 

@@ -1,4 +1,8 @@
-//! A streamed answer as the library's callers see it.
+//! A streamed answer as the library's callers see it: an async `next()`, or a
+//! `futures::Stream` of the same items.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::sync::mpsc;
 
@@ -38,7 +42,13 @@ impl ChatStream {
         if self.ended {
             return None;
         }
-        match self.deltas.recv().await {
+        let received = self.deltas.recv().await;
+        self.item(received)
+    }
+
+    /// What one received item means for the caller, and whether the stream ended.
+    fn item(&mut self, received: Option<Result<StreamDelta, WeirError>>) -> Option<Result<StreamDelta, CallError>> {
+        match received {
             Some(Ok(delta)) => Some(Ok(delta)),
             Some(Err(error)) => {
                 self.ended = true;
@@ -52,7 +62,7 @@ impl ChatStream {
     }
 
     /// Reads the stream to its end and assembles the whole answer.
-    pub async fn collect(mut self) -> Result<ChatResponse, CallError> {
+    pub async fn into_answer(mut self) -> Result<ChatResponse, CallError> {
         let mut assembler = Assembler::default();
         while let Some(delta) = self.next().await {
             assembler.push(delta?);
@@ -68,5 +78,19 @@ impl ChatStream {
             request_id: answer.request_id,
             stamp: self.stamp,
         })
+    }
+}
+
+impl futures_util::Stream for ChatStream {
+    type Item = Result<StreamDelta, CallError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.deltas.poll_recv(cx) {
+            Poll::Ready(received) => Poll::Ready(self.item(received)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
