@@ -11,18 +11,18 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// (package, features, target dir under `target/`, artifact, env var for the tests)
+/// (package, features, artifact, the name it is kept under, env var for the tests)
 const BUILDS: [(&str, Option<&str>, &str, &str, &str); 6] = [
-    ("weir-provider-ollama", None, "template", "weir_provider_ollama.wasm", "WEIR_TEMPLATE_WASM"),
-    ("weir-hostile-provider", None, "hostile", "weir_hostile_provider.wasm", "WEIR_HOSTILE_WASM"),
-    ("weir-hostile-provider", Some("filesystem"), "hostile-fs", "weir_hostile_provider.wasm", "WEIR_HOSTILE_FS_WASM"),
-    ("weir-hostile-provider", Some("v2"), "hostile-v2", "weir_hostile_provider.wasm", "WEIR_HOSTILE_V2_WASM"),
-    ("weir-foreign-component", None, "foreign-version", "weir_foreign_component.wasm", "WEIR_WRONG_VERSION_WASM"),
+    ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
+    ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
+    ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
+    ("weir-hostile-provider", Some("v2"), "weir_hostile_provider.wasm", "hostile-v2", "WEIR_HOSTILE_V2_WASM"),
+    ("weir-foreign-component", None, "weir_foreign_component.wasm", "wrong-version", "WEIR_WRONG_VERSION_WASM"),
     (
         "weir-foreign-component",
         Some("other-world"),
-        "foreign-world",
         "weir_foreign_component.wasm",
+        "wrong-world",
         "WEIR_WRONG_WORLD_WASM",
     ),
 ];
@@ -52,9 +52,17 @@ fn run() -> Result<(), String> {
             ".cargo/config.toml",
         ],
     );
-    for (package, features, dir, artifact, var) in BUILDS {
-        let out = wasm_guest::build_components(&workspace, &workspace.join("target").join(dir), &[package], features)?;
-        println!("cargo:rustc-env={var}={}", out.join(artifact).display());
+    // One target dir for every guest, so their shared dependencies compile once; each
+    // artifact is copied out before the next build (same package, other features)
+    // overwrites it.
+    let dir = workspace.join("target").join("test-guests");
+    let kept = dir.join("kept");
+    std::fs::create_dir_all(&kept).map_err(|e| format!("cannot create {}: {e}", kept.display()))?;
+    for (package, features, artifact, name, var) in BUILDS {
+        let out = wasm_guest::build_components(&workspace, &dir, &[package], features)?;
+        let copy = kept.join(format!("{name}.wasm"));
+        std::fs::copy(out.join(artifact), &copy).map_err(|e| format!("cannot copy {artifact}: {e}"))?;
+        println!("cargo:rustc-env={var}={}", copy.display());
     }
     let python_provider = build_python_provider(&workspace)?;
     println!("cargo:rustc-env=WEIR_HERMES_PY_WASM={}", python_provider.display());

@@ -14,19 +14,25 @@
 //! which goes first) so that load from other work on this shared machine lands on
 //! both; medians are reported.
 //!
+//! To attribute the per-chunk cost, the same 200-chunk body is also fed, in
+//! memory, through the gateway's SSE framing and the provider component's stream
+//! decoder (one instance per stream, one call per event), as the gateway does.
+//!
 //! A control gateway served without `TCP_NODELAY` on its client sockets (plain
 //! `axum::serve` over the same router) shows what `serve`'s `tap_io` is for: the
 //! ~40 ms that Nagle's algorithm waits for the client's delayed ACK.
 
 // Benchmark setup: a failed step should stop the run with its message, and the
 // figures are the output.
-#![allow(clippy::expect_used, clippy::panic, clippy::print_stderr, reason = "a benchmark reports on stderr")]
+#![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
+use weir_host::stream::framing::FrameDecoder;
+use weir_host::types::StreamFraming;
 use weir_tests::{FakeUpstream, openai_wire};
 
 /// Time-to-first-content samples per path; even, so both orders occur equally.
@@ -68,26 +74,21 @@ struct Sample {
 }
 
 fn main() {
-    let client_runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
+    let client_runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
     // `start` binds synchronously and runs the server on a thread of its own.
     let upstream = client_runtime.block_on(FakeUpstream::start());
     // The gateway's own multi-threaded runtime, as in `weir serve`.
     let gateway_runtime = Runtime::new().expect("gateway runtime");
     let weir = build_weir(&upstream.base_url());
     let weir_base = gateway_runtime.block_on(spawn_gateway(weir.clone(), true));
-    let nagle_base = gateway_runtime.block_on(spawn_gateway(weir, false));
+    let nagle_base = gateway_runtime.block_on(spawn_gateway(weir.clone(), false));
 
     let direct = Target::new(&upstream.base_url(), "qwen3");
     let through_weir = Target::new(&weir_base, "chat");
     let without_nodelay = Target::new(&nagle_base, "chat");
     // Both paths use this one client: the same pool settings, `TCP_NODELAY` on
     // (reqwest's default, set explicitly so the comparison does not depend on it).
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
+    let client = reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(10)).build().expect("client");
 
     let short = ["Hello", ", Weir"];
     let long_texts: Vec<String> = (0..STREAM_CHUNKS).map(|i| format!("tok{i} ")).collect();
@@ -99,10 +100,8 @@ fn main() {
         paired(&client, &upstream, &direct, &through_weir, &long, WARMUP / 4).await;
         paired(&client, &upstream, &through_weir, &without_nodelay, &short, 2).await;
 
-        let (direct_short, weir_short) =
-            paired(&client, &upstream, &direct, &through_weir, &short, TTFB_SAMPLES).await;
-        let (direct_long, weir_long) =
-            paired(&client, &upstream, &direct, &through_weir, &long, STREAM_SAMPLES).await;
+        let (direct_short, weir_short) = paired(&client, &upstream, &direct, &through_weir, &short, TTFB_SAMPLES).await;
+        let (direct_long, weir_long) = paired(&client, &upstream, &direct, &through_weir, &long, STREAM_SAMPLES).await;
         let (nodelay_short, nagle_short) =
             paired(&client, &upstream, &through_weir, &without_nodelay, &short, NAGLE_SAMPLES).await;
         let (nodelay_long, nagle_long) =
@@ -111,6 +110,7 @@ fn main() {
         report_ttfb(&direct_short, &weir_short);
         report_stream(&direct_long, &weir_long);
         report_nagle(&nodelay_short, &nagle_short, &nodelay_long, &nagle_long);
+        report_decode(&weir, &long).await;
     });
     assert_eq!(upstream.queued(), 0, "every scripted answer was used");
     // The gateway tasks end with their runtime.
@@ -282,6 +282,39 @@ fn report_nagle(nodelay_short: &[Sample], nagle_short: &[Sample], nodelay_long: 
         long_on.len(),
         us(median(&long_on)),
         us(median(&long_off)),
+    );
+}
+
+/// SSE framing plus the component's stream decoder over the whole long-stream
+/// body in memory: the part of the gateway's per-event work that is neither a
+/// socket nor the chunk it writes back (repair and the OpenAI chunk JSON).
+async fn report_decode(weir: &weir_host::Weir, texts: &[&str]) {
+    let registry = weir.registry();
+    let provider = registry.get("openai-compatible").expect("the openai-compatible provider");
+    let body: Vec<u8> = openai_wire::sse_chunks(texts).concat();
+    let mut per_stream = Vec::with_capacity(STREAM_SAMPLES);
+    let mut events = 0;
+    for round in 0..WARMUP + STREAM_SAMPLES {
+        let started = Instant::now();
+        let mut framer = FrameDecoder::new(StreamFraming::Sse);
+        let mut decoder = provider.open_stream().await.expect("stream decoder");
+        let opened = started.elapsed();
+        let framed = framer.push(&body).expect("SSE framing");
+        for event in &framed {
+            decoder.feed(event).await.expect("feed");
+        }
+        decoder.finish().await.expect("finish");
+        if round >= WARMUP {
+            per_stream.push(started.elapsed() - opened);
+        }
+        events = framed.len();
+    }
+    eprintln!();
+    eprintln!(
+        "in memory, SSE framing + component stream decoder, {events} events, {} samples: median {:.1} µs = {:.2} µs per event",
+        per_stream.len(),
+        us(median(&per_stream)),
+        us(median(&per_stream)) / events as f64
     );
 }
 

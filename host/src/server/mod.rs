@@ -28,7 +28,7 @@ pub use error::ApiError;
 
 use crate::Weir;
 use crate::chat::Stamp;
-use crate::stream::ChatStream;
+use crate::stream::{ChatStream, Ready};
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
@@ -94,6 +94,10 @@ async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: By
     Ok(answer)
 }
 
+/// How many ready deltas one write of a stream may carry: bounded, so a burst
+/// still reaches the client in pieces.
+const MAX_DELTAS_PER_WRITE: usize = 64;
+
 /// A streamed answer as OpenAI `chat.completion.chunk` server-sent events. The
 /// body is pulled by hyper as the client reads, so a slow client slows the
 /// upstream read and a client that leaves drops the [`ChatStream`], which
@@ -103,11 +107,29 @@ fn sse_response(stream: ChatStream, options: openai::StreamOptions) -> Response 
     let stamp = stream.stamp().clone();
     let events = futures_util::stream::unfold(Some((stream, writer)), |state| async move {
         let (mut stream, mut writer) = state?;
-        let (events, more) = match stream.next().await {
+        let (mut events, mut more) = match stream.next().await {
             Some(Ok(delta)) => (writer.delta(delta), true),
             Some(Err(failure)) => (vec![writer.error(&failure.error)], false),
             None => (writer.end(), false),
         };
+        // Whatever else is ready goes into the same write: one write per delta
+        // costs a syscall and a TCP segment each.
+        let mut batched = 0;
+        while more && batched < MAX_DELTAS_PER_WRITE {
+            batched += 1;
+            match stream.ready() {
+                Ready::Delta(delta) => events.extend(writer.delta(delta)),
+                Ready::Failed(failure) => {
+                    events.push(writer.error(&failure.error));
+                    more = false;
+                }
+                Ready::Ended => {
+                    events.extend(writer.end());
+                    more = false;
+                }
+                Ready::Nothing => break,
+            }
+        }
         let chunk = Ok::<_, std::convert::Infallible>(Bytes::from(events.concat()));
         Some((chunk, more.then_some((stream, writer))))
     });

@@ -46,6 +46,24 @@ impl ChatStream {
         self.item(received)
     }
 
+    /// A delta already waiting, without waiting for one: lets a writer put what is
+    /// ready into one write instead of one write per delta.
+    pub(crate) fn ready(&mut self) -> Ready {
+        if self.ended {
+            return Ready::Ended;
+        }
+        let received = match self.deltas.try_recv() {
+            Ok(item) => Some(item),
+            Err(mpsc::error::TryRecvError::Empty) => return Ready::Nothing,
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+        };
+        match self.item(received) {
+            Some(Ok(delta)) => Ready::Delta(delta),
+            Some(Err(error)) => Ready::Failed(error),
+            None => Ready::Ended,
+        }
+    }
+
     /// What one received item means for the caller, and whether the stream ended.
     fn item(&mut self, received: Option<Result<StreamDelta, WeirError>>) -> Option<Result<StreamDelta, CallError>> {
         match received {
@@ -79,6 +97,14 @@ impl ChatStream {
             stamp: self.stamp,
         })
     }
+}
+
+/// What [`ChatStream::ready`] found.
+pub(crate) enum Ready {
+    Delta(StreamDelta),
+    Failed(CallError),
+    Ended,
+    Nothing,
 }
 
 impl futures_util::Stream for ChatStream {

@@ -11,5 +11,5 @@ mod upstream;
 
 pub use assemble::{Assembler, deltas_of};
 pub use chat_stream::ChatStream;
-pub(crate) use chat_stream::STREAM_BUFFER;
+pub(crate) use chat_stream::{Ready, STREAM_BUFFER};
 pub use upstream::{StreamFailure, UpstreamStream};

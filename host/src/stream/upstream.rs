@@ -6,6 +6,8 @@
 //!
 //! Nothing is read ahead: the next chunk is pulled from the socket only when the
 //! deltas of the last one were taken, so a slow consumer slows the upstream read.
+//! Events are decoded one at a time, so the first delta of a large read is handed
+//! out without waiting for the component to decode the whole read.
 
 use std::collections::VecDeque;
 
@@ -13,7 +15,7 @@ use super::framing::{FrameDecoder, FramingError};
 use super::repair::StreamRepair;
 use crate::plugin::{ComponentStream, PluginError};
 use crate::transport::{BodyStream, TransportError};
-use crate::types::{StreamDelta, StreamFraming};
+use crate::types::{StreamDelta, StreamEvent, StreamFraming};
 
 /// Why an upstream stream could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +37,14 @@ pub struct UpstreamStream {
     framer: FrameDecoder,
     decoder: ComponentStream,
     repair: StreamRepair,
+    /// Framed but not yet decoded.
+    events: VecDeque<StreamEvent>,
+    /// Decoded and repaired, not yet taken.
     pending: VecDeque<StreamDelta>,
+    /// The body ended and everything was decoded and flushed.
     ended: bool,
+    /// The body ended; `events` may still hold its last events.
+    body_done: bool,
     saw_stop: bool,
     bytes: u64,
 }
@@ -48,8 +56,10 @@ impl UpstreamStream {
             framer: FrameDecoder::new(framing),
             decoder,
             repair: StreamRepair::new(),
+            events: VecDeque::new(),
             pending: VecDeque::new(),
             ended: false,
+            body_done: false,
             saw_stop: false,
             bytes: 0,
         }
@@ -76,7 +86,7 @@ impl UpstreamStream {
                 self.saw_stop = true;
                 return Some(Err(StreamFailure::EndedWithoutStop));
             }
-            if let Err(failure) = self.read_more().await {
+            if let Err(failure) = self.advance().await {
                 self.ended = true;
                 self.saw_stop = true;
                 return Some(Err(failure));
@@ -84,7 +94,25 @@ impl UpstreamStream {
         }
     }
 
-    /// Reads one chunk (or the end) and queues the deltas it completes.
+    /// One step: decode the next framed event, or read the next chunk, or (at the
+    /// end of the body) flush the decoder and the repair.
+    async fn advance(&mut self) -> Result<(), StreamFailure> {
+        if let Some(event) = self.events.pop_front() {
+            let deltas = self.decoder.feed(&event).await.map_err(StreamFailure::Plugin)?;
+            self.repaired(deltas);
+        } else if !self.body_done {
+            self.read_more().await?;
+        } else {
+            let deltas = self.decoder.finish().await.map_err(StreamFailure::Plugin)?;
+            self.repaired(deltas);
+            let flushed = self.repair.finish();
+            self.pending.extend(flushed);
+            self.ended = true;
+        }
+        Ok(())
+    }
+
+    /// Reads one chunk (or the end) and frames the events it completes.
     async fn read_more(&mut self) -> Result<(), StreamFailure> {
         let events = match self.body.next_chunk().await.map_err(StreamFailure::Transport)? {
             Some(chunk) => {
@@ -92,20 +120,11 @@ impl UpstreamStream {
                 self.framer.push(&chunk).map_err(StreamFailure::Framing)?
             }
             None => {
-                self.ended = true;
+                self.body_done = true;
                 self.framer.finish().map_err(StreamFailure::Framing)?
             }
         };
-        for event in &events {
-            let deltas = self.decoder.feed(event).await.map_err(StreamFailure::Plugin)?;
-            self.repaired(deltas);
-        }
-        if self.ended {
-            let deltas = self.decoder.finish().await.map_err(StreamFailure::Plugin)?;
-            self.repaired(deltas);
-            let flushed = self.repair.finish();
-            self.pending.extend(flushed);
-        }
+        self.events.extend(events);
         Ok(())
     }
 
