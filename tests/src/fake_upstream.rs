@@ -98,6 +98,9 @@ struct State {
     received: Vec<Received>,
     limiter: Option<RequestLimiter>,
     rate_limited: usize,
+    /// Chunks of scripted streams that hyper has taken to write (it takes the next
+    /// only when its write buffer has room, so this stalls behind a slow reader).
+    chunks_sent: usize,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -279,6 +282,12 @@ impl FakeUpstream {
         self.shared.lock().rate_limited
     }
 
+    /// How many chunks of scripted streams were handed to the connection so far.
+    #[must_use]
+    pub fn chunks_sent(&self) -> usize {
+        self.shared.lock().chunks_sent
+    }
+
     /// How many requests arrived so far.
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -360,7 +369,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, router: Router
     }
 }
 
-async fn handle(request: Request<Incoming>, shared: &Shared, router: Router, kill: &Notify) -> Response<Body> {
+async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router, kill: &Notify) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -385,7 +394,7 @@ async fn handle(request: Request<Incoming>, shared: &Shared, router: Router, kil
     tracing::debug!(method = %received.method, path = %received.path, "fake upstream: request");
     let (seq, script) = shared.record(received);
     match script {
-        Some(script) => play(script, kill).await,
+        Some(script) => play(script, kill, shared).await,
         None => {
             let mut request = Request::from_parts(parts, Body::from(body));
             request.extensions_mut().insert(RequestSeq(seq));
@@ -397,7 +406,7 @@ async fn handle(request: Request<Incoming>, shared: &Shared, router: Router, kil
     }
 }
 
-async fn play(mut script: Scripted, kill: &Notify) -> Response<Body> {
+async fn play(mut script: Scripted, kill: &Notify, shared: &Arc<Shared>) -> Response<Body> {
     loop {
         match script {
             Scripted::Delay { delay, then } => {
@@ -410,7 +419,7 @@ async fn play(mut script: Scripted, kill: &Notify) -> Response<Body> {
             }
             Scripted::Respond { status, headers, body } => return build_response(status, &headers, Body::from(body)),
             Scripted::Stream { status, headers, chunks, pause } => {
-                return build_response(status, &headers, chunked_body(chunks, pause));
+                return build_response(status, &headers, chunked_body(chunks, pause, Some(Arc::clone(shared))));
             }
             Scripted::StreamThenDrop { status, headers, chunks } => {
                 return build_response(status, &headers, cut_body(chunks));
@@ -419,13 +428,19 @@ async fn play(mut script: Scripted, kill: &Notify) -> Response<Body> {
     }
 }
 
-fn chunked_body(chunks: Vec<Bytes>, pause: Duration) -> Body {
-    let stream = futures_util::stream::unfold((chunks.into_iter(), true), move |(mut chunks, first)| async move {
+/// The chunks as a body, pausing between them; each chunk taken is counted in
+/// `counter` when given.
+fn chunked_body(chunks: Vec<Bytes>, pause: Duration, counter: Option<Arc<Shared>>) -> Body {
+    let start = (chunks.into_iter(), true, counter);
+    let stream = futures_util::stream::unfold(start, move |(mut chunks, first, counter)| async move {
         let chunk = chunks.next()?;
         if !first && !pause.is_zero() {
             tokio::time::sleep(pause).await;
         }
-        Some((Ok::<Bytes, Infallible>(chunk), (chunks, false)))
+        if let Some(shared) = &counter {
+            shared.lock().chunks_sent += 1;
+        }
+        Some((Ok::<Bytes, Infallible>(chunk), (chunks, false, counter)))
     });
     Body::from_stream(stream)
 }
@@ -569,5 +584,5 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
     // Word-sized deltas, like a real model's, so relays that buffer whole bodies show up.
     let pieces: Vec<&str> = reply.split_inclusive(' ').collect();
     let frames = openai_wire::sse_text_frames(&id, model, &pieces, "stop", include_usage.then_some(usage));
-    build_response(200, &openai_wire::sse_headers(&request_id), chunked_body(frames, Duration::ZERO))
+    build_response(200, &openai_wire::sse_headers(&request_id), chunked_body(frames, Duration::ZERO, None))
 }

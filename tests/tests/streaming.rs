@@ -450,3 +450,55 @@ async fn the_library_streams_deltas_and_collects_the_answer() {
     assert_eq!(answer.text(), "Whole answer.");
     assert_eq!(answer.usage.unwrap().input, 10);
 }
+
+/// A client that stops reading stops the upstream read: the gateway pulls the next
+/// upstream bytes only as the client takes chunks, so the fake upstream cannot hand
+/// its whole stream to the socket while nobody reads.
+#[tokio::test]
+async fn a_slow_client_slows_the_upstream_read() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    // 40 MB: far more than the kernel's loopback socket buffers can hold. Each piece
+    // starts differently, so none looks like a cumulative snapshot of the last.
+    const CHUNKS: usize = 20_000;
+    const PIECE: usize = 2_000;
+    let mut chunks = vec![role_chunk()];
+    chunks.extend((0..CHUNKS).map(|i| text_chunk(&format!("{i:06} {}", "x".repeat(PIECE - 7)))));
+    chunks.push(finish_chunk("stop"));
+    chunks.push(openai_wire::sse_done());
+    let total = chunks.len();
+    upstream.push(openai_wire::stream(chunks));
+
+    let mut response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&request()).send().await.unwrap();
+    response.chunk().await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let sent_while_paused = upstream.chunks_sent();
+    eprintln!("upstream chunks taken while the client paused: {sent_while_paused} of {total}");
+    assert!(
+        sent_while_paused < total / 2,
+        "{sent_while_paused} of {total} upstream chunks went out while the client read nothing"
+    );
+
+    let mut received = 0;
+    while let Some(bytes) = response.chunk().await.unwrap() {
+        received += bytes.len();
+    }
+    assert_eq!(upstream.chunks_sent(), total, "everything flows once the client reads");
+    assert!(received > CHUNKS * PIECE, "{received} bytes");
+}
+
+/// An in-band 429 before any output earns the replay without streaming (a second
+/// attempt can change a rate limit's outcome).
+#[tokio::test]
+async fn an_in_band_429_before_output_is_replayed_whole() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(openai_wire::stream(vec![role_chunk(), vllm_error_frame(429, "slow down")]));
+    upstream.push(openai_wire::completion("After the replay."));
+
+    let (status, _, body) = post(&gateway, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(streamed_text(&body), "After the replay.");
+    assert_eq!(stream_flags(&upstream), vec![true, false]);
+}
