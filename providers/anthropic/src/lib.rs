@@ -1,0 +1,154 @@
+//! # weir-provider-anthropic
+//!
+//! One provider key, `anthropic`: the Messages API at api.anthropic.com, with
+//! prompt caching, extended thinking and native tools.
+//!
+//! This file only describes the component and routes calls; the dialect lives in
+//! the modules, which use nothing but `weir_sdk::types` and helpers, so they test
+//! natively.
+
+mod errors;
+mod request;
+mod response;
+mod stream;
+
+use weir_sdk::ChatProvider;
+use weir_sdk::types::{
+    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
+    HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
+};
+
+/// The provider key catalog entries name.
+pub const ANTHROPIC: &str = "anthropic";
+
+/// The component's provider implementation.
+#[derive(Debug)]
+pub struct Anthropic;
+
+impl ChatProvider for Anthropic {
+    type StreamDecoder = stream::AnthropicStream;
+
+    fn providers() -> Vec<ProviderInfo> {
+        vec![info()]
+    }
+
+    /// Any model id: Anthropic's ids and aliases change too often to list, and the
+    /// request shape is the same for all of them.
+    fn serves(provider: &str, _wire_id: &str) -> bool {
+        provider == ANTHROPIC
+    }
+
+    fn claims(provider: &str, wire_id: &str) -> bool {
+        provider == ANTHROPIC && wire_id.starts_with("claude-")
+    }
+
+    fn encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+    ) -> Result<HttpRequest, CodecError> {
+        if provider != ANTHROPIC {
+            return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
+        }
+        request::encode(&conversation, &params)
+    }
+
+    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        response::decode(&response)
+    }
+
+    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
+        errors::classify(&response)
+    }
+}
+
+/// No `structured-output`: the Messages API has no schema-constrained answer
+/// without a beta, and this component refuses response schemas (see `request`).
+fn info() -> ProviderInfo {
+    ProviderInfo {
+        key: ANTHROPIC.to_owned(),
+        description: "Anthropic Messages API (api.anthropic.com)".to_owned(),
+        default_endpoint: Some("https://api.anthropic.com".to_owned()),
+        credential: CredentialShape::Header(HeaderCredential {
+            default_credential_id: "anthropic-api-key".to_owned(),
+            header_name: "x-api-key".to_owned(),
+            prefix: String::new(),
+            required: true,
+        }),
+        capabilities: Capabilities::STREAMING
+            | Capabilities::NATIVE_TOOLS
+            | Capabilities::IMAGES
+            | Capabilities::DOCUMENTS
+            | Capabilities::THINKING
+            | Capabilities::PROMPT_CACHE,
+        stream_framing: StreamFraming::Sse,
+    }
+}
+
+weir_sdk::export_provider!(Anthropic);
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_one_key() {
+        let infos = Anthropic::providers();
+        assert_eq!(infos.len(), 1);
+        let info = &infos[0];
+        assert_eq!(info.key, "anthropic");
+        assert_eq!(info.default_endpoint.as_deref(), Some("https://api.anthropic.com"));
+        assert_eq!(
+            info.credential,
+            CredentialShape::Header(HeaderCredential {
+                default_credential_id: "anthropic-api-key".into(),
+                header_name: "x-api-key".into(),
+                prefix: "".into(),
+                required: true,
+            })
+        );
+        assert!(info.capabilities.contains(
+            Capabilities::STREAMING
+                | Capabilities::NATIVE_TOOLS
+                | Capabilities::IMAGES
+                | Capabilities::DOCUMENTS
+                | Capabilities::THINKING
+                | Capabilities::PROMPT_CACHE
+        ));
+        assert!(!info.capabilities.contains(Capabilities::STRUCTURED_OUTPUT));
+        assert_eq!(info.stream_framing, StreamFraming::Sse);
+    }
+
+    #[test]
+    fn serves_and_claims() {
+        assert!(Anthropic::serves("anthropic", "claude-sonnet-4-5"));
+        assert!(!Anthropic::serves("openai", "claude-sonnet-4-5"));
+        assert!(Anthropic::claims("anthropic", "claude-opus-4-1-20250805"));
+        assert!(!Anthropic::claims("anthropic", "gpt-4.1"));
+        assert!(!Anthropic::claims("bedrock", "claude-sonnet-4-5"));
+    }
+
+    #[test]
+    fn unknown_key_does_not_encode() {
+        let conversation = PreparedConversation {
+            system: vec![],
+            cache_system: false,
+            turns: vec![],
+            tools: vec![],
+            tool_choice: None,
+        };
+        let params = CallParams {
+            wire_model_id: "claude-sonnet-4-5".into(),
+            max_tokens: 16,
+            thinking_budget: None,
+            reasoning_effort: None,
+            temperature: None,
+            stop: vec![],
+            response_schema: None,
+            stream: false,
+        };
+        let encoded = Anthropic::encode("openai", conversation, params);
+        assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
+    }
+}
