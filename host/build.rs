@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// (provider crate, artifact name, env var the crate reads the path from)
-const PROVIDERS: &[(&str, &str, &str)] =
-    &[("weir-provider-openai", "weir_provider_openai.wasm", "WEIR_EMBEDDED_OPENAI")];
+const PROVIDERS: &[(&str, &str, &str)] = &[
+    ("weir-provider-openai", "weir_provider_openai.wasm", "WEIR_EMBEDDED_OPENAI"),
+    ("weir-provider-anthropic", "weir_provider_anthropic.wasm", "WEIR_EMBEDDED_ANTHROPIC"),
+];
 
 fn main() -> ExitCode {
     match run() {

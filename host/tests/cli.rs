@@ -27,6 +27,8 @@ fn providers_lists_the_embedded_components() {
     }
     let openai_row = stdout.lines().find(|line| line.starts_with("openai ")).expect("openai row");
     assert!(openai_row.contains(" no "), "no OPENAI_API_KEY, so not configured: {openai_row}");
+    let anthropic_row = stdout.lines().find(|line| line.starts_with("anthropic ")).expect("anthropic row");
+    assert!(anthropic_row.contains("embedded"), "the Messages API component is embedded: {anthropic_row}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Test support for the Weir workspace: a scriptable fake OpenAI upstream, builders for the
-//! OpenAI wire format, and a harness that runs the real `weir` binary.
+//! OpenAI and Anthropic wire formats, and a harness that runs the real `weir` binary.
 //!
 //! Wiring in a gateway test: start a [`FakeUpstream`], write a config whose provider base URL
 //! is [`FakeUpstream::base_url`], start a [`Gateway`] with it, send OpenAI requests to
@@ -11,6 +11,7 @@
 // library code; here they are the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod anthropic_wire;
 pub mod fake_upstream;
 pub mod gateway;
 pub mod openai_wire;

@@ -2,4 +2,7 @@
 //! into the binary so `weir` runs with no providers folder at all.
 
 /// (name, component bytes)
-pub const EMBEDDED: &[(&str, &[u8])] = &[("openai", include_bytes!(env!("WEIR_EMBEDDED_OPENAI")))];
+pub const EMBEDDED: &[(&str, &[u8])] = &[
+    ("openai", include_bytes!(env!("WEIR_EMBEDDED_OPENAI"))),
+    ("anthropic", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC"))),
+];
