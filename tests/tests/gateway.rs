@@ -263,9 +263,9 @@ async fn request_errors_answer_in_openai_shape() {
     assert_eq!(status, 503);
     assert_error(&body, "provider_unavailable");
 
-    let mut streaming = hello("chat");
-    streaming["stream"] = json!(true);
-    let (status, body, _) = post(&gateway, &streaming).await;
+    let mut several = hello("chat");
+    several["n"] = json!(2);
+    let (status, body, _) = post(&gateway, &several).await;
     assert_eq!(status, 400);
     assert_error(&body, "invalid_request");
 
