@@ -9,7 +9,7 @@
 //! record types are re-exported in [`types`] and are plain Rust, so a provider's
 //! encoders and decoders test natively with `cargo test`.
 //!
-//! ```ignore
+//! ```text
 //! struct MyProvider;
 //! impl weir_sdk::ChatProvider for MyProvider { /* encode, decode, classify, ... */ }
 //! weir_sdk::export_provider!(MyProvider);
