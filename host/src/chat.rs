@@ -4,7 +4,9 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Category, WeirError};
-use crate::types::{ContentBlock, Conversation, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage};
+use crate::types::{
+    ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
+};
 
 /// One chat call, addressed to a catalog id.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +92,21 @@ pub struct ChatResponse {
 }
 
 impl ChatResponse {
+    /// A decoded answer with the call's stamp: how both the whole and the streamed
+    /// paths hand an answer to their caller.
+    pub(crate) fn stamped(answer: DecodedResponse, stamp: Stamp) -> Self {
+        Self {
+            content: answer.content,
+            stop_reason: answer.stop_reason,
+            raw_stop_reason: answer.raw_stop_reason,
+            usage: answer.usage,
+            refusal: answer.refusal,
+            served_model: answer.served_model,
+            request_id: answer.request_id,
+            stamp,
+        }
+    }
+
     /// The answer's text blocks, concatenated.
     pub fn text(&self) -> String {
         crate::types::text_of(&self.content)

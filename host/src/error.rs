@@ -201,10 +201,8 @@ impl WeirError {
             Self::RetriesExhausted { last, .. } => last.category(),
             // A capacity signal after output cannot be retried transparently: it is
             // uncorrectable here. Anything else keeps its own category.
-            Self::MidStream { source, .. } => match source.retry_policy() {
-                Some(policy) if policy.backpressure_weight > 0 => Category::UpstreamError,
-                _ => source.category(),
-            },
+            Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
+            Self::MidStream { source, .. } => source.category(),
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
@@ -243,6 +241,12 @@ impl WeirError {
 
     pub fn http_status(&self) -> u16 {
         self.category().http_status()
+    }
+
+    /// How hard this failure pushes the model's throttle (0 for anything that is
+    /// not an upstream slow-down signal).
+    pub fn backpressure_weight(&self) -> u32 {
+        self.retry_policy().map_or(0, |policy| policy.backpressure_weight)
     }
 
     /// How the retry loop treats this failure; `None` is never retried. Transport

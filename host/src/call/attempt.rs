@@ -61,9 +61,7 @@ pub(super) fn transport_failure(target: &Target<'_>, source: TransportError) -> 
 /// A non-2xx response, classified by the component and fed to the throttle.
 pub(super) async fn upstream_failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
     let error = classify::failure(target, response).await;
-    if let WeirError::Upstream { class, .. } = &error {
-        feed_back(target.gate, Feedback::Backpressure(class.backpressure_weight())).await;
-    }
+    feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
     error
 }
 

@@ -95,16 +95,7 @@ pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatRespon
     let result = run(weir, &request, &mut tally, &Whole).await;
     let stamp = stamp(request.model, tally, started);
     match result {
-        Ok(Outcome::Complete(answer)) => Ok(ChatResponse {
-            content: answer.content,
-            stop_reason: answer.stop_reason,
-            raw_stop_reason: answer.raw_stop_reason,
-            usage: answer.usage,
-            refusal: answer.refusal,
-            served_model: answer.served_model,
-            request_id: answer.request_id,
-            stamp,
-        }),
+        Ok(Outcome::Complete(answer)) => Ok(ChatResponse::stamped(answer, stamp)),
         Ok(Outcome::Live(never)) => match never {},
         Err(error) => Err(CallError { error, stamp }),
     }

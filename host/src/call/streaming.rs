@@ -108,7 +108,7 @@ impl Streamed {
     ) -> Result<Outcome<Live>, WeirError> {
         let status = in_band.status;
         let (error, detail) = classify::in_band(&Origin::of(target), in_band);
-        feed_back(target.gate, Feedback::Backpressure(backpressure_weight(&error))).await;
+        feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
         if self.replay_allowed && earns_replay(status, &detail) && !self.replayed.swap(true, Ordering::Relaxed) {
             tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
             let whole = CallParams { stream: false, ..params.clone() };
@@ -168,20 +168,9 @@ fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError 
 /// A stream that broke before any output: transport and framing failures are
 /// transient (the retry loop re-runs them); a component failure is not.
 fn stream_failure(target: &Target<'_>, failure: StreamFailure) -> WeirError {
-    match failure {
-        StreamFailure::Transport(source) => attempt::transport_failure(target, source),
-        StreamFailure::Plugin(source) => plugin(target, source),
-        StreamFailure::Framing(_) | StreamFailure::EndedWithoutStop => {
-            attempt::transport_failure(target, TransportError::Io(failure.to_string()))
-        }
-    }
-}
-
-fn backpressure_weight(error: &WeirError) -> u32 {
-    match error {
-        WeirError::Upstream { class, .. } => class.backpressure_weight(),
-        _ => 0,
-    }
+    let error = Origin::of(target).failure(failure);
+    tracing::warn!(model = %target.model.id, provider = target.provider.key(), %error, "upstream stream failed before output");
+    error
 }
 
 /// Who a stream's failures are attributed to, owned so the pump task can outlive
@@ -275,6 +264,8 @@ impl Live {
 }
 
 impl Origin {
+    /// A broken stream as the call's error, before output and after alike: framing
+    /// and a missing stop are transport failures (transient), a component's is its own.
     fn failure(&self, failure: StreamFailure) -> WeirError {
         match failure {
             StreamFailure::Plugin(source) => WeirError::Plugin { model: self.model.clone(), source },
@@ -293,7 +284,7 @@ impl Origin {
 /// A failure after output began: never retried. A capacity signal still feeds
 /// the throttle its weight, so the next calls slow down.
 async fn mid_stream(gate: &ModelGate, origin: &Origin, error: WeirError, deltas: u64, bytes: u64) -> WeirError {
-    feed_back(gate, Feedback::Backpressure(backpressure_weight(&error))).await;
+    feed_back(gate, Feedback::Backpressure(error.backpressure_weight())).await;
     tracing::warn!(model = %origin.model, provider = %origin.provider, deltas, bytes, error = %error, "stream failed after output began");
     WeirError::MidStream { model: origin.model.clone(), deltas, bytes, source: Box::new(error) }
 }

@@ -85,17 +85,7 @@ impl ChatStream {
         while let Some(delta) = self.next().await {
             assembler.push(delta?);
         }
-        let answer = assembler.finish();
-        Ok(ChatResponse {
-            content: answer.content,
-            stop_reason: answer.stop_reason,
-            raw_stop_reason: answer.raw_stop_reason,
-            usage: answer.usage,
-            refusal: answer.refusal,
-            served_model: answer.served_model,
-            request_id: answer.request_id,
-            stamp: self.stamp,
-        })
+        Ok(ChatResponse::stamped(assembler.finish(), self.stamp))
     }
 }
 
