@@ -75,6 +75,24 @@ pub struct Stamp {
     pub attempts: u32,
     pub latency: Duration,
     pub ended_at: SystemTime,
+    /// The model's cache billing multipliers from the catalog, once it resolved.
+    pub cache_multipliers: Option<CacheMultipliers>,
+}
+
+/// What cached input costs relative to uncached input, per catalog entry
+/// (Anthropic: write 1.25, read 0.1; OpenAI: read per family; Converse: 1.0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheMultipliers {
+    pub read: f64,
+    pub write: f64,
+}
+
+impl CacheMultipliers {
+    /// Billable input tokens: uncached input at full price plus cache reads and
+    /// writes at their multipliers.
+    pub fn billable_input(&self, usage: &Usage) -> f64 {
+        usage.input as f64 + self.read * usage.cache_read as f64 + self.write * usage.cache_write as f64
+    }
 }
 
 /// A normalized answer.
@@ -105,6 +123,12 @@ impl ChatResponse {
             request_id: answer.request_id,
             stamp,
         }
+    }
+
+    /// The input this answer bills, in input-token equivalents (see
+    /// [`CacheMultipliers::billable_input`]); absent without usage.
+    pub fn billable_input(&self) -> Option<f64> {
+        Some(self.stamp.cache_multipliers?.billable_input(self.usage.as_ref()?))
     }
 
     /// The answer's text blocks, concatenated.

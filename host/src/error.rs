@@ -31,6 +31,8 @@ pub enum Category {
     OutputTruncated,
     ProviderEmptyResponseExhausted,
     InvalidResponse,
+    /// The compliance envelope does not permit this model or this request.
+    ComplianceRefused,
 }
 
 impl Category {
@@ -54,6 +56,7 @@ impl Category {
             Self::OutputTruncated => "output_truncated",
             Self::ProviderEmptyResponseExhausted => "provider_empty_response_exhausted",
             Self::InvalidResponse => "invalid_response",
+            Self::ComplianceRefused => "compliance_refused",
         }
     }
 
@@ -71,6 +74,7 @@ impl Category {
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
+            Self::ComplianceRefused => 403,
         }
     }
 }
@@ -154,6 +158,10 @@ pub enum WeirError {
     ProviderUnavailable { model: String, provider: String },
     #[error("model `{model}`: {source}")]
     Credential { model: String, source: CredentialError },
+    /// The compliance envelope refused the call: at resolution, or as the
+    /// request was about to leave.
+    #[error("model `{model}` is refused by the compliance envelope: {reason}")]
+    Compliance { model: String, reason: String },
     #[error(transparent)]
     Admission(#[from] AdmissionError),
     #[error("model `{model}`: {source}")]
@@ -206,6 +214,7 @@ impl WeirError {
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
+            Self::Compliance { .. } => Category::ComplianceRefused,
             Self::Admission(error) => match error {
                 AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
                 AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
@@ -222,7 +231,7 @@ impl WeirError {
                 TransportError::Connect(_) | TransportError::Io(_) | TransportError::BodyTooLarge { .. } => {
                     Category::UpstreamUnavailable
                 }
-                TransportError::InvalidRequest(_) => Category::ProviderFault,
+                TransportError::InvalidRequest(_) | TransportError::Signing(_) => Category::ProviderFault,
             },
             Self::Upstream { class, .. } => match class {
                 UpstreamClass::RateLimited => Category::RateLimited,
@@ -259,13 +268,16 @@ impl WeirError {
                 TransportError::Connect(_) | TransportError::Io(_) | TransportError::Timeout => {
                     Some(SignalPolicy::TRANSIENT)
                 }
-                TransportError::InvalidRequest(_) | TransportError::BodyTooLarge { .. } => None,
+                TransportError::InvalidRequest(_)
+                | TransportError::BodyTooLarge { .. }
+                | TransportError::Signing(_) => None,
             },
             Self::UnknownModel(_)
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
+            | Self::Compliance { .. }
             | Self::Admission(_)
             | Self::Plugin { .. }
             | Self::Refused { .. }
@@ -286,6 +298,7 @@ impl WeirError {
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
+            | Self::Compliance { .. }
             | Self::Admission(_)
             | Self::Refused { .. }
             | Self::OutputTruncated { .. }

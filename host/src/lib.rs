@@ -26,6 +26,7 @@ mod call;
 pub mod catalog;
 mod chat;
 pub mod check;
+pub mod compliance;
 mod error;
 pub mod plugin;
 pub mod server;
@@ -39,14 +40,15 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
-pub use chat::{CallError, ChatRequest, ChatResponse, Stamp};
+pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
-pub use status::{ModelStatus, ProviderStatus};
+pub use status::{ConnectionFact, ModelStatus, ProviderStatus};
 pub use stream::ChatStream;
 
 use admission::{Admission, InProcessStore, RateStore};
+use compliance::ComplianceEnvelope;
 use plugin::{PluginEngine, ProviderRegistry};
-use transport::{EnvSecretStore, HttpClient, SecretStore, TransportSettings};
+use transport::{AwsIdentity, EnvSecretStore, HttpClient, SecretStore, TransportSettings};
 
 /// Why a [`Weir`] could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,9 @@ struct Inner {
     engine: PluginEngine,
     transport: HttpClient,
     secrets: Arc<dyn SecretStore>,
+    /// AWS's default chains, asked once and cached (credentials until they near expiry).
+    aws: AwsIdentity,
+    compliance: ComplianceEnvelope,
     providers_dir: PathBuf,
 }
 
@@ -195,6 +200,15 @@ impl Weir {
     pub(crate) fn secrets(&self) -> &dyn SecretStore {
         self.inner.secrets.as_ref()
     }
+
+    pub(crate) fn aws_identity(&self) -> &AwsIdentity {
+        &self.inner.aws
+    }
+
+    /// The compliance envelope sealed when this Weir was built.
+    pub fn compliance(&self) -> ComplianceEnvelope {
+        self.inner.compliance
+    }
 }
 
 /// Builds a [`Weir`]. Every setting falls back to the config, then to a
@@ -207,6 +221,7 @@ pub struct WeirBuilder {
     secrets: Option<Arc<dyn SecretStore>>,
     rate_store: Option<Arc<dyn RateStore>>,
     transport: Option<TransportSettings>,
+    compliance: Option<ComplianceEnvelope>,
 }
 
 impl WeirBuilder {
@@ -242,6 +257,13 @@ impl WeirBuilder {
         self
     }
 
+    /// The application's compliance envelope (default: the config's, else one
+    /// that refuses data sharing). Fixed for the life of the built [`Weir`].
+    pub fn compliance(mut self, envelope: ComplianceEnvelope) -> Self {
+        self.compliance = Some(envelope);
+        self
+    }
+
     pub fn transport(mut self, settings: TransportSettings) -> Self {
         self.transport = Some(settings);
         self
@@ -270,7 +292,19 @@ impl WeirBuilder {
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
         let registry = RwLock::new(Arc::new(registry));
-        let inner = Inner { config, catalog, registry, admission, engine, transport, secrets, providers_dir };
+        let compliance = self.compliance.unwrap_or(config.compliance);
+        let inner = Inner {
+            config,
+            catalog,
+            registry,
+            admission,
+            engine,
+            transport,
+            secrets,
+            aws: AwsIdentity::default(),
+            compliance,
+            providers_dir,
+        };
         Ok(Weir { inner: Arc::new(inner) })
     }
 }

@@ -4,8 +4,9 @@
 use serde::Serialize;
 
 use crate::Weir;
+use crate::call::REGION_PLACEHOLDER;
 use crate::plugin::Provider;
-use crate::transport::EnvSecretStore;
+use crate::transport::{EnvSecretStore, REGION_ID};
 use crate::types::{Capabilities, CredentialShape};
 
 /// One loaded provider.
@@ -23,6 +24,18 @@ pub struct ProviderStatus {
     /// Whether a call could be authenticated now (its secret is set or not needed).
     pub configured: bool,
     pub default_endpoint: Option<String>,
+    /// Non-secret facts about where calls go, resolved the way a call resolves
+    /// them (the endpoint's host; the AWS region for signed providers). A fact
+    /// that cannot be resolved carries the reason as its value: a deployment
+    /// can hold a credential and still point somewhere wrong.
+    pub connection: Vec<ConnectionFact>,
+}
+
+/// One connection fact, e.g. `region` = `eu-west-1`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ConnectionFact {
+    pub name: &'static str,
+    pub value: String,
 }
 
 /// One catalog model.
@@ -37,8 +50,13 @@ pub struct ModelStatus {
 }
 
 impl Weir {
-    pub fn provider_statuses(&self) -> Vec<ProviderStatus> {
-        self.registry().providers().map(|provider| self.provider_status(provider)).collect()
+    pub async fn provider_statuses(&self) -> Vec<ProviderStatus> {
+        let registry = self.registry();
+        let mut statuses = Vec::new();
+        for provider in registry.providers() {
+            statuses.push(self.provider_status(provider).await);
+        }
+        statuses
     }
 
     pub fn model_statuses(&self) -> Vec<ModelStatus> {
@@ -60,9 +78,10 @@ impl Weir {
             .collect()
     }
 
-    fn provider_status(&self, provider: &Provider) -> ProviderStatus {
+    async fn provider_status(&self, provider: &Provider) -> ProviderStatus {
         let info = provider.info();
         let component = provider.component();
+        let region = self.aws_identity().region(self.secrets()).await;
         ProviderStatus {
             key: info.key.clone(),
             description: info.description.clone(),
@@ -71,19 +90,47 @@ impl Weir {
             world_version: component.world_version.to_owned(),
             capabilities: capability_names(info.capabilities),
             credential: describe_credential(&info.credential),
-            configured: self.is_configured(&info.credential),
+            configured: self.is_configured(&info.credential).await,
             default_endpoint: info.default_endpoint.clone(),
+            connection: self.connection_facts(info.default_endpoint.as_deref(), &info.credential, region.as_deref()),
         }
     }
 
-    fn is_configured(&self, shape: &CredentialShape) -> bool {
+    async fn is_configured(&self, shape: &CredentialShape) -> bool {
         match shape {
             CredentialShape::None => true,
             CredentialShape::Header(header) => {
                 !header.required || self.secrets().get(&header.default_credential_id).is_some()
             }
-            CredentialShape::AwsSigv4(_) => false,
+            CredentialShape::AwsSigv4(sigv4) => {
+                self.aws_identity().credentials(self.secrets(), &sigv4.default_credential_id).await.is_ok()
+            }
         }
+    }
+
+    fn connection_facts(
+        &self,
+        endpoint: Option<&str>,
+        shape: &CredentialShape,
+        region: Option<&str>,
+    ) -> Vec<ConnectionFact> {
+        let missing_region = || {
+            format!("unresolved: no region chosen ({}, AWS_REGION or a profile)", self.secrets().location(REGION_ID))
+        };
+        let mut facts = Vec::new();
+        if let Some(endpoint) = endpoint {
+            let host = match region {
+                Some(region) => Ok(endpoint.replace(REGION_PLACEHOLDER, region)),
+                None if endpoint.contains(REGION_PLACEHOLDER) => Err(missing_region()),
+                None => Ok(endpoint.to_owned()),
+            };
+            let value = host.map_or_else(|reason| reason, |url| host_of(&url));
+            facts.push(ConnectionFact { name: "host", value });
+        }
+        if matches!(shape, CredentialShape::AwsSigv4(_)) {
+            facts.push(ConnectionFact { name: "region", value: region.map_or_else(missing_region, str::to_owned) });
+        }
+        facts
     }
 }
 
@@ -100,6 +147,11 @@ fn describe_credential(shape: &CredentialShape) -> String {
         ),
         CredentialShape::AwsSigv4(sigv4) => format!("aws-sigv4 service {}", sigv4.service),
     }
+}
+
+/// The host part of a URL (the URL itself when it has none).
+fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_owned)).unwrap_or_else(|| url.to_owned())
 }
 
 fn capability_names(capabilities: Capabilities) -> Vec<&'static str> {

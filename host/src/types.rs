@@ -15,11 +15,12 @@ pub use crate::plugin::wit_types::{
 pub type Conversation = PreparedConversation;
 
 impl PreparedConversation {
-    /// A conversation of one user turn holding `text`.
+    /// A conversation of one user turn holding `text`. Its system prefix is
+    /// cached by default (the breakpoint only exists once system blocks do).
     pub fn user(text: impl Into<String>) -> Self {
         Self {
             system: Vec::new(),
-            cache_system: false,
+            cache_system: true,
             turns: vec![Turn::user(vec![ContentBlock::Text(text.into())])],
             tools: Vec::new(),
             tool_choice: None,

@@ -62,6 +62,10 @@ mod tests {
             thinking_budget: ThinkingBudget { high: Some(600), ..ThinkingBudget::default() },
             max_retries: None,
             max_corrections: None,
+            identity: "m".into(),
+            requires_lax: false,
+            cache_read_multiplier: 1.0,
+            cache_write_multiplier: 1.0,
         }
     }
 

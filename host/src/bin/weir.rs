@@ -134,7 +134,8 @@ fn providers(common: Common) -> anyhow::Result<()> {
         "{:<20} {:<9} {:<12} {:<7} {:<10} CAPABILITIES / CREDENTIAL / ENDPOINT",
         "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED"
     );
-    for status in weir.provider_statuses() {
+    let statuses = tokio::runtime::Runtime::new()?.block_on(weir.provider_statuses());
+    for status in statuses {
         let source = if status.source.starts_with("embedded:") { "embedded" } else { "file" };
         println!(
             "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
@@ -152,6 +153,9 @@ fn providers(common: Common) -> anyhow::Result<()> {
             "",
             status.default_endpoint.as_deref().unwrap_or("(none: each model sets `endpoint`)")
         );
+        for fact in &status.connection {
+            println!("{:<20} {}: {}", "", fact.name, fact.value);
+        }
     }
     for failure in weir.registry().failures() {
         println!("REJECTED {failure}");

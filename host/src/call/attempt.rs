@@ -33,8 +33,9 @@ pub(super) async fn run(
 }
 
 /// The first half of every attempt, whole or streamed: the demand admitted (one
-/// request; the input's tokens plus the output reserve), then the request encoded.
-/// A failed encode gives the grant back: nothing was sent.
+/// request; the input's tokens plus the output reserve), then the request encoded
+/// and finalized (retention bound, envelope re-checked: the last step before it
+/// leaves). A failure here gives the grant back: nothing was sent.
 pub(super) async fn admit_and_encode(
     target: &Target<'_>,
     conversation: &Conversation,
@@ -44,11 +45,17 @@ pub(super) async fn admit_and_encode(
     let input = estimate_input(target.model.tokenizer, conversation);
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
     let grant = target.gate.admit(demand, deadline).await?;
-    match target.provider.encode(conversation, params).await {
+    let encoded = target
+        .provider
+        .encode(conversation, params)
+        .await
+        .map_err(|source| WeirError::Plugin { model: model_id(target), source })
+        .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));
+    match encoded {
         Ok(http_request) => Ok((grant, http_request)),
-        Err(source) => {
+        Err(error) => {
             grant.rollback().await;
-            Err(WeirError::Plugin { model: model_id(target), source })
+            Err(error)
         }
     }
 }

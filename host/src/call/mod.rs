@@ -23,6 +23,7 @@
 //!   after it nothing is retried (the first-chunk rule).
 
 mod attempt;
+mod cache_plan;
 mod classify;
 mod gates;
 mod retry;
@@ -34,11 +35,12 @@ use std::convert::Infallible;
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
-use crate::chat::{CallError, ChatRequest, ChatResponse, Stamp};
+use crate::chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 use crate::error::WeirError;
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
 
+pub(crate) use target::REGION_PLACEHOLDER;
 use target::Target;
 
 /// What an attempt produced: a whole answer, or a live stream whose first output
@@ -86,16 +88,24 @@ pub(crate) struct Tally {
     pub provider: Option<String>,
     pub requested_max_tokens: Option<u32>,
     pub attempts: u32,
+    pub cache_multipliers: Option<CacheMultipliers>,
 }
 
 /// Runs one chat call end to end.
-pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatResponse, CallError> {
+pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
     let started = Instant::now();
+    cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::default();
     let result = run(weir, &request, &mut tally, &Whole).await;
     let stamp = stamp(request.model, tally, started);
     match result {
-        Ok(Outcome::Complete(answer)) => Ok(ChatResponse::stamped(answer, stamp)),
+        Ok(Outcome::Complete(answer)) => {
+            let answer = ChatResponse::stamped(answer, stamp);
+            if let Some(billable_input) = answer.billable_input() {
+                tracing::info!(model = %answer.stamp.model, billable_input, usage = ?answer.usage, "call billed");
+            }
+            Ok(answer)
+        }
         Ok(Outcome::Live(never)) => match never {},
         Err(error) => Err(CallError { error, stamp }),
     }
@@ -103,8 +113,9 @@ pub(crate) async fn chat(weir: &Weir, request: ChatRequest) -> Result<ChatRespon
 
 /// Opens a streamed chat call: resolves once the first output is in hand (or the
 /// call failed before any, after the same retries and gates as [`chat`]).
-pub(crate) async fn chat_stream(weir: &Weir, request: ChatRequest) -> Result<ChatStream, CallError> {
+pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result<ChatStream, CallError> {
     let started = Instant::now();
+    cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::default();
     let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
@@ -130,6 +141,7 @@ fn stamp(model: String, tally: Tally, started: Instant) -> Stamp {
         attempts: tally.attempts,
         latency: started.elapsed(),
         ended_at: SystemTime::now(),
+        cache_multipliers: tally.cache_multipliers,
     }
 }
 
@@ -139,7 +151,9 @@ async fn run<A: Attempt>(
     tally: &mut Tally,
     attempt: &A,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, &request.model)?;
+    let target = target::resolve(weir, &request.model).await?;
     tally.provider = Some(target.provider.key().to_owned());
+    tally.cache_multipliers =
+        Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });
     gates::run(attempt, &target, request, tally).await
 }

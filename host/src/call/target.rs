@@ -1,14 +1,21 @@
 //! What a call is addressed to, resolved once before any attempt: the model, its
-//! provider component, its admission gate, its credential and endpoint.
+//! provider component, its admission gate, its credential, endpoint and
+//! retention binding.
 
 use std::sync::Arc;
 
 use crate::Weir;
 use crate::admission::ModelGate;
 use crate::catalog::ModelSpec;
+use crate::compliance::Binding;
 use crate::error::WeirError;
 use crate::plugin::Provider;
-use crate::transport::Credential;
+use crate::transport::{Credential, CredentialError};
+use crate::types::HttpRequest;
+
+/// The placeholder a default endpoint may carry for the resolved AWS region,
+/// e.g. `https://bedrock-runtime.{region}.amazonaws.com`.
+pub(crate) const REGION_PLACEHOLDER: &str = "{region}";
 
 pub(super) struct Target<'a> {
     pub weir: &'a Weir,
@@ -19,19 +26,57 @@ pub(super) struct Target<'a> {
     /// The credential's id, named in quota messages (never its value).
     pub credential_id: Option<String>,
     pub endpoint: String,
+    pub binding: Binding,
 }
 
-/// Resolves a catalog id. A missing secret fails here, before the call waits
-/// for capacity it could never use.
-pub(super) fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, WeirError> {
+impl Target<'_> {
+    /// The last step before a request leaves the process: the host's retention
+    /// binding is added and the compliance envelope checked once more.
+    pub fn finalize(&self, request: &mut HttpRequest) -> Result<(), WeirError> {
+        self.binding.apply(request)?;
+        self.binding.recheck(request)
+    }
+}
+
+/// Resolves a catalog id. The compliance envelope and a missing secret or
+/// region fail here, before the call waits for capacity it could never use.
+pub(super) async fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, WeirError> {
     let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
+    weir.compliance().admit(model)?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
     let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
     let endpoint = model.endpoint_for(provider.info()).ok_or_else(unavailable)?;
     let shape = &provider.info().credential;
-    let credential = Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets())
-        .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
+    let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
+    let credential =
+        Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets(), weir.aws_identity())
+            .await
+            .map_err(credential_error)?;
+    let endpoint = fill_region(weir, provider.key(), endpoint, &credential).await.map_err(credential_error)?;
     let credential_id = model.credential.clone().or_else(|| shape.default_credential_id().map(str::to_owned));
-    Ok(Target { weir, model, provider, gate, credential, credential_id, endpoint })
+    let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
+    Ok(Target { weir, model, provider, gate, credential, credential_id, endpoint, binding })
+}
+
+/// Puts the resolved region into an endpoint that names one: the signer's own
+/// region when the call is signed, else the same sources the signer uses.
+async fn fill_region(
+    weir: &Weir,
+    provider: &str,
+    endpoint: String,
+    credential: &Credential,
+) -> Result<String, CredentialError> {
+    if !endpoint.contains(REGION_PLACEHOLDER) {
+        return Ok(endpoint);
+    }
+    let region = match credential {
+        Credential::Sigv4(signer) => Some(signer.region.clone()),
+        _ => weir.aws_identity().region(weir.secrets()).await,
+    };
+    let region = region.ok_or_else(|| CredentialError::NoRegion {
+        provider: provider.to_owned(),
+        location: weir.secrets().location(crate::transport::REGION_ID),
+    })?;
+    Ok(endpoint.replace(REGION_PLACEHOLDER, &region))
 }

@@ -4,9 +4,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use crate::admission::Tokenizer;
+use crate::compliance::{ComplianceEnvelope, RetentionProjects};
 use crate::types::Effort;
 
 /// The catalog compiled into the binary, used when no config file is given.
@@ -43,6 +46,12 @@ pub struct Config {
     /// When set, only component files with these SHA-256 digests may load from
     /// the providers folder.
     pub allowed_digests: Option<Vec<String>>,
+    /// The application's compliance envelope (default: refuses data sharing).
+    #[serde(default)]
+    pub compliance: ComplianceEnvelope,
+    /// Retention projects by provider key, for surfaces that bind one per request.
+    #[serde(default)]
+    pub retention: BTreeMap<String, RetentionProjects>,
     #[serde(default, rename = "model")]
     pub models: Vec<ModelEntry>,
     /// Where this configuration came from, for messages.
@@ -85,6 +94,18 @@ pub struct ModelEntry {
     pub max_retries: Option<u32>,
     /// Correction turns for structured answers per call (default 2).
     pub max_corrections: Option<u32>,
+    /// The logical model this entry is one endpoint of: the same model on
+    /// several surfaces is several entries sharing one identity.
+    pub identity: Option<String>,
+    /// The model is served only under provider data sharing; see `compliance`.
+    #[serde(default)]
+    pub requires_lax: bool,
+    /// What a cache-read input token costs, as a fraction of an input token
+    /// (absent: 1.0, no discount assumed).
+    pub cache_read_multiplier: Option<f64>,
+    /// What a cache-write input token costs, as a multiple of an input token
+    /// (absent: 1.0).
+    pub cache_write_multiplier: Option<f64>,
 }
 
 /// Tokens of reasoning a call books for its effort. An effort with no entry
@@ -175,6 +196,10 @@ impl ModelEntry {
             || self.max_concurrency == Some(0)
         {
             return Err("`rpm`, `tpm`, `output_tokens` and `max_concurrency` must be positive when set".to_owned());
+        }
+        let multipliers = [self.cache_read_multiplier, self.cache_write_multiplier];
+        if multipliers.into_iter().flatten().any(|m| !m.is_finite() || m < 0.0) {
+            return Err("cache multipliers must be finite and not negative".to_owned());
         }
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))

@@ -32,6 +32,11 @@ pub struct ModelSpec {
     pub thinking_budget: ThinkingBudget,
     pub max_retries: Option<u32>,
     pub max_corrections: Option<u32>,
+    /// The logical model (default: the entry's id).
+    pub identity: String,
+    pub requires_lax: bool,
+    pub cache_read_multiplier: f64,
+    pub cache_write_multiplier: f64,
 }
 
 impl ModelSpec {
@@ -105,5 +110,9 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
         thinking_budget: entry.thinking_budget.unwrap_or_default(),
         max_retries: entry.max_retries,
         max_corrections: entry.max_corrections,
+        identity: entry.identity.clone().unwrap_or_else(|| entry.id.clone()),
+        requires_lax: entry.requires_lax,
+        cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(1.0),
+        cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
     }
 }

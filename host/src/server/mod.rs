@@ -175,7 +175,7 @@ fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiErro
 }
 
 async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
-    let providers = weir.provider_statuses();
+    let providers = weir.provider_statuses().await;
     let mut data = Vec::new();
     for model in weir.model_statuses() {
         let provider = providers.iter().find(|p| p.key == model.provider);
@@ -211,7 +211,7 @@ async fn providers(State(weir): State<Weir>) -> axum::Json<Value> {
         .iter()
         .map(|f| json!({"path": f.path.display().to_string(), "reason": f.reason}))
         .collect();
-    axum::Json(json!({"providers": weir.provider_statuses(), "rejected": failures}))
+    axum::Json(json!({"providers": weir.provider_statuses().await, "rejected": failures}))
 }
 
 async fn health(State(weir): State<Weir>) -> axum::Json<Value> {

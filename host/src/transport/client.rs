@@ -46,6 +46,9 @@ pub enum TransportError {
     Io(String),
     #[error("the upstream's response exceeds {limit} bytes")]
     BodyTooLarge { limit: usize },
+    /// The request could not be signed (a malformed URL or header for SigV4).
+    #[error("cannot sign the request: {0}")]
+    Signing(String),
 }
 
 /// Sends component-built requests.
@@ -87,8 +90,8 @@ impl HttpClient {
         request: HttpRequest,
         credential: &Credential,
     ) -> Result<BodyStream, TransportError> {
-        let builder = self.build(endpoint, request, credential)?;
-        let response = builder.send().await.map_err(classify)?;
+        let request = self.build(endpoint, request, credential)?;
+        let response = self.client.execute(request).await.map_err(classify)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -103,7 +106,7 @@ impl HttpClient {
         endpoint: &str,
         request: HttpRequest,
         credential: &Credential,
-    ) -> Result<reqwest::RequestBuilder, TransportError> {
+    ) -> Result<reqwest::Request, TransportError> {
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| TransportError::InvalidRequest(format!("bad method `{}`", request.method)))?;
         if !request.path_and_query.starts_with('/') {
@@ -112,7 +115,17 @@ impl HttpClient {
         let url = format!("{}{}", endpoint.trim_end_matches('/'), request.path_and_query);
         let url = reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
         let headers = headers(request.headers, credential)?;
-        Ok(self.client.request(method, url).headers(headers).body(request.body))
+        let mut request = self
+            .client
+            .request(method, url)
+            .headers(headers)
+            .body(request.body)
+            .build()
+            .map_err(|e| TransportError::InvalidRequest(error_chain(&e)))?;
+        if let Credential::Sigv4(signer) = credential {
+            signer.sign(&mut request).map_err(TransportError::Signing)?;
+        }
+        Ok(request)
     }
 }
 
@@ -150,7 +163,7 @@ fn headers(pairs: Vec<(String, String)>, credential: &Credential) -> Result<Head
     for (name, value) in pairs {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| TransportError::InvalidRequest(format!("bad header name `{}`", name.escape_debug())))?;
-        if TRANSPORT_HEADERS.contains(&name.as_str()) || credential.header_name() == Some(name.as_str()) {
+        if TRANSPORT_HEADERS.contains(&name.as_str()) || credential.owns_header(name.as_str()) {
             return Err(TransportError::InvalidRequest(format!("header `{name}` is the host's to set")));
         }
         let value = HeaderValue::from_str(&value)
@@ -180,7 +193,7 @@ fn classify(error: reqwest::Error) -> TransportError {
 
 /// The error with its causes, so "connection refused" is not lost behind
 /// "error sending request".
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::aws::{AwsIdentity, SigV4};
 use crate::types::CredentialShape;
 
 /// A secret value. Its `Debug` never prints it.
@@ -33,6 +34,13 @@ pub trait SecretStore: Send + Sync + fmt::Debug {
 
     /// Where the store looks for this id, for error messages (never the value).
     fn location(&self, credential_id: &str) -> String;
+
+    /// A two-part record under this id (a user and its secret, e.g. an AWS access
+    /// key id and its secret access key): both halves or no record. The
+    /// environment store has none: AWS's own variables are the default chain's.
+    fn get_pair(&self, _credential_id: &str) -> Option<(String, Secret)> {
+        None
+    }
 }
 
 /// Reads credential `openai-api-key` from the environment variable `OPENAI_API_KEY`:
@@ -61,8 +69,15 @@ impl SecretStore for EnvSecretStore {
 pub enum CredentialError {
     #[error("credential `{credential}` for provider `{provider}` is not set ({location})")]
     Missing { provider: String, credential: String, location: String },
-    #[error("provider `{provider}` needs {shape} credentials, which this host cannot produce yet")]
-    Unsupported { provider: String, shape: &'static str },
+    #[error(
+        "provider `{provider}` signs with AWS SigV4 and no region is chosen ({location}, `AWS_REGION` or a profile); \
+         none is ever assumed"
+    )]
+    NoRegion { provider: String, location: String },
+    #[error(
+        "provider `{provider}` found no AWS credentials (secret store record `{credential}`, then the default chain): {reason}"
+    )]
+    Aws { provider: String, credential: String, reason: String },
 }
 
 impl CredentialShape {
@@ -76,21 +91,30 @@ impl CredentialShape {
     }
 }
 
+/// The headers a SigV4 signature writes (and the payload hash it may use).
+const SIGV4_HEADERS: [&str; 4] = ["authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
+
 /// What the host attaches to one request.
 #[derive(Debug, Clone)]
 pub enum Credential {
     None,
-    Header { name: String, value: Secret },
+    Header {
+        name: String,
+        value: Secret,
+    },
+    /// The request is signed as it leaves (see [`SigV4::sign`]).
+    Sigv4(SigV4),
 }
 
 impl Credential {
     /// Resolves the credential a provider's shape asks for. `explicit_id` is the
     /// catalog entry's `credential`, overriding the provider's default id.
-    pub fn resolve(
+    pub async fn resolve(
         provider: &str,
         shape: &CredentialShape,
         explicit_id: Option<&str>,
         store: &dyn SecretStore,
+        aws: &AwsIdentity,
     ) -> Result<Self, CredentialError> {
         match shape {
             CredentialShape::None => Ok(Self::None),
@@ -109,17 +133,20 @@ impl Credential {
                     None => Ok(Self::None),
                 }
             }
-            CredentialShape::AwsSigv4(_) => {
-                Err(CredentialError::Unsupported { provider: provider.to_owned(), shape: "AWS SigV4" })
+            CredentialShape::AwsSigv4(sigv4) => {
+                let id = explicit_id.unwrap_or(&sigv4.default_credential_id);
+                SigV4::resolve(aws, store, provider, &sigv4.service, id).await.map(Self::Sigv4)
             }
         }
     }
 
-    /// The header name this credential owns; a component may not set it.
-    pub fn header_name(&self) -> Option<&str> {
+    /// Whether this credential owns header `name` (lowercase), so a component may
+    /// not set it: the secret's header, or the headers a signature consists of.
+    pub fn owns_header(&self, name: &str) -> bool {
         match self {
-            Self::None => None,
-            Self::Header { name, .. } => Some(name),
+            Self::None => false,
+            Self::Header { name: owned, .. } => owned == name,
+            Self::Sigv4(_) => SIGV4_HEADERS.contains(&name),
         }
     }
 }
