@@ -15,6 +15,7 @@
 //! weir_sdk::export_provider!(MyProvider);
 //! ```
 
+pub mod bedrock;
 pub mod errors;
 pub mod fallback;
 pub mod http;
