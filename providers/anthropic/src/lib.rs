@@ -4,15 +4,10 @@
 //! prompt caching, extended thinking and native tools.
 //!
 //! This file only describes the component and routes calls; the dialect lives in
-//! the modules, which use nothing but `weir_sdk::types` and helpers, so they test
-//! natively.
-
-mod errors;
-mod request;
-mod response;
-mod stream;
+//! `weir_sdk::anthropic`, shared with the other components that speak it.
 
 use weir_sdk::ChatProvider;
+use weir_sdk::anthropic;
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
     HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
@@ -26,7 +21,7 @@ pub const ANTHROPIC: &str = "anthropic";
 pub struct Anthropic;
 
 impl ChatProvider for Anthropic {
-    type StreamDecoder = stream::AnthropicStream;
+    type StreamDecoder = anthropic::AnthropicStream;
 
     fn providers() -> Vec<ProviderInfo> {
         vec![info()]
@@ -50,20 +45,20 @@ impl ChatProvider for Anthropic {
         if provider != ANTHROPIC {
             return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
         }
-        request::encode(&conversation, &params)
+        anthropic::encode(&conversation, &params)
     }
 
     fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        response::decode(&response)
+        anthropic::decode(&response)
     }
 
     fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
-        errors::classify(&response)
+        anthropic::classify(&response)
     }
 }
 
 /// No `structured-output`: the Messages API has no schema-constrained answer
-/// without a beta, and this component refuses response schemas (see `request`).
+/// without a beta, and the codec refuses response schemas.
 fn info() -> ProviderInfo {
     ProviderInfo {
         key: ANTHROPIC.to_owned(),

@@ -1,16 +1,16 @@
 //! Decoding a 2xx Messages API body. The stop-reason, refusal and usage mappings
 //! here are shared with the stream decoder.
 
-use serde_json::Value;
-use weir_sdk::errors::{ErrorFields, refusal};
-use weir_sdk::http::header;
-use weir_sdk::json::from_body;
-use weir_sdk::types::{
+use crate::errors::{ErrorFields, refusal};
+use crate::http::header;
+use crate::json::from_body;
+use crate::types::{
     ChatResponse, CodecError, ContentBlock, HttpResponse, StopInfo, StopReason, Thinking, ToolUse, Usage,
 };
+use serde_json::Value;
 
 /// Usage before anything was counted: the base the wire's counts overwrite.
-pub(crate) const NO_USAGE: Usage = Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None };
+pub(super) const NO_USAGE: Usage = Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None };
 
 /// Normalizes a successful response.
 pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
@@ -80,13 +80,13 @@ fn content_block(position: usize, block: &Value) -> Result<Option<ContentBlock>,
 }
 
 /// A non-empty string field, owned.
-pub(crate) fn text(value: Option<&Value>) -> Option<String> {
+pub(super) fn text(value: Option<&Value>) -> Option<String> {
     value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
 /// The stop, with the refusal's category and explanation from `stop_details` when
 /// the classifiers stopped the answer.
-pub(crate) fn stop_info(raw: Option<String>, details: Option<&Value>) -> StopInfo {
+pub(super) fn stop_info(raw: Option<String>, details: Option<&Value>) -> StopInfo {
     let reason = stop_reason(raw.as_deref());
     let refusal = (reason == StopReason::ContentFiltered).then(|| {
         let detail = |key: &str| text(details.and_then(|details| details.get(key)));
@@ -111,7 +111,7 @@ fn stop_reason(raw: Option<&str>) -> StopReason {
 /// Anthropic's usage is already additive (`input_tokens` excludes cached tokens).
 /// Counts the object leaves out keep their value in `base`: a stream's
 /// `message_delta` often repeats only `output_tokens`. `None` for a non-object.
-pub(crate) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
+pub(super) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
     let usage = value.as_object()?;
     let count = |key: &str, fallback: u64| usage.get(key).and_then(Value::as_u64).unwrap_or(fallback);
     let thinking = usage.get("output_tokens_details").and_then(|details| details.get("thinking_tokens"));
@@ -128,7 +128,7 @@ pub(crate) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::Refusal;
+    use crate::types::Refusal;
 
     fn ok(body: &str) -> HttpResponse {
         HttpResponse { status: 200, headers: vec![], body: body.as_bytes().to_vec() }

@@ -11,15 +11,15 @@
 //! show ciphertext to the caller and echo it back as an unsigned `thinking` block,
 //! which the API rejects. A non-streamed answer (`decode`) keeps it.
 
-use serde_json::Value;
-use weir_sdk::StreamDecoder;
-use weir_sdk::errors::ErrorFields;
-use weir_sdk::types::{
+use crate::StreamDecoder;
+use crate::errors::ErrorFields;
+use crate::types::{
     CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart, Usage,
 };
+use serde_json::Value;
 
-use crate::errors::in_band_error;
-use crate::response::{NO_USAGE, stop_info, text, usage};
+use super::errors::in_band_error;
+use super::response::{NO_USAGE, stop_info, text, usage};
 
 /// Per-stream state: the open tool blocks, the usage so far and how it ended.
 #[derive(Debug, Default)]
@@ -211,7 +211,7 @@ fn block_index(value: &Value) -> Result<u32, CodecError> {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::{ErrorClass, InBandError, Refusal};
+    use crate::types::{ErrorClass, InBandError, Refusal};
 
     /// An SSE event as the host frames it: the name equals the JSON `type`.
     fn event(data: &str) -> StreamEvent {

@@ -14,13 +14,13 @@
 //!   of text (which a stateless `decode` cannot tell apart from a real one) and
 //!   cannot be combined with extended thinking.
 
-use serde_json::{Map, Value, json};
-use weir_sdk::fallback::{block_as_text, leaf_as_text};
-use weir_sdk::json::{parse_value, to_body};
-use weir_sdk::types::{
+use crate::fallback::{block_as_text, leaf_as_text};
+use crate::json::{parse_value, to_body};
+use crate::types::{
     CallParams, CodecError, ContentBlock, Headers, HttpRequest, LeafBlock, Media, MediaSource, PreparedConversation,
     Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
+use serde_json::{Map, Value, json};
 
 /// Appended to the endpoint's base URL (`https://api.anthropic.com`).
 pub const PATH: &str = "/v1/messages";
@@ -310,7 +310,7 @@ fn mark_cache(blocks: &mut [Value]) {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::{Effort, ResponseSchema};
+    use crate::types::{Effort, ResponseSchema};
 
     fn params() -> CallParams {
         CallParams {

@@ -13,9 +13,9 @@
 //!   context signal the API gives is the `model_context_window_exceeded` stop
 //!   reason of a successful answer, which `decode` maps.
 
-use weir_sdk::errors::{ErrorFields, class_for_status, truncate};
-use weir_sdk::http::{header, retry_hint, rfc3339_unix_ms};
-use weir_sdk::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
+use crate::errors::{ErrorFields, class_for_status, truncate};
+use crate::http::{header, retry_hint, rfc3339_unix_ms};
+use crate::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
 
 /// Classifies a non-2xx response.
 pub fn classify(response: &HttpResponse) -> ErrorClass {
