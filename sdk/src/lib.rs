@@ -17,6 +17,7 @@
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+pub mod bedrock;
 pub mod errors;
 pub mod fallback;
 pub mod http;
