@@ -1,19 +1,21 @@
-//! Decoding a 2xx Messages API body. The stop-reason, refusal and usage mappings
-//! here are shared with the stream decoder.
+//! Decoding a 2xx Messages API body, the same message object on every surface
+//! (InvokeModel answers with it too); only the request-id header differs. The
+//! stop-reason, refusal and usage mappings here are shared with the stream decoder.
 
+use serde_json::Value;
+
+use super::Surface;
 use crate::errors::{ErrorFields, refusal};
-use crate::http::header;
 use crate::json::from_body;
 use crate::types::{
     ChatResponse, CodecError, ContentBlock, HttpResponse, StopInfo, StopReason, Thinking, ToolUse, Usage,
 };
-use serde_json::Value;
 
 /// Usage before anything was counted: the base the wire's counts overwrite.
 pub(super) const NO_USAGE: Usage = Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None };
 
-/// Normalizes a successful response.
-pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
+/// Normalizes a successful response from `surface`.
+pub fn decode(surface: Surface, response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     let body: Value = from_body(&response.body)?;
     if !body.is_object() {
         return Err(CodecError::Malformed("response is not a JSON object".to_owned()));
@@ -41,10 +43,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
         usage: body.get("usage").and_then(|value| usage(value, &NO_USAGE)),
         refusal: stop.refusal,
         served_model: text(body.get("model")),
-        request_id: header(&response.headers, "request-id")
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .or_else(|| text(body.get("id"))),
+        request_id: surface.request_id(&response.headers).map(str::to_owned).or_else(|| text(body.get("id"))),
     })
 }
 
@@ -129,6 +128,11 @@ pub(super) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
 mod tests {
     use super::*;
     use crate::types::Refusal;
+
+    /// The direct surface, which most tests here are about: the body is the same on all.
+    fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
+        super::decode(Surface::Direct, response)
+    }
 
     fn ok(body: &str) -> HttpResponse {
         HttpResponse { status: 200, headers: vec![], body: body.as_bytes().to_vec() }
@@ -296,5 +300,15 @@ mod tests {
         assert!(malformed("[]").contains("object"));
         assert!(malformed(&message(r#"[{"type":"tool_use","id":"toolu_1"}]"#, "null")).contains("`name`"));
         assert!(malformed(&message(r#"[{"type":"text"}]"#, "null")).contains("`text`"));
+    }
+
+    #[test]
+    fn bedrock_request_id_is_amazons() {
+        let mut response = ok(TOOL_BODY);
+        response.headers = vec![("x-amzn-RequestId".into(), "3f1c0a7e".into()), ("request-id".into(), "req_1".into())];
+        let decoded = super::decode(Surface::BedrockInvoke, &response).unwrap();
+        assert_eq!(decoded.request_id.as_deref(), Some("3f1c0a7e"));
+        assert_eq!(decoded.stop_reason, StopReason::ToolUse);
+        assert_eq!(super::decode(Surface::Mantle, &response).unwrap().request_id.as_deref(), Some("req_1"));
     }
 }
