@@ -15,6 +15,8 @@
 //! weir_sdk::export_provider!(MyProvider);
 //! ```
 
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 pub mod bedrock;
 pub mod errors;
 pub mod fallback;

@@ -4,42 +4,40 @@
 //! prompt caching, extended thinking and native tools.
 //!
 //! This file only describes the component and routes calls; the dialect lives in
-//! the modules, which use nothing but `weir_sdk::types` and helpers, so they test
-//! natively.
-
-mod errors;
-mod request;
-mod response;
-mod stream;
+//! `weir_sdk::anthropic`, shared with the other components that speak it.
 
 use weir_sdk::ChatProvider;
+use weir_sdk::anthropic::{self, Surface};
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
     HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
 };
 
+/// The surface this component serves.
+const SURFACE: Surface = Surface::Direct;
+
 /// The provider key catalog entries name.
-pub const ANTHROPIC: &str = "anthropic";
+pub const ANTHROPIC: &str = SURFACE.key();
 
 /// The component's provider implementation.
 #[derive(Debug)]
 pub struct Anthropic;
 
 impl ChatProvider for Anthropic {
-    type StreamDecoder = stream::AnthropicStream;
+    type StreamDecoder = anthropic::AnthropicStream;
 
     fn providers() -> Vec<ProviderInfo> {
         vec![info()]
     }
 
-    /// Any model id: Anthropic's ids and aliases change too often to list, and the
-    /// request shape is the same for all of them.
-    fn serves(provider: &str, _wire_id: &str) -> bool {
-        provider == ANTHROPIC
+    /// Any model id but Bedrock's spellings: Anthropic's ids and aliases change too
+    /// often to list, and the request shape is the same for all of them.
+    fn serves(provider: &str, wire_id: &str) -> bool {
+        provider == ANTHROPIC && SURFACE.serves(wire_id)
     }
 
     fn claims(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC && wire_id.starts_with("claude-")
+        provider == ANTHROPIC && SURFACE.claims(wire_id)
     }
 
     fn encode(
@@ -50,20 +48,20 @@ impl ChatProvider for Anthropic {
         if provider != ANTHROPIC {
             return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
         }
-        request::encode(&conversation, &params)
+        anthropic::encode(SURFACE, &conversation, &params)
     }
 
     fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        response::decode(&response)
+        anthropic::decode(SURFACE, &response)
     }
 
     fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
-        errors::classify(&response)
+        anthropic::classify(SURFACE, &response)
     }
 }
 
 /// No `structured-output`: the Messages API has no schema-constrained answer
-/// without a beta, and this component refuses response schemas (see `request`).
+/// without a beta, and the codec refuses response schemas.
 fn info() -> ProviderInfo {
     ProviderInfo {
         key: ANTHROPIC.to_owned(),
@@ -124,6 +122,8 @@ mod tests {
     fn serves_and_claims() {
         assert!(Anthropic::serves("anthropic", "claude-sonnet-4-5"));
         assert!(!Anthropic::serves("openai", "claude-sonnet-4-5"));
+        assert!(!Anthropic::serves("anthropic", "anthropic.claude-opus-5"));
+        assert!(!Anthropic::serves("anthropic", "us.anthropic.claude-opus-5"));
         assert!(Anthropic::claims("anthropic", "claude-opus-4-1-20250805"));
         assert!(!Anthropic::claims("anthropic", "gpt-4.1"));
         assert!(!Anthropic::claims("bedrock", "claude-sonnet-4-5"));

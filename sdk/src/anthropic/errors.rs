@@ -12,20 +12,34 @@
 //!   with no structured field saying so: invalid-request. The one structured
 //!   context signal the API gives is the `model_context_window_exceeded` stop
 //!   reason of a successful answer, which `decode` maps.
+//!
+//! On the AWS surfaces (InvokeModel, Mantle) two kinds of error body arrive:
+//! Anthropic's envelope (`{"type":"error","error":{"type":…}}`, from the service
+//! that runs the model, and the one Mantle's native API documents) and AWS's own
+//! restJson1 error, named by `x-amzn-errortype` or the body's `__type`. A body
+//! naming a known Anthropic `error.type` is classified by it, exactly as on the
+//! direct API: it is the finer verdict (`overloaded_error`, `billing_error`) from
+//! the service that ran the model, while AWS's name is the front door's. Any other
+//! body is AWS's, classified by [`crate::bedrock::classify`] (error name, then status).
 
-use weir_sdk::errors::{ErrorFields, class_for_status, truncate};
-use weir_sdk::http::{header, retry_hint, rfc3339_unix_ms};
-use weir_sdk::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
+use super::Surface;
+use crate::bedrock;
+use crate::errors::{ErrorFields, class_for_status, truncate};
+use crate::http::{retry_hint, rfc3339_unix_ms};
+use crate::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
 
-/// Classifies a non-2xx response.
-pub fn classify(response: &HttpResponse) -> ErrorClass {
+/// Classifies a non-2xx response from `surface` (see the module doc for the order).
+pub fn classify(surface: Surface, response: &HttpResponse) -> ErrorClass {
     let fields = ErrorFields::parse(&response.body);
-    let detail = match header(&response.headers, "request-id").filter(|id| !id.is_empty()) {
+    let anthropic_status = fields.kind.as_deref().and_then(status_of_type);
+    if anthropic_status.is_none() && surface != Surface::Direct {
+        return bedrock::classify(response);
+    }
+    let detail = match surface.request_id(&response.headers) {
         Some(id) => truncate(format!("{} request-id={id}", fields.detail(response.status))),
         None => fields.detail(response.status),
     };
-    let status = fields.kind.as_deref().and_then(status_of_type).unwrap_or(response.status);
-    class_for(status, &response.headers, detail)
+    class_for(anthropic_status.unwrap_or(response.status), &response.headers, detail)
 }
 
 /// The HTTP status each documented `error.type` comes with. The type decides when
@@ -94,6 +108,11 @@ pub fn in_band_error(fields: &ErrorFields) -> InBandError {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
+
+    /// The direct surface, which most tests here are about.
+    fn classify(response: &HttpResponse) -> ErrorClass {
+        super::classify(Surface::Direct, response)
+    }
 
     fn response(status: u16, headers: &[(&str, &str)], body: &str) -> HttpResponse {
         HttpResponse {
@@ -229,5 +248,46 @@ mod tests {
         let unknown = in_band_error(&ErrorFields::parse(error_body("mystery_error", "HTTP 429").as_bytes()));
         assert_eq!((unknown.status, unknown.status_from_prose), (None, false));
         assert!(matches!(&unknown.class, ErrorClass::Transient(r) if r.detail.contains("mystery_error")));
+    }
+
+    #[test]
+    fn aws_surfaces_prefer_the_anthropic_envelope() {
+        let throttled =
+            [("x-amzn-ErrorType", "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/")];
+        for surface in [Surface::BedrockInvoke, Surface::Mantle] {
+            let envelope = response(503, &throttled, &error_body("overloaded_error", "Overloaded"));
+            let found = super::classify(surface, &envelope);
+            assert!(matches!(found, ErrorClass::Overloaded(_)), "{surface:?} {found:?}");
+        }
+    }
+
+    #[test]
+    fn aws_surfaces_fall_back_on_the_aws_error_name() {
+        let cases = [
+            (429, "ThrottlingException", "rate-limited"),
+            (400, "ValidationException", "invalid-request"),
+            (403, "AccessDeniedException", "authentication"),
+            (404, "ResourceNotFoundException", "not-found"),
+        ];
+        for surface in [Surface::BedrockInvoke, Surface::Mantle] {
+            for (status, kind, expected) in cases {
+                let aws = response(status, &[("x-amzn-errortype", kind)], r#"{"message":"Too many requests"}"#);
+                let found = super::classify(surface, &aws);
+                assert_eq!(name(&found), expected, "{surface:?} {kind}: {found:?}");
+            }
+            // A type this table does not know is no Anthropic envelope: AWS rules.
+            let unknown = response(429, &[], &error_body("brand_new_error", "x"));
+            assert_eq!(name(&super::classify(surface, &unknown)), "rate-limited");
+        }
+    }
+
+    #[test]
+    fn aws_request_id_goes_to_the_detail() {
+        let found = super::classify(
+            Surface::BedrockInvoke,
+            &response(401, &[("x-amzn-requestid", "3f1c")], &error_body("authentication_error", "no")),
+        );
+        let ErrorClass::Authentication(detail) = found else { panic!("{found:?}") };
+        assert!(detail.ends_with("request-id=3f1c"), "{detail}");
     }
 }

@@ -1,5 +1,13 @@
 //! Encoding: a prepared conversation and its parameters → one Messages API request.
-//! The request never carries a credential; the host adds `x-api-key`.
+//! The request never carries a credential: the host adds `x-api-key`, or signs
+//! with SigV4 on Bedrock.
+//!
+//! The surfaces differ only in [`surface_fields`], [`path`] and [`headers`]:
+//! where the model, the stream switch and the API version go. The codec enables no
+//! beta, so neither the `anthropic-beta` header nor InvokeModel's `anthropic_beta`
+//! body field is ever written. Mantle's data-retention header
+//! `anthropic-workspace-id` is never written either: the host binds it from the
+//! deployment and re-checks the compliance envelope before anything leaves.
 //!
 //! Two parameters are deliberately not written:
 //!
@@ -15,18 +23,25 @@
 //!   cannot be combined with extended thinking.
 
 use serde_json::{Map, Value, json};
-use weir_sdk::fallback::{block_as_text, leaf_as_text};
-use weir_sdk::json::{parse_value, to_body};
-use weir_sdk::types::{
+
+use super::Surface;
+use crate::bedrock::model_path;
+use crate::fallback::{block_as_text, leaf_as_text};
+use crate::json::{parse_value, to_body};
+use crate::types::{
     CallParams, CodecError, ContentBlock, Headers, HttpRequest, LeafBlock, Media, MediaSource, PreparedConversation,
     Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
 
-/// Appended to the endpoint's base URL (`https://api.anthropic.com`).
-pub const PATH: &str = "/v1/messages";
+/// The Messages API's path, appended to the endpoint's base URL
+/// (`https://api.anthropic.com`, Mantle's `…/anthropic`).
+const PATH: &str = "/v1/messages";
 
-/// The API version the official SDKs send.
+/// The API version the official SDKs send, as a header.
 const API_VERSION: &str = "2023-06-01";
+
+/// The API version InvokeModel takes, in the body.
+const BEDROCK_API_VERSION: &str = "bedrock-2023-05-31";
 
 /// The smallest `budget_tokens` the API accepts.
 const MIN_THINKING_BUDGET: u32 = 1024;
@@ -34,31 +49,71 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// The only document type the API takes as base64 or by URL.
 const PDF: &str = "application/pdf";
 
-/// Builds the request, or refuses what the Messages API cannot carry.
-pub fn encode(conversation: &PreparedConversation, params: &CallParams) -> Result<HttpRequest, CodecError> {
-    let body = body(conversation, params)?;
+/// Builds the request for `surface`, or refuses what the Messages API cannot carry.
+pub fn encode(
+    surface: Surface,
+    conversation: &PreparedConversation,
+    params: &CallParams,
+) -> Result<HttpRequest, CodecError> {
+    let mut body = body(conversation, params)?;
+    surface_fields(surface, params, &mut body);
     Ok(HttpRequest {
         method: "POST".to_owned(),
-        path_and_query: PATH.to_owned(),
-        headers: headers(params.stream),
-        body: to_body(&body)?,
+        path_and_query: path(surface, params),
+        headers: headers(surface, params.stream),
+        body: to_body(&Value::Object(body))?,
     })
 }
 
-/// Content type, API version, plus `accept` for streams. Never `x-api-key`: the
-/// host owns secrets.
-fn headers(stream: bool) -> Headers {
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("anthropic-version".to_owned(), API_VERSION.to_owned()),
-    ];
-    if stream {
-        headers.push(("accept".to_owned(), "text/event-stream".to_owned()));
+/// The Messages API names the model and asks for a stream in the body. InvokeModel
+/// names both in the path (the model, and the operation that streams or not) and
+/// refuses them in the body, which carries its API version instead.
+fn surface_fields(surface: Surface, params: &CallParams, body: &mut Map<String, Value>) {
+    match surface {
+        Surface::Direct | Surface::Mantle => {
+            body.insert("model".into(), json!(params.wire_model_id));
+            if params.stream {
+                body.insert("stream".into(), json!(true));
+            }
+        }
+        Surface::BedrockInvoke => {
+            body.insert("anthropic_version".into(), json!(BEDROCK_API_VERSION));
+        }
+    }
+}
+
+fn path(surface: Surface, params: &CallParams) -> String {
+    match surface {
+        Surface::Direct | Surface::Mantle => PATH.to_owned(),
+        Surface::BedrockInvoke if params.stream => model_path(&params.wire_model_id, "invoke-with-response-stream"),
+        Surface::BedrockInvoke => model_path(&params.wire_model_id, "invoke"),
+    }
+}
+
+/// Content type, plus the API version and `accept` for streams on the Messages
+/// API; on InvokeModel, the event-stream `accept` and the model's own content type
+/// inside it (`x-amzn-bedrock-accept`). Never a credential: the host owns secrets.
+fn headers(surface: Surface, stream: bool) -> Headers {
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let mut add = |name: &str, value: &str| headers.push((name.to_owned(), value.to_owned()));
+    match surface {
+        Surface::Direct | Surface::Mantle => {
+            add("anthropic-version", API_VERSION);
+            if stream {
+                add("accept", "text/event-stream");
+            }
+        }
+        Surface::BedrockInvoke if stream => {
+            add("accept", "application/vnd.amazon.eventstream");
+            add("x-amzn-bedrock-accept", "application/json");
+        }
+        Surface::BedrockInvoke => add("accept", "application/json"),
     }
     headers
 }
 
-fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Value, CodecError> {
+/// Everything but the surface's fields: the same on every surface.
+fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Map<String, Value>, CodecError> {
     if let Some(schema) = &params.response_schema {
         return Err(CodecError::Unsupported(format!(
             "response schema {:?}: the Messages API has no structured output without a beta, \
@@ -68,7 +123,6 @@ fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Valu
     }
     let thinking = thinking(params)?;
     let mut body = Map::new();
-    body.insert("model".into(), json!(params.wire_model_id));
     body.insert("max_tokens".into(), json!(params.max_tokens));
     if let Some(system) = system(conversation) {
         body.insert("system".into(), system);
@@ -95,10 +149,7 @@ fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Valu
     if !params.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(params.stop));
     }
-    if params.stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Ok(Value::Object(body))
+    Ok(body)
 }
 
 /// Extended thinking with the host's budget. Thinking tokens count inside
@@ -310,7 +361,12 @@ fn mark_cache(blocks: &mut [Value]) {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::{Effort, ResponseSchema};
+    use crate::types::{Effort, ResponseSchema};
+
+    /// The direct surface, which most tests here are about: the body is the same on all.
+    fn encode(conversation: &PreparedConversation, params: &CallParams) -> Result<HttpRequest, CodecError> {
+        super::encode(Surface::Direct, conversation, params)
+    }
 
     fn params() -> CallParams {
         CallParams {
@@ -649,5 +705,74 @@ mod tests {
             let message = unsupported(encode(&conv, &params()));
             assert!(message.contains("input_json") && message.contains("toolu_1"), "{message}");
         }
+    }
+
+    fn header_pairs(pairs: &[(&str, &str)]) -> Headers {
+        pairs.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
+    }
+
+    fn json_body(request: &HttpRequest) -> Value {
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    #[test]
+    fn bedrock_invoke_request_shape() {
+        let bedrock = CallParams { wire_model_id: "us.anthropic.claude-opus-5".into(), ..params() };
+        let request = super::encode(Surface::BedrockInvoke, &hi(), &bedrock).unwrap();
+        assert_eq!(request.path_and_query, "/model/us.anthropic.claude-opus-5/invoke");
+        assert_eq!(
+            request.headers,
+            header_pairs(&[("content-type", "application/json"), ("accept", "application/json")])
+        );
+        assert_eq!(
+            json_body(&request),
+            json!({
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 4096,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+            })
+        );
+    }
+
+    #[test]
+    fn bedrock_invoke_streams_by_operation_not_by_body() {
+        let arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3";
+        let streaming = CallParams { wire_model_id: arn.into(), stream: true, ..params() };
+        let request = super::encode(Surface::BedrockInvoke, &hi(), &streaming).unwrap();
+        assert_eq!(
+            request.path_and_query,
+            "/model/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile%2Fa1b2c3/invoke-with-response-stream"
+        );
+        assert_eq!(
+            request.headers,
+            header_pairs(&[
+                ("content-type", "application/json"),
+                ("accept", "application/vnd.amazon.eventstream"),
+                ("x-amzn-bedrock-accept", "application/json"),
+            ])
+        );
+        let body = json_body(&request);
+        assert!(body.get("stream").is_none() && body.get("model").is_none(), "{body}");
+        assert_eq!(body["anthropic_version"], json!("bedrock-2023-05-31"));
+    }
+
+    #[test]
+    fn mantle_is_the_messages_api_without_a_workspace_header() {
+        let mantle = CallParams { wire_model_id: "anthropic.claude-opus-5".into(), stream: true, ..params() };
+        let request = super::encode(Surface::Mantle, &hi(), &mantle).unwrap();
+        assert_eq!(request.path_and_query, "/v1/messages");
+        assert_eq!(
+            request.headers,
+            header_pairs(&[
+                ("content-type", "application/json"),
+                ("anthropic-version", "2023-06-01"),
+                ("accept", "text/event-stream"),
+            ])
+        );
+        // Data retention is the host's to bind from the deployment, never the component's.
+        assert!(!request.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("anthropic-workspace-id")));
+        let body = json_body(&request);
+        assert_eq!((&body["model"], &body["stream"]), (&json!("anthropic.claude-opus-5"), &json!(true)));
+        assert!(body.get("anthropic_version").is_none());
     }
 }

@@ -1,19 +1,21 @@
-//! Decoding a 2xx Messages API body. The stop-reason, refusal and usage mappings
-//! here are shared with the stream decoder.
+//! Decoding a 2xx Messages API body, the same message object on every surface
+//! (InvokeModel answers with it too); only the request-id header differs. The
+//! stop-reason, refusal and usage mappings here are shared with the stream decoder.
 
 use serde_json::Value;
-use weir_sdk::errors::{ErrorFields, refusal};
-use weir_sdk::http::header;
-use weir_sdk::json::from_body;
-use weir_sdk::types::{
+
+use super::Surface;
+use crate::errors::{ErrorFields, refusal};
+use crate::json::from_body;
+use crate::types::{
     ChatResponse, CodecError, ContentBlock, HttpResponse, StopInfo, StopReason, Thinking, ToolUse, Usage,
 };
 
 /// Usage before anything was counted: the base the wire's counts overwrite.
-pub(crate) const NO_USAGE: Usage = Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None };
+pub(super) const NO_USAGE: Usage = Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None };
 
-/// Normalizes a successful response.
-pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
+/// Normalizes a successful response from `surface`.
+pub fn decode(surface: Surface, response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     let body: Value = from_body(&response.body)?;
     if !body.is_object() {
         return Err(CodecError::Malformed("response is not a JSON object".to_owned()));
@@ -41,10 +43,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
         usage: body.get("usage").and_then(|value| usage(value, &NO_USAGE)),
         refusal: stop.refusal,
         served_model: text(body.get("model")),
-        request_id: header(&response.headers, "request-id")
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .or_else(|| text(body.get("id"))),
+        request_id: surface.request_id(&response.headers).map(str::to_owned).or_else(|| text(body.get("id"))),
     })
 }
 
@@ -80,13 +79,13 @@ fn content_block(position: usize, block: &Value) -> Result<Option<ContentBlock>,
 }
 
 /// A non-empty string field, owned.
-pub(crate) fn text(value: Option<&Value>) -> Option<String> {
+pub(super) fn text(value: Option<&Value>) -> Option<String> {
     value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
 /// The stop, with the refusal's category and explanation from `stop_details` when
 /// the classifiers stopped the answer.
-pub(crate) fn stop_info(raw: Option<String>, details: Option<&Value>) -> StopInfo {
+pub(super) fn stop_info(raw: Option<String>, details: Option<&Value>) -> StopInfo {
     let reason = stop_reason(raw.as_deref());
     let refusal = (reason == StopReason::ContentFiltered).then(|| {
         let detail = |key: &str| text(details.and_then(|details| details.get(key)));
@@ -111,7 +110,7 @@ fn stop_reason(raw: Option<&str>) -> StopReason {
 /// Anthropic's usage is already additive (`input_tokens` excludes cached tokens).
 /// Counts the object leaves out keep their value in `base`: a stream's
 /// `message_delta` often repeats only `output_tokens`. `None` for a non-object.
-pub(crate) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
+pub(super) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
     let usage = value.as_object()?;
     let count = |key: &str, fallback: u64| usage.get(key).and_then(Value::as_u64).unwrap_or(fallback);
     let thinking = usage.get("output_tokens_details").and_then(|details| details.get("thinking_tokens"));
@@ -128,7 +127,12 @@ pub(crate) fn usage(value: &Value, base: &Usage) -> Option<Usage> {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::Refusal;
+    use crate::types::Refusal;
+
+    /// The direct surface, which most tests here are about: the body is the same on all.
+    fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
+        super::decode(Surface::Direct, response)
+    }
 
     fn ok(body: &str) -> HttpResponse {
         HttpResponse { status: 200, headers: vec![], body: body.as_bytes().to_vec() }
@@ -296,5 +300,15 @@ mod tests {
         assert!(malformed("[]").contains("object"));
         assert!(malformed(&message(r#"[{"type":"tool_use","id":"toolu_1"}]"#, "null")).contains("`name`"));
         assert!(malformed(&message(r#"[{"type":"text"}]"#, "null")).contains("`text`"));
+    }
+
+    #[test]
+    fn bedrock_request_id_is_amazons() {
+        let mut response = ok(TOOL_BODY);
+        response.headers = vec![("x-amzn-RequestId".into(), "3f1c0a7e".into()), ("request-id".into(), "req_1".into())];
+        let decoded = super::decode(Surface::BedrockInvoke, &response).unwrap();
+        assert_eq!(decoded.request_id.as_deref(), Some("3f1c0a7e"));
+        assert_eq!(decoded.stop_reason, StopReason::ToolUse);
+        assert_eq!(super::decode(Surface::Mantle, &response).unwrap().request_id.as_deref(), Some("req_1"));
     }
 }

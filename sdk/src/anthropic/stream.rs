@@ -1,4 +1,4 @@
-//! The SSE stream decoder: Messages API stream events → normalized deltas.
+//! The stream decoder: Messages API stream events → normalized deltas.
 //!
 //! Order on the wire: `message_start`, then per content block `content_block_start`,
 //! deltas, `content_block_stop`, then `message_delta` (stop reason, cumulative
@@ -6,24 +6,36 @@
 //! `error` event. A stream that ends without `message_stop` or an error was cut,
 //! and saying so is the decoder's job, not the host's guess.
 //!
+//! The framing is the surface's: named SSE events on the Messages API (direct and
+//! Mantle); on InvokeModel, AWS event-stream `chunk` events that each wrap one of
+//! the same events as base64 (see `invoke_stream`), and exception frames for
+//! failures after the 200. Both feed the one state machine here, dispatched on the
+//! JSON `type`.
+//!
 //! A `redacted_thinking` block has no delta: the world's stream deltas cannot mark
 //! thinking as redacted, and sending the encrypted payload as thinking text would
 //! show ciphertext to the caller and echo it back as an unsigned `thinking` block,
 //! which the API rejects. A non-streamed answer (`decode`) keeps it.
 
 use serde_json::Value;
-use weir_sdk::StreamDecoder;
-use weir_sdk::errors::ErrorFields;
-use weir_sdk::types::{
+
+use super::Surface;
+use super::errors::in_band_error;
+use super::invoke_stream::chunk_event;
+use super::response::{NO_USAGE, stop_info, text, usage};
+use crate::StreamDecoder;
+use crate::bedrock::stream_exception;
+use crate::errors::ErrorFields;
+use crate::types::{
     CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart, Usage,
 };
 
-use crate::errors::in_band_error;
-use crate::response::{NO_USAGE, stop_info, text, usage};
-
-/// Per-stream state: the open tool blocks, the usage so far and how it ended.
-#[derive(Debug, Default)]
+/// Per-stream state: the surface's framing, the open tool blocks, the usage so far
+/// and how it ended. [`Default`] decodes the direct API's stream.
+#[derive(Debug)]
 pub struct AnthropicStream {
+    /// `None` when the host named a provider key no surface has: every event is refused.
+    surface: Option<Surface>,
     /// Tool-use blocks started and not yet stopped.
     open_tools: Vec<OpenTool>,
     /// The counts so far: `message_start`'s input counts, then each `message_delta`'s.
@@ -42,12 +54,52 @@ struct OpenTool {
     has_input: bool,
 }
 
+impl Default for AnthropicStream {
+    fn default() -> Self {
+        Self::for_surface(Surface::Direct)
+    }
+}
+
 impl StreamDecoder for AnthropicStream {
-    fn new(_provider: &str) -> Self {
-        Self::default()
+    /// The surface is the one the provider key names.
+    fn new(provider: &str) -> Self {
+        Self { surface: Surface::from_key(provider), ..Self::default() }
     }
 
     fn feed(&mut self, event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+        match self.surface {
+            Some(Surface::Direct | Surface::Mantle) => self.feed_sse(&event),
+            Some(Surface::BedrockInvoke) => self.feed_event_stream(&event),
+            None => Err(unknown_key()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
+        if self.surface.is_none() {
+            Err(unknown_key())
+        } else if self.message_stopped || self.error_seen {
+            Ok(Vec::new())
+        } else {
+            Err(CodecError::Malformed("stream ended before message_stop".to_owned()))
+        }
+    }
+}
+
+impl AnthropicStream {
+    /// A decoder for one stream from `surface`.
+    pub fn for_surface(surface: Surface) -> Self {
+        Self {
+            surface: Some(surface),
+            open_tools: Vec::new(),
+            usage: None,
+            stop_sent: false,
+            message_stopped: false,
+            error_seen: false,
+        }
+    }
+
+    /// A named SSE event; its JSON `type` equals the name.
+    fn feed_sse(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
         let data = event.data.trim_ascii();
         if event.name.as_deref() == Some("error") {
             return Ok(vec![self.error(ErrorFields::parse(data))]);
@@ -57,31 +109,38 @@ impl StreamDecoder for AnthropicStream {
         }
         let value: Value = serde_json::from_slice(data)
             .map_err(|e| CodecError::Malformed(format!("stream event is not JSON: {e}")))?;
-        // The JSON `type` equals the SSE event name; the body is the one we parse anyway.
-        let kind = value.get("type").and_then(Value::as_str).or(event.name.as_deref());
-        match kind {
-            Some("message_start") => self.message_start(&value),
-            Some("content_block_start") => self.block_start(&value),
-            Some("content_block_delta") => self.block_delta(&value),
-            Some("content_block_stop") => self.block_stop(&value),
-            Some("message_delta") => Ok(self.message_delta(&value)),
+        self.dispatch(&value, event.name.as_deref())
+    }
+
+    /// An AWS event-stream frame: an exception or error frame is an in-band error; a
+    /// `chunk` carries one Messages event; other event types are ignored, as unknown
+    /// SSE events are.
+    fn feed_event_stream(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+        if let Some(error) = stream_exception(event) {
+            self.error_seen = true;
+            return Ok(vec![StreamDelta::Error(error)]);
+        }
+        if event.name.as_deref() != Some("chunk") {
+            return Ok(Vec::new());
+        }
+        self.dispatch(&chunk_event(&event.data)?, None)
+    }
+
+    /// One Messages stream event, by its JSON `type` (else the SSE event name).
+    fn dispatch(&mut self, value: &Value, name: Option<&str>) -> Result<Vec<StreamDelta>, CodecError> {
+        match value.get("type").and_then(Value::as_str).or(name) {
+            Some("message_start") => self.message_start(value),
+            Some("content_block_start") => self.block_start(value),
+            Some("content_block_delta") => self.block_delta(value),
+            Some("content_block_stop") => self.block_stop(value),
+            Some("message_delta") => Ok(self.message_delta(value)),
             Some("message_stop") => Ok(self.message_stop()),
-            Some("error") => Ok(vec![self.error(ErrorFields::from_value(&value))]),
+            Some("error") => Ok(vec![self.error(ErrorFields::from_value(value))]),
             // `ping`, and event types added later: the API says to ignore them.
             _ => Ok(Vec::new()),
         }
     }
 
-    fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
-        if self.message_stopped || self.error_seen {
-            Ok(Vec::new())
-        } else {
-            Err(CodecError::Malformed("stream ended before message_stop".to_owned()))
-        }
-    }
-}
-
-impl AnthropicStream {
     fn error(&mut self, fields: ErrorFields) -> StreamDelta {
         self.error_seen = true;
         StreamDelta::Error(in_band_error(&fields))
@@ -198,6 +257,10 @@ impl AnthropicStream {
     }
 }
 
+fn unknown_key() -> CodecError {
+    CodecError::Unsupported("no Anthropic surface has this provider key".to_owned())
+}
+
 /// A block event's `index`: its position in the message's content.
 fn block_index(value: &Value) -> Result<u32, CodecError> {
     value
@@ -211,7 +274,7 @@ fn block_index(value: &Value) -> Result<u32, CodecError> {
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
     use super::*;
-    use weir_sdk::types::{ErrorClass, InBandError, Refusal};
+    use crate::types::{ErrorClass, InBandError, Refusal};
 
     /// An SSE event as the host frames it: the name equals the JSON `type`.
     fn event(data: &str) -> StreamEvent {
@@ -428,5 +491,106 @@ mod tests {
         assert!(matches!(decoder.feed(garbage), Err(CodecError::Malformed(_))));
         let blank = StreamEvent { name: Some("ping".into()), headers: vec![], data: b"  ".to_vec() };
         assert_eq!(decoder.feed(blank).unwrap(), vec![]);
+    }
+
+    /// An InvokeModelWithResponseStream `chunk` as the host frames it: no SSE name,
+    /// the event base64 in `bytes`, random padding in `p`.
+    fn chunk(data: &str) -> StreamEvent {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(data);
+        StreamEvent {
+            name: Some("chunk".into()),
+            headers: vec![
+                (":message-type".into(), "event".into()),
+                (":event-type".into(), "chunk".into()),
+                (":content-type".into(), "application/json".into()),
+            ],
+            data: format!(r#"{{"bytes":"{encoded}","p":"abcdefghijklmnopq"}}"#).into_bytes(),
+        }
+    }
+
+    fn exception(kind: &str, payload: &str) -> StreamEvent {
+        StreamEvent {
+            name: Some(kind.into()),
+            headers: vec![(":message-type".into(), "exception".into()), (":exception-type".into(), kind.into())],
+            data: payload.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn bedrock_chunks_feed_the_same_state_machine() {
+        let mut decoder = AnthropicStream::new("anthropic-bedrock");
+        let events = [
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":42}}"#,
+            r#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":25,"outputTokenCount":42,"invocationLatency":1234,"firstByteLatency":321}}"#,
+        ];
+        let deltas: Vec<StreamDelta> = events.iter().flat_map(|data| decoder.feed(chunk(data)).unwrap()).collect();
+        assert_eq!(
+            deltas,
+            vec![
+                StreamDelta::ServedModel("claude-sonnet-4-5-20250929".into()),
+                StreamDelta::RequestId("msg_01".into()),
+                StreamDelta::Usage(usage(25, 1)),
+                StreamDelta::Text("Hello".into()),
+                StreamDelta::Stop(StopInfo {
+                    reason: StopReason::EndTurn,
+                    raw: Some("end_turn".into()),
+                    refusal: None
+                }),
+                StreamDelta::Usage(usage(25, 42)),
+            ]
+        );
+        assert_eq!(decoder.finish().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn bedrock_exception_frames_and_in_band_anthropic_errors() {
+        let mut decoder = AnthropicStream::for_surface(Surface::BedrockInvoke);
+        decoder.feed(chunk(START)).unwrap();
+        let throttled =
+            single_error(&mut decoder, exception("throttlingException", r#"{"message":"Too many tokens"}"#));
+        assert_eq!(throttled.status, Some(429));
+        assert!(matches!(throttled.class, ErrorClass::RateLimited(_)), "{throttled:?}");
+        // The error explains the end: no message_stop needed.
+        assert_eq!(decoder.finish().unwrap(), vec![]);
+
+        let model = exception(
+            "modelStreamErrorException",
+            r#"{"message":"boom","originalStatusCode":529,"originalMessage":"Overloaded"}"#,
+        );
+        assert_eq!(single_error(&mut decoder, model).status, Some(529));
+        let wrapped = chunk(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+        let overloaded = single_error(&mut decoder, wrapped);
+        assert_eq!(overloaded.status, Some(529));
+        assert!(matches!(overloaded.class, ErrorClass::Overloaded(_)));
+    }
+
+    #[test]
+    fn bedrock_ignores_other_event_types_and_refuses_bad_chunks() {
+        let mut decoder = AnthropicStream::for_surface(Surface::BedrockInvoke);
+        let other = StreamEvent {
+            name: Some("metadata".into()),
+            headers: vec![(":message-type".into(), "event".into())],
+            data: b"{}".to_vec(),
+        };
+        assert_eq!(decoder.feed(other).unwrap(), vec![]);
+        let bad = StreamEvent { data: br#"{"bytes":"%%%"}"#.to_vec(), ..chunk("{}") };
+        assert!(matches!(decoder.feed(bad), Err(CodecError::Malformed(m)) if m.contains("base64")));
+        assert!(matches!(decoder.finish(), Err(CodecError::Malformed(_))));
+    }
+
+    #[test]
+    fn mantle_streams_sse_and_an_unknown_key_is_refused() {
+        let mut mantle = AnthropicStream::new("anthropic-bedrock-mantle");
+        let deltas = feed_all(&mut mantle, &[START, r#"{"type":"message_stop"}"#]);
+        assert_eq!(deltas[0], StreamDelta::ServedModel("claude-sonnet-4-5-20250929".into()));
+        assert_eq!(mantle.finish().unwrap(), vec![]);
+        let mut unknown = AnthropicStream::new("bedrock-converse");
+        assert!(matches!(unknown.feed(event(START)), Err(CodecError::Unsupported(_))));
+        assert!(matches!(unknown.finish(), Err(CodecError::Unsupported(_))));
     }
 }
