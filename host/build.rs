@@ -12,6 +12,13 @@ use std::process::ExitCode;
 const PROVIDERS: &[(&str, &str, &str)] = &[
     ("weir-provider-openai", "weir_provider_openai.wasm", "WEIR_EMBEDDED_OPENAI"),
     ("weir-provider-anthropic", "weir_provider_anthropic.wasm", "WEIR_EMBEDDED_ANTHROPIC"),
+    ("weir-provider-anthropic-bedrock", "weir_provider_anthropic_bedrock.wasm", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK"),
+    (
+        "weir-provider-anthropic-bedrock-mantle",
+        "weir_provider_anthropic_bedrock_mantle.wasm",
+        "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE",
+    ),
+    ("weir-provider-bedrock-converse", "weir_provider_bedrock_converse.wasm", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
 ];
 
 fn main() -> ExitCode {

@@ -115,7 +115,11 @@ impl Weir {
         region: Option<&str>,
     ) -> Vec<ConnectionFact> {
         let missing_region = || {
-            format!("unresolved: no region chosen ({}, AWS_REGION or a profile)", self.secrets().location(REGION_ID))
+            format!(
+                "unresolved: no region chosen (secret store: {}; then AWS's default chain: AWS_REGION, a profile, \
+                 instance metadata)",
+                self.secrets().location(REGION_ID)
+            )
         };
         let mut facts = Vec::new();
         if let Some(endpoint) = endpoint {
@@ -145,7 +149,10 @@ fn describe_credential(shape: &CredentialShape) -> String {
             EnvSecretStore::variable(&header.default_credential_id),
             if header.required { "" } else { ", optional" }
         ),
-        CredentialShape::AwsSigv4(sigv4) => format!("aws-sigv4 service {}", sigv4.service),
+        CredentialShape::AwsSigv4(sigv4) => format!(
+            "aws-sigv4 service {}: the secret store's pair <{}>, else AWS's default chain (environment, profile, role)",
+            sigv4.service, sigv4.default_credential_id
+        ),
     }
 }
 

@@ -70,8 +70,8 @@ pub enum CredentialError {
     #[error("credential `{credential}` for provider `{provider}` is not set ({location})")]
     Missing { provider: String, credential: String, location: String },
     #[error(
-        "provider `{provider}` signs with AWS SigV4 and no region is chosen ({location}, `AWS_REGION` or a profile); \
-         none is ever assumed"
+        "provider `{provider}` signs with AWS SigV4 and no region is chosen (secret store: {location}; then AWS's \
+         default chain: AWS_REGION, a profile, instance metadata); none is ever assumed"
     )]
     NoRegion { provider: String, location: String },
     #[error(
@@ -182,24 +182,24 @@ mod tests {
         assert_eq!(EnvSecretStore::variable("team.a/key"), "TEAM_A_KEY");
     }
 
-    #[test]
-    fn header_credential_is_prefixed_and_lowercased() {
-        let credential = Credential::resolve("p", &header_shape(true), None, &OneSecret).unwrap();
+    #[tokio::test]
+    async fn header_credential_is_prefixed_and_lowercased() {
+        let credential = Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap();
         let Credential::Header { name, value } = credential else { panic!("expected a header") };
         assert_eq!(name, "authorization");
         assert_eq!(value.expose(), "Bearer s3cret");
         assert_eq!(format!("{value:?}"), "Secret(<redacted>)");
     }
 
-    #[test]
-    fn missing_required_secret_names_the_id_never_a_value() {
-        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret).unwrap_err();
+    #[tokio::test]
+    async fn missing_required_secret_names_the_id_never_a_value() {
+        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret, &AwsIdentity::default()).await.unwrap_err();
         assert_eq!(error.to_string(), "credential `other` for provider `p` is not set (test store `other`)");
     }
 
-    #[test]
-    fn missing_optional_secret_sends_nothing() {
-        let credential = Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret).unwrap();
+    #[tokio::test]
+    async fn missing_optional_secret_sends_nothing() {
+        let credential = Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret, &AwsIdentity::default()).await.unwrap();
         assert!(matches!(credential, Credential::None));
     }
 }
