@@ -96,8 +96,27 @@ fn default_env(binary: &Path) -> Vec<(String, String)> {
         // Plain logs: tracing colours them even into a pipe, which breaks `contains` on
         // `key=value` fields.
         ("NO_COLOR".to_owned(), "1".to_owned()),
+        // AWS's default chains must see only what a test gives them: no instance
+        // metadata, no profile files of the machine's user.
+        ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
+        ("AWS_CONFIG_FILE".to_owned(), "/dev/null".to_owned()),
+        ("AWS_SHARED_CREDENTIALS_FILE".to_owned(), "/dev/null".to_owned()),
     ]
 }
+
+/// AWS variables a child never inherits from the machine: a test that wants one sets it.
+const AWS_INHERITED: [&str; 10] = [
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+];
 
 /// `defaults` minus the names the caller sets, then the caller's pairs.
 fn merged_env(defaults: &[(String, String)], env: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -110,6 +129,9 @@ fn merged_env(defaults: &[(String, String)], env: &[(&str, &str)]) -> Vec<(Strin
 }
 
 fn apply_env(command: &mut Command, binary: &Path, env: &[(&str, &str)]) {
+    for name in AWS_INHERITED {
+        command.env_remove(name);
+    }
     command.envs(merged_env(&default_env(binary), env));
 }
 

@@ -1,0 +1,377 @@
+//! The three AWS surfaces through the real gateway, in front of the fake Bedrock
+//! (`weir_tests::bedrock_wire`), which verifies every SigV4 signature with its own
+//! implementation: `anthropic-bedrock` (InvokeModel and its event stream),
+//! `anthropic-bedrock-mantle` (the Messages API, with the host's retention binding and
+//! compliance envelope) and `bedrock-converse` (Converse and ConverseStream).
+//!
+//! The gateway gets its AWS identity the way a deployment does: from AWS's own variables
+//! through `aws-config`'s default chain (the harness strips the machine's AWS variables and
+//! profile files), or, in process, from a secret store that holds the pair.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weir_host::transport::{Secret, SecretStore};
+use weir_host::types::Conversation;
+use weir_host::{Category, ChatRequest, Config, Weir};
+use weir_tests::bedrock_wire::{
+    self, ACCESS_KEY_ID, Credentials, FakeBedrock, MODEL_ID, Operation, REGION, SECRET_ACCESS_KEY, SESSION_TOKEN,
+    TEMPORARY_ACCESS_KEY_ID, Verifier,
+};
+use weir_tests::{Gateway, run_cli};
+
+const MANTLE_ID: &str = "anthropic.claude-opus-5";
+const NOVA_ID: &str = "us.amazon.nova-pro-v1:0";
+
+/// One entry per surface (plus a data-sharing-only Mantle model), all on the fake; `extra`
+/// goes before the models (top-level keys and tables).
+fn config(bedrock: &FakeBedrock, extra: &str) -> String {
+    let base = bedrock.base_url();
+    let entry = |id: &str, provider: &str, wire: &str, endpoint: &str, more: &str| {
+        format!(
+            "[[model]]\nid = \"{id}\"\nprovider = \"{provider}\"\nwire_id = \"{wire}\"\nendpoint = \"{endpoint}\"\n\
+             max_output_tokens = 8000\ncontext_window = 200000\noutput_tokens = 100\nmax_retries = 0\n{more}\n"
+        )
+    };
+    [
+        format!("read_timeout_secs = 5\n{extra}\n"),
+        entry("claude-bedrock", "anthropic-bedrock", MODEL_ID, &base, ""),
+        entry("claude-mantle", "anthropic-bedrock-mantle", MANTLE_ID, &format!("{base}/anthropic"), ""),
+        entry("fable-mantle", "anthropic-bedrock-mantle", "anthropic.fable-5", &format!("{base}/anthropic"), "requires_lax = true"),
+        entry("nova", "bedrock-converse", NOVA_ID, &base, ""),
+    ]
+    .concat()
+}
+
+const PROJECTS: &str = "[retention.anthropic-bedrock-mantle]\nheader = \"anthropic-workspace-id\"\n\
+                        strict_project = \"proj-strict\"\nlax_project = \"proj-lax\"\n";
+
+fn aws_env() -> Vec<(&'static str, &'static str)> {
+    vec![("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY), ("AWS_REGION", REGION)]
+}
+
+async fn gateway(bedrock: &FakeBedrock, extra: &str, env: &[(&str, &str)]) -> Gateway {
+    Gateway::start_with(&config(bedrock, extra), env, None).await
+}
+
+async fn post(gateway: &Gateway, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(body).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+fn parse(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("answer is not JSON ({e}): {body}"))
+}
+
+fn ask(model: &str) -> Value {
+    json!({"model": model, "messages": [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Hello"}
+    ]})
+}
+
+/// The `data:` payloads of an SSE body, `[DONE]` excluded.
+fn sse_events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+fn streamed_text(events: &[Value]) -> String {
+    events.iter().filter_map(|event| event["choices"][0]["delta"]["content"].as_str()).collect()
+}
+
+#[tokio::test]
+async fn invoke_model_is_signed_for_the_region_and_speaks_the_bedrock_body() {
+    let bedrock = FakeBedrock::start().await;
+    bedrock.push(bedrock_wire::invoke_text("Hello from Bedrock"));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let (status, body) = post(&gateway, &ask("claude-bedrock")).await;
+    assert_eq!(status, 200, "{body}");
+    let answer = parse(&body);
+    assert_eq!(answer["choices"][0]["message"]["content"], "Hello from Bedrock");
+    assert_eq!(answer["model"], "claude-bedrock");
+
+    let request = &bedrock.received()[0];
+    assert!(request.signed_ok(), "{:?}", request.verdict);
+    assert_eq!(request.operation, Operation::InvokeModel);
+    assert_eq!(request.model_id.as_deref(), Some(MODEL_ID));
+    let sent = request.json();
+    assert_eq!(sent["anthropic_version"], "bedrock-2023-05-31");
+    assert_eq!(sent["max_tokens"], 100);
+    assert!(sent.get("model").is_none() && sent.get("stream").is_none(), "{sent}");
+    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral", "system prefix cached by default: {sent}");
+    assert!(request.header("authorization").unwrap().contains(&format!("/{REGION}/bedrock/aws4_request")));
+}
+
+#[tokio::test]
+async fn the_event_stream_is_decoded_across_split_frames() {
+    let bedrock = FakeBedrock::start().await;
+    let frames = bedrock_wire::claude_text_stream_frames(&["Hel", "lo, ", "Bedrock"], "end_turn", 12, 5);
+    bedrock.push(bedrock_wire::event_stream_split(frames, 7));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("claude-bedrock");
+    request["stream"] = json!(true);
+    request["stream_options"] = json!({"include_usage": true});
+    let (status, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    assert_eq!(streamed_text(&events), "Hello, Bedrock");
+    assert!(events.iter().any(|event| event["choices"][0]["finish_reason"] == "stop"), "{body}");
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let received = bedrock.received();
+    assert_eq!(received[0].operation, Operation::InvokeModelWithResponseStream);
+    assert!(received[0].signed_ok());
+}
+
+#[tokio::test]
+async fn a_corrupted_frame_crc_is_a_typed_failure_and_the_gateway_stays_healthy() {
+    let bedrock = FakeBedrock::start().await;
+    let mut frames = bedrock_wire::claude_text_stream_frames(&["never seen"], "end_turn", 3, 2);
+    frames[0] = bedrock_wire::corrupt_message_crc(&frames[0]);
+    bedrock.push(bedrock_wire::event_stream(frames));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("claude-bedrock");
+    request["stream"] = json!(true);
+    let (status, body) = post(&gateway, &request).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(parse(&body)["error"]["code"], "upstream_error", "{body}");
+    assert!(!body.contains("never seen"), "nothing from the corrupted frame reaches the caller: {body}");
+    assert!(gateway.stderr().to_lowercase().contains("crc"), "the log names the CRC: {}", gateway.stderr());
+
+    bedrock.push(bedrock_wire::invoke_text("still serving"));
+    let (status, body) = post(&gateway, &ask("claude-bedrock")).await;
+    assert_eq!((status, parse(&body)["choices"][0]["message"]["content"].clone()), (200, json!("still serving")));
+}
+
+#[tokio::test]
+async fn a_wrong_region_or_key_is_rejected_like_aws_and_answers_authentication_failed() {
+    let bedrock = FakeBedrock::start().await;
+    let wrong_region =
+        [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY), ("AWS_REGION", "eu-west-1")];
+    let wrong_key = [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", "not-the-secret"), ("AWS_REGION", REGION)];
+    for (case, env) in [("region", &wrong_region), ("key", &wrong_key)] {
+        let gateway = gateway(&bedrock, "", env).await;
+        let (status, body) = post(&gateway, &ask("claude-bedrock")).await;
+        assert_eq!(status, 424, "{case}: {body}");
+        assert_eq!(parse(&body)["error"]["code"], "authentication_failed", "{case}: {body}");
+        assert!(!body.contains("signature"), "{case}: AWS's words stay in the log: {body}");
+    }
+    let received = bedrock.received();
+    assert_eq!(received.len(), 2);
+    assert!(received.iter().all(|request| request.verdict.is_err()), "both were refused by the verifier");
+}
+
+#[tokio::test]
+async fn temporary_credentials_send_and_sign_their_session_token() {
+    let bedrock = FakeBedrock::start_with(Verifier::new(Credentials::fake_temporary(), REGION)).await;
+    bedrock.push(bedrock_wire::converse_text("from a role"));
+    let env = [
+        ("AWS_ACCESS_KEY_ID", TEMPORARY_ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),
+        ("AWS_SESSION_TOKEN", SESSION_TOKEN),
+        ("AWS_REGION", REGION),
+    ];
+    let gateway = gateway(&bedrock, "", &env).await;
+    let (status, body) = post(&gateway, &ask("nova")).await;
+    assert_eq!(status, 200, "{body}");
+    let request = &bedrock.received()[0];
+    assert!(request.signed_ok(), "{:?}", request.verdict);
+    assert_eq!(request.header("x-amz-security-token"), Some(SESSION_TOKEN));
+}
+
+#[tokio::test]
+async fn no_region_fails_before_any_request_and_says_so() {
+    let bedrock = FakeBedrock::start().await;
+    let env = [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)];
+    let gateway = gateway(&bedrock, "", &env).await;
+    let (status, body) = post(&gateway, &ask("nova")).await;
+    assert_eq!(status, 424, "{body}");
+    let error = parse(&body);
+    assert_eq!(error["error"]["code"], "credential_missing", "{body}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("no region is chosen"), "{body}");
+    assert!(bedrock.received().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn converse_renders_cache_points_and_maps_cache_usage() {
+    let bedrock = FakeBedrock::start().await;
+    let usage = bedrock_wire::converse_usage(30, 8, 1024, 12);
+    let content = vec![json!({"text": "Bonjour"})];
+    bedrock.push(bedrock_wire::converse(&bedrock_wire::converse_response_body(content, "end_turn", usage)));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let (status, body) = post(&gateway, &ask("nova")).await;
+    assert_eq!(status, 200, "{body}");
+    let answer = parse(&body);
+    assert_eq!(answer["choices"][0]["message"]["content"], "Bonjour");
+    assert_eq!(answer["usage"]["prompt_tokens"], 30 + 1024 + 12, "{answer}");
+    assert_eq!(answer["usage"]["prompt_tokens_details"]["cached_tokens"], 1024, "{answer}");
+
+    let request = &bedrock.received()[0];
+    assert!(request.signed_ok(), "{:?}", request.verdict);
+    assert_eq!(request.operation, Operation::Converse);
+    assert_eq!(request.model_id.as_deref(), Some(NOVA_ID));
+    let sent = request.json();
+    assert_eq!(sent["system"], json!([{"text": "Be terse."}, {"cachePoint": {"type": "default"}}]), "{sent}");
+    assert_eq!(sent["inferenceConfig"]["maxTokens"], 100);
+}
+
+#[tokio::test]
+async fn converse_stream_carries_text_and_a_tool_call() {
+    let bedrock = FakeBedrock::start().await;
+    bedrock.push(bedrock_wire::event_stream_split(bedrock_wire::converse_stream_frames(), 5));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("nova");
+    request["stream"] = json!(true);
+    request["tools"] = json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let (status, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    assert_eq!(streamed_text(&events), "Let me check the weather.");
+    let arguments: String = events
+        .iter()
+        .filter_map(|event| event["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&arguments).unwrap(), json!({"city": "Paris"}));
+    assert!(events.iter().any(|event| event["choices"][0]["finish_reason"] == "tool_calls"), "{body}");
+    assert_eq!(bedrock.received()[0].operation, Operation::ConverseStream);
+    assert_eq!(bedrock.received()[0].json()["toolConfig"]["tools"][0]["toolSpec"]["name"], "get_weather");
+}
+
+#[tokio::test]
+async fn mantle_binds_the_strict_project_and_signs_the_header() {
+    let bedrock = FakeBedrock::start().await;
+    let message = bedrock_wire::claude_message_body(
+        vec![json!({"type": "text", "text": "from Mantle"})],
+        "end_turn",
+        weir_tests::anthropic_wire::usage_json(10, 3, 0, 0),
+    );
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    let gateway = gateway(&bedrock, PROJECTS, &aws_env()).await;
+
+    let (status, body) = post(&gateway, &ask("claude-mantle")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse(&body)["choices"][0]["message"]["content"], "from Mantle");
+    let request = &bedrock.received()[0];
+    assert!(request.signed_ok(), "{:?}", request.verdict);
+    assert_eq!(request.operation, Operation::MantleMessages);
+    assert_eq!(request.header("anthropic-workspace-id"), Some("proj-strict"));
+    assert!(request.header("authorization").unwrap().contains("anthropic-workspace-id"), "the binding is signed");
+    assert_eq!(request.json()["model"], MANTLE_ID);
+}
+
+#[tokio::test]
+async fn a_data_sharing_model_is_refused_before_any_request_under_the_default_envelope() {
+    let bedrock = FakeBedrock::start().await;
+    let gateway = gateway(&bedrock, PROJECTS, &aws_env()).await;
+    let (status, body) = post(&gateway, &ask("fable-mantle")).await;
+    assert_eq!(status, 403, "{body}");
+    let error = parse(&body);
+    assert_eq!(error["error"]["code"], "compliance_refused", "{body}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("compliance envelope"), "{body}");
+    assert!(bedrock.received().is_empty(), "no request existed");
+}
+
+#[tokio::test]
+async fn a_permitting_envelope_sends_data_sharing_traffic_to_the_lax_project_only() {
+    let bedrock = FakeBedrock::start().await;
+    let message = bedrock_wire::claude_message_body(
+        vec![json!({"type": "text", "text": "shared"})],
+        "end_turn",
+        weir_tests::anthropic_wire::usage_json(10, 3, 0, 0),
+    );
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    let extra = format!("[compliance]\nallow_data_sharing = true\n{PROJECTS}");
+    let gateway = gateway(&bedrock, &extra, &aws_env()).await;
+
+    assert_eq!(post(&gateway, &ask("fable-mantle")).await.0, 200);
+    assert_eq!(post(&gateway, &ask("claude-mantle")).await.0, 200);
+    let received = bedrock.received();
+    assert_eq!(received[0].header("anthropic-workspace-id"), Some("proj-lax"));
+    assert_eq!(received[1].header("anthropic-workspace-id"), Some("proj-strict"), "ordinary traffic stays strict");
+}
+
+#[tokio::test]
+async fn weir_providers_shows_the_resolved_region_and_host_next_to_configured() {
+    let env = [
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),
+        ("AWS_REGION", "eu-central-1"),
+    ];
+    let output = run_cli(&["providers"], &env);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("host: bedrock-runtime.eu-central-1.amazonaws.com"), "{text}");
+    assert!(text.contains("host: bedrock-mantle.eu-central-1.api.aws"), "{text}");
+    assert!(text.contains("region: eu-central-1"), "{text}");
+    let converse = text.lines().find(|line| line.starts_with("bedrock-converse")).unwrap();
+    assert!(converse.contains(" yes "), "configured from the default chain: {converse}");
+
+    let output = run_cli(&["providers"], &[]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("region: unresolved: no region chosen"), "{text}");
+    let converse = text.lines().find(|line| line.starts_with("bedrock-converse")).unwrap();
+    assert!(converse.contains(" no "), "no credentials anywhere: {converse}");
+}
+
+/// A deployment's secret store, holding the AWS pair and the region.
+#[derive(Debug)]
+struct Vault;
+
+impl SecretStore for Vault {
+    fn get(&self, id: &str) -> Option<Secret> {
+        (id == "aws-region").then(|| Secret::new(REGION))
+    }
+    fn location(&self, id: &str) -> String {
+        format!("vault `{id}`")
+    }
+    fn get_pair(&self, id: &str) -> Option<(String, Secret)> {
+        (id == "aws-access-key-id").then(|| (ACCESS_KEY_ID.to_owned(), Secret::new(SECRET_ACCESS_KEY)))
+    }
+}
+
+#[tokio::test]
+async fn the_secret_store_is_asked_before_the_default_chain() {
+    let bedrock = FakeBedrock::start().await;
+    bedrock.push(bedrock_wire::converse_text("from the vault"));
+    let config = Config::from_toml(&config(&bedrock, ""), "test").unwrap();
+    let weir = Weir::builder().config(config).cache_dir(None).secret_store(Arc::new(Vault)).build().unwrap();
+    let answer = weir.chat(ChatRequest::new("nova", Conversation::user("Hello"))).await.unwrap();
+    assert_eq!(answer.text(), "from the vault");
+    let request = &bedrock.received()[0];
+    assert!(request.signed_ok(), "{:?}", request.verdict);
+    assert!(request.header("authorization").unwrap().contains(ACCESS_KEY_ID));
+}
+
+#[tokio::test]
+async fn cache_multipliers_price_billable_input() {
+    let bedrock = FakeBedrock::start().await;
+    let usage = weir_tests::anthropic_wire::usage_json(100, 10, 200, 1000);
+    let message = bedrock_wire::claude_message_body(vec![json!({"type": "text", "text": "ok"})], "end_turn", usage);
+    bedrock.push(bedrock_wire::invoke_message(&message));
+    let text = config(&bedrock, "").replace(
+        "provider = \"anthropic-bedrock\"\n",
+        "provider = \"anthropic-bedrock\"\ncache_read_multiplier = 0.1\ncache_write_multiplier = 1.25\n",
+    );
+    let config = Config::from_toml(&text, "test").unwrap();
+    let weir = Weir::builder().config(config).cache_dir(None).secret_store(Arc::new(Vault)).build().unwrap();
+    let answer = weir.chat(ChatRequest::new("claude-bedrock", Conversation::user("Hello"))).await.unwrap();
+    let usage = answer.usage.unwrap();
+    assert_eq!((usage.input, usage.cache_read, usage.cache_write), (100, 1000, 200), "{usage:?}");
+    let billable = answer.billable_input().unwrap();
+    assert!((billable - (100.0 + 0.1 * 1000.0 + 1.25 * 200.0)).abs() < 1e-9, "{billable}");
+    let error = weir.chat(ChatRequest::new("fable-mantle", Conversation::user("Hello"))).await.unwrap_err();
+    assert_eq!(error.category(), Category::ComplianceRefused);
+}
