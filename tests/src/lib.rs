@@ -1,5 +1,6 @@
 //! Test support for the Weir workspace: a scriptable fake OpenAI upstream, builders for the
-//! OpenAI and Anthropic wire formats, and a harness that runs the real `weir` binary.
+//! OpenAI and Anthropic wire formats, a fake AWS Bedrock that verifies SigV4 and writes event
+//! streams ([`bedrock_wire`]), and a harness that runs the real `weir` binary.
 //!
 //! Wiring in a gateway test: start a [`FakeUpstream`], write a config whose provider base URL
 //! is [`FakeUpstream::base_url`], start a [`Gateway`] with it, send OpenAI requests to
@@ -12,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod anthropic_wire;
+pub mod bedrock_wire;
 pub mod fake_upstream;
 pub mod gateway;
 pub mod openai_wire;
