@@ -2,17 +2,21 @@
 //! call the library, and answer in the same dialect.
 //!
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
+//! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
 //!
-//! Per-request knobs ride in headers, so unmodified OpenAI clients can set them:
+//! Any catalog model answers in either dialect: a dialect module maps its body to
+//! a [`crate::chat::ChatRequest`] and the answer back; the provider behind is the
+//! catalog's. Per-request knobs ride in headers, so unmodified clients can set them:
 //! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections`,
 //! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
 //! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
 //! `x-weir-latency-ms`.
 
+mod anthropic;
 mod error;
 mod openai;
 mod sse;
@@ -34,6 +38,7 @@ use crate::chat::{ChatRequest, Stamp};
 pub fn router(weir: Weir) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/health", get(health))
@@ -87,6 +92,27 @@ async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: By
     }
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(openai::completion_body(&response)).into_response();
+    stamp_headers(answer.headers_mut(), &response.stamp);
+    Ok(answer)
+}
+
+/// The Messages API. `x-api-key`, `anthropic-version` and `anthropic-beta` are
+/// accepted and not required: the gateway holds the provider credentials.
+async fn messages(
+    State(weir): State<Weir>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, anthropic::AnthropicError> {
+    let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
+    apply_knobs(&mut request, &headers)?;
+    let stop = request.stop.clone();
+    if stream {
+        let stream = weir.chat_stream(request).await?;
+        let writer = anthropic::Events::new(stream.stamp(), stop);
+        return Ok(sse::sse_response(stream, writer));
+    }
+    let response = weir.chat(request).await?;
+    let mut answer = axum::Json(anthropic::message_body(&response, &stop)).into_response();
     stamp_headers(answer.headers_mut(), &response.stamp);
     Ok(answer)
 }

@@ -72,3 +72,8 @@ pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Res
 pub(super) fn data_event(value: &serde_json::Value) -> String {
     format!("data: {value}\n\n")
 }
+
+/// A named event: `event: <name>` then `data: <json>` (Anthropic's events).
+pub(super) fn named_event(name: &str, value: &serde_json::Value) -> String {
+    format!("event: {name}\ndata: {value}\n\n")
+}
