@@ -17,6 +17,11 @@ pub struct ChatRequest {
     /// The declared output budget; absent falls back to the catalog entry's.
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<Effort>,
+    /// An explicit thinking budget (Anthropic's `budget_tokens`). It replaces the
+    /// one the catalog books for `reasoning_effort` and counts inside
+    /// `max_output_tokens`, as Anthropic's does inside `max_tokens`: nothing is
+    /// added to the reserve for it.
+    pub thinking_budget: Option<u32>,
     pub temperature: Option<f32>,
     pub stop: Vec<String>,
     pub response_schema: Option<ResponseSchema>,
@@ -44,6 +49,7 @@ impl ChatRequest {
             conversation,
             max_output_tokens: None,
             reasoning_effort: None,
+            thinking_budget: None,
             temperature: None,
             stop: Vec::new(),
             response_schema: None,

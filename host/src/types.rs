@@ -33,6 +33,19 @@ impl PreparedConversation {
         self
     }
 
+    /// Appends a turn, merged into the last one when it has the same role, so turns
+    /// alternate as providers expect. `cache` marks the (merged) turn as a
+    /// prompt-cache breakpoint; a merge keeps a mark already there.
+    pub fn push_turn(&mut self, role: TurnRole, content: Vec<ContentBlock>, cache: bool) {
+        match self.turns.last_mut() {
+            Some(last) if last.role == role => {
+                last.content.extend(content);
+                last.cache |= cache;
+            }
+            _ => self.turns.push(Turn { role, content, cache }),
+        }
+    }
+
     /// Offers a tool the model may call.
     pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
         self.tools.push(tool);

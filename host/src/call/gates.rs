@@ -118,7 +118,12 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve)
     CallParams {
         wire_model_id: model.wire_id.clone(),
         max_tokens: reserve.max_tokens,
-        thinking_budget: reserve.thinking_budget,
+        // A caller's explicit budget counts inside its declared output, so it only
+        // replaces the effort's; the ceiling still bounds it.
+        thinking_budget: request
+            .thinking_budget
+            .map(|budget| budget.min(reserve.max_tokens))
+            .or(reserve.thinking_budget),
         reasoning_effort: request.reasoning_effort,
         temperature: request.temperature,
         stop: request.stop.clone(),
@@ -170,4 +175,48 @@ fn invalid_answer(model: &ModelSpec, corrections: u32, failure: SchemaFailure) -
         SchemaFailure::Validation(reason) => reason,
     };
     WeirError::InvalidAnswer { model: model.id.clone(), corrections, reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Tokenizer;
+    use crate::catalog::ThinkingBudget;
+    use crate::types::{Conversation, Effort};
+
+    fn model() -> ModelSpec {
+        ModelSpec {
+            id: "m".into(),
+            provider: "p".into(),
+            wire_id: "m".into(),
+            endpoint: None,
+            credential: None,
+            max_output_tokens: 8_000,
+            context_window: 100_000,
+            rpm: None,
+            tpm: None,
+            output_tokens: None,
+            max_concurrency: None,
+            tokenizer: Tokenizer::Estimate,
+            thinking_budget: ThinkingBudget { high: Some(4_000), ..ThinkingBudget::default() },
+            max_retries: None,
+            max_corrections: None,
+        }
+    }
+
+    #[test]
+    fn an_explicit_thinking_budget_replaces_the_efforts_and_counts_inside_the_declared_output() {
+        let model = model();
+        let mut request = ChatRequest::new("m", Conversation::user("hi")).max_output_tokens(3_000);
+        request.thinking_budget = Some(2_048);
+        let reserve = output_reserve(request.max_output_tokens, request.reasoning_effort, &model).unwrap();
+        let params = call_params(&request, &model, reserve);
+        assert_eq!((params.max_tokens, params.thinking_budget), (3_000, Some(2_048)), "no headroom added");
+
+        request.thinking_budget = None;
+        request.reasoning_effort = Some(Effort::High);
+        let reserve = output_reserve(request.max_output_tokens, request.reasoning_effort, &model).unwrap();
+        let params = call_params(&request, &model, reserve);
+        assert_eq!((params.max_tokens, params.thinking_budget), (7_000, Some(4_000)), "the effort's headroom");
+    }
 }

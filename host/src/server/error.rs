@@ -1,9 +1,12 @@
-//! Errors as the gateway answers them: OpenAI's error shape, a stable category
-//! in `type` and `code`, a safe message. The full error goes to the log.
+//! Errors as the gateway answers them: a stable category, the status it maps to
+//! (one mapping, [`Category::http_status`], for every dialect) and a safe message.
+//! The OpenAI shape is the default rendering: the category in `type` and `code`;
+//! other dialects render the same [`ApiError`] in their own envelope. The full
+//! error goes to the log.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::chat::{CallError, Stamp};
 use crate::error::{Category, WeirError};
@@ -12,11 +15,10 @@ use crate::types::Refusal;
 /// An error ready to be answered.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    category: &'static str,
-    message: String,
+    pub(super) category: Category,
+    pub(super) message: String,
     /// The refusal's category and explanation, so a client can resubmit elsewhere.
-    refusal: Option<Box<Refusal>>,
+    pub(super) refusal: Option<Box<Refusal>>,
     stamp: Option<Box<Stamp>>,
 }
 
@@ -27,13 +29,23 @@ impl ApiError {
     }
 
     fn new(category: Category, message: String) -> Self {
-        Self {
-            status: StatusCode::from_u16(category.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            category: category.as_str(),
-            message,
-            refusal: None,
-            stamp: None,
+        Self { category, message, refusal: None, stamp: None }
+    }
+
+    /// The refusal as a JSON object, when the call was refused.
+    pub(super) fn refusal_json(&self) -> Option<Value> {
+        self.refusal.as_ref().map(|r| json!({"category": r.category, "explanation": r.explanation}))
+    }
+
+    /// The response with `body` in this error's status and the stamp headers: how
+    /// every dialect answers an error.
+    pub(super) fn respond(&self, body: Value) -> Response {
+        let status = StatusCode::from_u16(self.category.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(stamp) = &self.stamp {
+            super::stamp_headers(response.headers_mut(), stamp);
         }
+        response
     }
 }
 
@@ -52,21 +64,18 @@ impl From<CallError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let category = self.category.as_str();
         let mut body = json!({
             "error": {
                 "message": self.message,
-                "type": self.category,
+                "type": category,
                 "param": null,
-                "code": self.category,
+                "code": category,
             }
         });
-        if let Some(refusal) = self.refusal {
-            body["error"]["refusal"] = json!({"category": refusal.category, "explanation": refusal.explanation});
+        if let Some(refusal) = self.refusal_json() {
+            body["error"]["refusal"] = refusal;
         }
-        let mut response = (self.status, axum::Json(body)).into_response();
-        if let Some(stamp) = &self.stamp {
-            super::stamp_headers(response.headers_mut(), stamp);
-        }
-        response
+        self.respond(body)
     }
 }

@@ -2,19 +2,24 @@
 //! call the library, and answer in the same dialect.
 //!
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
+//! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
 //!
-//! Per-request knobs ride in headers, so unmodified OpenAI clients can set them:
+//! Any catalog model answers in either dialect: a dialect module maps its body to
+//! a [`crate::chat::ChatRequest`] and the answer back; the provider behind is the
+//! catalog's. Per-request knobs ride in headers, so unmodified clients can set them:
 //! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections`,
 //! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
 //! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
 //! `x-weir-latency-ms`.
 
+mod anthropic;
 mod error;
 mod openai;
+mod sse;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -27,13 +32,13 @@ use serde_json::{Value, json};
 pub use error::ApiError;
 
 use crate::Weir;
-use crate::chat::Stamp;
-use crate::stream::{ChatStream, Ready};
+use crate::chat::{ChatRequest, Stamp};
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/health", get(health))
@@ -79,14 +84,11 @@ const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
 async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let openai::Ingress { mut request, stream } = openai::into_chat_request(&body)?;
-    request.deadline = deadline(&headers)?;
-    request.max_retries = number_header(&headers, "x-weir-max-retries")?;
-    request.max_corrections = number_header(&headers, "x-weir-max-corrections")?;
-    request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
-    request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    apply_knobs(&mut request, &headers)?;
     if let Some(options) = stream {
         let stream = weir.chat_stream(request).await?;
-        return Ok(sse_response(stream, options));
+        let writer = openai::ChunkWriter::new(stream.stamp(), options.include_usage);
+        return Ok(sse::sse_response(stream, writer));
     }
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(openai::completion_body(&response)).into_response();
@@ -94,51 +96,35 @@ async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: By
     Ok(answer)
 }
 
-/// How many ready deltas one write of a stream may carry: bounded, so a burst
-/// still reaches the client in pieces.
-const MAX_DELTAS_PER_WRITE: usize = 64;
+/// The Messages API. `x-api-key`, `anthropic-version` and `anthropic-beta` are
+/// accepted and not required: the gateway holds the provider credentials.
+async fn messages(
+    State(weir): State<Weir>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, anthropic::AnthropicError> {
+    let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
+    apply_knobs(&mut request, &headers)?;
+    let stop = request.stop.clone();
+    if stream {
+        let stream = weir.chat_stream(request).await?;
+        let writer = anthropic::Events::new(stream.stamp(), stop);
+        return Ok(sse::sse_response(stream, writer));
+    }
+    let response = weir.chat(request).await?;
+    let mut answer = axum::Json(anthropic::message_body(&response, &stop)).into_response();
+    stamp_headers(answer.headers_mut(), &response.stamp);
+    Ok(answer)
+}
 
-/// A streamed answer as OpenAI `chat.completion.chunk` server-sent events. The
-/// body is pulled by hyper as the client reads, so a slow client slows the
-/// upstream read and a client that leaves drops the [`ChatStream`], which
-/// cancels the upstream request.
-fn sse_response(stream: ChatStream, options: openai::StreamOptions) -> Response {
-    let writer = openai::ChunkWriter::new(stream.stamp(), options.include_usage);
-    let stamp = stream.stamp().clone();
-    let events = futures_util::stream::unfold(Some((stream, writer)), |state| async move {
-        let (mut stream, mut writer) = state?;
-        let (mut events, mut more) = match stream.next().await {
-            Some(Ok(delta)) => (writer.delta(delta), true),
-            Some(Err(failure)) => (vec![writer.error(&failure.error)], false),
-            None => (writer.end(), false),
-        };
-        // Whatever else is ready goes into the same write: one write per delta
-        // costs a syscall and a TCP segment each.
-        let mut batched = 0;
-        while more && batched < MAX_DELTAS_PER_WRITE {
-            batched += 1;
-            match stream.ready() {
-                Ready::Delta(delta) => events.extend(writer.delta(delta)),
-                Ready::Failed(failure) => {
-                    events.push(writer.error(&failure.error));
-                    more = false;
-                }
-                Ready::Ended => {
-                    events.extend(writer.end());
-                    more = false;
-                }
-                Ready::Nothing => break,
-            }
-        }
-        let chunk = Ok::<_, std::convert::Infallible>(Bytes::from(events.concat()));
-        Some((chunk, more.then_some((stream, writer))))
-    });
-    let mut response = Response::new(axum::body::Body::from_stream(events));
-    let headers = response.headers_mut();
-    headers.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    stamp_headers(headers, &stamp);
-    response
+/// The `x-weir-*` request headers, the same for every dialect.
+fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), ApiError> {
+    request.deadline = deadline(headers)?;
+    request.max_retries = number_header(headers, "x-weir-max-retries")?;
+    request.max_corrections = number_header(headers, "x-weir-max-corrections")?;
+    request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
+    request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    Ok(())
 }
 
 /// The stamp as response headers, on answers and errors alike.

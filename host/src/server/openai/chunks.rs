@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::response::{completion_id, finish_reason, usage};
 use crate::chat::Stamp;
 use crate::error::WeirError;
+use crate::server::sse::{EventWriter, data_event as sse};
 use crate::types::{StreamDelta, Usage};
 
 /// One stream's chunks: the same id, creation time and model on every chunk.
@@ -27,8 +28,21 @@ impl ChunkWriter {
         Self { id, created, model: stamp.model.clone(), include_usage, usage: None, role_sent: false }
     }
 
+    fn event(&mut self, mut choice_delta: Value, finish: Option<&str>) -> String {
+        if !self.role_sent {
+            self.role_sent = true;
+            choice_delta["role"] = json!("assistant");
+        }
+        sse(&json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": choice_delta, "logprobs": null, "finish_reason": finish}],
+        }))
+    }
+}
+
+impl EventWriter for ChunkWriter {
     /// The SSE events for one delta (none for deltas a chunk has no field for).
-    pub fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
+    fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
         let choice_delta = match delta {
             StreamDelta::Text(text) => json!({"content": text}),
             StreamDelta::Thinking(text) => json!({"reasoning_content": text}),
@@ -54,7 +68,7 @@ impl ChunkWriter {
     }
 
     /// The end of a stream that completed: the usage chunk if asked for, `[DONE]`.
-    pub fn end(&mut self) -> Vec<String> {
+    fn end(&mut self) -> Vec<String> {
         let mut events = Vec::new();
         if self.include_usage {
             events.push(sse(&json!({
@@ -68,25 +82,12 @@ impl ChunkWriter {
 
     /// A failure after the stream began, as OpenAI sends one: an `error` object
     /// with the category and a safe message, and no `[DONE]` after it.
-    pub fn error(&self, error: &WeirError) -> String {
+    fn error(&mut self, error: &WeirError) -> Vec<String> {
         let category = error.category().as_str();
-        sse(&json!({"error": {"message": error.safe_message(), "type": category, "code": category, "param": null}}))
+        vec![sse(&json!({"error": {
+            "message": error.safe_message(), "type": category, "code": category, "param": null,
+        }}))]
     }
-
-    fn event(&mut self, mut choice_delta: Value, finish: Option<&str>) -> String {
-        if !self.role_sent {
-            self.role_sent = true;
-            choice_delta["role"] = json!("assistant");
-        }
-        sse(&json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "delta": choice_delta, "logprobs": null, "finish_reason": finish}],
-        }))
-    }
-}
-
-fn sse(value: &Value) -> String {
-    format!("data: {value}\n\n")
 }
 
 #[cfg(test)]

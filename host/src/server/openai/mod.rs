@@ -6,5 +6,5 @@ mod request;
 mod response;
 
 pub use chunks::ChunkWriter;
-pub use request::{Ingress, StreamOptions, into_chat_request};
+pub use request::{Ingress, into_chat_request};
 pub use response::completion_body;

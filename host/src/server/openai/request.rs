@@ -9,7 +9,7 @@ use crate::chat::ChatRequest;
 use crate::server::error::ApiError;
 use crate::types::{
     ContentBlock, Conversation, Effort, LeafBlock, Media, MediaSource, ResponseSchema, ToolChoice, ToolDefinition,
-    ToolResult, ToolUse, Turn, TurnRole,
+    ToolResult, ToolUse, TurnRole,
 };
 
 #[derive(Debug, Deserialize)]
@@ -139,7 +139,7 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
         }
         "user" => {
             let blocks = content_blocks(message.content.as_ref())?;
-            push_turn(conversation, TurnRole::User, blocks);
+            conversation.push_turn(TurnRole::User, blocks, false);
             Ok(())
         }
         "assistant" => {
@@ -155,25 +155,17 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
                     },
                 })
             }));
-            push_turn(conversation, TurnRole::Assistant, blocks);
+            conversation.push_turn(TurnRole::Assistant, blocks, false);
             Ok(())
         }
         "tool" => {
             let tool_use_id = message.tool_call_id.ok_or("a `tool` message needs `tool_call_id`")?;
             let content = vec![LeafBlock::Text(text_only(message.content.as_ref())?)];
             let result = ContentBlock::ToolResult(ToolResult { tool_use_id, content, is_error: false });
-            push_turn(conversation, TurnRole::User, vec![result]);
+            conversation.push_turn(TurnRole::User, vec![result], false);
             Ok(())
         }
         other => Err(format!("unknown role `{other}`")),
-    }
-}
-
-/// Consecutive messages of one role become one turn, so turns alternate.
-fn push_turn(conversation: &mut Conversation, role: TurnRole, blocks: Vec<ContentBlock>) {
-    match conversation.turns.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => conversation.turns.push(Turn { role, content: blocks, cache: false }),
     }
 }
 

@@ -1,0 +1,14 @@
+//! The Anthropic Messages dialect at the gateway's door: `POST /v1/messages`
+//! bodies in, `message` objects or named SSE events out, errors in the Anthropic
+//! envelope. Pure mapping; the call itself is the library's, so any catalog model
+//! answers, whichever provider serves it.
+
+mod error;
+mod events;
+mod request;
+mod response;
+
+pub use error::AnthropicError;
+pub use events::Events;
+pub use request::{Ingress, into_chat_request};
+pub use response::message_body;

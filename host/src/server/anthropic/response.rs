@@ -1,0 +1,189 @@
+//! [`ChatResponse`] → an Anthropic `message` object. Usage is reported the
+//! Anthropic way, which is Weir's own: additive, `input_tokens` the uncached
+//! part, cache writes and reads beside it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::chat::ChatResponse;
+use crate::types::{ContentBlock, StopReason, Thinking, ToolUse, Usage};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh message id for an answer that ended at `at`: `msg_` and letters and
+/// digits, unique within the process.
+pub(super) fn message_id(at: SystemTime) -> String {
+    let millis = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default();
+    format!("msg_weir{millis:x}{:06x}", NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The whole answer. `stop` is the request's `stop_sequences`, to name the one
+/// that matched when that is unambiguous.
+pub fn message_body(response: &ChatResponse, stop: &[String]) -> Value {
+    json!({
+        "id": message_id(response.stamp.ended_at),
+        "type": "message",
+        "role": "assistant",
+        "model": response.stamp.model,
+        "content": response.content.iter().filter_map(content_block).collect::<Vec<_>>(),
+        "stop_reason": stop_reason(response.stop_reason),
+        "stop_sequence": stop_sequence(response.stop_reason, stop),
+        "usage": usage(response.usage.as_ref()),
+    })
+}
+
+/// An answer block as the Messages API shows it; inputs (images, documents,
+/// tool results) never appear in an answer.
+fn content_block(block: &ContentBlock) -> Option<Value> {
+    match block {
+        ContentBlock::Text(text) => Some(json!({"type": "text", "text": text})),
+        ContentBlock::ToolUse(call) => Some(tool_use(call)),
+        ContentBlock::Thinking(Thinking { text, redacted: true, .. }) => {
+            Some(json!({"type": "redacted_thinking", "data": text}))
+        }
+        ContentBlock::Thinking(Thinking { text, signature, redacted: false }) => {
+            Some(json!({"type": "thinking", "thinking": text, "signature": signature.as_deref().unwrap_or_default()}))
+        }
+        ContentBlock::Image(_) | ContentBlock::Document(_) | ContentBlock::ToolResult(_) => None,
+    }
+}
+
+/// `input` is an object; arguments that do not parse as one (a call cut off by
+/// the output limit) are logged and sent as an empty object.
+fn tool_use(call: &ToolUse) -> Value {
+    let input = match serde_json::from_str::<Value>(&call.input_json) {
+        Ok(input @ Value::Object(_)) => input,
+        _ => {
+            if !call.input_json.trim().is_empty() {
+                tracing::warn!(tool = %call.name, id = %call.id, "tool call arguments are not a JSON object; sent as {{}}");
+            }
+            json!({})
+        }
+    };
+    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+}
+
+pub(super) fn stop_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn | StopReason::Other => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::StopSequence => "stop_sequence",
+        StopReason::ToolUse => "tool_use",
+        StopReason::ContentFiltered => "refusal",
+        StopReason::Pause => "pause_turn",
+        StopReason::ContextWindowExceeded => "model_context_window_exceeded",
+    }
+}
+
+/// The matched stop sequence: Weir's stop reason does not carry it, so it is
+/// named only when the request gave exactly one.
+pub(super) fn stop_sequence(reason: StopReason, stop: &[String]) -> Option<&str> {
+    match (reason, stop) {
+        (StopReason::StopSequence, [only]) => Some(only.as_str()),
+        _ => None,
+    }
+}
+
+pub(super) fn usage(usage: Option<&Usage>) -> Value {
+    let usage = usage.cloned().unwrap_or(Usage { input: 0, output: 0, cache_read: 0, cache_write: 0, reasoning: None });
+    json!({
+        "input_tokens": usage.input,
+        "output_tokens": usage.output,
+        "cache_creation_input_tokens": usage.cache_write,
+        "cache_read_input_tokens": usage.cache_read,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::chat::Stamp;
+
+    fn response(content: Vec<ContentBlock>, stop_reason: StopReason, usage: Option<Usage>) -> ChatResponse {
+        ChatResponse {
+            content,
+            stop_reason,
+            raw_stop_reason: None,
+            usage,
+            refusal: None,
+            served_model: Some("gpt-4.1-2025-04-14".into()),
+            request_id: None,
+            stamp: Stamp {
+                model: "chat".into(),
+                provider: Some("openai".into()),
+                requested_max_tokens: Some(100),
+                attempts: 1,
+                latency: Duration::ZERO,
+                ended_at: SystemTime::UNIX_EPOCH,
+            },
+        }
+    }
+
+    #[test]
+    fn a_message_with_every_block_kind_and_additive_usage() {
+        let content = vec![
+            ContentBlock::Thinking(Thinking { text: "hmm".into(), signature: Some("sig".into()), redacted: false }),
+            ContentBlock::Thinking(Thinking { text: "EmwK".into(), signature: None, redacted: true }),
+            ContentBlock::Text("Let me check.".into()),
+            ContentBlock::ToolUse(ToolUse { id: "toolu_1".into(), name: "f".into(), input_json: r#"{"a":1}"#.into() }),
+        ];
+        let usage = Usage { input: 12, output: 6, cache_read: 2048, cache_write: 100, reasoning: Some(3) };
+        let body = message_body(&response(content, StopReason::ToolUse, Some(usage)), &[]);
+        assert!(body["id"].as_str().unwrap().starts_with("msg_"));
+        assert_eq!(body["type"], "message");
+        assert_eq!(body["role"], "assistant");
+        assert_eq!(body["model"], "chat", "the catalog id, never the provider's echo");
+        assert_eq!(
+            body["content"],
+            json!([
+                {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "EmwK"},
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}},
+            ])
+        );
+        assert_eq!(body["stop_reason"], "tool_use");
+        assert_eq!(body["stop_sequence"], Value::Null);
+        assert_eq!(
+            body["usage"],
+            json!({"input_tokens": 12, "output_tokens": 6, "cache_creation_input_tokens": 100,
+                   "cache_read_input_tokens": 2048})
+        );
+        let other = message_body(&response(Vec::new(), StopReason::EndTurn, None), &[]);
+        assert_ne!(other["id"], body["id"], "ids are unique");
+        assert_eq!(other["usage"]["input_tokens"], 0);
+    }
+
+    #[test]
+    fn stop_reasons_and_the_matched_sequence() {
+        let pairs = [
+            (StopReason::EndTurn, "end_turn"),
+            (StopReason::Other, "end_turn"),
+            (StopReason::MaxTokens, "max_tokens"),
+            (StopReason::StopSequence, "stop_sequence"),
+            (StopReason::ToolUse, "tool_use"),
+            (StopReason::ContentFiltered, "refusal"),
+            (StopReason::Pause, "pause_turn"),
+            (StopReason::ContextWindowExceeded, "model_context_window_exceeded"),
+        ];
+        for (reason, word) in pairs {
+            assert_eq!(stop_reason(reason), word);
+        }
+        let one = ["END".to_owned()];
+        assert_eq!(stop_sequence(StopReason::StopSequence, &one), Some("END"));
+        assert_eq!(stop_sequence(StopReason::StopSequence, &["A".to_owned(), "B".to_owned()]), None);
+        assert_eq!(stop_sequence(StopReason::EndTurn, &one), None);
+    }
+
+    #[test]
+    fn unparsable_tool_arguments_become_an_empty_object() {
+        let call = ToolUse { id: "t".into(), name: "f".into(), input_json: r#"{"city": "Pa"#.into() };
+        assert_eq!(tool_use(&call)["input"], json!({}));
+        let empty = ToolUse { input_json: String::new(), ..call };
+        assert_eq!(tool_use(&empty)["input"], json!({}));
+    }
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Talk to an Anthropic Messages endpoint (Weir's `/v1/messages`) with the official
+`anthropic` package, and print what came back as JSON lines.
+
+Usage: anthropic_client.py BASE_URL MODEL [--steps plain,tools,stream,stream_tools]
+
+BASE_URL is the server's root (the client appends `/v1/messages`), e.g. http://127.0.0.1:8080.
+
+Steps (default: plain,tools):
+  plain   a plain question with a system prompt; prints
+          {"step":"plain","text":...,"stop_reason":...,"model":...,"id":...,"usage":{...}}
+  tools   one tool, get_weather(city); prints the tool_use blocks, then sends the tool's
+          result back and prints the final answer: {"step":"tools","tool_calls":[...],"answer":...}
+  stream  `client.messages.stream(...)`: the text reassembled from `text_stream`, and the final
+          message the helper accumulated; prints {"step":"stream","text":...,"final_text":...,
+          "stop_reason":...,"usage":{...},"events":[event types in order]}
+  stream_tools  a streamed tool question; the tool calls from the accumulated final message
+          (their `input` parsed from the streamed JSON fragments); prints
+          {"step":"stream_tools","tool_calls":[...],"stop_reason":...}
+
+Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
+"""
+
+import argparse
+import json
+import sys
+
+from anthropic import Anthropic
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather in a city",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def usage_dict(usage):
+    return None if usage is None else usage.model_dump(exclude_none=True)
+
+
+def text_of(message):
+    return "".join(block.text for block in message.content if block.type == "text")
+
+
+def tool_calls_of(message):
+    return [
+        {"id": block.id, "name": block.name, "input": block.input}
+        for block in message.content
+        if block.type == "tool_use"
+    ]
+
+
+def plain(client, model):
+    message = client.messages.create(
+        model=model,
+        max_tokens=200,
+        system="Answer briefly.",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
+    return {
+        "step": "plain",
+        "id": message.id,
+        "type": message.type,
+        "role": message.role,
+        "model": message.model,
+        "text": text_of(message),
+        "stop_reason": message.stop_reason,
+        "usage": usage_dict(message.usage),
+    }
+
+
+def tools(client, model):
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    first = client.messages.create(model=model, max_tokens=200, tools=[WEATHER_TOOL], messages=messages)
+    calls = tool_calls_of(first)
+    # The caller runs the tool and sends the result back, as the client's users do.
+    messages.append({"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]})
+    messages.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "18C, sunny"} for call in calls],
+        }
+    )
+    second = client.messages.create(model=model, max_tokens=200, tools=[WEATHER_TOOL], messages=messages)
+    return {
+        "step": "tools",
+        "tool_calls": calls,
+        "text": text_of(first),
+        "stop_reason": first.stop_reason,
+        "answer": text_of(second),
+        "answer_stop_reason": second.stop_reason,
+    }
+
+
+def stream(client, model):
+    events = []
+    text = []
+    with client.messages.stream(
+        model=model,
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Count to three."}],
+    ) as messages:
+        for event in messages:
+            events.append(event.type)
+            if event.type == "text":
+                text.append(event.text)
+        final = messages.get_final_message()
+    return {
+        "step": "stream",
+        "text": "".join(text),
+        "final_text": text_of(final),
+        "model": final.model,
+        "stop_reason": final.stop_reason,
+        "usage": usage_dict(final.usage),
+        "events": events,
+    }
+
+
+def stream_tools(client, model):
+    with client.messages.stream(
+        model=model,
+        max_tokens=200,
+        tools=[WEATHER_TOOL],
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+    ) as messages:
+        final = messages.get_final_message()
+    return {
+        "step": "stream_tools",
+        "text": text_of(final),
+        "tool_calls": tool_calls_of(final),
+        "stop_reason": final.stop_reason,
+    }
+
+
+STEPS = {"plain": plain, "tools": tools, "stream": stream, "stream_tools": stream_tools}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080")
+    parser.add_argument("model", help="the model id to ask for")
+    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools")
+    args = parser.parse_args()
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()]
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        parser.error(f"unknown steps: {unknown}")
+
+    # max_retries=0: a retry inside the client would hide the gateway's own retry behaviour.
+    client = Anthropic(base_url=args.base_url, api_key="unused-by-weir", max_retries=0, timeout=60)
+    try:
+        for step in steps:
+            print(json.dumps(STEPS[step](client, args.model)), flush=True)
+    except Exception as error:  # noqa: BLE001 - any failure is the verdict
+        print(f"anthropic_client.py: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
