@@ -40,7 +40,13 @@ fn config(bedrock: &FakeBedrock, extra: &str) -> String {
         format!("read_timeout_secs = 5\n{extra}\n"),
         entry("claude-bedrock", "anthropic-bedrock", MODEL_ID, &base, ""),
         entry("claude-mantle", "anthropic-bedrock-mantle", MANTLE_ID, &format!("{base}/anthropic"), ""),
-        entry("fable-mantle", "anthropic-bedrock-mantle", "anthropic.fable-5", &format!("{base}/anthropic"), "requires_lax = true"),
+        entry(
+            "fable-mantle",
+            "anthropic-bedrock-mantle",
+            "anthropic.fable-5",
+            &format!("{base}/anthropic"),
+            "requires_lax = true",
+        ),
         entry("nova", "bedrock-converse", NOVA_ID, &base, ""),
     ]
     .concat()
@@ -158,9 +164,13 @@ async fn a_corrupted_frame_crc_is_a_typed_failure_and_the_gateway_stays_healthy(
 #[tokio::test]
 async fn a_wrong_region_or_key_is_rejected_like_aws_and_answers_authentication_failed() {
     let bedrock = FakeBedrock::start().await;
-    let wrong_region =
-        [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY), ("AWS_REGION", "eu-west-1")];
-    let wrong_key = [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", "not-the-secret"), ("AWS_REGION", REGION)];
+    let wrong_region = [
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),
+        ("AWS_REGION", "eu-west-1"),
+    ];
+    let wrong_key =
+        [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", "not-the-secret"), ("AWS_REGION", REGION)];
     for (case, env) in [("region", &wrong_region), ("key", &wrong_key)] {
         let gateway = gateway(&bedrock, "", env).await;
         let (status, body) = post(&gateway, &ask("claude-bedrock")).await;

@@ -64,6 +64,7 @@ mod tests {
             max_corrections: None,
             identity: "m".into(),
             requires_lax: false,
+            native_tools: true,
             cache_read_multiplier: 1.0,
             cache_write_multiplier: 1.0,
         }

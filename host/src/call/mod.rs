@@ -26,6 +26,7 @@ mod attempt;
 mod cache_plan;
 mod classify;
 mod gates;
+mod prompted_tools;
 mod retry;
 mod schema;
 mod streaming;
@@ -123,6 +124,13 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
             "a structured (JSON-schema) answer is validated whole and cannot be streamed; send it without `stream`"
                 .to_owned(),
         )),
+        // Tools read from a JSON answer cannot be streamed as they are written: the
+        // answer is taken whole and replayed as a stream.
+        None if prompted_tools_apply(weir, &request) => match run(weir, &request, &mut tally, &Whole).await {
+            Ok(Outcome::Complete(answer)) => Ok(Outcome::Complete(answer)),
+            Ok(Outcome::Live(never)) => match never {},
+            Err(error) => Err(error),
+        },
         None => run(weir, &request, &mut tally, &attempt).await,
     };
     let stamp = stamp(request.model, tally, started);
@@ -155,5 +163,25 @@ async fn run<A: Attempt>(
     tally.provider = Some(target.provider.key().to_owned());
     tally.cache_multipliers =
         Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });
-    gates::run(attempt, &target, request, tally).await
+    if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
+        return gates::run(attempt, &target, request, tally).await;
+    }
+    let mut prompted = request.clone();
+    let tools = prompted_tools::describe(&mut prompted.conversation);
+    match gates::run(attempt, &target, &prompted, tally).await? {
+        Outcome::Complete(mut answer) => {
+            tools.read(&mut answer);
+            Ok(Outcome::Complete(answer))
+        }
+        live => Ok(live),
+    }
+}
+
+/// Whether this request's model reads its tools from the prompt (see
+/// [`prompted_tools`]); an unknown model or provider fails later, in `run`.
+fn prompted_tools_apply(weir: &Weir, request: &ChatRequest) -> bool {
+    let Some(model) = weir.catalog().get(&request.model) else { return false };
+    let registry = weir.registry();
+    let Some(provider) = registry.get(&model.provider) else { return false };
+    prompted_tools::applies(provider.info(), model.native_tools, &request.conversation)
 }

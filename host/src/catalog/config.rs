@@ -97,6 +97,9 @@ pub struct ModelEntry {
     /// The logical model this entry is one endpoint of: the same model on
     /// several surfaces is several entries sharing one identity.
     pub identity: Option<String>,
+    /// `false` for a model that has no tool calling although its provider has
+    /// (tools are then described in the prompt; default true).
+    pub native_tools: Option<bool>,
     /// The model is served only under provider data sharing; see `compliance`.
     #[serde(default)]
     pub requires_lax: bool,

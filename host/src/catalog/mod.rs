@@ -35,6 +35,8 @@ pub struct ModelSpec {
     /// The logical model (default: the entry's id).
     pub identity: String,
     pub requires_lax: bool,
+    /// Whether the model calls tools natively when its provider can (see `native_tools`).
+    pub native_tools: bool,
     pub cache_read_multiplier: f64,
     pub cache_write_multiplier: f64,
 }
@@ -112,6 +114,7 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
         max_corrections: entry.max_corrections,
         identity: entry.identity.clone().unwrap_or_else(|| entry.id.clone()),
         requires_lax: entry.requires_lax,
+        native_tools: entry.native_tools.unwrap_or(true),
         cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(1.0),
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
     }

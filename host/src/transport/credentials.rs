@@ -184,7 +184,8 @@ mod tests {
 
     #[tokio::test]
     async fn header_credential_is_prefixed_and_lowercased() {
-        let credential = Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap();
+        let credential =
+            Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap();
         let Credential::Header { name, value } = credential else { panic!("expected a header") };
         assert_eq!(name, "authorization");
         assert_eq!(value.expose(), "Bearer s3cret");
@@ -193,13 +194,18 @@ mod tests {
 
     #[tokio::test]
     async fn missing_required_secret_names_the_id_never_a_value() {
-        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret, &AwsIdentity::default()).await.unwrap_err();
+        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret, &AwsIdentity::default())
+            .await
+            .unwrap_err();
         assert_eq!(error.to_string(), "credential `other` for provider `p` is not set (test store `other`)");
     }
 
     #[tokio::test]
     async fn missing_optional_secret_sends_nothing() {
-        let credential = Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret, &AwsIdentity::default()).await.unwrap();
+        let credential =
+            Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret, &AwsIdentity::default())
+                .await
+                .unwrap();
         assert!(matches!(credential, Credential::None));
     }
 }
