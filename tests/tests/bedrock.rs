@@ -388,3 +388,63 @@ async fn cache_multipliers_price_billable_input() {
     let error = weir.chat(ChatRequest::new("fable-mantle", Conversation::user("Hello"))).await.unwrap_err();
     assert_eq!(error.category(), Category::ComplianceRefused);
 }
+
+#[tokio::test]
+async fn aws_error_types_answer_their_categories() {
+    let bedrock = FakeBedrock::start().await;
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+    let cases = [
+        (bedrock_wire::throttling(), 429, "rate_limited"),
+        (bedrock_wire::access_denied(), 424, "authentication_failed"),
+        (bedrock_wire::validation("messages: field required"), 400, "invalid_request"),
+        (bedrock_wire::aws_error(400, "ServiceQuotaExceededException", "quota"), 402, "provider_credit_exhausted"),
+        (bedrock_wire::aws_error(404, "ResourceNotFoundException", "no such model"), 404, "model_not_found"),
+        (bedrock_wire::model_not_ready(), 502, "upstream_unavailable"),
+        (bedrock_wire::service_unavailable(), 503, "overloaded"),
+        (bedrock_wire::internal_server(), 502, "upstream_unavailable"),
+    ];
+    for (model, cases) in [("nova", &cases), ("claude-bedrock", &cases)] {
+        for (scripted, status, category) in cases.iter() {
+            bedrock.push(scripted.clone());
+            let (got, body) = post(&gateway, &ask(model)).await;
+            assert_eq!((got, parse(&body)["error"]["code"].clone()), (*status, json!(category)), "{model}: {body}");
+            assert!(!body.contains("field required") && !body.contains("no such model"), "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_exception_frame_after_output_ends_the_stream_with_an_error_event() {
+    let bedrock = FakeBedrock::start().await;
+    let mut frames = bedrock_wire::converse_text_stream_frames(&["partial"], "end_turn", json!({}));
+    frames.truncate(2);
+    frames.push(bedrock_wire::exception("ThrottlingException", "Too many tokens, please wait before trying again."));
+    bedrock.push(bedrock_wire::event_stream(frames));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("nova");
+    request["stream"] = json!(true);
+    let (status, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "the stream had begun: {body}");
+    assert!(body.contains("partial"), "{body}");
+    assert!(body.contains("event: error") || body.contains("\"error\""), "{body}");
+    assert!(!body.contains("[DONE]"), "a failed stream is not passed off as complete: {body}");
+    assert!(!body.contains("Too many tokens"), "AWS's words stay in the log: {body}");
+}
+
+#[tokio::test]
+async fn an_exception_frame_before_output_is_replayed_whole() {
+    let bedrock = FakeBedrock::start().await;
+    let frames = vec![bedrock_wire::exception("ServiceUnavailableException", "busy")];
+    bedrock.push(bedrock_wire::event_stream(frames));
+    bedrock.push(bedrock_wire::converse_text("replayed whole"));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("nova");
+    request["stream"] = json!(true);
+    let (status, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(streamed_text(&sse_events(&body)), "replayed whole");
+    let operations: Vec<Operation> = bedrock.received().iter().map(|request| request.operation).collect();
+    assert_eq!(operations, [Operation::ConverseStream, Operation::Converse]);
+}

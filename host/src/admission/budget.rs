@@ -42,32 +42,9 @@ pub fn output_reserve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::Tokenizer;
-    use crate::catalog::ThinkingBudget;
 
     fn model(output_tokens: Option<u32>) -> ModelSpec {
-        ModelSpec {
-            id: "m".into(),
-            provider: "p".into(),
-            wire_id: "m".into(),
-            endpoint: None,
-            credential: None,
-            max_output_tokens: 1_000,
-            context_window: 10_000,
-            rpm: None,
-            tpm: None,
-            output_tokens,
-            max_concurrency: None,
-            tokenizer: Tokenizer::Estimate,
-            thinking_budget: ThinkingBudget { high: Some(600), ..ThinkingBudget::default() },
-            max_retries: None,
-            max_corrections: None,
-            identity: "m".into(),
-            requires_lax: false,
-            native_tools: true,
-            cache_read_multiplier: 1.0,
-            cache_write_multiplier: 1.0,
-        }
+        ModelSpec { output_tokens, ..ModelSpec::sample() }
     }
 
     fn reserve(requested: Option<u32>, effort: Option<Effort>, model: &ModelSpec) -> u32 {

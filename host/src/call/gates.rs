@@ -180,27 +180,15 @@ fn invalid_answer(model: &ModelSpec, corrections: u32, failure: SchemaFailure) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::Tokenizer;
     use crate::catalog::ThinkingBudget;
     use crate::types::{Conversation, Effort};
 
     fn model() -> ModelSpec {
         ModelSpec {
-            id: "m".into(),
-            provider: "p".into(),
-            wire_id: "m".into(),
-            endpoint: None,
-            credential: None,
             max_output_tokens: 8_000,
             context_window: 100_000,
-            rpm: None,
-            tpm: None,
-            output_tokens: None,
-            max_concurrency: None,
-            tokenizer: Tokenizer::Estimate,
             thinking_budget: ThinkingBudget { high: Some(4_000), ..ThinkingBudget::default() },
-            max_retries: None,
-            max_corrections: None,
+            ..ModelSpec::sample()
         }
     }
 

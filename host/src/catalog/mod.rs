@@ -50,6 +50,36 @@ impl ModelSpec {
     }
 }
 
+#[cfg(test)]
+impl ModelSpec {
+    /// A spec for unit tests: model `m` on provider `p`, 1 000 output tokens of
+    /// 10 000, no limits, no declared output, high effort booking 600.
+    pub(crate) fn sample() -> Self {
+        Self {
+            id: "m".into(),
+            provider: "p".into(),
+            wire_id: "m".into(),
+            endpoint: None,
+            credential: None,
+            max_output_tokens: 1_000,
+            context_window: 10_000,
+            rpm: None,
+            tpm: None,
+            output_tokens: None,
+            max_concurrency: None,
+            tokenizer: Tokenizer::Estimate,
+            thinking_budget: ThinkingBudget { high: Some(600), ..ThinkingBudget::default() },
+            max_retries: None,
+            max_corrections: None,
+            identity: "m".into(),
+            requires_lax: false,
+            native_tools: true,
+            cache_read_multiplier: 1.0,
+            cache_write_multiplier: 1.0,
+        }
+    }
+}
+
 /// The models by id.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {

@@ -244,6 +244,7 @@ mod tests {
             attempts: 1,
             latency: Duration::ZERO,
             ended_at: SystemTime::UNIX_EPOCH,
+            cache_multipliers: None,
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect())
     }

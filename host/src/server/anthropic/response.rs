@@ -119,6 +119,7 @@ mod tests {
                 attempts: 1,
                 latency: Duration::ZERO,
                 ended_at: SystemTime::UNIX_EPOCH,
+                cache_multipliers: None,
             },
         }
     }
