@@ -14,13 +14,9 @@
 //! This file only describes the component and routes calls; the dialect lives in
 //! `weir_sdk::anthropic`, shared with the other components that speak it.
 
-use weir_sdk::ChatProvider;
-use weir_sdk::anthropic::{self, AnthropicStream, Surface};
+use weir_sdk::anthropic::{Surface, SurfaceProvider};
 use weir_sdk::bedrock;
-use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, PreparedConversation,
-    ProviderInfo, StreamFraming,
-};
+use weir_sdk::types::{Capabilities, ProviderInfo, StreamFraming};
 
 /// The surface this component serves.
 const SURFACE: Surface = Surface::Mantle;
@@ -35,58 +31,25 @@ pub const DEFAULT_ENDPOINT: &str = "https://bedrock-mantle.{region}.api.aws/anth
 #[derive(Debug)]
 pub struct AnthropicBedrockMantle;
 
-impl ChatProvider for AnthropicBedrockMantle {
-    type StreamDecoder = AnthropicStream;
+impl SurfaceProvider for AnthropicBedrockMantle {
+    const SURFACE: Surface = SURFACE;
 
-    fn providers() -> Vec<ProviderInfo> {
-        vec![info()]
-    }
-
-    /// Bare `anthropic.claude-…` ids only: Mantle takes no inference-profile ids
-    /// and no ARNs, which are the `anthropic-bedrock` surface's.
-    fn serves(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC_BEDROCK_MANTLE && SURFACE.serves(wire_id)
-    }
-
-    fn claims(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC_BEDROCK_MANTLE && SURFACE.claims(wire_id)
-    }
-
-    fn encode(
-        provider: &str,
-        conversation: PreparedConversation,
-        params: CallParams,
-    ) -> Result<HttpRequest, CodecError> {
-        if provider != ANTHROPIC_BEDROCK_MANTLE {
-            return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
+    /// The direct API's capabilities: Mantle is the same API. No `structured-output`,
+    /// as there (the codec refuses response schemas).
+    fn info() -> ProviderInfo {
+        ProviderInfo {
+            key: ANTHROPIC_BEDROCK_MANTLE.to_owned(),
+            description: "Claude on Amazon Bedrock's Mantle endpoint (the Messages API at bedrock-mantle)".to_owned(),
+            default_endpoint: Some(DEFAULT_ENDPOINT.to_owned()),
+            credential: bedrock::credential_shape(),
+            capabilities: Capabilities::STREAMING
+                | Capabilities::NATIVE_TOOLS
+                | Capabilities::IMAGES
+                | Capabilities::DOCUMENTS
+                | Capabilities::THINKING
+                | Capabilities::PROMPT_CACHE,
+            stream_framing: StreamFraming::Sse,
         }
-        anthropic::encode(SURFACE, &conversation, &params)
-    }
-
-    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        anthropic::decode(SURFACE, &response)
-    }
-
-    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
-        anthropic::classify(SURFACE, &response)
-    }
-}
-
-/// The direct API's capabilities: Mantle is the same API. No `structured-output`,
-/// as there (the codec refuses response schemas).
-fn info() -> ProviderInfo {
-    ProviderInfo {
-        key: ANTHROPIC_BEDROCK_MANTLE.to_owned(),
-        description: "Claude on Amazon Bedrock's Mantle endpoint (the Messages API at bedrock-mantle)".to_owned(),
-        default_endpoint: Some(DEFAULT_ENDPOINT.to_owned()),
-        credential: bedrock::credential_shape(),
-        capabilities: Capabilities::STREAMING
-            | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::DOCUMENTS
-            | Capabilities::THINKING
-            | Capabilities::PROMPT_CACHE,
-        stream_framing: StreamFraming::Sse,
     }
 }
 
@@ -95,6 +58,9 @@ weir_sdk::export_provider!(AnthropicBedrockMantle);
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
+    use weir_sdk::ChatProvider;
+    use weir_sdk::types::{CallParams, CodecError, PreparedConversation};
+
     use weir_sdk::types::{ContentBlock, CredentialShape, Sigv4, Turn, TurnRole};
 
     use super::*;

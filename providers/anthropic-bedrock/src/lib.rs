@@ -10,13 +10,9 @@
 //! This file only describes the component and routes calls; the dialect lives in
 //! `weir_sdk::anthropic`, shared with the other components that speak it.
 
-use weir_sdk::ChatProvider;
-use weir_sdk::anthropic::{self, AnthropicStream, Surface};
+use weir_sdk::anthropic::{Surface, SurfaceProvider};
 use weir_sdk::bedrock;
-use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, PreparedConversation,
-    ProviderInfo, StreamFraming,
-};
+use weir_sdk::types::{Capabilities, ProviderInfo, StreamFraming};
 
 /// The surface this component serves.
 const SURFACE: Surface = Surface::BedrockInvoke;
@@ -28,58 +24,25 @@ pub const ANTHROPIC_BEDROCK: &str = SURFACE.key();
 #[derive(Debug)]
 pub struct AnthropicBedrock;
 
-impl ChatProvider for AnthropicBedrock {
-    type StreamDecoder = AnthropicStream;
+impl SurfaceProvider for AnthropicBedrock {
+    const SURFACE: Surface = SURFACE;
 
-    fn providers() -> Vec<ProviderInfo> {
-        vec![info()]
-    }
-
-    /// `anthropic.…` ids, bare or behind a profile prefix, and ARNs that name no
-    /// other vendor's model; not the direct API's ids.
-    fn serves(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC_BEDROCK && SURFACE.serves(wire_id)
-    }
-
-    fn claims(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC_BEDROCK && SURFACE.claims(wire_id)
-    }
-
-    fn encode(
-        provider: &str,
-        conversation: PreparedConversation,
-        params: CallParams,
-    ) -> Result<HttpRequest, CodecError> {
-        if provider != ANTHROPIC_BEDROCK {
-            return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
+    /// The direct API's capabilities: InvokeModel carries the same body. No
+    /// `structured-output`, as there (the codec refuses response schemas).
+    fn info() -> ProviderInfo {
+        ProviderInfo {
+            key: ANTHROPIC_BEDROCK.to_owned(),
+            description: "Claude on Amazon Bedrock InvokeModel (bedrock-runtime)".to_owned(),
+            default_endpoint: Some(bedrock::RUNTIME_ENDPOINT.to_owned()),
+            credential: bedrock::credential_shape(),
+            capabilities: Capabilities::STREAMING
+                | Capabilities::NATIVE_TOOLS
+                | Capabilities::IMAGES
+                | Capabilities::DOCUMENTS
+                | Capabilities::THINKING
+                | Capabilities::PROMPT_CACHE,
+            stream_framing: StreamFraming::AwsEventStream,
         }
-        anthropic::encode(SURFACE, &conversation, &params)
-    }
-
-    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        anthropic::decode(SURFACE, &response)
-    }
-
-    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
-        anthropic::classify(SURFACE, &response)
-    }
-}
-
-/// The direct API's capabilities: InvokeModel carries the same body. No
-/// `structured-output`, as there (the codec refuses response schemas).
-fn info() -> ProviderInfo {
-    ProviderInfo {
-        key: ANTHROPIC_BEDROCK.to_owned(),
-        description: "Claude on Amazon Bedrock InvokeModel (bedrock-runtime)".to_owned(),
-        default_endpoint: Some(bedrock::RUNTIME_ENDPOINT.to_owned()),
-        credential: bedrock::credential_shape(),
-        capabilities: Capabilities::STREAMING
-            | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::DOCUMENTS
-            | Capabilities::THINKING
-            | Capabilities::PROMPT_CACHE,
-        stream_framing: StreamFraming::AwsEventStream,
     }
 }
 
@@ -88,6 +51,9 @@ weir_sdk::export_provider!(AnthropicBedrock);
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
+    use weir_sdk::ChatProvider;
+    use weir_sdk::types::{CallParams, CodecError, PreparedConversation};
+
     use weir_sdk::StreamDecoder;
     use weir_sdk::types::{
         ContentBlock, CredentialShape, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, Turn, TurnRole,

@@ -6,12 +6,8 @@
 //! This file only describes the component and routes calls; the dialect lives in
 //! `weir_sdk::anthropic`, shared with the other components that speak it.
 
-use weir_sdk::ChatProvider;
-use weir_sdk::anthropic::{self, Surface};
-use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
-    HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
-};
+use weir_sdk::anthropic::{Surface, SurfaceProvider};
+use weir_sdk::types::{Capabilities, CredentialShape, HeaderCredential, ProviderInfo, StreamFraming};
 
 /// The surface this component serves.
 const SURFACE: Surface = Surface::Direct;
@@ -23,63 +19,30 @@ pub const ANTHROPIC: &str = SURFACE.key();
 #[derive(Debug)]
 pub struct Anthropic;
 
-impl ChatProvider for Anthropic {
-    type StreamDecoder = anthropic::AnthropicStream;
+impl SurfaceProvider for Anthropic {
+    const SURFACE: Surface = SURFACE;
 
-    fn providers() -> Vec<ProviderInfo> {
-        vec![info()]
-    }
-
-    /// Any model id but Bedrock's spellings: Anthropic's ids and aliases change too
-    /// often to list, and the request shape is the same for all of them.
-    fn serves(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC && SURFACE.serves(wire_id)
-    }
-
-    fn claims(provider: &str, wire_id: &str) -> bool {
-        provider == ANTHROPIC && SURFACE.claims(wire_id)
-    }
-
-    fn encode(
-        provider: &str,
-        conversation: PreparedConversation,
-        params: CallParams,
-    ) -> Result<HttpRequest, CodecError> {
-        if provider != ANTHROPIC {
-            return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
+    /// No `structured-output`: the Messages API has no schema-constrained answer
+    /// without a beta, and the codec refuses response schemas.
+    fn info() -> ProviderInfo {
+        ProviderInfo {
+            key: ANTHROPIC.to_owned(),
+            description: "Anthropic Messages API (api.anthropic.com)".to_owned(),
+            default_endpoint: Some("https://api.anthropic.com".to_owned()),
+            credential: CredentialShape::Header(HeaderCredential {
+                default_credential_id: "anthropic-api-key".to_owned(),
+                header_name: "x-api-key".to_owned(),
+                prefix: String::new(),
+                required: true,
+            }),
+            capabilities: Capabilities::STREAMING
+                | Capabilities::NATIVE_TOOLS
+                | Capabilities::IMAGES
+                | Capabilities::DOCUMENTS
+                | Capabilities::THINKING
+                | Capabilities::PROMPT_CACHE,
+            stream_framing: StreamFraming::Sse,
         }
-        anthropic::encode(SURFACE, &conversation, &params)
-    }
-
-    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        anthropic::decode(SURFACE, &response)
-    }
-
-    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
-        anthropic::classify(SURFACE, &response)
-    }
-}
-
-/// No `structured-output`: the Messages API has no schema-constrained answer
-/// without a beta, and the codec refuses response schemas.
-fn info() -> ProviderInfo {
-    ProviderInfo {
-        key: ANTHROPIC.to_owned(),
-        description: "Anthropic Messages API (api.anthropic.com)".to_owned(),
-        default_endpoint: Some("https://api.anthropic.com".to_owned()),
-        credential: CredentialShape::Header(HeaderCredential {
-            default_credential_id: "anthropic-api-key".to_owned(),
-            header_name: "x-api-key".to_owned(),
-            prefix: String::new(),
-            required: true,
-        }),
-        capabilities: Capabilities::STREAMING
-            | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::DOCUMENTS
-            | Capabilities::THINKING
-            | Capabilities::PROMPT_CACHE,
-        stream_framing: StreamFraming::Sse,
     }
 }
 
@@ -88,6 +51,9 @@ weir_sdk::export_provider!(Anthropic);
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
+    use weir_sdk::ChatProvider;
+    use weir_sdk::types::{CallParams, CodecError, PreparedConversation};
+
     use super::*;
 
     #[test]

@@ -18,11 +18,13 @@ mod invoke_stream;
 mod request;
 mod response;
 mod stream;
+mod surface_provider;
 
 pub use errors::classify;
 pub use request::encode;
 pub use response::decode;
 pub use stream::AnthropicStream;
+pub use surface_provider::SurfaceProvider;
 
 use crate::bedrock::has_profile_prefix;
 use crate::http::header;
