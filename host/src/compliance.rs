@@ -134,17 +134,10 @@ impl Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Config;
     use crate::types::HttpRequest;
 
     fn model(requires_lax: bool) -> ModelSpec {
-        let lax = if requires_lax { "requires_lax = true\n" } else { "" };
-        let text = format!(
-            "[[model]]\nid = \"m\"\nprovider = \"anthropic-bedrock-mantle\"\nmax_output_tokens = 10\ncontext_window = 100\n{lax}"
-        );
-        let config = Config::from_toml(&text, "t").unwrap();
-        let catalog = crate::catalog::Catalog::resolve(&config, &crate::plugin::ProviderRegistry::default()).unwrap();
-        catalog.get("m").unwrap().clone()
+        ModelSpec { requires_lax, ..ModelSpec::sample() }
     }
 
     fn projects(strict: Option<&str>, lax: Option<&str>) -> RetentionProjects {

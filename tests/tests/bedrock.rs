@@ -36,8 +36,10 @@ fn config(bedrock: &FakeBedrock, extra: &str) -> String {
              max_output_tokens = 8000\ncontext_window = 200000\noutput_tokens = 100\nmax_retries = 0\n{more}\n"
         )
     };
+    // Mantle binds retention (a `requires_lax` entry needs that); projects only when `extra` sets them.
+    let retention = if extra.contains("[retention.") { "" } else { UNBOUND };
     [
-        format!("read_timeout_secs = 5\n{extra}\n"),
+        format!("read_timeout_secs = 5\n{extra}\n{retention}\n"),
         entry("claude-bedrock", "anthropic-bedrock", MODEL_ID, &base, ""),
         entry("claude-mantle", "anthropic-bedrock-mantle", MANTLE_ID, &format!("{base}/anthropic"), ""),
         entry(
@@ -51,6 +53,8 @@ fn config(bedrock: &FakeBedrock, extra: &str) -> String {
     ]
     .concat()
 }
+
+const UNBOUND: &str = "[retention.anthropic-bedrock-mantle]\nheader = \"anthropic-workspace-id\"\n";
 
 const PROJECTS: &str = "[retention.anthropic-bedrock-mantle]\nheader = \"anthropic-workspace-id\"\n\
                         strict_project = \"proj-strict\"\nlax_project = \"proj-lax\"\n";

@@ -4,7 +4,7 @@
 //! components at all.
 
 // Test code: a failed step should stop the test with its message.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -25,15 +25,19 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The OpenAI component exactly as the binary embeds it, written to a file.
-fn openai_component(dir: &Path) -> String {
+/// An embedded component exactly as the binary embeds it, written to a file.
+fn embedded_component(dir: &Path, name: &str) -> String {
     let (_, bytes) = weir_host::plugin::embedded_components()
         .iter()
-        .find(|(name, _)| name.contains("openai"))
-        .expect("the OpenAI component is embedded");
-    let path = dir.join("openai.wasm");
+        .find(|(embedded, _)| *embedded == name)
+        .unwrap_or_else(|| panic!("`{name}` is embedded"));
+    let path = dir.join(format!("{name}.wasm"));
     std::fs::write(&path, bytes).unwrap();
     path.to_str().unwrap().to_owned()
+}
+
+fn openai_component(dir: &Path) -> String {
+    embedded_component(dir, "openai")
 }
 
 /// A provider's fixture folder, `providers/<name>/conformance`.
@@ -61,6 +65,17 @@ fn the_openai_component_passes_the_kit_with_its_fixtures() {
         "ok    openai: fixture: insufficient_quota is quota, though it comes as a 429",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
+/// The Claude family and Converse, each through the host with its own fixtures.
+#[test]
+fn the_embedded_anthropic_and_bedrock_components_pass_the_kit_with_their_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "bedrock-converse"] {
+        let output = weir_check(&[&embedded_component(dir.path(), name), "--fixtures", &fixtures(name)]);
+        assert_passes(&output);
+        assert!(text(&output.stdout).contains(&format!("ok    {name}: fixture: ")), "{name}: no fixture ran");
     }
 }
 

@@ -173,6 +173,13 @@ impl Config {
             if !seen.insert(model.id.as_str()) {
                 return Err(self.invalid(format!("model id `{}` appears twice", model.id)));
             }
+            if model.requires_lax && !self.retention.contains_key(&model.provider) {
+                return Err(self.invalid(format!(
+                    "model `{}` requires data sharing (`requires_lax`), but provider `{}` binds no retention project \
+                     (no `[retention.{}]`): such an entry could never be called under its terms",
+                    model.id, model.provider, model.provider
+                )));
+            }
         }
         Ok(())
     }
@@ -237,6 +244,16 @@ mod tests {
         let text = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = \"lots\"\ncontext_window = 2\n";
         let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
         assert!(message.contains("line 4"), "{message}");
+    }
+
+    #[test]
+    fn a_data_sharing_entry_needs_a_surface_that_binds_retention() {
+        let entry = "[[model]]\nid = \"fable\"\nprovider = \"anthropic-bedrock\"\nmax_output_tokens = 1\n\
+                     context_window = 2\nrequires_lax = true\n";
+        let message = Config::from_toml(entry, "t").unwrap_err().to_string();
+        assert!(message.contains("binds no retention project"), "{message}");
+        let bound = format!("[retention.anthropic-bedrock]\nheader = \"anthropic-workspace-id\"\n{entry}");
+        Config::from_toml(&bound, "t").unwrap();
     }
 
     #[test]
