@@ -125,145 +125,60 @@ fn decode(message: &[u8]) -> Result<StreamEvent, FramingError> {
 pub(super) mod tests {
     use super::*;
 
-    /// A header value of each wire type (provider-wire.md 3.4), for building frames.
-    #[derive(Debug, Clone)]
-    pub(in super::super) enum Value {
-        Bool(bool),
-        Byte(i8),
-        Int16(i16),
-        Int32(i32),
-        Int64(i64),
-        Bytes(Vec<u8>),
-        String(String),
-        Timestamp(i64),
-        Uuid(u128),
-    }
+    /// Frames are written by the fake Bedrock's hand-made writer (independent of
+    /// the crate under test); a header value of each wire type is a `Value`.
+    pub(in super::super) use weir_tests::bedrock_wire::FrameHeaderValue as Value;
+    use weir_tests::bedrock_wire::frame_typed;
 
-    impl Value {
-        fn encode(&self, out: &mut Vec<u8>) {
-            match self {
-                Value::Bool(true) => out.push(0),
-                Value::Bool(false) => out.push(1),
-                Value::Byte(number) => {
-                    out.push(2);
-                    out.extend(number.to_be_bytes());
-                }
-                Value::Int16(number) => {
-                    out.push(3);
-                    out.extend(number.to_be_bytes());
-                }
-                Value::Int32(number) => {
-                    out.push(4);
-                    out.extend(number.to_be_bytes());
-                }
-                Value::Int64(number) => {
-                    out.push(5);
-                    out.extend(number.to_be_bytes());
-                }
-                Value::Bytes(bytes) => {
-                    out.push(6);
-                    out.extend(u16::try_from(bytes.len()).unwrap().to_be_bytes());
-                    out.extend(bytes);
-                }
-                Value::String(text) => {
-                    out.push(7);
-                    out.extend(u16::try_from(text.len()).unwrap().to_be_bytes());
-                    out.extend(text.as_bytes());
-                }
-                Value::Timestamp(millis) => {
-                    out.push(8);
-                    out.extend(millis.to_be_bytes());
-                }
-                Value::Uuid(uuid) => {
-                    out.push(9);
-                    out.extend(uuid.to_be_bytes());
-                }
-            }
-        }
-
-        /// The text the decoder must render this value as.
-        pub(in super::super) fn rendered(&self) -> String {
-            match self {
-                Value::Bool(flag) => flag.to_string(),
-                Value::Byte(number) => number.to_string(),
-                Value::Int16(number) => number.to_string(),
-                Value::Int32(number) => number.to_string(),
-                Value::Int64(number) | Value::Timestamp(number) => number.to_string(),
-                Value::Bytes(bytes) => bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
-                Value::String(text) => text.clone(),
-                Value::Uuid(uuid) => {
-                    let hex = format!("{uuid:032x}");
-                    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
-                }
+    /// The text the decoder must render a header value as.
+    pub(in super::super) fn rendered(value: &Value) -> String {
+        match value {
+            Value::Bool(flag) => flag.to_string(),
+            Value::Byte(number) => number.to_string(),
+            Value::Int16(number) => number.to_string(),
+            Value::Int32(number) => number.to_string(),
+            Value::Int64(number) | Value::Timestamp(number) => number.to_string(),
+            Value::Bytes(bytes) => bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
+            Value::String(text) => text.clone(),
+            Value::Uuid(uuid) => {
+                let hex: String = uuid.iter().map(|byte| format!("{byte:02x}")).collect();
+                format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
             }
         }
     }
 
-    /// CRC-32 (IEEE, as zlib), bit by bit: independent of the crate under test.
-    fn crc32(bytes: &[u8]) -> u32 {
-        let mut crc = !0_u32;
-        for &byte in bytes {
-            crc ^= u32::from(byte);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-            }
-        }
-        !crc
-    }
-
-    /// One complete message, encoded by hand from the wire layout.
+    /// One complete message with these headers and payload.
     pub(in super::super) fn frame(headers: &[(String, Value)], payload: &[u8]) -> Vec<u8> {
-        let mut encoded_headers = Vec::new();
-        for (name, value) in headers {
-            encoded_headers.push(u8::try_from(name.len()).unwrap());
-            encoded_headers.extend(name.as_bytes());
-            value.encode(&mut encoded_headers);
-        }
-        let total = 12 + encoded_headers.len() + payload.len() + 4;
-        let mut message = Vec::with_capacity(total);
-        message.extend(u32::try_from(total).unwrap().to_be_bytes());
-        message.extend(u32::try_from(encoded_headers.len()).unwrap().to_be_bytes());
-        message.extend(crc32(&message).to_be_bytes());
-        message.extend(encoded_headers);
-        message.extend(payload);
-        message.extend(crc32(&message).to_be_bytes());
-        message
+        let headers: Vec<(&str, Value)> = headers.iter().map(|(name, value)| (name.as_str(), value.clone())).collect();
+        frame_typed(&headers, payload).to_vec()
     }
 
-    fn string_headers(headers: &[(&str, &str)]) -> Vec<(String, Value)> {
-        headers.iter().map(|(name, value)| (name.to_string(), Value::String(value.to_string()))).collect()
+    /// One message with string headers only.
+    fn string_frame(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
+        weir_tests::bedrock_wire::frame(headers, payload).to_vec()
     }
 
     /// A Bedrock `InvokeModelWithResponseStream` frame carrying one Anthropic event.
     fn bedrock_chunk() -> Vec<u8> {
-        frame(
-            &string_headers(&[
-                (":event-type", "chunk"),
-                (":content-type", "application/json"),
-                (":message-type", "event"),
-            ]),
+        string_frame(
+            &[(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")],
             br#"{"bytes":"eyJ0eXBlIjoibWVzc2FnZV9zdG9wIn0=","p":"abcdefghij"}"#,
         )
     }
 
     fn throttling() -> Vec<u8> {
-        frame(
-            &string_headers(&[
+        string_frame(
+            &[
                 (":exception-type", "throttlingException"),
                 (":content-type", "application/json"),
                 (":message-type", "exception"),
-            ]),
+            ],
             br#"{"message":"Too many requests, please wait before trying again."}"#,
         )
     }
 
     fn decoder() -> EventStreamDecoder {
         EventStreamDecoder::default()
-    }
-
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     }
 
     #[test]
@@ -295,8 +210,8 @@ pub(super) mod tests {
 
     #[test]
     fn an_error_frame_has_no_name_but_keeps_its_headers() {
-        let body = frame(
-            &string_headers(&[(":message-type", "error"), (":error-code", "InternalFailure"), (":error-message", "x")]),
+        let body = string_frame(
+            &[(":message-type", "error"), (":error-code", "InternalFailure"), (":error-message", "x")],
             b"",
         );
         let events = decoder().push(&body).unwrap();
@@ -329,7 +244,7 @@ pub(super) mod tests {
             Value::Bytes(vec![0x00, 0xab, 0xff]),
             Value::String("text".to_owned()),
             Value::Timestamp(1_700_000_000_123),
-            Value::Uuid(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef),
+            Value::Uuid(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef_u128.to_be_bytes()),
         ];
         let headers: Vec<(String, Value)> =
             values.iter().enumerate().map(|(index, value)| (format!("h{index}"), value.clone())).collect();
