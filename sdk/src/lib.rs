@@ -23,6 +23,7 @@ pub mod fallback;
 pub mod http;
 pub mod json;
 mod provider;
+mod records;
 
 pub use provider::{ChatProvider, NoStreaming, StreamDecoder, StreamDecoderResource};
 

@@ -61,7 +61,7 @@ mod tests {
     use weir_sdk::ChatProvider;
     use weir_sdk::types::{CallParams, CodecError, PreparedConversation};
 
-    use weir_sdk::types::{ContentBlock, CredentialShape, Sigv4, Turn, TurnRole};
+    use weir_sdk::types::{ContentBlock, CredentialShape, Sigv4, Turn};
 
     use super::*;
 
@@ -100,27 +100,12 @@ mod tests {
     }
 
     fn params(stream: bool) -> CallParams {
-        CallParams {
-            wire_model_id: "anthropic.claude-opus-5".into(),
-            max_tokens: 64,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream,
-        }
+        CallParams { stream, ..CallParams::new("anthropic.claude-opus-5", 64) }
     }
 
     fn hi() -> PreparedConversation {
-        let turn = Turn { role: TurnRole::User, content: vec![ContentBlock::Text("Hi".into())], cache: false };
-        PreparedConversation {
-            system: vec![],
-            cache_system: false,
-            turns: vec![turn],
-            tools: vec![],
-            tool_choice: None,
-        }
+        let turn = Turn::user(vec![ContentBlock::Text("Hi".into())]);
+        PreparedConversation::of(vec![turn])
     }
 
     /// Data retention is bound by the host from deployment config, never here.

@@ -55,9 +55,7 @@ mod tests {
     use weir_sdk::types::{CallParams, CodecError, PreparedConversation};
 
     use weir_sdk::StreamDecoder;
-    use weir_sdk::types::{
-        ContentBlock, CredentialShape, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, Turn, TurnRole,
-    };
+    use weir_sdk::types::{ContentBlock, CredentialShape, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, Turn};
 
     use super::*;
 
@@ -95,24 +93,9 @@ mod tests {
 
     #[test]
     fn unknown_key_does_not_encode() {
-        let turn = Turn { role: TurnRole::User, content: vec![ContentBlock::Text("Hi".into())], cache: false };
-        let conversation = PreparedConversation {
-            system: vec![],
-            cache_system: false,
-            turns: vec![turn],
-            tools: vec![],
-            tool_choice: None,
-        };
-        let params = CallParams {
-            wire_model_id: "us.anthropic.claude-opus-5".into(),
-            max_tokens: 16,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        };
+        let turn = Turn::user(vec![ContentBlock::Text("Hi".into())]);
+        let conversation = PreparedConversation::of(vec![turn]);
+        let params = CallParams::new("us.anthropic.claude-opus-5", 16);
         let encoded = AnthropicBedrock::encode("anthropic", conversation, params);
         assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
     }

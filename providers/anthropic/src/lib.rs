@@ -97,23 +97,8 @@ mod tests {
 
     #[test]
     fn unknown_key_does_not_encode() {
-        let conversation = PreparedConversation {
-            system: vec![],
-            cache_system: false,
-            turns: vec![],
-            tools: vec![],
-            tool_choice: None,
-        };
-        let params = CallParams {
-            wire_model_id: "claude-sonnet-4-5".into(),
-            max_tokens: 16,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        };
+        let conversation = PreparedConversation::of(vec![]);
+        let params = CallParams::new("claude-sonnet-4-5", 16);
         let encoded = Anthropic::encode("openai", conversation, params);
         assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
     }

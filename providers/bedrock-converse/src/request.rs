@@ -330,28 +330,7 @@ mod tests {
     use weir_sdk::types::{Effort, ResponseSchema};
 
     fn params() -> CallParams {
-        CallParams {
-            wire_model_id: "us.amazon.nova-pro-v1:0".to_owned(),
-            max_tokens: 4096,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        }
-    }
-
-    fn conversation(turns: Vec<Turn>) -> PreparedConversation {
-        PreparedConversation { system: vec![], cache_system: false, turns, tools: vec![], tool_choice: None }
-    }
-
-    fn user(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::User, content, cache: false }
-    }
-
-    fn assistant(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::Assistant, content, cache: false }
+        CallParams::new("us.amazon.nova-pro-v1:0", 4096)
     }
 
     fn text(text: &str) -> ContentBlock {
@@ -359,7 +338,7 @@ mod tests {
     }
 
     fn hi() -> PreparedConversation {
-        conversation(vec![user(vec![text("Hi")])])
+        PreparedConversation::of(vec![Turn::user(vec![text("Hi")])])
     }
 
     fn weather_tool() -> ToolDefinition {
@@ -376,13 +355,13 @@ mod tests {
 
     fn tool_exchange() -> Vec<Turn> {
         vec![
-            user(vec![text("Weather in Paris?")]),
-            assistant(vec![ContentBlock::ToolUse(ToolUse {
+            Turn::user(vec![text("Weather in Paris?")]),
+            Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
                 id: "tooluse_1".into(),
                 name: "get_weather".into(),
                 input_json: r#"{"city":"Paris"}"#.into(),
             })]),
-            user(vec![ContentBlock::ToolResult(ToolResult {
+            Turn::user(vec![ContentBlock::ToolResult(ToolResult {
                 tool_use_id: "tooluse_1".into(),
                 content: vec![LeafBlock::Text("18C".into())],
                 is_error: false,
@@ -470,9 +449,9 @@ mod tests {
 
     #[test]
     fn turn_cache_appends_a_cache_point() {
-        let mut first = user(vec![text("Long document."), text("Question?")]);
+        let mut first = Turn::user(vec![text("Long document."), text("Question?")]);
         first.cache = true;
-        let body = body_of(&conversation(vec![first, assistant(vec![text("Answer.")])]), &params());
+        let body = body_of(&PreparedConversation::of(vec![first, Turn::assistant(vec![text("Answer.")])]), &params());
         assert_eq!(
             body["messages"][0]["content"],
             json!([{"text": "Long document."}, {"text": "Question?"}, {"cachePoint": {"type": "default"}}])
@@ -505,7 +484,7 @@ mod tests {
 
     #[test]
     fn tool_blocks_go_native_with_tools() {
-        let mut conv = conversation(tool_exchange());
+        let mut conv = PreparedConversation::of(tool_exchange());
         conv.tools = vec![weather_tool()];
         let body = body_of(&conv, &params());
         assert_eq!(
@@ -520,10 +499,10 @@ mod tests {
 
     #[test]
     fn choice_none_or_no_tools_sends_no_tool_config_and_tool_blocks_as_text() {
-        let mut with_none = conversation(tool_exchange());
+        let mut with_none = PreparedConversation::of(tool_exchange());
         with_none.tools = vec![weather_tool()];
         with_none.tool_choice = Some(ToolChoice::None);
-        let without_tools = conversation(tool_exchange());
+        let without_tools = PreparedConversation::of(tool_exchange());
         for conv in [with_none, without_tools] {
             let body = body_of(&conv, &params());
             assert!(body.get("toolConfig").is_none());
@@ -546,7 +525,7 @@ mod tests {
 
     #[test]
     fn tool_results_with_errors_images_and_documents() {
-        let mut conv = conversation(vec![user(vec![ContentBlock::ToolResult(ToolResult {
+        let mut conv = PreparedConversation::of(vec![Turn::user(vec![ContentBlock::ToolResult(ToolResult {
             tool_use_id: "tooluse_2".into(),
             content: vec![
                 LeafBlock::Text(String::new()),
@@ -577,7 +556,10 @@ mod tests {
             ("image/webp", "webp"),
         ];
         for (mime, format) in cases {
-            let conv = conversation(vec![user(vec![ContentBlock::Image(media(mime, "AAAA")), text("Describe.")])]);
+            let conv = PreparedConversation::of(vec![Turn::user(vec![
+                ContentBlock::Image(media(mime, "AAAA")),
+                text("Describe."),
+            ])]);
             assert_eq!(
                 body_of(&conv, &params())["messages"][0]["content"],
                 json!([{"image": {"format": format, "source": {"bytes": "AAAA"}}}, {"text": "Describe."}]),
@@ -588,10 +570,10 @@ mod tests {
 
     #[test]
     fn documents_get_formats_and_distinct_names() {
-        let conv = conversation(vec![
-            user(vec![ContentBlock::Document(media("application/pdf", "JVBERi0x")), text("Summarize.")]),
-            assistant(vec![text("Done.")]),
-            user(vec![ContentBlock::Document(media("text/markdown", "IyBh")), text("And this?")]),
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![ContentBlock::Document(media("application/pdf", "JVBERi0x")), text("Summarize.")]),
+            Turn::assistant(vec![text("Done.")]),
+            Turn::user(vec![ContentBlock::Document(media("text/markdown", "IyBh")), text("And this?")]),
         ]);
         let body = body_of(&conv, &params());
         assert_eq!(
@@ -614,16 +596,16 @@ mod tests {
             (ContentBlock::Document(media("application/zip", "UEsD")), "application/zip"),
         ];
         for (block, expected) in cases {
-            let message = unsupported(encode(&conversation(vec![user(vec![block])]), &params()));
+            let message = unsupported(encode(&PreparedConversation::of(vec![Turn::user(vec![block])]), &params()));
             assert!(message.contains(expected), "{message}");
         }
     }
 
     #[test]
     fn reasoning_in_history() {
-        let conv = conversation(vec![
-            user(vec![text("Hi")]),
-            assistant(vec![
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![
                 ContentBlock::Thinking(Thinking {
                     text: "Greet.".into(),
                     signature: Some("sig1".into()),
@@ -660,7 +642,7 @@ mod tests {
         conv.tools = vec![ToolDefinition { parameters_json: "{not json".into(), ..weather_tool() }];
         let message = unsupported(encode(&conv, &params()));
         assert!(message.contains("parameters_json") && message.contains("get_weather"), "{message}");
-        let mut conv = conversation(tool_exchange());
+        let mut conv = PreparedConversation::of(tool_exchange());
         conv.tools = vec![weather_tool()];
         conv.turns[1].content = vec![ContentBlock::ToolUse(ToolUse {
             id: "tooluse_9".into(),

@@ -151,23 +151,8 @@ mod tests {
         let body = br#"{"id":"x","model":"m","choices":[{"index":0,"message":{"content":"","reasoning":"hm"},"finish_reason":"stop"}]}"#;
         let response = HttpResponse { status: 200, headers: vec![], body: body.to_vec() };
         assert!(OpenAi::decode("my-gateway", response).is_ok());
-        let conversation = PreparedConversation {
-            system: vec![],
-            cache_system: false,
-            turns: vec![],
-            tools: vec![],
-            tool_choice: None,
-        };
-        let params = CallParams {
-            wire_model_id: "m".into(),
-            max_tokens: 16,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        };
+        let conversation = PreparedConversation::of(vec![]);
+        let params = CallParams::new("m", 16);
         let encoded = OpenAi::encode("my-gateway", conversation, params);
         assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
     }

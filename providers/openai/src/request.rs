@@ -289,28 +289,7 @@ mod tests {
     use weir_sdk::types::{LeafBlock, Thinking};
 
     fn params(model: &str) -> CallParams {
-        CallParams {
-            wire_model_id: model.to_owned(),
-            max_tokens: 1024,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        }
-    }
-
-    fn conversation(turns: Vec<Turn>) -> PreparedConversation {
-        PreparedConversation { system: vec![], cache_system: false, turns, tools: vec![], tool_choice: None }
-    }
-
-    fn user(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::User, content, cache: false }
-    }
-
-    fn assistant(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::Assistant, content, cache: false }
+        CallParams::new(model, 1024)
     }
 
     fn text(text: &str) -> ContentBlock {
@@ -344,7 +323,8 @@ mod tests {
 
     #[test]
     fn text_only_request_shape() {
-        let (request, body) = encode_ok("openai", &conversation(vec![user(vec![text("Hi")])]), &params("gpt-4.1"));
+        let (request, body) =
+            encode_ok("openai", &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &params("gpt-4.1"));
         assert_eq!(request.method, "POST");
         assert_eq!(request.path_and_query, "/chat/completions");
         assert_eq!(request.headers, vec![("content-type".to_owned(), "application/json".to_owned())]);
@@ -362,7 +342,8 @@ mod tests {
     fn stream_request_shape() {
         let mut stream = params("gpt-4.1");
         stream.stream = true;
-        let (request, body) = encode_ok("openai", &conversation(vec![user(vec![text("Hi")])]), &stream);
+        let (request, body) =
+            encode_ok("openai", &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &stream);
         assert!(request.headers.contains(&("accept".to_owned(), "text/event-stream".to_owned())));
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -374,7 +355,8 @@ mod tests {
             for streaming in [false, true] {
                 let mut p = params("gpt-4.1");
                 p.stream = streaming;
-                let (request, _) = encode_ok(provider, &conversation(vec![user(vec![text("Hi")])]), &p);
+                let (request, _) =
+                    encode_ok(provider, &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &p);
                 for (name, _) in &request.headers {
                     let name = name.to_ascii_lowercase();
                     assert!(name != "authorization" && !name.contains("key"), "{name}");
@@ -385,7 +367,7 @@ mod tests {
 
     #[test]
     fn system_role_per_model_and_dialect() {
-        let mut conv = conversation(vec![user(vec![text("Hi")])]);
+        let mut conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         conv.system = vec!["Answer briefly.".into(), "Use metric units.".into()];
         let cases = [
             ("openai", "o3", "developer"),
@@ -407,7 +389,7 @@ mod tests {
 
     #[test]
     fn max_tokens_field_per_dialect() {
-        let conv = conversation(vec![user(vec![text("Hi")])]);
+        let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         let openai = body_of("openai", &conv, &params("gpt-4.1"));
         assert_eq!(openai["max_completion_tokens"], json!(1024));
         assert!(openai.get("max_tokens").is_none());
@@ -418,7 +400,7 @@ mod tests {
 
     #[test]
     fn temperature_omitted_for_reasoning_families() {
-        let conv = conversation(vec![user(vec![text("Hi")])]);
+        let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         let with_temperature = |model: &str| {
             let mut p = params(model);
             p.temperature = Some(0.7);
@@ -443,7 +425,7 @@ mod tests {
             name: "weather".into(),
             schema_json: r#"{"type":"object","properties":{"c":{"type":"number"}},"required":["c"],"additionalProperties":false}"#.into(),
         });
-        let body = body_of("openai", &conversation(vec![user(vec![text("Hi")])]), &p);
+        let body = body_of("openai", &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &p);
         assert_eq!(body["stop"], json!(["END"]));
         assert_eq!(body["reasoning_effort"], json!("high"));
         assert_eq!(
@@ -456,14 +438,14 @@ mod tests {
         );
         p.reasoning_effort = Some(Effort::Minimal);
         p.stop.clear();
-        let body = body_of("openai", &conversation(vec![user(vec![text("Hi")])]), &p);
+        let body = body_of("openai", &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &p);
         assert_eq!(body["reasoning_effort"], json!("minimal"));
         assert!(body.get("stop").is_none());
     }
 
     #[test]
     fn tools_and_tool_choice() {
-        let mut conv = conversation(vec![user(vec![text("Weather in Paris?")])]);
+        let mut conv = PreparedConversation::of(vec![Turn::user(vec![text("Weather in Paris?")])]);
         conv.tools = vec![weather_tool()];
         let choices = [
             (ToolChoice::Auto, json!("auto")),
@@ -488,7 +470,7 @@ mod tests {
 
     #[test]
     fn neutral_tool_choice_without_tools_is_left_out() {
-        let mut conv = conversation(vec![user(vec![text("Hi")])]);
+        let mut conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         conv.tool_choice = Some(ToolChoice::None);
         let body = body_of("openai", &conv, &params("gpt-4.1"));
         assert!(body.get("tool_choice").is_none());
@@ -497,7 +479,7 @@ mod tests {
 
     #[test]
     fn images_by_url_and_base64() {
-        let conv = conversation(vec![user(vec![
+        let conv = PreparedConversation::of(vec![Turn::user(vec![
             text("What is in these images?"),
             ContentBlock::Image(Media {
                 mime_type: "image/png".into(),
@@ -522,7 +504,7 @@ mod tests {
             mime_type: "application/pdf".into(),
             source: MediaSource::Base64("JVBERi0x".into()),
         });
-        let conv = conversation(vec![user(vec![pdf.clone(), text("Summarize.")])]);
+        let conv = PreparedConversation::of(vec![Turn::user(vec![pdf.clone(), text("Summarize.")])]);
         let body = body_of("openai", &conv, &params("gpt-4.1"));
         assert_eq!(
             body["messages"][0]["content"][0],
@@ -534,15 +516,15 @@ mod tests {
             mime_type: "application/pdf".into(),
             source: MediaSource::Url("https://example.com/a.pdf".into()),
         });
-        let body = body_of("openai", &conversation(vec![user(vec![by_url])]), &params("gpt-4.1"));
+        let body = body_of("openai", &PreparedConversation::of(vec![Turn::user(vec![by_url])]), &params("gpt-4.1"));
         assert_eq!(body["messages"][0]["content"], json!("[document application/pdf: https://example.com/a.pdf]"));
     }
 
     #[test]
     fn tool_results_come_before_the_rest_of_the_user_turn() {
-        let conv = conversation(vec![
-            user(vec![text("Weather in Paris and Rome?")]),
-            assistant(vec![
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Weather in Paris and Rome?")]),
+            Turn::assistant(vec![
                 ContentBlock::ToolUse(ToolUse {
                     id: "call_a".into(),
                     name: "get_weather".into(),
@@ -554,7 +536,7 @@ mod tests {
                     input_json: r#"{"city":"Rome"}"#.into(),
                 }),
             ]),
-            user(vec![
+            Turn::user(vec![
                 text("Thanks."),
                 ContentBlock::ToolResult(ToolResult {
                     tool_use_id: "call_a".into(),
@@ -596,9 +578,9 @@ mod tests {
             ContentBlock::Thinking(Thinking { text: "Paris first.".into(), signature: None, redacted: false });
         let image =
             ContentBlock::Image(Media { mime_type: "image/png".into(), source: MediaSource::Base64("AAAA".into()) });
-        let conv = conversation(vec![
-            user(vec![text("Hi")]),
-            assistant(vec![
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![
                 thinking.clone(),
                 text("Let me check."),
                 image.clone(),
@@ -618,21 +600,25 @@ mod tests {
 
     #[test]
     fn empty_assistant_turn_gets_empty_content() {
-        let conv = conversation(vec![user(vec![text("Hi")]), assistant(vec![]), user(vec![text("Hello?")])]);
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![]),
+            Turn::user(vec![text("Hello?")]),
+        ]);
         let body = body_of("openai", &conv, &params("gpt-4.1"));
         assert_eq!(body["messages"][1], json!({"role": "assistant", "content": ""}));
     }
 
     #[test]
     fn invalid_json_is_unsupported_and_named() {
-        let mut conv = conversation(vec![user(vec![text("Hi")])]);
+        let mut conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         conv.tools = vec![ToolDefinition { parameters_json: "{not json".into(), ..weather_tool() }];
         let message = unsupported(encode("openai", &conv, &params("gpt-4.1")));
         assert!(message.contains("parameters_json") && message.contains("get_weather"), "{message}");
 
-        let conv = conversation(vec![
-            user(vec![text("Hi")]),
-            assistant(vec![ContentBlock::ToolUse(ToolUse {
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
                 id: "call_1".into(),
                 name: "get_weather".into(),
                 input_json: r#"{"city":"#.into(),
@@ -643,13 +629,17 @@ mod tests {
 
         let mut p = params("gpt-4.1");
         p.response_schema = Some(ResponseSchema { name: "weather".into(), schema_json: "nope".into() });
-        let message = unsupported(encode("openai", &conversation(vec![user(vec![text("Hi")])]), &p));
+        let message = unsupported(encode("openai", &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]), &p));
         assert!(message.contains("response schema"), "{message}");
     }
 
     #[test]
     fn unknown_provider_key_is_unsupported() {
-        let message = unsupported(encode("anthropic", &conversation(vec![user(vec![text("Hi")])]), &params("gpt-4.1")));
+        let message = unsupported(encode(
+            "anthropic",
+            &PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]),
+            &params("gpt-4.1"),
+        ));
         assert!(message.contains("unknown provider key"), "{message}");
     }
 }

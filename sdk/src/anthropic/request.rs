@@ -369,28 +369,7 @@ mod tests {
     }
 
     fn params() -> CallParams {
-        CallParams {
-            wire_model_id: "claude-sonnet-4-5".to_owned(),
-            max_tokens: 4096,
-            thinking_budget: None,
-            reasoning_effort: None,
-            temperature: None,
-            stop: vec![],
-            response_schema: None,
-            stream: false,
-        }
-    }
-
-    fn conversation(turns: Vec<Turn>) -> PreparedConversation {
-        PreparedConversation { system: vec![], cache_system: false, turns, tools: vec![], tool_choice: None }
-    }
-
-    fn user(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::User, content, cache: false }
-    }
-
-    fn assistant(content: Vec<ContentBlock>) -> Turn {
-        Turn { role: TurnRole::Assistant, content, cache: false }
+        CallParams::new("claude-sonnet-4-5", 4096)
     }
 
     fn text(text: &str) -> ContentBlock {
@@ -398,7 +377,7 @@ mod tests {
     }
 
     fn hi() -> PreparedConversation {
-        conversation(vec![user(vec![text("Hi")])])
+        PreparedConversation::of(vec![Turn::user(vec![text("Hi")])])
     }
 
     fn weather_tool() -> ToolDefinition {
@@ -479,11 +458,11 @@ mod tests {
 
     #[test]
     fn turn_cache_marks_its_last_cacheable_block() {
-        let mut first = user(vec![text("Long document."), text("Question?")]);
+        let mut first = Turn::user(vec![text("Long document."), text("Question?")]);
         first.cache = true;
-        let mut reply = assistant(vec![text("Answer."), signed_thinking()]);
+        let mut reply = Turn::assistant(vec![text("Answer."), signed_thinking()]);
         reply.cache = true;
-        let body = body_of(&conversation(vec![first, reply, user(vec![text("More?")])]), &params());
+        let body = body_of(&PreparedConversation::of(vec![first, reply, Turn::user(vec![text("More?")])]), &params());
         assert_eq!(
             body["messages"][0]["content"],
             json!([
@@ -587,7 +566,7 @@ mod tests {
 
     #[test]
     fn images_and_pdf_documents() {
-        let conv = conversation(vec![user(vec![
+        let conv = PreparedConversation::of(vec![Turn::user(vec![
             ContentBlock::Image(Media { mime_type: "image/png".into(), source: MediaSource::Base64("iVBOR".into()) }),
             ContentBlock::Image(Media {
                 mime_type: "image/jpeg".into(),
@@ -616,15 +595,15 @@ mod tests {
     fn non_pdf_documents_are_unsupported() {
         let doc =
             ContentBlock::Document(Media { mime_type: "text/csv".into(), source: MediaSource::Base64("YQ==".into()) });
-        let message = unsupported(encode(&conversation(vec![user(vec![doc])]), &params()));
+        let message = unsupported(encode(&PreparedConversation::of(vec![Turn::user(vec![doc])]), &params()));
         assert!(message.contains("text/csv") && message.contains("PDF"), "{message}");
     }
 
     #[test]
     fn tool_use_and_results_come_first() {
-        let conv = conversation(vec![
-            user(vec![text("Weather in Paris?")]),
-            assistant(vec![
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Weather in Paris?")]),
+            Turn::assistant(vec![
                 signed_thinking(),
                 ContentBlock::ToolUse(ToolUse {
                     id: "toolu_01A".into(),
@@ -632,7 +611,7 @@ mod tests {
                     input_json: r#"{"city":"Paris"}"#.into(),
                 }),
             ]),
-            user(vec![
+            Turn::user(vec![
                 text("Thanks."),
                 ContentBlock::ToolResult(ToolResult {
                     tool_use_id: "toolu_01A".into(),
@@ -676,7 +655,10 @@ mod tests {
     fn redacted_and_unsigned_thinking() {
         let redacted = ContentBlock::Thinking(Thinking { text: "EmwKAhgB".into(), signature: None, redacted: true });
         let unsigned = ContentBlock::Thinking(Thinking { text: "Hmm.".into(), signature: None, redacted: false });
-        let conv = conversation(vec![user(vec![text("Hi")]), assistant(vec![redacted, unsigned, text("Hello.")])]);
+        let conv = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![redacted, unsigned, text("Hello.")]),
+        ]);
         assert_eq!(
             body_of(&conv, &params())["messages"][1]["content"],
             json!([
@@ -694,9 +676,9 @@ mod tests {
         let message = unsupported(encode(&conv, &params()));
         assert!(message.contains("parameters_json") && message.contains("get_weather"), "{message}");
         for input in [r#"{"city":"#, "[1]"] {
-            let conv = conversation(vec![
-                user(vec![text("Hi")]),
-                assistant(vec![ContentBlock::ToolUse(ToolUse {
+            let conv = PreparedConversation::of(vec![
+                Turn::user(vec![text("Hi")]),
+                Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
                     id: "toolu_1".into(),
                     name: "get_weather".into(),
                     input_json: input.into(),
