@@ -67,7 +67,6 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -75,20 +74,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{Request, Response};
 use base64::Engine as _;
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Notify, oneshot};
 
 use crate::anthropic_wire;
-use crate::fake_upstream::Scripted;
+use crate::fake_upstream::{Scripted, play, serve_connection};
 
 /// The access key id the fake knows by default.
 pub const ACCESS_KEY_ID: &str = "AKIAWEIRFAKE7EXAMPLE";
@@ -1428,35 +1426,16 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
+                let shared = Arc::clone(&shared);
+                tokio::spawn(serve_connection(stream, move |request, kill| {
+                    let shared = Arc::clone(&shared);
+                    async move { handle(request, &shared, &kill).await }
+                }));
             }
             Err(e) => {
                 tracing::warn!("fake bedrock: accept: {e}");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-        }
-    }
-}
-
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
-    let kill = Arc::new(Notify::new());
-    let service_kill = Arc::clone(&kill);
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let shared = Arc::clone(&shared);
-        let kill = Arc::clone(&service_kill);
-        async move { Ok::<_, Infallible>(handle(request, &shared, &kill).await) }
-    });
-    let mut connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::select! {
-        result = &mut connection => {
-            if let Err(e) = result {
-                tracing::debug!("fake bedrock: connection ended: {e}");
-            }
-        }
-        () = kill.notified() => {
-            let stream = connection.into_parts().io.into_inner();
-            let _ = stream.set_zero_linger();
-            drop(stream);
         }
     }
 }
@@ -1497,7 +1476,7 @@ async fn handle(request: Request<Incoming>, shared: &Shared, kill: &Notify) -> R
             (None, true) => state.queue.pop_front().unwrap_or_else(|| default_answer(operation, mantle_stream)),
         }
     };
-    play(script, kill).await
+    play(script, kill, None).await
 }
 
 /// What a route answers with nothing scripted.
@@ -1518,57 +1497,6 @@ fn default_answer(operation: Operation, streaming: bool) -> Scripted {
         )),
         Operation::Unknown => aws_error(404, "UnknownOperationException", "UnknownOperationException"),
     }
-}
-
-async fn play(mut script: Scripted, kill: &Notify) -> Response<Body> {
-    loop {
-        match script {
-            Scripted::Delay { delay, then } => {
-                tokio::time::sleep(delay).await;
-                script = *then;
-            }
-            Scripted::Drop => {
-                kill.notify_one();
-                return std::future::pending().await;
-            }
-            Scripted::Respond { status, headers, body } => return build_response(status, &headers, Body::from(body)),
-            Scripted::Stream { status, headers, chunks, pause } => {
-                let stream =
-                    futures_util::stream::unfold((chunks.into_iter(), true), move |(mut chunks, first)| async move {
-                        let chunk = chunks.next()?;
-                        if !first && !pause.is_zero() {
-                            tokio::time::sleep(pause).await;
-                        }
-                        Some((Ok::<Bytes, Infallible>(chunk), (chunks, false)))
-                    });
-                return build_response(status, &headers, Body::from_stream(stream));
-            }
-            Scripted::StreamThenDrop { status, headers, chunks } => {
-                let chunks = futures_util::stream::iter(chunks.into_iter().map(Ok));
-                let cut = futures_util::stream::once(async {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    Err(std::io::Error::other("dropped on purpose"))
-                });
-                return build_response(
-                    status,
-                    &headers,
-                    Body::from_stream(futures_util::StreamExt::chain(chunks, cut)),
-                );
-            }
-        }
-    }
-}
-
-fn build_response(status: u16, headers: &[(String, String)], body: Body) -> Response<Body> {
-    let mut builder = Response::builder().status(status);
-    for (name, value) in headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    builder.body(body).unwrap_or_else(|e| {
-        let mut response = Response::new(Body::from(format!("fake bedrock: invalid scripted response: {e}")));
-        *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-        response
-    })
 }
 
 #[cfg(test)]

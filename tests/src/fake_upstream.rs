@@ -330,7 +330,11 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         match listener.accept().await {
             Ok((stream, _peer)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(stream, Arc::clone(&shared), router.clone()));
+                let (shared, router) = (Arc::clone(&shared), router.clone());
+                tokio::spawn(serve_connection(stream, move |request, kill| {
+                    let (shared, router) = (Arc::clone(&shared), router.clone());
+                    async move { handle(request, &shared, router, &kill).await }
+                }));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -341,22 +345,25 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, router: Router) {
-    // Fired by a handler playing `Scripted::Drop`; the select below then abandons the
-    // connection without letting hyper write anything.
+/// Serves one connection with `handle`, for every fake. A handler that fires the
+/// `Notify` it is given (playing `Scripted::Drop`) has the connection abandoned
+/// without hyper writing anything.
+pub(crate) async fn serve_connection<H, F>(stream: TcpStream, handle: H)
+where
+    H: Fn(Request<Incoming>, Arc<Notify>) -> F + Send + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
     let kill = Arc::new(Notify::new());
     let service_kill = Arc::clone(&kill);
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let shared = Arc::clone(&shared);
-        let router = router.clone();
-        let kill = Arc::clone(&service_kill);
-        async move { Ok::<_, Infallible>(handle(request, &shared, router, &kill).await) }
+        let response = handle(request, Arc::clone(&service_kill));
+        async move { Ok::<_, Infallible>(response.await) }
     });
     let mut connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     tokio::select! {
         result = &mut connection => {
             if let Err(e) = result {
-                tracing::debug!("fake upstream: connection ended: {e}");
+                tracing::debug!("fake server: connection ended: {e}");
             }
         }
         () = kill.notified() => {
@@ -394,7 +401,10 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
     tracing::debug!(method = %received.method, path = %received.path, "fake upstream: request");
     let (seq, script) = shared.record(received);
     match script {
-        Some(script) => play(script, kill, shared).await,
+        Some(script) => {
+            let shared = Arc::clone(shared);
+            play(script, kill, Some(Arc::new(move || shared.lock().chunks_sent += 1))).await
+        }
         None => {
             let mut request = Request::from_parts(parts, Body::from(body));
             request.extensions_mut().insert(RequestSeq(seq));
@@ -406,7 +416,12 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
     }
 }
 
-async fn play(mut script: Scripted, kill: &Notify, shared: &Arc<Shared>) -> Response<Body> {
+/// Called once for each chunk of a scripted stream the connection takes.
+pub(crate) type ChunkCounter = Arc<dyn Fn() + Send + Sync>;
+
+/// Plays a script as the answer, for every fake: waits, a reset (by firing `kill`), a
+/// whole response, a stream (each chunk counted by `counter`), a stream then a reset.
+pub(crate) async fn play(mut script: Scripted, kill: &Notify, counter: Option<ChunkCounter>) -> Response<Body> {
     loop {
         match script {
             Scripted::Delay { delay, then } => {
@@ -419,7 +434,7 @@ async fn play(mut script: Scripted, kill: &Notify, shared: &Arc<Shared>) -> Resp
             }
             Scripted::Respond { status, headers, body } => return build_response(status, &headers, Body::from(body)),
             Scripted::Stream { status, headers, chunks, pause } => {
-                return build_response(status, &headers, chunked_body(chunks, pause, Some(Arc::clone(shared))));
+                return build_response(status, &headers, chunked_body(chunks, pause, counter));
             }
             Scripted::StreamThenDrop { status, headers, chunks } => {
                 return build_response(status, &headers, cut_body(chunks));
@@ -430,15 +445,15 @@ async fn play(mut script: Scripted, kill: &Notify, shared: &Arc<Shared>) -> Resp
 
 /// The chunks as a body, pausing between them; each chunk taken is counted in
 /// `counter` when given.
-fn chunked_body(chunks: Vec<Bytes>, pause: Duration, counter: Option<Arc<Shared>>) -> Body {
+fn chunked_body(chunks: Vec<Bytes>, pause: Duration, counter: Option<ChunkCounter>) -> Body {
     let start = (chunks.into_iter(), true, counter);
     let stream = futures_util::stream::unfold(start, move |(mut chunks, first, counter)| async move {
         let chunk = chunks.next()?;
         if !first && !pause.is_zero() {
             tokio::time::sleep(pause).await;
         }
-        if let Some(shared) = &counter {
-            shared.lock().chunks_sent += 1;
+        if let Some(count) = &counter {
+            count();
         }
         Some((Ok::<Bytes, Infallible>(chunk), (chunks, false, counter)))
     });
@@ -463,7 +478,7 @@ fn build_response(status: u16, headers: &[(String, String)], body: Body) -> Resp
     }
     builder.body(body).unwrap_or_else(|e| {
         // A broken script is a test bug: say so loudly in the answer itself.
-        let mut response = Response::new(Body::from(format!("fake upstream: invalid scripted response: {e}")));
+        let mut response = Response::new(Body::from(format!("fake server: invalid scripted response: {e}")));
         *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
         response
     })
