@@ -81,7 +81,10 @@ impl Weir {
     async fn provider_status(&self, provider: &Provider) -> ProviderStatus {
         let info = provider.info();
         let component = provider.component();
-        let region = self.aws_identity().region(self.secrets()).await;
+        // Only a provider that names a region asks AWS's chain for one.
+        let signed = matches!(info.credential, CredentialShape::AwsSigv4(_));
+        let placeholder = info.default_endpoint.as_deref().is_some_and(|url| url.contains(REGION_PLACEHOLDER));
+        let region = if signed || placeholder { self.aws_identity().region(self.secrets()).await } else { None };
         ProviderStatus {
             key: info.key.clone(),
             description: info.description.clone(),
