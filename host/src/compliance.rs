@@ -72,35 +72,29 @@ pub struct RetentionProjects {
 }
 
 /// One call's binding: the projects of its provider, the model and the envelope.
-#[derive(Debug, Clone)]
-pub struct Binding {
-    projects: Option<RetentionProjects>,
-    requires_lax: bool,
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    projects: Option<&'a RetentionProjects>,
+    model: &'a ModelSpec,
     envelope: ComplianceEnvelope,
-    model: String,
 }
 
-impl Binding {
-    pub fn new(projects: Option<&RetentionProjects>, model: &ModelSpec, envelope: ComplianceEnvelope) -> Self {
-        Self { projects: projects.cloned(), requires_lax: model.requires_lax, envelope, model: model.id.clone() }
-    }
-
-    /// The header a component may not set, because the host binds it.
-    pub fn owned_header(&self) -> Option<&str> {
-        self.projects.as_ref().map(|projects| projects.header.as_str())
+impl<'a> Binding<'a> {
+    pub fn new(projects: Option<&'a RetentionProjects>, model: &'a ModelSpec, envelope: ComplianceEnvelope) -> Self {
+        Self { projects, model, envelope }
     }
 
     /// Adds the project header to an encoded request. A component that set the
     /// header itself produced a request the host will not send.
     pub fn apply(&self, request: &mut HttpRequest) -> Result<(), WeirError> {
-        let Some(projects) = &self.projects else { return Ok(()) };
+        let Some(projects) = self.projects else { return Ok(()) };
         if request.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(&projects.header)) {
             return Err(WeirError::Compliance {
-                model: self.model.clone(),
+                model: self.model.id.clone(),
                 reason: format!("the provider component set `{}`, which only the host binds", projects.header),
             });
         }
-        let project = if self.requires_lax { &projects.lax_project } else { &projects.strict_project };
+        let project = if self.model.requires_lax { &projects.lax_project } else { &projects.strict_project };
         if let Some(project) = project {
             request.headers.push((projects.header.to_ascii_lowercase(), project.clone()));
         }
@@ -114,14 +108,14 @@ impl Binding {
         if self.envelope.allow_data_sharing {
             return Ok(());
         }
-        let lax_bound = self.projects.as_ref().is_some_and(|projects| {
+        let lax_bound = self.projects.is_some_and(|projects| {
             projects.lax_project.as_ref().is_some_and(|lax| {
                 request.headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&projects.header) && value == lax)
             })
         });
-        if self.requires_lax || lax_bound {
+        if self.model.requires_lax || lax_bound {
             return Err(WeirError::Compliance {
-                model: self.model.clone(),
+                model: self.model.id.clone(),
                 reason: "the request is bound to data sharing and the compliance envelope does not allow it \
                          (refused as it was about to be sent)"
                     .to_owned(),
@@ -173,7 +167,8 @@ mod tests {
 
     #[test]
     fn ordinary_traffic_binds_the_strict_project() {
-        let binding = Binding::new(Some(&projects(Some("strict"), Some("lax"))), &model(false), Default::default());
+        let (projects, model) = (projects(Some("strict"), Some("lax")), model(false));
+        let binding = Binding::new(Some(&projects), &model, Default::default());
         let mut request = request();
         binding.apply(&mut request).unwrap();
         binding.recheck(&request).unwrap();
@@ -183,7 +178,8 @@ mod tests {
     #[test]
     fn a_data_sharing_model_binds_the_lax_project_only_inside_a_permitting_envelope() {
         let permitting = ComplianceEnvelope::permitting_data_sharing();
-        let binding = Binding::new(Some(&projects(Some("strict"), Some("lax"))), &model(true), permitting);
+        let (projects, model) = (projects(Some("strict"), Some("lax")), model(true));
+        let binding = Binding::new(Some(&projects), &model, permitting);
         let mut request = request();
         binding.apply(&mut request).unwrap();
         binding.recheck(&request).unwrap();
@@ -193,13 +189,14 @@ mod tests {
     #[test]
     fn an_unconfigured_project_sends_no_header() {
         for (projects, requires_lax) in [(projects(None, Some("lax")), false), (projects(Some("strict"), None), true)] {
-            let binding =
-                Binding::new(Some(&projects), &model(requires_lax), ComplianceEnvelope::permitting_data_sharing());
+            let model = model(requires_lax);
+            let binding = Binding::new(Some(&projects), &model, ComplianceEnvelope::permitting_data_sharing());
             let mut request = request();
             binding.apply(&mut request).unwrap();
             assert_eq!(workspace(&request), None);
         }
-        let unbound = Binding::new(None, &model(false), Default::default());
+        let ordinary = model(false);
+        let unbound = Binding::new(None, &ordinary, Default::default());
         let mut request = request();
         unbound.apply(&mut request).unwrap();
         assert!(request.headers.is_empty());
@@ -208,18 +205,20 @@ mod tests {
     #[test]
     fn the_last_line_refuses_a_lax_bound_request_under_the_default_envelope() {
         let projects = projects(Some("strict"), Some("lax"));
-        let binding = Binding::new(Some(&projects), &model(false), ComplianceEnvelope::default());
+        let (ordinary, data_sharing) = (model(false), model(true));
+        let binding = Binding::new(Some(&projects), &ordinary, ComplianceEnvelope::default());
         let mut request = request();
         request.headers.push(("Anthropic-Workspace-Id".into(), "lax".into()));
         let error = binding.recheck(&request).unwrap_err();
         assert!(error.to_string().contains("about to be sent"), "{error}");
-        let lax_model = Binding::new(Some(&projects), &model(true), ComplianceEnvelope::default());
+        let lax_model = Binding::new(Some(&projects), &data_sharing, ComplianceEnvelope::default());
         assert!(lax_model.recheck(&self::request()).is_err(), "a requires_lax model never leaves");
     }
 
     #[test]
     fn a_component_may_not_bind_the_project_itself() {
-        let binding = Binding::new(Some(&projects(Some("strict"), None)), &model(false), Default::default());
+        let (projects, model) = (projects(Some("strict"), None), model(false));
+        let binding = Binding::new(Some(&projects), &model, Default::default());
         let mut request = request();
         request.headers.push(("anthropic-workspace-id".into(), "chosen-by-component".into()));
         let error = binding.apply(&mut request).unwrap_err();

@@ -26,7 +26,7 @@ pub(super) struct Target<'a> {
     /// The credential's id, named in quota messages (never its value).
     pub credential_id: Option<String>,
     pub endpoint: String,
-    pub binding: Binding,
+    pub binding: Binding<'a>,
 }
 
 impl Target<'_> {
