@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Category, WeirError};
+use crate::identity::Caller;
 use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
@@ -40,6 +41,8 @@ pub struct ChatRequest {
     /// Streams only: an in-band error before any output may replay the request
     /// once without streaming. `false` takes the stream's verdict as is.
     pub stream_replay: bool,
+    /// Who is calling (the gateway sets it from the caller's key).
+    pub caller: Option<Caller>,
 }
 
 impl ChatRequest {
@@ -58,6 +61,7 @@ impl ChatRequest {
             max_corrections: None,
             accept_truncated: false,
             stream_replay: true,
+            caller: None,
         }
     }
 

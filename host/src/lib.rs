@@ -28,6 +28,7 @@ mod chat;
 pub mod check;
 pub mod compliance;
 mod error;
+pub mod identity;
 pub mod plugin;
 pub mod server;
 mod status;

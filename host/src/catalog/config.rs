@@ -54,6 +54,20 @@ pub struct Config {
     pub retention: BTreeMap<String, RetentionProjects>,
     #[serde(default, rename = "model")]
     pub models: Vec<ModelEntry>,
+    /// The callers allowed through the gateway (`[[key]]`). With none, `weir
+    /// serve` binds loopback only unless `allow_unauthenticated` is set.
+    #[serde(default, rename = "key")]
+    pub keys: Vec<KeyEntry>,
+    /// Serve a non-loopback address with no `[[key]]` (anyone who reaches the
+    /// port spends the operator's credit). Default false.
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+    /// The gateway's edge: client timeouts, body limit, origins, caps, drain.
+    #[serde(default)]
+    pub server: ServerSettings,
+    /// Longest a single upstream attempt may take in all (a whole answer: until
+    /// its body is read; a stream: until its first output), in seconds.
+    pub attempt_timeout_secs: Option<u64>,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -109,6 +123,74 @@ pub struct ModelEntry {
     /// What a cache-write input token costs, as a multiple of an input token
     /// (absent: 1.0).
     pub cache_write_multiplier: Option<f64>,
+    /// Allow a plain-`http` endpoint that is not on loopback (default false: a
+    /// secret must not cross a network in clear).
+    #[serde(default)]
+    pub allow_http: bool,
+    /// Calls parked in this model's admission queue at once (default
+    /// [`DEFAULT_MAX_QUEUE`]); one more answers 503 with `retry-after`.
+    pub max_queue: Option<u32>,
+    /// Upstream attempts one call may make in all — retries, corrections,
+    /// escalation and replays share this counter (default [`DEFAULT_MAX_ATTEMPTS`]).
+    pub max_attempts: Option<u32>,
+}
+
+/// Attempts one call may make in all, when an entry declares none.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 6;
+/// Calls one model may park, when an entry declares none.
+pub const DEFAULT_MAX_QUEUE: u32 = 1_024;
+
+/// One `[[key]]`: a caller of the gateway. The token itself is never stored,
+/// only its SHA-256.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    /// Shown in logs and records; never the secret.
+    pub id: String,
+    /// The member (person or service) the key belongs to.
+    pub member: String,
+    pub team: Option<String>,
+    /// `sha256:<64 hex>` of the token.
+    pub hash: String,
+    /// Catalog ids (or roles) this key may call; absent: every model.
+    pub models: Option<Vec<String>>,
+    /// Requests per minute admitted for this key (absent: unlimited).
+    pub rpm: Option<u32>,
+    /// Tokens per minute admitted for this key (absent: unlimited).
+    pub tpm: Option<u64>,
+    /// RFC 3339 instant after which the key is refused, e.g. `2027-01-31T00:00:00Z`.
+    pub expires: Option<String>,
+    /// May read the operator endpoints (`/v1/providers`, detailed `/v1/models`).
+    #[serde(default)]
+    pub admin: bool,
+}
+
+/// `[server]`: what the gateway's edge allows a client. Every limit has a
+/// default; see each field.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Largest request body, in bytes (default 32 MiB: real images and PDFs).
+    pub max_body_bytes: Option<u64>,
+    /// Browser origins allowed to call (`https://app.example.com`); a request
+    /// carrying any other `Origin` is refused. Default: none.
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
+    /// Seconds a client has to send its request head (default 10).
+    pub header_timeout_secs: Option<u64>,
+    /// Seconds a client has to send its request body (default 60).
+    pub body_timeout_secs: Option<u64>,
+    /// Seconds an idle keep-alive connection is kept (default 75).
+    pub idle_timeout_secs: Option<u64>,
+    /// Client connections open at once (default 4096); more wait in the backlog.
+    pub max_connections: Option<u32>,
+    /// Calls in flight at once across the gateway (default 2048); more answer 503.
+    pub max_in_flight: Option<u32>,
+    /// Seconds a streaming client may take no chunk before it is dropped and its
+    /// instance, permit and upstream socket freed (default 60).
+    pub stream_idle_secs: Option<u64>,
+    /// Seconds SIGTERM waits for calls in flight to finish (default 25).
+    pub drain_secs: Option<u64>,
 }
 
 /// Tokens of reasoning a call books for its effort. An effort with no entry
@@ -204,8 +286,13 @@ impl ModelEntry {
             || self.tpm == Some(0)
             || self.output_tokens == Some(0)
             || self.max_concurrency == Some(0)
+            || self.max_queue == Some(0)
+            || self.max_attempts == Some(0)
         {
-            return Err("`rpm`, `tpm`, `output_tokens` and `max_concurrency` must be positive when set".to_owned());
+            return Err(
+                "`rpm`, `tpm`, `output_tokens`, `max_concurrency`, `max_queue` and `max_attempts` must be positive when set"
+                    .to_owned(),
+            );
         }
         let multipliers = [self.cache_read_multiplier, self.cache_write_multiplier];
         if multipliers.into_iter().flatten().any(|m| !m.is_finite() || m < 0.0) {

@@ -5,7 +5,10 @@ mod config;
 
 use std::collections::BTreeMap;
 
-pub use config::{Config, ConfigError, EMBEDDED_DEFAULT, ModelEntry, ThinkingBudget};
+pub use config::{
+    Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, ModelEntry,
+    ServerSettings, ThinkingBudget,
+};
 
 use crate::admission::Tokenizer;
 
@@ -39,6 +42,11 @@ pub struct ModelSpec {
     pub native_tools: bool,
     pub cache_read_multiplier: f64,
     pub cache_write_multiplier: f64,
+    /// A plain-`http` endpoint off loopback is allowed (see `allow_http`).
+    pub allow_http: bool,
+    pub max_queue: u32,
+    /// Upstream attempts of every kind one call may make.
+    pub max_attempts: u32,
 }
 
 impl ModelSpec {
@@ -76,6 +84,9 @@ impl ModelSpec {
             native_tools: true,
             cache_read_multiplier: 1.0,
             cache_write_multiplier: 1.0,
+            allow_http: false,
+            max_queue: DEFAULT_MAX_QUEUE,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
     }
 }
@@ -147,5 +158,8 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
         native_tools: entry.native_tools.unwrap_or(true),
         cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(1.0),
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
+        allow_http: entry.allow_http,
+        max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
+        max_attempts: entry.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
     }
 }

@@ -1,0 +1,12 @@
+//! Who is calling: the caller identity a call carries, and the gateway's
+//! `[[key]]` ring that turns a presented token into one.
+
+/// The caller of one call. The gateway fills it from the key it checked; a
+/// service embedding the library passes its own member id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// The key's id (never its token); `None` for a library caller without a key.
+    pub key_id: Option<String>,
+    pub member: String,
+    pub team: Option<String>,
+}
