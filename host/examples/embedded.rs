@@ -10,7 +10,7 @@
 #![allow(clippy::print_stdout, reason = "an example prints its result")]
 
 use weir_host::types::{Conversation, ToolDefinition};
-use weir_host::{ChatRequest, Config, Weir};
+use weir_host::{Caller, ChatRequest, Config, Weir};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             parameters_json: r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
                 .to_owned(),
         });
-    let answer = weir.chat(ChatRequest::new("local-chat", conversation)).await?;
+    // The embedding service says who is calling: its own member id (no gateway key).
+    let caller = Caller { key_id: None, member: "example-service".to_owned(), team: None };
+    let answer = weir.chat(ChatRequest::new("local-chat", conversation).caller(caller)).await?;
 
     println!("model:    {} via {:?}", answer.stamp.model, answer.stamp.provider);
     println!("text:     {}", answer.text());

@@ -69,6 +69,13 @@ impl ChatRequest {
         self.max_output_tokens = Some(tokens);
         self
     }
+
+    /// Who is calling: an embedding service passes its own member id (and a
+    /// `key_id` when a `[[key]]`'s model list and buckets should apply).
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = Some(caller);
+        self
+    }
 }
 
 /// Facts every answer and every failure carries, set by the call template in one

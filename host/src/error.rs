@@ -4,6 +4,7 @@
 //! the failure is classified.
 
 use crate::admission::AdmissionError;
+use crate::identity::AuthError;
 use crate::plugin::PluginError;
 use crate::transport::{CredentialError, TransportError};
 use std::time::Duration;
@@ -33,6 +34,10 @@ pub enum Category {
     InvalidResponse,
     /// The compliance envelope does not permit this model or this request.
     ComplianceRefused,
+    /// No caller key, or one that is unknown or expired.
+    InvalidApiKey,
+    /// The caller's key may not call this model, or this endpoint.
+    PermissionDenied,
 }
 
 impl Category {
@@ -57,6 +62,8 @@ impl Category {
             Self::ProviderEmptyResponseExhausted => "provider_empty_response_exhausted",
             Self::InvalidResponse => "invalid_response",
             Self::ComplianceRefused => "compliance_refused",
+            Self::InvalidApiKey => "invalid_api_key",
+            Self::PermissionDenied => "permission_denied",
         }
     }
 
@@ -74,7 +81,8 @@ impl Category {
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
-            Self::ComplianceRefused => 403,
+            Self::ComplianceRefused | Self::PermissionDenied => 403,
+            Self::InvalidApiKey => 401,
         }
     }
 }
@@ -145,6 +153,12 @@ impl UpstreamClass {
 /// Every way a call can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum WeirError {
+    /// The caller's key is missing, unknown, expired or was revoked.
+    #[error("{0}")]
+    Unauthenticated(AuthError),
+    /// The caller's key does not list this model.
+    #[error("the API key `{key}` may not call model `{model}`")]
+    ModelNotPermitted { key: String, model: String },
     #[error("unknown model `{0}`")]
     UnknownModel(String),
     #[error("invalid request: {0}")]
@@ -201,6 +215,8 @@ pub enum WeirError {
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {
+            Self::Unauthenticated(_) => Category::InvalidApiKey,
+            Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
             Self::Refused { .. } => Category::Refused,
             Self::OutputTruncated { .. } => Category::OutputTruncated,
@@ -272,7 +288,9 @@ impl WeirError {
                 | TransportError::BodyTooLarge { .. }
                 | TransportError::Signing(_) => None,
             },
-            Self::UnknownModel(_)
+            Self::Unauthenticated(_)
+            | Self::ModelNotPermitted { .. }
+            | Self::UnknownModel(_)
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
@@ -293,7 +311,9 @@ impl WeirError {
     /// guidance, never a provider's words or a secret.
     pub fn safe_message(&self) -> String {
         match self {
-            Self::UnknownModel(_)
+            Self::Unauthenticated(_)
+            | Self::ModelNotPermitted { .. }
+            | Self::UnknownModel(_)
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }

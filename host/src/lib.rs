@@ -43,11 +43,13 @@ use std::time::Duration;
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
+pub use identity::Caller;
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus};
 pub use stream::ChatStream;
 
 use admission::{Admission, InProcessStore, RateStore};
 use compliance::ComplianceEnvelope;
+use identity::KeyRing;
 use plugin::{PluginEngine, ProviderRegistry};
 use transport::{AwsIdentity, EnvSecretStore, HttpClient, SecretStore, TransportSettings};
 
@@ -85,6 +87,10 @@ struct Inner {
     aws: AwsIdentity,
     compliance: ComplianceEnvelope,
     providers_dir: PathBuf,
+    /// The caller keys, swapped whole by [`Weir::replace_keys`].
+    keys: RwLock<Arc<KeyRing>>,
+    /// Where key buckets live (the same store as the models').
+    rate_store: Arc<dyn RateStore>,
 }
 
 impl std::fmt::Debug for Weir {
@@ -172,6 +178,21 @@ impl Weir {
                 }
             }
         })
+    }
+
+    /// The caller keys as of now.
+    pub fn keys(&self) -> Arc<KeyRing> {
+        Arc::clone(&self.inner.keys.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Replaces the caller keys for new calls (a key removed is refused from
+    /// the next call on; unchanged keys keep their buckets). A list that does not
+    /// validate changes nothing and says why.
+    pub fn replace_keys(&self, entries: &[catalog::KeyEntry]) -> Result<Arc<KeyRing>, String> {
+        let previous = self.keys();
+        let next = Arc::new(KeyRing::new(entries, Some(&previous), self.inner.rate_store.as_ref())?);
+        *self.inner.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
+        Ok(next)
     }
 
     pub fn admission(&self) -> &Admission {
@@ -294,6 +315,8 @@ impl WeirBuilder {
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
         let registry = RwLock::new(Arc::new(registry));
         let compliance = self.compliance.unwrap_or(config.compliance);
+        let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
         let inner = Inner {
             config,
             catalog,
@@ -305,6 +328,8 @@ impl WeirBuilder {
             aws: AwsIdentity::default(),
             compliance,
             providers_dir,
+            keys: RwLock::new(Arc::new(keys)),
+            rate_store,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

@@ -272,6 +272,9 @@ pub struct Grant {
     gate: Arc<ModelGate>,
     demand: Demand,
     sent: bool,
+    /// A grant taken for the same call from another gate (the caller key's),
+    /// sent and rolled back with this one.
+    companion: Option<Box<Grant>>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -282,7 +285,13 @@ impl std::fmt::Debug for Grant {
 
 impl Grant {
     fn new(gate: Arc<ModelGate>, demand: Demand) -> Self {
-        Self { gate, demand, sent: false }
+        Self { gate, demand, sent: false, companion: None }
+    }
+
+    /// Ties `companion` (a grant of the same call from another gate) to this one.
+    pub fn with_companion(mut self, companion: Option<Grant>) -> Self {
+        self.companion = companion.map(Box::new);
+        self
     }
 
     pub fn demand(&self) -> Demand {
@@ -292,10 +301,16 @@ impl Grant {
     /// The request is leaving the process: its tokens are spent from now on.
     pub fn mark_sent(&mut self) {
         self.sent = true;
+        if let Some(companion) = &mut self.companion {
+            companion.mark_sent();
+        }
     }
 
     /// Gives an unsent grant back now, and waits until the account has it.
     pub async fn rollback(mut self) {
+        if let Some(companion) = self.companion.take() {
+            Box::pin(companion.rollback()).await;
+        }
         if !self.sent {
             self.sent = true;
             self.gate.account.give(self.demand).await;

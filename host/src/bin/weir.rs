@@ -3,6 +3,7 @@
 //! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]`
 //! - `weir providers [--config FILE] [--providers-dir DIR]`
 //! - `weir check FILE.wasm [--fixtures DIR]`
+//! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
 use std::net::SocketAddr;
@@ -46,6 +47,27 @@ enum Command {
         #[arg(long)]
         fixtures: Option<PathBuf>,
     },
+    /// Caller keys for the gateway's `[[key]]` list.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Mint a key: prints the token once (give it to the caller) and the
+    /// `[[key]]` lines to paste into the config (they hold only its hash).
+    New {
+        /// The member (person or service) the key belongs to.
+        #[arg(long)]
+        member: String,
+        /// The key's id, shown in logs and records (default: MEMBER-<8 hex>).
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        team: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +83,9 @@ struct Common {
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// How often the providers folder is checked for changes, unless configured.
 const DEFAULT_WATCH_MS: u64 = 2_000;
+/// The config file is polled for key changes at least this often, even with the
+/// providers watch off (SIGHUP reloads at once).
+const KEYS_WATCH_MIN_MS: u64 = 250;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -77,6 +102,7 @@ fn main() -> ExitCode {
         Command::Serve { common, listen } => serve(common, listen),
         Command::Providers { common } => providers(common),
         Command::Check { file, fixtures } => check(&file, fixtures.as_deref()),
+        Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -100,11 +126,21 @@ fn build(common: Common) -> anyhow::Result<Weir> {
 }
 
 fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let config_path = common.config.clone();
     let weir = build(common)?;
     let address = match listen.or(weir.config().listen) {
         Some(address) => address,
         None => DEFAULT_LISTEN.parse()?,
     };
+    // Beyond loopback, a gateway without keys spends the operator's credit for
+    // anyone who reaches the port: only an explicit choice allows it.
+    let open_allowed = address.ip().is_loopback() || weir.config().allow_unauthenticated;
+    if weir.keys().is_empty() && !open_allowed {
+        anyhow::bail!(
+            "refusing to listen on {address} with no [[key]]: anyone who reaches it could call every model. \
+             Add keys (`weir keys new --member NAME`), listen on loopback, or set `allow_unauthenticated = true`"
+        );
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
@@ -121,6 +157,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         if watch_every > 0 {
             // Detached: it runs for the life of the server.
             drop(weir.watch_providers(std::time::Duration::from_millis(watch_every)));
+        }
+        if let Some(path) = config_path {
+            let every = std::time::Duration::from_millis(watch_every.max(KEYS_WATCH_MIN_MS));
+            drop(weir_host::identity::watch_keys(weir.clone(), path, every, open_allowed));
         }
         println!("listening on {bound}");
         weir_host::server::serve(weir, listener).await?;
@@ -170,4 +210,27 @@ fn check(file: &std::path::Path, fixtures: Option<&std::path::Path>) -> anyhow::
     println!("{}: world {}, sha256 {}", file.display(), outcome.world_version, outcome.digest);
     println!("{}", outcome.report);
     if outcome.report.passed() { Ok(()) } else { anyhow::bail!("{} does not pass the conformance kit", file.display()) }
+}
+
+fn new_key(member: &str, id: Option<String>, team: Option<&str>) -> anyhow::Result<()> {
+    let key = weir_host::identity::new_key().map_err(anyhow::Error::msg)?;
+    // The default id names the member and the hash's first digits: recognizable
+    // in logs, and still not the secret.
+    let digits: String = key.hash.trim_start_matches("sha256:").chars().take(8).collect();
+    let id = id.unwrap_or_else(|| format!("{member}-{digits}"));
+    println!("# The token, shown once: give it to the caller (api_key=...). Weir keeps only its hash.");
+    println!("# {}", key.token);
+    println!("[[key]]");
+    println!("id = {}", toml_string(&id));
+    println!("member = {}", toml_string(member));
+    if let Some(team) = team {
+        println!("team = {}", toml_string(team));
+    }
+    println!("hash = \"{}\"", key.hash);
+    Ok(())
+}
+
+/// A TOML basic string (the JSON escaping rules are a subset TOML accepts).
+fn toml_string(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
 }

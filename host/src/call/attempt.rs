@@ -44,7 +44,21 @@ pub(super) async fn admit_and_encode(
 ) -> Result<(Grant, HttpRequest), WeirError> {
     let input = estimate_input(target.model.tokenizer, conversation);
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
-    let grant = target.gate.admit(demand, deadline).await?;
+    // The caller key's buckets first: a call parked on the model then holds only
+    // its own key's budget, never the model's.
+    let key_grant = match &target.key_gate {
+        Some(gate) => Some(gate.admit(demand, deadline).await?),
+        None => None,
+    };
+    let grant = match target.gate.admit(demand, deadline).await {
+        Ok(grant) => grant.with_companion(key_grant),
+        Err(error) => {
+            if let Some(key_grant) = key_grant {
+                key_grant.rollback().await;
+            }
+            return Err(error.into());
+        }
+    };
     let encoded = target
         .provider
         .encode(conversation, params)

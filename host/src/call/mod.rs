@@ -159,7 +159,7 @@ async fn run<A: Attempt>(
     tally: &mut Tally,
     attempt: &A,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, &request.model).await?;
+    let target = target::resolve(weir, &request.model, request.caller.as_ref()).await?;
     tally.provider = Some(target.provider.key().to_owned());
     tally.cache_multipliers =
         Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });

@@ -9,6 +9,7 @@ use crate::admission::ModelGate;
 use crate::catalog::ModelSpec;
 use crate::compliance::Binding;
 use crate::error::WeirError;
+use crate::identity::{AuthError, Caller};
 use crate::plugin::Provider;
 use crate::transport::{Credential, CredentialError};
 use crate::types::HttpRequest;
@@ -22,6 +23,8 @@ pub(super) struct Target<'a> {
     pub model: &'a ModelSpec,
     pub provider: Arc<Provider>,
     pub gate: &'a Arc<ModelGate>,
+    /// The caller key's own buckets, when its `[[key]]` declares `rpm` / `tpm`.
+    pub key_gate: Option<Arc<ModelGate>>,
     pub credential: Credential,
     /// The credential's id, named in quota messages (never its value).
     pub credential_id: Option<String>,
@@ -38,10 +41,16 @@ impl Target<'_> {
     }
 }
 
-/// Resolves a catalog id. The compliance envelope and a missing secret or
-/// region fail here, before the call waits for capacity it could never use.
-pub(super) async fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target<'a>, WeirError> {
+/// Resolves a catalog id for a caller. The caller's key, the compliance
+/// envelope and a missing secret or region fail here, before the call waits for
+/// capacity it could never use.
+pub(super) async fn resolve<'a>(
+    weir: &'a Weir,
+    model_id: &str,
+    caller: Option<&Caller>,
+) -> Result<Target<'a>, WeirError> {
     let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
+    let key_gate = permit(weir, caller, &model.id)?;
     weir.compliance().admit(model)?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
@@ -56,7 +65,21 @@ pub(super) async fn resolve<'a>(weir: &'a Weir, model_id: &str) -> Result<Target
     let endpoint = fill_region(weir, provider.key(), endpoint, &credential).await.map_err(credential_error)?;
     let credential_id = model.credential.clone().or_else(|| shape.default_credential_id().map(str::to_owned));
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
-    Ok(Target { weir, model, provider, gate, credential, credential_id, endpoint, binding })
+    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding })
+}
+
+/// The caller's key may call `model` (the entry actually dispatched): checked on
+/// every route, against the keys as of now, so a key revoked after the gateway
+/// read it is refused here. A library caller without a key is the embedding
+/// service's own. Answers the key's buckets, if it has any.
+fn permit(weir: &Weir, caller: Option<&Caller>, model: &str) -> Result<Option<Arc<ModelGate>>, WeirError> {
+    let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) else { return Ok(None) };
+    let keys = weir.keys();
+    let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
+    if !key.permits(model) {
+        return Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: model.to_owned() });
+    }
+    Ok(key.gate().cloned())
 }
 
 /// Puts the resolved region into an endpoint that names one: the signer's own

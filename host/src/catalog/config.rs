@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::admission::Tokenizer;
+use crate::admission::{InProcessStore, Tokenizer};
 use crate::compliance::{ComplianceEnvelope, RetentionProjects};
+use crate::identity::KeyRing;
 use crate::types::Effort;
 
 /// The catalog compiled into the binary, used when no config file is given.
@@ -249,6 +250,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        KeyRing::new(&self.keys, None, &InProcessStore).map_err(|message| self.invalid(message))?;
         let mut seen = std::collections::BTreeSet::new();
         for model in &self.models {
             model.validate().map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;

@@ -28,7 +28,7 @@ impl ApiError {
         Self::new(Category::InvalidRequest, message.into())
     }
 
-    fn new(category: Category, message: String) -> Self {
+    pub(super) fn new(category: Category, message: String) -> Self {
         Self { category, message, refusal: None, stamp: None }
     }
 

@@ -7,6 +7,9 @@
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
 //!
+//! With `[[key]]`s configured every route but `/health` needs a caller key
+//! ([`auth`]); the operator's details need an `admin` one.
+//!
 //! Any catalog model answers in either dialect: a dialect module maps its body to
 //! a [`crate::chat::ChatRequest`] and the answer back; the provider behind is the
 //! catalog's. Per-request knobs ride in headers, so unmodified clients can set them:
@@ -17,6 +20,7 @@
 //! `x-weir-latency-ms`.
 
 mod anthropic;
+mod auth;
 mod error;
 mod openai;
 mod sse;
@@ -83,7 +87,9 @@ async fn shutdown_signal() {
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
 async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let key = auth::caller_key(&weir, &headers)?;
     let openai::Ingress { mut request, stream } = openai::into_chat_request(&body)?;
+    request.caller = key.map(|key| key.caller());
     apply_knobs(&mut request, &headers)?;
     if let Some(options) = stream {
         let stream = weir.chat_stream(request).await?;
@@ -96,14 +102,17 @@ async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: By
     Ok(answer)
 }
 
-/// The Messages API. `x-api-key`, `anthropic-version` and `anthropic-beta` are
-/// accepted and not required: the gateway holds the provider credentials.
+/// The Messages API. `x-api-key` is the caller's gateway key when the gateway
+/// has keys; `anthropic-version` and `anthropic-beta` are accepted and not
+/// required: the gateway holds the provider credentials.
 async fn messages(
     State(weir): State<Weir>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, anthropic::AnthropicError> {
+    let key = auth::caller_key(&weir, &headers)?;
     let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
+    request.caller = key.map(|key| key.caller());
     apply_knobs(&mut request, &headers)?;
     let stop = request.stop.clone();
     if stream {
@@ -160,7 +169,19 @@ fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiErro
     Ok(millis.map(|millis| tokio::time::Instant::now() + std::time::Duration::from_millis(millis)))
 }
 
-async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
+/// The catalog. With keys, a caller sees the models its key may call, and only
+/// an `admin` key sees the operator's details (providers, files, admission).
+async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Json<Value>, ApiError> {
+    let key = auth::caller_key(&weir, &headers)?;
+    if let Some(key) = key.filter(|key| !key.admin) {
+        let data: Vec<Value> = weir
+            .catalog()
+            .models()
+            .filter(|model| key.permits(&model.id))
+            .map(|model| json!({"id": model.id, "object": "model", "created": 0, "owned_by": "weir"}))
+            .collect();
+        return Ok(axum::Json(json!({"object": "list", "data": data})));
+    }
     let providers = weir.provider_statuses().await;
     let mut data = Vec::new();
     for model in weir.model_statuses() {
@@ -187,17 +208,19 @@ async fn models(State(weir): State<Weir>) -> axum::Json<Value> {
             },
         }));
     }
-    axum::Json(json!({"object": "list", "data": data}))
+    Ok(axum::Json(json!({"object": "list", "data": data})))
 }
 
-async fn providers(State(weir): State<Weir>) -> axum::Json<Value> {
+/// Loaded and rejected providers: an operator endpoint (`admin` keys only).
+async fn providers(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Json<Value>, ApiError> {
+    auth::require_admin(&weir, &headers)?;
     let failures: Vec<Value> = weir
         .registry()
         .failures()
         .iter()
         .map(|f| json!({"path": f.path.display().to_string(), "reason": f.reason}))
         .collect();
-    axum::Json(json!({"providers": weir.provider_statuses().await, "rejected": failures}))
+    Ok(axum::Json(json!({"providers": weir.provider_statuses().await, "rejected": failures})))
 }
 
 async fn health(State(weir): State<Weir>) -> axum::Json<Value> {

@@ -61,7 +61,8 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::OutputTruncated
         | Category::InvalidResponse => "invalid_request_error",
         Category::ModelNotFound => "not_found_error",
-        Category::ComplianceRefused => "permission_error",
+        Category::ComplianceRefused | Category::PermissionDenied => "permission_error",
+        Category::InvalidApiKey => "authentication_error",
         Category::ProviderCreditExhausted => "billing_error",
         Category::RateLimited => "rate_limit_error",
         Category::AuthenticationFailed | Category::CredentialMissing => "authentication_error",

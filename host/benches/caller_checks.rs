@@ -1,0 +1,117 @@
+//! What the caller-key check and the edge checks add to one gateway call: the
+//! same `POST /v1/chat/completions` through the in-process router (the whole
+//! axum stack `weir serve` runs, without sockets), to the same fake upstream,
+//! with and without `[[key]]`s, in one run, interleaved in rounds so drift on a
+//! shared machine falls on both sides alike. Also the ring's authentication
+//! alone, for 10 and 1,000 configured keys (every key is compared, in constant
+//! time). Printed as means, their difference and a ratio.
+
+// Benchmark setup: a failed step should stop the run with its message.
+#![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::http::Request;
+use tower::ServiceExt;
+use weir_host::admission::InProcessStore;
+use weir_host::identity::{KeyRing, hash_of};
+use weir_host::{Config, Weir};
+use weir_tests::FakeUpstream;
+
+const TOKEN: &str = "weir-bench-token-0123456789abcdef0123456789abcdef";
+const ROUNDS: u32 = 20;
+const CALLS_PER_ROUND: u32 = 100;
+
+fn config(endpoint: &str, keys: &str) -> Config {
+    let toml = format!(
+        r#"
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{endpoint}"
+max_output_tokens = 1000
+context_window = 10000
+output_tokens = 20
+{keys}"#
+    );
+    Config::from_toml(&toml, "caller_checks bench").expect("config")
+}
+
+fn weir(config: Config) -> Weir {
+    Weir::builder().config(config).providers_dir("/nonexistent-weir-bench-providers").build().expect("weir")
+}
+
+fn key_lines(count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            let token = if i == count - 1 { TOKEN.to_owned() } else { format!("weir-other-{i}") };
+            format!("[[key]]\nid = \"k{i}\"\nmember = \"m{i}\"\nhash = \"{}\"\n", hash_of(&token))
+        })
+        .collect()
+}
+
+async fn call(router: &axum::Router, token: Option<&str>) {
+    let mut request = Request::post("/v1/chat/completions").header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"Hello"}]}"#;
+    let response = router.clone().oneshot(request.body(Body::from(body)).expect("request")).await.expect("infallible");
+    assert_eq!(response.status(), 200, "the benchmark call must succeed");
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+    black_box(bytes);
+}
+
+async fn timed(router: &axum::Router, token: Option<&str>) -> Duration {
+    let started = Instant::now();
+    for _ in 0..CALLS_PER_ROUND {
+        call(router, token).await;
+    }
+    started.elapsed()
+}
+
+fn authenticate_alone(keys: usize) -> Duration {
+    let entries = weir(config("http://127.0.0.1:9", &key_lines(keys))).config().keys.clone();
+    let ring = KeyRing::new(&entries, None, &InProcessStore).expect("ring");
+    let iterations = 20_000;
+    let started = Instant::now();
+    for _ in 0..iterations {
+        black_box(ring.authenticate(Some(black_box(TOKEN)), SystemTime::now()).is_ok());
+    }
+    started.elapsed() / iterations
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let upstream = FakeUpstream::start().await;
+        let open = weir_host::server::router(weir(config(&upstream.base_url(), "")));
+        let keyed = weir_host::server::router(weir(config(&upstream.base_url(), &key_lines(10))));
+        for _ in 0..CALLS_PER_ROUND {
+            call(&open, None).await;
+            call(&keyed, Some(TOKEN)).await;
+        }
+        let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..ROUNDS {
+            without += timed(&open, None).await;
+            with += timed(&keyed, Some(TOKEN)).await;
+        }
+        let calls = ROUNDS * CALLS_PER_ROUND;
+        let (without, with) = (without / calls, with / calls);
+        let added = with.as_secs_f64() - without.as_secs_f64();
+        eprintln!("one call through the router to the fake upstream ({calls} each, interleaved):");
+        eprintln!("  without keys            {:>9.1} µs", without.as_secs_f64() * 1e6);
+        eprintln!("  with a key (10 in ring) {:>9.1} µs", with.as_secs_f64() * 1e6);
+        eprintln!(
+            "  added                   {:>9.1} µs  (ratio {:.3})",
+            added * 1e6,
+            with.as_secs_f64() / without.as_secs_f64()
+        );
+    });
+    for keys in [10, 1_000] {
+        eprintln!("authenticate alone, {keys:>5} keys: {:>7.2} µs", authenticate_alone(keys).as_secs_f64() * 1e6);
+    }
+}

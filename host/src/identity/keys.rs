@@ -1,0 +1,292 @@
+//! The gateway's caller keys: `[[key]]` entries turned into a ring that answers
+//! "who presented this token, and may they call this model?".
+//!
+//! Only the SHA-256 of a token is configured or held. A presented token is
+//! hashed once and compared against every key's digest in constant time, so
+//! neither the token nor how much of a digest matched shows in the timing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Caller;
+use crate::admission::{Limits, ModelGate, RateStore};
+use crate::catalog::KeyEntry;
+
+/// The prefix of a configured hash.
+const HASH_PREFIX: &str = "sha256:";
+
+/// One configured key, as calls use it.
+#[derive(Debug)]
+pub struct Key {
+    pub id: String,
+    pub member: String,
+    pub team: Option<String>,
+    digest: [u8; 32],
+    /// The catalog ids this key may call; `None`: every model.
+    models: Option<BTreeSet<String>>,
+    expires: Option<SystemTime>,
+    pub admin: bool,
+    /// The key's own request and token buckets, when it declares `rpm` / `tpm`.
+    gate: Option<Arc<ModelGate>>,
+    limits: Limits,
+}
+
+impl Key {
+    /// The identity a call made with this key carries.
+    pub fn caller(&self) -> Caller {
+        Caller { key_id: Some(self.id.clone()), member: self.member.clone(), team: self.team.clone() }
+    }
+
+    /// Whether this key may call catalog entry `model`.
+    pub fn permits(&self, model: &str) -> bool {
+        self.models.as_ref().is_none_or(|models| models.contains(model))
+    }
+
+    /// The key's admission gate, when it has rate limits.
+    pub fn gate(&self) -> Option<&Arc<ModelGate>> {
+        self.gate.as_ref()
+    }
+}
+
+/// Why a presented token was not accepted. The token never appears in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("no API key was presented (send `Authorization: Bearer <key>` or `x-api-key: <key>`)")]
+    Missing,
+    #[error("the API key is not valid")]
+    Unknown,
+    #[error("the API key `{key}` has expired")]
+    Expired { key: String },
+}
+
+/// Every configured key. Swapped whole when the file changes.
+#[derive(Debug, Default)]
+pub struct KeyRing {
+    keys: Vec<Arc<Key>>,
+    by_id: HashMap<String, Arc<Key>>,
+}
+
+impl KeyRing {
+    /// Builds the ring from `[[key]]` entries. `previous` lends its buckets to
+    /// keys whose id and limits are unchanged, so a reload does not refill them.
+    pub fn new(entries: &[KeyEntry], previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Self, String> {
+        let mut ring = Self::default();
+        let mut digests = BTreeSet::new();
+        for entry in entries {
+            let key = Arc::new(key(entry, previous, store)?);
+            if !digests.insert(key.digest) {
+                return Err(format!("key `{}`: the same hash appears on two keys", entry.id));
+            }
+            if ring.by_id.insert(key.id.clone(), Arc::clone(&key)).is_some() {
+                return Err(format!("key id `{}` appears twice", entry.id));
+            }
+            ring.keys.push(key);
+        }
+        Ok(ring)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<Key>> {
+        self.by_id.get(id)
+    }
+
+    /// The key a presented token belongs to. Every key's digest is compared,
+    /// whatever matched, so the time taken does not depend on which key it is.
+    pub fn authenticate(&self, token: Option<&str>, now: SystemTime) -> Result<&Arc<Key>, AuthError> {
+        let token = token.map(str::trim).filter(|token| !token.is_empty()).ok_or(AuthError::Missing)?;
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for key in &self.keys {
+            if bool::from(key.digest.ct_eq(&digest)) {
+                found = Some(key);
+            }
+        }
+        let key = found.ok_or(AuthError::Unknown)?;
+        match key.expires {
+            Some(expires) if now >= expires => Err(AuthError::Expired { key: key.id.clone() }),
+            _ => Ok(key),
+        }
+    }
+}
+
+fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Key, String> {
+    let named = |message: String| format!("key `{}`: {message}", entry.id);
+    if entry.id.trim().is_empty() || entry.member.trim().is_empty() {
+        return Err(format!("key `{}`: `id` and `member` must not be empty", entry.id));
+    }
+    let digest = parse_hash(&entry.hash).map_err(named)?;
+    let expires = entry
+        .expires
+        .as_deref()
+        .map(|text| {
+            humantime::parse_rfc3339_weak(text)
+                .map_err(|error| named(format!("`expires` is not an RFC 3339 instant ({error}): `{text}`")))
+        })
+        .transpose()?;
+    if entry.rpm == Some(0) || entry.tpm == Some(0) {
+        return Err(named("`rpm` and `tpm` must be positive when set".to_owned()));
+    }
+    let limits = Limits { rpm: entry.rpm.map(u64::from), tpm: entry.tpm };
+    let reused = previous.and_then(|ring| ring.get(&entry.id)).filter(|old| old.limits == limits);
+    let gate = match reused {
+        Some(old) => old.gate.clone(),
+        None if limits.rpm.is_some() || limits.tpm.is_some() => {
+            let account = store.account(&format!("key:{}", entry.id), limits);
+            Some(ModelGate::new(format!("key:{}", entry.id), account, None))
+        }
+        None => None,
+    };
+    Ok(Key {
+        id: entry.id.clone(),
+        member: entry.member.clone(),
+        team: entry.team.clone(),
+        digest,
+        models: entry.models.as_ref().map(|models| models.iter().cloned().collect()),
+        expires,
+        admin: entry.admin,
+        gate,
+        limits,
+    })
+}
+
+/// `sha256:<64 hex digits>`, as `weir keys new` prints it.
+fn parse_hash(text: &str) -> Result<[u8; 32], String> {
+    let hex_digits = text
+        .strip_prefix(HASH_PREFIX)
+        .ok_or_else(|| format!("`hash` must be `{HASH_PREFIX}<64 hex digits>` (see `weir keys new`)"))?;
+    let mut digest = [0_u8; 32];
+    hex::decode_to_slice(hex_digits.trim(), &mut digest)
+        .map_err(|_| format!("`hash` must be `{HASH_PREFIX}<64 hex digits>` (see `weir keys new`)"))?;
+    Ok(digest)
+}
+
+/// A fresh key: the token (shown once) and the `[[key]]` lines that admit it.
+#[derive(Debug)]
+pub struct NewKey {
+    pub token: String,
+    pub hash: String,
+}
+
+/// Mints a token of 32 bytes from the operating system's random source.
+pub fn new_key() -> Result<NewKey, String> {
+    let mut bytes = [0_u8; 32];
+    getrandom::fill(&mut bytes).map_err(|error| format!("the operating system's random source failed: {error}"))?;
+    let token = format!("weir-{}", hex::encode(bytes));
+    Ok(NewKey { hash: hash_of(&token), token })
+}
+
+/// The configured form of a token's hash.
+pub fn hash_of(token: &str) -> String {
+    format!("{HASH_PREFIX}{}", hex::encode(Sha256::digest(token.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::InProcessStore;
+    use std::time::Duration;
+
+    fn entry(id: &str, token: &str) -> KeyEntry {
+        KeyEntry {
+            id: id.into(),
+            member: "ana".into(),
+            team: Some("search".into()),
+            hash: hash_of(token),
+            models: None,
+            rpm: None,
+            tpm: None,
+            expires: None,
+            admin: false,
+        }
+    }
+
+    #[test]
+    fn a_token_finds_its_key_and_its_caller() {
+        let ring = KeyRing::new(&[entry("a", "tok-a"), entry("b", "tok-b")], None, &InProcessStore).unwrap();
+        let key = ring.authenticate(Some("tok-b"), SystemTime::now()).unwrap();
+        assert_eq!(
+            key.caller(),
+            Caller { key_id: Some("b".into()), member: "ana".into(), team: Some("search".into()) }
+        );
+    }
+
+    #[test]
+    fn missing_unknown_and_expired_tokens_are_refused_without_echoing_them() {
+        let mut expiring = entry("old", "tok-old");
+        expiring.expires = Some("2026-01-01T00:00:00Z".into());
+        let ring = KeyRing::new(&[entry("a", "tok-a"), expiring], None, &InProcessStore).unwrap();
+        let now = humantime::parse_rfc3339("2026-06-01T00:00:00Z").unwrap();
+        assert_eq!(ring.authenticate(None, now).unwrap_err(), AuthError::Missing);
+        assert_eq!(ring.authenticate(Some("  "), now).unwrap_err(), AuthError::Missing);
+        let unknown = ring.authenticate(Some("tok-zzz"), now).unwrap_err();
+        assert_eq!(unknown, AuthError::Unknown);
+        assert!(!unknown.to_string().contains("tok-zzz"));
+        let expired = ring.authenticate(Some("tok-old"), now).unwrap_err();
+        assert_eq!(expired, AuthError::Expired { key: "old".into() });
+        assert!(!expired.to_string().contains("tok-old"));
+        let before = now - Duration::from_secs(365 * 86_400);
+        assert!(ring.authenticate(Some("tok-old"), before).is_ok(), "valid until it expires");
+    }
+
+    #[test]
+    fn the_model_list_is_exact() {
+        let mut limited = entry("a", "tok-a");
+        limited.models = Some(vec!["gpt-4.1-mini".into()]);
+        let ring = KeyRing::new(&[limited, entry("b", "tok-b")], None, &InProcessStore).unwrap();
+        let now = SystemTime::now();
+        assert!(ring.authenticate(Some("tok-a"), now).unwrap().permits("gpt-4.1-mini"));
+        assert!(!ring.authenticate(Some("tok-a"), now).unwrap().permits("gpt-4.1"));
+        assert!(ring.authenticate(Some("tok-b"), now).unwrap().permits("anything"));
+    }
+
+    #[test]
+    fn bad_entries_are_named() {
+        let mut bad_hash = entry("a", "t");
+        bad_hash.hash = "md5:00".into();
+        assert!(KeyRing::new(&[bad_hash], None, &InProcessStore).unwrap_err().contains("key `a`: `hash` must be"));
+        let mut short = entry("a", "t");
+        short.hash = "sha256:abcd".into();
+        assert!(KeyRing::new(&[short], None, &InProcessStore).is_err());
+        let mut bad_date = entry("a", "t");
+        bad_date.expires = Some("next tuesday".into());
+        assert!(KeyRing::new(&[bad_date], None, &InProcessStore).unwrap_err().contains("RFC 3339"));
+        let twice = KeyRing::new(&[entry("a", "t"), entry("a", "u")], None, &InProcessStore).unwrap_err();
+        assert!(twice.contains("appears twice"), "{twice}");
+        let same_hash = KeyRing::new(&[entry("a", "t"), entry("b", "t")], None, &InProcessStore).unwrap_err();
+        assert!(same_hash.contains("same hash"), "{same_hash}");
+    }
+
+    #[test]
+    fn a_reload_keeps_the_buckets_of_unchanged_keys() {
+        let mut limited = entry("a", "tok-a");
+        limited.rpm = Some(10);
+        let first = KeyRing::new(std::slice::from_ref(&limited), None, &InProcessStore).unwrap();
+        let second = KeyRing::new(std::slice::from_ref(&limited), Some(&first), &InProcessStore).unwrap();
+        let (old, new) = (first.get("a").unwrap().gate().unwrap(), second.get("a").unwrap().gate().unwrap());
+        assert!(Arc::ptr_eq(old, new));
+        limited.rpm = Some(20);
+        let third = KeyRing::new(&[limited], Some(&second), &InProcessStore).unwrap();
+        assert!(!Arc::ptr_eq(new, third.get("a").unwrap().gate().unwrap()), "new limits, new buckets");
+    }
+
+    #[test]
+    fn new_keys_are_distinct_and_hash_as_configured() {
+        let (a, b) = (new_key().unwrap(), new_key().unwrap());
+        assert_ne!(a.token, b.token);
+        assert_eq!(a.token.len(), "weir-".len() + 64);
+        let ring =
+            KeyRing::new(&[KeyEntry { hash: a.hash.clone(), ..entry("a", "unused") }], None, &InProcessStore).unwrap();
+        assert!(ring.authenticate(Some(&a.token), SystemTime::now()).is_ok());
+    }
+}
