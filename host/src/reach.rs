@@ -172,14 +172,12 @@ pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provi
         "http" => return Err(ReachError::PlainHttp { endpoint: url.to_owned() }),
         _ => return Err(ReachError::BadEndpoint { endpoint: url.to_owned() }),
     }
-    if destination.signing_service.is_some() && !destination.entry_named_endpoint {
-        if !is_aws_host(host) {
-            return Err(ReachError::SigningHost {
-                provider: provider.to_owned(),
-                host: host.to_owned(),
-                allowed: quoted(&AWS_DOMAINS),
-            });
-        }
+    if destination.signing_service.is_some() && !destination.entry_named_endpoint && !is_aws_host(host) {
+        return Err(ReachError::SigningHost {
+            provider: provider.to_owned(),
+            host: host.to_owned(),
+            allowed: quoted(&AWS_DOMAINS),
+        });
     }
     Ok(())
 }

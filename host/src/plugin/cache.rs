@@ -151,6 +151,7 @@ fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
 }
 
 #[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
