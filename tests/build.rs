@@ -1,6 +1,7 @@
 //! Builds the test components for `wasm32-wasip2` and tells the tests where they
 //! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
-//! and `v2` features), the foreign components (`tests/foreign`: another world
+//! and `v2` features), the component that tries to choose where secrets go
+//! (`tests/reach`), the foreign components (`tests/foreign`: another world
 //! version, another world), and the Python provider (`providers/hermes-py`, built
 //! with componentize-py).
 
@@ -12,11 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 6] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 7] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
     ("weir-hostile-provider", Some("v2"), "weir_hostile_provider.wasm", "hostile-v2", "WEIR_HOSTILE_V2_WASM"),
+    ("weir-reach-provider", None, "weir_reach_provider.wasm", "reach", "WEIR_REACH_WASM"),
     ("weir-foreign-component", None, "weir_foreign_component.wasm", "wrong-version", "WEIR_WRONG_VERSION_WASM"),
     (
         "weir-foreign-component",
@@ -44,6 +46,7 @@ fn run() -> Result<(), String> {
         &[
             "tests/hostile",
             "tests/foreign",
+            "tests/reach",
             "providers/ollama",
             "sdk",
             "wit",

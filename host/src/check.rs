@@ -9,6 +9,7 @@ use weir_conformance::fixture::{Classified, Conversation, Decoded, Params, Provi
 use weir_conformance::{Answer, Fault, FixtureError, Report, Subject, dialect};
 
 use crate::plugin::{ComponentSource, PluginEngine, PluginError, Provider, component_digest};
+use crate::reach::Trust;
 use crate::types::ProviderInfo;
 
 weir_conformance::boundary_conversions!(crate::plugin::wit_types);
@@ -55,7 +56,9 @@ pub async fn check_component(
     let providers = component
         .providers
         .iter()
-        .map(|info| (info.key.clone(), Provider::new(info.clone(), std::sync::Arc::clone(&component))))
+        .map(|info| {
+            (info.key.clone(), Provider::new(info.clone(), std::sync::Arc::clone(&component), Trust::Untrusted))
+        })
         .collect();
     let subject = HostSubject { infos: component.providers.clone(), providers };
     let report = weir_conformance::run(&subject, cases).await;

@@ -2,10 +2,18 @@
 //! exhaustive match, the stable category a caller sees, the HTTP status, and the
 //! safe message. Raw provider text never enters a message: it is logged where
 //! the failure is classified.
+//!
+//! Two renderings: `Display` is the whole story for the server log (hosts,
+//! credential ids and where they were looked for, transport errors with their
+//! URLs); [`WeirError::safe_message`] is what a caller sees — our own
+//! identifiers (model, provider key) and a fixed sentence per kind of failure,
+//! never a URL, an upstream host, an environment variable's name or an
+//! upstream's words.
 
 use crate::admission::AdmissionError;
 use crate::identity::AuthError;
 use crate::plugin::PluginError;
+use crate::reach::ReachError;
 use crate::transport::{CredentialError, TransportError};
 use std::time::Duration;
 
@@ -172,6 +180,10 @@ pub enum WeirError {
     ProviderUnavailable { model: String, provider: String },
     #[error("model `{model}`: {source}")]
     Credential { model: String, source: CredentialError },
+    /// Where the call would go is not allowed (see [`crate::reach`]); refused
+    /// before anything was sent.
+    #[error("model `{model}`: {source}")]
+    Reach { model: String, source: ReachError },
     /// The compliance envelope refused the call: at resolution, or as the
     /// request was about to leave.
     #[error("model `{model}` is refused by the compliance envelope: {reason}")]
@@ -182,11 +194,14 @@ pub enum WeirError {
     Plugin { model: String, source: PluginError },
     #[error("model `{model}` via `{provider}`: {source}")]
     Transport { model: String, provider: String, source: TransportError },
-    #[error("model `{model}` via `{provider}`: upstream answered HTTP {status} ({class:?})")]
+    #[error(
+        "model `{model}` via `{provider}`: upstream answered HTTP {status} ({class:?}; credential {})",
+        credential.as_deref().unwrap_or("none")
+    )]
     Upstream {
         model: String,
         provider: String,
-        /// The credential id the call used, to name in quota messages.
+        /// The credential id the call used, named in the log (never to a caller).
         credential: Option<String>,
         status: u16,
         class: UpstreamClass,
@@ -230,6 +245,13 @@ impl WeirError {
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
+            Self::Reach { source, .. } => match source {
+                ReachError::UntrustedDefault { .. }
+                | ReachError::NoEndpoint { .. }
+                | ReachError::BadEndpoint { .. }
+                | ReachError::PlainHttp { .. } => Category::ProviderUnavailable,
+                ReachError::SigningService { .. } | ReachError::SigningHost { .. } => Category::ProviderFault,
+            },
             Self::Compliance { .. } => Category::ComplianceRefused,
             Self::Admission(error) => match error {
                 AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
@@ -295,6 +317,7 @@ impl WeirError {
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
+            | Self::Reach { .. }
             | Self::Compliance { .. }
             | Self::Admission(_)
             | Self::Plugin { .. }
@@ -307,24 +330,31 @@ impl WeirError {
         }
     }
 
-    /// A message safe to show a caller: our own identifiers and the category's
-    /// guidance, never a provider's words or a secret.
+    /// A message safe to show a caller: our own identifiers and a fixed
+    /// sentence per kind of failure, never a provider's words, a URL or host, a
+    /// credential id or where it was looked for, or a secret. The full error is
+    /// for the log (`Display`).
     pub fn safe_message(&self) -> String {
         match self {
+            // Our own words about the caller's own request, with numbers and
+            // our identifiers only.
             Self::Unauthenticated(_)
             | Self::ModelNotPermitted { .. }
             | Self::UnknownModel(_)
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
-            | Self::Credential { .. }
             | Self::Compliance { .. }
             | Self::Admission(_)
             | Self::Refused { .. }
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
-            | Self::InvalidAnswer { .. }
-            | Self::Transport { .. } => self.to_string(),
+            | Self::InvalidAnswer { .. } => self.to_string(),
+            Self::Credential { model, source } => format!("model `{model}`: {}", credential_message(source)),
+            Self::Reach { model, source } => format!("model `{model}`: {}", reach_message(source)),
+            Self::Transport { model, provider, source } => {
+                format!("model `{model}` via `{provider}`: {}", transport_message(source))
+            }
             Self::RetriesExhausted { attempts, last } => {
                 format!("{} (gave up after {attempts} attempts)", last.safe_message())
             }
@@ -337,26 +367,70 @@ impl WeirError {
                 PluginError::Fault { provider, .. } => {
                     format!("model `{model}`: provider component `{provider}` failed; see the server log")
                 }
-                PluginError::Codec { .. } => self.to_string(),
+                // The component's reason concerns the caller's own request.
+                PluginError::Codec { error: crate::types::CodecError::Unsupported(_), .. } => self.to_string(),
+                // A response the component cannot read may be anything the upstream sent.
+                PluginError::Codec { provider, error: crate::types::CodecError::Malformed(_) } => {
+                    format!(
+                        "model `{model}` via `{provider}`: the provider's answer could not be read; see the server log"
+                    )
+                }
             },
-            Self::Upstream { model, provider, class, credential, .. } => {
-                upstream_message(model, provider, credential.as_deref(), class)
-            }
+            Self::Upstream { model, provider, class, .. } => upstream_message(model, provider, class),
         }
     }
 }
 
-fn upstream_message(model: &str, provider: &str, credential: Option<&str>, class: &UpstreamClass) -> String {
+fn credential_message(error: &CredentialError) -> &'static str {
+    match error {
+        CredentialError::Missing { .. } | CredentialError::NotNamed { .. } => {
+            "the gateway's credential for this model is not set; see the server log"
+        }
+        CredentialError::NoRegion { .. } => "no AWS region is chosen for this model's provider; see the server log",
+        CredentialError::Aws { .. } => "the gateway found no AWS credentials for this model; see the server log",
+    }
+}
+
+fn reach_message(error: &ReachError) -> &'static str {
+    match error {
+        ReachError::UntrustedDefault { .. } => {
+            "its provider component is not trusted to choose where the call goes, and the catalog entry does not \
+             say; see the server log"
+        }
+        ReachError::NoEndpoint { .. } | ReachError::BadEndpoint { .. } => {
+            "no usable endpoint is configured for this model; see the server log"
+        }
+        ReachError::PlainHttp { .. } => {
+            "the configured endpoint is plain http off this machine, which is not allowed; see the server log"
+        }
+        ReachError::SigningService { .. } | ReachError::SigningHost { .. } => {
+            "the provider component asked for a signature the gateway does not give; nothing was sent; see the \
+             server log"
+        }
+    }
+}
+
+fn transport_message(error: &TransportError) -> &'static str {
+    match error {
+        TransportError::InvalidRequest(_) => {
+            "the provider component produced a request that cannot be sent; see the server log"
+        }
+        TransportError::Connect(_) => "cannot connect to the provider",
+        TransportError::Timeout => "the provider did not answer in time",
+        TransportError::Io(_) => "the connection to the provider failed",
+        TransportError::BodyTooLarge { .. } => "the provider's answer exceeds the gateway's size limit",
+        TransportError::Signing(_) => "the request could not be signed; see the server log",
+    }
+}
+
+fn upstream_message(model: &str, provider: &str, class: &UpstreamClass) -> String {
     let what = match class {
         UpstreamClass::RateLimited => "the provider rate-limited the call; retry later".to_owned(),
         UpstreamClass::Overloaded => "the provider is overloaded; retry later".to_owned(),
-        UpstreamClass::QuotaExhausted => {
-            let account = credential.map_or_else(String::new, |id| format!(" behind credential `{id}`"));
-            format!(
-                "the provider account{account} is out of credit or quota; top up its balance or raise \
-                 its spend limit, or choose another model"
-            )
-        }
+        UpstreamClass::QuotaExhausted => "the provider account is out of credit or quota; top up its balance or \
+                                          raise its spend limit, or choose another model (the server log names \
+                                          the credential)"
+            .to_owned(),
         UpstreamClass::Transient => "the provider failed transiently; retry later".to_owned(),
         UpstreamClass::Refused { .. } => {
             "the provider refused the request; it will not be retried on this model".to_owned()
@@ -368,4 +442,185 @@ fn upstream_message(model: &str, provider: &str, credential: Option<&str>, class
         UpstreamClass::Uncorrectable => "the provider failed in a way that retrying will not fix".to_owned(),
     };
     format!("model `{model}` via `{provider}`: {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::CodecError;
+
+    /// What must never reach a caller, planted in every free-text field.
+    const LEAKS: [&str; 7] = [
+        "https://",
+        "http://",
+        "api.upstream.example",
+        "OPENAI_API_KEY",
+        "DATABASE_URL",
+        "openai-api-key",
+        "upstream said",
+    ];
+    const URL: &str = "https://api.upstream.example/v1";
+    const UPSTREAM_TEXT: &str = "upstream said: your key sk-123 for OPENAI_API_KEY at https://api.upstream.example";
+
+    fn credential_errors() -> Vec<CredentialError> {
+        vec![
+            CredentialError::Missing {
+                provider: "openai".into(),
+                credential: "openai-api-key".into(),
+                location: "environment variable OPENAI_API_KEY".into(),
+            },
+            CredentialError::NoRegion { provider: "p".into(), location: "environment variable DATABASE_URL".into() },
+            CredentialError::Aws {
+                provider: "p".into(),
+                credential: "openai-api-key".into(),
+                reason: UPSTREAM_TEXT.into(),
+            },
+            CredentialError::NotNamed { provider: "p".into() },
+        ]
+    }
+
+    fn reach_errors() -> Vec<ReachError> {
+        vec![
+            ReachError::UntrustedDefault { provider: "p".into(), component: URL.into(), what: "endpoint" },
+            ReachError::NoEndpoint { provider: "p".into() },
+            ReachError::BadEndpoint { endpoint: URL.into() },
+            ReachError::PlainHttp { endpoint: "http://api.upstream.example".into() },
+            ReachError::SigningService { provider: "p".into(), service: "s3".into(), allowed: "`bedrock`".into() },
+            ReachError::SigningHost { provider: "p".into(), host: "api.upstream.example".into(), allowed: "x".into() },
+        ]
+    }
+
+    fn transport_errors() -> Vec<TransportError> {
+        vec![
+            TransportError::InvalidRequest(UPSTREAM_TEXT.into()),
+            TransportError::Connect(format!("error sending request for url ({URL}): connection refused")),
+            TransportError::Timeout,
+            TransportError::Io(UPSTREAM_TEXT.into()),
+            TransportError::BodyTooLarge { limit: 1 },
+            TransportError::Signing(UPSTREAM_TEXT.into()),
+        ]
+    }
+
+    fn upstream(class: UpstreamClass) -> WeirError {
+        WeirError::Upstream {
+            model: "m".into(),
+            provider: "p".into(),
+            credential: Some("openai-api-key".into()),
+            status: 400,
+            class,
+            retry_hint: None,
+        }
+    }
+
+    /// One of every variant (and of every nested error a variant carries). The
+    /// match below has no wildcard: a new variant does not compile until it is
+    /// rendered here too.
+    fn every_error() -> Vec<WeirError> {
+        let model = || "m".to_owned();
+        let mut errors = vec![
+            WeirError::Unauthenticated(AuthError::Missing),
+            WeirError::Unauthenticated(AuthError::Unknown),
+            WeirError::Unauthenticated(AuthError::Expired { key: "old-key".into() }),
+            WeirError::ModelNotPermitted { key: "bob-key".into(), model: model() },
+            WeirError::UnknownModel(model()),
+            WeirError::InvalidRequest("model `m`: messages[0]: unknown role".into()),
+            WeirError::OutputUndeclared { model: model() },
+            WeirError::ProviderUnavailable { model: model(), provider: "p".into() },
+            WeirError::Compliance { model: model(), reason: "the envelope refuses data sharing".into() },
+            WeirError::Admission(AdmissionError::DeadlinePassed { model: model() }),
+            WeirError::Refused { model: model(), category: Some(UPSTREAM_TEXT.into()), explanation: None },
+            WeirError::OutputTruncated { model: model(), max_tokens: 1, ceiling: 1 },
+            WeirError::EmptyResponses { model: model(), count: 2 },
+            WeirError::InvalidAnswer {
+                model: model(),
+                corrections: 1,
+                reason: "required field `$.a` is missing".into(),
+            },
+            WeirError::Plugin {
+                model: model(),
+                source: PluginError::Fault { provider: "p".into(), reason: UPSTREAM_TEXT.into() },
+            },
+            WeirError::Plugin {
+                model: model(),
+                source: PluginError::Codec { provider: "p".into(), error: CodecError::Malformed(UPSTREAM_TEXT.into()) },
+            },
+            WeirError::Plugin {
+                model: model(),
+                source: PluginError::Codec { provider: "p".into(), error: CodecError::Unsupported("no images".into()) },
+            },
+        ];
+        errors.extend(credential_errors().into_iter().map(|source| WeirError::Credential { model: model(), source }));
+        errors.extend(reach_errors().into_iter().map(|source| WeirError::Reach { model: model(), source }));
+        errors.extend(transport_errors().into_iter().map(|source| WeirError::Transport {
+            model: model(),
+            provider: "p".into(),
+            source,
+        }));
+        errors.extend(
+            [
+                UpstreamClass::RateLimited,
+                UpstreamClass::Overloaded,
+                UpstreamClass::QuotaExhausted,
+                UpstreamClass::Transient,
+                UpstreamClass::Refused { category: Some(UPSTREAM_TEXT.into()) },
+                UpstreamClass::InvalidRequest,
+                UpstreamClass::Authentication,
+                UpstreamClass::NotFound,
+                UpstreamClass::ContextOverflow,
+                UpstreamClass::Uncorrectable,
+            ]
+            .into_iter()
+            .map(upstream),
+        );
+        let leaky =
+            || WeirError::Transport { model: model(), provider: "p".into(), source: transport_errors().remove(1) };
+        errors.push(WeirError::RetriesExhausted { attempts: 3, last: Box::new(leaky()) });
+        errors.push(WeirError::MidStream { model: model(), deltas: 1, bytes: 2, source: Box::new(leaky()) });
+        for error in &errors {
+            match error {
+                WeirError::Unauthenticated(_)
+                | WeirError::ModelNotPermitted { .. }
+                | WeirError::UnknownModel(_)
+                | WeirError::InvalidRequest(_)
+                | WeirError::OutputUndeclared { .. }
+                | WeirError::ProviderUnavailable { .. }
+                | WeirError::Credential { .. }
+                | WeirError::Reach { .. }
+                | WeirError::Compliance { .. }
+                | WeirError::Admission(_)
+                | WeirError::Plugin { .. }
+                | WeirError::Transport { .. }
+                | WeirError::Upstream { .. }
+                | WeirError::Refused { .. }
+                | WeirError::OutputTruncated { .. }
+                | WeirError::EmptyResponses { .. }
+                | WeirError::InvalidAnswer { .. }
+                | WeirError::RetriesExhausted { .. }
+                | WeirError::MidStream { .. } => {}
+            }
+        }
+        errors
+    }
+
+    #[test]
+    fn no_caller_message_carries_a_url_host_variable_credential_id_or_upstream_text() {
+        let errors = every_error();
+        assert!(errors.len() > 30, "{}", errors.len());
+        for error in &errors {
+            let message = error.safe_message();
+            for leak in LEAKS {
+                assert!(!message.contains(leak), "caller message of {error:?} contains `{leak}`: {message}");
+            }
+            let own_words = matches!(error, WeirError::InvalidRequest(_) | WeirError::UnknownModel(_));
+            assert!(own_words || message.contains("`m`"), "names the model: {message}");
+        }
+    }
+
+    #[test]
+    fn the_log_keeps_what_the_caller_does_not_see() {
+        let missing = WeirError::Credential { model: "m".into(), source: credential_errors().remove(0) };
+        assert!(missing.to_string().contains("OPENAI_API_KEY"), "{missing}");
+        let quota = upstream(UpstreamClass::QuotaExhausted);
+        assert!(quota.to_string().contains("openai-api-key"), "{quota}");
+    }
 }

@@ -30,6 +30,7 @@ pub mod compliance;
 mod error;
 pub mod identity;
 pub mod plugin;
+pub mod reach;
 pub mod server;
 mod status;
 pub mod stream;
@@ -51,7 +52,9 @@ use admission::{Admission, InProcessStore, RateStore};
 use compliance::ComplianceEnvelope;
 use identity::KeyRing;
 use plugin::{PluginEngine, ProviderRegistry};
-use transport::{AwsIdentity, EnvSecretStore, HttpClient, SecretStore, TransportSettings};
+use transport::{
+    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretStore, TransportSettings,
+};
 
 /// Why a [`Weir`] could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +86,8 @@ struct Inner {
     engine: PluginEngine,
     transport: HttpClient,
     secrets: Arc<dyn SecretStore>,
+    /// The secret ids the configuration names: the only ones `secrets` is asked for.
+    secret_ids: ConfiguredIds,
     /// AWS's default chains, asked once and cached (credentials until they near expiry).
     aws: AwsIdentity,
     compliance: ComplianceEnvelope,
@@ -138,6 +143,7 @@ impl Weir {
             ProviderRegistry::load_with(&self.inner.engine, Some(&self.inner.providers_dir), allowed, Some(&previous))
                 .map_err(BuildError::Providers)?;
         let next = Arc::new(next);
+        self.log_refused_destinations(&next);
         *self.inner.registry.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
         tracing::info!(
             providers = next.providers().count(),
@@ -146,6 +152,20 @@ impl Weir {
             "providers reloaded"
         );
         Ok(next)
+    }
+
+    /// A component that arrives by hot reload is not checked against the catalog
+    /// as a start is (a bad drop-in must not stop the gateway): each entry it
+    /// may not serve as configured is logged here, and its calls fail with
+    /// [`WeirError::Reach`] naming the entry.
+    fn log_refused_destinations(&self, registry: &ProviderRegistry) {
+        for model in self.catalog().models() {
+            let Some(provider) = registry.get(&model.provider) else { continue };
+            let source = provider.component().source.to_string();
+            if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), &source) {
+                tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
+            }
+        }
     }
 
     /// Watches the providers folder, reloading when a `*.wasm` file is added,
@@ -219,8 +239,12 @@ impl Weir {
         &self.inner.transport
     }
 
-    pub(crate) fn secrets(&self) -> &dyn SecretStore {
-        self.inner.secrets.as_ref()
+    /// The secret store, answering only the ids the configuration names (see
+    /// [`transport::ScopedSecrets`]): the entries' credentials, the trusted
+    /// components' defaults as loaded now, and the AWS ids.
+    pub(crate) fn secrets(&self) -> ScopedSecrets<'_> {
+        let trusted = Arc::clone(self.registry().trusted_credential_ids());
+        self.inner.secret_ids.scope(self.inner.secrets.as_ref(), trusted)
     }
 
     pub(crate) fn aws_identity(&self) -> &AwsIdentity {
@@ -313,6 +337,7 @@ impl WeirBuilder {
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
+        let secret_ids = ConfiguredIds::new(config.models.iter().filter_map(|model| model.credential.as_deref()));
         let registry = RwLock::new(Arc::new(registry));
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
@@ -325,6 +350,7 @@ impl WeirBuilder {
             engine,
             transport,
             secrets,
+            secret_ids,
             aws: AwsIdentity::default(),
             compliance,
             providers_dir,

@@ -6,7 +6,8 @@ use serde::Serialize;
 use crate::Weir;
 use crate::call::REGION_PLACEHOLDER;
 use crate::plugin::Provider;
-use crate::transport::{EnvSecretStore, REGION_ID};
+use crate::reach::Trust;
+use crate::transport::{EnvSecretStore, REGION_ID, SecretStore};
 use crate::types::{Capabilities, CredentialShape};
 
 /// One loaded provider.
@@ -16,6 +17,9 @@ pub struct ProviderStatus {
     pub description: String,
     /// `embedded:<name>` or the component file's path.
     pub source: String,
+    /// `embedded`, `allow-listed` or `untrusted`: whether the component's own
+    /// endpoint and credential id are used (see `crate::reach`).
+    pub trust: Trust,
     pub digest: String,
     pub world_version: String,
     pub capabilities: Vec<&'static str>,
@@ -69,9 +73,7 @@ impl Weir {
                     id: model.id.clone(),
                     provider: model.provider.clone(),
                     wire_id: model.wire_id.clone(),
-                    endpoint: provider
-                        .and_then(|provider| model.endpoint_for(provider.info()))
-                        .or(model.endpoint.clone()),
+                    endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
                     available: provider.is_some(),
                 }
             })
@@ -84,29 +86,39 @@ impl Weir {
         // Only a provider that names a region asks AWS's chain for one.
         let signed = matches!(info.credential, CredentialShape::AwsSigv4(_));
         let placeholder = info.default_endpoint.as_deref().is_some_and(|url| url.contains(REGION_PLACEHOLDER));
-        let region = if signed || placeholder { self.aws_identity().region(self.secrets()).await } else { None };
+        let region = if signed || placeholder { self.aws_identity().region(&self.secrets()).await } else { None };
         ProviderStatus {
             key: info.key.clone(),
             description: info.description.clone(),
             source: component.source.to_string(),
+            trust: provider.trust(),
             digest: component.digest.clone(),
             world_version: component.world_version.to_owned(),
             capabilities: capability_names(info.capabilities),
             credential: describe_credential(&info.credential),
-            configured: self.is_configured(&info.credential).await,
+            configured: self.is_configured(&info.credential, provider.trust()).await,
             default_endpoint: info.default_endpoint.clone(),
             connection: self.connection_facts(info.default_endpoint.as_deref(), &info.credential, region.as_deref()),
         }
     }
 
-    async fn is_configured(&self, shape: &CredentialShape) -> bool {
+    /// An untrusted component's default credential id is never looked up: its
+    /// entries name their own, so it is "configured" only if it needs none.
+    async fn is_configured(&self, shape: &CredentialShape, trust: Trust) -> bool {
+        if !trust.honours_defaults() {
+            return match shape {
+                CredentialShape::None => true,
+                CredentialShape::Header(header) => !header.required,
+                CredentialShape::AwsSigv4(_) => false,
+            };
+        }
         match shape {
             CredentialShape::None => true,
             CredentialShape::Header(header) => {
                 !header.required || self.secrets().get(&header.default_credential_id).is_some()
             }
             CredentialShape::AwsSigv4(sigv4) => {
-                self.aws_identity().credentials(self.secrets(), &sigv4.default_credential_id).await.is_ok()
+                self.aws_identity().credentials(&self.secrets(), &sigv4.default_credential_id).await.is_ok()
             }
         }
     }

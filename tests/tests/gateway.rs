@@ -237,8 +237,13 @@ async fn a_missing_credential_fails_naming_its_id_and_sends_nothing() {
     let (status, body, _) = post(&gateway, &hello("chat")).await;
     assert_eq!(status, 424);
     assert_error(&body, "credential_missing");
+    // The caller learns the credential is unset; which one, and where it was looked
+    // for, is the operator's to read in the log.
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("weir-test-key") && message.contains("WEIR_TEST_KEY"), "{message}");
+    assert!(message.contains("credential") && message.contains("not set"), "{message}");
+    assert!(!message.contains("weir-test-key") && !message.contains("WEIR_TEST_KEY"), "{message}");
+    let log = gateway.wait_for_stderr("WEIR_TEST_KEY", std::time::Duration::from_secs(5)).await;
+    assert!(log.contains("weir-test-key"), "{log}");
     assert_eq!(upstream.request_count(), 0);
 
     // A provider whose credential is optional calls without one.
@@ -341,14 +346,26 @@ async fn a_component_dropped_into_the_folder_is_listed_after_restart() {
     let (_, bytes) = weir_host::plugin::embedded_components()[0];
     std::fs::write(&dropped, bytes).unwrap();
 
+    // Only a file the operator vouched for (its digest allow-listed) may replace an
+    // embedded provider key.
+    let config = format!("allowed_digests = [\"{}\"]\n{config}", weir_host::plugin::component_digest(bytes));
     let after = Gateway::start_with(&config, &[("WEIR_TEST_KEY", SECRET)], Some(folder.path())).await;
     let models = get(&after, "/v1/models").await;
     assert_eq!(source_of(&models), dropped.display().to_string());
     let (status, _, _) = post(&after, &hello("chat")).await;
     assert_eq!(status, 200, "the dropped component serves calls");
 
-    let output = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
-    assert!(output.status.success());
+    let output = run_cli(
+        &[
+            "providers",
+            "--config",
+            after.config_path().to_str().unwrap(),
+            "--providers-dir",
+            folder.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains(&dropped.display().to_string()), "{table}");
     assert!(table.lines().any(|line| line.starts_with("openai ") && line.contains(" file ")), "{table}");

@@ -35,6 +35,8 @@ id = "hermes"
 provider = "hermes-text"
 wire_id = "Qwen/Qwen3-8B"
 endpoint = "{url}"
+# A dropped (untrusted) component's default credential id is never used: the entry names it.
+credential = "hermes-text-api-key"
 max_output_tokens = 2000
 context_window = 32000
 # One scripted answer per call: retries have their own tests.

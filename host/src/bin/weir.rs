@@ -186,7 +186,7 @@ fn providers(common: Common) -> anyhow::Result<()> {
             if status.configured { "yes" } else { "no" },
             status.capabilities.join(",")
         );
-        println!("{:<20} source: {}", "", status.source);
+        println!("{:<20} source: {} ({})", "", status.source, status.trust.as_str());
         println!("{:<20} credential: {}", "", status.credential);
         println!(
             "{:<20} default endpoint: {}",

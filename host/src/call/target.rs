@@ -11,12 +11,10 @@ use crate::compliance::Binding;
 use crate::error::WeirError;
 use crate::identity::{AuthError, Caller};
 use crate::plugin::Provider;
-use crate::transport::{Credential, CredentialError};
+pub(crate) use crate::reach::REGION_PLACEHOLDER;
+use crate::reach::{self, Destination};
+use crate::transport::{Credential, CredentialError, SecretStore};
 use crate::types::HttpRequest;
-
-/// The placeholder a default endpoint may carry for the resolved AWS region,
-/// e.g. `https://bedrock-runtime.{region}.amazonaws.com`.
-pub(crate) const REGION_PLACEHOLDER: &str = "{region}";
 
 pub(super) struct Target<'a> {
     pub weir: &'a Weir,
@@ -42,8 +40,10 @@ impl Target<'_> {
 }
 
 /// Resolves a catalog id for a caller. The caller's key, the compliance
-/// envelope and a missing secret or region fail here, before the call waits for
-/// capacity it could never use.
+/// envelope, where the call may go (see [`crate::reach`]: the provider serving
+/// *now* decides, since a component can be swapped in at run time), and a
+/// missing secret or region fail here, before the call waits for capacity it
+/// could never use and before anything is sent.
 pub(super) async fn resolve<'a>(
     weir: &'a Weir,
     model_id: &str,
@@ -55,15 +55,23 @@ pub(super) async fn resolve<'a>(
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
     let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
-    let endpoint = model.endpoint_for(provider.info()).ok_or_else(unavailable)?;
+    let refused = |source: reach::ReachError| {
+        tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
+        WeirError::Reach { model: model.id.clone(), source }
+    };
+    let source = provider.component().source.to_string();
+    let destination = reach::destination(model, provider.info(), provider.trust(), &source).map_err(refused)?;
     let shape = &provider.info().credential;
     let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
-    let credential =
-        Credential::resolve(provider.key(), shape, model.credential.as_deref(), weir.secrets(), weir.aws_identity())
-            .await
-            .map_err(credential_error)?;
-    let endpoint = fill_region(weir, provider.key(), endpoint, &credential).await.map_err(credential_error)?;
-    let credential_id = model.credential.clone().or_else(|| shape.default_credential_id().map(str::to_owned));
+    let secrets = weir.secrets();
+    let credential_id = destination.credential_id.as_deref();
+    let credential = Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity())
+        .await
+        .map_err(credential_error)?;
+    let endpoint =
+        fill_region(weir, &secrets, provider.key(), &destination, &credential).await.map_err(credential_error)?;
+    reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
+    let credential_id = destination.credential_id;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
     Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding })
 }
@@ -86,20 +94,22 @@ fn permit(weir: &Weir, caller: Option<&Caller>, model: &str) -> Result<Option<Ar
 /// region when the call is signed, else the same sources the signer uses.
 async fn fill_region(
     weir: &Weir,
+    secrets: &dyn SecretStore,
     provider: &str,
-    endpoint: String,
+    destination: &Destination,
     credential: &Credential,
 ) -> Result<String, CredentialError> {
+    let endpoint = &destination.endpoint;
     if !endpoint.contains(REGION_PLACEHOLDER) {
-        return Ok(endpoint);
+        return Ok(endpoint.clone());
     }
     let region = match credential {
         Credential::Sigv4(signer) => Some(signer.region.clone()),
-        _ => weir.aws_identity().region(weir.secrets()).await,
+        _ => weir.aws_identity().region(secrets).await,
     };
     let region = region.ok_or_else(|| CredentialError::NoRegion {
         provider: provider.to_owned(),
-        location: weir.secrets().location(crate::transport::REGION_ID),
+        location: secrets.location(crate::transport::REGION_ID),
     })?;
     Ok(endpoint.replace(REGION_PLACEHOLDER, &region))
 }

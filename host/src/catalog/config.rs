@@ -87,9 +87,10 @@ pub struct ModelEntry {
     pub provider: String,
     /// The model's name on the provider's wire (default: `id`).
     pub wire_id: Option<String>,
-    /// Base URL (default: the provider's own).
+    /// Base URL (default: the provider's own, only when its component is
+    /// embedded or allow-listed; see `crate::reach`).
     pub endpoint: Option<String>,
-    /// The secret's id (default: the provider's).
+    /// The secret's id (default: the provider's own, on the same terms).
     pub credential: Option<String>,
     pub max_output_tokens: u32,
     pub context_window: u32,
@@ -305,6 +306,12 @@ impl ModelEntry {
         {
             return Err(format!("`endpoint` must be an http(s) URL, not `{endpoint}`"));
         }
+        if let Some(endpoint) = &self.endpoint {
+            crate::reach::check_entry_endpoint(endpoint, self.allow_http).map_err(|reason| reason.to_string())?;
+        }
+        if self.credential.as_deref().is_some_and(|id| id.trim().is_empty()) {
+            return Err("`credential` is empty".to_owned());
+        }
         Ok(())
     }
 }
@@ -354,5 +361,18 @@ mod tests {
         assert!(Config::from_toml(&zero, "t").is_err());
         let ftp = format!("{entry}endpoint = \"ftp://x\"\n");
         assert!(Config::from_toml(&ftp, "t").unwrap_err().to_string().contains("http(s) URL"));
+        let empty = format!("{entry}credential = \"\"\n");
+        assert!(Config::from_toml(&empty, "t").unwrap_err().to_string().contains("`credential` is empty"));
+    }
+
+    #[test]
+    fn plain_http_off_loopback_needs_allow_http() {
+        let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
+        let remote = format!("{entry}endpoint = \"http://10.0.0.7:8000/v1\"\n");
+        let message = Config::from_toml(&remote, "t").unwrap_err().to_string();
+        assert!(message.contains("model `a`") && message.contains("plain http"), "{message}");
+        Config::from_toml(&format!("{remote}allow_http = true\n"), "t").unwrap();
+        Config::from_toml(&format!("{entry}endpoint = \"http://127.0.0.1:9/v1\"\n"), "t").unwrap();
+        Config::from_toml(&format!("{entry}endpoint = \"http://localhost:9/v1\"\n"), "t").unwrap();
     }
 }

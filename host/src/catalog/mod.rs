@@ -12,8 +12,8 @@ pub use config::{
 
 use crate::admission::Tokenizer;
 
-use crate::plugin::ProviderRegistry;
-use crate::types::ProviderInfo;
+use crate::plugin::{Provider, ProviderRegistry};
+use crate::reach;
 
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +23,7 @@ pub struct ModelSpec {
     pub wire_id: String,
     /// The entry's own endpoint, as configured; see [`ModelSpec::endpoint_for`].
     pub endpoint: Option<String>,
-    /// The entry's credential id; `None` means the provider's default.
+    /// The entry's credential id; `None` means a trusted provider's default.
     pub credential: Option<String>,
     pub max_output_tokens: u32,
     pub context_window: u32,
@@ -50,11 +50,12 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// Where calls go: the entry's endpoint, else the provider's default. Derived
-    /// from the provider serving now, so a component swapped in at run time
-    /// brings its own default.
-    pub fn endpoint_for(&self, provider: &ProviderInfo) -> Option<String> {
-        self.endpoint.clone().or_else(|| provider.default_endpoint.clone())
+    /// Where calls go: the entry's endpoint, else the provider's default when
+    /// its component is trusted (see [`crate::reach`]). Derived from the provider
+    /// serving now, so a component swapped in at run time brings its own default.
+    pub fn endpoint_for(&self, provider: &Provider) -> Option<String> {
+        let default = provider.info().default_endpoint.clone().filter(|_| provider.trust().honours_defaults());
+        self.endpoint.clone().or(default)
     }
 }
 
@@ -98,8 +99,10 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Resolves entries against the loaded providers. An entry whose provider is
-    /// loaded but has no endpoint anywhere is a configuration error; one whose
+    /// Resolves entries against the loaded providers. An entry whose calls may
+    /// not go where they would (no endpoint anywhere, an untrusted component's
+    /// defaults, plain http off loopback, SigV4 for another service or host: see
+    /// [`crate::reach`]) is a configuration error naming the entry; one whose
     /// provider is not loaded stays listed and fails its calls (a broken drop-in
     /// must not stop the gateway).
     pub fn resolve(config: &Config, providers: &ProviderRegistry) -> Result<Self, ConfigError> {
@@ -107,16 +110,15 @@ impl Catalog {
         for entry in &config.models {
             let model = spec(entry);
             match providers.get(&entry.provider) {
-                Some(provider) if model.endpoint_for(provider.info()).is_none() => {
-                    return Err(ConfigError::Invalid {
-                        origin: config.origin.clone(),
-                        message: format!(
-                            "model `{}`: provider `{}` has no default endpoint; set `endpoint`",
-                            entry.id, entry.provider
-                        ),
-                    });
+                Some(provider) => {
+                    let source = provider.component().source.to_string();
+                    reach::destination(&model, provider.info(), provider.trust(), &source).map_err(|reason| {
+                        ConfigError::Invalid {
+                            origin: config.origin.clone(),
+                            message: format!("model `{}`: {reason}", entry.id),
+                        }
+                    })?;
                 }
-                Some(_) => {}
                 None => {
                     tracing::warn!(model = %entry.id, provider = %entry.provider, "model names a provider that is not loaded");
                 }

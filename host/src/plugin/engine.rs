@@ -102,7 +102,7 @@ impl PluginEngine {
         sandbox::link_wasi(&mut linker)?;
         // Fuel changes the compiled code, so the two kinds of engine never share
         // an artifact: the cache keys on the engine's compatibility hash.
-        let cache = cache_dir.map(|dir| ArtifactCache::new(dir, &engine));
+        let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
         Ok(Self { engine, limits, linker: Arc::new(linker), cache })
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::bindings::ChatProvider as Bindings;
 use super::engine::LoadedComponent;
 use super::sandbox::{CallState, new_store, refuel};
+use crate::reach::Trust;
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
     StreamDelta, StreamEvent,
@@ -41,17 +42,29 @@ fn codec_message(error: &CodecError) -> String {
 pub struct Provider {
     info: ProviderInfo,
     component: Arc<LoadedComponent>,
+    /// Whether the operator vouched for the component, so its defaults count.
+    trust: Trust,
 }
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provider").field("key", &self.info.key).field("source", &self.component.source).finish()
+        f.debug_struct("Provider")
+            .field("key", &self.info.key)
+            .field("source", &self.component.source)
+            .field("trust", &self.trust)
+            .finish()
     }
 }
 
 impl Provider {
-    pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>) -> Self {
-        Self { info, component }
+    pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>, trust: Trust) -> Self {
+        Self { info, component, trust }
+    }
+
+    /// Whether this provider's component may supply its own endpoint and
+    /// credential id (see [`crate::reach`]).
+    pub fn trust(&self) -> Trust {
+        self.trust
     }
 
     pub fn key(&self) -> &str {

@@ -3,18 +3,24 @@
 //! provider with the same key. A file that fails to load is reported with its
 //! path and reason, and every other provider keeps working.
 //!
+//! Each provider carries its component's [`Trust`]: embedded components and
+//! files whose digest is in `allowed_digests` are trusted; any other file is
+//! not, and may not take over a key an embedded component serves (the
+//! embedded one keeps serving, the file is listed as rejected for that key).
+//!
 //! A registry is immutable; reloading builds the next one from the folder as it
 //! is now. Files whose digest did not change are reused without compiling; a
 //! file that now fails keeps its previous version serving; an optional
 //! allow-list of digests pins which files may load at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::embedded::EMBEDDED;
 use super::engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 use super::provider::Provider;
+use crate::reach::Trust;
 
 /// A component file that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +44,9 @@ pub struct ProviderRegistry {
     /// The folder's components by path, to reuse and to fall back on.
     files: BTreeMap<PathBuf, Arc<LoadedComponent>>,
     failures: Vec<LoadFailure>,
+    /// The default credential ids of trusted providers: the secret ids a
+    /// component (rather than the configuration) may name.
+    trusted_credential_ids: Arc<BTreeSet<String>>,
 }
 
 impl ProviderRegistry {
@@ -61,11 +70,19 @@ impl ProviderRegistry {
         };
         let mut registry = Self { embedded, ..Self::default() };
         for component in registry.embedded.clone() {
-            registry.insert(component);
+            registry.insert(component, Trust::Embedded);
         }
         if let Some(dir) = providers_dir {
             registry.load_folder(engine, dir, allowed, previous);
         }
+        registry.trusted_credential_ids = Arc::new(
+            registry
+                .providers
+                .values()
+                .filter(|provider| provider.trust().honours_defaults())
+                .filter_map(|provider| provider.info().credential.default_credential_id().map(str::to_owned))
+                .collect(),
+        );
         Ok(registry)
     }
 
@@ -76,19 +93,21 @@ impl ProviderRegistry {
         allowed: Option<&[String]>,
         previous: Option<&ProviderRegistry>,
     ) {
+        // With an allow-list, every file that loads passed it; without one, none is vouched for.
+        let trust = if allowed.is_some() { Trust::AllowListed } else { Trust::Untrusted };
         for path in wasm_files(dir, &mut self.failures) {
             let earlier = previous.and_then(|registry| registry.files.get(&path));
             match load_file(engine, &path, allowed, earlier) {
                 Ok(component) => {
                     self.files.insert(path, Arc::clone(&component));
-                    self.insert(component);
+                    self.insert(component, trust);
                 }
                 Err(reason) => {
                     tracing::error!(path = %path.display(), %reason, "provider component rejected");
                     if let Some(earlier) = earlier {
                         tracing::warn!(path = %path.display(), "the previous version keeps serving");
                         self.files.insert(path.clone(), Arc::clone(earlier));
-                        self.insert(Arc::clone(earlier));
+                        self.insert(Arc::clone(earlier), trust);
                     }
                     self.failures.push(LoadFailure { path, reason });
                 }
@@ -96,8 +115,22 @@ impl ProviderRegistry {
         }
     }
 
-    fn insert(&mut self, component: Arc<LoadedComponent>) {
+    fn insert(&mut self, component: Arc<LoadedComponent>, trust: Trust) {
         for info in &component.providers {
+            if trust == Trust::Untrusted && self.is_embedded_key(&info.key) {
+                let reason = format!(
+                    "provider key `{}` is served by an embedded component, and a file not in `allowed_digests` may \
+                     not replace it (the embedded one keeps serving)",
+                    info.key
+                );
+                tracing::error!(path = %component.source, %reason, "provider key rejected");
+                let path = match &component.source {
+                    super::engine::ComponentSource::File(path) => path.clone(),
+                    super::engine::ComponentSource::Embedded(name) => PathBuf::from(name),
+                };
+                self.failures.push(LoadFailure { path, reason });
+                continue;
+            }
             if let Some(previous) = self.providers.get(&info.key) {
                 tracing::info!(
                     provider = %info.key,
@@ -106,9 +139,18 @@ impl ProviderRegistry {
                     "provider overridden"
                 );
             }
-            let provider = Arc::new(Provider::new(info.clone(), Arc::clone(&component)));
+            let provider = Arc::new(Provider::new(info.clone(), Arc::clone(&component), trust));
             self.providers.insert(info.key.clone(), provider);
         }
+    }
+
+    fn is_embedded_key(&self, key: &str) -> bool {
+        self.embedded.iter().any(|component| component.providers.iter().any(|info| info.key == key))
+    }
+
+    /// The default credential ids of the trusted providers loaded now.
+    pub fn trusted_credential_ids(&self) -> &Arc<BTreeSet<String>> {
+        &self.trusted_credential_ids
     }
 
     pub fn get(&self, key: &str) -> Option<&Arc<Provider>> {

@@ -13,12 +13,19 @@
 //! region fails on the first call with an access error that says nothing about
 //! regions; so a missing region is its own error, named before any request.
 //! Credentials are a provider that refreshes (role credentials expire), not a
-//! fixed pair: see [`AwsIdentity::credentials`].
+//! fixed pair: see [`AwsIdentity::credentials`]. Both chains can be slow (files,
+//! metadata endpoints with timeouts), so neither is awaited under a lock a call
+//! with a usable answer would wait on, and a failed lookup is asked again after
+//! [`RETRY_AFTER_FAILURE`] instead of being remembered for the process's life.
+//! An empty region (`AWS_REGION=""`, which the region chain returns as a
+//! region) or one that is not a region name is no region.
 //!
 //! Built without the `sso` and `credentials-process` features of `aws-config`:
 //! an SSO profile or a `credential_process` profile then fails with the chain's
 //! own message rather than being resolved by code this gateway does not carry.
 
+use std::future::Future;
+use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
 use aws_config::default_provider::credentials::DefaultCredentialsChain;
@@ -29,7 +36,8 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use reqwest::header::{HeaderName, HeaderValue};
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use super::client::error_chain;
 use super::credentials::{CredentialError, SecretStore};
@@ -37,9 +45,21 @@ use super::credentials::{CredentialError, SecretStore};
 /// The secret-store id of the AWS region.
 pub const REGION_ID: &str = "aws-region";
 
+/// The default secret-store id of an AWS access key pair.
+pub const ACCESS_KEY_ID: &str = "aws-access-key-id";
+
 /// Credentials are fetched again when they expire within this margin, so a
 /// signed request never leaves with credentials about to lapse.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
+
+/// Credentials this close to expiry are not handed out even while another
+/// call refreshes them: that call's answer is awaited instead.
+const USABLE_MARGIN: Duration = Duration::from_secs(60);
+
+/// How long a failed region or credential lookup is remembered before the
+/// chain is asked again (a metadata endpoint that timed out, a profile fixed
+/// by the operator).
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 /// Where a call's AWS identity came from (for logs and `weir providers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,22 +73,28 @@ pub enum IdentitySource {
 #[derive(Debug, Default)]
 pub struct AwsIdentity {
     chain: OnceCell<DefaultCredentialsChain>,
-    cached: Mutex<Option<Credentials>>,
-    region: OnceCell<Option<String>>,
+    credentials: Lookup<Credentials>,
+    region: Lookup<String>,
 }
 
 impl AwsIdentity {
     /// The region: the secret store's record, else the default region chain.
+    /// An empty or malformed value is no region.
     pub async fn region(&self, store: &dyn SecretStore) -> Option<String> {
         if let Some(region) = store.get(REGION_ID) {
-            return Some(region.expose().trim().to_owned()).filter(|region| !region.is_empty());
+            return usable_region(region.expose());
         }
-        let chain = || async { DefaultRegionChain::builder().build().region().await.map(|region| region.to_string()) };
-        self.region.get_or_init(chain).await.clone()
+        let chain = || async {
+            let region = DefaultRegionChain::builder().build().region().await;
+            region.and_then(|region| usable_region(region.as_ref())).ok_or_else(|| "no region".to_owned())
+        };
+        self.region.get(|_| true, |_| true, chain).await.ok()
     }
 
     /// The credentials for `credential_id`: the store's pair, else the default
     /// chain's, refreshed when they are within [`REFRESH_MARGIN`] of expiring.
+    /// While one call refreshes, others keep using credentials that are still
+    /// valid for [`USABLE_MARGIN`].
     pub async fn credentials(
         &self,
         store: &dyn SecretStore,
@@ -78,19 +104,110 @@ impl AwsIdentity {
             let credentials = Credentials::new(access_key_id, secret.expose(), None, None, "weir-secret-store");
             return Ok((credentials, IdentitySource::SecretStore));
         }
-        let mut cached = self.cached.lock().await;
-        if let Some(credentials) = cached.as_ref().filter(|credentials| fresh(credentials)) {
-            return Ok((credentials.clone(), IdentitySource::DefaultChain));
-        }
-        let chain = self.chain.get_or_init(|| DefaultCredentialsChain::builder().build()).await;
-        let credentials = chain.provide_credentials().await.map_err(|error| error_chain(&error))?;
-        *cached = Some(credentials.clone());
+        let fetch = || async {
+            let chain = self.chain.get_or_init(|| DefaultCredentialsChain::builder().build()).await;
+            chain.provide_credentials().await.map_err(|error| error_chain(&error))
+        };
+        let credentials = self.credentials.get(valid_for(REFRESH_MARGIN), valid_for(USABLE_MARGIN), fetch).await?;
         Ok((credentials, IdentitySource::DefaultChain))
     }
 }
 
-fn fresh(credentials: &Credentials) -> bool {
-    credentials.expiry().is_none_or(|expiry| expiry > SystemTime::now() + REFRESH_MARGIN)
+fn valid_for(margin: Duration) -> impl Fn(&Credentials) -> bool {
+    move |credentials| credentials.expiry().is_none_or(|expiry| expiry > SystemTime::now() + margin)
+}
+
+/// A region name as AWS spells them (`eu-west-3`, `us-gov-west-1`): anything
+/// else (empty, a URL fragment) is no region, so it can never reshape a host.
+fn usable_region(value: &str) -> Option<String> {
+    let value = value.trim();
+    let valid = !value.is_empty()
+        && value.len() <= 64
+        && value.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-');
+    if !valid && !value.is_empty() {
+        tracing::warn!("the AWS region found is not a region name; treated as no region");
+    }
+    valid.then(|| value.to_owned())
+}
+
+/// A value fetched from a slow source and shared by every call. A reader of a
+/// `fresh` value never waits; one refresh runs at a time (the others wait for
+/// it, unless the value they hold is still `usable`); a failure is remembered
+/// for [`RETRY_AFTER_FAILURE`], then the source is asked again. The state lock
+/// is never held across an await.
+#[derive(Debug)]
+struct Lookup<T> {
+    state: std::sync::Mutex<LookupState<T>>,
+    refresh: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug)]
+struct LookupState<T> {
+    value: Option<T>,
+    failure: Option<(Instant, String)>,
+}
+
+impl<T> Default for Lookup<T> {
+    fn default() -> Self {
+        Self {
+            state: std::sync::Mutex::new(LookupState { value: None, failure: None }),
+            refresh: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+impl<T: Clone> Lookup<T> {
+    async fn get<Fetch, Fut>(
+        &self,
+        fresh: impl Fn(&T) -> bool,
+        usable: impl Fn(&T) -> bool,
+        fetch: Fetch,
+    ) -> Result<T, String>
+    where
+        Fetch: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, String>>,
+    {
+        if let Some(answer) = self.settled(&fresh) {
+            return answer;
+        }
+        let _single_flight = match self.refresh.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                if let Some(value) = self.value_if(&usable) {
+                    return Ok(value);
+                }
+                self.refresh.lock().await
+            }
+        };
+        // Whoever held the refresh before may have settled it.
+        if let Some(answer) = self.settled(&fresh) {
+            return answer;
+        }
+        let fetched = fetch().await;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &fetched {
+            Ok(value) => *state = LookupState { value: Some(value.clone()), failure: None },
+            Err(reason) => state.failure = Some((Instant::now(), reason.clone())),
+        }
+        fetched
+    }
+
+    /// A fresh value, or a failure too recent to ask again.
+    fn settled(&self, fresh: &impl Fn(&T) -> bool) -> Option<Result<T, String>> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(value) = state.value.as_ref().filter(|value| fresh(value)) {
+            return Some(Ok(value.clone()));
+        }
+        match &state.failure {
+            Some((at, reason)) if at.elapsed() < RETRY_AFTER_FAILURE => Some(Err(reason.clone())),
+            _ => None,
+        }
+    }
+
+    fn value_if(&self, usable: &impl Fn(&T) -> bool) -> Option<T> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.value.as_ref().filter(|value| usable(value)).cloned()
+    }
 }
 
 /// Everything a SigV4 signature needs, resolved for one call.
@@ -172,6 +289,75 @@ mod tests {
         fn get_pair(&self, id: &str) -> Option<(String, Secret)> {
             (self.pair && id == "aws-access-key-id").then(|| ("AKIDSTORE".to_owned(), Secret::new("store-secret")))
         }
+    }
+
+    #[test]
+    fn a_region_is_a_region_name_or_nothing() {
+        assert_eq!(usable_region(" eu-west-3 ").as_deref(), Some("eu-west-3"));
+        assert_eq!(usable_region("us-gov-west-1").as_deref(), Some("us-gov-west-1"));
+        for bad in ["", "   ", "x.attacker.example#", "us-east-1/", "US-EAST-1", "eu west"] {
+            assert_eq!(usable_region(bad), None, "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_region_in_the_store_is_no_region() {
+        let identity = AwsIdentity::default();
+        assert_eq!(identity.region(&Store { pair: false, region: Some("") }).await, None);
+        assert_eq!(identity.region(&Store { pair: false, region: Some("a.b#") }).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_lookup_is_asked_again_after_the_backoff() {
+        let lookup = Lookup::<String>::default();
+        let asked = std::sync::atomic::AtomicU32::new(0);
+        let fetch = |answer: Result<String, String>| {
+            let asked = &asked;
+            move || async move {
+                asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                answer
+            }
+        };
+        let always = |_: &String| true;
+        assert!(lookup.get(always, always, fetch(Err("down".into()))).await.is_err());
+        // Within the backoff the failure answers without asking.
+        assert_eq!(lookup.get(always, always, fetch(Ok("late".into()))).await, Err("down".to_owned()));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        tokio::time::advance(RETRY_AFTER_FAILURE + Duration::from_secs(1)).await;
+        assert_eq!(lookup.get(always, always, fetch(Ok("eu-west-3".into()))).await, Ok("eu-west-3".to_owned()));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // A success is kept.
+        assert_eq!(lookup.get(always, always, fetch(Err("x".into()))).await, Ok("eu-west-3".to_owned()));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_in_flight_blocks_no_caller_that_holds_a_usable_value() {
+        let lookup = std::sync::Arc::new(Lookup::<u32>::default());
+        let never_fresh = |_: &u32| false;
+        let usable = |_: &u32| true;
+        lookup.get(never_fresh, usable, || async { Ok(1) }).await.unwrap();
+        // A refresh that does not finish until released.
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let refreshing = {
+            let lookup = std::sync::Arc::clone(&lookup);
+            tokio::spawn(async move {
+                lookup
+                    .get(never_fresh, usable, || async move {
+                        released.await.ok();
+                        Ok(2)
+                    })
+                    .await
+            })
+        };
+        while lookup.refresh.try_lock().is_ok() {
+            tokio::task::yield_now().await;
+        }
+        // Another caller is answered at once with the still-usable value.
+        let quick = tokio::time::timeout(Duration::from_secs(5), lookup.get(never_fresh, usable, || async { Ok(3) }));
+        assert_eq!(quick.await.unwrap(), Ok(1));
+        release.send(()).unwrap();
+        assert_eq!(refreshing.await.unwrap(), Ok(2));
     }
 
     #[tokio::test]

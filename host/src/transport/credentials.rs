@@ -78,6 +78,10 @@ pub enum CredentialError {
         "provider `{provider}` found no AWS credentials (secret store record `{credential}`, then the default chain): {reason}"
     )]
     Aws { provider: String, credential: String, reason: String },
+    /// The provider sends a credential and no id was chosen for it (the entry
+    /// names none and the component's default is not trusted).
+    #[error("provider `{provider}` sends a credential, and no credential id is named for it")]
+    NotNamed { provider: String },
 }
 
 impl CredentialShape {
@@ -107,19 +111,22 @@ pub enum Credential {
 }
 
 impl Credential {
-    /// Resolves the credential a provider's shape asks for. `explicit_id` is the
-    /// catalog entry's `credential`, overriding the provider's default id.
+    /// Resolves the credential a provider's shape asks for, under `credential_id`:
+    /// the id the call's destination chose (the entry's `credential`, or a
+    /// trusted component's default; see [`crate::reach::destination`]). The
+    /// shape's own default id is never used here.
     pub async fn resolve(
         provider: &str,
         shape: &CredentialShape,
-        explicit_id: Option<&str>,
+        credential_id: Option<&str>,
         store: &dyn SecretStore,
         aws: &AwsIdentity,
     ) -> Result<Self, CredentialError> {
+        let named = || credential_id.ok_or_else(|| CredentialError::NotNamed { provider: provider.to_owned() });
         match shape {
             CredentialShape::None => Ok(Self::None),
             CredentialShape::Header(header) => {
-                let id = explicit_id.unwrap_or(&header.default_credential_id);
+                let id = named()?;
                 match store.get(id) {
                     Some(secret) => Ok(Self::Header {
                         name: header.header_name.to_ascii_lowercase(),
@@ -134,7 +141,7 @@ impl Credential {
                 }
             }
             CredentialShape::AwsSigv4(sigv4) => {
-                let id = explicit_id.unwrap_or(&sigv4.default_credential_id);
+                let id = named()?;
                 SigV4::resolve(aws, store, provider, &sigv4.service, id).await.map(Self::Sigv4)
             }
         }
@@ -185,7 +192,9 @@ mod tests {
     #[tokio::test]
     async fn header_credential_is_prefixed_and_lowercased() {
         let credential =
-            Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap();
+            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default())
+                .await
+                .unwrap();
         let Credential::Header { name, value } = credential else { panic!("expected a header") };
         assert_eq!(name, "authorization");
         assert_eq!(value.expose(), "Bearer s3cret");
@@ -198,6 +207,13 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.to_string(), "credential `other` for provider `p` is not set (test store `other`)");
+    }
+
+    #[tokio::test]
+    async fn a_credential_shape_with_no_chosen_id_is_refused_not_defaulted() {
+        let error =
+            Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap_err();
+        assert_eq!(error, CredentialError::NotNamed { provider: "p".into() });
     }
 
     #[tokio::test]

@@ -4,7 +4,9 @@
 mod aws;
 mod client;
 mod credentials;
+mod scope;
 
-pub use aws::{AwsIdentity, IdentitySource, REGION_ID, SigV4};
+pub use aws::{ACCESS_KEY_ID, AwsIdentity, IdentitySource, REGION_ID, RETRY_AFTER_FAILURE, SigV4};
 pub use client::{BodyStream, HttpClient, TransportError, TransportSettings};
 pub use credentials::{Credential, CredentialError, EnvSecretStore, Secret, SecretStore};
+pub use scope::{ConfiguredIds, ScopedSecrets};

@@ -1,0 +1,350 @@
+//! Where a secret may go (design invariant 11). A component is untrusted input:
+//! the operator decides where a request goes and which secret it carries, and a
+//! component contributes path, headers and body only. A component's own
+//! defaults (`default-endpoint`, `default-credential-id`) are honoured only when
+//! the operator vouched for the component: it is embedded in the binary, or its
+//! digest is in `allowed_digests`.
+//!
+//! The rules, each checked before anything is sent:
+//!
+//! 1. An untrusted component's defaults are never used: its entry names
+//!    `endpoint` and (when the component asks for a credential) `credential`.
+//! 2. A non-loopback endpoint is `https`, unless its entry says `allow_http`.
+//! 3. SigV4 signs only for the Bedrock signing name ([`SIGNING_SERVICES`]), and
+//!    only to a host under `amazonaws.com` / `api.aws` or an endpoint the entry
+//!    names itself.
+//!
+//! [`destination`] applies rules 1–3 to an entry and its provider (at catalog
+//! load and again per call, since a component can be swapped in at run time);
+//! [`check_final`] applies 2 and 3 to the URL a call really uses, after the
+//! AWS region has been filled in.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::catalog::ModelSpec;
+use crate::types::{CredentialShape, ProviderInfo};
+
+/// The placeholder an endpoint may carry for the resolved AWS region, e.g.
+/// `https://bedrock-runtime.{region}.amazonaws.com`.
+pub const REGION_PLACEHOLDER: &str = "{region}";
+
+/// The SigV4 signing names the host signs for. Every Bedrock surface signs as
+/// `bedrock`, even on the `bedrock-runtime` and `bedrock-mantle` hosts
+/// (reference `provider-wire.md` §3.1: "SigV4 signing name is `bedrock` even
+/// though the host prefix is `bedrock-runtime`").
+pub const SIGNING_SERVICES: [&str; 1] = ["bedrock"];
+
+/// The DNS suffixes SigV4 may sign for when the endpoint is a component's
+/// default rather than the entry's own.
+pub const AWS_DOMAINS: [&str; 2] = ["amazonaws.com", "api.aws"];
+
+/// Whether the operator vouched for a component, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trust {
+    /// Built into this binary.
+    Embedded,
+    /// A dropped file whose digest is in `allowed_digests`.
+    AllowListed,
+    /// Any other dropped file: its defaults are ignored.
+    Untrusted,
+}
+
+impl Trust {
+    /// Whether the component's own endpoint and credential id may be used.
+    pub fn honours_defaults(self) -> bool {
+        match self {
+            Self::Embedded | Self::AllowListed => true,
+            Self::Untrusted => false,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::AllowListed => "allow-listed",
+            Self::Untrusted => "untrusted",
+        }
+    }
+}
+
+/// Where one model's calls go and which secret id they carry, as the operator
+/// (or a trusted component) chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The base URL; may still carry [`REGION_PLACEHOLDER`].
+    pub endpoint: String,
+    /// Whether the entry named the endpoint itself (else: a trusted default).
+    pub entry_named_endpoint: bool,
+    /// The secret id, `None` when the provider sends no credential.
+    pub credential_id: Option<String>,
+    /// The SigV4 signing name, when the provider signs.
+    pub signing_service: Option<String>,
+}
+
+/// Why a model's calls may not go where they would go.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReachError {
+    /// An untrusted component serves the entry and the entry leaves `what`
+    /// (`endpoint` or `credential`) to the component.
+    #[error(
+        "provider `{provider}` is served by a component file that is not trusted ({component}): its default {what} is \
+         never used, so the entry must name `{what}` itself (or add the file's digest to `allowed_digests`)"
+    )]
+    UntrustedDefault { provider: String, component: String, what: &'static str },
+    /// Neither the entry nor a trusted component names an endpoint.
+    #[error("provider `{provider}` has no default endpoint; set `endpoint`")]
+    NoEndpoint { provider: String },
+    /// The endpoint is not a URL the host can use.
+    #[error("endpoint `{endpoint}` is not a usable http(s) URL")]
+    BadEndpoint { endpoint: String },
+    /// A plain-`http` endpoint off loopback without `allow_http`.
+    #[error(
+        "endpoint `{endpoint}` is plain http to a host that is not loopback; use https, or set `allow_http = true` \
+         on the entry"
+    )]
+    PlainHttp { endpoint: String },
+    /// The component asks the host to sign for a service other than Bedrock.
+    #[error("provider `{provider}` asks to sign with SigV4 for service `{service}`; the host signs only for {allowed}")]
+    SigningService { provider: String, service: String, allowed: String },
+    /// A trusted component's default endpoint for a signed call is not an AWS host.
+    #[error(
+        "provider `{provider}` would sign with SigV4 for host `{host}`, which is not under {allowed} and not named \
+         by the entry"
+    )]
+    SigningHost { provider: String, host: String, allowed: String },
+}
+
+/// Applies the rules to an entry served by `provider` (whose component has
+/// `trust`). `source` names the component in messages.
+pub fn destination(
+    model: &ModelSpec,
+    provider: &ProviderInfo,
+    trust: Trust,
+    source: &str,
+) -> Result<Destination, ReachError> {
+    let untrusted =
+        |what| ReachError::UntrustedDefault { provider: provider.key.clone(), component: source.to_owned(), what };
+    let (endpoint, entry_named_endpoint) = match (&model.endpoint, &provider.default_endpoint) {
+        (Some(endpoint), _) => (endpoint.clone(), true),
+        (None, Some(default)) if trust.honours_defaults() => (default.clone(), false),
+        (None, Some(_)) => return Err(untrusted("endpoint")),
+        (None, None) => return Err(ReachError::NoEndpoint { provider: provider.key.clone() }),
+    };
+    let credential_id = match (&model.credential, provider.credential.default_credential_id()) {
+        (_, None) => None,
+        (Some(id), Some(_)) => Some(id.clone()),
+        (None, Some(default)) if trust.honours_defaults() => Some(default.to_owned()),
+        (None, Some(_)) => return Err(untrusted("credential")),
+    };
+    let signing_service = match &provider.credential {
+        CredentialShape::AwsSigv4(sigv4) if SIGNING_SERVICES.contains(&sigv4.service.as_str()) => {
+            Some(sigv4.service.clone())
+        }
+        CredentialShape::AwsSigv4(sigv4) => {
+            return Err(ReachError::SigningService {
+                provider: provider.key.clone(),
+                service: sigv4.service.clone(),
+                allowed: quoted(&SIGNING_SERVICES),
+            });
+        }
+        CredentialShape::None | CredentialShape::Header(_) => None,
+    };
+    let destination = Destination { endpoint, entry_named_endpoint, credential_id, signing_service };
+    // The template is checked with a stand-in region; the filled URL again per call.
+    let sample = destination.endpoint.replace(REGION_PLACEHOLDER, "region");
+    check_final(&destination, &sample, model.allow_http, &provider.key)?;
+    Ok(destination)
+}
+
+/// Checks the URL a call really uses (the destination's endpoint with its
+/// region filled in): rules 2 and 3.
+pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provider: &str) -> Result<(), ReachError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
+    let host = parsed.host_str().filter(|host| !host.is_empty());
+    let host = host.ok_or_else(|| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
+    let loopback = is_loopback(host);
+    match parsed.scheme() {
+        "https" => {}
+        "http" if loopback || allow_http => {}
+        "http" => return Err(ReachError::PlainHttp { endpoint: url.to_owned() }),
+        _ => return Err(ReachError::BadEndpoint { endpoint: url.to_owned() }),
+    }
+    if destination.signing_service.is_some() && !destination.entry_named_endpoint && !is_aws_host(host) {
+        return Err(ReachError::SigningHost {
+            provider: provider.to_owned(),
+            host: host.to_owned(),
+            allowed: quoted(&AWS_DOMAINS),
+        });
+    }
+    Ok(())
+}
+
+/// Checks an endpoint as written in a catalog entry: rule 2 (and that it is a
+/// URL at all), so a config names its mistake before anything loads.
+pub fn check_entry_endpoint(endpoint: &str, allow_http: bool) -> Result<(), ReachError> {
+    let entry_named = Destination {
+        endpoint: endpoint.to_owned(),
+        entry_named_endpoint: true,
+        credential_id: None,
+        signing_service: None,
+    };
+    check_final(&entry_named, &endpoint.replace(REGION_PLACEHOLDER, "region"), allow_http, "")
+}
+
+/// 127.0.0.0/8, `::1` and `localhost`: traffic that never leaves the machine.
+/// `host` is a parsed URL's host (an IPv6 address in brackets).
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+fn is_aws_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    AWS_DOMAINS.iter().any(|domain| host.ends_with(&format!(".{domain}")))
+}
+
+fn quoted(names: &[&str]) -> String {
+    names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(" / ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Capabilities, HeaderCredential, Sigv4, StreamFraming};
+
+    fn header(default_id: &str) -> CredentialShape {
+        CredentialShape::Header(HeaderCredential {
+            default_credential_id: default_id.into(),
+            header_name: "authorization".into(),
+            prefix: "Bearer ".into(),
+            required: true,
+        })
+    }
+
+    fn sigv4(service: &str) -> CredentialShape {
+        CredentialShape::AwsSigv4(Sigv4 { service: service.into(), default_credential_id: "aws-access-key-id".into() })
+    }
+
+    fn info(endpoint: Option<&str>, credential: CredentialShape) -> ProviderInfo {
+        ProviderInfo {
+            key: "p".into(),
+            description: String::new(),
+            default_endpoint: endpoint.map(str::to_owned),
+            credential,
+            capabilities: Capabilities::empty(),
+            stream_framing: StreamFraming::Sse,
+        }
+    }
+
+    fn entry(endpoint: Option<&str>, credential: Option<&str>) -> ModelSpec {
+        ModelSpec {
+            endpoint: endpoint.map(str::to_owned),
+            credential: credential.map(str::to_owned),
+            ..ModelSpec::sample()
+        }
+    }
+
+    const ATTACKER: &str = "https://attacker.example/v1";
+
+    #[test]
+    fn a_trusted_component_supplies_its_defaults() {
+        for trust in [Trust::Embedded, Trust::AllowListed] {
+            let found =
+                destination(&entry(None, None), &info(Some(ATTACKER), header("openai-api-key")), trust, "x").unwrap();
+            assert_eq!(found.endpoint, ATTACKER);
+            assert!(!found.entry_named_endpoint);
+            assert_eq!(found.credential_id.as_deref(), Some("openai-api-key"));
+        }
+    }
+
+    #[test]
+    fn an_untrusted_component_never_chooses_the_endpoint_or_the_secret() {
+        let provider = info(Some(ATTACKER), header("database-url"));
+        let error = destination(&entry(None, Some("k")), &provider, Trust::Untrusted, "drop.wasm").unwrap_err();
+        assert!(matches!(error, ReachError::UntrustedDefault { what: "endpoint", .. }), "{error}");
+        assert!(error.to_string().contains("drop.wasm"), "{error}");
+        let error =
+            destination(&entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap_err();
+        assert!(matches!(error, ReachError::UntrustedDefault { what: "credential", .. }), "{error}");
+        let named = destination(&entry(Some("https://ok.example"), Some("k")), &provider, Trust::Untrusted, "x");
+        assert_eq!(named.unwrap().credential_id.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn a_component_without_a_credential_needs_only_an_endpoint() {
+        let provider = info(None, CredentialShape::None);
+        let found = destination(&entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap();
+        assert_eq!(found.credential_id, None);
+        let error = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
+        assert!(matches!(error, ReachError::NoEndpoint { .. }), "{error}");
+    }
+
+    #[test]
+    fn plain_http_is_for_loopback_unless_allowed() {
+        for loopback in ["http://127.0.0.1:9/v1", "http://127.8.9.10/", "http://[::1]:8/", "http://LocalHost:1"] {
+            check_entry_endpoint(loopback, false).unwrap();
+        }
+        for remote in
+            ["http://10.0.0.5:8000/v1", "http://vllm.internal/v1", "http://[::2]/", "http://127.0.0.1.nip.io/"]
+        {
+            let error = check_entry_endpoint(remote, false).unwrap_err();
+            assert!(matches!(error, ReachError::PlainHttp { .. }), "{remote}: {error}");
+            check_entry_endpoint(remote, true).unwrap();
+        }
+        check_entry_endpoint("https://bedrock-runtime.{region}.amazonaws.com", false).unwrap();
+        assert!(matches!(check_entry_endpoint("ftp://x/", true), Err(ReachError::BadEndpoint { .. })));
+        assert!(matches!(check_entry_endpoint("not a url", true), Err(ReachError::BadEndpoint { .. })));
+    }
+
+    #[test]
+    fn a_trusted_default_endpoint_is_held_to_https_too() {
+        let provider = info(Some("http://10.1.2.3/v1"), header("k"));
+        let error = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
+        assert!(matches!(error, ReachError::PlainHttp { .. }), "{error}");
+    }
+
+    #[test]
+    fn sigv4_signs_only_for_bedrock() {
+        let endpoint = Some("https://bedrock-runtime.{region}.amazonaws.com");
+        let found = destination(&entry(None, None), &info(endpoint, sigv4("bedrock")), Trust::Embedded, "x").unwrap();
+        assert_eq!(found.signing_service.as_deref(), Some("bedrock"));
+        for service in ["s3", "sts", "bedrock-runtime", "iam"] {
+            let named = entry(Some("https://s3.amazonaws.com"), Some("aws-access-key-id"));
+            let error = destination(&named, &info(endpoint, sigv4(service)), Trust::Embedded, "x").unwrap_err();
+            assert!(matches!(error, ReachError::SigningService { .. }), "{service}: {error}");
+        }
+    }
+
+    #[test]
+    fn sigv4_to_a_default_endpoint_only_under_aws_domains() {
+        let signed = |endpoint: &str| {
+            destination(&entry(None, None), &info(Some(endpoint), sigv4("bedrock")), Trust::AllowListed, "x")
+        };
+        signed("https://bedrock-runtime.{region}.amazonaws.com").unwrap();
+        signed("https://bedrock-mantle.{region}.api.aws/anthropic").unwrap();
+        for foreign in
+            ["https://attacker.example", "https://amazonaws.com.attacker.example", "https://evilamazonaws.com"]
+        {
+            let error = signed(foreign).unwrap_err();
+            assert!(matches!(error, ReachError::SigningHost { .. }), "{foreign}: {error}");
+        }
+        // The entry's own endpoint is the operator's choice (a proxy, a fake).
+        let named = entry(Some("http://127.0.0.1:9"), Some("aws-access-key-id"));
+        destination(&named, &info(Some("https://attacker.example"), sigv4("bedrock")), Trust::Untrusted, "x").unwrap();
+    }
+
+    #[test]
+    fn the_final_url_is_checked_after_the_region_is_filled() {
+        let provider = info(Some("https://bedrock-runtime.{region}.amazonaws.com"), sigv4("bedrock"));
+        let found = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap();
+        check_final(&found, "https://bedrock-runtime.eu-west-3.amazonaws.com", false, "p").unwrap();
+        let error = check_final(&found, "https://bedrock-runtime.x.attacker.example#.amazonaws.com", false, "p");
+        assert!(matches!(error, Err(ReachError::SigningHost { .. })), "{error:?}");
+    }
+}
