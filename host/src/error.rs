@@ -142,6 +142,48 @@ impl UpstreamClass {
     }
 }
 
+/// What a call needed one more upstream attempt for when it reached its
+/// attempt ceiling (`max_attempts`).
+#[derive(Debug)]
+pub enum Pending {
+    /// A retry of this upstream signal.
+    Retry(Box<WeirError>),
+    /// A correction turn for this structured-answer failure.
+    Correction(Box<WeirError>),
+    /// The re-run of a truncated answer at the model's output ceiling.
+    Escalation,
+    /// The re-run of an empty answer.
+    EmptyRerun,
+}
+
+impl Pending {
+    fn what(&self) -> &'static str {
+        match self {
+            Self::Retry(_) => "a retry",
+            Self::Correction(_) => "a correction turn",
+            Self::Escalation => "re-running a truncated answer at the model's output ceiling",
+            Self::EmptyRerun => "re-running an empty answer",
+        }
+    }
+
+    /// The failure that made another attempt necessary, when there was one.
+    fn last(&self) -> Option<&WeirError> {
+        match self {
+            Self::Retry(last) | Self::Correction(last) => Some(last),
+            Self::Escalation | Self::EmptyRerun => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.last() {
+            Some(last) => write!(f, "{}; the last failure: {last}", self.what()),
+            None => f.write_str(self.what()),
+        }
+    }
+}
+
 /// Every way a call can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum WeirError {
@@ -193,6 +235,18 @@ pub enum WeirError {
     InvalidAnswer { model: String, corrections: u32, reason: String },
     #[error("{last} (gave up after {attempts} attempts)")]
     RetriesExhausted { attempts: u32, last: Box<WeirError> },
+    /// The call made as many upstream attempts as its entry allows
+    /// (`max_attempts`) and needed one more.
+    #[error("model `{model}`: the call reached its ceiling of {attempts} upstream attempts before {pending}")]
+    AttemptCeiling { model: String, attempts: u32, pending: Pending },
+    /// One upstream attempt took longer than the attempt timeout in all (a whole
+    /// answer: until its body was read; a stream: until its first output).
+    #[error("model `{model}`: the upstream attempt took longer than {limit:?} in all")]
+    AttemptTimedOut { model: String, limit: Duration },
+    /// The caller's deadline passed while the upstream was still answering; the
+    /// request was cancelled.
+    #[error("model `{model}`: the caller's deadline passed while the upstream was answering")]
+    DeadlineExceeded { model: String },
     /// A stream failed after output reached the caller, so it was not retried.
     #[error("model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered: {source}")]
     MidStream { model: String, deltas: u64, bytes: u64, source: Box<WeirError> },
@@ -207,6 +261,12 @@ impl WeirError {
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
             Self::InvalidAnswer { .. } => Category::InvalidResponse,
             Self::RetriesExhausted { last, .. } => last.category(),
+            Self::AttemptCeiling { pending, .. } => match pending {
+                Pending::Retry(last) | Pending::Correction(last) => last.category(),
+                Pending::Escalation => Category::OutputTruncated,
+                Pending::EmptyRerun => Category::ProviderEmptyResponseExhausted,
+            },
+            Self::AttemptTimedOut { .. } | Self::DeadlineExceeded { .. } => Category::Timeout,
             // A capacity signal after output cannot be retried transparently: it is
             // uncorrectable here. Anything else keeps its own category.
             Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
@@ -218,6 +278,9 @@ impl WeirError {
             Self::Admission(error) => match error {
                 AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
                 AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
+                // The gateway's own queue for this model is full: the same advice
+                // as an upstream overload (come back later), with a `retry-after`.
+                AdmissionError::QueueFull { .. } => Category::Overloaded,
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
@@ -228,9 +291,10 @@ impl WeirError {
             },
             Self::Transport { source, .. } => match source {
                 TransportError::Timeout => Category::Timeout,
-                TransportError::Connect(_) | TransportError::Io(_) | TransportError::BodyTooLarge { .. } => {
-                    Category::UpstreamUnavailable
-                }
+                TransportError::Connect(_)
+                | TransportError::Certificate(_)
+                | TransportError::Io(_)
+                | TransportError::BodyTooLarge { .. } => Category::UpstreamUnavailable,
                 TransportError::InvalidRequest(_) | TransportError::Signing(_) => Category::ProviderFault,
             },
             Self::Upstream { class, .. } => match class {
@@ -252,6 +316,12 @@ impl WeirError {
         self.category().http_status()
     }
 
+    /// When a caller may usefully come back, for failures that know: a full
+    /// admission queue answers with its estimate (`retry-after`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if let Self::Admission(AdmissionError::QueueFull { retry_after, .. }) = self { Some(*retry_after) } else { None }
+    }
+
     /// How hard this failure pushes the model's throttle (0 for anything that is
     /// not an upstream slow-down signal).
     pub fn backpressure_weight(&self) -> u32 {
@@ -259,8 +329,10 @@ impl WeirError {
     }
 
     /// How the retry loop treats this failure; `None` is never retried. Transport
-    /// failures before a response (refused or reset connections, timeouts) are
-    /// transient.
+    /// failures before a response (refused or reset connections, timeouts) and an
+    /// attempt over its total timeout are transient; a certificate the upstream
+    /// cannot prove is not (a second handshake meets the same certificate), nor
+    /// is a passed deadline.
     pub fn retry_policy(&self) -> Option<SignalPolicy> {
         match self {
             Self::Upstream { class, .. } => class.retry_policy(),
@@ -269,9 +341,11 @@ impl WeirError {
                     Some(SignalPolicy::TRANSIENT)
                 }
                 TransportError::InvalidRequest(_)
+                | TransportError::Certificate(_)
                 | TransportError::BodyTooLarge { .. }
                 | TransportError::Signing(_) => None,
             },
+            Self::AttemptTimedOut { .. } => Some(SignalPolicy::TRANSIENT),
             Self::UnknownModel(_)
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
@@ -285,6 +359,8 @@ impl WeirError {
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
             | Self::RetriesExhausted { .. }
+            | Self::AttemptCeiling { .. }
+            | Self::DeadlineExceeded { .. }
             | Self::MidStream { .. } => None,
         }
     }
@@ -304,9 +380,21 @@ impl WeirError {
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
+            | Self::AttemptTimedOut { .. }
+            | Self::DeadlineExceeded { .. }
             | Self::Transport { .. } => self.to_string(),
             Self::RetriesExhausted { attempts, last } => {
                 format!("{} (gave up after {attempts} attempts)", last.safe_message())
+            }
+            Self::AttemptCeiling { model, attempts, pending } => {
+                let what = pending.what();
+                let head = format!(
+                    "model `{model}`: the call reached its ceiling of {attempts} upstream attempts before {what}"
+                );
+                match pending.last() {
+                    Some(last) => format!("{head}; the last failure: {}", last.safe_message()),
+                    None => head,
+                }
             }
             Self::MidStream { model, deltas, bytes, source } => format!(
                 "model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered, so it \

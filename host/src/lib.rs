@@ -327,6 +327,7 @@ fn transport_settings(config: &Config) -> TransportSettings {
     TransportSettings {
         connect_timeout: config.connect_timeout_secs.map_or(defaults.connect_timeout, Duration::from_secs),
         read_timeout: config.read_timeout_secs.map_or(defaults.read_timeout, Duration::from_secs),
+        attempt_timeout: config.attempt_timeout_secs.map_or(defaults.attempt_timeout, Duration::from_secs),
         ..defaults
     }
 }
