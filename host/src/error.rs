@@ -319,7 +319,11 @@ impl WeirError {
     /// When a caller may usefully come back, for failures that know: a full
     /// admission queue answers with its estimate (`retry-after`).
     pub fn retry_after(&self) -> Option<Duration> {
-        if let Self::Admission(AdmissionError::QueueFull { retry_after, .. }) = self { Some(*retry_after) } else { None }
+        if let Self::Admission(AdmissionError::QueueFull { retry_after, .. }) = self {
+            Some(*retry_after)
+        } else {
+            None
+        }
     }
 
     /// How hard this failure pushes the model's throttle (0 for anything that is

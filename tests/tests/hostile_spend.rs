@@ -318,7 +318,11 @@ async fn a_full_queue_answers_503_with_retry_after_and_sends_nothing() {
     assert_eq!(refused.attempts(), 1, "refused at admission");
 
     let refused = rig
-        .post("/v1/messages", json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "Hi"}]}), &[])
+        .post(
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "Hi"}]}),
+            &[],
+        )
         .await;
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert_eq!(refused.json()["error"]["type"], "overloaded_error");
@@ -414,7 +418,10 @@ async fn an_upstream_that_trickles_trips_the_attempt_timeout_not_the_read_timeou
     assert_eq!(answer.status, 504, "{}", answer.body);
     assert_eq!(answer.category(), "timeout");
     let message = answer.message();
-    assert!(message.contains("took longer than 5s in all") && message.contains("gave up after 2 attempts"), "{message}");
+    assert!(
+        message.contains("took longer than 5s in all") && message.contains("gave up after 2 attempts"),
+        "{message}"
+    );
     assert_eq!(rig.upstream.request_count(), 2, "retried once (max_retries = 1), then spent");
 }
 
@@ -486,13 +493,9 @@ max_retries = 1
         upstream.base_url()
     );
     let gateway = Gateway::start_with(&config, &[], None).await;
-    let answer = post(
-        &reqwest::Client::new(),
-        &gateway.url("/v1/chat/completions"),
-        hello(),
-        &[("x-weir-max-retries", "1000")],
-    )
-    .await;
+    let answer =
+        post(&reqwest::Client::new(), &gateway.url("/v1/chat/completions"), hello(), &[("x-weir-max-retries", "1000")])
+            .await;
     assert_eq!(answer.status, 429, "{}", answer.body);
     assert_eq!(answer.category(), "rate_limited");
     assert_eq!(answer.attempts(), 2);

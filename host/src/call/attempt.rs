@@ -29,8 +29,8 @@ pub(super) async fn run(
     grant.mark_sent();
     let transport = target.weir.transport();
     let sent = transport.send(&target.endpoint, http_request, &target.credential);
-    let response = in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) })
-        .await?;
+    let response =
+        in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) }).await?;
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &response).await);
     }

@@ -62,7 +62,7 @@ impl Attempt for Streamed {
         grant.mark_sent();
         let opened = first_output(target, http_request, grant, request.deadline);
         match attempt::in_flight(target, request.deadline, opened).await? {
-            First::Live(live) => Ok(Outcome::Live(live)),
+            First::Live(live) => Ok(Outcome::Live(*live)),
             First::Complete(answer) => Ok(Outcome::Complete(answer)),
             First::InBand(in_band) => {
                 self.after_in_band_error(target, conversation, params, request, spend, in_band).await
@@ -74,7 +74,7 @@ impl Attempt for Streamed {
 /// How a stream's retryable phase ended.
 enum First {
     /// The first output is in hand.
-    Live(Live),
+    Live(Box<Live>),
     /// Over before any output: a whole (empty, refused or cut off) answer for
     /// the gates.
     Complete(DecodedResponse),
@@ -110,7 +110,7 @@ async fn first_output(
                 first.push(delta);
                 if output {
                     feed_back(target.gate, Feedback::Success).await;
-                    return Ok(First::Live(Live::new(target, first, upstream, grant, deadline)));
+                    return Ok(First::Live(Box::new(Live::new(target, first, upstream, grant, deadline))));
                 }
             }
             Some(Err(failure)) => return Err(stream_failure(target, failure)),
