@@ -42,7 +42,7 @@ use std::time::Duration;
 
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
-pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
+pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus};
 pub use stream::ChatStream;
 
