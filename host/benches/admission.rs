@@ -42,7 +42,7 @@ const ONE: Demand = Demand { requests: 1, tokens: 100 };
 
 fn gate(limits: Limits, max_concurrency: Option<u32>) -> Arc<ModelGate> {
     let account = Arc::new(InProcessAccount::new(limits, tokio::time::Instant::now()));
-    ModelGate::new("bench", account as Arc<dyn RateAccount>, max_concurrency)
+    ModelGate::new("bench", account as Arc<dyn RateAccount>, max_concurrency, None)
 }
 
 /// Budgets so large the benchmark never waits on them, but real buckets, so every

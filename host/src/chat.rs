@@ -27,13 +27,15 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     pub response_schema: Option<ResponseSchema>,
     /// When the caller stops waiting. Admission fails at once if capacity cannot
-    /// free up before it, instead of parking to find out; no retry waits past it.
+    /// free up before it, instead of parking to find out; no retry waits past it;
+    /// an upstream request still in flight at the deadline is cancelled.
     pub deadline: Option<tokio::time::Instant>,
-    /// Transparent retries of upstream signals (429, overload, 5xx, resets);
-    /// absent: the catalog entry's, else 3.
+    /// Transparent retries of upstream signals (429, overload, 5xx, resets) for
+    /// the whole call; it may lower the catalog entry's limit (else 3), never
+    /// raise it: a larger number is clamped to the entry's.
     pub max_retries: Option<u32>,
     /// Correction turns for a structured answer that does not parse or validate;
-    /// absent: the catalog entry's, else 2.
+    /// lowers the catalog entry's limit (else 2), never raises it.
     pub max_corrections: Option<u32>,
     /// Accept an answer cut off at its output budget (with stop reason
     /// max-tokens) instead of escalating to the model's ceiling or failing.

@@ -158,6 +158,48 @@ impl UpstreamClass {
     }
 }
 
+/// What a call needed one more upstream attempt for when it reached its
+/// attempt ceiling (`max_attempts`).
+#[derive(Debug)]
+pub enum Pending {
+    /// A retry of this upstream signal.
+    Retry(Box<WeirError>),
+    /// A correction turn for this structured-answer failure.
+    Correction(Box<WeirError>),
+    /// The re-run of a truncated answer at the model's output ceiling.
+    Escalation,
+    /// The re-run of an empty answer.
+    EmptyRerun,
+}
+
+impl Pending {
+    fn what(&self) -> &'static str {
+        match self {
+            Self::Retry(_) => "a retry",
+            Self::Correction(_) => "a correction turn",
+            Self::Escalation => "re-running a truncated answer at the model's output ceiling",
+            Self::EmptyRerun => "re-running an empty answer",
+        }
+    }
+
+    /// The failure that made another attempt necessary, when there was one.
+    fn last(&self) -> Option<&WeirError> {
+        match self {
+            Self::Retry(last) | Self::Correction(last) => Some(last),
+            Self::Escalation | Self::EmptyRerun => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.last() {
+            Some(last) => write!(f, "{}; the last failure: {last}", self.what()),
+            None => f.write_str(self.what()),
+        }
+    }
+}
+
 /// Every way a call can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum WeirError {
@@ -222,6 +264,18 @@ pub enum WeirError {
     InvalidAnswer { model: String, corrections: u32, reason: String },
     #[error("{last} (gave up after {attempts} attempts)")]
     RetriesExhausted { attempts: u32, last: Box<WeirError> },
+    /// The call made as many upstream attempts as its entry allows
+    /// (`max_attempts`) and needed one more.
+    #[error("model `{model}`: the call reached its ceiling of {attempts} upstream attempts before {pending}")]
+    AttemptCeiling { model: String, attempts: u32, pending: Pending },
+    /// One upstream attempt took longer than the attempt timeout in all (a whole
+    /// answer: until its body was read; a stream: until its first output).
+    #[error("model `{model}`: the upstream attempt took longer than {limit:?} in all")]
+    AttemptTimedOut { model: String, limit: Duration },
+    /// The caller's deadline passed while the upstream was still answering; the
+    /// request was cancelled.
+    #[error("model `{model}`: the caller's deadline passed while the upstream was answering")]
+    DeadlineExceeded { model: String },
     /// A stream failed after output reached the caller, so it was not retried.
     #[error("model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered: {source}")]
     MidStream { model: String, deltas: u64, bytes: u64, source: Box<WeirError> },
@@ -238,6 +292,12 @@ impl WeirError {
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
             Self::InvalidAnswer { .. } => Category::InvalidResponse,
             Self::RetriesExhausted { last, .. } => last.category(),
+            Self::AttemptCeiling { pending, .. } => match pending {
+                Pending::Retry(last) | Pending::Correction(last) => last.category(),
+                Pending::Escalation => Category::OutputTruncated,
+                Pending::EmptyRerun => Category::ProviderEmptyResponseExhausted,
+            },
+            Self::AttemptTimedOut { .. } | Self::DeadlineExceeded { .. } => Category::Timeout,
             // A capacity signal after output cannot be retried transparently: it is
             // uncorrectable here. Anything else keeps its own category.
             Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
@@ -256,6 +316,9 @@ impl WeirError {
             Self::Admission(error) => match error {
                 AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
                 AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
+                // The gateway's own queue for this model is full: the same advice
+                // as an upstream overload (come back later), with a `retry-after`.
+                AdmissionError::QueueFull { .. } => Category::Overloaded,
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
@@ -266,9 +329,10 @@ impl WeirError {
             },
             Self::Transport { source, .. } => match source {
                 TransportError::Timeout => Category::Timeout,
-                TransportError::Connect(_) | TransportError::Io(_) | TransportError::BodyTooLarge { .. } => {
-                    Category::UpstreamUnavailable
-                }
+                TransportError::Connect(_)
+                | TransportError::Certificate(_)
+                | TransportError::Io(_)
+                | TransportError::BodyTooLarge { .. } => Category::UpstreamUnavailable,
                 TransportError::InvalidRequest(_) | TransportError::Signing(_) => Category::ProviderFault,
             },
             Self::Upstream { class, .. } => match class {
@@ -290,6 +354,16 @@ impl WeirError {
         self.category().http_status()
     }
 
+    /// When a caller may usefully come back, for failures that know: a full
+    /// admission queue answers with its estimate (`retry-after`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if let Self::Admission(AdmissionError::QueueFull { retry_after, .. }) = self {
+            Some(*retry_after)
+        } else {
+            None
+        }
+    }
+
     /// How hard this failure pushes the model's throttle (0 for anything that is
     /// not an upstream slow-down signal).
     pub fn backpressure_weight(&self) -> u32 {
@@ -297,8 +371,10 @@ impl WeirError {
     }
 
     /// How the retry loop treats this failure; `None` is never retried. Transport
-    /// failures before a response (refused or reset connections, timeouts) are
-    /// transient.
+    /// failures before a response (refused or reset connections, timeouts) and an
+    /// attempt over its total timeout are transient; a certificate the upstream
+    /// cannot prove is not (a second handshake meets the same certificate), nor
+    /// is a passed deadline.
     pub fn retry_policy(&self) -> Option<SignalPolicy> {
         match self {
             Self::Upstream { class, .. } => class.retry_policy(),
@@ -307,9 +383,11 @@ impl WeirError {
                     Some(SignalPolicy::TRANSIENT)
                 }
                 TransportError::InvalidRequest(_)
+                | TransportError::Certificate(_)
                 | TransportError::BodyTooLarge { .. }
                 | TransportError::Signing(_) => None,
             },
+            Self::AttemptTimedOut { .. } => Some(SignalPolicy::TRANSIENT),
             Self::Unauthenticated(_)
             | Self::ModelNotPermitted { .. }
             | Self::UnknownModel(_)
@@ -326,6 +404,8 @@ impl WeirError {
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
             | Self::RetriesExhausted { .. }
+            | Self::AttemptCeiling { .. }
+            | Self::DeadlineExceeded { .. }
             | Self::MidStream { .. } => None,
         }
     }
@@ -349,7 +429,9 @@ impl WeirError {
             | Self::Refused { .. }
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
-            | Self::InvalidAnswer { .. } => self.to_string(),
+            | Self::InvalidAnswer { .. }
+            | Self::AttemptTimedOut { .. }
+            | Self::DeadlineExceeded { .. } => self.to_string(),
             Self::Credential { model, source } => format!("model `{model}`: {}", credential_message(source)),
             Self::Reach { model, source } => format!("model `{model}`: {}", reach_message(source)),
             Self::Transport { model, provider, source } => {
@@ -357,6 +439,16 @@ impl WeirError {
             }
             Self::RetriesExhausted { attempts, last } => {
                 format!("{} (gave up after {attempts} attempts)", last.safe_message())
+            }
+            Self::AttemptCeiling { model, attempts, pending } => {
+                let what = pending.what();
+                let head = format!(
+                    "model `{model}`: the call reached its ceiling of {attempts} upstream attempts before {what}"
+                );
+                match pending.last() {
+                    Some(last) => format!("{head}; the last failure: {}", last.safe_message()),
+                    None => head,
+                }
             }
             Self::MidStream { model, deltas, bytes, source } => format!(
                 "model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered, so it \
@@ -420,6 +512,7 @@ fn transport_message(error: &TransportError) -> &'static str {
         TransportError::Io(_) => "the connection to the provider failed",
         TransportError::BodyTooLarge { .. } => "the provider's answer exceeds the gateway's size limit",
         TransportError::Signing(_) => "the request could not be signed; see the server log",
+        TransportError::Certificate(_) => "the provider's TLS certificate does not verify; see the server log",
     }
 }
 
@@ -498,6 +591,7 @@ mod tests {
             TransportError::Io(UPSTREAM_TEXT.into()),
             TransportError::BodyTooLarge { limit: 1 },
             TransportError::Signing(UPSTREAM_TEXT.into()),
+            TransportError::Certificate(format!("invalid peer certificate for {URL}: UnknownIssuer")),
         ]
     }
 
@@ -575,6 +669,14 @@ mod tests {
         let leaky =
             || WeirError::Transport { model: model(), provider: "p".into(), source: transport_errors().remove(1) };
         errors.push(WeirError::RetriesExhausted { attempts: 3, last: Box::new(leaky()) });
+        errors.push(WeirError::AttemptCeiling {
+            model: model(),
+            attempts: 6,
+            pending: Pending::Retry(Box::new(leaky())),
+        });
+        errors.push(WeirError::AttemptCeiling { model: model(), attempts: 6, pending: Pending::Escalation });
+        errors.push(WeirError::AttemptTimedOut { model: model(), limit: Duration::from_secs(600) });
+        errors.push(WeirError::DeadlineExceeded { model: model() });
         errors.push(WeirError::MidStream { model: model(), deltas: 1, bytes: 2, source: Box::new(leaky()) });
         for error in &errors {
             match error {
@@ -596,6 +698,9 @@ mod tests {
                 | WeirError::EmptyResponses { .. }
                 | WeirError::InvalidAnswer { .. }
                 | WeirError::RetriesExhausted { .. }
+                | WeirError::AttemptCeiling { .. }
+                | WeirError::AttemptTimedOut { .. }
+                | WeirError::DeadlineExceeded { .. }
                 | WeirError::MidStream { .. } => {}
             }
         }

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
-pub use error::{Category, SignalPolicy, UpstreamClass, WeirError};
+pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use identity::Caller;
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus};
 pub use stream::ChatStream;
@@ -378,6 +378,7 @@ fn transport_settings(config: &Config) -> TransportSettings {
     TransportSettings {
         connect_timeout: config.connect_timeout_secs.map_or(defaults.connect_timeout, Duration::from_secs),
         read_timeout: config.read_timeout_secs.map_or(defaults.read_timeout, Duration::from_secs),
+        attempt_timeout: config.attempt_timeout_secs.map_or(defaults.attempt_timeout, Duration::from_secs),
         ..defaults
     }
 }

@@ -101,6 +101,8 @@ struct State {
     /// Chunks of scripted streams that hyper has taken to write (it takes the next
     /// only when its write buffer has room, so this stalls behind a slow reader).
     chunks_sent: usize,
+    /// Scripted answers whose connection closed before they were played whole.
+    abandoned: usize,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -288,6 +290,15 @@ impl FakeUpstream {
         self.shared.lock().chunks_sent
     }
 
+    /// How many scripted answers were cut short because the client closed the
+    /// connection while the fake was still preparing them (during a `Delay`),
+    /// e.g. a gateway cancelling a request at its deadline. A script ending in
+    /// `Drop` is closed by the fake itself and never counts.
+    #[must_use]
+    pub fn abandoned(&self) -> usize {
+        self.shared.lock().abandoned
+    }
+
     /// How many requests arrived so far.
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -402,8 +413,13 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
     let (seq, script) = shared.record(received);
     match script {
         Some(script) => {
-            let shared = Arc::clone(shared);
-            play(script, kill, Some(Arc::new(move || shared.lock().chunks_sent += 1))).await
+            // Dropped with the connection (hyper drops a pending answer when its
+            // client closes) unless the answer was played whole.
+            let mut watch = AbandonWatch { shared: Arc::clone(shared), armed: !ends_in_drop(&script) };
+            let counted = Arc::clone(shared);
+            let response = play(script, kill, Some(Arc::new(move || counted.lock().chunks_sent += 1))).await;
+            watch.armed = false;
+            response
         }
         None => {
             let mut request = Request::from_parts(parts, Body::from(body));
@@ -413,6 +429,28 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
                 Err(never) => match never {},
             }
         }
+    }
+}
+
+/// Counts a scripted answer abandoned by its client (see [`FakeUpstream::abandoned`]).
+struct AbandonWatch {
+    shared: Arc<Shared>,
+    armed: bool,
+}
+
+impl Drop for AbandonWatch {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.lock().abandoned += 1;
+        }
+    }
+}
+
+fn ends_in_drop(script: &Scripted) -> bool {
+    match script {
+        Scripted::Drop => true,
+        Scripted::Delay { then, .. } => ends_in_drop(then),
+        Scripted::Respond { .. } | Scripted::Stream { .. } | Scripted::StreamThenDrop { .. } => false,
     }
 }
 

@@ -326,7 +326,7 @@ async fn an_overload_event_before_output_is_replayed_once_without_streaming() {
     let received = upstream.received();
     assert!(received[1].json().get("stream").is_none(), "no `stream` key at all on the replay");
     assert_eq!(received[1].path, "/v1/messages");
-    assert_eq!(headers["x-weir-attempts"], "1", "a replay is part of the attempt");
+    assert_eq!(headers["x-weir-attempts"], "2", "the replay is an upstream request of its own: counted");
     assert_eq!(upstream.queued(), 0);
 }
 

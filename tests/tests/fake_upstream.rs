@@ -191,6 +191,30 @@ async fn drop_closes_the_connection_without_a_response() {
     assert_eq!(after.status(), 200);
 }
 
+#[tokio::test]
+async fn a_client_leaving_during_a_delay_is_counted_as_abandoned() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::completion("late").after(Duration::from_secs(30)));
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(200)).build().unwrap();
+    let url = format!("{}/chat/completions", upstream.base_url());
+    let error = impatient.post(&url).json(&ask("x")).send().await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while upstream.abandoned() == 0 {
+        assert!(Instant::now() < deadline, "the fake never saw the client leave");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(upstream.abandoned(), 1);
+
+    // Answers played whole, and resets the fake makes itself, never count.
+    assert_eq!(post_chat(&upstream, &ask("y")).await.status(), 200);
+    upstream.push(Scripted::Drop.after(Duration::from_millis(10)));
+    assert!(post_chat_result(&upstream, &ask("z")).await.is_err());
+    upstream.push(openai_wire::completion("prompt"));
+    assert_eq!(post_chat(&upstream, &ask("w")).await.status(), 200);
+    assert_eq!(upstream.abandoned(), 1);
+}
+
 fn is_connection_reset(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(error);
     while let Some(current) = source {

@@ -189,7 +189,7 @@ async fn an_in_band_5xx_before_output_earns_one_replay_without_streaming() {
     assert_eq!(streamed_text(&body), "Recovered whole.");
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
     assert_eq!(stream_flags(&upstream), vec![true, false], "the same request, replayed once without streaming");
-    assert_eq!(headers["x-weir-attempts"], "1", "a replay is part of the attempt");
+    assert_eq!(headers["x-weir-attempts"], "2", "the replay is an upstream request of its own: counted");
 }
 
 #[tokio::test]

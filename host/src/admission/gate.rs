@@ -9,6 +9,11 @@
 //! accumulates goes to it first, so a large demand is never starved by small
 //! ones queued behind it.
 //!
+//! The queue is bounded (`max_queue`): a call that would park beyond it is
+//! refused at once with an estimate of when to come back, holding nothing and
+//! having sent nothing, so a flood of callers cannot grow memory or latency
+//! without bound.
+//!
 //! A [`Grant`] that is dropped before [`Grant::mark_sent`] gives its tokens and
 //! request slot back (the call never happened); after it, they are spent and
 //! refill with time. Either way the permit returns when the grant is dropped.
@@ -33,6 +38,11 @@ pub enum AdmissionError {
     DeadlineBeforeFit { model: String, wait: Duration },
     #[error("model `{model}`: the caller's deadline passed while waiting for capacity")]
     DeadlinePassed { model: String },
+    #[error(
+        "model `{model}`: {max_queue} calls are already waiting for capacity; retry in {} s",
+        retry_after.as_secs()
+    )]
+    QueueFull { model: String, max_queue: u32, retry_after: Duration },
 }
 
 /// One model's admission queue.
@@ -40,6 +50,8 @@ pub struct ModelGate {
     model: String,
     account: Arc<dyn RateAccount>,
     max_concurrency: Option<u32>,
+    /// Calls that may park at once; `None` is unbounded.
+    max_queue: Option<u32>,
     state: Mutex<GateState>,
 }
 
@@ -64,8 +76,14 @@ struct Waiter {
 }
 
 impl ModelGate {
-    pub fn new(model: impl Into<String>, account: Arc<dyn RateAccount>, max_concurrency: Option<u32>) -> Arc<Self> {
-        Arc::new(Self { model: model.into(), account, max_concurrency, state: Mutex::new(GateState::default()) })
+    pub fn new(
+        model: impl Into<String>,
+        account: Arc<dyn RateAccount>,
+        max_concurrency: Option<u32>,
+        max_queue: Option<u32>,
+    ) -> Arc<Self> {
+        let state = Mutex::new(GateState::default());
+        Arc::new(Self { model: model.into(), account, max_concurrency, max_queue, state })
     }
 
     pub fn account(&self) -> &Arc<dyn RateAccount> {
@@ -83,12 +101,16 @@ impl ModelGate {
     }
 
     /// Grants the whole demand, parking until it fits. A `deadline` before the
-    /// earliest possible fit fails at once rather than waiting to find out.
+    /// earliest possible fit fails at once rather than waiting to find out, and
+    /// so does a full queue.
     pub async fn admit(self: &Arc<Self>, demand: Demand, deadline: Option<Instant>) -> Result<Grant, AdmissionError> {
         if let Some(result) = self.try_immediately(demand).await {
             return result;
         }
-        self.park(demand).await_turn(deadline).await
+        match self.park(demand) {
+            Some(parked) => parked.await_turn(deadline).await,
+            None => Err(self.queue_full(demand).await),
+        }
     }
 
     /// The fast path: nobody is queued, a permit is free, the account grants now.
@@ -109,14 +131,33 @@ impl ModelGate {
         }
     }
 
-    fn park(self: &Arc<Self>, demand: Demand) -> Parked {
+    /// Joins the queue, unless it is full (checked and joined under one lock).
+    fn park(self: &Arc<Self>, demand: Demand) -> Option<Parked> {
         let waiter = self.with(|state| {
+            if self.max_queue.is_some_and(|max| state.queue.len() >= max as usize) {
+                return None;
+            }
             let waiter = Arc::new(Waiter { id: state.next_id, demand, wake: Notify::new() });
             state.next_id += 1;
             state.queue.push_back(Arc::clone(&waiter));
-            waiter
-        });
-        Parked { gate: Arc::clone(self), waiter }
+            Some(waiter)
+        })?;
+        Some(Parked { gate: Arc::clone(self), waiter })
+    }
+
+    /// The refusal of a call the full queue cannot take. Its `retry_after` is the
+    /// wait until the account could supply everything queued plus this call at
+    /// the current throttle, in whole seconds and at least one (a queue held up
+    /// by concurrency alone forecasts no wait: one second is the small constant
+    /// then).
+    async fn queue_full(&self, demand: Demand) -> AdmissionError {
+        let queued = self.with(|state| state.queue.iter().fold(demand, |total, waiter| total + waiter.demand));
+        let wait = self.account.forecast(queued).await.saturating_duration_since(Instant::now());
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let retry_after = Duration::from_secs(seconds.max(1));
+        let max_queue = self.max_queue.unwrap_or(u32::MAX);
+        tracing::warn!(model = %self.model, max_queue, ?retry_after, "admission queue full; call refused");
+        AdmissionError::QueueFull { model: self.model.clone(), max_queue, retry_after }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut GateState) -> T) -> T {

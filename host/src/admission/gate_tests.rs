@@ -13,7 +13,7 @@ fn limits(rpm: Option<u64>, tpm: Option<u64>) -> Limits {
 
 fn gate_with(limits: Limits, max_concurrency: Option<u32>) -> (Arc<ModelGate>, Arc<InProcessAccount>) {
     let account = Arc::new(InProcessAccount::new(limits, Instant::now()));
-    let gate = ModelGate::new("m", Arc::clone(&account) as Arc<dyn RateAccount>, max_concurrency);
+    let gate = ModelGate::new("m", Arc::clone(&account) as Arc<dyn RateAccount>, max_concurrency, None);
     (gate, account)
 }
 
@@ -208,4 +208,47 @@ async fn backpressure_stretches_the_wait() {
     let start = Instant::now();
     gate.admit(demand(0), None).await.unwrap().mark_sent();
     assert_eq!(Instant::now() - start, Duration::from_millis(2_500), "refill 2.5x slower");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_refuses_at_once_with_the_wait_for_everything_queued() {
+    let account = Arc::new(InProcessAccount::new(limits(Some(60), None), Instant::now()));
+    let gate = ModelGate::new("m", Arc::clone(&account) as Arc<dyn RateAccount>, None, Some(2));
+    for _ in 0..60 {
+        gate.admit(demand(0), None).await.unwrap().mark_sent();
+    }
+    let parked: Vec<_> = (0..2)
+        .map(|_| {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.admit(demand(0), None).await.map(|mut g| g.mark_sent()) })
+        })
+        .collect();
+    settle().await;
+    assert_eq!(gate.parked(), 2);
+    let started = Instant::now();
+    let error = gate.admit(demand(0), None).await.unwrap_err();
+    assert_eq!(Instant::now(), started, "refused without waiting");
+    // Two queued plus this one at one request per second.
+    let AdmissionError::QueueFull { max_queue, retry_after, .. } = error else { panic!("{error:?}") };
+    assert_eq!((max_queue, retry_after), (2, Duration::from_secs(3)));
+    assert_eq!(gate.parked(), 2, "the refused call never joined");
+    for task in parked {
+        task.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_held_by_concurrency_alone_says_one_second() {
+    let account = Arc::new(InProcessAccount::new(limits(None, None), Instant::now()));
+    let gate = ModelGate::new("m", account as Arc<dyn RateAccount>, Some(1), Some(1));
+    let held = gate.admit(demand(0), None).await.unwrap();
+    let waiting = tokio::spawn({
+        let gate = Arc::clone(&gate);
+        async move { gate.admit(demand(0), None).await.map(drop) }
+    });
+    settle().await;
+    let error = gate.admit(demand(0), None).await.unwrap_err();
+    assert!(matches!(error, AdmissionError::QueueFull { retry_after, .. } if retry_after == Duration::from_secs(1)));
+    drop(held);
+    waiting.await.unwrap().unwrap();
 }

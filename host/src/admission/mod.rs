@@ -50,7 +50,8 @@ impl Admission {
             .map(|model| {
                 let limits = Limits { rpm: model.rpm.map(u64::from), tpm: model.tpm };
                 let account = store.account(&model.id, limits);
-                (model.id.clone(), ModelGate::new(model.id.clone(), account, model.max_concurrency))
+                let gate = ModelGate::new(model.id.clone(), account, model.max_concurrency, Some(model.max_queue));
+                (model.id.clone(), gate)
             })
             .collect();
         Self { gates }

@@ -144,7 +144,7 @@ fn fifo_run(demands: &[(u64, u64)]) -> Vec<usize> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async {
         let account = Arc::new(InProcessAccount::new(Limits { rpm: None, tpm: Some(TPM) }, Instant::now()));
-        let gate = ModelGate::new("m", account as Arc<dyn RateAccount>, None);
+        let gate = ModelGate::new("m", account as Arc<dyn RateAccount>, None, None);
         gate.admit(Demand { requests: 1, tokens: TPM }, None).await.unwrap().mark_sent();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for (index, &(tokens, delay_ms)) in demands.iter().enumerate() {

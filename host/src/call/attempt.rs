@@ -1,6 +1,14 @@
 //! One upstream attempt: admission, encode, transport, decode or classify, and
 //! the upstream's verdict fed to the model's throttle. The streamed attempt
 //! (`streaming.rs`) shares its first half and its failure handling.
+//!
+//! The time an attempt spends upstream is bounded twice ([`in_flight`]): by the
+//! attempt timeout, a transient signal the retry loop may re-run (an upstream
+//! that trickles bytes never trips the read timeout), and by the caller's
+//! deadline, which is final. Either drops the request, and dropping it closes
+//! the socket: the upstream sees the caller leave.
+
+use std::future::Future;
 
 use crate::admission::{Demand, Feedback, Grant, ModelGate, estimate_input};
 use crate::error::WeirError;
@@ -19,12 +27,10 @@ pub(super) async fn run(
 ) -> Result<DecodedResponse, WeirError> {
     let (mut grant, http_request) = admit_and_encode(target, conversation, params, deadline).await?;
     grant.mark_sent();
-    let response = target
-        .weir
-        .transport()
-        .send(&target.endpoint, http_request, &target.credential)
-        .await
-        .map_err(|source| transport_failure(target, source))?;
+    let transport = target.weir.transport();
+    let sent = transport.send(&target.endpoint, http_request, &target.credential);
+    let response =
+        in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) }).await?;
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &response).await);
     }
@@ -70,6 +76,32 @@ pub(super) async fn admit_and_encode(
         Err(error) => {
             grant.rollback().await;
             Err(error)
+        }
+    }
+}
+
+/// Runs the part of an attempt that waits on the upstream, until the attempt
+/// timeout or the caller's deadline, whichever comes first.
+pub(super) async fn in_flight<T>(
+    target: &Target<'_>,
+    deadline: Option<tokio::time::Instant>,
+    work: impl Future<Output = Result<T, WeirError>>,
+) -> Result<T, WeirError> {
+    let limit = target.weir.transport().attempt_timeout();
+    let timed_out = tokio::time::Instant::now() + limit;
+    let (until, is_deadline) = match deadline {
+        Some(deadline) if deadline <= timed_out => (deadline, true),
+        Some(_) | None => (timed_out, false),
+    };
+    match tokio::time::timeout_at(until, work).await {
+        Ok(result) => result,
+        Err(_) if is_deadline => {
+            tracing::info!(model = %target.model.id, "the caller's deadline passed in flight; request cancelled");
+            Err(WeirError::DeadlineExceeded { model: model_id(target) })
+        }
+        Err(_) => {
+            tracing::warn!(model = %target.model.id, ?limit, "the upstream attempt timed out; request cancelled");
+            Err(WeirError::AttemptTimedOut { model: model_id(target), limit })
         }
     }
 }

@@ -16,21 +16,24 @@
 //!   count of consecutive empty answers across payloads.
 //! - **Structure**: with a response schema, text that does not parse or lacks a
 //!   required field gets a correction turn and a re-ask, bounded.
+//!
+//! Every re-run takes an attempt from the call's one [`Spend`] first: when the
+//! ceiling is reached the call fails naming what it still needed.
 
 use serde_json::Value;
 
 use crate::admission::{OutputReserve, output_reserve};
 use crate::catalog::ModelSpec;
 use crate::chat::ChatRequest;
-use crate::error::WeirError;
+use crate::error::{Pending, WeirError};
 use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
 use super::retry::with_retries;
 use super::schema::{self, SchemaFailure};
+use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, Tally};
 
-const DEFAULT_CORRECTIONS: u32 = 2;
 /// Re-runs of one payload that came back empty (the budget latches once spent).
 const EMPTY_RETRIES_PER_PAYLOAD: u32 = 1;
 /// Empty answers in a row across payloads (corrections change the payload).
@@ -47,24 +50,40 @@ struct Spent {
 
 /// Runs attempts through the retry loop until an answer passes every gate. A
 /// live stream returns at once: its first output is already in hand, and nothing
-/// a caller has seen can be re-run.
+/// a caller has seen can be re-run. The stamp's attempt count is the call's
+/// spend, whatever the outcome.
 pub(super) async fn run<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
     tally: &mut Tally,
 ) -> Result<Outcome<A::Live>, WeirError> {
+    let mut spend = Spend::for_call(target.model, request);
+    let result = gate(attempt, target, request, tally, &mut spend).await;
+    tally.attempts = spend.attempts();
+    result
+}
+
+async fn gate<A: Attempt>(
+    attempt: &A,
+    target: &Target<'_>,
+    request: &ChatRequest,
+    tally: &mut Tally,
+    spend: &mut Spend,
+) -> Result<Outcome<A::Live>, WeirError> {
     let model = target.model;
     let schema = request.response_schema.as_ref().map(|s| parse_schema(model, &s.schema_json)).transpose()?;
-    let max_corrections = request.max_corrections.or(model.max_corrections).unwrap_or(DEFAULT_CORRECTIONS);
     let mut conversation = request.conversation.clone();
     let mut requested = request.max_output_tokens;
     let mut spent = Spent::default();
+    // A request that declares no budget fails before any attempt is counted.
+    output_reserve(requested, request.reasoning_effort, model)?;
+    spend.first_attempt();
     loop {
         let reserve = output_reserve(requested, request.reasoning_effort, model)?;
         tally.requested_max_tokens = Some(reserve.max_tokens);
         let params = call_params(request, model, reserve);
-        let mut answer = match with_retries(attempt, target, &conversation, &params, request, tally).await? {
+        let mut answer = match with_retries(attempt, target, &conversation, &params, request, spend).await? {
             Outcome::Complete(answer) => answer,
             live @ Outcome::Live(_) => return Ok(live),
         };
@@ -80,6 +99,7 @@ pub(super) async fn run<A: Attempt>(
                     ceiling: model.max_output_tokens,
                 });
             }
+            spend.next_attempt(|| Pending::Escalation)?;
             tracing::info!(model = %model.id, from = reserve.max_tokens, to = model.max_output_tokens, "truncated; escalating");
             spent.escalated = true;
             requested = Some(model.max_output_tokens);
@@ -91,6 +111,7 @@ pub(super) async fn run<A: Attempt>(
             if spent.empty_this_payload > EMPTY_RETRIES_PER_PAYLOAD || spent.empty_in_a_row >= MAX_CONSECUTIVE_EMPTY {
                 return Err(WeirError::EmptyResponses { model: model.id.clone(), count: spent.empty_in_a_row });
             }
+            spend.next_attempt(|| Pending::EmptyRerun)?;
             tracing::info!(model = %model.id, "empty answer; re-running");
             continue;
         }
@@ -102,7 +123,9 @@ pub(super) async fn run<A: Attempt>(
                 answer.content = structured_content(answer.content, instance);
                 return Ok(Outcome::Complete(answer));
             }
-            Err(failure) if spent.corrections < max_corrections => {
+            Err(failure) if spent.corrections < spend.max_corrections() => {
+                let last = || invalid_answer(model, spent.corrections, failure.clone());
+                spend.next_attempt(|| Pending::Correction(Box::new(last())))?;
                 tracing::info!(model = %model.id, ?failure, "structured answer rejected; correcting");
                 spent.corrections += 1;
                 spent.empty_this_payload = 0;

@@ -15,9 +15,14 @@
 //! - **the retry loop** ([`retry`]) is the only one: it re-runs an attempt for
 //!   upstream signals (429, overload, 5xx, resets, timeouts) with each signal's
 //!   policy as data, and no HTTP client below it retries.
+//! - **the spend** ([`spend`]) is counted once per call, across the gates and
+//!   the retry loop: one retry budget, and one ceiling on upstream attempts of
+//!   every kind, which a caller may lower and never raise.
 //! - **an attempt** ([`attempt`]) goes through admission afresh, so every retry
 //!   reserves fresh capacity and gets a fresh timeout; its grant is marked sent
-//!   only as the request leaves, so anything failing before rolls it back.
+//!   only as the request leaves, so anything failing before rolls it back. Its
+//!   time upstream is bounded by the attempt timeout and the caller's deadline;
+//!   either cancels the request (the socket is closed).
 //! - **a streamed attempt** ([`streaming`]) is the same until its first output:
 //!   everything before it is classified, retried and gated like a whole call;
 //!   after it nothing is retried (the first-chunk rule).
@@ -29,6 +34,7 @@ mod gates;
 mod prompted_tools;
 mod retry;
 mod schema;
+mod spend;
 mod streaming;
 mod target;
 
@@ -40,6 +46,8 @@ use crate::chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp}
 use crate::error::WeirError;
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
+
+use spend::Spend;
 
 pub(crate) use target::REGION_PLACEHOLDER;
 use target::Target;
@@ -57,12 +65,15 @@ trait Attempt {
     /// What a live answer is; [`Infallible`] for attempts that never stream.
     type Live;
 
+    /// One attempt, already counted in `spend`; an attempt that makes another
+    /// upstream request of its own (a stream's replay) counts it there too.
     async fn run(
         &self,
         target: &Target<'_>,
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
+        spend: &mut Spend,
     ) -> Result<Outcome<Self::Live>, WeirError>;
 }
 
@@ -78,6 +89,7 @@ impl Attempt for Whole {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
+        _spend: &mut Spend,
     ) -> Result<Outcome<Infallible>, WeirError> {
         attempt::run(target, conversation, params, request.deadline).await.map(Outcome::Complete)
     }

@@ -2,20 +2,22 @@
 //! signals — rate-limited, overloaded, transient — reading each signal's policy
 //! as data ([`SignalPolicy`]): the jitter window of the wait, doubled per retry,
 //! and the upstream's `retry-after` (or reset) when that is longer. The budget is
-//! per call (request, else catalog, else [`DEFAULT_RETRIES`]); when it is spent
-//! the caller gets the last signal's category with the attempt count, never a
-//! bare 429. Nothing else retries: not reqwest, not a component.
+//! the call's [`Spend`]: one for the whole call however many payloads the gates
+//! send (a correction does not bring fresh retries), and each retry is also an
+//! attempt under the call's ceiling. When either is spent the caller gets the
+//! last signal's category with the attempt count, never a bare 429. Nothing
+//! else retries: not reqwest, not a component.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::chat::ChatRequest;
-use crate::error::{SignalPolicy, WeirError};
+use crate::error::{Pending, SignalPolicy, WeirError};
 use crate::types::{CallParams, Conversation, RetryHint};
 
+use super::spend::Spend;
 use super::target::Target;
-use super::{Attempt, Outcome, Tally};
+use super::{Attempt, Outcome};
 
-pub const DEFAULT_RETRIES: u32 = 3;
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
 
@@ -25,24 +27,26 @@ pub(super) async fn with_retries<A: Attempt>(
     conversation: &Conversation,
     params: &CallParams,
     request: &ChatRequest,
-    tally: &mut Tally,
+    spend: &mut Spend,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let budget = request.max_retries.or(target.model.max_retries).unwrap_or(DEFAULT_RETRIES);
-    let mut retries = 0;
     loop {
-        tally.attempts += 1;
-        let error = match attempt.run(target, conversation, params, request).await {
+        // This attempt is already counted: by the gates for a payload's first,
+        // below for a retry.
+        let error = match attempt.run(target, conversation, params, request, spend).await {
             Ok(outcome) => return Ok(outcome),
             Err(error) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };
-        let wait = wait_before_retry(&error, policy, retries);
+        let wait = wait_before_retry(&error, policy, spend.retries());
         let past_deadline = request.deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
-        if retries >= budget || past_deadline {
-            return Err(WeirError::RetriesExhausted { attempts: tally.attempts, last: Box::new(error) });
+        if past_deadline || !spend.take_retry() {
+            return Err(WeirError::RetriesExhausted { attempts: spend.attempts(), last: Box::new(error) });
         }
-        retries += 1;
-        tracing::info!(model = %target.model.id, attempt = tally.attempts, ?wait, error = %error, "retrying");
+        if !spend.has_room() {
+            return Err(spend.ceiling(Pending::Retry(Box::new(error))));
+        }
+        tracing::info!(model = %target.model.id, attempt = spend.attempts(), ?wait, error = %error, "retrying");
+        spend.next_attempt(|| Pending::Retry(Box::new(error)))?;
         tokio::time::sleep(wait).await;
     }
 }

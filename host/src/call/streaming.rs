@@ -12,21 +12,24 @@
 //! without streaming when a second attempt could change the outcome. After the
 //! first output nothing is retried: a capacity signal feeds the throttle its
 //! weight and the stream fails naming its position; any failure ends the stream
-//! with a normalized error.
+//! with a normalized error. The attempt timeout bounds the stream until its
+//! first output; the caller's deadline bounds it to its end.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::admission::{Feedback, Grant, ModelGate};
 use crate::chat::{ChatRequest, Stamp};
-use crate::error::WeirError;
+use crate::error::{Pending, WeirError};
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
 use crate::transport::TransportError;
-use crate::types::{CallParams, Conversation, DecodedResponse, InBandError, StreamDelta};
+use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StreamDelta};
 
 use super::attempt::{self, feed_back};
+use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, classify};
 
@@ -51,45 +54,69 @@ impl Attempt for Streamed {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
+        spend: &mut Spend,
     ) -> Result<Outcome<Live>, WeirError> {
         let streaming = CallParams { stream: true, ..params.clone() };
         let (mut grant, http_request) =
             attempt::admit_and_encode(target, conversation, &streaming, request.deadline).await?;
         grant.mark_sent();
-        let transport = target.weir.transport();
-        let body = transport
-            .open(&target.endpoint, http_request, &target.credential)
-            .await
-            .map_err(|source| attempt::transport_failure(target, source))?;
-        if !(200..300).contains(&body.status) {
-            let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
-            return Err(attempt::upstream_failure(target, &response).await);
+        let opened = first_output(target, http_request, grant, request.deadline);
+        match attempt::in_flight(target, request.deadline, opened).await? {
+            First::Live(live) => Ok(Outcome::Live(*live)),
+            First::Complete(answer) => Ok(Outcome::Complete(answer)),
+            First::InBand(in_band) => {
+                self.after_in_band_error(target, conversation, params, request, spend, in_band).await
+            }
         }
-        let decoder = target.provider.open_stream().await.map_err(|source| plugin(target, source))?;
-        let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
-        let mut first = Vec::new();
-        loop {
-            match upstream.next().await {
-                Some(Ok(StreamDelta::Error(in_band))) => {
-                    drop(upstream);
-                    drop(grant);
-                    return self.after_in_band_error(target, conversation, params, request, in_band).await;
-                }
-                Some(Ok(delta)) => {
-                    let output = is_output(&delta);
-                    first.push(delta);
-                    if output {
-                        feed_back(target.gate, Feedback::Success).await;
-                        return Ok(Outcome::Live(Live::new(target, first, upstream, grant)));
-                    }
-                }
-                Some(Err(failure)) => return Err(stream_failure(target, failure)),
-                None => {
-                    // Over before any output: a whole (empty, refused or cut off)
-                    // answer for the gates.
+    }
+}
+
+/// How a stream's retryable phase ended.
+enum First {
+    /// The first output is in hand.
+    Live(Box<Live>),
+    /// Over before any output: a whole (empty, refused or cut off) answer for
+    /// the gates.
+    Complete(DecodedResponse),
+    /// An error frame before any output; the upstream and the grant are gone.
+    InBand(InBandError),
+}
+
+/// Opens the stream and reads it until its first output: the phase the attempt
+/// timeout and the deadline bound.
+async fn first_output(
+    target: &Target<'_>,
+    http_request: HttpRequest,
+    grant: Grant,
+    deadline: Option<Instant>,
+) -> Result<First, WeirError> {
+    let transport = target.weir.transport();
+    let body = transport
+        .open(&target.endpoint, http_request, &target.credential)
+        .await
+        .map_err(|source| attempt::transport_failure(target, source))?;
+    if !(200..300).contains(&body.status) {
+        let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
+        return Err(attempt::upstream_failure(target, &response).await);
+    }
+    let decoder = target.provider.open_stream().await.map_err(|source| plugin(target, source))?;
+    let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
+    let mut first = Vec::new();
+    loop {
+        match upstream.next().await {
+            Some(Ok(StreamDelta::Error(in_band))) => return Ok(First::InBand(in_band)),
+            Some(Ok(delta)) => {
+                let output = is_output(&delta);
+                first.push(delta);
+                if output {
                     feed_back(target.gate, Feedback::Success).await;
-                    return Ok(Outcome::Complete(assembled(first)));
+                    return Ok(First::Live(Box::new(Live::new(target, first, upstream, grant, deadline))));
                 }
+            }
+            Some(Err(failure)) => return Err(stream_failure(target, failure)),
+            None => {
+                feed_back(target.gate, Feedback::Success).await;
+                return Ok(First::Complete(assembled(first)));
             }
         }
     }
@@ -97,20 +124,27 @@ impl Attempt for Streamed {
 
 impl Streamed {
     /// An error frame before any output: classified from its status, then either
-    /// replayed once without streaming or returned to the retry loop.
+    /// replayed once without streaming (an attempt of its own, under the call's
+    /// ceiling) or returned to the retry loop.
     async fn after_in_band_error(
         &self,
         target: &Target<'_>,
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
+        spend: &mut Spend,
         in_band: InBandError,
     ) -> Result<Outcome<Live>, WeirError> {
         let status = in_band.status;
         let (error, detail) = classify::in_band(&Origin::of(target), in_band);
         feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
-        if self.replay_allowed && earns_replay(status, &detail) && !self.replayed.swap(true, Ordering::Relaxed) {
+        if self.replay_allowed
+            && earns_replay(status, &detail)
+            && spend.has_room()
+            && !self.replayed.swap(true, Ordering::Relaxed)
+        {
             tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
+            spend.next_attempt(|| Pending::Retry(Box::new(error)))?;
             let whole = CallParams { stream: false, ..params.clone() };
             return attempt::run(target, conversation, &whole, request.deadline).await.map(Outcome::Complete);
         }
@@ -200,11 +234,19 @@ pub(super) struct Live {
     grant: Grant,
     gate: Arc<ModelGate>,
     origin: Origin,
+    /// The caller's deadline: the stream is cut there, wherever it is.
+    deadline: Option<Instant>,
 }
 
 impl Live {
-    fn new(target: &Target<'_>, first: Vec<StreamDelta>, upstream: UpstreamStream, grant: Grant) -> Self {
-        Self { first, upstream, grant, gate: Arc::clone(target.gate), origin: Origin::of(target) }
+    fn new(
+        target: &Target<'_>,
+        first: Vec<StreamDelta>,
+        upstream: UpstreamStream,
+        grant: Grant,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Self { first, upstream, grant, gate: Arc::clone(target.gate), origin: Origin::of(target), deadline }
     }
 
     /// Hands the stream to its own task, which reads the upstream only as fast as
@@ -216,7 +258,9 @@ impl Live {
     }
 
     async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>) {
-        let Self { first, mut upstream, grant, gate, origin } = self;
+        let Self { first, mut upstream, grant, gate, origin, deadline } = self;
+        let expiry = until(deadline);
+        tokio::pin!(expiry);
         let mut delivered: u64 = 0;
         let mut usage = first.iter().rev().find_map(|delta| match delta {
             StreamDelta::Usage(usage) => Some(*usage),
@@ -233,6 +277,12 @@ impl Live {
                 next = upstream.next() => next,
                 () = sender.closed() => {
                     tracing::info!(model = %origin.model, delivered, "the caller left; cancelling the upstream stream");
+                    return;
+                }
+                () = &mut expiry => {
+                    let error = WeirError::DeadlineExceeded { model: origin.model.clone() };
+                    let error = mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await;
+                    let _ = sender.send(Err(error)).await;
                     return;
                 }
             };
@@ -278,6 +328,14 @@ impl Origin {
 
     fn transport(&self, source: TransportError) -> WeirError {
         WeirError::Transport { model: self.model.clone(), provider: self.provider.clone(), source }
+    }
+}
+
+/// Resolves at the deadline; never without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

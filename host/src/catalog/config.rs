@@ -252,6 +252,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         KeyRing::new(&self.keys, None, &InProcessStore).map_err(|message| self.invalid(message))?;
+        if self.attempt_timeout_secs == Some(0) {
+            return Err(self.invalid("`attempt_timeout_secs` must be positive when set".to_owned()));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for model in &self.models {
             model.validate().map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
@@ -374,5 +377,19 @@ mod tests {
         Config::from_toml(&format!("{remote}allow_http = true\n"), "t").unwrap();
         Config::from_toml(&format!("{entry}endpoint = \"http://127.0.0.1:9/v1\"\n"), "t").unwrap();
         Config::from_toml(&format!("{entry}endpoint = \"http://localhost:9/v1\"\n"), "t").unwrap();
+    }
+
+    #[test]
+    fn spend_limits_must_be_positive() {
+        let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
+        for bad in ["max_attempts = 0\n", "max_queue = 0\n"] {
+            let message = Config::from_toml(&format!("{entry}{bad}"), "t").unwrap_err().to_string();
+            assert!(message.contains("must be positive"), "{message}");
+        }
+        let message = Config::from_toml(&format!("attempt_timeout_secs = 0\n{entry}"), "t").unwrap_err().to_string();
+        assert!(message.contains("attempt_timeout_secs"), "{message}");
+        let fine = format!("attempt_timeout_secs = 30\n{entry}max_attempts = 2\nmax_queue = 1\n");
+        let config = Config::from_toml(&fine, "t").unwrap();
+        assert_eq!((config.attempt_timeout_secs, config.models[0].max_attempts), (Some(30), Some(2)));
     }
 }

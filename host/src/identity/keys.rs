@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 
 use super::Caller;
 use crate::admission::{Limits, ModelGate, RateStore};
-use crate::catalog::KeyEntry;
+use crate::catalog::{DEFAULT_MAX_QUEUE, KeyEntry};
 
 /// The prefix of a configured hash.
 const HASH_PREFIX: &str = "sha256:";
@@ -156,7 +156,7 @@ fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> R
         Some(old) => old.gate.clone(),
         None if limits.rpm.is_some() || limits.tpm.is_some() => {
             let account = store.account(&format!("key:{}", entry.id), limits);
-            Some(ModelGate::new(format!("key:{}", entry.id), account, None))
+            Some(ModelGate::new(format!("key:{}", entry.id), account, None, Some(DEFAULT_MAX_QUEUE)))
         }
         None => None,
     };

@@ -20,6 +20,9 @@ pub struct ApiError {
     /// The refusal's category and explanation, so a client can resubmit elsewhere.
     pub(super) refusal: Option<Box<Refusal>>,
     stamp: Option<Box<Stamp>>,
+    /// When to come back, for failures that know (a full admission queue):
+    /// answered as `retry-after` in whole seconds.
+    retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
@@ -29,7 +32,7 @@ impl ApiError {
     }
 
     pub(super) fn new(category: Category, message: String) -> Self {
-        Self { category, message, refusal: None, stamp: None }
+        Self { category, message, refusal: None, stamp: None, retry_after: None }
     }
 
     /// The refusal as a JSON object, when the call was refused.
@@ -45,6 +48,9 @@ impl ApiError {
         if let Some(stamp) = &self.stamp {
             super::stamp_headers(response.headers_mut(), stamp);
         }
+        if let Some(retry_after) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry_after.as_secs().into());
+        }
         response
     }
 }
@@ -54,6 +60,7 @@ impl From<CallError> for ApiError {
         let CallError { error, stamp } = failure;
         tracing::info!(error = %error, category = error.category().as_str(), attempts = stamp.attempts, "call failed");
         let mut api = Self::new(error.category(), error.safe_message());
+        api.retry_after = error.retry_after();
         if let WeirError::Refused { category, explanation, .. } = error {
             api.refusal = Some(Box::new(Refusal { category, explanation }));
         }

@@ -13,7 +13,8 @@
 //! Any catalog model answers in either dialect: a dialect module maps its body to
 //! a [`crate::chat::ChatRequest`] and the answer back; the provider behind is the
 //! catalog's. Per-request knobs ride in headers, so unmodified clients can set them:
-//! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections`,
+//! `x-weir-deadline-ms`, `x-weir-max-retries`, `x-weir-max-corrections` (these two
+//! lower the entry's limits, never raise them: the operator pays),
 //! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
 //! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,

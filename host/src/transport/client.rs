@@ -20,6 +20,11 @@ pub struct TransportSettings {
     pub read_timeout: Duration,
     /// Largest response body read into memory.
     pub max_body_bytes: usize,
+    /// Longest one upstream attempt may take in all: a whole answer until its
+    /// body is read, a stream until its first output. The read timeout bounds a
+    /// silence; this bounds an upstream that trickles. Enforced by the call
+    /// layer, which alone knows when a stream's first output arrived.
+    pub attempt_timeout: Duration,
 }
 
 impl Default for TransportSettings {
@@ -28,6 +33,7 @@ impl Default for TransportSettings {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(600),
             max_body_bytes: 64 << 20,
+            attempt_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -40,6 +46,10 @@ pub enum TransportError {
     InvalidRequest(String),
     #[error("cannot connect to the upstream: {0}")]
     Connect(String),
+    /// The upstream's TLS certificate failed verification (untrusted issuer,
+    /// wrong name, expired): a second handshake would meet the same certificate.
+    #[error("the upstream's TLS certificate was rejected: {0}")]
+    Certificate(String),
     #[error("the upstream did not answer in time")]
     Timeout,
     #[error("the connection to the upstream failed: {0}")]
@@ -56,6 +66,7 @@ pub enum TransportError {
 pub struct HttpClient {
     client: reqwest::Client,
     max_body_bytes: usize,
+    attempt_timeout: Duration,
 }
 
 impl HttpClient {
@@ -67,7 +78,12 @@ impl HttpClient {
             .retry(reqwest::retry::never())
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self { client, max_body_bytes: settings.max_body_bytes })
+        Ok(Self { client, max_body_bytes: settings.max_body_bytes, attempt_timeout: settings.attempt_timeout })
+    }
+
+    /// See [`TransportSettings::attempt_timeout`].
+    pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout
     }
 
     /// Sends `request` to `endpoint` + its path with `credential` attached, and
@@ -184,11 +200,35 @@ fn headers(pairs: Vec<(String, String)>, credential: &Credential) -> Result<Head
 fn classify(error: reqwest::Error) -> TransportError {
     if error.is_timeout() {
         TransportError::Timeout
+    } else if is_certificate_error(&error) {
+        // reqwest reports a failed handshake as a connect error; told apart here
+        // because, unlike a refused connection, it is not transient.
+        TransportError::Certificate(error_chain(&error))
     } else if error.is_connect() {
         TransportError::Connect(error_chain(&error))
     } else {
         TransportError::Io(error_chain(&error))
     }
+}
+
+/// Whether rustls rejected the peer's certificate somewhere in the chain. The
+/// handshake's `rustls::Error` travels inside an `io::Error`, whose `source()`
+/// skips the wrapped error itself, so each `io::Error` is opened by hand.
+fn is_certificate_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return matches!(tls, rustls::Error::InvalidCertificate(_));
+        }
+        let wrapped = current.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref);
+        if let Some(inner) = wrapped
+            && is_certificate_error(inner)
+        {
+            return true;
+        }
+        next = current.source();
+    }
+    false
 }
 
 /// The error with its causes, so "connection refused" is not lost behind
@@ -202,4 +242,19 @@ pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_error_is_found_inside_an_io_error() {
+        let bad = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, bad);
+        assert!(is_certificate_error(&io));
+        let other = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError);
+        assert!(!is_certificate_error(&other), "a TLS failure that is not the certificate's");
+        assert!(!is_certificate_error(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+    }
 }

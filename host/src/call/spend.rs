@@ -1,0 +1,155 @@
+//! What one call may spend upstream, counted in one place.
+//!
+//! A caller may ask for fewer retries or correction turns than the catalog
+//! entry allows, never more: the operator pays for every upstream request, so a
+//! header (or a library field) can only lower the entry's limits. Every
+//! upstream attempt of the call — the first, each retry, each correction turn,
+//! the truncation escalation, an empty answer's re-run, a stream's replay
+//! without streaming — counts against one ceiling, the entry's `max_attempts`;
+//! the retry budget is also per call, not per payload, so a correction does
+//! not buy a fresh set of retries.
+
+use crate::catalog::ModelSpec;
+use crate::chat::ChatRequest;
+use crate::error::{Pending, WeirError};
+
+/// Retries of upstream signals per call when neither the request nor the entry
+/// says.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// Correction turns per call when neither the request nor the entry says.
+pub const DEFAULT_CORRECTIONS: u32 = 2;
+
+/// The call's limits and what it has spent so far.
+#[derive(Debug)]
+pub(super) struct Spend {
+    model: String,
+    max_attempts: u32,
+    max_retries: u32,
+    max_corrections: u32,
+    attempts: u32,
+    retries: u32,
+}
+
+impl Spend {
+    /// The entry's limits, lowered (never raised) by the request's.
+    pub fn for_call(model: &ModelSpec, request: &ChatRequest) -> Self {
+        let max_retries = lowered(request.max_retries, model.max_retries.unwrap_or(DEFAULT_RETRIES));
+        let max_corrections = lowered(request.max_corrections, model.max_corrections.unwrap_or(DEFAULT_CORRECTIONS));
+        if request.max_retries.is_some_and(|asked| asked > max_retries)
+            || request.max_corrections.is_some_and(|asked| asked > max_corrections)
+        {
+            tracing::debug!(
+                model = %model.id, max_retries, max_corrections,
+                "the request asked for more retries or corrections than the entry allows; clamped"
+            );
+        }
+        Self {
+            model: model.id.clone(),
+            max_attempts: model.max_attempts.max(1),
+            max_retries,
+            max_corrections,
+            attempts: 0,
+            retries: 0,
+        }
+    }
+
+    /// Upstream attempts made so far.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    pub fn max_corrections(&self) -> u32 {
+        self.max_corrections
+    }
+
+    /// Counts the call's first upstream attempt, which always fits: the
+    /// ceiling is at least 1.
+    pub fn first_attempt(&mut self) {
+        self.attempts = self.attempts.max(1);
+    }
+
+    /// Counts one more upstream attempt, or refuses it once the ceiling is
+    /// reached; `pending` says what it was for.
+    pub fn next_attempt(&mut self, pending: impl FnOnce() -> Pending) -> Result<(), WeirError> {
+        if !self.has_room() {
+            return Err(self.ceiling(pending()));
+        }
+        self.attempts += 1;
+        Ok(())
+    }
+
+    /// The failure of a call that needed another attempt past its ceiling.
+    pub fn ceiling(&self, pending: Pending) -> WeirError {
+        tracing::warn!(model = %self.model, attempts = self.attempts, ?pending, "the call's attempt ceiling is reached");
+        WeirError::AttemptCeiling { model: self.model.clone(), attempts: self.attempts, pending }
+    }
+
+    /// Takes one retry from the call's budget; `false` once it is spent.
+    pub fn take_retry(&mut self) -> bool {
+        if self.retries >= self.max_retries {
+            return false;
+        }
+        self.retries += 1;
+        true
+    }
+
+    /// Retries taken so far (each doubles the next wait).
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// Whether another attempt would fit under the ceiling.
+    pub fn has_room(&self) -> bool {
+        self.attempts < self.max_attempts
+    }
+}
+
+fn lowered(asked: Option<u32>, limit: u32) -> u32 {
+    asked.map_or(limit, |asked| asked.min(limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Conversation;
+
+    fn request(retries: Option<u32>, corrections: Option<u32>) -> ChatRequest {
+        let mut request = ChatRequest::new("m", Conversation::user("hi"));
+        request.max_retries = retries;
+        request.max_corrections = corrections;
+        request
+    }
+
+    #[test]
+    fn a_request_lowers_the_entrys_limits_and_never_raises_them() {
+        let model = ModelSpec { max_retries: Some(2), max_corrections: None, ..ModelSpec::sample() };
+        let spend = Spend::for_call(&model, &request(Some(1_000), Some(1_000)));
+        assert_eq!((spend.max_retries, spend.max_corrections), (2, DEFAULT_CORRECTIONS));
+        let spend = Spend::for_call(&model, &request(Some(0), Some(1)));
+        assert_eq!((spend.max_retries, spend.max_corrections), (0, 1));
+        let spend = Spend::for_call(&model, &request(None, None));
+        assert_eq!((spend.max_retries, spend.max_corrections), (2, DEFAULT_CORRECTIONS));
+    }
+
+    #[test]
+    fn the_ceiling_refuses_the_attempt_past_it_and_names_what_it_was_for() {
+        let model = ModelSpec { max_attempts: 2, ..ModelSpec::sample() };
+        let mut spend = Spend::for_call(&model, &request(None, None));
+        spend.first_attempt();
+        assert!(spend.has_room());
+        assert!(spend.next_attempt(|| Pending::Escalation).is_ok());
+        assert!(!spend.has_room());
+        let error = spend.next_attempt(|| Pending::Escalation).unwrap_err();
+        assert!(matches!(error, WeirError::AttemptCeiling { attempts: 2, pending: Pending::Escalation, .. }));
+        assert_eq!(spend.attempts(), 2, "a refused attempt is not counted");
+    }
+
+    #[test]
+    fn the_retry_budget_is_spent_once_per_call() {
+        let model = ModelSpec { max_retries: Some(2), ..ModelSpec::sample() };
+        let mut spend = Spend::for_call(&model, &request(None, None));
+        assert!(spend.take_retry() && spend.take_retry());
+        assert!(!spend.take_retry());
+        assert_eq!(spend.retries(), 2);
+    }
+}
