@@ -37,7 +37,13 @@ impl Report {
     /// says what happened: `Ok(None)` is recorded as `sent` (it carried what the check
     /// offered), `Ok(Some(reason))` as `refused` (it declined as `unsupported`), and a
     /// failure under `sent`, the promise it broke.
-    pub fn record_or_refused(&mut self, provider: &str, sent: &str, refused: &str, result: Result<Option<String>, String>) {
+    pub fn record_or_refused(
+        &mut self,
+        provider: &str,
+        sent: &str,
+        refused: &str,
+        result: Result<Option<String>, String>,
+    ) {
         let (name, outcome) = match result {
             Ok(None) => (sent, Outcome::Passed),
             Ok(Some(reason)) => (refused, Outcome::Refused(reason)),
@@ -65,9 +71,7 @@ impl fmt::Display for Report {
         for check in &self.checks {
             match &check.outcome {
                 Outcome::Passed => writeln!(f, "ok    {}: {}", check.provider, check.name)?,
-                Outcome::Refused(reason) => {
-                    writeln!(f, "ok    {}: {} — {reason}", check.provider, check.name)?
-                }
+                Outcome::Refused(reason) => writeln!(f, "ok    {}: {} — {reason}", check.provider, check.name)?,
                 Outcome::Failed(reason) => writeln!(f, "FAIL  {}: {} — {reason}", check.provider, check.name)?,
             }
         }

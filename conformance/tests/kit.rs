@@ -202,7 +202,12 @@ impl ChatProvider for Declining {
         }
         let body = serde_json::json!({"model": params.wire_model_id, "max_tokens": params.max_tokens, "texts": texts});
         let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-        Ok(HttpRequest { method: "POST".into(), path_and_query: "/chat".into(), headers, body: body.to_string().into() })
+        Ok(HttpRequest {
+            method: "POST".into(),
+            path_and_query: "/chat".into(),
+            headers,
+            body: body.to_string().into(),
+        })
     }
 
     fn decode(_: &str, _: HttpResponse) -> Result<ChatResponse, CodecError> {

@@ -81,7 +81,8 @@ fn providers_makes_no_network_call_unless_asked_to_resolve() {
             .env_remove("AWS_EC2_METADATA_DISABLED")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        for variable in ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+        for variable in
+            ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
         {
             command.env_remove(variable);
         }

@@ -44,9 +44,9 @@ fn tools(dir: &Path) -> PathBuf {
     std::fs::create_dir(&bin).unwrap();
     std::os::unix::fs::symlink(weir_binary(), bin.join("weir")).unwrap();
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    let python = std::env::var("WEIR_PYTHON").ok().unwrap_or_else(|| {
-        if venv.is_file() { venv.to_str().unwrap().to_owned() } else { "python3".to_owned() }
-    });
+    let python = std::env::var("WEIR_PYTHON")
+        .ok()
+        .unwrap_or_else(|| if venv.is_file() { venv.to_str().unwrap().to_owned() } else { "python3".to_owned() });
     let shim = bin.join("componentize-py");
     let script = format!(
         "#!/bin/sh\nexec '{python}' -c 'import sys, componentize_py; sys.exit(componentize_py.script())' \"$@\"\n"

@@ -264,11 +264,7 @@ fn write_wit(out: &std::path::Path) -> anyhow::Result<()> {
         let path = out.join(name);
         std::fs::write(&path, text).map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
     }
-    println!(
-        "wrote weir:provider@{} (world `chat-provider`) to {}",
-        weir_host::plugin::WORLD_VERSION,
-        out.display()
-    );
+    println!("wrote weir:provider@{} (world `chat-provider`) to {}", weir_host::plugin::WORLD_VERSION, out.display());
     Ok(())
 }
 
