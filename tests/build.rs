@@ -44,6 +44,7 @@ fn run() -> Result<(), String> {
         &[
             "tests/hostile",
             "tests/foreign",
+            "tests/build.rs",
             "providers/ollama",
             "sdk",
             "wit",
