@@ -2,8 +2,8 @@
 //! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
 //! and `v2` features), the component that tries to choose where secrets go
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
-//! version, another world), and the Python provider (`providers/hermes-py`, built
-//! with componentize-py).
+//! version, another world), and the Python providers (`providers/hermes-py` and the
+//! Python template `providers/template-py`, built with componentize-py).
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
@@ -47,6 +47,7 @@ fn run() -> Result<(), String> {
             "tests/hostile",
             "tests/foreign",
             "tests/reach",
+            "tests/build.rs",
             "providers/ollama",
             "sdk",
             "wit",
@@ -67,29 +68,40 @@ fn run() -> Result<(), String> {
         std::fs::copy(out.join(artifact), &copy).map_err(|e| format!("cannot copy {artifact}: {e}"))?;
         println!("cargo:rustc-env={var}={}", copy.display());
     }
-    let python_provider = build_python_provider(&workspace)?;
-    println!("cargo:rustc-env=WEIR_HERMES_PY_WASM={}", python_provider.display());
+    for (source, dirs, output, var) in PYTHON_PROVIDERS {
+        let built = build_python_provider(&workspace, source, dirs, output)?;
+        println!("cargo:rustc-env={var}={}", built.display());
+    }
     Ok(())
 }
 
-/// The Python provider's sources, relative to the workspace: the entry modules and
-/// the codec package. Files, not folders: a folder would count the `__pycache__`
-/// its unit tests write as a change and rebuild the component for nothing.
-const PYTHON_PROVIDER_DIRS: [&str; 2] = ["providers/hermes-py", "providers/hermes-py/hermes"];
+/// (source folder, folders of its `.py` files, output under `target/`, env var for
+/// the tests). The `.py` folders are listed, not watched whole: a folder would count
+/// the `__pycache__` unit tests write as a change and rebuild for nothing.
+const PYTHON_PROVIDERS: [(&str, &[&str], &str, &str); 2] = [
+    (
+        "providers/hermes-py",
+        &["providers/hermes-py", "providers/hermes-py/hermes"],
+        "hermes-py/hermes_text.wasm",
+        "WEIR_HERMES_PY_WASM",
+    ),
+    ("providers/template-py", &["providers/template-py"], "template-py/template_py.wasm", "WEIR_TEMPLATE_PY_WASM"),
+];
 
-/// Builds `providers/hermes-py` into `target/hermes-py/hermes_text.wasm` with
-/// componentize-py. `--stub-wasi` replaces every WASI import with a trapping stub,
-/// so the component imports nothing: the host links no filesystem, clock or random.
-fn build_python_provider(workspace: &Path) -> Result<PathBuf, String> {
-    let source = workspace.join("providers/hermes-py");
-    for dir in PYTHON_PROVIDER_DIRS {
+/// Builds a Python provider into `target/<output>` with componentize-py.
+/// `--stub-wasi` replaces every WASI import with a trapping stub, so the component
+/// imports nothing: the host links no filesystem, clock or random.
+fn build_python_provider(workspace: &Path, source: &str, dirs: &[&str], output: &str) -> Result<PathBuf, String> {
+    let source = workspace.join(source);
+    for dir in dirs {
         for file in python_files(&workspace.join(dir))? {
             println!("cargo:rerun-if-changed={}", file.display());
         }
     }
-    let out_dir = workspace.join("target").join("hermes-py");
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-    let output = out_dir.join("hermes_text.wasm");
+    let output = workspace.join("target").join(output);
+    if let Some(out_dir) = output.parent() {
+        std::fs::create_dir_all(out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    }
     let mut command = componentize_py()?;
     command
         .arg("--wit-path")
@@ -104,7 +116,8 @@ fn build_python_provider(workspace: &Path) -> Result<PathBuf, String> {
     let result = command.output().map_err(|e| format!("cannot run componentize-py: {e}"))?;
     if !result.status.success() {
         return Err(format!(
-            "componentize-py failed to build providers/hermes-py ({}):\n{}{}",
+            "componentize-py failed to build {} ({}):\n{}{}",
+            source.display(),
             result.status,
             String::from_utf8_lossy(&result.stdout),
             String::from_utf8_lossy(&result.stderr)

@@ -5,7 +5,8 @@
 //! - encode: a well-formed request with no credential in it; the model id and the
 //!   host's output reserve are on the wire exactly; text survives JSON byte for byte,
 //!   whole at 1 MiB; no block kind is silently dropped (it is encoded, rendered as
-//!   text, or explicitly refused as `unsupported`); streaming changes the request.
+//!   text, or explicitly refused as `unsupported`, and the report says which);
+//!   streaming changes the request.
 //! - decode: garbage (empty, not JSON, invalid UTF-8, truncated, absurdly nested)
 //!   is `malformed`, never a fault and never an answer.
 //! - classify: HTTP status semantics hold without a readable body; `retry-after` in
@@ -136,21 +137,36 @@ fn well_formed(request: &WireRequest, provider: &ProviderSummary) -> Result<Valu
     serde_json::from_slice(&request.body).map_err(|e| format!("the body is not JSON: {e}"))
 }
 
-/// Runs one encode case: `check` inspects the body of a well-formed request; an
-/// explicit `unsupported` passes when `may_decline` (the block was refused, not dropped).
+/// Runs one encode case the component must answer: `check` inspects the body of a
+/// well-formed request.
 async fn encode_case<S: Subject>(
     subject: &S,
     provider: &ProviderSummary,
     conversation: &Conversation,
     params: &Params,
-    may_decline: bool,
     check: impl Fn(&Value, &WireRequest) -> Result<(), String>,
 ) -> Result<(), String> {
+    match encode_or_refuse(subject, provider, conversation, params, check).await? {
+        None => Ok(()),
+        Some(reason) => Err(format!("refused to encode (unsupported): {reason}")),
+    }
+}
+
+/// Runs one encode case the component may decline: `Ok(None)` when it sent a request
+/// `check` accepts, `Ok(Some(reason))` when it refused as `unsupported` (refused,
+/// not dropped), an error for anything else.
+async fn encode_or_refuse<S: Subject>(
+    subject: &S,
+    provider: &ProviderSummary,
+    conversation: &Conversation,
+    params: &Params,
+    check: impl Fn(&Value, &WireRequest) -> Result<(), String>,
+) -> Result<Option<String>, String> {
     match subject.encode(&provider.key, conversation, params).await {
         Err(fault) => Err(format!("fault: {}", fault.0)),
-        Ok(Err(CodecFailure::Unsupported(_))) if may_decline => Ok(()),
+        Ok(Err(CodecFailure::Unsupported(reason))) => Ok(Some(reason)),
         Ok(Err(failure)) => Err(format!("refused to encode ({}): {}", failure.kind(), failure.reason())),
-        Ok(Ok(request)) => check(&well_formed(&request, provider)?, &request),
+        Ok(Ok(request)) => check(&well_formed(&request, provider)?, &request).map(|()| None),
     }
 }
 
@@ -162,57 +178,67 @@ async fn encode_checks<S: Subject>(subject: &S, provider: &ProviderSummary, repo
     let key = &provider.key;
     let mut plain = user(vec![text("What is the capital of France?")]);
     plain.system.push("You answer in one word.".to_owned());
-    let result = encode_case(subject, provider, &plain, &params(), false, |_, _| Ok(())).await;
+    let result = encode_case(subject, provider, &plain, &params(), |_, _| Ok(())).await;
     report.record(key, "encode: a plain conversation gives a well-formed request without credentials", result);
 
-    let result = encode_case(subject, provider, &plain, &params(), false, |body, request| {
+    let result = encode_case(subject, provider, &plain, &params(), |body, request| {
         require(mentions(body, MODEL) || request.path_and_query.contains(MODEL), "the wire model id")
     })
     .await;
     report.record(key, "encode: the wire model id is sent", result);
 
-    let result = encode_case(subject, provider, &plain, &params(), false, |body, _| {
+    let result = encode_case(subject, provider, &plain, &params(), |body, _| {
         require(has_number(body, u64::from(MAX_TOKENS)), "max-tokens (1234) as a number")
     })
     .await;
     report.record(key, "encode: the host's output reserve is written exactly", result);
 
-    let result = encode_case(subject, provider, &plain, &params(), false, |body, _| {
+    let result = encode_case(subject, provider, &plain, &params(), |body, _| {
         require(mentions(body, "You answer in one word."), "the system text")
     })
     .await;
     report.record(key, "encode: system text is sent", result);
 
     let hostile = user(vec![text(HOSTILE_TEXT)]);
-    let result = encode_case(subject, provider, &hostile, &params(), false, |body, _| {
+    let result = encode_case(subject, provider, &hostile, &params(), |body, _| {
         require(mentions(body, HOSTILE_TEXT), "the text byte for byte")
     })
     .await;
     report.record(key, "encode: quotes, escapes, NUL and emoji survive JSON exactly", result);
 
     let large: String = (0..1 << 20).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    let result = encode_case(subject, provider, &user(vec![text(&large)]), &params(), false, |body, _| {
+    let result = encode_case(subject, provider, &user(vec![text(&large)]), &params(), |body, _| {
         require(mentions(body, &large), "the whole 1 MiB text")
     })
     .await;
     report.record(key, "encode: a 1 MiB message is sent whole", result);
 
     for (name, conversation, markers) in block_cases() {
-        let result = encode_case(subject, provider, &conversation, &params(), true, |body, _| {
+        let result = encode_or_refuse(subject, provider, &conversation, &params(), |body, _| {
             markers.iter().try_for_each(|any_of| {
                 require(any_of.iter().any(|marker| mentions(body, marker)), &format!("any of {any_of:?}"))
             })
         })
         .await;
-        report.record(key, format!("encode: no block is silently dropped ({name})"), result);
+        report.record_or_refused(
+            key,
+            &format!("encode: {name}: sent, natively or as text"),
+            &format!("encode: {name}: refused as unsupported, not dropped"),
+            result,
+        );
     }
 
-    let result = encode_case(subject, provider, &tools_conversation(), &params(), true, |body, _| {
+    let result = encode_or_refuse(subject, provider, &tools_conversation(), &params(), |body, _| {
         require(mentions(body, "get_weather"), "the tool name")?;
         require(has_key(body, "city") || mentions(body, "city"), "the tool's parameter schema")
     })
     .await;
-    report.record(key, "encode: tool definitions and tool choice are sent", result);
+    report.record_or_refused(
+        key,
+        "encode: tool definitions and tool choice are sent",
+        "encode: tool definitions and tool choice are refused as unsupported",
+        result,
+    );
 
     if provider.streaming {
         report.record(
@@ -257,12 +283,12 @@ fn block_cases() -> Vec<(&'static str, Conversation, Vec<Vec<&'static str>>)> {
     };
     vec![
         (
-            "image, base64",
+            "image (base64)",
             user(vec![ask(), image(Source::Base64(PNG_BASE64.to_owned()))]),
             vec![vec![PNG_BASE64, "image/png"]],
         ),
         (
-            "image, URL",
+            "image (URL)",
             user(vec![ask(), image(Source::Url("https://example.com/cat.png".to_owned()))]),
             vec![vec!["https://example.com/cat.png"]],
         ),

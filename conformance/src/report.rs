@@ -5,6 +5,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Passed,
+    /// The component explicitly declined what the check offered (`codec-error.unsupported`),
+    /// which the check allows: it passes, and the report says it was refused, with why.
+    Refused(String),
     Failed(String),
 }
 
@@ -30,12 +33,31 @@ impl Report {
         self.checks.push(Check { provider: provider.to_owned(), name: name.into(), outcome });
     }
 
+    /// Records a check the component may pass by declining, under the name that
+    /// says what happened: `Ok(None)` is recorded as `sent` (it carried what the check
+    /// offered), `Ok(Some(reason))` as `refused` (it declined as `unsupported`), and a
+    /// failure under `sent`, the promise it broke.
+    pub fn record_or_refused(
+        &mut self,
+        provider: &str,
+        sent: &str,
+        refused: &str,
+        result: Result<Option<String>, String>,
+    ) {
+        let (name, outcome) = match result {
+            Ok(None) => (sent, Outcome::Passed),
+            Ok(Some(reason)) => (refused, Outcome::Refused(reason)),
+            Err(reason) => (sent, Outcome::Failed(reason)),
+        };
+        self.checks.push(Check { provider: provider.to_owned(), name: name.to_owned(), outcome });
+    }
+
     pub fn passed(&self) -> bool {
         !self.checks.is_empty() && self.failures().next().is_none()
     }
 
     pub fn failures(&self) -> impl Iterator<Item = &Check> {
-        self.checks.iter().filter(|check| check.outcome != Outcome::Passed)
+        self.checks.iter().filter(|check| matches!(check.outcome, Outcome::Failed(_)))
     }
 
     /// The check of this name for this provider, if it ran.
@@ -49,10 +71,20 @@ impl fmt::Display for Report {
         for check in &self.checks {
             match &check.outcome {
                 Outcome::Passed => writeln!(f, "ok    {}: {}", check.provider, check.name)?,
+                Outcome::Refused(reason) => writeln!(f, "ok    {}: {} — {reason}", check.provider, check.name)?,
                 Outcome::Failed(reason) => writeln!(f, "FAIL  {}: {} — {reason}", check.provider, check.name)?,
             }
         }
         let failed = self.failures().count();
-        write!(f, "{} checks, {} passed, {failed} failed", self.checks.len(), self.checks.len() - failed)
+        let refused = self.checks.iter().filter(|check| matches!(check.outcome, Outcome::Refused(_))).count();
+        let passed = self.checks.len() - failed;
+        match refused {
+            0 => write!(f, "{} checks, {passed} passed, {failed} failed", self.checks.len()),
+            _ => write!(
+                f,
+                "{} checks, {passed} passed ({refused} by refusing as unsupported), {failed} failed",
+                self.checks.len()
+            ),
+        }
     }
 }

@@ -96,7 +96,7 @@ fn outcome<'a>(report: &'a Report, provider: &str, name: &str) -> &'a Outcome {
 fn failed_with(report: &Report, provider: &str, name: &str, reason: &str) {
     match outcome(report, provider, name) {
         Outcome::Failed(found) => assert!(found.contains(reason), "{provider}: {name}: {found}"),
-        Outcome::Passed => panic!("{provider}: {name} passed; the kit missed a flaw\n{report}"),
+        Outcome::Passed | Outcome::Refused(_) => panic!("{provider}: {name} passed; the kit missed a flaw\n{report}"),
     }
 }
 
@@ -118,8 +118,8 @@ fn every_flaw_of_a_careless_provider_is_caught() {
     assert_eq!(outcome(&report, "sloppy", "encode: the wire model id is sent"), &Outcome::Passed);
     failed_with(&report, "sloppy", "encode: the host's output reserve is written exactly", "max-tokens (1234)");
     failed_with(&report, "sloppy", "encode: quotes, escapes, NUL and emoji survive JSON exactly", "not JSON");
-    failed_with(&report, "sloppy", "encode: no block is silently dropped (image, base64)", "image/png");
-    failed_with(&report, "sloppy", "encode: no block is silently dropped (tool use and tool result)", "get_weather");
+    failed_with(&report, "sloppy", "encode: image (base64): sent, natively or as text", "image/png");
+    failed_with(&report, "sloppy", "encode: tool use and tool result: sent, natively or as text", "get_weather");
     failed_with(&report, "sloppy", "decode: an HTML error page is malformed, not a fault", "panicked");
     failed_with(&report, "sloppy", "decode: a JSON array is malformed, not a fault", "decoded it into an answer");
     failed_with(&report, "sloppy", "classify: HTTP 429 with an unreadable body", "classified as `transient`");
@@ -176,4 +176,77 @@ fn fixtures_compare_subsets_and_name_the_difference() {
 fn a_fixture_folder_that_does_not_exist_is_an_error_not_a_pass() {
     let error = weir_conformance::native::run::<Careless>(Some(Path::new("/no/such/fixtures"))).unwrap_err();
     assert!(error.to_string().contains("/no/such/fixtures"), "{error}");
+}
+
+/// A provider that sends text properly and refuses everything else as
+/// `unsupported`: it passes, and the report says each refusal as a refusal.
+struct Declining;
+
+impl ChatProvider for Declining {
+    type StreamDecoder = weir_sdk::NoStreaming;
+
+    fn providers() -> Vec<ProviderInfo> {
+        vec![info("declining")]
+    }
+
+    fn encode(_: &str, conversation: PreparedConversation, params: CallParams) -> Result<HttpRequest, CodecError> {
+        if !conversation.tools.is_empty() {
+            return Err(CodecError::Unsupported("no tools in this dialect".to_owned()));
+        }
+        let mut texts = conversation.system.clone();
+        for block in conversation.turns.iter().flat_map(|turn| turn.content.iter()) {
+            match block {
+                ContentBlock::Text(text) => texts.push(text.clone()),
+                _ => return Err(CodecError::Unsupported("text only".to_owned())),
+            }
+        }
+        let body = serde_json::json!({"model": params.wire_model_id, "max_tokens": params.max_tokens, "texts": texts});
+        let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        Ok(HttpRequest {
+            method: "POST".into(),
+            path_and_query: "/chat".into(),
+            headers,
+            body: body.to_string().into(),
+        })
+    }
+
+    fn decode(_: &str, _: HttpResponse) -> Result<ChatResponse, CodecError> {
+        Err(CodecError::Malformed("declining decodes nothing".to_owned()))
+    }
+
+    fn classify(_: &str, response: HttpResponse) -> ErrorClass {
+        let retry = |hint| Retry { hint, detail: String::new() };
+        match response.status {
+            401 | 403 => ErrorClass::Authentication(String::new()),
+            404 => ErrorClass::NotFound(String::new()),
+            429 => ErrorClass::RateLimited(retry(weir_sdk::http::retry_hint(&response.headers))),
+            529 => ErrorClass::Overloaded(retry(None)),
+            500.. => ErrorClass::Transient(retry(None)),
+            _ => ErrorClass::InvalidRequest(String::new()),
+        }
+    }
+}
+
+#[test]
+fn a_refusal_passes_and_is_reported_as_a_refusal_not_as_sent() {
+    let report = weir_conformance::native::run::<Declining>(None).unwrap();
+    assert!(report.passed(), "{report}");
+    assert_eq!(
+        outcome(&report, "declining", "encode: tool definitions and tool choice are refused as unsupported"),
+        &Outcome::Refused("no tools in this dialect".to_owned())
+    );
+    assert_eq!(
+        outcome(&report, "declining", "encode: image (base64): refused as unsupported, not dropped"),
+        &Outcome::Refused("text only".to_owned())
+    );
+    assert!(report.find("declining", "encode: tool definitions and tool choice are sent").is_none());
+    let printed = report.to_string();
+    assert!(
+        printed.contains(
+            "ok    declining: encode: tool definitions and tool choice are refused as unsupported — no tools in this dialect"
+        ),
+        "{printed}"
+    );
+    assert!(!printed.contains("are sent"), "nothing refused is reported as sent:\n{printed}");
+    assert!(printed.ends_with("passed (6 by refusing as unsupported), 0 failed"), "{printed}");
 }

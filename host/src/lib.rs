@@ -45,7 +45,7 @@ pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use identity::Caller;
-pub use status::{ConnectionFact, ModelStatus, ProviderStatus};
+pub use status::{ConnectionFact, ModelStatus, ProviderStatus, Resolution};
 pub use stream::ChatStream;
 
 use admission::{Admission, InProcessStore, RateStore};

@@ -27,6 +27,10 @@ pub struct ProviderStatus {
     pub credential: String,
     /// Whether a call could be authenticated now (its secret is set or not needed).
     pub configured: bool,
+    /// False when a fact depended on AWS's default chains and they were not asked
+    /// ([`Resolution::Local`]): `configured` and the region then reflect the
+    /// secret store alone.
+    pub resolved: bool,
     pub default_endpoint: Option<String>,
     /// Non-secret facts about where calls go, resolved the way a call resolves
     /// them (the endpoint's host; the AWS region for signed providers). A fact
@@ -53,12 +57,28 @@ pub struct ModelStatus {
     pub available: bool,
 }
 
+/// How far a status may look for AWS facts. AWS's default chains end in the EC2
+/// instance-metadata endpoint, a network call (and, off EC2, a wait and warnings),
+/// so a listing command asks them only when told to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The secret store, then AWS's default chains, as a call resolves them.
+    Full,
+    /// The secret store only: no network, no AWS chain.
+    Local,
+}
+
 impl Weir {
+    /// Every loaded provider, resolved as a call would resolve it.
     pub async fn provider_statuses(&self) -> Vec<ProviderStatus> {
+        self.provider_statuses_with(Resolution::Full).await
+    }
+
+    pub async fn provider_statuses_with(&self, resolution: Resolution) -> Vec<ProviderStatus> {
         let registry = self.registry();
         let mut statuses = Vec::new();
         for provider in registry.providers() {
-            statuses.push(self.provider_status(provider).await);
+            statuses.push(self.provider_status(provider, resolution).await);
         }
         statuses
     }
@@ -80,13 +100,24 @@ impl Weir {
             .collect()
     }
 
-    async fn provider_status(&self, provider: &Provider) -> ProviderStatus {
+    async fn provider_status(&self, provider: &Provider, resolution: Resolution) -> ProviderStatus {
         let info = provider.info();
         let component = provider.component();
         // Only a provider that names a region asks AWS's chain for one.
         let signed = matches!(info.credential, CredentialShape::AwsSigv4(_));
         let placeholder = info.default_endpoint.as_deref().is_some_and(|url| url.contains(REGION_PLACEHOLDER));
-        let region = if signed || placeholder { self.aws_identity().region(&self.secrets()).await } else { None };
+        let region = match (signed || placeholder, resolution) {
+            (false, _) => None,
+            (true, Resolution::Full) => self.aws_identity().region(&self.secrets()).await,
+            (true, Resolution::Local) => self.secrets().get(REGION_ID).map(|region| region.expose().trim().to_owned()),
+        };
+        let configured = match (&info.credential, resolution) {
+            (CredentialShape::AwsSigv4(sigv4), Resolution::Local) => {
+                provider.trust().honours_defaults() && self.secrets().get_pair(&sigv4.default_credential_id).is_some()
+            }
+            (shape, _) => self.is_configured(shape, provider.trust()).await,
+        };
+        let resolved = resolution == Resolution::Full || !(signed || placeholder);
         ProviderStatus {
             key: info.key.clone(),
             description: info.description.clone(),
@@ -96,9 +127,15 @@ impl Weir {
             world_version: component.world_version.to_owned(),
             capabilities: capability_names(info.capabilities),
             credential: describe_credential(&info.credential),
-            configured: self.is_configured(&info.credential, provider.trust()).await,
+            configured,
+            resolved,
             default_endpoint: info.default_endpoint.clone(),
-            connection: self.connection_facts(info.default_endpoint.as_deref(), &info.credential, region.as_deref()),
+            connection: self.connection_facts(
+                info.default_endpoint.as_deref(),
+                &info.credential,
+                region.as_deref().filter(|region| !region.is_empty()),
+                resolution,
+            ),
         }
     }
 
@@ -128,13 +165,19 @@ impl Weir {
         endpoint: Option<&str>,
         shape: &CredentialShape,
         region: Option<&str>,
+        resolution: Resolution,
     ) -> Vec<ConnectionFact> {
-        let missing_region = || {
-            format!(
+        let missing_region = || match resolution {
+            Resolution::Full => format!(
                 "unresolved: no region chosen (secret store: {}; then AWS's default chain: AWS_REGION, a profile, \
                  instance metadata)",
                 self.secrets().location(REGION_ID)
-            )
+            ),
+            Resolution::Local => format!(
+                "not resolved: not in the secret store ({}); AWS's default chain (AWS_REGION, a profile, instance \
+                 metadata) is asked only with `--resolve`",
+                self.secrets().location(REGION_ID)
+            ),
         };
         let mut facts = Vec::new();
         if let Some(endpoint) = endpoint {

@@ -54,3 +54,138 @@ fn a_model_without_any_endpoint_is_a_config_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("`local`") && stderr.contains("set `endpoint`"), "{stderr}");
 }
+
+/// `weir providers` with every AWS source cleared and AWS's instance-metadata
+/// endpoint pointed at a local listener: without `--resolve` nothing connects to it
+/// and nothing is logged; with `--resolve` the chain does connect (so the listener
+/// is where the chain would go, and the first half proves something).
+#[test]
+fn providers_makes_no_network_call_unless_asked_to_resolve() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let metadata = format!("http://{}", listener.local_addr().expect("address"));
+    let command = |resolve: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+        command.args(["providers", "--providers-dir", "/nonexistent-weir-folder"]);
+        if resolve {
+            command.arg("--resolve");
+        }
+        command
+            .env("WEIR_CACHE_DIR", std::env::temp_dir().join("weir-cli-test-cache"))
+            .env("NO_COLOR", "1")
+            .env("HOME", home.path())
+            .env("AWS_CONFIG_FILE", home.path().join("no-config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", home.path().join("no-credentials"))
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", &metadata)
+            .env_remove("AWS_EC2_METADATA_DISABLED")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for variable in
+            ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+        {
+            command.env_remove(variable);
+        }
+        for variable in ["AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"] {
+            command.env_remove(variable);
+        }
+        command.env_remove("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").env_remove("RUST_LOG");
+        command
+    };
+
+    let output = command(false).output().expect("run weir providers");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(listener.accept().is_err(), "weir providers connected to the instance-metadata endpoint");
+    assert!(!stderr.contains("WARN"), "no warning without --resolve: {stderr}");
+    let bedrock = stdout.lines().find(|line| line.starts_with("bedrock-converse ")).expect("bedrock-converse row");
+    assert!(bedrock.contains(" unknown "), "not in the secret store, chain not asked: {bedrock}");
+    assert!(stdout.contains("region: not resolved: not in the secret store"), "{stdout}");
+    assert!(stdout.contains("`--resolve` asks AWS's default chains too"), "{stdout}");
+
+    // With --resolve the chain walks to the metadata endpoint: the listener sees it.
+    let mut child = command(true).spawn().expect("spawn weir providers --resolve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let connected = loop {
+        if listener.accept().is_ok() {
+            break true;
+        }
+        if std::time::Instant::now() > deadline || child.try_wait().expect("poll").is_some() {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().ok();
+    child.wait().expect("reap");
+    assert!(connected, "--resolve asks AWS's chain, which reaches the metadata endpoint");
+}
+
+#[test]
+fn providers_says_when_the_providers_folder_does_not_exist() {
+    let output = weir(&["providers", "--providers-dir", "/nonexistent-weir-folder"]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "providers folder: /nonexistent-weir-folder does not exist: only the embedded providers are loaded"
+        ),
+        "{stdout}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = weir(&["providers", "--providers-dir", dir.path().to_str().expect("utf-8 path")]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("providers folder: {}\n", dir.path().display())), "{stdout}");
+}
+
+#[test]
+fn providers_shows_the_endpoint_each_catalog_entry_uses() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("weir.toml");
+    let config = r#"
+[[model]]
+id = "local"
+provider = "openai-compatible"
+endpoint = "http://127.0.0.1:9/v1"
+max_output_tokens = 10
+context_window = 100
+
+[[model]]
+id = "gpt"
+provider = "openai"
+max_output_tokens = 10
+context_window = 100
+"#;
+    std::fs::write(&path, config).expect("write");
+    let output = weir(&["providers", "--config", path.to_str().expect("utf-8 path")]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("model local: endpoint http://127.0.0.1:9/v1"), "the entry's own: {stdout}");
+    assert!(stdout.contains("model gpt: endpoint https://api.openai.com/v1"), "the provider's default: {stdout}");
+}
+
+#[test]
+fn wit_writes_the_package_the_binary_speaks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("nested").join("wit");
+    let output = weir(&["wit", "--out", out.to_str().expect("utf-8 path")]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("weir:provider@0.1.0"), "{output:?}");
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    for name in ["types.wit", "describe.wit", "chat.wit", "worlds.wit"] {
+        let written = std::fs::read_to_string(out.join(name)).expect("written");
+        let source = std::fs::read_to_string(repository.join(name)).expect("source");
+        assert_eq!(written, source, "{name}");
+    }
+}
+
+#[test]
+fn wit_into_a_path_that_cannot_be_a_folder_fails_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").expect("write");
+    let output = weir(&["wit", "--out", file.to_str().expect("utf-8 path")]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot create") && stderr.contains("a-file"), "{stderr}");
+}

@@ -1,6 +1,6 @@
 //! `weir check FILE.wasm`, run as a process: the conformance kit through the real
 //! host on real components — the first-party OpenAI component with its fixtures, the
-//! template, the Python provider, the hostile one, and files that are not provider
+//! template, the Python provider and the Python template, the hostile one, and files that are not provider
 //! components at all.
 
 // Test code: a failed step should stop the test with its message.
@@ -91,6 +91,26 @@ fn the_python_component_passes_the_kit_with_its_fixtures() {
     assert_passes(&output);
     let stdout = text(&output.stdout);
     assert!(stdout.contains("ok    hermes-text: fixture: Hermes tool-call markup"), "{stdout}");
+}
+
+/// The Python template (`providers/template-py`) passes with its fixtures, and what
+/// it refuses (images, documents, tool definitions, ...) is reported as refused,
+/// never as sent.
+#[test]
+fn the_python_template_passes_and_its_refusals_are_reported_as_refusals() {
+    let output = weir_check(&[env!("WEIR_TEMPLATE_PY_WASM"), "--fixtures", &fixtures("template-py")]);
+    assert_passes(&output);
+    let stdout = text(&output.stdout);
+    for line in [
+        "ok    template-py: encode: tool definitions and tool choice are refused as unsupported — template-py has no tool definitions",
+        "ok    template-py: encode: image (base64): refused as unsupported, not dropped — template-py cannot send an image",
+        "ok    template-py: encode: tool use and tool result: sent, natively or as text",
+        "ok    template-py: fixture: an answer with every field the kit compares",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains("template-py: encode: tool definitions and tool choice are sent"), "{stdout}");
+    assert!(stdout.contains("passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
 }
 
 #[test]

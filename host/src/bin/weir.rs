@@ -1,8 +1,9 @@
 //! `weir`: the gateway binary over the `weir_host` library.
 //!
 //! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]`
-//! - `weir providers [--config FILE] [--providers-dir DIR]`
+//! - `weir providers [--config FILE] [--providers-dir DIR] [--resolve]`
 //! - `weir check FILE.wasm [--fixtures DIR]`
+//! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use weir_host::{Config, Weir};
+use weir_host::{Config, Resolution, Weir};
 
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about = "One funnel for model calls; providers are WebAssembly components.")]
@@ -31,10 +32,16 @@ enum Command {
         listen: Option<SocketAddr>,
     },
     /// List every provider: key, source, digest, world version, capabilities,
-    /// credential shape, and whether it is configured.
+    /// credential shape, whether it is configured, and the endpoint each catalog
+    /// entry on it uses. Makes no network call unless `--resolve` is given.
     Providers {
         #[command(flatten)]
         common: Common,
+        /// Resolve AWS credentials and region through AWS's default chains, as a
+        /// call would (environment, profile, and the instance-metadata endpoint:
+        /// a network call). Without it only the secret store is read.
+        #[arg(long)]
+        resolve: bool,
     },
     /// Validate a provider component against the world this host speaks and run
     /// the conformance kit on it (exit 0: every check passed; 1: some failed or it
@@ -46,6 +53,14 @@ enum Command {
         /// generic checks.
         #[arg(long)]
         fixtures: Option<PathBuf>,
+    },
+    /// Write the WIT package this binary speaks (`weir:provider`), the files a
+    /// provider component is built against, into a folder.
+    Wit {
+        /// The folder to write `*.wit` into (created if missing; files of the same
+        /// name are replaced).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Caller keys for the gateway's `[[key]]` list.
     Keys {
@@ -100,8 +115,9 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve { common, listen } => serve(common, listen),
-        Command::Providers { common } => providers(common),
+        Command::Providers { common, resolve } => providers(common, resolve),
         Command::Check { file, fixtures } => check(&file, fixtures.as_deref()),
+        Command::Wit { out } => write_wit(&out),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
     };
     match result {
@@ -141,6 +157,14 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
              Add keys (`weir keys new --member NAME`), listen on loopback, or set `allow_unauthenticated = true`"
         );
     }
+    if !weir.providers_dir().is_dir() {
+        // Not an error (the embedded providers serve), but a typo here would
+        // otherwise look like a drop-in that never loads.
+        tracing::warn!(
+            providers_dir = %weir.providers_dir().display(),
+            "the providers folder does not exist: only the embedded providers are loaded until it is created"
+        );
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
@@ -168,14 +192,22 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     })
 }
 
-fn providers(common: Common) -> anyhow::Result<()> {
+fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
     let weir = build(common)?;
+    let folder = weir.providers_dir();
+    if folder.is_dir() {
+        println!("providers folder: {}", folder.display());
+    } else {
+        println!("providers folder: {} does not exist: only the embedded providers are loaded", folder.display());
+    }
     println!(
         "{:<20} {:<9} {:<12} {:<7} {:<10} CAPABILITIES / CREDENTIAL / ENDPOINT",
         "KEY", "SOURCE", "DIGEST", "WORLD", "CONFIGURED"
     );
-    let statuses = tokio::runtime::Runtime::new()?.block_on(weir.provider_statuses());
-    for status in statuses {
+    let resolution = if resolve { Resolution::Full } else { Resolution::Local };
+    let statuses = tokio::runtime::Runtime::new()?.block_on(weir.provider_statuses_with(resolution));
+    let models = weir.model_statuses();
+    for status in &statuses {
         let source = if status.source.starts_with("embedded:") { "embedded" } else { "file" };
         println!(
             "{:<20} {:<9} {:<12} {:<7} {:<10} {}",
@@ -183,7 +215,12 @@ fn providers(common: Common) -> anyhow::Result<()> {
             source,
             &status.digest[..12.min(status.digest.len())],
             status.world_version,
-            if status.configured { "yes" } else { "no" },
+            match (status.configured, status.resolved) {
+                (true, _) => "yes",
+                (false, true) => "no",
+                // Not in the secret store; AWS's chains were not asked.
+                (false, false) => "unknown",
+            },
             status.capabilities.join(",")
         );
         println!("{:<20} source: {} ({})", "", status.source, status.trust.as_str());
@@ -196,10 +233,38 @@ fn providers(common: Common) -> anyhow::Result<()> {
         for fact in &status.connection {
             println!("{:<20} {}: {}", "", fact.name, fact.value);
         }
+        // What a call to each catalog entry on this provider will use: the entry's
+        // `endpoint`, else the provider's default.
+        for model in models.iter().filter(|model| model.provider == status.key) {
+            let endpoint = model.endpoint.as_deref().unwrap_or("(none)");
+            println!("{:<20} model {}: endpoint {endpoint}", "", model.id);
+        }
     }
     for failure in weir.registry().failures() {
         println!("REJECTED {failure}");
     }
+    if statuses.iter().any(|status| !status.resolved) {
+        println!("AWS credentials and region: the secret store only; `--resolve` asks AWS's default chains too");
+    }
+    Ok(())
+}
+
+/// The WIT package this binary speaks, as built into it: a component built
+/// against these files is one this host loads.
+const WIT_FILES: [(&str, &str); 4] = [
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("describe.wit", include_str!("../../../wit/describe.wit")),
+    ("chat.wit", include_str!("../../../wit/chat.wit")),
+    ("worlds.wit", include_str!("../../../wit/worlds.wit")),
+];
+
+fn write_wit(out: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).map_err(|error| anyhow::anyhow!("cannot create {}: {error}", out.display()))?;
+    for (name, text) in WIT_FILES {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
+    }
+    println!("wrote weir:provider@{} (world `chat-provider`) to {}", weir_host::plugin::WORLD_VERSION, out.display());
     Ok(())
 }
 
