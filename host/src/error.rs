@@ -33,6 +33,17 @@ pub enum Category {
     InvalidResponse,
     /// The compliance envelope does not permit this model or this request.
     ComplianceRefused,
+    /// The request body is larger than the gateway's `max_body_bytes`.
+    PayloadTooLarge,
+    /// A call's body is not declared `application/json`.
+    UnsupportedMediaType,
+    /// The request carries a browser `Origin` the gateway does not allow.
+    ForbiddenOrigin,
+    /// The client did not send its request body within the gateway's body timeout.
+    RequestTimeout,
+    /// The gateway itself is at capacity (calls in flight, component instances)
+    /// or draining: nothing was sent upstream; retry shortly.
+    GatewayBusy,
 }
 
 impl Category {
@@ -57,6 +68,11 @@ impl Category {
             Self::ProviderEmptyResponseExhausted => "provider_empty_response_exhausted",
             Self::InvalidResponse => "invalid_response",
             Self::ComplianceRefused => "compliance_refused",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::ForbiddenOrigin => "forbidden_origin",
+            Self::RequestTimeout => "request_timeout",
+            Self::GatewayBusy => "gateway_busy",
         }
     }
 
@@ -70,11 +86,14 @@ impl Category {
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
-            Self::Overloaded | Self::ProviderUnavailable => 503,
+            Self::Overloaded | Self::ProviderUnavailable | Self::GatewayBusy => 503,
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
-            Self::ComplianceRefused => 403,
+            Self::ComplianceRefused | Self::ForbiddenOrigin => 403,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::RequestTimeout => 408,
         }
     }
 }
@@ -221,6 +240,7 @@ impl WeirError {
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
+                PluginError::NoFreeInstance { .. } => Category::GatewayBusy,
                 PluginError::Codec { error, .. } => match error {
                     crate::types::CodecError::Unsupported(_) => Category::InvalidRequest,
                     crate::types::CodecError::Malformed(_) => Category::UpstreamError,
@@ -317,7 +337,7 @@ impl WeirError {
                 PluginError::Fault { provider, .. } => {
                     format!("model `{model}`: provider component `{provider}` failed; see the server log")
                 }
-                PluginError::Codec { .. } => self.to_string(),
+                PluginError::Codec { .. } | PluginError::NoFreeInstance { .. } => self.to_string(),
             },
             Self::Upstream { model, provider, class, credential, .. } => {
                 upstream_message(model, provider, credential.as_deref(), class)

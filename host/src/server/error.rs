@@ -4,13 +4,17 @@
 //! other dialects render the same [`ApiError`] in their own envelope. The full
 //! error goes to the log.
 
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::chat::{CallError, Stamp};
 use crate::error::{Category, WeirError};
 use crate::types::Refusal;
+
+/// `retry-after` on a `gateway_busy` answer, in seconds.
+const GATEWAY_BUSY_RETRY_AFTER_SECS: &str = "1";
 
 /// An error ready to be answered.
 #[derive(Debug)]
@@ -28,7 +32,8 @@ impl ApiError {
         Self::new(Category::InvalidRequest, message.into())
     }
 
-    fn new(category: Category, message: String) -> Self {
+    /// A failure the gateway's edge answers itself, before any call exists.
+    pub(super) fn new(category: Category, message: String) -> Self {
         Self { category, message, refusal: None, stamp: None }
     }
 
@@ -44,6 +49,11 @@ impl ApiError {
         let mut response = (status, axum::Json(body)).into_response();
         if let Some(stamp) = &self.stamp {
             super::stamp_headers(response.headers_mut(), stamp);
+        }
+        // The gateway's own capacity frees within moments (a call ends, an
+        // instance returns to the pool): tell clients when to come back.
+        if self.category == Category::GatewayBusy {
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static(GATEWAY_BUSY_RETRY_AFTER_SECS));
         }
         response
     }
