@@ -65,7 +65,7 @@ impl Attempt for Streamed {
             let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
             return Err(attempt::upstream_failure(target, &response).await);
         }
-        let decoder = target.provider.open_stream().await.map_err(|source| plugin(target, source))?;
+        let decoder = target.provider.open_stream_until(request.deadline).await.map_err(|source| plugin(target, source))?;
         let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
         let mut first = Vec::new();
         loop {
