@@ -55,6 +55,15 @@ impl Attempt for Streamed {
         let streaming = CallParams { stream: true, ..params.clone() };
         let (mut grant, http_request) =
             attempt::admit_and_encode(target, conversation, &streaming, request.deadline).await?;
+        // The decoder's instance is taken before the request leaves: when the
+        // pool stays full, the call fails having sent nothing.
+        let decoder = match target.provider.open_stream_until(request.deadline).await {
+            Ok(decoder) => decoder,
+            Err(source) => {
+                grant.rollback().await;
+                return Err(plugin(target, source));
+            }
+        };
         grant.mark_sent();
         let transport = target.weir.transport();
         let body = transport
@@ -62,10 +71,10 @@ impl Attempt for Streamed {
             .await
             .map_err(|source| attempt::transport_failure(target, source))?;
         if !(200..300).contains(&body.status) {
+            drop(decoder);
             let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
             return Err(attempt::upstream_failure(target, &response).await);
         }
-        let decoder = target.provider.open_stream_until(request.deadline).await.map_err(|source| plugin(target, source))?;
         let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
         let mut first = Vec::new();
         loop {
