@@ -231,6 +231,9 @@ impl Drop for ResponseEnd {
     }
 }
 
+/// hyper's read and write buffer per connection.
+const MAX_BUFFER_BYTES: usize = 64 << 10;
+
 /// Serves one connection until the client closes it, the watchdog does, or a
 /// drain that began before this connection's first request finishes its
 /// current exchange (`drain` turning true: hyper's graceful shutdown).
@@ -249,6 +252,9 @@ pub(super) async fn serve(stream: TcpStream, edge: Arc<Edge>, limits: Limits, mu
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The watchdog times heads; hyper's timer would also run over the idle wait.
     builder.header_read_timeout(None);
+    // What a client that stops reading can make the gateway hold in hyper's write
+    // buffer (hyper's default is ~400 KiB per connection); also the largest head.
+    builder.max_buf_size(MAX_BUFFER_BYTES);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let mut drain_seen = false;

@@ -44,10 +44,12 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     let edge = Arc::new(Edge::new(super::router(weir), settings.clone()));
     let limits = Limits::of(&settings);
     let connections = Arc::new(Semaphore::new(settings.max_connections() as usize));
-    let (drain, drain_watch) = watch::channel(false);
+    let drain = watch::Sender::new(false);
     let spawn = |accepted: (tokio::net::TcpStream, OwnedSemaphorePermit)| {
         let (stream, permit) = accepted;
-        let (edge, drain) = (Arc::clone(&edge), drain_watch.clone());
+        // Subscribed now: a connection accepted during the drain has not seen it
+        // begin, so it serves its request (answered `connection: close`).
+        let (edge, drain) = (Arc::clone(&edge), drain.subscribe());
         tokio::spawn(async move {
             connection::serve(stream, edge, limits, drain).await;
             drop(permit);
@@ -62,7 +64,7 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     edge.start_draining();
     // Connections open now finish their current exchange and close; connections
     // accepted from here on get one answer (`/health`: draining) and close.
-    let _ = drain.send(true);
+    drain.send_replace(true);
     let calls = edge.calls_in_flight();
     tracing::info!(calls, drain_secs = settings.drain().as_secs(), "draining: new calls are refused");
     let deadline = tokio::time::Instant::now() + settings.drain();
@@ -90,10 +92,7 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
 /// The next client socket, once a connection slot is free. Client sockets get
 /// `TCP_NODELAY`: without it a streamed chunk can wait ~40 ms for the peer's
 /// delayed ACK (Nagle), on every response.
-async fn accept(
-    listener: &TcpListener,
-    connections: &Arc<Semaphore>,
-) -> (tokio::net::TcpStream, OwnedSemaphorePermit) {
+async fn accept(listener: &TcpListener, connections: &Arc<Semaphore>) -> (tokio::net::TcpStream, OwnedSemaphorePermit) {
     loop {
         // The semaphore is never closed; a slot is taken before the accept, so
         // connections beyond the cap wait in the kernel's backlog.
@@ -103,6 +102,7 @@ async fn accept(
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::warn!(%error, "cannot set TCP_NODELAY on a client socket");
                 }
+                limit_unsent(&stream);
                 return (stream, permit);
             }
             Err(error) => {
@@ -114,6 +114,23 @@ async fn accept(
         }
     }
 }
+
+/// Unsent bytes the kernel queues for a client before a write waits (16 KiB).
+/// Without it Linux sizes a socket's send buffer in megabytes (on loopback, at
+/// once), so a client that stopped reading would look like one taking its
+/// answer for megabytes, and hold its stream that long before `stream_idle_secs`
+/// could even start counting. Streamed answers are produced far slower than a
+/// network drains 16 KiB, so a reading client never waits on it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn limit_unsent(stream: &tokio::net::TcpStream) {
+    const NOTSENT_LOWAT_BYTES: u32 = 16 << 10;
+    if let Err(error) = socket2::SockRef::from(stream).set_tcp_notsent_lowat(NOTSENT_LOWAT_BYTES) {
+        tracing::warn!(%error, "cannot set TCP_NOTSENT_LOWAT on a client socket");
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn limit_unsent(_stream: &tokio::net::TcpStream) {}
 
 /// SIGTERM and SIGINT (ctrl-c), either of which starts the drain, then ends it.
 struct Signals {
