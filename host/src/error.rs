@@ -369,3 +369,34 @@ fn upstream_message(model: &str, provider: &str, credential: Option<&str>, class
     };
     format!("model `{model}` via `{provider}`: {what}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edge_categories_answer_their_own_statuses() {
+        let pairs = [
+            (Category::PayloadTooLarge, "payload_too_large", 413),
+            (Category::UnsupportedMediaType, "unsupported_media_type", 415),
+            (Category::ForbiddenOrigin, "forbidden_origin", 403),
+            (Category::RequestTimeout, "request_timeout", 408),
+            (Category::GatewayBusy, "gateway_busy", 503),
+        ];
+        for (category, name, status) in pairs {
+            assert_eq!((category.as_str(), category.http_status()), (name, status));
+        }
+    }
+
+    #[test]
+    fn no_free_instance_is_the_gateway_being_busy_and_is_not_retried_upstream() {
+        let error = WeirError::Plugin {
+            model: "m".into(),
+            source: PluginError::NoFreeInstance { provider: "openai".into(), waited: Duration::from_secs(10) },
+        };
+        assert_eq!(error.category(), Category::GatewayBusy);
+        assert_eq!(error.http_status(), 503);
+        assert!(error.retry_policy().is_none());
+        assert!(error.safe_message().contains("every component instance"), "{}", error.safe_message());
+    }
+}
