@@ -101,6 +101,9 @@ struct State {
     /// Chunks of scripted streams that hyper has taken to write (it takes the next
     /// only when its write buffer has room, so this stalls behind a slow reader).
     chunks_sent: usize,
+    /// Scripted answers whose body was dropped before its end: the client closed
+    /// the connection mid-answer.
+    answers_cut: usize,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -288,6 +291,13 @@ impl FakeUpstream {
         self.shared.lock().chunks_sent
     }
 
+    /// How many scripted answers were cut: their body dropped before its end because
+    /// the client (the gateway) closed the connection mid-answer.
+    #[must_use]
+    pub fn answers_cut(&self) -> usize {
+        self.shared.lock().answers_cut
+    }
+
     /// How many requests arrived so far.
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -402,8 +412,10 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
     let (seq, script) = shared.record(received);
     match script {
         Some(script) => {
+            let counter = Arc::clone(shared);
+            let response = play(script, kill, Some(Arc::new(move || counter.lock().chunks_sent += 1))).await;
             let shared = Arc::clone(shared);
-            play(script, kill, Some(Arc::new(move || shared.lock().chunks_sent += 1))).await
+            response.map(|body| Body::new(CutWatch { inner: body, shared: Some(shared) }))
         }
         None => {
             let mut request = Request::from_parts(parts, Body::from(body));
@@ -412,6 +424,48 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
                 Ok(response) => response,
                 Err(never) => match never {},
             }
+        }
+    }
+}
+
+/// A scripted answer's body that counts, in [`FakeUpstream::answers_cut`], being
+/// dropped before its end.
+struct CutWatch {
+    inner: Body,
+    /// Taken at the body's end, so a body that ended is not counted.
+    shared: Option<Arc<Shared>>,
+}
+
+impl http_body::Body for CutWatch {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = http_body::Body::poll_frame(std::pin::Pin::new(&mut self.inner), cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.shared = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.inner)
+    }
+}
+
+impl Drop for CutWatch {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take()
+            && !http_body::Body::is_end_stream(&self.inner)
+        {
+            shared.lock().answers_cut += 1;
         }
     }
 }
