@@ -84,6 +84,8 @@ fn answer<T, U>(result: Result<T, PluginError>, convert: impl FnOnce(T) -> U) ->
         Ok(value) => Ok(Ok(convert(value))),
         Err(PluginError::Codec { error, .. }) => Ok(Err(boundary::codec_failure(error))),
         Err(PluginError::Fault { reason, .. }) => Err(Fault(reason)),
+        // Not the component's doing, but the check cannot go on without an instance.
+        Err(error @ PluginError::NoFreeInstance { .. }) => Err(Fault(error.to_string())),
     }
 }
 

@@ -46,6 +46,17 @@ pub enum Category {
     InvalidApiKey,
     /// The caller's key may not call this model, or this endpoint.
     PermissionDenied,
+    /// The request body is larger than the gateway's `max_body_bytes`.
+    PayloadTooLarge,
+    /// A call's body is not declared `application/json`.
+    UnsupportedMediaType,
+    /// The request carries a browser `Origin` the gateway does not allow.
+    ForbiddenOrigin,
+    /// The client did not send its request body within the gateway's body timeout.
+    RequestTimeout,
+    /// The gateway itself is at capacity (calls in flight, component instances)
+    /// or draining: nothing was sent upstream; retry shortly.
+    GatewayBusy,
 }
 
 impl Category {
@@ -72,6 +83,11 @@ impl Category {
             Self::ComplianceRefused => "compliance_refused",
             Self::InvalidApiKey => "invalid_api_key",
             Self::PermissionDenied => "permission_denied",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::ForbiddenOrigin => "forbidden_origin",
+            Self::RequestTimeout => "request_timeout",
+            Self::GatewayBusy => "gateway_busy",
         }
     }
 
@@ -85,12 +101,15 @@ impl Category {
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
-            Self::Overloaded | Self::ProviderUnavailable => 503,
+            Self::Overloaded | Self::ProviderUnavailable | Self::GatewayBusy => 503,
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
-            Self::ComplianceRefused | Self::PermissionDenied => 403,
+            Self::ComplianceRefused | Self::PermissionDenied | Self::ForbiddenOrigin => 403,
             Self::InvalidApiKey => 401,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::RequestTimeout => 408,
         }
     }
 }
@@ -322,6 +341,7 @@ impl WeirError {
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
+                PluginError::NoFreeInstance { .. } => Category::GatewayBusy,
                 PluginError::Codec { error, .. } => match error {
                     crate::types::CodecError::Unsupported(_) => Category::InvalidRequest,
                     crate::types::CodecError::Malformed(_) => Category::UpstreamError,
@@ -467,6 +487,7 @@ impl WeirError {
                         "model `{model}` via `{provider}`: the provider's answer could not be read; see the server log"
                     )
                 }
+                PluginError::NoFreeInstance { .. } => self.to_string(),
             },
             Self::Upstream { model, provider, class, .. } => upstream_message(model, provider, class),
         }
@@ -722,10 +743,36 @@ mod tests {
     }
 
     #[test]
+    fn edge_categories_answer_their_own_statuses() {
+        let pairs = [
+            (Category::PayloadTooLarge, "payload_too_large", 413),
+            (Category::UnsupportedMediaType, "unsupported_media_type", 415),
+            (Category::ForbiddenOrigin, "forbidden_origin", 403),
+            (Category::RequestTimeout, "request_timeout", 408),
+            (Category::GatewayBusy, "gateway_busy", 503),
+        ];
+        for (category, name, status) in pairs {
+            assert_eq!((category.as_str(), category.http_status()), (name, status));
+        }
+    }
+
+    #[test]
     fn the_log_keeps_what_the_caller_does_not_see() {
         let missing = WeirError::Credential { model: "m".into(), source: credential_errors().remove(0) };
         assert!(missing.to_string().contains("OPENAI_API_KEY"), "{missing}");
         let quota = upstream(UpstreamClass::QuotaExhausted);
         assert!(quota.to_string().contains("openai-api-key"), "{quota}");
+    }
+
+    #[test]
+    fn no_free_instance_is_the_gateway_being_busy_and_is_not_retried_upstream() {
+        let error = WeirError::Plugin {
+            model: "m".into(),
+            source: PluginError::NoFreeInstance { provider: "openai".into(), waited: Duration::from_secs(10) },
+        };
+        assert_eq!(error.category(), Category::GatewayBusy);
+        assert_eq!(error.http_status(), 503);
+        assert!(error.retry_policy().is_none());
+        assert!(error.safe_message().contains("every component instance"), "{}", error.safe_message());
     }
 }

@@ -103,6 +103,9 @@ struct State {
     chunks_sent: usize,
     /// Scripted answers whose connection closed before they were played whole.
     abandoned: usize,
+    /// Scripted answers whose body was dropped before its end: the client closed
+    /// the connection mid-answer.
+    answers_cut: usize,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -299,6 +302,13 @@ impl FakeUpstream {
         self.shared.lock().abandoned
     }
 
+    /// How many scripted answers were cut: their body dropped before its end because
+    /// the client (the gateway) closed the connection mid-answer.
+    #[must_use]
+    pub fn answers_cut(&self) -> usize {
+        self.shared.lock().answers_cut
+    }
+
     /// How many requests arrived so far.
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -419,7 +429,8 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
             let counted = Arc::clone(shared);
             let response = play(script, kill, Some(Arc::new(move || counted.lock().chunks_sent += 1))).await;
             watch.armed = false;
-            response
+            let shared = Arc::clone(shared);
+            response.map(|body| Body::new(CutWatch { inner: body, shared: Some(shared) }))
         }
         None => {
             let mut request = Request::from_parts(parts, Body::from(body));
@@ -442,6 +453,48 @@ impl Drop for AbandonWatch {
     fn drop(&mut self) {
         if self.armed {
             self.shared.lock().abandoned += 1;
+        }
+    }
+}
+
+/// A scripted answer's body that counts, in [`FakeUpstream::answers_cut`], being
+/// dropped before its end.
+struct CutWatch {
+    inner: Body,
+    /// Taken at the body's end, so a body that ended is not counted.
+    shared: Option<Arc<Shared>>,
+}
+
+impl http_body::Body for CutWatch {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = http_body::Body::poll_frame(std::pin::Pin::new(&mut self.inner), cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.shared = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.inner)
+    }
+}
+
+impl Drop for CutWatch {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take()
+            && !http_body::Body::is_end_stream(&self.inner)
+        {
+            shared.lock().answers_cut += 1;
         }
     }
 }

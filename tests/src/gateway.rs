@@ -322,6 +322,31 @@ impl Gateway {
         }
     }
 
+    /// Sends `signal` (`TERM`, `INT`, ...) without waiting for anything. For tests of
+    /// what the gateway does while it drains.
+    pub fn signal(&self, signal: &str) -> bool {
+        Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    /// Waits up to `timeout` for the child to exit by itself; `None` if it did not.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    self.join_stderr();
+                    return Some(status);
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
     /// Sends SIGTERM and waits up to `timeout` for the exit; `None` if it did not exit (the
     /// drop then kills it). For tests of graceful shutdown.
     pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {

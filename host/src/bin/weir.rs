@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
 
 #[derive(Debug, Parser)]
@@ -165,8 +166,9 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             "the providers folder does not exist: only the embedded providers are loaded until it is created"
         );
     }
+    raise_open_files_limit();
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async move {
+    let stopped = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
         tracing::info!(
@@ -187,10 +189,40 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             drop(weir_host::identity::watch_keys(weir.clone(), path, every, open_allowed));
         }
         println!("listening on {bound}");
-        weir_host::server::serve(weir, listener).await?;
-        Ok(())
-    })
+        anyhow::Ok(weir_host::server::serve(weir, listener).await?)
+    })?;
+    // Whatever is still running (cut calls, the folder watch) is abandoned, not
+    // awaited: the drain already decided how long to wait.
+    runtime.shutdown_background();
+    match stopped {
+        Stopped::Drained | Stopped::DrainTimedOut { .. } => Ok(()),
+        Stopped::Interrupted { calls } => {
+            anyhow::bail!("stopped by a second signal with {calls} call(s) in flight")
+        }
+    }
 }
+
+/// A gateway holds two sockets per call (client and upstream); the usual soft
+/// limit of 1024 open files would refuse connections long before
+/// `max_connections`. The hard limit is the operator's ceiling, so the soft
+/// one is raised to it.
+#[cfg(unix)]
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some() && limit.current == limit.maximum {
+        tracing::info!(soft = ?limit.current, "open-files limit already at its hard limit");
+        return;
+    }
+    let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(from = ?limit.current, to = ?limit.maximum, "raised the open-files soft limit"),
+        Err(error) => tracing::warn!(%error, soft = ?limit.current, "cannot raise the open-files soft limit"),
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() {}
 
 fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
     let weir = build(common)?;

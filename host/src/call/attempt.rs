@@ -67,7 +67,7 @@ pub(super) async fn admit_and_encode(
     };
     let encoded = target
         .provider
-        .encode(conversation, params)
+        .encode_until(conversation, params, deadline)
         .await
         .map_err(|source| WeirError::Plugin { model: model_id(target), source })
         .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));

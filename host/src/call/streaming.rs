@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::admission::{Feedback, Grant, ModelGate};
 use crate::chat::{ChatRequest, Stamp};
 use crate::error::{Pending, WeirError};
+use crate::plugin::ComponentStream;
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
 use crate::transport::TransportError;
 use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StreamDelta};
@@ -59,8 +60,17 @@ impl Attempt for Streamed {
         let streaming = CallParams { stream: true, ..params.clone() };
         let (mut grant, http_request) =
             attempt::admit_and_encode(target, conversation, &streaming, request.deadline).await?;
+        // The decoder's instance is taken before the request leaves: when the
+        // pool stays full, the call fails having sent nothing.
+        let decoder = match target.provider.open_stream_until(request.deadline).await {
+            Ok(decoder) => decoder,
+            Err(source) => {
+                grant.rollback().await;
+                return Err(plugin(target, source));
+            }
+        };
         grant.mark_sent();
-        let opened = first_output(target, http_request, grant, request.deadline);
+        let opened = first_output(target, http_request, grant, decoder, request.deadline);
         match attempt::in_flight(target, request.deadline, opened).await? {
             First::Live(live) => Ok(Outcome::Live(*live)),
             First::Complete(answer) => Ok(Outcome::Complete(answer)),
@@ -88,6 +98,7 @@ async fn first_output(
     target: &Target<'_>,
     http_request: HttpRequest,
     grant: Grant,
+    decoder: ComponentStream,
     deadline: Option<Instant>,
 ) -> Result<First, WeirError> {
     let transport = target.weir.transport();
@@ -96,10 +107,11 @@ async fn first_output(
         .await
         .map_err(|source| attempt::transport_failure(target, source))?;
     if !(200..300).contains(&body.status) {
+        // The decoder's instance goes back to the pool before the body is read.
+        drop(decoder);
         let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
         return Err(attempt::upstream_failure(target, &response).await);
     }
-    let decoder = target.provider.open_stream().await.map_err(|source| plugin(target, source))?;
     let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
     let mut first = Vec::new();
     loop {

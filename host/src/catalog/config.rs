@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use std::collections::BTreeMap;
 
@@ -195,6 +196,85 @@ pub struct ServerSettings {
     pub drain_secs: Option<u64>,
 }
 
+impl ServerSettings {
+    /// 32 MiB: a request with real images or PDFs as base64 fits.
+    pub const DEFAULT_MAX_BODY_BYTES: u64 = 32 << 20;
+    pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+    pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 60;
+    pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 75;
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 4_096;
+    pub const DEFAULT_MAX_IN_FLIGHT: u32 = 2_048;
+    pub const DEFAULT_STREAM_IDLE_SECS: u64 = 60;
+    pub const DEFAULT_DRAIN_SECS: u64 = 25;
+
+    /// Largest request body, in bytes.
+    pub fn max_body_bytes(&self) -> u64 {
+        self.max_body_bytes.unwrap_or(Self::DEFAULT_MAX_BODY_BYTES)
+    }
+
+    /// Whether a browser page served from `origin` may call.
+    pub fn allows_origin(&self, origin: &[u8]) -> bool {
+        self.cors_origins.iter().any(|allowed| allowed.as_bytes() == origin)
+    }
+
+    /// How long a client has to send a request head, from its first byte (or,
+    /// on a fresh connection, from the accept).
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs.unwrap_or(Self::DEFAULT_HEADER_TIMEOUT_SECS))
+    }
+
+    /// How long a client has to send a request body, from its head.
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_timeout_secs.unwrap_or(Self::DEFAULT_BODY_TIMEOUT_SECS))
+    }
+
+    /// How long a keep-alive connection may wait for its next request.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_secs.unwrap_or(Self::DEFAULT_IDLE_TIMEOUT_SECS))
+    }
+
+    /// Client connections served at once.
+    pub fn max_connections(&self) -> u32 {
+        self.max_connections.unwrap_or(Self::DEFAULT_MAX_CONNECTIONS)
+    }
+
+    /// Calls (POST routes) in flight at once across the gateway.
+    pub fn max_in_flight(&self) -> u32 {
+        self.max_in_flight.unwrap_or(Self::DEFAULT_MAX_IN_FLIGHT)
+    }
+
+    /// How long a client may take none of its answer's bytes before it is dropped.
+    pub fn stream_idle(&self) -> Duration {
+        Duration::from_secs(self.stream_idle_secs.unwrap_or(Self::DEFAULT_STREAM_IDLE_SECS))
+    }
+
+    /// How long SIGTERM waits for calls in flight.
+    pub fn drain(&self) -> Duration {
+        Duration::from_secs(self.drain_secs.unwrap_or(Self::DEFAULT_DRAIN_SECS))
+    }
+
+    /// Zero limits would refuse every call or close every connection at once;
+    /// an origin is a browser's `scheme://host[:port]`, compared byte for byte.
+    fn validate(&self) -> Result<(), String> {
+        let zero_u64 = [self.max_body_bytes, self.header_timeout_secs, self.body_timeout_secs, self.idle_timeout_secs]
+            .into_iter()
+            .chain([self.stream_idle_secs])
+            .any(|value| value == Some(0));
+        if zero_u64 || self.max_connections == Some(0) || self.max_in_flight == Some(0) {
+            return Err("every limit but `drain_secs` must be positive when set".to_owned());
+        }
+        for origin in &self.cors_origins {
+            let scheme_ok = origin.starts_with("http://") || origin.starts_with("https://");
+            if !scheme_ok || origin.ends_with('/') || origin.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(format!(
+                    "`cors_origins`: `{origin}` is not an origin (`https://host[:port]`, no path, no trailing `/`)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Tokens of reasoning a call books for its effort. An effort with no entry
 /// books none: nothing is invented.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -255,6 +335,7 @@ impl Config {
         if self.attempt_timeout_secs == Some(0) {
             return Err(self.invalid("`attempt_timeout_secs` must be positive when set".to_owned()));
         }
+        self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
         let mut seen = std::collections::BTreeSet::new();
         for model in &self.models {
             model.validate().map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
@@ -391,5 +472,40 @@ mod tests {
         let fine = format!("attempt_timeout_secs = 30\n{entry}max_attempts = 2\nmax_queue = 1\n");
         let config = Config::from_toml(&fine, "t").unwrap();
         assert_eq!((config.attempt_timeout_secs, config.models[0].max_attempts), (Some(30), Some(2)));
+    }
+
+    #[test]
+    fn server_settings_default_to_the_documented_limits() {
+        let server = Config::from_toml("", "t.toml").unwrap().server;
+        assert_eq!(server.max_body_bytes(), 32 * 1024 * 1024);
+        assert!(!server.allows_origin(b"https://app.example.com"));
+        assert_eq!(server.header_timeout(), Duration::from_secs(10));
+        assert_eq!(server.body_timeout(), Duration::from_secs(60));
+        assert_eq!(server.idle_timeout(), Duration::from_secs(75));
+        assert_eq!(server.max_connections(), 4096);
+        assert_eq!(server.max_in_flight(), 2048);
+        assert_eq!(server.stream_idle(), Duration::from_secs(60));
+        assert_eq!(server.drain(), Duration::from_secs(25));
+    }
+
+    #[test]
+    fn server_settings_are_read_and_checked() {
+        let text = "[server]\nmax_body_bytes = 1000\ncors_origins = [\"https://app.example.com\"]\ndrain_secs = 0\n";
+        let server = Config::from_toml(text, "t.toml").unwrap().server;
+        assert_eq!(server.max_body_bytes(), 1000);
+        assert!(server.allows_origin(b"https://app.example.com"));
+        assert!(!server.allows_origin(b"https://app.example.com.evil.test"));
+        assert_eq!(server.drain(), Duration::ZERO);
+        for bad in ["[server]\nmax_in_flight = 0\n", "[server]\nheader_timeout_secs = 0\n"] {
+            let message = Config::from_toml(bad, "t.toml").unwrap_err().to_string();
+            assert!(message.contains("[server]") && message.contains("positive"), "{message}");
+        }
+        for origin in ["app.example.com", "https://app.example.com/", "https://a b"] {
+            let text = format!("[server]\ncors_origins = [\"{origin}\"]\n");
+            let message = Config::from_toml(&text, "t.toml").unwrap_err().to_string();
+            assert!(message.contains("cors_origins"), "{message}");
+        }
+        let unknown = Config::from_toml("[server]\nmax_bodies = 1\n", "t.toml").unwrap_err().to_string();
+        assert!(unknown.contains("max_bodies"), "{unknown}");
     }
 }

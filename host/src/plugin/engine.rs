@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
@@ -42,6 +44,8 @@ pub struct LoadedComponent {
     pub providers: Vec<ProviderInfo>,
     pub(super) engine: CallEngine,
     pub(super) pre: ChatProviderPre<CallState>,
+    /// The engine's instance slots, shared by every component it loaded.
+    pub(super) slots: InstanceSlots,
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -66,6 +70,7 @@ pub struct PluginEngine {
     limits: SandboxLimits,
     linker: Arc<Linker<CallState>>,
     cache: Option<ArtifactCache>,
+    slots: InstanceSlots,
 }
 
 impl std::fmt::Debug for PluginEngine {
@@ -103,7 +108,7 @@ impl PluginEngine {
         // Fuel changes the compiled code, so the two kinds of engine never share
         // an artifact: the cache keys on the engine's compatibility hash.
         let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
-        Ok(Self { engine, limits, linker: Arc::new(linker), cache })
+        Ok(Self { engine, limits, linker: Arc::new(linker), cache, slots: InstanceSlots::new(SLOTS) })
     }
 
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
@@ -128,7 +133,8 @@ impl PluginEngine {
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
-        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre })
+        let slots = self.slots.clone();
+        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre, slots })
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
@@ -138,6 +144,11 @@ impl PluginEngine {
         }
     }
 }
+
+/// Component instances the pooling allocator holds at once, per engine. Every
+/// instance takes a permit of [`InstanceSlots`] first, so a call that finds the
+/// pool full waits for a slot instead of failing in the allocator.
+const SLOTS: u32 = 1_000;
 
 /// Instances come from a pool of preallocated slots, and the first 256 KiB of each
 /// slot's memory stay resident between uses (zeroed by a memset instead of
@@ -151,7 +162,6 @@ impl PluginEngine {
 /// reserves (not commits) wasmtime's default 4 GiB of address space, so that
 /// guest bounds checks can be elided: ~4 TiB of virtual space per engine.
 fn pooling() -> PoolingAllocationConfig {
-    const SLOTS: u32 = 1_000;
     const KEEP_RESIDENT: usize = 256 << 10;
     let mut pooling = PoolingAllocationConfig::default();
     pooling
@@ -168,6 +178,31 @@ fn pooling() -> PoolingAllocationConfig {
     pooling
 }
 
+/// One permit per slot of the engine's instance pool. A call takes one before it
+/// instantiates and holds it as long as its store lives (a stream decoder: the
+/// stream's life), waiting a bounded time when every slot is in use: a burst of
+/// long streams delays a call instead of failing it.
+#[derive(Clone, Debug)]
+pub(super) struct InstanceSlots(Arc<Semaphore>);
+
+impl InstanceSlots {
+    fn new(slots: u32) -> Self {
+        Self(Arc::new(Semaphore::new(slots as usize)))
+    }
+
+    /// A slot, waiting at most until `until`; `None` when none freed in time.
+    pub(super) async fn take(&self, until: Instant) -> Option<OwnedSemaphorePermit> {
+        // The semaphore is never closed, so the only failure is the wait.
+        tokio::time::timeout_at(until, Arc::clone(&self.0).acquire_owned()).await.ok()?.ok()
+    }
+
+    /// Slots not in use (for tests).
+    #[cfg(test)]
+    pub(super) fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
 /// Asks a freshly loaded component what it provides. Loading is synchronous
 /// startup work, so the async call runs on a minimal executor of its own (no
 /// tokio runtime is needed, and none may be entered from inside one).
@@ -181,4 +216,28 @@ fn describe(engine: &CallEngine, pre: &ChatProviderPre<CallState>) -> Result<Vec
             .await
             .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_pool_makes_a_call_wait_for_a_slot_until_its_bound() {
+        let slots = InstanceSlots::new(1);
+        let held = slots.take(Instant::now()).await.unwrap();
+        assert_eq!(slots.available(), 0);
+        let started = Instant::now();
+        assert!(slots.take(started + Duration::from_secs(3)).await.is_none(), "no slot frees: the wait ends");
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        let waiting = tokio::spawn({
+            let slots = slots.clone();
+            async move { slots.take(Instant::now() + Duration::from_secs(10)).await.is_some() }
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        drop(held);
+        assert!(waiting.await.unwrap(), "a slot freed within the bound is taken");
+        assert_eq!(slots.available(), 1, "and given back when its holder ends");
+    }
 }

@@ -3,6 +3,10 @@
 //! poisons only the instance of the call that made it trap.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 
 use super::bindings::ChatProvider as Bindings;
 use super::engine::LoadedComponent;
@@ -28,7 +32,19 @@ pub enum PluginError {
     /// The component declined: it cannot encode this, or cannot read that response.
     #[error("provider `{provider}`: {}", codec_message(.error))]
     Codec { provider: String, error: CodecError },
+    /// Every slot of the instance pool stayed in use for as long as the call could
+    /// wait (see [`SLOT_WAIT`]). Nothing was sent for it.
+    #[error(
+        "provider `{provider}`: every component instance of the gateway stayed in use for {}s; retry shortly",
+        .waited.as_secs()
+    )]
+    NoFreeInstance { provider: String, waited: Duration },
 }
+
+/// Longest a call waits for a free component instance: long enough for a burst
+/// of streams to end or be dropped (`stream_idle_secs`), short enough that a
+/// caller hears back. A caller's earlier deadline shortens it.
+pub const SLOT_WAIT: Duration = Duration::from_secs(10);
 
 fn codec_message(error: &CodecError) -> String {
     match error {
@@ -84,10 +100,22 @@ impl Provider {
         conversation: &PreparedConversation,
         params: &CallParams,
     ) -> Result<HttpRequest, PluginError> {
-        let (mut store, bindings) = self.instantiate().await?;
-        let result = bindings
+        self.encode_until(conversation, params, None).await
+    }
+
+    /// [`Self::encode`] for a caller with a deadline: the wait for a free
+    /// instance ends there if that comes before [`SLOT_WAIT`].
+    pub async fn encode_until(
+        &self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let mut instance = self.instantiate(deadline).await?;
+        let result = instance
+            .bindings
             .weir_provider_chat()
-            .call_encode(&mut store, &self.info.key, conversation, params)
+            .call_encode(&mut instance.store, &self.info.key, conversation, params)
             .await
             .map_err(|e| self.fault("chat.encode", &e))?;
         let request = result.map_err(|error| self.codec(error))?;
@@ -110,43 +138,65 @@ impl Provider {
         Err(PluginError::Fault { provider: self.info.key.clone(), reason })
     }
 
+    /// Decodes a response. The answer is already paid for, so it waits the
+    /// whole [`SLOT_WAIT`] for an instance, whatever the caller's deadline.
     pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
-        let (mut store, bindings) = self.instantiate().await?;
-        let result = bindings
+        let mut instance = self.instantiate(None).await?;
+        let result = instance
+            .bindings
             .weir_provider_chat()
-            .call_decode(&mut store, &self.info.key, response)
+            .call_decode(&mut instance.store, &self.info.key, response)
             .await
             .map_err(|e| self.fault("chat.decode", &e))?;
         result.map_err(|error| self.codec(error))
     }
 
     pub async fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
-        let (mut store, bindings) = self.instantiate().await?;
-        bindings
+        let mut instance = self.instantiate(None).await?;
+        instance
+            .bindings
             .weir_provider_chat()
-            .call_classify(&mut store, &self.info.key, response)
+            .call_classify(&mut instance.store, &self.info.key, response)
             .await
             .map_err(|e| self.fault("chat.classify", &e))
     }
 
     /// A stream decoder: one instance held for the stream's life, so the decoder
-    /// may keep state between events. Each event gets a fresh CPU budget.
+    /// may keep state between events. Each event gets a fresh CPU budget. It
+    /// holds its instance slot until dropped.
     pub async fn open_stream(&self) -> Result<ComponentStream, PluginError> {
-        let (mut store, bindings) = self.instantiate().await?;
-        let decoder = bindings
-            .weir_provider_chat()
-            .stream_decoder()
-            .call_constructor(&mut store, &self.info.key)
-            .await
-            .map_err(|e| self.fault("chat.stream-decoder", &e))?;
-        Ok(ComponentStream { provider: self.clone(), store, bindings, decoder })
+        self.open_stream_until(None).await
     }
 
-    async fn instantiate(&self) -> Result<(wasmtime::Store<CallState>, Bindings), PluginError> {
+    /// [`Self::open_stream`] for a caller with a deadline, which bounds the wait
+    /// for a free instance.
+    pub async fn open_stream_until(&self, deadline: Option<Instant>) -> Result<ComponentStream, PluginError> {
+        let mut instance = self.instantiate(deadline).await?;
+        let decoder = instance
+            .bindings
+            .weir_provider_chat()
+            .stream_decoder()
+            .call_constructor(&mut instance.store, &self.info.key)
+            .await
+            .map_err(|e| self.fault("chat.stream-decoder", &e))?;
+        let Instance { store, bindings, slot } = instance;
+        Ok(ComponentStream { provider: self.clone(), store, bindings, decoder, _slot: slot })
+    }
+
+    /// A fresh store and instance in a slot of the pool, waiting for a slot until
+    /// the earlier of `deadline` and [`SLOT_WAIT`] from now.
+    async fn instantiate(&self, deadline: Option<Instant>) -> Result<Instance, PluginError> {
+        let started = Instant::now();
+        let until = deadline.map_or(started + SLOT_WAIT, |deadline| deadline.min(started + SLOT_WAIT));
+        let Some(_slot) = self.component.slots.take(until).await else {
+            let waited = started.elapsed();
+            tracing::warn!(provider = %self.info.key, ?waited, "no free component instance");
+            return Err(PluginError::NoFreeInstance { provider: self.info.key.clone(), waited });
+        };
         let mut store = new_store(&self.component.engine);
         let bindings =
             self.component.pre.instantiate_async(&mut store).await.map_err(|e| self.fault("instantiate", &e))?;
-        Ok((store, bindings))
+        Ok(Instance { store, bindings, slot: _slot })
     }
 
     fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {
@@ -164,13 +214,23 @@ impl Provider {
     }
 }
 
+/// A live instance and the pool slot it occupies. Fields drop in order, so the
+/// store (and its pooled instance) is gone before the slot's permit is returned.
+struct Instance {
+    store: wasmtime::Store<CallState>,
+    bindings: Bindings,
+    /// Held, never read: returned to the pool when the instance is dropped.
+    slot: OwnedSemaphorePermit,
+}
+
 /// One stream's decoder inside its own component instance. Dropping it drops the
-/// instance; a trap poisons only this stream.
+/// instance, then frees its slot; a trap poisons only this stream.
 pub struct ComponentStream {
     provider: Provider,
     store: wasmtime::Store<CallState>,
     bindings: Bindings,
     decoder: wasmtime::component::ResourceAny,
+    _slot: OwnedSemaphorePermit,
 }
 
 impl std::fmt::Debug for ComponentStream {

@@ -4,13 +4,17 @@
 //! other dialects render the same [`ApiError`] in their own envelope. The full
 //! error goes to the log.
 
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::chat::{CallError, Stamp};
 use crate::error::{Category, WeirError};
 use crate::types::Refusal;
+
+/// `retry-after` on a `gateway_busy` answer, in seconds.
+const GATEWAY_BUSY_RETRY_AFTER_SECS: &str = "1";
 
 /// An error ready to be answered.
 #[derive(Debug)]
@@ -31,6 +35,7 @@ impl ApiError {
         Self::new(Category::InvalidRequest, message.into())
     }
 
+    /// A failure the gateway's edge answers itself, before any call exists.
     pub(super) fn new(category: Category, message: String) -> Self {
         Self { category, message, refusal: None, stamp: None, retry_after: None }
     }
@@ -48,8 +53,12 @@ impl ApiError {
         if let Some(stamp) = &self.stamp {
             super::stamp_headers(response.headers_mut(), stamp);
         }
+        // The upstream's own wait (a full admission queue), else, for the
+        // gateway's own capacity, a moment: a call ends, an instance returns.
         if let Some(retry_after) = self.retry_after {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry_after.as_secs().into());
+            response.headers_mut().insert(RETRY_AFTER, retry_after.as_secs().into());
+        } else if self.category == Category::GatewayBusy {
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static(GATEWAY_BUSY_RETRY_AFTER_SECS));
         }
         response
     }

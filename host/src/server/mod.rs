@@ -22,6 +22,7 @@
 
 mod anthropic;
 mod auth;
+mod edge;
 mod error;
 mod openai;
 mod sse;
@@ -34,6 +35,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+pub use edge::Stopped;
 pub use error::ApiError;
 
 use crate::Weir;
@@ -50,38 +52,11 @@ pub fn router(weir: Weir) -> Router {
         .with_state(weir)
 }
 
-/// Serves the gateway on `listener` until ctrl-c or SIGTERM. Client sockets get
-/// `TCP_NODELAY`: without it a streamed chunk can wait ~40 ms for the peer's
-/// delayed ACK (Nagle), on every response.
-pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|socket| {
-        if let Err(error) = socket.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY on a client socket");
-        }
-    });
-    axum::serve(listener, router(weir)).with_graceful_shutdown(shutdown_signal()).await
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
+/// Serves the gateway on `listener` behind its edge (client timeouts, body limit,
+/// origin and content-type checks, connection and call caps; see `edge`) until
+/// SIGTERM or ctrl-c, then drains for at most `[server] drain_secs`.
+pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<Stopped> {
+    edge::serve(weir, listener).await
 }
 
 /// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.

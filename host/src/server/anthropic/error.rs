@@ -59,14 +59,17 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::CapacityExceeded
         | Category::Refused
         | Category::OutputTruncated
-        | Category::InvalidResponse => "invalid_request_error",
+        | Category::InvalidResponse
+        | Category::UnsupportedMediaType
+        | Category::RequestTimeout => "invalid_request_error",
+        Category::PayloadTooLarge => "request_too_large",
         Category::ModelNotFound => "not_found_error",
-        Category::ComplianceRefused | Category::PermissionDenied => "permission_error",
+        Category::ComplianceRefused | Category::PermissionDenied | Category::ForbiddenOrigin => "permission_error",
         Category::InvalidApiKey => "authentication_error",
         Category::ProviderCreditExhausted => "billing_error",
         Category::RateLimited => "rate_limit_error",
         Category::AuthenticationFailed | Category::CredentialMissing => "authentication_error",
-        Category::Overloaded => "overloaded_error",
+        Category::Overloaded | Category::GatewayBusy => "overloaded_error",
         Category::Timeout => "timeout_error",
         Category::UpstreamUnavailable
         | Category::UpstreamError
@@ -107,6 +110,11 @@ mod tests {
             (Category::Timeout, "timeout_error"),
             (Category::UpstreamError, "api_error"),
             (Category::ProviderFault, "api_error"),
+            (Category::PayloadTooLarge, "request_too_large"),
+            (Category::UnsupportedMediaType, "invalid_request_error"),
+            (Category::RequestTimeout, "invalid_request_error"),
+            (Category::ForbiddenOrigin, "permission_error"),
+            (Category::GatewayBusy, "overloaded_error"),
         ];
         for (category, word) in pairs {
             assert_eq!(error_type(category), word, "{category:?}");

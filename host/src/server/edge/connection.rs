@@ -1,0 +1,339 @@
+//! One client connection: hyper's HTTP/1.1 over a socket whose reads and writes
+//! are watched, and a watchdog that closes the connection when the client is too
+//! slow for the phase it is in:
+//!
+//! ```text
+//! accept ─► awaiting head ──(head parsed)──► busy ──(response's last byte)──► idle ──(first byte)──► awaiting head …
+//!           header_timeout                    writes blocked ≥ stream_idle      idle_timeout
+//!           (from accept or first byte)
+//! ```
+//!
+//! hyper's own `header_read_timeout` starts when hyper waits for a head, which
+//! includes the idle wait between requests, so it could not tell a slow head from
+//! an idle keep-alive; the phases here can. A body that stalls is the checks'
+//! `body_timeout`. A busy connection is never closed for taking long (a slow
+//! upstream is the call's business), only for not taking what it is sent: a
+//! client that leaves a stream unread would otherwise hold its component
+//! instance, admission permit and upstream socket forever. Closing drops the
+//! response body, which drops the stream and everything it holds.
+
+use std::convert::Infallible;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::checks::Edge;
+use super::holding::Holding;
+use crate::catalog::ServerSettings;
+
+/// The watchdog's limits, from `[server]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub header: Duration,
+    pub idle: Duration,
+    pub stream_idle: Duration,
+}
+
+impl Limits {
+    pub(super) fn of(settings: &ServerSettings) -> Self {
+        Self { header: settings.header_timeout(), idle: settings.idle_timeout(), stream_idle: settings.stream_idle() }
+    }
+}
+
+/// Why the watchdog closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expired {
+    /// The request head did not arrive within `header_timeout`.
+    Head,
+    /// The keep-alive connection saw no new request within `idle_timeout`.
+    Idle,
+    /// The client took none of its answer's bytes for `stream_idle_secs`.
+    Unread,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    AwaitingHead { since: Instant },
+    Busy,
+    Idle { since: Instant },
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// When the socket last refused a write, while it still refuses them.
+    write_blocked_since: Option<Instant>,
+}
+
+/// What the watched socket, the service and the watchdog share.
+#[derive(Debug)]
+pub(super) struct ConnWatch {
+    limits: Limits,
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl ConnWatch {
+    pub(super) fn new(limits: Limits) -> Arc<Self> {
+        let state = State { phase: Phase::AwaitingHead { since: Instant::now() }, write_blocked_since: None };
+        Arc::new(Self { limits, state: Mutex::new(state), changed: Notify::new() })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is a few plain values: a panic mid-update cannot break them.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.state().phase = phase;
+        self.changed.notify_one();
+    }
+
+    /// Bytes arrived: on an idle connection they start the next head.
+    fn bytes_read(&self) {
+        let mut state = self.state();
+        if let Phase::Idle { .. } = state.phase {
+            state.phase = Phase::AwaitingHead { since: Instant::now() };
+            drop(state);
+            self.changed.notify_one();
+        }
+    }
+
+    fn write_blocked(&self) {
+        let mut state = self.state();
+        if state.write_blocked_since.is_none() {
+            state.write_blocked_since = Some(Instant::now());
+            drop(state);
+            self.changed.notify_one();
+        }
+    }
+
+    fn write_progressed(&self) {
+        self.state().write_blocked_since = None;
+    }
+
+    pub(super) fn request_started(&self) {
+        self.set_phase(Phase::Busy);
+    }
+
+    pub(super) fn response_ended(&self) {
+        self.set_phase(Phase::Idle { since: Instant::now() });
+    }
+
+    /// The earliest instant the connection expires at as things stand, and why.
+    fn deadline(&self) -> Option<(Instant, Expired)> {
+        let state = self.state();
+        let phase = match state.phase {
+            Phase::AwaitingHead { since } => Some((since + self.limits.header, Expired::Head)),
+            Phase::Idle { since } => Some((since + self.limits.idle, Expired::Idle)),
+            Phase::Busy => None,
+        };
+        let unread = state.write_blocked_since.map(|since| (since + self.limits.stream_idle, Expired::Unread));
+        match (phase, unread) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Resolves when the connection has been too slow for its phase.
+    pub(super) async fn expired(&self) -> Expired {
+        loop {
+            match self.deadline() {
+                Some((at, why)) if at <= Instant::now() => return why,
+                Some((at, _)) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at) => {}
+                        () = self.changed.notified() => {}
+                    }
+                }
+                None => self.changed.notified().await,
+            }
+        }
+    }
+}
+
+/// A socket that reports reads and blocked writes to its [`ConnWatch`].
+struct WatchedIo {
+    inner: TcpStream,
+    watch: Arc<ConnWatch>,
+}
+
+impl WatchedIo {
+    fn wrote(&self, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Pending => self.watch.write_blocked(),
+            Poll::Ready(Ok(written)) if *written > 0 => self.watch.write_progressed(),
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
+impl AsyncRead for WatchedIo {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.watch.bytes_read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for WatchedIo {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write(cx, data);
+        this.wrote(&polled);
+        polled
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, data);
+        this.wrote(&polled);
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Dropped with a response body, at its end: the connection is idle again.
+struct ResponseEnd(Arc<ConnWatch>);
+
+impl Drop for ResponseEnd {
+    fn drop(&mut self) {
+        self.0.response_ended();
+    }
+}
+
+/// hyper's read and write buffer per connection.
+const MAX_BUFFER_BYTES: usize = 64 << 10;
+
+/// Serves one connection until the client closes it, the watchdog does, or a
+/// drain that began before this connection's first request finishes its
+/// current exchange (`drain` turning true: hyper's graceful shutdown).
+pub(super) async fn serve(stream: TcpStream, edge: Arc<Edge>, limits: Limits, mut drain: watch::Receiver<bool>) {
+    let watch = ConnWatch::new(limits);
+    let io = TokioIo::new(WatchedIo { inner: stream, watch: Arc::clone(&watch) });
+    let service_watch = Arc::clone(&watch);
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let (edge, watch) = (Arc::clone(&edge), Arc::clone(&service_watch));
+        async move {
+            watch.request_started();
+            let response = edge.handle(request).await;
+            Ok::<_, Infallible>(response.map(|body| Body::new(Holding::new(body, ResponseEnd(watch)))))
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The watchdog times heads; hyper's timer would also run over the idle wait.
+    builder.header_read_timeout(None);
+    // What a client that stops reading can make the gateway hold in hyper's write
+    // buffer (hyper's default is ~400 KiB per connection); also the largest head.
+    builder.max_buf_size(MAX_BUFFER_BYTES);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut drain_seen = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "client connection ended with an error");
+                }
+                return;
+            }
+            why = watch.expired() => {
+                tracing::info!(reason = ?why, "closing a client connection that was too slow");
+                return;
+            }
+            changed = drain.changed(), if !drain_seen => {
+                drain_seen = true;
+                if changed.is_ok() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits { header: Duration::from_secs(10), idle: Duration::from_secs(75), stream_idle: Duration::from_secs(60) }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fresh_connection_must_send_its_head_within_the_header_timeout() {
+        let watch = ConnWatch::new(limits());
+        let started = Instant::now();
+        assert_eq!(watch.expired().await, Expired::Head);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_waits_the_idle_timeout_then_a_head_gets_the_header_timeout() {
+        let watch = ConnWatch::new(limits());
+        watch.request_started();
+        watch.response_ended();
+        let idle = Instant::now();
+        let waited = tokio::time::timeout(Duration::from_secs(70), watch.expired()).await;
+        assert!(waited.is_err(), "idle for 70 s of 75: still open");
+        watch.bytes_read();
+        let head = Instant::now();
+        assert_eq!(watch.expired().await, Expired::Head);
+        assert_eq!(head.elapsed(), Duration::from_secs(10));
+        assert!(idle.elapsed() > Duration::from_secs(75));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_is_closed_only_when_its_client_stops_taking_bytes() {
+        let watch = ConnWatch::new(limits());
+        watch.request_started();
+        let slow_upstream = tokio::time::timeout(Duration::from_secs(600), watch.expired()).await;
+        assert!(slow_upstream.is_err(), "a busy connection that writes nothing is not timed");
+        watch.write_blocked();
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        watch.write_progressed();
+        watch.write_blocked();
+        let blocked = Instant::now();
+        assert_eq!(watch.expired().await, Expired::Unread);
+        assert_eq!(blocked.elapsed(), Duration::from_secs(60), "progress restarts the clock");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_deadline_follows_the_end_of_each_response() {
+        let watch = Arc::clone(&ConnWatch::new(limits()));
+        watch.request_started();
+        tokio::time::sleep(Duration::from_secs(500)).await;
+        watch.response_ended();
+        let ended = Instant::now();
+        assert_eq!(watch.expired().await, Expired::Idle);
+        assert_eq!(ended.elapsed(), Duration::from_secs(75));
+    }
+}
