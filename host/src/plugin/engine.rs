@@ -89,6 +89,15 @@ impl PluginEngine {
         Self::with_limits(cache_dir, SandboxLimits::Off)
     }
 
+    /// An engine whose calls run under every limit but never yield to the async
+    /// runtime while they run. It exists only so `benches/component_round_trip.rs`
+    /// can measure what yielding costs against the serving engine in the same
+    /// run. Never serve with it: a looping component would hold its worker
+    /// thread for its whole CPU budget.
+    pub fn without_yield_for_measurement(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        Self::with_limits(cache_dir, SandboxLimits::EnforcedWithoutYield)
+    }
+
     fn with_limits(cache_dir: Option<PathBuf>, limits: SandboxLimits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
@@ -96,7 +105,7 @@ impl PluginEngine {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
         // A CPU budget per call (see `sandbox::FUEL_PER_CALL`): a component that
         // loops fails its own call instead of holding a worker thread forever.
-        config.consume_fuel(limits == SandboxLimits::Enforced);
+        config.consume_fuel(limits != SandboxLimits::Off);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         sandbox::link_wasi(&mut linker)?;
