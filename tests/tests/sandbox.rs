@@ -25,7 +25,7 @@ fn cache() -> std::path::PathBuf {
 fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
     let mut toml = String::new();
-    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge"] {
+    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide"] {
         toml.push_str(&format!(
             "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
@@ -86,7 +86,10 @@ async fn each_misbehaviour_fails_only_its_own_call() {
     assert!(header.error.to_string().contains("x-injected"), "{header}");
 
     assert_fault(call(&weir, "utf8").await, "hostile-utf8", "utf-8");
-    assert_fault(call(&weir, "huge").await, "hostile-huge", "100001 headers");
+    // Refused from the lengths the component's result claims, before the host
+    // copies any of it (`host/src/plugin/bounded.rs`).
+    assert_fault(call(&weir, "huge").await, "hostile-huge", "returned 100001 headers (at most 64)");
+    assert_fault(call(&weir, "wide").await, "hostile-wide", "returned 1048576 bytes in a method, path or header");
 
     assert_eq!(background.await.unwrap(), 40, "every good call succeeded meanwhile");
     // The same component's other keys still work after its faults.

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use super::bindings::ChatProviderPre;
+use super::bounded;
 use super::cache::ArtifactCache;
 use super::sandbox::{self, CallEngine, CallState, SandboxLimits, new_store};
 use super::world;
@@ -42,6 +43,8 @@ pub struct LoadedComponent {
     pub providers: Vec<ProviderInfo>,
     pub(super) engine: CallEngine,
     pub(super) pre: ChatProviderPre<CallState>,
+    /// `chat.encode`, called with a capped result type (see [`super::bounded`]).
+    pub(super) encode: ComponentExportIndex,
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -132,12 +135,13 @@ impl PluginEngine {
             .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
         let pre =
             ChatProviderPre::new(instance_pre).map_err(|e| format!("does not match the provider world: {e:#}"))?;
+        let encode = bounded::encode_export(&component)?;
         let engine = CallEngine { engine: self.engine.clone(), limits: self.limits };
         let providers = describe(&engine, &pre)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
-        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre })
+        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre, encode })
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {

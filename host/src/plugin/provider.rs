@@ -5,18 +5,13 @@
 use std::sync::Arc;
 
 use super::bindings::ChatProvider as Bindings;
+use super::bounded::EncodedRequest;
 use super::engine::LoadedComponent;
 use super::sandbox::{CallState, new_store, refuel};
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
     StreamDelta, StreamEvent,
 };
-
-/// More headers than any provider's request carries by two orders of magnitude.
-const MAX_REQUEST_HEADERS: usize = 64;
-/// Anthropic's and Bedrock's request ceiling is 32 MB (20 MB on Bedrock's
-/// Converse); no provider takes more, so a bigger encoded body is a component bug.
-const MAX_REQUEST_BODY_BYTES: usize = 32 << 20;
 
 /// Why a call into a component did not produce an answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -71,30 +66,28 @@ impl Provider {
         conversation: &PreparedConversation,
         params: &CallParams,
     ) -> Result<HttpRequest, PluginError> {
-        let (mut store, bindings) = self.instantiate().await?;
-        let result = bindings
-            .weir_provider_chat()
-            .call_encode(&mut store, &self.info.key, conversation, params)
+        let mut store = new_store(&self.component.engine);
+        let instance = self
+            .component
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| self.fault("instantiate", &e))?;
+        // The result type caps every string and list before it is copied: a
+        // request no upstream would take is the component's fault, caught
+        // before anything is sent or even copied out of the guest.
+        let encode = instance
+            .get_typed_func::<(&str, &PreparedConversation, &CallParams), (Result<EncodedRequest, CodecError>,)>(
+                &mut store,
+                &self.component.encode,
+            )
+            .map_err(|e| self.fault("chat.encode", &e))?;
+        let (result,) = encode
+            .call_async(&mut store, (&self.info.key, conversation, params))
             .await
             .map_err(|e| self.fault("chat.encode", &e))?;
-        let request = result.map_err(|error| self.codec(error))?;
-        self.sane_size(&request)?;
-        Ok(request)
-    }
-
-    /// A request no upstream would take is the component's fault, caught before
-    /// anything is sent: the host never forwards an absurd size it was handed.
-    fn sane_size(&self, request: &HttpRequest) -> Result<(), PluginError> {
-        let absurd = if request.headers.len() > MAX_REQUEST_HEADERS {
-            format!("{} headers (at most {MAX_REQUEST_HEADERS})", request.headers.len())
-        } else if request.body.len() > MAX_REQUEST_BODY_BYTES {
-            format!("a {} byte body (at most {MAX_REQUEST_BODY_BYTES})", request.body.len())
-        } else {
-            return Ok(());
-        };
-        let reason = format!("returned an absurd request from `chat.encode`: {absurd}");
-        tracing::error!(provider = %self.info.key, component = %self.component.source, %reason, "provider component fault");
-        Err(PluginError::Fault { provider: self.info.key.clone(), reason })
+        result.map(HttpRequest::from).map_err(|error| self.codec(error))
     }
 
     pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
