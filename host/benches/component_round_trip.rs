@@ -6,7 +6,9 @@
 //!
 //! The group `sandbox_limits_4k` prices the sandbox's limits (fuel, memory
 //! ceiling, instance and table caps) the same way: the same round trip on an
-//! engine with the limits and on the measurement-only engine without them.
+//! engine with the limits and on the measurement-only engine without them, and
+//! what yielding to the async runtime between fuel slices costs, against an
+//! engine with the same limits whose calls never yield.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::unreachable, clippy::print_stderr)]
@@ -241,9 +243,26 @@ fn round_trip(c: &mut Criterion) {
             black_box(runtime.block_on(unlimited.classify(black_box(&tiny))).expect("classify"));
         },
     );
+    // What yielding to the async runtime between fuel slices costs a normal
+    // call: the serving engine against one whose stores never yield.
+    let no_yield_engine =
+        PluginEngine::without_yield_for_measurement(Some(std::env::temp_dir().join("weir-bench-cache")))
+            .expect("engine without yielding");
+    let no_yield_registry = ProviderRegistry::load(&no_yield_engine, None).expect("embedded components");
+    let no_yield = no_yield_registry.get("openai").expect("openai provider");
+    let yielding = paired_limits_overhead(
+        || {
+            black_box(component_round_trip(&runtime, provider, &conversation, &host_params, &host_response));
+        },
+        || {
+            black_box(component_round_trip(&runtime, no_yield, &conversation, &host_params, &host_response));
+        },
+    );
     eprintln!("sandbox limits, enforced / off, median of interleaved batches:");
     eprintln!("  instantiate + encode + decode: {round_trip:.3} ({:+.1}%)", (round_trip - 1.0) * 100.0);
     eprintln!("  instantiate + trivial call:    {trivial_call:.3} ({:+.1}%)", (trivial_call - 1.0) * 100.0);
+    eprintln!("yielding between fuel slices, serving engine / never yielding, median of interleaved batches:");
+    eprintln!("  instantiate + encode + decode: {yielding:.3} ({:+.1}%)", (yielding - 1.0) * 100.0);
 }
 
 criterion_group!(benches, round_trip);

@@ -1,6 +1,8 @@
 //! Header lookup and retry hints. The component has no clock, so an absolute
 //! instant (an HTTP date) is returned as Unix milliseconds for the host to compare.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use crate::types::{Headers, RetryHint};
 
 /// The first value of a header, compared case-insensitively.
@@ -59,60 +61,23 @@ pub fn go_duration_ms(value: &str) -> Option<u64> {
     Some(total_ms.ceil() as u64)
 }
 
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) as Unix milliseconds.
+/// An HTTP date in any of RFC 9110's three forms — IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`)
+/// and asctime (`Sun Nov  6 08:49:37 1994`) — as Unix milliseconds.
 pub fn http_date_unix_ms(value: &str) -> Option<u64> {
-    let mut parts = value.split_whitespace();
-    let _weekday = parts.next()?;
-    let day: u32 = parts.next()?.parse().ok()?;
-    let month = month_number(parts.next()?)?;
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut clock = parts.next()?.split(':');
-    let hour: u64 = clock.next()?.parse().ok()?;
-    let minute: u64 = clock.next()?.parse().ok()?;
-    let second: u64 = clock.next()?.parse().ok()?;
-    if parts.next()? != "GMT" || day == 0 || day > 31 || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3_600 + minute * 60 + second;
-    Some(seconds * 1_000)
+    unix_ms(httpdate::parse_http_date(value.trim()).ok()?)
 }
 
 /// An RFC 3339 UTC instant (`2026-01-01T12:00:30Z`, fractional seconds allowed) as
 /// Unix milliseconds, as Anthropic's `*-reset` headers send it.
 pub fn rfc3339_unix_ms(value: &str) -> Option<u64> {
-    let (date, time) = value.trim().split_once(['T', 't'])?;
-    let time = time.strip_suffix(['Z', 'z'])?;
-    let mut ymd = date.split('-');
-    let year: i64 = ymd.next()?.parse().ok()?;
-    let month: u32 = ymd.next()?.parse().ok()?;
-    let day: u32 = ymd.next()?.parse().ok()?;
-    let mut hms = time.split(':');
-    let hour: u64 = hms.next()?.parse().ok()?;
-    let minute: u64 = hms.next()?.parse().ok()?;
-    let second: f64 = hms.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || day == 0 || day > 31 || hour > 23 || minute > 59 {
-        return None;
-    }
-    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
-    let whole = days * 86_400 + hour * 3_600 + minute * 60;
-    Some(whole * 1_000 + (second * 1_000.0).round() as u64)
+    unix_ms(humantime::parse_rfc3339(value.trim()).ok()?)
 }
 
-fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    MONTHS.iter().position(|m| *m == name).map(|i| i as u32 + 1)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+/// Both parsers only add a duration to the epoch: no clock is read, so a
+/// component importing no `wasi:clocks` can use them.
+fn unix_ms(at: SystemTime) -> Option<u64> {
+    u64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 #[cfg(test)]
@@ -135,9 +100,13 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_http_date() {
-        let hint = retry_hint(&headers(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")]));
-        assert_eq!(hint, Some(RetryHint::AtUnixMs(784_111_777_000)));
+    fn retry_after_http_date_in_all_three_forms() {
+        for form in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            let hint = retry_hint(&headers(&[("retry-after", form)]));
+            assert_eq!(hint, Some(RetryHint::AtUnixMs(784_111_777_000)), "{form}");
+        }
+        assert_eq!(http_date_unix_ms("Sun, 06 Nov 1994 08:49:37 CET"), None);
+        assert_eq!(http_date_unix_ms("Sun, 31 Nov 1994 08:49:37 GMT"), None, "no 31 November");
     }
 
     #[test]

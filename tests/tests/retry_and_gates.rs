@@ -329,7 +329,7 @@ async fn a_malformed_structured_answer_gets_a_correction_turn() {
     assert!(correction.contains("not valid JSON"), "{correction}");
     let third = rig.sent(2);
     let correction = third["messages"].as_array().unwrap()[4]["content"].as_str().unwrap().to_owned();
-    assert!(correction.contains("required field `$.celsius` is missing"), "{correction}");
+    assert!(correction.contains(r#"at the top level: "celsius" is a required property"#), "{correction}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -341,7 +341,9 @@ async fn corrections_are_bounded_and_exhaustion_names_the_failure() {
     assert_category(&answer, 422, "invalid_response");
     assert_eq!(rig.upstream.request_count(), 2);
     let message = answer.body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("$.celsius") && message.contains("1 correction"), "{message}");
+    // Every failure, each with its path: the wrong type and the missing field.
+    assert!(message.contains(r#"at `/city`: the value is not of type "string""#), "{message}");
+    assert!(message.contains(r#""celsius" is a required property"#) && message.contains("1 correction"), "{message}");
 }
 
 #[tokio::test(start_paused = true)]

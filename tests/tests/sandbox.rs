@@ -5,6 +5,8 @@
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Value, json};
 use weir_host::plugin::{PluginEngine, ProviderRegistry};
 use weir_host::{Category, ChatRequest, Config, Weir, WeirError, types::Conversation};
@@ -23,7 +25,7 @@ fn cache() -> std::path::PathBuf {
 fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
     let mut toml = String::new();
-    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge"] {
+    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide"] {
         toml.push_str(&format!(
             "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
@@ -84,12 +86,62 @@ async fn each_misbehaviour_fails_only_its_own_call() {
     assert!(header.error.to_string().contains("x-injected"), "{header}");
 
     assert_fault(call(&weir, "utf8").await, "hostile-utf8", "utf-8");
-    assert_fault(call(&weir, "huge").await, "hostile-huge", "100001 headers");
+    // Refused from the lengths the component's result claims, before the host
+    // copies any of it (`host/src/plugin/bounded.rs`).
+    assert_fault(call(&weir, "huge").await, "hostile-huge", "returned 100001 headers (at most 64)");
+    assert_fault(call(&weir, "wide").await, "hostile-wide", "returned 1048576 bytes in a method, path or header");
 
     assert_eq!(background.await.unwrap(), 40, "every good call succeeded meanwhile");
     // The same component's other keys still work after its faults.
     assert!(call(&weir, "env").await.is_ok());
     assert!(upstream.received().iter().all(|r| !r.headers.iter().any(|(_, v)| v.contains("stolen"))));
+}
+
+/// A component burning its whole CPU budget yields its worker between fuel
+/// slices, so on a runtime with a single thread, shared by the in-process
+/// gateway, the fake upstream and the clients, calls that start while three such
+/// loops run all finish before any loop is cut off. Without the yields each loop
+/// would hold the thread for its whole budget (about a second) at a time.
+#[tokio::test(flavor = "current_thread")]
+async fn looping_components_do_not_stall_the_runtime() {
+    let upstream = FakeUpstream::start_local().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+    let router = weir_host::server::router(weir.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let finished: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut calls = tokio::task::JoinSet::new();
+    let client = reqwest::Client::new();
+    let start = |calls: &mut tokio::task::JoinSet<()>, model: &'static str, n: usize| {
+        let (client, url, finished) = (client.clone(), url.clone(), finished.clone());
+        calls.spawn(async move {
+            let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+            let response = client.post(&url).json(&body).send().await.unwrap();
+            let expected = if model == "good" { 200 } else { 500 };
+            assert_eq!(response.status().as_u16(), expected, "{model} {n}: {}", response.text().await.unwrap());
+            finished.lock().unwrap().push(format!("{model} {n}"));
+        });
+    };
+    for n in 0..3 {
+        start(&mut calls, "loop", n);
+    }
+    // The loops are inside their components before the good calls start.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    for n in 0..6 {
+        start(&mut calls, "good", n);
+    }
+    while let Some(joined) = calls.join_next().await {
+        joined.unwrap();
+    }
+
+    let order = finished.lock().unwrap().clone();
+    let first_loop = order.iter().position(|call| call.starts_with("loop")).unwrap();
+    assert_eq!(first_loop, 6, "every good call finished before a loop was cut off: {order:?}");
+    let faults = upstream.received().iter().filter(|r| r.json()["model"] == "hostile").count();
+    assert_eq!(faults, 0, "no looping call reached the upstream");
 }
 
 #[tokio::test]

@@ -29,7 +29,7 @@ use crate::error::{Pending, WeirError};
 use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
 use super::retry::with_retries;
-use super::schema::{self, SchemaFailure};
+use super::schema::{self, AnswerSchema, SchemaFailure};
 use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, Tally};
@@ -155,9 +155,13 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve)
     }
 }
 
-fn parse_schema(model: &ModelSpec, text: &str) -> Result<Value, WeirError> {
-    serde_json::from_str(text)
-        .map_err(|e| WeirError::InvalidRequest(format!("model `{}`: the response schema is not JSON: {e}", model.id)))
+fn parse_schema(model: &ModelSpec, text: &str) -> Result<AnswerSchema, WeirError> {
+    let schema: Value = serde_json::from_str(text).map_err(|e| {
+        WeirError::InvalidRequest(format!("model `{}`: the response schema is not JSON: {e}", model.id))
+    })?;
+    AnswerSchema::compile(&schema).map_err(|e| {
+        WeirError::InvalidRequest(format!("model `{}`: the response schema is not a valid JSON Schema: {e}", model.id))
+    })
 }
 
 fn refused(model: &ModelSpec, answer: DecodedResponse) -> WeirError {

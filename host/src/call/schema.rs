@@ -1,6 +1,8 @@
 //! Structured answers: when a call asks for a JSON-schema answer, the model's
-//! text must parse and carry every required field. A failure becomes a
-//! correction turn (the gate re-asks with the reason), never a silent `null`.
+//! text must parse and validate against the caller's schema (the `jsonschema`
+//! crate: types, `required`, `enum`, `anyOf`, `additionalProperties` and the
+//! rest of the vocabulary). A failure becomes a correction turn (the gate re-asks
+//! with the reason, naming the failing path), never a silent `null`.
 //!
 //! Before validation, *schema-echo* answers are normalized: some format-literal
 //! models answer in the schema notation itself (values filled into `@fields`
@@ -10,12 +12,16 @@
 
 use serde_json::{Map, Value};
 
+/// At most this many validation failures are named in a correction: enough to
+/// fix several fields at once, short enough to stay a correction.
+const REPORTED_FAILURES: usize = 5;
+
 /// Why an answer is not the structured answer asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SchemaFailure {
     /// The text is not JSON.
     Parse(String),
-    /// The JSON lacks a required field or has the wrong shape.
+    /// The JSON does not match the schema: each failure with its path.
     Validation(String),
 }
 
@@ -35,13 +41,40 @@ impl SchemaFailure {
     }
 }
 
+/// A caller's response schema, compiled once per call.
+pub struct AnswerSchema(jsonschema::Validator);
+
+impl std::fmt::Debug for AnswerSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerSchema").finish_non_exhaustive()
+    }
+}
+
+impl AnswerSchema {
+    /// Compiles a JSON Schema (its draft from `$schema`, else 2020-12). Only
+    /// references inside the schema resolve: the crate is built without its
+    /// HTTP and file resolvers, so a schema cannot make the gateway fetch.
+    pub fn compile(schema: &Value) -> Result<Self, String> {
+        jsonschema::validator_for(schema).map(Self).map_err(|error| error.to_string())
+    }
+}
+
 /// The answer as the instance the schema asks for, normalized, or why not.
-pub fn check(text: &str, schema: &Value) -> Result<Value, SchemaFailure> {
+pub fn check(text: &str, schema: &AnswerSchema) -> Result<Value, SchemaFailure> {
     let json = strip_fences(text);
     let value: Value = serde_json::from_str(json).map_err(|e| SchemaFailure::Parse(e.to_string()))?;
     let value = normalize_schema_echo(value);
-    validate(&value, schema, "$").map_err(SchemaFailure::Validation)?;
-    Ok(value)
+    let failures: Vec<String> = schema.0.iter_errors(&value).take(REPORTED_FAILURES).map(|e| describe(&e)).collect();
+    if failures.is_empty() { Ok(value) } else { Err(SchemaFailure::Validation(failures.join("; "))) }
+}
+
+/// One failure as the model should read it: where (a JSON pointer into its
+/// answer) and what. The value itself is masked: the model has it, and a large
+/// one would drown the message.
+fn describe(error: &jsonschema::ValidationError<'_>) -> String {
+    let path = error.instance_path().as_str();
+    let at = if path.is_empty() { "the top level".to_owned() } else { format!("`{path}`") };
+    format!("at {at}: {}", error.masked_with("the value"))
 }
 
 /// The JSON inside a Markdown code fence, or the trimmed text.
@@ -75,68 +108,14 @@ fn normalize_object(object: Map<String, Value>) -> Map<String, Value> {
     normalized
 }
 
-/// Checks the parts of JSON Schema a structured answer depends on: types, and
-/// required properties, through nested objects and arrays.
-fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
-    if let Some(expected) = schema.get("type").and_then(Value::as_str)
-        && !has_type(value, expected)
-    {
-        return Err(format!("`{path}` should be {expected}, not {}", type_name(value)));
-    }
-    if let (Value::Object(object), Some(required)) = (value, schema.get("required").and_then(Value::as_array)) {
-        for field in required.iter().filter_map(Value::as_str) {
-            if object.get(field).is_none_or(Value::is_null) {
-                return Err(format!("required field `{path}.{field}` is missing"));
-            }
-        }
-    }
-    if let (Value::Object(object), Some(properties)) = (value, schema.get("properties").and_then(Value::as_object)) {
-        for (name, property_schema) in properties {
-            if let Some(property) = object.get(name).filter(|v| !v.is_null()) {
-                validate(property, property_schema, &format!("{path}.{name}"))?;
-            }
-        }
-    }
-    if let (Value::Array(items), Some(item_schema)) = (value, schema.get("items")) {
-        for (index, item) in items.iter().enumerate() {
-            validate(item, item_schema, &format!("{path}[{index}]"))?;
-        }
-    }
-    Ok(())
-}
-
-fn has_type(value: &Value, expected: &str) -> bool {
-    match expected {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "boolean" => value.is_boolean(),
-        "null" => value.is_null(),
-        _ => true,
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn schema() -> Value {
-        json!({
+    fn schema() -> AnswerSchema {
+        AnswerSchema::compile(&json!({
             "type": "object",
             "properties": {
                 "city": {"type": "string"},
@@ -144,7 +123,15 @@ mod tests {
                 "address": {"type": "object", "properties": {"zip": {"type": "string"}}, "required": ["zip"]}
             },
             "required": ["city", "days"]
-        })
+        }))
+        .unwrap()
+    }
+
+    fn failure(answer: &str, schema: &AnswerSchema) -> String {
+        match check(answer, schema) {
+            Err(SchemaFailure::Validation(reason)) => reason,
+            other => panic!("expected a validation failure, got {other:?}"),
+        }
     }
 
     #[test]
@@ -154,15 +141,50 @@ mod tests {
     }
 
     #[test]
-    fn parse_and_validation_failures_say_why() {
+    fn parse_and_validation_failures_name_the_path() {
         assert!(matches!(check("Paris, 3 days", &schema()), Err(SchemaFailure::Parse(_))));
-        let missing = check(r#"{"city": "Paris"}"#, &schema()).unwrap_err();
-        assert_eq!(missing, SchemaFailure::Validation("required field `$.days` is missing".into()));
-        let wrong = check(r#"{"city": "Paris", "days": "three"}"#, &schema()).unwrap_err();
-        assert_eq!(wrong, SchemaFailure::Validation("`$.days` should be integer, not a string".into()));
-        let nested = check(r#"{"city": "Paris", "days": 3, "address": {}}"#, &schema()).unwrap_err();
-        assert_eq!(nested, SchemaFailure::Validation("required field `$.address.zip` is missing".into()));
-        assert!(missing.correction().contains("required field `$.days` is missing"));
+        let missing = failure(r#"{"city": "Paris"}"#, &schema());
+        assert_eq!(missing, r#"at the top level: "days" is a required property"#);
+        let wrong = failure(r#"{"city": "Paris", "days": "three"}"#, &schema());
+        assert_eq!(wrong, r#"at `/days`: the value is not of type "integer""#);
+        let nested = failure(r#"{"city": "Paris", "days": 3, "address": {}}"#, &schema());
+        assert_eq!(nested, r#"at `/address`: "zip" is a required property"#);
+        let correction = SchemaFailure::Validation(wrong).correction();
+        assert!(correction.contains("at `/days`"), "{correction}");
+    }
+
+    #[test]
+    fn enum_any_of_and_additional_properties_are_checked() {
+        let schema = AnswerSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+                "when": {"anyOf": [{"type": "integer"}, {"type": "string", "format": "date"}]},
+                "tags": {"type": "array", "items": {"type": "string"}}
+            },
+            "additionalProperties": false
+        }))
+        .unwrap();
+        assert!(check(r#"{"unit": "celsius", "when": 3, "tags": ["a"]}"#, &schema).is_ok());
+        assert!(failure(r#"{"unit": "kelvin"}"#, &schema).starts_with("at `/unit`:"));
+        assert!(failure(r#"{"when": true}"#, &schema).starts_with("at `/when`:"));
+        assert!(failure(r#"{"tags": ["a", 2]}"#, &schema).starts_with("at `/tags/1`:"));
+        let extra = failure(r#"{"unit": "celsius", "colour": "red"}"#, &schema);
+        assert!(extra.starts_with("at the top level:") && extra.contains("colour"), "{extra}");
+        let several = failure(r#"{"unit": "kelvin", "when": true, "x": 1}"#, &schema);
+        assert_eq!(several.matches("at ").count(), 3, "{several}");
+    }
+
+    #[test]
+    fn a_schema_that_is_not_json_schema_is_refused_at_compile() {
+        assert!(AnswerSchema::compile(&json!({"type": "no-such-type"})).is_err());
+        assert!(AnswerSchema::compile(&json!({"type": "object"})).is_ok());
+    }
+
+    #[test]
+    fn a_remote_reference_is_not_fetched() {
+        let remote = json!({"$ref": "http://127.0.0.1:9/schema.json"});
+        assert!(AnswerSchema::compile(&remote).is_err(), "no resolver: the reference cannot be followed");
     }
 
     #[test]

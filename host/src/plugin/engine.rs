@@ -8,10 +8,11 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use super::bindings::ChatProviderPre;
+use super::bounded;
 use super::cache::ArtifactCache;
 use super::sandbox::{self, CallEngine, CallState, SandboxLimits, new_store};
 use super::world;
@@ -46,6 +47,8 @@ pub struct LoadedComponent {
     pub(super) pre: ChatProviderPre<CallState>,
     /// The engine's instance slots, shared by every component it loaded.
     pub(super) slots: InstanceSlots,
+    /// `chat.encode`, called with a capped result type (see [`super::bounded`]).
+    pub(super) encode: ComponentExportIndex,
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -94,6 +97,15 @@ impl PluginEngine {
         Self::with_limits(cache_dir, SandboxLimits::Off)
     }
 
+    /// An engine whose calls run under every limit but never yield to the async
+    /// runtime while they run. It exists only so `benches/component_round_trip.rs`
+    /// can measure what yielding costs against the serving engine in the same
+    /// run. Never serve with it: a looping component would hold its worker
+    /// thread for its whole CPU budget.
+    pub fn without_yield_for_measurement(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        Self::with_limits(cache_dir, SandboxLimits::EnforcedWithoutYield)
+    }
+
     fn with_limits(cache_dir: Option<PathBuf>, limits: SandboxLimits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
@@ -101,7 +113,7 @@ impl PluginEngine {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
         // A CPU budget per call (see `sandbox::FUEL_PER_CALL`): a component that
         // loops fails its own call instead of holding a worker thread forever.
-        config.consume_fuel(limits == SandboxLimits::Enforced);
+        config.consume_fuel(limits != SandboxLimits::Off);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         sandbox::link_wasi(&mut linker)?;
@@ -128,13 +140,23 @@ impl PluginEngine {
             .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
         let pre =
             ChatProviderPre::new(instance_pre).map_err(|e| format!("does not match the provider world: {e:#}"))?;
+        let encode = bounded::encode_export(&component)?;
         let engine = CallEngine { engine: self.engine.clone(), limits: self.limits };
         let providers = describe(&engine, &pre)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
         let slots = self.slots.clone();
-        Ok(LoadedComponent { source, digest, world_version: world::WORLD_VERSION, providers, engine, pre, slots })
+        Ok(LoadedComponent {
+            source,
+            digest,
+            world_version: world::WORLD_VERSION,
+            providers,
+            engine,
+            pre,
+            slots,
+            encode,
+        })
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {

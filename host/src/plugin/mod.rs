@@ -8,6 +8,7 @@
 //! ```
 
 mod bindings;
+mod bounded;
 mod cache;
 mod embedded;
 mod engine;

@@ -9,6 +9,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::bindings::ChatProvider as Bindings;
+use super::bounded::EncodedRequest;
 use super::engine::LoadedComponent;
 use super::sandbox::{CallState, new_store, refuel};
 use crate::reach::Trust;
@@ -16,12 +17,6 @@ use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
     StreamDelta, StreamEvent,
 };
-
-/// More headers than any provider's request carries by two orders of magnitude.
-const MAX_REQUEST_HEADERS: usize = 64;
-/// Anthropic's and Bedrock's request ceiling is 32 MB (20 MB on Bedrock's
-/// Converse); no provider takes more, so a bigger encoded body is a component bug.
-const MAX_REQUEST_BODY_BYTES: usize = 32 << 20;
 
 /// Why a call into a component did not produce an answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -111,31 +106,32 @@ impl Provider {
         params: &CallParams,
         deadline: Option<Instant>,
     ) -> Result<HttpRequest, PluginError> {
-        let mut instance = self.instantiate(deadline).await?;
-        let result = instance
-            .bindings
-            .weir_provider_chat()
-            .call_encode(&mut instance.store, &self.info.key, conversation, params)
+        let slot = self.take_slot(deadline).await?;
+        let mut store = new_store(&self.component.engine);
+        let instance = self
+            .component
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| self.fault("instantiate", &e))?;
+        // The result type caps every string and list before it is copied: a
+        // request no upstream would take is the component's fault, caught
+        // before anything is sent or even copied out of the guest.
+        let encode = instance
+            .get_typed_func::<(&str, &PreparedConversation, &CallParams), (Result<EncodedRequest, CodecError>,)>(
+                &mut store,
+                &self.component.encode,
+            )
+            .map_err(|e| self.fault("chat.encode", &e))?;
+        let (result,) = encode
+            .call_async(&mut store, (&self.info.key, conversation, params))
             .await
             .map_err(|e| self.fault("chat.encode", &e))?;
-        let request = result.map_err(|error| self.codec(error))?;
-        self.sane_size(&request)?;
-        Ok(request)
-    }
-
-    /// A request no upstream would take is the component's fault, caught before
-    /// anything is sent: the host never forwards an absurd size it was handed.
-    fn sane_size(&self, request: &HttpRequest) -> Result<(), PluginError> {
-        let absurd = if request.headers.len() > MAX_REQUEST_HEADERS {
-            format!("{} headers (at most {MAX_REQUEST_HEADERS})", request.headers.len())
-        } else if request.body.len() > MAX_REQUEST_BODY_BYTES {
-            format!("a {} byte body (at most {MAX_REQUEST_BODY_BYTES})", request.body.len())
-        } else {
-            return Ok(());
-        };
-        let reason = format!("returned an absurd request from `chat.encode`: {absurd}");
-        tracing::error!(provider = %self.info.key, component = %self.component.source, %reason, "provider component fault");
-        Err(PluginError::Fault { provider: self.info.key.clone(), reason })
+        // The pooled instance goes back before its slot does.
+        drop(store);
+        drop(slot);
+        result.map(HttpRequest::from).map_err(|error| self.codec(error))
     }
 
     /// Decodes a response. The answer is already paid for, so it waits the
@@ -186,17 +182,23 @@ impl Provider {
     /// A fresh store and instance in a slot of the pool, waiting for a slot until
     /// the earlier of `deadline` and [`SLOT_WAIT`] from now.
     async fn instantiate(&self, deadline: Option<Instant>) -> Result<Instance, PluginError> {
-        let started = Instant::now();
-        let until = deadline.map_or(started + SLOT_WAIT, |deadline| deadline.min(started + SLOT_WAIT));
-        let Some(_slot) = self.component.slots.take(until).await else {
-            let waited = started.elapsed();
-            tracing::warn!(provider = %self.info.key, ?waited, "no free component instance");
-            return Err(PluginError::NoFreeInstance { provider: self.info.key.clone(), waited });
-        };
+        let _slot = self.take_slot(deadline).await?;
         let mut store = new_store(&self.component.engine);
         let bindings =
             self.component.pre.instantiate_async(&mut store).await.map_err(|e| self.fault("instantiate", &e))?;
         Ok(Instance { store, bindings, slot: _slot })
+    }
+
+    /// A slot of the engine's instance pool, waited for until `deadline` or
+    /// [`SLOT_WAIT`], whichever comes first.
+    async fn take_slot(&self, deadline: Option<Instant>) -> Result<OwnedSemaphorePermit, PluginError> {
+        let started = Instant::now();
+        let until = deadline.map_or(started + SLOT_WAIT, |deadline| deadline.min(started + SLOT_WAIT));
+        self.component.slots.take(until).await.ok_or_else(|| {
+            let waited = started.elapsed();
+            tracing::warn!(provider = %self.info.key, ?waited, "no free component instance");
+            PluginError::NoFreeInstance { provider: self.info.key.clone(), waited }
+        })
     }
 
     fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {

@@ -5,8 +5,9 @@
 //! no arguments, null stdio. Filesystem, sockets, clocks and random are not
 //! linked at all, so a component importing them fails to load instead of
 //! receiving a capability. Every call runs under a memory ceiling, caps on
-//! instances and tables, and a CPU budget (fuel); [`SandboxLimits::Off`] exists
-//! only to measure what those limits cost.
+//! instances and tables, and a CPU budget (fuel) that it spends in slices
+//! ([`FUEL_PER_YIELD`]), handing its tokio worker back between slices;
+//! [`SandboxLimits::Off`] exists only to measure what those limits cost.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
@@ -26,6 +27,14 @@ pub const CORE_INSTANCES_PER_CALL: u32 = 64;
 /// per wasm instruction): roughly a second of guest work, a thousand times what
 /// encoding a 4 KB conversation takes, so only a runaway component reaches it.
 pub const FUEL_PER_CALL: u64 = 1_000_000_000;
+/// The fuel a call spends between two yields to the async runtime: about
+/// 100 µs of guest work (tokio's rule of thumb for the longest stretch between
+/// two `.await`s). Without it a component burning its whole [`FUEL_PER_CALL`]
+/// holds one worker thread for about a second, which on a 2-core machine stalls
+/// every other call scheduled there. A normal encode spends far less than one
+/// slice, so it never yields (`benches/component_round_trip.rs` measures the
+/// cost).
+pub const FUEL_PER_YIELD: u64 = 100_000;
 
 /// The data a per-call [`Store`] holds.
 pub struct CallState {
@@ -46,6 +55,10 @@ pub enum SandboxLimits {
     /// Fuel, the memory ceiling and the instance, table and memory caps: what
     /// every engine that serves uses.
     Enforced,
+    /// All of them, but a call never yields while it runs. This exists only so a
+    /// benchmark can measure, in one run, what yielding costs; never serve with
+    /// it: a looping component would hold its worker for its whole budget.
+    EnforcedWithoutYield,
     /// None of them. This exists only so a benchmark can measure, in one run,
     /// what the limits cost per call; never serve with it.
     Off,
@@ -78,8 +91,14 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
         return store;
     }
     store.limiter(|state| &mut state.limits);
-    // Fails only for an engine built without fuel, which `PluginEngine` builds
-    // only with `SandboxLimits::Off`; say so loudly if that ever changes.
+    // Both fail only for an engine built without fuel, which `PluginEngine`
+    // builds only with `SandboxLimits::Off`; say so loudly if that ever changes.
+    // Every entry point is async (`bindings.rs`), as yielding requires.
+    if engine.limits == SandboxLimits::Enforced
+        && let Err(error) = store.fuel_async_yield_interval(Some(FUEL_PER_YIELD))
+    {
+        tracing::error!(%error, "cannot make a component store yield while it runs");
+    }
     if let Err(error) = store.set_fuel(FUEL_PER_CALL) {
         tracing::error!(%error, "cannot set a CPU budget on a component store");
     }
@@ -89,7 +108,7 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
 /// Gives a store that lives across many calls (a stream's decoder) a fresh CPU
 /// budget before each one: the budget bounds one call, not a stream's length.
 pub fn refuel(store: &mut Store<CallState>, engine: &CallEngine) {
-    if engine.limits == SandboxLimits::Enforced
+    if engine.limits != SandboxLimits::Off
         && let Err(error) = store.set_fuel(FUEL_PER_CALL)
     {
         tracing::error!(%error, "cannot set a CPU budget on a component store");

@@ -17,6 +17,8 @@
 //! arguments must never reach a tool), and a stream that carries real tool calls
 //! is never second-guessed.
 
+use std::collections::VecDeque;
+
 use serde_json::{Map, Value};
 
 use crate::types::{StopInfo, StopReason, StreamDelta, ToolCallFragment, ToolCallStart};
@@ -179,15 +181,27 @@ fn is_evidence(accumulated: &str) -> bool {
 
 // ------------------------------------------------------------------ markup calls
 
+/// A block of markup that has not closed within this many bytes is released as
+/// text (its opening tag is text; scanning resumes after it). This is all the
+/// stage ever holds back: a model that opens `<tool_call>` and never closes it
+/// costs at most this much delay and memory, however long it talks.
+pub const MAX_HELD_MARKUP_BYTES: usize = 64 << 10;
+
 /// The markup stage. Text that might start a block is held; deltas of other kinds
 /// that arrive meanwhile are parked at their position in the held text, so the
 /// caller sees them in input order once the text around them is resolved.
+///
+/// Scanning is incremental: the block being read keeps its parser
+/// ([`BlockParser`]) between deltas, so each delta costs the bytes it brings,
+/// never a rescan of what is held.
 #[derive(Debug, Default)]
 struct Markup {
     /// Text not yet known to be plain text or markup; starts at a possible block.
     held: String,
+    /// The parser of the block `held` starts with, once one has started.
+    block: Option<BlockParser>,
     /// Non-text deltas that arrived after `held[..offset]`, in arrival order.
-    parked: Vec<(usize, StreamDelta)>,
+    parked: VecDeque<(usize, StreamDelta)>,
     /// How many calls were recovered from markup; also the next call's index.
     recovered: u32,
     /// Set by the first real tool-call delta: recovery is off from then on.
@@ -206,32 +220,56 @@ impl Markup {
                 out.push(self.reindex(delta));
             }
             other if self.held.is_empty() => out.push(self.outgoing(other)),
-            other => self.parked.push((self.held.len(), other)),
+            other => self.parked.push_back((self.held.len(), other)),
         }
     }
 
     fn finish(&mut self, out: &mut Vec<StreamDelta>) {
-        self.release(self.held.len(), out);
+        self.release_all(out);
     }
 
     /// Resolves as much of the held text as it can: plain text goes out, each
     /// completed block becomes a call, and a possible block start stays held.
     fn scan(&mut self, out: &mut Vec<StreamDelta>) {
+        // `held[..from]` has gone out during this scan.
+        let mut from = 0;
         loop {
-            match find_opener(&self.held) {
-                Some(0) => match parse_block(&self.held) {
-                    Block::Call(call, len) => self.dispatch(call, len, out),
-                    Block::Text(len) => self.release(len, out),
-                    Block::Open => return,
-                },
-                Some(start) => self.release(start, out),
+            let rest = self.held.get(from..).unwrap_or_default();
+            match find_opener(rest) {
+                Some(0) => {
+                    let window = rest.get(..floor_char_boundary(rest, MAX_HELD_MARKUP_BYTES)).unwrap_or_default();
+                    let over_cap = window.len() < rest.len() || rest.len() >= MAX_HELD_MARKUP_BYTES;
+                    let block = self.block.get_or_insert_with(|| BlockParser::new(rest));
+                    let opener_len = block.opener_len();
+                    match block.advance(window) {
+                        Parse::Done(call, len) => {
+                            self.block = None;
+                            self.emit_call(call, from + len, out);
+                            from += len;
+                        }
+                        Parse::Partial if !over_cap => break,
+                        // Not markup, or not closed within the cap: the opening
+                        // tag is text, and what follows it is scanned afresh.
+                        Parse::Partial | Parse::Invalid => {
+                            self.block = None;
+                            self.emit_text(from, from + opener_len, out);
+                            from += opener_len;
+                        }
+                    }
+                }
+                Some(start) => {
+                    self.emit_text(from, from + start, out);
+                    from += start;
+                }
                 None => {
-                    let plain = self.held.len() - partial_opener_len(&self.held);
-                    self.release(plain, out);
-                    return;
+                    let plain = rest.len() - partial_opener_len(rest);
+                    self.emit_text(from, from + plain, out);
+                    from += plain;
+                    break;
                 }
             }
         }
+        self.forget(from);
     }
 
     /// A real tool call means the server parses calls itself: held text is
@@ -239,8 +277,15 @@ impl Markup {
     fn stop_recovery(&mut self, out: &mut Vec<StreamDelta>) {
         if !self.real_calls {
             self.real_calls = true;
-            self.release(self.held.len(), out);
+            self.release_all(out);
         }
+    }
+
+    /// Everything held goes out as text, with the parked deltas in place.
+    fn release_all(&mut self, out: &mut Vec<StreamDelta>) {
+        self.block = None;
+        self.emit_text(0, self.held.len(), out);
+        self.forget(self.held.len());
     }
 
     /// Real calls follow recovered ones, so their indexes move past them: a caller
@@ -270,22 +315,24 @@ impl Markup {
         }
     }
 
-    /// Emits `held[..len]` as text, with the deltas parked inside it in place.
-    fn release(&mut self, len: usize, out: &mut Vec<StreamDelta>) {
-        let (text, parked) = self.take_prefix(len);
-        let mut from = 0;
-        for (at, delta) in parked {
-            push_nonempty(out, StreamDelta::Text, text.get(from..at).unwrap_or_default().to_string());
-            from = at;
+    /// Emits `held[from..to]` as text, with the deltas parked within it in place.
+    fn emit_text(&mut self, from: usize, to: usize, out: &mut Vec<StreamDelta>) {
+        let mut at = from;
+        while let Some((offset, delta)) = self.parked.pop_front() {
+            if offset > to {
+                self.parked.push_front((offset, delta));
+                break;
+            }
+            push_nonempty(out, StreamDelta::Text, self.held.get(at..offset).unwrap_or_default().to_string());
+            at = offset;
             out.push(self.outgoing(delta));
         }
-        push_nonempty(out, StreamDelta::Text, text.get(from..).unwrap_or_default().to_string());
+        push_nonempty(out, StreamDelta::Text, self.held.get(at..to).unwrap_or_default().to_string());
     }
 
-    /// Replaces the block `held[..len]` by a call; deltas parked inside the block
-    /// follow the call.
-    fn dispatch(&mut self, call: RecoveredCall, len: usize, out: &mut Vec<StreamDelta>) {
-        let (_, parked) = self.take_prefix(len);
+    /// Emits a call for the block ending at `held[..to]`; deltas parked inside
+    /// the block follow the call.
+    fn emit_call(&mut self, call: RecoveredCall, to: usize, out: &mut Vec<StreamDelta>) {
         let index = self.recovered;
         self.recovered = self.recovered.saturating_add(1);
         out.push(StreamDelta::ToolCallStart(ToolCallStart {
@@ -295,31 +342,46 @@ impl Markup {
         }));
         out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index, json: call.arguments }));
         out.push(StreamDelta::ToolCallEnd(index));
-        for (_, delta) in parked {
-            out.push(self.outgoing(delta));
+        while self.parked.front().is_some_and(|(offset, _)| *offset <= to) {
+            if let Some((_, delta)) = self.parked.pop_front() {
+                out.push(self.outgoing(delta));
+            }
         }
     }
 
-    /// Removes `held[..len]` and the deltas parked within it (offsets relative to
-    /// the removed text); the remaining parked offsets move with the text.
-    fn take_prefix(&mut self, len: usize) -> (String, Vec<(usize, StreamDelta)>) {
-        let rest = self.held.split_off(len);
-        let taken = std::mem::replace(&mut self.held, rest);
-        let (inside, after): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.parked).into_iter().partition(|(at, _)| *at <= len);
-        self.parked = after.into_iter().map(|(at, delta)| (at - len, delta)).collect();
-        (taken, inside)
+    /// Drops `held[..len]`, which has gone out; parked offsets move with the text.
+    fn forget(&mut self, len: usize) {
+        if len == 0 {
+            return;
+        }
+        scanned(self.held.len() - len);
+        self.held.drain(..len);
+        for (offset, _) in &mut self.parked {
+            *offset = offset.saturating_sub(len);
+        }
     }
 }
 
-/// The earliest byte offset at which a block could start.
+/// The earliest byte offset at which a block could start, found in one pass.
 fn find_opener(text: &str) -> Option<usize> {
-    OPENERS.iter().filter_map(|opener| text.find(opener)).min()
+    let mut from = 0;
+    while let Some(found) = text.get(from..).and_then(|rest| rest.find('<')) {
+        let at = from + found;
+        let candidate = text.get(at..).unwrap_or_default();
+        if OPENERS.iter().any(|opener| candidate.starts_with(opener)) {
+            scanned(at + TOOL_CALL_OPEN.len());
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    scanned(text.len());
+    None
 }
 
 /// The length of the longest suffix of `text` that is a proper prefix of an
 /// opener (`<tool_`, `<func`): the next fragment decides whether it is a tag.
 fn partial_opener_len(text: &str) -> usize {
+    scanned(TOOL_CALL_OPEN.len() + FUNCTION_OPEN.len());
     OPENERS
         .iter()
         .flat_map(|opener| (1..opener.len()).filter_map(|len| opener.get(..len)))
@@ -327,6 +389,15 @@ fn partial_opener_len(text: &str) -> usize {
         .map(str::len)
         .max()
         .unwrap_or(0)
+}
+
+/// The largest char boundary of `text` at or below `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// A call recovered from markup.
@@ -337,30 +408,8 @@ struct RecoveredCall {
     arguments: String,
 }
 
-/// What the held text, which starts with an opener, turned out to be.
-enum Block {
-    /// A completed block of this many bytes.
-    Call(RecoveredCall, usize),
-    /// Not markup: this many bytes (the opener) are plain text.
-    Text(usize),
-    /// Could still become a block; wait for more text.
-    Open,
-}
-
-fn parse_block(text: &str) -> Block {
-    let (parsed, opener) = match text.strip_prefix(TOOL_CALL_OPEN) {
-        Some(body) => (parse_tool_call(body).shifted(TOOL_CALL_OPEN.len()), TOOL_CALL_OPEN),
-        None => (parse_function(text), FUNCTION_OPEN),
-    };
-    match parsed {
-        Parse::Done(call, len) => Block::Call(call, len),
-        Parse::Partial => Block::Open,
-        Parse::Invalid => Block::Text(opener.len()),
-    }
-}
-
-/// The outcome of parsing a prefix of the held text. Every decision depends only
-/// on the text it consumed, so it is the same however the text was split.
+/// The outcome of reading the held block. Every decision depends only on the
+/// text it consumed, so it is the same however the text was split.
 enum Parse<T> {
     /// Parsed, consuming this many bytes.
     Done(T, usize),
@@ -370,76 +419,220 @@ enum Parse<T> {
     Invalid,
 }
 
-impl<T> Parse<T> {
-    fn shifted(self, by: usize) -> Self {
-        match self {
-            Parse::Done(value, len) => Parse::Done(value, len + by),
-            other => other,
-        }
-    }
+/// Reads one block of markup as it arrives: `<tool_call>` with Hermes JSON or
+/// Qwen3-Coder XML inside, then `</tool_call>`; or a bare
+/// `<function=NAME><parameter=P>VALUE</parameter>…</function>`.
+///
+/// It is resumable: [`BlockParser::advance`] is called with the block's text so
+/// far, every time more has arrived, and picks up where it stopped. A step only
+/// re-reads a tag it is in the middle of (at most a tag's length), so the whole
+/// block is read once however finely it is split.
+#[derive(Debug)]
+struct BlockParser {
+    /// Bytes of the block read so far.
+    at: usize,
+    step: Step,
+    /// Whether the block opened with `<tool_call>` and so must close with `</tool_call>`.
+    wrapped: bool,
+    /// The function's name (XML form), once read.
+    name: String,
+    /// The parameters read so far (XML form).
+    arguments: Map<String, Value>,
+    /// The parameter whose value is being read.
+    parameter: String,
+    /// The call, once read, while the closing `</tool_call>` is awaited.
+    call: Option<RecoveredCall>,
 }
 
-/// The body of a `<tool_call>` block (after the opening tag): Hermes JSON or
-/// Qwen3-Coder XML, then the closing tag.
-fn parse_tool_call(body: &str) -> Parse<RecoveredCall> {
-    let inner = body.trim_start();
-    let parsed = if inner.starts_with('{') { parse_json_call(inner) } else { parse_function(inner) };
-    let (call, used) = match parsed {
-        Parse::Done(call, used) => (call, used),
-        Parse::Partial => return Parse::Partial,
-        Parse::Invalid => return Parse::Invalid,
-    };
-    let closing = inner.get(used..).unwrap_or_default().trim_start();
-    match expect(closing, TOOL_CALL_CLOSE) {
-        Expect::Matched(rest) => Parse::Done(call, body.len() - rest.len()),
-        Expect::Partial => Parse::Partial,
-        Expect::Mismatch => Parse::Invalid,
-    }
+/// Where a [`BlockParser`] stands. Positions are byte offsets in the block.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// After `<tool_call>`: whitespace, then a JSON object or `<function=`.
+    Body,
+    /// A JSON object from `start`, balanced outside strings so far up to `at`.
+    Json { start: usize, depth: usize, in_string: bool, escaped: bool },
+    /// `<function=` expected at `start`.
+    Function { start: usize },
+    /// A function's or parameter's name from `start`, up to `>`.
+    Name { start: usize, parameter: bool },
+    /// Between parameters: whitespace, then `<parameter=` or `</function>`.
+    Tag,
+    /// A parameter value from `start`, up to `</parameter>`.
+    Value { start: usize },
+    /// After the call: whitespace, then `</tool_call>`.
+    Close,
 }
 
-/// `{"name": …, "arguments": {…}}`. The object ends where its braces balance
-/// outside strings, so a `}` or `</tool_call>` inside a string value is content.
-fn parse_json_call(text: &str) -> Parse<RecoveredCall> {
-    let Some(len) = json_object_len(text) else {
-        return Parse::Partial;
-    };
-    let call = text.get(..len).and_then(|object| serde_json::from_str(object).ok()).and_then(call_from_json);
-    match call {
-        Some(call) => Parse::Done(call, len),
-        None => Parse::Invalid,
+impl BlockParser {
+    /// A parser for the block `text` starts with (it starts with an opener).
+    fn new(text: &str) -> Self {
+        let wrapped = text.starts_with(TOOL_CALL_OPEN);
+        let (at, step) = if wrapped { (TOOL_CALL_OPEN.len(), Step::Body) } else { (0, Step::Function { start: 0 }) };
+        Self { at, step, wrapped, name: String::new(), arguments: Map::new(), parameter: String::new(), call: None }
     }
-}
 
-/// The byte length of the JSON object or array `text` starts with, found by
-/// balancing brackets outside strings; `None` while it is still open. Validity
-/// is left to the parser, which then sees the complete value whatever the split.
-fn json_object_len(text: &str) -> Option<usize> {
-    let mut depth = 0_usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (at, byte) in text.bytes().enumerate() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return Some(at + 1);
+    /// The bytes of the opening tag, which are text when the block is not markup.
+    fn opener_len(&self) -> usize {
+        if self.wrapped { TOOL_CALL_OPEN.len() } else { FUNCTION_OPEN.len() }
+    }
+
+    /// Reads `text` (the whole block so far, a longer prefix of the same text on
+    /// every call) from where the last call stopped.
+    fn advance(&mut self, text: &str) -> Parse<RecoveredCall> {
+        loop {
+            let rest = text.get(self.at..).unwrap_or_default();
+            match self.step {
+                Step::Body => {
+                    let Some(first) = self.skip_whitespace(rest) else { return Parse::Partial };
+                    self.step = if first == '{' {
+                        Step::Json { start: self.at, depth: 0, in_string: false, escaped: false }
+                    } else {
+                        Step::Function { start: self.at }
+                    };
+                }
+                Step::Json { start, depth, in_string, escaped } => {
+                    let Some(end) = self.scan_json(rest, depth, in_string, escaped) else { return Parse::Partial };
+                    let object = text.get(start..end).unwrap_or_default();
+                    scanned(object.len());
+                    let call = serde_json::from_str(object).ok().and_then(call_from_json);
+                    let Some(call) = call else { return Parse::Invalid };
+                    self.at = end;
+                    self.call = Some(call);
+                    self.step = Step::Close;
+                }
+                Step::Function { start } => {
+                    match expect(text.get(start..).unwrap_or_default(), FUNCTION_OPEN) {
+                        Expect::Matched => {}
+                        Expect::Partial => return Parse::Partial,
+                        Expect::Mismatch => return Parse::Invalid,
+                    }
+                    self.at = start + FUNCTION_OPEN.len();
+                    self.step = Step::Name { start: self.at, parameter: false };
+                }
+                Step::Name { start, parameter } => {
+                    let Some(found) = rest.find(['>', '<', '\n']) else {
+                        scanned(rest.len());
+                        self.at = text.len();
+                        return Parse::Partial;
+                    };
+                    scanned(found + 1);
+                    let name = text.get(start..self.at + found).unwrap_or_default().trim();
+                    if rest.as_bytes().get(found) != Some(&b'>') || name.is_empty() {
+                        return Parse::Invalid;
+                    }
+                    if parameter {
+                        self.parameter = name.to_string();
+                    } else {
+                        self.name = name.to_string();
+                    }
+                    self.at += found + 1;
+                    self.step = if parameter { Step::Value { start: self.at } } else { Step::Tag };
+                }
+                Step::Tag => {
+                    if self.skip_whitespace(rest).is_none() {
+                        return Parse::Partial;
+                    }
+                    let tag = text.get(self.at..).unwrap_or_default();
+                    scanned(PARAMETER_OPEN.len().max(FUNCTION_CLOSE.len()));
+                    match (expect(tag, PARAMETER_OPEN), expect(tag, FUNCTION_CLOSE)) {
+                        (_, Expect::Matched) => {
+                            self.at += FUNCTION_CLOSE.len();
+                            let arguments = Value::Object(std::mem::take(&mut self.arguments));
+                            let call = RecoveredCall {
+                                name: std::mem::take(&mut self.name),
+                                arguments: arguments.to_string(),
+                            };
+                            if !self.wrapped {
+                                return Parse::Done(call, self.at);
+                            }
+                            self.call = Some(call);
+                            self.step = Step::Close;
+                        }
+                        (Expect::Matched, _) => {
+                            self.at += PARAMETER_OPEN.len();
+                            self.step = Step::Name { start: self.at, parameter: true };
+                        }
+                        (Expect::Partial, _) | (_, Expect::Partial) => return Parse::Partial,
+                        (Expect::Mismatch, Expect::Mismatch) => return Parse::Invalid,
+                    }
+                }
+                Step::Value { start } => {
+                    // The closing tag may have begun in what was read last time.
+                    let from = floor_char_boundary(text, self.at.saturating_sub(PARAMETER_CLOSE.len() - 1).max(start));
+                    let Some(found) = text.get(from..).and_then(|tail| tail.find(PARAMETER_CLOSE)) else {
+                        scanned(text.len() - from);
+                        self.at = text.len();
+                        return Parse::Partial;
+                    };
+                    scanned(found + PARAMETER_CLOSE.len());
+                    let raw = text.get(start..from + found).unwrap_or_default();
+                    scanned(raw.len());
+                    self.arguments.insert(std::mem::take(&mut self.parameter), typed_value(raw));
+                    self.at = from + found + PARAMETER_CLOSE.len();
+                    self.step = Step::Tag;
+                }
+                Step::Close => {
+                    if self.skip_whitespace(rest).is_none() {
+                        return Parse::Partial;
+                    }
+                    scanned(TOOL_CALL_CLOSE.len());
+                    match expect(text.get(self.at..).unwrap_or_default(), TOOL_CALL_CLOSE) {
+                        Expect::Matched => {}
+                        Expect::Partial => return Parse::Partial,
+                        Expect::Mismatch => return Parse::Invalid,
+                    }
+                    self.at += TOOL_CALL_CLOSE.len();
+                    return match self.call.take() {
+                        Some(call) => Parse::Done(call, self.at),
+                        None => Parse::Invalid,
+                    };
                 }
             }
-            _ => {}
         }
     }
-    None
+
+    /// Moves past the whitespace `rest` starts with; the next character, if any.
+    fn skip_whitespace(&mut self, rest: &str) -> Option<char> {
+        let trimmed = rest.trim_start();
+        let skipped = rest.len() - trimmed.len();
+        scanned(skipped + 1);
+        self.at += skipped;
+        trimmed.chars().next()
+    }
+
+    /// Balances brackets outside strings from `at`, resuming the saved state; the
+    /// end of the object, or `None` (state saved) while it is still open.
+    /// Validity is left to the JSON parser, which then sees the whole value.
+    fn scan_json(&mut self, rest: &str, mut depth: usize, mut in_string: bool, mut escaped: bool) -> Option<usize> {
+        let Step::Json { start, .. } = self.step else { return None };
+        for (offset, byte) in rest.bytes().enumerate() {
+            if in_string {
+                match byte {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match byte {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        scanned(offset + 1);
+                        return Some(self.at + offset + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        scanned(rest.len());
+        self.at += rest.len();
+        self.step = Step::Json { start, depth, in_string, escaped };
+        None
+    }
 }
 
 /// A Hermes call: a non-empty `name` and an `arguments` object, possibly encoded
@@ -460,54 +653,6 @@ fn call_from_json(value: Value) -> Option<RecoveredCall> {
     arguments.is_object().then(|| RecoveredCall { name, arguments: arguments.to_string() })
 }
 
-/// `<function=NAME><parameter=P>VALUE</parameter>…</function>`.
-fn parse_function(text: &str) -> Parse<RecoveredCall> {
-    let rest = match expect(text, FUNCTION_OPEN) {
-        Expect::Matched(rest) => rest,
-        Expect::Partial => return Parse::Partial,
-        Expect::Mismatch => return Parse::Invalid,
-    };
-    let (name, mut rest) = match tag_name(rest) {
-        Parse::Done(name, len) => (name.trim().to_string(), rest.get(len..).unwrap_or_default()),
-        Parse::Partial => return Parse::Partial,
-        Parse::Invalid => return Parse::Invalid,
-    };
-    let mut arguments = Map::new();
-    loop {
-        let tag = rest.trim_start();
-        let body = match (expect(tag, PARAMETER_OPEN), expect(tag, FUNCTION_CLOSE)) {
-            (_, Expect::Matched(after)) => {
-                let call = RecoveredCall { name, arguments: Value::Object(arguments).to_string() };
-                return Parse::Done(call, text.len() - after.len());
-            }
-            (Expect::Matched(body), _) => body,
-            (Expect::Partial, _) | (_, Expect::Partial) => return Parse::Partial,
-            (Expect::Mismatch, Expect::Mismatch) => return Parse::Invalid,
-        };
-        let (parameter, len) = match tag_name(body) {
-            Parse::Done(parameter, len) => (parameter.trim().to_string(), len),
-            Parse::Partial => return Parse::Partial,
-            Parse::Invalid => return Parse::Invalid,
-        };
-        let Some((raw, after)) = body.get(len..).unwrap_or_default().split_once(PARAMETER_CLOSE) else {
-            return Parse::Partial;
-        };
-        arguments.insert(parameter, typed_value(raw));
-        rest = after;
-    }
-}
-
-/// The name ending at the `>` that closes `<function=` or `<parameter=`.
-fn tag_name(text: &str) -> Parse<&str> {
-    let is_name = |name: &str| !name.contains(['<', '\n']);
-    match text.split_once('>') {
-        Some((name, _)) if is_name(name) && !name.trim().is_empty() => Parse::Done(name, name.len() + 1),
-        Some(_) => Parse::Invalid,
-        None if is_name(text) => Parse::Partial,
-        None => Parse::Invalid,
-    }
-}
-
 /// An XML parameter value: one leading and one trailing newline are layout. A
 /// value that is JSON other than a string (number, bool, null, object, array)
 /// keeps its type, as the server's schema-driven conversion would give it;
@@ -522,20 +667,38 @@ fn typed_value(raw: &str) -> Value {
 }
 
 /// How text compares with a token it may start with.
-enum Expect<'a> {
-    /// It starts with the token; the rest follows.
-    Matched(&'a str),
+enum Expect {
+    /// It starts with the token.
+    Matched,
     /// It is a proper prefix of the token (possibly empty).
     Partial,
     Mismatch,
 }
 
-fn expect<'a>(text: &'a str, token: &str) -> Expect<'a> {
-    match text.strip_prefix(token) {
-        Some(rest) => Expect::Matched(rest),
-        None if token.starts_with(text) => Expect::Partial,
-        None => Expect::Mismatch,
+fn expect(text: &str, token: &str) -> Expect {
+    if text.starts_with(token) {
+        Expect::Matched
+    } else if token.starts_with(text) {
+        Expect::Partial
+    } else {
+        Expect::Mismatch
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes the markup scanners have read on this thread: the unit tests'
+    /// measure of the work a delta costs.
+    static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts bytes read by a scanner (tests only; free otherwise).
+#[inline]
+fn scanned(bytes: usize) {
+    #[cfg(test)]
+    SCANNED.with(|total| total.set(total.get() + bytes));
+    #[cfg(not(test))]
+    let _ = bytes;
 }
 
 #[cfg(test)]
@@ -884,6 +1047,100 @@ mod tests {
     fn an_open_block_holds_later_deltas_until_the_end() {
         let out = run(vec![text("<tool_call>{\"name\": \"f\""), stop(StopReason::EndTurn)]);
         assert_eq!(out, vec![text("<tool_call>{\"name\": \"f\""), stop(StopReason::EndTurn)]);
+    }
+
+    // ------------------------------------------------------- bounds on work
+
+    /// Pushes `whole` in `size`-byte text deltas (at char boundaries); returns
+    /// the output, the most bytes held back after any push, and the bytes the
+    /// scanners read for each push.
+    fn stream_in_pieces(whole: &str, size: usize) -> (Vec<StreamDelta>, usize, Vec<usize>) {
+        let mut repair = StreamRepair::new();
+        let (mut out, mut most_held, mut work) = (Vec::new(), 0, Vec::new());
+        let (mut pushed, mut released, mut start) = (0, 0, 0);
+        while start < whole.len() {
+            let mut end = (start + size).min(whole.len());
+            while !whole.is_char_boundary(end) {
+                end += 1;
+            }
+            let before = SCANNED.with(std::cell::Cell::get);
+            let forwarded = repair.push(text(&whole[start..end]));
+            work.push(SCANNED.with(std::cell::Cell::get) - before);
+            pushed += end - start;
+            released += joined_text(&forwarded).len();
+            most_held = most_held.max(pushed - released);
+            out.extend(forwarded);
+            start = end;
+        }
+        out.extend(repair.finish());
+        (out, most_held, work)
+    }
+
+    #[test]
+    fn an_unclosed_block_is_released_once_it_holds_64_kib() {
+        let prose = "The model opened a tool call and then just kept talking. ".repeat(20_000);
+        let whole = format!("Sure. <tool_call>\n{{\"name\": \"f\", \"arguments\": {{\"a\": \"{prose}");
+        assert!(whole.len() > 1 << 20);
+        let (out, most_held, _) = stream_in_pieces(&whole, 16);
+        assert_eq!(joined_text(&out), whole, "all of it went out as text, in order");
+        assert!(calls(&out).is_empty());
+        assert!(most_held <= MAX_HELD_MARKUP_BYTES, "held {most_held} bytes");
+        assert!(most_held >= MAX_HELD_MARKUP_BYTES - 16, "it was held until the cap: {most_held}");
+    }
+
+    #[test]
+    fn a_block_longer_than_the_cap_is_text_however_it_is_split() {
+        let value = "x".repeat(MAX_HELD_MARKUP_BYTES);
+        let block = format!("<function=f>\n<parameter=v>\n{value}\n</parameter>\n</function>");
+        for size in [7, 4096, block.len()] {
+            let (out, most_held, _) = stream_in_pieces(&format!("a{block}b"), size);
+            assert_eq!(joined_text(&out), format!("a{block}b"), "split every {size}");
+            assert!(calls(&out).is_empty(), "split every {size}");
+            assert!(most_held <= MAX_HELD_MARKUP_BYTES.max(size), "split every {size}: held {most_held}");
+        }
+        // Just under the cap it is still a call.
+        let value = "x".repeat(MAX_HELD_MARKUP_BYTES - 100);
+        let block = format!("<function=f>\n<parameter=v>\n{value}\n</parameter>\n</function>");
+        let (out, ..) = stream_in_pieces(&block, 7);
+        assert_eq!(names_and_arguments(&out), vec![("f".to_string(), json!({"v": value}))]);
+    }
+
+    /// Counts the bytes the scanners read per delta: each delta costs about its
+    /// own length, however much is held, so a stream costs linear work. A rescan
+    /// of the held block per delta would read ~32 KiB per delta here.
+    #[test]
+    fn the_work_per_delta_does_not_grow_with_what_is_held() {
+        let long = "word ".repeat(12_000);
+        let shapes = [
+            // Held until the cap, then released: JSON, XML value, XML name.
+            format!("<tool_call>{{\"name\": \"f\", \"arguments\": {{\"s\": \"{long}"),
+            format!("<tool_call>\n<function=f>\n<parameter=p>\n{long}"),
+            format!("<function={}", "n".repeat(100_000)),
+            // Closed blocks just under the cap, recovered as calls.
+            format!("<tool_call>{{\"name\": \"f\", \"arguments\": {{\"s\": \"{long}\"}}}}</tool_call>"),
+            format!(
+                "<function=f>\n<parameter=a>\n{long}\n</parameter>\n<parameter=b>\n{long}\n</parameter>\n</function>"
+            )
+            .replace(&long, &long[..25_000]),
+            // Plain text full of near-openers.
+            "<tool <func <b> a < b ".repeat(5_000),
+        ];
+        for (n, whole) in shapes.iter().enumerate() {
+            let (out, _, work) = stream_in_pieces(whole, 16);
+            let total: usize = work.iter().sum();
+            let most = work.iter().copied().max().unwrap_or(0);
+            let steady = work.iter().take(work.len() - 1).skip(1).filter(|w| **w > 16 * 16).count();
+            assert!(total <= 12 * whole.len(), "shape {n}: read {total} bytes for {}", whole.len());
+            assert!(most <= 3 * MAX_HELD_MARKUP_BYTES, "shape {n}: {most} bytes for one delta");
+            // Only the delta that resolves a held block may read more than a few
+            // times its own length (releasing or parsing what was held, once).
+            assert!(steady <= 2, "shape {n}: {steady} deltas read more than 256 bytes");
+            if (3..5).contains(&n) {
+                assert_eq!(calls(&out).len(), 1, "shape {n} is a call");
+            } else {
+                assert_eq!(&joined_text(&out), whole, "shape {n} is text");
+            }
+        }
     }
 
     // ----------------------------------------------------------- properties

@@ -11,7 +11,7 @@ use weir_sdk::types::{
 };
 
 /// Each key's misbehaviour in `encode`.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 9] = [
     "hostile-loop",
     "hostile-alloc",
     "hostile-panic",
@@ -20,10 +20,13 @@ pub const KEYS: [&str; 8] = [
     "hostile-file",
     "hostile-utf8",
     "hostile-huge",
+    "hostile-wide",
 ];
 
 /// How many headers `hostile-huge` returns: absurd for any HTTP request.
 const ABSURD_HEADER_COUNT: usize = 100_000;
+/// The length of the one header value `hostile-wide` returns: absurd too.
+const ABSURD_HEADER_BYTES: usize = 1 << 20;
 
 pub struct Hostile;
 
@@ -63,6 +66,9 @@ impl ChatProvider for Hostile {
         }
         if provider == "hostile-huge" {
             headers.extend((0..ABSURD_HEADER_COUNT).map(|i| (format!("x-filler-{i}"), "x".to_owned())));
+        }
+        if provider == "hostile-wide" {
+            headers.push(("x-wide".to_owned(), "x".repeat(ABSURD_HEADER_BYTES)));
         }
         let path_and_query = if provider == "hostile-utf8" { not_utf8() } else { "/chat/completions".to_owned() };
         Ok(HttpRequest { method: "POST".to_owned(), path_and_query, headers, body })
