@@ -358,18 +358,7 @@ impl Gateway {
         if !sent {
             return None;
         }
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.join_stderr();
-                    return Some(status);
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(_) => return None,
-            }
-        }
-        None
+        self.wait_for_exit(timeout)
     }
 
     /// Waits until the stderr thread has read everything the exited child wrote, so
