@@ -2,8 +2,10 @@
 //! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
 //! and `v2` features), the component that tries to choose where secrets go
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
-//! version, another world), and the Python providers (`providers/hermes-py` and the
-//! Python template `providers/template-py`, built with componentize-py).
+//! version, another world), the Python providers (`providers/hermes-py` and the
+//! Python template `providers/template-py`, built with componentize-py), and the
+//! JavaScript template (`providers/template-js`, built with the componentize-js its
+//! `npm ci` installed).
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
@@ -72,7 +74,53 @@ fn run() -> Result<(), String> {
         let built = build_python_provider(&workspace, source, dirs, output)?;
         println!("cargo:rustc-env={var}={}", built.display());
     }
+    let built = build_js_provider(&workspace, "providers/template-js", "app.js", "template-js/template_js.wasm")?;
+    println!("cargo:rustc-env=WEIR_TEMPLATE_JS_WASM={}", built.display());
     Ok(())
+}
+
+/// Builds a JavaScript provider into `target/<output>` with the componentize-js that
+/// `npm ci` installed in its folder (pinned by its `package-lock.json`). This needs no
+/// network: a missing `node_modules` is an error that says how to install it (`.ci/run`
+/// does, before `cargo test`); the JavaScript provider is never skipped. `--disable`
+/// of every WASI feature makes a component that imports nothing but the world's types.
+fn build_js_provider(workspace: &Path, source: &str, module: &str, output: &str) -> Result<PathBuf, String> {
+    let source = workspace.join(source);
+    for file in [module, "package-lock.json"] {
+        println!("cargo:rerun-if-changed={}", source.join(file).display());
+    }
+    let componentize = source.join("node_modules/.bin/componentize-js");
+    if !componentize.is_file() {
+        return Err(format!(
+            "{} is missing: it builds the JavaScript provider the tests load. Install it with \
+             `npm ci --prefix {}` (Node 20 or later; needs the npm registry once)",
+            componentize.display(),
+            source.strip_prefix(workspace).unwrap_or(&source).display()
+        ));
+    }
+    let output = workspace.join("target").join(output);
+    if let Some(out_dir) = output.parent() {
+        std::fs::create_dir_all(out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    }
+    let result = Command::new(&componentize)
+        .arg(source.join(module))
+        .arg("--wit")
+        .arg(workspace.join("wit"))
+        .args(["--world-name", "chat-provider", "--disable", "stdio", "random", "clocks", "http", "fetch-event"])
+        .arg("--out")
+        .arg(&output)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", componentize.display()))?;
+    if !result.status.success() {
+        return Err(format!(
+            "componentize-js failed to build {} ({}):\n{}{}",
+            source.display(),
+            result.status,
+            String::from_utf8_lossy(&result.stdout),
+            String::from_utf8_lossy(&result.stderr)
+        ));
+    }
+    Ok(output)
 }
 
 /// (source folder, folders of its `.py` files, output under `target/`, env var for

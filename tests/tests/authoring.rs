@@ -1,10 +1,13 @@
-//! `docs/writing-a-provider.md`, section 1, run word for word from a temporary folder
-//! outside the repository, as a new user would with only the `weir` binary, Python and
-//! componentize-py: the guide's shell blocks (marked `<!-- tested: NAME -->`) build the
-//! Python template against `weir wit`'s files and check it; its catalog entry is
-//! served by the real `weir serve` started before the providers folder exists; the
-//! drop block copies and renames the file in; the guide's `curl` gets an answer from
-//! the fake upstream through the dropped component.
+//! `docs/writing-a-provider.md`, sections 1 and 2, run word for word from a temporary
+//! folder outside the repository, as a new user would with only the `weir` binary and
+//! Python and componentize-py (section 1) or Node and npm (section 2): the guide's shell
+//! blocks (marked `<!-- tested: NAME -->`) build the Python or JavaScript template
+//! against `weir wit`'s files and check it; its catalog entry is served by the real
+//! `weir serve` started before the providers folder exists; the drop block copies and
+//! renames the file in; the guide's `curl` gets an answer from the fake upstream
+//! through the dropped component. The JavaScript section's `npm ci` runs with
+//! `npm_config_prefer_offline=true`: the packages come from the npm cache `.ci/run`'s
+//! own `npm ci` filled (the registry is asked only for what the cache lacks).
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -68,6 +71,9 @@ fn run_block(block: &str, dir: &Path, bin: &Path) -> Output {
         .env("WEIR_SRC", repository())
         .env("WEIR_CACHE_DIR", shared_cache_dir())
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("npm_config_prefer_offline", "true")
+        .env("npm_config_audit", "false")
+        .env("npm_config_fund", "false")
         .env_remove("RUST_LOG")
         .output()
         .unwrap()
@@ -79,25 +85,38 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn the_python_guide_runs_word_for_word_outside_the_repository() {
+    walk_through("build", "acme", "config", "template-py").await;
+}
+
+#[tokio::test]
+async fn the_javascript_guide_runs_word_for_word_outside_the_repository() {
+    walk_through("js-build", "acme-js", "js-config", "template-js").await;
+}
+
+/// The guide's build block (which makes `folder` and builds `folder/acme.wasm` in it),
+/// its config block, then the shared drop and call blocks, for the template `key`.
+async fn walk_through(build: &str, folder: &str, config: &str, key: &str) {
     let outside = tempfile::Builder::new().prefix("weir-guide-").tempdir().unwrap();
     assert!(!outside.path().starts_with(repository()), "the temp folder is outside the repository");
     let bin = tools(outside.path());
 
-    // Build and check: `mkdir acme && cd acme`, `weir wit`, componentize-py, `weir check`.
+    // Build and check: `mkdir`, `weir wit`, the build, `weir check`.
     let started = Instant::now();
-    let built = run_block(&guide_block("build"), outside.path(), &bin);
+    let built = run_block(&guide_block(build), outside.path(), &bin);
     let stdout = text(&built.stdout);
     assert!(built.status.success(), "the build block failed:\n{stdout}\n{}", text(&built.stderr));
-    eprintln!("guide build block (componentize-py + weir check): {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("guide {build} block (build + weir check): {:.1} s", started.elapsed().as_secs_f64());
     assert!(stdout.contains("wrote weir:provider@0.1.0"), "{stdout}");
+    assert!(stdout.contains(&format!("ok    {key}: fixture: an answer with every field the kit compares")), "{stdout}");
     assert!(stdout.contains("47 checks, 47 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
-    let acme = outside.path().join("acme");
+    let acme = outside.path().join(folder);
     assert!(acme.join("wit/worlds.wit").is_file() && acme.join("acme.wasm").is_file());
 
     // The guide's config, with the fake upstream's endpoint; served before the
     // providers folder exists.
     let upstream = FakeUpstream::start().await;
-    let config = guide_block("config");
+    let config = guide_block(config);
+    assert!(config.contains(&format!("provider = \"{key}\"")), "{config}");
     assert!(config.contains(GUIDE_ENDPOINT), "{config}");
     let config = config.replace(GUIDE_ENDPOINT, &upstream.base_url());
     std::fs::write(acme.join("weir.toml"), &config).unwrap();
@@ -112,7 +131,7 @@ async fn the_python_guide_runs_word_for_word_outside_the_repository() {
     assert!(drop.status.success(), "the drop block failed:\n{listing}\n{}", text(&drop.stderr));
     let folder = listing.lines().find(|line| line.starts_with("providers folder: ")).expect("the folder line");
     assert!(folder.ends_with("providers"), "the config's folder, relative to the config file: {folder}");
-    let row = listing.lines().find(|line| line.starts_with("template-py ")).expect("a template-py row");
+    let row = listing.lines().find(|line| line.starts_with(&format!("{key} "))).expect("a row for the key");
     assert!(row.contains(" file "), "{row}");
     assert!(listing.contains(&format!("model acme-large: endpoint {}", upstream.base_url())), "{listing}");
 
@@ -153,13 +172,24 @@ async fn the_python_guide_runs_word_for_word_outside_the_repository() {
 /// nothing reaches the upstream (what the guide says a non-streaming Python provider does).
 #[tokio::test]
 async fn the_python_template_refuses_a_stream_before_anything_is_sent() {
-    weir_tests::gateway::precompile(Path::new(env!("WEIR_TEMPLATE_PY_WASM")));
+    refuses_a_stream(Path::new(env!("WEIR_TEMPLATE_PY_WASM")), "template-py").await;
+}
+
+/// The same for the JavaScript template (what the guide says a non-streaming
+/// JavaScript provider does).
+#[tokio::test]
+async fn the_javascript_template_refuses_a_stream_before_anything_is_sent() {
+    refuses_a_stream(Path::new(env!("WEIR_TEMPLATE_JS_WASM")), "template-js").await;
+}
+
+async fn refuses_a_stream(component: &Path, key: &str) {
+    weir_tests::gateway::precompile(component);
     let folder = tempfile::tempdir().unwrap();
-    std::fs::copy(env!("WEIR_TEMPLATE_PY_WASM"), folder.path().join("template_py.wasm")).unwrap();
+    std::fs::copy(component, folder.path().join("template.wasm")).unwrap();
     let upstream = FakeUpstream::start().await;
     let config = format!(
-        "[[model]]\nid = \"acme\"\nprovider = \"template-py\"\nendpoint = \"{}\"\nmax_output_tokens = 100\n\
-         context_window = 1000\noutput_tokens = 10\n",
+        "[[model]]\nid = \"acme\"\nprovider = \"{key}\"\nendpoint = \"{}\"\ncredential = \"acme-api-key\"\n\
+         max_output_tokens = 100\ncontext_window = 1000\noutput_tokens = 10\n",
         upstream.base_url()
     );
     let gateway = Gateway::start_with(&config, &[], Some(folder.path())).await;
@@ -175,6 +205,6 @@ async fn the_python_template_refuses_a_stream_before_anything_is_sent() {
     assert!(upstream.received().is_empty(), "nothing was sent upstream");
     let listing = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
     let row = text(&listing.stdout);
-    let row = row.lines().find(|line| line.starts_with("template-py ")).unwrap();
+    let row = row.lines().find(|line| line.starts_with(&format!("{key} "))).unwrap();
     assert!(!row.contains("streaming"), "the template does not declare streaming: {row}");
 }

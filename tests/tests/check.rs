@@ -1,6 +1,6 @@
 //! `weir check FILE.wasm`, run as a process: the conformance kit through the real
 //! host on real components — the first-party OpenAI component with its fixtures, the
-//! template, the Python provider and the Python template, the hostile one, and files that are not provider
+//! template, the Python provider, the Python and JavaScript templates, the hostile one, and files that are not provider
 //! components at all.
 
 // Test code: a failed step should stop the test with its message.
@@ -111,6 +111,31 @@ fn the_python_template_passes_and_its_refusals_are_reported_as_refusals() {
     }
     assert!(!stdout.contains("template-py: encode: tool definitions and tool choice are sent"), "{stdout}");
     assert!(stdout.contains("passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
+}
+
+/// The JavaScript template (`providers/template-js`, componentize-js) passes with its
+/// fixtures through the same host and kit; its refusals are reported as refusals, and
+/// the 1 MiB message (which `JSON.stringify` inside the component cannot write within
+/// the per-call memory limit) is sent whole.
+#[test]
+fn the_javascript_template_passes_and_its_refusals_are_reported_as_refusals() {
+    let output = weir_check(&[env!("WEIR_TEMPLATE_JS_WASM"), "--fixtures", &fixtures("template-js")]);
+    assert_passes(&output);
+    let stdout = text(&output.stdout);
+    for line in [
+        "ok    template-js: encode: a 1 MiB message is sent whole",
+        "ok    template-js: encode: quotes, escapes, NUL and emoji survive JSON exactly",
+        "ok    template-js: encode: tool definitions and tool choice are refused as unsupported — template-js has no tool definitions",
+        "ok    template-js: encode: image (base64): refused as unsupported, not dropped — template-js cannot send an image",
+        "ok    template-js: encode: tool use and tool result: sent, natively or as text",
+        "ok    template-js: decode: JSON nested 100 000 deep is malformed, not a fault",
+        "ok    template-js: fixture: a streaming request is refused as unsupported",
+        "ok    template-js: fixture: an answer with every field the kit compares",
+        "ok    template-js: fixture: a 429 with retry-after is rate-limited with a hint",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(stdout.contains("47 checks, 47 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
 }
 
 #[test]
