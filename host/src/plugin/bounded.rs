@@ -64,14 +64,17 @@ impl Cap for Body {
     const WHAT: &'static str = "bytes of body";
 }
 
+/// A method, path, header name or header value.
+type Text = Capped<String, RequestText>;
+
 /// `chat.encode`'s `http-request`, as lifted from the component.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct EncodedRequest {
-    method: Capped<String, RequestText>,
+    method: Text,
     #[component(name = "path-and-query")]
-    path_and_query: Capped<String, RequestText>,
-    headers: Capped<Vec<(Capped<String, RequestText>, Capped<String, RequestText>)>, Headers>,
+    path_and_query: Text,
+    headers: Capped<Vec<(Text, Text)>, Headers>,
     body: Capped<Vec<u8>, Body>,
 }
 
