@@ -1,15 +1,23 @@
-//! What the caller-key check and the edge checks add to one gateway call: the
-//! same `POST /v1/chat/completions` through the in-process router (the whole
-//! axum stack `weir serve` runs, without sockets), to the same fake upstream,
-//! with and without `[[key]]`s, in one run, interleaved in rounds so drift on a
-//! shared machine falls on both sides alike. Also the ring's authentication
-//! alone (hash, prefix lookup, constant-time compare), for 10 and 1,000
-//! configured keys. Printed as means, their difference and a ratio.
+//! What the caller-key check and the edge checks add to one gateway call, in
+//! one run, interleaved in rounds so drift on a shared machine falls on both
+//! sides alike:
+//!
+//! - the same `POST /v1/chat/completions` through the in-process router (no
+//!   sockets), to the same fake upstream, with and without `[[key]]`s;
+//! - the same call over loopback HTTP with keep-alive: the bare router under
+//!   `axum::serve` and no keys, against `weir serve`'s own edge
+//!   (`server::serve`: connection watchdog, content-type, origin, body limit,
+//!   in-flight cap) with a key;
+//! - the ring's authentication alone (hash, prefix lookup, constant-time
+//!   compare), for 10 and 1,000 configured keys.
+//!
+//! Printed as means, their difference and a ratio.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
 use std::hint::black_box;
+use std::future::IntoFuture;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
@@ -73,6 +81,43 @@ async fn timed(router: &axum::Router, token: Option<&str>) -> Duration {
     started.elapsed()
 }
 
+async fn call_http(client: &reqwest::Client, base: &str, token: Option<&str>) {
+    let mut request = client
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(r#"{"model":"chat","messages":[{"role":"user","content":"Hello"}]}"#);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("send");
+    assert_eq!(response.status(), 200, "the benchmark call must succeed");
+    black_box(response.bytes().await.expect("body"));
+}
+
+async fn timed_http(client: &reqwest::Client, base: &str, token: Option<&str>) -> Duration {
+    let started = Instant::now();
+    for _ in 0..CALLS_PER_ROUND {
+        call_http(client, base, token).await;
+    }
+    started.elapsed()
+}
+
+async fn listener() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    (listener, base)
+}
+
+fn report(what: &str, without: Duration, with: Duration) {
+    let calls = ROUNDS * CALLS_PER_ROUND;
+    let (without, with) = (without / calls, with / calls);
+    let added = with.as_secs_f64() - without.as_secs_f64();
+    eprintln!("{what} ({calls} calls each, interleaved):");
+    eprintln!("  without                 {:>9.1} µs", without.as_secs_f64() * 1e6);
+    eprintln!("  with                    {:>9.1} µs", with.as_secs_f64() * 1e6);
+    eprintln!("  added                   {:>9.1} µs  (ratio {:.3})", added * 1e6, with.as_secs_f64() / without.as_secs_f64());
+}
+
 fn authenticate_alone(keys: usize) -> Duration {
     let entries = weir(config("http://127.0.0.1:9", &key_lines(keys))).config().keys.clone();
     let ring = KeyRing::new(&entries, None, &InProcessStore).expect("ring");
@@ -89,7 +134,8 @@ fn main() {
     runtime.block_on(async {
         let upstream = FakeUpstream::start().await;
         let open = weir_host::server::router(weir(config(&upstream.base_url(), "")));
-        let keyed = weir_host::server::router(weir(config(&upstream.base_url(), &key_lines(10))));
+        let keyed_weir = weir(config(&upstream.base_url(), &key_lines(10)));
+        let keyed = weir_host::server::router(keyed_weir.clone());
         for _ in 0..CALLS_PER_ROUND {
             call(&open, None).await;
             call(&keyed, Some(TOKEN)).await;
@@ -99,17 +145,23 @@ fn main() {
             without += timed(&open, None).await;
             with += timed(&keyed, Some(TOKEN)).await;
         }
-        let calls = ROUNDS * CALLS_PER_ROUND;
-        let (without, with) = (without / calls, with / calls);
-        let added = with.as_secs_f64() - without.as_secs_f64();
-        eprintln!("one call through the router to the fake upstream ({calls} each, interleaved):");
-        eprintln!("  without keys            {:>9.1} µs", without.as_secs_f64() * 1e6);
-        eprintln!("  with a key (10 in ring) {:>9.1} µs", with.as_secs_f64() * 1e6);
-        eprintln!(
-            "  added                   {:>9.1} µs  (ratio {:.3})",
-            added * 1e6,
-            with.as_secs_f64() / without.as_secs_f64()
-        );
+        report("in-process router, a key (10 in the ring) vs none", without, with);
+
+        let (bare_listener, bare) = listener().await;
+        tokio::spawn(axum::serve(bare_listener, open.clone()).into_future());
+        let (edge_listener, edged) = listener().await;
+        tokio::spawn(weir_host::server::serve(keyed_weir, edge_listener));
+        let client = reqwest::Client::builder().tcp_nodelay(true).build().expect("client");
+        for _ in 0..CALLS_PER_ROUND {
+            call_http(&client, &bare, None).await;
+            call_http(&client, &edged, Some(TOKEN)).await;
+        }
+        let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..ROUNDS {
+            without += timed_http(&client, &bare, None).await;
+            with += timed_http(&client, &edged, Some(TOKEN)).await;
+        }
+        report("loopback HTTP, weir's edge and a key vs the bare router and none", without, with);
     });
     for keys in [10, 1_000] {
         eprintln!("authenticate alone, {keys:>5} keys: {:>7.2} µs", authenticate_alone(keys).as_secs_f64() * 1e6);

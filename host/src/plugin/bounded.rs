@@ -64,17 +64,17 @@ impl Cap for Body {
     const WHAT: &'static str = "bytes of body";
 }
 
-/// One header name or value, capped like every request string.
-type CappedText = Capped<String, RequestText>;
+/// A method, path, header name or header value.
+type Text = Capped<String, RequestText>;
 
 /// `chat.encode`'s `http-request`, as lifted from the component.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct EncodedRequest {
-    method: CappedText,
+    method: Text,
     #[component(name = "path-and-query")]
-    path_and_query: CappedText,
-    headers: Capped<Vec<(CappedText, CappedText)>, Headers>,
+    path_and_query: Text,
+    headers: Capped<Vec<(Text, Text)>, Headers>,
     body: Capped<Vec<u8>, Body>,
 }
 

@@ -14,8 +14,10 @@
 //!   withheld from the text and re-emitted as tool-call deltas.
 //!
 //! Both stages are conservative: an unclosed block is released as text (truncated
-//! arguments must never reach a tool), and a stream that carries real tool calls
-//! is never second-guessed.
+//! arguments must never reach a tool) once it has held [`MAX_HELD_MARKUP_BYTES`]
+//! or the stream ends, and a stream that carries real tool calls is never
+//! second-guessed. Markup is read incrementally: a delta costs the bytes it
+//! brings, never a rescan of what is held.
 
 use std::collections::VecDeque;
 
