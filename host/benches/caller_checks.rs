@@ -16,8 +16,8 @@
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
-use std::hint::black_box;
 use std::future::IntoFuture;
+use std::hint::black_box;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
@@ -115,7 +115,11 @@ fn report(what: &str, without: Duration, with: Duration) {
     eprintln!("{what} ({calls} calls each, interleaved):");
     eprintln!("  without                 {:>9.1} µs", without.as_secs_f64() * 1e6);
     eprintln!("  with                    {:>9.1} µs", with.as_secs_f64() * 1e6);
-    eprintln!("  added                   {:>9.1} µs  (ratio {:.3})", added * 1e6, with.as_secs_f64() / without.as_secs_f64());
+    eprintln!(
+        "  added                   {:>9.1} µs  (ratio {:.3})",
+        added * 1e6,
+        with.as_secs_f64() / without.as_secs_f64()
+    );
 }
 
 fn authenticate_alone(keys: usize) -> Duration {
