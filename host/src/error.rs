@@ -737,7 +737,10 @@ mod tests {
             for leak in LEAKS {
                 assert!(!message.contains(leak), "caller message of {error:?} contains `{leak}`: {message}");
             }
-            let own_words = matches!(error, WeirError::InvalidRequest(_) | WeirError::UnknownModel(_));
+            let own_words = matches!(
+                error,
+                WeirError::InvalidRequest(_) | WeirError::UnknownModel(_) | WeirError::Unauthenticated(_)
+            );
             assert!(own_words || message.contains("`m`"), "names the model: {message}");
         }
     }
