@@ -332,7 +332,7 @@ async fn weir_providers_shows_the_resolved_region_and_host_next_to_configured() 
         ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),
         ("AWS_REGION", "eu-central-1"),
     ];
-    let output = run_cli(&["providers"], &env);
+    let output = run_cli(&["providers", "--resolve"], &env);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
     assert!(text.contains("host: bedrock-runtime.eu-central-1.amazonaws.com"), "{text}");
@@ -341,7 +341,7 @@ async fn weir_providers_shows_the_resolved_region_and_host_next_to_configured() 
     let converse = text.lines().find(|line| line.starts_with("bedrock-converse")).unwrap();
     assert!(converse.contains(" yes "), "configured from the default chain: {converse}");
 
-    let output = run_cli(&["providers"], &[]);
+    let output = run_cli(&["providers", "--resolve"], &[]);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("region: unresolved: no region chosen"), "{text}");
     let converse = text.lines().find(|line| line.starts_with("bedrock-converse")).unwrap();

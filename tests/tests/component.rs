@@ -5,6 +5,7 @@
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sha2::Digest as _;
 use std::path::PathBuf;
 
 use weir_host::plugin::{ComponentSource, PluginEngine, PluginError, Provider, ProviderRegistry, embedded_components};
@@ -261,13 +262,19 @@ async fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
 }
 
 #[tokio::test]
-async fn a_dropped_component_overrides_the_embedded_one_by_key() {
+async fn an_allow_listed_dropped_component_overrides_the_embedded_one_by_key() {
     let dir = tempfile::tempdir().unwrap();
     let (_, real) = embedded_components()[0];
     let dropped = dir.path().join("my-openai.wasm");
     std::fs::write(&dropped, real).unwrap();
     let engine = PluginEngine::new(Some(cache_dir())).unwrap();
-    let registry = ProviderRegistry::load(&engine, Some(dir.path())).unwrap();
+    // Untrusted, the file may not take the embedded keys (tests/hostile_component.rs
+    // checks what it may do); pinned by digest, it may.
+    let untrusted = ProviderRegistry::load(&engine, Some(dir.path())).unwrap();
+    assert!(!untrusted.failures().is_empty(), "an untrusted file cannot replace embedded keys");
+    assert!(matches!(untrusted.get("openai").unwrap().component().source, ComponentSource::Embedded(_)));
+    let digest = hex::encode(sha2::Sha256::digest(real));
+    let registry = ProviderRegistry::load_with(&engine, Some(dir.path()), Some(&[digest]), None).unwrap();
     assert!(registry.failures().is_empty());
     for key in ["openai", "openai-compatible"] {
         let provider = registry.get(key).unwrap();

@@ -73,6 +73,7 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
             accepted = accept(&listener, &connections) => spawn(accepted),
             () = edge.no_calls_in_flight() => {
                 tracing::info!("drained: every call in flight finished");
+                connections_closed(&connections, settings.max_connections(), deadline).await;
                 return Ok(Stopped::Drained);
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -86,6 +87,16 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
                 return Ok(Stopped::Interrupted { calls });
             }
         }
+    }
+}
+
+/// Waits, until `deadline`, for every connection task to end. A call leaves the
+/// in-flight count when its body's last byte is handed to hyper, which may not
+/// have written it to the socket yet: exiting then would cut the very answers
+/// the drain waited for.
+async fn connections_closed(connections: &Semaphore, total: u32, deadline: tokio::time::Instant) {
+    if tokio::time::timeout_at(deadline, connections.acquire_many(total)).await.is_err() {
+        tracing::warn!("drain time is up while connections were still closing");
     }
 }
 
