@@ -161,8 +161,8 @@ impl Weir {
     fn log_refused_destinations(&self, registry: &ProviderRegistry) {
         for model in self.catalog().models() {
             let Some(provider) = registry.get(&model.provider) else { continue };
-            let source = provider.component().source.to_string();
-            if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), &source) {
+            let source = &provider.component().source;
+            if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), source) {
                 tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
             }
         }

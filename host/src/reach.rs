@@ -123,10 +123,10 @@ pub fn destination(
     model: &ModelSpec,
     provider: &ProviderInfo,
     trust: Trust,
-    source: &str,
+    source: &(impl std::fmt::Display + ?Sized),
 ) -> Result<Destination, ReachError> {
     let untrusted =
-        |what| ReachError::UntrustedDefault { provider: provider.key.clone(), component: source.to_owned(), what };
+        |what| ReachError::UntrustedDefault { provider: provider.key.clone(), component: source.to_string(), what };
     let (endpoint, entry_named_endpoint) = match (&model.endpoint, &provider.default_endpoint) {
         (Some(endpoint), _) => (endpoint.clone(), true),
         (None, Some(default)) if trust.honours_defaults() => (default.clone(), false),

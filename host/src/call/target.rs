@@ -59,8 +59,9 @@ pub(super) async fn resolve<'a>(
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
     };
-    let source = provider.component().source.to_string();
-    let destination = reach::destination(model, provider.info(), provider.trust(), &source).map_err(refused)?;
+    // The component's name is formatted only if the call is refused: not per call.
+    let source = &provider.component().source;
+    let destination = reach::destination(model, provider.info(), provider.trust(), source).map_err(refused)?;
     let shape = &provider.info().credential;
     let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
     let secrets = weir.secrets();

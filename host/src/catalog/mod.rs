@@ -111,8 +111,8 @@ impl Catalog {
             let model = spec(entry);
             match providers.get(&entry.provider) {
                 Some(provider) => {
-                    let source = provider.component().source.to_string();
-                    reach::destination(&model, provider.info(), provider.trust(), &source).map_err(|reason| {
+                    let source = &provider.component().source;
+                    reach::destination(&model, provider.info(), provider.trust(), source).map_err(|reason| {
                         ConfigError::Invalid {
                             origin: config.origin.clone(),
                             message: format!("model `{}`: {reason}", entry.id),
