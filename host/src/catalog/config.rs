@@ -70,6 +70,14 @@ pub struct Config {
     /// Longest a single upstream attempt may take in all (a whole answer: until
     /// its body is read; a stream: until its first output), in seconds.
     pub attempt_timeout_secs: Option<u64>,
+    /// `[ledger]`: the durable record of every call.
+    pub ledger: Option<LedgerSettings>,
+    /// `[metrics]`: the Prometheus exposition.
+    #[serde(default)]
+    pub metrics: MetricsSettings,
+    /// `[telemetry]`: OpenTelemetry spans over OTLP (off without an endpoint).
+    #[serde(default)]
+    pub telemetry: TelemetrySettings,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -136,6 +144,17 @@ pub struct ModelEntry {
     /// Upstream attempts one call may make in all — retries, corrections,
     /// escalation and replays share this counter (default [`DEFAULT_MAX_ATTEMPTS`]).
     pub max_attempts: Option<u32>,
+    /// USD per million uncached input tokens; with `output_price`, the ledger
+    /// records each call's cost (absent: no cost is recorded, none is guessed).
+    pub input_price: Option<f64>,
+    /// USD per million output tokens (reasoning included).
+    pub output_price: Option<f64>,
+    /// USD per million cache-read input tokens (absent: `input_price` at the
+    /// entry's `cache_read_multiplier`).
+    pub cache_read_price: Option<f64>,
+    /// USD per million cache-write input tokens (absent: `input_price` at the
+    /// entry's `cache_write_multiplier`).
+    pub cache_write_price: Option<f64>,
 }
 
 /// Attempts one call may make in all, when an entry declares none.
@@ -166,6 +185,78 @@ pub struct KeyEntry {
     /// May read the operator endpoints (`/v1/providers`, detailed `/v1/models`).
     #[serde(default)]
     pub admin: bool,
+}
+
+/// `[ledger]`: where every call's record is kept, and what happens when it
+/// cannot be written. `weir serve` keeps a ledger unless `enabled = false`; a
+/// library [`crate::Weir`] keeps one only when the config has this table.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerSettings {
+    /// Default true where the table is present.
+    pub enabled: Option<bool>,
+    /// The SQLite file (default: `data/ledger.db` next to the config file; with
+    /// the embedded config, `$WEIR_DATA_DIR`, else `$XDG_DATA_HOME/weir`, else
+    /// `~/.local/share/weir`).
+    pub path: Option<PathBuf>,
+    /// `normal` (default: a commit survives the process being killed, not the
+    /// machine losing power) or `full` (every commit is flushed to the disk).
+    pub sync: Option<LedgerSync>,
+    /// What a call does when its record cannot be written (default `refuse`).
+    pub on_error: Option<LedgerOnError>,
+    /// Largest the ledger file may grow, in bytes (absent: no cap). A full
+    /// ledger is a write failure, handled by `on_error`.
+    pub max_bytes: Option<u64>,
+    /// Keep the prompt and the answer in the record (default false).
+    #[serde(default)]
+    pub record_content: bool,
+}
+
+/// How hard a ledger commit is pushed to the disk.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerSync {
+    #[default]
+    Normal,
+    Full,
+}
+
+/// What a call does when the ledger cannot be written.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerOnError {
+    /// New calls answer 503 `ledger_unavailable`: an unrecorded call cannot be accounted.
+    #[default]
+    Refuse,
+    /// Calls go on; each lost record is logged and counted in the metrics.
+    Continue,
+}
+
+/// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or
+/// anyone on `listen`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// A separate address serving only `/metrics`, without a key (bind it where
+    /// only the scraper reaches).
+    pub listen: Option<SocketAddr>,
+    /// Label call series with the member (bounded by the keys configured). Default false.
+    #[serde(default)]
+    pub member_labels: bool,
+    /// Label call series with the key id. Default false.
+    #[serde(default)]
+    pub key_labels: bool,
+}
+
+/// `[telemetry]`: OpenTelemetry spans, one per call and one per attempt.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// The OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`
+    /// (absent: no spans are exported).
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` on the spans (default `weir`).
+    pub service_name: Option<String>,
 }
 
 /// `[server]`: what the gateway's edge allows a client. Every limit has a
@@ -384,6 +475,13 @@ impl ModelEntry {
         let multipliers = [self.cache_read_multiplier, self.cache_write_multiplier];
         if multipliers.into_iter().flatten().any(|m| !m.is_finite() || m < 0.0) {
             return Err("cache multipliers must be finite and not negative".to_owned());
+        }
+        let prices = [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price];
+        if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
+            return Err("prices must be finite and not negative".to_owned());
+        }
+        if self.input_price.is_some() != self.output_price.is_some() {
+            return Err("`input_price` and `output_price` are declared together (one alone prices no call)".to_owned());
         }
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))

@@ -47,6 +47,8 @@ pub struct ModelSpec {
     pub max_queue: u32,
     /// Upstream attempts of every kind one call may make.
     pub max_attempts: u32,
+    /// Declared prices, USD per million tokens (the ledger's cost).
+    pub prices: crate::record::Prices,
 }
 
 impl ModelSpec {
@@ -88,6 +90,7 @@ impl ModelSpec {
             allow_http: false,
             max_queue: DEFAULT_MAX_QUEUE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            prices: crate::record::Prices::default(),
         }
     }
 }
@@ -163,5 +166,11 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
         allow_http: entry.allow_http,
         max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
         max_attempts: entry.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        prices: crate::record::Prices {
+            input: entry.input_price,
+            output: entry.output_price,
+            cache_read: entry.cache_read_price,
+            cache_write: entry.cache_write_price,
+        },
     }
 }

@@ -1,0 +1,243 @@
+//! The record of a call: what every call, answered or failed, leaves behind.
+//!
+//! A call is *opened* before anything is spent ([`CallOpening`]) and *closed*
+//! when it ends ([`CallRecord`]); both go to every [`CallObserver`] — the
+//! ledger, the metrics, the spans, and whatever an embedding service adds. The
+//! record holds who called, what was addressed, every upstream attempt and why
+//! it ran, the usage summed over all of them, the cost from the entry's
+//! declared prices, and how it ended. It never holds a secret or a provider's
+//! raw text (that goes to the server log only); prompts and answers only when
+//! the operator sets `record_content = true`.
+
+mod observer;
+
+mod price;
+mod time;
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+pub use observer::{Acknowledged, CallObserver, ObserverError, Observers};
+
+pub use price::Prices;
+
+/// Which door a call came in by. A bounded set: it labels metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// `POST /v1/chat/completions`
+    OpenaiChat,
+    /// `POST /v1/messages`
+    AnthropicMessages,
+    /// The library API ([`crate::Weir::chat`]) called by an embedding service.
+    Library,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenaiChat => "openai_chat",
+            Self::AnthropicMessages => "anthropic_messages",
+            Self::Library => "library",
+        }
+    }
+}
+
+/// What kind of model call it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    Chat,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+        }
+    }
+}
+
+/// Why an upstream attempt ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptReason {
+    /// The call's first attempt.
+    First,
+    /// The retry loop re-ran an upstream signal (429, overload, 5xx, reset, timeout).
+    Retry,
+    /// A truncated answer re-run at the model's output ceiling.
+    Escalation,
+    /// A correction turn for a structured answer that failed its schema.
+    Correction,
+    /// An empty answer re-run.
+    EmptyRerun,
+    /// A stream's in-band error before output, replayed once without streaming.
+    Replay,
+}
+
+impl AttemptReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::First => "first",
+            Self::Retry => "retry",
+            Self::Escalation => "escalation",
+            Self::Correction => "correction",
+            Self::EmptyRerun => "empty_rerun",
+            Self::Replay => "replay",
+        }
+    }
+}
+
+/// Token counts by kind. `reasoning` is a part of `output` (providers bill it
+/// as output), reported separately where the provider says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: u64,
+}
+
+impl Tokens {
+    pub fn of(usage: &crate::types::Usage) -> Self {
+        Self {
+            input: usage.input,
+            output: usage.output,
+            cache_read: usage.cache_read,
+            cache_write: usage.cache_write,
+            reasoning: usage.reasoning.unwrap_or(0),
+        }
+    }
+
+    pub fn add(&mut self, other: &Tokens) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.reasoning += other.reasoning;
+    }
+}
+
+/// One upstream attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub reason: AttemptReason,
+    /// When it started, in milliseconds after the call opened.
+    pub started_ms: u64,
+    pub latency_ms: u64,
+    /// How long admission held it before it could go, in milliseconds.
+    pub admission_wait_ms: u64,
+    /// The upstream's HTTP status, when a response (or an in-band status) came.
+    pub status: Option<u16>,
+    /// `ok`, or the failure's category (see [`crate::Category`]).
+    pub category: String,
+    /// The upstream's request id (a response header or the body's), when it gave one.
+    pub request_id: Option<String>,
+    /// What the upstream reported this attempt used; absent when it reported nothing.
+    pub usage: Option<Tokens>,
+}
+
+/// How a streamed answer ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamEnd {
+    /// Deltas handed to the caller.
+    pub delivered: u64,
+    /// Bytes read from the upstream.
+    pub upstream_bytes: u64,
+    /// The caller went away before the end.
+    pub client_left: bool,
+    /// The upstream stream reached its end (a stop).
+    pub completed: bool,
+}
+
+/// The prompt and the answer, recorded only with `record_content = true`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedContent {
+    pub request: serde_json::Value,
+    pub answer: Option<serde_json::Value>,
+}
+
+/// Who called: from the caller's key (gateway) or the embedding service.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Who {
+    pub key_id: Option<String>,
+    pub member: Option<String>,
+    pub team: Option<String>,
+}
+
+/// A call as it opens, before anything is spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOpening {
+    pub call_id: String,
+    #[serde(with = "time::rfc3339")]
+    pub started_at: SystemTime,
+    #[serde(flatten)]
+    pub who: Who,
+    pub route: Route,
+    pub operation: Operation,
+    /// The catalog id (or name) the caller addressed.
+    pub model: String,
+    pub stream: bool,
+    /// The caller's W3C `traceparent`, when it sent a valid one.
+    pub traceparent: Option<String>,
+}
+
+/// A closed call: the ledger's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub call_id: String,
+    #[serde(with = "time::rfc3339")]
+    pub started_at: SystemTime,
+    #[serde(with = "time::rfc3339")]
+    pub ended_at: SystemTime,
+    #[serde(flatten)]
+    pub who: Who,
+    pub route: Route,
+    pub operation: Operation,
+    /// The catalog id the caller addressed.
+    pub model: String,
+    /// The entry's `identity` (the model behind it), once it resolved.
+    pub identity: Option<String>,
+    pub provider: Option<String>,
+    /// The model name sent on the wire.
+    pub wire_id: Option<String>,
+    /// The upstream host the call went to (no path, no query, no credential).
+    pub endpoint_host: Option<String>,
+    /// The model name the upstream echoed.
+    pub served_model: Option<String>,
+    pub stream: bool,
+    pub traceparent: Option<String>,
+    /// The output ceiling of the last attempt's wire request.
+    pub max_tokens: Option<u32>,
+    pub attempts: Vec<AttemptRecord>,
+    /// Summed over every attempt, discarded ones included: each was billed.
+    pub usage: Tokens,
+    /// Input in input-token equivalents (cache reads and writes at the entry's
+    /// multipliers); absent before the model resolved.
+    pub billable_input: Option<f64>,
+    /// USD from the entry's declared prices; absent when it declares none.
+    pub cost_usd: Option<f64>,
+    /// `ok`, or the failure's category.
+    pub category: String,
+    pub stop_reason: Option<String>,
+    pub latency_ms: u64,
+    /// Streams: milliseconds from the open to the first output.
+    pub first_output_ms: Option<u64>,
+    /// Streams: how the stream ended.
+    pub stream_end: Option<StreamEnd>,
+    pub content: Option<RecordedContent>,
+}
+
+impl CallRecord {
+    pub fn ok(&self) -> bool {
+        self.category == "ok"
+    }
+}
+
+/// A fresh call id: time-ordered (UUID v7), so ids sort by start.
+pub fn new_call_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

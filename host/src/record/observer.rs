@@ -1,0 +1,84 @@
+//! Who receives the record. The ledger is one observer, the metrics and the
+//! spans are others, and an embedding service may add its own: the call
+//! template hands every opening and every closed record to all of them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::{CallOpening, CallRecord};
+
+/// An observer's acknowledgement: resolved once it holds the record (the
+/// ledger: once it is committed). The call waits for it.
+pub type Acknowledged = Pin<Box<dyn Future<Output = Result<(), ObserverError>> + Send>>;
+
+/// Why an observer could not take a record. Only an observer that must hold
+/// every record (the ledger with `on_error = "refuse"`) reports one: the call
+/// then fails `ledger_unavailable`, since an unrecorded call cannot be accounted.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ObserverError(pub String);
+
+/// Receives every call's opening and closed record.
+///
+/// Both methods run on the call's task: do the work elsewhere (a channel, a
+/// writer thread) and return an [`Acknowledged`] that resolves when it is done,
+/// or [`acknowledged`] at once.
+pub trait CallObserver: Send + Sync + 'static {
+    /// A call opened, before anything is spent on it.
+    fn opened(&self, opening: &CallOpening) -> Acknowledged {
+        let _ = opening;
+        acknowledged()
+    }
+
+    /// A call closed: every attempt made, its usage and outcome final.
+    fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged;
+}
+
+/// An acknowledgement that is already in.
+pub fn acknowledged() -> Acknowledged {
+    Box::pin(std::future::ready(Ok(())))
+}
+
+/// The observers of one [`crate::Weir`], in the order they were added.
+#[derive(Clone, Default)]
+pub struct Observers {
+    observers: Vec<Arc<dyn CallObserver>>,
+}
+
+impl std::fmt::Debug for Observers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observers").field("count", &self.observers.len()).finish()
+    }
+}
+
+impl Observers {
+    pub fn push(&mut self, observer: Arc<dyn CallObserver>) {
+        self.observers.push(observer);
+    }
+
+    /// Tells every observer a call opened; the first refusal wins.
+    pub async fn opened(&self, opening: &CallOpening) -> Result<(), ObserverError> {
+        let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.opened(opening)).collect();
+        first_error(acks).await
+    }
+
+    /// Hands every observer the closed record; the first refusal wins.
+    pub async fn closed(&self, record: &Arc<CallRecord>) -> Result<(), ObserverError> {
+        let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.closed(record)).collect();
+        first_error(acks).await
+    }
+}
+
+/// Waits for every acknowledgement (all of them: each observer gets its
+/// record whatever another says) and keeps the first error.
+async fn first_error(acks: Vec<Acknowledged>) -> Result<(), ObserverError> {
+    let mut outcome = Ok(());
+    for ack in acks {
+        let result = ack.await;
+        if outcome.is_ok() {
+            outcome = result;
+        }
+    }
+    outcome
+}
