@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Category, WeirError};
 use crate::identity::Caller;
+use crate::record::Route;
 use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
@@ -45,6 +46,11 @@ pub struct ChatRequest {
     pub stream_replay: bool,
     /// Who is calling (the gateway sets it from the caller's key).
     pub caller: Option<Caller>,
+    /// Which door the call came in by, for the record (default: the library).
+    pub route: Route,
+    /// The caller's W3C `traceparent`, continued by the call's span; only a
+    /// valid one is kept (see [`crate::record::valid_traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 impl ChatRequest {
@@ -64,6 +70,8 @@ impl ChatRequest {
             accept_truncated: false,
             stream_replay: true,
             caller: None,
+            route: Route::Library,
+            traceparent: None,
         }
     }
 

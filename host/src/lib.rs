@@ -54,6 +54,7 @@ use admission::{Admission, InProcessStore, RateStore};
 use compliance::ComplianceEnvelope;
 use identity::KeyRing;
 use plugin::{PluginEngine, ProviderRegistry};
+use record::{CallObserver, Observers};
 use transport::{
     AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretStore, TransportSettings,
 };
@@ -98,6 +99,8 @@ struct Inner {
     keys: RwLock<Arc<KeyRing>>,
     /// Where key buckets live (the same store as the models').
     rate_store: Arc<dyn RateStore>,
+    /// Who receives every call's opening and record (see [`record`]).
+    observers: Observers,
 }
 
 impl std::fmt::Debug for Weir {
@@ -217,6 +220,11 @@ impl Weir {
         Ok(next)
     }
 
+    /// Who receives every call's record.
+    pub(crate) fn observers(&self) -> &Observers {
+        &self.inner.observers
+    }
+
     pub fn admission(&self) -> &Admission {
         &self.inner.admission
     }
@@ -270,9 +278,17 @@ pub struct WeirBuilder {
     rate_store: Option<Arc<dyn RateStore>>,
     transport: Option<TransportSettings>,
     compliance: Option<ComplianceEnvelope>,
+    observers: Observers,
 }
 
 impl WeirBuilder {
+    /// Adds an observer of every call's opening and closed record (after the
+    /// ones the configuration sets up: the ledger, the metrics, the spans).
+    pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
     /// The configuration (default: the embedded default catalog).
     pub fn config(mut self, config: Config) -> Self {
         self.config = Some(config);
@@ -358,6 +374,7 @@ impl WeirBuilder {
             providers_dir,
             keys: RwLock::new(Arc::new(keys)),
             rate_store,
+            observers: self.observers,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

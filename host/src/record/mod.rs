@@ -237,7 +237,41 @@ impl CallRecord {
     }
 }
 
+/// Whether `value` is a W3C `traceparent` this gateway continues: version
+/// `00`, a 32-hex trace id and a 16-hex parent id that are not all zeros, and
+/// 2-hex flags (lower-case, as the specification requires).
+pub fn valid_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |part: &str, len: usize| {
+        part.len() == len && part.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let nonzero = |part: &str| part.bytes().any(|b| b != b'0');
+    matches!(parts.as_slice(), [version, trace, parent, flags]
+        if *version == "00" && hex(trace, 32) && nonzero(trace) && hex(parent, 16) && nonzero(parent) && hex(flags, 2))
+}
+
 /// A fresh call id: time-ordered (UUID v7), so ids sort by start.
 pub fn new_call_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_is_strict() {
+        assert!(valid_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ] {
+            assert!(!valid_traceparent(bad), "{bad}");
+        }
+    }
 }
