@@ -92,6 +92,8 @@ impl ChatRequest {
 /// place so no provider can forget them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stamp {
+    /// The call's id in the ledger (and `x-weir-call-id`).
+    pub call_id: String,
     /// The catalog id that was called, never the provider's echo.
     pub model: String,
     /// The provider key, once the model resolved to one.

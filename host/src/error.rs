@@ -57,6 +57,9 @@ pub enum Category {
     /// The gateway itself is at capacity (calls in flight, component instances)
     /// or draining: nothing was sent upstream; retry shortly.
     GatewayBusy,
+    /// The call ledger cannot be written and `[ledger] on_error = "refuse"`:
+    /// an unrecorded call cannot be accounted, so none is made (or answered).
+    LedgerUnavailable,
 }
 
 impl Category {
@@ -88,6 +91,7 @@ impl Category {
             Self::ForbiddenOrigin => "forbidden_origin",
             Self::RequestTimeout => "request_timeout",
             Self::GatewayBusy => "gateway_busy",
+            Self::LedgerUnavailable => "ledger_unavailable",
         }
     }
 
@@ -101,7 +105,7 @@ impl Category {
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
-            Self::Overloaded | Self::ProviderUnavailable | Self::GatewayBusy => 503,
+            Self::Overloaded | Self::ProviderUnavailable | Self::GatewayBusy | Self::LedgerUnavailable => 503,
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
@@ -298,12 +302,16 @@ pub enum WeirError {
     /// A stream failed after output reached the caller, so it was not retried.
     #[error("model `{model}`: the stream failed after {deltas} deltas ({bytes} bytes) were delivered: {source}")]
     MidStream { model: String, deltas: u64, bytes: u64, source: Box<WeirError> },
+    /// The ledger could not record the call (`[ledger] on_error = "refuse"`).
+    #[error("the call ledger cannot be written: {0}")]
+    LedgerUnavailable(String),
 }
 
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {
             Self::Unauthenticated(_) => Category::InvalidApiKey,
+            Self::LedgerUnavailable(_) => Category::LedgerUnavailable,
             Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
             Self::Refused { .. } => Category::Refused,
@@ -426,7 +434,8 @@ impl WeirError {
             | Self::RetriesExhausted { .. }
             | Self::AttemptCeiling { .. }
             | Self::DeadlineExceeded { .. }
-            | Self::MidStream { .. } => None,
+            | Self::MidStream { .. }
+            | Self::LedgerUnavailable(_) => None,
         }
     }
 
@@ -490,6 +499,10 @@ impl WeirError {
                 PluginError::NoFreeInstance { .. } => self.to_string(),
             },
             Self::Upstream { model, provider, class, .. } => upstream_message(model, provider, class),
+            // The reason names files and SQLite's words: the log's, not a caller's.
+            Self::LedgerUnavailable(_) => {
+                "the gateway cannot record calls right now, so it makes none; see the server log".to_owned()
+            }
         }
     }
 }
@@ -699,6 +712,7 @@ mod tests {
         errors.push(WeirError::AttemptTimedOut { model: model(), limit: Duration::from_secs(600) });
         errors.push(WeirError::DeadlineExceeded { model: model() });
         errors.push(WeirError::MidStream { model: model(), deltas: 1, bytes: 2, source: Box::new(leaky()) });
+        errors.push(WeirError::LedgerUnavailable(format!("/var/lib/weir/ledger.db: {UPSTREAM_TEXT}")));
         for error in &errors {
             match error {
                 WeirError::Unauthenticated(_)
@@ -722,7 +736,8 @@ mod tests {
                 | WeirError::AttemptCeiling { .. }
                 | WeirError::AttemptTimedOut { .. }
                 | WeirError::DeadlineExceeded { .. }
-                | WeirError::MidStream { .. } => {}
+                | WeirError::MidStream { .. }
+                | WeirError::LedgerUnavailable(_) => {}
             }
         }
         errors
@@ -737,9 +752,13 @@ mod tests {
             for leak in LEAKS {
                 assert!(!message.contains(leak), "caller message of {error:?} contains `{leak}`: {message}");
             }
+            // These concern the request or the gateway, not a model.
             let own_words = matches!(
                 error,
-                WeirError::InvalidRequest(_) | WeirError::UnknownModel(_) | WeirError::Unauthenticated(_)
+                WeirError::InvalidRequest(_)
+                    | WeirError::UnknownModel(_)
+                    | WeirError::Unauthenticated(_)
+                    | WeirError::LedgerUnavailable(_)
             );
             assert!(own_words || message.contains("`m`"), "names the model: {message}");
         }
@@ -753,6 +772,7 @@ mod tests {
             (Category::ForbiddenOrigin, "forbidden_origin", 403),
             (Category::RequestTimeout, "request_timeout", 408),
             (Category::GatewayBusy, "gateway_busy", 503),
+            (Category::LedgerUnavailable, "ledger_unavailable", 503),
         ];
         for (category, name, status) in pairs {
             assert_eq!((category.as_str(), category.http_status()), (name, status));

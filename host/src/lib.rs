@@ -101,6 +101,8 @@ struct Inner {
     rate_store: Arc<dyn RateStore>,
     /// Who receives every call's opening and record (see [`record`]).
     observers: Observers,
+    /// Bounds how many refused callers are recorded.
+    refusals: record::RefusalWindow,
 }
 
 impl std::fmt::Debug for Weir {
@@ -223,6 +225,27 @@ impl Weir {
     /// Who receives every call's record.
     pub(crate) fn observers(&self) -> &Observers {
         &self.inner.observers
+    }
+
+    /// Records a gateway request refused for its caller key (up to
+    /// [`record::REFUSALS_RECORDED_PER_SECOND`]; past it, only the log has it).
+    /// Returns the record's call id when it was recorded.
+    pub(crate) async fn record_refusal(
+        &self,
+        route: record::Route,
+        category: Category,
+        traceparent: Option<String>,
+    ) -> Option<String> {
+        if !self.inner.refusals.admit() {
+            tracing::debug!(category = category.as_str(), "refused caller not recorded: over the recording rate");
+            return None;
+        }
+        Some(call::refused(self, route, category, traceparent).await)
+    }
+
+    /// Whether records keep the prompt and the answer (`[ledger] record_content`).
+    pub(crate) fn records_content(&self) -> bool {
+        self.inner.config.ledger.as_ref().is_some_and(|ledger| ledger.record_content)
     }
 
     pub fn admission(&self) -> &Admission {
@@ -375,6 +398,7 @@ impl WeirBuilder {
             keys: RwLock::new(Arc::new(keys)),
             rate_store,
             observers: self.observers,
+            refusals: record::RefusalWindow::default(),
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

@@ -15,7 +15,9 @@ use crate::error::WeirError;
 use crate::transport::TransportError;
 use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, HttpResponse};
 
+use super::attempt_log::{Ended, Observed};
 use super::classify;
+use super::spend::Spend;
 use super::target::Target;
 
 /// A whole (non-streaming) attempt.
@@ -24,18 +26,39 @@ pub(super) async fn run(
     conversation: &Conversation,
     params: &CallParams,
     deadline: Option<tokio::time::Instant>,
+    observed: &mut Observed,
 ) -> Result<DecodedResponse, WeirError> {
-    let (mut grant, http_request) = admit_and_encode(target, conversation, params, deadline).await?;
+    let (mut grant, http_request) = admit_and_encode(target, conversation, params, deadline, observed).await?;
     grant.mark_sent();
     let transport = target.weir.transport();
     let sent = transport.send(&target.endpoint, http_request, &target.credential);
     let response =
         in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) }).await?;
+    observed.response(&response);
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &response).await);
     }
     feed_back(target.gate, Feedback::Success).await;
     target.provider.decode(&response).await.map_err(|source| WeirError::Plugin { model: model_id(target), source })
+}
+
+/// A whole attempt, logged in the call's spend with what it saw.
+pub(super) async fn logged(
+    target: &Target<'_>,
+    conversation: &Conversation,
+    params: &CallParams,
+    deadline: Option<tokio::time::Instant>,
+    spend: &mut Spend,
+) -> Result<DecodedResponse, WeirError> {
+    let began = std::time::Instant::now();
+    let mut observed = Observed::default();
+    let result = run(target, conversation, params, deadline, &mut observed).await;
+    let ended = match &result {
+        Ok(answer) => Ended::Answered(answer),
+        Err(error) => Ended::Failed(error),
+    };
+    spend.log.push(began, observed, ended);
+    result
 }
 
 /// The first half of every attempt, whole or streamed: the demand admitted (one
@@ -47,9 +70,11 @@ pub(super) async fn admit_and_encode(
     conversation: &Conversation,
     params: &CallParams,
     deadline: Option<tokio::time::Instant>,
+    observed: &mut Observed,
 ) -> Result<(Grant, HttpRequest), WeirError> {
     let input = estimate_input(target.model.tokenizer, conversation);
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
+    let waiting = std::time::Instant::now();
     // The caller key's buckets first: a call parked on the model then holds only
     // its own key's budget, never the model's.
     let key_grant = match &target.key_gate {
@@ -65,6 +90,7 @@ pub(super) async fn admit_and_encode(
             return Err(error.into());
         }
     };
+    observed.admission_wait = waiting.elapsed();
     let encoded = target
         .provider
         .encode_until(conversation, params, deadline)

@@ -26,6 +26,7 @@ use crate::admission::{OutputReserve, output_reserve};
 use crate::catalog::ModelSpec;
 use crate::chat::ChatRequest;
 use crate::error::{Pending, WeirError};
+use crate::record::AttemptReason;
 use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
 use super::retry::with_retries;
@@ -58,9 +59,10 @@ pub(super) async fn run<A: Attempt>(
     request: &ChatRequest,
     tally: &mut Tally,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let mut spend = Spend::for_call(target.model, request);
+    let mut spend = Spend::for_call(target.model, request, tally.started);
     let result = gate(attempt, target, request, tally, &mut spend).await;
     tally.attempts = spend.attempts();
+    tally.attempt_records = spend.log.into_records();
     result
 }
 
@@ -99,7 +101,7 @@ async fn gate<A: Attempt>(
                     ceiling: model.max_output_tokens,
                 });
             }
-            spend.next_attempt(|| Pending::Escalation)?;
+            spend.next_attempt(AttemptReason::Escalation, || Pending::Escalation)?;
             tracing::info!(model = %model.id, from = reserve.max_tokens, to = model.max_output_tokens, "truncated; escalating");
             spent.escalated = true;
             requested = Some(model.max_output_tokens);
@@ -111,7 +113,7 @@ async fn gate<A: Attempt>(
             if spent.empty_this_payload > EMPTY_RETRIES_PER_PAYLOAD || spent.empty_in_a_row >= MAX_CONSECUTIVE_EMPTY {
                 return Err(WeirError::EmptyResponses { model: model.id.clone(), count: spent.empty_in_a_row });
             }
-            spend.next_attempt(|| Pending::EmptyRerun)?;
+            spend.next_attempt(AttemptReason::EmptyRerun, || Pending::EmptyRerun)?;
             tracing::info!(model = %model.id, "empty answer; re-running");
             continue;
         }
@@ -125,7 +127,7 @@ async fn gate<A: Attempt>(
             }
             Err(failure) if spent.corrections < spend.max_corrections() => {
                 let last = || invalid_answer(model, spent.corrections, failure.clone());
-                spend.next_attempt(|| Pending::Correction(Box::new(last())))?;
+                spend.next_attempt(AttemptReason::Correction, || Pending::Correction(Box::new(last())))?;
                 tracing::info!(model = %model.id, ?failure, "structured answer rejected; correcting");
                 spent.corrections += 1;
                 spent.empty_this_payload = 0;

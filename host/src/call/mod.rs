@@ -28,6 +28,7 @@
 //!   after it nothing is retried (the first-chunk rule).
 
 mod attempt;
+mod attempt_log;
 mod cache_plan;
 mod classify;
 mod gates;
@@ -39,16 +40,19 @@ mod streaming;
 mod target;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
 use crate::chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 use crate::error::WeirError;
+use crate::record::{self, AttemptRecord, CallLog, Ending, Resolved};
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
 
 use spend::Spend;
 
+pub(crate) use attempt_log::millis;
 pub(crate) use target::REGION_PLACEHOLDER;
 use target::Target;
 
@@ -65,8 +69,9 @@ trait Attempt {
     /// What a live answer is; [`Infallible`] for attempts that never stream.
     type Live;
 
-    /// One attempt, already counted in `spend`; an attempt that makes another
-    /// upstream request of its own (a stream's replay) counts it there too.
+    /// One attempt, already counted in `spend`, and logged there; an attempt
+    /// that makes another upstream request of its own (a stream's replay)
+    /// counts and logs it too.
     async fn run(
         &self,
         target: &Target<'_>,
@@ -89,47 +94,68 @@ impl Attempt for Whole {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
-        _spend: &mut Spend,
+        spend: &mut Spend,
     ) -> Result<Outcome<Infallible>, WeirError> {
-        attempt::run(target, conversation, params, request.deadline).await.map(Outcome::Complete)
+        attempt::logged(target, conversation, params, request.deadline, spend).await.map(Outcome::Complete)
     }
 }
 
-/// What the stages report for the stamp while the call runs.
-#[derive(Debug, Default)]
+/// What the stages report for the stamp and the record while the call runs.
+#[derive(Debug)]
 pub(crate) struct Tally {
+    pub started: Instant,
     pub provider: Option<String>,
     pub requested_max_tokens: Option<u32>,
     pub attempts: u32,
     pub cache_multipliers: Option<CacheMultipliers>,
+    /// Where the call went, once the model resolved.
+    pub resolved: Option<Resolved>,
+    /// Every upstream attempt, for the record.
+    pub attempt_records: Vec<AttemptRecord>,
 }
 
-/// Runs one chat call end to end.
-pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
-    let started = Instant::now();
-    cache_plan::plan(&mut request.conversation);
-    let mut tally = Tally::default();
-    let result = run(weir, &request, &mut tally, &Whole).await;
-    let stamp = stamp(request.model, tally, started);
-    match result {
-        Ok(Outcome::Complete(answer)) => {
-            let answer = ChatResponse::stamped(answer, stamp);
-            if let Some(billable_input) = answer.billable_input() {
-                tracing::info!(model = %answer.stamp.model, billable_input, usage = ?answer.usage, "call billed");
-            }
-            Ok(answer)
+impl Tally {
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            provider: None,
+            requested_max_tokens: None,
+            attempts: 0,
+            cache_multipliers: None,
+            resolved: None,
+            attempt_records: Vec::new(),
         }
+    }
+}
+
+/// Runs one chat call end to end. Its record is opened before anything is
+/// spent and committed before the answer (or the failure) is returned.
+pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
+    let log = open(weir, &request, false).await?;
+    cache_plan::plan(&mut request.conversation);
+    let mut tally = Tally::new(log.started());
+    let result = run(weir, &request, &mut tally, &Whole).await;
+    let stamp = stamp(&log, &request.model, &tally);
+    let result = match result {
+        Ok(Outcome::Complete(answer)) => Ok(answer),
         Ok(Outcome::Live(never)) => match never {},
-        Err(error) => Err(CallError { error, stamp }),
+        Err(error) => Err(error),
+    };
+    let ending = ending(&result, &log, &tally);
+    let closed = close(weir, log, &mut tally, ending).await;
+    match (result, closed) {
+        (Ok(answer), Ok(())) => Ok(ChatResponse::stamped(answer, stamp)),
+        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
     }
 }
 
 /// Opens a streamed chat call: resolves once the first output is in hand (or the
-/// call failed before any, after the same retries and gates as [`chat`]).
+/// call failed before any, after the same retries and gates as [`chat`]). A
+/// live stream's record is committed before its end reaches the caller.
 pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result<ChatStream, CallError> {
-    let started = Instant::now();
+    let log = open(weir, &request, true).await?;
     cache_plan::plan(&mut request.conversation);
-    let mut tally = Tally::default();
+    let mut tally = Tally::new(log.started());
     let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
         Some(_) => Err(WeirError::InvalidRequest(
@@ -145,21 +171,99 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         },
         None => run(weir, &request, &mut tally, &attempt).await,
     };
-    let stamp = stamp(request.model, tally, started);
-    match result {
-        Ok(Outcome::Live(live)) => Ok(live.into_chat_stream(stamp)),
-        Ok(Outcome::Complete(answer)) => Ok(streaming::replayed(answer, stamp)),
-        Err(error) => Err(CallError { error, stamp }),
+    let stamp = stamp(&log, &request.model, &tally);
+    let result = match result {
+        Ok(Outcome::Live(live)) => {
+            let record = streaming::StreamRecord {
+                observers: weir.observers().clone(),
+                resolved: tally.resolved.take(),
+                attempts: std::mem::take(&mut tally.attempt_records),
+                max_tokens: tally.requested_max_tokens,
+                first_output: stamp.latency,
+                log,
+            };
+            return Ok(live.into_chat_stream(stamp, record));
+        }
+        Ok(Outcome::Complete(answer)) => Ok(answer),
+        Err(error) => Err(error),
+    };
+    let ending = ending(&result, &log, &tally);
+    let closed = close(weir, log, &mut tally, ending).await;
+    match (result, closed) {
+        (Ok(answer), Ok(())) => Ok(streaming::replayed(answer, stamp)),
+        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
     }
 }
 
-fn stamp(model: String, tally: Tally, started: Instant) -> Stamp {
+/// Records a request refused before it became a call (its caller key was not
+/// accepted): opened and closed at once with `category`, nothing spent.
+/// Returns the record's call id.
+pub(crate) async fn refused(
+    weir: &Weir,
+    route: record::Route,
+    category: crate::Category,
+    traceparent: Option<String>,
+) -> String {
+    let log = CallLog::refused(route, traceparent);
+    let call_id = log.call_id().to_owned();
+    let opened = weir.observers().opened(log.opening()).await;
+    let ending = Ending { category: category.as_str().to_owned(), ..Ending::default() };
+    let record = Arc::new(log.close(None, Vec::new(), ending));
+    if let Err(error) = opened.and(weir.observers().closed(&record).await) {
+        tracing::warn!(%error, call_id, "a refused caller's request was not recorded");
+    }
+    call_id
+}
+
+/// Opens the call's record with every observer. A ledger that must hold every
+/// record and cannot refuses the call before anything is spent.
+async fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> Result<CallLog, CallError> {
+    let log = CallLog::open(request, stream, weir.records_content());
+    match weir.observers().opened(log.opening()).await {
+        Ok(()) => Ok(log),
+        Err(refusal) => {
+            let tally = Tally::new(log.started());
+            let stamp = stamp(&log, &request.model, &tally);
+            Err(CallError { error: WeirError::LedgerUnavailable(refusal.0), stamp })
+        }
+    }
+}
+
+/// Closes the record and hands it to every observer, waiting for them (the
+/// ledger: until it is committed).
+async fn close(weir: &Weir, log: CallLog, tally: &mut Tally, ending: Ending) -> Result<(), WeirError> {
+    let attempts = std::mem::take(&mut tally.attempt_records);
+    let record = Arc::new(log.close(tally.resolved.as_ref(), attempts, ending));
+    weir.observers().closed(&record).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
+}
+
+/// How a whole call ended, as its record says.
+fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Tally) -> Ending {
+    match result {
+        Ok(answer) => Ending {
+            category: "ok".to_owned(),
+            stop_reason: Some(record::stop_reason_name(answer.stop_reason).to_owned()),
+            served_model: answer.served_model.clone(),
+            max_tokens: tally.requested_max_tokens,
+            answer: log.records_content().then(|| record::answer_content(&answer.content)),
+            ..Ending::default()
+        },
+        Err(error) => Ending {
+            category: error.category().as_str().to_owned(),
+            max_tokens: tally.requested_max_tokens,
+            ..Ending::default()
+        },
+    }
+}
+
+fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
     Stamp {
-        model,
-        provider: tally.provider,
+        call_id: log.call_id().to_owned(),
+        model: model.to_owned(),
+        provider: tally.provider.clone(),
         requested_max_tokens: tally.requested_max_tokens,
         attempts: tally.attempts,
-        latency: started.elapsed(),
+        latency: tally.started.elapsed(),
         ended_at: SystemTime::now(),
         cache_multipliers: tally.cache_multipliers,
     }
@@ -175,6 +279,7 @@ async fn run<A: Attempt>(
     tally.provider = Some(target.provider.key().to_owned());
     tally.cache_multipliers =
         Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });
+    tally.resolved = Some(resolved(&target));
     if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
         return gates::run(attempt, &target, request, tally).await;
     }
@@ -196,4 +301,39 @@ fn prompted_tools_apply(weir: &Weir, request: &ChatRequest) -> bool {
     let registry = weir.registry();
     let Some(provider) = registry.get(&model.provider) else { return false };
     prompted_tools::applies(provider.info(), model.native_tools, &request.conversation)
+}
+
+/// Where the call went and what it is billed at, for the record.
+fn resolved(target: &Target<'_>) -> Resolved {
+    let model = target.model;
+    Resolved {
+        identity: model.identity.clone(),
+        provider: target.provider.key().to_owned(),
+        wire_id: model.wire_id.clone(),
+        endpoint_host: endpoint_host(&target.endpoint),
+        prices: model.prices,
+        read_multiplier: model.cache_read_multiplier,
+        write_multiplier: model.cache_write_multiplier,
+    }
+}
+
+/// The host (and port) of an endpoint URL: no scheme, user info, path or query.
+fn endpoint_host(endpoint: &str) -> Option<String> {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint_host;
+
+    #[test]
+    fn the_endpoint_host_keeps_no_path_query_or_user_info() {
+        assert_eq!(endpoint_host("https://api.openai.com/v1").as_deref(), Some("api.openai.com"));
+        assert_eq!(endpoint_host("http://user:pw@127.0.0.1:8080/x?key=1").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(endpoint_host("https://h.example?q=1").as_deref(), Some("h.example"));
+        assert_eq!(endpoint_host("https:///path"), None);
+    }
 }

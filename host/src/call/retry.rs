@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::chat::ChatRequest;
 use crate::error::{Pending, SignalPolicy, WeirError};
+use crate::record::AttemptReason;
 use crate::types::{CallParams, Conversation, RetryHint};
 
 use super::spend::Spend;
@@ -46,7 +47,7 @@ pub(super) async fn with_retries<A: Attempt>(
             return Err(spend.ceiling(Pending::Retry(Box::new(error))));
         }
         tracing::info!(model = %target.model.id, attempt = spend.attempts(), ?wait, error = %error, "retrying");
-        spend.next_attempt(|| Pending::Retry(Box::new(error)))?;
+        spend.next_attempt(AttemptReason::Retry, || Pending::Retry(Box::new(error)))?;
         tokio::time::sleep(wait).await;
     }
 }

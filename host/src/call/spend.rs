@@ -9,9 +9,14 @@
 //! the retry budget is also per call, not per payload, so a correction does
 //! not buy a fresh set of retries.
 
+use std::time::Instant;
+
 use crate::catalog::ModelSpec;
 use crate::chat::ChatRequest;
 use crate::error::{Pending, WeirError};
+use crate::record::AttemptReason;
+
+use super::attempt_log::AttemptLog;
 
 /// Retries of upstream signals per call when neither the request nor the entry
 /// says.
@@ -28,11 +33,13 @@ pub(super) struct Spend {
     max_corrections: u32,
     attempts: u32,
     retries: u32,
+    /// Every attempt made, for the call's record.
+    pub log: AttemptLog,
 }
 
 impl Spend {
     /// The entry's limits, lowered (never raised) by the request's.
-    pub fn for_call(model: &ModelSpec, request: &ChatRequest) -> Self {
+    pub fn for_call(model: &ModelSpec, request: &ChatRequest, call_started: Instant) -> Self {
         let max_retries = lowered(request.max_retries, model.max_retries.unwrap_or(DEFAULT_RETRIES));
         let max_corrections = lowered(request.max_corrections, model.max_corrections.unwrap_or(DEFAULT_CORRECTIONS));
         if request.max_retries.is_some_and(|asked| asked > max_retries)
@@ -50,6 +57,7 @@ impl Spend {
             max_corrections,
             attempts: 0,
             retries: 0,
+            log: AttemptLog::new(call_started),
         }
     }
 
@@ -68,13 +76,14 @@ impl Spend {
         self.attempts = self.attempts.max(1);
     }
 
-    /// Counts one more upstream attempt, or refuses it once the ceiling is
-    /// reached; `pending` says what it was for.
-    pub fn next_attempt(&mut self, pending: impl FnOnce() -> Pending) -> Result<(), WeirError> {
+    /// Counts one more upstream attempt, run for `reason`, or refuses it once
+    /// the ceiling is reached; `pending` says what it was for.
+    pub fn next_attempt(&mut self, reason: AttemptReason, pending: impl FnOnce() -> Pending) -> Result<(), WeirError> {
         if !self.has_room() {
             return Err(self.ceiling(pending()));
         }
         self.attempts += 1;
+        self.log.next_is(reason);
         Ok(())
     }
 
@@ -123,23 +132,23 @@ mod tests {
     #[test]
     fn a_request_lowers_the_entrys_limits_and_never_raises_them() {
         let model = ModelSpec { max_retries: Some(2), max_corrections: None, ..ModelSpec::sample() };
-        let spend = Spend::for_call(&model, &request(Some(1_000), Some(1_000)));
+        let spend = Spend::for_call(&model, &request(Some(1_000), Some(1_000)), Instant::now());
         assert_eq!((spend.max_retries, spend.max_corrections), (2, DEFAULT_CORRECTIONS));
-        let spend = Spend::for_call(&model, &request(Some(0), Some(1)));
+        let spend = Spend::for_call(&model, &request(Some(0), Some(1)), Instant::now());
         assert_eq!((spend.max_retries, spend.max_corrections), (0, 1));
-        let spend = Spend::for_call(&model, &request(None, None));
+        let spend = Spend::for_call(&model, &request(None, None), Instant::now());
         assert_eq!((spend.max_retries, spend.max_corrections), (2, DEFAULT_CORRECTIONS));
     }
 
     #[test]
     fn the_ceiling_refuses_the_attempt_past_it_and_names_what_it_was_for() {
         let model = ModelSpec { max_attempts: 2, ..ModelSpec::sample() };
-        let mut spend = Spend::for_call(&model, &request(None, None));
+        let mut spend = Spend::for_call(&model, &request(None, None), Instant::now());
         spend.first_attempt();
         assert!(spend.has_room());
-        assert!(spend.next_attempt(|| Pending::Escalation).is_ok());
+        assert!(spend.next_attempt(AttemptReason::Escalation, || Pending::Escalation).is_ok());
         assert!(!spend.has_room());
-        let error = spend.next_attempt(|| Pending::Escalation).unwrap_err();
+        let error = spend.next_attempt(AttemptReason::Escalation, || Pending::Escalation).unwrap_err();
         assert!(matches!(error, WeirError::AttemptCeiling { attempts: 2, pending: Pending::Escalation, .. }));
         assert_eq!(spend.attempts(), 2, "a refused attempt is not counted");
     }
@@ -147,7 +156,7 @@ mod tests {
     #[test]
     fn the_retry_budget_is_spent_once_per_call() {
         let model = ModelSpec { max_retries: Some(2), ..ModelSpec::sample() };
-        let mut spend = Spend::for_call(&model, &request(None, None));
+        let mut spend = Spend::for_call(&model, &request(None, None), Instant::now());
         assert!(spend.take_retry() && spend.take_retry());
         assert!(!spend.take_retry());
         assert_eq!(spend.retries(), 2);

@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -25,11 +26,17 @@ use crate::admission::{Feedback, Grant, ModelGate};
 use crate::chat::{ChatRequest, Stamp};
 use crate::error::{Pending, WeirError};
 use crate::plugin::ComponentStream;
+use crate::record::AttemptReason;
+use crate::record::{self, AttemptRecord, CallLog, Ending, Observers, Resolved, StreamEnd, Tokens};
+use crate::stream::Assembler;
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
 use crate::transport::TransportError;
-use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StreamDelta};
+use crate::types::{
+    CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StopReason, StreamDelta, Usage,
+};
 
 use super::attempt::{self, feed_back};
+use super::attempt_log::{Ended, Observed, request_id};
 use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, classify};
@@ -58,11 +65,54 @@ impl Attempt for Streamed {
         spend: &mut Spend,
     ) -> Result<Outcome<Live>, WeirError> {
         let streaming = CallParams { stream: true, ..params.clone() };
+        let began = std::time::Instant::now();
+        let mut observed = Observed::default();
+        let opened = self.open(target, conversation, &streaming, request.deadline, &mut observed).await;
+        match opened {
+            Ok(First::Live(live)) => {
+                spend.log.push(began, observed, Ended::Live);
+                Ok(Outcome::Live(*live))
+            }
+            Ok(First::Complete(answer)) => {
+                spend.log.push(began, observed, Ended::Answered(&answer));
+                Ok(Outcome::Complete(answer))
+            }
+            Ok(First::InBand(in_band)) => {
+                observed.status = observed.status.or(in_band.status);
+                let failed = InBandAttempt { in_band, began, observed };
+                self.after_in_band_error(target, conversation, params, request, spend, failed).await
+            }
+            Err(error) => {
+                spend.log.push(began, observed, Ended::Failed(&error));
+                Err(error)
+            }
+        }
+    }
+}
+
+/// A streamed attempt that ended in an in-band error, logged once classified.
+struct InBandAttempt {
+    in_band: InBandError,
+    began: std::time::Instant,
+    observed: Observed,
+}
+
+impl Streamed {
+    /// Admits, encodes and opens the stream, then reads it until its first
+    /// output: the retryable phase, bounded by the attempt timeout and the deadline.
+    async fn open(
+        &self,
+        target: &Target<'_>,
+        conversation: &Conversation,
+        streaming: &CallParams,
+        deadline: Option<Instant>,
+        observed: &mut Observed,
+    ) -> Result<First, WeirError> {
         let (mut grant, http_request) =
-            attempt::admit_and_encode(target, conversation, &streaming, request.deadline).await?;
+            attempt::admit_and_encode(target, conversation, streaming, deadline, observed).await?;
         // The decoder's instance is taken before the request leaves: when the
         // pool stays full, the call fails having sent nothing.
-        let decoder = match target.provider.open_stream_until(request.deadline).await {
+        let decoder = match target.provider.open_stream_until(deadline).await {
             Ok(decoder) => decoder,
             Err(source) => {
                 grant.rollback().await;
@@ -70,14 +120,8 @@ impl Attempt for Streamed {
             }
         };
         grant.mark_sent();
-        let opened = first_output(target, http_request, grant, decoder, request.deadline);
-        match attempt::in_flight(target, request.deadline, opened).await? {
-            First::Live(live) => Ok(Outcome::Live(*live)),
-            First::Complete(answer) => Ok(Outcome::Complete(answer)),
-            First::InBand(in_band) => {
-                self.after_in_band_error(target, conversation, params, request, spend, in_band).await
-            }
-        }
+        let opened = first_output(target, http_request, grant, decoder, deadline, observed);
+        attempt::in_flight(target, deadline, opened).await
     }
 }
 
@@ -100,12 +144,15 @@ async fn first_output(
     grant: Grant,
     decoder: ComponentStream,
     deadline: Option<Instant>,
+    observed: &mut Observed,
 ) -> Result<First, WeirError> {
     let transport = target.weir.transport();
     let body = transport
         .open(&target.endpoint, http_request, &target.credential)
         .await
         .map_err(|source| attempt::transport_failure(target, source))?;
+    observed.status = Some(body.status);
+    observed.request_id = request_id(&body.headers);
     if !(200..300).contains(&body.status) {
         // The decoder's instance goes back to the pool before the body is read.
         drop(decoder);
@@ -145,10 +192,12 @@ impl Streamed {
         params: &CallParams,
         request: &ChatRequest,
         spend: &mut Spend,
-        in_band: InBandError,
+        failed: InBandAttempt,
     ) -> Result<Outcome<Live>, WeirError> {
+        let InBandAttempt { in_band, began, observed } = failed;
         let status = in_band.status;
         let (error, detail) = classify::in_band(&Origin::of(target), in_band);
+        spend.log.push(began, observed, Ended::Failed(&error));
         feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
         if self.replay_allowed
             && earns_replay(status, &detail)
@@ -156,9 +205,9 @@ impl Streamed {
             && !self.replayed.swap(true, Ordering::Relaxed)
         {
             tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
-            spend.next_attempt(|| Pending::Retry(Box::new(error)))?;
+            spend.next_attempt(AttemptReason::Replay, || Pending::Retry(Box::new(error)))?;
             let whole = CallParams { stream: false, ..params.clone() };
-            return attempt::run(target, conversation, &whole, request.deadline).await.map(Outcome::Complete);
+            return attempt::logged(target, conversation, &whole, request.deadline, spend).await.map(Outcome::Complete);
         }
         Err(error)
     }
@@ -262,66 +311,185 @@ impl Live {
     }
 
     /// Hands the stream to its own task, which reads the upstream only as fast as
-    /// the caller takes deltas, and stops when the caller goes away.
-    pub fn into_chat_stream(self, stamp: Stamp) -> ChatStream {
+    /// the caller takes deltas, stops when the caller goes away, and closes the
+    /// call's record before the stream's end reaches the caller.
+    pub fn into_chat_stream(self, stamp: Stamp, record: StreamRecord) -> ChatStream {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(self.pump(sender));
+        tokio::spawn(self.pump(sender, record));
         ChatStream::new(receiver, stamp)
     }
 
-    async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>) {
+    async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>, record: StreamRecord) {
         let Self { first, mut upstream, grant, gate, origin, deadline } = self;
-        let expiry = until(deadline);
-        tokio::pin!(expiry);
+        let mut seen = Seen::new(record.log.records_content());
         let mut delivered: u64 = 0;
-        let mut usage = first.iter().rev().find_map(|delta| match delta {
-            StreamDelta::Usage(usage) => Some(*usage),
-            _ => None,
-        });
-        for delta in first {
-            if sender.send(Ok(delta)).await.is_err() {
-                return;
+        let relay = Relay { gate: &gate, origin: &origin, sender: &sender, deadline };
+        let ended = relay.run(first, &mut upstream, &mut seen, &mut delivered).await;
+        // The permit goes back as soon as the upstream is done with.
+        drop(grant);
+        let stream_end = StreamEnd {
+            delivered,
+            upstream_bytes: upstream.bytes(),
+            client_left: matches!(ended, StreamEnded::ClientLeft),
+            completed: matches!(ended, StreamEnded::Completed),
+        };
+        drop(upstream);
+        let category = match &ended {
+            StreamEnded::Completed => "ok".to_owned(),
+            StreamEnded::ClientLeft => "client_left".to_owned(),
+            StreamEnded::Failed(error) => error.category().as_str().to_owned(),
+        };
+        let committed = record.close(seen, category, stream_end).await;
+        // The stream's last item goes out only once its record is committed.
+        match (ended, committed) {
+            (StreamEnded::Failed(error), _) => {
+                let _ = sender.send(Err(error)).await;
             }
-            delivered += 1;
+            (StreamEnded::Completed, Err(error)) => {
+                let _ = sender.send(Err(error)).await;
+            }
+            (StreamEnded::Completed | StreamEnded::ClientLeft, _) => {}
         }
+    }
+}
+
+/// How a live stream ended.
+enum StreamEnded {
+    /// The upstream reached its end.
+    Completed,
+    /// The caller went away; the upstream request was dropped.
+    ClientLeft,
+    /// The stream broke after output (or reached the caller's deadline); the
+    /// error is the stream's last item, sent after the record is committed.
+    Failed(WeirError),
+}
+
+/// Moves deltas from the upstream to the caller.
+struct Relay<'a> {
+    gate: &'a ModelGate,
+    origin: &'a Origin,
+    sender: &'a mpsc::Sender<Result<StreamDelta, WeirError>>,
+    deadline: Option<Instant>,
+}
+
+impl Relay<'_> {
+    async fn run(
+        &self,
+        first: Vec<StreamDelta>,
+        upstream: &mut UpstreamStream,
+        seen: &mut Seen,
+        delivered: &mut u64,
+    ) -> StreamEnded {
+        let Self { gate, origin, sender, .. } = *self;
+        for delta in first {
+            seen.note(&delta);
+            if sender.send(Ok(delta)).await.is_err() {
+                return StreamEnded::ClientLeft;
+            }
+            *delivered += 1;
+        }
+        let expiry = until(self.deadline);
+        tokio::pin!(expiry);
         loop {
             let next = tokio::select! {
                 next = upstream.next() => next,
                 () = sender.closed() => {
                     tracing::info!(model = %origin.model, delivered, "the caller left; cancelling the upstream stream");
-                    return;
+                    return StreamEnded::ClientLeft;
                 }
                 () = &mut expiry => {
                     let error = WeirError::DeadlineExceeded { model: origin.model.clone() };
-                    let error = mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await;
-                    let _ = sender.send(Err(error)).await;
-                    return;
+                    return StreamEnded::Failed(mid_stream(gate, origin, error, *delivered, upstream.bytes()).await);
                 }
             };
-            let item = match next {
-                None => break,
+            let delta = match next {
+                None => return StreamEnded::Completed,
                 Some(Ok(StreamDelta::Error(in_band))) => {
-                    let (error, _) = classify::in_band(&origin, in_band);
-                    Err(mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await)
+                    let (error, _) = classify::in_band(origin, in_band);
+                    return StreamEnded::Failed(mid_stream(gate, origin, error, *delivered, upstream.bytes()).await);
                 }
-                Some(Ok(delta)) => Ok(delta),
+                Some(Ok(delta)) => delta,
                 Some(Err(failure)) => {
                     let error = origin.failure(failure);
-                    Err(mid_stream(&gate, &origin, error, delivered, upstream.bytes()).await)
+                    return StreamEnded::Failed(mid_stream(gate, origin, error, *delivered, upstream.bytes()).await);
                 }
             };
-            if let Ok(StreamDelta::Usage(found)) = &item {
-                usage = Some(*found);
+            seen.note(&delta);
+            if sender.send(Ok(delta)).await.is_err() {
+                return StreamEnded::ClientLeft;
             }
-            let failed = item.is_err();
-            if sender.send(item).await.is_err() || failed {
-                return;
-            }
-            delivered += 1;
+            *delivered += 1;
         }
-        drop(grant);
-        // What the stream cost, collected from the stream itself.
-        tracing::info!(model = %origin.model, provider = %origin.provider, delivered, bytes = upstream.bytes(), ?usage, "stream completed");
+    }
+}
+
+/// What a live stream said about itself, for its record: the facts always, the
+/// content only when the operator records it.
+struct Seen {
+    usage: Option<Usage>,
+    stop: Option<StopReason>,
+    served_model: Option<String>,
+    request_id: Option<String>,
+    content: Option<Assembler>,
+}
+
+impl Seen {
+    fn new(records_content: bool) -> Self {
+        Self {
+            usage: None,
+            stop: None,
+            served_model: None,
+            request_id: None,
+            content: records_content.then(Assembler::default),
+        }
+    }
+
+    fn note(&mut self, delta: &StreamDelta) {
+        match delta {
+            StreamDelta::Usage(usage) => self.usage = Some(*usage),
+            StreamDelta::Stop(stop) => self.stop = Some(stop.reason),
+            StreamDelta::ServedModel(model) => self.served_model = Some(model.clone()),
+            StreamDelta::RequestId(id) => self.request_id = Some(id.chars().take(128).collect()),
+            _ => {}
+        }
+        if let Some(content) = &mut self.content {
+            content.push(delta.clone());
+        }
+    }
+}
+
+/// What a live stream needs to close its call's record when it ends.
+pub(super) struct StreamRecord {
+    pub log: CallLog,
+    pub observers: Observers,
+    pub resolved: Option<Resolved>,
+    pub attempts: Vec<AttemptRecord>,
+    pub max_tokens: Option<u32>,
+    pub first_output: Duration,
+}
+
+impl StreamRecord {
+    /// Closes the record with what the stream reported (its usage is the last
+    /// attempt's) and waits for the observers: the ledger's commit.
+    async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
+        let Self { log, observers, resolved, mut attempts, max_tokens, first_output } = self;
+        if let Some(last) = attempts.last_mut() {
+            last.usage = seen.usage.as_ref().map(Tokens::of);
+            if last.request_id.is_none() {
+                last.request_id = seen.request_id;
+            }
+        }
+        let ending = Ending {
+            category,
+            stop_reason: seen.stop.map(|reason| record::stop_reason_name(reason).to_owned()),
+            served_model: seen.served_model,
+            max_tokens,
+            first_output: Some(first_output),
+            stream_end: Some(stream_end),
+            answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
+        };
+        let record = Arc::new(log.close(resolved.as_ref(), attempts, ending));
+        observers.closed(&record).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
     }
 }
 

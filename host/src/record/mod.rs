@@ -9,18 +9,24 @@
 //! raw text (that goes to the server log only); prompts and answers only when
 //! the operator sets `record_content = true`.
 
+mod content;
 mod observer;
-
+mod open;
 mod price;
+mod refusals;
 mod time;
 
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-pub use observer::{Acknowledged, CallObserver, ObserverError, Observers};
+pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, acknowledged};
 
+pub(crate) use content::{answer as answer_content, stop_reason as stop_reason_name};
+pub(crate) use open::{CallLog, Ending, Resolved};
 pub use price::Prices;
+pub use refusals::RECORDED_PER_SECOND as REFUSALS_RECORDED_PER_SECOND;
+pub(crate) use refusals::RefusalWindow;
 
 /// Which door a call came in by. A bounded set: it labels metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

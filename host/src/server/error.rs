@@ -27,6 +27,8 @@ pub struct ApiError {
     /// When to come back, for failures that know (a full admission queue):
     /// answered as `retry-after` in whole seconds.
     retry_after: Option<std::time::Duration>,
+    /// The record of a request refused before it became a call.
+    call_id: Option<String>,
 }
 
 impl ApiError {
@@ -37,7 +39,13 @@ impl ApiError {
 
     /// A failure the gateway's edge answers itself, before any call exists.
     pub(super) fn new(category: Category, message: String) -> Self {
-        Self { category, message, refusal: None, stamp: None, retry_after: None }
+        Self { category, message, refusal: None, stamp: None, retry_after: None, call_id: None }
+    }
+
+    /// Names the ledger record of this refusal (`x-weir-call-id`).
+    pub(super) fn recorded_as(mut self, call_id: Option<String>) -> Self {
+        self.call_id = call_id;
+        self
     }
 
     /// The refusal as a JSON object, when the call was refused.
@@ -52,6 +60,9 @@ impl ApiError {
         let mut response = (status, axum::Json(body)).into_response();
         if let Some(stamp) = &self.stamp {
             super::stamp_headers(response.headers_mut(), stamp);
+        }
+        if let Some(value) = self.call_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
+            response.headers_mut().insert(super::CALL_ID_HEADER, value);
         }
         // The upstream's own wait (a full admission queue), else, for the
         // gateway's own capacity, a moment: a call ends, an instance returns.

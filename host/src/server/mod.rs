@@ -40,6 +40,7 @@ pub use error::ApiError;
 
 use crate::Weir;
 use crate::chat::{ChatRequest, Stamp};
+use crate::record::Route;
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
@@ -59,13 +60,17 @@ pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Re
     edge::serve(weir, listener).await
 }
 
+/// `x-weir-call-id`: the call's record in the ledger, on every answer and error.
+const CALL_ID_HEADER: &str = "x-weir-call-id";
+
 /// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
 async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let key = auth::caller_key(&weir, &headers)?;
+    let key = caller_of_call(&weir, &headers, Route::OpenaiChat).await?;
     let openai::Ingress { mut request, stream } = openai::into_chat_request(&body)?;
     request.caller = key.map(|key| key.caller());
+    request.route = Route::OpenaiChat;
     apply_knobs(&mut request, &headers)?;
     if let Some(options) = stream {
         let stream = weir.chat_stream(request).await?;
@@ -86,9 +91,10 @@ async fn messages(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, anthropic::AnthropicError> {
-    let key = auth::caller_key(&weir, &headers)?;
+    let key = caller_of_call(&weir, &headers, Route::AnthropicMessages).await?;
     let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
     request.caller = key.map(|key| key.caller());
+    request.route = Route::AnthropicMessages;
     apply_knobs(&mut request, &headers)?;
     let stop = request.stop.clone();
     if stream {
@@ -102,6 +108,28 @@ async fn messages(
     Ok(answer)
 }
 
+/// The caller key of a call; a refused one is recorded (a call that never
+/// reached a model) and named in the answer's `x-weir-call-id`.
+async fn caller_of_call(
+    weir: &Weir,
+    headers: &HeaderMap,
+    route: Route,
+) -> Result<Option<std::sync::Arc<crate::identity::Key>>, ApiError> {
+    match auth::caller_key(weir, headers) {
+        Ok(key) => Ok(key),
+        Err(refused) => {
+            let call_id = weir.record_refusal(route, refused.category, traceparent(headers)).await;
+            Err(refused.recorded_as(call_id))
+        }
+    }
+}
+
+/// The caller's W3C `traceparent`, when it sent a valid one.
+fn traceparent(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?.trim();
+    crate::record::valid_traceparent(value).then(|| value.to_owned())
+}
+
 /// The `x-weir-*` request headers, the same for every dialect.
 fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), ApiError> {
     request.deadline = deadline(headers)?;
@@ -109,12 +137,14 @@ fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), Api
     request.max_corrections = number_header(headers, "x-weir-max-corrections")?;
     request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
     request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    request.traceparent = traceparent(headers);
     Ok(())
 }
 
 /// The stamp as response headers, on answers and errors alike.
 fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
     let values = [
+        (CALL_ID_HEADER, Some(stamp.call_id.clone())),
         ("x-weir-model", Some(stamp.model.clone())),
         ("x-weir-provider", stamp.provider.clone()),
         ("x-weir-attempts", Some(stamp.attempts.to_string())),

@@ -75,7 +75,8 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::UpstreamError
         | Category::ProviderUnavailable
         | Category::ProviderFault
-        | Category::ProviderEmptyResponseExhausted => "api_error",
+        | Category::ProviderEmptyResponseExhausted
+        | Category::LedgerUnavailable => "api_error",
     }
 }
 

@@ -238,6 +238,7 @@ mod tests {
 
     fn writer(stop_sequences: &[&str]) -> Events {
         let stamp = Stamp {
+            call_id: "call-1".into(),
             model: "chat".into(),
             provider: Some("openai".into()),
             requested_max_tokens: Some(10),

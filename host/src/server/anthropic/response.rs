@@ -113,6 +113,7 @@ mod tests {
             served_model: Some("gpt-4.1-2025-04-14".into()),
             request_id: None,
             stamp: Stamp {
+                call_id: "call-1".into(),
                 model: "chat".into(),
                 provider: Some("openai".into()),
                 requested_max_tokens: Some(100),

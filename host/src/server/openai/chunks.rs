@@ -99,6 +99,7 @@ mod tests {
 
     fn writer(include_usage: bool) -> ChunkWriter {
         let stamp = Stamp {
+            call_id: "call-1".into(),
             model: "m".into(),
             provider: Some("p".into()),
             requested_max_tokens: Some(10),

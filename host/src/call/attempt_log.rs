@@ -1,0 +1,108 @@
+//! Every upstream attempt of a call, as the record lists it: why it ran, when,
+//! how long admission held it, what the upstream said and what it billed.
+//!
+//! The log rides in the call's [`super::spend::Spend`], which every attempt
+//! already receives: the reason of the next attempt is set where it is counted
+//! (the gates, the retry loop, a stream's replay), and each way of attempting
+//! pushes what it saw.
+
+use std::time::{Duration, Instant};
+
+use crate::error::WeirError;
+use crate::record::{AttemptReason, AttemptRecord, Tokens};
+use crate::types::{DecodedResponse, HttpResponse};
+
+/// Headers upstreams name their request id in (OpenAI, Anthropic, AWS, proxies).
+const REQUEST_ID_HEADERS: [&str; 5] =
+    ["x-request-id", "request-id", "x-amzn-requestid", "x-amz-request-id", "apim-request-id"];
+
+/// What an attempt learned on its way, whatever its outcome.
+#[derive(Debug, Default)]
+pub(super) struct Observed {
+    pub admission_wait: Duration,
+    pub status: Option<u16>,
+    pub request_id: Option<String>,
+}
+
+impl Observed {
+    /// The status and request id of an upstream response (its headers only:
+    /// never its body, which may hold anything).
+    pub fn response(&mut self, response: &HttpResponse) {
+        self.status = Some(response.status);
+        self.request_id = request_id(&response.headers);
+    }
+}
+
+/// The request id an upstream put in its headers, bounded so a hostile
+/// upstream cannot fill the record.
+pub(super) fn request_id(headers: &[(String, String)]) -> Option<String> {
+    headers
+        .iter()
+        .find(|(name, _)| REQUEST_ID_HEADERS.iter().any(|known| name.eq_ignore_ascii_case(known)))
+        .map(|(_, value)| bounded(value))
+}
+
+fn bounded(value: &str) -> String {
+    value.chars().take(128).collect()
+}
+
+/// How an attempt ended.
+pub(super) enum Ended<'a> {
+    /// A whole answer (it may still fail a gate: the gates decide, the record
+    /// says what the upstream gave).
+    Answered(&'a DecodedResponse),
+    /// A stream whose first output is in hand; its usage comes at its end.
+    Live,
+    Failed(&'a WeirError),
+}
+
+#[derive(Debug)]
+pub(super) struct AttemptLog {
+    call_started: Instant,
+    next: AttemptReason,
+    records: Vec<AttemptRecord>,
+}
+
+impl AttemptLog {
+    pub fn new(call_started: Instant) -> Self {
+        Self { call_started, next: AttemptReason::First, records: Vec::new() }
+    }
+
+    /// Why the next attempt runs.
+    pub fn next_is(&mut self, reason: AttemptReason) {
+        self.next = reason;
+    }
+
+    /// Adds the attempt that began at `began`.
+    pub fn push(&mut self, began: Instant, observed: Observed, ended: Ended<'_>) {
+        let (category, usage, answer_id) = match &ended {
+            Ended::Answered(answer) => {
+                ("ok".to_owned(), answer.usage.as_ref().map(Tokens::of), answer.request_id.as_deref())
+            }
+            Ended::Live => ("ok".to_owned(), None, None),
+            Ended::Failed(error) => (error.category().as_str().to_owned(), None, None),
+        };
+        let status = observed.status.or(match ended {
+            Ended::Failed(WeirError::Upstream { status, .. }) => Some(*status),
+            _ => None,
+        });
+        self.records.push(AttemptRecord {
+            reason: self.next,
+            started_ms: millis(began.saturating_duration_since(self.call_started)),
+            latency_ms: millis(began.elapsed()),
+            admission_wait_ms: millis(observed.admission_wait),
+            status,
+            category,
+            request_id: observed.request_id.or_else(|| answer_id.map(bounded)),
+            usage,
+        });
+    }
+
+    pub fn into_records(self) -> Vec<AttemptRecord> {
+        self.records
+    }
+}
+
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,144 @@
+//! The record of a call while it runs: opened before anything is spent,
+//! closed once, with what the stages reported.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{
+    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who, content,
+    new_call_id,
+};
+use crate::chat::ChatRequest;
+
+/// What the call resolved to: where it went and what it is billed at.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    pub identity: String,
+    pub provider: String,
+    pub wire_id: String,
+    pub endpoint_host: Option<String>,
+    pub prices: Prices,
+    pub read_multiplier: f64,
+    pub write_multiplier: f64,
+}
+
+/// How the call ended, as its record says.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    /// `ok`, a failure's category, or `client_left` for a stream the caller left.
+    pub category: String,
+    pub stop_reason: Option<String>,
+    pub served_model: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub first_output: Option<Duration>,
+    pub stream_end: Option<StreamEnd>,
+    /// The answer, already rendered, when content is recorded.
+    pub answer: Option<serde_json::Value>,
+}
+
+/// A call between its opening and its record.
+#[derive(Debug)]
+pub(crate) struct CallLog {
+    opening: CallOpening,
+    started: Instant,
+    /// The request as recorded, when the operator records content.
+    request: Option<serde_json::Value>,
+}
+
+impl CallLog {
+    /// Opens the record of `request`. The caller's key (or the embedding
+    /// service's member) says who; the route, whether it streams.
+    pub fn open(request: &ChatRequest, stream: bool, record_content: bool) -> Self {
+        let who = match &request.caller {
+            Some(caller) => {
+                Who { key_id: caller.key_id.clone(), member: Some(caller.member.clone()), team: caller.team.clone() }
+            }
+            None => Who::default(),
+        };
+        let opening = CallOpening {
+            call_id: new_call_id(),
+            started_at: SystemTime::now(),
+            who,
+            route: request.route,
+            operation: Operation::Chat,
+            model: request.model.clone(),
+            stream,
+            traceparent: request.traceparent.clone(),
+        };
+        let request = record_content.then(|| content::request(request));
+        Self { opening, started: Instant::now(), request }
+    }
+
+    /// Opens the record of a request refused before it became a call (a
+    /// caller key the gateway does not accept): no model, no caller.
+    pub fn refused(route: super::Route, traceparent: Option<String>) -> Self {
+        let opening = CallOpening {
+            call_id: new_call_id(),
+            started_at: SystemTime::now(),
+            who: Who::default(),
+            route,
+            operation: Operation::Chat,
+            model: String::new(),
+            stream: false,
+            traceparent,
+        };
+        Self { opening, started: Instant::now(), request: None }
+    }
+
+    pub fn opening(&self) -> &CallOpening {
+        &self.opening
+    }
+
+    pub fn call_id(&self) -> &str {
+        &self.opening.call_id
+    }
+
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    pub fn records_content(&self) -> bool {
+        self.request.is_some()
+    }
+
+    /// The closed record: usage summed over every attempt (each was billed),
+    /// priced from the entry's declared prices.
+    pub fn close(self, resolved: Option<&Resolved>, attempts: Vec<AttemptRecord>, ending: Ending) -> CallRecord {
+        let mut usage = Tokens::default();
+        attempts.iter().filter_map(|attempt| attempt.usage.as_ref()).for_each(|tokens| usage.add(tokens));
+        let billable_input = resolved.map(|r| {
+            usage.input as f64
+                + r.read_multiplier * usage.cache_read as f64
+                + r.write_multiplier * usage.cache_write as f64
+        });
+        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.read_multiplier, r.write_multiplier));
+        let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } = self.opening;
+        let latency = self.started.elapsed();
+        CallRecord {
+            call_id,
+            started_at,
+            ended_at: started_at + latency,
+            who,
+            route,
+            operation,
+            model,
+            identity: resolved.map(|r| r.identity.clone()),
+            provider: resolved.map(|r| r.provider.clone()),
+            wire_id: resolved.map(|r| r.wire_id.clone()),
+            endpoint_host: resolved.and_then(|r| r.endpoint_host.clone()),
+            served_model: ending.served_model,
+            stream,
+            traceparent,
+            max_tokens: ending.max_tokens,
+            attempts,
+            usage,
+            billable_input,
+            cost_usd,
+            category: ending.category,
+            stop_reason: ending.stop_reason,
+            latency_ms: crate::call::millis(latency),
+            first_output_ms: ending.first_output.map(crate::call::millis),
+            stream_end: ending.stream_end,
+            content: self.request.map(|request| RecordedContent { request, answer: ending.answer }),
+        }
+    }
+}

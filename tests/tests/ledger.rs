@@ -1,0 +1,192 @@
+//! The ledger through the real gateway binary: a real SQLite file, calls over
+//! HTTP to a fake upstream, `kill -9` in the middle of a load, and the ledger
+//! read back with `weir ledger`.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, openai_wire, run_cli};
+
+fn config(upstream: &FakeUpstream, ledger: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "m"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{url}/v1"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 50
+input_price = 1.0
+output_price = 2.0
+
+[ledger]
+{ledger}
+"#,
+        url = upstream.base_url()
+    )
+}
+
+fn hello() -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})
+}
+
+fn ledger_cli(args: &[&str]) -> (bool, String, String) {
+    let output = run_cli(args, &[]);
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn query(path: &Path, extra: &[&str]) -> Value {
+    let path = path.to_str().unwrap();
+    let mut args = vec!["ledger", "query", "--path", path, "--json"];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = ledger_cli(&args);
+    assert!(ok, "weir ledger query failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn call_ids(records: &Value) -> HashSet<String> {
+    records.as_array().unwrap().iter().map(|r| r["call_id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// 300 calls at once; the gateway is killed with SIGKILL while they run. After a
+/// restart, every call whose answer reached its caller has a closed record, the
+/// calls cut off show as opened and never closed, and the chain verifies.
+#[tokio::test]
+async fn a_kill_mid_load_loses_no_record_of_an_answer_a_caller_saw() {
+    let upstream = FakeUpstream::start().await;
+    for i in 0..300_u64 {
+        // Answers spread over ~1.5 s, so the kill lands while many are in flight.
+        let delay = Duration::from_millis((i * 7919) % 1_500);
+        upstream.push(openai_wire::completion_with_usage("Hi", 10, 5, 0, 0).after(delay));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.db");
+    let config = config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()));
+    let gateway = Gateway::start(&config).await;
+
+    let client = reqwest::Client::builder().pool_max_idle_per_host(400).build().unwrap();
+    let url = gateway.url("/v1/chat/completions");
+    let answered = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut calls = Vec::new();
+    for _ in 0..300 {
+        let (client, url, answered) = (client.clone(), url.clone(), Arc::clone(&answered));
+        calls.push(tokio::spawn(async move {
+            let Ok(response) = client.post(&url).json(&hello()).send().await else { return };
+            let call_id = response.headers().get("x-weir-call-id").map(|v| v.to_str().unwrap().to_owned());
+            // Only an answer read to its end is an answer the caller saw.
+            if response.status() == 200
+                && let Ok(body) = response.json::<Value>().await
+                && body["choices"][0]["message"]["content"] == "Hi"
+            {
+                answered.lock().unwrap().push(call_id.unwrap());
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(gateway.signal("KILL"), "SIGKILL delivered");
+    for call in calls {
+        call.await.unwrap();
+    }
+    let answered: Vec<String> = answered.lock().unwrap().clone();
+    assert!(!answered.is_empty() && answered.len() < 300, "the kill landed mid-run: {} answered", answered.len());
+    drop(gateway);
+
+    // Restarted on the same ledger: it opens, and a new call is recorded after the old ones.
+    let gateway = Gateway::start(&config).await;
+    let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    drop(gateway);
+
+    let closed = call_ids(&query(&ledger, &[])["records"]);
+    let missing: Vec<&String> = answered.iter().filter(|id| !closed.contains(*id)).collect();
+    assert!(missing.is_empty(), "{} answered calls have no closed record: {missing:?}", missing.len());
+    let unclosed = call_ids(&query(&ledger, &["--unclosed"])["records"]);
+    assert!(unclosed.iter().all(|id| !closed.contains(id)), "an unclosed call is not also closed");
+    assert!(closed.len() + unclosed.len() <= 301);
+
+    let (ok, stdout, stderr) = ledger_cli(&["ledger", "verify", "--path", ledger.to_str().unwrap()]);
+    assert!(ok, "the chain verifies after the kill: {stdout}{stderr}");
+}
+
+/// A provider's error text goes to the server log, never to the ledger.
+#[tokio::test]
+async fn provider_text_reaches_the_log_and_never_the_ledger() {
+    const MARKER: &str = "LEDGER-MARKER-55120";
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::error(400, "invalid_request_error", None, &format!("bad input {MARKER}")));
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.db");
+    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    gateway.wait_for_stderr(MARKER, Duration::from_secs(10)).await;
+    drop(gateway);
+
+    let (ok, export, stderr) = ledger_cli(&["ledger", "export", "--since", "1h", "--path", ledger.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(export.lines().count() >= 2, "an open and a close row: {export}");
+    assert!(export.contains("invalid_request"), "{export}");
+    assert!(!export.contains(MARKER), "provider text in the ledger: {export}");
+}
+
+/// `on_error = "refuse"`: a ledger that cannot be written refuses new calls
+/// with 503 `ledger_unavailable`, and nothing is sent upstream.
+#[tokio::test]
+async fn an_unwritable_ledger_refuses_calls_by_default() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The ledger's folder is a regular file: nothing can ever be created under it.
+    let blocker = dir.path().join("not-a-folder");
+    std::fs::write(&blocker, b"x").unwrap();
+    let ledger = blocker.join("ledger.db");
+    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "ledger_unavailable", "{body}");
+    assert!(!body.to_string().contains("not-a-folder"), "no path in the caller's message: {body}");
+    assert_eq!(upstream.request_count(), 0, "an unrecorded call is not made");
+    // The gateway itself is healthy.
+    let health = reqwest::get(gateway.url("/health")).await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+/// A full ledger (its `max_bytes` reached): `refuse` answers 503, `continue`
+/// keeps serving; both count the failures.
+#[tokio::test]
+async fn a_full_ledger_refuses_or_continues_as_configured() {
+    for (on_error, expected) in [("refuse", 503), ("continue", 200)] {
+        let upstream = FakeUpstream::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger.db");
+        let settings = format!("path = {:?}\nmax_bytes = 1\non_error = \"{on_error}\"", ledger.to_str().unwrap());
+        let gateway = Gateway::start(&config(&upstream, &settings)).await;
+        let client = reqwest::Client::new();
+        for _ in 0..2 {
+            let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), expected, "on_error = {on_error}");
+        }
+        let metrics = client.get(gateway.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let failures: f64 = metrics
+            .lines()
+            .find(|line| line.starts_with("weir_ledger_failures_total"))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no weir_ledger_failures_total:\n{metrics}"));
+        assert!(failures >= 1.0, "on_error = {on_error}: {failures}");
+    }
+}
