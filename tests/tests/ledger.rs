@@ -20,7 +20,7 @@ fn config(upstream: &FakeUpstream, ledger: &str) -> String {
 id = "m"
 provider = "openai-compatible"
 wire_id = "qwen3"
-endpoint = "{url}/v1"
+endpoint = "{url}"
 max_output_tokens = 1000
 context_window = 100000
 output_tokens = 50

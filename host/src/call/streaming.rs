@@ -78,7 +78,7 @@ impl Attempt for Streamed {
                 Ok(Outcome::Complete(answer))
             }
             Ok(First::InBand(in_band)) => {
-                observed.status = observed.status.or(in_band.status);
+                observed.status = in_band.status.or(observed.status);
                 let failed = InBandAttempt { in_band, began, observed };
                 self.after_in_band_error(target, conversation, params, request, spend, failed).await
             }
