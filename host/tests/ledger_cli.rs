@@ -55,7 +55,7 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
     })
 }
 
-/// A ledger at `path` with two closed calls (2026-12-01 and -02) and one left open.
+/// A ledger at `path` with two closed calls (2024-01-01 and -02) and one left open.
 fn fill(path: &Path) {
     let ledger = Ledger::open(
         LedgerConfig {
@@ -66,7 +66,7 @@ fn fill(path: &Path) {
         },
         None,
     );
-    let day = |n: u64| UNIX_EPOCH + Duration::from_secs(1_796_083_200 + n * 86_400);
+    let day = |n: u64| UNIX_EPOCH + Duration::from_secs(1_704_067_200 + n * 86_400);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
         ledger.closed(&record("call-alice", "alice", day(0), Some(0.002))).await.unwrap();
@@ -100,7 +100,7 @@ fn query_prints_records_then_sums() {
     assert!(text.contains("total: 2 call(s)") && text.contains("1 call(s) without a price"), "{text}");
 
     let json =
-        weir(&["ledger", "query", "--path", db, "--member", "alice", "--since", "2026-12-01T00:00:00Z", "--json"]);
+        weir(&["ledger", "query", "--path", db, "--member", "alice", "--since", "2024-01-01T00:00:00Z", "--json"]);
     assert!(json.status.success(), "{json:?}");
     let document: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(document["records"].as_array().map(Vec::len), Some(1));
@@ -111,7 +111,7 @@ fn query_prints_records_then_sums() {
     let document: serde_json::Value = serde_json::from_str(&stdout(&grouped)).unwrap();
     assert_eq!(document["sums"]["groups"][1]["member"], "bob");
 
-    let until = weir(&["ledger", "query", "--path", db, "--until", "2026-12-02T00:00:00Z", "--json"]);
+    let until = weir(&["ledger", "query", "--path", db, "--until", "2024-01-02T00:00:00Z", "--json"]);
     let document: serde_json::Value = serde_json::from_str(&stdout(&until)).unwrap();
     assert_eq!(document["sums"]["total"]["calls"], 1);
 
@@ -120,7 +120,7 @@ fn query_prints_records_then_sums() {
 
     let recent = weir(&["ledger", "query", "--path", db, "--since", "1h", "--json"]);
     let document: serde_json::Value = serde_json::from_str(&stdout(&recent)).unwrap();
-    assert_eq!(document["sums"]["total"]["calls"], 0, "the calls are from 2026-12, not the last hour");
+    assert_eq!(document["sums"]["total"]["calls"], 0, "the calls are from 2024, not the last hour");
 }
 
 #[test]
@@ -148,7 +148,7 @@ fn export_writes_json_lines() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
     fill(&path);
-    let output = weir(&["ledger", "export", "--path", path.to_str().unwrap(), "--since", "2026-12-02T00:00:00Z"]);
+    let output = weir(&["ledger", "export", "--path", path.to_str().unwrap(), "--since", "2024-01-02T00:00:00Z"]);
     assert!(output.status.success(), "{output:?}");
     let lines: Vec<serde_json::Value> =
         stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
