@@ -199,12 +199,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn build(common: Common) -> anyhow::Result<Weir> {
+/// `keep_ledger`: keep the call ledger even without a `[ledger]` table (what
+/// `weir serve` does; a command that makes no call does not need one).
+fn build(common: Common, keep_ledger: bool) -> anyhow::Result<Weir> {
     let config = match &common.config {
         Some(path) => Config::from_file(path)?,
         None => Config::embedded_default()?,
     };
-    let mut builder = Weir::builder().config(config).ledger_default(true);
+    let mut builder = Weir::builder().config(config).ledger_default(keep_ledger);
     if let Some(dir) = common.providers_dir {
         builder = builder.providers_dir(dir);
     }
@@ -213,7 +215,7 @@ fn build(common: Common) -> anyhow::Result<Weir> {
 
 fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let config_path = common.config.clone();
-    let weir = build(common)?;
+    let weir = build(common, true)?;
     let address = match listen.or(weir.config().listen) {
         Some(address) => address,
         None => DEFAULT_LISTEN.parse()?,
@@ -246,6 +248,7 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             providers = weir.registry().providers().count(),
             rejected = weir.registry().failures().len(),
             providers_dir = %weir.providers_dir().display(),
+            ledger = %weir.ledger().map_or_else(|| "off".to_owned(), |ledger| ledger.path().display().to_string()),
             "weir gateway ready"
         );
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
@@ -294,7 +297,7 @@ fn raise_open_files_limit() {
 fn raise_open_files_limit() {}
 
 fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
-    let weir = build(common)?;
+    let weir = build(common, false)?;
     let folder = weir.providers_dir();
     if folder.is_dir() {
         println!("providers folder: {}", folder.display());
