@@ -53,6 +53,7 @@ pub use stream::ChatStream;
 use admission::{Admission, InProcessStore, RateStore};
 use compliance::ComplianceEnvelope;
 use identity::KeyRing;
+use ledger::Ledger;
 use plugin::{PluginEngine, ProviderRegistry};
 use record::{CallObserver, Observers};
 use transport::{
@@ -99,10 +100,13 @@ struct Inner {
     keys: RwLock<Arc<KeyRing>>,
     /// Where key buckets live (the same store as the models').
     rate_store: Arc<dyn RateStore>,
-    /// Who receives every call's opening and record (see [`record`]).
+    /// Who receives every call's opening and record (see [`record`]): the
+    /// ledger first, then the builder's observers.
     observers: Observers,
     /// Bounds how many refused callers are recorded.
     refusals: record::RefusalWindow,
+    /// The call ledger, when the config keeps one.
+    ledger: Option<Ledger>,
 }
 
 impl std::fmt::Debug for Weir {
@@ -248,6 +252,11 @@ impl Weir {
         self.inner.config.ledger.as_ref().is_some_and(|ledger| ledger.record_content)
     }
 
+    /// The call ledger, when the config keeps one.
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.inner.ledger.as_ref()
+    }
+
     pub fn admission(&self) -> &Admission {
         &self.inner.admission
     }
@@ -301,7 +310,8 @@ pub struct WeirBuilder {
     rate_store: Option<Arc<dyn RateStore>>,
     transport: Option<TransportSettings>,
     compliance: Option<ComplianceEnvelope>,
-    observers: Observers,
+    observers: Vec<Arc<dyn CallObserver>>,
+    ledger_default: bool,
 }
 
 impl WeirBuilder {
@@ -309,6 +319,13 @@ impl WeirBuilder {
     /// ones the configuration sets up: the ledger, the metrics, the spans).
     pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observers.push(observer);
+        self
+    }
+
+    /// Whether a config without a `[ledger]` table keeps a ledger (default
+    /// false: a library records calls only when asked; `weir serve` does).
+    pub fn ledger_default(mut self, on: bool) -> Self {
+        self.ledger_default = on;
         self
     }
 
@@ -383,6 +400,14 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        let ledger = ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, None));
+        let mut observers = Observers::default();
+        if let Some(ledger) = &ledger {
+            observers.push(Arc::new(ledger.clone()));
+        }
+        for observer in self.observers {
+            observers.push(observer);
+        }
         let inner = Inner {
             config,
             catalog,
@@ -397,8 +422,9 @@ impl WeirBuilder {
             providers_dir,
             keys: RwLock::new(Arc::new(keys)),
             rate_store,
-            observers: self.observers,
+            observers,
             refusals: record::RefusalWindow::default(),
+            ledger,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

@@ -5,13 +5,17 @@
 //! - `weir check FILE.wasm [--fixtures DIR]`
 //! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
+//! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::SystemTime;
 
 use clap::{Args, Parser, Subcommand};
+use weir_host::ledger::{Filter, GroupBy, Reader, Sums, Totals, parse_time};
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
 
@@ -68,6 +72,70 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Read the call ledger: records and sums, the hash chain's check, an export.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum LedgerCommand {
+    /// Print the closed calls (a table, then their sums), or the calls left open.
+    /// Times (`--since`, `--until`) are RFC 3339 or a duration back from now
+    /// (`24h`, `30m`), on the call's start.
+    Query {
+        #[command(flatten)]
+        file: LedgerFile,
+        #[arg(long)]
+        member: Option<String>,
+        /// The caller key's id.
+        #[arg(long)]
+        key: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// `ok` or a failure category.
+        #[arg(long)]
+        category: Option<String>,
+        #[arg(long, value_parser = parse_time)]
+        since: Option<SystemTime>,
+        #[arg(long, value_parser = parse_time)]
+        until: Option<SystemTime>,
+        /// Sum by `member`, `model` or `key` (default: one total).
+        #[arg(long)]
+        group_by: Option<GroupBy>,
+        /// The calls that opened and never closed (a crash leaves these).
+        #[arg(long)]
+        unclosed: bool,
+        /// One JSON document: `records` and `sums` (or `unclosed`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute the hash chain (exit 0: intact; 1: names the first bad row).
+    Verify {
+        #[command(flatten)]
+        file: LedgerFile,
+    },
+    /// Write the rows as JSON lines on stdout: kind, seq, hash and the record.
+    Export {
+        #[command(flatten)]
+        file: LedgerFile,
+        /// Only calls started at or after (RFC 3339 or a duration back from now).
+        #[arg(long, value_parser = parse_time)]
+        since: Option<SystemTime>,
+    },
+}
+
+/// Which ledger file: the one a config keeps (as `weir serve` resolves it), or
+/// a file named directly.
+#[derive(Debug, Args)]
+struct LedgerFile {
+    /// TOML config (default: the embedded default, whose ledger is in the user's data folder).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The ledger file itself.
+    #[arg(long, conflicts_with = "config")]
+    path: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,6 +188,7 @@ fn main() -> ExitCode {
         Command::Check { file, fixtures } => check(&file, fixtures.as_deref()),
         Command::Wit { out } => write_wit(&out),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
+        Command::Ledger { command } => ledger(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -130,12 +199,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn build(common: Common) -> anyhow::Result<Weir> {
+/// `keep_ledger`: keep the call ledger even without a `[ledger]` table (what
+/// `weir serve` does; a command that makes no call does not need one).
+fn build(common: Common, keep_ledger: bool) -> anyhow::Result<Weir> {
     let config = match &common.config {
         Some(path) => Config::from_file(path)?,
         None => Config::embedded_default()?,
     };
-    let mut builder = Weir::builder().config(config);
+    let mut builder = Weir::builder().config(config).ledger_default(keep_ledger);
     if let Some(dir) = common.providers_dir {
         builder = builder.providers_dir(dir);
     }
@@ -144,7 +215,7 @@ fn build(common: Common) -> anyhow::Result<Weir> {
 
 fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let config_path = common.config.clone();
-    let weir = build(common)?;
+    let weir = build(common, true)?;
     let address = match listen.or(weir.config().listen) {
         Some(address) => address,
         None => DEFAULT_LISTEN.parse()?,
@@ -177,6 +248,7 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             providers = weir.registry().providers().count(),
             rejected = weir.registry().failures().len(),
             providers_dir = %weir.providers_dir().display(),
+            ledger = %weir.ledger().map_or_else(|| "off".to_owned(), |ledger| ledger.path().display().to_string()),
             "weir gateway ready"
         );
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
@@ -225,7 +297,7 @@ fn raise_open_files_limit() {
 fn raise_open_files_limit() {}
 
 fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
-    let weir = build(common)?;
+    let weir = build(common, false)?;
     let folder = weir.providers_dir();
     if folder.is_dir() {
         println!("providers folder: {}", folder.display());
@@ -330,4 +402,118 @@ fn new_key(member: &str, id: Option<String>, team: Option<&str>) -> anyhow::Resu
 /// A TOML basic string (the JSON escaping rules are a subset TOML accepts).
 fn toml_string(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()
+}
+
+fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        LedgerCommand::Query { file, member, key, model, category, since, until, group_by, unclosed, json } => {
+            let reader = open_ledger(&file)?;
+            let filter = Filter { member, key_id: key, model, category, since, until };
+            if unclosed {
+                let openings = reader.unclosed(&filter)?;
+                if json {
+                    writeln!(out, "{}", serde_json::json!({ "unclosed": openings }))?;
+                    return Ok(());
+                }
+                writeln!(out, "{:<24} {:<36} {:<20} {:<16} MODEL", "STARTED", "CALL", "KEY", "MEMBER")?;
+                for opening in &openings {
+                    writeln!(
+                        out,
+                        "{:<24} {:<36} {:<20} {:<16} {}",
+                        humantime::format_rfc3339_seconds(opening.started_at).to_string(),
+                        opening.call_id,
+                        opening.who.key_id.as_deref().unwrap_or("-"),
+                        opening.who.member.as_deref().unwrap_or("-"),
+                        opening.model
+                    )?;
+                }
+                writeln!(out, "{} call(s) opened and never closed", openings.len())?;
+                return Ok(());
+            }
+            let records = reader.records(&filter)?;
+            let sums = reader.sums(&filter, group_by)?;
+            if json {
+                writeln!(out, "{}", serde_json::json!({ "records": records, "sums": sums }))?;
+                return Ok(());
+            }
+            writeln!(
+                out,
+                "{:<24} {:<36} {:<20} {:<16} {:<24} {:<20} {:>9} {:>9} {:>10} {:>9}",
+                "STARTED", "CALL", "KEY", "MEMBER", "MODEL", "CATEGORY", "IN", "OUT", "COST", "LATENCY"
+            )?;
+            for record in &records {
+                writeln!(
+                    out,
+                    "{:<24} {:<36} {:<20} {:<16} {:<24} {:<20} {:>9} {:>9} {:>10} {:>7}ms",
+                    humantime::format_rfc3339_seconds(record.started_at).to_string(),
+                    record.call_id,
+                    record.who.key_id.as_deref().unwrap_or("-"),
+                    record.who.member.as_deref().unwrap_or("-"),
+                    record.model,
+                    record.category,
+                    record.usage.input,
+                    record.usage.output,
+                    record.cost_usd.map_or_else(|| "-".to_owned(), |cost| format!("${cost:.4}")),
+                    record.latency_ms
+                )?;
+            }
+            write_sums(&mut out, &sums)?;
+            Ok(())
+        }
+        LedgerCommand::Verify { file } => {
+            let report = open_ledger(&file)?.verify()?;
+            writeln!(out, "ok: {} rows, {} calls", report.rows, report.calls)?;
+            Ok(())
+        }
+        LedgerCommand::Export { file, since } => {
+            open_ledger(&file)?.export(since, &mut out)?;
+            Ok(())
+        }
+    }
+}
+
+/// The ledger file `--path` names, else the one the config keeps.
+fn open_ledger(file: &LedgerFile) -> anyhow::Result<Reader> {
+    let path = match (&file.path, &file.config) {
+        (Some(path), _) => path.clone(),
+        (None, config) => {
+            let config = match config {
+                Some(path) => Config::from_file(path)?,
+                None => Config::embedded_default()?,
+            };
+            match weir_host::ledger::ledger_config(&config, true) {
+                Some(settings) => settings.path,
+                None => anyhow::bail!("{} keeps no ledger; name the file with --path", config.origin),
+            }
+        }
+    };
+    Ok(Reader::open(&path)?)
+}
+
+fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
+    let line = |out: &mut dyn Write, label: &str, totals: &Totals| {
+        let tokens = &totals.tokens;
+        let partial = match totals.calls_without_cost {
+            0 => String::new(),
+            n => format!(" (not counting {n} call(s) without a price)"),
+        };
+        writeln!(
+            out,
+            "{label}: {} call(s), tokens input {} output {} cache_read {} cache_write {} reasoning {}, cost ${:.4}{partial}",
+            totals.calls,
+            tokens.input,
+            tokens.output,
+            tokens.cache_read,
+            tokens.cache_write,
+            tokens.reasoning,
+            totals.cost_usd
+        )
+    };
+    writeln!(out)?;
+    for group in &sums.groups {
+        let label = format!("{} {}", group.by.as_str(), group.value.as_deref().unwrap_or("(none)"));
+        line(out, &label, &group.totals)?;
+    }
+    line(out, "total", &sums.total)
 }

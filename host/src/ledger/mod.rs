@@ -1,6 +1,35 @@
 //! The ledger: every call's record, durable, append-only, hash-chained.
+//!
+//! Flow: a call's [`CallOpening`] and then its [`CallRecord`] reach the
+//! [`Ledger`] as an observer; each becomes a row ([`store`]) sent to the
+//! writer thread ([`writer`]), which commits rows in groups and answers each;
+//! the call's acknowledgement resolves once its row is committed. Readers
+//! ([`Reader`]: the CLI, `GET /v1/usage`) open the file read-only, beside a
+//! running gateway. `[ledger] on_error` decides what a failed write means to
+//! the call: `refuse` fails it (an unrecorded call cannot be accounted),
+//! `continue` logs the loss and lets it go on.
 
+mod config;
+mod query;
+mod store;
+mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+pub use config::{LedgerConfig, ledger_config};
+pub use query::{
+    ChainBreak, Filter, Group, GroupBy, ReadError, Reader, Sums, Totals, VerifyError, VerifyReport, parse_time,
+};
+
+use crate::catalog::LedgerOnError;
+use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, ObserverError};
+use store::Row;
+use writer::{Job, WriteError};
 
 /// What the ledger's writer reports about itself (the metrics implement it).
 pub trait LedgerMeter: Send + Sync + 'static {
@@ -9,3 +38,92 @@ pub trait LedgerMeter: Send + Sync + 'static {
     /// A batch of `records` could not be written.
     fn failed(&self, records: usize);
 }
+
+/// What a caller is told when `on_error = "refuse"` fails its call: no path,
+/// no SQLite text (those go to the log).
+const REFUSED: &str = "the call ledger cannot be written";
+
+/// The call ledger's writing end. Cheap to clone: clones share the writer
+/// thread, which ends once the last clone is dropped and its queue is written.
+#[derive(Clone)]
+pub struct Ledger {
+    jobs: mpsc::Sender<Job>,
+    path: Arc<Path>,
+    on_error: LedgerOnError,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("path", &self.path).field("on_error", &self.on_error).finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// Starts the writer. Never fails: a file that cannot be opened now is
+    /// tried again at each write (the gateway starts either way, and
+    /// `on_error` decides what its calls do meanwhile).
+    pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {
+        let (jobs, queue) = mpsc::channel();
+        let ledger = Ledger { jobs, path: Arc::from(config.path.as_path()), on_error: config.on_error };
+        let spawned =
+            std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer::run(config, meter, queue));
+        if let Err(error) = spawned {
+            // The queue's receiver is gone with the closure: every write fails
+            // and is handled by `on_error`.
+            tracing::error!(%error, "cannot start the ledger's writer thread");
+        }
+        ledger
+    }
+
+    /// The SQLite file (for a [`Reader`]).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A reader of this ledger's file.
+    pub fn reader(&self) -> Result<Reader, ReadError> {
+        Reader::open(&self.path)
+    }
+
+    fn write(&self, call_id: &str, row: serde_json::Result<Row>) -> Acknowledged {
+        let (reply, answer) = oneshot::channel();
+        let sent: Result<(), WriteError> = match row {
+            Ok(row) => {
+                self.jobs.send(Job { row, reply }).map_err(|_| WriteError::from("the ledger's writer has stopped"))
+            }
+            Err(error) => Err(WriteError::from(format!("cannot encode the record: {error}"))),
+        };
+        let call_id = call_id.to_owned();
+        let on_error = self.on_error;
+        Box::pin(async move {
+            let outcome = match sent {
+                Ok(()) => answer.await.unwrap_or_else(|_| Err(WriteError::from("the ledger's writer has stopped"))),
+                Err(reason) => Err(reason),
+            };
+            match (outcome, on_error) {
+                (Ok(()), _) => Ok(()),
+                (Err(reason), LedgerOnError::Refuse) => {
+                    tracing::error!(call_id = %call_id, %reason, "the call's record was not written; the call is refused");
+                    Err(ObserverError(REFUSED.to_owned()))
+                }
+                (Err(reason), LedgerOnError::Continue) => {
+                    tracing::error!(call_id = %call_id, %reason, "the call's record was not written; the call goes on (on_error = continue)");
+                    Ok(())
+                }
+            }
+        })
+    }
+}
+
+impl CallObserver for Ledger {
+    fn opened(&self, opening: &CallOpening) -> Acknowledged {
+        self.write(&opening.call_id, Row::opening(opening))
+    }
+
+    fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {
+        self.write(&record.call_id, Row::closing(record))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -5,6 +5,7 @@
 //! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
+//! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
 //! - `GET /health`
 //!
 //! With `[[key]]`s configured every route but `/health` needs a caller key
@@ -26,6 +27,7 @@ mod edge;
 mod error;
 mod openai;
 mod sse;
+mod usage;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -49,6 +51,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
+        .route("/v1/usage", get(usage::usage))
         .route("/health", get(health))
         .with_state(weir)
 }

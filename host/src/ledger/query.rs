@@ -1,0 +1,415 @@
+//! Reading the ledger: records, calls left open, sums, the chain's check, and
+//! an export. A [`Reader`] opens the file read-only; with WAL it reads a
+//! consistent snapshot while a gateway keeps writing.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, params_from_iter};
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
+use crate::record::{CallOpening, CallRecord, Tokens};
+
+/// Which calls to read. Every field narrows; times are on the call's start
+/// (`since` inclusive, `until` exclusive).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    pub member: Option<String>,
+    pub key_id: Option<String>,
+    pub model: Option<String>,
+    /// `ok` or a failure's category (calls still open have none).
+    pub category: Option<String>,
+    pub since: Option<SystemTime>,
+    pub until: Option<SystemTime>,
+}
+
+/// What sums are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    Member,
+    Model,
+    Key,
+}
+
+impl GroupBy {
+    /// The name in queries and JSON (`member`, `model`, `key`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Member => "member",
+            Self::Model => "model",
+            Self::Key => "key",
+        }
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            Self::Member => "member",
+            Self::Model => "model",
+            Self::Key => "key_id",
+        }
+    }
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "member" => Ok(Self::Member),
+            "model" => Ok(Self::Model),
+            "key" => Ok(Self::Key),
+            other => Err(format!("cannot group by `{other}`: use member, model or key")),
+        }
+    }
+}
+
+/// Closed calls summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Totals {
+    pub calls: u64,
+    pub tokens: Tokens,
+    /// The sum of the costs that are known.
+    pub cost_usd: f64,
+    /// Calls whose entry declares no price: when not zero, `cost_usd` is partial.
+    pub calls_without_cost: u64,
+}
+
+/// The totals of one member, model or key (`None`: calls without one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub by: GroupBy,
+    pub value: Option<String>,
+    pub totals: Totals,
+}
+
+impl Serialize for Group {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry(self.by.as_str(), &self.value)?;
+        map.serialize_entry("calls", &self.totals.calls)?;
+        map.serialize_entry("tokens", &self.totals.tokens)?;
+        map.serialize_entry("cost_usd", &self.totals.cost_usd)?;
+        map.serialize_entry("calls_without_cost", &self.totals.calls_without_cost)?;
+        map.end()
+    }
+}
+
+/// Sums over the closed calls a filter selects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Sums {
+    /// One per value of the grouping, ordered by it; empty without one.
+    pub groups: Vec<Group>,
+    pub total: Totals,
+}
+
+/// A chain that checks out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub rows: u64,
+    /// Distinct call ids.
+    pub calls: u64,
+}
+
+/// The first row where the chain does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("row {seq} (call {call_id}): {reason}")]
+pub struct ChainBreak {
+    pub seq: i64,
+    pub call_id: String,
+    pub reason: String,
+}
+
+/// Why the ledger could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("no ledger at {0}")]
+    Missing(PathBuf),
+    #[error("{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION})")]
+    Schema { path: PathBuf, version: i64 },
+    #[error("reading the ledger: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("row {seq} holds a body that does not parse: {error}")]
+    Body { seq: i64, error: serde_json::Error },
+    #[error("writing the export: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Why [`Reader::verify`] did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the chain is broken at {0}")]
+    Broken(ChainBreak),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}
+
+/// A read-only view of a ledger file.
+pub struct Reader {
+    connection: Connection,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("path", &self.connection.path()).finish()
+    }
+}
+
+impl Reader {
+    /// Opens an existing ledger read-only (a missing file is an error, not a
+    /// new ledger).
+    pub fn open(path: &Path) -> Result<Reader, ReadError> {
+        if !path.is_file() {
+            return Err(ReadError::Missing(path.to_path_buf()));
+        }
+        let connection =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        connection.busy_timeout(Duration::from_secs(5))?;
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version != SCHEMA_VERSION {
+            return Err(ReadError::Schema { path: path.to_path_buf(), version });
+        }
+        Ok(Reader { connection })
+    }
+
+    /// The closed calls, by start time.
+    pub fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
+        let (conditions, values) = conditions(filter);
+        let sql = format!("SELECT seq, body FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms, seq");
+        self.bodies(&sql, values)
+    }
+
+    /// The calls that opened and never closed: what a crash (or a call still
+    /// running) leaves.
+    pub fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
+        let (conditions, values) = conditions(filter);
+        let sql = format!(
+            "SELECT seq, body FROM ledger AS opened WHERE kind = 'open'{conditions}
+               AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.call_id = opened.call_id AND closed.kind = 'close')
+             ORDER BY started_ms, seq"
+        );
+        self.bodies(&sql, values)
+    }
+
+    /// Calls, tokens by kind and cost over the closed calls, grouped or not.
+    pub fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
+        let transaction = self.connection.unchecked_transaction()?;
+        let total =
+            sum_rows(&transaction, filter, None)?.into_iter().next().map(|(_, totals)| totals).unwrap_or_default();
+        let groups = match group_by {
+            Some(by) => sum_rows(&transaction, filter, Some(by))?
+                .into_iter()
+                .map(|(value, totals)| Group { by, value, totals })
+                .collect(),
+            None => Vec::new(),
+        };
+        transaction.finish()?;
+        Ok(Sums { groups, total })
+    }
+
+    /// Walks every row in order: `seq` without a gap from 1, each `prev_hash`
+    /// the previous row's `hash`, each `hash` recomputed from the row, and the
+    /// filter columns equal to the body's fields. A row cut off the end leaves
+    /// a valid chain: compare `rows` with a count kept elsewhere to see that.
+    pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
+        let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
+        let mut statement = transaction
+            .prepare(
+                "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+                        input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash
+                 FROM ledger ORDER BY seq",
+            )
+            .map_err(ReadError::from)?;
+        let mut rows = statement.query([]).map_err(ReadError::from)?;
+        let mut previous = (0_i64, GENESIS.to_owned());
+        let mut calls = HashSet::new();
+        while let Some(row) = rows.next().map_err(ReadError::from)? {
+            let seq: i64 = row.get(0).map_err(ReadError::from)?;
+            let kind: String = row.get(1).map_err(ReadError::from)?;
+            let call_id: String = row.get(2).map_err(ReadError::from)?;
+            let body: String = row.get(16).map_err(ReadError::from)?;
+            let prev_hash: String = row.get(17).map_err(ReadError::from)?;
+            let hash: String = row.get(18).map_err(ReadError::from)?;
+            let broken = |reason: String| VerifyError::Broken(ChainBreak { seq, call_id: call_id.clone(), reason });
+            if seq != previous.0 + 1 {
+                return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
+            }
+            if prev_hash != previous.1 {
+                return Err(broken(format!("its prev_hash does not link to row {}", previous.0)));
+            }
+            if hash != store::chain_hash(&prev_hash, seq, &kind, &body) {
+                return Err(broken("its hash does not match its content".to_owned()));
+            }
+            let stored = stored_row(row, &kind, &call_id, &body).map_err(ReadError::from)?;
+            let derived = match kind.as_str() {
+                "open" => serde_json::from_str::<CallOpening>(&body).map(|opening| Row::opening(&opening)),
+                _ => serde_json::from_str::<CallRecord>(&body).map(|record| Row::closing(&record)),
+            };
+            let derived = derived.and_then(|row| row).map(|row| Row { body: body.clone(), ..row });
+            match (stored, derived) {
+                (Some(stored), Ok(derived)) if same_columns(&stored, &derived) => {}
+                (None, _) => return Err(broken(format!("unknown kind `{kind}`"))),
+                (_, Err(error)) => return Err(broken(format!("its body does not parse: {error}"))),
+                (Some(_), Ok(_)) => return Err(broken("its columns do not match its body".to_owned())),
+            }
+            calls.insert(call_id);
+            previous = (seq, hash);
+        }
+        Ok(VerifyReport { rows: u64::try_from(previous.0).unwrap_or(0), calls: calls.len() as u64 })
+    }
+
+    /// Writes every row of calls started at or after `since` (all without it)
+    /// as JSON lines, in `seq` order: `{"kind","seq","hash","record"}`, the
+    /// record being the row's body as stored. Returns the rows written.
+    pub fn export(&self, since: Option<SystemTime>, mut out: impl Write) -> Result<u64, ReadError> {
+        let since_ms = since.map_or(i64::MIN, store::unix_ms);
+        let transaction = self.connection.unchecked_transaction()?;
+        let mut statement =
+            transaction.prepare("SELECT kind, seq, hash, body FROM ledger WHERE started_ms >= ?1 ORDER BY seq")?;
+        let mut rows = statement.query([since_ms])?;
+        let mut written = 0;
+        while let Some(row) = rows.next()? {
+            let kind: String = row.get(0)?;
+            let seq: i64 = row.get(1)?;
+            let hash: String = row.get(2)?;
+            let body: String = row.get(3)?;
+            let kind = serde_json::Value::String(kind);
+            writeln!(out, r#"{{"kind":{kind},"seq":{seq},"hash":"{hash}","record":{body}}}"#)?;
+            written += 1;
+        }
+        out.flush()?;
+        Ok(written)
+    }
+
+    fn bodies<T: serde::de::DeserializeOwned>(&self, sql: &str, values: Vec<Value>) -> Result<Vec<T>, ReadError> {
+        let mut statement = self.connection.prepare(sql)?;
+        let mut rows = statement.query(params_from_iter(values))?;
+        let mut bodies = Vec::new();
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let body: String = row.get(1)?;
+            bodies.push(serde_json::from_str(&body).map_err(|error| ReadError::Body { seq, error })?);
+        }
+        Ok(bodies)
+    }
+}
+
+/// The row as its columns hold it (`None` for an unknown kind).
+fn stored_row(row: &rusqlite::Row<'_>, kind: &str, call_id: &str, body: &str) -> rusqlite::Result<Option<Row>> {
+    let kind = match kind {
+        "open" => Kind::Open,
+        "close" => Kind::Close,
+        _ => return Ok(None),
+    };
+    Ok(Some(Row {
+        kind,
+        call_id: call_id.to_owned(),
+        at_ms: row.get(3)?,
+        started_ms: row.get(4)?,
+        key_id: row.get(5)?,
+        member: row.get(6)?,
+        team: row.get(7)?,
+        model: row.get(8)?,
+        category: row.get(9)?,
+        tokens: Tokens {
+            input: row.get(10)?,
+            output: row.get(11)?,
+            cache_read: row.get(12)?,
+            cache_write: row.get(13)?,
+            reasoning: row.get(14)?,
+        },
+        cost_usd: row.get(15)?,
+        body: body.to_owned(),
+    }))
+}
+
+/// Whether two rows agree, the cost to within rounding: a cost read back
+/// from the body's JSON text may differ from the stored float in its last bit.
+fn same_columns(stored: &Row, derived: &Row) -> bool {
+    let close = match (stored.cost_usd, derived.cost_usd) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0),
+        (a, b) => a.is_none() && b.is_none(),
+    };
+    close && Row { cost_usd: None, ..stored.clone() } == Row { cost_usd: None, ..derived.clone() }
+}
+
+/// The filter as ` AND ...` conditions and their values.
+fn conditions(filter: &Filter) -> (String, Vec<Value>) {
+    let mut sql = String::new();
+    let mut values = Vec::new();
+    let texts = [
+        ("member", &filter.member),
+        ("key_id", &filter.key_id),
+        ("model", &filter.model),
+        ("category", &filter.category),
+    ];
+    for (column, value) in texts {
+        if let Some(value) = value {
+            values.push(Value::Text(value.clone()));
+            sql.push_str(&format!(" AND {column} = ?{}", values.len()));
+        }
+    }
+    if let Some(since) = filter.since {
+        values.push(Value::Integer(store::unix_ms(since)));
+        sql.push_str(&format!(" AND started_ms >= ?{}", values.len()));
+    }
+    if let Some(until) = filter.until {
+        values.push(Value::Integer(store::unix_ms(until)));
+        sql.push_str(&format!(" AND started_ms < ?{}", values.len()));
+    }
+    (sql, values)
+}
+
+/// One `(group value, totals)` per group, or a single row without grouping.
+fn sum_rows(
+    connection: &Connection,
+    filter: &Filter,
+    group_by: Option<GroupBy>,
+) -> Result<Vec<(Option<String>, Totals)>, ReadError> {
+    let (conditions, values) = conditions(filter);
+    let (column, grouping) = match group_by {
+        Some(by) => (by.column(), format!(" GROUP BY {0} ORDER BY {0}", by.column())),
+        None => ("NULL", String::new()),
+    };
+    let sql = format!(
+        "SELECT {column}, COUNT(*), COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cache_read), 0),
+                COALESCE(SUM(cache_write), 0), COALESCE(SUM(reasoning), 0), COALESCE(SUM(cost_usd), 0.0),
+                COALESCE(SUM(cost_usd IS NULL), 0)
+         FROM ledger WHERE kind = 'close'{conditions}{grouping}"
+    );
+    let mut statement = connection.prepare(&sql)?;
+    let rows = statement.query_map(params_from_iter(values), |row| {
+        Ok((
+            row.get(0)?,
+            Totals {
+                calls: row.get(1)?,
+                tokens: Tokens {
+                    input: row.get(2)?,
+                    output: row.get(3)?,
+                    cache_read: row.get(4)?,
+                    cache_write: row.get(5)?,
+                    reasoning: row.get(6)?,
+                },
+                cost_usd: row.get(7)?,
+                calls_without_cost: row.get(8)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A time as the CLI and `/v1/usage` take it: RFC 3339
+/// (`2026-12-01T00:00:00Z`) or a duration back from now (`24h`, `30m`).
+pub fn parse_time(text: &str) -> Result<SystemTime, String> {
+    let text = text.trim();
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        return Ok(time);
+    }
+    humantime::parse_duration(text).ok().and_then(|back| SystemTime::now().checked_sub(back)).ok_or_else(|| {
+        format!("`{text}` is neither an RFC 3339 time (2026-12-01T00:00:00Z) nor a duration back from now (24h, 30m)")
+    })
+}

@@ -1,0 +1,263 @@
+//! The ledger's file: one SQLite table of rows, append-only by construction.
+//!
+//! The code only ever INSERTs, and triggers abort any UPDATE or DELETE, so a
+//! row once committed stays as written. Each row's `hash` covers the previous
+//! row's hash, its `seq`, its kind and its body: editing, removing or
+//! reordering a row breaks the chain that [`super::Reader::verify`] walks.
+//! The other columns are copies of the body's fields, indexed for filters.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+use crate::catalog::LedgerSync;
+use crate::record::{CallOpening, CallRecord, Tokens};
+
+/// The schema this code writes and reads (`PRAGMA user_version`).
+pub(super) const SCHEMA_VERSION: i64 = 1;
+
+/// The first row's `prev_hash`.
+pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A writer waiting for another process's transaction gives up after this.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ledger (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('open', 'close')),
+    call_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    started_ms INTEGER NOT NULL,
+    key_id TEXT,
+    member TEXT,
+    team TEXT,
+    model TEXT NOT NULL,
+    category TEXT,
+    input INTEGER NOT NULL,
+    output INTEGER NOT NULL,
+    cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL,
+    reasoning INTEGER NOT NULL,
+    cost_usd REAL,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
+CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
+CREATE INDEX IF NOT EXISTS ledger_key ON ledger (key_id);
+CREATE INDEX IF NOT EXISTS ledger_member ON ledger (member);
+CREATE INDEX IF NOT EXISTS ledger_team ON ledger (team);
+CREATE INDEX IF NOT EXISTS ledger_model ON ledger (model);
+CREATE INDEX IF NOT EXISTS ledger_category ON ledger (category);
+CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never updated'); END;
+CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never deleted'); END;
+";
+
+/// Which end of a call a row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Body: a [`CallOpening`].
+    Open,
+    /// Body: a [`CallRecord`].
+    Close,
+}
+
+impl Kind {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Close => "close",
+        }
+    }
+}
+
+/// A row before it has a place in the chain: the body and the columns copied
+/// from it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Row {
+    pub kind: Kind,
+    pub call_id: String,
+    pub at_ms: i64,
+    pub started_ms: i64,
+    pub key_id: Option<String>,
+    pub member: Option<String>,
+    pub team: Option<String>,
+    pub model: String,
+    pub category: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub body: String,
+}
+
+impl Row {
+    pub(super) fn opening(opening: &CallOpening) -> serde_json::Result<Self> {
+        let started_ms = unix_ms(opening.started_at);
+        Ok(Self {
+            kind: Kind::Open,
+            call_id: opening.call_id.clone(),
+            at_ms: started_ms,
+            started_ms,
+            key_id: opening.who.key_id.clone(),
+            member: opening.who.member.clone(),
+            team: opening.who.team.clone(),
+            model: opening.model.clone(),
+            category: None,
+            tokens: Tokens::default(),
+            cost_usd: None,
+            body: serde_json::to_string(opening)?,
+        })
+    }
+
+    pub(super) fn closing(record: &CallRecord) -> serde_json::Result<Self> {
+        Ok(Self {
+            kind: Kind::Close,
+            call_id: record.call_id.clone(),
+            at_ms: unix_ms(record.ended_at),
+            started_ms: unix_ms(record.started_at),
+            key_id: record.who.key_id.clone(),
+            member: record.who.member.clone(),
+            team: record.who.team.clone(),
+            model: record.model.clone(),
+            category: Some(record.category.clone()),
+            tokens: record.usage,
+            cost_usd: record.cost_usd,
+            body: serde_json::to_string(record)?,
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 for a time before it).
+pub(super) fn unix_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `sha256(prev_hash "\n" seq "\n" kind "\n" body)`, lower-case hex.
+pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(seq.to_string().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(kind.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// Why the ledger file could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StoreError {
+    #[error("cannot create the ledger's folder {path}: {source}")]
+    Folder { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the ledger file has schema version {0}; this weir writes version {SCHEMA_VERSION}")]
+    Schema(i64),
+}
+
+/// Opens (creating when missing) the file for writing: WAL, the sync level,
+/// the busy timeout, the size cap, and the schema.
+pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>) -> Result<Connection, StoreError> {
+    if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder)
+            .map_err(|source| StoreError::Folder { path: folder.display().to_string(), source })?;
+    }
+    let mut connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    let synchronous = match sync {
+        LedgerSync::Normal => "NORMAL",
+        LedgerSync::Full => "FULL",
+    };
+    connection.pragma_update(None, "synchronous", synchronous)?;
+    if let Some(max_bytes) = max_bytes {
+        let page_size: u64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+        let pages = (max_bytes / page_size.max(1)).max(1);
+        let _pages: u64 = connection.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |row| row.get(0))?;
+    }
+    migrate(&mut connection)?;
+    Ok(connection)
+}
+
+/// Creates the schema in a new file (inside a write transaction, so two
+/// processes starting together do not both create it) and refuses a file of
+/// another version.
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    match version {
+        0 => {
+            transaction.execute_batch(SCHEMA)?;
+            transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
+        SCHEMA_VERSION => {}
+        other => return Err(StoreError::Schema(other)),
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
+/// Appends `rows` in one transaction. The chain's end is read inside it: other
+/// processes may append to the same file, so no hash is remembered between
+/// batches.
+pub(super) fn append<'a>(
+    connection: &mut Connection,
+    rows: impl IntoIterator<Item = &'a Row>,
+) -> Result<(), rusqlite::Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (mut seq, mut prev_hash) = chain_end(&transaction)?;
+    {
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+                input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+        )?;
+        for row in rows {
+            seq += 1;
+            let kind = row.kind.as_str();
+            let hash = chain_hash(&prev_hash, seq, kind, &row.body);
+            insert.execute(params![
+                seq,
+                kind,
+                row.call_id,
+                row.at_ms,
+                row.started_ms,
+                row.key_id,
+                row.member,
+                row.team,
+                row.model,
+                row.category,
+                row.tokens.input,
+                row.tokens.output,
+                row.tokens.cache_read,
+                row.tokens.cache_write,
+                row.tokens.reasoning,
+                row.cost_usd,
+                row.body,
+                prev_hash,
+                hash,
+            ])?;
+            prev_hash = hash;
+        }
+    }
+    transaction.commit()
+}
+
+/// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
+fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::Error> {
+    let last = transaction
+        .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })
+        .optional()?;
+    Ok(last.unwrap_or_else(|| (0, GENESIS.to_owned())))
+}

@@ -1,0 +1,323 @@
+//! The ledger on real SQLite files in temporary folders.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::catalog::LedgerSync;
+use crate::record::{Operation, Route, Tokens, Who};
+
+/// The batch sizes the writer reports.
+#[derive(Default)]
+struct Batches {
+    committed: Mutex<Vec<usize>>,
+    failed: Mutex<Vec<usize>>,
+}
+
+impl LedgerMeter for Batches {
+    fn committed(&self, records: usize, _elapsed: Duration) {
+        self.committed.lock().unwrap().push(records);
+    }
+
+    fn failed(&self, records: usize) {
+        self.failed.lock().unwrap().push(records);
+    }
+}
+
+fn settings(path: &Path) -> LedgerConfig {
+    LedgerConfig {
+        path: path.to_path_buf(),
+        sync: LedgerSync::Normal,
+        on_error: LedgerOnError::Refuse,
+        max_bytes: None,
+    }
+}
+
+fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+}
+
+fn opening(call_id: &str, member: &str, model: &str, start: u64) -> CallOpening {
+    CallOpening {
+        call_id: call_id.to_owned(),
+        started_at: at(start),
+        who: Who { key_id: Some(format!("{member}-key")), member: Some(member.to_owned()), team: None },
+        route: Route::OpenaiChat,
+        operation: Operation::Chat,
+        model: model.to_owned(),
+        stream: false,
+        traceparent: None,
+    }
+}
+
+pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_usd: Option<f64>) -> Arc<CallRecord> {
+    Arc::new(CallRecord {
+        call_id: call_id.to_owned(),
+        started_at: at(start),
+        ended_at: at(start) + Duration::from_millis(1234),
+        who: Who { key_id: Some(format!("{member}-key")), member: Some(member.to_owned()), team: Some("t".to_owned()) },
+        route: Route::OpenaiChat,
+        operation: Operation::Chat,
+        model: model.to_owned(),
+        identity: Some(model.to_owned()),
+        provider: Some("openai".to_owned()),
+        wire_id: Some(model.to_owned()),
+        endpoint_host: Some("api.openai.com".to_owned()),
+        served_model: None,
+        stream: false,
+        traceparent: None,
+        max_tokens: Some(256),
+        attempts: Vec::new(),
+        usage: Tokens { input: 100, output: 20, cache_read: 10, cache_write: 5, reasoning: 2 },
+        billable_input: Some(101.0),
+        cost_usd,
+        category: "ok".to_owned(),
+        stop_reason: Some("stop".to_owned()),
+        latency_ms: 1234,
+        first_output_ms: None,
+        stream_end: None,
+        content: None,
+    })
+}
+
+/// Opens and closes `calls` calls one after another.
+async fn write_calls(ledger: &Ledger, calls: &[(&str, &str, &str, u64, Option<f64>)]) {
+    for (call_id, member, model, start, cost) in calls {
+        ledger.opened(&opening(call_id, member, model, *start)).await.unwrap();
+        ledger.closed(&record(call_id, member, model, *start, *cost)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_commit_in_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), Some(batches.clone()));
+    let barrier = Arc::new(tokio::sync::Barrier::new(400));
+    let tasks: Vec<_> = (0..400)
+        .map(|n| {
+            let (ledger, barrier) = (ledger.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                ledger.closed(&record(&format!("call-{n}"), "alice", "m", n, Some(0.5))).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let committed = batches.committed.lock().unwrap().clone();
+    assert_eq!(committed.iter().sum::<usize>(), 400);
+    assert!(committed.len() < 400, "group commit: {} transactions for 400 records", committed.len());
+    assert!(batches.failed.lock().unwrap().is_empty());
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 400, calls: 400 });
+    assert_eq!(reader.records(&Filter::default()).unwrap().len(), 400);
+}
+
+#[tokio::test]
+async fn the_chain_verifies_and_tampering_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(
+        &ledger,
+        &[("a", "alice", "m1", 1, Some(0.1)), ("b", "bob", "m2", 2, None), ("c", "carol", "m1", 3, Some(0.2))],
+    )
+    .await;
+    assert_eq!(ledger.reader().unwrap().verify().unwrap(), VerifyReport { rows: 6, calls: 3 });
+
+    let tamper = rusqlite::Connection::open(&path).unwrap();
+    let refused = tamper.execute("UPDATE ledger SET body = '{}' WHERE seq = 4", []).unwrap_err();
+    assert!(refused.to_string().contains("append-only"), "{refused}");
+    let refused = tamper.execute("DELETE FROM ledger WHERE seq = 5", []).unwrap_err();
+    assert!(refused.to_string().contains("append-only"), "{refused}");
+    assert!(ledger.reader().unwrap().verify().is_ok(), "refused edits change nothing");
+
+    tamper.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
+    // A cost edited in its column alone: the hash still holds, the columns do not.
+    tamper.execute("UPDATE ledger SET cost_usd = 0.0 WHERE seq = 6", []).unwrap();
+    let broken = |reader: Reader| match reader.verify() {
+        Err(VerifyError::Broken(chain_break)) => chain_break,
+        other => panic!("expected a break, got {other:?}"),
+    };
+    let at_six = broken(ledger.reader().unwrap());
+    assert_eq!((at_six.seq, at_six.call_id.as_str()), (6, "c"), "{at_six}");
+    assert!(at_six.reason.contains("columns"), "{at_six}");
+
+    let body: String = tamper.query_row("SELECT body FROM ledger WHERE seq = 4", [], |row| row.get(0)).unwrap();
+    tamper.execute("UPDATE ledger SET body = ?1 WHERE seq = 4", [body.replace("bob", "eve")]).unwrap();
+    let at_four = broken(ledger.reader().unwrap());
+    assert_eq!((at_four.seq, at_four.call_id.as_str()), (4, "b"), "{at_four}");
+    assert!(at_four.reason.contains("hash"), "{at_four}");
+
+    tamper.execute("DELETE FROM ledger WHERE seq = 2", []).unwrap();
+    let at_three = broken(ledger.reader().unwrap());
+    assert_eq!((at_three.seq, at_three.call_id.as_str()), (3, "b"), "{at_three}");
+    assert!(at_three.reason.contains("missing"), "{at_three}");
+}
+
+#[tokio::test]
+async fn a_full_ledger_refuses_or_continues_as_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    for on_error in [LedgerOnError::Refuse, LedgerOnError::Continue] {
+        let batches = Arc::new(Batches::default());
+        let path = dir.path().join(format!("{on_error:?}.db"));
+        let config = LedgerConfig { on_error, max_bytes: Some(64 * 1024), ..settings(&path) };
+        let ledger = Ledger::open(config, Some(batches.clone()));
+        let mut outcomes = Vec::new();
+        for n in 0..300 {
+            outcomes.push(ledger.closed(&record(&format!("call-{n}"), "alice", "m", n, None)).await);
+        }
+        let failed: usize = batches.failed.lock().unwrap().iter().sum();
+        let committed: usize = batches.committed.lock().unwrap().iter().sum();
+        assert!(failed > 0 && committed > 0, "{on_error:?}: {committed} committed, {failed} failed");
+        assert_eq!(committed + failed, 300);
+        match on_error {
+            LedgerOnError::Refuse => {
+                let errors: Vec<_> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
+                assert_eq!(errors.len(), failed);
+                assert!(errors.iter().all(|error| error.0 == "the call ledger cannot be written"), "{errors:?}");
+            }
+            LedgerOnError::Continue => assert!(outcomes.iter().all(Result::is_ok)),
+        }
+        let report = ledger.reader().unwrap().verify().unwrap();
+        assert_eq!(report.rows, committed as u64, "the rows that fit form a valid chain");
+    }
+}
+
+#[tokio::test]
+async fn an_unwritable_path_starts_fails_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    // A folder that cannot be created, even by root: its parent is a file.
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let path = blocker.join("sub").join("ledger.db");
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
+    let refused = ledger.closed(&record("early", "alice", "m", 1, None)).await.unwrap_err();
+    assert_eq!(refused.0, "the call ledger cannot be written", "no path nor SQLite text for the caller");
+    assert_eq!(*batches.failed.lock().unwrap(), vec![1]);
+
+    std::fs::remove_file(&blocker).unwrap();
+    ledger.closed(&record("later", "alice", "m", 2, None)).await.unwrap();
+    let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
+    assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["later"]);
+}
+
+#[tokio::test]
+async fn records_sums_and_groups_follow_the_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    write_calls(
+        &ledger,
+        &[
+            ("a", "alice", "m1", 10, Some(0.25)),
+            ("b", "alice", "m2", 20, None),
+            ("c", "bob", "m1", 30, Some(0.5)),
+            ("d", "carol", "m2", 40, Some(1.0)),
+        ],
+    )
+    .await;
+    let reader = ledger.reader().unwrap();
+    let alice = Filter { member: Some("alice".to_owned()), ..Filter::default() };
+    let ids = |records: Vec<CallRecord>| records.into_iter().map(|r| r.call_id).collect::<Vec<_>>();
+    assert_eq!(ids(reader.records(&alice).unwrap()), ["a", "b"]);
+    let window = Filter { since: Some(at(20)), until: Some(at(40)), ..Filter::default() };
+    assert_eq!(ids(reader.records(&window).unwrap()), ["b", "c"], "since inclusive, until exclusive");
+    let m1_key = Filter { key_id: Some("bob-key".to_owned()), model: Some("m1".to_owned()), ..Filter::default() };
+    assert_eq!(ids(reader.records(&m1_key).unwrap()), ["c"]);
+    let failed = Filter { category: Some("timeout".to_owned()), ..Filter::default() };
+    assert!(reader.records(&failed).unwrap().is_empty());
+
+    let sums = reader.sums(&Filter::default(), Some(GroupBy::Member)).unwrap();
+    assert_eq!(sums.total.calls, 4);
+    assert_eq!(sums.total.tokens, Tokens { input: 400, output: 80, cache_read: 40, cache_write: 20, reasoning: 8 });
+    assert!((sums.total.cost_usd - 1.75).abs() < 1e-9);
+    assert_eq!(sums.total.calls_without_cost, 1);
+    let members: Vec<_> =
+        sums.groups.iter().map(|g| (g.value.as_deref(), g.totals.calls, g.totals.calls_without_cost)).collect();
+    assert_eq!(members, [(Some("alice"), 2, 1), (Some("bob"), 1, 0), (Some("carol"), 1, 0)]);
+    let json = serde_json::to_value(&sums).unwrap();
+    assert_eq!(json["groups"][0]["member"], "alice");
+    assert_eq!(json["groups"][0]["tokens"]["input"], 200);
+    assert_eq!(json["total"]["calls_without_cost"], 1);
+
+    let by_model = reader.sums(&alice, Some(GroupBy::Model)).unwrap();
+    let models: Vec<_> = by_model.groups.iter().map(|g| (g.value.clone().unwrap(), g.totals.cost_usd)).collect();
+    assert_eq!(models, [("m1".to_owned(), 0.25), ("m2".to_owned(), 0.0)]);
+    let by_key = reader.sums(&Filter::default(), Some(GroupBy::Key)).unwrap();
+    assert_eq!(by_key.groups[1].value.as_deref(), Some("bob-key"));
+    assert!(reader.sums(&Filter::default(), None).unwrap().groups.is_empty());
+    let none = reader.sums(&Filter { member: Some("nobody".to_owned()), ..Filter::default() }, None).unwrap();
+    assert_eq!(none.total, Totals::default());
+}
+
+#[tokio::test]
+async fn unclosed_calls_are_the_ones_opened_and_never_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    write_calls(&ledger, &[("done", "alice", "m", 1, None)]).await;
+    ledger.opened(&opening("crashed", "alice", "m", 2)).await.unwrap();
+    ledger.opened(&opening("running", "bob", "m", 3)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let ids = |openings: Vec<CallOpening>| openings.into_iter().map(|o| o.call_id).collect::<Vec<_>>();
+    assert_eq!(ids(reader.unclosed(&Filter::default()).unwrap()), ["crashed", "running"]);
+    assert_eq!(
+        ids(reader.unclosed(&Filter { member: Some("bob".to_owned()), ..Filter::default() }).unwrap()),
+        ["running"]
+    );
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 4, calls: 3 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ledgers_on_one_file_keep_one_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let first = Ledger::open(settings(&path), None);
+    let second = Ledger::open(LedgerConfig { sync: LedgerSync::Full, ..settings(&path) }, None);
+    let tasks: Vec<_> = (0..200)
+        .map(|n| {
+            let ledger = if n % 2 == 0 { first.clone() } else { second.clone() };
+            tokio::spawn(async move { ledger.closed(&record(&format!("call-{n}"), "alice", "m", n, None)).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(first.reader().unwrap().verify().unwrap(), VerifyReport { rows: 200, calls: 200 });
+}
+
+#[tokio::test]
+async fn export_writes_one_json_line_per_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    write_calls(&ledger, &[("a", "alice", "m", 1, None), ("b", "bob", "m", 100, Some(2.0))]).await;
+    let mut out = Vec::new();
+    assert_eq!(ledger.reader().unwrap().export(Some(at(50)), &mut out).unwrap(), 2);
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!((lines[0]["kind"].as_str(), lines[0]["seq"].as_i64()), (Some("open"), Some(3)));
+    assert_eq!((lines[1]["kind"].as_str(), lines[1]["record"]["cost_usd"].as_f64()), (Some("close"), Some(2.0)));
+    assert_eq!(lines[1]["hash"].as_str().map(str::len), Some(64));
+}
+
+#[test]
+fn a_missing_file_is_not_a_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = Reader::open(&dir.path().join("none.db")).unwrap_err();
+    assert!(matches!(missing, ReadError::Missing(_)), "{missing}");
+}
+
+#[test]
+fn times_are_rfc3339_or_a_duration_back() {
+    assert_eq!(parse_time("2026-12-01T00:00:00Z").unwrap(), UNIX_EPOCH + Duration::from_secs(1_796_083_200));
+    let day_ago = parse_time("24h").unwrap();
+    let expected = SystemTime::now() - Duration::from_secs(86_400);
+    assert!(expected.duration_since(day_ago).unwrap_or_default() < Duration::from_secs(5));
+    assert!(parse_time("yesterday").unwrap_err().contains("RFC 3339"));
+}

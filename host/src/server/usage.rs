@@ -1,0 +1,145 @@
+//! `GET /v1/usage`: the ledger's sums for operators (`admin` keys only).
+//!
+//! Query: `member`, `key`, `model`, `category`, `since`, `until` (RFC 3339 or a
+//! duration back from now, on the call's start) and `group_by` (`member`,
+//! `model` or `key`). Answers `{"groups": [...], "total": {...}}`, each with
+//! calls, tokens by kind, the known cost and how many calls had none.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ApiError, auth};
+use crate::Weir;
+use crate::error::Category;
+use crate::ledger::{Filter, GroupBy, parse_time};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UsageQuery {
+    member: Option<String>,
+    key: Option<String>,
+    model: Option<String>,
+    category: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    group_by: Option<String>,
+}
+
+pub(super) async fn usage(
+    State(weir): State<Weir>,
+    headers: HeaderMap,
+    query: Result<Query<UsageQuery>, QueryRejection>,
+) -> Result<axum::Json<Value>, ApiError> {
+    auth::require_admin(&weir, &headers)?;
+    let Query(query) = query.map_err(|rejection| ApiError::invalid_request(rejection.body_text()))?;
+    let time = |text: Option<String>| text.map(|text| parse_time(&text)).transpose().map_err(ApiError::invalid_request);
+    let filter = Filter {
+        member: query.member,
+        key_id: query.key,
+        model: query.model,
+        category: query.category,
+        since: time(query.since)?,
+        until: time(query.until)?,
+    };
+    let group_by: Option<GroupBy> =
+        query.group_by.map(|text| text.parse()).transpose().map_err(ApiError::invalid_request)?;
+    let Some(ledger) = weir.ledger().cloned() else {
+        return Err(unavailable("this gateway keeps no ledger"));
+    };
+    let read = tokio::task::spawn_blocking(move || ledger.reader()?.sums(&filter, group_by)).await;
+    match read {
+        Ok(Ok(sums)) => Ok(axum::Json(serde_json::to_value(sums).unwrap_or_default())),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "cannot read the ledger for /v1/usage");
+            Err(unavailable("the call ledger cannot be read"))
+        }
+        Err(error) => {
+            tracing::error!(%error, "the ledger read task failed");
+            Err(unavailable("the call ledger cannot be read"))
+        }
+    }
+}
+
+/// No ledger to answer from: none is kept, or it cannot be read (503).
+fn unavailable(message: &str) -> ApiError {
+    ApiError::new(Category::LedgerUnavailable, message.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use crate::identity::hash_of;
+    use crate::ledger::tests::record;
+    use crate::record::CallObserver;
+    use crate::{Config, Weir};
+
+    fn weir(ledger: &str) -> Weir {
+        let toml = format!(
+            "{ledger}\n[[key]]\nid = \"ops\"\nmember = \"ops\"\nadmin = true\nhash = \"{}\"\n\
+             [[key]]\nid = \"dev\"\nmember = \"dev\"\nhash = \"{}\"\n",
+            hash_of("weir-test-admin-token"),
+            hash_of("weir-test-plain-token")
+        );
+        let config = Config::from_toml(&toml, "usage test").expect("config");
+        Weir::builder()
+            .config(config)
+            .providers_dir("/nonexistent-weir-usage-test")
+            .cache_dir(None)
+            .build()
+            .expect("weir")
+    }
+
+    async fn get(weir: &Weir, uri: &str, token: &str) -> (u16, serde_json::Value) {
+        let request = Request::get(uri).header("authorization", format!("Bearer {token}")).body(Body::empty()).unwrap();
+        let response = crate::server::router(weir.clone()).oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn admins_read_the_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let weir = weir(&format!("[ledger]\npath = {:?}\n", path.to_str().unwrap()));
+        let ledger = weir.ledger().expect("the config keeps a ledger");
+        for (call, member, cost) in [("a", "alice", Some(0.5)), ("b", "alice", None), ("c", "bob", Some(1.0))] {
+            ledger.closed(&record(call, member, "m", 1, cost)).await.unwrap();
+        }
+        let admin = "weir-test-admin-token";
+        let (status, body) = get(&weir, "/v1/usage?group_by=member", admin).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["groups"][0]["member"], "alice");
+        assert_eq!(body["groups"][0]["calls"], 2);
+        assert_eq!(body["groups"][0]["calls_without_cost"], 1);
+        assert_eq!(body["total"]["calls"], 3);
+        assert_eq!(body["total"]["cost_usd"], 1.5);
+        let (_, bob) = get(&weir, "/v1/usage?member=bob&key=bob-key&model=m&since=2020-01-01T00:00:00Z", admin).await;
+        assert_eq!(bob["total"]["calls"], 1);
+        assert_eq!(bob["groups"], serde_json::json!([]));
+
+        let (status, body) = get(&weir, "/v1/usage", "weir-test-plain-token").await;
+        assert_eq!(status, 403, "{body}");
+        let (status, body) = get(&weir, "/v1/usage?group_by=team", admin).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_request")), "{body}");
+        let (status, body) = get(&weir, "/v1/usage?since=yesterday", admin).await;
+        assert_eq!(status, 400, "{body}");
+        let (status, body) = get(&weir, "/v1/usage?bogus=1", admin).await;
+        assert_eq!(status, 400, "{body}");
+
+        let without = super::tests::weir("[ledger]\nenabled = false\n");
+        assert!(without.ledger().is_none());
+        let (status, body) = get(&without, "/v1/usage", admin).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["type"], "ledger_unavailable");
+        assert_eq!(body["error"]["message"], "this gateway keeps no ledger");
+    }
+}

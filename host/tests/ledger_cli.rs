@@ -1,0 +1,183 @@
+//! `weir ledger query/verify/export`, run as a process on a ledger filled
+//! through [`Ledger`].
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use weir_host::catalog::{LedgerOnError, LedgerSync};
+use weir_host::ledger::{Ledger, LedgerConfig};
+use weir_host::record::{CallObserver, CallOpening, CallRecord, Operation, Route, Tokens, Who};
+
+fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir")).args(args).env("NO_COLOR", "1").output().expect("run weir")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn who(member: &str) -> Who {
+    Who { key_id: Some(format!("{member}-key")), member: Some(member.to_owned()), team: None }
+}
+
+fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<f64>) -> Arc<CallRecord> {
+    Arc::new(CallRecord {
+        call_id: call_id.to_owned(),
+        started_at,
+        ended_at: started_at + Duration::from_millis(850),
+        who: who(member),
+        route: Route::OpenaiChat,
+        operation: Operation::Chat,
+        model: "gpt-test".to_owned(),
+        identity: None,
+        provider: Some("openai".to_owned()),
+        wire_id: None,
+        endpoint_host: None,
+        served_model: None,
+        stream: false,
+        traceparent: None,
+        max_tokens: Some(64),
+        attempts: Vec::new(),
+        usage: Tokens { input: 1000, output: 50, ..Tokens::default() },
+        billable_input: Some(1000.0),
+        cost_usd,
+        category: "ok".to_owned(),
+        stop_reason: Some("stop".to_owned()),
+        latency_ms: 850,
+        first_output_ms: None,
+        stream_end: None,
+        content: None,
+    })
+}
+
+/// A ledger at `path` with two closed calls (2024-01-01 and -02) and one left open.
+fn fill(path: &Path) {
+    let ledger = Ledger::open(
+        LedgerConfig {
+            path: path.to_path_buf(),
+            sync: LedgerSync::Normal,
+            on_error: LedgerOnError::Refuse,
+            max_bytes: None,
+        },
+        None,
+    );
+    let day = |n: u64| UNIX_EPOCH + Duration::from_secs(1_704_067_200 + n * 86_400);
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        ledger.closed(&record("call-alice", "alice", day(0), Some(0.002))).await.unwrap();
+        ledger.closed(&record("call-bob", "bob", day(1), None)).await.unwrap();
+        let opening = CallOpening {
+            call_id: "call-open".to_owned(),
+            started_at: day(1),
+            who: who("alice"),
+            route: Route::AnthropicMessages,
+            operation: Operation::Chat,
+            model: "gpt-test".to_owned(),
+            stream: true,
+            traceparent: None,
+        };
+        ledger.opened(&opening).await.unwrap();
+    });
+}
+
+#[test]
+fn query_prints_records_then_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    fill(&path);
+    let db = path.to_str().unwrap();
+
+    let table = weir(&["ledger", "query", "--path", db]);
+    assert!(table.status.success(), "{table:?}");
+    let text = stdout(&table);
+    assert!(text.contains("call-alice") && text.contains("call-bob"), "{text}");
+    assert!(text.contains("$0.0020") && text.contains("850ms"), "{text}");
+    assert!(text.contains("total: 2 call(s)") && text.contains("1 call(s) without a price"), "{text}");
+
+    let json =
+        weir(&["ledger", "query", "--path", db, "--member", "alice", "--since", "2024-01-01T00:00:00Z", "--json"]);
+    assert!(json.status.success(), "{json:?}");
+    let document: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(document["records"].as_array().map(Vec::len), Some(1));
+    assert_eq!(document["records"][0]["call_id"], "call-alice");
+    assert_eq!(document["sums"]["total"]["tokens"]["input"], 1000);
+
+    let grouped = weir(&["ledger", "query", "--path", db, "--group-by", "member", "--json"]);
+    let document: serde_json::Value = serde_json::from_str(&stdout(&grouped)).unwrap();
+    assert_eq!(document["sums"]["groups"][1]["member"], "bob");
+
+    let until = weir(&["ledger", "query", "--path", db, "--until", "2024-01-02T00:00:00Z", "--json"]);
+    let document: serde_json::Value = serde_json::from_str(&stdout(&until)).unwrap();
+    assert_eq!(document["sums"]["total"]["calls"], 1);
+
+    let unclosed = weir(&["ledger", "query", "--path", db, "--unclosed"]);
+    assert!(stdout(&unclosed).contains("call-open") && !stdout(&unclosed).contains("call-bob"), "{unclosed:?}");
+
+    let recent = weir(&["ledger", "query", "--path", db, "--since", "1h", "--json"]);
+    let document: serde_json::Value = serde_json::from_str(&stdout(&recent)).unwrap();
+    assert_eq!(document["sums"]["total"]["calls"], 0, "the calls are from 2024, not the last hour");
+}
+
+#[test]
+fn verify_passes_then_names_the_tampered_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    fill(&path);
+    let db = path.to_str().unwrap();
+    let ok = weir(&["ledger", "verify", "--path", db]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert_eq!(stdout(&ok).trim(), "ok: 3 rows, 3 calls");
+
+    let tamper = rusqlite::Connection::open(&path).unwrap();
+    tamper.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
+    tamper.execute("UPDATE ledger SET body = replace(body, 'bob', 'eve') WHERE seq = 2", []).unwrap();
+    drop(tamper);
+    let broken = weir(&["ledger", "verify", "--path", db]);
+    assert!(!broken.status.success());
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(stderr.contains("row 2") && stderr.contains("call-bob"), "{stderr}");
+}
+
+#[test]
+fn export_writes_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    fill(&path);
+    let output = weir(&["ledger", "export", "--path", path.to_str().unwrap(), "--since", "2024-01-02T00:00:00Z"]);
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<serde_json::Value> =
+        stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let kinds: Vec<_> =
+        lines.iter().map(|line| (line["seq"].as_i64().unwrap(), line["kind"].as_str().unwrap())).collect();
+    assert_eq!(kinds, [(2, "close"), (3, "open")]);
+    assert_eq!(lines[0]["record"]["call_id"], "call-bob");
+}
+
+#[test]
+fn clear_errors_without_a_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = weir(&["ledger", "verify", "--path", dir.path().join("none.db").to_str().unwrap()]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no ledger at"), "{missing:?}");
+
+    let config = dir.path().join("weir.toml");
+    std::fs::write(&config, "[ledger]\nenabled = false\n").unwrap();
+    let off = weir(&["ledger", "query", "--config", config.to_str().unwrap()]);
+    assert!(!off.status.success());
+    assert!(String::from_utf8_lossy(&off.stderr).contains("keeps no ledger"), "{off:?}");
+
+    let bad_time = weir(&["ledger", "query", "--path", "x.db", "--since", "yesterday"]);
+    assert!(!bad_time.status.success());
+    assert!(String::from_utf8_lossy(&bad_time.stderr).contains("RFC 3339"), "{bad_time:?}");
+
+    // The default path beside a config file: data/ledger.db.
+    std::fs::write(&config, "[ledger]\n").unwrap();
+    fill(&dir.path().join("data").join("ledger.db"));
+    let beside = weir(&["ledger", "verify", "--config", config.to_str().unwrap()]);
+    assert!(beside.status.success(), "{beside:?}");
+}
