@@ -30,6 +30,7 @@ pub mod compliance;
 mod error;
 pub mod identity;
 pub mod ledger;
+pub mod metrics;
 pub mod plugin;
 pub mod reach;
 pub mod record;
@@ -47,6 +48,7 @@ pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use identity::Caller;
+pub use metrics::Metrics;
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus, Resolution};
 pub use stream::ChatStream;
 
@@ -101,6 +103,8 @@ struct Inner {
     rate_store: Arc<dyn RateStore>,
     /// Who receives every call's opening and record (see [`record`]).
     observers: Observers,
+    /// The Prometheus exposition; one of the observers.
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Weir {
@@ -223,6 +227,11 @@ impl Weir {
     /// Who receives every call's record.
     pub(crate) fn observers(&self) -> &Observers {
         &self.inner.observers
+    }
+
+    /// The metrics every call updates, rendered at `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 
     pub fn admission(&self) -> &Admission {
@@ -360,6 +369,11 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        // The configuration's observers first, then the builder's.
+        let metrics = Metrics::new(&config.metrics, &catalog);
+        let mut observers = Observers::default();
+        observers.push(Arc::new(metrics.clone()));
+        observers.append(self.observers);
         let inner = Inner {
             config,
             catalog,
@@ -374,7 +388,8 @@ impl WeirBuilder {
             providers_dir,
             keys: RwLock::new(Arc::new(keys)),
             rate_store,
-            observers: self.observers,
+            observers,
+            metrics,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

@@ -6,8 +6,8 @@ mod config;
 use std::collections::BTreeMap;
 
 pub use config::{
-    Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, ModelEntry,
-    ServerSettings, ThinkingBudget,
+    Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, MetricsSettings,
+    ModelEntry, ServerSettings, ThinkingBudget,
 };
 
 use crate::admission::Tokenizer;

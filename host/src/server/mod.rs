@@ -6,6 +6,7 @@
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /health`
+//! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`])
 //!
 //! With `[[key]]`s configured every route but `/health` needs a caller key
 //! ([`auth`]); the operator's details need an `admin` one.
@@ -24,6 +25,7 @@ mod anthropic;
 mod auth;
 mod edge;
 mod error;
+mod metrics;
 mod openai;
 mod sse;
 
@@ -37,6 +39,7 @@ use serde_json::{Value, json};
 
 pub use edge::Stopped;
 pub use error::ApiError;
+pub use metrics::serve_metrics;
 
 use crate::Weir;
 use crate::chat::{ChatRequest, Stamp};
@@ -49,6 +52,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/health", get(health))
+        .route("/metrics", get(metrics::for_admin))
         .with_state(weir)
 }
 
