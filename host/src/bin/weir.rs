@@ -165,7 +165,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let metrics_listen = weir.config().metrics.listen;
     if metrics_listen == Some(address) {
         anyhow::bail!(
-            "[metrics] listen is {address}, the gateway's own address: give the metrics their own address              (one only the scraper reaches), or remove it and scrape the gateway's /metrics with an admin key"
+            "[metrics] listen is {address}, the gateway's own address: give the metrics their own address \
+             (one only the scraper reaches), or remove it and scrape the gateway's /metrics with an admin key"
         );
     }
     if !weir.providers_dir().is_dir() {
