@@ -30,6 +30,7 @@ pub mod compliance;
 mod error;
 pub mod identity;
 pub mod ledger;
+pub mod metrics;
 pub mod plugin;
 pub mod reach;
 pub mod record;
@@ -47,6 +48,7 @@ pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
 pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use identity::Caller;
+pub use metrics::Metrics;
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus, Resolution};
 pub use stream::ChatStream;
 
@@ -107,6 +109,8 @@ struct Inner {
     refusals: record::RefusalWindow,
     /// The call ledger, when the config keeps one.
     ledger: Option<Ledger>,
+    /// The Prometheus exposition; one of the observers.
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Weir {
@@ -257,6 +261,11 @@ impl Weir {
         self.inner.ledger.as_ref()
     }
 
+    /// The metrics every call updates, rendered at `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     pub fn admission(&self) -> &Admission {
         &self.inner.admission
     }
@@ -400,11 +409,17 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
-        let ledger = ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, None));
+        // The configuration's observers first (the ledger, whose commit a call
+        // waits for, then the metrics), then the builder's.
+        let metrics = Metrics::new(&config.metrics, &catalog);
+        let meter = metrics.ledger_meter();
+        let ledger =
+            ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));
         let mut observers = Observers::default();
         if let Some(ledger) = &ledger {
             observers.push(Arc::new(ledger.clone()));
         }
+        observers.push(Arc::new(metrics.clone()));
         for observer in self.observers {
             observers.push(observer);
         }
@@ -425,6 +440,7 @@ impl WeirBuilder {
             observers,
             refusals: record::RefusalWindow::default(),
             ledger,
+            metrics,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

@@ -2,6 +2,9 @@
 //! package) against any OpenAI-compatible base URL, `tests/python/anthropic_client.py` (the
 //! `anthropic` package) against any Messages API root — the fake upstream, or Weir itself.
 //!
+//! `tests/python/parse_metrics.py` reads `/metrics` with the Prometheus project's own parser
+//! (the `prometheus_client` package).
+//!
 //! The interpreter is `$WEIR_PYTHON`, else `tests/python/.venv/bin/python` when that venv
 //! exists, else `python3`. It must have the pinned packages
 //! (`python3 -m pip install -r tests/python/requirements.txt`, which `.ci/run` does). A
@@ -25,8 +28,8 @@ pub fn python_with(module: &str) -> PathBuf {
     let candidate = std::env::var_os("WEIR_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| if venv.is_file() { venv } else { PathBuf::from("python3") });
-    let probe =
-        Command::new(&candidate).args(["-c", &format!("import {module}; print({module}.__version__)")]).output();
+    // Only the import: not every package has `__version__` (`prometheus_client` has none).
+    let probe = Command::new(&candidate).args(["-c", &format!("import {module}")]).output();
     match probe {
         Ok(output) if output.status.success() => candidate,
         Ok(output) => panic!(
@@ -52,6 +55,32 @@ pub fn run_openai_client(base_url: &str, model: &str, steps: &str) -> Vec<Value>
 #[must_use]
 pub fn run_anthropic_client(base_url: &str, model: &str, steps: &str) -> Vec<Value> {
     run_client("anthropic", base_url, model, steps)
+}
+
+/// Parses an OpenMetrics exposition with the `prometheus_client` package's strict parser
+/// (`tests/python/parse_metrics.py`) and returns its families as JSON: `[{"name", "type",
+/// "unit", "samples": [{"name", "labels", "value"}]}]`. Fails the test if the text does not
+/// parse.
+#[must_use]
+pub fn parse_metrics(text: &str) -> Value {
+    use std::io::Write;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/parse_metrics.py");
+    let mut child = Command::new(python_with("prometheus_client"))
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run parse_metrics.py: {e}"));
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "parse_metrics.py refused the exposition ({}):\n{}\n--- text ---\n{text}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("parse_metrics.py prints JSON")
 }
 
 fn run_client(package: &str, base_url: &str, model: &str, steps: &str) -> Vec<Value> {

@@ -1,6 +1,7 @@
 //! `weir`: the gateway binary over the `weir_host` library.
 //!
-//! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]`
+//! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]` (and `/metrics` alone on
+//!   `[metrics] listen`, when set)
 //! - `weir providers [--config FILE] [--providers-dir DIR] [--resolve]`
 //! - `weir check FILE.wasm [--fixtures DIR]`
 //! - `weir wit --out DIR`
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use weir_host::ledger::{Filter, GroupBy, Reader, Sums, Totals, parse_time};
 use weir_host::server::Stopped;
@@ -229,6 +231,15 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
              Add keys (`weir keys new --member NAME`), listen on loopback, or set `allow_unauthenticated = true`"
         );
     }
+    // `[metrics] listen` serves without a key: on the gateway's own address it
+    // would stand in for the gateway, keyless.
+    let metrics_listen = weir.config().metrics.listen;
+    if metrics_listen == Some(address) {
+        anyhow::bail!(
+            "[metrics] listen is {address}, the gateway's own address: give the metrics their own address \
+             (one only the scraper reaches), or remove it and scrape the gateway's /metrics with an admin key"
+        );
+    }
     if !weir.providers_dir().is_dir() {
         // Not an error (the embedded providers serve), but a typo here would
         // otherwise look like a drop-in that never loads.
@@ -242,6 +253,19 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let stopped = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
+        if let Some(metrics_address) = metrics_listen {
+            let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
+                .await
+                .with_context(|| format!("cannot bind [metrics] listen {metrics_address}"))?;
+            tracing::info!(address = %metrics_listener.local_addr()?, "metrics listening (/metrics only, no key)");
+            let serving = weir.clone();
+            // Detached, like the watches: it runs for the life of the server.
+            drop(tokio::spawn(async move {
+                if let Err(error) = weir_host::server::serve_metrics(serving, metrics_listener).await {
+                    tracing::error!(%error, "the metrics listener stopped");
+                }
+            }));
+        }
         tracing::info!(
             address = %bound,
             models = weir.catalog().models().count(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 pub use config::{
     Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError,
-    LedgerSettings, LedgerSync, ModelEntry, ServerSettings, ThinkingBudget,
+    LedgerSettings, LedgerSync, MetricsSettings, ModelEntry, ServerSettings, ThinkingBudget,
 };
 
 use crate::admission::Tokenizer;

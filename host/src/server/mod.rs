@@ -7,6 +7,7 @@
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
 //! - `GET /health`
+//! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`])
 //!
 //! With `[[key]]`s configured every route but `/health` needs a caller key
 //! ([`auth`]); the operator's details need an `admin` one.
@@ -25,6 +26,7 @@ mod anthropic;
 mod auth;
 mod edge;
 mod error;
+mod metrics;
 mod openai;
 mod sse;
 mod usage;
@@ -39,6 +41,7 @@ use serde_json::{Value, json};
 
 pub use edge::Stopped;
 pub use error::ApiError;
+pub use metrics::serve_metrics;
 
 use crate::Weir;
 use crate::chat::{ChatRequest, Stamp};
@@ -53,6 +56,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))
         .route("/health", get(health))
+        .route("/metrics", get(metrics::for_admin))
         .with_state(weir)
 }
 

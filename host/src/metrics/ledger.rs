@@ -1,0 +1,20 @@
+//! The ledger writer's own health: how long a batch takes to commit, how large
+//! batches are, and how many could not be written.
+
+use std::time::Duration;
+
+use super::Metrics;
+use crate::ledger::LedgerMeter;
+
+impl LedgerMeter for Metrics {
+    fn committed(&self, records: usize, elapsed: Duration) {
+        let series = &self.inner.series;
+        series.ledger_commit.observe(elapsed.as_secs_f64());
+        // Batches are far below 2^52 records: the conversion is exact.
+        series.ledger_batch.observe(records as f64);
+    }
+
+    fn failed(&self, _records: usize) {
+        self.inner.series.ledger_failures.inc();
+    }
+}

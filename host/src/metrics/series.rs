@@ -1,0 +1,121 @@
+//! The series: each family, its name, help, unit and buckets, registered once.
+//! Names follow the OpenMetrics conventions: the `weir_` prefix, the unit
+//! last, and `_total` on counters (added by the encoder).
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use std::sync::atomic::AtomicU64;
+
+use super::labels::{CallLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels, TokenLabels};
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every family the metrics update. Each handle shares its values with the
+/// registry's copy, so updating one is what a scrape then reads.
+pub(super) struct Series {
+    pub(super) calls: Family<CallLabels, Counter>,
+    pub(super) calls_in_flight: Gauge,
+    pub(super) tokens: Family<TokenLabels, Counter>,
+    pub(super) cost_usd: Family<ModelLabels, Counter<f64, AtomicU64>>,
+    pub(super) call_duration: Histograms<ModelLabels>,
+    pub(super) first_output: Histograms<ModelLabels>,
+    pub(super) admission_wait: Histograms<ModelLabels>,
+    pub(super) queue_depth: Family<ModelLabels, Gauge>,
+    pub(super) permits_held: Family<ModelLabels, Gauge>,
+    pub(super) throttle: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    pub(super) retries: Family<RetryLabels, Counter>,
+    pub(super) attempts: Family<ReasonLabels, Counter>,
+    pub(super) component_faults: Family<ProviderLabels, Counter>,
+    pub(super) ledger_commit: Histogram,
+    pub(super) ledger_batch: Histogram,
+    pub(super) ledger_failures: Counter,
+}
+
+/// A model call: from a fast cached answer to a long reasoning run.
+fn call_seconds() -> Histogram {
+    Histogram::new([0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0])
+}
+
+/// A stream's first output: well under a second when healthy.
+fn first_output_seconds() -> Histogram {
+    Histogram::new([0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0])
+}
+
+/// Admission: zero when the model has room, up to a deadline when it queues.
+fn wait_seconds() -> Histogram {
+    Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0])
+}
+
+impl Series {
+    pub(super) fn register(registry: &mut Registry) -> Self {
+        let series = Self {
+            calls: Family::default(),
+            calls_in_flight: Gauge::default(),
+            tokens: Family::default(),
+            cost_usd: Family::default(),
+            call_duration: Family::new_with_constructor(call_seconds),
+            first_output: Family::new_with_constructor(first_output_seconds),
+            admission_wait: Family::new_with_constructor(wait_seconds),
+            queue_depth: Family::default(),
+            permits_held: Family::default(),
+            throttle: Family::default(),
+            retries: Family::default(),
+            attempts: Family::default(),
+            component_faults: Family::default(),
+            // A commit of one batch: a disk sync, milliseconds.
+            ledger_commit: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+            ledger_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
+            ledger_failures: Counter::default(),
+        };
+        let r = registry;
+        r.register("calls", "Calls closed, by outcome category", series.calls.clone());
+        r.register("calls_in_flight", "Calls opened and not yet closed", series.calls_in_flight.clone());
+        r.register("tokens", "Tokens used, summed over every attempt", series.tokens.clone());
+        r.register_with_unit(
+            "cost",
+            "Cost from the catalog's declared prices",
+            Unit::Other("usd".to_owned()),
+            series.cost_usd.clone(),
+        );
+        r.register_with_unit("call_duration", "Call latency", Unit::Seconds, series.call_duration.clone());
+        r.register_with_unit(
+            "time_to_first_output",
+            "Streams: time from the call's open to its first output",
+            Unit::Seconds,
+            series.first_output.clone(),
+        );
+        r.register_with_unit(
+            "admission_wait",
+            "Time each upstream attempt waited for admission",
+            Unit::Seconds,
+            series.admission_wait.clone(),
+        );
+        r.register("admission_queue_depth", "Calls parked waiting for admission", series.queue_depth.clone());
+        r.register("admission_in_flight", "Calls holding an admission permit", series.permits_held.clone());
+        r.register(
+            "admission_throttle_coefficient",
+            "Throttle coefficient from upstream pushback (0 none, 9 most)",
+            series.throttle.clone(),
+        );
+        r.register("retries", "Retried attempts, by the signal that caused them", series.retries.clone());
+        r.register("attempts", "Upstream attempts, by why they ran", series.attempts.clone());
+        r.register(
+            "component_faults",
+            "Provider component faults (traps, limits, malformed output)",
+            series.component_faults.clone(),
+        );
+        r.register_with_unit(
+            "ledger_commit",
+            "Time to commit one ledger batch",
+            Unit::Seconds,
+            series.ledger_commit.clone(),
+        );
+        r.register("ledger_batch_records", "Records per committed ledger batch", series.ledger_batch.clone());
+        r.register("ledger_failures", "Ledger batches that could not be written", series.ledger_failures.clone());
+        series
+    }
+}

@@ -1,0 +1,35 @@
+//! `GET /metrics`: the Prometheus exposition ([`crate::metrics`]), on the
+//! gateway for `admin` keys, and alone on `[metrics] listen` for a scraper
+//! that holds no key.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use super::{ApiError, auth};
+use crate::Weir;
+
+/// The gateway's route: the operator's view, so `admin` keys only (open, like
+/// every route, when the gateway has no keys and so listens on loopback).
+pub(super) async fn for_admin(State(weir): State<Weir>, headers: HeaderMap) -> Result<Response, ApiError> {
+    auth::require_admin(&weir, &headers)?;
+    Ok(exposition(&weir).await)
+}
+
+async fn exposition(weir: &Weir) -> Response {
+    let text = weir.metrics().render(weir).await;
+    ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+}
+
+/// `[metrics] listen`: only `/metrics`, without a key (anything else is 404).
+/// Bind it where only the scraper reaches; it has none of the gateway's edge
+/// limits, since it serves one small answer and no calls.
+pub async fn serve_metrics(weir: Weir, listener: TcpListener) -> std::io::Result<()> {
+    let router =
+        Router::new().route("/metrics", get(|State(weir): State<Weir>| async move { exposition(&weir).await }));
+    axum::serve(listener, router.with_state(weir)).await
+}
