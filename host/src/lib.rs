@@ -36,6 +36,7 @@ pub mod record;
 pub mod server;
 mod status;
 pub mod stream;
+pub mod telemetry;
 pub mod transport;
 pub mod types;
 
@@ -360,6 +361,16 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        // The spans (when `[telemetry]` names a collector) come before the
+        // builder's own observers. Their exporter task starts on the first
+        // record's tokio runtime: `build` itself needs none.
+        let mut observers = Observers::default();
+        let telemetry = telemetry::Telemetry::start(&config.telemetry)
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        if let Some(telemetry) = telemetry {
+            observers.push(Arc::new(telemetry));
+        }
+        observers.append(self.observers);
         let inner = Inner {
             config,
             catalog,
@@ -374,7 +385,7 @@ impl WeirBuilder {
             providers_dir,
             keys: RwLock::new(Arc::new(keys)),
             rate_store,
-            observers: self.observers,
+            observers,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

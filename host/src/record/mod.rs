@@ -18,7 +18,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-pub use observer::{Acknowledged, CallObserver, ObserverError, Observers};
+pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, acknowledged};
 
 pub use price::Prices;
 

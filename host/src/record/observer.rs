@@ -57,6 +57,11 @@ impl Observers {
         self.observers.push(observer);
     }
 
+    /// Adds `later`'s observers after these, in their order.
+    pub fn append(&mut self, later: Observers) {
+        self.observers.extend(later.observers);
+    }
+
     /// Tells every observer a call opened; the first refusal wins.
     pub async fn opened(&self, opening: &CallOpening) -> Result<(), ObserverError> {
         let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.opened(opening)).collect();

@@ -109,6 +109,12 @@ fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), Api
     request.max_corrections = number_header(headers, "x-weir-max-corrections")?;
     request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
     request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    // The caller's W3C trace, continued by the call's span; anything invalid is ignored.
+    request.traceparent = headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| crate::record::valid_traceparent(value))
+        .map(str::to_owned);
     Ok(())
 }
 
