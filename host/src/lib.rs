@@ -37,6 +37,7 @@ pub mod record;
 pub mod server;
 mod status;
 pub mod stream;
+pub mod telemetry;
 pub mod transport;
 pub mod types;
 
@@ -111,6 +112,8 @@ struct Inner {
     ledger: Option<Ledger>,
     /// The Prometheus exposition; one of the observers.
     metrics: Metrics,
+    /// The span exporter, when `[telemetry]` names a collector; one of the observers.
+    telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
 impl std::fmt::Debug for Weir {
@@ -261,6 +264,14 @@ impl Weir {
         self.inner.ledger.as_ref()
     }
 
+    /// Sends the spans still queued, when spans are exported (`weir serve`
+    /// calls it once it has drained, so the last calls' spans are not lost).
+    pub async fn flush_telemetry(&self) {
+        if let Some(telemetry) = &self.inner.telemetry {
+            telemetry.flush().await;
+        }
+    }
+
     /// The metrics every call updates, rendered at `/metrics`.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
@@ -409,17 +420,25 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
-        // The configuration's observers first (the ledger, whose commit a call
-        // waits for, then the metrics), then the builder's.
+        // The configuration's observers first — the ledger (whose commit a call
+        // waits for), the metrics, the spans when `[telemetry]` names a
+        // collector (their exporter starts on the first record's tokio
+        // runtime: `build` itself needs none) — then the builder's.
         let metrics = Metrics::new(&config.metrics, &catalog);
         let meter = metrics.ledger_meter();
         let ledger =
             ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));
+        let telemetry = telemetry::Telemetry::start(&config.telemetry)
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?
+            .map(Arc::new);
         let mut observers = Observers::default();
         if let Some(ledger) = &ledger {
             observers.push(Arc::new(ledger.clone()));
         }
         observers.push(Arc::new(metrics.clone()));
+        if let Some(telemetry) = &telemetry {
+            observers.push(Arc::clone(telemetry) as Arc<dyn CallObserver>);
+        }
         for observer in self.observers {
             observers.push(observer);
         }
@@ -441,6 +460,7 @@ impl WeirBuilder {
             refusals: record::RefusalWindow::default(),
             ledger,
             metrics,
+            telemetry,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

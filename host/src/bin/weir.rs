@@ -285,7 +285,11 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             drop(weir_host::identity::watch_keys(weir.clone(), path, every, open_allowed));
         }
         println!("listening on {bound}");
-        anyhow::Ok(weir_host::server::serve(weir, listener).await?)
+        let stopped = weir_host::server::serve(weir.clone(), listener).await?;
+        // The spans of the last calls, while the runtime still runs; a
+        // collector that does not answer holds the exit 2 s at most.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), weir.flush_telemetry()).await;
+        anyhow::Ok(stopped)
     })?;
     // Whatever is still running (cut calls, the folder watch) is abandoned, not
     // awaited: the drain already decided how long to wait.

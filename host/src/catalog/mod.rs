@@ -5,6 +5,7 @@ mod config;
 
 use std::collections::BTreeMap;
 
+pub use config::TelemetrySettings;
 pub use config::{
     Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError,
     LedgerSettings, LedgerSync, MetricsSettings, ModelEntry, ServerSettings, ThinkingBudget,
