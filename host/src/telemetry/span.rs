@@ -152,8 +152,12 @@ fn call_attributes(record: &CallRecord) -> Vec<KeyValue> {
     if !record.ok() {
         attributes.push(string("error.type", &record.category));
     }
-    if let Some(host) = &record.endpoint_host {
+    if let Some(endpoint) = &record.endpoint_host {
+        let (host, port) = host_and_port(endpoint);
         attributes.push(string("server.address", host));
+        if let Some(port) = port {
+            attributes.push(int("server.port", u64::from(port)));
+        }
     }
     if let Some(cost) = record.cost_usd {
         attributes.push(KeyValue {
@@ -195,6 +199,18 @@ fn usage(tokens: &Tokens) -> [KeyValue; 4] {
 /// for a success.
 fn status(category: &str) -> Option<Status> {
     (category != "ok").then(|| Status { code: StatusCode::Error as i32, message: category.to_owned() })
+}
+
+/// `server.address` is the host alone; a port the endpoint names is `server.port`
+/// (`host:8080`, `[::1]:8080`; a bare IPv6 address has no port).
+fn host_and_port(endpoint: &str) -> (&str, Option<u16>) {
+    match endpoint.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.ends_with(']') => match port.parse() {
+            Ok(port) => (host.trim_start_matches('[').trim_end_matches(']'), Some(port)),
+            Err(_) => (endpoint, None),
+        },
+        _ => (endpoint, None),
+    }
 }
 
 fn string(key: &str, value: &str) -> KeyValue {
@@ -418,5 +434,13 @@ pub(crate) mod tests {
         let resource = request.resource_spans[0].resource.as_ref().unwrap();
         assert_eq!(resource.attributes, vec![string("service.name", "billing-api")]);
         assert_eq!(request.resource_spans[0].scope_spans[0].spans.len(), 3);
+    }
+
+    #[test]
+    fn the_server_address_is_the_host_and_the_port_apart() {
+        assert_eq!(host_and_port("api.openai.com"), ("api.openai.com", None));
+        assert_eq!(host_and_port("127.0.0.1:8080"), ("127.0.0.1", Some(8080)));
+        assert_eq!(host_and_port("[::1]:8080"), ("::1", Some(8080)));
+        assert_eq!(host_and_port("::1"), ("::1", None));
     }
 }
