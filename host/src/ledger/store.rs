@@ -48,11 +48,6 @@ CREATE TABLE IF NOT EXISTS ledger (
 );
 CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
 CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
-CREATE INDEX IF NOT EXISTS ledger_key ON ledger (key_id);
-CREATE INDEX IF NOT EXISTS ledger_member ON ledger (member);
-CREATE INDEX IF NOT EXISTS ledger_team ON ledger (team);
-CREATE INDEX IF NOT EXISTS ledger_model ON ledger (model);
-CREATE INDEX IF NOT EXISTS ledger_category ON ledger (category);
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never updated'); END;
 CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
@@ -255,9 +250,8 @@ pub(super) fn append<'a>(
 /// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
 fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::Error> {
     let last = transaction
-        .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-        })
+        .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
     Ok(last.unwrap_or_else(|| (0, GENESIS.to_owned())))
 }
