@@ -190,5 +190,7 @@ async fn a_full_ledger_refuses_or_continues_as_configured() {
             .and_then(|value| value.parse().ok())
             .unwrap_or_else(|| panic!("no weir_ledger_failures_total:\n{metrics}"));
         assert!(failures >= 1.0, "on_error = {on_error}: {failures}");
+        let in_flight = metrics.lines().find(|line| line.starts_with("weir_calls_in_flight "));
+        assert_eq!(in_flight, Some("weir_calls_in_flight 0"), "every opened call was closed: {on_error}");
     }
 }

@@ -222,9 +222,16 @@ async fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> Result<CallLo
     match weir.observers().opened(log.opening()).await {
         Ok(()) => Ok(log),
         Err(refusal) => {
-            let tally = Tally::new(log.started());
+            let mut tally = Tally::new(log.started());
             let stamp = stamp(&log, &request.model, &tally);
-            Err(CallError { error: WeirError::LedgerUnavailable(refusal.0), stamp })
+            let error = WeirError::LedgerUnavailable(refusal.0);
+            // Every opening is closed: the observers that counted it (calls in
+            // flight) see it end; the ledger tries once more to hold it.
+            let ending = Ending { category: error.category().as_str().to_owned(), ..Ending::default() };
+            if let Err(again) = close(weir, log, &mut tally, ending).await {
+                tracing::debug!(error = %again, "the refused call's record was not written either");
+            }
+            Err(CallError { error, stamp })
         }
     }
 }
