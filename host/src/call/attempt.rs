@@ -63,8 +63,9 @@ pub(super) async fn logged(
 
 /// The first half of every attempt, whole or streamed: the demand admitted (one
 /// request; the input's tokens plus the output reserve), then the request encoded
-/// and finalized (retention bound, envelope re-checked: the last step before it
-/// leaves). A failure here gives the grant back: nothing was sent.
+/// and finalized (retention bound, envelope re-checked), then the call's opening
+/// settled in the record: the last steps before it leaves. A failure here gives
+/// the grant back: nothing was sent.
 pub(super) async fn admit_and_encode(
     target: &Target<'_>,
     conversation: &Conversation,
@@ -97,6 +98,11 @@ pub(super) async fn admit_and_encode(
         .await
         .map_err(|source| WeirError::Plugin { model: model_id(target), source })
         .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));
+    // The call's opening must be in the record before anything leaves.
+    let encoded = match encoded {
+        Ok(http_request) => target.opening.settled().await.map(|()| http_request),
+        Err(error) => Err(error),
+    };
     match encoded {
         Ok(http_request) => Ok((grant, http_request)),
         Err(error) => {

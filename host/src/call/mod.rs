@@ -32,6 +32,7 @@ mod attempt_log;
 mod cache_plan;
 mod classify;
 mod gates;
+mod opening;
 mod prompted_tools;
 mod retry;
 mod schema;
@@ -50,6 +51,7 @@ use crate::record::{self, AttemptRecord, CallLog, Ending, Resolved};
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
 
+use opening::Opening;
 use spend::Spend;
 
 pub(crate) use attempt_log::millis;
@@ -131,10 +133,10 @@ impl Tally {
 /// Runs one chat call end to end. Its record is opened before anything is
 /// spent and committed before the answer (or the failure) is returned.
 pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
-    let log = open(weir, &request, false).await?;
+    let (log, opening) = open(weir, &request, false);
     cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::new(log.started());
-    let result = run(weir, &request, &mut tally, &Whole).await;
+    let result = run(weir, &request, &mut tally, &Whole, &opening).await;
     let stamp = stamp(&log, &request.model, &tally);
     let result = match result {
         Ok(Outcome::Complete(answer)) => Ok(answer),
@@ -153,7 +155,7 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
 /// call failed before any, after the same retries and gates as [`chat`]). A
 /// live stream's record is committed before its end reaches the caller.
 pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result<ChatStream, CallError> {
-    let log = open(weir, &request, true).await?;
+    let (log, opening) = open(weir, &request, true);
     cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::new(log.started());
     let attempt = streaming::Streamed::new(request.stream_replay);
@@ -164,12 +166,12 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         )),
         // Tools read from a JSON answer cannot be streamed as they are written: the
         // answer is taken whole and replayed as a stream.
-        None if prompted_tools_apply(weir, &request) => match run(weir, &request, &mut tally, &Whole).await {
+        None if prompted_tools_apply(weir, &request) => match run(weir, &request, &mut tally, &Whole, &opening).await {
             Ok(Outcome::Complete(answer)) => Ok(Outcome::Complete(answer)),
             Ok(Outcome::Live(never)) => match never {},
             Err(error) => Err(error),
         },
-        None => run(weir, &request, &mut tally, &attempt).await,
+        None => run(weir, &request, &mut tally, &attempt, &opening).await,
     };
     let stamp = stamp(&log, &request.model, &tally);
     let result = match result {
@@ -215,25 +217,13 @@ pub(crate) async fn refused(
     call_id
 }
 
-/// Opens the call's record with every observer. A ledger that must hold every
-/// record and cannot refuses the call before anything is spent.
-async fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> Result<CallLog, CallError> {
+/// Opens the call's record: every observer is told now; the acknowledgement
+/// is awaited as the first request is about to leave (see [`opening`]), so a
+/// ledger that cannot hold the record refuses the call before anything is sent.
+fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> (CallLog, Opening) {
     let log = CallLog::open(request, stream, weir.records_content());
-    match weir.observers().opened(log.opening()).await {
-        Ok(()) => Ok(log),
-        Err(refusal) => {
-            let mut tally = Tally::new(log.started());
-            let stamp = stamp(&log, &request.model, &tally);
-            let error = WeirError::LedgerUnavailable(refusal.0);
-            // Every opening is closed: the observers that counted it (calls in
-            // flight) see it end; the ledger tries once more to hold it.
-            let ending = Ending { category: error.category().as_str().to_owned(), ..Ending::default() };
-            if let Err(again) = close(weir, log, &mut tally, ending).await {
-                tracing::debug!(error = %again, "the refused call's record was not written either");
-            }
-            Err(CallError { error, stamp })
-        }
-    }
+    let pending = weir.observers().open(log.opening());
+    (log, Opening::new(pending))
 }
 
 /// Closes the record and hands it to every observer, waiting for them (the
@@ -281,8 +271,9 @@ async fn run<A: Attempt>(
     request: &ChatRequest,
     tally: &mut Tally,
     attempt: &A,
+    opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, &request.model, request.caller.as_ref()).await?;
+    let target = target::resolve(weir, &request.model, request.caller.as_ref(), opening).await?;
     tally.provider = Some(target.provider.key().to_owned());
     tally.cache_multipliers =
         Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });

@@ -16,6 +16,8 @@ use crate::reach::{self, Destination};
 use crate::transport::{Credential, CredentialError, SecretStore};
 use crate::types::HttpRequest;
 
+use super::opening::Opening;
+
 pub(super) struct Target<'a> {
     pub weir: &'a Weir,
     pub model: &'a ModelSpec,
@@ -28,6 +30,8 @@ pub(super) struct Target<'a> {
     pub credential_id: Option<String>,
     pub endpoint: String,
     pub binding: Binding<'a>,
+    /// The call's opening in the record, settled before the first request leaves.
+    pub opening: &'a Opening,
 }
 
 impl Target<'_> {
@@ -48,6 +52,7 @@ pub(super) async fn resolve<'a>(
     weir: &'a Weir,
     model_id: &str,
     caller: Option<&Caller>,
+    opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
     let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
     let key_gate = permit(weir, caller, &model.id)?;
@@ -74,7 +79,7 @@ pub(super) async fn resolve<'a>(
     reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
     let credential_id = destination.credential_id;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
-    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding })
+    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding, opening })
 }
 
 /// The caller's key may call `model` (the entry actually dispatched): checked on

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, acknowledged};
+pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, PendingOpen, acknowledged};
 
 pub(crate) use content::{answer as answer_content, stop_reason as stop_reason_name};
 pub(crate) use open::{CallLog, Ending, Resolved};

@@ -57,16 +57,40 @@ impl Observers {
         self.observers.push(observer);
     }
 
-    /// Tells every observer a call opened; the first refusal wins.
+    /// Tells every observer a call opened, now; what they answer is awaited
+    /// later ([`PendingOpen::settled`]), so the call's own work overlaps the
+    /// ledger's commit.
+    pub fn open(&self, opening: &CallOpening) -> PendingOpen {
+        PendingOpen { acks: self.observers.iter().map(|observer| observer.opened(opening)).collect() }
+    }
+
+    /// Tells every observer a call opened and waits for them; the first refusal wins.
     pub async fn opened(&self, opening: &CallOpening) -> Result<(), ObserverError> {
-        let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.opened(opening)).collect();
-        first_error(acks).await
+        self.open(opening).settled().await
     }
 
     /// Hands every observer the closed record; the first refusal wins.
     pub async fn closed(&self, record: &Arc<CallRecord>) -> Result<(), ObserverError> {
         let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.closed(record)).collect();
         first_error(acks).await
+    }
+}
+
+/// The observers' acknowledgements of a call's opening, not yet awaited.
+pub struct PendingOpen {
+    acks: Vec<Acknowledged>,
+}
+
+impl std::fmt::Debug for PendingOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingOpen").field("acks", &self.acks.len()).finish()
+    }
+}
+
+impl PendingOpen {
+    /// Waits for every observer; the first refusal wins.
+    pub async fn settled(self) -> Result<(), ObserverError> {
+        first_error(self.acks).await
     }
 }
 

@@ -1,0 +1,38 @@
+//! A call's opening in the record. It is handed to the observers as the call
+//! starts, and its acknowledgement (the ledger's commit) is awaited only as
+//! the first request is about to leave: resolution, admission and encoding
+//! overlap the commit, and still nothing is sent upstream for a call whose
+//! opening the ledger refused.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::error::WeirError;
+use crate::record::PendingOpen;
+
+#[derive(Debug)]
+pub(super) struct Opening {
+    pending: Mutex<Option<PendingOpen>>,
+    /// The observers' answer, once awaited (later attempts read it).
+    settled: OnceLock<Result<(), String>>,
+}
+
+impl Opening {
+    pub fn new(pending: PendingOpen) -> Self {
+        Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new() }
+    }
+
+    /// Waits for the opening's acknowledgement (once per call): a refusal fails
+    /// the attempt before it is sent, as `ledger_unavailable`.
+    pub async fn settled(&self) -> Result<(), WeirError> {
+        if let Some(outcome) = self.settled.get() {
+            return outcome.clone().map_err(WeirError::LedgerUnavailable);
+        }
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let outcome = match pending {
+            Some(pending) => pending.settled().await.map_err(|refusal| refusal.0),
+            None => Ok(()),
+        };
+        let outcome = self.settled.get_or_init(|| outcome).clone();
+        outcome.map_err(WeirError::LedgerUnavailable)
+    }
+}
