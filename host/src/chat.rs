@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Category, WeirError};
 use crate::identity::Caller;
-use crate::record::Route;
+use crate::record::{Route, Tokens};
 use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
@@ -120,7 +120,12 @@ impl CacheMultipliers {
     /// Billable input tokens: uncached input at full price plus cache reads and
     /// writes at their multipliers.
     pub fn billable_input(&self, usage: &Usage) -> f64 {
-        usage.input as f64 + self.read * usage.cache_read as f64 + self.write * usage.cache_write as f64
+        self.billable(&Tokens::of(usage))
+    }
+
+    /// [`CacheMultipliers::billable_input`] of token counts (a record's sums).
+    pub fn billable(&self, tokens: &Tokens) -> f64 {
+        tokens.input as f64 + self.read * tokens.cache_read as f64 + self.write * tokens.cache_write as f64
     }
 }
 

@@ -42,7 +42,8 @@ pub(super) fn request_id(headers: &[(String, String)]) -> Option<String> {
         .map(|(_, value)| bounded(value))
 }
 
-fn bounded(value: &str) -> String {
+/// An upstream's request id as recorded: at most 128 characters.
+pub(super) fn bounded(value: &str) -> String {
     value.chars().take(128).collect()
 }
 

@@ -47,7 +47,7 @@ use std::time::{Instant, SystemTime};
 use crate::Weir;
 use crate::chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
 use crate::error::WeirError;
-use crate::record::{self, AttemptRecord, CallLog, Ending, Resolved};
+use crate::record::{self, AttemptRecord, CallLog, CallRecord, Ending, Observers, Resolved};
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
 
@@ -106,10 +106,8 @@ impl Attempt for Whole {
 #[derive(Debug)]
 pub(crate) struct Tally {
     pub started: Instant,
-    pub provider: Option<String>,
     pub requested_max_tokens: Option<u32>,
     pub attempts: u32,
-    pub cache_multipliers: Option<CacheMultipliers>,
     /// Where the call went, once the model resolved.
     pub resolved: Option<Resolved>,
     /// Every upstream attempt, for the record.
@@ -118,15 +116,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     fn new(started: Instant) -> Self {
-        Self {
-            started,
-            provider: None,
-            requested_max_tokens: None,
-            attempts: 0,
-            cache_multipliers: None,
-            resolved: None,
-            attempt_records: Vec::new(),
-        }
+        Self { started, requested_max_tokens: None, attempts: 0, resolved: None, attempt_records: Vec::new() }
     }
 }
 
@@ -208,10 +198,11 @@ pub(crate) async fn refused(
 ) -> String {
     let log = CallLog::refused(route, traceparent);
     let call_id = log.call_id().to_owned();
-    let opened = weir.observers().opened(log.opening()).await;
+    let opened =
+        weir.observers().opened(log.opening()).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0));
     let ending = Ending { category: category.as_str().to_owned(), ..Ending::default() };
-    let record = Arc::new(log.close(None, Vec::new(), ending));
-    if let Err(error) = opened.and(weir.observers().closed(&record).await) {
+    let mut tally = Tally::new(log.started());
+    if let Err(error) = opened.and(close(weir, log, &mut tally, ending).await) {
         tracing::warn!(%error, call_id, "a refused caller's request was not recorded");
     }
     call_id
@@ -230,8 +221,13 @@ fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> (CallLog, Opening) 
 /// ledger: until it is committed).
 async fn close(weir: &Weir, log: CallLog, tally: &mut Tally, ending: Ending) -> Result<(), WeirError> {
     let attempts = std::mem::take(&mut tally.attempt_records);
-    let record = Arc::new(log.close(tally.resolved.as_ref(), attempts, ending));
-    weir.observers().closed(&record).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
+    commit(weir.observers(), log.close(tally.resolved.as_ref(), attempts, ending)).await
+}
+
+/// Hands a closed record to every observer and waits for them; a refusal
+/// (the ledger's) is the call's `ledger_unavailable`.
+async fn commit(observers: &Observers, record: CallRecord) -> Result<(), WeirError> {
+    observers.closed(&Arc::new(record)).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
 }
 
 /// How a whole call ended, as its record says.
@@ -257,12 +253,12 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
     Stamp {
         call_id: log.call_id().to_owned(),
         model: model.to_owned(),
-        provider: tally.provider.clone(),
+        provider: tally.resolved.as_ref().map(|resolved| resolved.provider.clone()),
         requested_max_tokens: tally.requested_max_tokens,
         attempts: tally.attempts,
         latency: tally.started.elapsed(),
         ended_at: SystemTime::now(),
-        cache_multipliers: tally.cache_multipliers,
+        cache_multipliers: tally.resolved.as_ref().map(|resolved| resolved.multipliers),
     }
 }
 
@@ -274,9 +270,6 @@ async fn run<A: Attempt>(
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
     let target = target::resolve(weir, &request.model, request.caller.as_ref(), opening).await?;
-    tally.provider = Some(target.provider.key().to_owned());
-    tally.cache_multipliers =
-        Some(CacheMultipliers { read: target.model.cache_read_multiplier, write: target.model.cache_write_multiplier });
     tally.resolved = Some(resolved(&target));
     if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
         return gates::run(attempt, &target, request, tally).await;
@@ -310,8 +303,7 @@ fn resolved(target: &Target<'_>) -> Resolved {
         wire_id: model.wire_id.clone(),
         endpoint_host: endpoint_host(&target.endpoint),
         prices: model.prices,
-        read_multiplier: model.cache_read_multiplier,
-        write_multiplier: model.cache_write_multiplier,
+        multipliers: CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier },
     }
 }
 

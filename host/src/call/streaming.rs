@@ -36,7 +36,7 @@ use crate::types::{
 };
 
 use super::attempt::{self, feed_back};
-use super::attempt_log::{Ended, Observed, request_id};
+use super::attempt_log::{Ended, Observed, bounded, request_id};
 use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, classify};
@@ -449,7 +449,7 @@ impl Seen {
             StreamDelta::Usage(usage) => self.usage = Some(*usage),
             StreamDelta::Stop(stop) => self.stop = Some(stop.reason),
             StreamDelta::ServedModel(model) => self.served_model = Some(model.clone()),
-            StreamDelta::RequestId(id) => self.request_id = Some(id.chars().take(128).collect()),
+            StreamDelta::RequestId(id) => self.request_id = Some(bounded(id)),
             _ => {}
         }
         if let Some(content) = &mut self.content {
@@ -488,8 +488,7 @@ impl StreamRecord {
             stream_end: Some(stream_end),
             answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
         };
-        let record = Arc::new(log.close(resolved.as_ref(), attempts, ending));
-        observers.closed(&record).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
+        super::commit(&observers, log.close(resolved.as_ref(), attempts, ending)).await
     }
 }
 

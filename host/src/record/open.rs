@@ -7,7 +7,7 @@ use super::{
     AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who, content,
     new_call_id,
 };
-use crate::chat::ChatRequest;
+use crate::chat::{CacheMultipliers, ChatRequest};
 
 /// What the call resolved to: where it went and what it is billed at.
 #[derive(Debug, Clone)]
@@ -17,8 +17,7 @@ pub(crate) struct Resolved {
     pub wire_id: String,
     pub endpoint_host: Option<String>,
     pub prices: Prices,
-    pub read_multiplier: f64,
-    pub write_multiplier: f64,
+    pub multipliers: CacheMultipliers,
 }
 
 /// How the call ended, as its record says.
@@ -105,12 +104,8 @@ impl CallLog {
     pub fn close(self, resolved: Option<&Resolved>, attempts: Vec<AttemptRecord>, ending: Ending) -> CallRecord {
         let mut usage = Tokens::default();
         attempts.iter().filter_map(|attempt| attempt.usage.as_ref()).for_each(|tokens| usage.add(tokens));
-        let billable_input = resolved.map(|r| {
-            usage.input as f64
-                + r.read_multiplier * usage.cache_read as f64
-                + r.write_multiplier * usage.cache_write as f64
-        });
-        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.read_multiplier, r.write_multiplier));
+        let billable_input = resolved.map(|r| r.multipliers.billable(&usage));
+        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.multipliers));
         let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } = self.opening;
         let latency = self.started.elapsed();
         CallRecord {

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Tokens;
+use crate::chat::CacheMultipliers;
 
 /// An entry's declared prices, USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -21,11 +22,11 @@ impl Prices {
     /// The cost of `tokens`, or `None` when the entry declares no input or
     /// output price. `multipliers` are the entry's cache read and write
     /// multipliers, used where no cache price is declared.
-    pub fn cost(&self, tokens: &Tokens, read_multiplier: f64, write_multiplier: f64) -> Option<f64> {
+    pub fn cost(&self, tokens: &Tokens, multipliers: CacheMultipliers) -> Option<f64> {
         let input = self.input?;
         let output = self.output?;
-        let cache_read = self.cache_read.unwrap_or(input * read_multiplier);
-        let cache_write = self.cache_write.unwrap_or(input * write_multiplier);
+        let cache_read = self.cache_read.unwrap_or(input * multipliers.read);
+        let cache_write = self.cache_write.unwrap_or(input * multipliers.write);
         let micro = tokens.input as f64 * input
             + tokens.output as f64 * output
             + tokens.cache_read as f64 * cache_read
@@ -42,11 +43,13 @@ impl Prices {
 mod tests {
     use super::*;
 
+    const MULTIPLIERS: CacheMultipliers = CacheMultipliers { read: 0.1, write: 1.25 };
+
     #[test]
     fn no_declared_price_is_no_cost() {
         let tokens = Tokens { input: 1000, output: 1000, ..Tokens::default() };
-        assert_eq!(Prices::default().cost(&tokens, 0.1, 1.25), None);
-        assert_eq!(Prices { input: Some(3.0), ..Prices::default() }.cost(&tokens, 0.1, 1.25), None);
+        assert_eq!(Prices::default().cost(&tokens, MULTIPLIERS), None);
+        assert_eq!(Prices { input: Some(3.0), ..Prices::default() }.cost(&tokens, MULTIPLIERS), None);
     }
 
     #[test]
@@ -55,7 +58,7 @@ mod tests {
         let tokens =
             Tokens { input: 1_000_000, output: 100_000, cache_read: 1_000_000, cache_write: 500_000, reasoning: 7 };
         // 3 + 1.5 + 0.3 (3 × 0.1) + 2
-        let cost = prices.cost(&tokens, 0.1, 1.25).unwrap();
+        let cost = prices.cost(&tokens, MULTIPLIERS).unwrap();
         assert!((cost - 6.8).abs() < 1e-9, "{cost}");
     }
 }
