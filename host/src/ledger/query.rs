@@ -315,16 +315,22 @@ fn stored_row(row: &rusqlite::Row<'_>, kind: &str, call_id: &str, body: &str) ->
         team: row.get(7)?,
         model: row.get(8)?,
         category: row.get(9)?,
-        tokens: Tokens {
-            input: row.get(10)?,
-            output: row.get(11)?,
-            cache_read: row.get(12)?,
-            cache_write: row.get(13)?,
-            reasoning: row.get(14)?,
-        },
+        tokens: tokens_from(row, 10)?,
         cost_usd: row.get(15)?,
         body: body.to_owned(),
     }))
+}
+
+/// Token counts from five columns in the table's order (input, output, cache
+/// read, cache write, reasoning), the first at `first`.
+fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+    Ok(Tokens {
+        input: row.get(first)?,
+        output: row.get(first + 1)?,
+        cache_read: row.get(first + 2)?,
+        cache_write: row.get(first + 3)?,
+        reasoning: row.get(first + 4)?,
+    })
 }
 
 /// Whether two rows agree, the cost to within rounding: a cost read back
@@ -387,13 +393,7 @@ fn sum_rows(
             row.get(0)?,
             Totals {
                 calls: row.get(1)?,
-                tokens: Tokens {
-                    input: row.get(2)?,
-                    output: row.get(3)?,
-                    cache_read: row.get(4)?,
-                    cache_write: row.get(5)?,
-                    reasoning: row.get(6)?,
-                },
+                tokens: tokens_from(row, 2)?,
                 cost_usd: row.get(7)?,
                 calls_without_cost: row.get(8)?,
             },
