@@ -48,6 +48,19 @@ struct Rig {
 
 const MARKER: &str = "RAW-PROVIDER-MARKER-7731";
 
+/// A Weir on `toml` (no providers folder) with a collecting observer.
+fn observed_weir(toml: &str) -> (Weir, Arc<Collect>) {
+    let records = Arc::new(Collect::default());
+    let weir = Weir::builder()
+        .config(Config::from_toml(toml, "test").unwrap())
+        .providers_dir("/nonexistent-weir-providers")
+        .cache_dir(Some(std::env::temp_dir().join("weir-records-test-cache")))
+        .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
+        .build()
+        .unwrap();
+    (weir, records)
+}
+
 async fn rig(extra: &str) -> Rig {
     let upstream = FakeUpstream::start_local().await;
     let toml = format!(
@@ -69,14 +82,7 @@ output_price = 8.0
 "#,
         url = upstream.base_url()
     );
-    let records = Arc::new(Collect::default());
-    let weir = Weir::builder()
-        .config(Config::from_toml(&toml, "test").unwrap())
-        .providers_dir("/nonexistent-weir-providers")
-        .cache_dir(Some(std::env::temp_dir().join("weir-records-test-cache")))
-        .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
-        .build()
-        .unwrap();
+    let (weir, records) = observed_weir(&toml);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let router = weir_host::server::router(weir);
@@ -188,14 +194,7 @@ async fn without_declared_prices_there_is_no_cost() {
         "[[model]]\nid = \"m\"\nprovider = \"openai-compatible\"\nendpoint = \"{}\"\nmax_output_tokens = 100\ncontext_window = 1000\noutput_tokens = 10\n",
         upstream.base_url()
     );
-    let records = Arc::new(Collect::default());
-    let weir = Weir::builder()
-        .config(Config::from_toml(&toml, "test").unwrap())
-        .providers_dir("/nonexistent-weir-providers")
-        .cache_dir(Some(std::env::temp_dir().join("weir-records-test-cache")))
-        .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
-        .build()
-        .unwrap();
+    let (weir, records) = observed_weir(&toml);
     upstream.push(completion("Hi", "stop", 10, 5));
     let request = weir_host::ChatRequest::new("m", weir_host::types::Conversation::user("Hello"));
     let answer = weir.chat(request).await.unwrap();
