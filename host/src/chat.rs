@@ -18,7 +18,13 @@ pub struct ChatRequest {
     pub conversation: Conversation,
     /// The declared output budget; absent falls back to the catalog entry's.
     pub max_output_tokens: Option<u32>,
+    /// The call's effort; absent: its key's default, else its member's, else
+    /// the config's `default_effort` (see `call::effort`). It reaches the wire
+    /// only as the entry declares (`reasoning`).
     pub reasoning_effort: Option<Effort>,
+    /// The caller turned reasoning off (OpenAI's `reasoning_effort: "none"`,
+    /// Anthropic's disabled `thinking`, `x-weir-effort: none`): no default applies.
+    pub reasoning_off: bool,
     /// An explicit thinking budget (Anthropic's `budget_tokens`). It replaces the
     /// one the catalog books for `reasoning_effort` and counts inside
     /// `max_output_tokens`, as Anthropic's does inside `max_tokens`: nothing is
@@ -60,6 +66,7 @@ impl ChatRequest {
             conversation,
             max_output_tokens: None,
             reasoning_effort: None,
+            reasoning_off: false,
             thinking_budget: None,
             temperature: None,
             stop: Vec::new(),
@@ -94,8 +101,11 @@ impl ChatRequest {
 pub struct Stamp {
     /// The call's id in the ledger (and `x-weir-call-id`).
     pub call_id: String,
-    /// The catalog id that was called, never the provider's echo.
+    /// The catalog id that served the call (what the caller named, when the
+    /// call failed before it resolved), never the provider's echo.
     pub model: String,
+    /// The role the caller named, when it named one.
+    pub role: Option<String>,
     /// The provider key, once the model resolved to one.
     pub provider: Option<String>,
     /// The output ceiling of the last attempt's wire request.

@@ -60,6 +60,9 @@ pub enum Category {
     /// The call ledger cannot be written and `[ledger] on_error = "refuse"`:
     /// an unrecorded call cannot be accounted, so none is made (or answered).
     LedgerUnavailable,
+    /// The role named has no entry that can serve it now; nothing else is
+    /// substituted.
+    RoleUnavailable,
 }
 
 impl Category {
@@ -92,6 +95,7 @@ impl Category {
             Self::RequestTimeout => "request_timeout",
             Self::GatewayBusy => "gateway_busy",
             Self::LedgerUnavailable => "ledger_unavailable",
+            Self::RoleUnavailable => "role_unavailable",
         }
     }
 
@@ -105,7 +109,11 @@ impl Category {
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
-            Self::Overloaded | Self::ProviderUnavailable | Self::GatewayBusy | Self::LedgerUnavailable => 503,
+            Self::Overloaded
+            | Self::ProviderUnavailable
+            | Self::GatewayBusy
+            | Self::LedgerUnavailable
+            | Self::RoleUnavailable => 503,
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
@@ -234,6 +242,20 @@ pub enum WeirError {
     ModelNotPermitted { key: String, model: String },
     #[error("unknown model `{0}`")]
     UnknownModel(String),
+    /// A gateway caller named a catalog entry while `model_choice = "roles"`.
+    #[error("`{model}` is a catalog id, and this gateway takes roles only: name a role (see GET /v1/models)")]
+    ModelChoiceRefused { model: String },
+    /// No entry that may serve the role can be called now (`reason`: why the
+    /// first one could not); none other is substituted.
+    #[error("role `{role}` is unavailable: {reason}")]
+    RoleUnavailable { role: String, reason: Box<WeirError> },
+    /// The input estimate, the output reserve and the safety margin do not fit
+    /// the model's context window; nothing was sent.
+    #[error(
+        "model `{model}`: the input (~{input} tokens, estimated) and the output reserve ({output}) with a margin \
+         of {margin} exceed the context window of {window} tokens"
+    )]
+    ContextOverflow { model: String, input: u64, output: u32, margin: u32, window: u32 },
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error(
@@ -314,6 +336,9 @@ impl WeirError {
             Self::LedgerUnavailable(_) => Category::LedgerUnavailable,
             Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
+            Self::ModelChoiceRefused { .. } => Category::PermissionDenied,
+            Self::RoleUnavailable { .. } => Category::RoleUnavailable,
+            Self::ContextOverflow { .. } => Category::ContextOverflow,
             Self::Refused { .. } => Category::Refused,
             Self::OutputTruncated { .. } => Category::OutputTruncated,
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
@@ -419,6 +444,9 @@ impl WeirError {
             Self::Unauthenticated(_)
             | Self::ModelNotPermitted { .. }
             | Self::UnknownModel(_)
+            | Self::ModelChoiceRefused { .. }
+            | Self::RoleUnavailable { .. }
+            | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
@@ -450,6 +478,8 @@ impl WeirError {
             Self::Unauthenticated(_)
             | Self::ModelNotPermitted { .. }
             | Self::UnknownModel(_)
+            | Self::ModelChoiceRefused { .. }
+            | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
             | Self::ProviderUnavailable { .. }
@@ -461,6 +491,9 @@ impl WeirError {
             | Self::InvalidAnswer { .. }
             | Self::AttemptTimedOut { .. }
             | Self::DeadlineExceeded { .. } => self.to_string(),
+            Self::RoleUnavailable { role, reason } => {
+                format!("role `{role}` is unavailable: {}", reason.safe_message())
+            }
             Self::Credential { model, source } => format!("model `{model}`: {}", credential_message(source)),
             Self::Reach { model, source } => format!("model `{model}`: {}", reach_message(source)),
             Self::Transport { model, provider, source } => {
@@ -713,6 +746,15 @@ mod tests {
         errors.push(WeirError::DeadlineExceeded { model: model() });
         errors.push(WeirError::MidStream { model: model(), deltas: 1, bytes: 2, source: Box::new(leaky()) });
         errors.push(WeirError::LedgerUnavailable(format!("/var/lib/weir/ledger.db: {UPSTREAM_TEXT}")));
+        errors.push(WeirError::ModelChoiceRefused { model: model() });
+        errors.push(WeirError::RoleUnavailable { role: "chat".into(), reason: Box::new(leaky()) });
+        errors.push(WeirError::ContextOverflow {
+            model: model(),
+            input: 9_000,
+            output: 1_000,
+            margin: 512,
+            window: 8_192,
+        });
         for error in &errors {
             match error {
                 WeirError::Unauthenticated(_)
@@ -737,6 +779,9 @@ mod tests {
                 | WeirError::AttemptTimedOut { .. }
                 | WeirError::DeadlineExceeded { .. }
                 | WeirError::MidStream { .. }
+                | WeirError::ModelChoiceRefused { .. }
+                | WeirError::RoleUnavailable { .. }
+                | WeirError::ContextOverflow { .. }
                 | WeirError::LedgerUnavailable(_) => {}
             }
         }

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod reach;
 pub mod record;
+pub mod routing;
 pub mod server;
 mod status;
 pub mod stream;
@@ -59,6 +60,7 @@ use identity::KeyRing;
 use ledger::Ledger;
 use plugin::{PluginEngine, ProviderRegistry};
 use record::{CallObserver, Observers};
+use routing::{DefaultPicker, ModelPicker, Roles};
 use transport::{
     AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretStore, TransportSettings,
 };
@@ -86,6 +88,10 @@ pub struct Weir {
 struct Inner {
     config: Config,
     catalog: Catalog,
+    /// The `[role.*]` table: what callers may name instead of a model.
+    roles: Roles,
+    /// Which entries may serve a role (the builder's, else [`DefaultPicker`]).
+    picker: Arc<dyn ModelPicker>,
     /// Swapped whole by a reload; each call clones the `Arc` once and finishes on
     /// the components it started with.
     registry: RwLock<Arc<ProviderRegistry>>,
@@ -144,6 +150,21 @@ impl Weir {
 
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The configured roles.
+    pub fn roles(&self) -> &Roles {
+        &self.inner.roles
+    }
+
+    pub(crate) fn picker(&self) -> &dyn ModelPicker {
+        self.inner.picker.as_ref()
+    }
+
+    /// The catalog id `role` resolves to now for `caller`, resolved exactly as
+    /// a call would resolve it (nothing is sent, nothing recorded).
+    pub async fn resolve_role(&self, role: &str, caller: Option<Caller>) -> Result<String, WeirError> {
+        call::preview(self, role, caller).await
     }
 
     /// The providers as of now.
@@ -332,6 +353,7 @@ pub struct WeirBuilder {
     compliance: Option<ComplianceEnvelope>,
     observers: Vec<Arc<dyn CallObserver>>,
     ledger_default: bool,
+    picker: Option<Arc<dyn ModelPicker>>,
 }
 
 impl WeirBuilder {
@@ -339,6 +361,13 @@ impl WeirBuilder {
     /// ones the configuration sets up: the ledger, the metrics, the spans).
     pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observers.push(observer);
+        self
+    }
+
+    /// The picker that chooses which entries may serve a role (default:
+    /// [`DefaultPicker`], the config's pins, then each grade's entries in order).
+    pub fn picker(mut self, picker: Arc<dyn ModelPicker>) -> Self {
+        self.picker = Some(picker);
         self
     }
 
@@ -442,9 +471,13 @@ impl WeirBuilder {
         for observer in self.observers {
             observers.push(observer);
         }
+        let roles = Roles::from_config(&config);
+        let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
         let inner = Inner {
             config,
             catalog,
+            roles,
+            picker,
             registry,
             admission,
             engine,

@@ -55,6 +55,8 @@ pub struct ModelStatus {
     pub endpoint: Option<String>,
     /// Whether its provider is loaded.
     pub available: bool,
+    /// The rung it serves, for roles and pins.
+    pub grade: Option<String>,
 }
 
 /// How far a status may look for AWS facts. AWS's default chains end in the EC2
@@ -95,6 +97,7 @@ impl Weir {
                     wire_id: model.wire_id.clone(),
                     endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
                     available: provider.is_some(),
+                    grade: model.grade.clone(),
                 }
             })
             .collect()

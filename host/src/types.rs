@@ -80,3 +80,16 @@ impl Usage {
         self.input + self.cache_read + self.cache_write
     }
 }
+
+/// An effort as callers and the config spell it (`xhigh` is OpenAI's word for
+/// the top rung).
+pub fn effort_from_word(word: &str) -> Option<Effort> {
+    match word {
+        "minimal" => Some(Effort::Minimal),
+        "low" => Some(Effort::Low),
+        "medium" => Some(Effort::Medium),
+        "high" => Some(Effort::High),
+        "max" | "xhigh" => Some(Effort::Max),
+        _ => None,
+    }
+}

@@ -18,6 +18,7 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use weir_host::ledger::{Filter, GroupBy, Reader, Sums, Totals, parse_time};
+use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
 
@@ -375,8 +376,33 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
     for failure in weir.registry().failures() {
         println!("REJECTED {failure}");
     }
+    print_roles(&weir, resolve)?;
     if statuses.iter().any(|status| !status.resolved) {
         println!("AWS credentials and region: the secret store only; `--resolve` asks AWS's default chains too");
+    }
+    Ok(())
+}
+
+/// The `[pins]` and every role: what it serves and, with `--resolve` (which
+/// may ask AWS's chains, as a call would), the entry it resolves to now.
+fn print_roles(weir: &Weir, resolve: bool) -> anyhow::Result<()> {
+    for (grade, target) in &weir.config().pins {
+        println!("PIN {grade} -> {target}");
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    for role in weir.roles().iter() {
+        let serves = match &role.serves {
+            RoleTarget::Grade(grade) => format!("grade {grade}"),
+            RoleTarget::Entry(entry) => format!("entry {entry}"),
+        };
+        let now = match resolve {
+            true => match runtime.block_on(weir.resolve_role(&role.name, None)) {
+                Ok(entry) => format!("now {entry}"),
+                Err(error) => format!("unavailable: {error}"),
+            },
+            false => "(`--resolve` shows what it resolves to now)".to_owned(),
+        };
+        println!("ROLE {} ({}): {serves}; {now}", role.name, role.kind.as_str());
     }
     Ok(())
 }

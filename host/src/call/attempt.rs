@@ -74,6 +74,7 @@ pub(super) async fn admit_and_encode(
     observed: &mut Observed,
 ) -> Result<(Grant, HttpRequest), WeirError> {
     let input = estimate_input(target.model.tokenizer, conversation);
+    fits_window(target, input, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
     let waiting = std::time::Instant::now();
     // The caller key's buckets first: a call parked on the model then holds only
@@ -110,6 +111,19 @@ pub(super) async fn admit_and_encode(
             Err(error)
         }
     }
+}
+
+/// The input estimate, the output reserve and the safety margin fit the model's
+/// context window, or the call fails before admission with the numbers: a
+/// request the model cannot hold would only come back as the provider's 400.
+fn fits_window(target: &Target<'_>, input: u64, output: u32) -> Result<(), WeirError> {
+    let model = target.model;
+    let margin = target.weir.config().safety_margin();
+    let needed = input + u64::from(output) + u64::from(margin);
+    if needed <= u64::from(model.context_window) {
+        return Ok(());
+    }
+    Err(WeirError::ContextOverflow { model: model.id.clone(), input, output, margin, window: model.context_window })
 }
 
 /// Runs the part of an attempt that waits on the upstream, until the attempt

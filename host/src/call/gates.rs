@@ -23,12 +23,13 @@
 use serde_json::Value;
 
 use crate::admission::{OutputReserve, output_reserve};
-use crate::catalog::ModelSpec;
+use crate::catalog::{ModelSpec, Reasoning};
 use crate::chat::ChatRequest;
 use crate::error::{Pending, WeirError};
 use crate::record::AttemptReason;
-use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
+use crate::types::{CallParams, ContentBlock, DecodedResponse, Effort, StopReason, Turn, text_of};
 
+use super::effort;
 use super::retry::with_retries;
 use super::schema::{self, AnswerSchema, SchemaFailure};
 use super::spend::Spend;
@@ -78,13 +79,20 @@ async fn gate<A: Attempt>(
     let mut conversation = request.conversation.clone();
     let mut requested = request.max_output_tokens;
     let mut spent = Spent::default();
+    let effort = effort::effective(target.weir, request);
+    // An explicit thinking budget counts inside the declared output: no headroom.
+    let booked = effort.filter(|_| request.thinking_budget.is_none());
+    let answer_reserve = target.weir.config().answer_reserve();
     // A request that declares no budget fails before any attempt is counted.
-    output_reserve(requested, request.reasoning_effort, model)?;
+    output_reserve(requested, booked, model, answer_reserve)?;
+    if model.reasoning.is_none() && (effort.is_some() || request.thinking_budget.is_some()) {
+        tally.notes.push(EFFORT_NOT_APPLIED);
+    }
     spend.first_attempt();
     loop {
-        let reserve = output_reserve(requested, request.reasoning_effort, model)?;
+        let reserve = output_reserve(requested, booked, model, answer_reserve)?;
         tally.requested_max_tokens = Some(reserve.max_tokens);
-        let params = call_params(request, model, reserve);
+        let params = call_params(request, model, reserve, effort);
         let mut answer = match with_retries(attempt, target, &conversation, &params, request, spend).await? {
             Outcome::Complete(answer) => answer,
             live @ Outcome::Live(_) => return Ok(live),
@@ -139,17 +147,28 @@ async fn gate<A: Attempt>(
     }
 }
 
-fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve) -> CallParams {
+/// The record's note for a call whose effort did not reach the wire: its entry
+/// declares no `reasoning`.
+const EFFORT_NOT_APPLIED: &str = "effort_not_applied";
+
+/// The wire parameters. Effort reaches the wire as the entry declares: an
+/// effort field (`reasoning = "effort"`), a thinking budget (`"thinking"`: the
+/// caller's explicit budget, else the effort's headroom), or not at all.
+fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve, effort: Option<Effort>) -> CallParams {
+    let (reasoning_effort, thinking_budget) = match model.reasoning {
+        Some(Reasoning::Effort) => (effort, None),
+        // A caller's explicit budget counts inside its declared output, so it only
+        // replaces the effort's; the ceiling still bounds it.
+        Some(Reasoning::Thinking) => {
+            (None, request.thinking_budget.map(|budget| budget.min(reserve.max_tokens)).or(reserve.thinking_budget))
+        }
+        None => (None, None),
+    };
     CallParams {
         wire_model_id: model.wire_id.clone(),
         max_tokens: reserve.max_tokens,
-        // A caller's explicit budget counts inside its declared output, so it only
-        // replaces the effort's; the ceiling still bounds it.
-        thinking_budget: request
-            .thinking_budget
-            .map(|budget| budget.min(reserve.max_tokens))
-            .or(reserve.thinking_budget),
-        reasoning_effort: request.reasoning_effort,
+        thinking_budget,
+        reasoning_effort,
         temperature: request.temperature,
         stop: request.stop.clone(),
         response_schema: request.response_schema.clone(),
@@ -210,30 +229,54 @@ fn invalid_answer(model: &ModelSpec, corrections: u32, failure: SchemaFailure) -
 mod tests {
     use super::*;
     use crate::catalog::ThinkingBudget;
-    use crate::types::{Conversation, Effort};
+    use crate::types::Conversation;
 
-    fn model() -> ModelSpec {
+    fn model(reasoning: Option<Reasoning>) -> ModelSpec {
         ModelSpec {
             max_output_tokens: 8_000,
             context_window: 100_000,
             thinking_budget: ThinkingBudget { high: Some(4_000), ..ThinkingBudget::default() },
+            reasoning,
             ..ModelSpec::sample()
         }
     }
 
+    fn params(request: &ChatRequest, model: &ModelSpec, effort: Option<Effort>) -> CallParams {
+        let booked = effort.filter(|_| request.thinking_budget.is_none());
+        let reserve = output_reserve(request.max_output_tokens, booked, model, 4_096).unwrap();
+        call_params(request, model, reserve, effort)
+    }
+
     #[test]
     fn an_explicit_thinking_budget_replaces_the_efforts_and_counts_inside_the_declared_output() {
-        let model = model();
+        let model = model(Some(Reasoning::Thinking));
         let mut request = ChatRequest::new("m", Conversation::user("hi")).max_output_tokens(3_000);
         request.thinking_budget = Some(2_048);
-        let reserve = output_reserve(request.max_output_tokens, request.reasoning_effort, &model).unwrap();
-        let params = call_params(&request, &model, reserve);
-        assert_eq!((params.max_tokens, params.thinking_budget), (3_000, Some(2_048)), "no headroom added");
+        let params_sent = params(&request, &model, Some(Effort::High));
+        assert_eq!((params_sent.max_tokens, params_sent.thinking_budget), (3_000, Some(2_048)), "no headroom added");
 
         request.thinking_budget = None;
-        request.reasoning_effort = Some(Effort::High);
-        let reserve = output_reserve(request.max_output_tokens, request.reasoning_effort, &model).unwrap();
-        let params = call_params(&request, &model, reserve);
-        assert_eq!((params.max_tokens, params.thinking_budget), (7_000, Some(4_000)), "the effort's headroom");
+        let params_sent = params(&request, &model, Some(Effort::High));
+        assert_eq!(
+            (params_sent.max_tokens, params_sent.thinking_budget),
+            (7_000, Some(4_000)),
+            "the effort's headroom"
+        );
+        assert_eq!(params_sent.reasoning_effort, None, "a thinking entry gets a budget, not an effort field");
+    }
+
+    #[test]
+    fn an_effort_entry_gets_the_effort_field_and_its_headroom_booked() {
+        let request = ChatRequest::new("m", Conversation::user("hi")).max_output_tokens(3_000);
+        let sent = params(&request, &model(Some(Reasoning::Effort)), Some(Effort::High));
+        assert_eq!((sent.max_tokens, sent.reasoning_effort, sent.thinking_budget), (7_000, Some(Effort::High), None));
+    }
+
+    #[test]
+    fn an_entry_without_reasoning_gets_no_reasoning_field() {
+        let mut request = ChatRequest::new("m", Conversation::user("hi")).max_output_tokens(3_000);
+        request.thinking_budget = Some(2_048);
+        let sent = params(&request, &model(None), Some(Effort::High));
+        assert_eq!((sent.max_tokens, sent.reasoning_effort, sent.thinking_budget), (3_000, None, None));
     }
 }

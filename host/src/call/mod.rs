@@ -31,6 +31,7 @@ mod attempt;
 mod attempt_log;
 mod cache_plan;
 mod classify;
+mod effort;
 mod gates;
 mod opening;
 mod prompted_tools;
@@ -112,11 +113,20 @@ pub(crate) struct Tally {
     pub resolved: Option<Resolved>,
     /// Every upstream attempt, for the record.
     pub attempt_records: Vec<AttemptRecord>,
+    /// What policy changed or withheld (e.g. `effort_not_applied`), for the record.
+    pub notes: Vec<&'static str>,
 }
 
 impl Tally {
     fn new(started: Instant) -> Self {
-        Self { started, requested_max_tokens: None, attempts: 0, resolved: None, attempt_records: Vec::new() }
+        Self {
+            started,
+            requested_max_tokens: None,
+            attempts: 0,
+            resolved: None,
+            attempt_records: Vec::new(),
+            notes: Vec::new(),
+        }
     }
 }
 
@@ -148,20 +158,12 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
     let (log, opening) = open(weir, &request, true);
     cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::new(log.started());
-    let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
         Some(_) => Err(WeirError::InvalidRequest(
             "a structured (JSON-schema) answer is validated whole and cannot be streamed; send it without `stream`"
                 .to_owned(),
         )),
-        // Tools read from a JSON answer cannot be streamed as they are written: the
-        // answer is taken whole and replayed as a stream.
-        None if prompted_tools_apply(weir, &request) => match run(weir, &request, &mut tally, &Whole, &opening).await {
-            Ok(Outcome::Complete(answer)) => Ok(Outcome::Complete(answer)),
-            Ok(Outcome::Live(never)) => match never {},
-            Err(error) => Err(error),
-        },
-        None => run(weir, &request, &mut tally, &attempt, &opening).await,
+        None => run_streamed(weir, &request, &mut tally, &opening).await,
     };
     let stamp = stamp(&log, &request.model, &tally);
     let result = match result {
@@ -172,6 +174,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 attempts: std::mem::take(&mut tally.attempt_records),
                 max_tokens: tally.requested_max_tokens,
                 first_output: stamp.latency,
+                notes: std::mem::take(&mut tally.notes),
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -185,6 +188,35 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         (Ok(answer), Ok(())) => Ok(streaming::replayed(answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
     }
+}
+
+/// A streamed call once resolved: tools read from a JSON answer cannot be
+/// streamed as they are written, so such an answer is taken whole and replayed
+/// as a stream; everything else streams.
+async fn run_streamed(
+    weir: &Weir,
+    request: &ChatRequest,
+    tally: &mut Tally,
+    opening: &Opening,
+) -> Result<Outcome<streaming::Live>, WeirError> {
+    let target = resolved_target(weir, request, tally, opening).await?;
+    if prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
+        return match run_on(&target, request, tally, &Whole).await? {
+            Outcome::Complete(answer) => Ok(Outcome::Complete(answer)),
+            Outcome::Live(never) => match never {},
+        };
+    }
+    run_on(&target, request, tally, &streaming::Streamed::new(request.stream_replay)).await
+}
+
+/// What `role` resolves to now for `caller`: the call's own resolution, with
+/// an opening that sends and records nothing.
+pub(crate) async fn preview(weir: &Weir, role: &str, caller: Option<crate::Caller>) -> Result<String, WeirError> {
+    let mut request = ChatRequest::new(role, Conversation::user(""));
+    request.caller = caller;
+    let opening = Opening::none();
+    let target = target::resolve(weir, &request, &opening).await?;
+    Ok(target.model.id.clone())
 }
 
 /// Records a request refused before it became a call (its caller key was not
@@ -239,11 +271,13 @@ fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Ta
             served_model: answer.served_model.clone(),
             max_tokens: tally.requested_max_tokens,
             answer: log.records_content().then(|| record::answer_content(&answer.content)),
+            notes: tally.notes.clone(),
             ..Ending::default()
         },
         Err(error) => Ending {
             category: error.category().as_str().to_owned(),
             max_tokens: tally.requested_max_tokens,
+            notes: tally.notes.clone(),
             ..Ending::default()
         },
     }
@@ -252,7 +286,8 @@ fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Ta
 fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
     Stamp {
         call_id: log.call_id().to_owned(),
-        model: model.to_owned(),
+        model: tally.resolved.as_ref().map_or_else(|| model.to_owned(), |resolved| resolved.model.clone()),
+        role: tally.resolved.as_ref().and_then(|resolved| resolved.role.clone()),
         provider: tally.resolved.as_ref().map(|resolved| resolved.provider.clone()),
         requested_max_tokens: tally.requested_max_tokens,
         attempts: tally.attempts,
@@ -269,14 +304,36 @@ async fn run<A: Attempt>(
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, &request.model, request.caller.as_ref(), opening).await?;
+    let target = resolved_target(weir, request, tally, opening).await?;
+    run_on(&target, request, tally, attempt).await
+}
+
+/// Resolves the call's target once and notes it in the tally.
+async fn resolved_target<'a>(
+    weir: &'a Weir,
+    request: &ChatRequest,
+    tally: &mut Tally,
+    opening: &'a Opening,
+) -> Result<Target<'a>, WeirError> {
+    let target = target::resolve(weir, request, opening).await?;
     tally.resolved = Some(resolved(&target));
+    Ok(target)
+}
+
+/// The gates and the retry loop on a resolved target, with the tools described
+/// in the prompt when the model reads them from there (see [`prompted_tools`]).
+async fn run_on<A: Attempt>(
+    target: &Target<'_>,
+    request: &ChatRequest,
+    tally: &mut Tally,
+    attempt: &A,
+) -> Result<Outcome<A::Live>, WeirError> {
     if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
-        return gates::run(attempt, &target, request, tally).await;
+        return gates::run(attempt, target, request, tally).await;
     }
     let mut prompted = request.clone();
     let tools = prompted_tools::describe(&mut prompted.conversation);
-    match gates::run(attempt, &target, &prompted, tally).await? {
+    match gates::run(attempt, target, &prompted, tally).await? {
         Outcome::Complete(mut answer) => {
             tools.read(&mut answer);
             Ok(Outcome::Complete(answer))
@@ -285,19 +342,12 @@ async fn run<A: Attempt>(
     }
 }
 
-/// Whether this request's model reads its tools from the prompt (see
-/// [`prompted_tools`]); an unknown model or provider fails later, in `run`.
-fn prompted_tools_apply(weir: &Weir, request: &ChatRequest) -> bool {
-    let Some(model) = weir.catalog().get(&request.model) else { return false };
-    let registry = weir.registry();
-    let Some(provider) = registry.get(&model.provider) else { return false };
-    prompted_tools::applies(provider.info(), model.native_tools, &request.conversation)
-}
-
 /// Where the call went and what it is billed at, for the record.
 fn resolved(target: &Target<'_>) -> Resolved {
     let model = target.model;
     Resolved {
+        model: model.id.clone(),
+        role: target.role.map(str::to_owned),
         identity: model.identity.clone(),
         provider: target.provider.key().to_owned(),
         wire_id: model.wire_id.clone(),

@@ -21,6 +21,12 @@ impl Opening {
         Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new() }
     }
 
+    /// An opening with nothing to wait for: a resolution that sends nothing
+    /// (the preview of what a role resolves to).
+    pub fn none() -> Self {
+        Self { pending: Mutex::new(None), settled: OnceLock::new() }
+    }
+
     /// Waits for the opening's acknowledgement (once per call): a refusal fails
     /// the attempt before it is sent, as `ledger_unavailable`.
     pub async fn settled(&self) -> Result<(), WeirError> {

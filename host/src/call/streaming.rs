@@ -466,13 +466,14 @@ pub(super) struct StreamRecord {
     pub attempts: Vec<AttemptRecord>,
     pub max_tokens: Option<u32>,
     pub first_output: Duration,
+    pub notes: Vec<&'static str>,
 }
 
 impl StreamRecord {
     /// Closes the record with what the stream reported (its usage is the last
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
-        let Self { log, observers, resolved, mut attempts, max_tokens, first_output } = self;
+        let Self { log, observers, resolved, mut attempts, max_tokens, first_output, notes } = self;
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);
             if last.request_id.is_none() {
@@ -487,6 +488,7 @@ impl StreamRecord {
             first_output: Some(first_output),
             stream_end: Some(stream_end),
             answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
+            notes,
         };
         super::commit(&observers, log.close(resolved.as_ref(), attempts, ending)).await
     }

@@ -6,13 +6,16 @@ use std::sync::Arc;
 
 use crate::Weir;
 use crate::admission::ModelGate;
-use crate::catalog::ModelSpec;
+use crate::catalog::{ModelChoice, ModelSpec, RoleKind};
+use crate::chat::ChatRequest;
 use crate::compliance::Binding;
 use crate::error::WeirError;
 use crate::identity::{AuthError, Caller};
 use crate::plugin::Provider;
 pub(crate) use crate::reach::REGION_PLACEHOLDER;
 use crate::reach::{self, Destination};
+use crate::record::Route;
+use crate::routing::Role;
 use crate::transport::{Credential, CredentialError, SecretStore};
 use crate::types::HttpRequest;
 
@@ -30,6 +33,8 @@ pub(super) struct Target<'a> {
     pub credential_id: Option<String>,
     pub endpoint: String,
     pub binding: Binding<'a>,
+    /// The role the caller named, when it named one.
+    pub role: Option<&'a str>,
     /// The call's opening in the record, settled before the first request leaves.
     pub opening: &'a Opening,
 }
@@ -43,19 +48,95 @@ impl Target<'_> {
     }
 }
 
-/// Resolves a catalog id for a caller. The caller's key, the compliance
+/// Resolves what the caller named — a role, or a catalog id while
+/// `model_choice = "any"` — to the entry that serves this call, once. A role is
+/// resolved through the picker (see [`crate::routing`]); an entry that fails
+/// later is never swapped for another.
+pub(super) async fn resolve<'a>(
+    weir: &'a Weir,
+    request: &ChatRequest,
+    opening: &'a Opening,
+) -> Result<Target<'a>, WeirError> {
+    let caller = request.caller.as_ref();
+    if let Some(role) = weir.roles().get(&request.model) {
+        if role.kind != RoleKind::Chat {
+            return Err(WeirError::InvalidRequest(format!(
+                "role `{}` is a {} role, not a chat role",
+                role.name,
+                role.kind.as_str()
+            )));
+        }
+        return resolve_role(weir, role, caller, opening).await;
+    }
+    let model = weir.catalog().get(&request.model).ok_or_else(|| WeirError::UnknownModel(request.model.clone()))?;
+    if weir.config().model_choice == ModelChoice::Roles && request.route != Route::Library {
+        return Err(WeirError::ModelChoiceRefused { model: model.id.clone() });
+    }
+    resolve_entry(weir, model, None, caller, opening).await
+}
+
+/// Walks the picker's entries for `role`: what the caller's key or the
+/// compliance envelope does not permit is passed over; of the rest, a pinned
+/// choice serves the first or fails closed, an unpinned one serves the first
+/// that can be called now (provider loaded, credential and region present).
+async fn resolve_role<'a>(
+    weir: &'a Weir,
+    role: &'a Role,
+    caller: Option<&Caller>,
+    opening: &'a Opening,
+) -> Result<Target<'a>, WeirError> {
+    let picks = weir.picker().pick(role, caller);
+    let catalog = weir.catalog();
+    let mut refused = None;
+    let mut unavailable = None;
+    for id in picks.entries.iter() {
+        let Some(model) = catalog.get(id) else {
+            tracing::warn!(role = %role.name, entry = %id, "the picker named an entry the catalog does not have");
+            continue;
+        };
+        let error = match resolve_entry(weir, model, Some(&role.name), caller, opening).await {
+            Ok(target) => return Ok(target),
+            Err(error) => error,
+        };
+        match error {
+            WeirError::ModelNotPermitted { .. } | WeirError::Compliance { .. } => {
+                refused.get_or_insert(error);
+            }
+            _ if picks.pinned => return Err(role_unavailable(role, error)),
+            _ => {
+                tracing::info!(role = %role.name, entry = %model.id, %error, "passed over: cannot be called now");
+                unavailable.get_or_insert(error);
+            }
+        }
+    }
+    Err(match (unavailable, refused) {
+        (Some(error), _) => role_unavailable(role, error),
+        (None, Some(refused)) => refused,
+        (None, None) => WeirError::RoleUnavailable {
+            role: role.name.clone(),
+            reason: Box::new(WeirError::InvalidRequest("no entry serves it".to_owned())),
+        },
+    })
+}
+
+fn role_unavailable(role: &Role, reason: WeirError) -> WeirError {
+    tracing::warn!(role = %role.name, %reason, "role unavailable; nothing substituted");
+    WeirError::RoleUnavailable { role: role.name.clone(), reason: Box::new(reason) }
+}
+
+/// Resolves one catalog entry for a caller. The caller's key, the compliance
 /// envelope, where the call may go (see [`crate::reach`]: the provider serving
 /// *now* decides, since a component can be swapped in at run time), and a
 /// missing secret or region fail here, before the call waits for capacity it
 /// could never use and before anything is sent.
-pub(super) async fn resolve<'a>(
+async fn resolve_entry<'a>(
     weir: &'a Weir,
-    model_id: &str,
+    model: &'a ModelSpec,
+    role: Option<&'a str>,
     caller: Option<&Caller>,
     opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
-    let model = weir.catalog().get(model_id).ok_or_else(|| WeirError::UnknownModel(model_id.to_owned()))?;
-    let key_gate = permit(weir, caller, &model.id)?;
+    let key_gate = permit(weir, caller, &model.id, role)?;
     weir.compliance().admit(model)?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
@@ -79,18 +160,24 @@ pub(super) async fn resolve<'a>(
     reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
     let credential_id = destination.credential_id;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
-    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding, opening })
+    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding, role, opening })
 }
 
-/// The caller's key may call `model` (the entry actually dispatched): checked on
-/// every route, against the keys as of now, so a key revoked after the gateway
-/// read it is refused here. A library caller without a key is the embedding
-/// service's own. Answers the key's buckets, if it has any.
-fn permit(weir: &Weir, caller: Option<&Caller>, model: &str) -> Result<Option<Arc<ModelGate>>, WeirError> {
+/// The caller's key may call `model` (the entry actually dispatched), itself
+/// or through the `role` it was named by: checked on every route, against the
+/// keys as of now, so a key revoked after the gateway read it is refused here.
+/// A library caller without a key is the embedding service's own. Answers the
+/// key's buckets, if it has any.
+fn permit(
+    weir: &Weir,
+    caller: Option<&Caller>,
+    model: &str,
+    role: Option<&str>,
+) -> Result<Option<Arc<ModelGate>>, WeirError> {
     let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) else { return Ok(None) };
     let keys = weir.keys();
     let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
-    if !key.permits(model) {
+    if !key.permits(model) && !role.is_some_and(|role| key.permits(role)) {
         return Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: model.to_owned() });
     }
     Ok(key.gate().cloned())

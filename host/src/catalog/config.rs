@@ -78,6 +78,31 @@ pub struct Config {
     /// `[telemetry]`: OpenTelemetry spans over OTLP (off without an endpoint).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
+    /// Whether a gateway caller may name a catalog entry (`any`, the default)
+    /// or only a role (`roles`).
+    #[serde(default)]
+    pub model_choice: ModelChoice,
+    /// `[pins]`: grade → the entry id (or the `identity`) that serves it.
+    #[serde(default)]
+    pub pins: BTreeMap<String, String>,
+    /// `[role.NAME]`: what callers name instead of a model.
+    #[serde(default, rename = "role")]
+    pub roles: BTreeMap<String, RoleEntry>,
+    /// `[member.NAME]`: per-member defaults.
+    #[serde(default, rename = "member")]
+    pub members: BTreeMap<String, MemberEntry>,
+    /// The effort a call runs at when neither it, its key nor its member says
+    /// (default `medium`, as the gateway seed's `LLM_DEFAULT_EFFORT`).
+    #[serde(default, deserialize_with = "effort_word")]
+    pub default_effort: Option<Effort>,
+    /// Output tokens an answer keeps when the model's ceiling cuts a reservation
+    /// that includes reasoning: reasoning is cut first (default 4096).
+    pub answer_reserve: Option<u32>,
+    /// Tokens kept free of the context window beyond the input estimate and the
+    /// output reserve (default 512): the estimate is not the provider's count.
+    pub safety_margin: Option<u32>,
+    /// The operator's ceiling on any call's output, below every entry's own.
+    pub max_output_ceiling: Option<u32>,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -155,12 +180,95 @@ pub struct ModelEntry {
     /// USD per million cache-write input tokens (absent: `input_price` at the
     /// entry's `cache_write_multiplier`).
     pub cache_write_price: Option<f64>,
+    /// The rung this entry serves (`fast`, `standard`, `deep`, ...): roles and
+    /// pins name grades.
+    pub grade: Option<String>,
+    /// How effort reaches this model's wire (absent: it does not; no reasoning
+    /// field is sent and no headroom is booked).
+    pub reasoning: Option<Reasoning>,
+}
+
+/// How a call's effort reaches a model.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Reasoning {
+    /// An effort field on the wire (OpenAI's `reasoning_effort`); the entry's
+    /// `thinking_budget` books the reasoning headroom per effort.
+    Effort,
+    /// A thinking token budget per effort, from the entry's `thinking_budget`.
+    Thinking,
+}
+
+/// Whether a gateway caller may name a catalog entry.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelChoice {
+    /// A role or a catalog id.
+    #[default]
+    Any,
+    /// Roles only: a catalog id from a gateway caller is refused (403).
+    Roles,
+}
+
+/// What a role serves.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleKind {
+    #[default]
+    Chat,
+    Embedding,
+    Rerank,
+}
+
+impl RoleKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Embedding => "embedding",
+            Self::Rerank => "rerank",
+        }
+    }
+}
+
+/// One `[role.NAME]`: a grade (served through the pins and the picker) or one
+/// entry, and its kind.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RoleEntry {
+    pub grade: Option<String>,
+    /// A catalog id: the role is that entry and nothing else.
+    pub model: Option<String>,
+    #[serde(default)]
+    pub kind: RoleKind,
+}
+
+/// One `[member.NAME]`: defaults for every key of that member.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemberEntry {
+    /// The member's effort when a call names none (below a key's own).
+    #[serde(default, deserialize_with = "effort_word")]
+    pub default_effort: Option<Effort>,
+}
+
+/// An effort as the config spells it: `minimal`, `low`, `medium`, `high`, `max`.
+fn effort_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Effort>, D::Error> {
+    let word = String::deserialize(deserializer)?;
+    crate::types::effort_from_word(&word)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown effort `{word}` (minimal, low, medium, high or max)")))
 }
 
 /// Attempts one call may make in all, when an entry declares none.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 6;
 /// Calls one model may park, when an entry declares none.
 pub const DEFAULT_MAX_QUEUE: u32 = 1_024;
+/// The effort of a call nobody chose one for (the gateway seed's default).
+pub const DEFAULT_EFFORT: Effort = Effort::Medium;
+/// Output an answer keeps when the ceiling cuts reasoning, when the config says none.
+pub const DEFAULT_ANSWER_RESERVE: u32 = 4_096;
+/// Tokens kept free of the context window, when the config says none.
+pub const DEFAULT_SAFETY_MARGIN: u32 = 512;
 
 /// One `[[key]]`: a caller of the gateway. The token itself is never stored,
 /// only its SHA-256.
@@ -185,6 +293,10 @@ pub struct KeyEntry {
     /// May read the operator endpoints (`/v1/providers`, detailed `/v1/models`).
     #[serde(default)]
     pub admin: bool,
+    /// The effort this key's calls run at when they name none (above the
+    /// member's and the config's defaults).
+    #[serde(default, deserialize_with = "effort_word")]
+    pub default_effort: Option<Effort>,
 }
 
 /// `[ledger]`: where every call's record is kept, and what happens when it
@@ -421,10 +533,28 @@ impl Config {
         Ok(config)
     }
 
+    /// The effort of a call that, its key and its member name none.
+    pub fn default_effort(&self) -> Effort {
+        self.default_effort.unwrap_or(DEFAULT_EFFORT)
+    }
+
+    /// Output an answer keeps when the ceiling cuts a reservation with reasoning.
+    pub fn answer_reserve(&self) -> u32 {
+        self.answer_reserve.unwrap_or(DEFAULT_ANSWER_RESERVE)
+    }
+
+    /// Tokens kept free of the context window beyond input and output.
+    pub fn safety_margin(&self) -> u32 {
+        self.safety_margin.unwrap_or(DEFAULT_SAFETY_MARGIN)
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         KeyRing::new(&self.keys, None, &InProcessStore).map_err(|message| self.invalid(message))?;
         if self.attempt_timeout_secs == Some(0) {
             return Err(self.invalid("`attempt_timeout_secs` must be positive when set".to_owned()));
+        }
+        if self.answer_reserve == Some(0) || self.max_output_ceiling == Some(0) {
+            return Err(self.invalid("`answer_reserve` and `max_output_ceiling` must be positive when set".to_owned()));
         }
         self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
         let mut seen = std::collections::BTreeSet::new();
@@ -439,6 +569,34 @@ impl Config {
                      (no `[retention.{}]`): such an entry could never be called under its terms",
                     model.id, model.provider, model.provider
                 )));
+            }
+        }
+        self.validate_roles().map_err(|message| self.invalid(message))
+    }
+
+    /// Every role and pin names something that exists, and no role shadows a
+    /// catalog id (a name must mean one thing).
+    fn validate_roles(&self) -> Result<(), String> {
+        let has_grade = |grade: &str| self.models.iter().any(|m| m.grade.as_deref() == Some(grade));
+        for (name, role) in &self.roles {
+            if self.models.iter().any(|m| &m.id == name) {
+                return Err(format!("role `{name}` has the name of a catalog id: a name must mean one thing"));
+            }
+            match (&role.grade, &role.model) {
+                (Some(grade), None) if has_grade(grade) => {}
+                (Some(grade), None) => return Err(format!("role `{name}`: no `[[model]]` has grade `{grade}`")),
+                (None, Some(model)) if self.models.iter().any(|m| &m.id == model) => {}
+                (None, Some(model)) => return Err(format!("role `{name}`: `{model}` is not a catalog id")),
+                _ => return Err(format!("role `{name}` names exactly one of `grade` or `model`")),
+            }
+        }
+        for (grade, target) in &self.pins {
+            if !has_grade(grade) {
+                return Err(format!("[pins]: no `[[model]]` has grade `{grade}`"));
+            }
+            let named = |m: &ModelEntry| &m.id == target || m.identity.as_ref().unwrap_or(&m.id) == target;
+            if !self.models.iter().any(named) {
+                return Err(format!("[pins]: `{grade}` is pinned to `{target}`, neither a catalog id nor an identity"));
             }
         }
         Ok(())
@@ -493,6 +651,12 @@ impl ModelEntry {
         }
         if self.credential.as_deref().is_some_and(|id| id.trim().is_empty()) {
             return Err("`credential` is empty".to_owned());
+        }
+        if self.grade.as_deref().is_some_and(|grade| grade.trim().is_empty()) {
+            return Err("`grade` is empty".to_owned());
+        }
+        if self.thinking_budget.is_some() && self.reasoning.is_none() {
+            return Err("`thinking_budget` is read only with `reasoning = \"effort\"` or `\"thinking\"`".to_owned());
         }
         Ok(())
     }
@@ -570,6 +734,53 @@ mod tests {
         let fine = format!("attempt_timeout_secs = 30\n{entry}max_attempts = 2\nmax_queue = 1\n");
         let config = Config::from_toml(&fine, "t").unwrap();
         assert_eq!((config.attempt_timeout_secs, config.models[0].max_attempts), (Some(30), Some(2)));
+    }
+
+    const GRADED: &str = "[[model]]\nid = \"a\"\nprovider = \"openai\"\ngrade = \"fast\"\nidentity = \"mini\"\n\
+                          max_output_tokens = 1\ncontext_window = 2\n";
+
+    #[test]
+    fn roles_and_pins_name_what_exists() {
+        let good =
+            format!("[pins]\nfast = \"mini\"\n[role.chat]\ngrade = \"fast\"\n[role.one]\nmodel = \"a\"\n{GRADED}");
+        let config = Config::from_toml(&good, "t").unwrap();
+        assert_eq!(config.roles["chat"].kind, RoleKind::Chat);
+        for (bad, expected) in [
+            ("[role.chat]\ngrade = \"deep\"\n", "no `[[model]]` has grade `deep`"),
+            ("[role.chat]\nmodel = \"b\"\n", "`b` is not a catalog id"),
+            ("[role.chat]\ngrade = \"fast\"\nmodel = \"a\"\n", "exactly one of"),
+            ("[role.chat]\n", "exactly one of"),
+            ("[role.a]\ngrade = \"fast\"\n", "has the name of a catalog id"),
+            ("[pins]\ndeep = \"a\"\n", "no `[[model]]` has grade `deep`"),
+            ("[pins]\nfast = \"nothing\"\n", "neither a catalog id nor an identity"),
+            ("[role.chat]\ngrade = \"fast\"\nkind = \"vision\"\n", "unknown variant"),
+        ] {
+            let message = Config::from_toml(&format!("{bad}{GRADED}"), "t").unwrap_err().to_string();
+            assert!(message.contains(expected), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn effort_settings_are_read_and_checked() {
+        let text = format!(
+            "default_effort = \"high\"\nanswer_reserve = 100\nsafety_margin = 0\n[member.ana]\ndefault_effort = \"low\"\n{GRADED}"
+        );
+        let config = Config::from_toml(&text, "t").unwrap();
+        assert_eq!((config.default_effort(), config.answer_reserve(), config.safety_margin()), (Effort::High, 100, 0));
+        assert_eq!(config.members["ana"].default_effort, Some(Effort::Low));
+        let defaults = Config::from_toml(GRADED, "t").unwrap();
+        assert_eq!(
+            (defaults.default_effort(), defaults.answer_reserve(), defaults.safety_margin()),
+            (Effort::Medium, 4096, 512)
+        );
+        let unknown = Config::from_toml("default_effort = \"extreme\"\n", "t").unwrap_err().to_string();
+        assert!(unknown.contains("unknown effort `extreme`"), "{unknown}");
+        let unread = format!("{GRADED}thinking_budget = {{ high = 10 }}\n");
+        let message = Config::from_toml(&unread, "t").unwrap_err().to_string();
+        assert!(message.contains("`thinking_budget` is read only with `reasoning"), "{message}");
+        Config::from_toml(&format!("{unread}reasoning = \"thinking\"\n"), "t").unwrap();
+        let zero = Config::from_toml("answer_reserve = 0\n", "t").unwrap_err().to_string();
+        assert!(zero.contains("must be positive"), "{zero}");
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 pub use config::TelemetrySettings;
 pub use config::{
-    Config, ConfigError, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError,
-    LedgerSettings, LedgerSync, MetricsSettings, ModelEntry, ServerSettings, ThinkingBudget,
+    Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
+    DEFAULT_SAFETY_MARGIN, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError, LedgerSettings, LedgerSync, MemberEntry,
+    MetricsSettings, ModelChoice, ModelEntry, Reasoning, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
 
 use crate::admission::Tokenizer;
@@ -26,6 +27,9 @@ pub struct ModelSpec {
     pub endpoint: Option<String>,
     /// The entry's credential id; `None` means a trusted provider's default.
     pub credential: Option<String>,
+    /// The output ceiling: the entry's declared `max_output_tokens`, bounded by
+    /// the operator's `max_output_ceiling` and by one token less than the
+    /// context window (an answer needs at least one token of input room).
     pub max_output_tokens: u32,
     pub context_window: u32,
     pub rpm: Option<u32>,
@@ -50,6 +54,10 @@ pub struct ModelSpec {
     pub max_attempts: u32,
     /// Declared prices, USD per million tokens (the ledger's cost).
     pub prices: crate::record::Prices,
+    /// The rung this entry serves, for roles and pins.
+    pub grade: Option<String>,
+    /// How effort reaches the wire; `None`: it does not.
+    pub reasoning: Option<Reasoning>,
 }
 
 impl ModelSpec {
@@ -65,7 +73,7 @@ impl ModelSpec {
 #[cfg(test)]
 impl ModelSpec {
     /// A spec for unit tests: model `m` on provider `p`, 1 000 output tokens of
-    /// 10 000, no limits, no declared output, high effort booking 600.
+    /// 10 000, no limits, no declared output, thinking: high effort booking 600.
     pub(crate) fn sample() -> Self {
         Self {
             id: "m".into(),
@@ -92,6 +100,8 @@ impl ModelSpec {
             max_queue: DEFAULT_MAX_QUEUE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             prices: crate::record::Prices::default(),
+            grade: None,
+            reasoning: Some(Reasoning::Thinking),
         }
     }
 }
@@ -112,7 +122,7 @@ impl Catalog {
     pub fn resolve(config: &Config, providers: &ProviderRegistry) -> Result<Self, ConfigError> {
         let mut models = BTreeMap::new();
         for entry in &config.models {
-            let model = spec(entry);
+            let model = spec(entry, config.max_output_ceiling);
             match providers.get(&entry.provider) {
                 Some(provider) => {
                     let source = &provider.component().source;
@@ -141,8 +151,10 @@ impl Catalog {
     }
 }
 
-fn spec(entry: &ModelEntry) -> ModelSpec {
+fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
     let wire_id = entry.wire_id.clone().unwrap_or_else(|| entry.id.clone());
+    let window_bound = entry.context_window.saturating_sub(1).max(1);
+    let max_output_tokens = entry.max_output_tokens.min(operator_ceiling.unwrap_or(u32::MAX)).min(window_bound);
     ModelSpec {
         id: entry.id.clone(),
         provider: entry.provider.clone(),
@@ -150,7 +162,7 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
         wire_id,
         endpoint: entry.endpoint.clone(),
         credential: entry.credential.clone(),
-        max_output_tokens: entry.max_output_tokens,
+        max_output_tokens,
         context_window: entry.context_window,
         rpm: entry.rpm,
         tpm: entry.tpm,
@@ -173,5 +185,25 @@ fn spec(entry: &ModelEntry) -> ModelSpec {
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,
         },
+        grade: entry.grade.clone(),
+        reasoning: entry.reasoning,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_ceiling_is_bounded_by_the_operator_and_the_context_window() {
+        let text = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 5000\ncontext_window = 4000\n\
+                    [[model]]\nid = \"b\"\nprovider = \"openai\"\nmax_output_tokens = 3000\ncontext_window = 100000\n";
+        let config = Config::from_toml(text, "t").unwrap();
+        let ceilings = |config: &Config| -> Vec<u32> {
+            config.models.iter().map(|entry| spec(entry, config.max_output_ceiling).max_output_tokens).collect()
+        };
+        assert_eq!(ceilings(&config), vec![3_999, 3_000], "one token less than the window");
+        let capped = Config::from_toml(&format!("max_output_ceiling = 2000\n{text}"), "t").unwrap();
+        assert_eq!(ceilings(&capped), vec![2_000, 2_000], "the operator's ceiling");
     }
 }

@@ -33,6 +33,8 @@ pub struct Key {
     models: Option<BTreeSet<String>>,
     expires: Option<SystemTime>,
     pub admin: bool,
+    /// The effort this key's calls run at when they name none.
+    pub default_effort: Option<crate::types::Effort>,
     /// The key's own request and token buckets, when it declares `rpm` / `tpm`.
     gate: Option<Arc<ModelGate>>,
     limits: Limits,
@@ -44,7 +46,7 @@ impl Key {
         Caller { key_id: Some(self.id.clone()), member: self.member.clone(), team: self.team.clone() }
     }
 
-    /// Whether this key may call catalog entry `model`.
+    /// Whether this key may call catalog entry (or role) `model`.
     pub fn permits(&self, model: &str) -> bool {
         self.models.as_ref().is_none_or(|models| models.contains(model))
     }
@@ -168,6 +170,7 @@ fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> R
         models: entry.models.as_ref().map(|models| models.iter().cloned().collect()),
         expires,
         admin: entry.admin,
+        default_effort: entry.default_effort,
         gate,
         limits,
     })
@@ -221,6 +224,7 @@ mod tests {
             tpm: None,
             expires: None,
             admin: false,
+            default_effort: None,
         }
     }
 

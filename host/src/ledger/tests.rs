@@ -55,6 +55,8 @@ fn opening(call_id: &str, member: &str, model: &str, start: u64) -> CallOpening 
 
 pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_usd: Option<f64>) -> Arc<CallRecord> {
     Arc::new(CallRecord {
+        role: None,
+        notes: Vec::new(),
         call_id: call_id.to_owned(),
         started_at: at(start),
         ended_at: at(start) + Duration::from_millis(1234),

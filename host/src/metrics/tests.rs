@@ -52,6 +52,8 @@ fn opening(model: &str) -> CallOpening {
 /// A successful whole call to `fast` on `openai`, one attempt.
 fn record(model: &str) -> CallRecord {
     CallRecord {
+        role: None,
+        notes: Vec::new(),
         call_id: "c".to_owned(),
         started_at: SystemTime::UNIX_EPOCH,
         ended_at: SystemTime::UNIX_EPOCH,

@@ -203,8 +203,12 @@ pub struct CallRecord {
     pub who: Who,
     pub route: Route,
     pub operation: Operation,
-    /// The catalog id the caller addressed.
+    /// The catalog id that served the call (what the caller named, before it
+    /// resolved).
     pub model: String,
+    /// The role the caller named, when it named one.
+    #[serde(default)]
+    pub role: Option<String>,
     /// The entry's `identity` (the model behind it), once it resolved.
     pub identity: Option<String>,
     pub provider: Option<String>,
@@ -235,6 +239,10 @@ pub struct CallRecord {
     /// Streams: how the stream ended.
     pub stream_end: Option<StreamEnd>,
     pub content: Option<RecordedContent>,
+    /// What policy changed or withheld on the way (`effort_not_applied`,
+    /// `temperature_omitted`, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 impl CallRecord {

@@ -12,6 +12,10 @@ use crate::chat::{CacheMultipliers, ChatRequest};
 /// What the call resolved to: where it went and what it is billed at.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
+    /// The catalog id that served the call.
+    pub model: String,
+    /// The role the caller named, when it named one.
+    pub role: Option<String>,
     pub identity: String,
     pub provider: String,
     pub wire_id: String,
@@ -32,6 +36,8 @@ pub(crate) struct Ending {
     pub stream_end: Option<StreamEnd>,
     /// The answer, already rendered, when content is recorded.
     pub answer: Option<serde_json::Value>,
+    /// What policy changed or withheld.
+    pub notes: Vec<&'static str>,
 }
 
 /// A call between its opening and its record.
@@ -115,7 +121,8 @@ impl CallLog {
             who,
             route,
             operation,
-            model,
+            model: resolved.map_or(model, |r| r.model.clone()),
+            role: resolved.and_then(|r| r.role.clone()),
             identity: resolved.map(|r| r.identity.clone()),
             provider: resolved.map(|r| r.provider.clone()),
             wire_id: resolved.map(|r| r.wire_id.clone()),
@@ -134,6 +141,7 @@ impl CallLog {
             first_output_ms: ending.first_output.map(crate::call::millis),
             stream_end: ending.stream_end,
             content: self.request.map(|request| RecordedContent { request, answer: ending.answer }),
+            notes: ending.notes.into_iter().map(str::to_owned).collect(),
         }
     }
 }

@@ -70,6 +70,9 @@ pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Re
 /// `x-weir-call-id`: the call's record in the ledger, on every answer and error.
 const CALL_ID_HEADER: &str = "x-weir-call-id";
 
+/// `x-weir-effort`: the call's effort, over the body's and every default.
+const EFFORT_HEADER: &str = "x-weir-effort";
+
 /// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
@@ -144,7 +147,26 @@ fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), Api
     request.max_corrections = number_header(headers, "x-weir-max-corrections")?;
     request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
     request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
+    apply_effort(request, headers)?;
     request.traceparent = traceparent(headers);
+    Ok(())
+}
+
+/// `x-weir-effort`: the call's effort (`minimal` … `max`), or `none` to turn
+/// reasoning off; it overrides the body's.
+fn apply_effort(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(EFFORT_HEADER) else { return Ok(()) };
+    let word = value.to_str().unwrap_or_default().trim();
+    if word == "none" {
+        request.reasoning_off = true;
+        request.reasoning_effort = None;
+        return Ok(());
+    }
+    let effort = crate::types::effort_from_word(word).ok_or_else(|| {
+        ApiError::invalid_request(format!("`{EFFORT_HEADER}` must be none, minimal, low, medium, high or max"))
+    })?;
+    request.reasoning_effort = Some(effort);
+    request.reasoning_off = false;
     Ok(())
 }
 
@@ -153,6 +175,7 @@ fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
     let values = [
         (CALL_ID_HEADER, Some(stamp.call_id.clone())),
         ("x-weir-model", Some(stamp.model.clone())),
+        ("x-weir-role", stamp.role.clone()),
         ("x-weir-provider", stamp.provider.clone()),
         ("x-weir-attempts", Some(stamp.attempts.to_string())),
         ("x-weir-max-tokens", stamp.requested_max_tokens.map(|n| n.to_string())),
@@ -182,21 +205,25 @@ fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiErro
     Ok(millis.map(|millis| tokio::time::Instant::now() + std::time::Duration::from_millis(millis)))
 }
 
-/// The catalog. With keys, a caller sees the models its key may call, and only
+/// The roles and the catalog. With keys, a caller sees the roles and models
+/// its key may call (no catalog ids under `model_choice = "roles"`), and only
 /// an `admin` key sees the operator's details (providers, files, admission).
+/// Each role says what it resolves to now, for this caller, resolved as a
+/// call would resolve it.
 async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Json<Value>, ApiError> {
     let key = auth::caller_key(&weir, &headers)?;
+    let caller = key.as_ref().map(|key| key.caller());
+    let mut data = roles(&weir, caller).await;
     if let Some(key) = key.filter(|key| !key.admin) {
-        let data: Vec<Value> = weir
-            .catalog()
-            .models()
-            .filter(|model| key.permits(&model.id))
-            .map(|model| json!({"id": model.id, "object": "model", "created": 0, "owned_by": "weir"}))
-            .collect();
+        if weir.config().model_choice == crate::catalog::ModelChoice::Any {
+            let permitted = weir.catalog().models().filter(|model| key.permits(&model.id));
+            data.extend(
+                permitted.map(|model| json!({"id": model.id, "object": "model", "created": 0, "owned_by": "weir"})),
+            );
+        }
         return Ok(axum::Json(json!({"object": "list", "data": data})));
     }
     let providers = weir.provider_statuses().await;
-    let mut data = Vec::new();
     for model in weir.model_statuses() {
         let provider = providers.iter().find(|p| p.key == model.provider);
         let admission = match weir.admission().gate(&model.id) {
@@ -215,6 +242,7 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
                 "weir": {
                     "provider": model.provider,
                     "available": model.available,
+                    "grade": model.grade,
                     "provider_source": provider.map(|p| p.source.clone()),
                 "provider_digest": provider.map(|p| p.digest.clone()),
                 "admission": admission,
@@ -222,6 +250,30 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
         }));
     }
     Ok(axum::Json(json!({"object": "list", "data": data})))
+}
+
+/// Every role with what it resolves to now for `caller` (`null` and the
+/// category when it cannot be called), as `/v1/models` entries.
+async fn roles(weir: &Weir, caller: Option<crate::Caller>) -> Vec<Value> {
+    let mut data = Vec::new();
+    for role in weir.roles().iter() {
+        let resolved = weir.resolve_role(&role.name, caller.clone()).await;
+        let (resolves_to, unavailable) = match &resolved {
+            Ok(entry) => (Some(entry.as_str()), None),
+            Err(error) => (None, Some(error.category().as_str())),
+        };
+        if caller.is_some() && resolved.as_ref().is_err_and(|e| e.category() == crate::Category::PermissionDenied) {
+            continue;
+        }
+        data.push(json!({
+            "id": role.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "weir",
+            "weir": {"role": role.kind.as_str(), "resolves_to": resolves_to, "unavailable": unavailable},
+        }));
+    }
+    data
 }
 
 /// Loaded and rejected providers: an operator endpoint (`admin` keys only).

@@ -255,6 +255,8 @@ pub(crate) mod tests {
     pub(crate) fn record() -> CallRecord {
         let started_at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         CallRecord {
+            role: None,
+            notes: Vec::new(),
             call_id: "call-1".to_owned(),
             started_at,
             ended_at: started_at + Duration::from_millis(900),

@@ -76,7 +76,8 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::ProviderUnavailable
         | Category::ProviderFault
         | Category::ProviderEmptyResponseExhausted
-        | Category::LedgerUnavailable => "api_error",
+        | Category::LedgerUnavailable
+        | Category::RoleUnavailable => "api_error",
     }
 }
 

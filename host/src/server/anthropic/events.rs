@@ -240,6 +240,7 @@ mod tests {
         let stamp = Stamp {
             call_id: "call-1".into(),
             model: "chat".into(),
+            role: None,
             provider: Some("openai".into()),
             requested_max_tokens: Some(10),
             attempts: 1,

@@ -118,6 +118,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     request.temperature = body.temperature;
     request.stop = body.stop_sequences;
     request.thinking_budget = body.thinking.as_ref().map(|t| thinking_budget(t, max_tokens)).transpose()?.flatten();
+    request.reasoning_off = body.thinking.as_ref().is_some_and(|thinking| kind(thinking) == "disabled");
     Ok(Ingress { request, stream: body.stream })
 }
 

@@ -115,6 +115,7 @@ mod tests {
             stamp: Stamp {
                 call_id: "call-1".into(),
                 model: "chat".into(),
+                role: None,
                 provider: Some("openai".into()),
                 requested_max_tokens: Some(100),
                 attempts: 1,

@@ -101,6 +101,7 @@ mod tests {
         let stamp = Stamp {
             call_id: "call-1".into(),
             model: "m".into(),
+            role: None,
             provider: Some("p".into()),
             requested_max_tokens: Some(10),
             attempts: 1,

@@ -106,6 +106,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     };
     request.response_schema = body.response_format.as_ref().map(response_schema).transpose()?.flatten();
     request.reasoning_effort = body.reasoning_effort.as_deref().map(effort).transpose()?.flatten();
+    request.reasoning_off = body.reasoning_effort.as_deref() == Some("none");
     Ok(Ingress { request, stream })
 }
 
@@ -262,16 +263,14 @@ fn response_schema(format: &Value) -> Result<Option<ResponseSchema>, ApiError> {
     }
 }
 
+/// `none` turns reasoning off (no default applies); the other words are levels.
 fn effort(word: &str) -> Result<Option<Effort>, ApiError> {
-    match word {
-        "none" => Ok(None),
-        "minimal" => Ok(Some(Effort::Minimal)),
-        "low" => Ok(Some(Effort::Low)),
-        "medium" => Ok(Some(Effort::Medium)),
-        "high" => Ok(Some(Effort::High)),
-        "xhigh" | "max" => Ok(Some(Effort::Max)),
-        other => Err(ApiError::invalid_request(format!("unknown reasoning_effort `{other}`"))),
+    if word == "none" {
+        return Ok(None);
     }
+    crate::types::effort_from_word(word)
+        .map(Some)
+        .ok_or_else(|| ApiError::invalid_request(format!("unknown reasoning_effort `{word}`")))
 }
 
 #[cfg(test)]
