@@ -38,6 +38,8 @@ impl LedgerMeter for Batches {
 fn record(n: usize) -> Arc<CallRecord> {
     let now = SystemTime::now();
     Arc::new(CallRecord {
+        role: None,
+        notes: Vec::new(),
         call_id: format!("bench-{n}"),
         started_at: now,
         ended_at: now,

@@ -161,10 +161,12 @@ impl Weir {
         self.inner.picker.as_ref()
     }
 
-    /// The catalog id `role` resolves to now for `caller`, resolved exactly as
-    /// a call would resolve it (nothing is sent, nothing recorded).
-    pub async fn resolve_role(&self, role: &str, caller: Option<Caller>) -> Result<String, WeirError> {
-        call::preview(self, role, caller).await
+    /// The catalog id `name` (a role, or a catalog id) resolves to now for
+    /// `caller`, resolved exactly as a library call would resolve it: the key,
+    /// the envelope, the provider, the credential and the region (nothing is
+    /// sent, nothing recorded).
+    pub async fn resolve(&self, name: &str, caller: Option<Caller>) -> Result<String, WeirError> {
+        call::preview(self, name, caller).await
     }
 
     /// The providers as of now.

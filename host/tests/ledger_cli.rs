@@ -27,6 +27,8 @@ fn who(member: &str) -> Who {
 
 fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<f64>) -> Arc<CallRecord> {
     Arc::new(CallRecord {
+        role: None,
+        notes: Vec::new(),
         call_id: call_id.to_owned(),
         started_at,
         ended_at: started_at + Duration::from_millis(850),

@@ -81,6 +81,8 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
     let started_at = SystemTime::now();
     let usage = Tokens { input: 21, output: 8, cache_read: 3, cache_write: 0, reasoning: 0 };
     Arc::new(CallRecord {
+        role: None,
+        notes: Vec::new(),
         call_id: weir_host::record::new_call_id(),
         started_at,
         ended_at: started_at + Duration::from_millis(700),

@@ -181,7 +181,7 @@ async fn an_unpinned_grade_is_served_by_its_first_entry_that_can_be_called() {
     // `gone` comes first but has no secret: passed over, nothing sent for it.
     assert_eq!(rig.wire_ids(), ["wire-a"]);
     assert_eq!(rig.upstream.received()[0].header("authorization"), Some("Bearer sk-test"));
-    assert_eq!(rig.weir.resolve_role("chat", None).await.unwrap(), "a");
+    assert_eq!(rig.weir.resolve("chat", None).await.unwrap(), "a");
 }
 
 #[tokio::test]

@@ -396,7 +396,7 @@ fn print_roles(weir: &Weir, resolve: bool) -> anyhow::Result<()> {
             RoleTarget::Entry(entry) => format!("entry {entry}"),
         };
         let now = match resolve {
-            true => match runtime.block_on(weir.resolve_role(&role.name, None)) {
+            true => match runtime.block_on(weir.resolve(&role.name, None)) {
                 Ok(entry) => format!("now {entry}"),
                 Err(error) => format!("unavailable: {error}"),
             },

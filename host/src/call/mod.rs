@@ -209,10 +209,10 @@ async fn run_streamed(
     run_on(&target, request, tally, &streaming::Streamed::new(request.stream_replay)).await
 }
 
-/// What `role` resolves to now for `caller`: the call's own resolution, with
+/// What `name` resolves to now for `caller`: the call's own resolution, with
 /// an opening that sends and records nothing.
-pub(crate) async fn preview(weir: &Weir, role: &str, caller: Option<crate::Caller>) -> Result<String, WeirError> {
-    let mut request = ChatRequest::new(role, Conversation::user(""));
+pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Caller>) -> Result<String, WeirError> {
+    let mut request = ChatRequest::new(name, Conversation::user(""));
     request.caller = caller;
     let opening = Opening::none();
     let target = target::resolve(weir, &request, &opening).await?;

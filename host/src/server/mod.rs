@@ -257,7 +257,7 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
 async fn roles(weir: &Weir, caller: Option<crate::Caller>) -> Vec<Value> {
     let mut data = Vec::new();
     for role in weir.roles().iter() {
-        let resolved = weir.resolve_role(&role.name, caller.clone()).await;
+        let resolved = weir.resolve(&role.name, caller.clone()).await;
         let (resolves_to, unavailable) = match &resolved {
             Ok(entry) => (Some(entry.as_str()), None),
             Err(error) => (None, Some(error.category().as_str())),

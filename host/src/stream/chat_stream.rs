@@ -59,7 +59,7 @@ impl ChatStream {
         };
         match self.item(received) {
             Some(Ok(delta)) => Ready::Delta(delta),
-            Some(Err(error)) => Ready::Failed(error),
+            Some(Err(error)) => Ready::Failed(Box::new(error)),
             None => Ready::Ended,
         }
     }
@@ -92,7 +92,7 @@ impl ChatStream {
 /// What [`ChatStream::ready`] found.
 pub(crate) enum Ready {
     Delta(StreamDelta),
-    Failed(CallError),
+    Failed(Box<CallError>),
     Ended,
     Nothing,
 }
