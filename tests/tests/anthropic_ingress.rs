@@ -56,6 +56,7 @@ credential = "weir-anthropic-key"
 max_output_tokens = 8000
 context_window = 200000
 max_retries = 0
+reasoning = "thinking"
 "#,
             openai = self.openai.base_url(),
             anthropic = self.anthropic.addr(),

@@ -28,7 +28,7 @@ id = "dropped"
 provider = "hostile-env"
 endpoint = "{url}"
 max_output_tokens = 10
-context_window = 100
+context_window = 10000
 output_tokens = 5
 max_retries = 0
 "#,

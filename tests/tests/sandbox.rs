@@ -27,12 +27,12 @@ fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     let mut toml = String::new();
     for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide"] {
         toml.push_str(&format!(
-            "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\nmax_retries = 0\n\n",
+            "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 10000\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
         ));
     }
     toml.push_str(&format!(
-        "[[model]]\nid = \"good\"\nprovider = \"openai-compatible\"\nendpoint = \"{}\"\nmax_output_tokens = 10\ncontext_window = 100\noutput_tokens = 5\n",
+        "[[model]]\nid = \"good\"\nprovider = \"openai-compatible\"\nendpoint = \"{}\"\nmax_output_tokens = 10\ncontext_window = 10000\noutput_tokens = 5\n",
         upstream.base_url()
     ));
     Weir::builder()
