@@ -587,9 +587,10 @@ fn upstream_message(model: &str, provider: &str, class: &UpstreamClass) -> Strin
     let what = match class {
         UpstreamClass::RateLimited => "the provider rate-limited the call; retry later".to_owned(),
         UpstreamClass::Overloaded => "the provider is overloaded; retry later".to_owned(),
-        UpstreamClass::QuotaExhausted => "the provider account is out of credit or quota; top up its balance or \
-                                          raise its spend limit, or choose another model (the server log names \
-                                          the credential)"
+        UpstreamClass::QuotaExhausted => "the provider account is out of credit or quota; top up its balance, \
+                                          raise its spend limit, lower the response size (`max_tokens`: a \
+                                          provider may refuse a budget the balance cannot cover), or choose \
+                                          another model (the server log names the credential)"
             .to_owned(),
         UpstreamClass::Transient => "the provider failed transiently; retry later".to_owned(),
         UpstreamClass::Refused { .. } => {
@@ -821,6 +822,14 @@ mod tests {
         ];
         for (category, name, status) in pairs {
             assert_eq!((category.as_str(), category.http_status()), (name, status));
+        }
+    }
+
+    #[test]
+    fn the_credit_guidance_names_what_a_caller_can_correct() {
+        let message = upstream(UpstreamClass::QuotaExhausted).safe_message();
+        for correction in ["balance", "spend limit", "response size", "`max_tokens`", "another model"] {
+            assert!(message.contains(correction), "{correction}: {message}");
         }
     }
 

@@ -115,10 +115,12 @@ fn response_detail(response: &HttpResponse, kind: Option<String>) -> String {
 /// * `ValidationException` (400) → invalid-request. An over-long prompt is a
 ///   `ValidationException` whose only mark is its prose, which never picks a class,
 ///   so it stays invalid-request (neither is retried).
-/// * `ServiceQuotaExceededException` (400): an account quota in Service Quotas is
-///   used up. It is not a rate (those are `ThrottlingException`), the AWS SDKs do not
-///   retry it, and it clears only when the quota is raised → quota-exhausted, whose
-///   caller message says to raise the limit or choose another model.
+/// * `ServiceQuotaExceededException` (400): a Bedrock service quota — tokens or
+///   requests per minute (or per day) for a model — is used up. That is capacity,
+///   not an exhausted account: it clears as the window passes ("Too many tokens,
+///   please wait before trying again"), so it stays on the retryable path and feeds
+///   the throttle → rate-limited. (An out-of-money account is never a service
+///   quota on Bedrock: billing is AWS's, not the runtime's.)
 /// * `AccessDeniedException` (IAM, or model access not granted),
 ///   `UnrecognizedClientException`, `InvalidSignatureException`,
 ///   `SignatureDoesNotMatch`, `ExpiredTokenException`, `IncompleteSignature`,
@@ -127,7 +129,7 @@ fn response_detail(response: &HttpResponse, kind: Option<String>) -> String {
 fn class_of_type(kind: &str, hint: Option<RetryHint>, detail: String) -> Option<ErrorClass> {
     let retry = Retry { hint, detail };
     let class = match kind {
-        "ThrottlingException" => ErrorClass::RateLimited(retry),
+        "ThrottlingException" | "ServiceQuotaExceededException" => ErrorClass::RateLimited(retry),
         "ServiceUnavailableException" => ErrorClass::Overloaded(retry),
         "ModelNotReadyException"
         | "InternalServerException"
@@ -135,7 +137,6 @@ fn class_of_type(kind: &str, hint: Option<RetryHint>, detail: String) -> Option<
         | "ModelErrorException"
         | "ModelStreamErrorException" => ErrorClass::Transient(retry),
         "ValidationException" => ErrorClass::InvalidRequest(retry.detail),
-        "ServiceQuotaExceededException" => ErrorClass::QuotaExhausted(retry.detail),
         "AccessDeniedException"
         | "UnrecognizedClientException"
         | "InvalidSignatureException"
@@ -392,7 +393,7 @@ mod tests {
             ("ModelErrorException", 424, "transient"),
             ("ModelStreamErrorException", 424, "transient"),
             ("ValidationException", 400, "invalid-request"),
-            ("ServiceQuotaExceededException", 400, "quota-exhausted"),
+            ("ServiceQuotaExceededException", 400, "rate-limited"),
             ("AccessDeniedException", 403, "authentication"),
             ("UnrecognizedClientException", 403, "authentication"),
             ("InvalidSignatureException", 403, "authentication"),

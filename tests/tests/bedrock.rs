@@ -406,7 +406,8 @@ async fn aws_error_types_answer_their_categories() {
         (bedrock_wire::throttling(), 429, "rate_limited"),
         (bedrock_wire::access_denied(), 424, "authentication_failed"),
         (bedrock_wire::validation("messages: field required"), 400, "invalid_request"),
-        (bedrock_wire::aws_error(400, "ServiceQuotaExceededException", "quota"), 402, "provider_credit_exhausted"),
+        // A service quota is capacity, not an exhausted account (this entry has no retries).
+        (bedrock_wire::aws_error(400, "ServiceQuotaExceededException", "quota"), 429, "rate_limited"),
         (bedrock_wire::aws_error(404, "ResourceNotFoundException", "no such model"), 404, "model_not_found"),
         (bedrock_wire::model_not_ready(), 502, "upstream_unavailable"),
         (bedrock_wire::service_unavailable(), 503, "overloaded"),

@@ -226,17 +226,19 @@ async fn an_in_band_4xx_is_answered_from_the_first_attempt_unless_it_names_strea
 }
 
 #[tokio::test]
-async fn opting_out_of_the_replay_leaves_the_frame_to_the_retry_loop() {
+async fn opting_out_of_the_replay_makes_no_second_attempt_of_any_kind() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream).await;
     upstream.push(openai_wire::stream(vec![vllm_error_frame(503, "busy")]));
     upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["Second ", "stream."])));
 
     let (status, headers, body) = post(&gateway, &[("x-weir-stream-replay", "false")]).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(streamed_text(&body), "Second stream.");
-    assert_eq!(stream_flags(&upstream), vec![true, true], "retried as a stream, never replayed whole");
-    assert_eq!(headers["x-weir-attempts"], "2");
+    assert_eq!(status, 502, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["type"], "upstream_unavailable", "{body}");
+    assert_eq!(stream_flags(&upstream), vec![true], "neither replayed whole nor retried as a stream");
+    assert_eq!(headers["x-weir-attempts"], "1");
+    assert_eq!(upstream.queued(), 1, "the second answer was never asked for");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! One upstream attempt: admission, encode, transport, decode or classify, and
-//! the upstream's verdict fed to the model's throttle. The streamed attempt
+//! the upstream's verdict fed to the model's throttle (a success only once the
+//! answer decodes). The streamed attempt
 //! (`streaming.rs`) shares its first half and its failure handling.
 //!
 //! The time an attempt spends upstream is bounded twice ([`in_flight`]): by the
@@ -38,8 +39,15 @@ pub(super) async fn run(
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &response).await);
     }
+    let answer = target
+        .provider
+        .decode(&response)
+        .await
+        .map_err(|source| WeirError::Plugin { model: model_id(target), source })?;
+    // Only an answer that decodes is a success: a 200 the component cannot read
+    // (`malformed`) says nothing about the rate the upstream is willing to serve.
     feed_back(target.gate, Feedback::Success).await;
-    target.provider.decode(&response).await.map_err(|source| WeirError::Plugin { model: model_id(target), source })
+    Ok(answer)
 }
 
 /// A whole attempt, logged in the call's spend with what it saw.

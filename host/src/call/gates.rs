@@ -12,8 +12,11 @@
 //!   at once: a second call would only repeat the truncation. Callers may opt
 //!   out and accept the truncated answer.
 //! - **Emptiness**: no text and no tool call, without reaching the limit, is a
-//!   pre-commit provider failure: re-run, bounded once per payload and by a
-//!   count of consecutive empty answers across payloads.
+//!   pre-commit provider failure: re-run, bounded twice. Each payload gets one
+//!   re-run (a correction or an escalation changes the payload and brings a
+//!   fresh one); and a call-wide count of empty answers catches a payload that
+//!   drifts between empty replies (empty, an answer sent back for correction,
+//!   empty, …), which the per-payload bound alone would never end.
 //! - **Structure**: with a response schema, text that does not parse or lacks a
 //!   required field gets a correction turn and a re-ask, bounded.
 //!
@@ -36,18 +39,37 @@ use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, Tally};
 
-/// Re-runs of one payload that came back empty (the budget latches once spent).
+/// Re-runs of one payload that came back empty (the budget latches once spent;
+/// a new payload — a correction turn, an escalated budget — brings a fresh one).
 const EMPTY_RETRIES_PER_PAYLOAD: u32 = 1;
-/// Empty answers in a row across payloads (corrections change the payload).
+/// Empty answers in a row across payloads: the call fails at this many. "In a
+/// row" means with no accepted answer between them; the answers a call sends back
+/// (for a correction or an escalation) are not accepted, and an accepted answer
+/// ends the call, so within a call this counts every empty answer. Above the
+/// per-payload bound (at most two empties per payload), so it fires only when the
+/// payload drifts between empty replies.
 const MAX_CONSECUTIVE_EMPTY: u32 = 3;
+// The call-wide bound must sit above what one payload can reach alone, or it
+// could never be the one that fires.
+const _: () = assert!(MAX_CONSECUTIVE_EMPTY > EMPTY_RETRIES_PER_PAYLOAD + 1);
 
 /// What the gates have spent so far in this call.
 #[derive(Debug, Default)]
 struct Spent {
     escalated: bool,
     corrections: u32,
+    /// Empty answers to the payload being sent now.
     empty_this_payload: u32,
+    /// Empty answers since the last accepted one (see [`MAX_CONSECUTIVE_EMPTY`]).
     empty_in_a_row: u32,
+}
+
+impl Spent {
+    /// The payload changes (a correction turn, an escalated budget): its own
+    /// empty re-run is fresh; the call-wide count goes on.
+    fn new_payload(&mut self) {
+        self.empty_this_payload = 0;
+    }
 }
 
 /// Runs attempts through the retry loop until an answer passes every gate. A
@@ -112,6 +134,7 @@ async fn gate<A: Attempt>(
             spend.next_attempt(AttemptReason::Escalation, || Pending::Escalation)?;
             tracing::info!(model = %model.id, from = reserve.max_tokens, to = model.max_output_tokens, "truncated; escalating");
             spent.escalated = true;
+            spent.new_payload();
             requested = Some(model.max_output_tokens);
             continue;
         }
@@ -125,7 +148,6 @@ async fn gate<A: Attempt>(
             tracing::info!(model = %model.id, "empty answer; re-running");
             continue;
         }
-        spent.empty_in_a_row = 0;
         let Some(schema) = &schema else { return Ok(Outcome::Complete(answer)) };
         let text = text_of(&answer.content);
         match schema::check(&text, schema) {
@@ -138,7 +160,7 @@ async fn gate<A: Attempt>(
                 spend.next_attempt(AttemptReason::Correction, || Pending::Correction(Box::new(last())))?;
                 tracing::info!(model = %model.id, ?failure, "structured answer rejected; correcting");
                 spent.corrections += 1;
-                spent.empty_this_payload = 0;
+                spent.new_payload();
                 conversation.turns.push(Turn::assistant(vec![ContentBlock::Text(text)]));
                 conversation.turns.push(Turn::user(vec![ContentBlock::Text(failure.correction())]));
             }

@@ -66,6 +66,23 @@ enum Outcome<L> {
     Live(L),
 }
 
+/// Why an attempt failed, and whether the retry loop may look at it at all.
+#[derive(Debug)]
+enum Failure {
+    /// The retry loop decides, from the signal's policy.
+    Signal(WeirError),
+    /// Answered from this attempt: the rules for an in-band stream error settled
+    /// it (a rejection a second attempt would meet again, or a call whose caller
+    /// opted out of the replay), so nothing re-runs it.
+    Settled(WeirError),
+}
+
+impl From<WeirError> for Failure {
+    fn from(error: WeirError) -> Self {
+        Self::Signal(error)
+    }
+}
+
 /// One way of making an upstream attempt; the retry loop and the gates are the
 /// same for every way.
 trait Attempt {
@@ -82,7 +99,7 @@ trait Attempt {
         params: &CallParams,
         request: &ChatRequest,
         spend: &mut Spend,
-    ) -> Result<Outcome<Self::Live>, WeirError>;
+    ) -> Result<Outcome<Self::Live>, Failure>;
 }
 
 /// The whole-answer attempt.
@@ -98,8 +115,9 @@ impl Attempt for Whole {
         params: &CallParams,
         request: &ChatRequest,
         spend: &mut Spend,
-    ) -> Result<Outcome<Infallible>, WeirError> {
-        attempt::logged(target, conversation, params, request.deadline, spend).await.map(Outcome::Complete)
+    ) -> Result<Outcome<Infallible>, Failure> {
+        let answer = attempt::logged(target, conversation, params, request.deadline, spend).await?;
+        Ok(Outcome::Complete(answer))
     }
 }
 

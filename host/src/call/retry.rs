@@ -5,7 +5,8 @@
 //! the call's [`Spend`]: one for the whole call however many payloads the gates
 //! send (a correction does not bring fresh retries), and each retry is also an
 //! attempt under the call's ceiling. When either is spent the caller gets the
-//! last signal's category with the attempt count, never a bare 429. Nothing
+//! last signal's category with the attempt count, never a bare 429. A failure
+//! an attempt reports as settled (see [`Failure`]) is never retried. Nothing
 //! else retries: not reqwest, not a component.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +18,7 @@ use crate::types::{CallParams, Conversation, RetryHint};
 
 use super::spend::Spend;
 use super::target::Target;
-use super::{Attempt, Outcome};
+use super::{Attempt, Failure, Outcome};
 
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
@@ -35,7 +36,8 @@ pub(super) async fn with_retries<A: Attempt>(
         // below for a retry.
         let error = match attempt.run(target, conversation, params, request, spend).await {
             Ok(outcome) => return Ok(outcome),
-            Err(error) => error,
+            Err(Failure::Settled(error)) => return Err(error),
+            Err(Failure::Signal(error)) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };
         let wait = wait_before_retry(&error, policy, spend.retries());

@@ -9,7 +9,9 @@
 //! Before the first output reaches the caller, every failure is the retry loop's
 //! and the gates' like in a whole call. An in-band error frame in an HTTP-200
 //! stream is classified from its status, and earns one replay of the same request
-//! without streaming when a second attempt could change the outcome. After the
+//! without streaming when a second attempt could change the outcome; otherwise,
+//! or when the caller opted out of the replay, it is answered from that attempt
+//! with no retry either (see [`after_frame`]). After the
 //! first output nothing is retried: a capacity signal feeds the throttle its
 //! weight and the stream fails naming its position; any failure ends the stream
 //! with a normalized error. The attempt timeout bounds the stream until its
@@ -39,7 +41,7 @@ use super::attempt::{self, feed_back};
 use super::attempt_log::{Ended, Observed, bounded, request_id};
 use super::spend::Spend;
 use super::target::Target;
-use super::{Attempt, Outcome, classify};
+use super::{Attempt, Failure, Outcome, classify};
 
 /// A streamed attempt. The replay without streaming is spent once per call.
 pub(super) struct Streamed {
@@ -63,7 +65,7 @@ impl Attempt for Streamed {
         params: &CallParams,
         request: &ChatRequest,
         spend: &mut Spend,
-    ) -> Result<Outcome<Live>, WeirError> {
+    ) -> Result<Outcome<Live>, Failure> {
         let streaming = CallParams { stream: true, ..params.clone() };
         let began = std::time::Instant::now();
         let mut observed = Observed::default();
@@ -84,7 +86,7 @@ impl Attempt for Streamed {
             }
             Err(error) => {
                 spend.log.push(began, observed, Ended::Failed(&error));
-                Err(error)
+                Err(Failure::Signal(error))
             }
         }
     }
@@ -182,9 +184,10 @@ async fn first_output(
 }
 
 impl Streamed {
-    /// An error frame before any output: classified from its status, then either
+    /// An error frame before any output: classified from its status, then
     /// replayed once without streaming (an attempt of its own, under the call's
-    /// ceiling) or returned to the retry loop.
+    /// ceiling), settled at once, or — when the replay it earned is spent or
+    /// would pass the ceiling — returned to the retry loop.
     async fn after_in_band_error(
         &self,
         target: &Target<'_>,
@@ -193,37 +196,88 @@ impl Streamed {
         request: &ChatRequest,
         spend: &mut Spend,
         failed: InBandAttempt,
-    ) -> Result<Outcome<Live>, WeirError> {
+    ) -> Result<Outcome<Live>, Failure> {
         let InBandAttempt { in_band, began, observed } = failed;
-        let status = in_band.status;
+        let (status, status_from_prose) = (in_band.status, in_band.status_from_prose);
         let (error, detail) = classify::in_band(&Origin::of(target), in_band);
         spend.log.push(began, observed, Ended::Failed(&error));
         feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
-        if self.replay_allowed
-            && earns_replay(status, &detail)
-            && spend.has_room()
-            && !self.replayed.swap(true, Ordering::Relaxed)
-        {
-            tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
-            spend.next_attempt(AttemptReason::Replay, || Pending::Retry(Box::new(error)))?;
-            let whole = CallParams { stream: false, ..params.clone() };
-            return attempt::logged(target, conversation, &whole, request.deadline, spend).await.map(Outcome::Complete);
+        let frame = Frame { status, status_from_prose, slow_down: error.backpressure_weight() > 0, detail: &detail };
+        match after_frame(self.replay_allowed, &frame) {
+            AfterFrame::Settled => {
+                tracing::info!(model = %target.model.id, ?status, "in-band error before output; answered from this attempt");
+                Err(Failure::Settled(error))
+            }
+            AfterFrame::Replay if spend.has_room() && !self.replayed.swap(true, Ordering::Relaxed) => {
+                tracing::info!(model = %target.model.id, ?status, "in-band error before output; replaying once without streaming");
+                spend.next_attempt(AttemptReason::Replay, || Pending::Retry(Box::new(error)))?;
+                let whole = CallParams { stream: false, ..params.clone() };
+                let answer = attempt::logged(target, conversation, &whole, request.deadline, spend).await?;
+                Ok(Outcome::Complete(answer))
+            }
+            AfterFrame::Replay => Err(Failure::Signal(error)),
         }
-        Err(error)
     }
 }
 
+/// What the host knows of an in-band error frame when it decides what comes next.
+struct Frame<'a> {
+    /// The status the frame carries (or that its prose names).
+    status: Option<u16>,
+    /// The status was read from the provider's prose, not a structured field.
+    status_from_prose: bool,
+    /// The component classed it a slow-down signal (rate limited, overloaded).
+    slow_down: bool,
+    /// The provider's raw words, for the one question of whether they reject
+    /// streaming itself.
+    detail: &'a str,
+}
+
+/// What an in-band error before output earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterFrame {
+    /// One replay of the same request without streaming (or, when that is spent,
+    /// the retry loop).
+    Replay,
+    /// Nothing more: the call fails with this error.
+    Settled,
+}
+
 /// Whether a second attempt without streaming could change an in-band error's
-/// outcome: not for a rejection that would survive it (any 4xx but 408, 425 and
-/// 429), unless the rejection names streaming itself — which is exactly what the
-/// replay turns off. A timeout, a 5xx or no status at all earns it. What the
-/// provider's prose says steers only this decision, never a category.
-fn earns_replay(status: Option<u16>, detail: &str) -> bool {
-    match status {
-        Some(408 | 425 | 429) | None => true,
-        Some(400..=499) => names_streaming(detail),
-        Some(_) => true,
+/// outcome, and may be made:
+///
+/// - a caller that opted out of the replay (delegated authority) gets no second
+///   attempt of any kind: not the replay, not a retry;
+/// - a slow-down signal (rate limited, overloaded) earns it whatever status the
+///   provider documents for it: Bedrock's `ServiceQuotaExceededException` is a
+///   400 that means capacity;
+/// - a status only the prose names that would carry member guidance (402) keeps
+///   it: the replay's real HTTP status is what may pick the billing category;
+/// - a timeout (408), 425, 429, a 5xx or no status at all earn it;
+/// - any other 4xx (409 included) would survive the replay and is answered from
+///   this attempt, unless it rejects streaming itself — exactly what the replay
+///   turns off.
+///
+/// What the provider's prose says steers only this decision, never a category.
+fn after_frame(replay_allowed: bool, frame: &Frame<'_>) -> AfterFrame {
+    if !replay_allowed {
+        return AfterFrame::Settled;
     }
+    if frame.slow_down || (frame.status_from_prose && frame.status.is_some_and(carries_member_guidance)) {
+        return AfterFrame::Replay;
+    }
+    match frame.status {
+        Some(408 | 425 | 429) | None => AfterFrame::Replay,
+        Some(400..=499) if names_streaming(frame.detail) => AfterFrame::Replay,
+        Some(400..=499) => AfterFrame::Settled,
+        Some(_) => AfterFrame::Replay,
+    }
+}
+
+/// A status whose category tells a caller what to correct (402:
+/// `provider_credit_exhausted`), and so must come from a structured status.
+fn carries_member_guidance(status: u16) -> bool {
+    status == 402
 }
 
 /// "streaming is not supported", "the `stream` parameter", "'stream' must be
@@ -544,16 +598,43 @@ pub(super) fn replayed(answer: DecodedResponse, stamp: Stamp) -> ChatStream {
 mod tests {
     use super::*;
 
+    fn frame(status: Option<u16>, detail: &str) -> Frame<'_> {
+        Frame { status, status_from_prose: false, slow_down: false, detail }
+    }
+
     #[test]
     fn the_replay_is_earned_only_where_a_second_attempt_could_differ() {
         for status in [None, Some(408), Some(425), Some(429), Some(500), Some(503), Some(529)] {
-            assert!(earns_replay(status, "anything"), "{status:?}");
+            assert_eq!(after_frame(true, &frame(status, "anything")), AfterFrame::Replay, "{status:?}");
         }
-        for status in [400, 401, 403, 404, 413, 422] {
-            assert!(!earns_replay(Some(status), "error frame in a 200 stream: bad parameter"), "{status}");
+        for status in [400, 401, 402, 403, 404, 409, 413, 422] {
+            let rejected = frame(Some(status), "error frame in a 200 stream: bad parameter");
+            assert_eq!(after_frame(true, &rejected), AfterFrame::Settled, "{status}");
         }
-        assert!(earns_replay(Some(400), "Streaming is not supported for this model"));
-        assert!(earns_replay(Some(400), "invalid value for `stream`"));
+        assert_eq!(
+            after_frame(true, &frame(Some(400), "Streaming is not supported for this model")),
+            AfterFrame::Replay
+        );
+        assert_eq!(after_frame(true, &frame(Some(400), "invalid value for `stream`")), AfterFrame::Replay);
+    }
+
+    #[test]
+    fn an_opted_out_caller_gets_no_second_attempt_of_any_kind() {
+        for status in [None, Some(429), Some(500), Some(400)] {
+            assert_eq!(after_frame(false, &frame(status, "streaming is not supported")), AfterFrame::Settled);
+        }
+        let slow_down = Frame { slow_down: true, ..frame(Some(429), "") };
+        assert_eq!(after_frame(false, &slow_down), AfterFrame::Settled);
+    }
+
+    #[test]
+    fn a_slow_down_signal_and_a_402_read_from_prose_keep_the_replay() {
+        let quota_400 = Frame { slow_down: true, ..frame(Some(400), "ServiceQuotaExceededException") };
+        assert_eq!(after_frame(true, &quota_400), AfterFrame::Replay, "a capacity signal whatever its status");
+        let prose_402 = Frame { status_from_prose: true, ..frame(Some(402), "Error code: 402") };
+        assert_eq!(after_frame(true, &prose_402), AfterFrame::Replay, "the real status may pick the category");
+        let prose_400 = Frame { status_from_prose: true, ..frame(Some(400), "Error code: 400") };
+        assert_eq!(after_frame(true, &prose_400), AfterFrame::Settled, "prose steers the decision");
     }
 
     #[test]
