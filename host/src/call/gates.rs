@@ -29,6 +29,7 @@ use crate::error::{Pending, WeirError};
 use crate::record::AttemptReason;
 use crate::types::{CallParams, ContentBlock, DecodedResponse, StopReason, Turn, text_of};
 
+use super::policy;
 use super::retry::with_retries;
 use super::schema::{self, AnswerSchema, SchemaFailure};
 use super::spend::Spend;
@@ -150,7 +151,8 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve)
             .map(|budget| budget.min(reserve.max_tokens))
             .or(reserve.thinking_budget),
         reasoning_effort: request.reasoning_effort,
-        temperature: request.temperature,
+        // Omitted, never rewritten, where the deployment takes only its default.
+        temperature: policy::temperature(model, request),
         stop: request.stop.clone(),
         response_schema: request.response_schema.clone(),
         stream: false,

@@ -2,12 +2,16 @@
 //! outermost first.
 //!
 //! ```text
-//! stamp ─► gates ─► retry loop ─► attempt: admission ─► encode ─► transport ─► decode / classify
+//! stamp ─► target ─► policy ─► gates ─► retry loop ─► attempt: admission ─► encode ─► transport ─► decode / classify
 //! ```
 //!
 //! - **stamp** (here) is outermost so that every answer *and every failure* —
 //!   a rejection before any attempt included — carries the catalog id, provider,
 //!   ceiling, attempts, latency and end time, set in this one place.
+//! - **policy** ([`policy`]), right after the target resolved: a request
+//!   needing what the entry does not have is refused before admission, with
+//!   nothing sent; sampling a deployment refuses is withheld; a stream the entry
+//!   cannot give is taken whole and replayed.
 //! - **gates** ([`gates`]) judge a decoded answer: a refusal is final (a safety
 //!   classifier is not re-rolled); a truncation re-runs the whole call once at
 //!   the model's ceiling, through the same output-budget formula; an empty
@@ -33,6 +37,7 @@ mod cache_plan;
 mod classify;
 mod gates;
 mod opening;
+mod policy;
 mod prompted_tools;
 mod retry;
 mod schema;
@@ -71,6 +76,9 @@ trait Attempt {
     /// What a live answer is; [`Infallible`] for attempts that never stream.
     type Live;
 
+    /// Whether the attempt asks the upstream for a stream.
+    const STREAMS: bool;
+
     /// One attempt, already counted in `spend`, and logged there; an attempt
     /// that makes another upstream request of its own (a stream's replay)
     /// counts and logs it too.
@@ -89,6 +97,7 @@ struct Whole;
 
 impl Attempt for Whole {
     type Live = Infallible;
+    const STREAMS: bool = false;
 
     async fn run(
         &self,
@@ -112,11 +121,22 @@ pub(crate) struct Tally {
     pub resolved: Option<Resolved>,
     /// Every upstream attempt, for the record.
     pub attempt_records: Vec<AttemptRecord>,
+    /// What the policy changed about the call, by stable name (see
+    /// [`policy::PolicyNotes::names`]): `temperature_omitted`, `top_p_omitted`,
+    /// `stream_replayed_whole`. Empty, and unallocated, for most calls.
+    pub notes: Vec<&'static str>,
 }
 
 impl Tally {
     fn new(started: Instant) -> Self {
-        Self { started, requested_max_tokens: None, attempts: 0, resolved: None, attempt_records: Vec::new() }
+        Self {
+            started,
+            requested_max_tokens: None,
+            attempts: 0,
+            resolved: None,
+            attempt_records: Vec::new(),
+            notes: Vec::new(),
+        }
     }
 }
 
@@ -154,13 +174,8 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
             "a structured (JSON-schema) answer is validated whole and cannot be streamed; send it without `stream`"
                 .to_owned(),
         )),
-        // Tools read from a JSON answer cannot be streamed as they are written: the
-        // answer is taken whole and replayed as a stream.
-        None if prompted_tools_apply(weir, &request) => match run(weir, &request, &mut tally, &Whole, &opening).await {
-            Ok(Outcome::Complete(answer)) => Ok(Outcome::Complete(answer)),
-            Ok(Outcome::Live(never)) => match never {},
-            Err(error) => Err(error),
-        },
+        // A stream the entry cannot give as it is written is answered whole by
+        // `run` (see `policy`) and replayed below.
         None => run(weir, &request, &mut tally, &attempt, &opening).await,
     };
     let stamp = stamp(&log, &request.model, &tally);
@@ -271,27 +286,43 @@ async fn run<A: Attempt>(
 ) -> Result<Outcome<A::Live>, WeirError> {
     let target = target::resolve(weir, &request.model, request.caller.as_ref(), opening).await?;
     tally.resolved = Some(resolved(&target));
-    if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
-        return gates::run(attempt, &target, request, tally).await;
+    let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
+    // An entry that cannot stream is never asked to, and tools read from a JSON
+    // answer cannot be streamed as they are written: the answer is taken whole
+    // and the caller replays it as a stream.
+    policy.notes.stream_replayed_whole = A::STREAMS && (!policy.streams || policy.prompted_tools);
+    tally.notes.extend(policy.notes.names());
+    if policy.notes.stream_replayed_whole {
+        return match dispatch(&Whole, &target, request, tally, policy.prompted_tools).await? {
+            Outcome::Complete(answer) => Ok(Outcome::Complete(answer)),
+            Outcome::Live(never) => match never {},
+        };
+    }
+    dispatch(attempt, &target, request, tally, policy.prompted_tools).await
+}
+
+/// Runs the gates with the conversation the model reads: as asked, or with its
+/// tools described in the prompt (see [`prompted_tools`]) and read back out of
+/// the answer.
+async fn dispatch<A: Attempt>(
+    attempt: &A,
+    target: &Target<'_>,
+    request: &ChatRequest,
+    tally: &mut Tally,
+    prompted_tools: bool,
+) -> Result<Outcome<A::Live>, WeirError> {
+    if !prompted_tools {
+        return gates::run(attempt, target, request, tally).await;
     }
     let mut prompted = request.clone();
     let tools = prompted_tools::describe(&mut prompted.conversation);
-    match gates::run(attempt, &target, &prompted, tally).await? {
+    match gates::run(attempt, target, &prompted, tally).await? {
         Outcome::Complete(mut answer) => {
             tools.read(&mut answer);
             Ok(Outcome::Complete(answer))
         }
         live => Ok(live),
     }
-}
-
-/// Whether this request's model reads its tools from the prompt (see
-/// [`prompted_tools`]); an unknown model or provider fails later, in `run`.
-fn prompted_tools_apply(weir: &Weir, request: &ChatRequest) -> bool {
-    let Some(model) = weir.catalog().get(&request.model) else { return false };
-    let registry = weir.registry();
-    let Some(provider) = registry.get(&model.provider) else { return false };
-    prompted_tools::applies(provider.info(), model.native_tools, &request.conversation)
 }
 
 /// Where the call went and what it is billed at, for the record.
