@@ -95,7 +95,7 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
     let fixed = fixed_sampling(model);
     let top_p_omitted = match request.top_p {
         None => false,
-        Some(top_p) if top_p == 1.0 => false,
+        Some(1.0) => false,
         Some(_) if fixed => true,
         Some(top_p) => return Err(top_p_refused(model, top_p)),
     };
