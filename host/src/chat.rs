@@ -31,6 +31,11 @@ pub struct ChatRequest {
     /// added to the reserve for it.
     pub thinking_budget: Option<u32>,
     pub temperature: Option<f32>,
+    /// Nucleus sampling as the caller asked. WIT 0.1.0's call parameters have no
+    /// field for it, so it is never sent: absent or exactly 1.0 is accepted (a
+    /// no-op), dropped on an entry whose sampling is fixed, and refused anywhere
+    /// else (see `call::policy`).
+    pub top_p: Option<f32>,
     pub stop: Vec<String>,
     pub response_schema: Option<ResponseSchema>,
     /// When the caller stops waiting. Admission fails at once if capacity cannot
@@ -69,6 +74,7 @@ impl ChatRequest {
             reasoning_off: false,
             thinking_budget: None,
             temperature: None,
+            top_p: None,
             stop: Vec::new(),
             response_schema: None,
             deadline: None,

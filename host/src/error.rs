@@ -11,6 +11,7 @@
 //! upstream's words.
 
 use crate::admission::AdmissionError;
+use crate::catalog::Capability;
 use crate::identity::AuthError;
 use crate::plugin::PluginError;
 use crate::reach::ReachError;
@@ -42,6 +43,10 @@ pub enum Category {
     InvalidResponse,
     /// The compliance envelope does not permit this model or this request.
     ComplianceRefused,
+    /// The request needs a capability its model's entry does not have (an
+    /// image, a document, tools, a schema, a thinking budget): refused before
+    /// the call, nothing sent.
+    CapabilityMismatch,
     /// No caller key, or one that is unknown or expired.
     InvalidApiKey,
     /// The caller's key may not call this model, or this endpoint.
@@ -87,6 +92,7 @@ impl Category {
             Self::ProviderEmptyResponseExhausted => "provider_empty_response_exhausted",
             Self::InvalidResponse => "invalid_response",
             Self::ComplianceRefused => "compliance_refused",
+            Self::CapabilityMismatch => "capability_mismatch",
             Self::InvalidApiKey => "invalid_api_key",
             Self::PermissionDenied => "permission_denied",
             Self::PayloadTooLarge => "payload_too_large",
@@ -103,7 +109,7 @@ impl Category {
     /// retry use 4xx statuses the official SDKs do not retry (402, 422, 424).
     pub fn http_status(self) -> u16 {
         match self {
-            Self::InvalidRequest | Self::ContextOverflow | Self::CapacityExceeded => 400,
+            Self::InvalidRequest | Self::ContextOverflow | Self::CapacityExceeded | Self::CapabilityMismatch => 400,
             Self::ModelNotFound => 404,
             Self::Refused | Self::OutputTruncated | Self::InvalidResponse => 422,
             Self::ProviderCreditExhausted => 402,
@@ -263,6 +269,10 @@ pub enum WeirError {
          on the request, or `output_tokens` on the catalog entry"
     )]
     OutputUndeclared { model: String },
+    /// The request needs what the model's catalog entry does not have; refused
+    /// before admission, nothing sent.
+    #[error("model `{model}` does not have the capability `{capability}` this request needs ({needed_for})")]
+    CapabilityMismatch { model: String, capability: Capability, needed_for: &'static str },
     #[error("model `{model}`: provider `{provider}` is not loaded")]
     ProviderUnavailable { model: String, provider: String },
     #[error("model `{model}`: {source}")]
@@ -355,6 +365,7 @@ impl WeirError {
             Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
             Self::MidStream { source, .. } => source.category(),
             Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
+            Self::CapabilityMismatch { .. } => Category::CapabilityMismatch,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
             Self::Reach { source, .. } => match source {
@@ -449,6 +460,7 @@ impl WeirError {
             | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
+            | Self::CapabilityMismatch { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
             | Self::Reach { .. }
@@ -482,6 +494,7 @@ impl WeirError {
             | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
             | Self::OutputUndeclared { .. }
+            | Self::CapabilityMismatch { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Compliance { .. }
             | Self::Admission(_)
@@ -687,6 +700,7 @@ mod tests {
             WeirError::UnknownModel(model()),
             WeirError::InvalidRequest("model `m`: messages[0]: unknown role".into()),
             WeirError::OutputUndeclared { model: model() },
+            WeirError::CapabilityMismatch { model: model(), capability: Capability::Vision, needed_for: "an image" },
             WeirError::ProviderUnavailable { model: model(), provider: "p".into() },
             WeirError::Compliance { model: model(), reason: "the envelope refuses data sharing".into() },
             WeirError::Admission(AdmissionError::DeadlinePassed { model: model() }),
@@ -763,6 +777,7 @@ mod tests {
                 | WeirError::UnknownModel(_)
                 | WeirError::InvalidRequest(_)
                 | WeirError::OutputUndeclared { .. }
+                | WeirError::CapabilityMismatch { .. }
                 | WeirError::ProviderUnavailable { .. }
                 | WeirError::Credential { .. }
                 | WeirError::Reach { .. }
@@ -819,6 +834,7 @@ mod tests {
             (Category::RequestTimeout, "request_timeout", 408),
             (Category::GatewayBusy, "gateway_busy", 503),
             (Category::LedgerUnavailable, "ledger_unavailable", 503),
+            (Category::CapabilityMismatch, "capability_mismatch", 400),
         ];
         for (category, name, status) in pairs {
             assert_eq!((category.as_str(), category.http_status()), (name, status));

@@ -107,7 +107,8 @@ export const chat = {
 
 function encode(conversation, params) {
   if (params.stream) {
-    // Refused before anything is sent: the caller gets a 400 naming the reason.
+    // A backstop: the host never asks a provider without `streaming` for a stream
+    // (it answers the caller's stream whole and replays it).
     throw unsupported(`${KEY} does not stream`);
   }
   if (conversation.tools.length > 0) {

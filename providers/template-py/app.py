@@ -101,7 +101,8 @@ class Chat(exports.Chat):
 
 def encode(conversation: wit.PreparedConversation, params: wit.CallParams) -> wit.HttpRequest:
     if params.stream:
-        # Refused before anything is sent: the caller gets a 400 naming the reason.
+        # A backstop: the host never asks a provider without STREAMING for a stream
+        # (it answers the caller's stream whole and replays it).
         raise unsupported(f"{KEY} does not stream")
     if conversation.tools:
         raise unsupported(f"{KEY} has no tool definitions")

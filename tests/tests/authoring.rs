@@ -168,25 +168,27 @@ async fn walk_through(build: &str, folder: &str, config: &str, key: &str) {
     assert_eq!(sent["messages"], json!([{"role": "user", "content": "Hello, Acme"}]));
 }
 
-/// The template refuses a stream at `encode`: the caller gets a 400 naming why, and
-/// nothing reaches the upstream (what the guide says a non-streaming Python provider does).
+/// The template declares no streaming, so the host never asks it for a stream: a
+/// caller's stream is answered whole (one plain request upstream) and replayed as
+/// server-sent events (what the guide says of a non-streaming Python provider).
 #[tokio::test]
-async fn the_python_template_refuses_a_stream_before_anything_is_sent() {
-    refuses_a_stream(Path::new(env!("WEIR_TEMPLATE_PY_WASM")), "template-py").await;
+async fn the_python_template_is_never_asked_to_stream() {
+    answers_a_stream_whole(Path::new(env!("WEIR_TEMPLATE_PY_WASM")), "template-py").await;
 }
 
-/// The same for the JavaScript template (what the guide says a non-streaming
-/// JavaScript provider does).
+/// The same for the JavaScript template (what the guide says of a non-streaming
+/// JavaScript provider).
 #[tokio::test]
-async fn the_javascript_template_refuses_a_stream_before_anything_is_sent() {
-    refuses_a_stream(Path::new(env!("WEIR_TEMPLATE_JS_WASM")), "template-js").await;
+async fn the_javascript_template_is_never_asked_to_stream() {
+    answers_a_stream_whole(Path::new(env!("WEIR_TEMPLATE_JS_WASM")), "template-js").await;
 }
 
-async fn refuses_a_stream(component: &Path, key: &str) {
+async fn answers_a_stream_whole(component: &Path, key: &str) {
     weir_tests::gateway::precompile(component);
     let folder = tempfile::tempdir().unwrap();
     std::fs::copy(component, folder.path().join("template.wasm")).unwrap();
     let upstream = FakeUpstream::start().await;
+    upstream.push(weir_tests::openai_wire::completion("Hello from the template."));
     let config = format!(
         "[[model]]\nid = \"acme\"\nprovider = \"{key}\"\nendpoint = \"{}\"\ncredential = \"acme-api-key\"\n\
          max_output_tokens = 100\ncontext_window = 1000\noutput_tokens = 10\n",
@@ -199,10 +201,12 @@ async fn refuses_a_stream(component: &Path, key: &str) {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["type"], "invalid_request", "{body}");
-    assert!(upstream.received().is_empty(), "nothing was sent upstream");
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("Hello from the template.") && body.ends_with("data: [DONE]\n\n"), "{body}");
+    let received = upstream.received();
+    assert_eq!(received.len(), 1, "one whole request: {received:?}");
+    assert_ne!(received[0].json()["stream"], json!(true), "never asked upstream as a stream");
     let listing = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
     let row = text(&listing.stdout);
     let row = row.lines().find(|line| line.starts_with(&format!("{key} "))).unwrap();

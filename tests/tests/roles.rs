@@ -352,3 +352,16 @@ async fn a_prompt_too_large_for_the_window_is_refused_with_the_numbers_and_nothi
     // A prompt that fits goes.
     assert_eq!(rig.call(None, hello("small"), &[]).await.status, 200);
 }
+
+#[tokio::test]
+async fn what_policy_withheld_is_noted_on_the_record() {
+    let upstream = FakeUpstream::start_local().await;
+    let toml = entry(&upstream, "fixed", "openai-compatible", "fixed_temperature = true");
+    let rig = rig(upstream, &toml).await;
+
+    let body = json!({"model": "fixed", "temperature": 0.3, "messages": [{"role": "user", "content": "Hi"}]});
+    let answer = rig.call(None, body, &[("x-weir-effort", "none")]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(rig.upstream.received()[0].json().get("temperature").is_none(), "omitted, never rewritten");
+    assert_eq!(rig.last_record().notes, ["temperature_omitted"]);
+}

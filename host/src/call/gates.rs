@@ -32,12 +32,12 @@ use crate::error::{Pending, WeirError};
 use crate::record::AttemptReason;
 use crate::types::{CallParams, ContentBlock, DecodedResponse, Effort, StopReason, Turn, text_of};
 
-use super::effort;
 use super::retry::with_retries;
 use super::schema::{self, AnswerSchema, SchemaFailure};
 use super::spend::Spend;
 use super::target::Target;
 use super::{Attempt, Outcome, Tally};
+use super::{effort, policy};
 
 /// Re-runs of one payload that came back empty (the budget latches once spent;
 /// a new payload — a correction turn, an escalated budget — brings a fresh one).
@@ -191,7 +191,8 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve,
         max_tokens: reserve.max_tokens,
         thinking_budget,
         reasoning_effort,
-        temperature: request.temperature,
+        // Omitted, never rewritten, where the deployment takes only its default.
+        temperature: policy::temperature(model, request),
         stop: request.stop.clone(),
         response_schema: request.response_schema.clone(),
         stream: false,

@@ -2,12 +2,16 @@
 //! outermost first.
 //!
 //! ```text
-//! stamp ─► gates ─► retry loop ─► attempt: admission ─► encode ─► transport ─► decode / classify
+//! stamp ─► target ─► policy ─► gates ─► retry loop ─► attempt: admission ─► encode ─► transport ─► decode / classify
 //! ```
 //!
 //! - **stamp** (here) is outermost so that every answer *and every failure* —
 //!   a rejection before any attempt included — carries the catalog id, provider,
 //!   ceiling, attempts, latency and end time, set in this one place.
+//! - **policy** ([`policy`]), right after the target resolved: a request
+//!   needing what the entry does not have is refused before admission, with
+//!   nothing sent; sampling a deployment refuses is withheld; a stream the entry
+//!   cannot give is taken whole and replayed.
 //! - **gates** ([`gates`]) judge a decoded answer: a refusal is final (a safety
 //!   classifier is not re-rolled); a truncation re-runs the whole call once at
 //!   the model's ceiling, through the same output-budget formula; an empty
@@ -34,6 +38,7 @@ mod classify;
 mod effort;
 mod gates;
 mod opening;
+mod policy;
 mod prompted_tools;
 mod retry;
 mod schema;
@@ -89,6 +94,9 @@ trait Attempt {
     /// What a live answer is; [`Infallible`] for attempts that never stream.
     type Live;
 
+    /// Whether the attempt asks the upstream for a stream.
+    const STREAMS: bool;
+
     /// One attempt, already counted in `spend`, and logged there; an attempt
     /// that makes another upstream request of its own (a stream's replay)
     /// counts and logs it too.
@@ -107,6 +115,7 @@ struct Whole;
 
 impl Attempt for Whole {
     type Live = Infallible;
+    const STREAMS: bool = false;
 
     async fn run(
         &self,
@@ -131,7 +140,10 @@ pub(crate) struct Tally {
     pub resolved: Option<Resolved>,
     /// Every upstream attempt, for the record.
     pub attempt_records: Vec<AttemptRecord>,
-    /// What policy changed or withheld (e.g. `effort_not_applied`), for the record.
+    /// What the policy changed or withheld, by stable name, for the record:
+    /// `effort_not_applied` (see [`gates`]) and [`policy::PolicyNotes::names`]
+    /// (`temperature_omitted`, `top_p_omitted`, `stream_replayed_whole`). Empty,
+    /// and unallocated, for most calls.
     pub notes: Vec<&'static str>,
 }
 
@@ -176,12 +188,15 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
     let (log, opening) = open(weir, &request, true);
     cache_plan::plan(&mut request.conversation);
     let mut tally = Tally::new(log.started());
+    let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
         Some(_) => Err(WeirError::InvalidRequest(
             "a structured (JSON-schema) answer is validated whole and cannot be streamed; send it without `stream`"
                 .to_owned(),
         )),
-        None => run_streamed(weir, &request, &mut tally, &opening).await,
+        // A stream the entry cannot give as it is written is answered whole by
+        // `run` (see `policy`) and replayed below.
+        None => run(weir, &request, &mut tally, &attempt, &opening).await,
     };
     let stamp = stamp(&log, &request.model, &tally);
     let result = match result {
@@ -206,25 +221,6 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         (Ok(answer), Ok(())) => Ok(streaming::replayed(answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
     }
-}
-
-/// A streamed call once resolved: tools read from a JSON answer cannot be
-/// streamed as they are written, so such an answer is taken whole and replayed
-/// as a stream; everything else streams.
-async fn run_streamed(
-    weir: &Weir,
-    request: &ChatRequest,
-    tally: &mut Tally,
-    opening: &Opening,
-) -> Result<Outcome<streaming::Live>, WeirError> {
-    let target = resolved_target(weir, request, tally, opening).await?;
-    if prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
-        return match run_on(&target, request, tally, &Whole).await? {
-            Outcome::Complete(answer) => Ok(Outcome::Complete(answer)),
-            Outcome::Live(never) => match never {},
-        };
-    }
-    run_on(&target, request, tally, &streaming::Streamed::new(request.stream_replay)).await
 }
 
 /// What `name` resolves to now for `caller`: the call's own resolution, with
@@ -315,6 +311,9 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
     }
 }
 
+/// Resolves the call once, applies the policy (capabilities, sampling), and
+/// runs the gates: a stream the entry cannot give as it is written goes as a
+/// whole request.
 async fn run<A: Attempt>(
     weir: &Weir,
     request: &ChatRequest,
@@ -322,31 +321,34 @@ async fn run<A: Attempt>(
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = resolved_target(weir, request, tally, opening).await?;
-    run_on(&target, request, tally, attempt).await
-}
-
-/// Resolves the call's target once and notes it in the tally.
-async fn resolved_target<'a>(
-    weir: &'a Weir,
-    request: &ChatRequest,
-    tally: &mut Tally,
-    opening: &'a Opening,
-) -> Result<Target<'a>, WeirError> {
     let target = target::resolve(weir, request, opening).await?;
     tally.resolved = Some(resolved(&target));
-    Ok(target)
+    let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
+    // An entry that cannot stream is never asked to, and tools read from a JSON
+    // answer cannot be streamed as they are written: the answer is taken whole
+    // and the caller replays it as a stream.
+    policy.notes.stream_replayed_whole = A::STREAMS && (!policy.streams || policy.prompted_tools);
+    tally.notes.extend(policy.notes.names());
+    if policy.notes.stream_replayed_whole {
+        return match dispatch(&Whole, &target, request, tally, policy.prompted_tools).await? {
+            Outcome::Complete(answer) => Ok(Outcome::Complete(answer)),
+            Outcome::Live(never) => match never {},
+        };
+    }
+    dispatch(attempt, &target, request, tally, policy.prompted_tools).await
 }
 
-/// The gates and the retry loop on a resolved target, with the tools described
-/// in the prompt when the model reads them from there (see [`prompted_tools`]).
-async fn run_on<A: Attempt>(
+/// Runs the gates with the conversation the model reads: as asked, or with its
+/// tools described in the prompt (see [`prompted_tools`]) and read back out of
+/// the answer.
+async fn dispatch<A: Attempt>(
+    attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
     tally: &mut Tally,
-    attempt: &A,
+    prompted_tools: bool,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    if !prompted_tools::applies(target.provider.info(), target.model.native_tools, &request.conversation) {
+    if !prompted_tools {
         return gates::run(attempt, target, request, tally).await;
     }
     let mut prompted = request.clone();

@@ -3,9 +3,11 @@
 //! calls back out of it. The caller sees the same tool-call shape either way, so
 //! switching a model between native and prompted tools changes nothing upstream.
 //!
-//! A model has native tools when its provider declares the capability and its
-//! catalog entry does not turn it off (`native_tools = false`, for a server that
-//! speaks the dialect but whose model was never trained for tool calls).
+//! Whether a call's tools are prompted is the policy's decision (see
+//! `call::policy`): tools are in play and the entry has no native tool calling
+//! (its provider does not declare it, its `capabilities` do not list `tools`,
+//! or `native_tools = false`, for a server that speaks the dialect but whose
+//! model was never trained for tool calls).
 //!
 //! The protocol asked of the model is one JSON object, nothing else:
 //! `{"tool_calls": [{"name": "...", "arguments": {...}}]}` to call tools, or
@@ -15,28 +17,14 @@
 use serde_json::{Value, json};
 
 use crate::types::{
-    Capabilities, ContentBlock, Conversation, DecodedResponse, LeafBlock, ProviderInfo, StopReason, ToolChoice,
-    ToolDefinition, ToolUse, TurnRole, text_of,
+    ContentBlock, Conversation, DecodedResponse, LeafBlock, StopReason, ToolChoice, ToolDefinition, ToolUse, TurnRole,
+    text_of,
 };
 
 /// The tools offered to a model that reads them from its prompt.
 #[derive(Debug, Clone)]
 pub(super) struct PromptedTools {
     names: Vec<String>,
-}
-
-/// Whether a call to this model must describe its tools in the prompt.
-pub(super) fn applies(provider: &ProviderInfo, native_tools: bool, conversation: &Conversation) -> bool {
-    let native = native_tools && provider.capabilities.contains(Capabilities::NATIVE_TOOLS);
-    !native && (!conversation.tools.is_empty() || has_tool_blocks(conversation))
-}
-
-fn has_tool_blocks(conversation: &Conversation) -> bool {
-    conversation
-        .turns
-        .iter()
-        .flat_map(|turn| &turn.content)
-        .any(|block| matches!(block, ContentBlock::ToolUse(_) | ContentBlock::ToolResult(_)))
 }
 
 /// Rewrites a conversation for a model without native tools: the tools and the
@@ -246,22 +234,5 @@ mod tests {
             assert_eq!(text_of(&reply.content), text);
             assert_eq!(reply.stop_reason, StopReason::EndTurn);
         }
-    }
-
-    #[test]
-    fn applies_only_without_native_tools_and_with_tools_in_play() {
-        let info = |capabilities| ProviderInfo {
-            key: "p".into(),
-            description: String::new(),
-            default_endpoint: None,
-            credential: crate::types::CredentialShape::None,
-            capabilities,
-            stream_framing: crate::types::StreamFraming::Sse,
-        };
-        let with_tools = Conversation::user("hi").with_tool(weather());
-        assert!(!applies(&info(Capabilities::NATIVE_TOOLS), true, &with_tools));
-        assert!(applies(&info(Capabilities::NATIVE_TOOLS), false, &with_tools), "the entry turned them off");
-        assert!(applies(&info(Capabilities::empty()), true, &with_tools));
-        assert!(!applies(&info(Capabilities::empty()), true, &Conversation::user("hi")), "no tools in play");
     }
 }

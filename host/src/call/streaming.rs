@@ -57,6 +57,7 @@ impl Streamed {
 
 impl Attempt for Streamed {
     type Live = Live;
+    const STREAMS: bool = true;
 
     async fn run(
         &self,

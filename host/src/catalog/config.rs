@@ -148,8 +148,17 @@ pub struct ModelEntry {
     /// several surfaces is several entries sharing one identity.
     pub identity: Option<String>,
     /// `false` for a model that has no tool calling although its provider has
-    /// (tools are then described in the prompt; default true).
+    /// (tools are then described in the prompt; default true). The older
+    /// spelling of `capabilities` without `tools`: the two are not combined.
     pub native_tools: Option<bool>,
+    /// What the deployed model can do (absent: whatever its provider component
+    /// declares); see [`super::capability`]. A request needing anything else is
+    /// refused before the call.
+    pub capabilities: Option<Vec<super::Capability>>,
+    /// The deployment accepts only its own default sampling: `temperature` and
+    /// `top_p` are never sent (as for OpenAI reasoning families by wire id).
+    #[serde(default)]
+    pub fixed_temperature: bool,
     /// The model is served only under provider data sharing; see `compliance`.
     #[serde(default)]
     pub requires_lax: bool,
@@ -657,6 +666,11 @@ impl ModelEntry {
         }
         if self.thinking_budget.is_some() && self.reasoning.is_none() {
             return Err("`thinking_budget` is read only with `reasoning = \"effort\"` or `\"thinking\"`".to_owned());
+        }
+        if self.capabilities.is_some() && self.native_tools.is_some() {
+            return Err("`native_tools` and `capabilities` are not combined: list `tools` (native tool calling) \
+                        or `prompted_tools` (tools described in the prompt) in `capabilities` instead"
+                .to_owned());
         }
         Ok(())
     }

@@ -1,8 +1,10 @@
 //! The catalog: every model callers can name, resolved against the providers
 //! that are loaded.
 
+mod capability;
 mod config;
 
+pub use capability::{Capability, CapabilitySet};
 use std::collections::BTreeMap;
 
 pub use config::TelemetrySettings;
@@ -45,6 +47,10 @@ pub struct ModelSpec {
     pub requires_lax: bool,
     /// Whether the model calls tools natively when its provider can (see `native_tools`).
     pub native_tools: bool,
+    /// What the entry declares it can do; `None`: its provider's (see [`capability`]).
+    pub capabilities: Option<CapabilitySet>,
+    /// The deployment takes no explicit `temperature` or `top_p` (`fixed_temperature`).
+    pub fixed_temperature: bool,
     pub cache_read_multiplier: f64,
     pub cache_write_multiplier: f64,
     /// A plain-`http` endpoint off loopback is allowed (see `allow_http`).
@@ -94,6 +100,8 @@ impl ModelSpec {
             identity: "m".into(),
             requires_lax: false,
             native_tools: true,
+            capabilities: None,
+            fixed_temperature: false,
             cache_read_multiplier: 1.0,
             cache_write_multiplier: 1.0,
             allow_http: false,
@@ -174,6 +182,8 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         identity: entry.identity.clone().unwrap_or_else(|| entry.id.clone()),
         requires_lax: entry.requires_lax,
         native_tools: entry.native_tools.unwrap_or(true),
+        capabilities: entry.capabilities.as_ref().map(|declared| CapabilitySet::of(declared.iter().copied())),
+        fixed_temperature: entry.fixed_temperature,
         cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(1.0),
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
         allow_http: entry.allow_http,

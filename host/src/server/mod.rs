@@ -28,6 +28,7 @@ mod edge;
 mod error;
 mod metrics;
 mod openai;
+mod sampling;
 mod sse;
 mod usage;
 

@@ -42,13 +42,6 @@ pub fn is_reasoning_family(wire_id: &str) -> bool {
     is_o_series(&id) || id.starts_with("gpt-5")
 }
 
-/// Whether the model rejects an explicit `temperature`: reasoning models accept
-/// only the default, except the non-reasoning `gpt-5-chat` variants.
-pub fn rejects_temperature(wire_id: &str) -> bool {
-    let id = wire_id.to_ascii_lowercase();
-    is_reasoning_family(&id) && !id.starts_with("gpt-5-chat")
-}
-
 fn is_o_series(id: &str) -> bool {
     ["o1", "o3", "o4"].iter().any(|prefix| id.starts_with(prefix))
 }
@@ -81,9 +74,5 @@ mod tests {
         assert!(is_reasoning_family("gpt-5-mini"));
         assert!(is_reasoning_family("gpt-5-chat-latest"));
         assert!(!is_reasoning_family("gpt-4.1"));
-        assert!(rejects_temperature("o4-mini"));
-        assert!(rejects_temperature("gpt-5.1"));
-        assert!(!rejects_temperature("gpt-5-chat-latest"));
-        assert!(!rejects_temperature("gpt-4o"));
     }
 }

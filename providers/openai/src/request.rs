@@ -53,7 +53,7 @@ fn body(dialect: Dialect, conversation: &PreparedConversation, params: &CallPara
         body.insert("tool_choice".into(), choice);
     }
     body.insert(max_tokens_key(dialect).into(), json!(params.max_tokens));
-    if let Some(temperature) = temperature(dialect, params)? {
+    if let Some(temperature) = temperature(params)? {
         body.insert("temperature".into(), temperature);
     }
     if !params.stop.is_empty() {
@@ -81,15 +81,14 @@ fn max_tokens_key(dialect: Dialect) -> &'static str {
     }
 }
 
-/// The caller's temperature, except on OpenAI reasoning models, which fail on any
-/// explicit value: omitting it is the only value they accept.
-fn temperature(dialect: Dialect, params: &CallParams) -> Result<Option<Value>, CodecError> {
+/// The temperature the host sends, as it sends it. Which deployments refuse an
+/// explicit value (OpenAI's reasoning families, entries with
+/// `fixed_temperature`) is the host's rule, for every provider: it leaves the
+/// field out of the call parameters for them.
+fn temperature(params: &CallParams) -> Result<Option<Value>, CodecError> {
     let Some(temperature) = params.temperature else {
         return Ok(None);
     };
-    if dialect == Dialect::OpenAi && dialect::rejects_temperature(&params.wire_model_id) {
-        return Ok(None);
-    }
     // Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
     let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
     serde_json::Number::from_f64(wide)
@@ -398,22 +397,23 @@ mod tests {
         assert!(compatible.get("max_completion_tokens").is_none());
     }
 
+    /// The host owns which deployments take no temperature (it leaves it out of
+    /// the call parameters); the component writes what it is given, for any model.
     #[test]
-    fn temperature_omitted_for_reasoning_families() {
+    fn temperature_is_written_as_the_host_sends_it() {
         let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
         let with_temperature = |model: &str| {
             let mut p = params(model);
             p.temperature = Some(0.7);
             p
         };
-        for model in ["o3", "o4-mini", "gpt-5", "gpt-5-mini"] {
-            assert!(body_of("openai", &conv, &with_temperature(model)).get("temperature").is_none(), "{model}");
+        for provider in ["openai", "openai-compatible"] {
+            for model in ["o3", "gpt-5-mini", "gpt-4.1", "llama3.1:8b"] {
+                let body = body_of(provider, &conv, &with_temperature(model));
+                assert_eq!(body["temperature"], json!(0.7), "{provider} {model}");
+            }
+            assert!(body_of(provider, &conv, &params("o3")).get("temperature").is_none(), "{provider}: none given");
         }
-        for model in ["gpt-4.1", "gpt-5-chat-latest"] {
-            assert_eq!(body_of("openai", &conv, &with_temperature(model))["temperature"], json!(0.7), "{model}");
-        }
-        assert_eq!(body_of("openai-compatible", &conv, &with_temperature("o3"))["temperature"], json!(0.7));
-        assert!(body_of("openai", &conv, &params("gpt-4.1")).get("temperature").is_none());
     }
 
     #[test]

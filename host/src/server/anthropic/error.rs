@@ -61,7 +61,8 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::OutputTruncated
         | Category::InvalidResponse
         | Category::UnsupportedMediaType
-        | Category::RequestTimeout => "invalid_request_error",
+        | Category::RequestTimeout
+        | Category::CapabilityMismatch => "invalid_request_error",
         Category::PayloadTooLarge => "request_too_large",
         Category::ModelNotFound => "not_found_error",
         Category::ComplianceRefused | Category::PermissionDenied | Category::ForbiddenOrigin => "permission_error",
@@ -115,6 +116,7 @@ mod tests {
             (Category::PayloadTooLarge, "request_too_large"),
             (Category::UnsupportedMediaType, "invalid_request_error"),
             (Category::RequestTimeout, "invalid_request_error"),
+            (Category::CapabilityMismatch, "invalid_request_error"),
             (Category::ForbiddenOrigin, "permission_error"),
             (Category::GatewayBusy, "overloaded_error"),
         ];

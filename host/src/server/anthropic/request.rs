@@ -7,7 +7,8 @@
 //! Top-level fields are strict: an unknown one is a 400 naming it, because a field
 //! the gateway does not know may change what the caller is asking for. `metadata`
 //! and `service_tier` are accepted and ignored (they do not change the answer);
-//! `top_k` and `top_p` are refused, since not every provider can honour them.
+//! `top_k` is refused, since not every provider can honour it; `top_p` is read
+//! as on the OpenAI route (see `server::sampling`).
 //! Inside blocks and tools, unknown keys (`citations`, `title`, `ttl`, ...) are
 //! ignored as the reference advises.
 
@@ -44,7 +45,7 @@ struct Body {
     /// Top-level automatic caching: a breakpoint on the last turn.
     cache_control: Option<Value>,
     top_k: Option<IgnoredAny>,
-    top_p: Option<IgnoredAny>,
+    top_p: Option<f32>,
     #[serde(default, rename = "metadata")]
     _metadata: Option<IgnoredAny>,
     #[serde(default, rename = "service_tier")]
@@ -79,13 +80,12 @@ pub struct Ingress {
 pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     let body: Body =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
-    for (name, given) in [("top_k", body.top_k.is_some()), ("top_p", body.top_p.is_some())] {
-        if given {
-            return Err(ApiError::invalid_request(format!(
-                "`{name}` is not supported: the gateway cannot honour it on every provider; leave it out"
-            )));
-        }
+    if body.top_k.is_some() {
+        return Err(ApiError::invalid_request(
+            "`top_k` is not supported: the gateway cannot honour it on every provider; leave it out",
+        ));
     }
+    let top_p = crate::server::sampling::top_p(body.top_p)?;
     let max_tokens = body.max_tokens.ok_or_else(|| ApiError::invalid_request("`max_tokens` is required"))?;
     if let Some(temperature) = body.temperature
         && !(0.0..=1.0).contains(&temperature)
@@ -116,6 +116,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     let mut request = ChatRequest::new(body.model, conversation);
     request.max_output_tokens = Some(max_tokens);
     request.temperature = body.temperature;
+    request.top_p = top_p;
     request.stop = body.stop_sequences;
     request.thinking_budget = body.thinking.as_ref().map(|t| thinking_budget(t, max_tokens)).transpose()?.flatten();
     request.reasoning_off = body.thinking.as_ref().is_some_and(|thinking| kind(thinking) == "disabled");
@@ -374,7 +375,7 @@ mod tests {
     #[test]
     fn a_plain_request_maps_model_budget_system_and_knobs() {
         let ingress = parse(json!({
-            "model": "claude", "max_tokens": 300, "system": "Be terse.", "temperature": 0.5,
+            "model": "claude", "max_tokens": 300, "system": "Be terse.", "temperature": 0.5, "top_p": 0.75,
             "stop_sequences": ["END"], "stream": true, "metadata": {"user_id": "u1"}, "service_tier": "auto",
             "messages": [{"role": "user", "content": "Hello"}]
         }));
@@ -383,6 +384,7 @@ mod tests {
         assert_eq!(request.model, "claude");
         assert_eq!(request.max_output_tokens, Some(300));
         assert_eq!(request.temperature, Some(0.5));
+        assert_eq!(request.top_p, Some(0.75), "read as on the OpenAI route; the policy decides");
         assert_eq!(request.stop, vec!["END".to_owned()]);
         assert_eq!(request.thinking_budget, None);
         assert_eq!(request.conversation.system, vec!["Be terse.".to_owned()]);
@@ -528,7 +530,7 @@ mod tests {
             (json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}), "`system`"),
             (json!({"model": "m", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}), "unknown role"),
             (json!({"model": "m", "max_tokens": 5, "top_k": 5, "messages": user}), "`top_k` is not supported"),
-            (json!({"model": "m", "max_tokens": 5, "top_p": 0.9, "messages": user}), "`top_p` is not supported"),
+            (json!({"model": "m", "max_tokens": 5, "top_p": 1.5, "messages": user}), "`top_p` 1.5 is outside 0.0–1.0"),
             (json!({"model": "m", "max_tokens": 5, "container": "c", "messages": user}), "unknown field `container`"),
             (json!({"model": "m", "max_tokens": 5, "temperature": 1.5, "messages": user}), "temperature"),
             (json!({"model": "m", "max_tokens": 5, "system": [{"type": "image"}], "messages": user}), "only text"),

@@ -22,6 +22,7 @@ struct Body {
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
     temperature: Option<f32>,
+    top_p: Option<f32>,
     stop: Option<Stop>,
     response_format: Option<Value>,
     reasoning_effort: Option<String>,
@@ -99,6 +100,7 @@ pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
     let mut request = ChatRequest::new(body.model, conversation(body.messages, body.tools, body.tool_choice)?);
     request.max_output_tokens = body.max_completion_tokens.or(body.max_tokens);
     request.temperature = body.temperature;
+    request.top_p = crate::server::sampling::top_p(body.top_p)?;
     request.stop = match body.stop {
         None => Vec::new(),
         Some(Stop::One(stop)) => vec![stop],
@@ -279,6 +281,15 @@ mod tests {
 
     fn parse(body: serde_json::Value) -> ChatRequest {
         into_chat_request(body.to_string().as_bytes()).unwrap().request
+    }
+
+    #[test]
+    fn top_p_is_read_for_the_policy_and_checked_for_range() {
+        let messages = serde_json::json!([{"role": "user", "content": "x"}]);
+        assert_eq!(parse(serde_json::json!({"model": "m", "top_p": 0.5, "messages": messages})).top_p, Some(0.5));
+        assert_eq!(parse(serde_json::json!({"model": "m", "messages": messages})).top_p, None);
+        let bad = serde_json::json!({"model": "m", "top_p": 2, "messages": messages}).to_string();
+        assert!(into_chat_request(bad.as_bytes()).unwrap_err().message.contains("`top_p` 2 is outside"));
     }
 
     #[test]
