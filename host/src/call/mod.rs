@@ -290,7 +290,7 @@ async fn run<A: Attempt>(
 fn prompted_tools_apply(weir: &Weir, request: &ChatRequest) -> bool {
     let Some(model) = weir.catalog().get(&request.model) else { return false };
     let registry = weir.registry();
-    let Some(provider) = registry.get(&model.provider) else { return false };
+    let Some(provider) = registry.provider_for(model) else { return false };
     prompted_tools::applies(provider.info(), model.native_tools, &request.conversation)
 }
 
