@@ -203,7 +203,7 @@ fn report(model: &ModelSpec, route: &Route) {
         Route::Linked(provider) => tracing::info!(
             model = %model.id,
             provider = %model.provider,
-            linked_provider = provider.key(),
+            linked_provider = %provider.key(),
             wire_id = %model.wire_id,
             "model linked to a loaded provider that serves and claims its wire id"
         ),
