@@ -145,10 +145,10 @@ impl Catalog {
             }
             report(&model, &route);
             // Facts that follow from the provider actually serving the entry.
-            if let Route::Linked(provider) = &route {
-                if entry.tokenizer.is_none() {
-                    model.tokenizer = Tokenizer::default_for(provider.key(), &model.wire_id);
-                }
+            if let Route::Linked(provider) = &route
+                && entry.tokenizer.is_none()
+            {
+                model.tokenizer = Tokenizer::default_for(provider.key(), &model.wire_id);
             }
             let serving = route.provider().map_or(model.provider.as_str(), |provider| provider.key());
             if serving == MANTLE || model.provider == MANTLE {
