@@ -59,6 +59,23 @@ fn refusal(model: &ModelSpec) -> WeirError {
     }
 }
 
+/// Provider keys whose surface cannot bind a retention project per request:
+/// Bedrock's `bedrock-runtime` endpoint (InvokeModel for Claude, Converse for
+/// the others) takes no project header, so retention there is the account's
+/// setting alone. A `[retention.X]` for one of them is refused (the header would
+/// bind nothing), and so is a `requires_lax` entry on one: such a model could
+/// never be called under its terms there (it belongs on Mantle).
+///
+/// The host keeps this list because WIT 0.1.0 lets no component declare it.
+/// Every other key is taken to bind when the config gives it a `[retention.X]`:
+/// that table is the operator's statement that the surface honours the header.
+pub const UNBINDABLE_SURFACES: [&str; 2] = ["anthropic-bedrock", "bedrock-converse"];
+
+/// Whether a provider key's surface can bind a retention project per request.
+pub fn binds_retention(provider_key: &str) -> bool {
+    !UNBINDABLE_SURFACES.contains(&provider_key)
+}
+
 /// A provider's retention projects (`[retention.<provider>]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

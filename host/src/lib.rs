@@ -180,9 +180,12 @@ impl Weir {
     pub fn reload_providers(&self) -> Result<Arc<ProviderRegistry>, BuildError> {
         let previous = self.registry();
         let allowed = self.inner.config.allowed_digests.as_deref();
-        let next =
+        let mut next =
             ProviderRegistry::load_with(&self.inner.engine, Some(&self.inner.providers_dir), allowed, Some(&previous))
                 .map_err(BuildError::Providers)?;
+        // The links are made against the registry calls will use, before it serves.
+        let routes = self.catalog().routes(&next, self.config());
+        next.set_routes(routes);
         let next = Arc::new(next);
         self.log_refused_destinations(&next);
         *self.inner.registry.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
@@ -201,7 +204,7 @@ impl Weir {
     /// [`WeirError::Reach`] naming the entry.
     fn log_refused_destinations(&self, registry: &ProviderRegistry) {
         for model in self.catalog().models() {
-            let Some(provider) = registry.get(&model.provider) else { continue };
+            let Some(plugin::Route::Direct(provider)) = registry.route(&model.id) else { continue };
             let source = &provider.component().source;
             if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), source) {
                 tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
@@ -437,10 +440,10 @@ impl WeirBuilder {
         });
         let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
         let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
-        let registry =
+        let mut registry =
             ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
                 .map_err(BuildError::Providers)?;
-        let catalog = Catalog::resolve(&config, &registry)?;
+        let catalog = Catalog::resolve(&config, &mut registry)?;
         let rate_store = self.rate_store.unwrap_or_else(|| Arc::new(InProcessStore));
         let admission = Admission::new(&catalog, rate_store.as_ref());
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));

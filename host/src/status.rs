@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::Weir;
 use crate::call::REGION_PLACEHOLDER;
-use crate::plugin::Provider;
+use crate::plugin::{Provider, Route};
 use crate::reach::Trust;
 use crate::transport::{EnvSecretStore, REGION_ID, SecretStore};
 use crate::types::{Capabilities, CredentialShape};
@@ -53,10 +53,15 @@ pub struct ModelStatus {
     pub provider: String,
     pub wire_id: String,
     pub endpoint: Option<String>,
-    /// Whether its provider is loaded.
+    /// Whether a loaded provider serves it (its own, or the one it is linked to).
     pub available: bool,
     /// The rung it serves, for roles and pins.
     pub grade: Option<String>,
+    /// The loaded provider the entry is linked to, when its own provider key is
+    /// not loaded (see `Catalog::resolve`).
+    pub linked_provider: Option<String>,
+    /// Why it is unavailable, when it is.
+    pub unavailable_reason: Option<String>,
 }
 
 /// How far a status may look for AWS facts. AWS's default chains end in the EC2
@@ -90,7 +95,8 @@ impl Weir {
         self.catalog()
             .models()
             .map(|model| {
-                let provider = registry.get(&model.provider);
+                let provider = registry.provider_for(model);
+                let route = registry.route(&model.id);
                 ModelStatus {
                     id: model.id.clone(),
                     provider: model.provider.clone(),
@@ -98,6 +104,15 @@ impl Weir {
                     endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
                     available: provider.is_some(),
                     grade: model.grade.clone(),
+                    linked_provider: match route {
+                        Some(Route::Linked(linked)) => Some(linked.key().to_owned()),
+                        _ => None,
+                    },
+                    unavailable_reason: match route {
+                        Some(Route::Unavailable(reason)) => Some(reason.clone()),
+                        Some(_) => None,
+                        None => Some(format!("provider `{}` is not loaded", model.provider)),
+                    },
                 }
             })
             .collect()

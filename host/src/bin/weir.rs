@@ -368,10 +368,24 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
         }
         // What a call to each catalog entry on this provider will use: the entry's
         // `endpoint`, else the provider's default.
-        for model in models.iter().filter(|model| model.provider == status.key) {
+        // An entry linked here names another provider key: the link is shown.
+        for model in models.iter().filter(|model| model.available && serving_key(model) == status.key) {
             let endpoint = model.endpoint.as_deref().unwrap_or("(none)");
-            println!("{:<20} model {}: endpoint {endpoint}", "", model.id);
+            match &model.linked_provider {
+                Some(_) => println!(
+                    "{:<20} model {}: endpoint {endpoint} (linked: names provider `{}`, wire id `{}`)",
+                    "", model.id, model.provider, model.wire_id
+                ),
+                None => println!("{:<20} model {}: endpoint {endpoint}", "", model.id),
+            }
         }
+    }
+    for model in models.iter().filter(|model| !model.available) {
+        let reason = model.unavailable_reason.as_deref().unwrap_or("no provider serves it");
+        println!(
+            "UNAVAILABLE model {} (provider `{}`, wire id `{}`): {reason}",
+            model.id, model.provider, model.wire_id
+        );
     }
     for failure in weir.registry().failures() {
         println!("REJECTED {failure}");
@@ -405,6 +419,11 @@ fn print_roles(weir: &Weir, resolve: bool) -> anyhow::Result<()> {
         println!("ROLE {} ({}): {serves}; {now}", role.name, role.kind.as_str());
     }
     Ok(())
+}
+
+/// The provider a catalog entry's calls go to: the one it is linked to, else its own.
+fn serving_key(model: &weir_host::ModelStatus) -> &str {
+    model.linked_provider.as_deref().unwrap_or(&model.provider)
 }
 
 /// The WIT package this binary speaks, as built into it: a component built

@@ -139,7 +139,8 @@ async fn resolve_entry<'a>(
     let key_gate = permit(weir, caller, &model.id, role)?;
     weir.compliance().admit(model)?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
-    let provider = weir.registry().get(&model.provider).cloned().ok_or_else(unavailable)?;
+    // The entry's own provider or the one it is linked to, as of this registry.
+    let provider = weir.registry().provider_for(model).cloned().ok_or_else(unavailable)?;
     let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");

@@ -566,11 +566,28 @@ impl Config {
             return Err(self.invalid("`answer_reserve` and `max_output_ceiling` must be positive when set".to_owned()));
         }
         self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
+        if let Some(key) = self.retention.keys().find(|key| !crate::compliance::binds_retention(key)) {
+            return Err(self.invalid(format!(
+                "[retention.{key}]: provider `{key}` is a surface that binds no retention project per request \
+                 (Bedrock's bedrock-runtime takes no project header; retention there is the account's setting): \
+                 remove the table"
+            )));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for model in &self.models {
             model.validate().map_err(|message| self.invalid(format!("model `{}`: {message}", model.id)))?;
             if !seen.insert(model.id.as_str()) {
                 return Err(self.invalid(format!("model id `{}` appears twice", model.id)));
+            }
+            if model.requires_lax && !crate::compliance::binds_retention(&model.provider) {
+                return Err(self.invalid(format!(
+                    "model `{}` requires data sharing (`requires_lax`), but provider `{}` is a surface that binds no \
+                     retention project (Bedrock's bedrock-runtime takes no project header): such an entry could never \
+                     be called under its terms; serve the model on a surface that binds one (`{}`)",
+                    model.id,
+                    model.provider,
+                    super::MANTLE
+                )));
             }
             if model.requires_lax && !self.retention.contains_key(&model.provider) {
                 return Err(self.invalid(format!(
@@ -707,9 +724,28 @@ mod tests {
         let entry = "[[model]]\nid = \"fable\"\nprovider = \"anthropic-bedrock\"\nmax_output_tokens = 1\n\
                      context_window = 2\nrequires_lax = true\n";
         let message = Config::from_toml(entry, "t").unwrap_err().to_string();
-        assert!(message.contains("binds no retention project"), "{message}");
+        assert!(message.contains("model `fable`") && message.contains("binds no retention project"), "{message}");
+        // Legacy Bedrock cannot bind one: a retention table for it changes nothing.
         let bound = format!("[retention.anthropic-bedrock]\nheader = \"anthropic-workspace-id\"\n{entry}");
-        Config::from_toml(&bound, "t").unwrap();
+        let message = Config::from_toml(&bound, "t").unwrap_err().to_string();
+        assert!(message.contains("binds no retention project"), "{message}");
+        // Mantle binds one, once the config gives it its table.
+        let mantle = entry.replace("anthropic-bedrock", "anthropic-bedrock-mantle");
+        let message = Config::from_toml(&mantle, "t").unwrap_err().to_string();
+        assert!(message.contains("(no `[retention.anthropic-bedrock-mantle]`)"), "{message}");
+        Config::from_toml(&format!("[retention.anthropic-bedrock-mantle]\nheader = \"h\"\n{mantle}"), "t").unwrap();
+    }
+
+    #[test]
+    fn a_retention_table_for_a_surface_that_cannot_bind_is_refused() {
+        for key in crate::compliance::UNBINDABLE_SURFACES {
+            let text = format!("[retention.{key}]\nheader = \"anthropic-workspace-id\"\n");
+            let message = Config::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("[retention.{key}]")) && message.contains("remove the table"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 mod capability;
 mod config;
+mod links;
 
 pub use capability::{Capability, CapabilitySet};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use config::TelemetrySettings;
 pub use config::{
@@ -16,8 +17,15 @@ pub use config::{
 
 use crate::admission::Tokenizer;
 
-use crate::plugin::{Provider, ProviderRegistry};
+pub use links::addressing_of;
+pub(crate) use links::{Routing, route};
+
+use crate::plugin::{Provider, ProviderRegistry, Route};
 use crate::reach;
+
+/// The provider key of Bedrock's Mantle surface, whose entries derive `rpm`
+/// from `tpm` (see [`mantle_rpm`]).
+pub const MANTLE: &str = "anthropic-bedrock-mantle";
 
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,36 +126,77 @@ impl ModelSpec {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     models: BTreeMap<String, ModelSpec>,
+    /// The provider keys calls can name in their records: the entries' own and
+    /// those they were linked to at load.
+    provider_keys: BTreeSet<String>,
 }
 
 impl Catalog {
-    /// Resolves entries against the loaded providers. An entry whose calls may
+    /// Resolves entries against the loaded providers and installs each entry's
+    /// route in `providers` (see [`ProviderRegistry::provider_for`]).
+    ///
+    /// Configuration errors, each naming the entry: a wire id its loaded
+    /// provider says it does not serve (`describe.serves`: a direct Claude id
+    /// on a Bedrock surface, a Bedrock id on the direct API), and calls that may
     /// not go where they would (no endpoint anywhere, an untrusted component's
     /// defaults, plain http off loopback, SigV4 for another service or host: see
-    /// [`crate::reach`]) is a configuration error naming the entry; one whose
-    /// provider is not loaded stays listed and fails its calls (a broken drop-in
-    /// must not stop the gateway).
-    pub fn resolve(config: &Config, providers: &ProviderRegistry) -> Result<Self, ConfigError> {
+    /// [`crate::reach`]). An entry whose provider key no component has is linked
+    /// to one that serves and claims its wire id with the same addressing (see
+    /// `links`), else it stays listed, unavailable with the reason, and fails its
+    /// calls; so does an entry whose provider faulted while answering. Neither
+    /// stops the gateway: a broken drop-in must not.
+    pub fn resolve(config: &Config, providers: &mut ProviderRegistry) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { origin: config.origin.clone(), message };
         let mut models = BTreeMap::new();
+        let mut routes = HashMap::new();
+        let mut provider_keys = BTreeSet::new();
         for entry in &config.models {
-            let model = spec(entry, config.max_output_ceiling);
-            match providers.get(&entry.provider) {
-                Some(provider) => {
-                    let source = &provider.component().source;
-                    reach::destination(&model, provider.info(), provider.trust(), source).map_err(|reason| {
-                        ConfigError::Invalid {
-                            origin: config.origin.clone(),
-                            message: format!("model `{}`: {reason}", entry.id),
-                        }
-                    })?;
-                }
-                None => {
-                    tracing::warn!(model = %entry.id, provider = %entry.provider, "model names a provider that is not loaded");
-                }
+            let mut model = spec(entry, config.max_output_ceiling);
+            let route = match route(&model, providers, &config.retention) {
+                Routing::NotServed(message) => return Err(invalid(message)),
+                Routing::Route(route) => route,
+            };
+            if let Route::Direct(provider) = &route {
+                let source = &provider.component().source;
+                reach::destination(&model, provider.info(), provider.trust(), source)
+                    .map_err(|reason| invalid(format!("model `{}`: {reason}", entry.id)))?;
             }
+            report(&model, &route);
+            // Facts that follow from the provider actually serving the entry.
+            if let Route::Linked(provider) = &route
+                && entry.tokenizer.is_none()
+            {
+                model.tokenizer = Tokenizer::default_for(provider.key(), &model.wire_id);
+            }
+            let serving = route.provider().map_or(model.provider.as_str(), |provider| provider.key());
+            if serving == MANTLE || model.provider == MANTLE {
+                model.rpm = mantle_rpm(model.rpm, model.tpm);
+            }
+            provider_keys.insert(model.provider.clone());
+            provider_keys.insert(serving.to_owned());
+            routes.insert(entry.id.clone(), route);
             models.insert(entry.id.clone(), model);
         }
-        Ok(Self { models })
+        providers.set_routes(routes);
+        Ok(Self { models, provider_keys })
+    }
+
+    /// The routes of this catalog against another registry (a reload): the
+    /// same rules as [`Catalog::resolve`], but nothing stops the gateway: a
+    /// wire id the new component does not serve leaves its entry unavailable,
+    /// logged with the reason.
+    pub(crate) fn routes(&self, providers: &ProviderRegistry, config: &Config) -> HashMap<String, Route> {
+        self.models
+            .values()
+            .map(|model| {
+                let route = match route(model, providers, &config.retention) {
+                    Routing::Route(route) => route,
+                    Routing::NotServed(reason) => Route::Unavailable(reason),
+                };
+                report(model, &route);
+                (model.id.clone(), route)
+            })
+            .collect()
     }
 
     pub fn get(&self, id: &str) -> Option<&ModelSpec> {
@@ -157,6 +206,34 @@ impl Catalog {
     pub fn models(&self) -> impl Iterator<Item = &ModelSpec> {
         self.models.values()
     }
+
+    /// The provider keys the entries name, and those they were linked to at
+    /// load (what a call's record can carry as its provider).
+    pub fn provider_keys(&self) -> impl Iterator<Item = &str> {
+        self.provider_keys.iter().map(String::as_str)
+    }
+}
+
+/// Says at load what is not plain: a link, and an entry left unavailable.
+fn report(model: &ModelSpec, route: &Route) {
+    match route {
+        Route::Direct(_) => {}
+        Route::Linked(provider) => tracing::info!(
+            model = %model.id,
+            provider = %model.provider,
+            linked_provider = %provider.key(),
+            wire_id = %model.wire_id,
+            "model linked to a loaded provider that serves and claims its wire id"
+        ),
+        Route::Unavailable(reason) => tracing::warn!(model = %model.id, %reason, "model unavailable"),
+    }
+}
+
+/// Mantle publishes no requests-per-minute limit, only tokens per minute: an
+/// entry with `tpm` and no `rpm` admits `tpm / 1000` requests a minute (at
+/// least one), as the runtime seed derives it. A declared `rpm` stays.
+pub fn mantle_rpm(rpm: Option<u32>, tpm: Option<u64>) -> Option<u32> {
+    rpm.or_else(|| tpm.map(|tpm| u32::try_from(tpm / 1000).unwrap_or(u32::MAX).max(1)))
 }
 
 fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
@@ -215,5 +292,19 @@ mod tests {
         assert_eq!(ceilings(&config), vec![3_999, 3_000], "one token less than the window");
         let capped = Config::from_toml(&format!("max_output_ceiling = 2000\n{text}"), "t").unwrap();
         assert_eq!(ceilings(&capped), vec![2_000, 2_000], "the operator's ceiling");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mantle_derives_rpm_from_tpm_and_keeps_a_declared_one() {
+        assert_eq!(mantle_rpm(None, Some(2_000_000)), Some(2_000));
+        assert_eq!(mantle_rpm(None, Some(999)), Some(1), "at least one request a minute");
+        assert_eq!(mantle_rpm(Some(7), Some(2_000_000)), Some(7));
+        assert_eq!(mantle_rpm(None, None), None);
+        assert_eq!(mantle_rpm(None, Some(u64::MAX)), Some(u32::MAX));
     }
 }

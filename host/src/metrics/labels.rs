@@ -31,7 +31,7 @@ const IDENTITY_CAP: usize = 1024;
 pub(super) struct Labels {
     /// The catalog's model ids; fixed for the life of a [`crate::Weir`].
     models: HashMap<Box<str>, Label>,
-    /// The providers the catalog's models name.
+    /// The providers the catalog's models name or were linked to at load.
     providers: HashMap<Box<str>, Label>,
     pub(super) unknown: Label,
     pub(super) none: Label,
@@ -48,7 +48,10 @@ impl Labels {
         let mut providers = HashMap::new();
         for model in catalog.models() {
             models.insert(Box::from(model.id.as_str()), Label::from(model.id.as_str()));
-            providers.entry(Box::from(model.provider.as_str())).or_insert_with(|| Label::from(model.provider.as_str()));
+        }
+        // Linked entries' records carry the provider they were linked to.
+        for key in catalog.provider_keys() {
+            providers.insert(Box::from(key), Label::from(key));
         }
         let none = Label::from(NONE);
         Self {

@@ -16,7 +16,7 @@ fn catalog() -> Catalog {
                 max_concurrency = 4\n\n\
                 [[model]]\nid = \"deep\"\nprovider = \"anthropic\"\nmax_output_tokens = 100\ncontext_window = 1000\n";
     let config = Config::from_toml(text, "t.toml").unwrap();
-    Catalog::resolve(&config, &ProviderRegistry::default()).unwrap()
+    Catalog::resolve(&config, &mut ProviderRegistry::default()).unwrap()
 }
 
 fn metrics(settings: MetricsSettings) -> Metrics {

@@ -49,6 +49,9 @@ pub struct LoadedComponent {
     pub(super) slots: InstanceSlots,
     /// `chat.encode`, called with a capped result type (see [`super::bounded`]).
     pub(super) encode: ComponentExportIndex,
+    /// What `describe.serves` / `describe.claims` answered, per provider key and
+    /// wire id: asked at load, never per call (see [`super::Provider::answers`]).
+    pub(super) answers: std::sync::Mutex<super::provider::AnswerCache>,
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -156,6 +159,7 @@ impl PluginEngine {
             pre,
             slots,
             encode,
+            answers: std::sync::Mutex::default(),
         })
     }
 

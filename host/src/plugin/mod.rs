@@ -18,8 +18,8 @@ mod sandbox;
 mod world;
 
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
-pub use provider::{ComponentStream, PluginError, Provider};
-pub use registry::{LoadFailure, ProviderRegistry, folder_fingerprint};
+pub use provider::{ComponentStream, PluginError, Provider, WireAnswers};
+pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
 pub use world::WORLD_VERSION;
 
 /// The first-party components compiled into this binary, as (name, bytes): what

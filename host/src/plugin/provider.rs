@@ -2,7 +2,8 @@
 //! `Store` and instance: nothing leaks between calls, and a component that traps
 //! poisons only the instance of the call that made it trap.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -48,6 +49,26 @@ fn codec_message(error: &CodecError) -> String {
     }
 }
 
+/// What a provider says about one wire id (`describe.serves` and `describe.claims`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireAnswers {
+    /// It speaks that model's request shape.
+    pub serves: bool,
+    /// It is written for that model's family (a catalog may link an entry to it).
+    pub claims: bool,
+}
+
+/// A component's answers about wire ids, kept with the component so that a
+/// reload reusing it asks nothing again.
+#[derive(Debug, Default)]
+pub(super) struct AnswerCache {
+    by_wire_id: HashMap<(String, String), WireAnswers>,
+    /// The first fault of a question to this component. Every later question
+    /// gets it without a call: a hostile component costs one CPU budget at load,
+    /// not one per catalog entry.
+    fault: Option<PluginError>,
+}
+
 /// One provider key of a loaded component.
 #[derive(Clone)]
 pub struct Provider {
@@ -55,6 +76,9 @@ pub struct Provider {
     component: Arc<LoadedComponent>,
     /// Whether the operator vouched for the component, so its defaults count.
     trust: Trust,
+    /// The endpoint family its wire ids are spelled for (see
+    /// [`crate::catalog::addressing_of`]); `None` without a default endpoint.
+    addressing: Option<String>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -69,7 +93,72 @@ impl std::fmt::Debug for Provider {
 
 impl Provider {
     pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>, trust: Trust) -> Self {
-        Self { info, component, trust }
+        let addressing = info.default_endpoint.as_deref().and_then(crate::catalog::addressing_of);
+        Self { info, component, trust, addressing }
+    }
+
+    /// The endpoint family this provider's wire ids are spelled for: the host of
+    /// its default endpoint, `{region}` kept (e.g. `bedrock-mantle.{region}.api.aws`).
+    pub fn addressing(&self) -> Option<&str> {
+        self.addressing.as_deref()
+    }
+
+    /// Whether this provider speaks `wire_id`'s request shape.
+    pub fn serves(&self, wire_id: &str) -> Result<bool, PluginError> {
+        self.answers(wire_id).map(|answers| answers.serves)
+    }
+
+    /// `describe.serves` and `describe.claims` for `wire_id`, asked of the
+    /// component once (one instance for both) and then kept with it: this is
+    /// load-time work, never a call's. A component that traps or runs out of a
+    /// limit answers nothing more: its fault is kept and returned for every
+    /// later question. Synchronous, like loading (its own minimal executor);
+    /// call it off the async workers.
+    pub fn answers(&self, wire_id: &str) -> Result<WireAnswers, PluginError> {
+        let mut cache = self.component.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(fault) = &cache.fault {
+            return Err(fault.clone());
+        }
+        let key = (self.info.key.clone(), wire_id.to_owned());
+        if let Some(answers) = cache.by_wire_id.get(&key) {
+            return Ok(*answers);
+        }
+        match self.ask(wire_id) {
+            Ok(answers) => {
+                cache.by_wire_id.insert(key, answers);
+                Ok(answers)
+            }
+            Err(Asked::Faulted(fault)) => {
+                cache.fault = Some(fault.clone());
+                Err(fault)
+            }
+            // No instance could be made (the pool was full during a reload):
+            // not the component's doing, so not kept against it.
+            Err(Asked::NotInstantiated(error)) => Err(error),
+        }
+    }
+
+    fn ask(&self, wire_id: &str) -> Result<WireAnswers, Asked> {
+        pollster::block_on(async {
+            let mut store = new_store(&self.component.engine);
+            let instance = self
+                .component
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| Asked::NotInstantiated(self.fault("instantiate", &e)))?;
+            let describe = instance.weir_provider_describe();
+            let serves = describe
+                .call_serves(&mut store, &self.info.key, wire_id)
+                .await
+                .map_err(|e| Asked::Faulted(self.fault("describe.serves", &e)))?;
+            refuel(&mut store, &self.component.engine);
+            let claims = describe
+                .call_claims(&mut store, &self.info.key, wire_id)
+                .await
+                .map_err(|e| Asked::Faulted(self.fault("describe.claims", &e)))?;
+            Ok(WireAnswers { serves, claims })
+        })
     }
 
     /// Whether this provider's component may supply its own endpoint and
@@ -214,6 +303,14 @@ impl Provider {
     fn codec(&self, error: CodecError) -> PluginError {
         PluginError::Codec { provider: self.info.key.clone(), error }
     }
+}
+
+/// Why a question about a wire id got no answer.
+enum Asked {
+    /// The component trapped or ran out of a limit while answering.
+    Faulted(PluginError),
+    /// No instance could be made for it.
+    NotInstantiated(PluginError),
 }
 
 /// A live instance and the pool slot it occupies. Fields drop in order, so the

@@ -13,7 +13,7 @@
 //! file that now fails keeps its previous version serving; an optional
 //! allow-list of digests pins which files may load at all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,10 +35,36 @@ impl std::fmt::Display for LoadFailure {
     }
 }
 
+/// How one catalog entry reaches a provider of this registry.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// The provider the entry names.
+    Direct(Arc<Provider>),
+    /// Another provider, linked because the entry's own is not loaded (see
+    /// [`crate::Catalog::resolve`]).
+    Linked(Arc<Provider>),
+    /// No provider: calls fail as `provider_unavailable`; the reason is shown.
+    Unavailable(String),
+}
+
+impl Route {
+    /// The provider calls go to, if any.
+    pub fn provider(&self) -> Option<&Arc<Provider>> {
+        match self {
+            Self::Direct(provider) | Self::Linked(provider) => Some(provider),
+            Self::Unavailable(_) => None,
+        }
+    }
+}
+
 /// The providers by key, and what failed to load.
 #[derive(Debug, Default)]
 pub struct ProviderRegistry {
     providers: BTreeMap<String, Arc<Provider>>,
+    /// Each catalog entry's route, by model id, computed against this registry
+    /// (see [`crate::Catalog::resolve`]): a reload computes its own, so a call
+    /// that holds a registry also holds the links made for it.
+    routes: HashMap<String, Route>,
     /// The embedded components, reused as they are by every reload.
     embedded: Vec<Arc<LoadedComponent>>,
     /// The folder's components by path, to reuse and to fall back on.
@@ -155,6 +181,23 @@ impl ProviderRegistry {
 
     pub fn get(&self, key: &str) -> Option<&Arc<Provider>> {
         self.providers.get(key)
+    }
+
+    /// The provider a catalog entry's calls go to: its own, or the one it is
+    /// linked to. The one accessor the call path uses: a map lookup, with no
+    /// component call and no allocation.
+    pub fn provider_for(&self, model: &crate::catalog::ModelSpec) -> Option<&Arc<Provider>> {
+        self.routes.get(&model.id).and_then(Route::provider)
+    }
+
+    /// A catalog entry's route (`None` for an id this registry was not routed for).
+    pub fn route(&self, model_id: &str) -> Option<&Route> {
+        self.routes.get(model_id)
+    }
+
+    /// Installs the catalog's routes, computed against this registry.
+    pub(crate) fn set_routes(&mut self, routes: HashMap<String, Route>) {
+        self.routes = routes;
     }
 
     pub fn providers(&self) -> impl Iterator<Item = &Arc<Provider>> {

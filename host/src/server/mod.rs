@@ -226,9 +226,13 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
     }
     let providers = weir.provider_statuses().await;
     for model in weir.model_statuses() {
-        let provider = providers.iter().find(|p| p.key == model.provider);
+        let serving = model.linked_provider.as_deref().unwrap_or(&model.provider);
+        let provider = providers.iter().find(|p| p.key == serving);
         let admission = match weir.admission().gate(&model.id) {
             Some(gate) => json!({
+                // The limits the gate admits by (a Mantle entry's `rpm` may be derived from its `tpm`).
+                "rpm": weir.catalog().get(&model.id).and_then(|spec| spec.rpm),
+                "tpm": weir.catalog().get(&model.id).and_then(|spec| spec.tpm),
                 "throttle_coefficient": gate.account().coefficient().await,
                 "in_flight": gate.in_flight(),
                 "parked": gate.parked(),
@@ -244,6 +248,8 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
                     "provider": model.provider,
                     "available": model.available,
                     "grade": model.grade,
+                    "linked_provider": model.linked_provider,
+                    "unavailable_reason": model.unavailable_reason,
                     "provider_source": provider.map(|p| p.source.clone()),
                 "provider_digest": provider.map(|p| p.digest.clone()),
                 "admission": admission,

@@ -94,6 +94,7 @@ mod tests {
             "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-opus-5"
         ));
         assert!(!AnthropicBedrockMantle::serves(key, "claude-opus-5"));
+        assert!(AnthropicBedrockMantle::serves(key, "anthropic.fable-5"), "any model Anthropic serves on Mantle");
         assert!(!AnthropicBedrockMantle::serves("anthropic-bedrock", "anthropic.claude-opus-5"));
         assert!(AnthropicBedrockMantle::claims(key, "anthropic.claude-opus-5"));
         assert!(!AnthropicBedrockMantle::claims(key, "claude-opus-5"));

@@ -38,11 +38,14 @@ impl ChatProvider for BedrockConverse {
         vec![info()]
     }
 
-    /// Any id that is not Claude's: Converse speaks one request shape for every
-    /// model, and the vendor list grows too often to enumerate. An opaque ARN (an
-    /// application inference profile) is served, since nothing in it says Claude.
+    /// Any Bedrock id that is not Claude's: Converse speaks one request shape for
+    /// every model, and the vendor list grows too often to enumerate. An opaque
+    /// ARN (an application inference profile) is served, since nothing in it says
+    /// Claude. An id with no vendor part (`claude-opus-5`, the direct API's
+    /// spelling) is no Bedrock id at all.
     fn serves(provider: &str, wire_id: &str) -> bool {
-        provider == BEDROCK_CONVERSE && vendor(wire_id) != Some("anthropic")
+        let bedrock_id = vendor(wire_id).is_some() || wire_id.starts_with("arn:");
+        provider == BEDROCK_CONVERSE && bedrock_id && vendor(wire_id) != Some("anthropic")
     }
 
     /// The Nova, Llama, Mistral, Cohere and AI21 families, by the vendor of the id
@@ -142,6 +145,8 @@ mod tests {
             ("anthropic.claude-3-5-haiku-20241022-v1:0", false),
             ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", false),
             ("arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0", false),
+            ("claude-opus-5", false),
+            ("nova-pro", false),
         ];
         for (id, expected) in cases {
             assert_eq!(BedrockConverse::serves("bedrock-converse", id), expected, "{id}");

@@ -74,7 +74,9 @@ impl Surface {
     ///   `global.`, …), or an ARN, unless the ARN names another vendor's model.
     ///   An opaque ARN (application inference profile, provisioned model) is
     ///   served: the entry that names it chose this provider.
-    /// * Mantle: bare `anthropic.claude-…` only; it takes no profile ids and no ARNs.
+    /// * Mantle: bare `anthropic.…` only (Claude, and any other model Anthropic
+    ///   serves there, such as `anthropic.fable-5`); it takes no profile ids and
+    ///   no ARNs. It claims Claude alone (see [`Surface::claims`]).
     pub fn serves(self, wire_id: &str) -> bool {
         match self {
             Self::Direct => !(wire_id.starts_with(BEDROCK_ANTHROPIC) || has_profile_prefix(wire_id) || is_arn(wire_id)),
@@ -82,7 +84,7 @@ impl Surface {
                 arn_model(wire_id).is_none_or(|model| without_profile(model).starts_with(BEDROCK_ANTHROPIC))
             }
             Self::BedrockInvoke => without_profile(wire_id).starts_with(BEDROCK_ANTHROPIC),
-            Self::Mantle => wire_id.starts_with(BEDROCK_CLAUDE),
+            Self::Mantle => wire_id.starts_with(BEDROCK_ANTHROPIC),
         }
     }
 
@@ -149,8 +151,9 @@ mod tests {
     #[test]
     fn each_surface_refuses_the_others_id_forms() {
         use Surface::{BedrockInvoke, Direct, Mantle};
-        let cases: [(&str, &[Surface]); 12] = [
+        let cases: [(&str, &[Surface]); 13] = [
             ("claude-opus-5", &[Direct]),
+            ("anthropic.fable-5", &[BedrockInvoke, Mantle]),
             ("claude-sonnet-4-5-20250929", &[Direct]),
             ("anthropic.claude-opus-5", &[BedrockInvoke, Mantle]),
             ("anthropic.claude-3-5-haiku-20241022-v1:0", &[BedrockInvoke, Mantle]),
@@ -181,6 +184,7 @@ mod tests {
         assert!(!Surface::BedrockInvoke.claims("claude-opus-5"));
         assert!(Surface::Mantle.claims("anthropic.claude-opus-5"));
         assert!(!Surface::Mantle.claims("us.anthropic.claude-opus-5"));
+        assert!(!Surface::Mantle.claims("anthropic.fable-5"), "served there, but not Claude");
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub const KEYS: [&str; 9] = [
     "hostile-wide",
 ];
 
+/// The wire id `describe.serves` panics on, for every key: the catalog's load
+/// must keep that fault to this component's entries (`tests/catalog_coherence.rs`).
+pub const SERVES_PANICS: &str = "panics-in-serves";
+/// The wire id `describe.serves` answers `false` for, for every key.
+pub const NOT_SERVED: &str = "not-served";
+
 /// How many headers `hostile-huge` returns: absurd for any HTTP request.
 const ABSURD_HEADER_COUNT: usize = 100_000;
 /// The length of the one header value `hostile-wide` returns: absurd too.
@@ -44,6 +50,14 @@ impl ChatProvider for Hostile {
                 stream_framing: StreamFraming::Sse,
             })
             .collect()
+    }
+
+    /// Every id but [`SERVES_PANICS`], which panics, and [`NOT_SERVED`].
+    fn serves(_: &str, wire_id: &str) -> bool {
+        if wire_id == SERVES_PANICS {
+            panic!("hostile component panicked in describe.serves on purpose");
+        }
+        wire_id != NOT_SERVED
     }
 
     fn encode(provider: &str, _: PreparedConversation, _: CallParams) -> Result<HttpRequest, CodecError> {
