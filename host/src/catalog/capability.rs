@@ -143,7 +143,7 @@ mod tests {
 
     fn declared(text: &str) -> Option<CapabilitySet> {
         let config = crate::Config::from_toml(text, "t.toml").unwrap();
-        crate::Catalog::resolve(&config, &crate::plugin::ProviderRegistry::default())
+        crate::Catalog::resolve(&config, &mut crate::plugin::ProviderRegistry::default())
             .unwrap()
             .get("a")
             .unwrap()

@@ -293,11 +293,6 @@ mod tests {
         let capped = Config::from_toml(&format!("max_output_ceiling = 2000\n{text}"), "t").unwrap();
         assert_eq!(ceilings(&capped), vec![2_000, 2_000], "the operator's ceiling");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn mantle_derives_rpm_from_tpm_and_keeps_a_declared_one() {
