@@ -417,6 +417,15 @@ fn drain_stdout(pipe: impl Read, lines: &Mutex<Vec<String>>, listening: tokio::s
     }
 }
 
+/// Serves an in-process gateway router on a fresh loopback port, on the
+/// caller's runtime; answers its base URL (`http://127.0.0.1:PORT`).
+pub async fn serve_router(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("the bound address"));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,4 +20,4 @@ pub mod openai_wire;
 pub mod python;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
-pub use gateway::{Gateway, run_cli, weir_binary};
+pub use gateway::{Gateway, run_cli, serve_router, weir_binary};

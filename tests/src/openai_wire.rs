@@ -553,6 +553,27 @@ pub fn streamed_text(body: &str) -> String {
         .collect()
 }
 
+/// A gateway config with one `openai-compatible` entry, `chat` (wire id
+/// `qwen3`), on `base_url`: 100 output tokens declared, two retries to spare,
+/// a 5 s read timeout.
+pub fn chat_config(base_url: &str) -> String {
+    format!(
+        r#"
+read_timeout_secs = 5
+
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{base_url}"
+max_output_tokens = 1000
+context_window = 10000
+output_tokens = 100
+max_retries = 2
+"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -398,10 +398,7 @@ async fn paused_rig() -> (FakeUpstream, String) {
         .secret_store(Arc::new(TestKey))
         .build()
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = weir_host::server::router(weir);
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = weir_tests::serve_router(weir_host::server::router(weir)).await;
     (upstream, base)
 }
 

@@ -352,9 +352,7 @@ async fn a_refused_call_is_recorded_with_its_category_and_no_attempt() {
         .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
         .build()
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, weir_host::server::router(weir)).await });
+    let base = weir_tests::serve_router(weir_host::server::router(weir)).await;
 
     let image = json!([{"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}]);
     let response = reqwest::Client::new()

@@ -83,10 +83,7 @@ output_price = 8.0
         url = upstream.base_url()
     );
     let (weir, records) = observed_weir(&toml);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = weir_host::server::router(weir);
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = weir_tests::serve_router(weir_host::server::router(weir)).await;
     Rig { upstream, records, base, client: reqwest::Client::new() }
 }
 

@@ -47,10 +47,7 @@ output_tokens = 100
         .cache_dir(Some(std::env::temp_dir().join("weir-retry-test-cache")))
         .build()
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = weir_host::server::router(weir.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = weir_tests::serve_router(weir_host::server::router(weir.clone())).await;
     Rig { upstream, weir, base, client: reqwest::Client::new() }
 }
 

@@ -96,10 +96,7 @@ async fn rig(upstream: FakeUpstream, toml: &str) -> Rig {
         .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
         .build()
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = weir_host::server::router(weir.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = weir_tests::serve_router(weir_host::server::router(weir.clone())).await;
     Rig { upstream, weir, records, base }
 }
 

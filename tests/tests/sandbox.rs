@@ -107,10 +107,8 @@ async fn looping_components_do_not_stall_the_runtime() {
     let upstream = FakeUpstream::start_local().await;
     let folder = tempfile::tempdir().unwrap();
     let weir = weir(&upstream, folder.path());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
-    let router = weir_host::server::router(weir.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let url =
+        format!("{}/v1/chat/completions", weir_tests::serve_router(weir_host::server::router(weir.clone())).await);
 
     let finished: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut calls = tokio::task::JoinSet::new();

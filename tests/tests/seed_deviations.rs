@@ -26,22 +26,7 @@ use weir_tests::{FakeUpstream, Gateway, Scripted};
 /// sees one upstream request saw no retry because none was made, not because the
 /// budget was empty.
 fn config(upstream: &FakeUpstream) -> String {
-    format!(
-        r#"
-read_timeout_secs = 5
-
-[[model]]
-id = "chat"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{url}"
-max_output_tokens = 1000
-context_window = 10000
-output_tokens = 100
-max_retries = 2
-"#,
-        url = upstream.base_url()
-    )
+    openai_wire::chat_config(&upstream.base_url())
 }
 
 async fn gateway(upstream: &FakeUpstream) -> Gateway {
