@@ -57,6 +57,9 @@ pub struct ModelStatus {
     pub available: bool,
     /// The rung it serves, for roles and pins.
     pub grade: Option<String>,
+    /// What it may be asked for now (its declaration narrowed to what the
+    /// serving component carries); empty while no provider serves it.
+    pub capabilities: Vec<&'static str>,
     /// The loaded provider the entry is linked to, when its own provider key is
     /// not loaded (see `Catalog::resolve`).
     pub linked_provider: Option<String>,
@@ -104,6 +107,9 @@ impl Weir {
                     endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
                     available: provider.is_some(),
                     grade: model.grade.clone(),
+                    capabilities: provider
+                        .map(|provider| model.capabilities_with(provider.info().capabilities).names().collect())
+                        .unwrap_or_default(),
                     linked_provider: match route {
                         Some(Route::Linked(linked)) => Some(linked.key().to_owned()),
                         _ => None,

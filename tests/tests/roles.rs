@@ -251,6 +251,8 @@ async fn v1_models_lists_each_role_and_what_it_resolves_to_now() {
     assert_eq!(find("chat")["weir"], json!({"role": "chat", "resolves_to": "a", "unavailable": null}));
     assert_eq!(find("pinned-gone")["weir"]["unavailable"], "role_unavailable");
     assert_eq!(find("b")["weir"]["grade"], "fast");
+    let capabilities = find("b")["weir"]["capabilities"].clone();
+    assert!(capabilities.as_array().unwrap().contains(&json!("prompted_tools")), "{capabilities}");
     assert_eq!(rig.upstream.request_count(), 0, "listing sends nothing");
 }
 

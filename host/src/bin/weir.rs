@@ -378,6 +378,7 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
                 ),
                 None => println!("{:<20} model {}: endpoint {endpoint}", "", model.id),
             }
+            println!("{:<20}   capabilities: {}", "", model.capabilities.join(","));
         }
     }
     for model in models.iter().filter(|model| !model.available) {

@@ -22,7 +22,7 @@
 //! The check is a scan of the conversation's blocks: no allocation unless it
 //! refuses.
 
-use crate::catalog::{Capability, CapabilitySet, ModelSpec};
+use crate::catalog::{Capability, ModelSpec};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
 use crate::types::{Capabilities, ContentBlock, Conversation, LeafBlock};
@@ -67,8 +67,8 @@ impl PolicyNotes {
 /// Decides what a call to `model` (served by a component declaring `provider`)
 /// may use, or refuses it before anything is reserved or sent.
 pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatRequest) -> Result<Policy, WeirError> {
-    let wanted = wanted(model);
-    let has = wanted.intersection(CapabilitySet::carried_by(provider));
+    let wanted = model.declared_capabilities();
+    let has = model.capabilities_with(provider);
     let needs = Needs::of(&request.conversation);
     let mismatch =
         |capability, needed_for| WeirError::CapabilityMismatch { model: model.id.clone(), capability, needed_for };
@@ -124,14 +124,6 @@ fn fixed_sampling(model: &ModelSpec) -> bool {
 
 /// What the entry asks of its provider: its declaration, else everything (less
 /// native tools when `native_tools = false`, the older spelling).
-fn wanted(model: &ModelSpec) -> CapabilitySet {
-    match model.capabilities {
-        Some(declared) => declared,
-        None if model.native_tools => CapabilitySet::all(),
-        None => CapabilitySet::all().without(Capability::Tools),
-    }
-}
-
 fn top_p_refused(model: &ModelSpec, top_p: f32) -> WeirError {
     WeirError::InvalidRequest(format!(
         "model `{}`: `top_p` {top_p} cannot be honoured: Weir does not carry `top_p` yet; leave it out (or send 1.0)",
@@ -198,6 +190,7 @@ impl Needs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::CapabilitySet;
     use crate::types::{Media, MediaSource, ResponseSchema, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole};
 
     fn media(mime: &str) -> Media {

@@ -75,6 +75,22 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// What the entry declares it may be asked for: its `capabilities`, else
+    /// everything (without native tools when `native_tools = false`).
+    pub fn declared_capabilities(&self) -> CapabilitySet {
+        match self.capabilities {
+            Some(declared) => declared,
+            None if self.native_tools => CapabilitySet::all(),
+            None => CapabilitySet::all().without(Capability::Tools),
+        }
+    }
+
+    /// What the entry may be asked for when a component declaring `provider`
+    /// serves it: its declaration, narrowed to what the component carries.
+    pub fn capabilities_with(&self, provider: crate::types::Capabilities) -> CapabilitySet {
+        self.declared_capabilities().intersection(CapabilitySet::carried_by(provider))
+    }
+
     /// Where calls go: the entry's endpoint, else the provider's default when
     /// its component is trusted (see [`crate::reach`]). Derived from the provider
     /// serving now, so a component swapped in at run time brings its own default.

@@ -248,6 +248,7 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
                     "provider": model.provider,
                     "available": model.available,
                     "grade": model.grade,
+                    "capabilities": model.capabilities,
                     "linked_provider": model.linked_provider,
                     "unavailable_reason": model.unavailable_reason,
                     "provider_source": provider.map(|p| p.source.clone()),
