@@ -316,6 +316,16 @@ impl Hold {
     }
 }
 
+impl Hold {
+    /// Settles the hold at its own worst case: for a call whose spend the
+    /// upstream never reported (a stream the caller left before its usage
+    /// arrived), which is counted at what it could have cost, never as zero.
+    pub fn settle_at_worst(self) {
+        let worst = self.parts.first().map(|part| Spend { tokens: part.tokens, usd: Some(part.usd) });
+        self.settle(worst.unwrap_or_default());
+    }
+}
+
 impl Drop for Hold {
     fn drop(&mut self) {
         if self.parts.is_empty() {

@@ -532,6 +532,7 @@ impl StreamRecord {
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
         let Self { log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold } = self;
+        let reported = seen.usage.is_some();
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);
             if last.request_id.is_none() {
@@ -549,7 +550,10 @@ impl StreamRecord {
             notes,
         };
         let record = log.close(resolved.as_ref(), attempts, ending);
-        super::settle(hold, &record);
+        match hold {
+            Some(hold) if !reported => hold.settle_at_worst(),
+            hold => super::settle(hold, &record),
+        }
         super::commit(&observers, record).await
     }
 }
