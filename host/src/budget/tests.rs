@@ -240,3 +240,29 @@ fn budget_settings_are_checked_at_load() {
     let config = Config::from_toml(&format!("budget_timezone = \"+02:00\"\n{PRICED}"), "t").unwrap();
     assert_eq!(book(&config, Arc::new(SystemClock)).unwrap().timezone(), Timezone::parse("+02:00").unwrap());
 }
+
+#[test]
+fn a_hold_settled_at_its_worst_case_counts_what_was_held() {
+    let book = book_of(&[(member("ana"), daily_tokens(1_000))], clock());
+    book.hold(&book.applicable(None, "ana", None), tokens(700), "m").unwrap().settle_at_worst();
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(700), Amount::Tokens(0), Amount::Tokens(300))
+    );
+}
+
+#[test]
+fn a_ledger_that_exists_but_cannot_be_read_stops_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    std::fs::write(&path, b"not a SQLite file, long enough to be read as a header by SQLite ......").unwrap();
+    let toml = format!("[ledger]\npath = {:?}\n[member.ana]\ndaily_tokens = 10\n", path.to_str().unwrap());
+    let built = crate::Weir::builder()
+        .config(Config::from_toml(&toml, "t").unwrap())
+        .providers_dir("/nonexistent-weir-budget-test")
+        .cache_dir(None)
+        .build();
+    let Err(error) = built else { panic!("the build must fail") };
+    assert!(matches!(error, crate::BuildError::Budgets(_)), "{error}");
+    assert!(error.to_string().contains("cannot rebuild the budgets from the ledger"), "{error}");
+}
