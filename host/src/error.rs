@@ -68,6 +68,12 @@ pub enum Category {
     /// The role named has no entry that can serve it now; nothing else is
     /// substituted.
     RoleUnavailable,
+    /// A budget of the caller's key, member or team has not enough left for
+    /// the call's worst case: nothing was sent; it resets at a known time.
+    BudgetExhausted,
+    /// The call's worst case is above a per-call ceiling (`max_call_tokens`,
+    /// `max_call_usd`): nothing was sent; a smaller call may pass.
+    CallBudgetExceeded,
 }
 
 impl Category {
@@ -102,6 +108,8 @@ impl Category {
             Self::GatewayBusy => "gateway_busy",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::RoleUnavailable => "role_unavailable",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::CallBudgetExceeded => "call_budget_exceeded",
         }
     }
 
@@ -109,11 +117,15 @@ impl Category {
     /// retry use 4xx statuses the official SDKs do not retry (402, 422, 424).
     pub fn http_status(self) -> u16 {
         match self {
-            Self::InvalidRequest | Self::ContextOverflow | Self::CapacityExceeded | Self::CapabilityMismatch => 400,
+            Self::InvalidRequest
+            | Self::ContextOverflow
+            | Self::CapacityExceeded
+            | Self::CapabilityMismatch
+            | Self::CallBudgetExceeded => 400,
             Self::ModelNotFound => 404,
             Self::Refused | Self::OutputTruncated | Self::InvalidResponse => 422,
             Self::ProviderCreditExhausted => 402,
-            Self::RateLimited => 429,
+            Self::RateLimited | Self::BudgetExhausted => 429,
             Self::AuthenticationFailed | Self::CredentialMissing => 424,
             Self::Overloaded
             | Self::ProviderUnavailable
@@ -337,12 +349,35 @@ pub enum WeirError {
     /// The ledger could not record the call (`[ledger] on_error = "refuse"`).
     #[error("the call ledger cannot be written: {0}")]
     LedgerUnavailable(String),
+    /// A budget that applies to the caller has not enough left for the call's
+    /// worst case (see [`crate::budget`]); refused before anything was sent.
+    #[error(
+        "{scope}: the {} budget in {} has {remaining} left and this call may need {needed}; it resets at {}",
+        .period.as_str(),
+        .kind.as_str(),
+        humantime::format_rfc3339_seconds(*.resets_at)
+    )]
+    BudgetExhausted {
+        scope: crate::budget::Scope,
+        kind: crate::budget::Kind,
+        period: crate::budget::Period,
+        remaining: crate::budget::Amount,
+        needed: crate::budget::Amount,
+        resets_at: std::time::SystemTime,
+        /// From the refusal to the reset, for `retry-after`.
+        resets_in: Duration,
+    },
+    /// The call's worst case is above a per-call ceiling of its key, member or team.
+    #[error("{scope}: this call may need {needed}, above the per-call ceiling of {ceiling}")]
+    CallBudgetExceeded { scope: crate::budget::Scope, ceiling: crate::budget::Amount, needed: crate::budget::Amount },
 }
 
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {
             Self::Unauthenticated(_) => Category::InvalidApiKey,
+            Self::BudgetExhausted { .. } => Category::BudgetExhausted,
+            Self::CallBudgetExceeded { .. } => Category::CallBudgetExceeded,
             Self::LedgerUnavailable(_) => Category::LedgerUnavailable,
             Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
@@ -421,10 +456,13 @@ impl WeirError {
     /// When a caller may usefully come back, for failures that know: a full
     /// admission queue answers with its estimate (`retry-after`).
     pub fn retry_after(&self) -> Option<Duration> {
-        if let Self::Admission(AdmissionError::QueueFull { retry_after, .. }) = self {
-            Some(*retry_after)
-        } else {
-            None
+        match self {
+            Self::Admission(AdmissionError::QueueFull { retry_after, .. }) => Some(*retry_after),
+            // Whole seconds, rounded up: a client that waits them finds the budget reset.
+            Self::BudgetExhausted { resets_in, .. } => {
+                Some(Duration::from_secs(resets_in.as_secs() + u64::from(resets_in.subsec_nanos() > 0)))
+            }
+            _ => None,
         }
     }
 
@@ -475,7 +513,9 @@ impl WeirError {
             | Self::AttemptCeiling { .. }
             | Self::DeadlineExceeded { .. }
             | Self::MidStream { .. }
-            | Self::LedgerUnavailable(_) => None,
+            | Self::LedgerUnavailable(_)
+            | Self::BudgetExhausted { .. }
+            | Self::CallBudgetExceeded { .. } => None,
         }
     }
 
@@ -503,7 +543,9 @@ impl WeirError {
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
             | Self::AttemptTimedOut { .. }
-            | Self::DeadlineExceeded { .. } => self.to_string(),
+            | Self::DeadlineExceeded { .. }
+            | Self::BudgetExhausted { .. }
+            | Self::CallBudgetExceeded { .. } => self.to_string(),
             Self::RoleUnavailable { role, reason } => {
                 format!("role `{role}` is unavailable: {}", reason.safe_message())
             }
@@ -770,6 +812,20 @@ mod tests {
             margin: 512,
             window: 8_192,
         });
+        errors.push(WeirError::BudgetExhausted {
+            scope: crate::budget::Scope::Member("ana".into()),
+            kind: crate::budget::Kind::Usd,
+            period: crate::budget::Period::Month,
+            remaining: crate::budget::Amount::Usd(0.25),
+            needed: crate::budget::Amount::Usd(0.5),
+            resets_at: std::time::UNIX_EPOCH,
+            resets_in: Duration::from_secs(1),
+        });
+        errors.push(WeirError::CallBudgetExceeded {
+            scope: crate::budget::Scope::Key("k1".into()),
+            ceiling: crate::budget::Amount::Tokens(10),
+            needed: crate::budget::Amount::Tokens(11),
+        });
         for error in &errors {
             match error {
                 WeirError::Unauthenticated(_)
@@ -798,7 +854,9 @@ mod tests {
                 | WeirError::ModelChoiceRefused { .. }
                 | WeirError::RoleUnavailable { .. }
                 | WeirError::ContextOverflow { .. }
-                | WeirError::LedgerUnavailable(_) => {}
+                | WeirError::LedgerUnavailable(_)
+                | WeirError::BudgetExhausted { .. }
+                | WeirError::CallBudgetExceeded { .. } => {}
             }
         }
         errors
@@ -820,6 +878,8 @@ mod tests {
                     | WeirError::UnknownModel(_)
                     | WeirError::Unauthenticated(_)
                     | WeirError::LedgerUnavailable(_)
+                    | WeirError::BudgetExhausted { .. }
+                    | WeirError::CallBudgetExceeded { .. }
             );
             assert!(own_words || message.contains("`m`"), "names the model: {message}");
         }
@@ -835,6 +895,8 @@ mod tests {
             (Category::GatewayBusy, "gateway_busy", 503),
             (Category::LedgerUnavailable, "ledger_unavailable", 503),
             (Category::CapabilityMismatch, "capability_mismatch", 400),
+            (Category::BudgetExhausted, "budget_exhausted", 429),
+            (Category::CallBudgetExceeded, "call_budget_exceeded", 400),
         ];
         for (category, name, status) in pairs {
             assert_eq!((category.as_str(), category.http_status()), (name, status));

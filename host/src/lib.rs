@@ -22,6 +22,7 @@
 //! secrets), `server` (the OpenAI-compatible gateway).
 
 pub mod admission;
+pub mod budget;
 mod call;
 pub mod catalog;
 mod chat;
@@ -76,6 +77,10 @@ pub enum BuildError {
     Providers(anyhow::Error),
     #[error("cannot build the HTTP client: {0:#}")]
     Transport(anyhow::Error),
+    /// The ledger exists but its spend could not be read back: budgets would
+    /// start from zero, so the build fails instead.
+    #[error("cannot rebuild the budgets from the ledger: {0}")]
+    Budgets(ledger::ReadError),
 }
 
 /// A configured Weir: the catalog, the loaded providers, the transport. Cheap
@@ -120,6 +125,8 @@ struct Inner {
     metrics: Metrics,
     /// The span exporter, when `[telemetry]` names a collector; one of the observers.
     telemetry: Option<Arc<telemetry::Telemetry>>,
+    /// The budgets of keys, members and teams: held before each call, settled from its record.
+    budgets: budget::BudgetBook,
 }
 
 impl std::fmt::Debug for Weir {
@@ -285,6 +292,11 @@ impl Weir {
         self.inner.config.ledger.as_ref().is_some_and(|ledger| ledger.record_content)
     }
 
+    /// The budgets of keys, members and teams, and what each has spent and holds.
+    pub fn budgets(&self) -> &budget::BudgetBook {
+        &self.inner.budgets
+    }
+
     /// The call ledger, when the config keeps one.
     pub fn ledger(&self) -> Option<&Ledger> {
         self.inner.ledger.as_ref()
@@ -359,6 +371,7 @@ pub struct WeirBuilder {
     observers: Vec<Arc<dyn CallObserver>>,
     ledger_default: bool,
     picker: Option<Arc<dyn ModelPicker>>,
+    clock: Option<Arc<dyn budget::Clock>>,
 }
 
 impl WeirBuilder {
@@ -373,6 +386,12 @@ impl WeirBuilder {
     /// [`DefaultPicker`], the config's pins, then each grade's entries in order).
     pub fn picker(mut self, picker: Arc<dyn ModelPicker>) -> Self {
         self.picker = Some(picker);
+        self
+    }
+
+    /// The clock budgets count their days and months by (default: the system's).
+    pub fn budget_clock(mut self, clock: Arc<dyn budget::Clock>) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -476,6 +495,17 @@ impl WeirBuilder {
         for observer in self.observers {
             observers.push(observer);
         }
+        let clock = self.clock.unwrap_or_else(|| Arc::new(budget::SystemClock));
+        let budgets = budget::book(&config, clock)
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        // A restart resets no budget: the current periods' spend is read back.
+        if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty()) {
+            match ledger.reader() {
+                Ok(reader) => budget::rebuild(&budgets, &reader).map_err(BuildError::Budgets)?,
+                Err(ledger::ReadError::Missing(_)) => {}
+                Err(error) => return Err(BuildError::Budgets(error)),
+            }
+        }
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
         let inner = Inner {
@@ -499,6 +529,7 @@ impl WeirBuilder {
             ledger,
             metrics,
             telemetry,
+            budgets,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

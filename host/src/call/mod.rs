@@ -37,6 +37,7 @@ mod cache_plan;
 mod classify;
 mod effort;
 mod gates;
+mod hold;
 mod opening;
 mod policy;
 mod prompted_tools;
@@ -145,6 +146,8 @@ pub(crate) struct Tally {
     /// (`temperature_omitted`, `top_p_omitted`, `stream_replayed_whole`). Empty,
     /// and unallocated, for most calls.
     pub notes: Vec<&'static str>,
+    /// The call's hold on its caller's budgets, settled from its record.
+    pub hold: Option<crate::budget::Hold>,
 }
 
 impl Tally {
@@ -156,6 +159,7 @@ impl Tally {
             resolved: None,
             attempt_records: Vec::new(),
             notes: Vec::new(),
+            hold: None,
         }
     }
 }
@@ -208,6 +212,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 max_tokens: tally.requested_max_tokens,
                 first_output: stamp.latency,
                 notes: std::mem::take(&mut tally.notes),
+                hold: tally.hold.take(),
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -267,7 +272,17 @@ fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> (CallLog, Opening) 
 /// ledger: until it is committed).
 async fn close(weir: &Weir, log: CallLog, tally: &mut Tally, ending: Ending) -> Result<(), WeirError> {
     let attempts = std::mem::take(&mut tally.attempt_records);
-    commit(weir.observers(), log.close(tally.resolved.as_ref(), attempts, ending)).await
+    let record = log.close(tally.resolved.as_ref(), attempts, ending);
+    settle(tally.hold.take(), &record);
+    commit(weir.observers(), record).await
+}
+
+/// Replaces a budget hold with what the record says the call spent (every
+/// attempt), before the record is committed.
+fn settle(hold: Option<crate::budget::Hold>, record: &CallRecord) {
+    if let Some(hold) = hold {
+        hold.settle(crate::budget::Spend::of(&record.usage, record.cost_usd));
+    }
 }
 
 /// Hands a closed record to every observer and waits for them; a refusal
@@ -324,6 +339,7 @@ async fn run<A: Attempt>(
     let target = target::resolve(weir, request, opening).await?;
     tally.resolved = Some(resolved(&target));
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
+    tally.hold = hold::take(weir, request, &target)?;
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.

@@ -522,13 +522,17 @@ pub(super) struct StreamRecord {
     pub max_tokens: Option<u32>,
     pub first_output: Duration,
     pub notes: Vec<&'static str>,
+    /// The call's budget hold, settled from the record (a stream the caller
+    /// left: from what the upstream reported).
+    pub hold: Option<crate::budget::Hold>,
 }
 
 impl StreamRecord {
     /// Closes the record with what the stream reported (its usage is the last
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
-        let Self { log, observers, resolved, mut attempts, max_tokens, first_output, notes } = self;
+        let Self { log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold } = self;
+        let reported = seen.usage.is_some();
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);
             if last.request_id.is_none() {
@@ -545,7 +549,12 @@ impl StreamRecord {
             answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
             notes,
         };
-        super::commit(&observers, log.close(resolved.as_ref(), attempts, ending)).await
+        let record = log.close(resolved.as_ref(), attempts, ending);
+        match hold {
+            Some(hold) if !reported => hold.settle_at_worst(),
+            hold => super::settle(hold, &record),
+        }
+        super::commit(&observers, record).await
     }
 }
 

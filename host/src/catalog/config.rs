@@ -91,6 +91,12 @@ pub struct Config {
     /// `[member.NAME]`: per-member defaults.
     #[serde(default, rename = "member")]
     pub members: BTreeMap<String, MemberEntry>,
+    /// `[team.NAME]`: a team's budgets (a key names its team).
+    #[serde(default, rename = "team")]
+    pub teams: BTreeMap<String, TeamEntry>,
+    /// The day and month boundaries budgets count in: `"UTC"` (default) or a
+    /// fixed offset like `"+02:00"` (no time-zone names, no daylight saving).
+    pub budget_timezone: Option<String>,
     /// The effort a call runs at when neither it, its key nor its member says
     /// (default `medium`, as the gateway seed's `LLM_DEFAULT_EFFORT`).
     #[serde(default, deserialize_with = "effort_word")]
@@ -258,7 +264,68 @@ pub struct MemberEntry {
     /// The member's effort when a call names none (below a key's own).
     #[serde(default, deserialize_with = "effort_word")]
     pub default_effort: Option<Effort>,
+    /// Tokens per day (every kind summed); absent or 0: unlimited.
+    pub daily_tokens: Option<u64>,
+    /// Tokens per month; absent or 0: unlimited.
+    pub monthly_tokens: Option<u64>,
+    /// USD per day, from the entries' prices; absent or 0: unlimited.
+    pub daily_usd: Option<f64>,
+    /// USD per month; absent or 0: unlimited.
+    pub monthly_usd: Option<f64>,
+    /// The most one call may hold (its input estimate plus output reserve).
+    pub max_call_tokens: Option<u64>,
+    /// The most one call's worst case may cost.
+    pub max_call_usd: Option<f64>,
 }
+
+/// One `[team.NAME]`: the budgets every key naming that team shares.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamEntry {
+    /// Tokens per day (every kind summed); absent or 0: unlimited.
+    pub daily_tokens: Option<u64>,
+    /// Tokens per month; absent or 0: unlimited.
+    pub monthly_tokens: Option<u64>,
+    /// USD per day, from the entries' prices; absent or 0: unlimited.
+    pub daily_usd: Option<f64>,
+    /// USD per month; absent or 0: unlimited.
+    pub monthly_usd: Option<f64>,
+    /// The most one call may hold (its input estimate plus output reserve).
+    pub max_call_tokens: Option<u64>,
+    /// The most one call's worst case may cost.
+    pub max_call_usd: Option<f64>,
+}
+
+/// The budget fields of a `[[key]]`, `[member.NAME]` or `[team.NAME]`, read
+/// together (see [`crate::budget`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetFields {
+    pub daily_tokens: Option<u64>,
+    pub monthly_tokens: Option<u64>,
+    pub daily_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
+    pub max_call_tokens: Option<u64>,
+    pub max_call_usd: Option<f64>,
+}
+
+macro_rules! budget_fields {
+    ($($entry:ty),*) => {$(
+        impl $entry {
+            /// This entry's budget fields.
+            pub fn budget(&self) -> BudgetFields {
+                BudgetFields {
+                    daily_tokens: self.daily_tokens,
+                    monthly_tokens: self.monthly_tokens,
+                    daily_usd: self.daily_usd,
+                    monthly_usd: self.monthly_usd,
+                    max_call_tokens: self.max_call_tokens,
+                    max_call_usd: self.max_call_usd,
+                }
+            }
+        }
+    )*};
+}
+budget_fields!(KeyEntry, MemberEntry, TeamEntry);
 
 /// An effort as the config spells it: `minimal`, `low`, `medium`, `high`, `max`.
 fn effort_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Effort>, D::Error> {
@@ -306,6 +373,18 @@ pub struct KeyEntry {
     /// member's and the config's defaults).
     #[serde(default, deserialize_with = "effort_word")]
     pub default_effort: Option<Effort>,
+    /// Tokens per day (every kind summed); absent or 0: unlimited.
+    pub daily_tokens: Option<u64>,
+    /// Tokens per month; absent or 0: unlimited.
+    pub monthly_tokens: Option<u64>,
+    /// USD per day, from the entries' prices; absent or 0: unlimited.
+    pub daily_usd: Option<f64>,
+    /// USD per month; absent or 0: unlimited.
+    pub monthly_usd: Option<f64>,
+    /// The most one call may hold (its input estimate plus output reserve).
+    pub max_call_tokens: Option<u64>,
+    /// The most one call's worst case may cost.
+    pub max_call_usd: Option<f64>,
 }
 
 /// `[ledger]`: where every call's record is kept, and what happens when it
@@ -597,7 +676,8 @@ impl Config {
                 )));
             }
         }
-        self.validate_roles().map_err(|message| self.invalid(message))
+        self.validate_roles().map_err(|message| self.invalid(message))?;
+        crate::budget::validate(self).map_err(|message| self.invalid(message))
     }
 
     /// Every role and pin names something that exists, and no role shadows a

@@ -9,6 +9,7 @@ pub use capability::{Capability, CapabilitySet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use config::TelemetrySettings;
+pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
     DEFAULT_SAFETY_MARGIN, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError, LedgerSettings, LedgerSync, MemberEntry,

@@ -225,6 +225,12 @@ mod tests {
             expires: None,
             admin: false,
             default_effort: None,
+            daily_tokens: None,
+            monthly_tokens: None,
+            daily_usd: None,
+            monthly_usd: None,
+            max_call_tokens: None,
+            max_call_usd: None,
         }
     }
 

@@ -23,7 +23,8 @@ use tokio::sync::oneshot;
 
 pub use config::{LedgerConfig, ledger_config};
 pub use query::{
-    ChainBreak, Filter, Group, GroupBy, ReadError, Reader, Sums, Totals, VerifyError, VerifyReport, parse_time,
+    CallerSpend, ChainBreak, Filter, Group, GroupBy, ReadError, Reader, Sums, Totals, VerifyError, VerifyReport,
+    parse_time,
 };
 
 use crate::catalog::LedgerOnError;

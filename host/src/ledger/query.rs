@@ -28,6 +28,16 @@ pub struct Filter {
     pub until: Option<SystemTime>,
 }
 
+/// One caller's spend (see [`Reader::spend_by_caller`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallerSpend {
+    pub key_id: Option<String>,
+    pub member: Option<String>,
+    pub team: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: f64,
+}
+
 /// What sums are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupBy {
@@ -193,6 +203,27 @@ impl Reader {
              ORDER BY started_ms, seq"
         );
         self.bodies(&sql, values)
+    }
+
+    /// Tokens and cost of the calls closed that started at or after `since`,
+    /// by caller (key, member, team): what budgets are rebuilt from at start.
+    pub fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
+        let mut statement = self.connection.prepare(
+            "SELECT key_id, member, team, COALESCE(SUM(input), 0), COALESCE(SUM(output), 0),
+                    COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0), COALESCE(SUM(reasoning), 0),
+                    COALESCE(SUM(cost_usd), 0.0)
+             FROM ledger WHERE kind = 'close' AND started_ms >= ?1 GROUP BY key_id, member, team",
+        )?;
+        let rows = statement.query_map([store::unix_ms(since)], |row| {
+            Ok(CallerSpend {
+                key_id: row.get(0)?,
+                member: row.get(1)?,
+                team: row.get(2)?,
+                tokens: tokens_from(row, 3)?,
+                cost_usd: row.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Calls, tokens by kind and cost over the closed calls, grouped or not.

@@ -3,16 +3,20 @@
 //! Query: `member`, `key`, `model`, `category`, `since`, `until` (RFC 3339 or a
 //! duration back from now, on the call's start) and `group_by` (`member`,
 //! `model` or `key`). Answers `{"groups": [...], "total": {...}}`, each with
-//! calls, tokens by kind, the known cost and how many calls had none.
+//! calls, tokens by kind, the known cost and how many calls had none; and,
+//! when budgets are configured, `"budgets"`: each budget as it stands now
+//! (scope, name, period, kind, limit, spent, held, remaining, resets_at),
+//! whatever the query's filter.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{ApiError, auth};
 use crate::Weir;
+use crate::budget::{Amount, BudgetStatus};
 use crate::error::Category;
 use crate::ledger::{Filter, GroupBy, parse_time};
 
@@ -51,7 +55,13 @@ pub(super) async fn usage(
     };
     let read = tokio::task::spawn_blocking(move || ledger.reader()?.sums(&filter, group_by)).await;
     match read {
-        Ok(Ok(sums)) => Ok(axum::Json(serde_json::to_value(sums).unwrap_or_default())),
+        Ok(Ok(sums)) => {
+            let mut body = serde_json::to_value(sums).unwrap_or_default();
+            if !weir.budgets().is_empty() {
+                body["budgets"] = weir.budgets().status().iter().map(budget_json).collect();
+            }
+            Ok(axum::Json(body))
+        }
         Ok(Err(error)) => {
             tracing::error!(%error, "cannot read the ledger for /v1/usage");
             Err(unavailable("the call ledger cannot be read"))
@@ -61,6 +71,25 @@ pub(super) async fn usage(
             Err(unavailable("the call ledger cannot be read"))
         }
     }
+}
+
+/// One budget as `/v1/usage` shows it: amounts in tokens or USD, as its kind.
+fn budget_json(status: &BudgetStatus) -> Value {
+    let number = |amount: Amount| match amount {
+        Amount::Tokens(tokens) => json!(tokens),
+        Amount::Usd(usd) => json!(usd),
+    };
+    json!({
+        "scope": status.scope.kind(),
+        "name": status.scope.name(),
+        "period": status.period.as_str(),
+        "kind": status.limit.kind().as_str(),
+        "limit": number(status.limit),
+        "spent": number(status.spent),
+        "held": number(status.held),
+        "remaining": number(status.remaining),
+        "resets_at": humantime::format_rfc3339_seconds(status.resets_at).to_string(),
+    })
 }
 
 /// No ledger to answer from: none is kept, or it cannot be read (503).
@@ -105,6 +134,35 @@ mod tests {
         (status, serde_json::from_slice(&body).unwrap())
     }
 
+    async fn body_has_no_budgets(weir: &Weir) -> bool {
+        get(weir, "/v1/usage", "weir-test-admin-token").await.1.get("budgets").is_none()
+    }
+
+    #[tokio::test]
+    async fn admins_read_each_budget_as_it_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let weir = weir(&format!(
+            "[ledger]\npath = {:?}\n[member.dev]\ndaily_tokens = 1000\n[team.red]\nmonthly_tokens = 50\n",
+            path.to_str().unwrap()
+        ));
+        // The ledger file exists once a record is in.
+        weir.ledger().unwrap().closed(&record("a", "alice", "m", 1, None)).await.unwrap();
+        let scopes = weir.budgets().applicable(Some("dev"), "dev", None);
+        let _hold = weir.budgets().hold(&scopes, crate::budget::Spend { tokens: 300, usd: None }, "m").unwrap();
+        let (status, body) = get(&weir, "/v1/usage", "weir-test-admin-token").await;
+        assert_eq!(status, 200, "{body}");
+        let budgets = body["budgets"].as_array().unwrap();
+        assert_eq!(budgets.len(), 2, "{body}");
+        let dev = &budgets[0];
+        assert_eq!((dev["scope"].as_str(), dev["name"].as_str()), (Some("member"), Some("dev")));
+        assert_eq!((dev["period"].as_str(), dev["kind"].as_str()), (Some("day"), Some("tokens")));
+        assert_eq!((dev["limit"].as_u64(), dev["spent"].as_u64()), (Some(1000), Some(0)));
+        assert_eq!((dev["held"].as_u64(), dev["remaining"].as_u64()), (Some(300), Some(700)));
+        assert!(dev["resets_at"].as_str().unwrap().ends_with('Z'), "{dev}");
+        assert_eq!((budgets[1]["scope"].as_str(), budgets[1]["period"].as_str()), (Some("team"), Some("month")));
+    }
+
     #[tokio::test]
     async fn admins_read_the_sums() {
         let dir = tempfile::tempdir().unwrap();
@@ -134,6 +192,8 @@ mod tests {
         assert_eq!(status, 400, "{body}");
         let (status, body) = get(&weir, "/v1/usage?bogus=1", admin).await;
         assert_eq!(status, 400, "{body}");
+
+        assert!(body_has_no_budgets(&weir).await);
 
         let without = super::tests::weir("[ledger]\nenabled = false\n");
         assert!(without.ledger().is_none());

@@ -62,13 +62,14 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::InvalidResponse
         | Category::UnsupportedMediaType
         | Category::RequestTimeout
-        | Category::CapabilityMismatch => "invalid_request_error",
+        | Category::CapabilityMismatch
+        | Category::CallBudgetExceeded => "invalid_request_error",
         Category::PayloadTooLarge => "request_too_large",
         Category::ModelNotFound => "not_found_error",
         Category::ComplianceRefused | Category::PermissionDenied | Category::ForbiddenOrigin => "permission_error",
         Category::InvalidApiKey => "authentication_error",
         Category::ProviderCreditExhausted => "billing_error",
-        Category::RateLimited => "rate_limit_error",
+        Category::RateLimited | Category::BudgetExhausted => "rate_limit_error",
         Category::AuthenticationFailed | Category::CredentialMissing => "authentication_error",
         Category::Overloaded | Category::GatewayBusy => "overloaded_error",
         Category::Timeout => "timeout_error",
@@ -108,6 +109,8 @@ mod tests {
             (Category::ModelNotFound, "not_found_error"),
             (Category::AuthenticationFailed, "authentication_error"),
             (Category::RateLimited, "rate_limit_error"),
+            (Category::BudgetExhausted, "rate_limit_error"),
+            (Category::CallBudgetExceeded, "invalid_request_error"),
             (Category::Overloaded, "overloaded_error"),
             (Category::ProviderCreditExhausted, "billing_error"),
             (Category::Timeout, "timeout_error"),

@@ -1,0 +1,344 @@
+//! The budget book: per scope and period, what was settled and what is held
+//! by calls in flight. A hold is taken whole or not at all across every
+//! budget that applies to a call, under one mutex that is never held across
+//! an await, so concurrent calls cannot together overspend what one check
+//! would allow.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::clock::{Clock, Period, Timezone};
+use super::limits::{Amount, Kind, Limits, Scope, Spend};
+use crate::error::WeirError;
+
+/// Budgets by scope, and what each has spent and holds.
+#[derive(Clone)]
+pub struct BudgetBook {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    limits: HashMap<Scope, Limits>,
+    timezone: Timezone,
+    clock: Arc<dyn Clock>,
+    accounts: Mutex<HashMap<(Scope, Period), Account>>,
+}
+
+/// One scope's spend in one period. A new period starts from zero: the
+/// account rolls over the first time it is touched after the boundary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Account {
+    start: SystemTime,
+    settled_tokens: u64,
+    settled_usd: f64,
+    held_tokens: u64,
+    held_usd: f64,
+}
+
+impl Account {
+    fn new(start: SystemTime) -> Self {
+        Self { start, settled_tokens: 0, settled_usd: 0.0, held_tokens: 0, held_usd: 0.0 }
+    }
+
+    /// What is spent or held, in `kind`.
+    fn used(&self, kind: Kind) -> Amount {
+        match kind {
+            Kind::Tokens => Amount::Tokens(self.settled_tokens.saturating_add(self.held_tokens)),
+            Kind::Usd => Amount::Usd(self.settled_usd + self.held_usd),
+        }
+    }
+}
+
+/// What one budget holds for one call.
+#[derive(Debug, Clone)]
+struct HeldPart {
+    scope: Scope,
+    period: Period,
+    start: SystemTime,
+    tokens: u64,
+    usd: f64,
+}
+
+/// A call's hold on every budget that applies to it. Settle it with what the
+/// call spent; dropped unsettled (a call that never reached its record), it is
+/// released.
+pub struct Hold {
+    shared: Arc<Shared>,
+    parts: Vec<HeldPart>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold").field("parts", &self.parts).finish()
+    }
+}
+
+/// One budget as it stands now (for `/v1/usage` and embedders).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetStatus {
+    pub scope: Scope,
+    pub period: Period,
+    pub limit: Amount,
+    pub spent: Amount,
+    pub held: Amount,
+    pub remaining: Amount,
+    pub resets_at: SystemTime,
+}
+
+impl std::fmt::Debug for BudgetBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BudgetBook").field("scopes", &self.shared.limits.len()).finish()
+    }
+}
+
+impl BudgetBook {
+    /// A book over `limits` (scopes without any limit are left out).
+    pub fn new(limits: HashMap<Scope, Limits>, timezone: Timezone, clock: Arc<dyn Clock>) -> Self {
+        let limits = limits.into_iter().filter(|(_, limits)| !limits.is_unlimited()).collect();
+        Self { shared: Arc::new(Shared { limits, timezone, clock, accounts: Mutex::new(HashMap::new()) }) }
+    }
+
+    /// Whether any budget is declared at all.
+    pub fn is_empty(&self) -> bool {
+        self.shared.limits.is_empty()
+    }
+
+    pub fn timezone(&self) -> Timezone {
+        self.shared.timezone
+    }
+
+    pub fn now(&self) -> SystemTime {
+        self.shared.clock.now()
+    }
+
+    /// The scopes with a budget among a caller's key, member and team, in that order.
+    pub fn applicable(&self, key_id: Option<&str>, member: &str, team: Option<&str>) -> Vec<Scope> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let candidates = [
+            key_id.map(|id| Scope::Key(id.to_owned())),
+            Some(Scope::Member(member.to_owned())),
+            team.map(|team| Scope::Team(team.to_owned())),
+        ];
+        candidates.into_iter().flatten().filter(|scope| self.shared.limits.contains_key(scope)).collect()
+    }
+
+    /// The limits of any scope in `scopes` are counted in USD.
+    pub fn counts_usd(&self, scopes: &[Scope]) -> bool {
+        scopes.iter().filter_map(|scope| self.shared.limits.get(scope)).any(Limits::counts_usd)
+    }
+
+    /// Holds `worst` against every period budget of every scope in `scopes`,
+    /// whole or not at all. A worst case above a scope's per-call ceiling is
+    /// `call_budget_exceeded`; one above what a budget has left is
+    /// `budget_exhausted` (the first such budget, in the order of `scopes`).
+    /// `model` names the entry in the error for a USD budget the call cannot be
+    /// priced under.
+    pub fn hold(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
+        let shared = &self.shared;
+        for scope in scopes {
+            let Some(limits) = shared.limits.get(scope) else { continue };
+            if limits.counts_usd() && worst.usd.is_none() {
+                return Err(WeirError::InvalidRequest(format!(
+                    "model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced"
+                )));
+            }
+            if let Some(ceiling) = limits.max_call_tokens.filter(|ceiling| worst.tokens > *ceiling) {
+                return Err(WeirError::CallBudgetExceeded {
+                    scope: scope.clone(),
+                    ceiling: Amount::Tokens(ceiling),
+                    needed: Amount::Tokens(worst.tokens),
+                });
+            }
+            let usd = worst.usd.unwrap_or(0.0);
+            if let Some(ceiling) = limits.max_call_usd.filter(|ceiling| usd > *ceiling) {
+                return Err(WeirError::CallBudgetExceeded {
+                    scope: scope.clone(),
+                    ceiling: Amount::Usd(ceiling),
+                    needed: Amount::Usd(usd),
+                });
+            }
+        }
+        let now = shared.clock.now();
+        let usd = worst.usd.unwrap_or(0.0);
+        let mut parts = Vec::new();
+        let mut accounts = shared.lock();
+        for scope in scopes {
+            let Some(limits) = shared.limits.get(scope) else { continue };
+            for (period, limit) in limits.periodic() {
+                let (start, end) = shared.timezone.bounds(period, now);
+                let account = account(&mut accounts, scope, period, start);
+                let needed = match limit.kind() {
+                    Kind::Tokens => Amount::Tokens(worst.tokens),
+                    Kind::Usd => Amount::Usd(usd),
+                };
+                if let Some(remaining) = shortfall(limit, account.used(limit.kind()), needed) {
+                    return Err(WeirError::BudgetExhausted {
+                        scope: scope.clone(),
+                        kind: limit.kind(),
+                        period,
+                        remaining,
+                        needed,
+                        resets_at: end,
+                        resets_in: end.duration_since(now).unwrap_or(Duration::ZERO),
+                    });
+                }
+                if !parts.iter().any(|part: &HeldPart| &part.scope == scope && part.period == period) {
+                    parts.push(HeldPart { scope: scope.clone(), period, start, tokens: worst.tokens, usd });
+                }
+            }
+        }
+        for part in &parts {
+            if let Some(account) = accounts.get_mut(&(part.scope.clone(), part.period)) {
+                account.held_tokens = account.held_tokens.saturating_add(part.tokens);
+                account.held_usd += part.usd;
+            }
+        }
+        drop(accounts);
+        Ok(Hold { shared: Arc::clone(&self.shared), parts })
+    }
+
+    /// Adds spend the ledger recorded in the period starting at `start` (the
+    /// rebuild at start); ignored for a scope without a budget or a period
+    /// that is not the current one.
+    pub fn restore(&self, scope: &Scope, period: Period, start: SystemTime, spent: Spend) {
+        let shared = &self.shared;
+        let Some(limits) = shared.limits.get(scope) else { return };
+        if !limits.periodic().any(|(p, _)| p == period) {
+            return;
+        }
+        let now = shared.clock.now();
+        let (current, _) = shared.timezone.bounds(period, now);
+        if current != start {
+            return;
+        }
+        let mut accounts = shared.lock();
+        let account = account(&mut accounts, scope, period, start);
+        account.settled_tokens = account.settled_tokens.saturating_add(spent.tokens);
+        account.settled_usd += spent.usd.unwrap_or(0.0);
+    }
+
+    /// Every period budget as it stands now, by scope then period.
+    pub fn status(&self) -> Vec<BudgetStatus> {
+        let shared = &self.shared;
+        let now = shared.clock.now();
+        let mut scopes: Vec<(&Scope, &Limits)> = shared.limits.iter().collect();
+        scopes.sort_by(|a, b| a.0.cmp(b.0));
+        let mut accounts = shared.lock();
+        let mut out = Vec::new();
+        for (scope, limits) in scopes {
+            for (period, limit) in limits.periodic() {
+                let (start, end) = shared.timezone.bounds(period, now);
+                let account = *account(&mut accounts, scope, period, start);
+                let (spent, held) = match limit.kind() {
+                    Kind::Tokens => (Amount::Tokens(account.settled_tokens), Amount::Tokens(account.held_tokens)),
+                    Kind::Usd => (Amount::Usd(account.settled_usd), Amount::Usd(account.held_usd)),
+                };
+                let remaining = remaining(limit, account.used(limit.kind()));
+                out.push(BudgetStatus { scope: scope.clone(), period, limit, spent, held, remaining, resets_at: end });
+            }
+        }
+        out
+    }
+
+    /// The budgets of one member (for embedders): what each has left now.
+    pub fn member_status(&self, member: &str) -> Vec<BudgetStatus> {
+        self.status().into_iter().filter(|status| status.scope == Scope::Member(member.to_owned())).collect()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(Scope, Period), Account>> {
+        // The map stays consistent across a panic (every update is a few
+        // additions), so a poisoned lock is still used.
+        self.accounts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The account of `scope` in the period starting at `start`, rolled over when
+/// the stored one belongs to an earlier period.
+fn account<'a>(
+    accounts: &'a mut HashMap<(Scope, Period), Account>,
+    scope: &Scope,
+    period: Period,
+    start: SystemTime,
+) -> &'a mut Account {
+    let account = accounts.entry((scope.clone(), period)).or_insert_with(|| Account::new(start));
+    if account.start < start {
+        *account = Account::new(start);
+    }
+    account
+}
+
+/// What is left of `limit` after `used` (never below zero).
+fn remaining(limit: Amount, used: Amount) -> Amount {
+    match (limit, used) {
+        (Amount::Tokens(limit), Amount::Tokens(used)) => Amount::Tokens(limit.saturating_sub(used)),
+        (Amount::Usd(limit), Amount::Usd(used)) => Amount::Usd((limit - used).max(0.0)),
+        (limit, _) => limit,
+    }
+}
+
+/// What is left, when `needed` does not fit in it.
+fn shortfall(limit: Amount, used: Amount, needed: Amount) -> Option<Amount> {
+    let left = remaining(limit, used);
+    let fits = match (left, needed) {
+        (Amount::Tokens(left), Amount::Tokens(needed)) => needed <= left,
+        (Amount::Usd(left), Amount::Usd(needed)) => needed <= left,
+        _ => true,
+    };
+    (!fits).then_some(left)
+}
+
+impl Hold {
+    /// A hold on nothing (a caller without budgets).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Replaces the held amounts with what the call spent. Spend in a period
+    /// that has rolled over since the hold stays with that period (gone).
+    pub fn settle(mut self, actual: Spend) {
+        let parts = std::mem::take(&mut self.parts);
+        let mut accounts = self.shared.lock();
+        for part in parts {
+            let Some(account) = accounts.get_mut(&(part.scope, part.period)) else { continue };
+            if account.start != part.start {
+                continue;
+            }
+            account.held_tokens = account.held_tokens.saturating_sub(part.tokens);
+            account.held_usd = (account.held_usd - part.usd).max(0.0);
+            account.settled_tokens = account.settled_tokens.saturating_add(actual.tokens);
+            account.settled_usd += actual.usd.unwrap_or(0.0);
+        }
+    }
+}
+
+impl Hold {
+    /// Settles the hold at its own worst case: for a call whose spend the
+    /// upstream never reported (a stream the caller left before its usage
+    /// arrived), which is counted at what it could have cost, never as zero.
+    pub fn settle_at_worst(self) {
+        let worst = self.parts.first().map(|part| Spend { tokens: part.tokens, usd: Some(part.usd) });
+        self.settle(worst.unwrap_or_default());
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let parts = std::mem::take(&mut self.parts);
+        let mut accounts = self.shared.lock();
+        for part in parts {
+            let Some(account) = accounts.get_mut(&(part.scope, part.period)) else { continue };
+            if account.start == part.start {
+                account.held_tokens = account.held_tokens.saturating_sub(part.tokens);
+                account.held_usd = (account.held_usd - part.usd).max(0.0);
+            }
+        }
+    }
+}
