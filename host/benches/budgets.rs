@@ -8,7 +8,9 @@
 //! - one caller: mean latency per call, their difference and a ratio;
 //! - 32 concurrent callers on that one member (one shared budget): calls per
 //!   second with the budget and without, so a lock convoy would show as lost
-//!   throughput.
+//!   throughput;
+//! - the book alone: `applicable` + `hold` + `settle` per call, on one thread
+//!   and on 32 threads sharing the one member's budget.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::Request;
 use tower::ServiceExt;
+use weir_host::budget::Spend;
 use weir_host::identity::hash_of;
 use weir_host::{Config, Weir};
 use weir_tests::FakeUpstream;
@@ -81,6 +84,27 @@ async fn throughput(router: &axum::Router) -> f64 {
     f64::from(CALLS_PER_CALLER) * CONCURRENT as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Mean time of `applicable` + `hold` + `settle` on the budgeted gateway's
+/// book, with `threads` threads sharing the one member's budget.
+fn book_alone(weir: &Weir, threads: usize) -> Duration {
+    const ITERATIONS: u32 = 50_000;
+    let book = weir.budgets();
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                for _ in 0..ITERATIONS {
+                    let scopes = book.applicable(Some("k"), "ana", None);
+                    let worst = Spend { tokens: 120, usd: Some(0.000_4) };
+                    let hold = book.hold(&scopes, worst, "chat").expect("fits");
+                    hold.settle(Spend { tokens: 30, usd: Some(0.000_1) });
+                }
+            });
+        }
+    });
+    started.elapsed() / ITERATIONS
+}
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -119,4 +143,12 @@ fn main() {
             budget_rate / plain_rate
         );
     });
+    let book_owner = weir("http://127.0.0.1:9", true);
+    for threads in [1, CONCURRENT] {
+        let per_call = book_alone(&book_owner, threads);
+        eprintln!(
+            "the book alone, {threads:>2} thread(s): {:>7.3} µs per hold and settle (wall, per thread's call)",
+            per_call.as_secs_f64() * 1e6
+        );
+    }
 }
