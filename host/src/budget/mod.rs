@@ -44,7 +44,7 @@ pub fn book(config: &Config, clock: Arc<dyn Clock>) -> Result<BudgetBook, String
         limits.insert(Scope::Member(name.clone()), Limits::from_fields(&member.budget()));
     }
     for (name, team) in &config.teams {
-        limits.insert(Scope::Team(name.clone()), Limits::from_fields(&team.budget()));
+        limits.insert(Scope::Team(name.clone()), Limits::from_fields(team));
     }
     Ok(BudgetBook::new(limits, timezone, clock))
 }
@@ -80,7 +80,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
     let mut scopes: Vec<(String, crate::catalog::BudgetFields)> = Vec::new();
     scopes.extend(config.keys.iter().map(|key| (format!("key `{}`", key.id), key.budget())));
     scopes.extend(config.members.iter().map(|(name, member)| (format!("[member.{name}]"), member.budget())));
-    scopes.extend(config.teams.iter().map(|(name, team)| (format!("[team.{name}]"), team.budget())));
+    scopes.extend(config.teams.iter().map(|(name, team)| (format!("[team.{name}]"), *team)));
     for (scope, fields) in &scopes {
         let amounts = [fields.daily_usd, fields.monthly_usd, fields.max_call_usd];
         if amounts.into_iter().flatten().any(|usd| !usd.is_finite() || usd < 0.0) {
@@ -98,7 +98,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
     }
     for (name, team) in &config.teams {
         let keys: Vec<_> = config.keys.iter().filter(|key| key.team.as_ref() == Some(name)).collect();
-        usd_needs_prices(config, &format!("[team.{name}]"), &team.budget(), |entry| {
+        usd_needs_prices(config, &format!("[team.{name}]"), team, |entry| {
             keys.is_empty() || keys.iter().any(|key| reaches(config, key, entry))
         })?;
     }

@@ -278,10 +278,11 @@ pub struct MemberEntry {
     pub max_call_usd: Option<f64>,
 }
 
-/// One `[team.NAME]`: the budgets every key naming that team shares.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+/// The budget fields of a `[[key]]`, `[member.NAME]` or `[team.NAME]`, read
+/// together (see [`crate::budget`]); a `[team.NAME]` is nothing else.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct TeamEntry {
+pub struct BudgetFields {
     /// Tokens per day (every kind summed); absent or 0: unlimited.
     pub daily_tokens: Option<u64>,
     /// Tokens per month; absent or 0: unlimited.
@@ -296,17 +297,8 @@ pub struct TeamEntry {
     pub max_call_usd: Option<f64>,
 }
 
-/// The budget fields of a `[[key]]`, `[member.NAME]` or `[team.NAME]`, read
-/// together (see [`crate::budget`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct BudgetFields {
-    pub daily_tokens: Option<u64>,
-    pub monthly_tokens: Option<u64>,
-    pub daily_usd: Option<f64>,
-    pub monthly_usd: Option<f64>,
-    pub max_call_tokens: Option<u64>,
-    pub max_call_usd: Option<f64>,
-}
+/// One `[team.NAME]`: the budgets every key naming that team shares.
+pub type TeamEntry = BudgetFields;
 
 macro_rules! budget_fields {
     ($($entry:ty),*) => {$(
@@ -325,7 +317,7 @@ macro_rules! budget_fields {
         }
     )*};
 }
-budget_fields!(KeyEntry, MemberEntry, TeamEntry);
+budget_fields!(KeyEntry, MemberEntry);
 
 /// An effort as the config spells it: `minimal`, `low`, `medium`, `high`, `max`.
 fn effort_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Effort>, D::Error> {
