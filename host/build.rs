@@ -41,9 +41,10 @@ fn run() -> Result<(), String> {
     let target_dir = std::env::var_os("WEIR_PROVIDERS_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace.join("target").join("providers"));
-    let packages: Vec<&str> = PROVIDERS.iter().map(|(package, _, _)| *package).collect();
-    let out = wasm_guest::build_components(&workspace, &target_dir, &packages, None)?;
-    for (_, artifact, var) in PROVIDERS {
+    // One build per component: cargo unifies the SDK's features across the
+    // packages of one build, and those features pick each component's world.
+    for (package, artifact, var) in PROVIDERS {
+        let out = wasm_guest::build_components(&workspace, &target_dir, &[package], None)?;
         println!("cargo:rustc-env={var}={}", out.join(artifact).display());
     }
     Ok(())

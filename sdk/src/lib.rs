@@ -25,22 +25,53 @@ pub mod json;
 mod provider;
 mod records;
 
-pub use provider::{ChatProvider, NoStreaming, StreamDecoder, StreamDecoderResource};
+pub use provider::{
+    ChatProvider, Describe, EmbeddingProvider, NoStreaming, RerankProvider, StreamDecoder, StreamDecoderResource,
+};
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.1.0";
+pub const WORLD_VERSION: &str = "0.2.0";
 
+/// The generated bindings, for the one world the crate's features select: a
+/// component exports `describe` and the operations it implements, never stubs
+/// of the others. Features, not macro arguments, pick the world because the
+/// world's description is a custom section of the SDK's own object code: one
+/// build of the SDK can describe one world only. (Cargo unifies features across
+/// the packages of one build, so components of different worlds are built in
+/// separate invocations; see `build-support/wasm_guest.rs`.)
 #[doc(hidden)]
 pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "chat-provider",
-        pub_export_macro: true,
-        export_macro_name: "export_chat_provider_raw",
-        default_bindings_module: "weir_sdk::bindings",
-        additional_derives: [PartialEq],
-        generate_all,
-    });
+    /// One `generate!` per world; exactly one is compiled.
+    macro_rules! world_bindings {
+        ($world:literal) => {
+            wit_bindgen::generate!({
+                path: "../wit",
+                world: $world,
+                pub_export_macro: true,
+                export_macro_name: "export_world_raw",
+                default_bindings_module: "weir_sdk::bindings",
+                additional_derives: [PartialEq],
+                generate_all,
+            });
+        };
+    }
+
+    #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank")))]
+    world_bindings!("chat-provider");
+    #[cfg(all(not(feature = "chat"), feature = "embeddings", not(feature = "rerank")))]
+    world_bindings!("embedding-provider");
+    #[cfg(all(not(feature = "chat"), not(feature = "embeddings"), feature = "rerank"))]
+    world_bindings!("rerank-provider");
+    #[cfg(all(not(feature = "chat"), feature = "embeddings", feature = "rerank"))]
+    world_bindings!("retrieval-provider");
+    #[cfg(all(feature = "chat", feature = "embeddings", not(feature = "rerank")))]
+    world_bindings!("chat-embedding-provider");
+    #[cfg(all(feature = "chat", not(feature = "embeddings"), feature = "rerank"))]
+    world_bindings!("chat-rerank-provider");
+    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank"))]
+    world_bindings!("provider");
+    #[cfg(not(any(feature = "chat", feature = "embeddings", feature = "rerank")))]
+    compile_error!("weir-sdk: enable at least one of the features `chat`, `embeddings`, `rerank`");
 }
 
 /// The records that cross the boundary, as plain Rust types.
@@ -48,20 +79,57 @@ pub mod types {
     pub use crate::bindings::weir::provider::types::*;
 }
 
-/// Exports a [`ChatProvider`] implementation as the component's `describe` and
-/// `chat` interfaces. Call it once per crate.
+/// Exports a provider's interfaces: `describe` and the operations named. Call
+/// it once per crate.
+///
+/// - `export_provider!(T)`: chat only (`T: ChatProvider`), world `chat-provider`.
+/// - `export_provider!(T, chat, embeddings, rerank)`, or any non-empty mix of the
+///   three in that order: `T` implements [`ChatProvider`] for `chat`,
+///   [`EmbeddingProvider`] for `embeddings`, [`RerankProvider`] for `rerank`.
+///   Without `chat`, `T` implements [`Describe`] instead, and its
+///   `describe.serves` is true when an operation it exports serves the wire id.
 #[macro_export]
 macro_rules! export_provider {
     ($provider:ty) => {
+        $crate::export_provider!($provider, chat);
+    };
+    ($provider:ty, chat $(, $part:ident)*) => {
+        $crate::__weir_export!($provider, chat_describe, [chat $(, $part)*]);
+    };
+    ($provider:ty, $($part:ident),+) => {
+        $crate::__weir_export!($provider, plain_describe, [$($part),+]);
+    };
+}
+
+/// The export glue of [`export_provider!`]: one `Guest` impl per interface,
+/// then the world's raw export macro.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __weir_export {
+    ($provider:ty, $describe:ident, [$($part:ident),+]) => {
         // The export glue exists only in the component build: natively the WIT
         // export names are not valid linker symbols, and native tests need none.
         #[cfg(target_arch = "wasm32")]
         #[doc(hidden)]
         mod __weir_export {
-        use super::*;
+            use super::*;
 
-        pub struct __WeirExport;
+            pub struct __WeirExport;
 
+            $crate::__weir_describe!($describe, $provider, [$($part),+]);
+            $( $crate::__weir_part!($part, $provider); )+
+
+            $crate::bindings::export_world_raw!(__WeirExport with_types_in $crate::bindings);
+        }
+    };
+}
+
+/// `describe`: from [`ChatProvider`] when the component chats, else from
+/// [`Describe`] with `serves` answered by the operations it exports.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __weir_describe {
+    (chat_describe, $provider:ty, [$($part:ident),+]) => {
         impl $crate::bindings::exports::weir::provider::describe::Guest for __WeirExport {
             fn providers() -> ::std::vec::Vec<$crate::types::ProviderInfo> {
                 <$provider as $crate::ChatProvider>::providers()
@@ -73,10 +141,41 @@ macro_rules! export_provider {
                 <$provider as $crate::ChatProvider>::claims(&provider, &wire_id)
             }
         }
+    };
+    (plain_describe, $provider:ty, [$($part:ident),+]) => {
+        impl $crate::bindings::exports::weir::provider::describe::Guest for __WeirExport {
+            fn providers() -> ::std::vec::Vec<$crate::types::ProviderInfo> {
+                <$provider as $crate::Describe>::providers()
+            }
+            fn serves(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                false $( || $crate::__weir_serves!($part, $provider, &provider, &wire_id) )+
+            }
+            fn claims(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                <$provider as $crate::Describe>::claims(&provider, &wire_id)
+            }
+        }
+    };
+}
 
+/// Whether one exported operation serves a wire id, for a plain `describe`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __weir_serves {
+    (embeddings, $provider:ty, $key:expr, $wire_id:expr) => {
+        <$provider as $crate::EmbeddingProvider>::serves($key, $wire_id)
+    };
+    (rerank, $provider:ty, $key:expr, $wire_id:expr) => {
+        <$provider as $crate::RerankProvider>::serves($key, $wire_id)
+    };
+}
+
+/// One operation interface's `Guest` impl, for [`__weir_export!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __weir_part {
+    (chat, $provider:ty) => {
         impl $crate::bindings::exports::weir::provider::chat::Guest for __WeirExport {
-            type StreamDecoder =
-                $crate::StreamDecoderResource<<$provider as $crate::ChatProvider>::StreamDecoder>;
+            type StreamDecoder = $crate::StreamDecoderResource<<$provider as $crate::ChatProvider>::StreamDecoder>;
 
             fn encode(
                 provider: ::std::string::String,
@@ -98,8 +197,61 @@ macro_rules! export_provider {
                 <$provider as $crate::ChatProvider>::classify(&provider, response)
             }
         }
-
-        $crate::bindings::export_chat_provider_raw!(__WeirExport with_types_in $crate::bindings);
+    };
+    (embeddings, $provider:ty) => {
+        impl $crate::bindings::exports::weir::provider::embeddings::Guest for __WeirExport {
+            fn serves(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                <$provider as $crate::EmbeddingProvider>::serves(&provider, &wire_id)
+            }
+            fn max_batch(provider: ::std::string::String, wire_id: ::std::string::String) -> u32 {
+                <$provider as $crate::EmbeddingProvider>::max_batch(&provider, &wire_id)
+            }
+            fn encode(
+                provider: ::std::string::String,
+                inputs: ::std::vec::Vec<::std::string::String>,
+                params: $crate::types::EmbeddingParams,
+            ) -> ::std::result::Result<$crate::types::HttpRequest, $crate::types::CodecError> {
+                <$provider as $crate::EmbeddingProvider>::encode(&provider, inputs, params)
+            }
+            fn decode(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> ::std::result::Result<$crate::types::EmbeddingResponse, $crate::types::CodecError> {
+                <$provider as $crate::EmbeddingProvider>::decode(&provider, response)
+            }
+            fn classify(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> $crate::types::ErrorClass {
+                <$provider as $crate::EmbeddingProvider>::classify(&provider, response)
+            }
+        }
+    };
+    (rerank, $provider:ty) => {
+        impl $crate::bindings::exports::weir::provider::rerank::Guest for __WeirExport {
+            fn serves(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                <$provider as $crate::RerankProvider>::serves(&provider, &wire_id)
+            }
+            fn encode(
+                provider: ::std::string::String,
+                query: ::std::string::String,
+                documents: ::std::vec::Vec<::std::string::String>,
+                params: $crate::types::RerankParams,
+            ) -> ::std::result::Result<$crate::types::HttpRequest, $crate::types::CodecError> {
+                <$provider as $crate::RerankProvider>::encode(&provider, query, documents, params)
+            }
+            fn decode(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> ::std::result::Result<$crate::types::RerankResponse, $crate::types::CodecError> {
+                <$provider as $crate::RerankProvider>::decode(&provider, response)
+            }
+            fn classify(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> $crate::types::ErrorClass {
+                <$provider as $crate::RerankProvider>::classify(&provider, response)
+            }
         }
     };
 }

@@ -3,10 +3,9 @@
 
 use std::cell::RefCell;
 
-use crate::bindings::exports::weir::provider::chat::GuestStreamDecoder;
 use crate::types::{
-    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
-    StreamDelta, StreamEvent,
+    CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, HttpRequest, HttpResponse,
+    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the
@@ -69,11 +68,66 @@ impl StreamDecoder for NoStreaming {
     }
 }
 
+/// What a component that serves no chat says about itself (a chat component
+/// says it through [`ChatProvider`]).
+pub trait Describe {
+    /// The provider keys this component serves.
+    fn providers() -> Vec<ProviderInfo>;
+
+    /// Whether `provider` is written for this wire model id's family.
+    fn claims(_provider: &str, _wire_id: &str) -> bool {
+        false
+    }
+}
+
+/// One embeddings dialect: a batch of inputs in, one native vector per input
+/// out. The host batches, adapts the width and normalizes; the component
+/// returns the vectors exactly as the provider sent them.
+pub trait EmbeddingProvider {
+    /// Whether `provider` embeds with this wire model id.
+    fn serves(provider: &str, wire_id: &str) -> bool;
+
+    /// The most inputs one upstream request may carry (at least 1).
+    fn max_batch(provider: &str, wire_id: &str) -> u32;
+
+    /// The HTTP request for one batch, without credentials.
+    fn encode(provider: &str, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError>;
+
+    /// A 2xx response, normalized.
+    fn decode(provider: &str, response: HttpResponse) -> Result<EmbeddingResponse, CodecError>;
+
+    /// What a non-2xx response means.
+    fn classify(provider: &str, response: HttpResponse) -> ErrorClass;
+}
+
+/// One rerank dialect: a query and documents in, the documents' ranking out.
+pub trait RerankProvider {
+    /// Whether `provider` reranks with this wire model id.
+    fn serves(provider: &str, wire_id: &str) -> bool;
+
+    /// The HTTP request, without credentials.
+    fn encode(
+        provider: &str,
+        query: String,
+        documents: Vec<String>,
+        params: RerankParams,
+    ) -> Result<HttpRequest, CodecError>;
+
+    /// A 2xx response, normalized.
+    fn decode(provider: &str, response: HttpResponse) -> Result<RerankResponse, CodecError>;
+
+    /// What a non-2xx response means.
+    fn classify(provider: &str, response: HttpResponse) -> ErrorClass;
+}
+
 /// Adapts a [`StreamDecoder`] to the WIT resource, whose methods take `&self`.
 #[doc(hidden)]
 pub struct StreamDecoderResource<D>(RefCell<D>);
 
-impl<D: StreamDecoder + 'static> GuestStreamDecoder for StreamDecoderResource<D> {
+#[cfg(feature = "chat")]
+impl<D: StreamDecoder + 'static> crate::bindings::exports::weir::provider::chat::GuestStreamDecoder
+    for StreamDecoderResource<D>
+{
     fn new(provider: String) -> Self {
         Self(RefCell::new(D::new(&provider)))
     }
