@@ -206,6 +206,9 @@ macro_rules! __weir_part {
             fn max_batch(provider: ::std::string::String, wire_id: ::std::string::String) -> u32 {
                 <$provider as $crate::EmbeddingProvider>::max_batch(&provider, &wire_id)
             }
+            fn needs_dimensions(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                <$provider as $crate::EmbeddingProvider>::needs_dimensions(&provider, &wire_id)
+            }
             fn encode(
                 provider: ::std::string::String,
                 inputs: ::std::vec::Vec<::std::string::String>,

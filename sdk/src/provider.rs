@@ -90,6 +90,12 @@ pub trait EmbeddingProvider {
     /// The most inputs one upstream request may carry (at least 1).
     fn max_batch(provider: &str, wire_id: &str) -> u32;
 
+    /// Whether the model is only called at a width the host asks for, so a
+    /// catalog entry must pin `embedding_dimensions` (Cohere Embed).
+    fn needs_dimensions(_provider: &str, _wire_id: &str) -> bool {
+        false
+    }
+
     /// The HTTP request for one batch, without credentials.
     fn encode(provider: &str, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError>;
 
