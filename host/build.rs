@@ -19,6 +19,7 @@ const PROVIDERS: &[(&str, &str, &str)] = &[
         "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE",
     ),
     ("weir-provider-bedrock-converse", "weir_provider_bedrock_converse.wasm", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
+    ("weir-provider-bedrock-retrieval", "weir_provider_bedrock_retrieval.wasm", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL"),
 ];
 
 fn main() -> ExitCode {

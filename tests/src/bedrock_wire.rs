@@ -41,6 +41,11 @@
 //! [`BedrockRequest::header`] reads its `anthropic-workspace-id`). Anything else is 404
 //! `UnknownOperationException`.
 //!
+//! InvokeModel for an embedding or rerank model id (Titan Text Embeddings V2, Cohere
+//! Embed v3 / v4, Cohere Rerank) answers from the request body: see [`retrieval`] for the
+//! vectors, scores, token counts and the `ValidationException`s, and
+//! [`FakeBedrock::answer_wrong_length_vectors`] for vectors one value short.
+//!
 //! # Answers
 //!
 //! Like [`crate::FakeUpstream`]: [`FakeBedrock::push`] queues [`Scripted`] answers consumed in
@@ -51,7 +56,8 @@
 //! [`exception`], [`error_frame`] (and [`corrupt_message_crc`]), Mantle SSE
 //! ([`mantle_stream`]); `Scripted::Drop` and [`Scripted::after`] work as usual. With the queue
 //! empty each route answers a canned success ([`claude_stream_frames`],
-//! [`converse_stream_frames`], [`invoke_body`], [`converse_body`]).
+//! [`converse_stream_frames`], [`invoke_body`], [`converse_body`]), and an embedding or
+//! rerank model its computed answer ([`retrieval::answer`]).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -87,6 +93,8 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::anthropic_wire;
 use crate::fake_upstream::{Scripted, play, serve_connection};
+
+pub mod retrieval;
 
 /// The access key id the fake knows by default.
 pub const ACCESS_KEY_ID: &str = "AKIAWEIRFAKE7EXAMPLE";
@@ -1274,6 +1282,8 @@ impl BedrockRequest {
 struct State {
     queue: VecDeque<Scripted>,
     received: Vec<BedrockRequest>,
+    /// Embedding answers one value short of the width asked.
+    wrong_length: bool,
 }
 
 struct Shared {
@@ -1313,8 +1323,10 @@ impl FakeBedrock {
         let listener = StdTcpListener::bind(("127.0.0.1", 0)).expect("fake bedrock: bind");
         listener.set_nonblocking(true).expect("fake bedrock: nonblocking");
         let addr = listener.local_addr().expect("fake bedrock: bound address");
-        let shared =
-            Arc::new(Shared { verifier, state: Mutex::new(State { queue: VecDeque::new(), received: Vec::new() }) });
+        let shared = Arc::new(Shared {
+            verifier,
+            state: Mutex::new(State { queue: VecDeque::new(), received: Vec::new(), wrong_length: false }),
+        });
         let (shutdown, shutdown_rx) = oneshot::channel::<()>();
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().expect("fake bedrock: runtime");
@@ -1339,8 +1351,10 @@ impl FakeBedrock {
     pub async fn start_local(verifier: Verifier) -> FakeBedrock {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("fake bedrock: bind");
         let addr = listener.local_addr().expect("fake bedrock: bound address");
-        let shared =
-            Arc::new(Shared { verifier, state: Mutex::new(State { queue: VecDeque::new(), received: Vec::new() }) });
+        let shared = Arc::new(Shared {
+            verifier,
+            state: Mutex::new(State { queue: VecDeque::new(), received: Vec::new(), wrong_length: false }),
+        });
         let (shutdown, shutdown_rx) = oneshot::channel::<()>();
         let task_shared = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -1390,6 +1404,20 @@ impl FakeBedrock {
     #[must_use]
     pub fn request_count(&self) -> usize {
         self.shared.lock().received.len()
+    }
+
+    /// The requests whose decoded model id is `model_id`, in arrival order (e.g. how many
+    /// Titan requests one embedding call made).
+    #[must_use]
+    pub fn received_for_model(&self, model_id: &str) -> Vec<BedrockRequest> {
+        self.shared.lock().received.iter().filter(|r| r.model_id.as_deref() == Some(model_id)).cloned().collect()
+    }
+
+    /// From now on, every computed embedding answer (Titan and Cohere) carries vectors one
+    /// value short of the width asked (`dimensions` / `output_dimension`, else the
+    /// native width), for a client's length check; `false` restores correct widths.
+    pub fn answer_wrong_length_vectors(&self, on: bool) {
+        self.shared.lock().wrong_length = on;
     }
 
     /// Waits until at least `count` requests arrived; panics after `timeout`.
@@ -1461,6 +1489,8 @@ async fn handle(request: Request<Incoming>, shared: &Shared, kill: &Notify) -> R
     let (operation, model_id) = route(&method, &path);
     tracing::debug!(%method, %path, ?operation, ok = verdict.is_ok(), "fake bedrock: request");
     let rejection = verdict.as_ref().err().map(|rejection| rejection.error.clone());
+    let retrieval_model = model_id.as_deref().and_then(retrieval::retrieval_model);
+    let request_body = body.clone();
     let request = BedrockRequest { method, path, query, headers, body, operation, model_id, verdict };
     let script = {
         let mut state = shared.lock();
@@ -1473,7 +1503,14 @@ async fn handle(request: Request<Incoming>, shared: &Shared, kill: &Notify) -> R
         match (rejection, known) {
             (Some(error), _) => error.scripted(),
             (None, false) => aws_error(404, "UnknownOperationException", "UnknownOperationException"),
-            (None, true) => state.queue.pop_front().unwrap_or_else(|| default_answer(operation, mantle_stream)),
+            (None, true) => match (state.queue.pop_front(), retrieval_model) {
+                (Some(script), _) => script,
+                (None, Some(model)) if operation == Operation::InvokeModel => {
+                    retrieval::answer(model, &request_body, state.wrong_length)
+                }
+                (None, Some(_)) => retrieval::wrong_operation(),
+                (None, None) => default_answer(operation, mantle_stream),
+            },
         }
     };
     play(script, kill, None).await

@@ -14,7 +14,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use serde_json::{Value, json};
 use weir_tests::Scripted;
 use weir_tests::anthropic_wire;
-use weir_tests::bedrock_wire::{self, Credentials, FakeBedrock, MODEL_ID, Operation, REGION, TestSigner, Verifier};
+use weir_tests::bedrock_wire::{
+    self, Credentials, FakeBedrock, MODEL_ID, Operation, REGION, TestSigner, Verifier, retrieval,
+};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
@@ -463,4 +465,277 @@ async fn a_dropped_stream_ends_without_its_body_end() {
     };
     assert!(failed, "the body ends in an error, not a clean end");
     assert_eq!(received.concat(), frames[..2].concat());
+}
+
+// ---------------------------------------------------------------------------------------
+// Embedding and rerank models (InvokeModel)
+// ---------------------------------------------------------------------------------------
+
+fn invoke_path(model_id: &str) -> String {
+    format!("/model/{model_id}/invoke")
+}
+
+fn floats(value: &Value) -> Vec<f32> {
+    value.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect()
+}
+
+#[tokio::test]
+async fn titan_answers_one_input_per_request_and_refuses_several() {
+    let bedrock = FakeBedrock::start().await;
+    let path = invoke_path(retrieval::TITAN_EMBED_V2);
+    let response =
+        send(&bedrock, &path, &json!({"inputText": "the quick fox", "dimensions": 512, "normalize": true})).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-amzn-bedrock-input-token-count"], "3");
+    assert_eq!(response.headers()["x-amzn-requestid"], bedrock_wire::REQUEST_ID);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(floats(&body["embedding"]), retrieval::titan_vector("the quick fox", 512, true));
+    assert_eq!(body["inputTextTokenCount"], 3);
+
+    let response = send(&bedrock, &path, &json!({"inputText": "no width"})).await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["embedding"].as_array().unwrap().len(), retrieval::TITAN_NATIVE_DIMENSIONS);
+
+    let response = send(&bedrock, &path, &json!({"inputText": ["one", "two"]})).await;
+    assert_aws_error(response, 400, "ValidationException", "#/inputText: expected type: String, found: JSONArray")
+        .await;
+    let response = send(&bedrock, &path, &json!({"texts": ["one", "two"]})).await;
+    assert_aws_error(response, 400, "ValidationException", "extraneous key [texts] is not permitted").await;
+    let response = send(&bedrock, &path, &json!({"inputText": "x", "dimensions": 300})).await;
+    assert_aws_error(response, 400, "ValidationException", "#/dimensions: 300 is not a valid enum value").await;
+
+    let titan = bedrock.received_for_model(retrieval::TITAN_EMBED_V2);
+    assert_eq!(titan.len(), 5);
+    assert!(titan.iter().all(|r| r.signed_ok() && r.operation == Operation::InvokeModel));
+    assert_eq!(titan[0].json()["dimensions"], 512);
+    assert!(bedrock.received_for_model(retrieval::COHERE_EMBED_V4).is_empty());
+}
+
+#[tokio::test]
+async fn cohere_embed_records_every_rule_and_answers_both_shapes() {
+    let bedrock = FakeBedrock::start().await;
+    let v4 = "us.cohere.embed-v4:0";
+    let request = json!({"texts": ["alpha beta", "gamma"], "input_type": "search_query", "truncate": "NONE",
+                         "output_dimension": 256, "embedding_types": ["float"]});
+    let response = send(&bedrock, &invoke_path(v4), &request).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-amzn-bedrock-input-token-count"], "3");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["response_type"], "embeddings_by_type");
+    let vectors = body["embeddings"]["float"].as_array().unwrap();
+    assert_eq!(floats(&vectors[0]), retrieval::cohere_vector("alpha beta", "search_query", 256));
+    assert_eq!(floats(&vectors[1]), retrieval::cohere_vector("gamma", "search_query", 256));
+
+    // v3, `:`-free id, no embedding_types: a plain list; the id sent `%3A`-encoded for v4 too.
+    let v3 = json!({"texts": ["alpha beta"], "input_type": "search_document", "truncate": "NONE",
+                    "output_dimension": 1024});
+    let body: Value = send(&bedrock, &invoke_path(retrieval::COHERE_EMBED_ENGLISH_V3), &v3).await.json().await.unwrap();
+    assert_eq!(body["response_type"], "embeddings_floats");
+    assert_eq!(floats(&body["embeddings"][0]), retrieval::cohere_vector("alpha beta", "search_document", 1024));
+    let encoded = "/model/us.cohere.embed-v4%3A0/invoke";
+    assert_eq!(send(&bedrock, encoded, &request).await.status(), 200);
+
+    let too_many: Vec<String> = (0..97).map(|i| format!("text {i}")).collect();
+    let response = send(&bedrock, &invoke_path(v4), &json!({"texts": too_many, "input_type": "search_query"})).await;
+    assert_aws_error(response, 400, "ValidationException", "expected maximum item count: 96, found: 97").await;
+    let response =
+        send(&bedrock, &invoke_path(v4), &json!({"texts": ["a"], "input_type": "search_query", "truncate": "END"}))
+            .await;
+    assert_aws_error(response, 400, "ValidationException", "#/truncate: END is not a valid enum value").await;
+
+    let sent = bedrock.received_for_model(v4);
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].json()["input_type"], "search_query");
+    assert_eq!(sent[0].json()["output_dimension"], 256);
+    assert_eq!(sent[0].json()["truncate"], "NONE");
+    assert_eq!(sent[1].path, encoded);
+    assert_eq!(
+        bedrock.received_for_model(retrieval::COHERE_EMBED_ENGLISH_V3)[0].json()["input_type"],
+        "search_document"
+    );
+}
+
+#[tokio::test]
+async fn the_wrong_length_switch_shortens_every_vector_until_cleared() {
+    let bedrock = FakeBedrock::start().await;
+    bedrock.answer_wrong_length_vectors(true);
+    let cohere = json!({"texts": ["a", "b"], "input_type": "search_document", "output_dimension": 512});
+    let body: Value = send(&bedrock, &invoke_path(retrieval::COHERE_EMBED_V4), &cohere).await.json().await.unwrap();
+    assert!(body["embeddings"].as_array().unwrap().iter().all(|v| v.as_array().unwrap().len() == 511));
+    let body: Value =
+        send(&bedrock, &invoke_path(retrieval::TITAN_EMBED_V2), &json!({"inputText": "a"})).await.json().await.unwrap();
+    assert_eq!(body["embedding"].as_array().unwrap().len(), retrieval::TITAN_NATIVE_DIMENSIONS - 1);
+    bedrock.answer_wrong_length_vectors(false);
+    let body: Value = send(&bedrock, &invoke_path(retrieval::COHERE_EMBED_V4), &cohere).await.json().await.unwrap();
+    assert_eq!(body["embeddings"][0].as_array().unwrap().len(), 512);
+}
+
+#[tokio::test]
+async fn cohere_rerank_ranks_by_the_query() {
+    let bedrock = FakeBedrock::start().await;
+    let request = json!({
+        "query": "capital of France",
+        "documents": ["Berlin is in Germany", "Paris is the capital of France", "The capital of Spain is Madrid"],
+        "top_n": 2,
+        "api_version": 2,
+    });
+    let response = send(&bedrock, &invoke_path(retrieval::COHERE_RERANK_V3_5), &request).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-amzn-bedrock-input-token-count"], "19");
+    let body: Value = response.json().await.unwrap();
+    let indices: Vec<u64> = body["results"].as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    assert_eq!(indices, [1, 2]);
+    assert_eq!(body["results"][0]["relevance_score"], 1.0);
+    assert_eq!(body["meta"]["billed_units"]["search_units"], 1);
+
+    let response =
+        send(&bedrock, &invoke_path(retrieval::COHERE_RERANK_V3_5), &json!({"query": "q", "documents": ["d"]})).await;
+    assert_aws_error(response, 400, "ValidationException", "required key [api_version] not found").await;
+}
+
+#[tokio::test]
+async fn retrieval_models_are_signed_scripted_and_invoke_only() {
+    let bedrock = FakeBedrock::start().await;
+    let path = invoke_path(retrieval::COHERE_EMBED_V4);
+    let body = json!({"texts": ["a"], "input_type": "search_query", "output_dimension": 256});
+    let wrong_secret = TestSigner::new(Credentials::new(bedrock_wire::ACCESS_KEY_ID, "wrong"), REGION);
+    let response = send_signed_at(&bedrock, &wrong_secret, &path, &body, &[], SystemTime::now()).await;
+    assert_aws_error(response, 403, "InvalidSignatureException", "does not match the signature").await;
+
+    // A scripted answer comes before the computed one.
+    bedrock.push(bedrock_wire::throttling());
+    let response = send(&bedrock, &path, &body).await;
+    assert_aws_error(response, 429, "ThrottlingException", "Too many requests").await;
+    assert_eq!(send(&bedrock, &path, &body).await.status(), 200);
+
+    let converse = format!("/model/{}/converse", retrieval::TITAN_EMBED_V2);
+    let response = send(&bedrock, &converse, &converse_request()).await;
+    assert_aws_error(response, 400, "ValidationException", "doesn't support this operation").await;
+    let stream = format!("/model/{}/invoke-with-response-stream", retrieval::COHERE_EMBED_V4);
+    assert_aws_error(send(&bedrock, &stream, &body).await, 400, "ValidationException", "InvokeModel").await;
+
+    let verdicts: Vec<bool> = bedrock.received().iter().map(|r| r.signed_ok()).collect();
+    assert_eq!(verdicts, [false, true, true, true, true]);
+}
+
+/// The bedrock-retrieval component's codec (natively) and the host's SigV4 signer
+/// against the fake: what `encode` writes passes the fake's schema checks, and `decode`
+/// reads what the fake answers. The same codec runs in the component the host embeds.
+#[tokio::test]
+async fn the_retrieval_codec_and_the_host_signer_speak_the_fakes_wire() {
+    use weir_host::transport::{IdentitySource, SigV4};
+    use weir_provider_bedrock_retrieval::{BEDROCK_RETRIEVAL, BedrockRetrieval};
+    use weir_sdk::types::{EmbeddingParams, EmbeddingPurpose, ErrorClass, HttpRequest, HttpResponse, RerankParams};
+    use weir_sdk::{EmbeddingProvider, RerankProvider};
+
+    let bedrock = FakeBedrock::start().await;
+    let signer = SigV4 {
+        credentials: aws_credential_types::Credentials::new(
+            bedrock_wire::ACCESS_KEY_ID,
+            bedrock_wire::SECRET_ACCESS_KEY,
+            None,
+            None,
+            "fake-bedrock-test",
+        ),
+        region: REGION.to_owned(),
+        service: "bedrock".to_owned(),
+        source: IdentitySource::SecretStore,
+    };
+    let call = async |request: HttpRequest| -> HttpResponse {
+        let mut builder = client().post(format!("{}{}", bedrock.base_url(), request.path_and_query)).body(request.body);
+        for (name, value) in request.headers {
+            builder = builder.header(name, value);
+        }
+        let mut request = builder.build().unwrap();
+        signer.sign(&mut request).unwrap();
+        let response = client().execute(request).await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), value.to_str().unwrap().to_owned()))
+            .collect();
+        HttpResponse { status, headers, body: response.bytes().await.unwrap().to_vec() }
+    };
+    let params = |id: &str, purpose, dimensions| EmbeddingParams { wire_model_id: id.to_owned(), purpose, dimensions };
+    let texts = |items: &[&str]| items.iter().map(|item| (*item).to_owned()).collect::<Vec<String>>();
+
+    // Titan: one input, the width asked, tokens from the header.
+    let request = <BedrockRetrieval as EmbeddingProvider>::encode(
+        BEDROCK_RETRIEVAL,
+        texts(&["hello there"]),
+        params(retrieval::TITAN_EMBED_V2, EmbeddingPurpose::Query, Some(256)),
+    )
+    .unwrap();
+    let response = call(request).await;
+    assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+    let decoded = <BedrockRetrieval as EmbeddingProvider>::decode(BEDROCK_RETRIEVAL, response).unwrap();
+    assert_eq!(decoded.vectors, vec![retrieval::titan_vector("hello there", 256, true)]);
+    assert_eq!(decoded.input_tokens, Some(2));
+    assert_eq!(decoded.request_id.as_deref(), Some(bedrock_wire::REQUEST_ID));
+
+    // Cohere v4 and v3: purpose → input_type, the pinned width, both accepted as sent.
+    for (id, purpose, input_type, width) in [
+        ("us.cohere.embed-v4:0", EmbeddingPurpose::Query, "search_query", 512),
+        (retrieval::COHERE_EMBED_MULTILINGUAL_V3, EmbeddingPurpose::Document, "search_document", 1024),
+    ] {
+        let request = <BedrockRetrieval as EmbeddingProvider>::encode(
+            BEDROCK_RETRIEVAL,
+            texts(&["one", "two words"]),
+            params(id, purpose, Some(width)),
+        )
+        .unwrap();
+        let response = call(request).await;
+        assert_eq!(response.status, 200, "{id}: {}", String::from_utf8_lossy(&response.body));
+        let decoded = <BedrockRetrieval as EmbeddingProvider>::decode(BEDROCK_RETRIEVAL, response).unwrap();
+        let expected: Vec<Vec<f32>> = ["one", "two words"]
+            .iter()
+            .map(|text| retrieval::cohere_vector(text, input_type, width as usize))
+            .collect();
+        assert_eq!(decoded.vectors, expected, "{id}");
+        assert_eq!(decoded.input_tokens, Some(3), "{id}");
+        let sent = bedrock.received_for_model(id).pop().unwrap();
+        assert!(sent.signed_ok(), "{id}: {:?}", sent.verdict);
+        assert_eq!(sent.json()["truncate"], "NONE");
+    }
+
+    // A wrong-length answer decodes as sent: refusing it is the host's length check.
+    bedrock.answer_wrong_length_vectors(true);
+    let request = <BedrockRetrieval as EmbeddingProvider>::encode(
+        BEDROCK_RETRIEVAL,
+        texts(&["x"]),
+        params(retrieval::COHERE_EMBED_V4, EmbeddingPurpose::Query, Some(256)),
+    )
+    .unwrap();
+    let decoded = <BedrockRetrieval as EmbeddingProvider>::decode(BEDROCK_RETRIEVAL, call(request).await).unwrap();
+    assert_eq!(decoded.vectors[0].len(), 255);
+    bedrock.answer_wrong_length_vectors(false);
+
+    // Rerank.
+    let rerank = RerankParams { wire_model_id: retrieval::COHERE_RERANK_V3_5.to_owned(), top_n: Some(1) };
+    let request = <BedrockRetrieval as RerankProvider>::encode(
+        BEDROCK_RETRIEVAL,
+        "red apples".to_owned(),
+        texts(&["green pears", "red apples and more"]),
+        rerank,
+    )
+    .unwrap();
+    let decoded = <BedrockRetrieval as RerankProvider>::decode(BEDROCK_RETRIEVAL, call(request).await).unwrap();
+    assert_eq!(decoded.results.len(), 1);
+    assert_eq!((decoded.results[0].index, decoded.results[0].relevance_score), (1, 1.0));
+    assert_eq!(decoded.search_units, Some(1));
+
+    // A throttled answer classifies as rate-limited.
+    bedrock.push(bedrock_wire::throttling());
+    let request = <BedrockRetrieval as EmbeddingProvider>::encode(
+        BEDROCK_RETRIEVAL,
+        texts(&["x"]),
+        params(retrieval::TITAN_EMBED_V2, EmbeddingPurpose::Document, None),
+    )
+    .unwrap();
+    let response = call(request).await;
+    assert_eq!(response.status, 429);
+    let class = <BedrockRetrieval as EmbeddingProvider>::classify(BEDROCK_RETRIEVAL, response);
+    assert!(matches!(class, ErrorClass::RateLimited(_)), "{class:?}");
+    assert!(bedrock.received().iter().all(|r| r.signed_ok()));
 }

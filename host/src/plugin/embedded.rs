@@ -8,4 +8,5 @@ pub const EMBEDDED: &[(&str, &[u8])] = &[
     ("anthropic-bedrock", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC_BEDROCK"))),
     ("anthropic-bedrock-mantle", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE"))),
     ("bedrock-converse", include_bytes!(env!("WEIR_EMBEDDED_BEDROCK_CONVERSE"))),
+    ("bedrock-retrieval", include_bytes!(env!("WEIR_EMBEDDED_BEDROCK_RETRIEVAL"))),
 ];
