@@ -54,9 +54,10 @@ pub const OPENAI_MAX_BATCH: u32 = 256;
 pub const OPENAI_WIDE_MAX_BATCH: u32 = 128;
 
 /// The batch size for OpenAI-compatible servers: TEI's default
-/// `--max-client-batch-size` (32), the strictest limit among the common servers
-/// (vLLM and Ollama set none of their own), so an entry works against any of
-/// them without tuning. It decodes well within the sandbox even at 4096 wide
+/// `--max-client-batch-size` (32; TEI answers a larger batch with a 413 unless
+/// its operator raised the limit), the strictest default among the common
+/// servers, so an entry works against any of them without tuning. It decodes
+/// well within the sandbox even at 4096 wide
 /// with vLLM's longer numbers (the `f64` text of each `f32`, about 21 bytes):
 /// 32 × 4096 measured 0.14 × 10⁹ fuel and 3.4 MiB (see [`OPENAI_MAX_BATCH`]).
 pub const COMPATIBLE_MAX_BATCH: u32 = 32;
@@ -84,10 +85,11 @@ fn is_1536_wide(wire_id: &str) -> bool {
     matches!(wire_id, "text-embedding-3-small" | "text-embedding-ada-002")
 }
 
-/// The request body. `encoding_format` is always `float`: every compatible
-/// server understands it (not all of them know `base64`), and it is OpenAI's
-/// default too. `dimensions` only when the host asks for a width: models
-/// without Matryoshka training refuse the field.
+/// The request body. `encoding_format` is always `float`, OpenAI's default:
+/// every compatible server answers floats to it (some ignore the field; not
+/// all know `base64`). `dimensions` only when the host asks for a width: models
+/// that cannot shorten their vectors refuse the field (OpenAI's ada-002, vLLM
+/// serving a model without Matryoshka training).
 #[derive(Debug, Serialize)]
 struct Body<'a> {
     model: &'a str,
