@@ -1,9 +1,11 @@
-//! A fake OpenAI Chat Completions server on loopback, scripted per request.
+//! A fake OpenAI server (Chat Completions, Embeddings, and the `/rerank` route of
+//! OpenAI-compatible servers) on loopback, scripted per request.
 //!
 //! Flow of one request: the connection task (one per TCP connection, hyper HTTP/1.1) reads the
 //! whole request, records it in [`FakeUpstream::received`], then pops the next [`Scripted`]
 //! answer from the FIFO queue. A scripted answer is played as is; with the queue empty the
-//! request goes to an axum router that speaks OpenAI (echo completions, model list, 404s).
+//! request goes to an axum router that speaks OpenAI (echo completions, deterministic
+//! embeddings and rankings, model list, 404s).
 //!
 //! Why not `axum::serve`: a scripted [`Scripted::Drop`] must close the TCP connection without
 //! writing a single byte, which no handler can express. Serving each connection ourselves
@@ -585,6 +587,8 @@ pub const LISTED_MODELS: &[&str] = &["gpt-4o-mini", "gpt-4o", "gpt-4.1", "text-e
 fn echo_router() -> Router {
     Router::new()
         .route("/v1/chat/completions", post(echo_chat))
+        .route("/v1/embeddings", post(echo_embeddings))
+        .route("/v1/rerank", post(echo_rerank))
         .route("/v1/models", get(list_models))
         .fallback(invalid_url)
         .method_not_allowed_fallback(invalid_url)
@@ -644,27 +648,11 @@ pub fn echo_reply(request: &Value) -> (String, u64, u64) {
 }
 
 async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Bytes) -> Response<Body> {
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(value) => value,
-        Err(_) => {
-            return openai_error_response(
-                StatusCode::BAD_REQUEST,
-                openai_wire::error_body(
-                    "invalid_request_error",
-                    None,
-                    None,
-                    "We could not parse the JSON body of your request. (HINT: This likely means \
-                     you aren't using your HTTP library correctly. The OpenAI API expects a JSON \
-                     payload, but what was sent was not valid JSON.)",
-                ),
-            );
-        }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return unparseable_json();
     };
     let Some(model) = request.get("model").and_then(Value::as_str) else {
-        return openai_error_response(
-            StatusCode::BAD_REQUEST,
-            openai_wire::error_body("invalid_request_error", None, None, "you must provide a model parameter"),
-        );
+        return missing_model();
     };
     if !request.get("messages").is_some_and(Value::is_array) {
         return openai_error_response(
@@ -691,4 +679,206 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
     let pieces: Vec<&str> = reply.split_inclusive(' ').collect();
     let frames = openai_wire::sse_text_frames(&id, model, &pieces, "stop", include_usage.then_some(usage));
     build_response(200, &openai_wire::sse_headers(&request_id), chunked_body(frames, Duration::ZERO, None))
+}
+
+/// OpenAI's 400 for a body that is not JSON.
+fn unparseable_json() -> Response<Body> {
+    openai_error_response(
+        StatusCode::BAD_REQUEST,
+        openai_wire::error_body(
+            "invalid_request_error",
+            None,
+            None,
+            "We could not parse the JSON body of your request. (HINT: This likely means \
+             you aren't using your HTTP library correctly. The OpenAI API expects a JSON \
+             payload, but what was sent was not valid JSON.)",
+        ),
+    )
+}
+
+fn missing_model() -> Response<Body> {
+    openai_error_response(
+        StatusCode::BAD_REQUEST,
+        openai_wire::error_body("invalid_request_error", None, None, "you must provide a model parameter"),
+    )
+}
+
+fn invalid_param(param: &str, message: &str) -> Response<Body> {
+    openai_error_response(
+        StatusCode::BAD_REQUEST,
+        openai_wire::error_body("invalid_request_error", None, Some(param), message),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Default behaviour: embeddings and rankings derived from the text
+// ---------------------------------------------------------------------------------------
+
+/// The width of the fake's embeddings when no `dimensions` is asked for (that of
+/// `text-embedding-3-small`); `dimensions` may ask for 1 up to it.
+pub const NATIVE_EMBEDDING_WIDTH: usize = 1536;
+
+/// The most inputs one embeddings request may carry, as at OpenAI.
+pub const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// The fake's embedding of `text` at `dimensions` numbers: a unit vector derived from the
+/// text alone (FNV-1a of its bytes seeds a SplitMix64 stream of numbers in [-1, 1)), so
+/// inputs are told apart and their order checked. A narrower width is the leading part of
+/// the native vector renormalized, as a Matryoshka model (`text-embedding-3-*`) answers.
+/// Public so a test can predict the fake's answer exactly.
+#[must_use]
+pub fn fake_embedding(text: &str, dimensions: usize) -> Vec<f32> {
+    let mut state = text
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3));
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let native: Vec<f64> =
+        (0..NATIVE_EMBEDDING_WIDTH).map(|_| (next() >> 11) as f64 / (1_u64 << 53) as f64 * 2.0 - 1.0).collect();
+    let leading = &native[..dimensions.min(NATIVE_EMBEDDING_WIDTH)];
+    let norm = leading.iter().map(|x| x * x).sum::<f64>().sqrt();
+    leading.iter().map(|x| (x / norm) as f32).collect()
+}
+
+/// The fake's relevance of `document` to `query`: the share of the query's distinct words
+/// (lowercase, split at anything not alphanumeric) that the document contains, in [0, 1].
+/// Public so a test can predict the fake's ranking exactly.
+#[must_use]
+pub fn fake_relevance(query: &str, document: &str) -> f64 {
+    let words = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    };
+    let (query, document) = (words(query), words(document));
+    if query.is_empty() {
+        return 0.0;
+    }
+    query.intersection(&document).count() as f64 / query.len() as f64
+}
+
+/// What the fake ranks for a query: every document's `(index, relevance)`, best first
+/// (ties by index), cut to `top_n` when it is given and not 0 (vLLM's "all").
+#[must_use]
+pub fn fake_ranking(query: &str, documents: &[String], top_n: Option<usize>) -> Vec<(u32, f64)> {
+    let mut ranked: Vec<(u32, f64)> =
+        (0_u32..).zip(documents).map(|(index, document)| (index, fake_relevance(query, document))).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if let Some(top_n) = top_n.filter(|n| *n > 0) {
+        ranked.truncate(top_n);
+    }
+    ranked
+}
+
+/// The texts of `input`: a string or an array of strings, non-empty, each non-empty, at
+/// most [`MAX_EMBEDDING_INPUTS`] (token arrays are valid at OpenAI but never sent by Weir).
+fn embedding_inputs(input: Option<&Value>) -> Option<Vec<String>> {
+    let texts = match input? {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items.iter().map(|item| item.as_str().map(str::to_owned)).collect::<Option<_>>()?,
+        _ => return None,
+    };
+    let valid = !texts.is_empty() && texts.len() <= MAX_EMBEDDING_INPUTS && texts.iter().all(|t| !t.is_empty());
+    valid.then_some(texts)
+}
+
+/// OpenAI's `/v1/embeddings`: one [`fake_embedding`] per input, at `dimensions` when
+/// given, as floats or base64 (`encoding_format`); `usage.prompt_tokens` is the sum of
+/// `approx_tokens` of the inputs; `model` echoes the request's.
+async fn echo_embeddings(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Bytes) -> Response<Body> {
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return unparseable_json();
+    };
+    let Some(model) = request.get("model").and_then(Value::as_str) else {
+        return missing_model();
+    };
+    let Some(inputs) = embedding_inputs(request.get("input")) else {
+        return invalid_param(
+            "input",
+            "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.",
+        );
+    };
+    let dimensions = match request.get("dimensions") {
+        None | Some(Value::Null) => NATIVE_EMBEDDING_WIDTH,
+        Some(_) if model.starts_with("text-embedding-ada-") => {
+            return invalid_param("dimensions", "This model does not support specifying dimensions.");
+        }
+        Some(value) => match value.as_u64().and_then(|d| usize::try_from(d).ok()) {
+            Some(d) if (1..=NATIVE_EMBEDDING_WIDTH).contains(&d) => d,
+            _ => {
+                return invalid_param(
+                    "dimensions",
+                    &format!(
+                        "Invalid value for 'dimensions' = {value}. Must be between 1 and {NATIVE_EMBEDDING_WIDTH}."
+                    ),
+                );
+            }
+        },
+    };
+    let encoding = match request.get("encoding_format") {
+        None | Some(Value::Null) => openai_wire::Encoding::Float,
+        Some(format) => match format.as_str() {
+            Some("float") => openai_wire::Encoding::Float,
+            Some("base64") => openai_wire::Encoding::Base64,
+            _ => {
+                return invalid_param(
+                    "encoding_format",
+                    "Invalid value for 'encoding_format': must be 'float' or 'base64'.",
+                );
+            }
+        },
+    };
+    let vectors: Vec<Vec<f32>> = inputs.iter().map(|text| fake_embedding(text, dimensions)).collect();
+    let tokens = inputs.iter().map(|text| openai_wire::approx_tokens(text)).sum();
+    let answer = openai_wire::embeddings_body(model, &vectors, encoding, tokens);
+    json_answer(StatusCode::OK, &answer, &format!("req_{seq:032x}"))
+}
+
+/// vLLM's `/v1/rerank`: `query` and `documents` required, `model` optional, `top_n`
+/// (absent or 0: all) and `return_documents` (default true) honoured, ranked by
+/// [`fake_ranking`]. `usage.prompt_tokens` counts each (query, document) pair a
+/// cross-encoder reads: the sum over documents of `approx_tokens(query) +
+/// approx_tokens(document)`. Errors in vLLM's envelope (integer `code`), since OpenAI
+/// itself has no such route.
+async fn echo_rerank(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Bytes) -> Response<Body> {
+    let refuse = |message: &str| {
+        build_response(
+            400,
+            &[("content-type".to_owned(), "application/json".to_owned())],
+            Body::from(openai_wire::vllm_error_body(400, message).to_string()),
+        )
+    };
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return refuse("the request body is not JSON");
+    };
+    let model = request.get("model").and_then(Value::as_str).unwrap_or(openai_wire::RERANK_MODEL);
+    let Some(query) = request.get("query").and_then(Value::as_str) else {
+        return refuse("`query` must be a string");
+    };
+    let documents: Option<Vec<String>> = request
+        .get("documents")
+        .and_then(Value::as_array)
+        .and_then(|items| items.iter().map(|item| item.as_str().map(str::to_owned)).collect());
+    let Some(documents) = documents else {
+        return refuse("`documents` must be a list of strings");
+    };
+    let top_n = match request.get("top_n") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) => Some(n),
+            None => return refuse("`top_n` must be a non-negative integer"),
+        },
+    };
+    let return_documents = request.get("return_documents").and_then(Value::as_bool).unwrap_or(true);
+    let ranking = fake_ranking(query, &documents, top_n);
+    let query_tokens = openai_wire::approx_tokens(query);
+    let tokens = documents.iter().map(|document| query_tokens + openai_wire::approx_tokens(document)).sum();
+    let mut answer =
+        openai_wire::rerank_body(model, &ranking, return_documents.then_some(documents.as_slice()), tokens);
+    answer["id"] = Value::from(format!("rerank-weirfake{seq:020}"));
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
+    build_response(200, &headers, Body::from(answer.to_string()))
 }

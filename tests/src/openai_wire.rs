@@ -1,6 +1,7 @@
-//! Builders for what OpenAI Chat Completions really sends: bodies, error envelopes, headers
-//! and SSE frames, as described in `shared/reference/provider-wire.md` section 2 (and the
-//! OpenAI-compatible deviations of section 4 where a builder says so).
+//! Builders for what OpenAI Chat Completions and Embeddings really send: bodies, error
+//! envelopes, headers and SSE frames, as described in `shared/reference/provider-wire.md`
+//! section 2 (and the OpenAI-compatible deviations of section 4 where a builder says so);
+//! and the `/rerank` answer of OpenAI-compatible servers (the Jina / Cohere shape vLLM serves).
 //!
 //! Every builder is deterministic: fixed ids, a fixed `created` timestamp and a fixed model
 //! name, so a test can compare whole bodies. The model name deliberately differs from the
@@ -12,6 +13,7 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -553,6 +555,191 @@ pub fn streamed_text(body: &str) -> String {
         .collect()
 }
 
+// ---------------------------------------------------------------------------------------
+// Embeddings (reference 2.7) and rerank
+// ---------------------------------------------------------------------------------------
+
+/// The model scripted embeddings answers report.
+pub const EMBEDDING_MODEL: &str = "text-embedding-3-small";
+/// The model scripted rerank answers report.
+pub const RERANK_MODEL: &str = "BAAI/bge-reranker-v2-m3";
+/// The id scripted rerank answers carry (vLLM puts one in the body).
+pub const RERANK_ID: &str = "rerank-weirfake0000000000000000000";
+
+/// How an embeddings answer carries its vectors (`encoding_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// JSON numbers.
+    Float,
+    /// The little-endian `f32` bytes of each vector, base64 (what the official Python
+    /// client asks for by default).
+    Base64,
+}
+
+/// A vector as `encoding_format: "base64"` sends it: its little-endian `f32` bytes, base64.
+#[must_use]
+pub fn base64_vector(vector: &[f32]) -> String {
+    let bytes: Vec<u8> = vector.iter().flat_map(|number| number.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The inverse of [`base64_vector`]; panics on text that is not base64 of whole `f32`s.
+#[must_use]
+pub fn vector_from_base64(text: &str) -> Vec<f32> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_else(|e| panic!("embedding is not base64 ({e}): {text}"));
+    assert!(bytes.len().is_multiple_of(4), "base64 embedding of {} bytes is not whole f32s", bytes.len());
+    bytes.chunks_exact(4).map(|chunk| f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]])).collect()
+}
+
+/// The `data` items of an embeddings answer, `index` = position in `vectors`, listed in
+/// `order` (positions into `vectors`; the API does not promise index order).
+#[must_use]
+pub fn embedding_items(vectors: &[Vec<f32>], order: &[usize], encoding: Encoding) -> Vec<Value> {
+    order
+        .iter()
+        .map(|&index| {
+            let embedding = match encoding {
+                Encoding::Float => json!(vectors[index]),
+                Encoding::Base64 => json!(base64_vector(&vectors[index])),
+            };
+            json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect()
+}
+
+/// A whole embeddings answer in index order: `{"object":"list","data":[..],"model",
+/// "usage":{"prompt_tokens","total_tokens"}}`.
+#[must_use]
+pub fn embeddings_body(model: &str, vectors: &[Vec<f32>], encoding: Encoding, prompt_tokens: u64) -> Value {
+    let order: Vec<usize> = (0..vectors.len()).collect();
+    embeddings_body_in_order(model, vectors, &order, encoding, prompt_tokens)
+}
+
+/// [`embeddings_body`] with the `data` items listed in `order`.
+#[must_use]
+pub fn embeddings_body_in_order(
+    model: &str,
+    vectors: &[Vec<f32>],
+    order: &[usize],
+    encoding: Encoding,
+    prompt_tokens: u64,
+) -> Value {
+    json!({
+        "object": "list",
+        "data": embedding_items(vectors, order, encoding),
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    })
+}
+
+/// A scripted 200 embeddings answer with these vectors (as floats, in index order).
+#[must_use]
+pub fn embeddings(vectors: &[Vec<f32>], prompt_tokens: u64) -> Scripted {
+    json_response(200, &embeddings_body(EMBEDDING_MODEL, vectors, Encoding::Float, prompt_tokens))
+}
+
+/// A scripted 200 embeddings answer listing its items last index first: whoever reads it
+/// must order by `index`.
+#[must_use]
+pub fn embeddings_reversed(vectors: &[Vec<f32>], prompt_tokens: u64) -> Scripted {
+    let order: Vec<usize> = (0..vectors.len()).rev().collect();
+    json_response(200, &embeddings_body_in_order(EMBEDDING_MODEL, vectors, &order, Encoding::Float, prompt_tokens))
+}
+
+/// The vectors of an OpenAI embeddings answer (a provider's or a gateway's), by `index`,
+/// whether floats or base64; panics on anything else, or on a missing or repeated index.
+#[must_use]
+pub fn embedding_vectors(answer: &Value) -> Vec<Vec<f32>> {
+    let items = answer["data"].as_array().unwrap_or_else(|| panic!("no data array in {answer}"));
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+    for item in items {
+        let index = item["index"].as_u64().unwrap_or_else(|| panic!("item without index: {item}"));
+        let vector = match &item["embedding"] {
+            Value::String(text) => vector_from_base64(text),
+            Value::Array(numbers) => {
+                numbers.iter().map(|n| n.as_f64().unwrap_or_else(|| panic!("not a number: {n}")) as f32).collect()
+            }
+            other => panic!("embedding is neither floats nor base64: {other}"),
+        };
+        let slot = &mut vectors[usize::try_from(index).unwrap()];
+        assert!(slot.is_none(), "index {index} twice in {answer}");
+        *slot = Some(vector);
+    }
+    vectors.into_iter().enumerate().map(|(i, v)| v.unwrap_or_else(|| panic!("index {i} missing"))).collect()
+}
+
+/// A rerank answer as vLLM sends it: `results` of `{index, document: {text}, relevance_score}`
+/// in the order given (best first, normally), `usage` with `prompt_tokens` and
+/// `total_tokens`. `documents` supplies each result's echoed text (`None` leaves `document`
+/// out, as Jina does with `return_documents: false`).
+#[must_use]
+pub fn rerank_body(model: &str, results: &[(u32, f64)], documents: Option<&[String]>, prompt_tokens: u64) -> Value {
+    let results: Vec<Value> = results
+        .iter()
+        .map(|&(index, score)| {
+            let mut result = json!({"index": index, "relevance_score": score});
+            if let Some(documents) = documents {
+                let text = documents.get(index as usize).cloned().unwrap_or_default();
+                result["document"] = json!({"text": text});
+            }
+            result
+        })
+        .collect();
+    json!({
+        "id": RERANK_ID,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+        "results": results
+    })
+}
+
+/// A scripted 200 rerank answer with these `(index, relevance_score)` results as given.
+#[must_use]
+pub fn rerank(results: &[(u32, f64)], prompt_tokens: u64) -> Scripted {
+    Scripted::Respond {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Bytes::from(rerank_body(RERANK_MODEL, results, None, prompt_tokens).to_string()),
+    }
+}
+
+/// The `(index, relevance_score)` pairs of a rerank answer, in its order.
+#[must_use]
+pub fn rerank_results(answer: &Value) -> Vec<(u32, f64)> {
+    answer["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results array in {answer}"))
+        .iter()
+        .map(|result| {
+            let index = result["index"].as_u64().unwrap_or_else(|| panic!("result without index: {result}"));
+            let score = result["relevance_score"].as_f64().unwrap_or_else(|| panic!("result without score: {result}"));
+            (u32::try_from(index).unwrap(), score)
+        })
+        .collect()
+}
+
+/// A gateway config with one `openai-compatible` embeddings entry, `embed` (wire id
+/// `text-embedding-3-small`), on `base_url`, pinned at `dimensions`, two retries to spare,
+/// a 5 s read timeout. The key names follow issue 15 (`embedding_dimensions`); the
+/// host's parser for them is not written yet, so this is the shape it is expected to take.
+pub fn embeddings_config(base_url: &str, dimensions: u32) -> String {
+    format!(
+        r#"
+read_timeout_secs = 5
+
+[[model]]
+id = "embed"
+provider = "openai-compatible"
+wire_id = "text-embedding-3-small"
+endpoint = "{base_url}"
+embedding_dimensions = {dimensions}
+max_retries = 2
+"#
+    )
+}
+
 /// A gateway config with one `openai-compatible` entry, `chat` (wire id
 /// `qwen3`), on `base_url`: 100 output tokens declared, two retries to spare,
 /// a 5 s read timeout.
@@ -675,5 +862,52 @@ mod tests {
         let body: String = sse_chunks(&["Hel", "lo"]).iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
         assert_eq!(streamed_text(&body), "Hello");
         assert_eq!(sse_data(&body).last().map(String::as_str), Some("[DONE]"));
+    }
+    #[test]
+    fn base64_is_little_endian_f32() {
+        assert_eq!(base64_vector(&[1.0, 2.0]), "AACAPwAAAEA=");
+        let vector = vec![0.1_f32, -0.25, 3.5e-8, f32::MIN_POSITIVE];
+        assert_eq!(vector_from_base64(&base64_vector(&vector)), vector);
+    }
+
+    #[test]
+    fn embedding_bodies_carry_index_usage_and_model() {
+        let vectors = vec![vec![0.5_f32, -0.5], vec![0.25, 0.75]];
+        let body = embeddings_body("m", &vectors, Encoding::Float, 7);
+        assert_eq!(body["object"], "list");
+        assert_eq!(body["model"], "m");
+        assert_eq!(body["usage"], json!({"prompt_tokens": 7, "total_tokens": 7}));
+        assert_eq!(body["data"][1], json!({"object": "embedding", "index": 1, "embedding": [0.25, 0.75]}));
+        let base64 = embeddings_body("m", &vectors, Encoding::Base64, 7);
+        assert_eq!(base64["data"][0]["embedding"], base64_vector(&vectors[0]));
+        assert_eq!(embedding_vectors(&base64), vectors);
+    }
+
+    #[test]
+    fn reversed_embeddings_read_back_by_index() {
+        let vectors = vec![vec![1.0_f32], vec![2.0], vec![3.0]];
+        let body = body_of(&embeddings_reversed(&vectors, 3));
+        let listed: Vec<u64> = body["data"].as_array().unwrap().iter().map(|i| i["index"].as_u64().unwrap()).collect();
+        assert_eq!(listed, vec![2, 1, 0]);
+        assert_eq!(embedding_vectors(&body), vectors);
+    }
+
+    #[test]
+    #[should_panic(expected = "index 0 twice")]
+    fn embedding_vectors_refuse_a_repeated_index() {
+        let _ =
+            embedding_vectors(&json!({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [2.0]}]}));
+    }
+
+    #[test]
+    fn rerank_bodies_echo_documents_when_given() {
+        let documents = vec!["a".to_owned(), "b".to_owned()];
+        let body = rerank_body("r", &[(1, 0.9), (0, 0.1)], Some(&documents), 4);
+        assert_eq!(body["results"][0], json!({"index": 1, "relevance_score": 0.9, "document": {"text": "b"}}));
+        assert_eq!(body["usage"]["prompt_tokens"], 4);
+        assert_eq!(rerank_results(&body), vec![(1, 0.9), (0, 0.1)]);
+        let bare = body_of(&rerank(&[(0, 0.5)], 2));
+        assert!(bare["results"][0].get("document").is_none());
+        assert_eq!(bare["model"], RERANK_MODEL);
     }
 }

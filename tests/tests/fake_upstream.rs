@@ -1,5 +1,6 @@
 //! The fake upstream, exercised over real loopback HTTP with reqwest: if these pass, a
-//! gateway test failing against the fake is the gateway's fault, not the fake's.
+//! gateway test failing against the fake is the gateway's fault, not the fake's. Chat
+//! first, then embeddings and rerank.
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use weir_tests::fake_upstream::{NATIVE_EMBEDDING_WIDTH, fake_embedding, fake_ranking, fake_relevance};
 use weir_tests::openai_wire::{self, approx_tokens};
 use weir_tests::{FakeUpstream, Scripted};
 
@@ -391,4 +393,236 @@ async fn concurrent_requests_are_all_recorded() {
     }
     let received = upstream.wait_for_requests(8, Duration::from_secs(5)).await;
     assert_eq!(received.len(), 8);
+}
+
+// ---------------------------------------------------------------------------------------
+// Embeddings and rerank
+// ---------------------------------------------------------------------------------------
+
+async fn post(upstream: &FakeUpstream, path: &str, body: &Value) -> reqwest::Response {
+    client().post(format!("{}{path}", upstream.base_url())).json(body).send().await.unwrap()
+}
+
+fn norm(vector: &[f32]) -> f64 {
+    vector.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt()
+}
+
+fn strings(texts: &[&str]) -> Vec<String> {
+    texts.iter().map(|text| (*text).to_owned()).collect()
+}
+
+#[tokio::test]
+async fn embeddings_answer_one_unit_vector_per_input_in_input_order() {
+    let upstream = FakeUpstream::start().await;
+    let inputs = ["the first text", "a second, longer text", "third"];
+    let request = json!({"model": "text-embedding-3-small", "input": inputs, "encoding_format": "float"});
+    let response = post(&upstream, "/embeddings", &request).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["x-request-id"].to_str().unwrap().starts_with("req_"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["model"], "text-embedding-3-small", "echoes the requested model");
+    let items = body["data"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    for (index, item) in items.iter().enumerate() {
+        assert_eq!(item["object"], "embedding");
+        assert_eq!(item["index"], index);
+    }
+    let vectors = openai_wire::embedding_vectors(&body);
+    for (vector, text) in vectors.iter().zip(inputs) {
+        assert_eq!(vector.len(), NATIVE_EMBEDDING_WIDTH);
+        assert_eq!(*vector, fake_embedding(text, NATIVE_EMBEDDING_WIDTH), "predictable from the text");
+        assert!((norm(vector) - 1.0).abs() < 1e-5, "unit length, as OpenAI's");
+    }
+    assert_ne!(vectors[0], vectors[1]);
+    assert_ne!(vectors[1], vectors[2]);
+    let tokens: u64 = inputs.iter().map(|text| approx_tokens(text)).sum();
+    assert_eq!(body["usage"], json!({"prompt_tokens": tokens, "total_tokens": tokens}));
+
+    let received = upstream.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!((received[0].method.as_str(), received[0].path.as_str()), ("POST", "/v1/embeddings"));
+    assert_eq!(received[0].json(), request, "the request is recorded as sent");
+}
+
+#[tokio::test]
+async fn embeddings_are_the_same_for_the_same_text() {
+    let upstream = FakeUpstream::start().await;
+    let request = json!({"model": "m", "input": ["same", "other", "same"]});
+    let first: Value = post(&upstream, "/embeddings", &request).await.json().await.unwrap();
+    let again = FakeUpstream::start().await;
+    let second: Value = post(&again, "/embeddings", &request).await.json().await.unwrap();
+    assert_eq!(first, second);
+    let vectors = openai_wire::embedding_vectors(&first);
+    assert_eq!(vectors[0], vectors[2]);
+    assert_ne!(vectors[0], vectors[1]);
+}
+
+#[tokio::test]
+async fn a_string_input_is_one_embedding() {
+    let upstream = FakeUpstream::start().await;
+    let body: Value =
+        post(&upstream, "/embeddings", &json!({"model": "m", "input": "just one"})).await.json().await.unwrap();
+    assert_eq!(openai_wire::embedding_vectors(&body), vec![fake_embedding("just one", NATIVE_EMBEDDING_WIDTH)]);
+    assert_eq!(body["usage"]["prompt_tokens"], approx_tokens("just one"));
+}
+
+#[tokio::test]
+async fn dimensions_give_the_leading_part_renormalized() {
+    let upstream = FakeUpstream::start().await;
+    let request = json!({"model": "text-embedding-3-large", "input": ["fold me"], "dimensions": 256});
+    let body: Value = post(&upstream, "/embeddings", &request).await.json().await.unwrap();
+    let vector = &openai_wire::embedding_vectors(&body)[0];
+    assert_eq!(vector.len(), 256);
+    assert!((norm(vector) - 1.0).abs() < 1e-5);
+    let native = fake_embedding("fold me", NATIVE_EMBEDDING_WIDTH);
+    let prefix_norm = norm(&native[..256]);
+    for (short, long) in vector.iter().zip(&native) {
+        assert!((f64::from(*short) - f64::from(*long) / prefix_norm).abs() < 1e-6, "same direction as the prefix");
+    }
+}
+
+#[tokio::test]
+async fn base64_embeddings_are_the_float_ones_as_little_endian_bytes() {
+    let upstream = FakeUpstream::start().await;
+    let inputs = ["one", "two"];
+    let floats: Value =
+        post(&upstream, "/embeddings", &json!({"model": "m", "input": inputs})).await.json().await.unwrap();
+    let base64: Value =
+        post(&upstream, "/embeddings", &json!({"model": "m", "input": inputs, "encoding_format": "base64"}))
+            .await
+            .json()
+            .await
+            .unwrap();
+    let text = base64["data"][0]["embedding"].as_str().expect("base64 is a string");
+    assert_eq!(openai_wire::vector_from_base64(text), fake_embedding("one", NATIVE_EMBEDDING_WIDTH));
+    assert_eq!(openai_wire::embedding_vectors(&base64), openai_wire::embedding_vectors(&floats));
+    assert_eq!(base64["usage"], floats["usage"]);
+}
+
+#[tokio::test]
+async fn embeddings_refuse_what_openai_refuses() {
+    let upstream = FakeUpstream::start().await;
+    let too_many: Vec<String> = (0..2049).map(|i| format!("text {i}")).collect();
+    let cases = [
+        (json!({"input": ["a"]}), None),
+        (json!({"model": "m", "input": []}), Some("input")),
+        (json!({"model": "m", "input": ["a", ""]}), Some("input")),
+        (json!({"model": "m", "input": [[1, 2, 3]]}), Some("input")),
+        (json!({"model": "m"}), Some("input")),
+        (json!({"model": "m", "input": too_many}), Some("input")),
+        (json!({"model": "m", "input": ["a"], "dimensions": 0}), Some("dimensions")),
+        (json!({"model": "m", "input": ["a"], "dimensions": 1537}), Some("dimensions")),
+        (json!({"model": "text-embedding-ada-002", "input": ["a"], "dimensions": 512}), Some("dimensions")),
+        (json!({"model": "m", "input": ["a"], "encoding_format": "int8"}), Some("encoding_format")),
+    ];
+    for (request, param) in cases {
+        let response = post(&upstream, "/embeddings", &request).await;
+        assert_eq!(response.status(), 400, "{request}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{request}");
+        assert_eq!(body["error"]["param"].as_str(), param, "{request}");
+    }
+    let exactly_the_limit: Vec<String> = (0..2048).map(|i| format!("t{i}")).collect();
+    let response =
+        post(&upstream, "/embeddings", &json!({"model": "m", "input": exactly_the_limit, "dimensions": 4})).await;
+    assert_eq!(response.status(), 200, "2048 inputs are allowed");
+    let garbage = client().post(format!("{}/embeddings", upstream.base_url())).body("{nope").send().await.unwrap();
+    assert_eq!(garbage.status(), 400);
+}
+
+#[test]
+fn relevance_is_the_share_of_query_words_found() {
+    assert_eq!(fake_relevance("capital of France", "Paris is the capital of France."), 1.0);
+    assert!((fake_relevance("capital of France", "The capital of Peru") - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(fake_relevance("capital", "a cat"), 0.0);
+    assert_eq!(fake_relevance("Capital CAPITAL", "capital"), 1.0, "case-folded, distinct words");
+    assert_eq!(fake_relevance("", "anything"), 0.0);
+}
+
+#[tokio::test]
+async fn rerank_ranks_best_first_and_honours_top_n() {
+    let upstream = FakeUpstream::start().await;
+    let documents = strings(&["a cat sat", "the capital of Peru", "Paris is the capital of France", "France"]);
+    let request = json!({"model": "BAAI/bge-reranker-v2-m3", "query": "capital of France", "documents": documents});
+    let response = post(&upstream, "/rerank", &request).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["model"], "BAAI/bge-reranker-v2-m3");
+    assert!(body["id"].as_str().unwrap().starts_with("rerank-"));
+    let results = openai_wire::rerank_results(&body);
+    assert_eq!(results.iter().map(|(index, _)| *index).collect::<Vec<_>>(), vec![2, 1, 3, 0]);
+    assert_eq!(results, fake_ranking("capital of France", &documents, None));
+    assert_eq!(results[0].1, 1.0);
+    assert_eq!(body["results"][0]["document"]["text"], "Paris is the capital of France");
+    let query_tokens = approx_tokens("capital of France");
+    let tokens: u64 = documents.iter().map(|d| query_tokens + approx_tokens(d)).sum();
+    assert_eq!(body["usage"], json!({"prompt_tokens": tokens, "total_tokens": tokens}));
+
+    let mut top = request.clone();
+    top["top_n"] = json!(2);
+    top["return_documents"] = json!(false);
+    let body: Value = post(&upstream, "/rerank", &top).await.json().await.unwrap();
+    assert_eq!(openai_wire::rerank_results(&body), results[..2].to_vec());
+    assert!(body["results"][0].get("document").is_none());
+    let mut all = request.clone();
+    all["top_n"] = json!(0);
+    let body: Value = post(&upstream, "/rerank", &all).await.json().await.unwrap();
+    assert_eq!(openai_wire::rerank_results(&body).len(), 4, "top_n 0 is all, as at vLLM");
+
+    let received = upstream.received();
+    assert_eq!(received.len(), 3);
+    assert!(received.iter().all(|r| r.path == "/v1/rerank"));
+    assert_eq!(received[1].json()["top_n"], 2);
+}
+
+#[tokio::test]
+async fn rerank_refuses_in_vllm_shape() {
+    let upstream = FakeUpstream::start().await;
+    for request in [
+        json!({"documents": ["d"]}),
+        json!({"query": "q"}),
+        json!({"query": "q", "documents": [1]}),
+        json!({"query": "q", "documents": ["d"], "top_n": -1}),
+    ] {
+        let response = post(&upstream, "/rerank", &request).await;
+        assert_eq!(response.status(), 400, "{request}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], 400, "{request}");
+        assert_eq!(body["error"]["type"], "BadRequestError", "{request}");
+    }
+}
+
+#[tokio::test]
+async fn scripted_answers_replace_embeddings_and_rerank_then_the_fake_resumes() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::rate_limited(3));
+    upstream.push(openai_wire::server_error());
+    upstream.push(openai_wire::embeddings_reversed(&[vec![1.0], vec![2.0]], 2));
+    upstream.push(openai_wire::rerank(&[(1, 0.75), (0, 0.25)], 9));
+    let embed = json!({"model": "m", "input": ["x", "y"]});
+    let rank = json!({"model": "r", "query": "q", "documents": ["a", "b"]});
+
+    let limited = post(&upstream, "/embeddings", &embed).await;
+    assert_eq!(limited.status(), 429);
+    assert_eq!(limited.headers()["retry-after"], "3");
+    let body: Value = limited.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+
+    let failed = post(&upstream, "/rerank", &rank).await;
+    assert_eq!(failed.status(), 500);
+    assert_eq!(failed.json::<Value>().await.unwrap()["error"]["type"], "server_error");
+
+    let reversed: Value = post(&upstream, "/embeddings", &embed).await.json().await.unwrap();
+    assert_eq!(reversed["data"][0]["index"], 1, "played as scripted: last index first");
+    assert_eq!(openai_wire::embedding_vectors(&reversed), vec![vec![1.0], vec![2.0]]);
+
+    let ranked: Value = post(&upstream, "/rerank", &rank).await.json().await.unwrap();
+    assert_eq!(openai_wire::rerank_results(&ranked), vec![(1, 0.75), (0, 0.25)]);
+    assert_eq!(ranked["usage"]["total_tokens"], 9);
+
+    let echoed: Value = post(&upstream, "/embeddings", &embed).await.json().await.unwrap();
+    assert_eq!(openai_wire::embedding_vectors(&echoed)[0], fake_embedding("x", NATIVE_EMBEDDING_WIDTH));
+    let paths: Vec<String> = upstream.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/v1/embeddings", "/v1/rerank", "/v1/embeddings", "/v1/rerank", "/v1/embeddings"]);
 }

@@ -29,10 +29,11 @@ impl Dialect {
     }
 }
 
-/// Whether OpenAI itself makes this model (so the `openai` provider claims it).
+/// Whether OpenAI itself makes this model (so the `openai` provider claims it):
+/// its chat models and its `text-embedding-*` models.
 pub fn is_openai_family(wire_id: &str) -> bool {
     let id = wire_id.to_ascii_lowercase();
-    id.starts_with("gpt-") || id.starts_with("chatgpt-") || is_o_series(&id)
+    id.starts_with("gpt-") || id.starts_with("chatgpt-") || is_o_series(&id) || id.starts_with("text-embedding-")
 }
 
 /// Whether the model is an o-series or GPT-5 reasoning model, which takes its
@@ -60,10 +61,20 @@ mod tests {
 
     #[test]
     fn families() {
-        for id in ["gpt-4.1", "gpt-4o-mini", "gpt-5", "o1-preview", "o3-mini", "o4-mini", "chatgpt-4o-latest"] {
+        for id in [
+            "gpt-4.1",
+            "gpt-4o-mini",
+            "gpt-5",
+            "o1-preview",
+            "o3-mini",
+            "o4-mini",
+            "chatgpt-4o-latest",
+            "text-embedding-3-small",
+            "text-embedding-ada-002",
+        ] {
             assert!(is_openai_family(id), "{id}");
         }
-        for id in ["claude-sonnet-4-5", "llama3.1:8b", "Qwen/Qwen3-8B", "omni-moderation-latest"] {
+        for id in ["claude-sonnet-4-5", "llama3.1:8b", "Qwen/Qwen3-8B", "omni-moderation-latest", "BAAI/bge-m3"] {
             assert!(!is_openai_family(id), "{id}");
         }
     }

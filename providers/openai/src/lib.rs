@@ -1,27 +1,38 @@
 //! # weir-provider-openai
 //!
-//! One component, two provider keys, one wire dialect (Chat Completions):
+//! One component, two provider keys, one wire dialect, three operations:
 //!
 //! * `openai`: api.openai.com, with its current field names and model rules.
-//! * `openai-compatible`: vLLM, llama.cpp, Ollama and any other server that speaks
-//!   the dialect. It has no default endpoint (a catalog entry must name one: we
-//!   never invent endpoints) and its credential is optional (local servers need none).
+//! * `openai-compatible`: vLLM, llama.cpp, Ollama, TEI and any other server that
+//!   speaks the dialect. It has no default endpoint (a catalog entry must name
+//!   one: we never invent endpoints) and its credential is optional (local
+//!   servers need none).
+//!
+//! | operation | route | keys |
+//! | --- | --- | --- |
+//! | chat | `/chat/completions` | both |
+//! | embeddings | `/embeddings` | `openai` for `text-embedding-*` ids, `openai-compatible` for any id |
+//! | rerank | `/rerank` (the Jina / Cohere / vLLM shape) | `openai-compatible` only |
 //!
 //! This file only describes the component and routes calls; the dialect lives in
-//! the modules, which use nothing but `weir_sdk::types` and helpers, so they test
-//! natively.
+//! the modules (`request`, `response`, `stream` for chat, `embeddings`,
+//! `rerank`, and `errors` for every operation's failures), which use nothing
+//! but `weir_sdk::types` and helpers, so they test natively.
 
 mod dialect;
+mod embeddings;
 mod errors;
 mod request;
+mod rerank;
 mod response;
 mod stream;
 
-use weir_sdk::ChatProvider;
 use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HeaderCredential, HttpRequest,
-    HttpResponse, PreparedConversation, ProviderInfo, StreamFraming,
+    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,
+    ErrorClass, HeaderCredential, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, RerankParams,
+    RerankResponse, StreamFraming,
 };
+use weir_sdk::{ChatProvider, EmbeddingProvider, RerankProvider};
 
 use dialect::Dialect;
 
@@ -66,6 +77,59 @@ impl ChatProvider for OpenAi {
     }
 }
 
+impl EmbeddingProvider for OpenAi {
+    fn serves(provider: &str, wire_id: &str) -> bool {
+        Dialect::from_key(provider).is_some_and(|dialect| embeddings::serves(dialect, wire_id))
+    }
+
+    /// 1 for a key this component does not serve: the WIT promises at least 1,
+    /// and the host never calls a key that `serves` nothing.
+    fn max_batch(provider: &str, wire_id: &str) -> u32 {
+        Dialect::from_key(provider).map_or(1, |dialect| embeddings::max_batch(dialect, wire_id))
+    }
+
+    fn encode(provider: &str, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError> {
+        embeddings::encode(known(provider)?, &inputs, &params)
+    }
+
+    fn decode(_provider: &str, response: HttpResponse) -> Result<EmbeddingResponse, CodecError> {
+        embeddings::decode(&response)
+    }
+
+    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
+        errors::classify(&response)
+    }
+}
+
+impl RerankProvider for OpenAi {
+    fn serves(provider: &str, wire_id: &str) -> bool {
+        Dialect::from_key(provider).is_some_and(|dialect| rerank::serves(dialect, wire_id))
+    }
+
+    fn encode(
+        provider: &str,
+        query: String,
+        documents: Vec<String>,
+        params: RerankParams,
+    ) -> Result<HttpRequest, CodecError> {
+        rerank::encode(known(provider)?, &query, &documents, &params)
+    }
+
+    fn decode(_provider: &str, response: HttpResponse) -> Result<RerankResponse, CodecError> {
+        rerank::decode(&response)
+    }
+
+    fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
+        errors::classify(&response)
+    }
+}
+
+/// The dialect of a provider key, or the refusal `encode` answers for a key
+/// this component does not serve.
+fn known(provider: &str) -> Result<Dialect, CodecError> {
+    Dialect::from_key(provider).ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))
+}
+
 fn openai_info() -> ProviderInfo {
     ProviderInfo {
         key: dialect::OPENAI.to_owned(),
@@ -108,7 +172,7 @@ fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
     })
 }
 
-weir_sdk::export_provider!(OpenAi);
+weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
@@ -136,9 +200,9 @@ mod tests {
 
     #[test]
     fn serves_and_claims() {
-        assert!(OpenAi::serves("openai", "gpt-4.1"));
-        assert!(OpenAi::serves("openai-compatible", "Qwen/Qwen3-8B"));
-        assert!(!OpenAi::serves("anthropic", "gpt-4.1"));
+        assert!(<OpenAi as ChatProvider>::serves("openai", "gpt-4.1"));
+        assert!(<OpenAi as ChatProvider>::serves("openai-compatible", "Qwen/Qwen3-8B"));
+        assert!(!<OpenAi as ChatProvider>::serves("anthropic", "gpt-4.1"));
         assert!(OpenAi::claims("openai", "gpt-4.1"));
         assert!(OpenAi::claims("openai", "o3-mini"));
         assert!(OpenAi::claims("openai", "chatgpt-4o-latest"));
@@ -150,10 +214,92 @@ mod tests {
     fn unknown_key_decodes_leniently_but_does_not_encode() {
         let body = br#"{"id":"x","model":"m","choices":[{"index":0,"message":{"content":"","reasoning":"hm"},"finish_reason":"stop"}]}"#;
         let response = HttpResponse { status: 200, headers: vec![], body: body.to_vec() };
-        assert!(OpenAi::decode("my-gateway", response).is_ok());
+        assert!(<OpenAi as ChatProvider>::decode("my-gateway", response).is_ok());
         let conversation = PreparedConversation::of(vec![]);
         let params = CallParams::new("m", 16);
-        let encoded = OpenAi::encode("my-gateway", conversation, params);
+        let encoded = <OpenAi as ChatProvider>::encode("my-gateway", conversation, params);
         assert!(matches!(encoded, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
+    }
+
+    fn embedding_params(wire_id: &str) -> EmbeddingParams {
+        EmbeddingParams {
+            wire_model_id: wire_id.to_owned(),
+            purpose: weir_sdk::types::EmbeddingPurpose::Document,
+            dimensions: None,
+        }
+    }
+
+    #[test]
+    fn embeddings_by_key() {
+        assert!(<OpenAi as EmbeddingProvider>::serves("openai", "text-embedding-3-small"));
+        assert!(!<OpenAi as EmbeddingProvider>::serves("openai", "gpt-4.1"));
+        assert!(<OpenAi as EmbeddingProvider>::serves("openai-compatible", "nomic-embed-text"));
+        assert!(!<OpenAi as EmbeddingProvider>::serves("anthropic", "text-embedding-3-small"));
+        assert_eq!(OpenAi::max_batch("openai", "text-embedding-3-small"), 256);
+        assert_eq!(OpenAi::max_batch("openai", "text-embedding-3-large"), 128);
+        assert_eq!(OpenAi::max_batch("openai-compatible", "BAAI/bge-m3"), 32);
+        assert_eq!(OpenAi::max_batch("anthropic", "x"), 1);
+        let inputs = vec!["a".to_owned()];
+        let refused = <OpenAi as EmbeddingProvider>::encode("anthropic", inputs.clone(), embedding_params("m"));
+        assert!(matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
+        let request =
+            <OpenAi as EmbeddingProvider>::encode("openai", inputs, embedding_params("text-embedding-3-small"));
+        assert_eq!(request.unwrap().path_and_query, "/embeddings");
+    }
+
+    #[test]
+    fn rerank_by_key() {
+        assert!(<OpenAi as RerankProvider>::serves("openai-compatible", "BAAI/bge-reranker-v2-m3"));
+        assert!(!<OpenAi as RerankProvider>::serves("openai", "BAAI/bge-reranker-v2-m3"));
+        assert!(!<OpenAi as RerankProvider>::serves("anthropic", "x"));
+        let params = RerankParams { wire_model_id: "m".to_owned(), top_n: None };
+        let refused = <OpenAi as RerankProvider>::encode("anthropic", "q".to_owned(), vec![], params.clone());
+        assert!(matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("unknown provider key")));
+        let request = <OpenAi as RerankProvider>::encode("openai-compatible", "q".to_owned(), vec![], params);
+        assert_eq!(request.unwrap().path_and_query, "/rerank");
+    }
+
+    fn failure(status: u16, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+        HttpResponse {
+            status,
+            headers: headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// Embeddings fail with chat's envelope and headers (reference 2.7), so the
+    /// same classification applies; these are embeddings bodies.
+    #[test]
+    fn classifies_embeddings_errors() {
+        let rate = r#"{"error":{"message":"Rate limit reached for text-embedding-3-small in organization org-abc on tokens per min (TPM): Limit 1000000, Used 999000, Requested 8000. Please try again in 420ms.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+        let class = <OpenAi as EmbeddingProvider>::classify("openai", failure(429, &[("retry-after-ms", "420")], rate));
+        assert!(
+            matches!(&class, ErrorClass::RateLimited(r) if r.hint == Some(weir_sdk::types::RetryHint::DelayMs(420))),
+            "{class:?}"
+        );
+        let too_long = r#"{"error":{"message":"This model's maximum context length is 8192 tokens, however you requested 9001 tokens (9001 in your prompt; 0 for the completion). Please reduce your prompt; or completion length.","type":"invalid_request_error","param":null,"code":null}}"#;
+        let class = <OpenAi as EmbeddingProvider>::classify("openai", failure(400, &[], too_long));
+        assert!(matches!(class, ErrorClass::InvalidRequest(_)), "{class:?}");
+        let dimensions = r#"{"error":{"message":"This model does not support specifying dimensions.","type":"invalid_request_error","param":null,"code":null}}"#;
+        let class = <OpenAi as EmbeddingProvider>::classify("openai", failure(400, &[], dimensions));
+        assert!(matches!(class, ErrorClass::InvalidRequest(_)), "{class:?}");
+        let key = r#"{"error":{"message":"Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+        let class = <OpenAi as EmbeddingProvider>::classify("openai", failure(401, &[], key));
+        assert!(matches!(class, ErrorClass::Authentication(_)), "{class:?}");
+        // TEI refusing a batch above its `max_client_batch_size`.
+        let tei = r#"{"error":"batch size 64 > maximum allowed batch size 32","error_type":"validation"}"#;
+        let class = <OpenAi as EmbeddingProvider>::classify("openai-compatible", failure(413, &[], tei));
+        assert!(matches!(&class, ErrorClass::InvalidRequest(d) if d.contains("batch size 64")), "{class:?}");
+    }
+
+    #[test]
+    fn classifies_rerank_errors() {
+        let vllm = r#"{"error":{"message":"The model does not support Rerank (Score) API","type":"BadRequestError","param":null,"code":400}}"#;
+        let class = <OpenAi as RerankProvider>::classify("openai-compatible", failure(400, &[], vllm));
+        assert!(matches!(class, ErrorClass::InvalidRequest(_)), "{class:?}");
+        let busy = r#"{"error":{"message":"Too many requests","type":"RateLimitError","param":null,"code":429}}"#;
+        let class =
+            <OpenAi as RerankProvider>::classify("openai-compatible", failure(429, &[("retry-after", "3")], busy));
+        assert!(matches!(class, ErrorClass::RateLimited(_)), "{class:?}");
     }
 }
