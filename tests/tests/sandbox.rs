@@ -208,6 +208,15 @@ fn a_component_mixing_world_versions_is_refused_naming_them() {
 }
 
 #[test]
+fn a_component_whose_functions_have_other_types_is_refused_at_load() {
+    let reason = refusal_reason(env!("WEIR_WRONG_TYPES_WASM"), "wrong-types.wasm");
+    assert!(
+        reason.starts_with("does not match the provider world: `describe.providers` does not have the world's type"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn a_component_exporting_describe_and_no_operation_is_refused() {
     let reason = refusal_reason(env!("WEIR_DESCRIBE_ONLY_WASM"), "describe-only.wasm");
     assert_eq!(

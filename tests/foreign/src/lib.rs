@@ -4,13 +4,15 @@
 //! `weir:provider@0.3.0` (a version this host does not speak); with
 //! `describe-only` a 0.2.0 component that exports `describe` and no operation;
 //! with `mixed-versions` one exporting 0.2.0's `describe` beside 0.1.0's `chat`;
+//! with `wrong-types` one whose export names are right and whose function types
+//! are not (refused when its functions are typechecked, still at load);
 //! with `other-world` one that is not a provider at all. Only the `wasm32` build
 //! has content: natively the WIT export names are not valid linker symbols, and
 //! nothing native uses this crate.
 
 #[cfg(all(
     target_arch = "wasm32",
-    not(any(feature = "other-world", feature = "describe-only", feature = "mixed-versions"))
+    not(any(feature = "other-world", feature = "describe-only", feature = "mixed-versions", feature = "wrong-types"))
 ))]
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod exports {
@@ -90,6 +92,59 @@ mod exports {
     }
 
     export!(Mixed);
+}
+
+#[cfg(all(target_arch = "wasm32", feature = "wrong-types"))]
+#[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
+mod exports {
+    wit_bindgen::generate!({
+        inline: "
+            package weir:provider@0.2.0;
+            interface describe {
+              providers: func() -> list<string>;
+              serves: func(provider: string, wire-id: string) -> bool;
+              claims: func(provider: string, wire-id: string) -> bool;
+            }
+            interface rerank {
+              serves: func(provider: string, wire-id: string) -> bool;
+              encode: func(query: string) -> u32;
+              decode: func(body: list<u8>) -> u32;
+              classify: func(status: u16) -> u32;
+            }
+            world wrong-types { export describe; export rerank; }
+        ",
+    });
+
+    struct WrongTypes;
+
+    impl exports::weir::provider::describe::Guest for WrongTypes {
+        fn providers() -> Vec<String> {
+            vec!["wrong-types".to_owned()]
+        }
+        fn serves(_: String, _: String) -> bool {
+            true
+        }
+        fn claims(_: String, _: String) -> bool {
+            false
+        }
+    }
+
+    impl exports::weir::provider::rerank::Guest for WrongTypes {
+        fn serves(_: String, _: String) -> bool {
+            true
+        }
+        fn encode(_: String) -> u32 {
+            0
+        }
+        fn decode(_: Vec<u8>) -> u32 {
+            0
+        }
+        fn classify(_: u16) -> u32 {
+            0
+        }
+    }
+
+    export!(WrongTypes);
 }
 
 #[cfg(all(target_arch = "wasm32", feature = "other-world"))]
