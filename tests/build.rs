@@ -2,7 +2,9 @@
 //! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
 //! and `v2` features), the component that tries to choose where secrets go
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
-//! version, another world), the Python providers (`providers/hermes-py` and the
+//! version, mixed versions, no operation, wrong function types, another world), the one-operation
+//! components (`tests/operations`: a 0.1.0 chat one, an embeddings-only and a
+//! rerank-only 0.2.0 one), the Python providers (`providers/hermes-py` and the
 //! Python template `providers/template-py`, built with componentize-py), and the
 //! JavaScript template (`providers/template-js`, built with the componentize-js its
 //! `npm ci` installed).
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 7] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 13] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
@@ -28,6 +30,42 @@ const BUILDS: [(&str, Option<&str>, &str, &str, &str); 7] = [
         "weir_foreign_component.wasm",
         "wrong-world",
         "WEIR_WRONG_WORLD_WASM",
+    ),
+    (
+        "weir-foreign-component",
+        Some("describe-only"),
+        "weir_foreign_component.wasm",
+        "describe-only",
+        "WEIR_DESCRIBE_ONLY_WASM",
+    ),
+    (
+        "weir-foreign-component",
+        Some("mixed-versions"),
+        "weir_foreign_component.wasm",
+        "mixed-versions",
+        "WEIR_MIXED_VERSIONS_WASM",
+    ),
+    (
+        "weir-foreign-component",
+        Some("wrong-types"),
+        "weir_foreign_component.wasm",
+        "wrong-types",
+        "WEIR_WRONG_TYPES_WASM",
+    ),
+    ("weir-operations-provider", Some("chat-0-1"), "weir_operations_provider.wasm", "chat-0-1", "WEIR_CHAT_0_1_WASM"),
+    (
+        "weir-operations-provider",
+        Some("embeddings"),
+        "weir_operations_provider.wasm",
+        "embed-only",
+        "WEIR_EMBED_ONLY_WASM",
+    ),
+    (
+        "weir-operations-provider",
+        Some("rerank"),
+        "weir_operations_provider.wasm",
+        "rerank-only",
+        "WEIR_RERANK_ONLY_WASM",
     ),
 ];
 
@@ -49,6 +87,7 @@ fn run() -> Result<(), String> {
             "tests/hostile",
             "tests/foreign",
             "tests/reach",
+            "tests/operations",
             "tests/build.rs",
             "providers/ollama",
             "sdk",

@@ -22,7 +22,7 @@ fn providers_lists_the_embedded_components() {
     let output = weir(&["providers", "--providers-dir", "/nonexistent-weir-folder"]);
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    for expected in ["openai ", "openai-compatible", "embedded", "0.1.0", "OPENAI_API_KEY", "native-tools"] {
+    for expected in ["openai ", "openai-compatible", "embedded", "0.2.0", "OPENAI_API_KEY", "native-tools"] {
         assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
     }
     let openai_row = stdout.lines().find(|line| line.starts_with("openai ")).expect("openai row");
@@ -170,11 +170,25 @@ fn wit_writes_the_package_the_binary_speaks() {
     let out = dir.path().join("nested").join("wit");
     let output = weir(&["wit", "--out", out.to_str().expect("utf-8 path")]);
     assert!(output.status.success(), "{output:?}");
-    assert!(String::from_utf8_lossy(&output.stdout).contains("weir:provider@0.1.0"), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("weir:provider@0.2.0"), "{output:?}");
     let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
-    for name in ["types.wit", "describe.wit", "chat.wit", "worlds.wit"] {
-        let written = std::fs::read_to_string(out.join(name)).expect("written");
-        let source = std::fs::read_to_string(repository.join(name)).expect("source");
+    let wit_files = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("readable")
+            .map(|entry| entry.expect("entry").path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wit"))
+            .map(|path| path.file_name().expect("a name").to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let names = wit_files(&repository);
+    assert_eq!(wit_files(&out), names, "every WIT file of the repository's package, and only those");
+    assert!(names.contains(&"embeddings.wit".to_owned()) && names.contains(&"rerank.wit".to_owned()), "{names:?}");
+    assert_eq!(std::fs::read_dir(&out).expect("readable").count(), names.len(), "no frozen folder, nothing else");
+    for name in names {
+        let written = std::fs::read_to_string(out.join(&name)).expect("written");
+        let source = std::fs::read_to_string(repository.join(&name)).expect("source");
         assert_eq!(written, source, "{name}");
     }
 }

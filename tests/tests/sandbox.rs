@@ -194,7 +194,35 @@ fn refusal_reason(bytes_var: &str, name: &str) -> String {
 #[test]
 fn a_component_for_another_world_version_is_refused_naming_both() {
     let reason = refusal_reason(env!("WEIR_WRONG_VERSION_WASM"), "future.wasm");
-    assert_eq!(reason, "it targets weir:provider@0.2.0; this host speaks weir:provider@0.1.0");
+    assert_eq!(reason, "it targets weir:provider@0.3.0; this host speaks weir:provider@0.1.0 and 0.2.0");
+}
+
+#[test]
+fn a_component_mixing_world_versions_is_refused_naming_them() {
+    let reason = refusal_reason(env!("WEIR_MIXED_VERSIONS_WASM"), "mixed.wasm");
+    assert!(reason.starts_with("it mixes weir:provider versions 0.1.0 and 0.2.0"), "{reason}");
+    assert!(
+        reason.contains("weir:provider/describe@0.2.0") && reason.contains("weir:provider/chat@0.1.0"),
+        "names the exports: {reason}"
+    );
+}
+
+#[test]
+fn a_component_whose_functions_have_other_types_is_refused_at_load() {
+    let reason = refusal_reason(env!("WEIR_WRONG_TYPES_WASM"), "wrong-types.wasm");
+    assert!(
+        reason.starts_with("does not match the provider world: `describe.providers` does not have the world's type"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_component_exporting_describe_and_no_operation_is_refused() {
+    let reason = refusal_reason(env!("WEIR_DESCRIBE_ONLY_WASM"), "describe-only.wasm");
+    assert_eq!(
+        reason,
+        "it exports no operation: only `weir:provider/describe@0.2.0`, and none of chat, embeddings or rerank"
+    );
 }
 
 #[test]

@@ -427,12 +427,16 @@ fn serving_key(model: &weir_host::ModelStatus) -> &str {
     model.linked_provider.as_deref().unwrap_or(&model.provider)
 }
 
-/// The WIT package this binary speaks, as built into it: a component built
-/// against these files is one this host loads.
-const WIT_FILES: [(&str, &str); 4] = [
+/// The newest WIT package this binary speaks, as built into it: a component
+/// built against these files is one this host loads. The frozen older versions
+/// (`wit/frozen/`) are not written: this host loads their components too, but
+/// a new component targets the newest.
+const WIT_FILES: [(&str, &str); 6] = [
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("describe.wit", include_str!("../../../wit/describe.wit")),
     ("chat.wit", include_str!("../../../wit/chat.wit")),
+    ("embeddings.wit", include_str!("../../../wit/embeddings.wit")),
+    ("rerank.wit", include_str!("../../../wit/rerank.wit")),
     ("worlds.wit", include_str!("../../../wit/worlds.wit")),
 ];
 
@@ -442,7 +446,11 @@ fn write_wit(out: &std::path::Path) -> anyhow::Result<()> {
         let path = out.join(name);
         std::fs::write(&path, text).map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))?;
     }
-    println!("wrote weir:provider@{} (world `chat-provider`) to {}", weir_host::plugin::WORLD_VERSION, out.display());
+    println!(
+        "wrote weir:provider@{} (its worlds are in worlds.wit) to {}",
+        weir_host::plugin::WORLD_VERSION,
+        out.display()
+    );
     Ok(())
 }
 

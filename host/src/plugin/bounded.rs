@@ -8,7 +8,8 @@
 //! 100 000 headers whose values all alias one 1 MiB string cost the guest
 //! ~2.6 MiB and the host ~200 GiB. A check after the lift comes too late.
 //!
-//! So `chat.encode`'s result is lifted as [`EncodedRequest`], whose strings and
+//! So every `encode`'s result (`chat`, `embeddings` and `rerank` all return an
+//! `http-request`) is lifted as [`EncodedRequest`], whose strings and
 //! lists are [`Capped`]: each reads the length its pointer pair claims, refuses
 //! it past the cap, and only then lets wasmtime copy the value. What the host
 //! copies from one encode is then at most 64 headers × 2 × 16 KiB, two 16 KiB
@@ -20,19 +21,9 @@ use std::marker::PhantomData;
 
 use wasmtime::ValRaw;
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
-use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift};
+use wasmtime::component::{ComponentType, Lift};
 
-use super::world::WORLD_VERSION;
 use crate::types::HttpRequest;
-
-/// Where `chat.encode` is exported, found once when a component loads: the
-/// host calls it as a typed function returning [`EncodedRequest`] instead of
-/// through the generated bindings, which would lift an uncapped request.
-pub fn encode_export(component: &Component) -> Result<ComponentExportIndex, String> {
-    let chat = format!("weir:provider/chat@{WORLD_VERSION}");
-    let interface = component.get_export_index(None, &chat).ok_or_else(|| format!("does not export `{chat}`"))?;
-    component.get_export_index(Some(&interface), "encode").ok_or_else(|| format!("`{chat}` has no `encode`"))
-}
 
 /// More headers than any provider's request carries by two orders of magnitude.
 pub struct Headers;
@@ -67,7 +58,7 @@ impl Cap for Body {
 /// A method, path, header name or header value.
 type Text = Capped<String, RequestText>;
 
-/// `chat.encode`'s `http-request`, as lifted from the component.
+/// An encode's `http-request`, as lifted from the component.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct EncodedRequest {

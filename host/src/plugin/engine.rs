@@ -8,14 +8,13 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use wasmtime::component::{Component, ComponentExportIndex, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
-use super::bindings::ChatProviderPre;
-use super::bounded;
 use super::cache::ArtifactCache;
+use super::exports::Exports;
 use super::sandbox::{self, CallEngine, CallState, SandboxLimits, new_store};
-use super::world;
+use super::world::{self, Operation};
 use crate::types::ProviderInfo;
 
 /// Where a component came from.
@@ -41,17 +40,31 @@ pub struct LoadedComponent {
     pub source: ComponentSource,
     /// Hex SHA-256 of the component file.
     pub digest: String,
+    /// The `weir:provider` version it targets: one of [`world::WORLD_VERSIONS`].
     pub world_version: &'static str,
     pub providers: Vec<ProviderInfo>,
     pub(super) engine: CallEngine,
-    pub(super) pre: ChatProviderPre<CallState>,
+    pub(super) pre: InstancePre<CallState>,
     /// The engine's instance slots, shared by every component it loaded.
     pub(super) slots: InstanceSlots,
-    /// `chat.encode`, called with a capped result type (see [`super::bounded`]).
-    pub(super) encode: ComponentExportIndex,
-    /// What `describe.serves` / `describe.claims` answered, per provider key and
+    /// Where each function of its interfaces is exported; an operation it does
+    /// not export has none.
+    pub(super) exports: Exports,
+    /// What its `serves` / `claims` / `max-batch` answered, per provider key and
     /// wire id: asked at load, never per call (see [`super::Provider::answers`]).
     pub(super) answers: std::sync::Mutex<super::provider::AnswerCache>,
+}
+
+impl LoadedComponent {
+    /// Whether it exports `operation`'s interface.
+    pub fn exports(&self, operation: Operation) -> bool {
+        self.exports.exports(operation)
+    }
+
+    /// The operations it exports, in [`Operation::ALL`]'s order.
+    pub fn operations(&self) -> Vec<Operation> {
+        Operation::ALL.into_iter().filter(|operation| self.exports(*operation)).collect()
+    }
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -59,6 +72,8 @@ impl std::fmt::Debug for LoadedComponent {
         f.debug_struct("LoadedComponent")
             .field("source", &self.source)
             .field("digest", &self.digest)
+            .field("world_version", &self.world_version)
+            .field("operations", &self.operations())
             .finish_non_exhaustive()
     }
 }
@@ -131,21 +146,21 @@ impl PluginEngine {
     }
 
     /// Compiles (or loads the precompiled artifact of) a component, checks it
-    /// targets this host's world, links it, and asks it what it provides.
+    /// targets a world version this host speaks and which operations it
+    /// exports, links it, checks every exported function's type, and asks it
+    /// what it provides.
     /// `digest` is the file's [`component_digest`], which callers have already
     /// computed (to compare with what is loaded, or with an allow-list).
     pub fn load(&self, source: ComponentSource, bytes: &[u8], digest: String) -> Result<LoadedComponent, String> {
         let component = self.compile(bytes, &digest).map_err(|e| format!("not a valid component: {e:#}"))?;
-        world::check_exports(&self.engine, &component)?;
-        let instance_pre = self
+        let targets = world::check_exports(&self.engine, &component)?;
+        let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
-        let pre =
-            ChatProviderPre::new(instance_pre).map_err(|e| format!("does not match the provider world: {e:#}"))?;
-        let encode = bounded::encode_export(&component)?;
+        let exports = Exports::find(&component, &targets)?;
         let engine = CallEngine { engine: self.engine.clone(), limits: self.limits };
-        let providers = describe(&engine, &pre)?;
+        let providers = describe(&engine, &pre, &exports)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
@@ -153,12 +168,12 @@ impl PluginEngine {
         Ok(LoadedComponent {
             source,
             digest,
-            world_version: world::WORLD_VERSION,
+            world_version: targets.version,
             providers,
             engine,
             pre,
             slots,
-            encode,
+            exports,
             answers: std::sync::Mutex::default(),
         })
     }
@@ -229,18 +244,24 @@ impl InstanceSlots {
     }
 }
 
-/// Asks a freshly loaded component what it provides. Loading is synchronous
-/// startup work, so the async call runs on a minimal executor of its own (no
-/// tokio runtime is needed, and none may be entered from inside one).
-fn describe(engine: &CallEngine, pre: &ChatProviderPre<CallState>) -> Result<Vec<ProviderInfo>, String> {
+/// Checks the types of a freshly loaded component's functions and asks it what
+/// it provides, in one instance. Loading is synchronous startup work, so the
+/// async call runs on a minimal executor of its own (no tokio runtime is
+/// needed, and none may be entered from inside one).
+fn describe(engine: &CallEngine, pre: &InstancePre<CallState>, exports: &Exports) -> Result<Vec<ProviderInfo>, String> {
     pollster::block_on(async {
         let mut store = new_store(engine);
         let instance = pre.instantiate_async(&mut store).await.map_err(|e| format!("cannot be instantiated: {e:#}"))?;
-        instance
-            .weir_provider_describe()
-            .call_providers(&mut store)
+        exports.typecheck(&mut store, &instance).map_err(|e| format!("does not match the provider world: {e}"))?;
+        let providers = exports
+            .describe
+            .providers(&mut store, &instance)
+            .map_err(|e| format!("does not match the provider world: {e:#}"))?;
+        let (providers,) = providers
+            .call_async(&mut store, ())
             .await
-            .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))
+            .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))?;
+        Ok(providers)
     })
 }
 

@@ -12,15 +12,17 @@ mod bounded;
 mod cache;
 mod embedded;
 mod engine;
+mod exports;
 mod provider;
 mod registry;
+mod retrieval;
 mod sandbox;
 mod world;
 
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{ComponentStream, PluginError, Provider, WireAnswers};
 pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
-pub use world::WORLD_VERSION;
+pub use world::{Operation, WORLD_VERSION, WORLD_VERSIONS};
 
 /// The first-party components compiled into this binary, as (name, bytes): what
 /// `weir` runs with when its providers folder is empty.

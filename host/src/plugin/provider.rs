@@ -9,10 +9,15 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::bindings::ChatProvider as Bindings;
-use super::bounded::EncodedRequest;
+use wasmtime::Store;
+use wasmtime::component::{
+    ComponentNamedList, ComponentType, Instance as ComponentInstance, Lift, Lower, ResourceAny, TypedFunc,
+};
+
 use super::engine::LoadedComponent;
+use super::exports::{ChatExports, Question};
 use super::sandbox::{CallState, new_store, refuel};
+use super::world::Operation;
 use crate::reach::Trust;
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
@@ -62,7 +67,12 @@ pub struct WireAnswers {
 /// reload reusing it asks nothing again.
 #[derive(Debug, Default)]
 pub(super) struct AnswerCache {
+    /// `describe.serves` and `describe.claims`, by (provider key, wire id).
     by_wire_id: HashMap<(String, String), WireAnswers>,
+    /// `embeddings.serves` and `rerank.serves`, by operation, provider key and wire id.
+    serves: HashMap<(Operation, String, String), bool>,
+    /// `embeddings.max-batch`, as answered (a 0 is kept, and refused each time).
+    max_batch: HashMap<(String, String), u32>,
     /// The first fault of a question to this component. Every later question
     /// gets it without a call: a hostile component costs one CPU budget at load,
     /// not one per catalog entry.
@@ -115,18 +125,99 @@ impl Provider {
     /// later question. Synchronous, like loading (its own minimal executor);
     /// call it off the async workers.
     pub fn answers(&self, wire_id: &str) -> Result<WireAnswers, PluginError> {
+        let key = (self.info.key.clone(), wire_id.to_owned());
+        self.cached(
+            |cache| cache.by_wire_id.get(&key).copied(),
+            |cache, answers| {
+                cache.by_wire_id.insert(key.clone(), answers);
+            },
+            || self.ask_describe(wire_id),
+        )
+    }
+
+    /// Which operation interfaces the serving component exports.
+    pub fn exports(&self, operation: Operation) -> bool {
+        self.component.exports(operation)
+    }
+
+    /// `embeddings.serves` / `rerank.serves` for this key and `wire_id` (for
+    /// [`Operation::Chat`], `describe.serves`), asked once and kept with the
+    /// component like [`Self::answers`], faults included. False when the
+    /// component does not export the operation.
+    pub fn serves_operation(&self, operation: Operation, wire_id: &str) -> Result<bool, PluginError> {
+        let exports = &self.component.exports;
+        match (operation, &exports.chat, &exports.embeddings, &exports.rerank) {
+            (Operation::Chat, Some(_), _, _) => self.serves(wire_id),
+            (Operation::Embeddings, _, Some(embeddings), _) => {
+                self.operation_serves(operation, wire_id, |store, instance| embeddings.serves(store, instance))
+            }
+            (Operation::Rerank, _, _, Some(rerank)) => {
+                self.operation_serves(operation, wire_id, |store, instance| rerank.serves(store, instance))
+            }
+            (Operation::Chat | Operation::Embeddings | Operation::Rerank, _, _, _) => Ok(false),
+        }
+    }
+
+    /// `serves` of an operation interface, through the answer cache.
+    fn operation_serves<'a>(
+        &'a self,
+        operation: Operation,
+        wire_id: &'a str,
+        question: impl FnOnce(&mut Store<CallState>, &ComponentInstance) -> Question<'a, bool>,
+    ) -> Result<bool, PluginError> {
+        let key = (operation, self.info.key.clone(), wire_id.to_owned());
+        self.cached(
+            |cache| cache.serves.get(&key).copied(),
+            |cache, serves| {
+                cache.serves.insert(key.clone(), serves);
+            },
+            || self.ask_one(&format!("{operation}.serves"), wire_id, question),
+        )
+    }
+
+    /// `embeddings.max-batch` for this key and `wire_id`: the most inputs one
+    /// upstream request may carry. Asked once and kept like [`Self::answers`];
+    /// a 0 breaks the world's contract (at least 1) and is a fault.
+    pub fn max_batch(&self, wire_id: &str) -> Result<u32, PluginError> {
+        let Some(embeddings) = &self.component.exports.embeddings else {
+            return Err(self.missing(Operation::Embeddings));
+        };
+        let key = (self.info.key.clone(), wire_id.to_owned());
+        let max_batch = self.cached(
+            |cache| cache.max_batch.get(&key).copied(),
+            |cache, max_batch| {
+                cache.max_batch.insert(key.clone(), max_batch);
+            },
+            || self.ask_one("embeddings.max-batch", wire_id, |store, instance| embeddings.max_batch(store, instance)),
+        )?;
+        match max_batch {
+            0 => Err(PluginError::Fault {
+                provider: self.info.key.clone(),
+                reason: format!("answered `embeddings.max-batch` 0 for `{wire_id}` (max-batch 0; at least 1)"),
+            }),
+            max_batch => Ok(max_batch),
+        }
+    }
+
+    /// One load-time answer: from the cache, else asked and kept; a fault of
+    /// the component is kept too, and answers every later question.
+    fn cached<T: Copy>(
+        &self,
+        get: impl FnOnce(&AnswerCache) -> Option<T>,
+        put: impl FnOnce(&mut AnswerCache, T),
+        ask: impl FnOnce() -> Result<T, Asked>,
+    ) -> Result<T, PluginError> {
         let mut cache = self.component.answers.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(fault) = &cache.fault {
             return Err(fault.clone());
         }
-        let key = (self.info.key.clone(), wire_id.to_owned());
-        if let Some(answers) = cache.by_wire_id.get(&key) {
-            return Ok(*answers);
+        if let Some(answer) = get(&cache) {
+            return Ok(answer);
         }
-        match self.ask(wire_id) {
-            Ok(answers) => {
-                cache.by_wire_id.insert(key, answers);
-                Ok(answers)
+        match ask() {
+            Ok(answer) => {
+                put(&mut cache, answer);
+                Ok(answer)
             }
             Err(Asked::Faulted(fault)) => {
                 cache.fault = Some(fault.clone());
@@ -138,27 +229,56 @@ impl Provider {
         }
     }
 
-    fn ask(&self, wire_id: &str) -> Result<WireAnswers, Asked> {
+    fn ask_describe(&self, wire_id: &str) -> Result<WireAnswers, Asked> {
+        let describe = &self.component.exports.describe;
         pollster::block_on(async {
-            let mut store = new_store(&self.component.engine);
-            let instance = self
-                .component
-                .pre
-                .instantiate_async(&mut store)
+            let (mut store, instance) = self.load_time_instance().await?;
+            let fault = |during: &str, e: &wasmtime::Error| Asked::Faulted(self.fault(during, e));
+            let serves = describe.serves(&mut store, &instance).map_err(|e| fault("describe.serves", &e))?;
+            let (serves,) = serves
+                .call_async(&mut store, (&self.info.key, wire_id))
                 .await
-                .map_err(|e| Asked::NotInstantiated(self.fault("instantiate", &e)))?;
-            let describe = instance.weir_provider_describe();
-            let serves = describe
-                .call_serves(&mut store, &self.info.key, wire_id)
-                .await
-                .map_err(|e| Asked::Faulted(self.fault("describe.serves", &e)))?;
+                .map_err(|e| fault("describe.serves", &e))?;
             refuel(&mut store, &self.component.engine);
-            let claims = describe
-                .call_claims(&mut store, &self.info.key, wire_id)
+            let claims = describe.claims(&mut store, &instance).map_err(|e| fault("describe.claims", &e))?;
+            let (claims,) = claims
+                .call_async(&mut store, (&self.info.key, wire_id))
                 .await
-                .map_err(|e| Asked::Faulted(self.fault("describe.claims", &e)))?;
+                .map_err(|e| fault("describe.claims", &e))?;
             Ok(WireAnswers { serves, claims })
         })
+    }
+
+    /// One `(provider, wire-id)` question in an instance of its own.
+    fn ask_one<'a, T>(
+        &'a self,
+        during: &str,
+        wire_id: &'a str,
+        question: impl FnOnce(&mut Store<CallState>, &ComponentInstance) -> Question<'a, T>,
+    ) -> Result<T, Asked>
+    where
+        T: ComponentType + Lift + Send + Sync + 'static,
+    {
+        pollster::block_on(async {
+            let (mut store, instance) = self.load_time_instance().await?;
+            let fault = |e: &wasmtime::Error| Asked::Faulted(self.fault(during, e));
+            let question = question(&mut store, &instance).map_err(|e| fault(&e))?;
+            let (answer,) = question.call_async(&mut store, (&self.info.key, wire_id)).await.map_err(|e| fault(&e))?;
+            Ok(answer)
+        })
+    }
+
+    /// An instance for a load-time question. It takes no pool slot: loading
+    /// asks one question at a time per component.
+    async fn load_time_instance(&self) -> Result<(Store<CallState>, ComponentInstance), Asked> {
+        let mut store = new_store(&self.component.engine);
+        let instance = self
+            .component
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| Asked::NotInstantiated(self.fault("instantiate", &e)))?;
+        Ok((store, instance))
     }
 
     /// Whether this provider's component may supply its own endpoint and
@@ -195,55 +315,35 @@ impl Provider {
         params: &CallParams,
         deadline: Option<Instant>,
     ) -> Result<HttpRequest, PluginError> {
-        let slot = self.take_slot(deadline).await?;
-        let mut store = new_store(&self.component.engine);
-        let instance = self
-            .component
-            .pre
-            .instance_pre()
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| self.fault("instantiate", &e))?;
+        let chat = self.chat()?;
         // The result type caps every string and list before it is copied: a
         // request no upstream would take is the component's fault, caught
         // before anything is sent or even copied out of the guest.
-        let encode = instance
-            .get_typed_func::<(&str, &PreparedConversation, &CallParams), (Result<EncodedRequest, CodecError>,)>(
-                &mut store,
-                &self.component.encode,
+        let result = self
+            .call_once(
+                "chat.encode",
+                deadline,
+                |store, instance| chat.encode(store, instance),
+                (self.key(), conversation, params),
             )
-            .map_err(|e| self.fault("chat.encode", &e))?;
-        let (result,) = encode
-            .call_async(&mut store, (&self.info.key, conversation, params))
-            .await
-            .map_err(|e| self.fault("chat.encode", &e))?;
-        // The pooled instance goes back before its slot does.
-        drop(store);
-        drop(slot);
+            .await?;
         result.map(HttpRequest::from).map_err(|error| self.codec(error))
     }
 
     /// Decodes a response. The answer is already paid for, so it waits the
     /// whole [`SLOT_WAIT`] for an instance, whatever the caller's deadline.
     pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
-        let mut instance = self.instantiate(None).await?;
-        let result = instance
-            .bindings
-            .weir_provider_chat()
-            .call_decode(&mut instance.store, &self.info.key, response)
-            .await
-            .map_err(|e| self.fault("chat.decode", &e))?;
+        let chat = self.chat()?;
+        let result = self
+            .call_once("chat.decode", None, |store, instance| chat.decode(store, instance), (self.key(), response))
+            .await?;
         result.map_err(|error| self.codec(error))
     }
 
     pub async fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
-        let mut instance = self.instantiate(None).await?;
-        instance
-            .bindings
-            .weir_provider_chat()
-            .call_classify(&mut instance.store, &self.info.key, response)
+        let chat = self.chat()?;
+        self.call_once("chat.classify", None, |store, instance| chat.classify(store, instance), (self.key(), response))
             .await
-            .map_err(|e| self.fault("chat.classify", &e))
     }
 
     /// A stream decoder: one instance held for the stream's life, so the decoder
@@ -256,26 +356,62 @@ impl Provider {
     /// [`Self::open_stream`] for a caller with a deadline, which bounds the wait
     /// for a free instance.
     pub async fn open_stream_until(&self, deadline: Option<Instant>) -> Result<ComponentStream, PluginError> {
-        let mut instance = self.instantiate(deadline).await?;
-        let decoder = instance
-            .bindings
-            .weir_provider_chat()
-            .stream_decoder()
-            .call_constructor(&mut instance.store, &self.info.key)
-            .await
-            .map_err(|e| self.fault("chat.stream-decoder", &e))?;
-        let Instance { store, bindings, slot } = instance;
-        Ok(ComponentStream { provider: self.clone(), store, bindings, decoder, _slot: slot })
+        let chat = self.chat()?.clone();
+        let CallInstance { mut store, instance, slot } = self.instantiate(deadline).await?;
+        let during = "chat.stream-decoder";
+        let constructor = chat.stream_new(&mut store, &instance).map_err(|e| self.fault(during, &e))?;
+        let (decoder,) =
+            constructor.call_async(&mut store, (&self.info.key,)).await.map_err(|e| self.fault(during, &e))?;
+        Ok(ComponentStream { provider: self.clone(), store, instance, chat, decoder, _slot: slot })
+    }
+
+    fn chat(&self) -> Result<&ChatExports, PluginError> {
+        self.component.exports.chat.as_ref().ok_or_else(|| self.missing(Operation::Chat))
+    }
+
+    /// The fault of asking a component for an operation it does not export:
+    /// a caller's mistake, caught before any instance is made.
+    pub(super) fn missing(&self, operation: Operation) -> PluginError {
+        let reason = format!(
+            "its component ({}, weir:provider@{}) does not export `{operation}`",
+            self.component.source, self.component.world_version
+        );
+        tracing::warn!(provider = %self.info.key, %reason, "operation not exported");
+        PluginError::Fault { provider: self.info.key.clone(), reason }
+    }
+
+    /// One call in a fresh instance: waits for a slot (until `deadline` or
+    /// [`SLOT_WAIT`]), instantiates, looks the function up with its type
+    /// (`typed`, one of [`super::exports`]'s), calls it, and returns the
+    /// instance to the pool before its slot.
+    pub(super) async fn call_once<P, R>(
+        &self,
+        during: &str,
+        deadline: Option<Instant>,
+        typed: impl FnOnce(&mut Store<CallState>, &ComponentInstance) -> wasmtime::Result<TypedFunc<P, (R,)>>,
+        params: P,
+    ) -> Result<R, PluginError>
+    where
+        P: ComponentNamedList + Lower + Send + Sync,
+        R: ComponentType + Lift + Send + Sync + 'static,
+    {
+        let CallInstance { mut store, instance, slot } = self.instantiate(deadline).await?;
+        let func = typed(&mut store, &instance).map_err(|e| self.fault(during, &e))?;
+        let (result,) = func.call_async(&mut store, params).await.map_err(|e| self.fault(during, &e))?;
+        // The pooled instance goes back before its slot does.
+        drop(store);
+        drop(slot);
+        Ok(result)
     }
 
     /// A fresh store and instance in a slot of the pool, waiting for a slot until
     /// the earlier of `deadline` and [`SLOT_WAIT`] from now.
-    async fn instantiate(&self, deadline: Option<Instant>) -> Result<Instance, PluginError> {
-        let _slot = self.take_slot(deadline).await?;
+    async fn instantiate(&self, deadline: Option<Instant>) -> Result<CallInstance, PluginError> {
+        let slot = self.take_slot(deadline).await?;
         let mut store = new_store(&self.component.engine);
-        let bindings =
+        let instance =
             self.component.pre.instantiate_async(&mut store).await.map_err(|e| self.fault("instantiate", &e))?;
-        Ok(Instance { store, bindings, slot: _slot })
+        Ok(CallInstance { store, instance, slot })
     }
 
     /// A slot of the engine's instance pool, waited for until `deadline` or
@@ -300,7 +436,7 @@ impl Provider {
         PluginError::Fault { provider: self.info.key.clone(), reason }
     }
 
-    fn codec(&self, error: CodecError) -> PluginError {
+    pub(super) fn codec(&self, error: CodecError) -> PluginError {
         PluginError::Codec { provider: self.info.key.clone(), error }
     }
 }
@@ -315,9 +451,9 @@ enum Asked {
 
 /// A live instance and the pool slot it occupies. Fields drop in order, so the
 /// store (and its pooled instance) is gone before the slot's permit is returned.
-struct Instance {
-    store: wasmtime::Store<CallState>,
-    bindings: Bindings,
+struct CallInstance {
+    store: Store<CallState>,
+    instance: ComponentInstance,
     /// Held, never read: returned to the pool when the instance is dropped.
     slot: OwnedSemaphorePermit,
 }
@@ -326,9 +462,10 @@ struct Instance {
 /// instance, then frees its slot; a trap poisons only this stream.
 pub struct ComponentStream {
     provider: Provider,
-    store: wasmtime::Store<CallState>,
-    bindings: Bindings,
-    decoder: wasmtime::component::ResourceAny,
+    store: Store<CallState>,
+    instance: ComponentInstance,
+    chat: ChatExports,
+    decoder: ResourceAny,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -342,26 +479,24 @@ impl ComponentStream {
     /// One framed event in, the deltas it completes out.
     pub async fn feed(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, PluginError> {
         refuel(&mut self.store, &self.provider.component.engine);
-        let result = self
-            .bindings
-            .weir_provider_chat()
-            .stream_decoder()
-            .call_feed(&mut self.store, self.decoder, event)
+        let during = "stream-decoder.feed";
+        let feed =
+            self.chat.stream_feed(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
+        let (result,) = feed
+            .call_async(&mut self.store, (self.decoder, event))
             .await
-            .map_err(|e| self.provider.fault("stream-decoder.feed", &e))?;
+            .map_err(|e| self.provider.fault(during, &e))?;
         result.map_err(|error| self.provider.codec(error))
     }
 
     /// The transport ended cleanly: whatever the decoder held back.
     pub async fn finish(&mut self) -> Result<Vec<StreamDelta>, PluginError> {
         refuel(&mut self.store, &self.provider.component.engine);
-        let result = self
-            .bindings
-            .weir_provider_chat()
-            .stream_decoder()
-            .call_finish(&mut self.store, self.decoder)
-            .await
-            .map_err(|e| self.provider.fault("stream-decoder.finish", &e))?;
+        let during = "stream-decoder.finish";
+        let finish =
+            self.chat.stream_finish(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
+        let (result,) =
+            finish.call_async(&mut self.store, (self.decoder,)).await.map_err(|e| self.provider.fault(during, &e))?;
         result.map_err(|error| self.provider.codec(error))
     }
 }

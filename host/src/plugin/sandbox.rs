@@ -93,7 +93,7 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
     store.limiter(|state| &mut state.limits);
     // Both fail only for an engine built without fuel, which `PluginEngine`
     // builds only with `SandboxLimits::Off`; say so loudly if that ever changes.
-    // Every entry point is async (`bindings.rs`), as yielding requires.
+    // Every call into a component is `call_async` (`provider.rs`), as yielding requires.
     if engine.limits == SandboxLimits::Enforced
         && let Err(error) = store.fuel_async_yield_interval(Some(FUEL_PER_YIELD))
     {

@@ -1,0 +1,298 @@
+//! Where each function of a component's interfaces is exported, found once at
+//! load, and the one place that fixes each function's Rust types.
+//!
+//! The host does not instantiate through a generated world (which would require
+//! every interface): it looks up `describe` and each operation interface the
+//! component exports by name, keeps their export indices, and calls them as
+//! typed functions. The types below are the WIT records `bindgen!` generates
+//! (`super::bindings`); each `encode` result is lifted as a capped
+//! [`EncodedRequest`] (see [`super::bounded`]). The component model checks a
+//! typed function's type structurally, so the same Rust types fit a 0.1.0
+//! component's `describe` and `chat`, whose types did not change in 0.2.0.
+//! [`Exports::typecheck`] checks every function once at load, so a component
+//! whose functions have other types is refused then, not on its first call.
+
+use wasmtime::Store;
+use wasmtime::component::{Component, ComponentExportIndex, Instance, ResourceAny, TypedFunc};
+
+use super::bounded::EncodedRequest;
+use super::sandbox::CallState;
+use super::world::{Operation, Targets, export_name};
+use crate::types::{
+    CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, HttpResponse,
+    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
+};
+
+type Call<'s> = &'s mut Store<CallState>;
+
+/// A typed function whose result wasmtime lifts in full (no caps).
+type Func<P, R> = wasmtime::Result<TypedFunc<P, (R,)>>;
+/// `(provider, wire-id) -> T`: every `serves`, `claims` and `max-batch`.
+pub(super) type Question<'a, T> = Func<(&'a str, &'a str), T>;
+/// `(provider, response) -> T`: every `decode` and `classify`.
+type Reading<'a, T> = Func<(&'a str, &'a HttpResponse), T>;
+/// An encode's result, capped while it is lifted.
+type Encoded = Result<EncodedRequest, CodecError>;
+type Deltas = Result<Vec<StreamDelta>, CodecError>;
+
+/// Every function the component exports, by interface.
+#[derive(Debug, Clone)]
+pub(super) struct Exports {
+    pub describe: DescribeExports,
+    pub chat: Option<ChatExports>,
+    pub embeddings: Option<EmbeddingExports>,
+    pub rerank: Option<RerankExports>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct DescribeExports {
+    providers: ComponentExportIndex,
+    serves: ComponentExportIndex,
+    claims: ComponentExportIndex,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct ChatExports {
+    encode: ComponentExportIndex,
+    decode: ComponentExportIndex,
+    classify: ComponentExportIndex,
+    stream_new: ComponentExportIndex,
+    stream_feed: ComponentExportIndex,
+    stream_finish: ComponentExportIndex,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct EmbeddingExports {
+    serves: ComponentExportIndex,
+    max_batch: ComponentExportIndex,
+    encode: ComponentExportIndex,
+    decode: ComponentExportIndex,
+    classify: ComponentExportIndex,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct RerankExports {
+    serves: ComponentExportIndex,
+    encode: ComponentExportIndex,
+    decode: ComponentExportIndex,
+    classify: ComponentExportIndex,
+}
+
+/// Finds the functions of one exported interface by name.
+struct Lookup<'c> {
+    component: &'c Component,
+    name: String,
+    interface: ComponentExportIndex,
+}
+
+impl<'c> Lookup<'c> {
+    fn new(component: &'c Component, interface: &str, version: &str) -> Result<Self, String> {
+        let name = export_name(interface, version);
+        let index = component.get_export_index(None, &name).ok_or_else(|| format!("does not export `{name}`"))?;
+        Ok(Self { component, name, interface: index })
+    }
+
+    fn func(&self, func: &str) -> Result<ComponentExportIndex, String> {
+        self.component
+            .get_export_index(Some(&self.interface), func)
+            .ok_or_else(|| format!("`{}` has no `{func}`", self.name))
+    }
+}
+
+impl Exports {
+    /// The export indices of `describe` and of every operation `targets` names.
+    pub fn find(component: &Component, targets: &Targets) -> Result<Self, String> {
+        let version = targets.version;
+        let describe = Lookup::new(component, "describe", version)?;
+        let describe = DescribeExports {
+            providers: describe.func("providers")?,
+            serves: describe.func("serves")?,
+            claims: describe.func("claims")?,
+        };
+        let lookup = |operation: Operation| -> Result<Option<Lookup<'_>>, String> {
+            match targets.operations.contains(&operation) {
+                true => Lookup::new(component, operation.interface(), version).map(Some),
+                false => Ok(None),
+            }
+        };
+        let chat = lookup(Operation::Chat)?
+            .map(|chat| -> Result<_, String> {
+                Ok(ChatExports {
+                    encode: chat.func("encode")?,
+                    decode: chat.func("decode")?,
+                    classify: chat.func("classify")?,
+                    stream_new: chat.func("[constructor]stream-decoder")?,
+                    stream_feed: chat.func("[method]stream-decoder.feed")?,
+                    stream_finish: chat.func("[method]stream-decoder.finish")?,
+                })
+            })
+            .transpose()?;
+        let embeddings = lookup(Operation::Embeddings)?
+            .map(|embeddings| -> Result<_, String> {
+                Ok(EmbeddingExports {
+                    serves: embeddings.func("serves")?,
+                    max_batch: embeddings.func("max-batch")?,
+                    encode: embeddings.func("encode")?,
+                    decode: embeddings.func("decode")?,
+                    classify: embeddings.func("classify")?,
+                })
+            })
+            .transpose()?;
+        let rerank = lookup(Operation::Rerank)?
+            .map(|rerank| -> Result<_, String> {
+                Ok(RerankExports {
+                    serves: rerank.func("serves")?,
+                    encode: rerank.func("encode")?,
+                    decode: rerank.func("decode")?,
+                    classify: rerank.func("classify")?,
+                })
+            })
+            .transpose()?;
+        Ok(Self { describe, chat, embeddings, rerank })
+    }
+
+    pub fn exports(&self, operation: Operation) -> bool {
+        match operation {
+            Operation::Chat => self.chat.is_some(),
+            Operation::Embeddings => self.embeddings.is_some(),
+            Operation::Rerank => self.rerank.is_some(),
+        }
+    }
+
+    /// Checks every exported function against the type the host calls it with,
+    /// naming the first that differs.
+    pub fn typecheck(&self, store: Call<'_>, instance: &Instance) -> Result<(), String> {
+        let check = |what: &str, result: wasmtime::Result<()>| {
+            result.map_err(|e| format!("`{what}` does not have the world's type: {e:#}"))
+        };
+        let d = &self.describe;
+        check("describe.providers", d.providers(store, instance).map(drop))?;
+        check("describe.serves", d.serves(store, instance).map(drop))?;
+        check("describe.claims", d.claims(store, instance).map(drop))?;
+        if let Some(c) = &self.chat {
+            check("chat.encode", c.encode(store, instance).map(drop))?;
+            check("chat.decode", c.decode(store, instance).map(drop))?;
+            check("chat.classify", c.classify(store, instance).map(drop))?;
+            check("chat.stream-decoder", c.stream_new(store, instance).map(drop))?;
+            check("chat.stream-decoder.feed", c.stream_feed(store, instance).map(drop))?;
+            check("chat.stream-decoder.finish", c.stream_finish(store, instance).map(drop))?;
+        }
+        if let Some(e) = &self.embeddings {
+            check("embeddings.serves", e.serves(store, instance).map(drop))?;
+            check("embeddings.max-batch", e.max_batch(store, instance).map(drop))?;
+            check("embeddings.encode", e.encode(store, instance).map(drop))?;
+            check("embeddings.decode", e.decode(store, instance).map(drop))?;
+            check("embeddings.classify", e.classify(store, instance).map(drop))?;
+        }
+        if let Some(r) = &self.rerank {
+            check("rerank.serves", r.serves(store, instance).map(drop))?;
+            check("rerank.encode", r.encode(store, instance).map(drop))?;
+            check("rerank.decode", r.decode(store, instance).map(drop))?;
+            check("rerank.classify", r.classify(store, instance).map(drop))?;
+        }
+        Ok(())
+    }
+}
+
+impl DescribeExports {
+    pub fn providers(&self, store: Call<'_>, instance: &Instance) -> Func<(), Vec<ProviderInfo>> {
+        instance.get_typed_func(store, self.providers)
+    }
+
+    pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        instance.get_typed_func(store, self.serves)
+    }
+
+    pub fn claims<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        instance.get_typed_func(store, self.claims)
+    }
+}
+
+impl ChatExports {
+    pub fn encode<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a PreparedConversation, &'a CallParams), Encoded> {
+        instance.get_typed_func(store, self.encode)
+    }
+
+    pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<DecodedResponse, CodecError>> {
+        instance.get_typed_func(store, self.decode)
+    }
+
+    pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
+        instance.get_typed_func(store, self.classify)
+    }
+
+    /// `[constructor]stream-decoder(provider) -> own<stream-decoder>`.
+    pub fn stream_new<'a>(&self, store: Call<'_>, instance: &Instance) -> Func<(&'a str,), ResourceAny> {
+        instance.get_typed_func(store, self.stream_new)
+    }
+
+    /// `[method]stream-decoder.feed(self: borrow<stream-decoder>, event)`.
+    pub fn stream_feed<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(ResourceAny, &'a StreamEvent), Deltas> {
+        instance.get_typed_func(store, self.stream_feed)
+    }
+
+    /// `[method]stream-decoder.finish(self: borrow<stream-decoder>)`.
+    pub fn stream_finish(&self, store: Call<'_>, instance: &Instance) -> Func<(ResourceAny,), Deltas> {
+        instance.get_typed_func(store, self.stream_finish)
+    }
+}
+
+impl EmbeddingExports {
+    pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        instance.get_typed_func(store, self.serves)
+    }
+
+    pub fn max_batch<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, u32> {
+        instance.get_typed_func(store, self.max_batch)
+    }
+
+    pub fn encode<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a [String], &'a EmbeddingParams), Encoded> {
+        instance.get_typed_func(store, self.encode)
+    }
+
+    pub fn decode<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Reading<'a, Result<EmbeddingResponse, CodecError>> {
+        instance.get_typed_func(store, self.decode)
+    }
+
+    pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
+        instance.get_typed_func(store, self.classify)
+    }
+}
+
+impl RerankExports {
+    pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        instance.get_typed_func(store, self.serves)
+    }
+
+    pub fn encode<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a str, &'a [String], &'a RerankParams), Encoded> {
+        instance.get_typed_func(store, self.encode)
+    }
+
+    pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<RerankResponse, CodecError>> {
+        instance.get_typed_func(store, self.decode)
+    }
+
+    pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
+        instance.get_typed_func(store, self.classify)
+    }
+}

@@ -1,0 +1,114 @@
+//! A provider's embeddings and rerank calls: each one a fresh store and
+//! instance in a pool slot, under the same fuel and memory limits as chat
+//! ([`Provider::call_once`]), each `encode`'s request capped while it is
+//! lifted ([`super::bounded`]). Calling an operation the component does not
+//! export is a [`PluginError::Fault`] naming it, made before any instance.
+
+use tokio::time::Instant;
+
+use super::exports::{EmbeddingExports, RerankExports};
+use super::provider::{PluginError, Provider};
+use super::world::Operation;
+use crate::types::{
+    EmbeddingParams, EmbeddingResponse, ErrorClass, HttpRequest, HttpResponse, RerankParams, RerankResponse,
+};
+
+impl Provider {
+    /// The HTTP request for one batch of `inputs`, without credentials. The
+    /// wait for a free instance ends at `deadline` if that comes before
+    /// [`super::provider::SLOT_WAIT`].
+    pub async fn embed_encode(
+        &self,
+        inputs: &[String],
+        params: &EmbeddingParams,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let embeddings = self.embeddings()?;
+        let result = self
+            .call_once(
+                "embeddings.encode",
+                deadline,
+                |store, instance| embeddings.encode(store, instance),
+                (self.key(), inputs, params),
+            )
+            .await?;
+        result.map(HttpRequest::from).map_err(|error| self.codec(error))
+    }
+
+    /// A successful (2xx) embeddings response, normalized. Like chat's decode,
+    /// it waits the whole slot wait: the answer is already paid for.
+    pub async fn embed_decode(&self, response: &HttpResponse) -> Result<EmbeddingResponse, PluginError> {
+        let embeddings = self.embeddings()?;
+        let result = self
+            .call_once(
+                "embeddings.decode",
+                None,
+                |store, instance| embeddings.decode(store, instance),
+                (self.key(), response),
+            )
+            .await?;
+        result.map_err(|error| self.codec(error))
+    }
+
+    /// What a failed (non-2xx) embeddings response means.
+    pub async fn embed_classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
+        let embeddings = self.embeddings()?;
+        self.call_once(
+            "embeddings.classify",
+            None,
+            |store, instance| embeddings.classify(store, instance),
+            (self.key(), response),
+        )
+        .await
+    }
+
+    /// The HTTP request ranking `documents` against `query`, without
+    /// credentials; `deadline` bounds the wait for an instance.
+    pub async fn rerank_encode(
+        &self,
+        query: &str,
+        documents: &[String],
+        params: &RerankParams,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let rerank = self.rerank()?;
+        let result = self
+            .call_once(
+                "rerank.encode",
+                deadline,
+                |store, instance| rerank.encode(store, instance),
+                (self.key(), query, documents, params),
+            )
+            .await?;
+        result.map(HttpRequest::from).map_err(|error| self.codec(error))
+    }
+
+    /// A successful (2xx) rerank response, normalized.
+    pub async fn rerank_decode(&self, response: &HttpResponse) -> Result<RerankResponse, PluginError> {
+        let rerank = self.rerank()?;
+        let result = self
+            .call_once("rerank.decode", None, |store, instance| rerank.decode(store, instance), (self.key(), response))
+            .await?;
+        result.map_err(|error| self.codec(error))
+    }
+
+    /// What a failed (non-2xx) rerank response means.
+    pub async fn rerank_classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
+        let rerank = self.rerank()?;
+        self.call_once(
+            "rerank.classify",
+            None,
+            |store, instance| rerank.classify(store, instance),
+            (self.key(), response),
+        )
+        .await
+    }
+
+    fn embeddings(&self) -> Result<&EmbeddingExports, PluginError> {
+        self.component().exports.embeddings.as_ref().ok_or_else(|| self.missing(Operation::Embeddings))
+    }
+
+    fn rerank(&self) -> Result<&RerankExports, PluginError> {
+        self.component().exports.rerank.as_ref().ok_or_else(|| self.missing(Operation::Rerank))
+    }
+}
