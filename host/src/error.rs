@@ -329,6 +329,11 @@ pub enum WeirError {
         "model `{model}`: the answer is not the structured answer asked for after {corrections} correction(s): {reason}"
     )]
     InvalidAnswer { model: String, corrections: u32, reason: String },
+    /// An embeddings or rerank answer is not the one asked for (another count
+    /// of vectors, another length than a pinned width, a ranking of documents
+    /// that were not sent): never coerced. The reason is the host's own words.
+    #[error("model `{model}`: the answer is not usable: {reason}")]
+    UnusableAnswer { model: String, reason: String },
     #[error("{last} (gave up after {attempts} attempts)")]
     RetriesExhausted { attempts: u32, last: Box<WeirError> },
     /// The call made as many upstream attempts as its entry allows
@@ -387,7 +392,7 @@ impl WeirError {
             Self::Refused { .. } => Category::Refused,
             Self::OutputTruncated { .. } => Category::OutputTruncated,
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
-            Self::InvalidAnswer { .. } => Category::InvalidResponse,
+            Self::InvalidAnswer { .. } | Self::UnusableAnswer { .. } => Category::InvalidResponse,
             Self::RetriesExhausted { last, .. } => last.category(),
             Self::AttemptCeiling { pending, .. } => match pending {
                 Pending::Retry(last) | Pending::Correction(last) => last.category(),
@@ -509,6 +514,7 @@ impl WeirError {
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
+            | Self::UnusableAnswer { .. }
             | Self::RetriesExhausted { .. }
             | Self::AttemptCeiling { .. }
             | Self::DeadlineExceeded { .. }
@@ -542,6 +548,7 @@ impl WeirError {
             | Self::OutputTruncated { .. }
             | Self::EmptyResponses { .. }
             | Self::InvalidAnswer { .. }
+            | Self::UnusableAnswer { .. }
             | Self::AttemptTimedOut { .. }
             | Self::DeadlineExceeded { .. }
             | Self::BudgetExhausted { .. }
@@ -754,6 +761,7 @@ mod tests {
                 corrections: 1,
                 reason: "required field `$.a` is missing".into(),
             },
+            WeirError::UnusableAnswer { model: model(), reason: "vector 3 has 1024 values, not 512".into() },
             WeirError::Plugin {
                 model: model(),
                 source: PluginError::Fault { provider: "p".into(), reason: UPSTREAM_TEXT.into() },
@@ -846,6 +854,7 @@ mod tests {
                 | WeirError::OutputTruncated { .. }
                 | WeirError::EmptyResponses { .. }
                 | WeirError::InvalidAnswer { .. }
+                | WeirError::UnusableAnswer { .. }
                 | WeirError::RetriesExhausted { .. }
                 | WeirError::AttemptCeiling { .. }
                 | WeirError::AttemptTimedOut { .. }

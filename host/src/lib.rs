@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod reach;
 pub mod record;
+pub mod retrieval;
 pub mod routing;
 pub mod server;
 mod status;
@@ -147,6 +148,33 @@ impl Weir {
 
     /// Runs one chat call through the funnel as a stream. Resolves once the first
     /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
+    /// Embeds texts: each returned L2-normalized at the deployment's one width
+    /// (see [`retrieval::EmbedRequest`]), through the same admission, retry
+    /// loop, record and budgets as chat.
+    pub async fn embed(&self, request: retrieval::EmbedRequest) -> Result<retrieval::EmbedResponse, CallError> {
+        call::embed(self, request).await
+    }
+
+    /// One text's vector: [`Weir::embed`] of a single input.
+    pub async fn embed_vector(
+        &self,
+        model: &str,
+        text: impl Into<String>,
+        purpose: types::EmbeddingPurpose,
+    ) -> Result<Vec<f32>, CallError> {
+        let answer = self.embed(retrieval::EmbedRequest::new(model, vec![text.into()], purpose)).await?;
+        let stamp = answer.stamp;
+        answer.vectors.into_iter().next().ok_or_else(|| CallError {
+            error: WeirError::UnusableAnswer { model: stamp.model.clone(), reason: "no vector came back".to_owned() },
+            stamp,
+        })
+    }
+
+    /// Orders documents by their relevance to a query.
+    pub async fn rerank(&self, request: retrieval::RerankRequest) -> Result<retrieval::RerankResponse, CallError> {
+        call::rerank(self, request).await
+    }
+
     pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, CallError> {
         call::chat_stream(self, request).await
     }

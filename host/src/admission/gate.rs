@@ -113,6 +113,16 @@ impl ModelGate {
         }
     }
 
+    /// [`Self::admit`] in a lane.
+    pub async fn admit_in(
+        self: &Arc<Self>,
+        demand: Demand,
+        deadline: Option<Instant>,
+        _lane: super::Lane,
+    ) -> Result<Grant, AdmissionError> {
+        self.admit(demand, deadline).await
+    }
+
     /// The fast path: nobody is queued, a permit is free, the account grants now.
     async fn try_immediately(self: &Arc<Self>, demand: Demand) -> Option<Result<Grant, AdmissionError>> {
         if !self.with(|state| state.queue.is_empty() && self.take_permit(state)) {

@@ -14,6 +14,7 @@ mod bucket;
 mod budget;
 mod estimate;
 mod gate;
+mod lane;
 mod store;
 mod throttle;
 
@@ -29,6 +30,7 @@ pub use bucket::Bucket;
 pub use budget::{OutputReserve, output_reserve};
 pub use estimate::{Tokenizer, char_estimate, estimate_input};
 pub use gate::{AdmissionError, Grant, ModelGate};
+pub use lane::Lane;
 pub use store::{
     AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
     Shortfall, Verdict,

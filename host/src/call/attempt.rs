@@ -11,7 +11,7 @@
 
 use std::future::Future;
 
-use crate::admission::{Demand, Feedback, Grant, ModelGate, estimate_input};
+use crate::admission::{Demand, Feedback, Grant, Lane, ModelGate, estimate_input};
 use crate::error::WeirError;
 use crate::transport::TransportError;
 use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, HttpResponse};
@@ -29,13 +29,8 @@ pub(super) async fn run(
     deadline: Option<tokio::time::Instant>,
     observed: &mut Observed,
 ) -> Result<DecodedResponse, WeirError> {
-    let (mut grant, http_request) = admit_and_encode(target, conversation, params, deadline, observed).await?;
-    grant.mark_sent();
-    let transport = target.weir.transport();
-    let sent = transport.send(&target.endpoint, http_request, &target.credential);
-    let response =
-        in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) }).await?;
-    observed.response(&response);
+    let (grant, http_request) = admit_and_encode(target, conversation, params, deadline, observed).await?;
+    let response = send(target, grant, http_request, deadline, observed).await?;
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &response).await);
     }
@@ -48,6 +43,25 @@ pub(super) async fn run(
     // (`malformed`) says nothing about the rate the upstream is willing to serve.
     feed_back(target.gate, Feedback::Success).await;
     Ok(answer)
+}
+
+/// Sends an admitted, encoded request and reads its whole response, within
+/// the attempt timeout and the caller's deadline. The grant is spent as the
+/// request leaves.
+pub(super) async fn send(
+    target: &Target<'_>,
+    mut grant: Grant,
+    http_request: HttpRequest,
+    deadline: Option<tokio::time::Instant>,
+    observed: &mut Observed,
+) -> Result<HttpResponse, WeirError> {
+    grant.mark_sent();
+    let transport = target.weir.transport();
+    let sent = transport.send(&target.endpoint, http_request, &target.credential);
+    let response =
+        in_flight(target, deadline, async { sent.await.map_err(|source| transport_failure(target, source)) }).await?;
+    observed.response(&response);
+    Ok(response)
 }
 
 /// A whole attempt, logged in the call's spend with what it saw.
@@ -85,21 +99,7 @@ pub(super) async fn admit_and_encode(
     fits_window(target, input, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
     let waiting = std::time::Instant::now();
-    // The caller key's buckets first: a call parked on the model then holds only
-    // its own key's budget, never the model's.
-    let key_grant = match &target.key_gate {
-        Some(gate) => Some(gate.admit(demand, deadline).await?),
-        None => None,
-    };
-    let grant = match target.gate.admit(demand, deadline).await {
-        Ok(grant) => grant.with_companion(key_grant),
-        Err(error) => {
-            if let Some(key_grant) = key_grant {
-                key_grant.rollback().await;
-            }
-            return Err(error.into());
-        }
-    };
+    let grant = admit(target, demand, deadline, Lane::Interactive).await?;
     observed.admission_wait = waiting.elapsed();
     let encoded = target
         .provider
@@ -117,6 +117,30 @@ pub(super) async fn admit_and_encode(
         Err(error) => {
             grant.rollback().await;
             Err(error)
+        }
+    }
+}
+
+/// The demand admitted in `lane`: the caller key's buckets first (a call
+/// parked on the model then holds only its own key's budget, never the
+/// model's), then the model's; the two grants are tied.
+pub(super) async fn admit(
+    target: &Target<'_>,
+    demand: Demand,
+    deadline: Option<tokio::time::Instant>,
+    lane: Lane,
+) -> Result<Grant, WeirError> {
+    let key_grant = match &target.key_gate {
+        Some(gate) => Some(gate.admit_in(demand, deadline, lane).await?),
+        None => None,
+    };
+    match target.gate.admit_in(demand, deadline, lane).await {
+        Ok(grant) => Ok(grant.with_companion(key_grant)),
+        Err(error) => {
+            if let Some(key_grant) = key_grant {
+                key_grant.rollback().await;
+            }
+            Err(error.into())
         }
     }
 }
@@ -167,7 +191,18 @@ pub(super) fn transport_failure(target: &Target<'_>, source: TransportError) -> 
 
 /// A non-2xx response, classified by the component and fed to the throttle.
 pub(super) async fn upstream_failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
-    let error = classify::failure(target, response).await;
+    let class = target.provider.classify(response).await;
+    classified_failure(target, response, class).await
+}
+
+/// A non-2xx response the component has classified (chat's `classify`, or
+/// another operation's), fed to the throttle.
+pub(super) async fn classified_failure(
+    target: &Target<'_>,
+    response: &HttpResponse,
+    class: Result<crate::types::ErrorClass, crate::plugin::PluginError>,
+) -> WeirError {
+    let error = classify::failure(target, response, class);
     feed_back(target.gate, Feedback::Backpressure(error.backpressure_weight())).await;
     error
 }

@@ -8,9 +8,13 @@ use crate::types::{ErrorClass, HttpResponse, InBandError, RetryHint};
 use super::streaming::Origin;
 use super::target::Target;
 
-pub(super) async fn failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
+pub(super) fn failure(
+    target: &Target<'_>,
+    response: &HttpResponse,
+    class: Result<ErrorClass, crate::plugin::PluginError>,
+) -> WeirError {
     let model = &target.model.id;
-    let class = match target.provider.classify(response).await {
+    let class = match class {
         Ok(class) => class,
         Err(source) => return WeirError::Plugin { model: model.clone(), source },
     };

@@ -7,6 +7,7 @@ use crate::admission::{estimate_input, output_reserve};
 use crate::budget::{self, Hold};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
+use crate::identity::Caller;
 
 use super::effort;
 use super::target::Target;
@@ -16,9 +17,7 @@ use super::target::Target;
 /// or refuses the call. `None` for a caller without budgets.
 pub(super) fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> Result<Option<Hold>, WeirError> {
     let Some(caller) = &request.caller else { return Ok(None) };
-    let book = weir.budgets();
-    let scopes = book.applicable(caller.key_id.as_deref(), &caller.member, caller.team.as_deref());
-    if scopes.is_empty() {
+    if !applies(weir, caller) {
         return Ok(None);
     }
     let model = target.model;
@@ -26,5 +25,27 @@ pub(super) fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> R
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
     let worst = budget::worst_case(model, input, reserve.max_tokens);
-    book.hold(&scopes, worst, &model.id).map(Some)
+    take_worst(weir, Some(caller), target, worst)
+}
+
+/// Whether any budget applies to `caller` (so a worst case is worth working out).
+pub(super) fn applies(weir: &Weir, caller: &Caller) -> bool {
+    !weir.budgets().applicable(caller.key_id.as_deref(), &caller.member, caller.team.as_deref()).is_empty()
+}
+
+/// Holds `worst` against every budget of the caller's key, member and team,
+/// whole or not at all; `None` for a caller without budgets.
+pub(super) fn take_worst(
+    weir: &Weir,
+    caller: Option<&Caller>,
+    target: &Target<'_>,
+    worst: budget::Spend,
+) -> Result<Option<Hold>, WeirError> {
+    let Some(caller) = caller else { return Ok(None) };
+    let book = weir.budgets();
+    let scopes = book.applicable(caller.key_id.as_deref(), &caller.member, caller.team.as_deref());
+    if scopes.is_empty() {
+        return Ok(None);
+    }
+    book.hold(&scopes, worst, &target.model.id).map(Some)
 }

@@ -41,6 +41,7 @@ mod hold;
 mod opening;
 mod policy;
 mod prompted_tools;
+mod retrieval;
 mod retry;
 mod schema;
 mod spend;
@@ -62,8 +63,9 @@ use opening::Opening;
 use spend::Spend;
 
 pub(crate) use attempt_log::millis;
+pub(crate) use retrieval::{embed, rerank};
 pub(crate) use target::REGION_PLACEHOLDER;
-use target::Target;
+use target::{Naming, Target};
 
 /// What an attempt produced: a whole answer, or a live stream whose first output
 /// is in hand.
@@ -231,10 +233,14 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
 /// What `name` resolves to now for `caller`: the call's own resolution, with
 /// an opening that sends and records nothing.
 pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Caller>) -> Result<String, WeirError> {
-    let mut request = ChatRequest::new(name, Conversation::user(""));
-    request.caller = caller;
+    // Whatever kind the name is: a preview resolves it as a call of that kind would.
+    let kind = match weir.roles().get(name) {
+        Some(role) => role.kind,
+        None => weir.catalog().get(name).map_or(crate::catalog::RoleKind::Chat, |model| model.kind),
+    };
+    let naming = Naming { model: name, caller: caller.as_ref(), route: record::Route::Library, kind };
     let opening = Opening::none();
-    let target = target::resolve(weir, &request, &opening).await?;
+    let target = target::resolve(weir, &naming, &opening).await?;
     Ok(target.model.id.clone())
 }
 
@@ -263,7 +269,11 @@ pub(crate) async fn refused(
 /// is awaited as the first request is about to leave (see [`opening`]), so a
 /// ledger that cannot hold the record refuses the call before anything is sent.
 fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> (CallLog, Opening) {
-    let log = CallLog::open(request, stream, weir.records_content());
+    announce(weir, CallLog::open(request, stream, weir.records_content()))
+}
+
+/// Tells every observer a call opened (see [`open`]).
+fn announce(weir: &Weir, log: CallLog) -> (CallLog, Opening) {
     let pending = weir.observers().open(log.opening());
     (log, Opening::new(pending))
 }
@@ -336,7 +346,7 @@ async fn run<A: Attempt>(
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, request, opening).await?;
+    let target = target::resolve(weir, &Naming::chat(request), opening).await?;
     tally.resolved = Some(resolved(&target));
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target)?;

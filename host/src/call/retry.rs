@@ -23,6 +23,31 @@ use super::{Attempt, Failure, Outcome};
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
 
+/// One attempt of some operation, already counted in `spend` and logged
+/// there: what the retry loop re-runs.
+pub(super) trait Try {
+    type Output;
+
+    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure>;
+}
+
+/// A chat attempt with its payload, as the retry loop re-runs it.
+struct ChatTry<'x, 't, A> {
+    attempt: &'x A,
+    target: &'x Target<'t>,
+    conversation: &'x Conversation,
+    params: &'x CallParams,
+    request: &'x ChatRequest,
+}
+
+impl<A: Attempt> Try for ChatTry<'_, '_, A> {
+    type Output = Outcome<A::Live>;
+
+    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
+        self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await
+    }
+}
+
 pub(super) async fn with_retries<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
@@ -31,17 +56,29 @@ pub(super) async fn with_retries<A: Attempt>(
     request: &ChatRequest,
     spend: &mut Spend,
 ) -> Result<Outcome<A::Live>, WeirError> {
+    let chat = ChatTry { attempt, target, conversation, params, request };
+    retrying(&chat, target, request.deadline, spend).await
+}
+
+/// Runs `attempt` until it succeeds, fails with a signal its policy does not
+/// retry, or the call's retry budget, attempt ceiling or deadline is spent.
+pub(super) async fn retrying<T: Try>(
+    attempt: &T,
+    target: &Target<'_>,
+    deadline: Option<tokio::time::Instant>,
+    spend: &mut Spend,
+) -> Result<T::Output, WeirError> {
     loop {
-        // This attempt is already counted: by the gates for a payload's first,
-        // below for a retry.
-        let error = match attempt.run(target, conversation, params, request, spend).await {
+        // This attempt is already counted: by the caller for a payload's
+        // first, below for a retry.
+        let error = match attempt.run(spend).await {
             Ok(outcome) => return Ok(outcome),
             Err(Failure::Settled(error)) => return Err(error),
             Err(Failure::Signal(error)) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };
         let wait = wait_before_retry(&error, policy, spend.retries());
-        let past_deadline = request.deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
+        let past_deadline = deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
         if past_deadline || !spend.take_retry() {
             return Err(WeirError::RetriesExhausted { attempts: spend.attempts(), last: Box::new(error) });
         }

@@ -40,10 +40,20 @@ pub(super) struct Spend {
 impl Spend {
     /// The entry's limits, lowered (never raised) by the request's.
     pub fn for_call(model: &ModelSpec, request: &ChatRequest, call_started: Instant) -> Self {
-        let max_retries = lowered(request.max_retries, model.max_retries.unwrap_or(DEFAULT_RETRIES));
-        let max_corrections = lowered(request.max_corrections, model.max_corrections.unwrap_or(DEFAULT_CORRECTIONS));
-        if request.max_retries.is_some_and(|asked| asked > max_retries)
-            || request.max_corrections.is_some_and(|asked| asked > max_corrections)
+        Self::lowered_by(model, request.max_retries, request.max_corrections, call_started)
+    }
+
+    /// The entry's limits, lowered (never raised) by what the caller asked.
+    pub fn lowered_by(
+        model: &ModelSpec,
+        asked_retries: Option<u32>,
+        asked_corrections: Option<u32>,
+        call_started: Instant,
+    ) -> Self {
+        let max_retries = lowered(asked_retries, model.max_retries.unwrap_or(DEFAULT_RETRIES));
+        let max_corrections = lowered(asked_corrections, model.max_corrections.unwrap_or(DEFAULT_CORRECTIONS));
+        if asked_retries.is_some_and(|asked| asked > max_retries)
+            || asked_corrections.is_some_and(|asked| asked > max_corrections)
         {
             tracing::debug!(
                 model = %model.id, max_retries, max_corrections,

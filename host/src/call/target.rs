@@ -48,28 +48,53 @@ impl Target<'_> {
     }
 }
 
+/// What a call names and for whom: the inputs of resolution, whatever the
+/// operation.
+pub(super) struct Naming<'r> {
+    pub model: &'r str,
+    pub caller: Option<&'r Caller>,
+    pub route: Route,
+    /// What the call is: a role or entry of another kind is refused.
+    pub kind: RoleKind,
+}
+
+impl<'r> Naming<'r> {
+    pub fn chat(request: &'r ChatRequest) -> Self {
+        Self { model: &request.model, caller: request.caller.as_ref(), route: request.route, kind: RoleKind::Chat }
+    }
+}
+
 /// Resolves what the caller named — a role, or a catalog id while
 /// `model_choice = "any"` — to the entry that serves this call, once. A role is
 /// resolved through the picker (see [`crate::routing`]); an entry that fails
 /// later is never swapped for another.
 pub(super) async fn resolve<'a>(
     weir: &'a Weir,
-    request: &ChatRequest,
+    naming: &Naming<'_>,
     opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
-    let caller = request.caller.as_ref();
-    if let Some(role) = weir.roles().get(&request.model) {
-        if role.kind != RoleKind::Chat {
+    let caller = naming.caller;
+    if let Some(role) = weir.roles().get(naming.model) {
+        if role.kind != naming.kind {
             return Err(WeirError::InvalidRequest(format!(
-                "role `{}` is a {} role, not a chat role",
+                "role `{}` is a {} role, not a {} role",
                 role.name,
-                role.kind.as_str()
+                role.kind.as_str(),
+                naming.kind.as_str()
             )));
         }
         return resolve_role(weir, role, caller, opening).await;
     }
-    let model = weir.catalog().get(&request.model).ok_or_else(|| WeirError::UnknownModel(request.model.clone()))?;
-    if weir.config().model_choice == ModelChoice::Roles && request.route != Route::Library {
+    let model = weir.catalog().get(naming.model).ok_or_else(|| WeirError::UnknownModel(naming.model.to_owned()))?;
+    if model.kind != naming.kind {
+        return Err(WeirError::InvalidRequest(format!(
+            "model `{}` is a {} entry, not a {} one",
+            model.id,
+            model.kind.as_str(),
+            naming.kind.as_str()
+        )));
+    }
+    if weir.config().model_choice == ModelChoice::Roles && naming.route != Route::Library {
         return Err(WeirError::ModelChoiceRefused { model: model.id.clone() });
     }
     resolve_entry(weir, model, None, caller, opening).await
@@ -90,8 +115,8 @@ async fn resolve_role<'a>(
     let mut refused = None;
     let mut unavailable = None;
     for id in picks.entries.iter() {
-        let Some(model) = catalog.get(id) else {
-            tracing::warn!(role = %role.name, entry = %id, "the picker named an entry the catalog does not have");
+        let Some(model) = catalog.get(id).filter(|model| model.kind == role.kind) else {
+            tracing::warn!(role = %role.name, entry = %id, "the picker named an entry the catalog does not have for its kind");
             continue;
         };
         let error = match resolve_entry(weir, model, Some(&role.name), caller, opening).await {

@@ -109,6 +109,10 @@ pub struct Config {
     pub safety_margin: Option<u32>,
     /// The operator's ceiling on any call's output, below every entry's own.
     pub max_output_ceiling: Option<u32>,
+    /// `[embeddings]`: the one width every vector is returned at, and the two
+    /// lanes' deadlines.
+    #[serde(default)]
+    pub embeddings: EmbeddingSettings,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -132,8 +136,25 @@ pub struct ModelEntry {
     pub endpoint: Option<String>,
     /// The secret's id (default: the provider's own, on the same terms).
     pub credential: Option<String>,
+    /// The output ceiling (chat entries; an embedding or rerank entry writes
+    /// nothing and declares none).
+    #[serde(default)]
     pub max_output_tokens: u32,
+    /// Tokens the model reads in one request (an embedding entry: per input).
     pub context_window: u32,
+    /// What the entry serves (default chat): an embedding or rerank entry is
+    /// called only through `/v1/embeddings`, `/v1/rerank` and their library calls.
+    #[serde(default)]
+    pub kind: RoleKind,
+    /// Embedding entries: the width the endpoint is asked for and must answer
+    /// (pinned); absent, vectors are folded or padded to `[embeddings] dimensions`.
+    pub embedding_dimensions: Option<u32>,
+    /// Embedding entries: the most inputs one upstream request carries (absent:
+    /// the provider component's own limit; never more than it).
+    pub max_batch: Option<u32>,
+    /// The share of each capacity axis (requests, tokens, concurrency) bulk
+    /// calls leave free for interactive ones, in `[0, 1)` (default 0.5).
+    pub interactive_share: Option<f64>,
     /// Requests per minute (absent: unlimited).
     pub rpm: Option<u32>,
     /// Tokens per minute (absent: unlimited).
@@ -255,6 +276,18 @@ pub struct RoleEntry {
     pub model: Option<String>,
     #[serde(default)]
     pub kind: RoleKind,
+    /// An embedding role's lane when the caller names none: `interactive`
+    /// (default) or `bulk`.
+    #[serde(default, deserialize_with = "lane_word")]
+    pub lane: Option<crate::admission::Lane>,
+}
+
+/// `lane = "interactive" | "bulk"`.
+fn lane_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<crate::admission::Lane>, D::Error> {
+    let word = String::deserialize(deserializer)?;
+    crate::admission::Lane::parse(&word)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("`lane` is `interactive` or `bulk`, not `{word}`")))
 }
 
 /// One `[member.NAME]`: defaults for every key of that member.
@@ -422,6 +455,47 @@ pub enum LedgerOnError {
     Refuse,
     /// Calls go on; each lost record is logged and counted in the metrics.
     Continue,
+}
+
+/// `[embeddings]`: what every embedding call shares.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSettings {
+    /// The width every vector is returned at when its entry pins none (required
+    /// once any embedding entry is unpinned: nothing is invented).
+    pub dimensions: Option<u32>,
+    /// The deadline of an interactive call (query embedding, rerank) when the
+    /// caller gives none, in seconds (default 5).
+    pub interactive_deadline_secs: Option<u64>,
+    /// The deadline of a bulk call (ingestion) when the caller gives none, in
+    /// seconds (default 120).
+    pub bulk_deadline_secs: Option<u64>,
+}
+
+/// Default deadline of an interactive embedding or rerank call (the gateway
+/// seed's query-embedding budget).
+pub const DEFAULT_INTERACTIVE_DEADLINE_SECS: u64 = 5;
+/// Default deadline of a bulk embedding call (the seed's ingestion budget).
+pub const DEFAULT_BULK_DEADLINE_SECS: u64 = 120;
+/// The share of capacity bulk calls leave to interactive ones by default.
+pub const DEFAULT_INTERACTIVE_SHARE: f64 = 0.5;
+
+impl EmbeddingSettings {
+    pub fn interactive_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.interactive_deadline_secs.unwrap_or(DEFAULT_INTERACTIVE_DEADLINE_SECS))
+    }
+
+    pub fn bulk_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.bulk_deadline_secs.unwrap_or(DEFAULT_BULK_DEADLINE_SECS))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.dimensions == Some(0) || self.interactive_deadline_secs == Some(0) || self.bulk_deadline_secs == Some(0)
+        {
+            return Err("`dimensions` and the deadlines must be positive when set".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or
@@ -637,6 +711,17 @@ impl Config {
             return Err(self.invalid("`answer_reserve` and `max_output_ceiling` must be positive when set".to_owned()));
         }
         self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
+        self.embeddings.validate().map_err(|message| self.invalid(format!("[embeddings]: {message}")))?;
+        let unpinned = self.models.iter().find(|m| m.kind == RoleKind::Embedding && m.embedding_dimensions.is_none());
+        if let Some(model) = unpinned
+            && self.embeddings.dimensions.is_none()
+        {
+            return Err(self.invalid(format!(
+                "model `{}`: an embedding entry without `embedding_dimensions` is adapted to the deployment's one \
+                 width, so `[embeddings] dimensions` is required (none is invented)",
+                model.id
+            )));
+        }
         if let Some(key) = self.retention.keys().find(|key| !crate::compliance::binds_retention(key)) {
             return Err(self.invalid(format!(
                 "[retention.{key}]: provider `{key}` is a surface that binds no retention project per request \
@@ -687,6 +772,21 @@ impl Config {
                 (None, Some(model)) => return Err(format!("role `{name}`: `{model}` is not a catalog id")),
                 _ => return Err(format!("role `{name}` names exactly one of `grade` or `model`")),
             }
+            let of_kind = |m: &&ModelEntry| m.kind == role.kind;
+            let served = self.models.iter().filter(of_kind).any(|m| match (&role.grade, &role.model) {
+                (Some(grade), _) => m.grade.as_ref() == Some(grade),
+                (None, model) => model.as_ref() == Some(&m.id),
+            });
+            if !served {
+                return Err(format!(
+                    "role `{name}` is a {} role, and no {} entry serves it",
+                    role.kind.as_str(),
+                    role.kind.as_str()
+                ));
+            }
+            if role.lane.is_some() && role.kind != RoleKind::Embedding {
+                return Err(format!("role `{name}`: `lane` is read only for embedding roles"));
+            }
         }
         for (grade, target) in &self.pins {
             if !has_grade(grade) {
@@ -706,6 +806,38 @@ impl Config {
 }
 
 impl ModelEntry {
+    /// What each kind reads: a chat entry's output ceiling; an embedding
+    /// entry's width and batch. A field the entry's kind never reads is refused.
+    fn validate_kind(&self) -> Result<(), String> {
+        let chat = self.kind == RoleKind::Chat;
+        if chat && self.max_output_tokens == 0 {
+            return Err("`max_output_tokens` must be positive (a chat entry declares it)".to_owned());
+        }
+        if !chat && self.max_output_tokens != 0 {
+            return Err(format!(
+                "`max_output_tokens` is read only for chat entries, not `kind = \"{}\"`",
+                self.kind.as_str()
+            ));
+        }
+        let embedding = self.kind == RoleKind::Embedding;
+        if !embedding && (self.embedding_dimensions.is_some() || self.max_batch.is_some()) {
+            return Err(
+                "`embedding_dimensions` and `max_batch` are read only for `kind = \"embedding\"` entries".to_owned()
+            );
+        }
+        if self.embedding_dimensions == Some(0) || self.max_batch == Some(0) {
+            return Err("`embedding_dimensions` and `max_batch` must be positive when set".to_owned());
+        }
+        if self.interactive_share.is_some_and(|share| !(0.0..1.0).contains(&share)) {
+            return Err("`interactive_share` must be at least 0 and below 1".to_owned());
+        }
+        let chat_only = self.reasoning.is_some() || self.thinking_budget.is_some() || self.capabilities.is_some();
+        if !chat && chat_only {
+            return Err("`reasoning`, `thinking_budget` and `capabilities` are read only for chat entries".to_owned());
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.id.trim().is_empty() {
             return Err("`id` is empty".to_owned());
@@ -713,9 +845,10 @@ impl ModelEntry {
         if self.provider.trim().is_empty() {
             return Err("`provider` is empty".to_owned());
         }
-        if self.max_output_tokens == 0 || self.context_window == 0 {
-            return Err("`max_output_tokens` and `context_window` must be positive".to_owned());
+        if self.context_window == 0 {
+            return Err("`context_window` must be positive".to_owned());
         }
+        self.validate_kind()?;
         if self.rpm == Some(0)
             || self.tpm == Some(0)
             || self.output_tokens == Some(0)
@@ -736,7 +869,11 @@ impl ModelEntry {
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
         }
-        if self.input_price.is_some() != self.output_price.is_some() {
+        if self.kind != RoleKind::Chat && self.output_price.is_some() {
+            return Err("`output_price` is read only for chat entries (an embedding or rerank call outputs no tokens)"
+                .to_owned());
+        }
+        if self.kind == RoleKind::Chat && self.input_price.is_some() != self.output_price.is_some() {
             return Err("`input_price` and `output_price` are declared together (one alone prices no call)".to_owned());
         }
         if let Some(endpoint) = &self.endpoint

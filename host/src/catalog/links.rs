@@ -27,9 +27,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::ModelSpec;
+use super::{ModelSpec, RoleKind};
 use crate::compliance::{RetentionProjects, binds_retention};
-use crate::plugin::{Provider, ProviderRegistry, Route};
+use crate::plugin::{Operation, Provider, ProviderRegistry, Route};
 use crate::reach;
 
 /// The placeholder an addressing keeps for the region label.
@@ -126,6 +126,9 @@ pub(crate) fn route(
     registry: &ProviderRegistry,
     retention: &BTreeMap<String, RetentionProjects>,
 ) -> Routing {
+    if model.kind != RoleKind::Chat {
+        return route_retrieval(model, registry);
+    }
     if let Some(provider) = registry.get(&model.provider) {
         return match provider.serves(&model.wire_id) {
             Ok(true) => Routing::Route(Route::Direct(Arc::clone(provider))),
@@ -141,6 +144,66 @@ pub(crate) fn route(
         };
     }
     Routing::Route(link(model, registry, retention))
+}
+
+/// An embedding or rerank entry: its provider must export the operation and
+/// serve the wire id for it (`embeddings.serves` / `rerank.serves`). Such
+/// entries are never linked: they name their provider. An embedding entry of
+/// a model only called at a pinned width must pin one; the provider's batch
+/// limit is asked here, so no call asks it.
+fn route_retrieval(model: &ModelSpec, registry: &ProviderRegistry) -> Routing {
+    let Some(provider) = registry.get(&model.provider) else {
+        return Routing::Route(Route::Unavailable(format!(
+            "provider `{}` is not loaded (a {} entry is never linked to another provider)",
+            model.provider,
+            model.kind.as_str()
+        )));
+    };
+    let operation = match model.kind {
+        RoleKind::Embedding => Operation::Embeddings,
+        RoleKind::Rerank | RoleKind::Chat => Operation::Rerank,
+    };
+    let fault = |fault: crate::plugin::PluginError| {
+        Routing::Route(Route::Unavailable(format!(
+            "provider `{}` could not say how it serves `{}`: {fault}",
+            model.provider, model.wire_id
+        )))
+    };
+    match provider.serves_operation(operation, &model.wire_id) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Routing::NotServed(format!(
+                "model `{}`: provider `{}` does not serve wire id `{}` for {} (its component {} that operation)",
+                model.id,
+                model.provider,
+                model.wire_id,
+                operation.interface(),
+                if provider.exports(operation) {
+                    "says it does not speak that model's request shape for"
+                } else {
+                    "does not export"
+                }
+            ));
+        }
+        Err(error) => return fault(error),
+    }
+    if operation == Operation::Embeddings {
+        if let Err(error) = provider.max_batch(&model.wire_id) {
+            return fault(error);
+        }
+        match provider.needs_dimensions(&model.wire_id) {
+            Ok(true) if model.embedding_dimensions.is_none() => {
+                return Routing::NotServed(format!(
+                    "model `{}`: provider `{}` calls `{}` only at a width it is asked for (e.g. Cohere Embed's \
+                     `output_dimension`): pin `embedding_dimensions`",
+                    model.id, model.provider, model.wire_id
+                ));
+            }
+            Ok(_) => {}
+            Err(error) => return fault(error),
+        }
+    }
+    Routing::Route(Route::Direct(Arc::clone(provider)))
 }
 
 /// An entry whose provider key no loaded component has: linked, or unavailable.

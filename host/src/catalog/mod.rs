@@ -12,8 +12,9 @@ pub use config::TelemetrySettings;
 pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
-    DEFAULT_SAFETY_MARGIN, EMBEDDED_DEFAULT, KeyEntry, LedgerOnError, LedgerSettings, LedgerSync, MemberEntry,
-    MetricsSettings, ModelChoice, ModelEntry, Reasoning, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
+    DEFAULT_SAFETY_MARGIN, EMBEDDED_DEFAULT, EmbeddingSettings, KeyEntry, LedgerOnError, LedgerSettings, LedgerSync,
+    MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning, RoleEntry, RoleKind, ServerSettings,
+    ThinkingBudget,
 };
 
 use crate::admission::Tokenizer;
@@ -65,6 +66,15 @@ pub struct ModelSpec {
     /// A plain-`http` endpoint off loopback is allowed (see `allow_http`).
     pub allow_http: bool,
     pub max_queue: u32,
+    /// The share of each capacity axis bulk calls leave to interactive ones.
+    pub interactive_share: f64,
+    /// What the entry serves: chat, embeddings or reranking.
+    pub kind: RoleKind,
+    /// Embedding entries: the width the endpoint is asked for and must answer.
+    pub embedding_dimensions: Option<u32>,
+    /// Embedding entries: the most inputs one upstream request carries, as the
+    /// entry declares it (the provider's own limit bounds it per call).
+    pub max_batch: Option<u32>,
     /// Upstream attempts of every kind one call may make.
     pub max_attempts: u32,
     /// Declared prices, USD per million tokens (the ledger's cost).
@@ -131,6 +141,10 @@ impl ModelSpec {
             cache_write_multiplier: 1.0,
             allow_http: false,
             max_queue: DEFAULT_MAX_QUEUE,
+            interactive_share: config::DEFAULT_INTERACTIVE_SHARE,
+            kind: RoleKind::Chat,
+            embedding_dimensions: None,
+            max_batch: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             prices: crate::record::Prices::default(),
             grade: None,
@@ -282,10 +296,18 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
         allow_http: entry.allow_http,
         max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
+        interactive_share: entry.interactive_share.unwrap_or(config::DEFAULT_INTERACTIVE_SHARE),
+        kind: entry.kind,
+        embedding_dimensions: entry.embedding_dimensions,
+        max_batch: entry.max_batch,
         max_attempts: entry.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         prices: crate::record::Prices {
             input: entry.input_price,
-            output: entry.output_price,
+            // An embedding or rerank call generates nothing: its output is free.
+            output: match entry.kind {
+                RoleKind::Chat => entry.output_price,
+                RoleKind::Embedding | RoleKind::Rerank => entry.input_price.map(|_| 0.0),
+            },
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,
         },

@@ -65,6 +65,7 @@ pub(super) struct ChatExports {
 pub(super) struct EmbeddingExports {
     serves: ComponentExportIndex,
     max_batch: ComponentExportIndex,
+    needs_dimensions: ComponentExportIndex,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
     classify: ComponentExportIndex,
@@ -132,6 +133,7 @@ impl Exports {
                 Ok(EmbeddingExports {
                     serves: embeddings.func("serves")?,
                     max_batch: embeddings.func("max-batch")?,
+                    needs_dimensions: embeddings.func("needs-dimensions")?,
                     encode: embeddings.func("encode")?,
                     decode: embeddings.func("decode")?,
                     classify: embeddings.func("classify")?,
@@ -180,6 +182,7 @@ impl Exports {
         if let Some(e) = &self.embeddings {
             check("embeddings.serves", e.serves(store, instance).map(drop))?;
             check("embeddings.max-batch", e.max_batch(store, instance).map(drop))?;
+            check("embeddings.needs-dimensions", e.needs_dimensions(store, instance).map(drop))?;
             check("embeddings.encode", e.encode(store, instance).map(drop))?;
             check("embeddings.decode", e.decode(store, instance).map(drop))?;
             check("embeddings.classify", e.classify(store, instance).map(drop))?;
@@ -252,6 +255,10 @@ impl EmbeddingExports {
 
     pub fn max_batch<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, u32> {
         instance.get_typed_func(store, self.max_batch)
+    }
+
+    pub fn needs_dimensions<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        instance.get_typed_func(store, self.needs_dimensions)
     }
 
     pub fn encode<'a>(

@@ -73,6 +73,8 @@ pub(super) struct AnswerCache {
     serves: HashMap<(Operation, String, String), bool>,
     /// `embeddings.max-batch`, as answered (a 0 is kept, and refused each time).
     max_batch: HashMap<(String, String), u32>,
+    /// `embeddings.needs-dimensions`, as answered.
+    needs_dimensions: HashMap<(String, String), bool>,
     /// The first fault of a question to this component. Every later question
     /// gets it without a call: a hostile component costs one CPU budget at load,
     /// not one per catalog entry.
@@ -197,6 +199,27 @@ impl Provider {
             }),
             max_batch => Ok(max_batch),
         }
+    }
+
+    /// `embeddings.needs-dimensions` for this key and `wire_id`: whether the
+    /// model is only called at a width it is asked for, so its entry must pin
+    /// one. Asked once and kept like [`Self::answers`].
+    pub fn needs_dimensions(&self, wire_id: &str) -> Result<bool, PluginError> {
+        let Some(embeddings) = &self.component.exports.embeddings else {
+            return Err(self.missing(Operation::Embeddings));
+        };
+        let key = (self.info.key.clone(), wire_id.to_owned());
+        self.cached(
+            |cache| cache.needs_dimensions.get(&key).copied(),
+            |cache, needs| {
+                cache.needs_dimensions.insert(key.clone(), needs);
+            },
+            || {
+                self.ask_one("embeddings.needs-dimensions", wire_id, |store, instance| {
+                    embeddings.needs_dimensions(store, instance)
+                })
+            },
+        )
     }
 
     /// One load-time answer: from the cache, else asked and kept; a fault of

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, PendingOpen, acknowledged};
 
 pub(crate) use content::{answer as answer_content, stop_reason as stop_reason_name};
-pub(crate) use open::{CallLog, Ending, Resolved};
+pub(crate) use open::{CallLog, Ending, Opened, Resolved};
 pub use price::Prices;
 pub use refusals::RECORDED_PER_SECOND as REFUSALS_RECORDED_PER_SECOND;
 pub(crate) use refusals::RefusalWindow;
@@ -36,6 +36,10 @@ pub enum Route {
     OpenaiChat,
     /// `POST /v1/messages`
     AnthropicMessages,
+    /// `POST /v1/embeddings`
+    OpenaiEmbeddings,
+    /// `POST /v1/rerank`
+    Rerank,
     /// The library API ([`crate::Weir::chat`]) called by an embedding service.
     Library,
 }
@@ -45,6 +49,8 @@ impl Route {
         match self {
             Self::OpenaiChat => "openai_chat",
             Self::AnthropicMessages => "anthropic_messages",
+            Self::OpenaiEmbeddings => "openai_embeddings",
+            Self::Rerank => "rerank",
             Self::Library => "library",
         }
     }
@@ -55,12 +61,16 @@ impl Route {
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
     Chat,
+    Embeddings,
+    Rerank,
 }
 
 impl Operation {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Chat => "chat",
+            Self::Embeddings => "embeddings",
+            Self::Rerank => "rerank",
         }
     }
 }

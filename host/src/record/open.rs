@@ -40,6 +40,17 @@ pub(crate) struct Ending {
     pub notes: Vec<&'static str>,
 }
 
+/// What a call's opening says: who, by which door, what operation, which name.
+#[derive(Debug)]
+pub(crate) struct Opened<'a> {
+    pub caller: Option<&'a crate::identity::Caller>,
+    pub route: super::Route,
+    pub operation: Operation,
+    pub model: &'a str,
+    pub stream: bool,
+    pub traceparent: Option<String>,
+}
+
 /// A call between its opening and its record.
 #[derive(Debug)]
 pub(crate) struct CallLog {
@@ -53,7 +64,22 @@ impl CallLog {
     /// Opens the record of `request`. The caller's key (or the embedding
     /// service's member) says who; the route, whether it streams.
     pub fn open(request: &ChatRequest, stream: bool, record_content: bool) -> Self {
-        let who = match &request.caller {
+        let what = Opened {
+            caller: request.caller.as_ref(),
+            route: request.route,
+            operation: Operation::Chat,
+            model: &request.model,
+            stream,
+            traceparent: request.traceparent.clone(),
+        };
+        let request = record_content.then(|| content::request(request));
+        Self::open_operation(what, request)
+    }
+
+    /// Opens the record of a call of any operation; `request` is its content,
+    /// already rendered, when content is recorded.
+    pub fn open_operation(what: Opened<'_>, request: Option<serde_json::Value>) -> Self {
+        let who = match what.caller {
             Some(caller) => {
                 Who { key_id: caller.key_id.clone(), member: Some(caller.member.clone()), team: caller.team.clone() }
             }
@@ -63,13 +89,12 @@ impl CallLog {
             call_id: new_call_id(),
             started_at: SystemTime::now(),
             who,
-            route: request.route,
-            operation: Operation::Chat,
-            model: request.model.clone(),
-            stream,
-            traceparent: request.traceparent.clone(),
+            route: what.route,
+            operation: what.operation,
+            model: what.model.to_owned(),
+            stream: what.stream,
+            traceparent: what.traceparent,
         };
-        let request = record_content.then(|| content::request(request));
         Self { opening, started: Instant::now(), request }
     }
 

@@ -23,6 +23,8 @@ pub struct Role {
     pub name: String,
     pub kind: RoleKind,
     pub serves: RoleTarget,
+    /// An embedding role's lane when the caller names none.
+    pub lane: Option<crate::admission::Lane>,
 }
 
 /// What a role is served by.
@@ -52,7 +54,7 @@ impl Roles {
                     (None, Some(model)) => RoleTarget::Entry(model.clone()),
                     (None, None) => return None,
                 };
-                Some((name.clone(), Role { name: name.clone(), kind: entry.kind, serves }))
+                Some((name.clone(), Role { name: name.clone(), kind: entry.kind, serves, lane: entry.lane }))
             })
             .collect();
         Self { by_name }

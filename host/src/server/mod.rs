@@ -3,6 +3,7 @@
 //!
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
 //! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
+//! - `POST /v1/embeddings` — OpenAI embeddings; `POST /v1/rerank` — the Cohere / Jina rerank shape
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
@@ -28,6 +29,7 @@ mod edge;
 mod error;
 mod metrics;
 mod openai;
+mod retrieval;
 mod sampling;
 mod sse;
 mod usage;
@@ -53,6 +55,8 @@ pub fn router(weir: Weir) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(retrieval::embeddings))
+        .route("/v1/rerank", post(retrieval::rerank))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))

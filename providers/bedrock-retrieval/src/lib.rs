@@ -62,6 +62,12 @@ impl EmbeddingProvider for BedrockRetrieval {
         }
     }
 
+    /// Cohere Embed is always sent an `output_dimension`, so its entries pin
+    /// the width; Titan answers its native 1024 without one.
+    fn needs_dimensions(provider: &str, wire_id: &str) -> bool {
+        provider == BEDROCK_RETRIEVAL && matches!(family(wire_id), Some(Family::CohereEmbedV3 | Family::CohereEmbedV4))
+    }
+
     fn encode(provider: &str, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError> {
         let family = served_family(provider, &params.wire_model_id)?;
         request::embeddings(family, inputs, &params)
@@ -178,6 +184,16 @@ mod tests {
         assert!(!<BedrockRetrieval as EmbeddingProvider>::serves("bedrock-converse", "cohere.embed-v4:0"));
         assert!(!<BedrockRetrieval as RerankProvider>::serves("openai", "cohere.rerank-v3-5:0"));
         assert!(!BedrockRetrieval::claims("bedrock-converse", "cohere.embed-v4:0"));
+    }
+
+    #[test]
+    fn cohere_embed_needs_a_pinned_width_and_titan_does_not() {
+        let key = BEDROCK_RETRIEVAL;
+        assert!(BedrockRetrieval::needs_dimensions(key, "cohere.embed-english-v3"));
+        assert!(BedrockRetrieval::needs_dimensions(key, "us.cohere.embed-v4:0"));
+        assert!(!BedrockRetrieval::needs_dimensions(key, "amazon.titan-embed-text-v2:0"));
+        assert!(!BedrockRetrieval::needs_dimensions(key, "cohere.rerank-v3-5:0"));
+        assert!(!BedrockRetrieval::needs_dimensions("openai", "cohere.embed-v4:0"));
     }
 
     #[test]

@@ -58,6 +58,10 @@ impl Embeddings for EmbedOnly {
         }
     }
 
+    fn needs_dimensions(_: String, _: String) -> bool {
+        false
+    }
+
     fn encode(_: String, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError> {
         if inputs.is_empty() {
             return Err(CodecError::Unsupported("no inputs".to_owned()));

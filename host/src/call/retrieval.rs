@@ -1,0 +1,618 @@
+//! Embeddings and reranking through the call template's own stages: the
+//! record opened first, the target resolved (a role or entry of the
+//! operation's kind), the budget held, then each upstream request through the
+//! one retry loop and admission (in the call's lane), the component encoding,
+//! the transport sending, the component decoding or classifying; the budget
+//! settled and the record closed last. Only what is the operation's own lives
+//! here: batching, the width check and the adapter, the ranking check.
+//!
+//! An embeddings call is split into upstream requests of at most the entry's
+//! batch (the provider's own limit bounds it), up to [`BATCHES_IN_FLIGHT`] at
+//! once, reassembled in input order. A failed batch fails the whole call with
+//! its category (never a partial answer): no new batch starts after it, and
+//! the ones already in flight finish, so every attempt made is on the record.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::stream;
+
+use crate::Weir;
+use crate::admission::{Demand, Feedback, Lane};
+use crate::catalog::{ModelSpec, RoleKind};
+use crate::chat::CallError;
+use crate::error::WeirError;
+use crate::record::{AttemptRecord, Ending, Opened, Operation, Tokens};
+use crate::retrieval::{EmbedRequest, EmbedResponse, RerankRequest, RerankResponse, adapt};
+use crate::types::{EmbeddingParams, EmbeddingPurpose, HttpRequest, Ranked, RerankParams};
+
+use super::attempt::{self, feed_back};
+use super::attempt_log::{Ended, Observed};
+use super::opening::Opening;
+use super::retry::{self, Try};
+use super::spend::Spend;
+use super::target::{self, Naming, Target};
+use super::{Failure, Tally, close, hold, resolved, stamp};
+
+/// Upstream requests one embeddings call keeps in flight at once: enough to
+/// fill a model's admission, few enough that one bulk job cannot park
+/// thousands of requests in its queue.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The record's note for a call whose provider reported no token count for
+/// some upstream request: the host's estimate stands in, so a budget is never
+/// settled at zero.
+const ESTIMATED: &str = "input_tokens_estimated";
+
+/// Runs one embeddings call end to end; its record is committed before the
+/// answer (or the failure) is returned.
+pub(crate) async fn embed(weir: &Weir, request: EmbedRequest) -> Result<EmbedResponse, CallError> {
+    let content = weir
+        .records_content()
+        .then(|| serde_json::json!({ "inputs": request.inputs, "purpose": purpose_name(request.purpose) }));
+    let what =
+        opened(&request.model, request.caller.as_ref(), request.route, Operation::Embeddings, &request.traceparent);
+    let (log, opening) = super::announce(weir, crate::record::CallLog::open_operation(what, content));
+    let mut tally = Tally::new(log.started());
+    let result = run_embed(weir, &request, &mut tally, &opening).await;
+    let stamp = stamp(&log, &request.model, &tally);
+    let ending = match &result {
+        Ok(embedded) => Ending {
+            category: "ok".to_owned(),
+            served_model: embedded.served_model.clone(),
+            answer: log
+                .records_content()
+                .then(|| serde_json::json!({ "vectors": embedded.vectors.len(), "dimensions": embedded.width })),
+            notes: tally.notes.clone(),
+            ..Ending::default()
+        },
+        Err(error) => failed(error, &tally),
+    };
+    let closed = close(weir, log, &mut tally, ending).await;
+    match (result, closed) {
+        (Ok(embedded), Ok(())) => Ok(EmbedResponse {
+            vectors: embedded.vectors,
+            dimensions: embedded.width,
+            input_tokens: embedded.input_tokens,
+            input_tokens_estimated: embedded.estimated,
+            stamp,
+        }),
+        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
+    }
+}
+
+/// Runs one rerank call end to end, recorded like every other call.
+pub(crate) async fn rerank(weir: &Weir, request: RerankRequest) -> Result<RerankResponse, CallError> {
+    let content = weir
+        .records_content()
+        .then(|| serde_json::json!({ "query": request.query, "documents": request.documents, "top_n": request.top_n }));
+    let what = opened(&request.model, request.caller.as_ref(), request.route, Operation::Rerank, &request.traceparent);
+    let (log, opening) = super::announce(weir, crate::record::CallLog::open_operation(what, content));
+    let mut tally = Tally::new(log.started());
+    let result = run_rerank(weir, &request, &mut tally, &opening).await;
+    let stamp = stamp(&log, &request.model, &tally);
+    let ending = match &result {
+        Ok(ranked) => Ending {
+            category: "ok".to_owned(),
+            served_model: ranked.served_model.clone(),
+            answer: log.records_content().then(|| {
+                let results: Vec<_> = ranked
+                    .results
+                    .iter()
+                    .map(|r| serde_json::json!({ "index": r.index, "relevance_score": r.relevance_score }))
+                    .collect();
+                serde_json::Value::Array(results)
+            }),
+            notes: tally.notes.clone(),
+            ..Ending::default()
+        },
+        Err(error) => failed(error, &tally),
+    };
+    let closed = close(weir, log, &mut tally, ending).await;
+    match (result, closed) {
+        (Ok(ranked), Ok(())) => Ok(RerankResponse {
+            results: ranked.results,
+            input_tokens: ranked.input_tokens,
+            search_units: ranked.search_units,
+            stamp,
+        }),
+        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
+    }
+}
+
+fn opened<'a>(
+    model: &'a str,
+    caller: Option<&'a crate::Caller>,
+    route: crate::record::Route,
+    operation: Operation,
+    traceparent: &Option<String>,
+) -> Opened<'a> {
+    Opened { caller, route, operation, model, stream: false, traceparent: traceparent.clone() }
+}
+
+fn failed(error: &WeirError, tally: &Tally) -> Ending {
+    Ending { category: error.category().as_str().to_owned(), notes: tally.notes.clone(), ..Ending::default() }
+}
+
+fn purpose_name(purpose: EmbeddingPurpose) -> &'static str {
+    match purpose {
+        EmbeddingPurpose::Document => "document",
+        EmbeddingPurpose::Query => "query",
+    }
+}
+
+/// An embeddings call's answer before it is stamped.
+struct Embedded {
+    vectors: Vec<Vec<f32>>,
+    width: u32,
+    /// Billed input tokens, summed over the upstream requests.
+    input_tokens: u64,
+    /// Some upstream request reported no count: the host's estimate stands in.
+    estimated: bool,
+    served_model: Option<String>,
+}
+
+async fn run_embed(
+    weir: &Weir,
+    request: &EmbedRequest,
+    tally: &mut Tally,
+    opening: &Opening,
+) -> Result<Embedded, WeirError> {
+    if request.inputs.is_empty() {
+        return Err(WeirError::InvalidRequest("`input` is empty: there is nothing to embed".to_owned()));
+    }
+    let naming = Naming {
+        model: &request.model,
+        caller: request.caller.as_ref(),
+        route: request.route,
+        kind: RoleKind::Embedding,
+    };
+    let target = target::resolve(weir, &naming, opening).await?;
+    tally.resolved = Some(resolved(&target));
+    let width = width_of(weir, target.model)?;
+    if let Some(asked) = request.dimensions.filter(|asked| *asked != width) {
+        return Err(WeirError::InvalidRequest(format!(
+            "`dimensions` is {asked}, but model `{}` answers at {width}, the deployment's one width: send {width} \
+             or leave it out",
+            target.model.id
+        )));
+    }
+    let lane = request.lane.or_else(|| role_lane(weir, &request.model)).unwrap_or(Lane::Interactive);
+    let deadline = request.deadline.unwrap_or_else(|| lane_deadline(weir, lane));
+    let estimates = estimates(&target, &request.inputs)?;
+    let worst = crate::budget::worst_case(target.model, estimates.iter().sum(), 0);
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst)?;
+    // Batches leave concurrently: the opening is in the record before any does.
+    opening.settled().await?;
+    let params = EmbeddingParams {
+        wire_model_id: target.model.wire_id.clone(),
+        purpose: request.purpose,
+        dimensions: target.model.embedding_dimensions,
+    };
+    let plan = Plan { target: &target, params, deadline, lane, max_retries: request.max_retries };
+    let per_request = batch_size(&target)?;
+    let batches = send_batches(&plan, &request.inputs, &estimates, per_request, tally).await?;
+    assemble(&target, batches, width, tally)
+}
+
+/// The width every vector of this entry leaves at: its pinned one, else the
+/// deployment's (checked at load; absent here only if the config changed under
+/// a running gateway, which it cannot).
+fn width_of(weir: &Weir, model: &ModelSpec) -> Result<u32, WeirError> {
+    model.embedding_dimensions.or(weir.config().embeddings.dimensions).ok_or_else(|| {
+        WeirError::InvalidRequest(format!(
+            "model `{}` pins no `embedding_dimensions` and `[embeddings] dimensions` is not set",
+            model.id
+        ))
+    })
+}
+
+/// The lane a role declares, when the caller named a role.
+fn role_lane(weir: &Weir, name: &str) -> Option<Lane> {
+    weir.roles().get(name).and_then(|role| role.lane)
+}
+
+fn lane_deadline(weir: &Weir, lane: Lane) -> tokio::time::Instant {
+    let settings = &weir.config().embeddings;
+    let budget = match lane {
+        Lane::Interactive => settings.interactive_deadline(),
+        Lane::Bulk => settings.bulk_deadline(),
+    };
+    tokio::time::Instant::now() + budget
+}
+
+/// Each text's estimated tokens; a text longer than the model reads is refused
+/// before anything is admitted or sent (it would only come back as a 400).
+fn estimates(target: &Target<'_>, texts: &[String]) -> Result<Vec<u64>, WeirError> {
+    let model = target.model;
+    let mut estimates = Vec::with_capacity(texts.len());
+    for text in texts {
+        let tokens = model.tokenizer.count(text);
+        if tokens > u64::from(model.context_window) {
+            return Err(WeirError::ContextOverflow {
+                model: model.id.clone(),
+                input: tokens,
+                output: 0,
+                margin: 0,
+                window: model.context_window,
+            });
+        }
+        estimates.push(tokens);
+    }
+    Ok(estimates)
+}
+
+/// Inputs per upstream request: the entry's `max_batch`, never more than the
+/// provider's own limit (asked of the component at load).
+fn batch_size(target: &Target<'_>) -> Result<usize, WeirError> {
+    let limit = target
+        .provider
+        .max_batch(&target.model.wire_id)
+        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+    let size = target.model.max_batch.map_or(limit, |declared| declared.min(limit)).max(1);
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// What every upstream request of one call shares.
+struct Plan<'p, 't> {
+    target: &'p Target<'t>,
+    params: EmbeddingParams,
+    deadline: tokio::time::Instant,
+    lane: Lane,
+    max_retries: Option<u32>,
+}
+
+/// One upstream request's answer: the native vectors and what it billed.
+struct Batch {
+    vectors: Vec<Vec<f32>>,
+    tokens: u64,
+    reported: bool,
+    served_model: Option<String>,
+}
+
+/// A batch's outcome with every attempt it made, whatever the outcome.
+struct Sent {
+    result: Result<Batch, WeirError>,
+    attempts: u32,
+    records: Vec<AttemptRecord>,
+}
+
+/// Sends every batch (see the module doc) and collects them in input order;
+/// the first failure is the call's, after the batches in flight have finished.
+async fn send_batches(
+    plan: &Plan<'_, '_>,
+    inputs: &[String],
+    estimates: &[u64],
+    per_request: usize,
+    tally: &mut Tally,
+) -> Result<Vec<Batch>, WeirError> {
+    let failed = AtomicBool::new(false);
+    let ranges: Vec<Range<usize>> =
+        (0..inputs.len()).step_by(per_request).map(|start| start..(start + per_request).min(inputs.len())).collect();
+    let mut sent = stream::iter(ranges)
+        .map(|range| send_unless_failed(plan, &inputs[range.clone()], &estimates[range], &failed))
+        .buffered(BATCHES_IN_FLIGHT);
+    let mut answered = Vec::new();
+    let mut first_failure = None;
+    while let Some(outcome) = sent.next().await {
+        let Some(Sent { result, attempts, records }) = outcome else { continue };
+        tally.attempts += attempts;
+        tally.attempt_records.extend(records);
+        match result {
+            Ok(batch) => answered.push(batch),
+            Err(error) => {
+                first_failure.get_or_insert(error);
+            }
+        }
+    }
+    first_failure.map_or(Ok(answered), Err)
+}
+
+/// A batch, unless an earlier one failed the call: then nothing more is sent.
+async fn send_unless_failed(
+    plan: &Plan<'_, '_>,
+    texts: &[String],
+    tokens: &[u64],
+    failed: &AtomicBool,
+) -> Option<Sent> {
+    if failed.load(Ordering::Relaxed) {
+        return None;
+    }
+    let sent = send_batch(plan, texts, tokens).await;
+    if sent.result.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    Some(sent)
+}
+
+/// One upstream request through the retry loop, with its own retry budget and
+/// attempt ceiling (a call of many batches may need a retry in each).
+async fn send_batch(plan: &Plan<'_, '_>, texts: &[String], tokens: &[u64]) -> Sent {
+    let mut spend = Spend::lowered_by(plan.target.model, plan.max_retries, Some(0), Instant::now());
+    spend.first_attempt();
+    let attempt = EmbedTry { plan, texts, estimate: tokens.iter().sum() };
+    let result = retry::retrying(&attempt, plan.target, Some(plan.deadline), &mut spend).await;
+    Sent { result, attempts: spend.attempts(), records: spend.log.into_records() }
+}
+
+/// One embeddings attempt, as the retry loop re-runs it.
+struct EmbedTry<'a, 'p, 't> {
+    plan: &'a Plan<'p, 't>,
+    texts: &'a [String],
+    /// The texts' estimated tokens: the demand admitted, and what is billed
+    /// when the provider reports no count.
+    estimate: u64,
+}
+
+impl Try for EmbedTry<'_, '_, '_> {
+    type Output = Batch;
+
+    async fn run(&self, spend: &mut Spend) -> Result<Batch, Failure> {
+        let began = Instant::now();
+        let mut observed = Observed::default();
+        let result = self.attempt(&mut observed).await;
+        let ended = match &result {
+            Ok(batch) => Ended::Billed { usage: Tokens { input: batch.tokens, ..Tokens::default() }, request_id: None },
+            Err(error) => Ended::Failed(error),
+        };
+        spend.log.push(began, observed, ended);
+        result.map_err(Failure::Signal)
+    }
+}
+
+impl EmbedTry<'_, '_, '_> {
+    async fn attempt(&self, observed: &mut Observed) -> Result<Batch, WeirError> {
+        let plan = self.plan;
+        let target = plan.target;
+        let demand = Demand { requests: 1, tokens: self.estimate };
+        let encode = target.provider.embed_encode(self.texts, &plan.params, Some(plan.deadline));
+        let response = admit_encode_send(target, demand, plan.deadline, plan.lane, observed, encode).await?;
+        if !(200..300).contains(&response.status) {
+            let class = target.provider.embed_classify(&response).await;
+            return Err(attempt::classified_failure(target, &response, class).await);
+        }
+        let decoded = target.provider.embed_decode(&response).await.map_err(|source| plugin(target, source))?;
+        check_vectors(target.model, &decoded.vectors, self.texts.len(), plan.params.dimensions)?;
+        // Only an answer that is usable counts as the upstream serving well.
+        feed_back(target.gate, Feedback::Success).await;
+        if observed.request_id.is_none() {
+            observed.request_id = decoded.request_id.as_deref().map(super::attempt_log::bounded);
+        }
+        Ok(Batch {
+            vectors: decoded.vectors,
+            tokens: decoded.input_tokens.unwrap_or(self.estimate),
+            reported: decoded.input_tokens.is_some(),
+            served_model: decoded.served_model,
+        })
+    }
+}
+
+/// The first half of every non-chat attempt: the demand admitted in its lane,
+/// the request encoded and finalized (retention bound, envelope re-checked),
+/// then sent. A failure before sending gives the grant back.
+async fn admit_encode_send(
+    target: &Target<'_>,
+    demand: Demand,
+    deadline: tokio::time::Instant,
+    lane: Lane,
+    observed: &mut Observed,
+    encode: impl std::future::Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
+) -> Result<crate::types::HttpResponse, WeirError> {
+    let waiting = Instant::now();
+    let grant = attempt::admit(target, demand, Some(deadline), lane).await?;
+    observed.admission_wait = waiting.elapsed();
+    let encoded = encode
+        .await
+        .map_err(|source| plugin(target, source))
+        .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));
+    let http_request = match encoded {
+        Ok(http_request) => http_request,
+        Err(error) => {
+            grant.rollback().await;
+            return Err(error);
+        }
+    };
+    attempt::send(target, grant, http_request, Some(deadline), observed).await
+}
+
+fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError {
+    WeirError::Plugin { model: target.model.id.clone(), source }
+}
+
+/// One vector per text, and each of the pinned width when one was asked for.
+fn check_vectors(model: &ModelSpec, vectors: &[Vec<f32>], texts: usize, pinned: Option<u32>) -> Result<(), WeirError> {
+    let unusable = |reason: String| WeirError::UnusableAnswer { model: model.id.clone(), reason };
+    if vectors.len() != texts {
+        return Err(unusable(format!("{} vectors for {texts} inputs", vectors.len())));
+    }
+    let Some(pinned) = pinned else { return Ok(()) };
+    let wrong = vectors.iter().enumerate().find(|(_, vector)| u32::try_from(vector.len()).ok() != Some(pinned));
+    match wrong {
+        Some((index, vector)) => Err(unusable(format!(
+            "vector {index} of a batch has {} values, but the endpoint was asked for {pinned}",
+            vector.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The batches' vectors in input order, each adapted to the width.
+fn assemble(target: &Target<'_>, batches: Vec<Batch>, width: u32, tally: &mut Tally) -> Result<Embedded, WeirError> {
+    let served_model = batches.iter().find_map(|batch| batch.served_model.clone());
+    let estimated = !batches.iter().all(|batch| batch.reported);
+    if estimated {
+        tally.notes.push(ESTIMATED);
+    }
+    let input_tokens = batches.iter().map(|batch| batch.tokens).sum();
+    let width_len = usize::try_from(width).unwrap_or(usize::MAX);
+    let mut vectors = Vec::with_capacity(batches.iter().map(|batch| batch.vectors.len()).sum());
+    for (index, native) in batches.into_iter().flat_map(|batch| batch.vectors).enumerate() {
+        let adapted = adapt(native, width_len).map_err(|reason| WeirError::UnusableAnswer {
+            model: target.model.id.clone(),
+            reason: format!("vector {index}: {reason}"),
+        })?;
+        vectors.push(adapted);
+    }
+    Ok(Embedded { vectors, width, input_tokens, estimated, served_model })
+}
+
+/// A rerank call's answer before it is stamped.
+struct Reranked {
+    results: Vec<Ranked>,
+    input_tokens: Option<u64>,
+    search_units: Option<u64>,
+    served_model: Option<String>,
+}
+
+async fn run_rerank(
+    weir: &Weir,
+    request: &RerankRequest,
+    tally: &mut Tally,
+    opening: &Opening,
+) -> Result<Reranked, WeirError> {
+    if request.documents.is_empty() {
+        return Err(WeirError::InvalidRequest("`documents` is empty: there is nothing to rank".to_owned()));
+    }
+    if request.top_n == Some(0) {
+        return Err(WeirError::InvalidRequest("`top_n` must be at least 1".to_owned()));
+    }
+    let naming =
+        Naming { model: &request.model, caller: request.caller.as_ref(), route: request.route, kind: RoleKind::Rerank };
+    let target = target::resolve(weir, &naming, opening).await?;
+    tally.resolved = Some(resolved(&target));
+    let deadline = request.deadline.unwrap_or_else(|| lane_deadline(weir, Lane::Interactive));
+    let texts: Vec<String> = std::iter::once(request.query.clone()).chain(request.documents.iter().cloned()).collect();
+    let estimate = estimates(&target, &texts)?.iter().sum();
+    let worst = crate::budget::worst_case(target.model, estimate, 0);
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst)?;
+    let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
+    let attempt = RerankTry { target: &target, request, params, deadline, estimate };
+    let mut spend = Spend::lowered_by(target.model, request.max_retries, Some(0), tally.started);
+    spend.first_attempt();
+    let result = retry::retrying(&attempt, &target, Some(deadline), &mut spend).await;
+    tally.attempts = spend.attempts();
+    tally.attempt_records = spend.log.into_records();
+    let (reranked, reported) = result?;
+    if !reported {
+        tally.notes.push(ESTIMATED);
+    }
+    Ok(reranked)
+}
+
+/// One rerank attempt, as the retry loop re-runs it.
+struct RerankTry<'a, 't> {
+    target: &'a Target<'t>,
+    request: &'a RerankRequest,
+    params: RerankParams,
+    deadline: tokio::time::Instant,
+    estimate: u64,
+}
+
+impl Try for RerankTry<'_, '_> {
+    /// The ranking, and whether the provider reported its token count.
+    type Output = (Reranked, bool);
+
+    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
+        let began = Instant::now();
+        let mut observed = Observed::default();
+        let result = self.attempt(&mut observed).await;
+        let ended = match &result {
+            Ok((ranked, _)) => Ended::Billed {
+                usage: Tokens { input: ranked.input_tokens.unwrap_or(self.estimate), ..Tokens::default() },
+                request_id: None,
+            },
+            Err(error) => Ended::Failed(error),
+        };
+        spend.log.push(began, observed, ended);
+        result.map_err(Failure::Signal)
+    }
+}
+
+impl RerankTry<'_, '_> {
+    async fn attempt(&self, observed: &mut Observed) -> Result<(Reranked, bool), WeirError> {
+        let target = self.target;
+        let demand = Demand { requests: 1, tokens: self.estimate };
+        let encode = target.provider.rerank_encode(
+            &self.request.query,
+            &self.request.documents,
+            &self.params,
+            Some(self.deadline),
+        );
+        let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encode).await?;
+        if !(200..300).contains(&response.status) {
+            let class = target.provider.rerank_classify(&response).await;
+            return Err(attempt::classified_failure(target, &response, class).await);
+        }
+        let decoded = target.provider.rerank_decode(&response).await.map_err(|source| plugin(target, source))?;
+        check_ranking(target.model, &decoded.results, self.request.documents.len(), self.request.top_n)?;
+        feed_back(target.gate, Feedback::Success).await;
+        if observed.request_id.is_none() {
+            observed.request_id = decoded.request_id.as_deref().map(super::attempt_log::bounded);
+        }
+        let reported = decoded.input_tokens.is_some();
+        let reranked = Reranked {
+            results: decoded.results,
+            input_tokens: decoded.input_tokens,
+            search_units: decoded.search_units,
+            served_model: decoded.served_model,
+        };
+        Ok((reranked, reported))
+    }
+}
+
+/// Every result names a document that was sent, once, with a finite score, and
+/// no more results than `top_n` asked for.
+fn check_ranking(model: &ModelSpec, results: &[Ranked], documents: usize, top_n: Option<u32>) -> Result<(), WeirError> {
+    let unusable = |reason: String| WeirError::UnusableAnswer { model: model.id.clone(), reason };
+    let most = top_n.map_or(documents, |n| documents.min(usize::try_from(n).unwrap_or(usize::MAX)));
+    if results.len() > most {
+        return Err(unusable(format!("{} results where at most {most} were asked for", results.len())));
+    }
+    let mut seen = vec![false; documents];
+    for result in results {
+        let index = usize::try_from(result.index).unwrap_or(usize::MAX);
+        match seen.get_mut(index) {
+            None => return Err(unusable(format!("a result ranks document {index} of {documents}"))),
+            Some(true) => return Err(unusable(format!("document {index} is ranked twice"))),
+            Some(slot) => *slot = true,
+        }
+        if !result.relevance_score.is_finite() {
+            return Err(unusable(format!("document {index}'s score is not a finite number")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranked(index: u32, relevance_score: f64) -> Ranked {
+        Ranked { index, relevance_score }
+    }
+
+    #[test]
+    fn a_vector_count_or_a_pinned_width_the_call_did_not_ask_for_is_refused() {
+        let model = ModelSpec::sample();
+        let two = vec![vec![0.1; 4], vec![0.2; 4]];
+        assert!(check_vectors(&model, &two, 2, Some(4)).is_ok());
+        assert!(check_vectors(&model, &two, 2, None).is_ok());
+        let error = check_vectors(&model, &two, 3, None).unwrap_err();
+        assert!(error.to_string().contains("2 vectors for 3 inputs"), "{error}");
+        let error = check_vectors(&model, &two, 2, Some(8)).unwrap_err();
+        assert!(error.to_string().contains("has 4 values, but the endpoint was asked for 8"), "{error}");
+        assert_eq!(error.category().as_str(), "invalid_response");
+    }
+
+    #[test]
+    fn a_ranking_of_documents_not_sent_or_ranked_twice_is_refused() {
+        let model = ModelSpec::sample();
+        assert!(check_ranking(&model, &[ranked(1, 0.9), ranked(0, 0.1)], 2, None).is_ok());
+        assert!(check_ranking(&model, &[ranked(2, 0.9)], 2, None).is_err(), "index out of range");
+        assert!(check_ranking(&model, &[ranked(0, 0.9), ranked(0, 0.8)], 2, None).is_err(), "twice");
+        assert!(check_ranking(&model, &[ranked(0, 0.9), ranked(1, 0.8)], 2, Some(1)).is_err(), "past top_n");
+        assert!(check_ranking(&model, &[ranked(0, f64::NAN)], 2, None).is_err(), "not finite");
+    }
+}
