@@ -14,6 +14,7 @@ mod bucket;
 mod budget;
 mod estimate;
 mod gate;
+mod lane;
 mod store;
 mod throttle;
 
@@ -29,8 +30,9 @@ pub use bucket::Bucket;
 pub use budget::{OutputReserve, output_reserve};
 pub use estimate::{Tokenizer, char_estimate, estimate_input};
 pub use gate::{AdmissionError, Grant, ModelGate};
+pub use lane::{InteractiveShare, Lane, ShareOutOfRange};
 pub use store::{
-    AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
+    AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
     Shortfall, Verdict,
 };
 pub use throttle::Throttle;
