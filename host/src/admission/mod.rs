@@ -4,9 +4,10 @@
 //! ```text
 //! output_reserve ─┐
 //! estimate_input ─┴► Demand { 1 request, input + output tokens }
-//!   ─► ModelGate::admit: request slot + tokens + concurrency permit, all or nothing;
-//!      park FIFO until the earliest fit (RateAccount: clocked RPM/TPM buckets,
-//!      stretched by the adaptive throttle)
+//!   ─► ModelGate::admit_in(lane): request slot + tokens + concurrency permit, all or
+//!      nothing; park FIFO in the lane until the earliest fit (RateAccount: clocked
+//!      RPM/TPM buckets, stretched by the adaptive throttle); interactive first, and
+//!      bulk leaves the interactive share of every axis
 //!   ─► Grant: dropped unsent = rolled back; sent = spent, refills with time
 //! ```
 
@@ -20,6 +21,8 @@ mod throttle;
 
 #[cfg(test)]
 mod gate_tests;
+#[cfg(test)]
+mod lane_tests;
 #[cfg(test)]
 mod properties;
 
