@@ -367,3 +367,25 @@ async fn an_interactive_call_parked_behind_a_bulk_heads_try_is_woken_when_the_tr
     // 30 tokens left: twenty more for the bulk head take 12 s.
     assert_eq!(bulk.await.unwrap().unwrap() - start, Duration::from_secs(12));
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_gate_of_the_catalog_reserves_its_models_share() {
+    let text = "[[model]]\nid = \"m\"\nprovider = \"openai\"\nmax_output_tokens = 100\ncontext_window = 1000\n\
+                rpm = 10\nmax_concurrency = 4\n";
+    let config = crate::catalog::Config::from_toml(text, "t.toml").unwrap();
+    let catalog = crate::catalog::Catalog::resolve(&config, &mut crate::plugin::ProviderRegistry::default()).unwrap();
+    assert_eq!(catalog.get("m").unwrap().interactive_share, 0.5);
+    let admission = Admission::new(&catalog, &InProcessStore);
+    let gate = admission.gate("m").unwrap();
+    assert_eq!(gate.interactive_share(), InteractiveShare::DEFAULT);
+    // Four permits, two reserved: a third bulk call parks while an interactive one goes.
+    let held = [gate.admit_in(demand(0), None, Lane::Bulk).await.unwrap(), gate.admit(demand(0), None).await.unwrap()];
+    let bulk = tokio::spawn({
+        let gate = Arc::clone(gate);
+        async move { gate.admit_in(demand(0), None, Lane::Bulk).await.map(drop) }
+    });
+    settle().await;
+    assert_eq!(gate.parked_in(Lane::Bulk), 1, "two in flight leave only the two reserved permits");
+    drop(held);
+    bulk.await.unwrap().unwrap();
+}

@@ -55,7 +55,15 @@ impl Admission {
             .map(|model| {
                 let limits = Limits { rpm: model.rpm.map(u64::from), tpm: model.tpm };
                 let account = store.account(&model.id, limits);
-                let gate = ModelGate::new(model.id.clone(), account, model.max_concurrency, Some(model.max_queue));
+                // The catalog validates the share at load; a value that slipped
+                // past it still gets a working gate, and a warning naming it.
+                let share = InteractiveShare::new(model.interactive_share).unwrap_or_else(|error| {
+                    tracing::warn!(model = %model.id, %error, "using the default interactive share");
+                    InteractiveShare::DEFAULT
+                });
+                let (max_concurrency, max_queue) = (model.max_concurrency, Some(model.max_queue));
+                let gate =
+                    ModelGate::with_interactive_share(model.id.clone(), account, max_concurrency, max_queue, share);
                 (model.id.clone(), gate)
             })
             .collect();

@@ -65,6 +65,7 @@ pub struct ModelSpec {
     /// A plain-`http` endpoint off loopback is allowed (see `allow_http`).
     pub allow_http: bool,
     pub max_queue: u32,
+    pub interactive_share: f64,
     /// Upstream attempts of every kind one call may make.
     pub max_attempts: u32,
     /// Declared prices, USD per million tokens (the ledger's cost).
@@ -131,6 +132,7 @@ impl ModelSpec {
             cache_write_multiplier: 1.0,
             allow_http: false,
             max_queue: DEFAULT_MAX_QUEUE,
+            interactive_share: 0.5,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             prices: crate::record::Prices::default(),
             grade: None,
@@ -282,6 +284,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
         allow_http: entry.allow_http,
         max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
+        interactive_share: 0.5,
         max_attempts: entry.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         prices: crate::record::Prices {
             input: entry.input_price,
