@@ -86,10 +86,6 @@ impl InteractiveShare {
         self.millionths
     }
 
-    pub fn is_none(self) -> bool {
-        self.millionths == 0
-    }
-
     /// The share as a fraction, for display.
     pub fn fraction(self) -> f64 {
         f64::from(self.millionths) / MILLION as f64
