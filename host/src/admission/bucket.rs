@@ -11,6 +11,8 @@
 
 use tokio::time::{Duration, Instant};
 
+use super::lane::InteractiveShare;
+
 /// Units per token (60 s × 10⁹ ns × 10 tenths).
 const UNITS_PER_TOKEN: u128 = 600_000_000_000;
 
@@ -58,17 +60,50 @@ impl Bucket {
         self.updated = self.updated.max(now);
     }
 
+    /// Whole tokens of `share` of the capacity, rounded up (what a bulk grant
+    /// must leave in the bucket).
+    pub fn reserved(&self, share: InteractiveShare) -> u64 {
+        u64::try_from(self.reserved_units(share).div_ceil(UNITS_PER_TOKEN)).unwrap_or(u64::MAX)
+    }
+
+    fn reserved_units(&self, share: InteractiveShare) -> u128 {
+        share.of(self.max_units())
+    }
+
     /// The instant `demand` tokens are available, or `None` when the bucket can
     /// never hold that many.
     pub fn earliest_fit(&self, demand: u64, now: Instant, tenths: u32) -> Option<Instant> {
-        (demand <= self.capacity).then(|| self.supply_time(demand, now, tenths))
+        self.earliest_fit_keeping(demand, InteractiveShare::NONE, now, tenths)
+    }
+
+    /// The instant `demand` tokens can be taken leaving `share` of the capacity
+    /// in the bucket, or `None` when `demand` exceeds the rest of the capacity.
+    pub fn earliest_fit_keeping(
+        &self,
+        demand: u64,
+        share: InteractiveShare,
+        now: Instant,
+        tenths: u32,
+    ) -> Option<Instant> {
+        let needed = u128::from(demand) * UNITS_PER_TOKEN + self.reserved_units(share);
+        (needed <= self.max_units()).then(|| self.supply_units_time(needed, now, tenths))
     }
 
     /// When a total of `amount` tokens could have been supplied from now on,
     /// counting refill past the capacity (for a caller queued behind others,
     /// whose predecessors drain the bucket as it fills).
     pub fn supply_time(&self, amount: u64, now: Instant, tenths: u32) -> Instant {
-        let needed = u128::from(amount) * UNITS_PER_TOKEN;
+        self.supply_time_keeping(amount, InteractiveShare::NONE, now, tenths)
+    }
+
+    /// [`Self::supply_time`] for takers that must leave `share` of the
+    /// capacity behind: the bucket supplies `amount` and still holds the reserve.
+    pub fn supply_time_keeping(&self, amount: u64, share: InteractiveShare, now: Instant, tenths: u32) -> Instant {
+        let needed = u128::from(amount) * UNITS_PER_TOKEN + self.reserved_units(share);
+        self.supply_units_time(needed, now, tenths)
+    }
+
+    fn supply_units_time(&self, needed: u128, now: Instant, tenths: u32) -> Instant {
         let level = self.level_units(now, tenths);
         if level >= needed {
             return now;
@@ -80,9 +115,15 @@ impl Bucket {
 
     /// Takes `demand` tokens if they are there now.
     pub fn try_take(&mut self, demand: u64, now: Instant, tenths: u32) -> bool {
+        self.try_take_keeping(demand, InteractiveShare::NONE, now, tenths)
+    }
+
+    /// Takes `demand` tokens if they are there now with `share` of the capacity
+    /// to spare: the check and the debit are one step.
+    pub fn try_take_keeping(&mut self, demand: u64, share: InteractiveShare, now: Instant, tenths: u32) -> bool {
         self.settle(now, tenths);
         let needed = u128::from(demand) * UNITS_PER_TOKEN;
-        if self.level >= needed {
+        if self.level >= needed + self.reserved_units(share) {
             self.level -= needed;
             true
         } else {
@@ -139,6 +180,35 @@ mod tests {
     fn a_demand_above_capacity_never_fits() {
         let bucket = Bucket::per_minute(100, Instant::now());
         assert_eq!(bucket.earliest_fit(101, Instant::now(), NORMAL), None);
+    }
+
+    #[test]
+    fn a_reserving_take_leaves_the_share_behind() {
+        let start = Instant::now();
+        let half = InteractiveShare::DEFAULT;
+        let mut bucket = Bucket::per_minute(100, start);
+        assert_eq!(bucket.reserved(half), 50);
+        assert!(!bucket.clone().try_take_keeping(51, half, start, NORMAL), "would leave 49");
+        assert!(bucket.try_take_keeping(30, half, start, NORMAL));
+        assert!(bucket.try_take_keeping(20, half, start, NORMAL));
+        assert_eq!(bucket.level(start, NORMAL), 50);
+        // One more token needs one refilled: 0.6 s at 100 per minute.
+        let fit = bucket.earliest_fit_keeping(1, half, start, NORMAL).unwrap();
+        assert_eq!(fit, start + Duration::from_millis(600));
+        assert!(!bucket.clone().try_take_keeping(1, half, fit - Duration::from_nanos(1), NORMAL));
+        assert!(bucket.clone().try_take_keeping(1, half, fit, NORMAL));
+        // Two tokens queued behind that one: the supply counts the reserve too.
+        assert_eq!(bucket.supply_time_keeping(3, half, start, NORMAL), start + Duration::from_millis(1_800));
+        // The unreserved take may use the reserve.
+        assert!(bucket.try_take(50, start, NORMAL));
+    }
+
+    #[test]
+    fn a_demand_above_the_unreserved_part_never_fits() {
+        let bucket = Bucket::per_minute(100, Instant::now());
+        let half = InteractiveShare::DEFAULT;
+        assert!(bucket.earliest_fit_keeping(50, half, Instant::now(), NORMAL).is_some());
+        assert_eq!(bucket.earliest_fit_keeping(51, half, Instant::now(), NORMAL), None);
     }
 
     #[test]

@@ -1,18 +1,28 @@
 //! Admission for one model: the whole demand — a request slot, the tokens and a
 //! concurrency permit — is granted at once, or the call parks holding nothing.
 //!
-//! Parked calls form a FIFO queue. Only the head watches a timer (until the
-//! account's earliest fit, or until a permit is released); every other parked
-//! call sleeps on its own notification, so ten thousand parked calls are ten
-//! thousand small queue entries, not ten thousand timers, threads or spinning
-//! loops. The head keeping its place is its reservation: capacity that
-//! accumulates goes to it first, so a large demand is never starved by small
-//! ones queued behind it.
+//! Parked calls form two FIFO queues, one per [`Lane`]. The interactive head is
+//! served before any bulk waiter: a bulk head may try only while no interactive
+//! call is parked, and an interactive arrival checks only the interactive queue,
+//! so it takes free capacity at once however many bulk calls are parked. Bulk
+//! grants also leave the interactive share of every axis behind (the account
+//! enforces the bucket part inside its atomic take; the gate keeps
+//! `ceil(share × max_concurrency)` permits out of bulk's reach), so a reindex
+//! can neither queue ahead of interactive calls nor drain what they need.
 //!
-//! The queue is bounded (`max_queue`): a call that would park beyond it is
-//! refused at once with an estimate of when to come back, holding nothing and
-//! having sent nothing, so a flood of callers cannot grow memory or latency
-//! without bound.
+//! Only a lane's head watches a timer (until the account's earliest fit, or
+//! until a permit is released), and a bulk head only while it is its turn: at
+//! most two timers per gate. Every other parked call sleeps on its own
+//! notification, so ten thousand parked calls are ten thousand small queue
+//! entries, not ten thousand timers, threads or spinning loops. A head keeping
+//! its place is its reservation: capacity that accumulates goes to it first, so
+//! a large demand is never starved by smaller ones of its lane queued behind it.
+//!
+//! Each queue is bounded by `max_queue` on its own: a call that would park
+//! beyond it is refused at once with an estimate of when to come back, holding
+//! nothing and having sent nothing, so a flood of callers cannot grow memory or
+//! latency without bound — and a flood of bulk calls cannot get interactive
+//! calls refused.
 //!
 //! A [`Grant`] that is dropped before [`Grant::mark_sent`] gives its tokens and
 //! request slot back (the call never happened); after it, they are spent and
@@ -24,34 +34,36 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
-use super::store::{Demand, RateAccount, Shortfall, Verdict};
+use super::lane::{InteractiveShare, Lane};
+use super::store::{Axis, Demand, RateAccount, Shortfall, Verdict};
 
 /// Why a call was not admitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AdmissionError {
-    #[error(
-        "model `{model}`: the call needs {} {} but the model's budget is {} per minute, so it can never be admitted",
-        shortfall.demand, shortfall.axis, shortfall.limit
-    )]
+    #[error("model `{model}`: {shortfall}, so it can never be admitted")]
     NeverFits { model: String, shortfall: Shortfall },
     #[error("model `{model}`: capacity frees up in {wait:?}, after the caller's deadline")]
     DeadlineBeforeFit { model: String, wait: Duration },
     #[error("model `{model}`: the caller's deadline passed while waiting for capacity")]
     DeadlinePassed { model: String },
     #[error(
-        "model `{model}`: {max_queue} calls are already waiting for capacity; retry in {} s",
+        "model `{model}`: {max_queue} {lane} calls are already waiting for capacity; retry in {} s",
         retry_after.as_secs()
     )]
-    QueueFull { model: String, max_queue: u32, retry_after: Duration },
+    QueueFull { model: String, lane: Lane, max_queue: u32, retry_after: Duration },
 }
 
-/// One model's admission queue.
+/// One model's admission queues.
 pub struct ModelGate {
     model: String,
     account: Arc<dyn RateAccount>,
     max_concurrency: Option<u32>,
-    /// Calls that may park at once; `None` is unbounded.
+    /// Calls that may park at once in each lane; `None` is unbounded.
     max_queue: Option<u32>,
+    /// What a bulk grant leaves of each bucket (enforced by the account).
+    share: InteractiveShare,
+    /// Permits a bulk call may not take: `ceil(share × max_concurrency)`.
+    reserved_permits: u32,
     state: Mutex<GateState>,
 }
 
@@ -64,30 +76,86 @@ impl std::fmt::Debug for ModelGate {
 #[derive(Default)]
 struct GateState {
     in_flight: u32,
-    queue: VecDeque<Arc<Waiter>>,
+    interactive: VecDeque<Arc<Waiter>>,
+    bulk: VecDeque<Arc<Waiter>>,
     next_id: u64,
 }
 
-/// A parked call's place in the queue.
+impl GateState {
+    fn queue(&self, lane: Lane) -> &VecDeque<Arc<Waiter>> {
+        match lane {
+            Lane::Interactive => &self.interactive,
+            Lane::Bulk => &self.bulk,
+        }
+    }
+
+    fn queue_mut(&mut self, lane: Lane) -> &mut VecDeque<Arc<Waiter>> {
+        match lane {
+            Lane::Interactive => &mut self.interactive,
+            Lane::Bulk => &mut self.bulk,
+        }
+    }
+
+    /// Whether a new arrival in `lane` may try at once: nobody it must let go
+    /// first is parked (for interactive, no interactive call; for bulk, nobody).
+    fn open_to_arrival(&self, lane: Lane) -> bool {
+        match lane {
+            Lane::Interactive => self.interactive.is_empty(),
+            Lane::Bulk => self.interactive.is_empty() && self.bulk.is_empty(),
+        }
+    }
+
+    /// Whether `waiter` may try now: it heads its lane, and for bulk no
+    /// interactive call is parked.
+    fn is_turn(&self, waiter: &Waiter) -> bool {
+        let heads = |queue: &VecDeque<Arc<Waiter>>| queue.front().is_some_and(|head| head.id == waiter.id);
+        match waiter.lane {
+            Lane::Interactive => heads(&self.interactive),
+            Lane::Bulk => self.interactive.is_empty() && heads(&self.bulk),
+        }
+    }
+}
+
+/// A parked call's place in its lane.
 struct Waiter {
     id: u64,
+    lane: Lane,
     demand: Demand,
     wake: Notify,
 }
 
 impl ModelGate {
+    /// A gate whose bulk calls have no reserve to respect (they still queue
+    /// behind interactive ones): for budgets that are not split between lanes,
+    /// such as a caller key's.
     pub fn new(
         model: impl Into<String>,
         account: Arc<dyn RateAccount>,
         max_concurrency: Option<u32>,
         max_queue: Option<u32>,
     ) -> Arc<Self> {
+        Self::with_interactive_share(model, account, max_concurrency, max_queue, InteractiveShare::NONE)
+    }
+
+    /// A gate whose bulk calls leave `share` of every capacity axis to interactive ones.
+    pub fn with_interactive_share(
+        model: impl Into<String>,
+        account: Arc<dyn RateAccount>,
+        max_concurrency: Option<u32>,
+        max_queue: Option<u32>,
+        share: InteractiveShare,
+    ) -> Arc<Self> {
+        let reserved_permits = max_concurrency.map_or(0, |max| share.permits_of(max));
         let state = Mutex::new(GateState::default());
-        Arc::new(Self { model: model.into(), account, max_concurrency, max_queue, state })
+        Arc::new(Self { model: model.into(), account, max_concurrency, max_queue, share, reserved_permits, state })
     }
 
     pub fn account(&self) -> &Arc<dyn RateAccount> {
         &self.account
+    }
+
+    pub fn interactive_share(&self) -> InteractiveShare {
+        self.share
     }
 
     /// Calls currently holding a permit.
@@ -95,40 +163,51 @@ impl ModelGate {
         self.with(|state| state.in_flight)
     }
 
-    /// Calls currently parked.
+    /// Calls currently parked, both lanes.
     pub fn parked(&self) -> usize {
-        self.with(|state| state.queue.len())
+        self.with(|state| state.interactive.len() + state.bulk.len())
     }
 
-    /// Grants the whole demand, parking until it fits. A `deadline` before the
-    /// earliest possible fit fails at once rather than waiting to find out, and
-    /// so does a full queue.
+    /// Calls currently parked in `lane`.
+    pub fn parked_in(&self, lane: Lane) -> usize {
+        self.with(|state| state.queue(lane).len())
+    }
+
+    /// [`Self::admit_in`] the interactive lane (every chat call is interactive).
     pub async fn admit(self: &Arc<Self>, demand: Demand, deadline: Option<Instant>) -> Result<Grant, AdmissionError> {
-        if let Some(result) = self.try_immediately(demand).await {
-            return result;
-        }
-        match self.park(demand) {
-            Some(parked) => parked.await_turn(deadline).await,
-            None => Err(self.queue_full(demand).await),
-        }
+        self.admit_in(demand, deadline, Lane::Interactive).await
     }
 
-    /// [`Self::admit`] in a lane.
+    /// Grants the whole demand, parking in `lane` until it fits. A `deadline`
+    /// before the earliest possible fit fails at once rather than waiting to
+    /// find out, and so does a full queue.
     pub async fn admit_in(
         self: &Arc<Self>,
         demand: Demand,
         deadline: Option<Instant>,
-        _lane: super::Lane,
+        lane: Lane,
     ) -> Result<Grant, AdmissionError> {
-        self.admit(demand, deadline).await
+        if lane == Lane::Bulk
+            && let Some(shortfall) = self.bulk_permit_shortfall()
+        {
+            return Err(self.never(shortfall));
+        }
+        if let Some(result) = self.try_immediately(demand, lane).await {
+            return result;
+        }
+        match self.park(demand, lane) {
+            Some(parked) => parked.await_turn(deadline).await,
+            None => Err(self.queue_full(demand, lane).await),
+        }
     }
 
-    /// The fast path: nobody is queued, a permit is free, the account grants now.
-    async fn try_immediately(self: &Arc<Self>, demand: Demand) -> Option<Result<Grant, AdmissionError>> {
-        if !self.with(|state| state.queue.is_empty() && self.take_permit(state)) {
+    /// The fast path: nobody the call must let go first is queued, a permit is
+    /// free, the account grants now.
+    async fn try_immediately(self: &Arc<Self>, demand: Demand, lane: Lane) -> Option<Result<Grant, AdmissionError>> {
+        if !self.with(|state| state.open_to_arrival(lane) && self.take_permit(state, lane)) {
             return None;
         }
-        match self.account.try_take(demand).await {
+        match self.account.try_take_reserving(demand, self.share_for(lane)).await {
             Verdict::Granted => Some(Ok(Grant::new(Arc::clone(self), demand))),
             Verdict::NotBefore(_) => {
                 self.release_permit();
@@ -141,33 +220,35 @@ impl ModelGate {
         }
     }
 
-    /// Joins the queue, unless it is full (checked and joined under one lock).
-    fn park(self: &Arc<Self>, demand: Demand) -> Option<Parked> {
+    /// Joins `lane`'s queue, unless it is full (checked and joined under one lock).
+    fn park(self: &Arc<Self>, demand: Demand, lane: Lane) -> Option<Parked> {
         let waiter = self.with(|state| {
-            if self.max_queue.is_some_and(|max| state.queue.len() >= max as usize) {
+            if self.max_queue.is_some_and(|max| state.queue(lane).len() >= max as usize) {
                 return None;
             }
-            let waiter = Arc::new(Waiter { id: state.next_id, demand, wake: Notify::new() });
+            let waiter = Arc::new(Waiter { id: state.next_id, lane, demand, wake: Notify::new() });
             state.next_id += 1;
-            state.queue.push_back(Arc::clone(&waiter));
+            state.queue_mut(lane).push_back(Arc::clone(&waiter));
             Some(waiter)
         })?;
         Some(Parked { gate: Arc::clone(self), waiter })
     }
 
-    /// The refusal of a call the full queue cannot take. Its `retry_after` is the
-    /// wait until the account could supply everything queued plus this call at
-    /// the current throttle, in whole seconds and at least one (a queue held up
-    /// by concurrency alone forecasts no wait: one second is the small constant
-    /// then).
-    async fn queue_full(&self, demand: Demand) -> AdmissionError {
-        let queued = self.with(|state| state.queue.iter().fold(demand, |total, waiter| total + waiter.demand));
-        let wait = self.account.forecast(queued).await.saturating_duration_since(Instant::now());
+    /// The refusal of a call its lane's full queue cannot take. Its
+    /// `retry_after` is the wait until the account could supply everything
+    /// queued in that lane plus this call at the current throttle (for bulk,
+    /// with the interactive share still left), in whole seconds and at least one
+    /// (a queue held up by concurrency alone forecasts no wait: one second is
+    /// the small constant then).
+    async fn queue_full(&self, demand: Demand, lane: Lane) -> AdmissionError {
+        let queued = self.with(|state| state.queue(lane).iter().fold(demand, |total, waiter| total + waiter.demand));
+        let at = self.account.forecast_reserving(queued, self.share_for(lane)).await;
+        let wait = at.saturating_duration_since(Instant::now());
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let retry_after = Duration::from_secs(seconds.max(1));
         let max_queue = self.max_queue.unwrap_or(u32::MAX);
-        tracing::warn!(model = %self.model, max_queue, ?retry_after, "admission queue full; call refused");
-        AdmissionError::QueueFull { model: self.model.clone(), max_queue, retry_after }
+        tracing::warn!(model = %self.model, %lane, max_queue, ?retry_after, "admission queue full; call refused");
+        AdmissionError::QueueFull { model: self.model.clone(), lane, max_queue, retry_after }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut GateState) -> T) -> T {
@@ -175,25 +256,55 @@ impl ModelGate {
         f(&mut state)
     }
 
-    fn take_permit(&self, state: &mut GateState) -> bool {
-        if self.max_concurrency.is_some_and(|max| state.in_flight >= max) {
+    /// What `lane` must leave of each bucket.
+    fn share_for(&self, lane: Lane) -> InteractiveShare {
+        match lane {
+            Lane::Interactive => InteractiveShare::NONE,
+            Lane::Bulk => self.share,
+        }
+    }
+
+    /// Takes a permit if `lane` may have one: interactive up to
+    /// `max_concurrency`, bulk only while the reserved permits stay free.
+    fn take_permit(&self, state: &mut GateState, lane: Lane) -> bool {
+        let Some(max) = self.max_concurrency else {
+            state.in_flight += 1;
+            return true;
+        };
+        let open = match lane {
+            Lane::Interactive => max,
+            Lane::Bulk => max.saturating_sub(self.reserved_permits),
+        };
+        if state.in_flight >= open {
             return false;
         }
         state.in_flight += 1;
         true
     }
 
-    /// Returns a permit and wakes the head, which may have been waiting for it.
+    /// A bulk call can never hold a permit when the reserve is every permit.
+    fn bulk_permit_shortfall(&self) -> Option<Shortfall> {
+        let max = self.max_concurrency?;
+        (self.reserved_permits >= max).then_some(Shortfall {
+            axis: Axis::ConcurrentCalls,
+            demand: 1,
+            limit: u64::from(max),
+            reserved: u64::from(self.reserved_permits),
+        })
+    }
+
+    /// Returns a permit and wakes whoever's turn it is, who may have been waiting for it.
     fn release_permit(&self) {
         self.with(|state| {
             state.in_flight = state.in_flight.saturating_sub(1);
-            wake_head(state);
+            wake_turn(state);
         });
     }
 
-    /// Wakes the head: capacity came back (a rollback, a throttle change).
+    /// Wakes the head whose turn it is (the interactive head, else the bulk
+    /// head): capacity came back (a rollback, a throttle change).
     pub fn wake_head(&self) {
-        self.with(wake_head);
+        self.with(wake_turn);
     }
 
     fn never(&self, shortfall: Shortfall) -> AdmissionError {
@@ -206,13 +317,14 @@ impl ModelGate {
     }
 }
 
-fn wake_head(state: &mut GateState) {
-    if let Some(head) = state.queue.front() {
+/// Wakes the interactive head, or the bulk head when no interactive call is parked.
+fn wake_turn(state: &mut GateState) {
+    if let Some(head) = state.interactive.front().or_else(|| state.bulk.front()) {
         head.wake.notify_one();
     }
 }
 
-/// A call in the queue. Dropping it (the caller gave up) leaves the queue and
+/// A call in a queue. Dropping it (the caller gave up) leaves the queue and
 /// hands the head's place on.
 struct Parked {
     gate: Arc<ModelGate>,
@@ -224,45 +336,60 @@ impl Parked {
         if let Some(deadline) = deadline {
             self.fail_fast(deadline).await?;
         }
+        let lane = self.waiter.lane;
         loop {
-            if !self.is_head() || !self.gate.with(|state| self.gate.take_permit(state)) {
+            if !self.gate.with(|state| state.is_turn(&self.waiter) && self.gate.take_permit(state, lane)) {
                 self.sleep(None, deadline).await?;
                 continue;
             }
-            match self.gate.account.try_take(self.waiter.demand).await {
+            match self.gate.account.try_take_reserving(self.waiter.demand, self.gate.share_for(lane)).await {
                 Verdict::Granted => return Ok(self.into_grant()),
                 Verdict::NotBefore(at) => {
-                    // Our own tentative permit: nobody else waits on it.
-                    self.gate.with(|state| state.in_flight = state.in_flight.saturating_sub(1));
+                    self.return_tentative_permit();
                     if deadline.is_some_and(|deadline| at > deadline) {
                         return Err(self.gate.deadline_before_fit(at));
                     }
                     self.sleep(Some(at), deadline).await?;
                 }
                 Verdict::Never(shortfall) => {
-                    self.gate.with(|state| state.in_flight = state.in_flight.saturating_sub(1));
+                    self.return_tentative_permit();
                     return Err(self.gate.never(shortfall));
                 }
             }
         }
     }
 
-    /// Everything queued up to and including this call must be supplied before
-    /// it can go: if even that cannot happen by the deadline, say so now.
+    /// Gives back the permit taken for a try that did not succeed. Nobody of
+    /// this call's lane waits on it (only the head tries), and waking ourselves
+    /// would spin; but while a bulk head held it, an interactive arrival may
+    /// have found no permit and parked, so that head is woken.
+    fn return_tentative_permit(&self) {
+        self.gate.with(|state| {
+            state.in_flight = state.in_flight.saturating_sub(1);
+            if self.waiter.lane == Lane::Bulk
+                && let Some(head) = state.interactive.front()
+            {
+                head.wake.notify_one();
+            }
+        });
+    }
+
+    /// Everything queued in this call's lane up to and including it must be
+    /// supplied before it can go (for bulk, with the interactive share still
+    /// left): if even that cannot happen by the deadline, say so now. Parked
+    /// interactive calls are not counted against a bulk call: they may leave
+    /// on their short deadlines, and the forecast must stay a lower bound.
     async fn fail_fast(&self, deadline: Instant) -> Result<(), AdmissionError> {
+        let lane = self.waiter.lane;
         let through = self.gate.with(|state| {
             state
-                .queue
+                .queue(lane)
                 .iter()
                 .take_while(|w| w.id != self.waiter.id)
                 .fold(self.waiter.demand, |total, w| total + w.demand)
         });
-        let at = self.gate.account.forecast(through).await;
+        let at = self.gate.account.forecast_reserving(through, self.gate.share_for(lane)).await;
         if at > deadline { Err(self.gate.deadline_before_fit(at)) } else { Ok(()) }
-    }
-
-    fn is_head(&self) -> bool {
-        self.gate.with(|state| state.queue.front().is_some_and(|head| head.id == self.waiter.id))
     }
 
     /// Sleeps until woken, until `until` (the head's earliest fit), or until the
@@ -305,14 +432,20 @@ impl Parked {
 
 impl Drop for Parked {
     fn drop(&mut self) {
+        let lane = self.waiter.lane;
         self.gate.with(|state| {
             // Usually the head leaving with its grant: O(1). A cancelled call
             // elsewhere in the queue is found by its id.
-            if state.queue.front().is_some_and(|head| head.id == self.waiter.id) {
-                state.queue.pop_front();
-                wake_head(state);
-            } else if let Some(position) = state.queue.iter().position(|w| w.id == self.waiter.id) {
-                state.queue.remove(position);
+            let queue = state.queue_mut(lane);
+            if queue.front().is_some_and(|head| head.id == self.waiter.id) {
+                queue.pop_front();
+                // A bulk head leaving changes nothing for a parked interactive
+                // call; it is the next bulk head's turn only if none is parked.
+                if lane == Lane::Interactive || state.interactive.is_empty() {
+                    wake_turn(state);
+                }
+            } else if let Some(position) = queue.iter().position(|w| w.id == self.waiter.id) {
+                queue.remove(position);
             }
         });
     }

@@ -4,9 +4,10 @@
 //! ```text
 //! output_reserve ─┐
 //! estimate_input ─┴► Demand { 1 request, input + output tokens }
-//!   ─► ModelGate::admit: request slot + tokens + concurrency permit, all or nothing;
-//!      park FIFO until the earliest fit (RateAccount: clocked RPM/TPM buckets,
-//!      stretched by the adaptive throttle)
+//!   ─► ModelGate::admit_in(lane): request slot + tokens + concurrency permit, all or
+//!      nothing; park FIFO in the lane until the earliest fit (RateAccount: clocked
+//!      RPM/TPM buckets, stretched by the adaptive throttle); interactive first, and
+//!      bulk leaves the interactive share of every axis
 //!   ─► Grant: dropped unsent = rolled back; sent = spent, refills with time
 //! ```
 
@@ -21,6 +22,8 @@ mod throttle;
 #[cfg(test)]
 mod gate_tests;
 #[cfg(test)]
+mod lane_tests;
+#[cfg(test)]
 mod properties;
 
 use std::collections::HashMap;
@@ -30,9 +33,9 @@ pub use bucket::Bucket;
 pub use budget::{OutputReserve, output_reserve};
 pub use estimate::{Tokenizer, char_estimate, estimate_input};
 pub use gate::{AdmissionError, Grant, ModelGate};
-pub use lane::Lane;
+pub use lane::{InteractiveShare, Lane, ShareOutOfRange};
 pub use store::{
-    AccountState, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
+    AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
     Shortfall, Verdict,
 };
 pub use throttle::Throttle;
@@ -52,7 +55,15 @@ impl Admission {
             .map(|model| {
                 let limits = Limits { rpm: model.rpm.map(u64::from), tpm: model.tpm };
                 let account = store.account(&model.id, limits);
-                let gate = ModelGate::new(model.id.clone(), account, model.max_concurrency, Some(model.max_queue));
+                // The catalog validates the share at load; a value that slipped
+                // past it still gets a working gate, and a warning naming it.
+                let share = InteractiveShare::new(model.interactive_share).unwrap_or_else(|error| {
+                    tracing::warn!(model = %model.id, %error, "using the default interactive share");
+                    InteractiveShare::DEFAULT
+                });
+                let (max_concurrency, max_queue) = (model.max_concurrency, Some(model.max_queue));
+                let gate =
+                    ModelGate::with_interactive_share(model.id.clone(), account, max_concurrency, max_queue, share);
                 (model.id.clone(), gate)
             })
             .collect();

@@ -2,7 +2,9 @@
 //! in-process store is the embedded default; a shared store (Redis, with the same
 //! arithmetic in an atomic script) implements the same trait so several gateway
 //! instances share one budget. The queue, the parking and the concurrency permits
-//! stay local to each process: only the levels are shared.
+//! stay local to each process: only the levels are shared. A bulk call's take
+//! carries the interactive share it must leave in every bucket, so a store checks
+//! that reserve in the same atomic step as the debit.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
 use super::bucket::Bucket;
+use super::lane::InteractiveShare;
 use super::throttle::Throttle;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -37,13 +40,57 @@ pub struct Limits {
     pub tpm: Option<u64>,
 }
 
+/// A capacity axis of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    /// The `rpm` budget.
+    Requests,
+    /// The `tpm` budget.
+    Tokens,
+    /// The `max_concurrency` permits.
+    ConcurrentCalls,
+}
+
+impl std::fmt::Display for Axis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Axis::Requests => "requests",
+            Axis::Tokens => "tokens",
+            Axis::ConcurrentCalls => "concurrent calls",
+        })
+    }
+}
+
 /// A demand larger than a budget can ever hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shortfall {
-    /// `requests` or `tokens`.
-    pub axis: &'static str,
+    pub axis: Axis,
     pub demand: u64,
     pub limit: u64,
+    /// The part of `limit` the caller's lane may not use (the interactive
+    /// share, for a bulk call); 0 when the whole limit was open to it.
+    pub reserved: u64,
+}
+
+impl std::fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { axis, demand, limit, reserved } = *self;
+        match axis {
+            Axis::Requests | Axis::Tokens => {
+                write!(f, "the call needs {demand} {axis} but the model's budget is {limit} per minute")?;
+                if reserved > 0 {
+                    write!(f, ", {reserved} of it reserved for interactive calls")?;
+                }
+            }
+            Axis::ConcurrentCalls => {
+                write!(f, "the call needs {demand} of the model's {limit} {axis}")?;
+                if reserved > 0 {
+                    write!(f, ", {reserved} of them reserved for interactive calls")?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The answer to "may this demand go now?".
@@ -72,10 +119,24 @@ pub trait RateStore: Send + Sync + Debug {
 /// One model's buckets and throttle. Every operation is atomic on its own.
 pub trait RateAccount: Send + Sync + Debug {
     /// Takes the whole demand if it fits now (both axes or neither).
-    fn try_take(&self, demand: Demand) -> BoxFuture<'_, Verdict>;
+    fn try_take(&self, demand: Demand) -> BoxFuture<'_, Verdict> {
+        self.try_take_reserving(demand, InteractiveShare::NONE)
+    }
+    /// Takes the whole demand if it fits now *and* leaves `share` of each
+    /// limited axis's capacity available (both axes or neither). The reserve is
+    /// checked inside the same atomic step as the debit: a check followed by a
+    /// separate take would let two bulk callers pass the check together and
+    /// both dig into the reserve. `NotBefore` is the instant the demand fits
+    /// with the reserve; `Never` names the reserve.
+    fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict>;
     /// When a total of `demand` could be supplied, counting refill past the
     /// capacity: a lower bound for a caller queued behind others.
-    fn forecast(&self, demand: Demand) -> BoxFuture<'_, Instant>;
+    fn forecast(&self, demand: Demand) -> BoxFuture<'_, Instant> {
+        self.forecast_reserving(demand, InteractiveShare::NONE)
+    }
+    /// [`Self::forecast`] for callers that must leave `share` of each axis
+    /// behind: when `demand` could be supplied with the reserve still there.
+    fn forecast_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Instant>;
     /// Returns a demand whose call never happened.
     fn give(&self, demand: Demand) -> BoxFuture<'_, ()>;
     fn feedback(&self, signal: Feedback) -> BoxFuture<'_, ()>;
@@ -129,14 +190,20 @@ impl InProcessAccount {
 impl AccountState {
     /// Both axes or neither, decided at `now`.
     pub fn try_take(&mut self, demand: Demand, now: Instant) -> Verdict {
+        self.try_take_reserving(demand, InteractiveShare::NONE, now)
+    }
+
+    /// Both axes or neither, each leaving `share` of its capacity, decided at `now`.
+    pub fn try_take_reserving(&mut self, demand: Demand, share: InteractiveShare, now: Instant) -> Verdict {
         let stretch = self.throttle.stretch_tenths();
-        let axes = [(&self.requests, demand.requests, "requests"), (&self.tokens, demand.tokens, "tokens")];
+        let axes = [(&self.requests, demand.requests, Axis::Requests), (&self.tokens, demand.tokens, Axis::Tokens)];
         let mut not_before = now;
         for (bucket, amount, axis) in axes {
             let Some(bucket) = bucket else { continue };
-            match bucket.earliest_fit(amount, now, stretch) {
+            match bucket.earliest_fit_keeping(amount, share, now, stretch) {
                 None => {
-                    return Verdict::Never(Shortfall { axis, demand: amount, limit: bucket.capacity() });
+                    let (limit, reserved) = (bucket.capacity(), bucket.reserved(share));
+                    return Verdict::Never(Shortfall { axis, demand: amount, limit, reserved });
                 }
                 Some(at) => not_before = not_before.max(at),
             }
@@ -146,18 +213,22 @@ impl AccountState {
         }
         for (bucket, amount) in [(&mut self.requests, demand.requests), (&mut self.tokens, demand.tokens)] {
             if let Some(bucket) = bucket {
-                let taken = bucket.try_take(amount, now, stretch);
-                debug_assert!(taken, "earliest_fit said it fits");
+                let taken = bucket.try_take_keeping(amount, share, now, stretch);
+                debug_assert!(taken, "earliest_fit_keeping said it fits");
             }
         }
         Verdict::Granted
     }
 
     pub fn forecast(&self, demand: Demand, now: Instant) -> Instant {
+        self.forecast_reserving(demand, InteractiveShare::NONE, now)
+    }
+
+    pub fn forecast_reserving(&self, demand: Demand, share: InteractiveShare, now: Instant) -> Instant {
         let stretch = self.throttle.stretch_tenths();
         [(&self.requests, demand.requests), (&self.tokens, demand.tokens)]
             .into_iter()
-            .filter_map(|(bucket, amount)| bucket.as_ref().map(|b| b.supply_time(amount, now, stretch)))
+            .filter_map(|(bucket, amount)| bucket.as_ref().map(|b| b.supply_time_keeping(amount, share, now, stretch)))
             .max()
             .unwrap_or(now)
     }
@@ -185,13 +256,13 @@ impl AccountState {
 }
 
 impl RateAccount for InProcessAccount {
-    fn try_take(&self, demand: Demand) -> BoxFuture<'_, Verdict> {
-        let verdict = self.with(|state| state.try_take(demand, Instant::now()));
+    fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict> {
+        let verdict = self.with(|state| state.try_take_reserving(demand, share, Instant::now()));
         Box::pin(std::future::ready(verdict))
     }
 
-    fn forecast(&self, demand: Demand) -> BoxFuture<'_, Instant> {
-        let at = self.with(|state| state.forecast(demand, Instant::now()));
+    fn forecast_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Instant> {
+        let at = self.with(|state| state.forecast_reserving(demand, share, Instant::now()));
         Box::pin(std::future::ready(at))
     }
 
