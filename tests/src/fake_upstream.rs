@@ -108,6 +108,8 @@ struct State {
     /// Scripted answers whose body was dropped before its end: the client closed
     /// the connection mid-answer.
     answers_cut: usize,
+    /// How long every unscripted answer takes (an upstream doing real work).
+    answer_delay: Duration,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -283,6 +285,11 @@ impl FakeUpstream {
             Some(RequestLimiter { capacity, level: capacity, updated: std::time::Instant::now() });
     }
 
+    /// Makes every unscripted answer take `delay` (scripted answers keep their own).
+    pub fn delay_answers(&self, delay: Duration) {
+        self.shared.lock().answer_delay = delay;
+    }
+
     /// How many requests the limiter answered 429.
     #[must_use]
     pub fn rate_limited_count(&self) -> usize {
@@ -435,6 +442,10 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
             response.map(|body| Body::new(CutWatch { inner: body, shared: Some(shared) }))
         }
         None => {
+            let delay = shared.lock().answer_delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let mut request = Request::from_parts(parts, Body::from(body));
             request.extensions_mut().insert(RequestSeq(seq));
             match router.oneshot(request).await {

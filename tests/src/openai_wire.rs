@@ -720,10 +720,10 @@ pub fn rerank_results(answer: &Value) -> Vec<(u32, f64)> {
         .collect()
 }
 
-/// A gateway config with one `openai-compatible` embeddings entry, `embed` (wire id
-/// `text-embedding-3-small`), on `base_url`, pinned at `dimensions`, two retries to spare,
-/// a 5 s read timeout. The key names follow issue 15 (`embedding_dimensions`); the
-/// host's parser for them is not written yet, so this is the shape it is expected to take.
+/// A gateway config with two `openai-compatible` entries on `base_url`: `embed`, an
+/// embeddings entry (wire id `text-embedding-3-small`) pinned at `dimensions`, and
+/// `rerank`, a rerank entry (wire id `bge-reranker-v2-m3`); two retries to spare, a 5 s
+/// read timeout.
 pub fn embeddings_config(base_url: &str, dimensions: u32) -> String {
     format!(
         r#"
@@ -732,9 +732,20 @@ read_timeout_secs = 5
 [[model]]
 id = "embed"
 provider = "openai-compatible"
+kind = "embedding"
 wire_id = "text-embedding-3-small"
 endpoint = "{base_url}"
 embedding_dimensions = {dimensions}
+context_window = 8192
+max_retries = 2
+
+[[model]]
+id = "rerank"
+provider = "openai-compatible"
+kind = "rerank"
+wire_id = "bge-reranker-v2-m3"
+endpoint = "{base_url}"
+context_window = 8192
 max_retries = 2
 "#
     )
