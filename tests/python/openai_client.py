@@ -10,6 +10,9 @@ Steps (default: plain,tools):
   stream  a streamed question with include_usage; prints {"step":"stream","text":...,"usage":...}
   stream_tools  a streamed tool question; reassembles the tool calls from their deltas the way
           the client's users do; prints {"step":"stream_tools","tool_calls":[...],"text":...}
+  embed   embeddings.create of two texts as the client sends it by default (base64, decoded
+          by the client); prints {"step":"embed","vectors":[...],"indices":[...],"usage":...}
+  embed_float  embeddings.create of one text with encoding_format="float"
 
 Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
 """
@@ -138,14 +141,41 @@ def stream_tools(client, model):
     return {"step": "stream_tools", "text": "".join(text), "tool_calls": tool_calls, "finish_reason": finish_reason}
 
 
-STEPS = {"plain": plain, "tools": tools, "stream": stream, "stream_tools": stream_tools}
+EMBED_INPUTS = ["the first passage", "a second passage"]
+
+
+def embed(client, model):
+    """The client's default request: it asks for base64 and decodes it itself."""
+    response = client.embeddings.create(model=model, input=EMBED_INPUTS)
+    return {
+        "step": "embed",
+        "vectors": [item.embedding for item in response.data],
+        "indices": [item.index for item in response.data],
+        "model": response.model,
+        "usage": usage_dict(response.usage),
+    }
+
+
+def embed_float(client, model):
+    response = client.embeddings.create(model=model, input=EMBED_INPUTS[0], encoding_format="float")
+    return {"step": "embed_float", "vectors": [item.embedding for item in response.data], "usage": usage_dict(response.usage)}
+
+
+STEPS = {
+    "plain": plain,
+    "tools": tools,
+    "stream": stream,
+    "stream_tools": stream_tools,
+    "embed": embed,
+    "embed_float": embed_float,
+}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("model", help="the model id to ask for")
-    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools")
+    parser.add_argument("--steps", default="plain,tools", help="comma-separated: " + ",".join(STEPS))
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]

@@ -143,7 +143,7 @@ async fn a_vector_of_another_length_than_the_pinned_width_fails_the_call() {
     let gateway = Gateway::start(&openai_wire::embeddings_config(&upstream.base_url(), 256)).await;
     upstream.push(openai_wire::embeddings(&[fake_embedding("a", 100)], 3));
     let answer = post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": "a"}), &[]).await;
-    assert_eq!(answer.body["error"]["code"], "invalid_response", "{}", answer.body);
+    assert_eq!(answer.body["error"]["code"], "upstream_error", "{}", answer.body);
     let message = answer.body["error"]["message"].as_str().unwrap();
     assert!(message.contains("has 100 values, but the endpoint was asked for 256"), "{message}");
     assert_eq!(embedding_requests(&upstream).len(), 1, "never retried, never coerced");
@@ -304,4 +304,31 @@ async fn interactive_calls_go_ahead_of_a_running_bulk_job_of_two_thousand_inputs
     assert_close(&vectors[1_999], &fake_embedding(&bulk_inputs[1_999], 8));
     let bulk_requests = embedding_requests(&upstream).into_iter().filter(is_bulk).count();
     assert_eq!(bulk_requests, 63, "2,000 inputs at the compatible provider's batch of 32");
+}
+
+/// The official `openai` Python client, unmodified: `embeddings.create` as it
+/// sends it by default (base64, which it decodes itself) and with `float`.
+#[tokio::test]
+async fn the_official_openai_client_reads_the_vectors_in_both_encodings() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&openai_wire::embeddings_config(&upstream.base_url(), 32)).await;
+    let base_url = gateway.url("/v1");
+    let answers = tokio::task::spawn_blocking(move || {
+        weir_tests::python::run_openai_client(&base_url, "embed", "embed,embed_float")
+    })
+    .await
+    .unwrap();
+    let to_f32 = |vector: &Value| -> Vec<f32> {
+        vector.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect()
+    };
+    let default = &answers[0];
+    assert_eq!(default["indices"], json!([0, 1]));
+    assert_close(&to_f32(&default["vectors"][0]), &fake_embedding("the first passage", 32));
+    assert_close(&to_f32(&default["vectors"][1]), &fake_embedding("a second passage", 32));
+    assert_eq!(default["model"], "embed");
+    assert!(default["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    assert_close(&to_f32(&answers[1]["vectors"][0]), &fake_embedding("the first passage", 32));
+    let sent = embedding_requests(&upstream);
+    assert_eq!(sent.len(), 2, "the client's base64 is answered by the gateway, not passed upstream");
+    assert!(sent.iter().all(|r| r.json()["encoding_format"] == "float"));
 }
