@@ -392,7 +392,9 @@ impl WeirError {
             Self::Refused { .. } => Category::Refused,
             Self::OutputTruncated { .. } => Category::OutputTruncated,
             Self::EmptyResponses { .. } => Category::ProviderEmptyResponseExhausted,
-            Self::InvalidAnswer { .. } | Self::UnusableAnswer { .. } => Category::InvalidResponse,
+            Self::InvalidAnswer { .. } => Category::InvalidResponse,
+            // The upstream answered something other than what was asked: its fault.
+            Self::UnusableAnswer { .. } => Category::UpstreamError,
             Self::RetriesExhausted { last, .. } => last.category(),
             Self::AttemptCeiling { pending, .. } => match pending {
                 Pending::Retry(last) | Pending::Correction(last) => last.category(),

@@ -603,7 +603,7 @@ mod tests {
         assert!(error.to_string().contains("2 vectors for 3 inputs"), "{error}");
         let error = check_vectors(&model, &two, 2, Some(8)).unwrap_err();
         assert!(error.to_string().contains("has 4 values, but the endpoint was asked for 8"), "{error}");
-        assert_eq!(error.category().as_str(), "invalid_response");
+        assert_eq!(error.category().as_str(), "upstream_error");
     }
 
     #[test]
