@@ -58,8 +58,13 @@ pub struct ModelStatus {
     /// The rung it serves, for roles and pins.
     pub grade: Option<String>,
     /// What it may be asked for now (its declaration narrowed to what the
-    /// serving component carries); empty while no provider serves it.
+    /// serving component carries); empty while no provider serves it, and for
+    /// an embedding or rerank entry (chat capabilities mean nothing there).
     pub capabilities: Vec<&'static str>,
+    /// What it serves: `chat`, `embedding` or `rerank`.
+    pub kind: &'static str,
+    /// An embedding entry's pinned width.
+    pub embedding_dimensions: Option<u32>,
     /// The loaded provider the entry is linked to, when its own provider key is
     /// not loaded (see `Catalog::resolve`).
     pub linked_provider: Option<String>,
@@ -108,8 +113,11 @@ impl Weir {
                     available: provider.is_some(),
                     grade: model.grade.clone(),
                     capabilities: provider
+                        .filter(|_| model.kind == crate::catalog::RoleKind::Chat)
                         .map(|provider| model.capabilities_with(provider.info().capabilities).names().collect())
                         .unwrap_or_default(),
+                    kind: model.kind.as_str(),
+                    embedding_dimensions: model.embedding_dimensions,
                     linked_provider: match route {
                         Some(Route::Linked(linked)) => Some(linked.key().to_owned()),
                         _ => None,

@@ -118,7 +118,9 @@ async fn a_cohere_vector_of_the_wrong_length_is_refused() {
     let (status, answer) = post(&gateway, "/v1/embeddings", &json!({"model": "cohere-v4", "input": ["a", "b"]})).await;
     assert_eq!(status, 502, "{answer}");
     assert_eq!(answer["error"]["code"], "upstream_error");
-    assert!(answer["error"]["message"].as_str().unwrap().contains("has 255 values, but the endpoint was asked for 256"));
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("has 255 values, but the endpoint was asked for 256")
+    );
     assert!(answer.get("data").is_none());
 }
 

@@ -124,7 +124,11 @@ async fn requests_the_gateway_cannot_serve_are_refused_and_send_nothing() {
         ("/v1/embeddings", json!({"model": "rerank", "input": "x"}), "rerank entry"),
         ("/v1/rerank", json!({"model": "embed", "query": "q", "documents": ["d"]}), "embedding entry"),
         ("/v1/rerank", json!({"model": "rerank", "query": "q", "documents": []}), "empty"),
-        ("/v1/chat/completions", json!({"model": "embed", "messages": [{"role": "user", "content": "hi"}]}), "embedding entry"),
+        (
+            "/v1/chat/completions",
+            json!({"model": "embed", "messages": [{"role": "user", "content": "hi"}]}),
+            "embedding entry",
+        ),
     ];
     for (path, body, needle) in cases {
         let answer = post(&gateway, path, &body, &[]).await;
@@ -132,7 +136,8 @@ async fn requests_the_gateway_cannot_serve_are_refused_and_send_nothing() {
         let message = answer.body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(needle), "{path} {body}: `{message}` lacks `{needle}`");
     }
-    let answer = post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": "x"}), &[("x-weir-lane", "fast")]).await;
+    let answer =
+        post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": "x"}), &[("x-weir-lane", "fast")]).await;
     assert_eq!(answer.status, 400);
     assert!(upstream.received().is_empty(), "nothing was sent for a refused request");
 }
@@ -214,7 +219,8 @@ async fn a_member_budget_caps_embedding_spend_before_the_call() {
     let auth = format!("Bearer {token}");
     // 80 characters: about 20 tokens by the fake's count and the host's estimate alike.
     let text = "a".repeat(80);
-    let first = post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": text}), &[("authorization", &auth)]).await;
+    let first =
+        post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": text}), &[("authorization", &auth)]).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let second =
         post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": text}), &[("authorization", &auth)]).await;
@@ -278,7 +284,8 @@ async fn interactive_calls_go_ahead_of_a_running_bulk_job_of_two_thousand_inputs
         let body = json!({"model": "embed", "input": bulk_inputs});
         let url = gateway.url("/v1/embeddings");
         tokio::spawn(async move {
-            let response = reqwest::Client::new().post(url).header("x-weir-lane", "bulk").json(&body).send().await.unwrap();
+            let response =
+                reqwest::Client::new().post(url).header("x-weir-lane", "bulk").json(&body).send().await.unwrap();
             (response.status().as_u16(), response.json::<Value>().await.unwrap())
         })
     };

@@ -179,7 +179,7 @@ async fn metrics_need_an_admin_key_and_parse_as_openmetrics() {
     assert_eq!(sample(&families, "weir_calls_in_flight", "weir_calls_in_flight", &[]), Some(0.0));
     // Bounded label sets: whatever a series holds, these are its only label names.
     let bounded: [(&str, &[&str]); 8] = [
-        ("weir_calls", &["model", "provider", "category", "route", "member"]),
+        ("weir_calls", &["model", "provider", "category", "route", "operation", "member"]),
         ("weir_tokens", &["model", "kind"]),
         ("weir_cost_usd", &["model"]),
         ("weir_call_duration_seconds", &["model"]),

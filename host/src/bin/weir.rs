@@ -378,7 +378,11 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
                 ),
                 None => println!("{:<20} model {}: endpoint {endpoint}", "", model.id),
             }
-            println!("{:<20}   capabilities: {}", "", model.capabilities.join(","));
+            match (model.kind, model.embedding_dimensions) {
+                ("chat", _) => println!("{:<20}   capabilities: {}", "", model.capabilities.join(",")),
+                (kind, Some(width)) => println!("{:<20}   {kind}, {width} wide", ""),
+                (kind, None) => println!("{:<20}   {kind}", ""),
+            }
         }
     }
     for model in models.iter().filter(|model| !model.available) {

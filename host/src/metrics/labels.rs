@@ -121,6 +121,8 @@ pub(super) struct CallLabels {
     pub(super) provider: Label,
     pub(super) category: Label,
     pub(super) route: &'static str,
+    /// `chat`, `embeddings` or `rerank`: library calls share one route.
+    pub(super) operation: &'static str,
     pub(super) member: Option<Label>,
     pub(super) key: Option<Label>,
 }
@@ -131,6 +133,7 @@ impl EncodeLabelSet for CallLabels {
         ("provider", &*self.provider).encode(encoder.encode_label())?;
         ("category", &*self.category).encode(encoder.encode_label())?;
         ("route", self.route).encode(encoder.encode_label())?;
+        ("operation", self.operation).encode(encoder.encode_label())?;
         if let Some(member) = &self.member {
             ("member", &**member).encode(encoder.encode_label())?;
         }

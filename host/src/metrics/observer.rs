@@ -36,6 +36,7 @@ impl Metrics {
                 provider: Arc::clone(&provider),
                 category: labels.categories.get(Some(record.category.as_str())),
                 route: record.route.as_str(),
+                operation: record.operation.as_str(),
                 member: settings.member_labels.then(|| labels.members.get(record.who.member.as_deref())),
                 key: settings.key_labels.then(|| labels.keys.get(record.who.key_id.as_deref())),
             })

@@ -109,7 +109,10 @@ async fn a_success_counts_its_call_tokens_cost_and_latency() {
     observe(&metrics, success).await;
     let text = metrics.encode();
     assert_eq!(
-        value(&text, r#"weir_calls_total{model="fast",provider="openai",category="ok",route="openai_chat"}"#),
+        value(
+            &text,
+            r#"weir_calls_total{model="fast",provider="openai",category="ok",route="openai_chat",operation="chat"}"#
+        ),
         2.0
     );
     assert_eq!(value(&text, r#"weir_tokens_total{model="fast",kind="input"}"#), 240.0);
@@ -153,7 +156,7 @@ async fn a_failure_counts_under_its_category_without_cost() {
     assert_eq!(
         value(
             &text,
-            r#"weir_calls_total{model="deep",provider="anthropic",category="provider_fault",route="anthropic_messages"}"#
+            r#"weir_calls_total{model="deep",provider="anthropic",category="provider_fault",route="anthropic_messages",operation="chat"}"#
         ),
         1.0
     );
@@ -205,7 +208,10 @@ async fn a_retry_is_labelled_with_the_signal_before_it() {
     assert_eq!(value(&text, r#"weir_admission_wait_seconds_sum{model="fast"}"#), 2.0);
     assert_eq!(value(&text, r#"weir_admission_wait_seconds_bucket{le="0.001",model="fast"}"#), 1.0);
     assert_eq!(
-        value(&text, r#"weir_calls_total{model="fast",provider="openai",category="ok",route="openai_chat"}"#),
+        value(
+            &text,
+            r#"weir_calls_total{model="fast",provider="openai",category="ok",route="openai_chat",operation="chat"}"#
+        ),
         1.0
     );
 }
@@ -228,7 +234,7 @@ async fn an_unknown_model_is_one_label_whatever_the_caller_sends() {
     assert_eq!(
         value(
             &text,
-            r#"weir_calls_total{model="unknown",provider="none",category="model_not_found",route="openai_chat"}"#
+            r#"weir_calls_total{model="unknown",provider="none",category="model_not_found",route="openai_chat",operation="chat"}"#
         ),
         4.0
     );
@@ -243,7 +249,7 @@ async fn member_and_key_labels_when_the_operator_asks() {
     anonymous.who = Who::default();
     observe(&metrics, anonymous).await;
     let text = metrics.encode();
-    let labels = r#"model="fast",provider="openai",category="ok",route="openai_chat""#;
+    let labels = r#"model="fast",provider="openai",category="ok",route="openai_chat",operation="chat""#;
     assert_eq!(value(&text, &format!(r#"weir_calls_total{{{labels},member="ada",key="k1"}}"#)), 1.0);
     assert_eq!(value(&text, &format!(r#"weir_calls_total{{{labels},member="none",key="none"}}"#)), 1.0);
 }

@@ -252,6 +252,8 @@ async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Js
                     "provider": model.provider,
                     "available": model.available,
                     "grade": model.grade,
+                    "kind": model.kind,
+                    "embedding_dimensions": model.embedding_dimensions,
                     "capabilities": model.capabilities,
                     "linked_provider": model.linked_provider,
                     "unavailable_reason": model.unavailable_reason,
