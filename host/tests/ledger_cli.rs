@@ -183,3 +183,50 @@ fn clear_errors_without_a_ledger() {
     let beside = weir(&["ledger", "verify", "--config", config.to_str().unwrap()]);
     assert!(beside.status.success(), "{beside:?}");
 }
+
+/// With `--config`, `query` shows each budget of the config as the ledger
+/// alone leaves it (today's spend, what remains, the reset), as a starting
+/// gateway rebuilds it; a running gateway's holds are `GET /v1/usage`'s.
+#[test]
+fn query_with_a_config_shows_each_budget_spent_and_remaining() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(
+        LedgerConfig { path: path.clone(), sync: LedgerSync::Normal, on_error: LedgerOnError::Refuse, max_bytes: None },
+        None,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        // Today's call counts against today's budget; one from 2024 does not.
+        ledger.closed(&record("call-today", "alice", SystemTime::now(), Some(0.01))).await.unwrap();
+        ledger
+            .closed(&record("call-old", "alice", UNIX_EPOCH + Duration::from_secs(1_704_067_200), None))
+            .await
+            .unwrap();
+    });
+    drop(ledger);
+    let config = dir.path().join("weir.toml");
+    let toml = format!("[ledger]\npath = \"{}\"\n\n[member.alice]\ndaily_tokens = 5000\n", path.display());
+    std::fs::write(&config, toml).unwrap();
+    let config = config.to_str().unwrap();
+
+    let table = weir(&["ledger", "query", "--config", config]);
+    assert!(table.status.success(), "{table:?}");
+    let text = stdout(&table);
+    assert!(text.contains("BUDGET") && text.contains("alice"), "{text}");
+
+    let json = weir(&["ledger", "query", "--config", config, "--json"]);
+    assert!(json.status.success(), "{json:?}");
+    let document: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let budget = &document["budgets"][0];
+    assert_eq!(budget["scope"], "member");
+    assert_eq!(budget["name"], "alice");
+    assert_eq!(budget["period"], "day");
+    assert_eq!(budget["spent"], 1050, "today's call only (1000 in + 50 out)");
+    assert_eq!(budget["remaining"], 3950);
+    assert_eq!(budget["held"], 0);
+
+    let without = weir(&["ledger", "query", "--path", path.to_str().unwrap(), "--json"]);
+    let document: serde_json::Value = serde_json::from_str(&stdout(&without)).unwrap();
+    assert!(document.get("budgets").is_none(), "no config, no budgets to show");
+}

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use weir_host::budget::BudgetStatus;
 use weir_host::ledger::{Filter, GroupBy, Reader, Sums, Totals, parse_time};
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
@@ -519,8 +520,13 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             }
             let records = reader.records(&filter)?;
             let sums = reader.sums(&filter, group_by)?;
+            let budgets = budgets_from_ledger(&file, &reader)?;
             if json {
-                writeln!(out, "{}", serde_json::json!({ "records": records, "sums": sums }))?;
+                let mut body = serde_json::json!({ "records": records, "sums": sums });
+                if let Some(budgets) = &budgets {
+                    body["budgets"] = budgets.iter().map(BudgetStatus::to_json).collect();
+                }
+                writeln!(out, "{body}")?;
                 return Ok(());
             }
             writeln!(
@@ -545,6 +551,9 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
                 )?;
             }
             write_sums(&mut out, &sums)?;
+            if let Some(budgets) = &budgets {
+                write_budgets(&mut out, budgets)?;
+            }
             Ok(())
         }
         LedgerCommand::Verify { file } => {
@@ -575,6 +584,44 @@ fn open_ledger(file: &LedgerFile) -> anyhow::Result<Reader> {
         }
     };
     Ok(Reader::open(&path)?)
+}
+
+/// The budgets of `--config` as they stand by the ledger alone: the spend of
+/// the current day and month, read back as a starting gateway reads it. A
+/// running gateway's holds are its own (`GET /v1/usage` shows them); here
+/// none is held. `None` without `--config` or without budgets.
+fn budgets_from_ledger(file: &LedgerFile, reader: &Reader) -> anyhow::Result<Option<Vec<BudgetStatus>>> {
+    let Some(path) = &file.config else { return Ok(None) };
+    let config = Config::from_file(path)?;
+    let book = weir_host::budget::book(&config, std::sync::Arc::new(weir_host::budget::SystemClock))
+        .map_err(|message| anyhow::anyhow!("{}: {message}", config.origin))?;
+    if book.is_empty() {
+        return Ok(None);
+    }
+    weir_host::budget::rebuild(&book, reader)?;
+    Ok(Some(book.status()))
+}
+
+fn write_budgets(out: &mut impl Write, budgets: &[BudgetStatus]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\n{:<8} {:<20} {:<6} {:>14} {:>14} {:>14}  RESETS",
+        "BUDGET", "NAME", "PERIOD", "LIMIT", "SPENT", "REMAINING"
+    )?;
+    for status in budgets {
+        writeln!(
+            out,
+            "{:<8} {:<20} {:<6} {:>14} {:>14} {:>14}  {}",
+            status.scope.kind(),
+            status.scope.name(),
+            status.period.as_str(),
+            status.limit.to_string(),
+            status.spent.to_string(),
+            status.remaining.to_string(),
+            humantime::format_rfc3339_seconds(status.resets_at)
+        )?;
+    }
+    Ok(())
 }
 
 fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {

@@ -86,6 +86,28 @@ pub struct BudgetStatus {
     pub resets_at: SystemTime,
 }
 
+impl BudgetStatus {
+    /// As `GET /v1/usage` and `weir ledger query --json` show it: amounts in
+    /// tokens or USD, as the budget's kind.
+    pub fn to_json(&self) -> serde_json::Value {
+        let number = |amount: Amount| match amount {
+            Amount::Tokens(tokens) => serde_json::json!(tokens),
+            Amount::Usd(usd) => serde_json::json!(usd),
+        };
+        serde_json::json!({
+            "scope": self.scope.kind(),
+            "name": self.scope.name(),
+            "period": self.period.as_str(),
+            "kind": self.limit.kind().as_str(),
+            "limit": number(self.limit),
+            "spent": number(self.spent),
+            "held": number(self.held),
+            "remaining": number(self.remaining),
+            "resets_at": humantime::format_rfc3339_seconds(self.resets_at).to_string(),
+        })
+    }
+}
+
 impl std::fmt::Debug for BudgetBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BudgetBook").field("scopes", &self.shared.limits.len()).finish()

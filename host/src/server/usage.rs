@@ -12,11 +12,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{ApiError, auth};
 use crate::Weir;
-use crate::budget::{Amount, BudgetStatus};
+use crate::budget::BudgetStatus;
 use crate::error::Category;
 use crate::ledger::{Filter, GroupBy, parse_time};
 
@@ -58,7 +58,7 @@ pub(super) async fn usage(
         Ok(Ok(sums)) => {
             let mut body = serde_json::to_value(sums).unwrap_or_default();
             if !weir.budgets().is_empty() {
-                body["budgets"] = weir.budgets().status().iter().map(budget_json).collect();
+                body["budgets"] = weir.budgets().status().iter().map(BudgetStatus::to_json).collect();
             }
             Ok(axum::Json(body))
         }
@@ -71,25 +71,6 @@ pub(super) async fn usage(
             Err(unavailable("the call ledger cannot be read"))
         }
     }
-}
-
-/// One budget as `/v1/usage` shows it: amounts in tokens or USD, as its kind.
-fn budget_json(status: &BudgetStatus) -> Value {
-    let number = |amount: Amount| match amount {
-        Amount::Tokens(tokens) => json!(tokens),
-        Amount::Usd(usd) => json!(usd),
-    };
-    json!({
-        "scope": status.scope.kind(),
-        "name": status.scope.name(),
-        "period": status.period.as_str(),
-        "kind": status.limit.kind().as_str(),
-        "limit": number(status.limit),
-        "spent": number(status.spent),
-        "held": number(status.held),
-        "remaining": number(status.remaining),
-        "resets_at": humantime::format_rfc3339_seconds(status.resets_at).to_string(),
-    })
 }
 
 /// No ledger to answer from: none is kept, or it cannot be read (503).
