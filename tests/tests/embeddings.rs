@@ -339,3 +339,66 @@ async fn the_official_openai_client_reads_the_vectors_in_both_encodings() {
     assert_eq!(sent.len(), 2, "the client's base64 is answered by the gateway, not passed upstream");
     assert!(sent.iter().all(|r| r.json()["encoding_format"] == "float"));
 }
+
+/// What an embedding service sees in process: `embed_vector` and `rerank`
+/// through the library, each call's record handed to its own observer (the
+/// operation, the billed tokens, the attempt), as the gateway's ledger gets it.
+#[tokio::test]
+async fn the_library_embeds_and_reranks_and_every_call_reaches_the_observers() {
+    use std::sync::{Arc, Mutex};
+    use weir_host::record::{Acknowledged, CallObserver, CallOpening, CallRecord, Operation, acknowledged};
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<Arc<CallRecord>>>);
+    impl CallObserver for Collect {
+        fn opened(&self, _opening: &CallOpening) -> Acknowledged {
+            acknowledged()
+        }
+        fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {
+            self.0.lock().unwrap().push(Arc::clone(record));
+            acknowledged()
+        }
+    }
+
+    let upstream = FakeUpstream::start().await;
+    let records = Arc::new(Collect::default());
+    let config = weir_host::Config::from_toml(&openai_wire::embeddings_config(&upstream.base_url(), 24), "test").unwrap();
+    let weir = weir_host::Weir::builder()
+        .config(config)
+        .providers_dir("/nonexistent-weir-providers")
+        .observer(Arc::clone(&records) as Arc<dyn CallObserver>)
+        .build()
+        .unwrap();
+    let vector = weir.embed_vector("embed", "a query", weir_host::types::EmbeddingPurpose::Query).await.unwrap();
+    assert_close(&vector, &fake_embedding("a query", 24));
+    let documents = vec!["a b".to_owned(), "query words".to_owned()];
+    let ranked = weir.rerank(weir_host::retrieval::RerankRequest::new("rerank", "query", documents)).await.unwrap();
+    assert_eq!(ranked.results[0].index, 1);
+    let error = weir.embed_vector("rerank", "x", weir_host::types::EmbeddingPurpose::Query).await.unwrap_err();
+    assert_eq!(error.category().as_str(), "invalid_request", "a rerank entry does not embed");
+
+    let records = records.0.lock().unwrap();
+    assert_eq!(records.len(), 3, "the refused call is recorded too");
+    assert_eq!(records[0].operation, Operation::Embeddings);
+    assert_eq!(records[0].usage.input, openai_wire::approx_tokens("a query"));
+    assert_eq!(records[0].attempts.len(), 1);
+    assert_eq!(records[1].operation, Operation::Rerank);
+    assert_eq!(records[1].category, "ok");
+    assert_eq!(records[2].category, "invalid_request");
+    assert!(records[2].attempts.is_empty(), "nothing was sent for it");
+}
+
+/// An interactive call whose upstream is slower than the lane's deadline fails
+/// fast with the deadline's category (`timeout`), so its caller can degrade.
+#[tokio::test]
+async fn an_interactive_call_past_its_deadline_fails_fast() {
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(Duration::from_secs(3));
+    let config = openai_wire::embeddings_config(&upstream.base_url(), 8)
+        .replace("read_timeout_secs = 5", "read_timeout_secs = 5\n[embeddings]\ninteractive_deadline_secs = 1\n");
+    let gateway = Gateway::start(&config).await;
+    let answer = post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": "q"}), &[]).await;
+    assert_eq!(answer.status, 504, "{}", answer.body);
+    assert_eq!(answer.body["error"]["code"], "timeout");
+    assert_eq!(embedding_requests(&upstream).len(), 1, "a deadline is final: no retry");
+}
