@@ -240,6 +240,44 @@ macro_rules! boundary_conversions {
                 }
             }
 
+            pub fn embed_params(params: &n::EmbedParams) -> t::EmbeddingParams {
+                t::EmbeddingParams {
+                    wire_model_id: params.model.clone(),
+                    purpose: match params.purpose {
+                        n::Purpose::Document => t::EmbeddingPurpose::Document,
+                        n::Purpose::Query => t::EmbeddingPurpose::Query,
+                    },
+                    dimensions: params.dimensions,
+                }
+            }
+
+            pub fn embeddings(response: t::EmbeddingResponse) -> n::DecodedEmbeddings {
+                n::DecodedEmbeddings::new(
+                    &response.vectors,
+                    response.input_tokens,
+                    response.served_model,
+                    response.request_id,
+                )
+            }
+
+            pub fn rerank_params(params: &n::RerankParams) -> t::RerankParams {
+                t::RerankParams { wire_model_id: params.model.clone(), top_n: params.top_n }
+            }
+
+            pub fn ranking(response: t::RerankResponse) -> n::DecodedRanking {
+                n::DecodedRanking {
+                    results: response
+                        .results
+                        .into_iter()
+                        .map(|ranked| n::Ranked { index: ranked.index, relevance_score: ranked.relevance_score })
+                        .collect(),
+                    input_tokens: response.input_tokens,
+                    search_units: response.search_units,
+                    served_model: response.served_model,
+                    request_id: response.request_id,
+                }
+            }
+
             pub fn summary(info: &t::ProviderInfo) -> n::ProviderSummary {
                 n::ProviderSummary {
                     key: info.key.clone(),

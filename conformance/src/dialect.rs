@@ -17,6 +17,24 @@
 //!  "expect": {"class": "rate-limited", "hint": {"delay_ms": 2000}}}
 //! ```
 //!
+//! The embeddings and rerank kinds are the same three, for their operation:
+//!
+//! ```json
+//! {"kind": "embeddings_encode", "name": "...", "provider": "openai", "inputs": ["a", "b"],
+//!  "params": {"model": "text-embedding-3-small", "purpose": "query", "dimensions": 512},
+//!  "expect": {"method": "POST", "path": "/embeddings", "body": {"dimensions": 512}}}
+//! {"kind": "embeddings_decode", "name": "...", "provider": "openai",
+//!  "response": {"status": 200, "json": {...}}, "expect": {"count": 2, "width": 3, "input_tokens": 8}}
+//! {"kind": "embeddings_classify", ...}
+//! {"kind": "rerank_encode", "name": "...", "provider": "openai-compatible", "query": "q",
+//!  "documents": ["a", "b"], "params": {"model": "BAAI/bge-reranker-v2-m3", "top_n": 1}, "expect": {...}}
+//! {"kind": "rerank_decode", ..., "expect": {"results": [{"index": 1, "relevance_score": 0.9}]}}
+//! {"kind": "rerank_classify", ...}
+//! ```
+//!
+//! An encode case's wire id must be one its key serves for that operation, and
+//! the generic embeddings and rerank checks run on it too (see [`crate::target`]).
+//!
 //! `expect` bodies are JSON subsets (see [`crate::json::subset`]): list what the case
 //! is about, not every field. A decode or encode expectation of
 //! `{"codec_error": "malformed" | "unsupported"}` expects the component to decline.
@@ -27,10 +45,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::fixture::{CodecFailure, Conversation, Params, Response};
+use crate::fixture::{CodecFailure, Conversation, EmbedParams, Params, RerankParams, Response, WireRequest};
 use crate::json::subset;
 use crate::report::Report;
-use crate::subject::{Answer, Subject};
+use crate::subject::{Answer, Operation, Subject};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -54,6 +72,60 @@ pub enum Case {
         response: Response,
         expect: Value,
     },
+    EmbeddingsEncode {
+        name: String,
+        provider: String,
+        inputs: Vec<String>,
+        params: EmbedParams,
+        expect: Box<EncodeExpectation>,
+    },
+    /// `expect` is a JSON subset of [`crate::fixture::DecodedEmbeddings`].
+    EmbeddingsDecode {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
+    EmbeddingsClassify {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
+    RerankEncode {
+        name: String,
+        provider: String,
+        query: String,
+        documents: Vec<String>,
+        params: RerankParams,
+        expect: Box<EncodeExpectation>,
+    },
+    /// `expect` is a JSON subset of [`crate::fixture::DecodedRanking`].
+    RerankDecode {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
+    RerankClassify {
+        name: String,
+        provider: String,
+        response: Response,
+        expect: Value,
+    },
+}
+
+impl Case {
+    /// The operation whose functions the case calls.
+    pub fn operation(&self) -> Operation {
+        match self {
+            Self::Encode { .. } | Self::Decode { .. } | Self::Classify { .. } => Operation::Chat,
+            Self::EmbeddingsEncode { .. } | Self::EmbeddingsDecode { .. } | Self::EmbeddingsClassify { .. } => {
+                Operation::Embeddings
+            }
+            Self::RerankEncode { .. } | Self::RerankDecode { .. } | Self::RerankClassify { .. } => Operation::Rerank,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -116,34 +188,86 @@ pub fn parse(text: &str) -> Result<Vec<Case>, serde_json::Error> {
 }
 
 /// Runs every case whose provider key the subject serves; a case for a key it does
-/// not serve is itself a failure (the fixture would silently never run).
+/// not serve, or of an operation it does not export, is itself a failure (the
+/// fixture would silently never run). So is an encode case of embeddings or
+/// rerank for a wire id its key does not serve for that operation.
 pub async fn run<S: Subject>(subject: &S, served: &[String], cases: Vec<Case>, report: &mut Report) {
+    let operations = subject.operations();
     for case in cases {
-        match case {
+        let operation = case.operation();
+        let exported = operations.contains(&operation);
+        let (provider, name, result) = match case {
             Case::Encode { name, provider, conversation, params, expect } => {
-                let result = served_or(served, &provider, async {
+                let result = exported_and_served(exported, operation, served, &provider, async {
                     encode_matches(subject.encode(&provider, &conversation, &params).await, &expect)
                 })
                 .await;
-                report.record(&provider, format!("fixture: {name}"), result);
+                (provider, name, result)
             }
             Case::Decode { name, provider, response, expect } => {
-                let result = served_or(served, &provider, async {
+                let result = exported_and_served(exported, operation, served, &provider, async {
                     decode_matches(subject.decode(&provider, &response).await, &expect)
                 })
                 .await;
-                report.record(&provider, format!("fixture: {name}"), result);
+                (provider, name, result)
             }
-            Case::Classify { name, provider, response, expect } => {
-                let result = served_or(served, &provider, async {
-                    let found = subject.classify(&provider, &response).await.map_err(|fault| fault.0)?;
+            Case::Classify { name, provider, response, expect }
+            | Case::EmbeddingsClassify { name, provider, response, expect }
+            | Case::RerankClassify { name, provider, response, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    let found = subject.classify(operation, &provider, &response).await.map_err(|fault| fault.0)?;
                     subset(&expect, &serde_json::to_value(found).map_err(|e| e.to_string())?)
                 })
                 .await;
-                report.record(&provider, format!("fixture: {name}"), result);
+                (provider, name, result)
             }
-        }
+            Case::EmbeddingsEncode { name, provider, inputs, params, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    wire_id_served(subject, operation, &provider, &params.model).await?;
+                    encode_matches(subject.embed_encode(&provider, &inputs, &params).await, &expect)
+                })
+                .await;
+                (provider, name, result)
+            }
+            Case::EmbeddingsDecode { name, provider, response, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    decode_matches(subject.embed_decode(&provider, &response).await, &expect)
+                })
+                .await;
+                (provider, name, result)
+            }
+            Case::RerankEncode { name, provider, query, documents, params, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    wire_id_served(subject, operation, &provider, &params.model).await?;
+                    encode_matches(subject.rerank_encode(&provider, &query, &documents, &params).await, &expect)
+                })
+                .await;
+                (provider, name, result)
+            }
+            Case::RerankDecode { name, provider, response, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    decode_matches(subject.rerank_decode(&provider, &response).await, &expect)
+                })
+                .await;
+                (provider, name, result)
+            }
+        };
+        report.record(&provider, format!("fixture: {name}"), result);
     }
+}
+
+/// [`served_or`] for a case of an operation the component must also export.
+async fn exported_and_served(
+    exported: bool,
+    operation: Operation,
+    served: &[String],
+    provider: &str,
+    check: impl Future<Output = Result<(), String>>,
+) -> Result<(), String> {
+    if !exported {
+        return Err(format!("the component does not export `{operation}`"));
+    }
+    served_or(served, provider, check).await
 }
 
 async fn served_or(
@@ -155,6 +279,20 @@ async fn served_or(
         check.await
     } else {
         Err(format!("the component does not serve `{provider}`"))
+    }
+}
+
+/// Whether the case's key serves its wire id for `operation`.
+async fn wire_id_served<S: Subject>(
+    subject: &S,
+    operation: Operation,
+    provider: &str,
+    wire_id: &str,
+) -> Result<(), String> {
+    match subject.serves(operation, provider, wire_id).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("`{provider}` does not serve `{wire_id}` for {operation}")),
+        Err(fault) => Err(format!("fault in {operation} serves: {}", fault.0)),
     }
 }
 
@@ -170,7 +308,7 @@ fn declined_as(expected: Option<&str>, answer_kind: Option<&CodecFailure>) -> Op
     }
 }
 
-fn encode_matches(answer: Answer<crate::fixture::WireRequest>, expect: &EncodeExpectation) -> Result<(), String> {
+fn encode_matches(answer: Answer<WireRequest>, expect: &EncodeExpectation) -> Result<(), String> {
     let answer = answer.map_err(|fault| format!("fault: {}", fault.0))?;
     if let Some(verdict) = declined_as(expect.codec_error.as_deref(), answer.as_ref().err()) {
         return verdict;
@@ -202,7 +340,9 @@ fn encode_matches(answer: Answer<crate::fixture::WireRequest>, expect: &EncodeEx
     }
 }
 
-fn decode_matches(answer: Answer<crate::fixture::Decoded>, expect: &Value) -> Result<(), String> {
+/// Whether a decoded summary (chat's, embeddings' or rerank's) holds `expect`,
+/// or the component declined as `expect`'s `codec_error` says.
+fn decode_matches<T: serde::Serialize>(answer: Answer<T>, expect: &Value) -> Result<(), String> {
     let answer = answer.map_err(|fault| format!("fault: {}", fault.0))?;
     let wanted_error = expect.get("codec_error").and_then(Value::as_str);
     if let Some(verdict) = declined_as(wanted_error, answer.as_ref().err()) {

@@ -277,3 +277,94 @@ pub struct ProviderSummary {
     pub credential_header: Option<String>,
     pub streaming: bool,
 }
+
+// ------------------------------------------------------------------ embeddings
+
+/// What the vectors are for, as `embedding-purpose` spells it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Purpose {
+    #[default]
+    Document,
+    Query,
+}
+
+/// One embeddings batch's parameters (`embedding-params`): the wire id, the
+/// purpose (document unless a case says otherwise) and the width asked for, if any.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedParams {
+    pub model: String,
+    #[serde(default)]
+    pub purpose: Purpose,
+    #[serde(default)]
+    pub dimensions: Option<u32>,
+}
+
+/// A decoded embeddings answer, summarized for comparison: fixture expectations
+/// are JSON subsets of this record serialized.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecodedEmbeddings {
+    /// How many vectors came back.
+    pub count: usize,
+    /// Their common length; `None` when there are none or their lengths differ.
+    pub width: Option<usize>,
+    /// Each `f32` as the shortest decimal that reads back as it (what a provider
+    /// writes), so a fixture compares the numbers of its own body exactly.
+    pub vectors: Vec<Vec<f64>>,
+    pub input_tokens: Option<u64>,
+    pub served_model: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl DecodedEmbeddings {
+    pub fn new(
+        vectors: &[Vec<f32>],
+        input_tokens: Option<u64>,
+        served_model: Option<String>,
+        request_id: Option<String>,
+    ) -> Self {
+        let width = match vectors.split_first() {
+            Some((first, rest)) if rest.iter().all(|vector| vector.len() == first.len()) => Some(first.len()),
+            _ => None,
+        };
+        let vectors: Vec<Vec<f64>> =
+            vectors.iter().map(|vector| vector.iter().map(|number| shortest(*number)).collect()).collect();
+        Self { count: vectors.len(), width, vectors, input_tokens, served_model, request_id }
+    }
+}
+
+/// `number` as the `f64` of its shortest round-tripping decimal text (`0.1f32`
+/// becomes `0.1`, not `0.10000000149011612`). A non-finite value stays as it is.
+fn shortest(number: f32) -> f64 {
+    number.to_string().parse().unwrap_or(f64::from(number))
+}
+
+// ------------------------------------------------------------------ rerank
+
+/// The rerank parameters (`rerank-params`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerankParams {
+    pub model: String,
+    #[serde(default)]
+    pub top_n: Option<u32>,
+}
+
+/// One ranked document: its position in the request and its score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ranked {
+    pub index: u32,
+    pub relevance_score: f64,
+}
+
+/// A decoded rerank answer, summarized for comparison like [`Decoded`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecodedRanking {
+    /// Best first, as the provider ranked them.
+    pub results: Vec<Ranked>,
+    pub input_tokens: Option<u64>,
+    pub search_units: Option<u64>,
+    pub served_model: Option<String>,
+    pub request_id: Option<String>,
+}

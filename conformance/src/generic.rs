@@ -1,5 +1,8 @@
-//! The checks every provider passes, whatever its dialect: they hold for any HTTP +
-//! JSON wire format, so they run on a component nobody wrote fixtures for.
+//! The describe checks and the chat checks every provider passes, whatever its
+//! dialect: they hold for any HTTP + JSON wire format, so they run on a component
+//! nobody wrote fixtures for. (The embeddings and rerank checks are in
+//! [`crate::embeddings`] and [`crate::rerank`]; what all three share is in
+//! [`crate::wire`].)
 //!
 //! - describe: keys are well-formed and unique; endpoints are URLs.
 //! - encode: a well-formed request with no credential in it; the model id and the
@@ -15,12 +18,15 @@
 use serde_json::{Value, json};
 
 use crate::fixture::{
-    Block, Classified, CodecFailure, Conversation, Hint, Leaf, Media, Params, ProviderSummary, Response, Role, Source,
-    Tool, ToolChoice, Turn, WireRequest,
+    Block, CodecFailure, Conversation, Leaf, Media, Params, ProviderSummary, Role, Source, Tool, ToolChoice, Turn,
+    WireRequest,
 };
 use crate::json::{excerpt, has_key, has_number, mentions};
 use crate::report::Report;
-use crate::subject::{Answer, Subject};
+use crate::subject::{Operation, Subject};
+use crate::wire::{classify_checks, encoded, garbage_bodies, garbage_response, malformed, require, well_formed};
+
+pub use crate::wire::DETAIL_LIMIT;
 
 /// The model id every generic case sends: distinctive, and safe in a URL path.
 pub const MODEL: &str = "weir-conformance-model-7";
@@ -29,19 +35,13 @@ pub const MAX_TOKENS: u32 = 1234;
 /// Text that breaks naive JSON building and naive markup parsing.
 pub const HOSTILE_TEXT: &str =
     "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} emoji 🦀 rtl \u{202e} </tool_call> {\"json\": true}";
-/// How long a classification's detail may be: it goes to every log line.
-pub const DETAIL_LIMIT: usize = 4_096;
-/// Headers a component must never write: the host owns credentials.
-const CREDENTIAL_HEADERS: [&str; 6] =
-    ["authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token"];
 const PNG_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const PDF_BASE64: &str =
     "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoKdHJhaWxlcgo8PC9Sb290IDEgMCBSPj4KJSVFT0YK";
 
-/// Runs the describe checks, then every other check for each provider key the
-/// subject serves. Returns the keys it found.
-pub async fn run<S: Subject>(subject: &S, report: &mut Report) -> Vec<ProviderSummary> {
+/// Runs the describe checks. Returns the keys the subject serves.
+pub async fn describe<S: Subject>(subject: &S, report: &mut Report) -> Vec<ProviderSummary> {
     let providers = match subject.providers().await {
         Ok(providers) => providers,
         Err(fault) => {
@@ -52,11 +52,17 @@ pub async fn run<S: Subject>(subject: &S, report: &mut Report) -> Vec<ProviderSu
     report.record("*", "describe: serves at least one provider key", describe_keys(&providers));
     for provider in &providers {
         report.record(&provider.key, "describe: default endpoint is an http(s) URL", describe_endpoint(provider));
-        encode_checks(subject, provider, report).await;
-        decode_checks(subject, &provider.key, report).await;
-        classify_checks(subject, &provider.key, report).await;
     }
     providers
+}
+
+/// Runs the chat checks for each provider key: encode, decode, classify.
+pub async fn chat<S: Subject>(subject: &S, providers: &[ProviderSummary], report: &mut Report) {
+    for provider in providers {
+        encode_checks(subject, provider, report).await;
+        decode_checks(subject, &provider.key, report).await;
+        classify_checks(subject, Operation::Chat, &provider.key, "", report).await;
+    }
 }
 
 fn describe_keys(providers: &[ProviderSummary]) -> Result<(), String> {
@@ -113,30 +119,6 @@ fn user(content: Vec<Block>) -> Conversation {
     Conversation { turns: vec![turn(Role::User, content)], ..Conversation::default() }
 }
 
-/// A request's body as JSON, after the shape checks every request must pass.
-fn well_formed(request: &WireRequest, provider: &ProviderSummary) -> Result<Value, String> {
-    let method_ok = !request.method.is_empty() && request.method.bytes().all(|b| b.is_ascii_uppercase());
-    if !method_ok {
-        return Err(format!("method {:?} is not an HTTP method", request.method));
-    }
-    let path = &request.path_and_query;
-    if !path.starts_with('/') || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err(format!("path {path:?} must start with `/` and hold no spaces or control characters"));
-    }
-    for (name, value) in &request.headers {
-        let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-        if !name_ok || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-            return Err(format!("header {name:?} is not a valid header"));
-        }
-        let lower = name.to_ascii_lowercase();
-        let declared = provider.credential_header.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name));
-        if declared || CREDENTIAL_HEADERS.contains(&lower.as_str()) {
-            return Err(format!("the request carries `{name}`: credentials are the host's to add"));
-        }
-    }
-    serde_json::from_slice(&request.body).map_err(|e| format!("the body is not JSON: {e}"))
-}
-
 /// Runs one encode case the component must answer: `check` inspects the body of a
 /// well-formed request.
 async fn encode_case<S: Subject>(
@@ -168,10 +150,6 @@ async fn encode_or_refuse<S: Subject>(
         Ok(Err(failure)) => Err(format!("refused to encode ({}): {}", failure.kind(), failure.reason())),
         Ok(Ok(request)) => check(&well_formed(&request, provider)?, &request).map(|()| None),
     }
-}
-
-fn require(found: bool, what: &str) -> Result<(), String> {
-    if found { Ok(()) } else { Err(format!("the body does not carry {what}")) }
 }
 
 async fn encode_checks<S: Subject>(subject: &S, provider: &ProviderSummary, report: &mut Report) {
@@ -329,96 +307,12 @@ async fn stream_differs<S: Subject>(subject: &S, provider: &ProviderSummary) -> 
     Ok(())
 }
 
-fn encoded(answer: Answer<WireRequest>) -> Result<WireRequest, String> {
-    match answer {
-        Err(fault) => Err(format!("fault: {}", fault.0)),
-        Ok(Err(failure)) => Err(format!("refused to encode ({}): {}", failure.kind(), failure.reason())),
-        Ok(Ok(request)) => Ok(request),
-    }
-}
-
 // ------------------------------------------------------------------ decode
-
-fn garbage_bodies() -> Vec<(&'static str, Vec<u8>)> {
-    vec![
-        ("an empty body", Vec::new()),
-        ("an HTML error page", b"<html><body>502 Bad Gateway</body></html>".to_vec()),
-        ("invalid UTF-8", vec![0xff, 0xfe, 0x00, 0x80, 0xc3]),
-        ("truncated JSON", br#"{"id":"x","choices":[{"message":{"content":"hel"#.to_vec()),
-        ("a JSON array", b"[]".to_vec()),
-        ("JSON null", b"null".to_vec()),
-        ("JSON nested 100 000 deep", "[".repeat(100_000).into_bytes()),
-    ]
-}
 
 async fn decode_checks<S: Subject>(subject: &S, key: &str, report: &mut Report) {
     for (what, body) in garbage_bodies() {
-        let response = Response::new(200, body).with_header("content-type", "application/json");
-        let result = match subject.decode(key, &response).await {
-            Ok(Err(CodecFailure::Malformed(_))) => Ok(()),
-            Ok(Err(failure)) => Err(format!("said `{}` instead of `malformed`", failure.kind())),
-            Ok(Ok(decoded)) => Err(format!("decoded it into an answer: {}", excerpt(&Value::String(decoded.text)))),
-            Err(fault) => Err(format!("fault: {}", fault.0)),
-        };
+        let answer = subject.decode(key, &garbage_response(body)).await;
+        let result = malformed(answer, |decoded| excerpt(&Value::String(decoded.text.clone())));
         report.record(key, format!("decode: {what} is malformed, not a fault"), result);
     }
-}
-
-// ------------------------------------------------------------------ classify
-
-/// (status, acceptable classes) with a body that is not JSON: status alone decides.
-const STATUS_CLASSES: [(u16, &[&str]); 8] = [
-    (400, &["invalid-request"]),
-    (401, &["authentication"]),
-    (403, &["authentication"]),
-    (404, &["not-found"]),
-    (429, &["rate-limited"]),
-    (500, &["transient", "overloaded"]),
-    (503, &["transient", "overloaded"]),
-    (529, &["overloaded"]),
-];
-
-async fn classify_checks<S: Subject>(subject: &S, key: &str, report: &mut Report) {
-    for (status, classes) in STATUS_CLASSES {
-        let response = Response::new(status, "upstream exploded").with_header("content-type", "text/plain");
-        let result = classified(subject.classify(key, &response).await).and_then(|found| {
-            if classes.contains(&found.class.as_str()) {
-                Ok(())
-            } else {
-                Err(format!("classified as `{}`, expected one of {classes:?}", found.class))
-            }
-        });
-        report.record(key, format!("classify: HTTP {status} with an unreadable body"), result);
-    }
-
-    for (what, value, hint) in [
-        ("seconds", "7", Hint::DelayMs(7_000)),
-        ("an HTTP date", "Wed, 21 Oct 2037 07:28:00 GMT", Hint::AtUnixMs(2_139_722_880_000)),
-    ] {
-        let response = Response::new(429, "{}").with_header("retry-after", value);
-        let result = classified(subject.classify(key, &response).await).and_then(|found| match found.hint {
-            Some(found) if found == hint => Ok(()),
-            other => Err(format!("hint {other:?}, expected {hint:?}")),
-        });
-        report.record(key, format!("classify: retry-after in {what} becomes a hint"), result);
-    }
-
-    let huge = format!(r#"{{"error":{{"message":"{}","type":"server_error"}}}}"#, "x".repeat(1 << 20));
-    let result = classified(subject.classify(key, &Response::new(500, huge)).await).and_then(|found| {
-        if found.detail.len() <= DETAIL_LIMIT {
-            Ok(())
-        } else {
-            Err(format!("the detail is {} bytes; at most {DETAIL_LIMIT} go to a log line", found.detail.len()))
-        }
-    });
-    report.record(key, "classify: a 1 MiB error body gives a bounded detail", result);
-
-    for (what, body) in garbage_bodies() {
-        let result = classified(subject.classify(key, &Response::new(400, body)).await).map(|_| ());
-        report.record(key, format!("classify: {what} is not a fault"), result);
-    }
-}
-
-fn classified(result: Result<Classified, crate::subject::Fault>) -> Result<Classified, String> {
-    result.map_err(|fault| format!("fault: {}", fault.0))
 }

@@ -7,6 +7,11 @@
 //! - [`generic`] checks hold for any dialect (no credential on the wire, the output
 //!   reserve written exactly, no block silently dropped, garbage is `malformed`,
 //!   status semantics, bounded error details, ...). They need no fixtures.
+//! - [`embeddings`] and [`rerank`] checks do the same for those operations, on
+//!   each wire id a key serves (the kit's own, or one a fixture names).
+//!
+//! The kit runs the checks of each operation the subject exports, and only
+//! those; the report names the operations it checked.
 //! - [`dialect`] fixtures are the provider's own: JSON files of conversations with
 //!   the wire shape they must give, and canned responses and error bodies with what
 //!   they must mean.
@@ -22,22 +27,40 @@
 
 mod boundary;
 pub mod dialect;
+pub mod embeddings;
 pub mod fixture;
 pub mod generic;
 pub mod json;
 #[cfg(feature = "native")]
 pub mod native;
 mod report;
+pub mod rerank;
 mod subject;
+pub mod target;
+pub mod wire;
 
 pub use dialect::{Case, FixtureError};
 pub use report::{Check, Outcome, Report};
-pub use subject::{Answer, Fault, Subject};
+pub use subject::{Answer, Fault, Operation, Subject};
 
-/// Runs the generic checks, then `cases` (a provider's fixtures), on `subject`.
+/// Runs the describe checks, the generic checks of each operation `subject`
+/// exports, then `cases` (a provider's fixtures), on `subject`.
 pub async fn run<S: Subject>(subject: &S, cases: Vec<Case>) -> Report {
-    let mut report = Report::default();
-    let providers = generic::run(subject, &mut report).await;
+    let mut report = Report { operations: subject.operations(), ..Report::default() };
+    let providers = generic::describe(subject, &mut report).await;
+    for operation in report.operations.clone() {
+        match operation {
+            Operation::Chat => generic::chat(subject, &providers, &mut report).await,
+            Operation::Embeddings => {
+                let targets = target::targets(operation, &providers, &cases);
+                embeddings::run(subject, &providers, &targets, &mut report).await;
+            }
+            Operation::Rerank => {
+                let targets = target::targets(operation, &providers, &cases);
+                rerank::run(subject, &providers, &targets, &mut report).await;
+            }
+        }
+    }
     let served: Vec<String> = providers.into_iter().map(|provider| provider.key).collect();
     dialect::run(subject, &served, cases, &mut report).await;
     report

@@ -1,39 +1,81 @@
-//! Runs the kit on a Rust provider natively: the [`ChatProvider`] functions are
-//! called directly, so a provider crate's `cargo test` checks the same cases
+//! Runs the kit on a Rust provider natively: the SDK trait functions are called
+//! directly, so a provider crate's `cargo test` checks the same cases
 //! `weir check` runs on its built component.
+//!
+//! One adapter per operation mix a Rust provider can have, since the mix is
+//! which SDK traits it implements: [`Native`] (chat: [`ChatProvider`]),
+//! [`NativeRetrieval`] (embeddings and rerank: [`Describe`] +
+//! [`EmbeddingProvider`] + [`RerankProvider`]) and [`NativeAll`] (all three).
+//! Each answers for the operations of its mix only, as a component exports only
+//! its own.
 
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use weir_sdk::ChatProvider;
+use weir_sdk::{ChatProvider, Describe, EmbeddingProvider, RerankProvider};
 
-use crate::fixture::{Classified, Conversation, Decoded, Params, ProviderSummary, Response, WireRequest};
-use crate::subject::{Answer, Fault, Subject};
+use crate::fixture::{
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params, ProviderSummary,
+    RerankParams, Response, WireRequest,
+};
+use crate::subject::{Answer, Fault, Operation, Subject};
 use crate::{FixtureError, Report, dialect};
 
 crate::boundary_conversions!(weir_sdk::types);
 
-/// The kit's view of provider `P`, called in-process.
+/// The kit's view of chat provider `P`, called in-process.
 #[derive(Debug)]
 pub struct Native<P>(PhantomData<P>);
 
-impl<P> Native<P> {
-    pub fn new() -> Self {
-        Self(PhantomData)
-    }
+/// The kit's view of `P`, which embeds and reranks and has no chat.
+#[derive(Debug)]
+pub struct NativeRetrieval<P>(PhantomData<P>);
+
+/// The kit's view of `P`, which chats, embeds and reranks.
+#[derive(Debug)]
+pub struct NativeAll<P>(PhantomData<P>);
+
+macro_rules! constructors {
+    ($($adapter:ident),+) => {$(
+        impl<P> $adapter<P> {
+            pub fn new() -> Self {
+                Self(PhantomData)
+            }
+        }
+
+        impl<P> Default for $adapter<P> {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    )+};
 }
 
-impl<P> Default for Native<P> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+constructors!(Native, NativeRetrieval, NativeAll);
 
-/// The generic checks plus the fixtures in `fixtures` (when given), on `P`.
+/// The chat checks plus the fixtures in `fixtures` (when given), on `P`.
 pub fn run<P: ChatProvider>(fixtures: Option<&Path>) -> Result<Report, FixtureError> {
+    run_on(&Native::<P>::new(), fixtures)
+}
+
+/// The embeddings and rerank checks plus the fixtures, on `P`.
+pub fn run_retrieval<P: Describe + EmbeddingProvider + RerankProvider>(
+    fixtures: Option<&Path>,
+) -> Result<Report, FixtureError> {
+    run_on(&NativeRetrieval::<P>::new(), fixtures)
+}
+
+/// The chat, embeddings and rerank checks plus the fixtures, on `P`.
+pub fn run_all<P: ChatProvider + EmbeddingProvider + RerankProvider>(
+    fixtures: Option<&Path>,
+) -> Result<Report, FixtureError> {
+    run_on(&NativeAll::<P>::new(), fixtures)
+}
+
+fn run_on<S: Subject>(subject: &S, fixtures: Option<&Path>) -> Result<Report, FixtureError> {
     let cases = fixtures.map(dialect::load_dir).transpose()?.unwrap_or_default();
-    Ok(pollster::block_on(crate::run(&Native::<P>::new(), cases)))
+    Ok(pollster::block_on(crate::run(subject, cases)))
 }
 
 /// A panic is what a trap is in a component: the call did not return.
@@ -48,25 +90,252 @@ fn guarded<T>(call: impl FnOnce() -> T) -> Result<T, Fault> {
     })
 }
 
+/// The fault of asking an adapter for an operation its mix does not have, as
+/// the host reports it for a component that does not export it.
+fn missing<T>(operation: Operation) -> Result<T, Fault> {
+    Err(Fault(format!("does not export `{operation}`")))
+}
+
+// ------------------------------------------------------------------ calls, once per trait
+
+fn chat_encode<P: ChatProvider>(provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
+    let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
+    guarded(|| P::encode(provider, conversation, params))
+        .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+}
+
+fn chat_decode<P: ChatProvider>(provider: &str, response: &Response) -> Answer<Decoded> {
+    let response = boundary::response(response);
+    guarded(|| P::decode(provider, response))
+        .map(|result| result.map(boundary::decoded).map_err(boundary::codec_failure))
+}
+
+fn chat_classify<P: ChatProvider>(provider: &str, response: &Response) -> Result<Classified, Fault> {
+    let response = boundary::response(response);
+    guarded(|| P::classify(provider, response)).map(boundary::classified)
+}
+
+fn embed_encode<P: EmbeddingProvider>(provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
+    let params = boundary::embed_params(params);
+    guarded(|| P::encode(provider, inputs.to_vec(), params))
+        .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+}
+
+fn embed_decode<P: EmbeddingProvider>(provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
+    let response = boundary::response(response);
+    guarded(|| P::decode(provider, response))
+        .map(|result| result.map(boundary::embeddings).map_err(boundary::codec_failure))
+}
+
+fn embed_classify<P: EmbeddingProvider>(provider: &str, response: &Response) -> Result<Classified, Fault> {
+    let response = boundary::response(response);
+    guarded(|| P::classify(provider, response)).map(boundary::classified)
+}
+
+fn rerank_encode<P: RerankProvider>(
+    provider: &str,
+    query: &str,
+    documents: &[String],
+    params: &RerankParams,
+) -> Answer<WireRequest> {
+    let params = boundary::rerank_params(params);
+    guarded(|| P::encode(provider, query.to_owned(), documents.to_vec(), params))
+        .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+}
+
+fn rerank_decode<P: RerankProvider>(provider: &str, response: &Response) -> Answer<DecodedRanking> {
+    let response = boundary::response(response);
+    guarded(|| P::decode(provider, response))
+        .map(|result| result.map(boundary::ranking).map_err(boundary::codec_failure))
+}
+
+fn rerank_classify<P: RerankProvider>(provider: &str, response: &Response) -> Result<Classified, Fault> {
+    let response = boundary::response(response);
+    guarded(|| P::classify(provider, response)).map(boundary::classified)
+}
+
+// ------------------------------------------------------------------ the three mixes
+
 impl<P: ChatProvider> Subject for Native<P> {
     async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
         guarded(|| P::providers().iter().map(boundary::summary).collect())
     }
 
+    fn operations(&self) -> Vec<Operation> {
+        vec![Operation::Chat]
+    }
+
+    async fn serves(&self, operation: Operation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        match operation {
+            Operation::Chat => guarded(|| P::serves(provider, wire_id)),
+            Operation::Embeddings | Operation::Rerank => missing(operation),
+        }
+    }
+
+    async fn classify(&self, operation: Operation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        match operation {
+            Operation::Chat => chat_classify::<P>(provider, response),
+            Operation::Embeddings | Operation::Rerank => missing(operation),
+        }
+    }
+
     async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
-        let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
-        guarded(|| P::encode(provider, conversation, params))
-            .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+        chat_encode::<P>(provider, conversation, params)
     }
 
     async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
-        let response = boundary::response(response);
-        guarded(|| P::decode(provider, response))
-            .map(|result| result.map(boundary::decoded).map_err(boundary::codec_failure))
+        chat_decode::<P>(provider, response)
     }
 
-    async fn classify(&self, provider: &str, response: &Response) -> Result<Classified, Fault> {
-        let response = boundary::response(response);
-        guarded(|| P::classify(provider, response)).map(boundary::classified)
+    async fn max_batch(&self, _: &str, _: &str) -> Result<u32, Fault> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn needs_dimensions(&self, _: &str, _: &str) -> Result<bool, Fault> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn embed_encode(&self, _: &str, _: &[String], _: &EmbedParams) -> Answer<WireRequest> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn embed_decode(&self, _: &str, _: &Response) -> Answer<DecodedEmbeddings> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn rerank_encode(&self, _: &str, _: &str, _: &[String], _: &RerankParams) -> Answer<WireRequest> {
+        missing(Operation::Rerank)
+    }
+
+    async fn rerank_decode(&self, _: &str, _: &Response) -> Answer<DecodedRanking> {
+        missing(Operation::Rerank)
+    }
+}
+
+impl<P: Describe + EmbeddingProvider + RerankProvider> Subject for NativeRetrieval<P> {
+    async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
+        guarded(|| <P as Describe>::providers().iter().map(boundary::summary).collect())
+    }
+
+    fn operations(&self) -> Vec<Operation> {
+        vec![Operation::Embeddings, Operation::Rerank]
+    }
+
+    async fn serves(&self, operation: Operation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        match operation {
+            Operation::Chat => missing(operation),
+            Operation::Embeddings => guarded(|| <P as EmbeddingProvider>::serves(provider, wire_id)),
+            Operation::Rerank => guarded(|| <P as RerankProvider>::serves(provider, wire_id)),
+        }
+    }
+
+    async fn classify(&self, operation: Operation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        match operation {
+            Operation::Chat => missing(operation),
+            Operation::Embeddings => embed_classify::<P>(provider, response),
+            Operation::Rerank => rerank_classify::<P>(provider, response),
+        }
+    }
+
+    async fn encode(&self, _: &str, _: &Conversation, _: &Params) -> Answer<WireRequest> {
+        missing(Operation::Chat)
+    }
+
+    async fn decode(&self, _: &str, _: &Response) -> Answer<Decoded> {
+        missing(Operation::Chat)
+    }
+
+    async fn max_batch(&self, provider: &str, wire_id: &str) -> Result<u32, Fault> {
+        guarded(|| P::max_batch(provider, wire_id))
+    }
+
+    async fn needs_dimensions(&self, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        guarded(|| P::needs_dimensions(provider, wire_id))
+    }
+
+    async fn embed_encode(&self, provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
+        embed_encode::<P>(provider, inputs, params)
+    }
+
+    async fn embed_decode(&self, provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
+        embed_decode::<P>(provider, response)
+    }
+
+    async fn rerank_encode(
+        &self,
+        provider: &str,
+        query: &str,
+        documents: &[String],
+        params: &RerankParams,
+    ) -> Answer<WireRequest> {
+        rerank_encode::<P>(provider, query, documents, params)
+    }
+
+    async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
+        rerank_decode::<P>(provider, response)
+    }
+}
+
+impl<P: ChatProvider + EmbeddingProvider + RerankProvider> Subject for NativeAll<P> {
+    async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
+        guarded(|| <P as ChatProvider>::providers().iter().map(boundary::summary).collect())
+    }
+
+    fn operations(&self) -> Vec<Operation> {
+        Operation::ALL.to_vec()
+    }
+
+    async fn serves(&self, operation: Operation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        match operation {
+            Operation::Chat => guarded(|| <P as ChatProvider>::serves(provider, wire_id)),
+            Operation::Embeddings => guarded(|| <P as EmbeddingProvider>::serves(provider, wire_id)),
+            Operation::Rerank => guarded(|| <P as RerankProvider>::serves(provider, wire_id)),
+        }
+    }
+
+    async fn classify(&self, operation: Operation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        match operation {
+            Operation::Chat => chat_classify::<P>(provider, response),
+            Operation::Embeddings => embed_classify::<P>(provider, response),
+            Operation::Rerank => rerank_classify::<P>(provider, response),
+        }
+    }
+
+    async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
+        chat_encode::<P>(provider, conversation, params)
+    }
+
+    async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
+        chat_decode::<P>(provider, response)
+    }
+
+    async fn max_batch(&self, provider: &str, wire_id: &str) -> Result<u32, Fault> {
+        guarded(|| P::max_batch(provider, wire_id))
+    }
+
+    async fn needs_dimensions(&self, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        guarded(|| P::needs_dimensions(provider, wire_id))
+    }
+
+    async fn embed_encode(&self, provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
+        embed_encode::<P>(provider, inputs, params)
+    }
+
+    async fn embed_decode(&self, provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
+        embed_decode::<P>(provider, response)
+    }
+
+    async fn rerank_encode(
+        &self,
+        provider: &str,
+        query: &str,
+        documents: &[String],
+        params: &RerankParams,
+    ) -> Answer<WireRequest> {
+        rerank_encode::<P>(provider, query, documents, params)
+    }
+
+    async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
+        rerank_decode::<P>(provider, response)
     }
 }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::subject::Operation;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Passed,
@@ -21,6 +23,8 @@ pub struct Check {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// The operations whose checks ran: those the component exports.
+    pub operations: Vec<Operation>,
     pub checks: Vec<Check>,
 }
 
@@ -68,6 +72,11 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let operations: Vec<&str> = self.operations.iter().map(|operation| operation.name()).collect();
+        match operations.as_slice() {
+            [] => writeln!(f, "operations checked: none")?,
+            names => writeln!(f, "operations checked: {}", names.join(", "))?,
+        }
         for check in &self.checks {
             match &check.outcome {
                 Outcome::Passed => writeln!(f, "ok    {}: {}", check.provider, check.name)?,

@@ -1,16 +1,25 @@
 //! `weir check FILE.wasm`: validate a component against the world this host speaks,
 //! then run the conformance kit on it — through the same engine, linker and limits
 //! that serve calls, so a component that passes here behaves the same in `serve`.
+//! The kit runs the checks of each operation the component exports (chat,
+//! embeddings, rerank), and only those.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use weir_conformance::fixture::{Classified, Conversation, Decoded, Params, ProviderSummary, Response, WireRequest};
-use weir_conformance::{Answer, Fault, FixtureError, Report, Subject, dialect};
+use tokio::time::Instant;
+use weir_conformance::fixture::{
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params, ProviderSummary,
+    RerankParams, Response, WireRequest,
+};
+use weir_conformance::{Answer, Fault, FixtureError, Operation as KitOperation, Report, Subject, dialect};
 
-use crate::plugin::{ComponentSource, PluginEngine, PluginError, Provider, component_digest};
+use crate::plugin::{
+    ComponentSource, LoadedComponent, Operation, PluginEngine, PluginError, Provider, component_digest,
+};
 use crate::reach::Trust;
-use crate::types::ProviderInfo;
+use crate::types::{ErrorClass, ProviderInfo};
 
 weir_conformance::boundary_conversions!(crate::plugin::wit_types);
 
@@ -29,7 +38,8 @@ pub enum CheckError {
     Engine(anyhow::Error),
 }
 
-/// What `weir check` found: the component's identity and the kit's report.
+/// What `weir check` found: the component's identity and the kit's report
+/// (whose `operations` are those the component exports).
 #[derive(Debug)]
 pub struct CheckOutcome {
     pub digest: String,
@@ -37,44 +47,75 @@ pub struct CheckOutcome {
     pub report: Report,
 }
 
-/// Loads `path` as a provider component and runs the generic checks plus the
-/// fixtures in `fixtures`, if given.
+/// Loads `path` as a provider component and runs the generic checks of each
+/// operation it exports plus the cases of every folder in `fixtures`, in order.
 pub async fn check_component(
     path: &Path,
-    fixtures: Option<&Path>,
+    fixtures: &[PathBuf],
     cache_dir: Option<PathBuf>,
 ) -> Result<CheckOutcome, CheckError> {
-    let cases = fixtures.map(dialect::load_dir).transpose()?.unwrap_or_default();
+    let mut cases = Vec::new();
+    for dir in fixtures {
+        cases.extend(dialect::load_dir(dir)?);
+    }
     let bytes = std::fs::read(path).map_err(|source| CheckError::Read { path: path.to_owned(), source })?;
     let engine = PluginEngine::new(cache_dir).map_err(CheckError::Engine)?;
     let digest = component_digest(&bytes);
-    let component = engine
-        .load(ComponentSource::File(path.to_owned()), &bytes, digest.clone())
-        .map_err(|reason| CheckError::Rejected { path: path.to_owned(), reason })?;
+    let loader = Loader { engine, path: path.to_owned(), bytes, digest: digest.clone() };
+    let component = loader.load().map_err(|reason| CheckError::Rejected { path: path.to_owned(), reason })?;
     let world_version = component.world_version;
-    let component = std::sync::Arc::new(component);
-    let providers = component
-        .providers
-        .iter()
-        .map(|info| {
-            (info.key.clone(), Provider::new(info.clone(), std::sync::Arc::clone(&component), Trust::Untrusted))
-        })
-        .collect();
-    let subject = HostSubject { infos: component.providers.clone(), providers };
+    let subject = HostSubject { providers: providers_of(&component), component, loader };
     let report = weir_conformance::run(&subject, cases).await;
     Ok(CheckOutcome { digest, world_version, report })
 }
 
+/// Everything needed to load the component again: the host keeps a component's
+/// load-time answers (`max-batch`, `serves`, ...) with the loaded component, so
+/// a question asked afresh needs a fresh load, as a reload makes.
+struct Loader {
+    engine: PluginEngine,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+impl Loader {
+    fn load(&self) -> Result<Arc<LoadedComponent>, String> {
+        let source = ComponentSource::File(self.path.clone());
+        self.engine.load(source, &self.bytes, self.digest.clone()).map(Arc::new)
+    }
+}
+
+/// Each key the component describes, bound to it as `serve` binds it.
+fn providers_of(component: &Arc<LoadedComponent>) -> HashMap<String, Provider> {
+    component
+        .providers
+        .iter()
+        .map(|info| (info.key.clone(), Provider::new(info.clone(), Arc::clone(component), Trust::Untrusted)))
+        .collect()
+}
+
 /// The kit's view of a loaded component: every call is a fresh instance, as in `serve`.
 struct HostSubject {
-    /// As the component described itself, duplicates and all: the kit checks them.
-    infos: Vec<ProviderInfo>,
+    component: Arc<LoadedComponent>,
     providers: HashMap<String, Provider>,
+    loader: Loader,
 }
 
 impl HostSubject {
     fn provider(&self, key: &str) -> Result<&Provider, Fault> {
         self.providers.get(key).ok_or_else(|| Fault(format!("the component does not serve `{key}`")))
+    }
+
+    /// `key` of a freshly loaded copy of the component, whose answer cache is empty.
+    fn reloaded(&self, key: &str) -> Result<Provider, Fault> {
+        let component = self.loader.load().map_err(|reason| Fault(format!("cannot load it again: {reason}")))?;
+        let info: &ProviderInfo = component
+            .providers
+            .iter()
+            .find(|info| info.key == key)
+            .ok_or_else(|| Fault(format!("loaded again, it no longer describes `{key}`")))?;
+        Ok(Provider::new(info.clone(), Arc::clone(&component), Trust::Untrusted))
     }
 }
 
@@ -83,15 +124,58 @@ fn answer<T, U>(result: Result<T, PluginError>, convert: impl FnOnce(T) -> U) ->
     match result {
         Ok(value) => Ok(Ok(convert(value))),
         Err(PluginError::Codec { error, .. }) => Ok(Err(boundary::codec_failure(error))),
-        Err(PluginError::Fault { reason, .. }) => Err(Fault(reason)),
-        // Not the component's doing, but the check cannot go on without an instance.
-        Err(error @ PluginError::NoFreeInstance { .. }) => Err(Fault(error.to_string())),
+        Err(error) => Err(fault(error)),
     }
 }
 
+/// A call that did not return an answer of the component's own.
+fn fault(error: PluginError) -> Fault {
+    match error {
+        PluginError::Fault { reason, .. } => Fault(reason),
+        // Not the component's doing, but the check cannot go on without an instance.
+        error @ (PluginError::NoFreeInstance { .. } | PluginError::Codec { .. }) => Fault(error.to_string()),
+    }
+}
+
+/// The host's operation for the kit's.
+fn operation(operation: KitOperation) -> Operation {
+    match operation {
+        KitOperation::Chat => Operation::Chat,
+        KitOperation::Embeddings => Operation::Embeddings,
+        KitOperation::Rerank => Operation::Rerank,
+    }
+}
+
+fn classified(result: Result<ErrorClass, PluginError>) -> Result<Classified, Fault> {
+    result.map(boundary::classified).map_err(fault)
+}
+
+/// No deadline of its own: an encode waits for an instance as long as a call may.
+const NO_DEADLINE: Option<Instant> = None;
+
 impl Subject for HostSubject {
     async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
-        Ok(self.infos.iter().map(boundary::summary).collect())
+        // As the component described itself, duplicates and all: the kit checks them.
+        Ok(self.component.providers.iter().map(boundary::summary).collect())
+    }
+
+    fn operations(&self) -> Vec<KitOperation> {
+        KitOperation::ALL.into_iter().filter(|kit| self.component.exports(operation(*kit))).collect()
+    }
+
+    async fn serves(&self, kit: KitOperation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        // Load-time work, synchronous (its own minimal executor): it blocks this
+        // worker, which runs nothing but the check.
+        self.provider(provider)?.serves_operation(operation(kit), wire_id).map_err(fault)
+    }
+
+    async fn classify(&self, kit: KitOperation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        let (provider, response) = (self.provider(provider)?, boundary::response(response));
+        match kit {
+            KitOperation::Chat => classified(provider.classify(&response).await),
+            KitOperation::Embeddings => classified(provider.embed_classify(&response).await),
+            KitOperation::Rerank => classified(provider.rerank_classify(&response).await),
+        }
     }
 
     async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
@@ -105,10 +189,42 @@ impl Subject for HostSubject {
         answer(result, boundary::decoded)
     }
 
-    async fn classify(&self, provider: &str, response: &Response) -> Result<Classified, Fault> {
-        match self.provider(provider)?.classify(&boundary::response(response)).await {
-            Ok(class) => Ok(boundary::classified(class)),
-            Err(error) => Err(Fault(error.to_string())),
-        }
+    /// Asked of a fresh load each time (see [`Loader`]), so a second question
+    /// reaches the component rather than the first answer. A 0 comes back as the
+    /// host's fault for it, which names `max-batch 0`.
+    async fn max_batch(&self, provider: &str, wire_id: &str) -> Result<u32, Fault> {
+        self.reloaded(provider)?.max_batch(wire_id).map_err(fault)
+    }
+
+    async fn needs_dimensions(&self, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        self.provider(provider)?.needs_dimensions(wire_id).map_err(fault)
+    }
+
+    async fn embed_encode(&self, provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
+        let provider = self.provider(provider)?;
+        let result = provider.embed_encode(inputs, &boundary::embed_params(params), NO_DEADLINE).await;
+        answer(result, boundary::request)
+    }
+
+    async fn embed_decode(&self, provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
+        let result = self.provider(provider)?.embed_decode(&boundary::response(response)).await;
+        answer(result, boundary::embeddings)
+    }
+
+    async fn rerank_encode(
+        &self,
+        provider: &str,
+        query: &str,
+        documents: &[String],
+        params: &RerankParams,
+    ) -> Answer<WireRequest> {
+        let provider = self.provider(provider)?;
+        let result = provider.rerank_encode(query, documents, &boundary::rerank_params(params), NO_DEADLINE).await;
+        answer(result, boundary::request)
+    }
+
+    async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
+        let result = self.provider(provider)?.rerank_decode(&boundary::response(response)).await;
+        answer(result, boundary::ranking)
     }
 }

@@ -3,7 +3,7 @@
 //! - `weir serve [--config FILE] [--listen ADDR] [--providers-dir DIR]` (and `/metrics` alone on
 //!   `[metrics] listen`, when set)
 //! - `weir providers [--config FILE] [--providers-dir DIR] [--resolve]`
-//! - `weir check FILE.wasm [--fixtures DIR]`
+//! - `weir check FILE.wasm [--fixtures DIR]...`
 //! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
@@ -59,9 +59,9 @@ enum Command {
         /// The component file.
         file: PathBuf,
         /// A folder of the provider's own fixture files (`*.json`), run after the
-        /// generic checks.
+        /// generic checks; repeat it to run the cases of several folders.
         #[arg(long)]
-        fixtures: Option<PathBuf>,
+        fixtures: Vec<PathBuf>,
     },
     /// Write the WIT package this binary speaks (`weir:provider`), the files a
     /// provider component is built against, into a folder.
@@ -189,7 +189,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { common, listen } => serve(common, listen),
         Command::Providers { common, resolve } => providers(common, resolve),
-        Command::Check { file, fixtures } => check(&file, fixtures.as_deref()),
+        Command::Check { file, fixtures } => check(&file, &fixtures),
         Command::Wit { out } => write_wit(&out),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
@@ -459,7 +459,7 @@ fn write_wit(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check(file: &std::path::Path, fixtures: Option<&std::path::Path>) -> anyhow::Result<()> {
+fn check(file: &std::path::Path, fixtures: &[PathBuf]) -> anyhow::Result<()> {
     let cache_dir = weir_host::default_cache_dir(&Config::embedded_default()?);
     let runtime = tokio::runtime::Runtime::new()?;
     let outcome = runtime.block_on(weir_host::check::check_component(file, fixtures, cache_dir))?;

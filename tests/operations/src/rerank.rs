@@ -9,7 +9,7 @@ use exports::weir::provider::describe::Guest as Describe;
 use exports::weir::provider::rerank::Guest as Rerank;
 use weir::provider::types::{
     Capabilities, CodecError, CredentialShape, ErrorClass, HttpRequest, HttpResponse, ProviderInfo, Ranked,
-    RerankParams, RerankResponse, Retry, StreamFraming,
+    RerankParams, RerankResponse, Retry, RetryHint, StreamFraming,
 };
 
 wit_bindgen::generate!({
@@ -89,10 +89,22 @@ impl Rerank for RerankOnly {
     }
 
     fn classify(_: String, response: HttpResponse) -> ErrorClass {
-        let detail = String::from_utf8_lossy(&response.body).into_owned();
-        match response.status {
-            429 => ErrorClass::RateLimited(Retry { hint: None, detail }),
-            _ => ErrorClass::InvalidRequest(detail),
+        use crate::failure::{Class, Hint, class, detail, retry_after};
+        let detail = detail(&response.body);
+        let retry = |detail| Retry {
+            hint: retry_after(&response.headers).map(|hint| match hint {
+                Hint::DelayMs(ms) => RetryHint::DelayMs(ms),
+                Hint::AtUnixMs(ms) => RetryHint::AtUnixMs(ms),
+            }),
+            detail,
+        };
+        match class(response.status) {
+            Class::RateLimited => ErrorClass::RateLimited(retry(detail)),
+            Class::Overloaded => ErrorClass::Overloaded(retry(detail)),
+            Class::Transient => ErrorClass::Transient(retry(detail)),
+            Class::Authentication => ErrorClass::Authentication(detail),
+            Class::NotFound => ErrorClass::NotFound(detail),
+            Class::InvalidRequest => ErrorClass::InvalidRequest(detail),
         }
     }
 }
