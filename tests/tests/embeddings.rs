@@ -362,7 +362,8 @@ async fn the_library_embeds_and_reranks_and_every_call_reaches_the_observers() {
 
     let upstream = FakeUpstream::start().await;
     let records = Arc::new(Collect::default());
-    let config = weir_host::Config::from_toml(&openai_wire::embeddings_config(&upstream.base_url(), 24), "test").unwrap();
+    let config =
+        weir_host::Config::from_toml(&openai_wire::embeddings_config(&upstream.base_url(), 24), "test").unwrap();
     let weir = weir_host::Weir::builder()
         .config(config)
         .providers_dir("/nonexistent-weir-providers")

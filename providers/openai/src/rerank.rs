@@ -91,6 +91,12 @@ struct Scored {
 /// against the documents it sent (and the count against `top_n`); here an
 /// index may appear only once.
 pub fn decode(response: &HttpResponse) -> Result<RerankResponse, CodecError> {
+    // serde fills a struct from a JSON array too: a ranking is an object.
+    if response.body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(CodecError::Malformed(
+            "the body is not the expected JSON: a rerank answer is an object".to_owned(),
+        ));
+    }
     let answer: Answer = from_body(&response.body)?;
     if answer.error.is_some() || answer.object.as_ref().and_then(Value::as_str) == Some("error") {
         let detail = ErrorFields::parse(&response.body).detail(response.status);
@@ -248,8 +254,10 @@ mod tests {
         assert!(malformed(r#"{"results":[{"relevance_score":0.9}]}"#).contains("not the expected JSON"));
         assert!(malformed(r#"{"results":[{"index":-1,"relevance_score":0.9}]}"#).contains("not the expected JSON"));
         assert!(malformed(r#"{"results":[{"index":0}]}"#).contains("not the expected JSON"));
-        // TEI's native answer is a bare array: not this shape.
+        // TEI's native answer is a bare array: not this shape, and no array is an
+        // empty ranking (serde would fill the struct from one).
         assert!(malformed(r#"[{"index":0,"score":0.9}]"#).contains("not the expected JSON"));
+        assert!(malformed(" []").contains("not the expected JSON"));
     }
 
     #[test]
