@@ -54,33 +54,15 @@ pub(crate) async fn embed(weir: &Weir, request: EmbedRequest) -> Result<EmbedRes
         .then(|| serde_json::json!({ "inputs": request.inputs, "purpose": purpose_name(request.purpose) }));
     let what =
         opened(&request.model, request.caller.as_ref(), request.route, Operation::Embeddings, &request.traceparent);
-    let (log, opening) = super::announce(weir, crate::record::CallLog::open_operation(what, content));
-    let mut tally = Tally::new(log.started());
-    let result = run_embed(weir, &request, &mut tally, &opening).await;
-    let stamp = stamp(&log, &request.model, &tally);
-    let ending = match &result {
-        Ok(embedded) => Ending {
-            category: "ok".to_owned(),
-            served_model: embedded.served_model.clone(),
-            answer: log
-                .records_content()
-                .then(|| serde_json::json!({ "vectors": embedded.vectors.len(), "dimensions": embedded.width })),
-            notes: tally.notes.clone(),
-            ..Ending::default()
-        },
-        Err(error) => failed(error, &tally),
-    };
-    let closed = close(weir, log, &mut tally, ending).await;
-    match (result, closed) {
-        (Ok(embedded), Ok(())) => Ok(EmbedResponse {
-            vectors: embedded.vectors,
-            dimensions: embedded.width,
-            input_tokens: embedded.input_tokens,
-            input_tokens_estimated: embedded.estimated,
-            stamp,
-        }),
-        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
-    }
+    let run = async |tally: &mut Tally, opening: &Opening| run_embed(weir, &request, tally, opening).await;
+    let (embedded, stamp) = recorded(weir, what, content, run).await?;
+    Ok(EmbedResponse {
+        vectors: embedded.vectors,
+        dimensions: embedded.width,
+        input_tokens: embedded.input_tokens,
+        input_tokens_estimated: embedded.estimated,
+        stamp,
+    })
 }
 
 /// Runs one rerank call end to end, recorded like every other call.
@@ -89,35 +71,72 @@ pub(crate) async fn rerank(weir: &Weir, request: RerankRequest) -> Result<Rerank
         .records_content()
         .then(|| serde_json::json!({ "query": request.query, "documents": request.documents, "top_n": request.top_n }));
     let what = opened(&request.model, request.caller.as_ref(), request.route, Operation::Rerank, &request.traceparent);
+    let run = async |tally: &mut Tally, opening: &Opening| run_rerank(weir, &request, tally, opening).await;
+    let (ranked, stamp) = recorded(weir, what, content, run).await?;
+    Ok(RerankResponse {
+        results: ranked.results,
+        input_tokens: ranked.input_tokens,
+        search_units: ranked.search_units,
+        stamp,
+    })
+}
+
+/// What a finished call tells its record.
+trait Answered {
+    fn served_model(&self) -> Option<String>;
+    /// The answer as recorded when content is: never the vectors themselves.
+    fn recorded(&self) -> serde_json::Value;
+}
+
+impl Answered for Embedded {
+    fn served_model(&self) -> Option<String> {
+        self.served_model.clone()
+    }
+
+    fn recorded(&self) -> serde_json::Value {
+        serde_json::json!({ "vectors": self.vectors.len(), "dimensions": self.width })
+    }
+}
+
+impl Answered for Reranked {
+    fn served_model(&self) -> Option<String> {
+        self.served_model.clone()
+    }
+
+    fn recorded(&self) -> serde_json::Value {
+        let results = self.results.iter();
+        results.map(|r| serde_json::json!({ "index": r.index, "relevance_score": r.relevance_score })).collect()
+    }
+}
+
+/// The record around one call: opened first, `run`, then closed (the budget
+/// settled, every observer told) before the answer or the failure is returned.
+async fn recorded<T: Answered>(
+    weir: &Weir,
+    what: Opened<'_>,
+    content: Option<serde_json::Value>,
+    run: impl AsyncFnOnce(&mut Tally, &Opening) -> Result<T, WeirError>,
+) -> Result<(T, crate::Stamp), CallError> {
+    let model = what.model.to_owned();
     let (log, opening) = super::announce(weir, crate::record::CallLog::open_operation(what, content));
     let mut tally = Tally::new(log.started());
-    let result = run_rerank(weir, &request, &mut tally, &opening).await;
-    let stamp = stamp(&log, &request.model, &tally);
+    let result = run(&mut tally, &opening).await;
+    let stamp = stamp(&log, &model, &tally);
     let ending = match &result {
-        Ok(ranked) => Ending {
+        Ok(answer) => Ending {
             category: "ok".to_owned(),
-            served_model: ranked.served_model.clone(),
-            answer: log.records_content().then(|| {
-                let results: Vec<_> = ranked
-                    .results
-                    .iter()
-                    .map(|r| serde_json::json!({ "index": r.index, "relevance_score": r.relevance_score }))
-                    .collect();
-                serde_json::Value::Array(results)
-            }),
+            served_model: answer.served_model(),
+            answer: log.records_content().then(|| answer.recorded()),
             notes: tally.notes.clone(),
             ..Ending::default()
         },
-        Err(error) => failed(error, &tally),
+        Err(error) => {
+            Ending { category: error.category().as_str().to_owned(), notes: tally.notes.clone(), ..Ending::default() }
+        }
     };
     let closed = close(weir, log, &mut tally, ending).await;
     match (result, closed) {
-        (Ok(ranked), Ok(())) => Ok(RerankResponse {
-            results: ranked.results,
-            input_tokens: ranked.input_tokens,
-            search_units: ranked.search_units,
-            stamp,
-        }),
+        (Ok(answer), Ok(())) => Ok((answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
     }
 }
@@ -130,10 +149,6 @@ fn opened<'a>(
     traceparent: &Option<String>,
 ) -> Opened<'a> {
     Opened { caller, route, operation, model, stream: false, traceparent: traceparent.clone() }
-}
-
-fn failed(error: &WeirError, tally: &Tally) -> Ending {
-    Ending { category: error.category().as_str().to_owned(), notes: tally.notes.clone(), ..Ending::default() }
 }
 
 fn purpose_name(purpose: EmbeddingPurpose) -> &'static str {
