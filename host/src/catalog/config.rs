@@ -1019,6 +1019,57 @@ mod tests {
         }
     }
 
+    /// An embedding entry, unpinned, and a rerank entry: what each kind may declare.
+    const RETRIEVAL: &str = "[[model]]\nid = \"e\"\nprovider = \"openai\"\nkind = \"embedding\"\ncontext_window = 8192\n\
+                             [[model]]\nid = \"r\"\nprovider = \"openai-compatible\"\nkind = \"rerank\"\n\
+                             context_window = 4096\n";
+
+    #[test]
+    fn embedding_and_rerank_entries_declare_only_what_their_kind_reads() {
+        let good = format!(
+            "[embeddings]\ndimensions = 256\n[role.search]\nmodel = \"e\"\nkind = \"embedding\"\nlane = \"bulk\"\n{RETRIEVAL}"
+        );
+        let config = Config::from_toml(&good, "t").unwrap();
+        assert_eq!(config.roles["search"].lane, Some(crate::admission::Lane::Bulk));
+        assert_eq!(
+            crate::routing::Roles::from_config(&config).get("search").unwrap().lane,
+            Some(crate::admission::Lane::Bulk)
+        );
+        for (bad, expected) in [
+            ("", "`[embeddings] dimensions` is required"),
+            ("[embeddings]\ndimensions = 0\n", "must be positive"),
+            (
+                "[embeddings]\ndimensions = 8\n[role.search]\nmodel = \"e\"\nkind = \"embedding\"\nlane = \"fast\"\n",
+                "`lane` is `interactive` or `bulk`",
+            ),
+            (
+                "[embeddings]\ndimensions = 8\n[role.search]\nmodel = \"r\"\nkind = \"rerank\"\nlane = \"bulk\"\n",
+                "read only for embedding roles",
+            ),
+            ("[embeddings]\ndimensions = 8\n[role.search]\nmodel = \"e\"\n", "no chat entry serves it"),
+        ] {
+            let message = Config::from_toml(&format!("{bad}{RETRIEVAL}"), "t").unwrap_err().to_string();
+            assert!(message.contains(expected), "{bad}: {message}");
+        }
+        let fields = [
+            ("max_output_tokens = 10", "read only for chat entries"),
+            ("output_price = 1.0", "read only for chat entries"),
+            ("reasoning = \"effort\"", "read only for chat entries"),
+            ("interactive_share = 1.0", "at least 0 and below 1"),
+            ("max_batch = 0", "must be positive"),
+        ];
+        for (field, expected) in fields {
+            let entry = format!(
+                "[embeddings]\ndimensions = 8\n[[model]]\nid = \"x\"\nprovider = \"openai\"\nkind = \"embedding\"\ncontext_window = 10\n{field}\n"
+            );
+            let message = Config::from_toml(&entry, "t").unwrap_err().to_string();
+            assert!(message.contains(expected), "{field}: {message}");
+        }
+        let chat =
+            "[[model]]\nid = \"c\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\nmax_batch = 4\n";
+        assert!(Config::from_toml(chat, "t").unwrap_err().to_string().contains("read only for `kind = \"embedding\"`"));
+    }
+
     #[test]
     fn effort_settings_are_read_and_checked() {
         let text = format!(
