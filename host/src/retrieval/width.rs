@@ -29,6 +29,9 @@ pub fn adapt(mut native: Vec<f32>, width: usize) -> Result<Vec<f32>, WidthError>
     native.truncate(width);
     normalize(&mut native)?;
     native.resize(width, 0.0);
+    // A folded vector would otherwise keep its native allocation (twice the
+    // memory of a 3072 → 1536 fold) for as long as the answer lives.
+    native.shrink_to_fit();
     Ok(native)
 }
 
