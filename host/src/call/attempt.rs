@@ -83,11 +83,9 @@ pub(super) async fn logged(
     result
 }
 
-/// The first half of every attempt, whole or streamed: the demand admitted (one
-/// request; the input's tokens plus the output reserve), then the request encoded
-/// and finalized (retention bound, envelope re-checked), then the call's opening
-/// settled in the record: the last steps before it leaves. A failure here gives
-/// the grant back: nothing was sent.
+/// The first half of every chat attempt, whole or streamed: the demand (one
+/// request; the input's tokens plus the output reserve) within the context
+/// window, then [`admit_and_finalize`].
 pub(super) async fn admit_and_encode(
     target: &Target<'_>,
     conversation: &Conversation,
@@ -98,12 +96,26 @@ pub(super) async fn admit_and_encode(
     let input = estimate_input(target.model.tokenizer, conversation);
     fits_window(target, input, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
+    let encode = target.provider.encode_until(conversation, params, deadline);
+    admit_and_finalize(target, demand, deadline, Lane::Interactive, observed, encode).await
+}
+
+/// Every operation's first half: `demand` admitted in `lane`, the request
+/// `encode` gives finalized (retention bound, envelope re-checked), then the
+/// call's opening settled in the record, the last step before it leaves. A
+/// failure here gives the grant back: nothing was sent.
+pub(super) async fn admit_and_finalize(
+    target: &Target<'_>,
+    demand: Demand,
+    deadline: Option<tokio::time::Instant>,
+    lane: Lane,
+    observed: &mut Observed,
+    encode: impl Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
+) -> Result<(Grant, HttpRequest), WeirError> {
     let waiting = std::time::Instant::now();
-    let grant = admit(target, demand, deadline, Lane::Interactive).await?;
+    let grant = admit(target, demand, deadline, lane).await?;
     observed.admission_wait = waiting.elapsed();
-    let encoded = target
-        .provider
-        .encode_until(conversation, params, deadline)
+    let encoded = encode
         .await
         .map_err(|source| WeirError::Plugin { model: model_id(target), source })
         .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));

@@ -404,9 +404,8 @@ impl EmbedTry<'_, '_, '_> {
     }
 }
 
-/// The first half of every non-chat attempt: the demand admitted in its lane,
-/// the request encoded and finalized (retention bound, envelope re-checked),
-/// then sent. A failure before sending gives the grant back.
+/// A non-chat attempt's request admitted in its lane, encoded, finalized
+/// (see [`attempt::admit_and_finalize`]) and sent.
 async fn admit_encode_send(
     target: &Target<'_>,
     demand: Demand,
@@ -415,20 +414,8 @@ async fn admit_encode_send(
     observed: &mut Observed,
     encode: impl std::future::Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
 ) -> Result<crate::types::HttpResponse, WeirError> {
-    let waiting = Instant::now();
-    let grant = attempt::admit(target, demand, Some(deadline), lane).await?;
-    observed.admission_wait = waiting.elapsed();
-    let encoded = encode
-        .await
-        .map_err(|source| plugin(target, source))
-        .and_then(|mut http_request| target.finalize(&mut http_request).map(|()| http_request));
-    let http_request = match encoded {
-        Ok(http_request) => http_request,
-        Err(error) => {
-            grant.rollback().await;
-            return Err(error);
-        }
-    };
+    let (grant, http_request) =
+        attempt::admit_and_finalize(target, demand, Some(deadline), lane, observed, encode).await?;
     attempt::send(target, grant, http_request, Some(deadline), observed).await
 }
 

@@ -13,12 +13,12 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weir_sdk::errors::ErrorFields;
-use weir_sdk::http::header;
 use weir_sdk::json::{from_body, to_body};
 use weir_sdk::types::{CodecError, EmbeddingParams, EmbeddingResponse, HttpRequest, HttpResponse};
 
+use crate::answer::{input_tokens, refuse_error_object, request_id};
 use crate::dialect::Dialect;
+use crate::response::text;
 
 /// Appended to the endpoint's base URL (which ends in `/v1`), as chat appends
 /// `/chat/completions`.
@@ -161,23 +161,14 @@ struct Item {
 /// and of one width.
 pub fn decode(response: &HttpResponse) -> Result<EmbeddingResponse, CodecError> {
     let answer: Answer = from_body(&response.body)?;
-    if answer.error.is_some() || answer.object.as_ref().and_then(Value::as_str) == Some("error") {
-        let detail = ErrorFields::parse(&response.body).detail(response.status);
-        return Err(CodecError::Malformed(format!(
-            "HTTP {} body is an error object, not embeddings: {detail}",
-            response.status
-        )));
-    }
+    refuse_error_object(response, answer.error.is_some(), answer.object.as_ref(), "embeddings")?;
     let vectors = in_index_order(answer.data)?;
     check_vectors(&vectors)?;
     Ok(EmbeddingResponse {
         vectors,
-        input_tokens: answer.usage.as_ref().and_then(input_tokens),
+        input_tokens: input_tokens(answer.usage.as_ref()),
         served_model: text(answer.model.as_ref()),
-        request_id: header(&response.headers, "x-request-id")
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .or_else(|| text(answer.id.as_ref())),
+        request_id: request_id(response, answer.id.as_ref()),
     })
 }
 
@@ -221,17 +212,6 @@ fn check_vectors(vectors: &[Vec<f32>]) -> Result<(), CodecError> {
         }
     }
     Ok(())
-}
-
-/// `usage.prompt_tokens`, else `usage.total_tokens` (an embedding has no output,
-/// so the two agree where both are sent; some servers send only the total).
-fn input_tokens(usage: &Value) -> Option<u64> {
-    usage.get("prompt_tokens").and_then(Value::as_u64).or_else(|| usage.get("total_tokens").and_then(Value::as_u64))
-}
-
-/// A non-empty string, owned.
-fn text(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
 #[cfg(test)]

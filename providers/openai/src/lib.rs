@@ -19,6 +19,7 @@
 //! `rerank`, and `errors` for every operation's failures), which use nothing
 //! but `weir_sdk::types` and helpers, so they test natively.
 
+mod answer;
 mod dialect;
 mod embeddings;
 mod errors;

@@ -10,12 +10,12 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weir_sdk::errors::ErrorFields;
-use weir_sdk::http::header;
 use weir_sdk::json::{from_body, to_body};
 use weir_sdk::types::{CodecError, HttpRequest, HttpResponse, Ranked, RerankParams, RerankResponse};
 
+use crate::answer::{input_tokens, refuse_error_object, request_id};
 use crate::dialect::Dialect;
+use crate::response::text;
 
 /// Appended to the endpoint's base URL (which ends in `/v1`).
 pub const PATH: &str = "/rerank";
@@ -98,13 +98,7 @@ pub fn decode(response: &HttpResponse) -> Result<RerankResponse, CodecError> {
         ));
     }
     let answer: Answer = from_body(&response.body)?;
-    if answer.error.is_some() || answer.object.as_ref().and_then(Value::as_str) == Some("error") {
-        let detail = ErrorFields::parse(&response.body).detail(response.status);
-        return Err(CodecError::Malformed(format!(
-            "HTTP {} body is an error object, not a ranking: {detail}",
-            response.status
-        )));
-    }
+    refuse_error_object(response, answer.error.is_some(), answer.object.as_ref(), "a ranking")?;
     let mut results: Vec<Ranked> = answer
         .results
         .into_iter()
@@ -114,13 +108,10 @@ pub fn decode(response: &HttpResponse) -> Result<RerankResponse, CodecError> {
     results.sort_by(|a, b| b.relevance_score.total_cmp(&a.relevance_score));
     Ok(RerankResponse {
         results,
-        input_tokens: answer.usage.as_ref().and_then(input_tokens),
+        input_tokens: input_tokens(answer.usage.as_ref()),
         search_units: None,
         served_model: text(answer.model.as_ref()),
-        request_id: header(&response.headers, "x-request-id")
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .or_else(|| text(answer.id.as_ref())),
+        request_id: request_id(response, answer.id.as_ref()),
     })
 }
 
@@ -131,16 +122,6 @@ fn check_unique(results: &[Ranked]) -> Result<(), CodecError> {
         Some(pair) => Err(CodecError::Malformed(format!("index {} appears twice in results", pair[0]))),
         None => Ok(()),
     }
-}
-
-/// `usage.prompt_tokens` (vLLM), else `usage.total_tokens` (Jina, older vLLM):
-/// a ranking has no output tokens, so both count the input.
-fn input_tokens(usage: &Value) -> Option<u64> {
-    usage.get("prompt_tokens").and_then(Value::as_u64).or_else(|| usage.get("total_tokens").and_then(Value::as_u64))
-}
-
-fn text(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
 #[cfg(test)]
