@@ -54,12 +54,9 @@ pub(super) enum Ended<'a> {
     Answered(&'a DecodedResponse),
     /// A stream whose first output is in hand; its usage comes at its end.
     Live,
-    /// An answer of another operation (embeddings, rerank): what it billed and
-    /// the request id its body named.
-    Billed {
-        usage: Tokens,
-        request_id: Option<&'a str>,
-    },
+    /// An answer of another operation (embeddings, rerank) and what it billed
+    /// (its request id, from a header or the body, is already observed).
+    Billed(Tokens),
     Failed(&'a WeirError),
 }
 
@@ -87,7 +84,7 @@ impl AttemptLog {
                 ("ok".to_owned(), answer.usage.as_ref().map(Tokens::of), answer.request_id.as_deref())
             }
             Ended::Live => ("ok".to_owned(), None, None),
-            Ended::Billed { usage, request_id } => ("ok".to_owned(), Some(*usage), *request_id),
+            Ended::Billed(usage) => ("ok".to_owned(), Some(*usage), None),
             Ended::Failed(error) => (error.category().as_str().to_owned(), None, None),
         };
         let status = observed.status.or(match ended {

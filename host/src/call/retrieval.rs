@@ -365,15 +365,7 @@ impl Try for EmbedTry<'_, '_, '_> {
     type Output = Batch;
 
     async fn run(&self, spend: &mut Spend) -> Result<Batch, Failure> {
-        let began = Instant::now();
-        let mut observed = Observed::default();
-        let result = self.attempt(&mut observed).await;
-        let ended = match &result {
-            Ok(batch) => Ended::Billed { usage: Tokens { input: batch.tokens, ..Tokens::default() }, request_id: None },
-            Err(error) => Ended::Failed(error),
-        };
-        spend.log.push(began, observed, ended);
-        result.map_err(Failure::Signal)
+        logged(spend, async |observed: &mut Observed| self.attempt(observed).await, |batch| batch.tokens).await
     }
 }
 
@@ -402,6 +394,24 @@ impl EmbedTry<'_, '_, '_> {
             served_model: decoded.served_model,
         })
     }
+}
+
+/// Runs one non-chat attempt and logs it in the call's spend with what it
+/// observed, billed at the input tokens `billed` reads off its answer.
+async fn logged<T>(
+    spend: &mut Spend,
+    attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
+    billed: impl FnOnce(&T) -> u64,
+) -> Result<T, Failure> {
+    let began = Instant::now();
+    let mut observed = Observed::default();
+    let result = attempt(&mut observed).await;
+    let ended = match &result {
+        Ok(answer) => Ended::Billed(Tokens { input: billed(answer), ..Tokens::default() }),
+        Err(error) => Ended::Failed(error),
+    };
+    spend.log.push(began, observed, ended);
+    result.map_err(Failure::Signal)
 }
 
 /// A non-chat attempt's request admitted in its lane, encoded, finalized
@@ -517,18 +527,8 @@ impl Try for RerankTry<'_, '_> {
     type Output = (Reranked, bool);
 
     async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
-        let began = Instant::now();
-        let mut observed = Observed::default();
-        let result = self.attempt(&mut observed).await;
-        let ended = match &result {
-            Ok((ranked, _)) => Ended::Billed {
-                usage: Tokens { input: ranked.input_tokens.unwrap_or(self.estimate), ..Tokens::default() },
-                request_id: None,
-            },
-            Err(error) => Ended::Failed(error),
-        };
-        spend.log.push(began, observed, ended);
-        result.map_err(Failure::Signal)
+        let attempt = async |observed: &mut Observed| self.attempt(observed).await;
+        logged(spend, attempt, |(ranked, _)| ranked.input_tokens.unwrap_or(self.estimate)).await
     }
 }
 
