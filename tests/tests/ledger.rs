@@ -194,3 +194,37 @@ async fn a_full_ledger_refuses_or_continues_as_configured() {
         assert_eq!(in_flight, Some("weir_calls_in_flight 0"), "every opened call was closed: {on_error}");
     }
 }
+
+/// A caller that leaves while its whole (non-streamed) call waits on the
+/// upstream: the call's record is still closed, as `client_left`, noting that
+/// the usage of the request already sent is unknown; nothing stays opened and
+/// unclosed, and the gateway's in-flight gauge returns to zero.
+#[tokio::test]
+async fn a_caller_that_leaves_mid_call_is_recorded_as_client_left() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::completion_with_usage("Hi", 10, 5, 0, 0).after(Duration::from_secs(5)));
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.db");
+    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_millis(400)).build().unwrap();
+    let left = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await;
+    assert!(left.is_err_and(|error| error.is_timeout()), "the caller gave up first");
+    let mut closed = Value::Null;
+    for _ in 0..100 {
+        closed = query(&ledger, &["--category", "client_left"]);
+        if closed["records"].as_array().is_some_and(|records| !records.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let records = closed["records"].as_array().unwrap_or_else(|| panic!("no records: {closed}"));
+    assert_eq!(records.len(), 1, "{closed}");
+    let record = &records[0];
+    assert_eq!(record["model"], "m", "{record}");
+    let notes = record["notes"].as_array().unwrap();
+    assert!(notes.contains(&json!("usage_unknown_caller_left")), "the request had left: {record}");
+    let unclosed = query(&ledger, &["--unclosed"]);
+    assert_eq!(unclosed["unclosed"].as_array().map(Vec::len), Some(0), "{unclosed}");
+    let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|line| line == "weir_calls_in_flight 0"), "{metrics}");
+}

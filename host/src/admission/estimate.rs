@@ -133,41 +133,51 @@ impl Run {
 
 /// The input tokens a conversation will cost.
 pub fn estimate_input(tokenizer: Tokenizer, conversation: &Conversation) -> u64 {
-    let system: u64 = conversation.system.iter().map(|text| PER_MESSAGE + tokenizer.count(text)).sum();
+    count_input(conversation, &|text| tokenizer.count(text))
+}
+
+/// An upper bound on [`estimate_input`] under every tokenizer, from the
+/// texts' lengths alone: each token of a byte-pair tokenizer, and each piece
+/// [`char_estimate`] counts, covers at least one byte. Where no token bucket
+/// needs the count, a call whose bound fits the context window is never
+/// tokenized.
+pub fn input_bound(conversation: &Conversation) -> u64 {
+    count_input(conversation, &|text| text.len() as u64)
+}
+
+/// The recipe both share: every text counted by `count`, plus the message,
+/// tool, image and document allowances.
+fn count_input(conversation: &Conversation, count: &dyn Fn(&str) -> u64) -> u64 {
+    let system: u64 = conversation.system.iter().map(|text| PER_MESSAGE + count(text)).sum();
     let turns: u64 = conversation
         .turns
         .iter()
-        .map(|turn| PER_MESSAGE + turn.content.iter().map(|block| block_tokens(tokenizer, block)).sum::<u64>())
+        .map(|turn| PER_MESSAGE + turn.content.iter().map(|block| block_tokens(count, block)).sum::<u64>())
         .sum();
     let tools: u64 = conversation
         .tools
         .iter()
-        .map(|tool| {
-            PER_TOOL
-                + tokenizer.count(&tool.name)
-                + tokenizer.count(&tool.description)
-                + tokenizer.count(&tool.parameters_json)
-        })
+        .map(|tool| PER_TOOL + count(&tool.name) + count(&tool.description) + count(&tool.parameters_json))
         .sum();
     system + turns + tools + REPLY_PRIMING
 }
 
-fn block_tokens(tokenizer: Tokenizer, block: &ContentBlock) -> u64 {
+fn block_tokens(count: &dyn Fn(&str) -> u64, block: &ContentBlock) -> u64 {
     match block {
-        ContentBlock::Text(text) => tokenizer.count(text),
+        ContentBlock::Text(text) => count(text),
         ContentBlock::Image(_) => PER_IMAGE,
         ContentBlock::Document(media) => media_tokens(media),
-        ContentBlock::ToolUse(call) => tokenizer.count(&call.name) + tokenizer.count(&call.input_json) + PER_MESSAGE,
+        ContentBlock::ToolUse(call) => count(&call.name) + count(&call.input_json) + PER_MESSAGE,
         ContentBlock::ToolResult(result) => {
-            PER_MESSAGE + result.content.iter().map(|leaf| leaf_tokens(tokenizer, leaf)).sum::<u64>()
+            PER_MESSAGE + result.content.iter().map(|leaf| leaf_tokens(count, leaf)).sum::<u64>()
         }
-        ContentBlock::Thinking(thinking) => tokenizer.count(&thinking.text),
+        ContentBlock::Thinking(thinking) => count(&thinking.text),
     }
 }
 
-fn leaf_tokens(tokenizer: Tokenizer, leaf: &LeafBlock) -> u64 {
+fn leaf_tokens(count: &dyn Fn(&str) -> u64, leaf: &LeafBlock) -> u64 {
     match leaf {
-        LeafBlock::Text(text) => tokenizer.count(text),
+        LeafBlock::Text(text) => count(text),
         LeafBlock::Image(_) => PER_IMAGE,
         LeafBlock::Document(media) => media_tokens(media),
     }
@@ -271,5 +281,30 @@ mod tests {
             parameters_json: "{}".into(),
         });
         assert!(estimate_input(Tokenizer::O200kBase, &with_tool) > tokens);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_on_every_sample_and_tokenizer() {
+        for (name, text) in SAMPLES {
+            let conversation = Conversation::user(text).with_system("Be terse.");
+            let bound = input_bound(&conversation);
+            for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase, Tokenizer::Estimate] {
+                let counted = estimate_input(tokenizer, &conversation);
+                assert!(counted <= bound, "{name} under {tokenizer:?}: {counted} > {bound}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any text, any tokenizer: the count never exceeds the byte bound.
+        #[test]
+        fn the_byte_bound_is_an_upper_bound(text in "\\PC{0,200}", code in "[ -~\\n]{0,200}") {
+            let conversation = Conversation::user(&text).with_system(&code);
+            let bound = input_bound(&conversation);
+            for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase, Tokenizer::Estimate] {
+                proptest::prop_assert!(estimate_input(tokenizer, &conversation) <= bound);
+            }
+        }
     }
 }

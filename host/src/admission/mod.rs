@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 pub use bucket::Bucket;
 pub use budget::{OutputReserve, output_reserve};
-pub use estimate::{Tokenizer, char_estimate, estimate_input};
+pub use estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use gate::{AdmissionError, Grant, ModelGate};
 pub use lane::{InteractiveShare, Lane, ShareOutOfRange};
 pub use store::{

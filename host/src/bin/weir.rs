@@ -23,6 +23,12 @@ use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
 
+/// mimalloc: the gateway allocates and frees many small buffers per call,
+/// across threads; measured against the system allocator in the gateway bench
+/// (see the README's Performance section).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about = "One funnel for model calls; providers are WebAssembly components.")]
 struct Cli {

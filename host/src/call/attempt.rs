@@ -11,7 +11,7 @@
 
 use std::future::Future;
 
-use crate::admission::{Demand, Feedback, Grant, Lane, ModelGate, estimate_input};
+use crate::admission::{Demand, Feedback, Grant, Lane, ModelGate, estimate_input, input_bound};
 use crate::error::WeirError;
 use crate::transport::TransportError;
 use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, HttpResponse};
@@ -93,8 +93,7 @@ pub(super) async fn admit_and_encode(
     deadline: Option<tokio::time::Instant>,
     observed: &mut Observed,
 ) -> Result<(Grant, HttpRequest), WeirError> {
-    let input = estimate_input(target.model.tokenizer, conversation);
-    fits_window(target, input, params.max_tokens)?;
+    let input = input_demand(target, conversation, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
     let encode = target.provider.encode_until(conversation, params, deadline);
     admit_and_finalize(target, demand, deadline, Lane::Interactive, observed, encode).await
@@ -155,6 +154,22 @@ pub(super) async fn admit(
             Err(error.into())
         }
     }
+}
+
+/// The input side of a chat demand, within the context window. Tokenized only
+/// where the count matters: a token bucket debits it, or the byte bound
+/// ([`input_bound`]) does not prove the window fits. Otherwise the bound
+/// stands in, which only a token bucket would read.
+fn input_demand(target: &Target<'_>, conversation: &Conversation, output: u32) -> Result<u64, WeirError> {
+    if !target.counts_tokens {
+        let bound = input_bound(conversation);
+        if fits_window(target, bound, output).is_ok() {
+            return Ok(bound);
+        }
+    }
+    let input = estimate_input(target.model.tokenizer, conversation);
+    fits_window(target, input, output)?;
+    Ok(input)
 }
 
 /// The input estimate, the output reserve and the safety margin fit the model's

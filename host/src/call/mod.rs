@@ -169,18 +169,17 @@ impl Tally {
 /// Runs one chat call end to end. Its record is opened before anything is
 /// spent and committed before the answer (or the failure) is returned.
 pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
-    let (log, opening) = open(weir, &request, false);
+    let mut call = open(weir, &request, false);
     cache_plan::plan(&mut request.conversation);
-    let mut tally = Tally::new(log.started());
-    let result = run(weir, &request, &mut tally, &Whole, &opening).await;
-    let stamp = stamp(&log, &request.model, &tally);
+    let result = run(weir, &request, &mut call.tally, &Whole, &call.opening).await;
+    let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Complete(answer)) => Ok(answer),
         Ok(Outcome::Live(never)) => match never {},
         Err(error) => Err(error),
     };
-    let ending = ending(&result, &log, &tally);
-    let closed = close(weir, log, &mut tally, ending).await;
+    let ending = ending(&result, &call.log, &call.tally);
+    let closed = call.close(ending).await;
     match (result, closed) {
         (Ok(answer), Ok(())) => Ok(ChatResponse::stamped(answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
@@ -191,9 +190,8 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
 /// call failed before any, after the same retries and gates as [`chat`]). A
 /// live stream's record is committed before its end reaches the caller.
 pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result<ChatStream, CallError> {
-    let (log, opening) = open(weir, &request, true);
+    let mut call = open(weir, &request, true);
     cache_plan::plan(&mut request.conversation);
-    let mut tally = Tally::new(log.started());
     let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
         Some(_) => Err(WeirError::InvalidRequest(
@@ -202,11 +200,13 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         )),
         // A stream the entry cannot give as it is written is answered whole by
         // `run` (see `policy`) and replayed below.
-        None => run(weir, &request, &mut tally, &attempt, &opening).await,
+        None => run(weir, &request, &mut call.tally, &attempt, &call.opening).await,
     };
-    let stamp = stamp(&log, &request.model, &tally);
+    let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Live(live)) => {
+            let log = call.hand_over();
+            let tally = &mut call.tally;
             let record = streaming::StreamRecord {
                 observers: weir.observers().clone(),
                 resolved: tally.resolved.take(),
@@ -222,8 +222,8 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         Ok(Outcome::Complete(answer)) => Ok(answer),
         Err(error) => Err(error),
     };
-    let ending = ending(&result, &log, &tally);
-    let closed = close(weir, log, &mut tally, ending).await;
+    let ending = ending(&result, &call.log, &call.tally);
+    let closed = call.close(ending).await;
     match (result, closed) {
         (Ok(answer), Ok(())) => Ok(streaming::replayed(answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
@@ -253,13 +253,11 @@ pub(crate) async fn refused(
     category: crate::Category,
     traceparent: Option<String>,
 ) -> String {
-    let log = CallLog::refused(route, traceparent);
-    let call_id = log.call_id().to_owned();
-    let opened =
-        weir.observers().opened(log.opening()).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0));
+    let mut call = Running::new(weir, CallLog::refused(route, traceparent));
+    let call_id = call.log.call_id().to_owned();
+    let opened = call.opening.settled().await;
     let ending = Ending { category: category.as_str().to_owned(), ..Ending::default() };
-    let mut tally = Tally::new(log.started());
-    if let Err(error) = opened.and(close(weir, log, &mut tally, ending).await) {
+    if let Err(error) = opened.and(call.close(ending).await) {
         tracing::warn!(%error, call_id, "a refused caller's request was not recorded");
     }
     call_id
@@ -268,23 +266,80 @@ pub(crate) async fn refused(
 /// Opens the call's record: every observer is told now; the acknowledgement
 /// is awaited as the first request is about to leave (see [`opening`]), so a
 /// ledger that cannot hold the record refuses the call before anything is sent.
-fn open(weir: &Weir, request: &ChatRequest, stream: bool) -> (CallLog, Opening) {
-    announce(weir, CallLog::open(request, stream, weir.records_content()))
+fn open<'w>(weir: &'w Weir, request: &ChatRequest, stream: bool) -> Running<'w> {
+    Running::new(weir, CallLog::open(request, stream, weir.records_content()))
 }
 
-/// Tells every observer a call opened (see [`open`]).
-fn announce(weir: &Weir, log: CallLog) -> (CallLog, Opening) {
-    let pending = weir.observers().open(log.opening());
-    (log, Opening::new(pending))
+/// A call's record while the call runs: its log, its opening and the tally of
+/// what it did. The call closes the record with [`Self::close`] (or hands it
+/// to its live stream). If the call's future is dropped first — its caller
+/// went away and the server dropped the handler, or an embedding service
+/// dropped the future — the record is closed here as `client_left`, so no
+/// opened call stays unclosed in the ledger, the metrics or the spans. What
+/// the dropped attempts reported is gone with them: when a request had left,
+/// the record notes `usage_unknown_caller_left` and the budget hold is settled
+/// at its worst case, never as zero.
+pub(crate) struct Running<'w> {
+    weir: &'w Weir,
+    log: CallLog,
+    opening: Opening,
+    pub(super) tally: Tally,
+    closed: bool,
 }
 
-/// Closes the record and hands it to every observer, waiting for them (the
-/// ledger: until it is committed).
-async fn close(weir: &Weir, log: CallLog, tally: &mut Tally, ending: Ending) -> Result<(), WeirError> {
-    let attempts = std::mem::take(&mut tally.attempt_records);
-    let record = log.close(tally.resolved.as_ref(), attempts, ending);
-    settle(tally.hold.take(), &record);
-    commit(weir.observers(), record).await
+impl<'w> Running<'w> {
+    /// Tells every observer the call opened (see [`open`]).
+    pub(super) fn new(weir: &'w Weir, log: CallLog) -> Self {
+        let opening = Opening::new(weir.observers().open(log.opening()));
+        let tally = Tally::new(log.started());
+        Self { weir, log, opening, tally, closed: false }
+    }
+
+    /// Closes the record and hands it to every observer, waiting for them (the
+    /// ledger: until it is committed).
+    pub(super) async fn close(&mut self, ending: Ending) -> Result<(), WeirError> {
+        let record = self.record(ending);
+        settle(self.tally.hold.take(), &record);
+        commit(self.weir.observers(), record).await
+    }
+
+    /// The log, for a live stream that closes the record itself.
+    fn hand_over(&mut self) -> CallLog {
+        self.closed = true;
+        self.log.detach()
+    }
+
+    fn record(&mut self, ending: Ending) -> CallRecord {
+        self.closed = true;
+        let attempts = std::mem::take(&mut self.tally.attempt_records);
+        self.log.close(self.tally.resolved.as_ref(), attempts, ending)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        let sent = self.opening.sent();
+        tracing::info!(
+            call_id = self.log.call_id(),
+            sent,
+            "the caller left before its call ended: recorded as client_left"
+        );
+        let mut notes = std::mem::take(&mut self.tally.notes);
+        if sent {
+            notes.push("usage_unknown_caller_left");
+        }
+        let record = self.record(Ending { category: "client_left".to_owned(), notes, ..Ending::default() });
+        match self.tally.hold.take() {
+            Some(hold) if sent => hold.settle_at_worst(),
+            hold => settle(hold, &record),
+        }
+        // Handed over now (the ledger queues its row); nobody is left to wait
+        // for the acknowledgement.
+        drop(self.weir.observers().closed(&Arc::new(record)));
+    }
 }
 
 /// Replaces a budget hold with what the record says the call spent (every

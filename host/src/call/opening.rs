@@ -1,8 +1,9 @@
 //! A call's opening in the record. It is handed to the observers as the call
-//! starts, and its acknowledgement (the ledger's commit) is awaited only as
-//! the first request is about to leave: resolution, admission and encoding
-//! overlap the commit, and still nothing is sent upstream for a call whose
-//! opening the ledger refused.
+//! starts, and its acknowledgement is awaited only as the first request is
+//! about to leave: resolution, admission and encoding overlap it, and nothing
+//! is sent upstream for a call whose opening an observer refused. (The
+//! ledger acknowledges an opening at once under `sync = "normal"` and commits
+//! it with the next batch; see [`crate::ledger::Ledger`].)
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -25,6 +26,12 @@ impl Opening {
     /// (the preview of what a role resolves to).
     pub fn none() -> Self {
         Self { pending: Mutex::new(None), settled: OnceLock::new() }
+    }
+
+    /// Whether a request was about to leave for this call (its opening was
+    /// waited for, as every first request does before it is sent).
+    pub fn sent(&self) -> bool {
+        self.settled.get().is_some()
     }
 
     /// Waits for the opening's acknowledgement (once per call): a refusal fails

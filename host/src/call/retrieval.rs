@@ -34,7 +34,7 @@ use super::opening::Opening;
 use super::retry::{self, Try};
 use super::spend::Spend;
 use super::target::{self, Naming, Target};
-use super::{Failure, Tally, close, hold, resolved, stamp};
+use super::{Failure, Tally, hold, resolved, stamp};
 
 /// Upstream requests one embeddings call keeps in flight at once: enough to
 /// fill a model's admission, few enough that one bulk job cannot park
@@ -118,23 +118,21 @@ async fn recorded<T: Answered>(
     run: impl AsyncFnOnce(&mut Tally, &Opening) -> Result<T, WeirError>,
 ) -> Result<(T, crate::Stamp), CallError> {
     let model = what.model.to_owned();
-    let (log, opening) = super::announce(weir, crate::record::CallLog::open_operation(what, content));
-    let mut tally = Tally::new(log.started());
-    let result = run(&mut tally, &opening).await;
-    let stamp = stamp(&log, &model, &tally);
+    let mut call = super::Running::new(weir, crate::record::CallLog::open_operation(what, content));
+    let result = run(&mut call.tally, &call.opening).await;
+    let stamp = stamp(&call.log, &model, &call.tally);
+    let notes = call.tally.notes.clone();
     let ending = match &result {
         Ok(answer) => Ending {
             category: "ok".to_owned(),
             served_model: answer.served_model(),
-            answer: log.records_content().then(|| answer.recorded()),
-            notes: tally.notes.clone(),
+            answer: call.log.records_content().then(|| answer.recorded()),
+            notes,
             ..Ending::default()
         },
-        Err(error) => {
-            Ending { category: error.category().as_str().to_owned(), notes: tally.notes.clone(), ..Ending::default() }
-        }
+        Err(error) => Ending { category: error.category().as_str().to_owned(), notes, ..Ending::default() },
     };
-    let closed = close(weir, log, &mut tally, ending).await;
+    let closed = call.close(ending).await;
     match (result, closed) {
         (Ok(answer), Ok(())) => Ok((answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),

@@ -531,7 +531,7 @@ impl StreamRecord {
     /// Closes the record with what the stream reported (its usage is the last
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
-        let Self { log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold } = self;
+        let Self { mut log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold } = self;
         let reported = seen.usage.is_some();
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);

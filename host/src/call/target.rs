@@ -28,6 +28,9 @@ pub(super) struct Target<'a> {
     pub gate: &'a Arc<ModelGate>,
     /// The caller key's own buckets, when its `[[key]]` declares `rpm` / `tpm`.
     pub key_gate: Option<Arc<ModelGate>>,
+    /// Whether a token bucket (the entry's or the key's `tpm`) debits the
+    /// call's input, so it must be counted rather than bounded.
+    pub counts_tokens: bool,
     pub credential: Credential,
     /// The credential's id, named in quota messages (never its value).
     pub credential_id: Option<String>,
@@ -161,7 +164,8 @@ async fn resolve_entry<'a>(
     caller: Option<&Caller>,
     opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
-    let key_gate = permit(weir, caller, &model.id, role)?;
+    let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
+    let counts_tokens = key_counts_tokens || model.tpm.is_some();
     weir.compliance().admit(model)?;
     let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
     // The entry's own provider or the one it is linked to, as of this registry.
@@ -186,27 +190,40 @@ async fn resolve_entry<'a>(
     reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
     let credential_id = destination.credential_id;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
-    Ok(Target { weir, model, provider, gate, key_gate, credential, credential_id, endpoint, binding, role, opening })
+    Ok(Target {
+        weir,
+        model,
+        provider,
+        gate,
+        key_gate,
+        counts_tokens,
+        credential,
+        credential_id,
+        endpoint,
+        binding,
+        role,
+        opening,
+    })
 }
 
 /// The caller's key may call `model` (the entry actually dispatched), itself
 /// or through the `role` it was named by: checked on every route, against the
 /// keys as of now, so a key revoked after the gateway read it is refused here.
 /// A library caller without a key is the embedding service's own. Answers the
-/// key's buckets, if it has any.
+/// key's buckets, if it has any, and whether they count tokens.
 fn permit(
     weir: &Weir,
     caller: Option<&Caller>,
     model: &str,
     role: Option<&str>,
-) -> Result<Option<Arc<ModelGate>>, WeirError> {
-    let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) else { return Ok(None) };
+) -> Result<(Option<Arc<ModelGate>>, bool), WeirError> {
+    let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) else { return Ok((None, false)) };
     let keys = weir.keys();
     let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
     if !key.permits(model) && !role.is_some_and(|role| key.permits(role)) {
         return Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: model.to_owned() });
     }
-    Ok(key.gate().cloned())
+    Ok((key.gate().cloned(), key.counts_tokens()))
 }
 
 /// Puts the resolved region into an endpoint that names one: the signer's own

@@ -46,6 +46,12 @@ impl Key {
         Caller { key_id: Some(self.id.clone()), member: self.member.clone(), team: self.team.clone() }
     }
 
+    /// Whether the key's own buckets debit tokens (it declares `tpm`), so its
+    /// calls' input must be counted.
+    pub fn counts_tokens(&self) -> bool {
+        self.limits.tpm.is_some()
+    }
+
     /// Whether this key may call catalog entry (or role) `model`.
     pub fn permits(&self, model: &str) -> bool {
         self.models.as_ref().is_none_or(|models| models.contains(model))

@@ -2,8 +2,11 @@
 //!
 //! Flow: a call's [`CallOpening`] and then its [`CallRecord`] reach the
 //! [`Ledger`] as an observer; each becomes a row ([`store`]) sent to the
-//! writer thread ([`writer`]), which commits rows in groups and answers each;
-//! the call's acknowledgement resolves once its row is committed. Readers
+//! writer thread ([`writer`]), which commits rows in groups. A closing
+//! record's acknowledgement resolves once its row is committed. An opening's
+//! resolves at once under `sync = "normal"`: the writer commits it with the
+//! next batch, within [`writer::OPEN_LINGER`] (see [`Ledger::opened`]). Under
+//! load the writer groups rows for [`writer::GROUP_WINDOW`] before a commit. Readers
 //! ([`Reader`]: the CLI, `GET /v1/usage`) open the file read-only, beside a
 //! running gateway. `[ledger] on_error` decides what a failed write means to
 //! the call: `refuse` fails it (an unrecorded call cannot be accounted),
@@ -16,6 +19,7 @@ mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -27,10 +31,10 @@ pub use query::{
     parse_time,
 };
 
-use crate::catalog::LedgerOnError;
-use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, ObserverError};
+use crate::catalog::{LedgerOnError, LedgerSync};
+use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, ObserverError, acknowledged};
 use store::Row;
-use writer::{Job, WriteError};
+use writer::{Job, WriteError, Writer};
 
 /// What the ledger's writer reports about itself (the metrics implement it).
 pub trait LedgerMeter: Send + Sync + 'static {
@@ -51,6 +55,11 @@ pub struct Ledger {
     jobs: mpsc::Sender<Job>,
     path: Arc<Path>,
     on_error: LedgerOnError,
+    /// `sync = "full"`: every opening is committed before its call's first
+    /// request leaves, as every closing record is before its answer.
+    strict_openings: bool,
+    /// Whether the writer's last commit (or its first open) succeeded.
+    healthy: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -60,14 +69,25 @@ impl std::fmt::Debug for Ledger {
 }
 
 impl Ledger {
-    /// Starts the writer. Never fails: a file that cannot be opened now is
-    /// tried again at each write (the gateway starts either way, and
-    /// `on_error` decides what its calls do meanwhile).
+    /// Starts the writer, having tried to open the file (so a ledger that
+    /// cannot be written is known before the first call). Never fails: a file
+    /// that cannot be opened now is tried again at each write (the gateway
+    /// starts either way, and `on_error` decides what its calls do meanwhile).
     pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {
         let (jobs, queue) = mpsc::channel();
-        let ledger = Ledger { jobs, path: Arc::from(config.path.as_path()), on_error: config.on_error };
-        let spawned =
-            std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer::run(config, meter, queue));
+        let connection = store::open_writer(&config.path, config.sync, config.max_bytes)
+            .inspect_err(|error| tracing::error!(path = %config.path.display(), %error, "the ledger cannot be opened"))
+            .ok();
+        let healthy = Arc::new(AtomicBool::new(connection.is_some()));
+        let ledger = Ledger {
+            jobs,
+            path: Arc::from(config.path.as_path()),
+            on_error: config.on_error,
+            strict_openings: config.sync == LedgerSync::Full,
+            healthy: healthy.clone(),
+        };
+        let writer = Writer { config, meter, connection, healthy };
+        let spawned = std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer.run(queue));
         if let Err(error) = spawned {
             // The queue's receiver is gone with the closure: every write fails
             // and is handled by `on_error`.
@@ -86,20 +106,34 @@ impl Ledger {
         Reader::open(&self.path)
     }
 
-    fn write(&self, call_id: &str, row: serde_json::Result<Row>) -> Acknowledged {
-        let (reply, answer) = oneshot::channel();
+    /// Sends `row` to the writer. A row that is `waited` for resolves once
+    /// committed; any other resolves at once (a failure to hand it over aside).
+    fn write(&self, call_id: &str, row: serde_json::Result<Row>, waited: bool) -> Acknowledged {
+        let (reply, answer) = match waited {
+            true => {
+                let (reply, answer) = oneshot::channel();
+                (Some(reply), Some(answer))
+            }
+            false => (None, None),
+        };
         let sent: Result<(), WriteError> = match row {
             Ok(row) => {
                 self.jobs.send(Job { row, reply }).map_err(|_| WriteError::from("the ledger's writer has stopped"))
             }
             Err(error) => Err(WriteError::from(format!("cannot encode the record: {error}"))),
         };
+        if sent.is_ok() && answer.is_none() {
+            return acknowledged();
+        }
         let call_id = call_id.to_owned();
         let on_error = self.on_error;
         Box::pin(async move {
-            let outcome = match sent {
-                Ok(()) => answer.await.unwrap_or_else(|_| Err(WriteError::from("the ledger's writer has stopped"))),
-                Err(reason) => Err(reason),
+            let outcome = match (sent, answer) {
+                (Ok(()), Some(answer)) => {
+                    answer.await.unwrap_or_else(|_| Err(WriteError::from("the ledger's writer has stopped")))
+                }
+                (Ok(()), None) => Ok(()),
+                (Err(reason), _) => Err(reason),
             };
             match (outcome, on_error) {
                 (Ok(()), _) => Ok(()),
@@ -117,12 +151,19 @@ impl Ledger {
 }
 
 impl CallObserver for Ledger {
+    /// Under `sync = "normal"` an opening is deferred: the call does not wait
+    /// for it, and the writer commits it with the next batch (usually with
+    /// the call's own closing record, whose commit the answer waits for). It
+    /// is waited for before the request leaves under `sync = "full"`, and
+    /// while the ledger is failing, so that `on_error = "refuse"` refuses a
+    /// call before anything is sent for it.
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
-        self.write(&opening.call_id, Row::opening(opening))
+        let waited = self.strict_openings || !self.healthy.load(Ordering::Relaxed);
+        self.write(&opening.call_id, Row::opening(opening), waited)
     }
 
     fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {
-        self.write(&record.call_id, Row::closing(record))
+        self.write(&record.call_id, Row::closing(record), true)
     }
 }
 

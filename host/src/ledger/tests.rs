@@ -261,7 +261,10 @@ async fn records_sums_and_groups_follow_the_filter() {
 #[tokio::test]
 async fn unclosed_calls_are_the_ones_opened_and_never_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    // `full`: each opening is committed before `opened` resolves, so the
+    // reader sees it at once.
+    let config = LedgerConfig { sync: LedgerSync::Full, ..settings(&dir.path().join("ledger.db")) };
+    let ledger = Ledger::open(config, None);
     write_calls(&ledger, &[("done", "alice", "m", 1, None)]).await;
     ledger.opened(&opening("crashed", "alice", "m", 2)).await.unwrap();
     ledger.opened(&opening("running", "bob", "m", 3)).await.unwrap();
@@ -273,6 +276,81 @@ async fn unclosed_calls_are_the_ones_opened_and_never_closed() {
         ["running"]
     );
     assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 4, calls: 3 });
+}
+
+/// Under `sync = "normal"` an opening is not waited for: it resolves at once
+/// and rides with the next batch, usually its own call's closing record.
+#[tokio::test]
+async fn a_deferred_opening_rides_with_its_closing_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), Some(batches.clone()));
+    let calls: Vec<_> = (0..20).map(|n| (format!("call-{n}"), n)).collect();
+    for (call_id, start) in &calls {
+        ledger.opened(&opening(call_id, "alice", "m", *start)).await.unwrap();
+        ledger.closed(&record(call_id, "alice", "m", *start, None)).await.unwrap();
+    }
+    let committed = batches.committed.lock().unwrap().clone();
+    assert_eq!(committed.iter().sum::<usize>(), 40, "{committed:?}");
+    assert!(committed.len() < 40, "openings shared commits with closing records: {committed:?}");
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 40, calls: 20 });
+    assert!(reader.unclosed(&Filter::default()).unwrap().is_empty());
+}
+
+/// A deferred opening with no closing record to ride with is committed on
+/// its own shortly after (within the writer's linger).
+#[tokio::test]
+async fn a_deferred_opening_alone_is_committed_soon() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    ledger.opened(&opening("running", "bob", "m", 1)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let mut unclosed = Vec::new();
+    for _ in 0..200 {
+        unclosed = reader.unclosed(&Filter::default()).unwrap();
+        if !unclosed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(unclosed.iter().map(|o| o.call_id.as_str()).collect::<Vec<_>>(), ["running"]);
+}
+
+/// A batch that fails keeps its deferred openings and writes them first in
+/// the next batch that commits: the closing row that failed is refused, and
+/// the opening is not lost with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_keeps_its_deferred_openings_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
+    // Another process holds the write lock past the writer's busy timeout.
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    ledger.opened(&opening("a", "alice", "m", 1)).await.unwrap();
+    let refused = ledger.closed(&record("a", "alice", "m", 1, None)).await.unwrap_err();
+    assert_eq!(refused.0, "the call ledger cannot be written");
+    assert_eq!(*batches.failed.lock().unwrap(), vec![1], "only the waited-for row is lost");
+    holder.execute_batch("COMMIT").unwrap();
+    ledger.closed(&record("b", "alice", "m", 2, None)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    assert_eq!(
+        reader.unclosed(&Filter::default()).unwrap().iter().map(|o| o.call_id.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 2, calls: 2 });
+}
+
+/// Under `sync = "full"` an opening is committed before `opened` resolves.
+#[tokio::test]
+async fn a_strict_opening_is_committed_before_it_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LedgerConfig { sync: LedgerSync::Full, ..settings(&dir.path().join("ledger.db")) };
+    let ledger = Ledger::open(config, None);
+    ledger.opened(&opening("running", "bob", "m", 1)).await.unwrap();
+    assert_eq!(ledger.reader().unwrap().unclosed(&Filter::default()).unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

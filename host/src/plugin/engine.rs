@@ -158,9 +158,9 @@ impl PluginEngine {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| format!("cannot be linked (it imports something this host does not grant): {e:#}"))?;
-        let exports = Exports::find(&component, &targets)?;
+        let mut exports = Exports::find(&component, &targets)?;
         let engine = CallEngine { engine: self.engine.clone(), limits: self.limits };
-        let providers = describe(&engine, &pre, &exports)?;
+        let providers = describe(&engine, &pre, &mut exports)?;
         if providers.is_empty() {
             return Err("describes no provider".to_owned());
         }
@@ -248,7 +248,11 @@ impl InstanceSlots {
 /// it provides, in one instance. Loading is synchronous startup work, so the
 /// async call runs on a minimal executor of its own (no tokio runtime is
 /// needed, and none may be entered from inside one).
-fn describe(engine: &CallEngine, pre: &InstancePre<CallState>, exports: &Exports) -> Result<Vec<ProviderInfo>, String> {
+fn describe(
+    engine: &CallEngine,
+    pre: &InstancePre<CallState>,
+    exports: &mut Exports,
+) -> Result<Vec<ProviderInfo>, String> {
     pollster::block_on(async {
         let mut store = new_store(engine);
         let instance = pre.instantiate_async(&mut store).await.map_err(|e| format!("cannot be instantiated: {e:#}"))?;

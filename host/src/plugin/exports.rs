@@ -35,6 +35,36 @@ type Reading<'a, T> = Func<(&'a str, &'a HttpResponse), T>;
 type Encoded = Result<EncodedRequest, CodecError>;
 type Deltas = Result<Vec<StreamDelta>, CodecError>;
 
+/// Whether a component's function types were checked ([`Exports::typecheck`]).
+/// Until then every lookup checks the type it is asked for; after, a call's
+/// lookup takes the function by index alone (the per-call type check was a
+/// measured cost: `typecheck_record` and its kin, ~1–2 % of a gateway call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Typed {
+    Unchecked,
+    Checked,
+}
+
+/// The function at `index` as a typed function.
+fn typed<P, R>(typed: Typed, store: Call<'_>, instance: &Instance, index: ComponentExportIndex) -> Func<P, R>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower,
+    (R,): wasmtime::component::ComponentNamedList + wasmtime::component::Lift,
+{
+    if typed == Typed::Unchecked {
+        return instance.get_typed_func(store, index);
+    }
+    let func = instance
+        .get_func(store, index)
+        .ok_or_else(|| wasmtime::Error::msg("a function the component exported at load is missing"))?;
+    #[allow(unsafe_code, reason = "the type was checked once at load; see SAFETY")]
+    // SAFETY: `Exports::typecheck` checked this export's type against these
+    // very Rust types on an instance of the same component before any
+    // `Typed::Checked` exists, and every instance of one component has the
+    // same function types (they are the component's, fixed when it compiled).
+    Ok(unsafe { TypedFunc::new_unchecked(func) })
+}
+
 /// Every function the component exports, by interface.
 #[derive(Debug, Clone)]
 pub(super) struct Exports {
@@ -46,6 +76,7 @@ pub(super) struct Exports {
 
 #[derive(Debug, Clone)]
 pub(super) struct DescribeExports {
+    typed: Typed,
     providers: ComponentExportIndex,
     serves: ComponentExportIndex,
     claims: ComponentExportIndex,
@@ -53,6 +84,7 @@ pub(super) struct DescribeExports {
 
 #[derive(Debug, Clone)]
 pub(super) struct ChatExports {
+    typed: Typed,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
     classify: ComponentExportIndex,
@@ -63,6 +95,7 @@ pub(super) struct ChatExports {
 
 #[derive(Debug, Clone)]
 pub(super) struct EmbeddingExports {
+    typed: Typed,
     serves: ComponentExportIndex,
     max_batch: ComponentExportIndex,
     needs_dimensions: ComponentExportIndex,
@@ -73,6 +106,7 @@ pub(super) struct EmbeddingExports {
 
 #[derive(Debug, Clone)]
 pub(super) struct RerankExports {
+    typed: Typed,
     serves: ComponentExportIndex,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
@@ -106,6 +140,7 @@ impl Exports {
         let version = targets.version;
         let describe = Lookup::new(component, "describe", version)?;
         let describe = DescribeExports {
+            typed: Typed::Unchecked,
             providers: describe.func("providers")?,
             serves: describe.func("serves")?,
             claims: describe.func("claims")?,
@@ -119,6 +154,7 @@ impl Exports {
         let chat = lookup(Operation::Chat)?
             .map(|chat| -> Result<_, String> {
                 Ok(ChatExports {
+                    typed: Typed::Unchecked,
                     encode: chat.func("encode")?,
                     decode: chat.func("decode")?,
                     classify: chat.func("classify")?,
@@ -131,6 +167,7 @@ impl Exports {
         let embeddings = lookup(Operation::Embeddings)?
             .map(|embeddings| -> Result<_, String> {
                 Ok(EmbeddingExports {
+                    typed: Typed::Unchecked,
                     serves: embeddings.func("serves")?,
                     max_batch: embeddings.func("max-batch")?,
                     needs_dimensions: embeddings.func("needs-dimensions")?,
@@ -143,6 +180,7 @@ impl Exports {
         let rerank = lookup(Operation::Rerank)?
             .map(|rerank| -> Result<_, String> {
                 Ok(RerankExports {
+                    typed: Typed::Unchecked,
                     serves: rerank.func("serves")?,
                     encode: rerank.func("encode")?,
                     decode: rerank.func("decode")?,
@@ -162,8 +200,24 @@ impl Exports {
     }
 
     /// Checks every exported function against the type the host calls it with,
-    /// naming the first that differs.
-    pub fn typecheck(&self, store: Call<'_>, instance: &Instance) -> Result<(), String> {
+    /// naming the first that differs; once all pass, lookups stop checking.
+    pub fn typecheck(&mut self, store: Call<'_>, instance: &Instance) -> Result<(), String> {
+        self.check_each(store, instance)?;
+        self.describe.typed = Typed::Checked;
+        for typed in [
+            self.chat.as_mut().map(|c| &mut c.typed),
+            self.embeddings.as_mut().map(|e| &mut e.typed),
+            self.rerank.as_mut().map(|r| &mut r.typed),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *typed = Typed::Checked;
+        }
+        Ok(())
+    }
+
+    fn check_each(&self, store: Call<'_>, instance: &Instance) -> Result<(), String> {
         let check = |what: &str, result: wasmtime::Result<()>| {
             result.map_err(|e| format!("`{what}` does not have the world's type: {e:#}"))
         };
@@ -199,15 +253,15 @@ impl Exports {
 
 impl DescribeExports {
     pub fn providers(&self, store: Call<'_>, instance: &Instance) -> Func<(), Vec<ProviderInfo>> {
-        instance.get_typed_func(store, self.providers)
+        typed(self.typed, store, instance, self.providers)
     }
 
     pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
-        instance.get_typed_func(store, self.serves)
+        typed(self.typed, store, instance, self.serves)
     }
 
     pub fn claims<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
-        instance.get_typed_func(store, self.claims)
+        typed(self.typed, store, instance, self.claims)
     }
 }
 
@@ -217,20 +271,20 @@ impl ChatExports {
         store: Call<'_>,
         instance: &Instance,
     ) -> Func<(&'a str, &'a PreparedConversation, &'a CallParams), Encoded> {
-        instance.get_typed_func(store, self.encode)
+        typed(self.typed, store, instance, self.encode)
     }
 
     pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<DecodedResponse, CodecError>> {
-        instance.get_typed_func(store, self.decode)
+        typed(self.typed, store, instance, self.decode)
     }
 
     pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
-        instance.get_typed_func(store, self.classify)
+        typed(self.typed, store, instance, self.classify)
     }
 
     /// `[constructor]stream-decoder(provider) -> own<stream-decoder>`.
     pub fn stream_new<'a>(&self, store: Call<'_>, instance: &Instance) -> Func<(&'a str,), ResourceAny> {
-        instance.get_typed_func(store, self.stream_new)
+        typed(self.typed, store, instance, self.stream_new)
     }
 
     /// `[method]stream-decoder.feed(self: borrow<stream-decoder>, event)`.
@@ -239,26 +293,26 @@ impl ChatExports {
         store: Call<'_>,
         instance: &Instance,
     ) -> Func<(ResourceAny, &'a StreamEvent), Deltas> {
-        instance.get_typed_func(store, self.stream_feed)
+        typed(self.typed, store, instance, self.stream_feed)
     }
 
     /// `[method]stream-decoder.finish(self: borrow<stream-decoder>)`.
     pub fn stream_finish(&self, store: Call<'_>, instance: &Instance) -> Func<(ResourceAny,), Deltas> {
-        instance.get_typed_func(store, self.stream_finish)
+        typed(self.typed, store, instance, self.stream_finish)
     }
 }
 
 impl EmbeddingExports {
     pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
-        instance.get_typed_func(store, self.serves)
+        typed(self.typed, store, instance, self.serves)
     }
 
     pub fn max_batch<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, u32> {
-        instance.get_typed_func(store, self.max_batch)
+        typed(self.typed, store, instance, self.max_batch)
     }
 
     pub fn needs_dimensions<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
-        instance.get_typed_func(store, self.needs_dimensions)
+        typed(self.typed, store, instance, self.needs_dimensions)
     }
 
     pub fn encode<'a>(
@@ -266,7 +320,7 @@ impl EmbeddingExports {
         store: Call<'_>,
         instance: &Instance,
     ) -> Func<(&'a str, &'a [String], &'a EmbeddingParams), Encoded> {
-        instance.get_typed_func(store, self.encode)
+        typed(self.typed, store, instance, self.encode)
     }
 
     pub fn decode<'a>(
@@ -274,17 +328,17 @@ impl EmbeddingExports {
         store: Call<'_>,
         instance: &Instance,
     ) -> Reading<'a, Result<EmbeddingResponse, CodecError>> {
-        instance.get_typed_func(store, self.decode)
+        typed(self.typed, store, instance, self.decode)
     }
 
     pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
-        instance.get_typed_func(store, self.classify)
+        typed(self.typed, store, instance, self.classify)
     }
 }
 
 impl RerankExports {
     pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
-        instance.get_typed_func(store, self.serves)
+        typed(self.typed, store, instance, self.serves)
     }
 
     pub fn encode<'a>(
@@ -292,14 +346,14 @@ impl RerankExports {
         store: Call<'_>,
         instance: &Instance,
     ) -> Func<(&'a str, &'a str, &'a [String], &'a RerankParams), Encoded> {
-        instance.get_typed_func(store, self.encode)
+        typed(self.typed, store, instance, self.encode)
     }
 
     pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<RerankResponse, CodecError>> {
-        instance.get_typed_func(store, self.decode)
+        typed(self.typed, store, instance, self.decode)
     }
 
     pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
-        instance.get_typed_func(store, self.classify)
+        typed(self.typed, store, instance, self.classify)
     }
 }

@@ -69,10 +69,12 @@ impl Observers {
         self.open(opening).settled().await
     }
 
-    /// Hands every observer the closed record; the first refusal wins.
-    pub async fn closed(&self, record: &Arc<CallRecord>) -> Result<(), ObserverError> {
+    /// Hands every observer the closed record now (not when the answer is
+    /// first polled, so a record closed on drop is still handed over); the
+    /// future waits for them, and the first refusal wins.
+    pub fn closed(&self, record: &Arc<CallRecord>) -> impl Future<Output = Result<(), ObserverError>> + use<> {
         let acks: Vec<Acknowledged> = self.observers.iter().map(|observer| observer.closed(record)).collect();
-        first_error(acks).await
+        first_error(acks)
     }
 }
 

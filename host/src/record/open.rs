@@ -130,14 +130,23 @@ impl CallLog {
         self.request.is_some()
     }
 
+    /// This log as a new value, for whoever closes it next (a live stream); its
+    /// recorded request goes with it.
+    pub fn detach(&mut self) -> Self {
+        Self { opening: self.opening.clone(), started: self.started, request: self.request.take() }
+    }
+
     /// The closed record: usage summed over every attempt (each was billed),
-    /// priced from the entry's declared prices.
-    pub fn close(self, resolved: Option<&Resolved>, attempts: Vec<AttemptRecord>, ending: Ending) -> CallRecord {
+    /// priced from the entry's declared prices. By reference, so that a guard
+    /// holding the log can close it on drop; the opening's fields are copied
+    /// and the recorded request taken, so call it once.
+    pub fn close(&mut self, resolved: Option<&Resolved>, attempts: Vec<AttemptRecord>, ending: Ending) -> CallRecord {
         let mut usage = Tokens::default();
         attempts.iter().filter_map(|attempt| attempt.usage.as_ref()).for_each(|tokens| usage.add(tokens));
         let billable_input = resolved.map(|r| r.multipliers.billable(&usage));
         let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.multipliers));
-        let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } = self.opening;
+        let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } =
+            self.opening.clone();
         let latency = self.started.elapsed();
         CallRecord {
             call_id,
@@ -165,7 +174,7 @@ impl CallLog {
             latency_ms: crate::call::millis(latency),
             first_output_ms: ending.first_output.map(crate::call::millis),
             stream_end: ending.stream_end,
-            content: self.request.map(|request| RecordedContent { request, answer: ending.answer }),
+            content: self.request.take().map(|request| RecordedContent { request, answer: ending.answer }),
             notes: ending.notes.into_iter().map(str::to_owned).collect(),
         }
     }
