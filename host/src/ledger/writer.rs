@@ -45,7 +45,7 @@ pub(super) const MAX_CARRIED: usize = 4 * MAX_BATCH;
 /// the rows of that burst go into one commit, and the calls' tasks wake the
 /// thread once per batch instead of once per row. It delays those answers
 /// by at most this (+8–9 % gateway throughput at 32 callers, batches of 3.8
-/// → 12 rows); a single caller, whose rows never wait, never waits for it.
+/// → 12.5 rows); a single caller, whose rows never wait, never waits for it.
 pub(super) const GROUP_WINDOW: Duration = Duration::from_micros(500);
 
 /// How often carried rows are tried again while no new row arrives.
