@@ -19,7 +19,9 @@
 //! [`check_final`] applies 2 and 3 to the URL a call really uses, after the
 //! AWS region has been filled in.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::{Arc, PoisonError};
 
 use serde::Serialize;
 
@@ -162,24 +164,72 @@ pub fn destination(
 /// Checks the URL a call really uses (the destination's endpoint with its
 /// region filled in): rules 2 and 3.
 pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provider: &str) -> Result<(), ReachError> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
-    let host = parsed.host_str().filter(|host| !host.is_empty());
-    let host = host.ok_or_else(|| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
-    let loopback = is_loopback(host);
-    match parsed.scheme() {
-        "https" => {}
-        "http" if loopback || allow_http => {}
-        "http" => return Err(ReachError::PlainHttp { endpoint: url.to_owned() }),
-        _ => return Err(ReachError::BadEndpoint { endpoint: url.to_owned() }),
+    let facts = endpoint_facts(url).ok_or_else(|| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
+    match (facts.scheme, facts.loopback || allow_http) {
+        (Scheme::Https, _) | (Scheme::Http, true) => {}
+        (Scheme::Http, false) => return Err(ReachError::PlainHttp { endpoint: url.to_owned() }),
+        (Scheme::Other, _) => return Err(ReachError::BadEndpoint { endpoint: url.to_owned() }),
     }
-    if destination.signing_service.is_some() && !destination.entry_named_endpoint && !is_aws_host(host) {
+    if destination.signing_service.is_some() && !destination.entry_named_endpoint && !facts.aws {
         return Err(ReachError::SigningHost {
             provider: provider.to_owned(),
-            host: host.to_owned(),
+            host: facts.host.clone(),
             allowed: quoted(&AWS_DOMAINS),
         });
     }
     Ok(())
+}
+
+/// What the rules read of an endpoint URL.
+#[derive(Debug)]
+struct EndpointFacts {
+    scheme: Scheme,
+    host: String,
+    loopback: bool,
+    aws: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Https,
+    Http,
+    Other,
+}
+
+/// Endpoints already parsed, by URL. A call's endpoint is one of the few its
+/// catalog names (with a region filled in), so each is parsed — IDNA host
+/// mapping included, a measured per-call cost — once, not on every call. The
+/// facts depend on the URL alone; the rules that read them (an entry's
+/// `allow_http`, its signing) are applied on every call. Bounded: beyond
+/// [`ENDPOINTS_KEPT`] distinct URLs it starts over.
+static ENDPOINTS: std::sync::LazyLock<std::sync::RwLock<HashMap<String, Option<Arc<EndpointFacts>>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+const ENDPOINTS_KEPT: usize = 4_096;
+
+fn endpoint_facts(url: &str) -> Option<Arc<EndpointFacts>> {
+    let known = ENDPOINTS.read().unwrap_or_else(PoisonError::into_inner).get(url).cloned();
+    if let Some(facts) = known {
+        return facts;
+    }
+    let facts = parse_facts(url).map(Arc::new);
+    let mut endpoints = ENDPOINTS.write().unwrap_or_else(PoisonError::into_inner);
+    if endpoints.len() >= ENDPOINTS_KEPT {
+        endpoints.clear();
+    }
+    endpoints.insert(url.to_owned(), facts.clone());
+    facts
+}
+
+fn parse_facts(url: &str) -> Option<EndpointFacts> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str().filter(|host| !host.is_empty())?.to_owned();
+    let scheme = match parsed.scheme() {
+        "https" => Scheme::Https,
+        "http" => Scheme::Http,
+        _ => Scheme::Other,
+    };
+    Some(EndpointFacts { scheme, loopback: is_loopback(&host), aws: is_aws_host(&host), host })
 }
 
 /// Checks an endpoint as written in a catalog entry: rule 2 (and that it is a
@@ -346,5 +396,29 @@ mod tests {
         check_final(&found, "https://bedrock-runtime.eu-west-3.amazonaws.com", false, "p").unwrap();
         let error = check_final(&found, "https://bedrock-runtime.x.attacker.example#.amazonaws.com", false, "p");
         assert!(matches!(error, Err(ReachError::SigningHost { .. })), "{error:?}");
+    }
+
+    /// An endpoint is parsed once and kept, but only its facts are: the same
+    /// URL is judged again, by each entry's own rules, on every call.
+    #[test]
+    fn a_kept_endpoint_is_judged_by_each_calls_rules() {
+        let url = "http://gpu.internal:8000/v1";
+        let found = Destination {
+            endpoint: url.to_owned(),
+            entry_named_endpoint: true,
+            credential_id: None,
+            signing_service: None,
+        };
+        for _ in 0..2 {
+            let error = check_final(&found, url, false, "p").unwrap_err();
+            assert!(matches!(error, ReachError::PlainHttp { .. }), "{error}");
+            check_final(&found, url, true, "p").unwrap();
+        }
+        for bad in ["not a url", "file:///etc/passwd", "http://"] {
+            for _ in 0..2 {
+                let error = check_final(&found, bad, true, "p").unwrap_err();
+                assert!(matches!(error, ReachError::BadEndpoint { .. }), "{bad}: {error}");
+            }
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! The one HTTP client. It owns sockets, TLS, pooling and timeouts, and never
 //! retries: the call layer's retry loop is the only one.
 
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -65,6 +67,7 @@ pub enum TransportError {
 #[derive(Debug, Clone)]
 pub struct HttpClient {
     client: reqwest::Client,
+    bases: Arc<Bases>,
     max_body_bytes: usize,
     attempt_timeout: Duration,
 }
@@ -78,7 +81,12 @@ impl HttpClient {
             .retry(reqwest::retry::never())
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self { client, max_body_bytes: settings.max_body_bytes, attempt_timeout: settings.attempt_timeout })
+        Ok(Self {
+            client,
+            bases: Arc::default(),
+            max_body_bytes: settings.max_body_bytes,
+            attempt_timeout: settings.attempt_timeout,
+        })
     }
 
     /// See [`TransportSettings::attempt_timeout`].
@@ -128,8 +136,7 @@ impl HttpClient {
         if !request.path_and_query.starts_with('/') {
             return Err(TransportError::InvalidRequest("path must start with `/`".to_owned()));
         }
-        let url = format!("{}{}", endpoint.trim_end_matches('/'), request.path_and_query);
-        let url = reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
+        let url = self.bases.url(endpoint, &request.path_and_query)?;
         let headers = headers(request.headers, credential)?;
         let mut request = self
             .client
@@ -143,6 +150,70 @@ impl HttpClient {
         }
         Ok(request)
     }
+}
+
+/// Endpoints parsed once, by their text. A request's URL is its endpoint's
+/// text followed by the component's path and query, and used to be parsed
+/// whole on every call (host, IDNA mapping and all: a measured per-call cost).
+/// Now the endpoint is parsed once and the path and query are set on a copy,
+/// which gives the same URL (property-tested below); an endpoint with a query
+/// or fragment of its own takes the whole parse. Bounded: beyond
+/// [`BASES_KEPT`] endpoints it starts over.
+#[derive(Debug, Default)]
+struct Bases(RwLock<HashMap<String, Option<reqwest::Url>>>);
+
+const BASES_KEPT: usize = 4_096;
+
+impl Bases {
+    fn url(&self, endpoint: &str, path_and_query: &str) -> Result<reqwest::Url, TransportError> {
+        // The whole parse drops tabs and newlines anywhere and trailing spaces
+        // and controls; setting a path keeps them. Such a path is parsed whole.
+        let trimmed_by_parsing =
+            path_and_query.contains(['\t', '\n', '\r']) || path_and_query.ends_with(|c: char| c <= ' ');
+        match self.base(endpoint) {
+            Some(base) if !trimmed_by_parsing => Ok(on_base(base, path_and_query)),
+            Some(_) | None => whole_parse(endpoint, path_and_query),
+        }
+    }
+
+    /// The endpoint parsed, when the fast path applies to it.
+    fn base(&self, endpoint: &str) -> Option<reqwest::Url> {
+        if let Some(known) = self.0.read().unwrap_or_else(PoisonError::into_inner).get(endpoint) {
+            return known.clone();
+        }
+        let base = reqwest::Url::parse(endpoint.trim_end_matches('/'))
+            .ok()
+            .filter(|url| url.query().is_none() && url.fragment().is_none() && !url.cannot_be_a_base());
+        let mut bases = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if bases.len() >= BASES_KEPT {
+            bases.clear();
+        }
+        bases.insert(endpoint.to_owned(), base.clone());
+        base
+    }
+}
+
+/// `path_and_query` (which starts with `/`) set on a copy of `base`.
+fn on_base(mut url: reqwest::Url, path_and_query: &str) -> reqwest::Url {
+    let (rest, fragment) = match path_and_query.split_once('#') {
+        Some((rest, fragment)) => (rest, Some(fragment)),
+        None => (path_and_query, None),
+    };
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+    url.set_path(&joined);
+    url.set_query(query);
+    url.set_fragment(fragment);
+    url
+}
+
+/// The endpoint's text and the path and query, parsed as one.
+fn whole_parse(endpoint: &str, path_and_query: &str) -> Result<reqwest::Url, TransportError> {
+    let url = format!("{}{path_and_query}", endpoint.trim_end_matches('/'));
+    reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))
 }
 
 /// A response whose body has not been read yet. Dropping it closes the
@@ -247,6 +318,37 @@ pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Setting the path and query on the parsed endpoint gives the URL that
+        /// parsing the joined text gives, for any path a component may send.
+        #[test]
+        fn a_url_on_a_kept_base_is_the_whole_parse(
+            base in proptest::sample::select(vec![
+                "http://127.0.0.1:8080", "http://127.0.0.1:8080/", "https://api.example.com/v1",
+                "https://api.example.com/v1/", "https://bücher.example/a/b", "http://[::1]:9/x/../y",
+                "https://h.example/%7Euser/", "https://h.example/a%20b",
+            ]),
+            tail in "[a-zA-Z0-9/._~%?#&=+ \\t\\n\\x01\\\\:@!$'()*,;\\[\\]|^`{}\"<>é中-]{0,40}",
+        ) {
+            let path_and_query = format!("/{tail}");
+            let bases = Bases::default();
+            let fast = bases.url(base, &path_and_query).unwrap();
+            let again = bases.url(base, &path_and_query).unwrap();
+            let whole = whole_parse(base, &path_and_query).unwrap();
+            proptest::prop_assert_eq!(fast.as_str(), whole.as_str());
+            proptest::prop_assert_eq!(again.as_str(), whole.as_str());
+        }
+    }
+
+    #[test]
+    fn an_endpoint_with_a_query_of_its_own_is_parsed_whole() {
+        let bases = Bases::default();
+        let endpoint = "https://example.openai.azure.com/openai?api-version=2024-10-21";
+        let url = bases.url(endpoint, "/chat/completions").unwrap();
+        assert_eq!(url.as_str(), whole_parse(endpoint, "/chat/completions").unwrap().as_str());
+        assert!(bases.url("not a url", "/x").is_err());
+    }
 
     #[test]
     fn a_certificate_error_is_found_inside_an_io_error() {
