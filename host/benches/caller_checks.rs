@@ -24,9 +24,13 @@ use axum::body::Body;
 use axum::http::Request;
 use tower::ServiceExt;
 use weir_host::admission::InProcessStore;
-use weir_host::identity::{KeyRing, hash_of};
+use weir_host::identity::KeyRing;
 use weir_host::{Config, Weir};
 use weir_tests::FakeUpstream;
+
+#[path = "support/keys.rs"]
+mod keys;
+use keys::key_lines;
 
 const TOKEN: &str = "weir-bench-token-0123456789abcdef0123456789abcdef";
 const ROUNDS: u32 = 20;
@@ -50,15 +54,6 @@ output_tokens = 20
 
 fn weir(config: Config) -> Weir {
     Weir::builder().config(config).providers_dir("/nonexistent-weir-bench-providers").build().expect("weir")
-}
-
-fn key_lines(count: usize) -> String {
-    (0..count)
-        .map(|i| {
-            let token = if i == count - 1 { TOKEN.to_owned() } else { format!("weir-other-{i}") };
-            format!("[[key]]\nid = \"k{i}\"\nmember = \"m{i}\"\nhash = \"{}\"\n", hash_of(&token))
-        })
-        .collect()
 }
 
 async fn call(router: &axum::Router, token: Option<&str>) {
@@ -123,7 +118,7 @@ fn report(what: &str, without: Duration, with: Duration) {
 }
 
 fn authenticate_alone(keys: usize) -> Duration {
-    let entries = weir(config("http://127.0.0.1:9", &key_lines(keys))).config().keys.clone();
+    let entries = weir(config("http://127.0.0.1:9", &key_lines(keys, TOKEN))).config().keys.clone();
     let ring = KeyRing::new(&entries, None, &InProcessStore).expect("ring");
     let iterations = 20_000;
     let started = Instant::now();
@@ -138,7 +133,7 @@ fn main() {
     runtime.block_on(async {
         let upstream = FakeUpstream::start().await;
         let open = weir_host::server::router(weir(config(&upstream.base_url(), "")));
-        let keyed_weir = weir(config(&upstream.base_url(), &key_lines(10)));
+        let keyed_weir = weir(config(&upstream.base_url(), &key_lines(10, TOKEN)));
         let keyed = weir_host::server::router(keyed_weir.clone());
         for _ in 0..CALLS_PER_ROUND {
             call(&open, None).await;

@@ -35,11 +35,14 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::Request;
 use tower::ServiceExt;
-use weir_host::identity::hash_of;
 use weir_host::plugin::{PluginEngine, Provider, ProviderRegistry};
 use weir_host::types as host;
 use weir_host::{Config, Weir};
 use weir_tests::{FakeUpstream, Scripted, openai_wire};
+
+#[path = "support/keys.rs"]
+mod keys;
+use keys::key_lines;
 
 const TOKEN: &str = "weir-bench-token-0123456789abcdef0123456789abcdef";
 const ROUNDS: usize = 30;
@@ -71,17 +74,8 @@ fn model_lines(endpoint: &str, count: usize) -> String {
         .collect()
 }
 
-fn key_lines(count: usize) -> String {
-    (0..count)
-        .map(|i| {
-            let token = if i == count - 1 { TOKEN.to_owned() } else { format!("weir-other-{i}") };
-            format!("[[key]]\nid = \"k{i}\"\nmember = \"m{i}\"\nhash = \"{}\"\n", hash_of(&token))
-        })
-        .collect()
-}
-
 fn router(endpoint: &str, models: usize, keys: usize) -> axum::Router {
-    let toml = format!("{}{}", model_lines(endpoint, models), key_lines(keys));
+    let toml = format!("{}{}", model_lines(endpoint, models), key_lines(keys, TOKEN));
     let config = Config::from_toml(&toml, "growth bench").expect("config");
     let weir = Weir::builder().config(config).providers_dir("/nonexistent-weir-bench-providers").build().expect("weir");
     weir_host::server::router(weir)

@@ -31,6 +31,7 @@ pub mod compliance;
 mod error;
 pub mod identity;
 pub mod ledger;
+mod memo;
 pub mod metrics;
 pub mod plugin;
 pub mod reach;

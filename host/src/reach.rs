@@ -19,13 +19,13 @@
 //! [`check_final`] applies 2 and 3 to the URL a call really uses, after the
 //! AWS region has been filled in.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, LazyLock};
 
 use serde::Serialize;
 
 use crate::catalog::ModelSpec;
+use crate::memo::Memo;
 use crate::types::{CredentialShape, ProviderInfo};
 
 /// The placeholder an endpoint may carry for the resolved AWS region, e.g.
@@ -202,23 +202,12 @@ enum Scheme {
 /// facts depend on the URL alone; the rules that read them (an entry's
 /// `allow_http`, its signing) are applied on every call. Bounded: beyond
 /// [`ENDPOINTS_KEPT`] distinct URLs it starts over.
-static ENDPOINTS: std::sync::LazyLock<std::sync::RwLock<HashMap<String, Option<Arc<EndpointFacts>>>>> =
-    std::sync::LazyLock::new(Default::default);
+static ENDPOINTS: LazyLock<Memo<Option<Arc<EndpointFacts>>>> = LazyLock::new(|| Memo::new(ENDPOINTS_KEPT));
 
 const ENDPOINTS_KEPT: usize = 4_096;
 
 fn endpoint_facts(url: &str) -> Option<Arc<EndpointFacts>> {
-    let known = ENDPOINTS.read().unwrap_or_else(PoisonError::into_inner).get(url).cloned();
-    if let Some(facts) = known {
-        return facts;
-    }
-    let facts = parse_facts(url).map(Arc::new);
-    let mut endpoints = ENDPOINTS.write().unwrap_or_else(PoisonError::into_inner);
-    if endpoints.len() >= ENDPOINTS_KEPT {
-        endpoints.clear();
-    }
-    endpoints.insert(url.to_owned(), facts.clone());
-    facts
+    ENDPOINTS.get_or_insert_with(url, || parse_facts(url).map(Arc::new))
 }
 
 fn parse_facts(url: &str) -> Option<EndpointFacts> {

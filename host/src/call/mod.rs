@@ -299,7 +299,7 @@ impl<'w> Running<'w> {
     /// ledger: until it is committed).
     pub(super) async fn close(&mut self, ending: Ending) -> Result<(), WeirError> {
         let record = self.record(ending);
-        settle(self.tally.hold.take(), &record);
+        settle(self.tally.hold.take(), &record, true);
         commit(self.weir.observers(), record).await
     }
 
@@ -332,10 +332,7 @@ impl Drop for Running<'_> {
             notes.push("usage_unknown_caller_left");
         }
         let record = self.record(Ending { category: "client_left".to_owned(), notes, ..Ending::default() });
-        match self.tally.hold.take() {
-            Some(hold) if sent => hold.settle_at_worst(),
-            hold => settle(hold, &record),
-        }
+        settle(self.tally.hold.take(), &record, !sent);
         // Handed over now (the ledger queues its row); nobody is left to wait
         // for the acknowledgement.
         drop(self.weir.observers().closed(&Arc::new(record)));
@@ -343,10 +340,14 @@ impl Drop for Running<'_> {
 }
 
 /// Replaces a budget hold with what the record says the call spent (every
-/// attempt), before the record is committed.
-fn settle(hold: Option<crate::budget::Hold>, record: &CallRecord) {
-    if let Some(hold) = hold {
-        hold.settle(crate::budget::Spend::of(&record.usage, record.cost_usd));
+/// attempt), before the record is committed; with its worst case when the
+/// record cannot say (`usage_known` false: a request left and what it spent
+/// was never reported), never with zero.
+fn settle(hold: Option<crate::budget::Hold>, record: &CallRecord, usage_known: bool) {
+    match hold {
+        Some(hold) if usage_known => hold.settle(crate::budget::Spend::of(&record.usage, record.cost_usd)),
+        Some(hold) => hold.settle_at_worst(),
+        None => {}
     }
 }
 

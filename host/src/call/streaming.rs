@@ -550,10 +550,7 @@ impl StreamRecord {
             notes,
         };
         let record = log.close(resolved.as_ref(), attempts, ending);
-        match hold {
-            Some(hold) if !reported => hold.settle_at_worst(),
-            hold => super::settle(hold, &record),
-        }
+        super::settle(hold, &record, reported);
         super::commit(&observers, record).await
     }
 }

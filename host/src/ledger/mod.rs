@@ -122,18 +122,17 @@ impl Ledger {
             }
             Err(error) => Err(WriteError::from(format!("cannot encode the record: {error}"))),
         };
-        if sent.is_ok() && answer.is_none() {
-            return acknowledged();
-        }
+        let answer = match (sent, answer) {
+            (Ok(()), None) => return acknowledged(),
+            (Ok(()), Some(answer)) => Ok(answer),
+            (Err(reason), _) => Err(reason),
+        };
         let call_id = call_id.to_owned();
         let on_error = self.on_error;
         Box::pin(async move {
-            let outcome = match (sent, answer) {
-                (Ok(()), Some(answer)) => {
-                    answer.await.unwrap_or_else(|_| Err(WriteError::from("the ledger's writer has stopped")))
-                }
-                (Ok(()), None) => Ok(()),
-                (Err(reason), _) => Err(reason),
+            let outcome = match answer {
+                Ok(answer) => answer.await.unwrap_or_else(|_| Err(WriteError::from("the ledger's writer has stopped"))),
+                Err(reason) => Err(reason),
             };
             match (outcome, on_error) {
                 (Ok(()), _) => Ok(()),

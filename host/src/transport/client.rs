@@ -1,14 +1,14 @@
 //! The one HTTP client. It owns sockets, TLS, pooling and timeouts, and never
 //! retries: the call layer's retry loop is the only one.
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::credentials::Credential;
+use crate::memo::Memo;
 use crate::types::{HttpRequest, HttpResponse};
 
 /// Headers the transport owns; a component may not set them.
@@ -159,10 +159,16 @@ impl HttpClient {
 /// which gives the same URL (property-tested below); an endpoint with a query
 /// or fragment of its own takes the whole parse. Bounded: beyond
 /// [`BASES_KEPT`] endpoints it starts over.
-#[derive(Debug, Default)]
-struct Bases(RwLock<HashMap<String, Option<reqwest::Url>>>);
+#[derive(Debug)]
+struct Bases(Memo<Option<reqwest::Url>>);
 
 const BASES_KEPT: usize = 4_096;
+
+impl Default for Bases {
+    fn default() -> Self {
+        Self(Memo::new(BASES_KEPT))
+    }
+}
 
 impl Bases {
     fn url(&self, endpoint: &str, path_and_query: &str) -> Result<reqwest::Url, TransportError> {
@@ -170,26 +176,22 @@ impl Bases {
         // and controls; setting a path keeps them. Such a path is parsed whole.
         let trimmed_by_parsing =
             path_and_query.contains(['\t', '\n', '\r']) || path_and_query.ends_with(|c: char| c <= ' ');
+        if trimmed_by_parsing {
+            return whole_parse(endpoint, path_and_query);
+        }
         match self.base(endpoint) {
-            Some(base) if !trimmed_by_parsing => Ok(on_base(base, path_and_query)),
-            Some(_) | None => whole_parse(endpoint, path_and_query),
+            Some(base) => Ok(on_base(base, path_and_query)),
+            None => whole_parse(endpoint, path_and_query),
         }
     }
 
     /// The endpoint parsed, when the fast path applies to it.
     fn base(&self, endpoint: &str) -> Option<reqwest::Url> {
-        if let Some(known) = self.0.read().unwrap_or_else(PoisonError::into_inner).get(endpoint) {
-            return known.clone();
-        }
-        let base = reqwest::Url::parse(endpoint.trim_end_matches('/'))
-            .ok()
-            .filter(|url| url.query().is_none() && url.fragment().is_none() && !url.cannot_be_a_base());
-        let mut bases = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if bases.len() >= BASES_KEPT {
-            bases.clear();
-        }
-        bases.insert(endpoint.to_owned(), base.clone());
-        base
+        self.0.get_or_insert_with(endpoint, || {
+            reqwest::Url::parse(endpoint.trim_end_matches('/'))
+                .ok()
+                .filter(|url| url.query().is_none() && url.fragment().is_none() && !url.cannot_be_a_base())
+        })
     }
 }
 
