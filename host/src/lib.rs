@@ -65,7 +65,7 @@ use plugin::{PluginEngine, ProviderRegistry};
 use record::{CallObserver, Observers};
 use routing::{DefaultPicker, ModelPicker, Roles};
 use transport::{
-    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretStore, TransportSettings,
+    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretCache, SecretStore, TransportSettings,
 };
 
 /// Why a [`Weir`] could not be built.
@@ -106,6 +106,8 @@ struct Inner {
     engine: PluginEngine,
     transport: HttpClient,
     secrets: Arc<dyn SecretStore>,
+    /// The secrets read from `secrets`, kept between calls (see [`SecretCache`]).
+    secret_cache: SecretCache,
     /// The secret ids the configuration names: the only ones `secrets` is asked for.
     secret_ids: ConfiguredIds,
     /// AWS's default chains, asked once and cached (credentials until they near expiry).
@@ -373,7 +375,13 @@ impl Weir {
     /// components' defaults as loaded now, and the AWS ids.
     pub(crate) fn secrets(&self) -> ScopedSecrets<'_> {
         let trusted = Arc::clone(self.registry().trusted_credential_ids());
-        self.inner.secret_ids.scope(self.inner.secrets.as_ref(), trusted)
+        self.inner.secret_ids.scope(self.inner.secrets.as_ref(), &self.inner.secret_cache, trusted)
+    }
+
+    /// Drops the kept secret under `credential_id`: an upstream rejected it, so
+    /// the next call reads the store again.
+    pub(crate) fn forget_secret(&self, credential_id: &str) {
+        self.inner.secret_cache.forget(credential_id);
     }
 
     pub(crate) fn aws_identity(&self) -> &AwsIdentity {
@@ -394,6 +402,7 @@ pub struct WeirBuilder {
     providers_dir: Option<PathBuf>,
     cache_dir: Option<Option<PathBuf>>,
     secrets: Option<Arc<dyn SecretStore>>,
+    secret_refresh: Option<Duration>,
     rate_store: Option<Arc<dyn RateStore>>,
     transport: Option<TransportSettings>,
     compliance: Option<ComplianceEnvelope>,
@@ -453,6 +462,15 @@ impl WeirBuilder {
     /// Where secrets come from (default: environment variables).
     pub fn secret_store(mut self, store: Arc<dyn SecretStore>) -> Self {
         self.secrets = Some(store);
+        self
+    }
+
+    /// How long a secret read from the store is used before it is read again
+    /// (default [`transport::DEFAULT_SECRET_REFRESH`]; `Duration::ZERO` reads
+    /// the store on every call). A secret an upstream rejects is read again on
+    /// the next call whatever this is.
+    pub fn secret_refresh(mut self, refresh: Duration) -> Self {
+        self.secret_refresh = Some(refresh);
         self
     }
 
@@ -547,6 +565,7 @@ impl WeirBuilder {
             engine,
             transport,
             secrets,
+            secret_cache: SecretCache::new(self.secret_refresh.unwrap_or(transport::DEFAULT_SECRET_REFRESH)),
             secret_ids,
             aws: AwsIdentity::default(),
             compliance,

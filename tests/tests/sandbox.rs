@@ -25,7 +25,7 @@ fn cache() -> std::path::PathBuf {
 fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
     let mut toml = String::new();
-    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide"] {
+    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide", "memory"] {
         toml.push_str(&format!(
             "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 10000\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
@@ -152,6 +152,31 @@ async fn the_environment_is_empty_inside_a_component() {
     let sent =
         upstream.received().into_iter().find(|r| r.json()["model"] == "hostile").expect("the env call went upstream");
     assert_eq!(sent.json()["messages"][0]["content"], "", "the component saw environment variables");
+}
+
+/// `hostile-memory` sends upstream whatever an earlier call left in its
+/// memory, then keeps its own caller's text: every call gets a fresh instance,
+/// so no caller ever sees another's prompt, one after another or at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_calls_never_share_an_instances_memory() {
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let say = |text: String| weir.chat(ChatRequest::new("memory", Conversation::user(text)));
+    say("alice's secret plan".to_owned()).await.unwrap();
+    say("bob's question".to_owned()).await.unwrap();
+    let at_once = (0..16).map(|i| say(format!("caller {i}'s prompt")));
+    for answer in futures_util::future::join_all(at_once).await {
+        answer.unwrap();
+    }
+    let sent: Vec<_> = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.json()["model"] == "hostile")
+        .map(|r| r.json()["messages"][0]["content"].clone())
+        .collect();
+    assert_eq!(sent.len(), 18);
+    assert!(sent.iter().all(|found| found == ""), "a call found an earlier caller's text: {sent:?}");
 }
 
 #[tokio::test]

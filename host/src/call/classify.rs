@@ -19,6 +19,12 @@ pub(super) fn failure(
         Err(source) => return WeirError::Plugin { model: model.clone(), source },
     };
     let (class, retry_hint, detail) = split(class);
+    if class == UpstreamClass::Authentication
+        && let Some(credential) = &target.credential_id
+    {
+        // The kept value may be one rotated away: the next call reads the store.
+        target.weir.forget_secret(credential);
+    }
     tracing::warn!(
         model = %model,
         provider = target.provider.key(),

@@ -2,17 +2,19 @@
 //! declares the shape (header name and prefix, or SigV4); it never sees a value.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::aws::{AwsIdentity, SigV4};
 use crate::types::CredentialShape;
 
-/// A secret value. Its `Debug` never prints it.
+/// A secret value. Its `Debug` never prints it. Shared, so a kept secret is
+/// handed to a call without copying it.
 #[derive(Clone)]
-pub struct Secret(String);
+pub struct Secret(Arc<str>);
 
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
+        Self(Arc::from(value.into()))
     }
 
     pub fn expose(&self) -> &str {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::aws::{ACCESS_KEY_ID, REGION_ID};
 use super::credentials::{Secret, SecretStore};
+use super::secret_cache::SecretCache;
 
 /// The ids the configuration itself names (fixed for a built `Weir`).
 #[derive(Debug, Clone, Default)]
@@ -34,9 +35,14 @@ impl ConfiguredIds {
     }
 
     /// The store, answering only these ids and `trusted` (the trusted
-    /// components' default ids as loaded now).
-    pub fn scope<'a>(&'a self, store: &'a dyn SecretStore, trusted: Arc<BTreeSet<String>>) -> ScopedSecrets<'a> {
-        ScopedSecrets { store, configured: &self.ids, trusted }
+    /// components' default ids as loaded now), through `cache`.
+    pub fn scope<'a>(
+        &'a self,
+        store: &'a dyn SecretStore,
+        cache: &'a SecretCache,
+        trusted: Arc<BTreeSet<String>>,
+    ) -> ScopedSecrets<'a> {
+        ScopedSecrets { store, cache, configured: &self.ids, trusted }
     }
 }
 
@@ -44,6 +50,7 @@ impl ConfiguredIds {
 #[derive(Debug, Clone)]
 pub struct ScopedSecrets<'a> {
     store: &'a dyn SecretStore,
+    cache: &'a SecretCache,
     configured: &'a BTreeSet<String>,
     trusted: Arc<BTreeSet<String>>,
 }
@@ -68,7 +75,8 @@ impl SecretStore for ScopedSecrets<'_> {
             self.refuse(credential_id);
             return None;
         }
-        self.store.get(credential_id).filter(|secret| !secret.expose().is_empty())
+        let read = || self.store.get(credential_id).filter(|secret| !secret.expose().is_empty());
+        self.cache.get(credential_id, read)
     }
 
     fn location(&self, credential_id: &str) -> String {
@@ -93,6 +101,8 @@ impl SecretStore for ScopedSecrets<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// A store that answers every id (as the environment store would) with a
@@ -115,7 +125,8 @@ mod tests {
     fn only_configured_and_trusted_ids_reach_the_store() {
         let configured = ConfiguredIds::new(["openai-api-key", "empty"]);
         let trusted = Arc::new(BTreeSet::from(["anthropic-api-key".to_owned()]));
-        let scoped = configured.scope(&Everything, trusted);
+        let cache = SecretCache::new(Duration::ZERO);
+        let scoped = configured.scope(&Everything, &cache, trusted);
         assert_eq!(scoped.get("openai-api-key").unwrap().expose(), "value-of-openai-api-key");
         assert_eq!(scoped.get("anthropic-api-key").unwrap().expose(), "value-of-anthropic-api-key");
         assert_eq!(scoped.get(REGION_ID).unwrap().expose(), "value-of-aws-region");
@@ -129,7 +140,8 @@ mod tests {
     #[test]
     fn an_empty_value_is_unset_whatever_the_store() {
         let configured = ConfiguredIds::new(["empty"]);
-        let scoped = configured.scope(&Everything, Arc::default());
+        let cache = SecretCache::new(Duration::ZERO);
+        let scoped = configured.scope(&Everything, &cache, Arc::default());
         assert!(scoped.get("empty").is_none());
         assert!(scoped.get_pair("empty").is_none());
     }

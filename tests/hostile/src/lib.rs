@@ -4,14 +4,16 @@
 #![allow(clippy::panic, reason = "panicking is one of the misbehaviours under test")]
 #![allow(unsafe_code, reason = "handing the host a string that is not UTF-8 is one of the misbehaviours under test")]
 
+use std::sync::{Mutex, PoisonError};
+
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, ErrorClass, HttpRequest, HttpResponse,
-    PreparedConversation, ProviderInfo, StopReason, StreamDelta, StreamEvent, StreamFraming,
+    CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HttpRequest,
+    HttpResponse, PreparedConversation, ProviderInfo, StopReason, StreamDelta, StreamEvent, StreamFraming,
 };
 
 /// Each key's misbehaviour in `encode`.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 10] = [
     "hostile-loop",
     "hostile-alloc",
     "hostile-panic",
@@ -21,6 +23,7 @@ pub const KEYS: [&str; 9] = [
     "hostile-utf8",
     "hostile-huge",
     "hostile-wide",
+    "hostile-memory",
 ];
 
 /// The wire id `describe.serves` panics on, for every key: the catalog's load
@@ -60,8 +63,9 @@ impl ChatProvider for Hostile {
         wire_id != NOT_SERVED
     }
 
-    fn encode(provider: &str, _: PreparedConversation, _: CallParams) -> Result<HttpRequest, CodecError> {
+    fn encode(provider: &str, conversation: PreparedConversation, _: CallParams) -> Result<HttpRequest, CodecError> {
         let found = match provider {
+            "hostile-memory" => remember(&conversation),
             "hostile-loop" => spin(),
             "hostile-alloc" => hoard(),
             "hostile-panic" => panic!("hostile component panicked on purpose"),
@@ -92,7 +96,7 @@ impl ChatProvider for Hostile {
         let version = if cfg!(feature = "v2") { "v2:" } else { "v1:" };
         let text = format!("{version}{}", String::from_utf8_lossy(&response.body));
         Ok(ChatResponse {
-            content: vec![weir_sdk::types::ContentBlock::Text(text)],
+            content: vec![ContentBlock::Text(text)],
             stop_reason: StopReason::EndTurn,
             raw_stop_reason: None,
             usage: None,
@@ -105,6 +109,25 @@ impl ChatProvider for Hostile {
     fn classify(_: &str, response: HttpResponse) -> ErrorClass {
         ErrorClass::Uncorrectable(format!("HTTP {}", response.status))
     }
+}
+
+/// What `hostile-memory` keeps in its linear memory between calls, if an
+/// instance outlived one: the user text of the call before.
+static REMEMBERED: Mutex<String> = Mutex::new(String::new());
+
+/// Keeps this call's user text and answers what an earlier call left behind:
+/// with a fresh instance per call, always nothing.
+fn remember(conversation: &PreparedConversation) -> String {
+    let mine: String = conversation
+        .turns
+        .iter()
+        .flat_map(|turn| &turn.content)
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    std::mem::replace(&mut *REMEMBERED.lock().unwrap_or_else(PoisonError::into_inner), mine)
 }
 
 /// A `String` whose bytes are not UTF-8: what a component in a language without
@@ -162,3 +185,32 @@ impl weir_sdk::StreamDecoder for NoStream {
 }
 
 weir_sdk::export_provider!(Hostile);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_sdk::types::{Turn, TurnRole};
+
+    fn said(text: &str) -> PreparedConversation {
+        PreparedConversation {
+            system: vec![],
+            cache_system: false,
+            turns: vec![Turn {
+                role: TurnRole::User,
+                content: vec![ContentBlock::Text(text.to_owned())],
+                cache: false,
+            }],
+            tools: vec![],
+            tool_choice: None,
+        }
+    }
+
+    /// The probe works: one instance that served two calls would hand the
+    /// second the first's text (so an empty answer through the host means a
+    /// fresh instance, not a broken probe).
+    #[test]
+    fn one_memory_that_outlived_a_call_hands_its_text_on() {
+        assert_eq!(remember(&said("first caller")), "");
+        assert_eq!(remember(&said("second caller")), "first caller");
+    }
+}
