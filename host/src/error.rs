@@ -74,6 +74,9 @@ pub enum Category {
     /// The call's worst case is above a per-call ceiling (`max_call_tokens`,
     /// `max_call_usd`): nothing was sent; a smaller call may pass.
     CallBudgetExceeded,
+    /// The fleet's shared limits (Redis) cannot be reached and
+    /// `[fleet] on_shared_error = "refuse"`: nothing was sent; retry shortly.
+    SharedStateUnavailable,
 }
 
 impl Category {
@@ -110,6 +113,7 @@ impl Category {
             Self::RoleUnavailable => "role_unavailable",
             Self::BudgetExhausted => "budget_exhausted",
             Self::CallBudgetExceeded => "call_budget_exceeded",
+            Self::SharedStateUnavailable => "shared_state_unavailable",
         }
     }
 
@@ -131,7 +135,8 @@ impl Category {
             | Self::ProviderUnavailable
             | Self::GatewayBusy
             | Self::LedgerUnavailable
-            | Self::RoleUnavailable => 503,
+            | Self::RoleUnavailable
+            | Self::SharedStateUnavailable => 503,
             Self::UpstreamUnavailable | Self::UpstreamError | Self::ProviderEmptyResponseExhausted => 502,
             Self::Timeout => 504,
             Self::ProviderFault => 500,
@@ -424,6 +429,7 @@ impl WeirError {
                 // The gateway's own queue for this model is full: the same advice
                 // as an upstream overload (come back later), with a `retry-after`.
                 AdmissionError::QueueFull { .. } => Category::Overloaded,
+                AdmissionError::SharedStateUnavailable { .. } => Category::SharedStateUnavailable,
             },
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
@@ -465,6 +471,7 @@ impl WeirError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Admission(AdmissionError::QueueFull { retry_after, .. }) => Some(*retry_after),
+            Self::Admission(AdmissionError::SharedStateUnavailable { .. }) => Some(crate::fleet::RETRY_AFTER_OUTAGE),
             // Whole seconds, rounded up: a client that waits them finds the budget reset.
             Self::BudgetExhausted { resets_in, .. } => {
                 Some(Duration::from_secs(resets_in.as_secs() + u64::from(resets_in.subsec_nanos() > 0)))

@@ -29,6 +29,7 @@ mod chat;
 pub mod check;
 pub mod compliance;
 mod error;
+pub mod fleet;
 pub mod identity;
 pub mod ledger;
 mod memo;
@@ -510,7 +511,18 @@ impl WeirBuilder {
             ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
                 .map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &mut registry)?;
-        let rate_store = self.rate_store.unwrap_or_else(|| Arc::new(InProcessStore));
+        let metrics = Metrics::new(&config.metrics, &catalog);
+        let rate_store = match (self.rate_store, &config.fleet) {
+            (Some(store), _) => store,
+            (None, Some(fleet)) => {
+                let meter: Arc<dyn fleet::FleetMeter> = Arc::new(metrics.clone());
+                Arc::new(
+                    fleet::RedisStore::new(fleet, Some(meter))
+                        .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?,
+                )
+            }
+            (None, None) => Arc::new(InProcessStore),
+        };
         let admission = Admission::new(&catalog, rate_store.as_ref());
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
@@ -524,7 +536,6 @@ impl WeirBuilder {
         // waits for), the metrics, the spans when `[telemetry]` names a
         // collector (their exporter starts on the first record's tokio
         // runtime: `build` itself needs none) — then the builder's.
-        let metrics = Metrics::new(&config.metrics, &catalog);
         let meter = metrics.ledger_meter();
         let ledger =
             ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));

@@ -18,6 +18,8 @@ pub mod fake_upstream;
 pub mod gateway;
 pub mod openai_wire;
 pub mod python;
+pub mod redis_server;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
 pub use gateway::{Gateway, run_cli, serve_router, weir_binary};
+pub use redis_server::RedisServer;

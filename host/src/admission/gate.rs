@@ -51,6 +51,10 @@ pub enum AdmissionError {
         retry_after.as_secs()
     )]
     QueueFull { model: String, lane: Lane, max_queue: u32, retry_after: Duration },
+    /// The fleet's shared limits cannot be read, and the declared policy is to
+    /// refuse rather than risk overspending them.
+    #[error("model `{model}`: the fleet's shared limits are unreachable, and the policy is to refuse")]
+    SharedStateUnavailable { model: String },
 }
 
 /// One model's admission queues.
@@ -217,6 +221,10 @@ impl ModelGate {
                 self.release_permit();
                 Some(Err(self.never(shortfall)))
             }
+            Verdict::Unavailable => {
+                self.release_permit();
+                Some(Err(self.unavailable()))
+            }
         }
     }
 
@@ -311,6 +319,10 @@ impl ModelGate {
         AdmissionError::NeverFits { model: self.model.clone(), shortfall }
     }
 
+    fn unavailable(&self) -> AdmissionError {
+        AdmissionError::SharedStateUnavailable { model: self.model.clone() }
+    }
+
     fn deadline_before_fit(&self, at: Instant) -> AdmissionError {
         let wait = at.saturating_duration_since(Instant::now());
         AdmissionError::DeadlineBeforeFit { model: self.model.clone(), wait }
@@ -354,6 +366,10 @@ impl Parked {
                 Verdict::Never(shortfall) => {
                     self.return_tentative_permit();
                     return Err(self.gate.never(shortfall));
+                }
+                Verdict::Unavailable => {
+                    self.return_tentative_permit();
+                    return Err(self.gate.unavailable());
                 }
             }
         }

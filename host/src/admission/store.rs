@@ -101,6 +101,9 @@ pub enum Verdict {
     /// current throttle).
     NotBefore(Instant),
     Never(Shortfall),
+    /// The store cannot answer (a shared store that is out, whose declared
+    /// policy is to refuse): nothing was taken.
+    Unavailable,
 }
 
 /// An upstream's verdict, fed to the throttle.

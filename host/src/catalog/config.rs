@@ -72,6 +72,9 @@ pub struct Config {
     pub attempt_timeout_secs: Option<u64>,
     /// `[ledger]`: the durable record of every call.
     pub ledger: Option<LedgerSettings>,
+    /// `[fleet]`: the limits shared by several gateways (Redis). Absent: this
+    /// process's memory holds them.
+    pub fleet: Option<crate::fleet::FleetSettings>,
     /// `[metrics]`: the Prometheus exposition.
     #[serde(default)]
     pub metrics: MetricsSettings,

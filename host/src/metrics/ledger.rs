@@ -1,9 +1,11 @@
-//! The ledger writer's own health: how long a batch takes to commit, how large
-//! batches are, and how many could not be written.
+//! The ledger writer's own health (how long a batch takes to commit, how large
+//! batches are, and how many could not be written), and the fleet's shared
+//! state's failures.
 
 use std::time::Duration;
 
 use super::Metrics;
+use crate::fleet::FleetMeter;
 use crate::ledger::LedgerMeter;
 
 impl LedgerMeter for Metrics {
@@ -16,5 +18,11 @@ impl LedgerMeter for Metrics {
 
     fn failed(&self, _records: usize) {
         self.inner.series.ledger_failures.inc();
+    }
+}
+
+impl FleetMeter for Metrics {
+    fn shared_state_failed(&self) {
+        self.inner.series.shared_state_failures.inc();
     }
 }

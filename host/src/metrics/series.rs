@@ -33,6 +33,7 @@ pub(super) struct Series {
     pub(super) ledger_commit: Histogram,
     pub(super) ledger_batch: Histogram,
     pub(super) ledger_failures: Counter,
+    pub(super) shared_state_failures: Counter,
 }
 
 /// A model call: from a fast cached answer to a long reasoning run.
@@ -70,6 +71,7 @@ impl Series {
             ledger_commit: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
             ledger_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
             ledger_failures: Counter::default(),
+            shared_state_failures: Counter::default(),
         };
         let r = registry;
         r.register("calls", "Calls closed, by outcome category", series.calls.clone());
@@ -116,6 +118,11 @@ impl Series {
         );
         r.register("ledger_batch_records", "Records per committed ledger batch", series.ledger_batch.clone());
         r.register("ledger_failures", "Ledger batches that could not be written", series.ledger_failures.clone());
+        r.register(
+            "shared_state_failures",
+            "Operations on the fleet's shared state (Redis) that failed and took the declared policy",
+            series.shared_state_failures.clone(),
+        );
         series
     }
 }

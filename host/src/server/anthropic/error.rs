@@ -79,7 +79,8 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::ProviderFault
         | Category::ProviderEmptyResponseExhausted
         | Category::LedgerUnavailable
-        | Category::RoleUnavailable => "api_error",
+        | Category::RoleUnavailable
+        | Category::SharedStateUnavailable => "api_error",
     }
 }
 

@@ -1,0 +1,73 @@
+//! A fleet of gateways sharing one set of limits: each model's (and caller
+//! key's) request and token buckets and its throttle coefficient live in Redis
+//! (`[fleet] redis_url`), taken whole-demand by one atomic script
+//! (`account.lua`, the in-process arithmetic to the unit), so N gateways admit
+//! what one would. The queues, the parking and the concurrency permits stay
+//! each gateway's own.
+//!
+//! When Redis cannot be reached, the declared policy decides
+//! (`on_shared_error`): `refuse` answers the call `shared_state_unavailable`
+//! (503) before anything is sent; `local` admits against this gateway's share
+//! of each limit (`1 / fleet_size`, rounded down) in memory. Either way the
+//! failure is logged and counted (`weir_shared_state_failures_total`), and
+//! Redis is tried again after [`RETRY_AFTER_OUTAGE`], so its return restores
+//! the shared state without a restart.
+
+mod redis_store;
+
+use serde::Deserialize;
+
+pub use redis_store::{RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
+
+/// `[fleet]`: where the fleet's shared state lives.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSettings {
+    /// `redis://[user:password@]host:port[/db]` (`rediss://` for TLS is not
+    /// built in). The password never appears in a log or message.
+    pub redis_url: String,
+    /// What a call meets while Redis cannot be reached (default `refuse`).
+    #[serde(default)]
+    pub on_shared_error: SharedErrorPolicy,
+    /// How many gateways share the limits: under `local`, each admits
+    /// `1 / fleet_size` of every limit. Required with `local`.
+    pub fleet_size: Option<u32>,
+    /// The prefix of every key Weir writes (default `weir`): fleets sharing one
+    /// Redis keep apart by it.
+    pub key_prefix: Option<String>,
+}
+
+/// `on_shared_error`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SharedErrorPolicy {
+    /// Calls answer `shared_state_unavailable` (503): no gateway can overspend.
+    #[default]
+    Refuse,
+    /// Each gateway admits its share (`1 / fleet_size`) of every limit alone.
+    Local,
+}
+
+/// Counts the shared state's failures (the metrics implement it).
+pub trait FleetMeter: Send + Sync {
+    fn shared_state_failed(&self);
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redacted(url: &str) -> String {
+    match url.split_once("://").and_then(|(scheme, rest)| rest.split_once('@').map(|(_, host)| (scheme, host))) {
+        Some((scheme, host)) => format!("{scheme}://<credentials>@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_with_credentials_is_redacted() {
+        assert_eq!(redacted("redis://user:pw@10.0.0.1:6379/0"), "redis://<credentials>@10.0.0.1:6379/0");
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}

@@ -1,0 +1,418 @@
+//! The [`RateStore`] whose accounts live in Redis. Each operation is one
+//! `EVALSHA` of `account.lua` on one auto-reconnecting multiplexed connection
+//! shared by every account of the gateway; the script reads the clock
+//! (Redis's `TIME`) itself, so the gateways' clocks need not agree.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::time::Instant;
+
+use super::{FleetMeter, FleetSettings, SharedErrorPolicy, redacted};
+use crate::admission::{
+    Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, RateAccount, RateStore, Shortfall,
+    Verdict,
+};
+
+/// After a failed operation, how long calls take the policy without asking
+/// Redis; the first call after it asks again.
+pub const RETRY_AFTER_OUTAGE: Duration = Duration::from_secs(1);
+/// The longest one operation may take (connecting included) before it counts
+/// as a failure: admission must not hang on a Redis that stopped answering.
+const OPERATION_TIMEOUT: Duration = Duration::from_millis(750);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+const SCRIPT: &str = include_str!("account.lua");
+
+/// The fleet's accounts, in Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: redis::Client,
+    /// Made on the first operation (inside the runtime, which a builder
+    /// called outside one lacks), and again after a failed first connect.
+    connection: tokio::sync::OnceCell<ConnectionManager>,
+    script: redis::Script,
+    prefix: String,
+    policy: SharedErrorPolicy,
+    fleet_size: u32,
+    /// Set while Redis is out: calls take the policy until this instant.
+    retry_at: Mutex<Option<Instant>>,
+    meter: Option<Arc<dyn FleetMeter>>,
+    /// The URL without its password, for the log.
+    url: String,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore").field("url", &self.shared.url).field("policy", &self.shared.policy).finish()
+    }
+}
+
+impl RedisStore {
+    /// A store on `settings.redis_url`. Connects lazily (on the first call), so
+    /// a gateway starts while Redis is still coming up; an unusable URL or a
+    /// `local` policy without a fleet size is refused here.
+    pub fn new(settings: &FleetSettings, meter: Option<Arc<dyn FleetMeter>>) -> Result<Self, String> {
+        let url = redacted(&settings.redis_url);
+        let fleet_size = match (settings.on_shared_error, settings.fleet_size) {
+            (_, Some(0)) => return Err("[fleet] fleet_size must be at least 1".to_owned()),
+            (SharedErrorPolicy::Local, None) => {
+                return Err("[fleet] on_shared_error = \"local\" needs fleet_size (each gateway's share)".to_owned());
+            }
+            (_, size) => size.unwrap_or(1),
+        };
+        let client = redis::Client::open(settings.redis_url.as_str())
+            .map_err(|error| format!("[fleet] redis_url `{url}` is not usable: {:?}", error.kind()))?;
+        let shared = Shared {
+            client,
+            connection: tokio::sync::OnceCell::new(),
+            script: redis::Script::new(SCRIPT),
+            prefix: settings.key_prefix.clone().unwrap_or_else(|| "weir".to_owned()),
+            policy: settings.on_shared_error,
+            fleet_size,
+            retry_at: Mutex::new(None),
+            meter,
+            url,
+        };
+        Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// The account under `key`, concrete (the property tests drive its
+    /// script with a clock of their own).
+    pub fn redis_account(&self, key: &str, limits: Limits) -> RedisAccount {
+        let local = (self.shared.policy == SharedErrorPolicy::Local)
+            .then(|| InProcessAccount::new(share_of(limits, self.shared.fleet_size), Instant::now()));
+        RedisAccount {
+            shared: Arc::clone(&self.shared),
+            key: format!("{}:account:{key}", self.shared.prefix),
+            limits,
+            local,
+        }
+    }
+}
+
+impl RateStore for RedisStore {
+    fn account(&self, key: &str, limits: Limits) -> Arc<dyn RateAccount> {
+        Arc::new(self.redis_account(key, limits))
+    }
+}
+
+/// One gateway's part of each limit, rounded down (a share that rounds to
+/// zero admits nothing rather than overspend).
+fn share_of(limits: Limits, fleet_size: u32) -> Limits {
+    let part = |limit: u64| limit / u64::from(fleet_size.max(1));
+    Limits { rpm: limits.rpm.map(part), tpm: limits.tpm.map(part) }
+}
+
+/// The instant the script reads as "now", instead of Redis's `TIME`: for
+/// tests that compare the script with the in-process arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptTime {
+    pub seconds: u64,
+    pub nanos: u32,
+}
+
+/// The script's answer to a take, with waits relative to its clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptVerdict {
+    Granted,
+    Wait(Duration),
+    Never(Shortfall),
+}
+
+/// One model's (or caller key's) shared account.
+pub struct RedisAccount {
+    shared: Arc<Shared>,
+    key: String,
+    limits: Limits,
+    /// This gateway's share, used while Redis is out under the `local` policy.
+    local: Option<InProcessAccount>,
+}
+
+impl std::fmt::Debug for RedisAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisAccount").field("key", &self.key).field("limits", &self.limits).finish()
+    }
+}
+
+fn limit_arg(limit: Option<u64>) -> String {
+    limit.map(|limit| limit.to_string()).unwrap_or_default()
+}
+
+fn wait_of(nanos: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+}
+
+fn unexpected(answer: &[i64]) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "unexpected answer", format!("{answer:?}")))
+}
+
+impl RedisAccount {
+    async fn invoke(&self, op: &str, at: Option<ScriptTime>, args: &[String]) -> redis::RedisResult<Vec<i64>> {
+        let mut invocation = self.shared.script.key(&self.key);
+        invocation.arg(op);
+        match at {
+            Some(at) => invocation.arg(at.seconds).arg(at.nanos),
+            None => invocation.arg("").arg(""),
+        };
+        invocation.arg(limit_arg(self.limits.rpm)).arg(limit_arg(self.limits.tpm));
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let operation = async {
+            let mut connection = self.shared.connection().await?;
+            invocation.invoke_async(&mut connection).await
+        };
+        match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
+            Ok(answer) => answer,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
+        }
+    }
+
+    fn demand_args(demand: Demand, share: Option<InteractiveShare>) -> Vec<String> {
+        let mut args = vec![demand.requests.to_string(), demand.tokens.to_string()];
+        if let Some(share) = share {
+            args.push(share.millionths().to_string());
+        }
+        args
+    }
+
+    /// Takes `demand` whole, leaving `share` of each bucket, at the script's
+    /// clock (`at`, or Redis's own).
+    pub async fn take_at(
+        &self,
+        demand: Demand,
+        share: InteractiveShare,
+        at: Option<ScriptTime>,
+    ) -> redis::RedisResult<ScriptVerdict> {
+        let answer = self.invoke("take", at, &Self::demand_args(demand, Some(share))).await?;
+        match answer.as_slice() {
+            [0] => Ok(ScriptVerdict::Granted),
+            [1, wait] => Ok(ScriptVerdict::Wait(wait_of(*wait))),
+            [2, axis, demand, limit, reserved] => {
+                let axis = if *axis == 1 { Axis::Requests } else { Axis::Tokens };
+                let number = |n: i64| u64::try_from(n).unwrap_or(0);
+                let (demand, limit, reserved) = (number(*demand), number(*limit), number(*reserved));
+                Ok(ScriptVerdict::Never(Shortfall { axis, demand, limit, reserved }))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// How long until `demand` could be supplied with `share` left.
+    pub async fn forecast_at(
+        &self,
+        demand: Demand,
+        share: InteractiveShare,
+        at: Option<ScriptTime>,
+    ) -> redis::RedisResult<Duration> {
+        match self.invoke("forecast", at, &Self::demand_args(demand, Some(share))).await?.as_slice() {
+            [wait] => Ok(wait_of(*wait)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn give_at(&self, demand: Demand, at: Option<ScriptTime>) -> redis::RedisResult<()> {
+        self.invoke("give", at, &Self::demand_args(demand, None)).await.map(|_| ())
+    }
+
+    /// Feeds the shared throttle; answers its coefficient in tenths.
+    pub async fn feedback_at(&self, signal: Feedback, at: Option<ScriptTime>) -> redis::RedisResult<i64> {
+        let signal = match signal {
+            Feedback::Backpressure(weight) => weight.to_string(),
+            Feedback::Success => "s".to_owned(),
+        };
+        match self.invoke("feedback", at, &[signal]).await?.as_slice() {
+            [tenths] => Ok(*tenths),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn coefficient_tenths(&self) -> redis::RedisResult<i64> {
+        match self.invoke("coefficient", None, &[]).await?.as_slice() {
+            [tenths] => Ok(*tenths),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+impl Shared {
+    /// The gateway's one connection (multiplexed, reconnecting by itself once made).
+    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
+        let make = || {
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                .set_number_of_retries(1)
+                .set_min_delay(Duration::from_millis(50))
+                .set_max_delay(Duration::from_millis(500));
+            ConnectionManager::new_with_config(self.client.clone(), config)
+        };
+        self.connection.get_or_try_init(make).await.cloned()
+    }
+
+    /// `operation`'s answer, or `None` when Redis is out (now, or within
+    /// [`RETRY_AFTER_OUTAGE`] of the last failure): the caller takes the policy.
+    async fn attempt<T>(&self, operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
+        let now = Instant::now();
+        let out = *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner);
+        if out.is_some_and(|retry_at| now < retry_at) {
+            return None;
+        }
+        match operation.await {
+            Ok(answer) => {
+                if out.is_some() && self.retry_at.lock().unwrap_or_else(PoisonError::into_inner).take().is_some() {
+                    tracing::warn!(redis = %self.url, "shared state reachable again: admission is shared once more");
+                }
+                Some(answer)
+            }
+            Err(error) => {
+                let first = self
+                    .retry_at
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .replace(Instant::now() + RETRY_AFTER_OUTAGE)
+                    .is_none();
+                if first {
+                    tracing::error!(redis = %self.url, policy = ?self.policy, %error, "shared state unreachable");
+                } else {
+                    tracing::debug!(redis = %self.url, %error, "shared state still unreachable");
+                }
+                if let Some(meter) = &self.meter {
+                    meter.shared_state_failed();
+                }
+                None
+            }
+        }
+    }
+}
+
+impl RateAccount for RedisAccount {
+    fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict> {
+        Box::pin(async move {
+            match self.shared.attempt(self.take_at(demand, share, None)).await {
+                Some(ScriptVerdict::Granted) => Verdict::Granted,
+                Some(ScriptVerdict::Wait(wait)) => Verdict::NotBefore(Instant::now() + wait),
+                Some(ScriptVerdict::Never(shortfall)) => Verdict::Never(shortfall),
+                None => match &self.local {
+                    Some(local) => local.try_take_reserving(demand, share).await,
+                    None => Verdict::Unavailable,
+                },
+            }
+        })
+    }
+
+    fn forecast_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Instant> {
+        Box::pin(async move {
+            match self.shared.attempt(self.forecast_at(demand, share, None)).await {
+                Some(wait) => Instant::now() + wait,
+                None => match &self.local {
+                    Some(local) => local.forecast_reserving(demand, share).await,
+                    None => Instant::now(),
+                },
+            }
+        })
+    }
+
+    /// While Redis is out under `refuse`, a give is lost: the fleet then has
+    /// fewer tokens than it might, never more.
+    fn give(&self, demand: Demand) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.shared.attempt(self.give_at(demand, None)).await.is_none()
+                && let Some(local) = &self.local
+            {
+                local.give(demand).await;
+            }
+        })
+    }
+
+    fn feedback(&self, signal: Feedback) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.shared.attempt(self.feedback_at(signal, None)).await.is_none()
+                && let Some(local) = &self.local
+            {
+                local.feedback(signal).await;
+            }
+        })
+    }
+
+    /// The shared coefficient; while Redis is out, the local one, or NaN
+    /// (unknown) under `refuse`.
+    fn coefficient(&self) -> BoxFuture<'_, f64> {
+        Box::pin(async move {
+            match self.shared.attempt(self.coefficient_tenths()).await {
+                // At most 90: exact in a float.
+                Some(tenths) => tenths as f64 / 10.0,
+                None => match &self.local {
+                    Some(local) => local.coefficient().await,
+                    None => f64::NAN,
+                },
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(policy: SharedErrorPolicy, fleet_size: Option<u32>) -> FleetSettings {
+        FleetSettings {
+            redis_url: "redis://127.0.0.1:1".to_owned(),
+            on_shared_error: policy,
+            fleet_size,
+            key_prefix: None,
+        }
+    }
+
+    #[test]
+    fn a_local_policy_needs_a_fleet_size_and_a_size_is_at_least_one() {
+        let error = RedisStore::new(&settings(SharedErrorPolicy::Local, None), None).unwrap_err();
+        assert!(error.contains("needs fleet_size"), "{error}");
+        let error = RedisStore::new(&settings(SharedErrorPolicy::Refuse, Some(0)), None).unwrap_err();
+        assert!(error.contains("at least 1"), "{error}");
+        let mut bad = settings(SharedErrorPolicy::Refuse, None);
+        bad.redis_url = "http://user:secret@example.com".to_owned();
+        let error = RedisStore::new(&bad, None).unwrap_err();
+        assert!(!error.contains("secret"), "the password never shows: {error}");
+    }
+
+    #[test]
+    fn each_gateway_shares_a_limit_rounded_down() {
+        let limits = Limits { rpm: Some(100), tpm: Some(2) };
+        assert_eq!(share_of(limits, 3), Limits { rpm: Some(33), tpm: Some(0) });
+        assert_eq!(share_of(Limits::default(), 3), Limits::default());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_takes_the_policy_and_is_counted() {
+        #[derive(Default)]
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl FleetMeter for Count {
+            fn shared_state_failed(&self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count::default());
+        let limits = Limits { rpm: Some(60), tpm: None };
+        let demand = Demand { requests: 1, tokens: 0 };
+        let refuse = RedisStore::new(&settings(SharedErrorPolicy::Refuse, None), Some(count.clone())).unwrap();
+        let account = refuse.account("m", limits);
+        assert_eq!(account.try_take(demand).await, Verdict::Unavailable);
+        assert_eq!(account.try_take(demand).await, Verdict::Unavailable, "within the retry interval: not asked");
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(account.coefficient().await.is_nan());
+
+        let local = RedisStore::new(&settings(SharedErrorPolicy::Local, Some(3)), None).unwrap();
+        let account = local.account("m", limits);
+        let granted = futures_util::future::join_all((0..21).map(|_| account.try_take(demand))).await;
+        let granted = granted.iter().filter(|verdict| **verdict == Verdict::Granted).count();
+        assert_eq!(granted, 20, "a third of 60 per minute, alone");
+    }
+}

@@ -1,0 +1,172 @@
+//! A fleet on one machine: three real `weir serve` processes sharing one real
+//! `redis-server`, in front of one fake upstream that enforces the account's
+//! requests per minute the way OpenAI does (and counts every 429 it answers).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, RedisServer, openai_wire};
+
+const OPS: &str = "weir-ops-token-0123456789abcdef";
+/// The account's limit, in the catalog and at the fake upstream.
+const RPM: u64 = 120;
+
+fn config(upstream: &FakeUpstream, fleet: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+endpoint = "{url}"
+max_output_tokens = 100
+context_window = 10000
+output_tokens = 10
+rpm = {RPM}
+max_retries = 0
+max_queue = 1000
+
+[[key]]
+id = "ops-key"
+member = "ops"
+hash = "{ops}"
+admin = true
+
+[ledger]
+enabled = false
+{fleet}"#,
+        url = upstream.base_url(),
+        ops = weir_host::identity::hash_of(OPS),
+    )
+}
+
+fn fleet_table(redis: &RedisServer, extra: &str) -> String {
+    format!("\n[fleet]\nredis_url = \"{}\"\n{extra}\n", redis.url())
+}
+
+async fn start_three(config: &str) -> Vec<Gateway> {
+    let mut gateways = Vec::new();
+    for _ in 0..3 {
+        gateways.push(Gateway::start(config).await);
+    }
+    gateways
+}
+
+async fn call(client: &reqwest::Client, gateway: &Gateway) -> (u16, Value) {
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
+    let response = client
+        .post(gateway.url("/v1/chat/completions"))
+        .bearer_auth(OPS)
+        .json(&body)
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `calls` calls spread round-robin over the gateways, `concurrency` at a time;
+/// the statuses in order.
+async fn spread(gateways: &[Gateway], calls: usize, concurrency: usize) -> Vec<u16> {
+    let client = reqwest::Client::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = (0..concurrency).map(|_| async {
+        let mut statuses = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if i >= calls {
+                return statuses;
+            }
+            statuses.push(call(&client, &gateways[i % gateways.len()]).await.0);
+        }
+    });
+    futures_util::future::join_all(workers).await.into_iter().flatten().collect()
+}
+
+/// The control: three gateways each admitting the whole limit send three
+/// times too much, and the upstream answers 429s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_fleet_three_gateways_overspend_the_account() {
+    let upstream = FakeUpstream::start().await;
+    upstream.limit_requests_per_minute(RPM);
+    let gateways = start_three(&config(&upstream, "")).await;
+    let statuses = spread(&gateways, 180, 30).await;
+    assert!(upstream.rate_limited_count() >= 50, "the upstream refused {}", upstream.rate_limited_count());
+    assert!(statuses.iter().any(|status| *status != 200));
+}
+
+/// 1.5 times the account's minute across three gateways: every call admitted
+/// in time, none refused by the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_sharing_redis_never_meet_a_429() {
+    let redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    upstream.limit_requests_per_minute(RPM);
+    let gateways = start_three(&config(&upstream, &fleet_table(&redis, ""))).await;
+    let statuses = spread(&gateways, 180, 30).await;
+    assert_eq!(upstream.rate_limited_count(), 0, "the fleet sent more than the account allows");
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    assert_eq!(upstream.request_count(), 180);
+}
+
+/// The throttle coefficient a gateway reads from its `/metrics`.
+async fn coefficient(gateway: &Gateway) -> f64 {
+    let client = reqwest::Client::new();
+    let text = client.get(gateway.url("/metrics")).bearer_auth(OPS).send().await.unwrap().text().await.unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("weir_admission_throttle_coefficient{") && line.contains("model=\"chat\""))
+        .unwrap_or_else(|| panic!("no throttle gauge in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_seen_by_one_gateway_slows_the_other_two() {
+    let redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    let gateways = start_three(&config(&upstream, &fleet_table(&redis, ""))).await;
+    upstream.push(openai_wire::rate_limited(1));
+    let client = reqwest::Client::new();
+    let (status, body) = call(&client, &gateways[0]).await;
+    assert_eq!(status, 429, "{body}");
+    let seen = coefficient(&gateways[0]).await;
+    assert_eq!(seen, 0.5, "the 429 moved the throttle by its weight");
+    assert_eq!(coefficient(&gateways[1]).await, seen);
+    assert_eq!(coefficient(&gateways[2]).await, seen);
+}
+
+/// Redis stopped while the fleet serves: under `refuse` calls answer
+/// `shared_state_unavailable` and nothing is sent; under `local` each gateway
+/// admits its third alone. Redis back: calls are shared again, no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_takes_each_declared_policy_and_its_return_restores_sharing() {
+    let mut redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    let refusing = Gateway::start(&config(&upstream, &fleet_table(&redis, ""))).await;
+    let local =
+        Gateway::start(&config(&upstream, &fleet_table(&redis, "on_shared_error = \"local\"\nfleet_size = 3"))).await;
+    let client = reqwest::Client::new();
+    assert_eq!(call(&client, &refusing).await.0, 200);
+    assert_eq!(call(&client, &local).await.0, 200);
+
+    redis.stop();
+    let sent = upstream.request_count();
+    let (status, body) = call(&client, &refusing).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "shared_state_unavailable", "{body}");
+    assert_eq!(upstream.request_count(), sent, "nothing was sent");
+    // A third of 120 per minute, alone: 40 at once, then it waits.
+    let statuses = spread(std::slice::from_ref(&local), 40, 8).await;
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    refusing.wait_for_stderr("shared state unreachable", Duration::from_secs(5)).await;
+
+    redis.resume().await;
+    let back = std::time::Instant::now() + Duration::from_secs(15);
+    while call(&client, &refusing).await.0 != 200 {
+        assert!(std::time::Instant::now() < back, "sharing never came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    refusing.wait_for_stderr("shared state reachable again", Duration::from_secs(5)).await;
+}

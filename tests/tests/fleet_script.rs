@@ -1,0 +1,198 @@
+//! The fleet's admission script (`host/src/fleet/account.lua`) in a real
+//! `redis-server`, against the in-process arithmetic (`AccountState`): for the
+//! same limits, demands, signals and clock, every take, forecast, give and
+//! throttle step answers the same, to the nanosecond. Plus the policies when
+//! Redis is out and back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
+use tokio::time::Instant;
+use weir_host::admission::{
+    AccountState, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, RateStore, Verdict,
+};
+use weir_host::fleet::{FleetSettings, RedisStore, ScriptTime, ScriptVerdict, SharedErrorPolicy};
+use weir_tests::RedisServer;
+
+/// The script's clock starts here (any instant after 1970 would do).
+const BASE_SECONDS: u64 = 1_800_000_000;
+
+fn store(server: &RedisServer, policy: SharedErrorPolicy, fleet_size: Option<u32>) -> RedisStore {
+    let settings = FleetSettings {
+        redis_url: server.url(),
+        on_shared_error: policy,
+        fleet_size,
+        key_prefix: Some("weir-test".to_owned()),
+    };
+    RedisStore::new(&settings, None).unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Take(Demand, bool),
+    Forecast(Demand, bool),
+    Give(Demand),
+    Feedback(Feedback),
+}
+
+fn limit(range: std::ops::RangeInclusive<u64>) -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![1 => Just(None), 4 => range.prop_map(Some)]
+}
+
+fn limits() -> impl Strategy<Value = Limits> {
+    // Token limits up to a billion per minute: levels far beyond 2^53 units.
+    (limit(1..=600), prop_oneof![limit(1..=20_000), limit(1..=1_000_000_000)])
+        .prop_map(|(rpm, tpm)| Limits { rpm, tpm })
+}
+
+fn demand() -> impl Strategy<Value = Demand> {
+    (0..=3u64, prop_oneof![0..=50u64, 0..=30_000u64, 0..=2_000_000_000u64])
+        .prop_map(|(requests, tokens)| Demand { requests, tokens })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (demand(), any::<bool>()).prop_map(|(d, bulk)| Op::Take(d, bulk)),
+        1 => (demand(), any::<bool>()).prop_map(|(d, bulk)| Op::Forecast(d, bulk)),
+        1 => demand().prop_map(Op::Give),
+        1 => (0..=3u32).prop_map(|w| Op::Feedback(Feedback::Backpressure(w))),
+        2 => Just(Op::Feedback(Feedback::Success)),
+    ]
+}
+
+/// How far the clock moves before an operation: often not at all, often a
+/// fraction of a second, sometimes past a full refill or the five quiet minutes.
+fn advance() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => Just(0u64),
+        4 => 0..2_000_000_000u64,
+        1 => 0..400_000_000_000u64,
+    ]
+}
+
+fn share(bulk: bool) -> InteractiveShare {
+    if bulk { InteractiveShare::new(0.3).unwrap() } else { InteractiveShare::NONE }
+}
+
+fn script_time(offset: u64) -> ScriptTime {
+    ScriptTime { seconds: BASE_SECONDS + offset / 1_000_000_000, nanos: (offset % 1_000_000_000) as u32 }
+}
+
+static CASE: AtomicU64 = AtomicU64::new(0);
+
+async fn same_answers(store: &RedisStore, limits: Limits, ops: Vec<(u64, Op)>) -> Result<(), TestCaseError> {
+    let key = format!("case-{}", CASE.fetch_add(1, Ordering::SeqCst));
+    let account = store.redis_account(&key, limits);
+    let start = Instant::now();
+    let mut local: AccountState = InProcessAccount::new(limits, start).snapshot();
+    let mut offset = 0u64;
+    for (step, (advance, op)) in ops.into_iter().enumerate() {
+        offset += advance;
+        let (now, at) = (start + Duration::from_nanos(offset), Some(script_time(offset)));
+        match op {
+            Op::Take(demand, bulk) => {
+                let expected = match local.try_take_reserving(demand, share(bulk), now) {
+                    Verdict::Granted => ScriptVerdict::Granted,
+                    Verdict::NotBefore(then) => ScriptVerdict::Wait(then - now),
+                    Verdict::Never(shortfall) => ScriptVerdict::Never(shortfall),
+                    Verdict::Unavailable => unreachable!("the in-process account always answers"),
+                };
+                let got = account.take_at(demand, share(bulk), at).await.unwrap();
+                prop_assert_eq!(got, expected, "step {} take {:?} bulk {}", step, demand, bulk);
+            }
+            Op::Forecast(demand, bulk) => {
+                // A forecast is asked only for demands each of which fits (a
+                // queue's): a larger one was refused as `Never` before.
+                let fit = |amount: u64, limit: Option<u64>| limit.map_or(amount, |limit| amount.min(limit));
+                let demand =
+                    Demand { requests: fit(demand.requests, limits.rpm), tokens: fit(demand.tokens, limits.tpm) };
+                let expected = local.forecast_reserving(demand, share(bulk), now) - now;
+                let got = account.forecast_at(demand, share(bulk), at).await.unwrap();
+                prop_assert_eq!(got, expected, "step {} forecast {:?}", step, demand);
+            }
+            Op::Give(demand) => {
+                local.give(demand, now);
+                account.give_at(demand, at).await.unwrap();
+            }
+            Op::Feedback(signal) => {
+                local.feedback(signal, now);
+                let tenths = account.feedback_at(signal, at).await.unwrap();
+                prop_assert_eq!(tenths as f64 / 10.0, local.throttle.coefficient(), "step {} {:?}", step, signal);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_script_answers_what_the_in_process_account_answers() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(RedisServer::start());
+    let store = runtime.block_on(async { store(&server, SharedErrorPolicy::Refuse, None) });
+    let mut runner = TestRunner::new(RunnerConfig { cases: 128, ..RunnerConfig::default() });
+    let cases = (limits(), proptest::collection::vec((advance(), op()), 1..40));
+    runner.run(&cases, |(limits, ops)| runtime.block_on(same_answers(&store, limits, ops))).unwrap();
+}
+
+/// Two gateways' accounts for one model share one bucket: what one takes, the
+/// other cannot; and the throttle one of them feeds slows both.
+#[tokio::test]
+async fn two_gateways_share_one_bucket_and_one_throttle() {
+    let server = RedisServer::start().await;
+    let limits = Limits { rpm: Some(10), tpm: None };
+    let (a, b) = (store(&server, SharedErrorPolicy::Refuse, None), store(&server, SharedErrorPolicy::Refuse, None));
+    let (a, b) = (a.account("m", limits), b.account("m", limits));
+    let one = Demand { requests: 1, tokens: 0 };
+    for i in 0..10 {
+        let account = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(account.try_take(one).await, Verdict::Granted, "take {i}");
+    }
+    assert!(matches!(a.try_take(one).await, Verdict::NotBefore(_)), "the ten were the fleet's ten");
+    assert!(matches!(b.try_take(one).await, Verdict::NotBefore(_)));
+    a.feedback(Feedback::Backpressure(3)).await;
+    assert_eq!(b.coefficient().await, 1.5, "an overload seen by one gateway slows the other");
+}
+
+/// Redis stopped mid-use: `refuse` answers Unavailable, `local` admits this
+/// gateway's share alone; once Redis is back the accounts are shared again,
+/// without a restart.
+#[tokio::test]
+async fn an_outage_takes_the_policy_and_the_return_restores_sharing() {
+    let mut server = RedisServer::start().await;
+    let limits = Limits { rpm: Some(30), tpm: None };
+    let one = Demand { requests: 1, tokens: 0 };
+    let refusing = store(&server, SharedErrorPolicy::Refuse, None).account("m", limits);
+    let local = store(&server, SharedErrorPolicy::Local, Some(3)).account("m", limits);
+    assert_eq!(refusing.try_take(one).await, Verdict::Granted);
+
+    server.stop();
+    assert_eq!(refusing.try_take(one).await, Verdict::Unavailable);
+    let mut granted = 0;
+    while local.try_take(one).await == Verdict::Granted {
+        granted += 1;
+        assert!(granted <= 10, "the local share is a third of 30");
+    }
+    assert_eq!(granted, 10);
+
+    server.resume().await;
+    // The first tries after the return may meet the connection still
+    // reconnecting; each failure waits out the retry interval.
+    let back = Instant::now() + Duration::from_secs(10);
+    while refusing.try_take(one).await != Verdict::Granted {
+        assert!(Instant::now() < back, "sharing never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut shared = 1;
+    while refusing.try_take(one).await == Verdict::Granted {
+        shared += 1;
+        assert!(shared <= 32, "more than the fleet's bucket");
+    }
+    // The restarted server is empty: a fresh full bucket of 30 (the seconds
+    // spent reconnecting may refill one or two).
+    assert!((30..=32).contains(&shared), "shared again after the return: {shared}");
+    assert!(matches!(local.try_take(one).await, Verdict::NotBefore(_)), "the local policy reads the shared bucket too");
+}
