@@ -110,6 +110,9 @@ struct State {
     answers_cut: usize,
     /// How long every unscripted answer takes (an upstream doing real work).
     answer_delay: Duration,
+    /// Unscripted requests being answered now, and the most at once.
+    answering: usize,
+    most_answering: usize,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -290,6 +293,12 @@ impl FakeUpstream {
         self.shared.lock().answer_delay = delay;
     }
 
+    /// The most unscripted requests answered at once so far.
+    #[must_use]
+    pub fn most_concurrent(&self) -> usize {
+        self.shared.lock().most_answering
+    }
+
     /// How many requests the limiter answered 429.
     #[must_use]
     pub fn rate_limited_count(&self) -> usize {
@@ -442,6 +451,7 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
             response.map(|body| Body::new(CutWatch { inner: body, shared: Some(shared) }))
         }
         None => {
+            let _answering = Answering::start(shared);
             let delay = shared.lock().answer_delay;
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -453,6 +463,25 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
                 Err(never) => match never {},
             }
         }
+    }
+}
+
+/// Counts an unscripted request while it is answered (see [`FakeUpstream::most_concurrent`]).
+struct Answering(Arc<Shared>);
+
+impl Answering {
+    fn start(shared: &Arc<Shared>) -> Self {
+        let mut state = shared.lock();
+        state.answering += 1;
+        state.most_answering = state.most_answering.max(state.answering);
+        drop(state);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.lock().answering -= 1;
     }
 }
 

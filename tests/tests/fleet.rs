@@ -14,6 +14,10 @@ const OPS: &str = "weir-ops-token-0123456789abcdef";
 const RPM: u64 = 120;
 
 fn config(upstream: &FakeUpstream, fleet: &str) -> String {
+    config_with(upstream, &format!("rpm = {RPM}"), fleet)
+}
+
+fn config_with(upstream: &FakeUpstream, limits: &str, fleet: &str) -> String {
     format!(
         r#"
 [[model]]
@@ -23,9 +27,9 @@ endpoint = "{url}"
 max_output_tokens = 100
 context_window = 10000
 output_tokens = 10
-rpm = {RPM}
 max_retries = 0
 max_queue = 1000
+{limits}
 
 [[key]]
 id = "ops-key"
@@ -169,4 +173,46 @@ async fn a_redis_outage_takes_each_declared_policy_and_its_return_restores_shari
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     refusing.wait_for_stderr("shared state reachable again", Duration::from_secs(5)).await;
+}
+
+/// `max_concurrency = 2` across three gateways: the upstream never answers more
+/// than two of the fleet's calls at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_hold_max_concurrency_between_them() {
+    let redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(Duration::from_millis(300));
+    let gateways = start_three(&config_with(&upstream, "max_concurrency = 2", &fleet_table(&redis, ""))).await;
+    let statuses = spread(&gateways, 12, 12).await;
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    assert_eq!(upstream.most_concurrent(), 2, "the fleet held two permits, not two per gateway");
+}
+
+/// A gateway killed (SIGKILL) while its call holds the fleet's only permit:
+/// the lease is not renewed, expires, and another gateway's call goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_gateways_permit_returns_after_its_lease() {
+    let redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(Duration::from_secs(2));
+    let config = config_with(&upstream, "max_concurrency = 1", &fleet_table(&redis, "lease_secs = 3"));
+    let mut doomed = Gateway::start(&config).await;
+    let survivor = Gateway::start(&config).await;
+    let client = reqwest::Client::new();
+    let held = tokio::spawn({
+        let (client, url) = (client.clone(), doomed.url("/v1/chat/completions"));
+        async move {
+            let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
+            client.post(url).bearer_auth(OPS).json(&body).send().await
+        }
+    });
+    upstream.wait_for_requests(1, Duration::from_secs(10)).await;
+    assert!(doomed.signal("KILL"), "the doomed gateway was killed");
+    doomed.wait_for_exit(Duration::from_secs(5));
+    assert!(held.await.unwrap().is_err(), "the killed gateway's caller lost its connection");
+
+    let (status, body) = call(&client, &survivor).await;
+    assert_eq!(status, 200, "the permit came back when its lease expired: {body}");
+    assert_eq!(upstream.request_count(), 2);
+    assert_eq!(upstream.most_concurrent(), 1, "the survivor's call went only after the dead one's permit expired");
 }

@@ -27,6 +27,7 @@ fn store(server: &RedisServer, policy: SharedErrorPolicy, fleet_size: Option<u32
         on_shared_error: policy,
         fleet_size,
         key_prefix: Some("weir-test".to_owned()),
+        lease_secs: None,
     };
     RedisStore::new(&settings, None).unwrap()
 }
@@ -195,4 +196,37 @@ async fn an_outage_takes_the_policy_and_the_return_restores_sharing() {
     // spent reconnecting may refill one or two).
     assert!((30..=32).contains(&shared), "shared again after the return: {shared}");
     assert!(matches!(local.try_take(one).await, Verdict::NotBefore(_)), "the local policy reads the shared bucket too");
+}
+
+/// Permits are leases: held up to the open count fleet-wide, released at
+/// once, renewed while held, and expired when no gateway renews them.
+#[tokio::test]
+async fn permits_are_leases_that_expire_unless_renewed() {
+    use weir_host::admission::{PermitPool, PermitVerdict};
+    let server = RedisServer::start().await;
+    let settings = |lease_secs| FleetSettings {
+        redis_url: server.url(),
+        on_shared_error: SharedErrorPolicy::Refuse,
+        fleet_size: None,
+        key_prefix: Some("weir-test".to_owned()),
+        lease_secs: Some(lease_secs),
+    };
+    let (a, b) = (RedisStore::new(&settings(3), None).unwrap(), RedisStore::new(&settings(3), None).unwrap());
+    let (a, b) = (a.redis_permits("m", 2), b.redis_permits("m", 2));
+    let PermitVerdict::Acquired(first) = a.acquire(2).await else { panic!("a permit was free") };
+    assert!(matches!(b.acquire(2).await, PermitVerdict::Acquired(_)));
+    assert_eq!(a.acquire(2).await, PermitVerdict::Full, "two of two held across both gateways");
+    assert_eq!(b.held().await.unwrap(), 2);
+    a.release(first).await;
+    assert!(matches!(a.acquire(2).await, PermitVerdict::Acquired(_)), "a release frees one at once");
+
+    // Both pools renew their leases every second: after two lease times
+    // they are still held. Dropped pools renew nothing: the leases expire.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(a.held().await.unwrap(), 2, "renewed while held");
+    drop(b);
+    let watcher = RedisStore::new(&settings(3), None).unwrap().redis_permits("m", 2);
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(watcher.held().await.unwrap(), 0, "nobody renewed them: they expired");
 }

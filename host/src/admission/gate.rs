@@ -35,7 +35,11 @@ use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
 use super::lane::{InteractiveShare, Lane};
-use super::store::{Axis, Demand, RateAccount, Shortfall, Verdict};
+use super::store::{Axis, Demand, Lease, PermitPool, PermitVerdict, RateAccount, Shortfall, Verdict};
+
+/// How often a lane's head asks again for a permit the whole fleet holds: a
+/// release in another gateway cannot wake it.
+const SHARED_PERMIT_POLL: Duration = Duration::from_millis(50);
 
 /// Why a call was not admitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,6 +72,9 @@ pub struct ModelGate {
     share: InteractiveShare,
     /// Permits a bulk call may not take: `ceil(share × max_concurrency)`.
     reserved_permits: u32,
+    /// The fleet's permits, when a shared store holds them: a grant holds a
+    /// lease on one besides this gateway's own count.
+    shared_permits: Option<Arc<dyn PermitPool>>,
     state: Mutex<GateState>,
 }
 
@@ -149,9 +156,23 @@ impl ModelGate {
         max_queue: Option<u32>,
         share: InteractiveShare,
     ) -> Arc<Self> {
+        Self::with_permits(model, account, max_concurrency, max_queue, share, None)
+    }
+
+    /// [`Self::with_interactive_share`] whose `max_concurrency` permits are
+    /// held fleet-wide in `shared_permits` (when given) as well as counted here.
+    pub fn with_permits(
+        model: impl Into<String>,
+        account: Arc<dyn RateAccount>,
+        max_concurrency: Option<u32>,
+        max_queue: Option<u32>,
+        share: InteractiveShare,
+        shared_permits: Option<Arc<dyn PermitPool>>,
+    ) -> Arc<Self> {
         let reserved_permits = max_concurrency.map_or(0, |max| share.permits_of(max));
         let state = Mutex::new(GateState::default());
-        Arc::new(Self { model: model.into(), account, max_concurrency, max_queue, share, reserved_permits, state })
+        let model = model.into();
+        Arc::new(Self { model, account, max_concurrency, max_queue, share, reserved_permits, shared_permits, state })
     }
 
     pub fn account(&self) -> &Arc<dyn RateAccount> {
@@ -211,8 +232,9 @@ impl ModelGate {
         if !self.with(|state| state.open_to_arrival(lane) && self.take_permit(state, lane)) {
             return None;
         }
-        match self.account.try_take_reserving(demand, self.share_for(lane)).await {
-            Verdict::Granted => Some(Ok(Grant::new(Arc::clone(self), demand))),
+        let (verdict, lease) = self.take(demand, lane).await;
+        match verdict {
+            Verdict::Granted => Some(Ok(Grant::new(Arc::clone(self), demand, lease))),
             Verdict::NotBefore(_) => {
                 self.release_permit();
                 None
@@ -225,6 +247,48 @@ impl ModelGate {
                 self.release_permit();
                 Some(Err(self.unavailable()))
             }
+        }
+    }
+
+    /// The whole demand from the account and, when the fleet holds the
+    /// permits, a lease on one: both or neither (a lease taken for a demand
+    /// the buckets refuse is released at once). A fleet whose permits are all
+    /// held answers a short wait.
+    async fn take(&self, demand: Demand, lane: Lane) -> (Verdict, Option<Lease>) {
+        let lease = match (&self.shared_permits, self.max_concurrency) {
+            (Some(pool), Some(max)) => match pool.acquire(self.open_permits(lane, max)).await {
+                PermitVerdict::Acquired(lease) => Some(lease),
+                PermitVerdict::Full => return (Verdict::NotBefore(Instant::now() + SHARED_PERMIT_POLL), None),
+                PermitVerdict::Unavailable => return (Verdict::Unavailable, None),
+            },
+            _ => None,
+        };
+        let verdict = self.account.try_take_reserving(demand, self.share_for(lane)).await;
+        match (verdict, lease) {
+            (Verdict::Granted, lease) => (Verdict::Granted, lease),
+            (verdict, Some(lease)) => {
+                self.release_lease(lease);
+                (verdict, None)
+            }
+            (verdict, None) => (verdict, None),
+        }
+    }
+
+    /// Returns a lease to the fleet's pool (as its own task: the pool is remote).
+    fn release_lease(&self, lease: Lease) {
+        let Some(pool) = self.shared_permits.clone() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { pool.release(lease).await });
+        } else {
+            tracing::warn!(model = %self.model, "lease dropped outside a runtime; it returns when it expires");
+        }
+    }
+
+    /// Permits `lane` may hold of `max`: bulk leaves the reserved ones.
+    fn open_permits(&self, lane: Lane, max: u32) -> u32 {
+        match lane {
+            Lane::Interactive => max,
+            Lane::Bulk => max.saturating_sub(self.reserved_permits),
         }
     }
 
@@ -279,11 +343,7 @@ impl ModelGate {
             state.in_flight += 1;
             return true;
         };
-        let open = match lane {
-            Lane::Interactive => max,
-            Lane::Bulk => max.saturating_sub(self.reserved_permits),
-        };
-        if state.in_flight >= open {
+        if state.in_flight >= self.open_permits(lane, max) {
             return false;
         }
         state.in_flight += 1;
@@ -354,8 +414,9 @@ impl Parked {
                 self.sleep(None, deadline).await?;
                 continue;
             }
-            match self.gate.account.try_take_reserving(self.waiter.demand, self.gate.share_for(lane)).await {
-                Verdict::Granted => return Ok(self.into_grant()),
+            let (verdict, lease) = self.gate.take(self.waiter.demand, lane).await;
+            match verdict {
+                Verdict::Granted => return Ok(self.into_grant(lease)),
                 Verdict::NotBefore(at) => {
                     self.return_tentative_permit();
                     if deadline.is_some_and(|deadline| at > deadline) {
@@ -438,11 +499,11 @@ impl Parked {
     }
 
     /// Leaves the queue holding the grant; the next call becomes the head.
-    fn into_grant(self) -> Grant {
+    fn into_grant(self, lease: Option<Lease>) -> Grant {
         let gate = Arc::clone(&self.gate);
         let demand = self.waiter.demand;
         drop(self);
-        Grant::new(gate, demand)
+        Grant::new(gate, demand, lease)
     }
 }
 
@@ -472,6 +533,8 @@ pub struct Grant {
     gate: Arc<ModelGate>,
     demand: Demand,
     sent: bool,
+    /// The fleet-wide permit, when the gate's permits are shared.
+    lease: Option<Lease>,
     /// A grant taken for the same call from another gate (the caller key's),
     /// sent and rolled back with this one.
     companion: Option<Box<Grant>>,
@@ -484,8 +547,8 @@ impl std::fmt::Debug for Grant {
 }
 
 impl Grant {
-    fn new(gate: Arc<ModelGate>, demand: Demand) -> Self {
-        Self { gate, demand, sent: false, companion: None }
+    fn new(gate: Arc<ModelGate>, demand: Demand, lease: Option<Lease>) -> Self {
+        Self { gate, demand, sent: false, lease, companion: None }
     }
 
     /// Ties `companion` (a grant of the same call from another gate) to this one.
@@ -533,6 +596,9 @@ impl Drop for Grant {
             } else {
                 tracing::warn!(model = %self.gate.model, "grant dropped outside a runtime; its tokens refill with time");
             }
+        }
+        if let Some(lease) = self.lease.take() {
+            self.gate.release_lease(lease);
         }
         self.gate.release_permit();
     }

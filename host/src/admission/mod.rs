@@ -35,8 +35,8 @@ pub use estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use gate::{AdmissionError, Grant, ModelGate};
 pub use lane::{InteractiveShare, Lane, ShareOutOfRange};
 pub use store::{
-    AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Limits, RateAccount, RateStore,
-    Shortfall, Verdict,
+    AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Lease, Limits, PermitPool,
+    PermitVerdict, RateAccount, RateStore, Shortfall, Verdict,
 };
 pub use throttle::Throttle;
 
@@ -62,8 +62,9 @@ impl Admission {
                     InteractiveShare::DEFAULT
                 });
                 let (max_concurrency, max_queue) = (model.max_concurrency, Some(model.max_queue));
+                let permits = max_concurrency.and_then(|max| store.permits(&model.id, max));
                 let gate =
-                    ModelGate::with_interactive_share(model.id.clone(), account, max_concurrency, max_queue, share);
+                    ModelGate::with_permits(model.id.clone(), account, max_concurrency, max_queue, share, permits);
                 (model.id.clone(), gate)
             })
             .collect();

@@ -117,6 +117,34 @@ pub enum Feedback {
 /// Creates the account of each model.
 pub trait RateStore: Send + Sync + Debug {
     fn account(&self, key: &str, limits: Limits) -> Arc<dyn RateAccount>;
+
+    /// The `max` concurrency permits of `key`, when this store holds them for
+    /// several processes; `None` (the default): each gateway counts its own.
+    fn permits(&self, _key: &str, _max: u32) -> Option<Arc<dyn PermitPool>> {
+        None
+    }
+}
+
+/// A permit held in a [`PermitPool`], returned when its call ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease(pub String);
+
+/// The answer to "may this call hold one more permit?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermitVerdict {
+    Acquired(Lease),
+    /// Every open permit is held somewhere: try again shortly (a release in
+    /// another process wakes nobody here).
+    Full,
+    /// The pool cannot answer, and its policy is to refuse.
+    Unavailable,
+}
+
+/// A model's concurrency permits shared by several processes.
+pub trait PermitPool: Send + Sync + Debug {
+    /// One permit, if fewer than `open` are held.
+    fn acquire(&self, open: u32) -> BoxFuture<'_, PermitVerdict>;
+    fn release(&self, lease: Lease) -> BoxFuture<'_, ()>;
 }
 
 /// One model's buckets and throttle. Every operation is atomic on its own.

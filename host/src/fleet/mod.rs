@@ -2,8 +2,9 @@
 //! key's) request and token buckets and its throttle coefficient live in Redis
 //! (`[fleet] redis_url`), taken whole-demand by one atomic script
 //! (`account.lua`, the in-process arithmetic to the unit), so N gateways admit
-//! what one would. The queues, the parking and the concurrency permits stay
-//! each gateway's own.
+//! what one would. `max_concurrency` permits are leases in Redis that expire
+//! unless renewed (`permits.lua`), so the permits of a gateway that died come
+//! back. The queues and the parking stay each gateway's own.
 //!
 //! When Redis cannot be reached, the declared policy decides
 //! (`on_shared_error`): `refuse` answers the call `shared_state_unavailable`
@@ -13,11 +14,13 @@
 //! Redis is tried again after [`RETRY_AFTER_OUTAGE`], so its return restores
 //! the shared state without a restart.
 
+mod permits;
 mod redis_store;
 
 use serde::Deserialize;
 
-pub use redis_store::{RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
+pub use permits::RedisPermits;
+pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
 
 /// `[fleet]`: where the fleet's shared state lives.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -35,6 +38,10 @@ pub struct FleetSettings {
     /// The prefix of every key Weir writes (default `weir`): fleets sharing one
     /// Redis keep apart by it.
     pub key_prefix: Option<String>,
+    /// How long a `max_concurrency` permit's lease lasts unless its gateway
+    /// renews it (default 15 s, at least 3): the permits of a gateway that
+    /// died return within it.
+    pub lease_secs: Option<u64>,
 }
 
 /// `on_shared_error`.

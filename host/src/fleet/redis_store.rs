@@ -9,10 +9,11 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
+use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy, redacted};
 use crate::admission::{
-    Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, RateAccount, RateStore, Shortfall,
-    Verdict,
+    Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount, RateStore,
+    Shortfall, Verdict,
 };
 
 /// After a failed operation, how long calls take the policy without asking
@@ -25,14 +26,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
 const SCRIPT: &str = include_str!("account.lua");
+/// A permit's lease, unless `[fleet] lease_secs` says otherwise.
+pub const DEFAULT_LEASE_SECS: u64 = 15;
+/// Renewed each third of it, so a shorter lease is mostly renewal traffic.
+const MIN_LEASE_SECS: u64 = 3;
 
 /// The fleet's accounts, in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
     shared: Arc<Shared>,
+    /// How long a concurrency permit's lease lasts unless renewed.
+    lease: Duration,
 }
 
-struct Shared {
+pub(super) struct Shared {
     client: redis::Client,
     /// Made on the first operation (inside the runtime, which a builder
     /// called outside one lacks), and again after a failed first connect.
@@ -80,7 +87,18 @@ impl RedisStore {
             meter,
             url,
         };
-        Ok(Self { shared: Arc::new(shared) })
+        let lease = Duration::from_secs(settings.lease_secs.unwrap_or(DEFAULT_LEASE_SECS));
+        if lease < Duration::from_secs(MIN_LEASE_SECS) {
+            return Err(format!("[fleet] lease_secs must be at least {MIN_LEASE_SECS}"));
+        }
+        Ok(Self { shared: Arc::new(shared), lease })
+    }
+
+    /// The `max` concurrency permits of `key`, concrete.
+    pub fn redis_permits(&self, key: &str, max: u32) -> RedisPermits {
+        let local_share = (self.shared.policy == SharedErrorPolicy::Local).then(|| max / self.shared.fleet_size.max(1));
+        let key = format!("{}:permits:{key}", self.shared.prefix);
+        RedisPermits::new(Arc::clone(&self.shared), key, self.lease, local_share)
     }
 
     /// The account under `key`, concrete (the property tests drive its
@@ -100,6 +118,10 @@ impl RedisStore {
 impl RateStore for RedisStore {
     fn account(&self, key: &str, limits: Limits) -> Arc<dyn RateAccount> {
         Arc::new(self.redis_account(key, limits))
+    }
+
+    fn permits(&self, key: &str, max: u32) -> Option<Arc<dyn PermitPool>> {
+        Some(Arc::new(self.redis_permits(key, max)))
     }
 }
 
@@ -165,14 +187,7 @@ impl RedisAccount {
         for arg in args {
             invocation.arg(arg);
         }
-        let operation = async {
-            let mut connection = self.shared.connection().await?;
-            invocation.invoke_async(&mut connection).await
-        };
-        match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
-            Ok(answer) => answer,
-            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
-        }
+        self.shared.run(|mut connection| async move { invocation.invoke_async(&mut connection).await }).await
     }
 
     fn demand_args(demand: Demand, share: Option<InteractiveShare>) -> Vec<String> {
@@ -243,6 +258,29 @@ impl RedisAccount {
 }
 
 impl Shared {
+    /// `operation` on the gateway's connection, bounded by [`OPERATION_TIMEOUT`]
+    /// (connecting included).
+    pub(super) async fn run<T, F, Fut>(&self, operation: F) -> redis::RedisResult<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let bounded = async { operation(self.connection().await?).await };
+        match tokio::time::timeout(OPERATION_TIMEOUT, bounded).await {
+            Ok(answer) => answer,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
+        }
+    }
+
+    /// [`Self::attempt`] of [`Self::run`].
+    pub(super) async fn attempt_with<T, F, Fut>(&self, operation: F) -> Option<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.attempt(self.run(operation)).await
+    }
+
     /// The gateway's one connection (multiplexed, reconnecting by itself once made).
     async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
         let make = || {
@@ -259,7 +297,7 @@ impl Shared {
 
     /// `operation`'s answer, or `None` when Redis is out (now, or within
     /// [`RETRY_AFTER_OUTAGE`] of the last failure): the caller takes the policy.
-    async fn attempt<T>(&self, operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
+    pub(super) async fn attempt<T>(&self, operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
         let now = Instant::now();
         let out = *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner);
         if out.is_some_and(|retry_at| now < retry_at) {
@@ -368,6 +406,7 @@ mod tests {
             on_shared_error: policy,
             fleet_size,
             key_prefix: None,
+            lease_secs: None,
         }
     }
 
