@@ -14,11 +14,15 @@
 --   coefficient                              -> {tenths}
 --
 -- Levels are in units of 1/600 000 000 000 of a token, as in bucket.rs; they
--- outgrow a Lua number's 53 exact bits, so they are kept as base-10^4 digit
--- arrays (little-endian) and stored as decimal strings.
+-- outgrow a Lua number's 53 exact bits, so they are kept as base-10^6 digit
+-- arrays (little-endian) and stored as decimal strings. Each bucket's level
+-- is refilled to now once per run.
 
-local BASE = 10000
-local UNITS_PER_TOKEN = {0, 0, 6000} -- 600 000 000 000 in base-10^4 digits
+local BASE = 1000000
+local UNITS_PER_TOKEN = {0, 600000} -- 600 000 000 000 in base-10^6 digits
+-- A share's reserve is `capacity × millionths × 600 000` units exactly
+-- (`UNITS_PER_TOKEN / 10^6` is whole), so no rounding happens there.
+local UNITS_PER_MILLIONTH = 600000
 local NS_PER_S = 1000000000
 local MAX_TENTHS = 90
 local QUIET_AFTER_S = 300
@@ -92,7 +96,7 @@ local function mul(a, b)
   return trim(product)
 end
 
--- Quotient and remainder of a / d, for an integer 0 < d < 9 * 10^11 (so every
+-- Quotient and remainder of a / d, for an integer 0 < d < 9 * 10^9 (so every
 -- partial stays below 2^53); each quotient digit is corrected exactly.
 local function divmod(a, d)
   local quotient, rest = {}, 0
@@ -125,7 +129,7 @@ end
 
 local function encode(a)
   local parts = {tostring(a[#a])}
-  for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format('%04d', a[i]) end
+  for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format('%06d', a[i]) end
   return table.concat(parts)
 end
 
@@ -133,7 +137,7 @@ local function decode(text)
   local digits = {}
   local i = #text
   while i >= 1 do
-    local from = math.max(1, i - 3)
+    local from = math.max(1, i - 5)
     digits[#digits + 1] = tonumber(string.sub(text, from, i))
     i = from - 1
   end
@@ -171,6 +175,7 @@ local stretch = 10 + tenths -- the bucket refills `stretch / 10` times slower
 
 -- A bucket of `capacity` per minute, full when first seen (or when its
 -- capacity changed: a new configuration starts from its own full bucket).
+-- `current` is its level refilled to now.
 local function bucket(prefix, capacity_text)
   if capacity_text == '' then return nil end
   local capacity = tonumber(capacity_text)
@@ -181,32 +186,34 @@ local function bucket(prefix, capacity_text)
   else
     b.level, b.s, b.ns = b.max, now_s, now_ns
   end
+  local elapsed = since(b.s, b.ns)
+  if elapsed == 0 then
+    b.current = b.level
+  else
+    local refill = divmod(mul(big(elapsed), big(capacity * 100)), math.max(stretch, 10))
+    b.current = min_big(add(b.level, refill), b.max)
+  end
   return b
 end
 
-local function refill(b, elapsed)
-  return divmod(mul(mul(big(elapsed), big(b.capacity)), {100}), math.max(stretch, 10))
-end
-
-local function level_units(b)
-  return min_big(add(b.level, (refill(b, since(b.s, b.ns)))), b.max)
-end
-
+-- Stores the level reached now (before a take, a give or a new stretch).
 local function settle(b)
-  b.level = level_units(b)
+  b.level = b.current
   if since(b.s, b.ns) > 0 then b.s, b.ns = now_s, now_ns end
 end
 
 local function reserved_units(b, share)
-  return div_ceil(mul(b.max, big(share)), 1000000)
+  if share == 0 then return {0} end
+  return mul(big(b.capacity), big(share * UNITS_PER_MILLIONTH))
 end
 
--- Nanoseconds from now until `needed` units are there.
+-- Nanoseconds from now until `needed` units are there: the shortfall times
+-- the stretch, over `capacity × 100` units per nanosecond, rounded up (in two
+-- steps, each exact: ceil(ceil(x / 100) / c) = ceil(x / 100c)).
 local function supply_wait(b, needed)
-  local level = level_units(b)
-  if cmp(level, needed) >= 0 then return 0 end
-  local per_ns = math.max(b.capacity, 1) * 100
-  local nanos = small(div_ceil(mul(sub(needed, level), big(math.max(stretch, 10))), per_ns))
+  if cmp(b.current, needed) >= 0 then return 0 end
+  local scaled = mul(sub(needed, b.current), big(math.max(stretch, 10)))
+  local nanos = small(div_ceil(div_ceil(scaled, 100), math.max(b.capacity, 1)))
   local ahead = 0
   if since(b.s, b.ns) == 0 then
     ahead = (b.s - now_s) * NS_PER_S + (b.ns - now_ns)
@@ -243,7 +250,7 @@ if op == 'take' or op == 'forecast' then
     if b ~= nil then
       local needed = add(mul(big(demand), UNITS_PER_TOKEN), reserved_units(b, share))
       if op == 'take' and cmp(needed, b.max) > 0 then
-        local reserved = small(div_ceil(reserved_units(b, share), 600000000000))
+        local reserved = small(div_ceil(mul(big(b.capacity), big(share)), 1000000))
         return {2, axis[3], demand, b.capacity, reserved}
       end
       wait = math.max(wait, supply_wait(b, needed))
@@ -256,6 +263,7 @@ if op == 'take' or op == 'forecast' then
     if b ~= nil then
       settle(b)
       b.level = sub(b.level, mul(big(demand), UNITS_PER_TOKEN))
+      b.current = b.level
     end
   end
   save()
@@ -268,6 +276,7 @@ if op == 'give' then
     if b ~= nil then
       settle(b)
       b.level = min_big(add(b.level, mul(big(amount), UNITS_PER_TOKEN)), b.max)
+      b.current = b.level
     end
   end
   save()
