@@ -515,6 +515,8 @@ impl WeirBuilder {
         let rate_store = match (self.rate_store, &config.fleet) {
             (Some(store), _) => store,
             (None, Some(fleet)) => {
+                fleet::check_limits(&config)
+                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
                 let meter: Arc<dyn fleet::FleetMeter> = Arc::new(metrics.clone());
                 Arc::new(
                     fleet::RedisStore::new(fleet, Some(meter))

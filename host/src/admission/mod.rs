@@ -54,7 +54,9 @@ impl Admission {
             .models()
             .map(|model| {
                 let limits = Limits { rpm: model.rpm.map(u64::from), tpm: model.tpm };
-                let account = store.account(&model.id, limits);
+                // Caller keys' accounts are `key:<id>`; a model's are `model:<id>`,
+                // so no key id and model id can name one shared account.
+                let account = store.account(&format!("model:{}", model.id), limits);
                 // The catalog validates the share at load; a value that slipped
                 // past it still gets a working gate, and a warning naming it.
                 let share = InteractiveShare::new(model.interactive_share).unwrap_or_else(|error| {
@@ -62,7 +64,7 @@ impl Admission {
                     InteractiveShare::DEFAULT
                 });
                 let (max_concurrency, max_queue) = (model.max_concurrency, Some(model.max_queue));
-                let permits = max_concurrency.and_then(|max| store.permits(&model.id, max));
+                let permits = max_concurrency.and_then(|max| store.permits(&format!("model:{}", model.id), max));
                 let gate =
                     ModelGate::with_permits(model.id.clone(), account, max_concurrency, max_queue, share, permits);
                 (model.id.clone(), gate)

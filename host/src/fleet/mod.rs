@@ -55,6 +55,24 @@ pub enum SharedErrorPolicy {
     Local,
 }
 
+/// The largest `tpm` the fleet's script computes exactly (its divisions keep
+/// every partial below 2^53 up to this capacity).
+pub const MAX_SHARED_LIMIT: u64 = 9_000_000_000;
+
+/// Refuses a limit the shared script could not compute exactly: checked at
+/// load when `[fleet]` is set.
+pub fn check_limits(config: &crate::catalog::Config) -> Result<(), String> {
+    let models = config.models.iter().map(|model| (format!("model `{}`", model.id), model.tpm));
+    let keys = config.keys.iter().map(|key| (format!("key `{}`", key.id), key.tpm));
+    match models.chain(keys).find(|(_, tpm)| tpm.is_some_and(|tpm| tpm > MAX_SHARED_LIMIT)) {
+        Some((owner, tpm)) => Err(format!(
+            "{owner}: tpm {} is above the {MAX_SHARED_LIMIT} a fleet's shared buckets hold",
+            tpm.unwrap_or_default()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Counts the shared state's failures (the metrics implement it).
 pub trait FleetMeter: Send + Sync {
     fn shared_state_failed(&self);
@@ -71,6 +89,20 @@ pub fn redacted(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_limit_beyond_the_scripts_exact_range_is_refused_at_load() {
+        let toml = |tpm: u64| {
+            format!(
+                "[[model]]\nid = \"m\"\nprovider = \"openai-compatible\"\nendpoint = \"http://127.0.0.1:1/v1\"\n\
+                 max_output_tokens = 10\ncontext_window = 1000\ntpm = {tpm}\n"
+            )
+        };
+        let config = |tpm| crate::catalog::Config::from_toml(&toml(tpm), "test").unwrap();
+        assert!(check_limits(&config(MAX_SHARED_LIMIT)).is_ok());
+        let error = check_limits(&config(MAX_SHARED_LIMIT + 1)).unwrap_err();
+        assert!(error.contains("model `m`") && error.contains("9000000000"), "{error}");
+    }
 
     #[test]
     fn a_url_with_credentials_is_redacted() {
