@@ -512,17 +512,20 @@ impl WeirBuilder {
                 .map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &mut registry)?;
         let metrics = Metrics::new(&config.metrics, &catalog);
-        let rate_store = match (self.rate_store, &config.fleet) {
-            (Some(store), _) => store,
-            (None, Some(fleet)) => {
+        let fleet_store = match &config.fleet {
+            Some(fleet) => {
                 fleet::check_limits(&config)
                     .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
                 let meter: Arc<dyn fleet::FleetMeter> = Arc::new(metrics.clone());
-                Arc::new(
-                    fleet::RedisStore::new(fleet, Some(meter))
-                        .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?,
-                )
+                let store = fleet::RedisStore::new(fleet, Some(meter))
+                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+                Some(store)
             }
+            None => None,
+        };
+        let rate_store: Arc<dyn RateStore> = match (self.rate_store, &fleet_store) {
+            (Some(store), _) => store,
+            (None, Some(fleet)) => Arc::new(fleet.clone()),
             (None, None) => Arc::new(InProcessStore),
         };
         let admission = Admission::new(&catalog, rate_store.as_ref());
@@ -558,8 +561,13 @@ impl WeirBuilder {
         let clock = self.clock.unwrap_or_else(|| Arc::new(budget::SystemClock));
         let budgets = budget::book(&config, clock)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        // Under `[fleet]` the fleet's spend lives in Redis (this gateway's
+        // ledger holds only its own calls), so nothing is read back here.
+        if let Some(fleet) = &fleet_store {
+            budgets.share_through(fleet.budgets(), fleet.fleet_size());
+        }
         // A restart resets no budget: the current periods' spend is read back.
-        if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty()) {
+        if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
             match ledger.reader() {
                 Ok(reader) => budget::rebuild(&budgets, &reader).map_err(BuildError::Budgets)?,
                 Err(ledger::ReadError::Missing(_)) => {}

@@ -216,3 +216,115 @@ async fn a_killed_gateways_permit_returns_after_its_lease() {
     assert_eq!(upstream.request_count(), 2);
     assert_eq!(upstream.most_concurrent(), 1, "the survivor's call went only after the dead one's permit expired");
 }
+
+const ANA: &str = "weir-ana-token-0123456789abcdef";
+/// The member's daily budget in the budget test.
+const DAILY_TOKENS: u64 = 600;
+
+fn budget_config(upstream: &FakeUpstream, fleet: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+endpoint = "{url}"
+max_output_tokens = 100
+context_window = 10000
+output_tokens = 10
+max_retries = 0
+
+[[key]]
+id = "ana-key"
+member = "ana"
+hash = "{ana}"
+
+[[key]]
+id = "ops-key"
+member = "ops"
+hash = "{ops}"
+admin = true
+
+[member.ana]
+daily_tokens = {DAILY_TOKENS}
+{fleet}"#,
+        url = upstream.base_url(),
+        ana = weir_host::identity::hash_of(ANA),
+        ops = weir_host::identity::hash_of(OPS),
+    )
+}
+
+/// `calls` of ana's spread over the gateways, 15 at a time: the tokens the
+/// answered ones used (from their `usage`), and how many were refused as
+/// `budget_exhausted`.
+async fn spend(gateways: &[Gateway], calls: usize) -> (u64, usize) {
+    let client = reqwest::Client::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = (0..15).map(|_| async {
+        let (mut used, mut refused) = (0u64, 0usize);
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if i >= calls {
+                return (used, refused);
+            }
+            let body = json!({"model": "chat", "messages": [{"role": "user", "content": format!("question {i}")}]});
+            let response = client
+                .post(gateways[i % gateways.len()].url("/v1/chat/completions"))
+                .bearer_auth(ANA)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap();
+            match status {
+                200 => used += body["usage"]["total_tokens"].as_u64().unwrap(),
+                429 => {
+                    assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
+                    refused += 1;
+                }
+                other => panic!("unexpected {other}: {body}"),
+            }
+        }
+    });
+    futures_util::future::join_all(workers)
+        .await
+        .into_iter()
+        .fold((0, 0), |(used, refused), (u, r)| (used + u, refused + r))
+}
+
+/// A member's daily budget spent across three gateways stops at the budget
+/// (holds are taken in Redis, whole or nothing, before each call); each
+/// gateway alone would have let the member spend it three times over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_daily_budget_spent_across_three_gateways_stops_at_the_budget() {
+    let upstream = FakeUpstream::start().await;
+    let alone = start_three(&budget_config(&upstream, "")).await;
+    let (used_alone, _) = spend(&alone, 150).await;
+    assert!(used_alone > DAILY_TOKENS * 3 / 2, "three separate books let ana spend {used_alone}");
+    drop(alone);
+
+    let redis = RedisServer::start().await;
+    let gateways = start_three(&budget_config(&upstream, &fleet_table(&redis, ""))).await;
+    let (used, refused) = spend(&gateways, 150).await;
+    assert!(used <= DAILY_TOKENS, "the fleet let ana spend {used} of {DAILY_TOKENS}");
+    assert!(used > DAILY_TOKENS / 2, "the budget was used, not refused wholesale: {used}");
+    assert!(refused > 0);
+    let client = reqwest::Client::new();
+    // Every gateway reads the same account. A settle reaches Redis just after
+    // its answer (until then the account holds the call's worst case, never
+    // less), so the last ones are waited for.
+    for gateway in &gateways {
+        let settled = std::time::Instant::now() + Duration::from_secs(10);
+        let budget = loop {
+            let usage: Value =
+                client.get(gateway.url("/v1/usage")).bearer_auth(OPS).send().await.unwrap().json().await.unwrap();
+            let budget = usage["budgets"].as_array().unwrap().iter().find(|b| b["name"] == "ana").unwrap().clone();
+            if budget["held"] == 0 || std::time::Instant::now() > settled {
+                break budget;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(budget["held"], 0, "{budget}");
+        assert_eq!(budget["spent"], used, "{budget}");
+    }
+}

@@ -230,3 +230,43 @@ async fn permits_are_leases_that_expire_unless_renewed() {
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     assert_eq!(watcher.held().await.unwrap(), 0, "nobody renewed them: they expired");
 }
+
+/// Budgets shared through Redis: two books (two gateways) hold against one
+/// account, whole or nothing; with Redis out, `refuse` refuses and `local`
+/// holds this gateway's share in memory.
+#[tokio::test]
+async fn budget_holds_are_shared_and_an_outage_takes_the_policy() {
+    use std::collections::HashMap;
+    use weir_host::budget::{BudgetBook, Limits as Budget, Scope, Spend, SystemClock, Timezone};
+    let mut server = RedisServer::start().await;
+    let ana = Scope::Member("ana".to_owned());
+    let scopes = [ana.clone()];
+    let book = |policy, fleet_size| {
+        let limits = HashMap::from([(ana.clone(), Budget { daily_tokens: Some(90), ..Budget::default() })]);
+        let book = BudgetBook::new(limits, Timezone::UTC, std::sync::Arc::new(SystemClock));
+        let fleet = store(&server, policy, fleet_size);
+        book.share_through(fleet.budgets(), fleet.fleet_size());
+        book
+    };
+    let (a, b) = (book(SharedErrorPolicy::Refuse, None), book(SharedErrorPolicy::Local, Some(3)));
+    let worst = Spend { tokens: 40, usd: None };
+    let first = a.take(&scopes, worst, "m").await.unwrap();
+    let second = b.take(&scopes, worst, "m").await.unwrap();
+    let third = a.take(&scopes, worst, "m").await.unwrap_err();
+    assert_eq!(third.category(), weir_host::Category::BudgetExhausted, "80 of 90 held across both: {third}");
+    first.settle(Spend { tokens: 10, usd: None });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = a.current_status().await;
+    assert_eq!(status[0].spent, weir_host::budget::Amount::Tokens(10));
+    assert_eq!(status[0].held, weir_host::budget::Amount::Tokens(40));
+    drop(second);
+
+    server.stop();
+    let refused = a.take(&scopes, worst, "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::SharedStateUnavailable, "{refused}");
+    let small = Spend { tokens: 30, usd: None };
+    let local = b.take(&scopes, small, "m").await.expect("a third of 90, in memory");
+    let over = b.take(&scopes, small, "m").await.unwrap_err();
+    assert_eq!(over.category(), weir_host::Category::BudgetExhausted, "{over}");
+    drop(local);
+}

@@ -5,12 +5,14 @@
 //! would allow.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::clock::{Clock, Period, Timezone};
 use super::limits::{Amount, Kind, Limits, Scope, Spend};
+use crate::admission::AdmissionError;
 use crate::error::WeirError;
+use crate::fleet::{Check, HoldRefused, SharedBudgets, SharedErrorPolicy};
 
 /// Budgets by scope, and what each has spent and holds.
 #[derive(Clone)]
@@ -23,6 +25,15 @@ struct Shared {
     timezone: Timezone,
     clock: Arc<dyn Clock>,
     accounts: Mutex<HashMap<(Scope, Period), Account>>,
+    /// Set under `[fleet]`: holds and spend live in Redis, not in `accounts`.
+    fleet: OnceLock<FleetBudgets>,
+}
+
+struct FleetBudgets {
+    budgets: SharedBudgets,
+    /// Under `on_shared_error = "local"`: this gateway's share of every
+    /// budget, held in memory while Redis is out.
+    local_share: Option<BudgetBook>,
 }
 
 /// One scope's spend in one period. A new period starts from zero: the
@@ -66,6 +77,14 @@ struct HeldPart {
 pub struct Hold {
     shared: Arc<Shared>,
     parts: Vec<HeldPart>,
+    /// A hold on the fleet's accounts in Redis instead.
+    fleet: Option<FleetHold>,
+}
+
+struct FleetHold {
+    budgets: SharedBudgets,
+    accounts: Vec<String>,
+    worst: Spend,
 }
 
 impl std::fmt::Debug for Hold {
@@ -118,7 +137,26 @@ impl BudgetBook {
     /// A book over `limits` (scopes without any limit are left out).
     pub fn new(limits: HashMap<Scope, Limits>, timezone: Timezone, clock: Arc<dyn Clock>) -> Self {
         let limits = limits.into_iter().filter(|(_, limits)| !limits.is_unlimited()).collect();
-        Self { shared: Arc::new(Shared { limits, timezone, clock, accounts: Mutex::new(HashMap::new()) }) }
+        let accounts = Mutex::new(HashMap::new());
+        Self { shared: Arc::new(Shared { limits, timezone, clock, accounts, fleet: OnceLock::new() }) }
+    }
+
+    /// Keeps holds and spend in the fleet's Redis from now on. Under the
+    /// `local` policy, a `1 / fleet_size` share of every budget is held in
+    /// memory while Redis is out.
+    pub fn share_through(&self, budgets: SharedBudgets, fleet_size: u32) {
+        let local_share = (budgets.policy() == SharedErrorPolicy::Local).then(|| {
+            let limits = self.shared.limits.iter().map(|(scope, limits)| (scope.clone(), limits.share(fleet_size)));
+            BudgetBook::new(limits.collect(), self.shared.timezone, Arc::clone(&self.shared.clock))
+        });
+        if self.shared.fleet.set(FleetBudgets { budgets, local_share }).is_err() {
+            tracing::warn!("the budget book was already shared; the first fleet is kept");
+        }
+    }
+
+    /// Whether holds and spend live in the fleet's Redis.
+    pub fn is_shared(&self) -> bool {
+        self.shared.fleet.get().is_some()
     }
 
     /// Whether any budget is declared at all.
@@ -159,6 +197,67 @@ impl BudgetBook {
     /// `model` names the entry in the error for a USD budget the call cannot be
     /// priced under.
     pub fn hold(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
+        self.check_ceilings(scopes, worst, model)?;
+        self.hold_in_memory(scopes, worst)
+    }
+
+    /// [`Self::hold`], against the fleet's Redis when the book is shared: one
+    /// atomic script over every account, whole or nothing. While Redis is out
+    /// the policy decides: `refuse` is `shared_state_unavailable`, `local`
+    /// holds against this gateway's share in memory.
+    pub async fn take(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
+        let Some(fleet) = self.shared.fleet.get() else { return self.hold(scopes, worst, model) };
+        self.check_ceilings(scopes, worst, model)?;
+        let now = self.shared.clock.now();
+        let checks = self.checks(scopes, now);
+        if checks.is_empty() {
+            return Ok(Hold { shared: Arc::clone(&self.shared), parts: Vec::new(), fleet: None });
+        }
+        match fleet.budgets.hold(&checks, worst).await {
+            Ok(accounts) => {
+                let held = FleetHold { budgets: fleet.budgets.clone(), accounts, worst };
+                Ok(Hold { shared: Arc::clone(&self.shared), parts: Vec::new(), fleet: Some(held) })
+            }
+            Err(HoldRefused::Exhausted { index, remaining }) => {
+                let check = &checks[index];
+                let needed = match check.limit.kind() {
+                    Kind::Tokens => Amount::Tokens(worst.tokens),
+                    Kind::Usd => Amount::Usd(worst.usd.unwrap_or(0.0)),
+                };
+                Err(WeirError::BudgetExhausted {
+                    scope: check.scope.clone(),
+                    kind: check.limit.kind(),
+                    period: check.period,
+                    remaining,
+                    needed,
+                    resets_at: check.end,
+                    resets_in: check.end.duration_since(now).unwrap_or(Duration::ZERO),
+                })
+            }
+            Err(HoldRefused::Unavailable) => match &fleet.local_share {
+                Some(local) => local.hold(scopes, worst, model),
+                None => Err(WeirError::Admission(AdmissionError::SharedStateUnavailable { model: model.to_owned() })),
+            },
+        }
+    }
+
+    /// Every period budget of `scopes` at `now`, in the order a hold checks them.
+    fn checks(&self, scopes: &[Scope], now: SystemTime) -> Vec<Check> {
+        let shared = &self.shared;
+        let mut checks = Vec::new();
+        for scope in scopes {
+            let Some(limits) = shared.limits.get(scope) else { continue };
+            for (period, limit) in limits.periodic() {
+                let (start, end) = shared.timezone.bounds(period, now);
+                checks.push(Check { scope: scope.clone(), period, start, end, limit });
+            }
+        }
+        checks
+    }
+
+    /// A USD budget the call cannot be priced under, or a per-call ceiling
+    /// below its worst case, refuses it before any budget is touched.
+    fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), WeirError> {
         let shared = &self.shared;
         for scope in scopes {
             let Some(limits) = shared.limits.get(scope) else { continue };
@@ -183,6 +282,11 @@ impl BudgetBook {
                 });
             }
         }
+        Ok(())
+    }
+
+    fn hold_in_memory(&self, scopes: &[Scope], worst: Spend) -> Result<Hold, WeirError> {
+        let shared = &self.shared;
         let now = shared.clock.now();
         let usd = worst.usd.unwrap_or(0.0);
         let mut parts = Vec::new();
@@ -219,7 +323,7 @@ impl BudgetBook {
             }
         }
         drop(accounts);
-        Ok(Hold { shared: Arc::clone(&self.shared), parts })
+        Ok(Hold { shared: Arc::clone(&self.shared), parts, fleet: None })
     }
 
     /// Adds spend the ledger recorded in the period starting at `start` (the
@@ -263,6 +367,51 @@ impl BudgetBook {
             }
         }
         out
+    }
+
+    /// [`Self::status`], read from the fleet's Redis when the book is shared
+    /// (this gateway's memory then holds nothing); while Redis is out, what
+    /// the `local` share holds, else nothing is known and nothing is shown.
+    pub async fn current_status(&self) -> Vec<BudgetStatus> {
+        let Some(fleet) = self.shared.fleet.get() else { return self.status() };
+        let now = self.shared.clock.now();
+        let mut scopes: Vec<&Scope> = self.shared.limits.keys().collect();
+        scopes.sort();
+        let owned: Vec<Scope> = scopes.into_iter().cloned().collect();
+        let checks = self.checks(&owned, now);
+        let accounts: Vec<String> =
+            checks.iter().map(|check| fleet.budgets.account_key(&check.scope, check.period, check.start)).collect();
+        let Some(numbers) = fleet.budgets.read(&accounts).await else {
+            return fleet.local_share.as_ref().map(BudgetBook::status).unwrap_or_default();
+        };
+        checks
+            .into_iter()
+            .zip(numbers)
+            .map(|(check, numbers)| {
+                let (spent, held, used) = match check.limit.kind() {
+                    Kind::Tokens => (
+                        Amount::Tokens(numbers.settled_tokens),
+                        Amount::Tokens(numbers.held_tokens),
+                        Amount::Tokens(numbers.settled_tokens.saturating_add(numbers.held_tokens)),
+                    ),
+                    Kind::Usd => (
+                        Amount::Usd(numbers.settled_usd),
+                        Amount::Usd(numbers.held_usd),
+                        Amount::Usd(numbers.settled_usd + numbers.held_usd),
+                    ),
+                };
+                let remaining = remaining(check.limit, used);
+                BudgetStatus {
+                    scope: check.scope,
+                    period: check.period,
+                    limit: check.limit,
+                    spent,
+                    held,
+                    remaining,
+                    resets_at: check.end,
+                }
+            })
+            .collect()
     }
 
     /// The budgets of one member (for embedders): what each has left now.
@@ -317,12 +466,16 @@ fn shortfall(limit: Amount, used: Amount, needed: Amount) -> Option<Amount> {
 impl Hold {
     /// A hold on nothing (a caller without budgets).
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.parts.is_empty() && self.fleet.is_none()
     }
 
     /// Replaces the held amounts with what the call spent. Spend in a period
     /// that has rolled over since the hold stays with that period (gone).
     pub fn settle(mut self, actual: Spend) {
+        if let Some(held) = self.fleet.take() {
+            spawn_or_warn(async move { held.budgets.settle(&held.accounts, held.worst, actual).await });
+            return;
+        }
         let parts = std::mem::take(&mut self.parts);
         let mut accounts = self.shared.lock();
         for part in parts {
@@ -343,13 +496,31 @@ impl Hold {
     /// upstream never reported (a stream the caller left before its usage
     /// arrived), which is counted at what it could have cost, never as zero.
     pub fn settle_at_worst(self) {
-        let worst = self.parts.first().map(|part| Spend { tokens: part.tokens, usd: Some(part.usd) });
+        let worst = match &self.fleet {
+            Some(held) => Some(held.worst),
+            None => self.parts.first().map(|part| Spend { tokens: part.tokens, usd: Some(part.usd) }),
+        };
         self.settle(worst.unwrap_or_default());
+    }
+}
+
+/// Runs a settle or release of the fleet's accounts as its own task (a hold
+/// is settled from synchronous code, and Redis is remote).
+fn spawn_or_warn(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(work);
+        }
+        Err(_) => tracing::error!("a fleet budget hold was settled outside a runtime: its spend is not recorded"),
     }
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
+        if let Some(held) = self.fleet.take() {
+            spawn_or_warn(async move { held.budgets.release(&held.accounts, held.worst).await });
+            return;
+        }
         if self.parts.is_empty() {
             return;
         }

@@ -123,6 +123,19 @@ impl Limits {
         }
     }
 
+    /// One gateway's part of these limits in a fleet of `fleet_size` (each
+    /// period limit divided, rounded down; the per-call ceilings unchanged).
+    pub fn share(&self, fleet_size: u32) -> Self {
+        let size = u64::from(fleet_size.max(1));
+        Self {
+            daily_tokens: self.daily_tokens.map(|v| v / size),
+            monthly_tokens: self.monthly_tokens.map(|v| v / size),
+            daily_usd: self.daily_usd.map(|v| v / size as f64),
+            monthly_usd: self.monthly_usd.map(|v| v / size as f64),
+            ..*self
+        }
+    }
+
     pub fn is_unlimited(&self) -> bool {
         *self == Self::default()
     }

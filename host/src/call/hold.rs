@@ -15,7 +15,7 @@ use super::target::Target;
 /// Holds the call's worst case — its input estimate plus the output reserve
 /// the gates will send (the same formula), priced at the entry's prices —
 /// or refuses the call. `None` for a caller without budgets.
-pub(super) fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> Result<Option<Hold>, WeirError> {
+pub(super) async fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> Result<Option<Hold>, WeirError> {
     let Some(caller) = &request.caller else { return Ok(None) };
     if !applies(weir, caller) {
         return Ok(None);
@@ -25,7 +25,7 @@ pub(super) fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> R
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
     let worst = budget::worst_case(model, input, reserve.max_tokens);
-    take_worst(weir, Some(caller), target, worst)
+    take_worst(weir, Some(caller), target, worst).await
 }
 
 /// Whether any budget applies to `caller` (so a worst case is worth working out).
@@ -35,7 +35,7 @@ pub(super) fn applies(weir: &Weir, caller: &Caller) -> bool {
 
 /// Holds `worst` against every budget of the caller's key, member and team,
 /// whole or not at all; `None` for a caller without budgets.
-pub(super) fn take_worst(
+pub(super) async fn take_worst(
     weir: &Weir,
     caller: Option<&Caller>,
     target: &Target<'_>,
@@ -47,5 +47,5 @@ pub(super) fn take_worst(
     if scopes.is_empty() {
         return Ok(None);
     }
-    book.hold(&scopes, worst, &target.model.id).map(Some)
+    book.take(&scopes, worst, &target.model.id).await.map(Some)
 }

@@ -405,7 +405,7 @@ async fn run<A: Attempt>(
     let target = target::resolve(weir, &Naming::chat(request), opening).await?;
     tally.resolved = Some(resolved(&target));
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
-    tally.hold = hold::take(weir, request, &target)?;
+    tally.hold = hold::take(weir, request, &target).await?;
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.

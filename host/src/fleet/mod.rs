@@ -14,11 +14,13 @@
 //! Redis is tried again after [`RETRY_AFTER_OUTAGE`], so its return restores
 //! the shared state without a restart.
 
+mod budgets;
 mod permits;
 mod redis_store;
 
 use serde::Deserialize;
 
+pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets};
 pub use permits::RedisPermits;
 pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
 

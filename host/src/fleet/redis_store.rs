@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
+use super::budgets::SharedBudgets;
 use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy, redacted};
 use crate::admission::{
@@ -92,6 +93,16 @@ impl RedisStore {
             return Err(format!("[fleet] lease_secs must be at least {MIN_LEASE_SECS}"));
         }
         Ok(Self { shared: Arc::new(shared), lease })
+    }
+
+    /// The fleet's budget accounts.
+    pub fn budgets(&self) -> SharedBudgets {
+        SharedBudgets::new(Arc::clone(&self.shared), self.shared.prefix.clone())
+    }
+
+    /// How many gateways share the limits (1 unless `fleet_size` says).
+    pub fn fleet_size(&self) -> u32 {
+        self.shared.fleet_size
     }
 
     /// The `max` concurrency permits of `key`, concrete.
@@ -258,6 +269,10 @@ impl RedisAccount {
 }
 
 impl Shared {
+    pub(super) fn policy(&self) -> SharedErrorPolicy {
+        self.policy
+    }
+
     /// `operation` on the gateway's connection, bounded by [`OPERATION_TIMEOUT`]
     /// (connecting included).
     pub(super) async fn run<T, F, Fut>(&self, operation: F) -> redis::RedisResult<T>

@@ -58,7 +58,7 @@ pub(super) async fn usage(
         Ok(Ok(sums)) => {
             let mut body = serde_json::to_value(sums).unwrap_or_default();
             if !weir.budgets().is_empty() {
-                body["budgets"] = weir.budgets().status().iter().map(BudgetStatus::to_json).collect();
+                body["budgets"] = weir.budgets().current_status().await.iter().map(BudgetStatus::to_json).collect();
             }
             Ok(axum::Json(body))
         }
