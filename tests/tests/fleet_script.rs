@@ -270,3 +270,22 @@ async fn budget_holds_are_shared_and_an_outage_takes_the_policy() {
     assert_eq!(over.category(), weir_host::Category::BudgetExhausted, "{over}");
     drop(local);
 }
+
+/// A gateway skips sending successes only while the shared coefficient is 0;
+/// one raised by another gateway is learnt at the next take, and this
+/// gateway's successes walk it back again.
+#[tokio::test]
+async fn successes_walk_back_a_coefficient_another_gateway_raised() {
+    let server = RedisServer::start().await;
+    let limits = Limits { rpm: Some(1_000), tpm: None };
+    let (a, b) = (store(&server, SharedErrorPolicy::Refuse, None), store(&server, SharedErrorPolicy::Refuse, None));
+    let (a, b) = (a.account("m", limits), b.account("m", limits));
+    let one = Demand { requests: 1, tokens: 0 };
+    assert_eq!(b.try_take(one).await, Verdict::Granted, "b has seen the coefficient at 0");
+    a.feedback(Feedback::Backpressure(3)).await;
+    assert_eq!(b.try_take(one).await, Verdict::Granted, "b learns 1.5 here");
+    for _ in 0..3 {
+        b.feedback(Feedback::Success).await;
+    }
+    assert_eq!(a.coefficient().await, 1.3, "b's third success reached the shared throttle");
+}

@@ -7,7 +7,7 @@
 -- ARGV     op, clock seconds, clock nanoseconds ("" "": Redis's own TIME),
 --          rpm, tpm ("" = unlimited), then the op's arguments:
 --   take      requests, tokens, interactive share (millionths)
---             -> {0} granted | {1, wait_ns} | {2, axis (1 requests, 2 tokens), demand, limit, reserved}
+--             -> {0, tenths} granted | {1, wait_ns, tenths} | {2, axis (1 requests, 2 tokens), demand, limit, reserved}
 --   forecast  requests, tokens, share        -> {wait_ns}
 --   give      requests, tokens               -> {}
 --   feedback  backpressure weight, or s (a success) -> {tenths}
@@ -257,7 +257,7 @@ if op == 'take' or op == 'forecast' then
     end
   end
   if op == 'forecast' then return {wait} end
-  if wait > 0 then return {1, wait} end
+  if wait > 0 then return {1, wait, tenths} end
   for _, axis in ipairs(axes(tonumber(ARGV[6]), tonumber(ARGV[7]))) do
     local b, demand = axis[1], axis[2]
     if b ~= nil then
@@ -267,7 +267,7 @@ if op == 'take' or op == 'forecast' then
     end
   end
   save()
-  return {0}
+  return {0, tenths}
 end
 
 if op == 'give' then

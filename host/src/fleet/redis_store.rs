@@ -3,6 +3,7 @@
 //! shared by every account of the gateway; the script reads the clock
 //! (Redis's `TIME`) itself, so the gateways' clocks need not agree.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -122,6 +123,7 @@ impl RedisStore {
             key: format!("{}:account:{key}", self.shared.prefix),
             limits,
             local,
+            last_tenths: AtomicI64::new(0),
         }
     }
 }
@@ -166,6 +168,8 @@ pub struct RedisAccount {
     limits: Limits,
     /// This gateway's share, used while Redis is out under the `local` policy.
     local: Option<InProcessAccount>,
+    /// The shared coefficient in tenths, as the script last answered it.
+    last_tenths: AtomicI64,
 }
 
 impl std::fmt::Debug for RedisAccount {
@@ -219,8 +223,14 @@ impl RedisAccount {
     ) -> redis::RedisResult<ScriptVerdict> {
         let answer = self.invoke("take", at, &Self::demand_args(demand, Some(share))).await?;
         match answer.as_slice() {
-            [0] => Ok(ScriptVerdict::Granted),
-            [1, wait] => Ok(ScriptVerdict::Wait(wait_of(*wait))),
+            [0, tenths] => {
+                self.saw(*tenths);
+                Ok(ScriptVerdict::Granted)
+            }
+            [1, wait, tenths] => {
+                self.saw(*tenths);
+                Ok(ScriptVerdict::Wait(wait_of(*wait)))
+            }
             [2, axis, demand, limit, reserved] => {
                 let axis = if *axis == 1 { Axis::Requests } else { Axis::Tokens };
                 let number = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -255,16 +265,36 @@ impl RedisAccount {
             Feedback::Success => "s".to_owned(),
         };
         match self.invoke("feedback", at, &[signal]).await?.as_slice() {
-            [tenths] => Ok(*tenths),
+            [tenths] => {
+                self.saw(*tenths);
+                Ok(*tenths)
+            }
             other => Err(unexpected(other)),
         }
     }
 
     async fn coefficient_tenths(&self) -> redis::RedisResult<i64> {
         match self.invoke("coefficient", None, &[]).await?.as_slice() {
-            [tenths] => Ok(*tenths),
+            [tenths] => {
+                self.saw(*tenths);
+                Ok(*tenths)
+            }
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Keeps the shared coefficient the script last answered.
+    fn saw(&self, tenths: i64) {
+        self.last_tenths.store(tenths, Ordering::Relaxed);
+    }
+
+    /// A success moves nothing while the coefficient is 0 (it stays 0, and
+    /// the success count matters only above 0 and restarts at the next
+    /// slow-down), so it is not sent. The coefficient is known from the last
+    /// answer (every take carries it): one raised by another gateway since is
+    /// seen at this gateway's next take.
+    fn success_changes_nothing(&self, signal: Feedback) -> bool {
+        signal == Feedback::Success && self.last_tenths.load(Ordering::Relaxed) == 0
     }
 }
 
@@ -346,9 +376,20 @@ impl Shared {
     }
 }
 
+impl RedisAccount {
+    /// No bucket to share: a take always fits and a give returns nothing, so
+    /// Redis is not asked (the throttle is still shared, for status).
+    fn unlimited(&self) -> bool {
+        self.limits.rpm.is_none() && self.limits.tpm.is_none()
+    }
+}
+
 impl RateAccount for RedisAccount {
     fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict> {
         Box::pin(async move {
+            if self.unlimited() {
+                return Verdict::Granted;
+            }
             match self.shared.attempt(self.take_at(demand, share, None)).await {
                 Some(ScriptVerdict::Granted) => Verdict::Granted,
                 Some(ScriptVerdict::Wait(wait)) => Verdict::NotBefore(Instant::now() + wait),
@@ -363,6 +404,9 @@ impl RateAccount for RedisAccount {
 
     fn forecast_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Instant> {
         Box::pin(async move {
+            if self.unlimited() {
+                return Instant::now();
+            }
             match self.shared.attempt(self.forecast_at(demand, share, None)).await {
                 Some(wait) => Instant::now() + wait,
                 None => match &self.local {
@@ -377,6 +421,9 @@ impl RateAccount for RedisAccount {
     /// fewer tokens than it might, never more.
     fn give(&self, demand: Demand) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if self.unlimited() {
+                return;
+            }
             if self.shared.attempt(self.give_at(demand, None)).await.is_none()
                 && let Some(local) = &self.local
             {
@@ -387,6 +434,9 @@ impl RateAccount for RedisAccount {
 
     fn feedback(&self, signal: Feedback) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if self.success_changes_nothing(signal) {
+                return;
+            }
             if self.shared.attempt(self.feedback_at(signal, None)).await.is_none()
                 && let Some(local) = &self.local
             {
