@@ -55,7 +55,7 @@ pub struct Events {
 impl Events {
     pub fn new(stamp: &Stamp, stop_sequences: Vec<String>) -> Self {
         Self {
-            id: message_id(stamp.ended_at),
+            id: message_id(),
             model: stamp.model.clone(),
             stop_sequences,
             started: false,

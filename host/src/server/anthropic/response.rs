@@ -2,28 +2,23 @@
 //! Anthropic way, which is Weir's own: additive, `input_tokens` the uncached
 //! part, cache writes and reads beside it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{Value, json};
 
 use crate::chat::ChatResponse;
 use crate::types::{ContentBlock, StopReason, Thinking, ToolUse, Usage};
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh message id for an answer that ended at `at`: `msg_` and letters and
-/// digits, unique within the process.
-pub(super) fn message_id(at: SystemTime) -> String {
-    let millis = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default();
-    format!("msg_weir{millis:x}{:06x}", NEXT_ID.fetch_add(1, Ordering::Relaxed))
+/// A fresh message id: `msg_` and letters and digits, unique across a fleet
+/// (a time-ordered UUID with random bits, not a per-process counter, which two
+/// gateways started in the same second would repeat).
+pub(super) fn message_id() -> String {
+    format!("msg_weir{}", uuid::Uuid::now_v7().simple())
 }
 
 /// The whole answer. `stop` is the request's `stop_sequences`, to name the one
 /// that matched when that is unambiguous.
 pub fn message_body(response: &ChatResponse, stop: &[String]) -> Value {
     json!({
-        "id": message_id(response.stamp.ended_at),
+        "id": message_id(),
         "type": "message",
         "role": "assistant",
         "model": response.stamp.model,
@@ -98,9 +93,21 @@ pub(super) fn usage(usage: Option<&Usage>) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
     use super::*;
+
+    /// Ids carry random bits: two gateways started in the same instant do not
+    /// repeat each other's (a per-process counter did).
+    #[test]
+    fn message_ids_are_letters_and_digits_and_never_repeat() {
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| message_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(
+            ids.iter()
+                .all(|id| id.strip_prefix("msg_").is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_alphanumeric())))
+        );
+    }
     use crate::chat::Stamp;
 
     fn response(content: Vec<ContentBlock>, stop_reason: StopReason, usage: Option<Usage>) -> ChatResponse {

@@ -1,7 +1,6 @@
 //! [`ChatResponse`] → an OpenAI `chat.completion` object. Usage is reported the
 //! OpenAI way: `prompt_tokens` is the whole prompt, cached tokens a subset.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -9,12 +8,12 @@ use serde_json::{Value, json};
 use crate::chat::ChatResponse;
 use crate::types::{ContentBlock, StopReason, Usage};
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh completion id and the `created` time of an answer that ended at `at`.
+/// A fresh completion id and the `created` time of an answer that ended at
+/// `at`. The id is unique across a fleet (a time-ordered UUID with random
+/// bits, not a per-process counter, which two gateways would repeat).
 pub(super) fn completion_id(at: SystemTime) -> (String, u64) {
     let created = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-    (format!("chatcmpl-weir-{created:x}-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)), created)
+    (format!("chatcmpl-weir-{}", uuid::Uuid::now_v7().simple()), created)
 }
 
 pub fn completion_body(response: &ChatResponse) -> Value {
