@@ -152,6 +152,8 @@ async fn a_redis_outage_takes_each_declared_policy_and_its_return_restores_shari
     let local =
         Gateway::start(&config(&upstream, &fleet_table(&redis, "on_shared_error = \"local\"\nfleet_size = 3"))).await;
     let client = reqwest::Client::new();
+    refusing.wait_for_stderr(&format!("shared_limits={} (Refuse when out)", redis.url()), Duration::from_secs(5)).await;
+    local.wait_for_stderr("(Local when out)", Duration::from_secs(5)).await;
     assert_eq!(call(&client, &refusing).await.0, 200);
     assert_eq!(call(&client, &local).await.0, 200);
 

@@ -281,6 +281,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             rejected = weir.registry().failures().len(),
             providers_dir = %weir.providers_dir().display(),
             ledger = %weir.ledger().map_or_else(|| "off".to_owned(), |ledger| ledger.path().display().to_string()),
+            shared_limits = %weir.config().fleet.as_ref().map_or_else(
+                || "off".to_owned(),
+                |fleet| format!("{} ({:?} when out)", weir_host::fleet::redacted(&fleet.redis_url), fleet.on_shared_error)
+            ),
             "weir gateway ready"
         );
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
