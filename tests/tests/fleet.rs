@@ -18,6 +18,11 @@ fn config(upstream: &FakeUpstream, fleet: &str) -> String {
 }
 
 fn config_with(upstream: &FakeUpstream, limits: &str, fleet: &str) -> String {
+    gateway_config(upstream, limits, &format!("[ledger]\nenabled = false\n{fleet}"))
+}
+
+/// The model on the fake upstream with `limits`, the admin key, then `tail`.
+fn gateway_config(upstream: &FakeUpstream, limits: &str, tail: &str) -> String {
     format!(
         r#"
 [[model]]
@@ -37,9 +42,7 @@ member = "ops"
 hash = "{ops}"
 admin = true
 
-[ledger]
-enabled = false
-{fleet}"#,
+{tail}"#,
         url = upstream.base_url(),
         ops = weir_host::identity::hash_of(OPS),
     )
@@ -223,36 +226,13 @@ const ANA: &str = "weir-ana-token-0123456789abcdef";
 /// The member's daily budget in the budget test.
 const DAILY_TOKENS: u64 = 600;
 
+/// Ana's key and daily budget beside the admin key; the ledger on (for `/v1/usage`).
 fn budget_config(upstream: &FakeUpstream, fleet: &str) -> String {
-    format!(
-        r#"
-[[model]]
-id = "chat"
-provider = "openai-compatible"
-endpoint = "{url}"
-max_output_tokens = 100
-context_window = 10000
-output_tokens = 10
-max_retries = 0
-
-[[key]]
-id = "ana-key"
-member = "ana"
-hash = "{ana}"
-
-[[key]]
-id = "ops-key"
-member = "ops"
-hash = "{ops}"
-admin = true
-
-[member.ana]
-daily_tokens = {DAILY_TOKENS}
-{fleet}"#,
-        url = upstream.base_url(),
-        ana = weir_host::identity::hash_of(ANA),
-        ops = weir_host::identity::hash_of(OPS),
-    )
+    let ana = weir_host::identity::hash_of(ANA);
+    let tail = format!(
+        "[[key]]\nid = \"ana-key\"\nmember = \"ana\"\nhash = \"{ana}\"\n\n[member.ana]\ndaily_tokens = {DAILY_TOKENS}\n{fleet}"
+    );
+    gateway_config(upstream, "", &tail)
 }
 
 /// `calls` of ana's spread over the gateways, 15 at a time: the tokens the

@@ -98,15 +98,25 @@ impl SharedBudgets {
         (keys, indexes)
     }
 
+    /// The script's `op` on `accounts`, with `amount` (tokens, then USD) as
+    /// its first arguments when it takes one.
+    fn invocation(&self, accounts: &[String], op: &str, amount: Option<Spend>) -> redis::ScriptInvocation<'_> {
+        let mut invocation = self.script.prepare_invoke();
+        for key in accounts {
+            invocation.key(key);
+        }
+        invocation.arg(op);
+        if let Some(amount) = amount {
+            invocation.arg(amount.tokens).arg(usd_text(amount.usd.unwrap_or(0.0)));
+        }
+        invocation
+    }
+
     /// Holds `worst` against every check's account, whole or not at all.
     /// Answers the accounts held (for the settle), or why not.
     pub async fn hold(&self, checks: &[Check], worst: Spend) -> Result<Vec<String>, HoldRefused> {
         let (keys, indexes) = self.accounts(checks);
-        let mut invocation = self.script.prepare_invoke();
-        for key in &keys {
-            invocation.key(key);
-        }
-        invocation.arg("hold").arg(worst.tokens).arg(usd_text(worst.usd.unwrap_or(0.0)));
+        let mut invocation = self.invocation(&keys, "hold", Some(worst));
         for (check, index) in checks.iter().zip(&indexes) {
             let (kind, limit) = match check.limit {
                 Amount::Tokens(tokens) => ("t", tokens.to_string()),
@@ -116,8 +126,8 @@ impl SharedBudgets {
         }
         let answer: Option<(usize, Option<String>)> = self
             .shared
-            .attempt_with(|mut connection| async move {
-                let value: Vec<redis::Value> = invocation.invoke_async(&mut connection).await?;
+            .attempt(async {
+                let value: Vec<redis::Value> = self.shared.eval(&invocation).await?;
                 let index: usize = value.first().map(redis::from_redis_value_ref).transpose()?.unwrap_or(0);
                 let left: Option<String> = value.get(1).map(redis::from_redis_value_ref).transpose()?;
                 Ok((index, left))
@@ -140,16 +150,9 @@ impl SharedBudgets {
 
     /// Replaces the hold on `accounts` with what the call spent.
     pub async fn settle(&self, accounts: &[String], held: Spend, spent: Spend) {
-        let mut invocation = self.script.prepare_invoke();
-        for key in accounts {
-            invocation.key(key);
-        }
-        invocation.arg("settle").arg(held.tokens).arg(usd_text(held.usd.unwrap_or(0.0)));
+        let mut invocation = self.invocation(accounts, "settle", Some(held));
         invocation.arg(spent.tokens).arg(usd_text(spent.usd.unwrap_or(0.0)));
-        let done: Option<()> = self
-            .shared
-            .attempt_with(|mut connection| async move { invocation.invoke_async(&mut connection).await })
-            .await;
+        let done: Option<()> = self.shared.attempt(self.shared.eval(&invocation)).await;
         if done.is_none() {
             tracing::error!(?accounts, "a settled call's spend could not reach the fleet's budgets");
         }
@@ -157,28 +160,14 @@ impl SharedBudgets {
 
     /// Gives back a hold whose call spent nothing (it never reached its record).
     pub async fn release(&self, accounts: &[String], held: Spend) {
-        let mut invocation = self.script.prepare_invoke();
-        for key in accounts {
-            invocation.key(key);
-        }
-        invocation.arg("release").arg(held.tokens).arg(usd_text(held.usd.unwrap_or(0.0)));
-        let _: Option<()> = self
-            .shared
-            .attempt_with(|mut connection| async move { invocation.invoke_async(&mut connection).await })
-            .await;
+        let invocation = self.invocation(accounts, "release", Some(held));
+        let _: Option<()> = self.shared.attempt(self.shared.eval(&invocation)).await;
     }
 
     /// The numbers of each account, in order; `None` when Redis is out.
     pub async fn read(&self, accounts: &[String]) -> Option<Vec<AccountNumbers>> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in accounts {
-            invocation.key(key);
-        }
-        invocation.arg("status");
-        let rows: Vec<(String, String, String, String)> = self
-            .shared
-            .attempt_with(|mut connection| async move { invocation.invoke_async(&mut connection).await })
-            .await?;
+        let invocation = self.invocation(accounts, "status", None);
+        let rows: Vec<(String, String, String, String)> = self.shared.attempt(self.shared.eval(&invocation)).await?;
         Some(
             rows.into_iter()
                 .map(|(st, su, ht, hu)| AccountNumbers {

@@ -69,7 +69,7 @@ impl RedisPermits {
         for arg in args {
             invocation.arg(arg);
         }
-        self.shared.run(|mut connection| async move { invocation.invoke_async(&mut connection).await }).await
+        self.shared.eval(&invocation).await
     }
 
     /// The permits held fleet-wide now (for tests and status).
@@ -102,8 +102,7 @@ impl RedisPermits {
                 }
                 let mut invocation = script.key(&key);
                 invocation.arg("renew").arg(ttl_ms).arg(ids);
-                let renewed: Option<i64> =
-                    shared.attempt_with(|mut connection| async move { invocation.invoke_async(&mut connection).await }).await;
+                let renewed: Option<i64> = shared.attempt(shared.eval(&invocation)).await;
                 if renewed.is_none() {
                     tracing::warn!(key = %key, "cannot renew the fleet's permit leases; they expire unless Redis returns");
                 }

@@ -202,7 +202,7 @@ impl RedisAccount {
         for arg in args {
             invocation.arg(arg);
         }
-        self.shared.run(|mut connection| async move { invocation.invoke_async(&mut connection).await }).await
+        self.shared.eval(&invocation).await
     }
 
     fn demand_args(demand: Demand, share: Option<InteractiveShare>) -> Vec<String> {
@@ -264,17 +264,16 @@ impl RedisAccount {
             Feedback::Backpressure(weight) => weight.to_string(),
             Feedback::Success => "s".to_owned(),
         };
-        match self.invoke("feedback", at, &[signal]).await?.as_slice() {
-            [tenths] => {
-                self.saw(*tenths);
-                Ok(*tenths)
-            }
-            other => Err(unexpected(other)),
-        }
+        self.tenths(&self.invoke("feedback", at, &[signal]).await?)
     }
 
     async fn coefficient_tenths(&self) -> redis::RedisResult<i64> {
-        match self.invoke("coefficient", None, &[]).await?.as_slice() {
+        self.tenths(&self.invoke("coefficient", None, &[]).await?)
+    }
+
+    /// The coefficient an answer carries alone, kept (see [`Self::saw`]).
+    fn tenths(&self, answer: &[i64]) -> redis::RedisResult<i64> {
+        match answer {
             [tenths] => {
                 self.saw(*tenths);
                 Ok(*tenths)
@@ -303,27 +302,17 @@ impl Shared {
         self.policy
     }
 
-    /// `operation` on the gateway's connection, bounded by [`OPERATION_TIMEOUT`]
-    /// (connecting included).
-    pub(super) async fn run<T, F, Fut>(&self, operation: F) -> redis::RedisResult<T>
-    where
-        F: FnOnce(ConnectionManager) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let bounded = async { operation(self.connection().await?).await };
+    /// Runs a script on the gateway's connection, bounded by
+    /// [`OPERATION_TIMEOUT`] (connecting included).
+    pub(super) async fn eval<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
+        let bounded = async { invocation.invoke_async(&mut self.connection().await?).await };
         match tokio::time::timeout(OPERATION_TIMEOUT, bounded).await {
             Ok(answer) => answer,
             Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
         }
-    }
-
-    /// [`Self::attempt`] of [`Self::run`].
-    pub(super) async fn attempt_with<T, F, Fut>(&self, operation: F) -> Option<T>
-    where
-        F: FnOnce(ConnectionManager) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        self.attempt(self.run(operation)).await
     }
 
     /// The gateway's one connection (multiplexed, reconnecting by itself once made).
