@@ -124,21 +124,28 @@ async fn an_allow_list_pins_which_files_may_load() {
 
 /// A new version replaces the old under a running load of calls: no call fails,
 /// and every call that starts after the swap is served by the new version.
+///
+/// Each caller goes on until it has had a few answers from v2 (the reload's
+/// compile time varies with the machine), with a deadline so a reload that
+/// never happens fails the test instead of hanging it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_component_replaced_under_load_fails_no_call() {
+    const ANSWERS_AFTER_THE_SWAP: usize = 5;
     let upstream = FakeUpstream::start().await;
     let folder = tempfile::tempdir().unwrap();
     write(folder.path(), "hostile.wasm", &hostile());
     let gateway = Gateway::start_with(&config(&upstream, ""), &[], Some(folder.path())).await;
     let url = gateway.url("/v1/chat/completions");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
 
     let load: Vec<_> = (0..4)
         .map(|_| {
             let url = url.clone();
             tokio::spawn(async move {
                 let client = reqwest::Client::new();
-                let mut texts = Vec::new();
-                for _ in 0..40 {
+                let mut texts: Vec<String> = Vec::new();
+                while texts.iter().filter(|t| t.starts_with("v2:")).count() < ANSWERS_AFTER_THE_SWAP {
+                    assert!(tokio::time::Instant::now() < deadline, "v2 never served: {texts:?}");
                     let response = client
                         .post(&url)
                         .json(&json!({"model": "dropped", "messages": [{"role": "user", "content": "hi"}]}))
