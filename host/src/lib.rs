@@ -541,6 +541,12 @@ impl WeirBuilder {
         // waits for), the metrics, the spans when `[telemetry]` names a
         // collector (their exporter starts on the first record's tokio
         // runtime: `build` itself needs none) — then the builder's.
+        if let Some(url) = config.ledger.as_ref().and_then(|ledger| ledger.postgres_url.as_deref()) {
+            ledger::check_postgres_url(url).map_err(|error| ConfigError::Invalid {
+                origin: config.origin.clone(),
+                message: format!("{error} (in `{}`)", fleet::redacted(url)),
+            })?;
+        }
         let meter = metrics.ledger_meter();
         let ledger =
             ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));
@@ -568,11 +574,7 @@ impl WeirBuilder {
         }
         // A restart resets no budget: the current periods' spend is read back.
         if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
-            match ledger.reader() {
-                Ok(reader) => budget::rebuild(&budgets, &reader).map_err(BuildError::Budgets)?,
-                Err(ledger::ReadError::Missing(_)) => {}
-                Err(error) => return Err(BuildError::Budgets(error)),
-            }
+            rebuild_budgets(&budgets, ledger)?;
         }
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
@@ -603,6 +605,41 @@ impl WeirBuilder {
         Ok(Weir { inner: Arc::new(inner) })
     }
 }
+
+/// Reads the current periods' spend back into `budgets`: from the fleet's
+/// PostgreSQL ledger when the ledger ships to one (this file's rows shipped
+/// first, so none is missing there), else, or when PostgreSQL cannot be
+/// reached (logged), from this gateway's file. A file not created yet has
+/// nothing to add.
+fn rebuild_budgets(budgets: &budget::BudgetBook, ledger: &Ledger) -> Result<(), BuildError> {
+    if let Some(url) = ledger.postgres_url() {
+        ledger.ship_pending(SHIP_BEFORE_REBUILD);
+        // A thread of its own: the blocking client must not run on a caller's
+        // tokio worker (`build` may be called from one).
+        let from_shared = std::thread::scope(|scope| {
+            scope
+                .spawn(|| ledger::SharedReader::connect(url).and_then(|reader| budget::rebuild(budgets, &reader)))
+                .join()
+        });
+        match from_shared {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => tracing::error!(%error,
+                "cannot rebuild the budgets from the fleet's ledger; reading this gateway's own file"),
+            Err(_) => tracing::error!(
+                "the budgets' rebuild from the fleet's ledger panicked; reading this gateway's own file"
+            ),
+        }
+    }
+    match ledger.reader() {
+        Ok(reader) => budget::rebuild(budgets, &reader).map_err(BuildError::Budgets),
+        Err(ledger::ReadError::Missing(_)) => Ok(()),
+        Err(error) => Err(BuildError::Budgets(error)),
+    }
+}
+
+/// How long a starting gateway waits for its file's rows to reach
+/// PostgreSQL before the budgets are read from there.
+const SHIP_BEFORE_REBUILD: Duration = Duration::from_secs(5);
 
 /// `cache_dir` from the config, else `WEIR_CACHE_DIR`, else the user's cache
 /// folder (`$XDG_CACHE_HOME/weir`, `~/.cache/weir`), else none.

@@ -65,6 +65,7 @@ fn fill(path: &Path) {
             sync: LedgerSync::Normal,
             on_error: LedgerOnError::Refuse,
             max_bytes: None,
+            postgres_url: None,
         },
         None,
     );
@@ -192,7 +193,13 @@ fn query_with_a_config_shows_each_budget_spent_and_remaining() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
     let ledger = Ledger::open(
-        LedgerConfig { path: path.clone(), sync: LedgerSync::Normal, on_error: LedgerOnError::Refuse, max_bytes: None },
+        LedgerConfig {
+            path: path.clone(),
+            sync: LedgerSync::Normal,
+            on_error: LedgerOnError::Refuse,
+            max_bytes: None,
+            postgres_url: None,
+        },
         None,
     );
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();

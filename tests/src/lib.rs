@@ -17,9 +17,11 @@ pub mod bedrock_wire;
 pub mod fake_upstream;
 pub mod gateway;
 pub mod openai_wire;
+pub mod postgres_server;
 pub mod python;
 pub mod redis_server;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
 pub use gateway::{Gateway, run_cli, serve_router, weir_binary};
+pub use postgres_server::PostgresServer;
 pub use redis_server::RedisServer;

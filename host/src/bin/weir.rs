@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
-use weir_host::ledger::{Filter, GroupBy, Reader, Sums, Totals, parse_time};
+use weir_host::ledger::{Filter, GroupBy, LedgerRead, Reader, SharedReader, Sums, Totals, parse_time};
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
@@ -258,6 +258,7 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     }
     raise_open_files_limit();
     let runtime = tokio::runtime::Runtime::new()?;
+    let ledger = weir.ledger().cloned();
     let stopped = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
@@ -306,6 +307,11 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     // Whatever is still running (cut calls, the folder watch) is abandoned, not
     // awaited: the drain already decided how long to wait.
     runtime.shutdown_background();
+    // The last records into the fleet's ledger; what PostgreSQL does not
+    // take within the time waits in the file for the next start.
+    if let Some(ledger) = ledger {
+        ledger.ship_pending(SHIP_AT_EXIT);
+    }
     match stopped {
         Stopped::Drained | Stopped::DrainTimedOut { .. } => Ok(()),
         Stopped::Interrupted { calls } => {
@@ -313,6 +319,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         }
     }
 }
+
+/// How long a stopping gateway waits for its last records to reach the
+/// fleet's PostgreSQL ledger.
+const SHIP_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A gateway holds two sockets per call (client and upstream); the usual soft
 /// limit of 1024 open files would refuse connections long before
@@ -505,7 +515,7 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
         LedgerCommand::Query { file, member, key, model, category, since, until, group_by, unclosed, json } => {
-            let reader = open_ledger(&file)?;
+            let reader = open_for_query(&file)?;
             let filter = Filter { member, key_id: key, model, category, since, until };
             if unclosed {
                 let openings = reader.unclosed(&filter)?;
@@ -530,7 +540,7 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             }
             let records = reader.records(&filter)?;
             let sums = reader.sums(&filter, group_by)?;
-            let budgets = budgets_from_ledger(&file, &reader)?;
+            let budgets = budgets_from_ledger(&file, reader.as_ref())?;
             if json {
                 let mut body = serde_json::json!({ "records": records, "sums": sums });
                 if let Some(budgets) = &budgets {
@@ -580,27 +590,43 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
 
 /// The ledger file `--path` names, else the one the config keeps.
 fn open_ledger(file: &LedgerFile) -> anyhow::Result<Reader> {
-    let path = match (&file.path, &file.config) {
-        (Some(path), _) => path.clone(),
-        (None, config) => {
-            let config = match config {
-                Some(path) => Config::from_file(path)?,
-                None => Config::embedded_default()?,
-            };
-            match weir_host::ledger::ledger_config(&config, true) {
-                Some(settings) => settings.path,
-                None => anyhow::bail!("{} keeps no ledger; name the file with --path", config.origin),
-            }
-        }
+    let path = match &file.path {
+        Some(path) => path.clone(),
+        None => configured_ledger(file)?.path,
     };
     Ok(Reader::open(&path)?)
+}
+
+/// What `query` reads: the file `--path` names, else the fleet's PostgreSQL
+/// ledger when the config ships to one, else the config's file.
+fn open_for_query(file: &LedgerFile) -> anyhow::Result<Box<dyn LedgerRead>> {
+    if file.path.is_some() {
+        return Ok(Box::new(open_ledger(file)?));
+    }
+    let settings = configured_ledger(file)?;
+    Ok(match &settings.postgres_url {
+        Some(url) => Box::new(SharedReader::connect(url)?),
+        None => Box::new(Reader::open(&settings.path)?),
+    })
+}
+
+/// The ledger `--config` (else the embedded config) keeps.
+fn configured_ledger(file: &LedgerFile) -> anyhow::Result<weir_host::ledger::LedgerConfig> {
+    let config = match &file.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::embedded_default()?,
+    };
+    match weir_host::ledger::ledger_config(&config, true) {
+        Some(settings) => Ok(settings),
+        None => anyhow::bail!("{} keeps no ledger; name the file with --path", config.origin),
+    }
 }
 
 /// The budgets of `--config` as they stand by the ledger alone: the spend of
 /// the current day and month, read back as a starting gateway reads it. A
 /// running gateway's holds are its own (`GET /v1/usage` shows them); here
 /// none is held. `None` without `--config` or without budgets.
-fn budgets_from_ledger(file: &LedgerFile, reader: &Reader) -> anyhow::Result<Option<Vec<BudgetStatus>>> {
+fn budgets_from_ledger(file: &LedgerFile, reader: &dyn LedgerRead) -> anyhow::Result<Option<Vec<BudgetStatus>>> {
     let Some(path) = &file.config else { return Ok(None) };
     let config = Config::from_file(path)?;
     let book = weir_host::budget::book(&config, std::sync::Arc::new(weir_host::budget::SystemClock))

@@ -5,11 +5,11 @@
 use super::book::BudgetBook;
 use super::clock::Period;
 use super::limits::{Scope, Spend, total_tokens};
-use crate::ledger::{ReadError, Reader};
+use crate::ledger::{LedgerRead, ReadError};
 
 /// Adds the ledger's spend in the current periods to `book`, per key, member
 /// and team. A ledger file that does not exist yet has nothing to add.
-pub fn rebuild(book: &BudgetBook, reader: &Reader) -> Result<(), ReadError> {
+pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadError> {
     if book.is_empty() {
         return Ok(());
     }

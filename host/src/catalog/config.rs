@@ -438,6 +438,11 @@ pub struct LedgerSettings {
     /// Keep the prompt and the answer in the record (default false).
     #[serde(default)]
     pub record_content: bool,
+    /// A fleet's shared ledger: every committed row is also shipped to this
+    /// PostgreSQL database (`postgres://user:password@host:port/db`), and
+    /// `GET /v1/usage`, `weir ledger query --config` and the budgets' rebuild
+    /// read it.
+    pub postgres_url: Option<String>,
 }
 
 /// How hard a ledger commit is pushed to the disk.

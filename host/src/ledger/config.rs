@@ -14,6 +14,8 @@ pub struct LedgerConfig {
     pub on_error: LedgerOnError,
     /// The file's size cap; reaching it is a write failure.
     pub max_bytes: Option<u64>,
+    /// The fleet's PostgreSQL ledger the file's rows are shipped to.
+    pub postgres_url: Option<String>,
 }
 
 /// The ledger `config` asks for, or `None` when it keeps none: `[ledger]
@@ -45,6 +47,7 @@ fn ledger_config_with(
         sync: settings.sync.unwrap_or_default(),
         on_error: settings.on_error.unwrap_or_default(),
         max_bytes: settings.max_bytes,
+        postgres_url: settings.postgres_url,
     })
 }
 

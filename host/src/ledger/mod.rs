@@ -13,7 +13,10 @@
 //! `continue` logs the loss and lets it go on.
 
 mod config;
+mod postgres;
 mod query;
+mod shipper;
+mod sql;
 mod store;
 mod writer;
 
@@ -26,13 +29,15 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 pub use config::{LedgerConfig, ledger_config};
+pub use postgres::{SharedError, SharedReader, check_url as check_postgres_url};
 pub use query::{
-    CallerSpend, ChainBreak, Filter, Group, GroupBy, ReadError, Reader, Sums, Totals, VerifyError, VerifyReport,
-    parse_time,
+    CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums, Totals, VerifyError,
+    VerifyReport, parse_time,
 };
 
 use crate::catalog::{LedgerOnError, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, ObserverError, acknowledged};
+use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Job, WriteError, Writer};
 
@@ -42,6 +47,13 @@ pub trait LedgerMeter: Send + Sync + 'static {
     fn committed(&self, records: usize, elapsed: Duration);
     /// A batch of `records` could not be written.
     fn failed(&self, records: usize);
+    /// The shipper appended `records` to the fleet's ledger; `lag`: how long
+    /// ago the oldest call among them ended (none without a closing row).
+    fn shipped(&self, records: usize, lag: Option<Duration>) {
+        let _ = (records, lag);
+    }
+    /// A shipping pass failed (PostgreSQL or the file could not be read).
+    fn ship_failed(&self) {}
 }
 
 /// What a caller is told when `on_error = "refuse"` fails its call: no path,
@@ -60,6 +72,9 @@ pub struct Ledger {
     strict_openings: bool,
     /// Whether the writer's last commit (or its first open) succeeded.
     healthy: Arc<AtomicBool>,
+    /// The shipper's wake-up, when rows are shipped to PostgreSQL.
+    shipper: Option<mpsc::SyncSender<Signal>>,
+    postgres_url: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -79,14 +94,17 @@ impl Ledger {
             .inspect_err(|error| tracing::error!(path = %config.path.display(), %error, "the ledger cannot be opened"))
             .ok();
         let healthy = Arc::new(AtomicBool::new(connection.is_some()));
+        let shipper = config.postgres_url.as_ref().and_then(|url| start_shipper(url, &config, meter.clone()));
         let ledger = Ledger {
             jobs,
             path: Arc::from(config.path.as_path()),
             on_error: config.on_error,
             strict_openings: config.sync == LedgerSync::Full,
             healthy: healthy.clone(),
+            shipper: shipper.clone(),
+            postgres_url: config.postgres_url.as_deref().map(Arc::from),
         };
-        let writer = Writer { config, meter, connection, healthy };
+        let writer = Writer { config, meter, connection, healthy, shipper };
         let spawned = std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer.run(queue));
         if let Err(error) = spawned {
             // The queue's receiver is gone with the closure: every write fails
@@ -104,6 +122,30 @@ impl Ledger {
     /// A reader of this ledger's file.
     pub fn reader(&self) -> Result<Reader, ReadError> {
         Reader::open(&self.path)
+    }
+
+    /// The fleet's PostgreSQL ledger this one ships to, if any.
+    pub fn postgres_url(&self) -> Option<&str> {
+        self.postgres_url.as_deref()
+    }
+
+    /// What queries read: the fleet's ledger when there is one (blocking:
+    /// it connects), else this file.
+    pub fn shared_or_local(&self) -> Result<Box<dyn LedgerRead>, ReadError> {
+        Ok(match self.postgres_url() {
+            Some(url) => Box::new(SharedReader::connect(url)?),
+            None => Box::new(self.reader()?),
+        })
+    }
+
+    /// Ships every row committed so far, waiting up to `timeout` (blocking).
+    /// True when the shipper finished its pass in time (whether or not
+    /// PostgreSQL took the rows: those left wait in the file); false without
+    /// a shipper or when the time ran out.
+    pub fn ship_pending(&self, timeout: Duration) -> bool {
+        let Some(shipper) = &self.shipper else { return false };
+        let (done, finished) = mpsc::channel();
+        shipper.send(Signal::Flush(done)).is_ok() && finished.recv_timeout(timeout).is_ok()
     }
 
     /// Sends `row` to the writer. A row that is `waited` for resolves once
@@ -146,6 +188,25 @@ impl Ledger {
                 }
             }
         })
+    }
+}
+
+/// Starts the shipper's thread; `None` (logged) when the thread cannot start,
+/// and rows then stay in the file.
+fn start_shipper(
+    url: &str,
+    config: &LedgerConfig,
+    meter: Option<Arc<dyn LedgerMeter>>,
+) -> Option<mpsc::SyncSender<Signal>> {
+    // One waiting wake-up is enough: a pass ships everything committed.
+    let (wake, signals) = mpsc::sync_channel(1);
+    let shipper = Shipper::new(url.to_owned(), config.path.clone(), meter);
+    match std::thread::Builder::new().name("weir-ledger-ship".to_owned()).spawn(move || shipper.run(signals)) {
+        Ok(_) => Some(wake),
+        Err(error) => {
+            tracing::error!(%error, "cannot start the ledger's shipper thread: rows stay in the local ledger");
+            None
+        }
     }
 }
 

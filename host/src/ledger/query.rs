@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags, params_from_iter};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use super::sql::{self, Dialect, Param};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
 use crate::record::{CallOpening, CallRecord, Tokens};
 
@@ -56,7 +57,7 @@ impl GroupBy {
         }
     }
 
-    fn column(self) -> &'static str {
+    pub(super) fn column(self) -> &'static str {
         match self {
             Self::Member => "member",
             Self::Model => "model",
@@ -109,12 +110,29 @@ impl Serialize for Group {
     }
 }
 
+/// One row of a sums query: the group's value (`None` without grouping, or
+/// for calls without one) and its totals.
+pub(super) type GroupTotals = (Option<String>, Totals);
+
 /// Sums over the closed calls a filter selects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Sums {
     /// One per value of the grouping, ordered by it; empty without one.
     pub groups: Vec<Group>,
     pub total: Totals,
+}
+
+impl Sums {
+    /// The sums from the ungrouped query's rows (one, or none) and, when
+    /// grouped, the grouped query's.
+    pub(super) fn assemble(total: Vec<GroupTotals>, grouped: Option<(GroupBy, Vec<GroupTotals>)>) -> Self {
+        let total = total.into_iter().next().map(|(_, totals)| totals).unwrap_or_default();
+        let groups = match grouped {
+            Some((by, rows)) => rows.into_iter().map(|(value, totals)| Group { by, value, totals }).collect(),
+            None => Vec::new(),
+        };
+        Self { groups, total }
+    }
 }
 
 /// A chain that checks out.
@@ -143,8 +161,10 @@ pub enum ReadError {
     Schema { path: PathBuf, version: i64 },
     #[error("reading the ledger: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("row {seq} holds a body that does not parse: {error}")]
-    Body { seq: i64, error: serde_json::Error },
+    #[error("{at} holds a body that does not parse: {error}")]
+    Body { at: String, error: serde_json::Error },
+    #[error("reading the fleet's ledger: {0}")]
+    Postgres(String),
     #[error("writing the export: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -156,6 +176,19 @@ pub enum VerifyError {
     Broken(ChainBreak),
     #[error(transparent)]
     Read(#[from] ReadError),
+}
+
+/// Every column, in the table's order (the indices [`stored_row`] reads).
+const ALL_COLUMNS: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash FROM ledger";
+
+/// A row as the file holds it: its place in the chain and its content.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Committed {
+    pub seq: i64,
+    pub row: Row,
+    pub prev_hash: String,
+    pub hash: String,
 }
 
 /// A read-only view of a ledger file.
@@ -186,75 +219,13 @@ impl Reader {
         Ok(Reader { connection })
     }
 
-    /// The closed calls, by start time.
-    pub fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
-        let (conditions, values) = conditions(filter);
-        let sql = format!("SELECT seq, body FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms, seq");
-        self.bodies(&sql, values)
-    }
-
-    /// The calls that opened and never closed: what a crash (or a call still
-    /// running) leaves.
-    pub fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
-        let (conditions, values) = conditions(filter);
-        let sql = format!(
-            "SELECT seq, body FROM ledger AS opened WHERE kind = 'open'{conditions}
-               AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.call_id = opened.call_id AND closed.kind = 'close')
-             ORDER BY started_ms, seq"
-        );
-        self.bodies(&sql, values)
-    }
-
-    /// Tokens and cost of the calls closed that started at or after `since`,
-    /// by caller (key, member, team): what budgets are rebuilt from at start.
-    pub fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
-        let mut statement = self.connection.prepare(
-            "SELECT key_id, member, team, COALESCE(SUM(input), 0), COALESCE(SUM(output), 0),
-                    COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0), COALESCE(SUM(reasoning), 0),
-                    COALESCE(SUM(cost_usd), 0.0)
-             FROM ledger WHERE kind = 'close' AND started_ms >= ?1 GROUP BY key_id, member, team",
-        )?;
-        let rows = statement.query_map([store::unix_ms(since)], |row| {
-            Ok(CallerSpend {
-                key_id: row.get(0)?,
-                member: row.get(1)?,
-                team: row.get(2)?,
-                tokens: tokens_from(row, 3)?,
-                cost_usd: row.get(8)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Calls, tokens by kind and cost over the closed calls, grouped or not.
-    pub fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
-        let transaction = self.connection.unchecked_transaction()?;
-        let total =
-            sum_rows(&transaction, filter, None)?.into_iter().next().map(|(_, totals)| totals).unwrap_or_default();
-        let groups = match group_by {
-            Some(by) => sum_rows(&transaction, filter, Some(by))?
-                .into_iter()
-                .map(|(value, totals)| Group { by, value, totals })
-                .collect(),
-            None => Vec::new(),
-        };
-        transaction.finish()?;
-        Ok(Sums { groups, total })
-    }
-
     /// Walks every row in order: `seq` without a gap from 1, each `prev_hash`
     /// the previous row's `hash`, each `hash` recomputed from the row, and the
     /// filter columns equal to the body's fields. A row cut off the end leaves
     /// a valid chain: compare `rows` with a count kept elsewhere to see that.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let mut statement = transaction
-            .prepare(
-                "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-                        input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash
-                 FROM ledger ORDER BY seq",
-            )
-            .map_err(ReadError::from)?;
+        let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
         let mut rows = statement.query([]).map_err(ReadError::from)?;
         let mut previous = (0_i64, GENESIS.to_owned());
         let mut calls = HashSet::new();
@@ -293,6 +264,35 @@ impl Reader {
         Ok(VerifyReport { rows: u64::try_from(previous.0).unwrap_or(0), calls: calls.len() as u64 })
     }
 
+    /// The hash of the file's first row: what names this file's rows in the
+    /// fleet's ledger. `None` while the file holds no row.
+    pub(super) fn first_hash(&self) -> Result<Option<String>, ReadError> {
+        let mut statement = self.connection.prepare_cached("SELECT hash FROM ledger WHERE seq = 1")?;
+        Ok(statement.query_row([], |row| row.get(0)).optional()?)
+    }
+
+    /// Up to `limit` rows after `seq`, in order, as committed.
+    pub(super) fn rows_after(&self, seq: i64, limit: usize) -> Result<Vec<Committed>, ReadError> {
+        let mut statement =
+            self.connection.prepare_cached(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq LIMIT ?2"))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = statement.query(rusqlite::params![seq, limit])?;
+        let mut committed = Vec::new();
+        while let Some(row) = rows.next()? {
+            let kind: String = row.get(1)?;
+            let call_id: String = row.get(2)?;
+            let body: String = row.get(16)?;
+            let Some(stored) = stored_row(row, &kind, &call_id, &body)? else {
+                return Err(ReadError::Body {
+                    at: format!("row {}", row.get::<_, i64>(0)?),
+                    error: serde::de::Error::custom(format!("unknown kind `{kind}`")),
+                });
+            };
+            committed.push(Committed { seq: row.get(0)?, row: stored, prev_hash: row.get(17)?, hash: row.get(18)? });
+        }
+        Ok(committed)
+    }
+
     /// Writes every row of calls started at or after `since` (all without it)
     /// as JSON lines, in `seq` order: `{"kind","seq","hash","record"}`, the
     /// record being the row's body as stored. Returns the rows written.
@@ -316,16 +316,81 @@ impl Reader {
         Ok(written)
     }
 
-    fn bodies<T: serde::de::DeserializeOwned>(&self, sql: &str, values: Vec<Value>) -> Result<Vec<T>, ReadError> {
-        let mut statement = self.connection.prepare(sql)?;
-        let mut rows = statement.query(params_from_iter(values))?;
+    fn bodies<T: serde::de::DeserializeOwned>(&self, query: sql::Query) -> Result<Vec<T>, ReadError> {
+        let mut statement = self.connection.prepare(&query.sql)?;
+        let mut rows = statement.query(params_from_iter(values(query.params)))?;
         let mut bodies = Vec::new();
         while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
+            let at: String = row.get(0)?;
             let body: String = row.get(1)?;
-            bodies.push(serde_json::from_str(&body).map_err(|error| ReadError::Body { seq, error })?);
+            bodies.push(parse_body(at, &body)?);
         }
         Ok(bodies)
+    }
+}
+
+/// A row's body, or which row holds one that does not parse.
+pub(super) fn parse_body<T: serde::de::DeserializeOwned>(at: String, body: &str) -> Result<T, ReadError> {
+    serde_json::from_str(body).map_err(|error| ReadError::Body { at, error })
+}
+
+/// The parameters as SQLite values.
+fn values(params: Vec<Param>) -> Vec<Value> {
+    params
+        .into_iter()
+        .map(|param| match param {
+            Param::Text(text) => Value::Text(text),
+            Param::Integer(integer) => Value::Integer(integer),
+        })
+        .collect()
+}
+
+/// What budgets, `GET /v1/usage` and `weir ledger query` read: a gateway's
+/// own file ([`Reader`]) or the fleet's table ([`super::SharedReader`]).
+pub trait LedgerRead {
+    /// The closed calls, by start time.
+    fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError>;
+    /// The calls that opened and never closed: what a crash (or a call still
+    /// running) leaves.
+    fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError>;
+    /// Tokens and cost of the calls closed that started at or after `since`,
+    /// by caller (key, member, team): what budgets are rebuilt from at start.
+    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError>;
+    /// Calls, tokens by kind and cost over the closed calls, grouped or not.
+    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError>;
+}
+
+impl LedgerRead for Reader {
+    fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
+        self.bodies(sql::records(filter, Dialect::Sqlite))
+    }
+
+    fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
+        self.bodies(sql::unclosed(filter, Dialect::Sqlite))
+    }
+
+    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
+        let query = sql::spend_by_caller(since, Dialect::Sqlite);
+        let mut statement = self.connection.prepare(&query.sql)?;
+        let rows = statement.query_map(params_from_iter(values(query.params)), |row| {
+            Ok(CallerSpend {
+                key_id: row.get(0)?,
+                member: row.get(1)?,
+                team: row.get(2)?,
+                tokens: tokens_from(row, 3)?,
+                cost_usd: row.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
+        let transaction = self.connection.unchecked_transaction()?;
+        let read = |group_by| sum_rows(&transaction, filter, group_by);
+        let sums =
+            Sums::assemble(read(None)?, group_by.map(|by| Ok::<_, ReadError>((by, read(Some(by))?))).transpose()?);
+        transaction.finish()?;
+        Ok(sums)
     }
 }
 
@@ -374,52 +439,15 @@ fn same_columns(stored: &Row, derived: &Row) -> bool {
     close && Row { cost_usd: None, ..stored.clone() } == Row { cost_usd: None, ..derived.clone() }
 }
 
-/// The filter as ` AND ...` conditions and their values.
-fn conditions(filter: &Filter) -> (String, Vec<Value>) {
-    let mut sql = String::new();
-    let mut values = Vec::new();
-    let texts = [
-        ("member", &filter.member),
-        ("key_id", &filter.key_id),
-        ("model", &filter.model),
-        ("category", &filter.category),
-    ];
-    for (column, value) in texts {
-        if let Some(value) = value {
-            values.push(Value::Text(value.clone()));
-            sql.push_str(&format!(" AND {column} = ?{}", values.len()));
-        }
-    }
-    if let Some(since) = filter.since {
-        values.push(Value::Integer(store::unix_ms(since)));
-        sql.push_str(&format!(" AND started_ms >= ?{}", values.len()));
-    }
-    if let Some(until) = filter.until {
-        values.push(Value::Integer(store::unix_ms(until)));
-        sql.push_str(&format!(" AND started_ms < ?{}", values.len()));
-    }
-    (sql, values)
-}
-
 /// One `(group value, totals)` per group, or a single row without grouping.
 fn sum_rows(
     connection: &Connection,
     filter: &Filter,
     group_by: Option<GroupBy>,
-) -> Result<Vec<(Option<String>, Totals)>, ReadError> {
-    let (conditions, values) = conditions(filter);
-    let (column, grouping) = match group_by {
-        Some(by) => (by.column(), format!(" GROUP BY {0} ORDER BY {0}", by.column())),
-        None => ("NULL", String::new()),
-    };
-    let sql = format!(
-        "SELECT {column}, COUNT(*), COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cache_read), 0),
-                COALESCE(SUM(cache_write), 0), COALESCE(SUM(reasoning), 0), COALESCE(SUM(cost_usd), 0.0),
-                COALESCE(SUM(cost_usd IS NULL), 0)
-         FROM ledger WHERE kind = 'close'{conditions}{grouping}"
-    );
-    let mut statement = connection.prepare(&sql)?;
-    let rows = statement.query_map(params_from_iter(values), |row| {
+) -> Result<Vec<GroupTotals>, ReadError> {
+    let query = sql::sums(filter, group_by, Dialect::Sqlite);
+    let mut statement = connection.prepare(&query.sql)?;
+    let rows = statement.query_map(params_from_iter(values(query.params)), |row| {
         Ok((
             row.get(0)?,
             Totals {

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::catalog::LedgerSync;
+use crate::ledger::query::LedgerRead;
 use crate::record::{Operation, Route, Tokens, Who};
 
 /// The batch sizes the writer reports.
@@ -33,6 +34,7 @@ fn settings(path: &Path) -> LedgerConfig {
         sync: LedgerSync::Normal,
         on_error: LedgerOnError::Refuse,
         max_bytes: None,
+        postgres_url: None,
     }
 }
 
@@ -400,4 +402,108 @@ fn times_are_rfc3339_or_a_duration_back() {
     let expected = SystemTime::now() - Duration::from_secs(86_400);
     assert!(expected.duration_since(day_ago).unwrap_or_default() < Duration::from_secs(5));
     assert!(parse_time("yesterday").unwrap_err().contains("RFC 3339"));
+}
+
+/// A ledger file that ships to a real PostgreSQL server.
+fn shipping(path: &Path, server: &weir_tests::PostgresServer) -> Ledger {
+    Ledger::open(LedgerConfig { postgres_url: Some(server.url()), ..settings(path) }, None)
+}
+
+/// Runs `read` on a blocking thread (the PostgreSQL client must not run on a
+/// tokio worker).
+async fn blocking<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(read).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let first = shipping(&dir.path().join("a.db"), &server);
+    write_calls(&first, &[("a1", "alice", "m1", 1, Some(0.1)), ("a2", "bob", "m2", 2, None)]).await;
+    first.opened(&opening("a3", "alice", "m1", 3)).await.unwrap();
+    let second = shipping(&dir.path().join("b.db"), &server);
+    write_calls(&second, &[("b1", "alice", "m2", 4, Some(0.25))]).await;
+    assert!(
+        blocking({
+            let (first, second) = (first.clone(), second.clone());
+            move || first.ship_pending(Duration::from_secs(10)) && second.ship_pending(Duration::from_secs(10))
+        })
+        .await
+    );
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 7);
+    assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), 2);
+
+    let url = server.url();
+    let shared = blocking(move || SharedReader::connect(&url).unwrap()).await;
+    let all = Filter::default();
+    let (records, unclosed, sums) = blocking(move || {
+        (shared.records(&all).unwrap(), shared.unclosed(&all).unwrap(), shared.sums(&all, Some(GroupBy::Member)))
+    })
+    .await;
+    let ids: Vec<_> = records.iter().map(|record| record.call_id.as_str()).collect();
+    assert_eq!(ids, ["a1", "a2", "b1"], "both files' calls, by start time");
+    assert_eq!(unclosed.iter().map(|opening| opening.call_id.as_str()).collect::<Vec<_>>(), ["a3"]);
+    let sums = sums.unwrap();
+    assert_eq!(sums.total.calls, 3);
+    assert_eq!(sums.total.tokens.input, 300);
+    assert!((sums.total.cost_usd - 0.35).abs() < 1e-12, "{}", sums.total.cost_usd);
+    assert_eq!(sums.total.calls_without_cost, 1);
+    let groups: Vec<_> = sums.groups.iter().map(|group| (group.value.clone(), group.totals.calls)).collect();
+    assert_eq!(groups, [(Some("alice".to_owned()), 2), (Some("bob".to_owned()), 1)]);
+
+    // The first file's sums as the file answers them and as PostgreSQL does.
+    let url = server.url();
+    let (local, remote) = blocking(move || {
+        let by_alice = Filter { member: Some("alice".to_owned()), ..Filter::default() };
+        let local = first.reader().unwrap().sums(&by_alice, Some(GroupBy::Model)).unwrap();
+        let shared = SharedReader::connect(&url).unwrap();
+        let only_first = Filter { until: Some(at(4)), ..by_alice };
+        (local, shared.sums(&only_first, Some(GroupBy::Model)).unwrap())
+    })
+    .await;
+    assert_eq!(local, remote);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_shipped_twice_are_stored_once() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("x", "alice", "m", 1, Some(0.5)), ("y", "bob", "m", 2, None)]).await;
+    let url = server.url();
+    let (first, again, through) = blocking(move || {
+        let rows = Reader::open(&path).unwrap().rows_after(0, 100).unwrap();
+        let source = Reader::open(&path).unwrap().first_hash().unwrap().unwrap();
+        let mut client = postgres::connect(&url).unwrap();
+        let first = postgres::ship(&mut client, &source, &rows).unwrap();
+        let again = postgres::ship(&mut client, &source, &rows[1..]).unwrap();
+        (first, again, postgres::shipped_through(&mut client, &source).unwrap())
+    })
+    .await;
+    assert_eq!((first, again, through), (4, 0, 4));
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 1, "one migration, applied once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_table_refuses_edits() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = shipping(&dir.path().join("ledger.db"), &server);
+    write_calls(&ledger, &[("x", "alice", "m", 1, Some(0.5))]).await;
+    assert!(blocking(move || ledger.ship_pending(Duration::from_secs(10))).await);
+    let url = server.url();
+    let refusals = blocking(move || {
+        let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+        let update = client.execute("UPDATE ledger SET body = '{}'", &[]).unwrap_err();
+        let delete = client.execute("DELETE FROM ledger", &[]).unwrap_err();
+        [update, delete].map(|error| format!("{error:?}"))
+    })
+    .await;
+    for refusal in refusals {
+        assert!(refusal.contains("append-only"), "{refusal}");
+    }
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 2);
 }

@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 
 use super::LedgerMeter;
 use super::config::LedgerConfig;
+use super::shipper::Signal;
 use super::store::{self, Row};
 
 /// The most rows committed in one transaction: bounds how long the first row
@@ -71,6 +72,8 @@ pub(super) struct Writer {
     /// Whether the last batch (or the first open) succeeded: while it is false,
     /// openings are written to be waited for.
     pub healthy: Arc<AtomicBool>,
+    /// Woken after each commit, when rows are shipped to PostgreSQL.
+    pub shipper: Option<SyncSender<Signal>>,
 }
 
 impl Writer {
@@ -104,6 +107,10 @@ impl Writer {
                 carried.clear();
                 if let Some(meter) = &self.meter {
                     meter.committed(rows, started.elapsed());
+                }
+                if let Some(shipper) = &self.shipper {
+                    // Full: a wake-up is already waiting, and its pass ships these rows too.
+                    let _ = shipper.try_send(Signal::Committed);
                 }
             }
             Err(reason) => {

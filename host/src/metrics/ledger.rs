@@ -1,6 +1,6 @@
 //! The ledger writer's own health (how long a batch takes to commit, how large
-//! batches are, and how many could not be written), and the fleet's shared
-//! state's failures.
+//! batches are, and how many could not be written), its shipping to the
+//! fleet's PostgreSQL ledger, and the fleet's shared state's failures.
 
 use std::time::Duration;
 
@@ -18,6 +18,18 @@ impl LedgerMeter for Metrics {
 
     fn failed(&self, _records: usize) {
         self.inner.series.ledger_failures.inc();
+    }
+
+    fn shipped(&self, records: usize, lag: Option<Duration>) {
+        let series = &self.inner.series;
+        series.ledger_shipped.inc_by(records as u64);
+        if let Some(lag) = lag {
+            series.ledger_ship_lag.observe(lag.as_secs_f64());
+        }
+    }
+
+    fn ship_failed(&self) {
+        self.inner.series.ledger_ship_failures.inc();
     }
 }
 

@@ -33,6 +33,9 @@ pub(super) struct Series {
     pub(super) ledger_commit: Histogram,
     pub(super) ledger_batch: Histogram,
     pub(super) ledger_failures: Counter,
+    pub(super) ledger_shipped: Counter,
+    pub(super) ledger_ship_lag: Histogram,
+    pub(super) ledger_ship_failures: Counter,
     pub(super) shared_state_failures: Counter,
 }
 
@@ -71,6 +74,11 @@ impl Series {
             ledger_commit: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
             ledger_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
             ledger_failures: Counter::default(),
+            ledger_shipped: Counter::default(),
+            // From a call's end to its row in PostgreSQL: milliseconds while
+            // it keeps up, up to an outage's length.
+            ledger_ship_lag: Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 300.0]),
+            ledger_ship_failures: Counter::default(),
             shared_state_failures: Counter::default(),
         };
         let r = registry;
@@ -118,6 +126,22 @@ impl Series {
         );
         r.register("ledger_batch_records", "Records per committed ledger batch", series.ledger_batch.clone());
         r.register("ledger_failures", "Ledger batches that could not be written", series.ledger_failures.clone());
+        r.register(
+            "ledger_shipped_records",
+            "Ledger records shipped to the fleet's PostgreSQL ledger",
+            series.ledger_shipped.clone(),
+        );
+        r.register_with_unit(
+            "ledger_ship_lag",
+            "Per shipped batch, how long ago its oldest call ended",
+            Unit::Seconds,
+            series.ledger_ship_lag.clone(),
+        );
+        r.register(
+            "ledger_ship_failures",
+            "Shipping passes that failed (PostgreSQL or the local file could not be read); rows wait in the file",
+            series.ledger_ship_failures.clone(),
+        );
         r.register(
             "shared_state_failures",
             "Operations on the fleet's shared state (Redis) that failed and took the declared policy",

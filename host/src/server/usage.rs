@@ -1,4 +1,6 @@
-//! `GET /v1/usage`: the ledger's sums for operators (`admin` keys only).
+//! `GET /v1/usage`: the ledger's sums for operators (`admin` keys only): the
+//! fleet's PostgreSQL ledger when `[ledger] postgres_url` names one (every
+//! gateway's calls), else this gateway's own file.
 //!
 //! Query: `member`, `key`, `model`, `category`, `since`, `until` (RFC 3339 or a
 //! duration back from now, on the call's start) and `group_by` (`member`,
@@ -53,7 +55,7 @@ pub(super) async fn usage(
     let Some(ledger) = weir.ledger().cloned() else {
         return Err(unavailable("this gateway keeps no ledger"));
     };
-    let read = tokio::task::spawn_blocking(move || ledger.reader()?.sums(&filter, group_by)).await;
+    let read = tokio::task::spawn_blocking(move || ledger.shared_or_local()?.sums(&filter, group_by)).await;
     match read {
         Ok(Ok(sums)) => {
             let mut body = serde_json::to_value(sums).unwrap_or_default();

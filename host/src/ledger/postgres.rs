@@ -1,0 +1,265 @@
+//! The fleet's ledger in PostgreSQL (`[ledger] postgres_url`): the table every
+//! gateway's shipper appends its committed rows to ([`ship`]), the schema's
+//! versioned migrations (`host/migrations`, through refinery), and a
+//! [`SharedReader`] that answers the same queries as the local file's
+//! [`super::Reader`] over the whole fleet's calls.
+//!
+//! The client is the blocking one: the shipper runs on its own thread, as
+//! the SQLite writer does, and readers run where blocking is allowed (a
+//! command, `spawn_blocking`, a thread of their own).
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use postgres::types::ToSql;
+use postgres::{Client, NoTls};
+
+use super::query::{
+    CallerSpend, Committed, Filter, GroupBy, GroupTotals, LedgerRead, ReadError, Sums, Totals, parse_body,
+};
+use super::sql::{self, Dialect, Param};
+use crate::record::{CallOpening, CallRecord, Tokens};
+
+mod embedded {
+    refinery::embed_migrations!("migrations");
+}
+
+/// Every gateway of a fleet may start at once against an empty database:
+/// migrations run under this session-level advisory lock, one at a time.
+const MIGRATION_LOCK: i64 = 0x5745_4952_4c45_4447; // "WEIRLEDG"
+
+/// How long connecting may take before the attempt counts as a failure.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A statement the server has not finished by then is cancelled by it, so a
+/// stalled server cannot hold a reader (or the shipper) forever.
+const STATEMENT_TIMEOUT_MS: u64 = 15_000;
+
+/// Why the fleet's ledger could not be reached, migrated, written or read
+/// (the server's text: for the log, never for a caller).
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    #[error("`[ledger] postgres_url` is not a PostgreSQL URL: {0}")]
+    Url(postgres::Error),
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(postgres::Error),
+    #[error("cannot migrate the ledger's schema in PostgreSQL: {0}")]
+    Migrate(String),
+    #[error("PostgreSQL: {0}")]
+    Query(#[from] postgres::Error),
+}
+
+impl From<SharedError> for ReadError {
+    fn from(error: SharedError) -> Self {
+        ReadError::Postgres(error.to_string())
+    }
+}
+
+/// Checks `url` parses as a connection URL (what the configuration's load
+/// asks before anything connects).
+pub fn check_url(url: &str) -> Result<(), SharedError> {
+    url.parse::<postgres::Config>().map(drop).map_err(SharedError::Url)
+}
+
+/// Connects to `url` and brings the schema to this weir's version.
+pub(super) fn connect(url: &str) -> Result<Client, SharedError> {
+    let mut config = url.parse::<postgres::Config>().map_err(SharedError::Url)?;
+    config
+        .connect_timeout(CONNECT_TIMEOUT)
+        .application_name("weir")
+        .options(&format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
+    let mut client = config.connect(NoTls).map_err(SharedError::Connect)?;
+    migrate(&mut client)?;
+    Ok(client)
+}
+
+fn migrate(client: &mut Client) -> Result<(), SharedError> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
+    let migrated = embedded::migrations::runner().run(client).map(drop).map_err(|error| error.to_string());
+    // The lock goes with the session anyway; released here so the next
+    // gateway does not wait for this connection to close.
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])?;
+    migrated.map_err(SharedError::Migrate)
+}
+
+/// The last `seq` of `source` already in the table (0 for none): where its
+/// shipper goes on from.
+pub(super) fn shipped_through(client: &mut Client, source: &str) -> Result<i64, SharedError> {
+    let row = client.query_one("SELECT COALESCE(MAX(source_seq), 0) FROM ledger WHERE source = $1", &[&source])?;
+    Ok(row.try_get(0)?)
+}
+
+/// Appends `rows` of `source` in one statement and transaction; a row whose
+/// call already has that kind of row is skipped (shipped before). Returns
+/// how many were new.
+pub(super) fn ship(client: &mut Client, source: &str, rows: &[Committed]) -> Result<u64, SharedError> {
+    let column = |get: fn(&Committed) -> String| rows.iter().map(get).collect::<Vec<_>>();
+    let optional = |get: fn(&Committed) -> Option<String>| rows.iter().map(get).collect::<Vec<_>>();
+    let integer = |get: fn(&Committed) -> i64| rows.iter().map(get).collect::<Vec<_>>();
+    let tokens = |get: fn(&Tokens) -> u64| rows.iter().map(|c| signed(get(&c.row.tokens))).collect::<Vec<_>>();
+    let sources = vec![source.to_owned(); rows.len()];
+    let params: [&(dyn ToSql + Sync); 20] = [
+        &column(|c| c.row.call_id.clone()),
+        &column(|c| c.row.kind.as_str().to_owned()),
+        &sources,
+        &integer(|c| c.seq),
+        &integer(|c| c.row.at_ms),
+        &integer(|c| c.row.started_ms),
+        &optional(|c| c.row.key_id.clone()),
+        &optional(|c| c.row.member.clone()),
+        &optional(|c| c.row.team.clone()),
+        &column(|c| c.row.model.clone()),
+        &optional(|c| c.row.category.clone()),
+        &tokens(|t| t.input),
+        &tokens(|t| t.output),
+        &tokens(|t| t.cache_read),
+        &tokens(|t| t.cache_write),
+        &tokens(|t| t.reasoning),
+        &rows.iter().map(|c| c.row.cost_usd).collect::<Vec<_>>(),
+        &column(|c| c.row.body.clone()),
+        &column(|c| c.prev_hash.clone()),
+        &column(|c| c.hash.clone()),
+    ];
+    let mut transaction = client.transaction()?;
+    let inserted = transaction.execute(
+        "INSERT INTO ledger (call_id, kind, source, source_seq, at_ms, started_ms, key_id, member, team, model,
+             category, input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[],
+             $14::bigint[], $15::bigint[], $16::bigint[], $17::float8[], $18::text[], $19::text[], $20::text[])
+         ON CONFLICT DO NOTHING",
+        &params,
+    )?;
+    transaction.commit()?;
+    Ok(inserted)
+}
+
+/// Token counts are far below 2^63; a count beyond it is stored as the most.
+fn signed(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// A count read back (never negative: the table holds what [`signed`] wrote).
+fn unsigned(count: i64) -> u64 {
+    u64::try_from(count).unwrap_or(0)
+}
+
+/// The fleet's ledger read as [`super::Reader`] reads a file: one connection,
+/// opened (and the schema migrated) by [`SharedReader::connect`].
+pub struct SharedReader {
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for SharedReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedReader").finish_non_exhaustive()
+    }
+}
+
+impl SharedReader {
+    /// Connects to `url` (blocking: call it where blocking is allowed).
+    pub fn connect(url: &str) -> Result<SharedReader, ReadError> {
+        Ok(SharedReader { client: Mutex::new(connect(url)?) })
+    }
+
+    /// Runs `queries` in one read-only snapshot (so a total and its groups
+    /// agree while shippers keep appending).
+    fn query_all(&self, queries: Vec<sql::Query>) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
+        let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(SharedError::from)?;
+        let mut answers = Vec::with_capacity(queries.len());
+        for query in queries {
+            let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
+            let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+            answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
+        }
+        transaction.commit().map_err(SharedError::from)?;
+        Ok(answers)
+    }
+
+    fn query(&self, query: sql::Query) -> Result<Vec<postgres::Row>, ReadError> {
+        Ok(self.query_all(vec![query])?.into_iter().next().unwrap_or_default())
+    }
+
+    fn bodies<T: serde::de::DeserializeOwned>(&self, query: sql::Query) -> Result<Vec<T>, ReadError> {
+        self.query(query)?
+            .iter()
+            .map(|row| {
+                parse_body(row.try_get(0).map_err(SharedError::from)?, row.try_get(1).map_err(SharedError::from)?)
+            })
+            .collect()
+    }
+}
+
+fn boxed(param: Param) -> Box<dyn ToSql + Sync> {
+    match param {
+        Param::Text(text) => Box::new(text),
+        Param::Integer(integer) => Box::new(integer),
+    }
+}
+
+/// Five token counts from consecutive columns, the first at `first`.
+fn tokens_at(row: &postgres::Row, first: usize) -> Result<Tokens, postgres::Error> {
+    let count = |index: usize| row.try_get::<_, i64>(first + index).map(unsigned);
+    Ok(Tokens {
+        input: count(0)?,
+        output: count(1)?,
+        cache_read: count(2)?,
+        cache_write: count(3)?,
+        reasoning: count(4)?,
+    })
+}
+
+fn totals_at(row: &postgres::Row) -> Result<GroupTotals, postgres::Error> {
+    let totals = Totals {
+        calls: unsigned(row.try_get(1)?),
+        tokens: tokens_at(row, 2)?,
+        cost_usd: row.try_get(7)?,
+        calls_without_cost: unsigned(row.try_get(8)?),
+    };
+    Ok((row.try_get(0)?, totals))
+}
+
+impl LedgerRead for SharedReader {
+    fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
+        self.bodies(sql::records(filter, Dialect::Postgres))
+    }
+
+    fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
+        self.bodies(sql::unclosed(filter, Dialect::Postgres))
+    }
+
+    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
+        let spend = |row: &postgres::Row| -> Result<CallerSpend, postgres::Error> {
+            Ok(CallerSpend {
+                key_id: row.try_get(0)?,
+                member: row.try_get(1)?,
+                team: row.try_get(2)?,
+                tokens: tokens_at(row, 3)?,
+                cost_usd: row.try_get(8)?,
+            })
+        };
+        let rows = self.query(sql::spend_by_caller(since, Dialect::Postgres))?;
+        Ok(rows.iter().map(spend).collect::<Result<_, _>>().map_err(SharedError::from)?)
+    }
+
+    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
+        let mut queries = vec![sql::sums(filter, None, Dialect::Postgres)];
+        queries.extend(group_by.map(|by| sql::sums(filter, Some(by), Dialect::Postgres)));
+        let totals = |rows: Vec<postgres::Row>| -> Result<Vec<GroupTotals>, ReadError> {
+            Ok(rows.iter().map(totals_at).collect::<Result<_, _>>().map_err(SharedError::from)?)
+        };
+        let mut answers = self.query_all(queries)?.into_iter();
+        let total = totals(answers.next().unwrap_or_default())?;
+        let grouped = match (group_by, answers.next()) {
+            (Some(by), Some(rows)) => Some((by, totals(rows)?)),
+            _ => None,
+        };
+        Ok(Sums::assemble(total, grouped))
+    }
+}
