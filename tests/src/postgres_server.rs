@@ -76,15 +76,20 @@ impl PostgresServer {
     }
 
     /// One integer the test asks of the database (a count, a sum), on a
-    /// connection of its own (blocking: call it off the async workers, or
-    /// where blocking is fine).
+    /// connection of its own.
     pub fn integer(&self, sql: &str) -> i64 {
+        self.try_integer(sql).unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    /// [`Self::integer`], or the error (before the gateway created the table, say).
+    pub fn try_integer(&self, sql: &str) -> Result<i64, String> {
         let url = self.url();
         let sql = sql.to_owned();
         // The blocking client must not run on a tokio worker: a thread of its own.
         std::thread::spawn(move || {
-            let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("the test's server answers");
-            client.query_one(&sql, &[]).expect("the test's query").get::<_, i64>(0)
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).map_err(|error| error.to_string())?;
+            let row = client.query_one(&sql, &[]).map_err(|error| error.to_string())?;
+            row.try_get::<_, i64>(0).map_err(|error| error.to_string())
         })
         .join()
         .expect("the query thread")

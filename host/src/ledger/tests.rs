@@ -507,3 +507,45 @@ async fn the_fleets_table_refuses_edits() {
     }
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 2);
 }
+
+fn build(toml: &str) -> Result<crate::Weir, crate::BuildError> {
+    crate::Weir::builder()
+        .config(crate::Config::from_toml(toml, "t").unwrap())
+        .providers_dir("/nonexistent-weir-ledger-test")
+        .cache_dir(None)
+        .build()
+}
+
+#[test]
+fn a_postgres_url_that_does_not_parse_is_refused_at_build() {
+    let Err(error) =
+        build("[ledger]\npath = \"/tmp/weir-unused.db\"\npostgres_url = \"postgres://u:hunter2@h:notaport/db\"\n")
+    else {
+        panic!("the build must fail")
+    };
+    let message = error.to_string();
+    assert!(message.contains("postgres_url") && message.contains("<credentials>@h:notaport"), "{message}");
+    assert!(!message.contains("hunter2"), "the password is not repeated: {message}");
+}
+
+/// PostgreSQL unreachable at start: the gateway starts, its budgets read
+/// back from its own file (logged), not reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_postgres_unreachable_the_budgets_are_rebuilt_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("x", "alice", "m", 1, Some(0.5)), ("y", "alice", "m", 2, None)]).await;
+    drop(ledger);
+    let toml = format!(
+        "[ledger]\npath = {:?}\npostgres_url = \"postgres://weir@127.0.0.1:1/postgres\"\n\
+         [member.alice]\ndaily_tokens = 1000\n",
+        path.to_str().unwrap()
+    );
+    let weir = blocking(move || build(&toml).unwrap()).await;
+    let status = weir.budgets().status();
+    let alice = status.iter().find(|status| status.scope.name() == "alice").unwrap();
+    // Two calls of 100 input + 20 output + 10 cache read + 5 cache write
+    // (the 2 reasoning tokens are part of the output).
+    assert_eq!(alice.spent, crate::budget::Amount::Tokens(270));
+}

@@ -1,0 +1,247 @@
+//! One ledger for a fleet: real `weir serve` processes, each keeping its own
+//! SQLite ledger and shipping it to one real PostgreSQL server, in front of
+//! the fake OpenAI upstream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, PostgresServer, run_cli};
+
+const OPS: &str = "weir-ops-token-0123456789abcdef";
+const ANA: &str = "weir-ana-token-0123456789abcdef";
+/// Ana's daily budget in the budget test.
+const DAILY_TOKENS: u64 = 200;
+
+/// The model on the fake upstream, an admin key and ana's key, the ledger
+/// table's `ledger` lines, then `tail`.
+fn config(upstream: &FakeUpstream, ledger: &str, tail: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+endpoint = "{url}"
+max_output_tokens = 100
+context_window = 10000
+output_tokens = 10
+max_retries = 0
+
+[[key]]
+id = "ops-key"
+member = "ops"
+hash = "{ops}"
+admin = true
+
+[[key]]
+id = "ana-key"
+member = "ana"
+hash = "{ana}"
+
+[ledger]
+{ledger}
+
+{tail}"#,
+        url = upstream.base_url(),
+        ops = weir_host::identity::hash_of(OPS),
+        ana = weir_host::identity::hash_of(ANA),
+    )
+}
+
+fn shipping_to(server: &PostgresServer) -> String {
+    format!("postgres_url = \"{}\"", server.url())
+}
+
+async fn call(client: &reqwest::Client, gateway: &Gateway, token: &str) -> (u16, Value) {
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
+    let response = client
+        .post(gateway.url("/v1/chat/completions"))
+        .bearer_auth(token)
+        .json(&body)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `calls` calls of the admin key spread round-robin over the gateways, 6 at
+/// a time; every one answered.
+async fn spread(gateways: &[&Gateway], calls: usize) {
+    let client = reqwest::Client::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = (0..6).map(|_| async {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if i >= calls {
+                return;
+            }
+            let (status, body) = call(&client, gateways[i % gateways.len()], OPS).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    });
+    futures_util::future::join_all(workers).await;
+}
+
+/// Waits until the fleet's table holds `closed` closing rows (then checks it
+/// holds no more).
+async fn until_closed(server: &PostgresServer, closed: i64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        // No table yet: no shipper has connected.
+        let count = server.try_integer("SELECT COUNT(*) FROM ledger WHERE kind = 'close'").unwrap_or(0);
+        if count == closed {
+            return;
+        }
+        assert!(count < closed, "{count} closing rows, more than the {closed} calls made");
+        assert!(Instant::now() < deadline, "only {count} of {closed} closing rows reached PostgreSQL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Each file's rows are there once each, numbered 1 to its last without a
+/// gap: nothing lost, nothing twice.
+fn assert_every_row_once(server: &PostgresServer, sources: i64, rows: i64) {
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), rows);
+    assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), sources);
+    let gaps = "SELECT COUNT(*) FROM (SELECT source FROM ledger GROUP BY source
+                HAVING MIN(source_seq) <> 1 OR MAX(source_seq) <> COUNT(*)) AS gapped";
+    assert_eq!(server.integer(gaps), 0, "a file's rows are missing in PostgreSQL");
+    let unpaired = "SELECT COUNT(*) FROM (SELECT call_id FROM ledger GROUP BY call_id HAVING COUNT(*) <> 2) AS odd";
+    assert_eq!(server.integer(unpaired), 0, "every call has its opening and its closing row");
+}
+
+async fn metric(gateway: &Gateway, name: &str) -> f64 {
+    let client = reqwest::Client::new();
+    let text = client.get(gateway.url("/metrics")).bearer_auth(OPS).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// Three gateways started together on an empty database (the migration runs
+/// once), each shipping its own file: every call's two rows are in
+/// PostgreSQL once, and `/v1/usage` and `weir ledger query` on any one of
+/// them sum the whole fleet's calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_ship_every_record_once_and_any_one_reads_the_fleets() {
+    let server = PostgresServer::start();
+    let upstream = FakeUpstream::start().await;
+    let config = config(&upstream, &shipping_to(&server), "");
+    let gateways = futures_util::future::join_all((0..3).map(|_| Gateway::start(&config))).await;
+    spread(&gateways.iter().collect::<Vec<_>>(), 60).await;
+    until_closed(&server, 60, Duration::from_secs(20)).await;
+    assert_every_row_once(&server, 3, 120);
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 1);
+
+    let client = reqwest::Client::new();
+    let usage: Value =
+        client.get(gateways[0].url("/v1/usage")).bearer_auth(OPS).send().await.unwrap().json().await.unwrap();
+    assert_eq!(usage["total"]["calls"], 60, "the fleet's calls, not this gateway's 20: {usage}");
+    let local = gateways[0].dir().join("data").join("ledger.db");
+    let own = run_cli(&["ledger", "query", "--path", &local.display().to_string(), "--json"], &[]);
+    let own: Value = serde_json::from_slice(&own.stdout).unwrap();
+    assert_eq!(own["records"].as_array().unwrap().len(), 20, "--path reads the one file");
+
+    let config_path = gateways[1].config_path().display().to_string();
+    let shared = run_cli(&["ledger", "query", "--config", &config_path, "--json"], &[]);
+    assert!(shared.status.success(), "{}", String::from_utf8_lossy(&shared.stderr));
+    let shared: Value = serde_json::from_slice(&shared.stdout).unwrap();
+    assert_eq!(shared["records"].as_array().unwrap().len(), 60);
+    assert_eq!(shared["sums"]["total"]["calls"], 60);
+}
+
+/// PostgreSQL stopped while calls go on (they never wait for it), the
+/// gateway then killed with its rows unshipped, PostgreSQL back, and a new
+/// gateway started on the same file: every record reaches PostgreSQL once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_outage_and_a_killed_gateway_lose_and_duplicate_nothing() {
+    let mut server = PostgresServer::start();
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("ledger.db");
+    let ledger = format!("path = \"{}\"\n{}", file.display(), shipping_to(&server));
+    let config = config(&upstream, &ledger, "");
+    let gateway = Gateway::start(&config).await;
+    spread(&[&gateway], 10).await;
+    until_closed(&server, 10, Duration::from_secs(20)).await;
+
+    server.stop();
+    spread(&[&gateway], 20).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&gateway, "weir_ledger_ship_failures_total").await < 1.0 {
+        assert!(Instant::now() < deadline, "the outage was never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gateway.stderr().contains("rows wait in the local ledger"), "{}", gateway.stderr());
+    assert!(!gateway.stderr().contains("postgres://weir@"), "the log names the URL without its user");
+    let client = reqwest::Client::new();
+    let usage = client.get(gateway.url("/v1/usage")).bearer_auth(OPS).send().await.unwrap();
+    assert_eq!(usage.status(), 503);
+    let usage = usage.text().await.unwrap();
+    assert!(usage.contains("ledger_unavailable") && !usage.contains("postgres"), "{usage}");
+    let config_path = gateway.config_path().display().to_string();
+    let query = run_cli(&["ledger", "query", "--config", &config_path], &[]);
+    assert!(!query.status.success(), "a query of the fleet's ledger while it is down fails");
+    assert!(String::from_utf8_lossy(&query.stderr).contains("fleet's ledger"), "{query:?}");
+    assert!(gateway.signal("KILL"));
+    drop(gateway);
+    assert_eq!(local_rows(&file), 60, "the file holds every call's two rows");
+
+    // A gateway starts while PostgreSQL is still down, and ships once it is back.
+    let restarted = Gateway::start(&config).await;
+    spread(&[&restarted], 5).await;
+    server.resume();
+    until_closed(&server, 35, Duration::from_secs(30)).await;
+    assert_every_row_once(&server, 1, 70);
+}
+
+fn local_rows(file: &Path) -> u64 {
+    let query = run_cli(&["ledger", "verify", "--path", &file.display().to_string()], &[]);
+    let text = String::from_utf8_lossy(&query.stdout).to_string();
+    text.strip_prefix("ok: ").and_then(|rest| rest.split(' ').next()?.parse().ok()).unwrap_or_else(|| panic!("{text}"))
+}
+
+/// Ana's calls on one gateway until her day's budget is spent; then a new
+/// gateway, with an empty file of its own, rebuilds her spend from the
+/// fleet's ledger and refuses her at once. The control (the same new gateway
+/// reading only its own file) serves her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starting_gateway_rebuilds_the_budgets_from_the_fleets_ledger() {
+    let server = PostgresServer::start();
+    let upstream = FakeUpstream::start().await;
+    let budget = format!("[member.ana]\ndaily_tokens = {DAILY_TOKENS}\n");
+    let client = reqwest::Client::new();
+    let mut first = Gateway::start(&config(&upstream, &shipping_to(&server), &budget)).await;
+    let mut answered = 0;
+    loop {
+        let (status, body) = call(&client, &first, ANA).await;
+        match status {
+            200 => answered += 1,
+            429 => {
+                assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
+                break;
+            }
+            other => panic!("{other}: {body}"),
+        }
+        assert!(answered < 400, "the budget never ran out");
+    }
+    assert!(first.terminate(Duration::from_secs(10)).is_some_and(|status| status.success()));
+
+    let control = Gateway::start(&config(&upstream, "", &budget)).await;
+    assert_eq!(call(&client, &control, ANA).await.0, 200, "its own empty file knows no spend");
+
+    let second = Gateway::start(&config(&upstream, &shipping_to(&server), &budget)).await;
+    let (status, body) = call(&client, &second, ANA).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
+    let usage = second.url("/v1/usage?member=ana&category=ok");
+    let usage: Value = client.get(usage).bearer_auth(OPS).send().await.unwrap().json().await.unwrap();
+    let ana = usage["budgets"].as_array().unwrap().iter().find(|budget| budget["name"] == "ana").unwrap().clone();
+    assert!(ana["spent"].as_u64().unwrap() > DAILY_TOKENS / 2, "{ana}");
+    // Every answered call of the first gateway (its last rows were shipped as it stopped).
+    assert_eq!(usage["total"]["calls"].as_u64().unwrap(), answered, "{usage}");
+}
