@@ -568,9 +568,15 @@ impl WeirBuilder {
         let budgets = budget::book(&config, clock)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
         // Under `[fleet]` the fleet's spend lives in Redis (this gateway's
-        // ledger holds only its own calls), so nothing is read back here.
+        // ledger holds only its own calls), so nothing is read back here; with
+        // the fleet's PostgreSQL ledger, an account Redis does not hold is
+        // seeded from it at its first hold.
         if let Some(fleet) = &fleet_store {
-            budgets.share_through(fleet.budgets(), fleet.fleet_size());
+            let shared = match ledger.as_ref().and_then(Ledger::postgres_url) {
+                Some(url) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(url))),
+                None => fleet.budgets(),
+            };
+            budgets.share_through(shared, fleet.fleet_size());
         }
         // A restart resets no budget: the current periods' spend is read back.
         if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {

@@ -216,19 +216,7 @@ async fn a_starting_gateway_rebuilds_the_budgets_from_the_fleets_ledger() {
     let budget = format!("[member.ana]\ndaily_tokens = {DAILY_TOKENS}\n");
     let client = reqwest::Client::new();
     let mut first = Gateway::start(&config(&upstream, &shipping_to(&server), &budget)).await;
-    let mut answered = 0;
-    loop {
-        let (status, body) = call(&client, &first, ANA).await;
-        match status {
-            200 => answered += 1,
-            429 => {
-                assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
-                break;
-            }
-            other => panic!("{other}: {body}"),
-        }
-        assert!(answered < 400, "the budget never ran out");
-    }
+    let answered = spend_the_day(&client, &first).await;
     assert!(first.terminate(Duration::from_secs(10)).is_some_and(|status| status.success()));
 
     let control = Gateway::start(&config(&upstream, "", &budget)).await;
@@ -243,5 +231,77 @@ async fn a_starting_gateway_rebuilds_the_budgets_from_the_fleets_ledger() {
     let ana = usage["budgets"].as_array().unwrap().iter().find(|budget| budget["name"] == "ana").unwrap().clone();
     assert!(ana["spent"].as_u64().unwrap() > DAILY_TOKENS / 2, "{ana}");
     // Every answered call of the first gateway (its last rows were shipped as it stopped).
-    assert_eq!(usage["total"]["calls"].as_u64().unwrap(), answered, "{usage}");
+    assert_eq!(usage["total"]["calls"].as_i64().unwrap(), answered, "{usage}");
+}
+
+/// Ana's calls until her day is spent, on one of two gateways sharing Redis
+/// and shipping to PostgreSQL; then Redis loses its data (stopped, started
+/// empty). The other gateway's next hold finds her account missing and seeds
+/// it from the fleet's ledger: she is still refused. The control, without
+/// PostgreSQL, forgets her spend and serves her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_lost_its_data_is_seeded_from_the_fleets_ledger() {
+    let server = PostgresServer::start();
+    let mut redis = weir_tests::RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    let tail = format!("[member.ana]\ndaily_tokens = {DAILY_TOKENS}\n\n[fleet]\nredis_url = \"{}\"\n", redis.url());
+    let config_with = |ledger: &str| config(&upstream, ledger, &tail);
+    let client = reqwest::Client::new();
+
+    let control = Gateway::start(&config_with("")).await;
+    spend_the_day(&client, &control).await;
+    redis.stop();
+    redis.resume().await;
+    assert_eq!(call_through_the_reconnection(&client, &control).await.0, 200, "an empty Redis forgot her spend");
+    drop(control);
+
+    redis.stop();
+    redis.resume().await;
+    let gateways = [
+        Gateway::start(&config_with(&shipping_to(&server))).await,
+        Gateway::start(&config_with(&shipping_to(&server))).await,
+    ];
+    let answered = spend_the_day(&client, &gateways[0]).await;
+    // Her calls and her refusal, shipped.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.try_integer("SELECT COUNT(*) FROM ledger WHERE kind = 'close' AND member = 'ana'") != Ok(answered + 1)
+    {
+        assert!(Instant::now() < deadline, "ana's records did not reach PostgreSQL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    redis.stop();
+    redis.resume().await;
+    let (status, body) = call_through_the_reconnection(&client, &gateways[1]).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
+    assert!(gateways[1].stderr().contains("seeded from the fleet's ledger"), "{}", gateways[1].stderr());
+}
+
+/// Ana's calls on `gateway` until one is refused for her budget; the answered count.
+async fn spend_the_day(client: &reqwest::Client, gateway: &Gateway) -> i64 {
+    let mut answered = 0;
+    loop {
+        let (status, body) = call(client, gateway, ANA).await;
+        match status {
+            200 => answered += 1,
+            429 if body["error"]["type"] == "budget_exhausted" => return answered,
+            other => panic!("{other}: {body}"),
+        }
+        assert!(answered < 400, "the budget never ran out");
+    }
+}
+
+/// Ana's call, asked again while the gateway's Redis connection comes back
+/// (`shared_state_unavailable` until it does).
+async fn call_through_the_reconnection(client: &reqwest::Client, gateway: &Gateway) -> (u16, Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = call(client, gateway, ANA).await;
+        if status != 503 {
+            return (status, body);
+        }
+        assert_eq!(body["error"]["type"], "shared_state_unavailable", "{body}");
+        assert!(Instant::now() < deadline, "Redis never came back for the gateway");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -289,3 +289,45 @@ async fn successes_walk_back_a_coefficient_another_gateway_raised() {
     }
     assert_eq!(a.coefficient().await, 1.3, "b's third success reached the shared throttle");
 }
+
+/// With a spend source, a hold never takes a missing account as empty: it is
+/// seeded first, once (an account that exists is left as it is), and a seed
+/// that cannot be read takes the outage policy.
+#[tokio::test]
+async fn a_missing_budget_account_is_seeded_before_it_is_held() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use weir_host::budget::{BudgetBook, Limits as Budget, Scope, Spend, SystemClock, Timezone};
+    use weir_host::fleet::SpendSource;
+
+    struct Spent(Result<u64, &'static str>);
+    impl SpendSource for Spent {
+        fn spent_since(&self, _: &Scope, _: std::time::SystemTime) -> Result<Spend, String> {
+            self.0.map(|tokens| Spend { tokens, usd: Some(0.0) }).map_err(str::to_owned)
+        }
+    }
+
+    let server = RedisServer::start().await;
+    let book = |member: &str, spent: Result<u64, &'static str>| {
+        let scope = Scope::Member(member.to_owned());
+        let limits = HashMap::from([(scope, Budget { daily_tokens: Some(100), ..Budget::default() })]);
+        let book = BudgetBook::new(limits, Timezone::UTC, Arc::new(SystemClock));
+        let fleet = store(&server, SharedErrorPolicy::Refuse, None);
+        book.share_through(fleet.budgets().seeded_from(Arc::new(Spent(spent))), fleet.fleet_size());
+        book
+    };
+    let ana = [Scope::Member("ana".to_owned())];
+    let seeded = book("ana", Ok(70));
+    let refused = seeded.take(&ana, Spend { tokens: 40, usd: None }, "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::BudgetExhausted, "70 spent before: {refused}");
+    let held = seeded.take(&ana, Spend { tokens: 30, usd: None }, "m").await.expect("30 of the 30 left");
+    let other = book("ana", Ok(0));
+    let refused = other.take(&ana, Spend { tokens: 10, usd: None }, "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::BudgetExhausted, "not seeded again: {refused}");
+    drop(held);
+
+    let unreadable = book("bo", Err("the fleet's ledger is down"));
+    let bo = [Scope::Member("bo".to_owned())];
+    let refused = unreadable.take(&bo, Spend { tokens: 1, usd: None }, "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::SharedStateUnavailable, "{refused}");
+}

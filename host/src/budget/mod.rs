@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub use book::{BudgetBook, BudgetStatus, Hold};
 pub use clock::{Clock, ManualClock, Period, SystemClock, Timezone};
 pub use limits::{Amount, Kind, Limits, Scope, Spend, total_tokens};
-pub use rebuild::rebuild;
+pub use rebuild::{FleetLedgerSpend, rebuild, spent_by};
 
 use crate::catalog::{Config, ModelEntry, ModelSpec};
 use crate::chat::CacheMultipliers;

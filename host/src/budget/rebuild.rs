@@ -2,10 +2,13 @@
 //! [`crate::Weir`] is built, so a restart resets nothing. Calls count in the
 //! period they started in (the hold's period), as the ledger's `started_ms` says.
 
+use std::time::SystemTime;
+
 use super::book::BudgetBook;
 use super::clock::Period;
 use super::limits::{Scope, Spend, total_tokens};
-use crate::ledger::{LedgerRead, ReadError};
+use crate::fleet::SpendSource;
+use crate::ledger::{LedgerRead, ReadError, SharedReader};
 
 /// Adds the ledger's spend in the current periods to `book`, per key, member
 /// and team. A ledger file that does not exist yet has nothing to add.
@@ -25,4 +28,43 @@ pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadErr
         }
     }
     Ok(())
+}
+
+/// What `scope` spent in the calls closed that started at or after `since`.
+pub fn spent_by(reader: &dyn LedgerRead, scope: &Scope, since: SystemTime) -> Result<Spend, ReadError> {
+    let mut spent = Spend { tokens: 0, usd: Some(0.0) };
+    for row in reader.spend_by_caller(since)? {
+        let caller = match scope {
+            Scope::Key(_) => row.key_id.as_deref(),
+            Scope::Member(_) => row.member.as_deref(),
+            Scope::Team(_) => row.team.as_deref(),
+        };
+        if caller == Some(scope.name()) {
+            spent.tokens += total_tokens(&row.tokens);
+            spent.usd = spent.usd.map(|usd| usd + row.cost_usd);
+        }
+    }
+    Ok(spent)
+}
+
+/// The fleet's budget accounts seeded from the fleet's PostgreSQL ledger:
+/// under `[fleet]` with `[ledger] postgres_url`, an account Redis does not
+/// hold (a Redis that lost its data, a fleet started with an empty one)
+/// starts from the period's spend there, not from zero.
+#[derive(Debug, Clone)]
+pub struct FleetLedgerSpend {
+    url: String,
+}
+
+impl FleetLedgerSpend {
+    pub fn new(url: &str) -> Self {
+        Self { url: url.to_owned() }
+    }
+}
+
+impl SpendSource for FleetLedgerSpend {
+    fn spent_since(&self, scope: &Scope, since: SystemTime) -> Result<Spend, String> {
+        let reader = SharedReader::connect(&self.url).map_err(|error| error.to_string())?;
+        spent_by(&reader, scope, since).map_err(|error| error.to_string())
+    }
 }

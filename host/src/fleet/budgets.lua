@@ -6,6 +6,11 @@
 -- ARGV     op, then per op:
 --   hold      tokens, usd, then per check: account index, kind (t|u), limit, expire-at (unix s)
 --             -> {0} | {the first check that does not fit (from 1), what it has left}
+--   hold-seeded  as hold, but an account that does not exist (a new period, or a Redis that
+--             lost its data) is not taken as empty: -> {-1, each missing account's index}
+--             and nothing changes; the gateway seeds them from the fleet's ledger and asks again
+--   seed      (one account) settled tokens, settled usd, expire-at -> {} (an account that
+--             exists already is left as it is: every gateway may seed it at once)
 --   settle    held tokens, held usd, spent tokens, spent usd -> {}
 --   release   held tokens, held usd                          -> {}
 --   status                                                   -> per account {st, su, ht, hu}
@@ -20,6 +25,18 @@ local function read(key)
 end
 
 local function usd(x) return string.format('%.17g', x) end
+
+if op == 'hold-seeded' then
+  local missing = {}
+  for index, key in ipairs(KEYS) do
+    if redis.call('EXISTS', key) == 0 then missing[#missing + 1] = index end
+  end
+  if #missing > 0 then
+    table.insert(missing, 1, -1)
+    return missing
+  end
+  op = 'hold'
+end
 
 if op == 'hold' then
   local tokens, dollars = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -62,6 +79,14 @@ if op == 'settle' or op == 'release' then
       end
       redis.call('HSET', key, unpack(fields))
     end
+  end
+  return {}
+end
+
+if op == 'seed' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('HSET', KEYS[1], 'st', ARGV[2], 'su', ARGV[3], 'ht', '0', 'hu', '0')
+    redis.call('EXPIREAT', KEYS[1], ARGV[4])
   end
   return {}
 end

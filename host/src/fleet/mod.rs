@@ -20,7 +20,7 @@ mod redis_store;
 
 use serde::Deserialize;
 
-pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets};
+pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
 pub use permits::RedisPermits;
 pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
 
