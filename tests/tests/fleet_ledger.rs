@@ -237,8 +237,8 @@ async fn a_starting_gateway_rebuilds_the_budgets_from_the_fleets_ledger() {
 /// Ana's calls until her day is spent, on one of two gateways sharing Redis
 /// and shipping to PostgreSQL; then Redis loses its data (stopped, started
 /// empty). The other gateway's next hold finds her account missing and seeds
-/// it from the fleet's ledger: she is still refused. The control, without
-/// PostgreSQL, forgets her spend and serves her.
+/// it from the fleet's ledger: her day's spend is still there. The control,
+/// without PostgreSQL, forgets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_lost_its_data_is_seeded_from_the_fleets_ledger() {
     let server = PostgresServer::start();
@@ -250,18 +250,20 @@ async fn a_redis_that_lost_its_data_is_seeded_from_the_fleets_ledger() {
 
     let control = Gateway::start(&config_with("")).await;
     spend_the_day(&client, &control).await;
+    let spent = settled_spend(&client, &control).await;
     redis.stop();
     redis.resume().await;
     assert_eq!(call_through_the_reconnection(&client, &control).await.0, 200, "an empty Redis forgot her spend");
+    let forgotten = settled_spend(&client, &control).await;
+    assert!(forgotten < spent / 4, "the control starts again from {forgotten}, not {spent}");
     drop(control);
 
     redis.stop();
     redis.resume().await;
-    let gateways = [
-        Gateway::start(&config_with(&shipping_to(&server))).await,
-        Gateway::start(&config_with(&shipping_to(&server))).await,
-    ];
+    let shipping = config_with(&shipping_to(&server));
+    let gateways = [Gateway::start(&shipping).await, Gateway::start(&shipping).await];
     let answered = spend_the_day(&client, &gateways[0]).await;
+    let spent = settled_spend(&client, &gateways[0]).await;
     // Her calls and her refusal, shipped.
     let deadline = Instant::now() + Duration::from_secs(20);
     while server.try_integer("SELECT COUNT(*) FROM ledger WHERE kind = 'close' AND member = 'ana'") != Ok(answered + 1)
@@ -272,9 +274,28 @@ async fn a_redis_that_lost_its_data_is_seeded_from_the_fleets_ledger() {
     redis.stop();
     redis.resume().await;
     let (status, body) = call_through_the_reconnection(&client, &gateways[1]).await;
-    assert_eq!(status, 429, "{body}");
-    assert_eq!(body["error"]["type"], "budget_exhausted", "{body}");
+    // Refused, or served from what is left (the first gateway's refusal may
+    // have counted a call still held at its worst case).
+    assert!(status == 200 || body["error"]["type"] == "budget_exhausted", "{status}: {body}");
+    let seeded = settled_spend(&client, &gateways[1]).await;
+    assert!(seeded >= spent, "the seeded account has {seeded} of the {spent} spent before Redis lost it");
     assert!(gateways[1].stderr().contains("seeded from the fleet's ledger"), "{}", gateways[1].stderr());
+}
+
+/// Ana's daily budget's spend as `gateway` reads it from Redis, once no call
+/// holds any (a settle reaches Redis just after its answer).
+async fn settled_spend(client: &reqwest::Client, gateway: &Gateway) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let usage: Value =
+            client.get(gateway.url("/v1/usage")).bearer_auth(OPS).send().await.unwrap().json().await.unwrap();
+        let ana = usage["budgets"].as_array().unwrap().iter().find(|budget| budget["name"] == "ana").unwrap().clone();
+        if ana["held"] == 0 {
+            return ana["spent"].as_u64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "a hold was never settled: {ana}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Ana's calls on `gateway` until one is refused for her budget; the answered count.

@@ -31,9 +31,11 @@ const SHIP_BATCH: usize = 1000;
 const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// After a pass that shipped rows the shipper waits this long before the
-/// next, so a busy gateway ships a few batches a second rather than one
-/// statement per commit.
-const SPACING: Duration = Duration::from_millis(10);
+/// next, so a busy gateway ships larger batches rather than one statement
+/// per commit. Measured at 32 callers with PostgreSQL on the same 2 cores:
+/// 10 ms gave ~33 rows a batch and 0.08–0.10 ms of PostgreSQL CPU per call,
+/// 50 ms ~70–100 rows and 0.06–0.07 ms, for a lag still under 0.1 s.
+const SPACING: Duration = Duration::from_millis(50);
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -161,7 +163,7 @@ impl Shipper {
         };
         let client = match &mut self.client {
             Some(client) => client,
-            None => self.client.insert(shared::connect(&self.url)?),
+            None => self.client.insert(shared::connect_shipper(&self.url)?),
         };
         let mut after = match self.shipped {
             Some(seq) => seq,
