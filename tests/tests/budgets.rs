@@ -237,6 +237,44 @@ async fn a_restart_keeps_the_spend() {
     assert_eq!(upstream.request_count(), 2);
 }
 
+/// A call in flight when the gateway is killed has its hold in the ledger:
+/// the restarted gateway counts its worst case (what it spent upstream is not
+/// known, what it could spend is), so a kill does not hand the budget back.
+#[tokio::test]
+async fn a_call_cut_off_by_a_kill_counts_its_worst_case() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = config(&upstream, "", "[member.ana]\ndaily_tokens = 2500\n", &ledger_path(&dir));
+    let client = reqwest::Client::new();
+    let mut gateway = Gateway::start(&toml).await;
+    upstream.push(thousand());
+    assert_eq!(post(&client, &gateway, ANA_TOKEN, &call()).await.status, 200);
+    upstream.push(thousand().after(Duration::from_secs(60)));
+    let url = gateway.url("/v1/chat/completions");
+    let cut_off = tokio::spawn(async move {
+        reqwest::Client::new().post(url).bearer_auth(ANA_TOKEN).json(&call()).send().await.map(|r| r.status())
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while upstream.request_count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the second call never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The hold's row is committed within the ledger's 2 ms linger.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(gateway.signal("KILL"), "SIGKILL delivered");
+    gateway.wait_for_exit(Duration::from_secs(10));
+    drop(gateway);
+    assert!(cut_off.await.unwrap().is_err(), "the caller lost its connection");
+
+    let gateway = Gateway::start(&toml).await;
+    let refused = post(&client, &gateway, ANA_OTHER_TOKEN, &call()).await;
+    assert_eq!(refused.status, 429, "1 000 spent and ~1 008 held when cut off: {}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    let left: u64 = message.split(" tokens left").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(left < 500, "the cut-off call's worst case is counted: {message}");
+    assert_eq!(upstream.request_count(), 2);
+}
+
 /// A USD budget counts cache reads at their price: each call reports 1 000
 /// input tokens of which 900 were cache reads (at 0.1 of the input price), so
 /// four calls fit a budget that would hold two at the full input price.

@@ -135,7 +135,7 @@ async fn three_gateways_ship_every_record_once_and_any_one_reads_the_fleets() {
     spread(&gateways.iter().collect::<Vec<_>>(), 60).await;
     until_closed(&server, 60, Duration::from_secs(20)).await;
     assert_every_row_once(&server, 3, 120);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 1);
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 2, "two migrations, each once");
 
     let client = reqwest::Client::new();
     let usage: Value =

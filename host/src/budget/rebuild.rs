@@ -1,6 +1,8 @@
 //! The spend of the current day and month, read back from the ledger when a
 //! [`crate::Weir`] is built, so a restart resets nothing. Calls count in the
-//! period they started in (the hold's period), as the ledger's `started_ms` says.
+//! period they started in (the hold's period), as the ledger's `started_ms`
+//! says; a call held and never closed (a crash cut it off) counts its worst
+//! case, from its hold row.
 
 use std::time::SystemTime;
 
@@ -19,7 +21,7 @@ pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadErr
     let now = book.now();
     for period in [Period::Day, Period::Month] {
         let (start, _) = book.timezone().bounds(period, now);
-        for row in reader.spend_by_caller(start)? {
+        for row in reader.spend_by_caller(start, true)? {
             let spent = Spend { tokens: total_tokens(&row.tokens), usd: Some(row.cost_usd) };
             let scopes = [row.key_id.map(Scope::Key), row.member.map(Scope::Member), row.team.map(Scope::Team)];
             for scope in scopes.into_iter().flatten() {
@@ -30,10 +32,12 @@ pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadErr
     Ok(())
 }
 
-/// What `scope` spent in the calls closed that started at or after `since`.
+/// What `scope` spent in the calls closed that started at or after `since`
+/// (a call still running, or cut off, is left out: its hold is settled into
+/// the account by its own gateway, or was lost with it).
 pub fn spent_by(reader: &dyn LedgerRead, scope: &Scope, since: SystemTime) -> Result<Spend, ReadError> {
     let mut spent = Spend { tokens: 0, usd: Some(0.0) };
-    for row in reader.spend_by_caller(since)? {
+    for row in reader.spend_by_caller(since, false)? {
         let caller = match scope {
             Scope::Key(_) => row.key_id.as_deref(),
             Scope::Member(_) => row.member.as_deref(),

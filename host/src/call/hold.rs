@@ -1,6 +1,8 @@
 //! The budget hold: once the target and the caller are known, the call's worst
 //! case is held against every budget of its key, member and team (see
-//! [`crate::budget`]) before anything is admitted or sent; the record settles it.
+//! [`crate::budget`]) before anything is admitted or sent, and the hold is
+//! recorded (the ledger keeps it for a call a crash cuts off); the call's
+//! record settles it.
 
 use crate::Weir;
 use crate::admission::{estimate_input, output_reserve};
@@ -10,12 +12,18 @@ use crate::error::WeirError;
 use crate::identity::Caller;
 
 use super::effort;
+use super::opening::Opening;
 use super::target::Target;
 
 /// Holds the call's worst case — its input estimate plus the output reserve
 /// the gates will send (the same formula), priced at the entry's prices —
 /// or refuses the call. `None` for a caller without budgets.
-pub(super) async fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>) -> Result<Option<Hold>, WeirError> {
+pub(super) async fn take(
+    weir: &Weir,
+    request: &ChatRequest,
+    target: &Target<'_>,
+    opening: &Opening,
+) -> Result<Option<Hold>, WeirError> {
     let Some(caller) = &request.caller else { return Ok(None) };
     if !applies(weir, caller) {
         return Ok(None);
@@ -25,7 +33,7 @@ pub(super) async fn take(weir: &Weir, request: &ChatRequest, target: &Target<'_>
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
     let worst = budget::worst_case(model, input, reserve.max_tokens);
-    take_worst(weir, Some(caller), target, worst).await
+    take_worst(weir, Some(caller), target, worst, opening).await
 }
 
 /// Whether any budget applies to `caller` (so a worst case is worth working out).
@@ -40,6 +48,7 @@ pub(super) async fn take_worst(
     caller: Option<&Caller>,
     target: &Target<'_>,
     worst: budget::Spend,
+    opening: &Opening,
 ) -> Result<Option<Hold>, WeirError> {
     let Some(caller) = caller else { return Ok(None) };
     let book = weir.budgets();
@@ -47,5 +56,8 @@ pub(super) async fn take_worst(
     if scopes.is_empty() {
         return Ok(None);
     }
-    book.take(&scopes, worst, &target.model.id).await.map(Some)
+    let hold = book.take(&scopes, worst, &target.model.id).await?;
+    // Dropped on a refusal, the hold is given back.
+    opening.held(weir.observers(), worst).await?;
+    Ok(Some(hold))
 }

@@ -290,7 +290,7 @@ pub(crate) struct Running<'w> {
 impl<'w> Running<'w> {
     /// Tells every observer the call opened (see [`open`]).
     pub(super) fn new(weir: &'w Weir, log: CallLog) -> Self {
-        let opening = Opening::new(weir.observers().open(log.opening()));
+        let opening = Opening::new(weir.observers().open(log.opening()), log.opening());
         let tally = Tally::new(log.started());
         Self { weir, log, opening, tally, closed: false }
     }
@@ -405,7 +405,7 @@ async fn run<A: Attempt>(
     let target = target::resolve(weir, &Naming::chat(request), opening).await?;
     tally.resolved = Some(resolved(&target));
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
-    tally.hold = hold::take(weir, request, &target).await?;
+    tally.hold = hold::take(weir, request, &target, opening).await?;
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.

@@ -6,26 +6,47 @@
 //! it with the next batch; see [`crate::ledger::Ledger`].)
 
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::SystemTime;
 
+use crate::budget::Spend;
 use crate::error::WeirError;
-use crate::record::PendingOpen;
+use crate::record::{CallOpening, HoldRecord, Observers, PendingOpen};
 
 #[derive(Debug)]
 pub(super) struct Opening {
     pending: Mutex<Option<PendingOpen>>,
     /// The observers' answer, once awaited (later attempts read it).
     settled: OnceLock<Result<(), String>>,
+    /// The call as it opened (for the hold's record); none for a preview.
+    call: Option<CallOpening>,
 }
 
 impl Opening {
-    pub fn new(pending: PendingOpen) -> Self {
-        Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new() }
+    pub fn new(pending: PendingOpen, call: &CallOpening) -> Self {
+        Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new(), call: Some(call.clone()) }
     }
 
     /// An opening with nothing to wait for: a resolution that sends nothing
     /// (the preview of what a role resolves to).
     pub fn none() -> Self {
-        Self { pending: Mutex::new(None), settled: OnceLock::new() }
+        Self { pending: Mutex::new(None), settled: OnceLock::new(), call: None }
+    }
+
+    /// Tells the observers this call's budget hold of `worst` was taken (the
+    /// ledger keeps it, so a call a crash cuts off still counts). A refusal
+    /// fails the call before it is sent, as `ledger_unavailable`.
+    pub async fn held(&self, observers: &Observers, worst: Spend) -> Result<(), WeirError> {
+        let Some(call) = &self.call else { return Ok(()) };
+        let hold = HoldRecord {
+            call_id: call.call_id.clone(),
+            started_at: call.started_at,
+            held_at: SystemTime::now(),
+            who: call.who.clone(),
+            model: call.model.clone(),
+            tokens: worst.tokens,
+            usd: worst.usd,
+        };
+        observers.held(&hold).await.map_err(|refusal| WeirError::LedgerUnavailable(refusal.0))
     }
 
     /// Whether a request was about to leave for this call (its opening was

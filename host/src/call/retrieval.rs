@@ -196,7 +196,7 @@ async fn run_embed(
     let deadline = request.deadline.unwrap_or_else(|| lane_deadline(weir, lane));
     let estimates = estimates(&target, &request.inputs)?;
     let worst = crate::budget::worst_case(target.model, estimates.iter().sum(), 0);
-    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst).await?;
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     // Batches leave concurrently: the opening is in the record before any does.
     opening.settled().await?;
     let params = EmbeddingParams {
@@ -496,7 +496,7 @@ async fn run_rerank(
     let texts: Vec<String> = std::iter::once(request.query.clone()).chain(request.documents.iter().cloned()).collect();
     let estimate = estimates(&target, &texts)?.iter().sum();
     let worst = crate::budget::worst_case(target.model, estimate, 0);
-    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst).await?;
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
     let attempt = RerankTry { target: &target, request, params, deadline, estimate };
     let mut spend = Spend::lowered_by(target.model, request.max_retries, Some(0), tally.started);

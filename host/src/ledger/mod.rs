@@ -36,7 +36,7 @@ pub use query::{
 };
 
 use crate::catalog::{LedgerOnError, LedgerSync};
-use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, ObserverError, acknowledged};
+use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
 use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Job, WriteError, Writer};
@@ -220,6 +220,12 @@ impl CallObserver for Ledger {
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
         let waited = self.strict_openings || !self.healthy.load(Ordering::Relaxed);
         self.write(&opening.call_id, Row::opening(opening), waited)
+    }
+
+    /// Deferred and waited for as an opening is (see [`Self::opened`]).
+    fn held(&self, hold: &HoldRecord) -> Acknowledged {
+        let waited = self.strict_openings || !self.healthy.load(Ordering::Relaxed);
+        self.write(&hold.call_id, Row::hold(hold), waited)
     }
 
     fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {

@@ -245,7 +245,7 @@ impl LedgerRead for SharedReader {
         self.bodies(sql::unclosed(filter, Dialect::Postgres))
     }
 
-    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
+    fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
         let spend = |row: &postgres::Row| -> Result<CallerSpend, postgres::Error> {
             Ok(CallerSpend {
                 key_id: row.try_get(0)?,
@@ -255,7 +255,7 @@ impl LedgerRead for SharedReader {
                 cost_usd: row.try_get(8)?,
             })
         };
-        let rows = self.query(sql::spend_by_caller(since, Dialect::Postgres))?;
+        let rows = self.query(sql::spend_by_caller(since, cut_off_holds, Dialect::Postgres))?;
         Ok(rows.iter().map(spend).collect::<Result<_, _>>().map_err(SharedError::from)?)
     }
 

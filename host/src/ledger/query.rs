@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use super::sql::{self, Dialect, Param};
-use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
-use crate::record::{CallOpening, CallRecord, Tokens};
+use super::store::{self, GENESIS, Kind, OLDEST_READABLE, Row, SCHEMA_VERSION};
+use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// Which calls to read. Every field narrows; times are on the call's start
 /// (`since` inclusive, `until` exclusive).
@@ -29,7 +29,7 @@ pub struct Filter {
     pub until: Option<SystemTime>,
 }
 
-/// One caller's spend (see [`Reader::spend_by_caller`]).
+/// One caller's spend (see [`LedgerRead::spend_by_caller`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallerSpend {
     pub key_id: Option<String>,
@@ -157,7 +157,9 @@ pub struct ChainBreak {
 pub enum ReadError {
     #[error("no ledger at {0}")]
     Missing(PathBuf),
-    #[error("{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION})")]
+    #[error(
+        "{path} is not a ledger this weir reads (schema version {version}, expected {OLDEST_READABLE} to {SCHEMA_VERSION})"
+    )]
     Schema { path: PathBuf, version: i64 },
     #[error("reading the ledger: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -213,7 +215,7 @@ impl Reader {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         connection.busy_timeout(Duration::from_secs(5))?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if version != SCHEMA_VERSION {
+        if !(OLDEST_READABLE..=SCHEMA_VERSION).contains(&version) {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
         }
         Ok(Reader { connection })
@@ -247,8 +249,9 @@ impl Reader {
                 return Err(broken("its hash does not match its content".to_owned()));
             }
             let stored = stored_row(row, &kind, &call_id, &body).map_err(ReadError::from)?;
-            let derived = match kind.as_str() {
-                "open" => serde_json::from_str::<CallOpening>(&body).map(|opening| Row::opening(&opening)),
+            let derived = match Kind::parse(&kind) {
+                Some(Kind::Open) => serde_json::from_str::<CallOpening>(&body).map(|opening| Row::opening(&opening)),
+                Some(Kind::Hold) => serde_json::from_str::<HoldRecord>(&body).map(|hold| Row::hold(&hold)),
                 _ => serde_json::from_str::<CallRecord>(&body).map(|record| Row::closing(&record)),
             };
             let derived = derived.and_then(|row| row).map(|row| Row { body: body.clone(), ..row });
@@ -355,7 +358,9 @@ pub trait LedgerRead {
     fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError>;
     /// Tokens and cost of the calls closed that started at or after `since`,
     /// by caller (key, member, team): what budgets are rebuilt from at start.
-    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError>;
+    /// With `cut_off_holds`, a call held and never closed (a crash cut it off)
+    /// counts its worst case.
+    fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError>;
     /// Calls, tokens by kind and cost over the closed calls, grouped or not.
     fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError>;
 }
@@ -369,8 +374,8 @@ impl LedgerRead for Reader {
         self.bodies(sql::unclosed(filter, Dialect::Sqlite))
     }
 
-    fn spend_by_caller(&self, since: SystemTime) -> Result<Vec<CallerSpend>, ReadError> {
-        let query = sql::spend_by_caller(since, Dialect::Sqlite);
+    fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
+        let query = sql::spend_by_caller(since, cut_off_holds, Dialect::Sqlite);
         let mut statement = self.connection.prepare(&query.sql)?;
         let rows = statement.query_map(params_from_iter(values(query.params)), |row| {
             Ok(CallerSpend {
@@ -396,11 +401,7 @@ impl LedgerRead for Reader {
 
 /// The row as its columns hold it (`None` for an unknown kind).
 fn stored_row(row: &rusqlite::Row<'_>, kind: &str, call_id: &str, body: &str) -> rusqlite::Result<Option<Row>> {
-    let kind = match kind {
-        "open" => Kind::Open,
-        "close" => Kind::Close,
-        _ => return Ok(None),
-    };
+    let Some(kind) = Kind::parse(kind) else { return Ok(None) };
     Ok(Some(Row {
         kind,
         call_id: call_id.to_owned(),

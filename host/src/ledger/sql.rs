@@ -85,13 +85,23 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
 }
 
 /// Per (key, member, team): the five token sums and the cost (columns 3–8)
-/// of the calls closed that started at or after `since`.
-pub(super) fn spend_by_caller(since: SystemTime, dialect: Dialect) -> Query {
+/// of the calls closed that started at or after `since`, and, with
+/// `cut_off_holds`, the worst case held by calls that started then and never
+/// closed (a crash cut them off: what they spent is not known, what they
+/// could spend is).
+pub(super) fn spend_by_caller(since: SystemTime, cut_off_holds: bool, dialect: Dialect) -> Query {
+    let rows = match cut_off_holds {
+        true => {
+            "(kind = 'close' OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed
+                     WHERE closed.call_id = spent.call_id AND closed.kind = 'close')))"
+        }
+        false => "kind = 'close'",
+    };
     let sql = format!(
         "SELECT key_id, member, team, CAST(COALESCE(SUM(input), 0) AS BIGINT), CAST(COALESCE(SUM(output), 0) AS BIGINT),
                 CAST(COALESCE(SUM(cache_read), 0) AS BIGINT), CAST(COALESCE(SUM(cache_write), 0) AS BIGINT),
                 CAST(COALESCE(SUM(reasoning), 0) AS BIGINT), COALESCE(SUM(cost_usd), 0.0)
-         FROM ledger WHERE kind = 'close' AND started_ms >= {} GROUP BY key_id, member, team",
+         FROM ledger AS spent WHERE {rows} AND started_ms >= {} GROUP BY key_id, member, team",
         dialect.parameter(1)
     );
     Query { sql, params: vec![Param::Integer(store::unix_ms(since))] }

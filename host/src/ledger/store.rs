@@ -13,10 +13,14 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, Transactio
 use sha2::{Digest, Sha256};
 
 use crate::catalog::LedgerSync;
-use crate::record::{CallOpening, CallRecord, Tokens};
+use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
-/// The schema this code writes and reads (`PRAGMA user_version`).
-pub(super) const SCHEMA_VERSION: i64 = 1;
+/// The schema this code writes (`PRAGMA user_version`). Version 1 files
+/// (no hold rows) are read as they are and migrated when a writer opens them.
+pub(super) const SCHEMA_VERSION: i64 = 2;
+
+/// The oldest schema a reader accepts.
+pub(super) const OLDEST_READABLE: i64 = 1;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -27,7 +31,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS ledger (
     seq INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('open', 'close')),
+    kind TEXT NOT NULL CHECK (kind IN ('open', 'close', 'hold')),
     call_id TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
     started_ms INTEGER NOT NULL,
@@ -54,6 +58,18 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never deleted'); END;
 ";
 
+/// Version 1 to 2: hold rows. SQLite cannot change a CHECK in place, so the
+/// rows move, unchanged and in order, into a table created by [`SCHEMA`]
+/// (the old one is renamed first, and dropped once copied: the triggers go
+/// with it, and dropping a table fires no DELETE trigger).
+const FROM_VERSION_1: &str = "
+ALTER TABLE ledger RENAME TO ledger_version_1;
+DROP INDEX IF EXISTS ledger_started;
+DROP INDEX IF EXISTS ledger_call;
+DROP TRIGGER IF EXISTS ledger_no_update;
+DROP TRIGGER IF EXISTS ledger_no_delete;
+";
+
 /// Which end of a call a row records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -61,6 +77,8 @@ pub(super) enum Kind {
     Open,
     /// Body: a [`CallRecord`].
     Close,
+    /// Body: a [`HoldRecord`].
+    Hold,
 }
 
 impl Kind {
@@ -68,6 +86,16 @@ impl Kind {
         match self {
             Self::Open => "open",
             Self::Close => "close",
+            Self::Hold => "hold",
+        }
+    }
+
+    pub(super) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "open" => Some(Self::Open),
+            "close" => Some(Self::Close),
+            "hold" => Some(Self::Hold),
+            _ => None,
         }
     }
 }
@@ -106,6 +134,25 @@ impl Row {
             tokens: Tokens::default(),
             cost_usd: None,
             body: serde_json::to_string(opening)?,
+        })
+    }
+
+    /// A hold's row: its tokens are the worst case held (all kinds together,
+    /// in the `input` column), its cost the worst case priced.
+    pub(super) fn hold(hold: &HoldRecord) -> serde_json::Result<Self> {
+        Ok(Self {
+            kind: Kind::Hold,
+            call_id: hold.call_id.clone(),
+            at_ms: unix_ms(hold.held_at),
+            started_ms: unix_ms(hold.started_at),
+            key_id: hold.who.key_id.clone(),
+            member: hold.who.member.clone(),
+            team: hold.who.team.clone(),
+            model: hold.model.clone(),
+            category: None,
+            tokens: Tokens { input: hold.tokens, ..Tokens::default() },
+            cost_usd: hold.usd,
+            body: serde_json::to_string(hold)?,
         })
     }
 
@@ -152,7 +199,7 @@ pub(super) enum StoreError {
     Folder { path: String, source: std::io::Error },
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("the ledger file has schema version {0}; this weir writes version {SCHEMA_VERSION}")]
+    #[error("the ledger file has schema version {0}, newer than this weir's {SCHEMA_VERSION}")]
     Schema(i64),
 }
 
@@ -183,19 +230,26 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     Ok(connection)
 }
 
-/// Creates the schema in a new file (inside a write transaction, so two
-/// processes starting together do not both create it) and refuses a file of
-/// another version.
+/// Creates the schema in a new file, or migrates a version 1 file (inside a
+/// write transaction, so two processes starting together do not both do it),
+/// and refuses a file of a newer version.
 fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     match version {
-        0 => {
+        0 => transaction.execute_batch(SCHEMA)?,
+        1 => {
+            transaction.execute_batch(FROM_VERSION_1)?;
             transaction.execute_batch(SCHEMA)?;
-            transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            transaction.execute_batch(
+                "INSERT INTO ledger SELECT * FROM ledger_version_1 ORDER BY seq; DROP TABLE ledger_version_1;",
+            )?;
         }
         SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
+    }
+    if version != SCHEMA_VERSION {
+        transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     transaction.commit()?;
     Ok(())
@@ -254,4 +308,12 @@ fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::E
         .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
     Ok(last.unwrap_or_else(|| (0, GENESIS.to_owned())))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    /// The schema as version 1 wrote it (for the migration's test).
+    pub(crate) fn version_1_schema() -> String {
+        super::SCHEMA.replace("CHECK (kind IN ('open', 'close', 'hold'))", "CHECK (kind IN ('open', 'close'))")
+    }
 }

@@ -422,6 +422,7 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
     let first = shipping(&dir.path().join("a.db"), &server);
     write_calls(&first, &[("a1", "alice", "m1", 1, Some(0.1)), ("a2", "bob", "m2", 2, None)]).await;
     first.opened(&opening("a3", "alice", "m1", 3)).await.unwrap();
+    first.held(&hold("a3", "alice", 3, 700)).await.unwrap();
     let second = shipping(&dir.path().join("b.db"), &server);
     write_calls(&second, &[("b1", "alice", "m2", 4, Some(0.25))]).await;
     assert!(
@@ -431,16 +432,28 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
         })
         .await
     );
-    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 7);
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 8);
     assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), 2);
 
     let url = server.url();
     let shared = blocking(move || SharedReader::connect(&url).unwrap()).await;
     let all = Filter::default();
-    let (records, unclosed, sums) = blocking(move || {
-        (shared.records(&all).unwrap(), shared.unclosed(&all).unwrap(), shared.sums(&all, Some(GroupBy::Member)))
+    let (records, unclosed, sums, cut_off) = blocking(move || {
+        let cut_off = shared.spend_by_caller(at(0), true).unwrap();
+        (
+            shared.records(&all).unwrap(),
+            shared.unclosed(&all).unwrap(),
+            shared.sums(&all, Some(GroupBy::Member)),
+            cut_off,
+        )
     })
     .await;
+    let alice: u64 = cut_off
+        .iter()
+        .filter(|row| row.member.as_deref() == Some("alice"))
+        .map(|row| crate::budget::total_tokens(&row.tokens))
+        .sum();
+    assert_eq!(alice, 135 * 2 + 700, "her two closed calls and the cut-off one's hold");
     let ids: Vec<_> = records.iter().map(|record| record.call_id.as_str()).collect();
     assert_eq!(ids, ["a1", "a2", "b1"], "both files' calls, by start time");
     assert_eq!(unclosed.iter().map(|opening| opening.call_id.as_str()).collect::<Vec<_>>(), ["a3"]);
@@ -484,7 +497,7 @@ async fn rows_shipped_twice_are_stored_once() {
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 1, "one migration, applied once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 2, "both migrations, each applied once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -548,4 +561,76 @@ async fn with_postgres_unreachable_the_budgets_are_rebuilt_from_the_file() {
     // Two calls of 100 input + 20 output + 10 cache read + 5 cache write
     // (the 2 reasoning tokens are part of the output).
     assert_eq!(alice.spent, crate::budget::Amount::Tokens(270));
+}
+
+fn hold(call_id: &str, member: &str, start: u64, tokens: u64) -> crate::record::HoldRecord {
+    crate::record::HoldRecord {
+        call_id: call_id.to_owned(),
+        started_at: at(start),
+        held_at: at(start) + Duration::from_millis(3),
+        who: Who { key_id: Some(format!("{member}-key")), member: Some(member.to_owned()), team: Some("t".to_owned()) },
+        model: "m".to_owned(),
+        tokens,
+        usd: Some(0.01),
+    }
+}
+
+/// A hold row counts only for a call that never closed, and only where the
+/// budgets' rebuild asks for it.
+#[tokio::test]
+async fn a_call_held_and_never_closed_counts_its_worst_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    ledger.opened(&opening("done", "alice", "m", 1)).await.unwrap();
+    ledger.held(&hold("done", "alice", 1, 5000)).await.unwrap();
+    ledger.closed(&record("done", "alice", "m", 1, Some(0.5))).await.unwrap();
+    ledger.opened(&opening("cut", "alice", "m", 2)).await.unwrap();
+    ledger.held(&hold("cut", "alice", 2, 700)).await.unwrap();
+    ledger.closed(&record("other", "bob", "m", 3, None)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 6, calls: 3 }, "hold rows are in the chain");
+    let spend = |cut_off| {
+        let mut rows = reader.spend_by_caller(at(0), cut_off).unwrap();
+        rows.sort_by(|a, b| a.member.cmp(&b.member));
+        rows.iter()
+            .map(|row| (row.member.clone().unwrap(), crate::budget::total_tokens(&row.tokens)))
+            .collect::<Vec<_>>()
+    };
+    // A closed call's usage is 135 tokens (its 5 000 held are settled away).
+    assert_eq!(spend(true), [("alice".to_owned(), 135 + 700), ("bob".to_owned(), 135)]);
+    assert_eq!(spend(false), [("alice".to_owned(), 135), ("bob".to_owned(), 135)]);
+    assert_eq!(reader.records(&Filter::default()).unwrap().len(), 2, "sums and records read closing rows only");
+}
+
+/// A version 1 file (no hold rows) is migrated in place when a writer opens
+/// it: every row kept, in order, the chain intact, and hold rows accepted.
+#[tokio::test]
+async fn a_version_1_file_is_migrated_with_its_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    {
+        let mut old = rusqlite::Connection::open(&path).unwrap();
+        old.execute_batch(&store::tests::version_1_schema()).unwrap();
+        let rows = [
+            Row::opening(&opening("a", "alice", "m", 1)).unwrap(),
+            Row::closing(&record("a", "alice", "m", 1, None)).unwrap(),
+        ];
+        store::append(&mut old, rows.iter()).unwrap();
+        old.pragma_update(None, "user_version", 1).unwrap();
+        assert!(
+            store::append(&mut old, [Row::hold(&hold("a", "alice", 1, 9)).unwrap()].iter()).is_err(),
+            "version 1 refuses hold rows"
+        );
+    }
+    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 2, calls: 1 }, "read as it is");
+    let ledger = Ledger::open(settings(&path), None);
+    ledger.held(&hold("b", "bob", 2, 9)).await.unwrap();
+    ledger.closed(&record("b", "bob", "m", 2, None)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 4, calls: 2 });
+    let version: i64 =
+        rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+    assert_eq!(version, 2);
+    let refused = rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM ledger", []).unwrap_err();
+    assert!(refused.to_string().contains("append-only"), "the triggers came back: {refused}");
 }

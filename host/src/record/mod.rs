@@ -201,6 +201,28 @@ pub struct CallOpening {
     pub traceparent: Option<String>,
 }
 
+/// A call's budget hold, once taken: its worst case, held against the
+/// caller's budgets until the call's record settles it. The ledger keeps it so
+/// that a call cut off by a crash (opened and held, never closed) still
+/// counts its worst case when the budgets are rebuilt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldRecord {
+    pub call_id: String,
+    /// The call's start (the hold counts in that period, as its record would).
+    #[serde(with = "time::rfc3339")]
+    pub started_at: SystemTime,
+    #[serde(with = "time::rfc3339")]
+    pub held_at: SystemTime,
+    #[serde(flatten)]
+    pub who: Who,
+    /// The catalog id (or name) the caller addressed, as in the opening.
+    pub model: String,
+    /// The worst case held: tokens of every kind together, and its price when
+    /// the entry declares prices.
+    pub tokens: u64,
+    pub usd: Option<f64>,
+}
+
 /// A closed call: the ledger's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::{CallOpening, CallRecord};
+use super::{CallOpening, CallRecord, HoldRecord};
 
 /// An observer's acknowledgement: resolved once it holds the record (the
 /// ledger: once it is committed). The call waits for it.
@@ -28,6 +28,12 @@ pub trait CallObserver: Send + Sync + 'static {
     /// A call opened, before anything is spent on it.
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
         let _ = opening;
+        acknowledged()
+    }
+
+    /// A call's budget hold was taken (before anything is sent for it).
+    fn held(&self, hold: &HoldRecord) -> Acknowledged {
+        let _ = hold;
         acknowledged()
     }
 
@@ -67,6 +73,12 @@ impl Observers {
     /// Tells every observer a call opened and waits for them; the first refusal wins.
     pub async fn opened(&self, opening: &CallOpening) -> Result<(), ObserverError> {
         self.open(opening).settled().await
+    }
+
+    /// Tells every observer a call's hold was taken and waits for them; the
+    /// first refusal wins.
+    pub async fn held(&self, hold: &HoldRecord) -> Result<(), ObserverError> {
+        first_error(self.observers.iter().map(|observer| observer.held(hold)).collect()).await
     }
 
     /// Hands every observer the closed record now (not when the answer is
