@@ -5,6 +5,9 @@
 //! and USD budgets (a hold before the call, settled from its record) and once
 //! on one without budgets.
 //!
+//! Both without a ledger and with one (the production default: a budgeted
+//! call also writes its hold's row).
+//!
 //! - one caller: mean latency per call, their difference and a ratio;
 //! - 32 concurrent callers on that one member (one shared budget): calls per
 //!   second with the budget and without, so a lock convoy would show as lost
@@ -32,13 +35,14 @@ const CALLS_PER_ROUND: u32 = 100;
 const CONCURRENT: usize = 32;
 const CALLS_PER_CALLER: u32 = 60;
 
-fn weir(endpoint: &str, budgets: bool) -> Weir {
+fn weir(endpoint: &str, budgets: bool, ledger: Option<&std::path::Path>) -> Weir {
     let member = match budgets {
         true => "[member.ana]\ndaily_tokens = 1000000000\ndaily_usd = 1000000.0\n",
         false => "",
     };
+    let ledger = ledger.map_or_else(String::new, |path| format!("[ledger]\npath = {:?}\n", path.display().to_string()));
     let toml = format!(
-        "{member}[[key]]\nid = \"k\"\nmember = \"ana\"\nhash = \"{}\"\n\
+        "{member}{ledger}[[key]]\nid = \"k\"\nmember = \"ana\"\nhash = \"{}\"\n\
          [[model]]\nid = \"chat\"\nprovider = \"openai-compatible\"\nwire_id = \"qwen3\"\nendpoint = \"{endpoint}\"\n\
          max_output_tokens = 1000\ncontext_window = 10000\noutput_tokens = 20\ninput_price = 2.0\noutput_price = 8.0\n",
         hash_of(TOKEN)
@@ -105,45 +109,51 @@ fn book_alone(weir: &Weir, threads: usize) -> Duration {
     started.elapsed() / ITERATIONS
 }
 
+/// The two gateways' figures, one caller and then `CONCURRENT`, interleaved.
+async fn compare(label: &str, plain: &axum::Router, budgeted: &axum::Router) {
+    for _ in 0..CALLS_PER_ROUND {
+        call(plain).await;
+        call(budgeted).await;
+    }
+    let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..ROUNDS {
+        without += timed(plain).await;
+        with += timed(budgeted).await;
+    }
+    let calls = ROUNDS * CALLS_PER_ROUND;
+    let (without, with) = (without / calls, with / calls);
+    eprintln!("{label}, one caller ({calls} calls each, interleaved):");
+    eprintln!("  without budgets         {:>9.2} µs", without.as_secs_f64() * 1e6);
+    eprintln!("  with budgets            {:>9.2} µs", with.as_secs_f64() * 1e6);
+    eprintln!(
+        "  added                   {:>9.2} µs  (ratio {:.3})",
+        (with.as_secs_f64() - without.as_secs_f64()) * 1e6,
+        with.as_secs_f64() / without.as_secs_f64()
+    );
+    let (mut plain_rate, mut budget_rate) = (0.0, 0.0);
+    for _ in 0..3 {
+        plain_rate += throughput(plain).await;
+        budget_rate += throughput(budgeted).await;
+    }
+    eprintln!("{label}, {CONCURRENT} concurrent callers, one member:");
+    eprintln!("  without budgets         {:>9.0} calls/s", plain_rate / 3.0);
+    eprintln!("  one shared budget       {:>9.0} calls/s  (ratio {:.3})", budget_rate / 3.0, budget_rate / plain_rate);
+}
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let files = tempfile::tempdir().expect("a folder for the ledgers");
     runtime.block_on(async {
         let upstream = FakeUpstream::start().await;
-        let plain = weir_host::server::router(weir(&upstream.base_url(), false));
-        let budgeted = weir_host::server::router(weir(&upstream.base_url(), true));
-        for _ in 0..CALLS_PER_ROUND {
-            call(&plain).await;
-            call(&budgeted).await;
-        }
-        let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
-        for _ in 0..ROUNDS {
-            without += timed(&plain).await;
-            with += timed(&budgeted).await;
-        }
-        let calls = ROUNDS * CALLS_PER_ROUND;
-        let (without, with) = (without / calls, with / calls);
-        eprintln!("one caller ({calls} calls each, interleaved):");
-        eprintln!("  without budgets         {:>9.2} µs", without.as_secs_f64() * 1e6);
-        eprintln!("  with budgets            {:>9.2} µs", with.as_secs_f64() * 1e6);
-        eprintln!(
-            "  added                   {:>9.2} µs  (ratio {:.3})",
-            (with.as_secs_f64() - without.as_secs_f64()) * 1e6,
-            with.as_secs_f64() / without.as_secs_f64()
-        );
-        let (mut plain_rate, mut budget_rate) = (0.0, 0.0);
-        for _ in 0..3 {
-            plain_rate += throughput(&plain).await;
-            budget_rate += throughput(&budgeted).await;
-        }
-        eprintln!("{CONCURRENT} concurrent callers, one member:");
-        eprintln!("  without budgets         {:>9.0} calls/s", plain_rate / 3.0);
-        eprintln!(
-            "  one shared budget       {:>9.0} calls/s  (ratio {:.3})",
-            budget_rate / 3.0,
-            budget_rate / plain_rate
-        );
+        let url = upstream.base_url();
+        let plain = weir_host::server::router(weir(&url, false, None));
+        let budgeted = weir_host::server::router(weir(&url, true, None));
+        compare("no ledger", &plain, &budgeted).await;
+        let plain = weir_host::server::router(weir(&url, false, Some(&files.path().join("plain.db"))));
+        let budgeted = weir_host::server::router(weir(&url, true, Some(&files.path().join("budgeted.db"))));
+        compare("with the ledger", &plain, &budgeted).await;
     });
-    let book_owner = weir("http://127.0.0.1:9", true);
+    let book_owner = weir("http://127.0.0.1:9", true, None);
     for threads in [1, CONCURRENT] {
         let per_call = book_alone(&book_owner, threads);
         eprintln!(

@@ -21,7 +21,13 @@ pub struct PostgresServer {
 impl PostgresServer {
     /// A new cluster, started and answering.
     pub fn start() -> PostgresServer {
-        let dir = tempfile::tempdir().expect("a temporary folder for the cluster");
+        // As root the server runs as `postgres`, which must reach the folder:
+        // under /tmp, whatever TMPDIR says (it may be under root's home).
+        let dir = match as_root() {
+            true => tempfile::tempdir_in("/tmp"),
+            false => tempfile::tempdir(),
+        }
+        .expect("a temporary folder for the cluster");
         let server = PostgresServer { port: free_port(), dir, running: false };
         if as_root() {
             run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(server.dir.path()));
