@@ -28,6 +28,7 @@ pub mod catalog;
 mod chat;
 pub mod check;
 pub mod compliance;
+pub mod decision;
 mod error;
 pub mod fleet;
 pub mod identity;
