@@ -342,13 +342,14 @@ async fn streamed_calls_settle_from_their_reported_usage() {
 }
 
 /// A stream the caller leaves before the upstream reported its usage is
-/// counted at its worst case, never as zero: the next call does not fit.
+/// counted at its worst case, never as zero: the next call does not fit, nor
+/// after a restart (the record says it was charged its hold).
 #[tokio::test]
 async fn a_stream_the_client_leaves_unreported_counts_at_its_worst_case() {
     let upstream = FakeUpstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let gateway =
-        Gateway::start(&config(&upstream, "", "[member.ana]\ndaily_tokens = 1500\n", &ledger_path(&dir))).await;
+    let toml = config(&upstream, "", "[member.ana]\ndaily_tokens = 1500\n", &ledger_path(&dir));
+    let gateway = Gateway::start(&toml).await;
     let client = reqwest::Client::new();
     let frame = |text: &str| {
         openai_wire::sse_frame(&openai_wire::chunk_json("c", "qwen3", json!({"content": text}), None, None))
@@ -366,8 +367,13 @@ async fn a_stream_the_client_leaves_unreported_counts_at_its_worst_case() {
     drop(response);
     let records = wait_for_records(&dir, 1).await;
     assert_eq!(records[0]["category"], "client_left");
+    assert_eq!(records[0]["charged_worst_case"], true, "{}", records[0]);
 
     let refused = post(&client, &gateway, ANA_TOKEN, &call()).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
+    drop(gateway);
+    let restarted = Gateway::start(&toml).await;
+    let refused = post(&client, &restarted, ANA_TOKEN, &call()).await;
+    assert_eq!(refused.status, 429, "the worst case still counts after a restart: {}", refused.body);
     assert_eq!(upstream.request_count(), 1);
 }

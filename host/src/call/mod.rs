@@ -331,8 +331,11 @@ impl Drop for Running<'_> {
         if sent {
             notes.push("usage_unknown_caller_left");
         }
-        let record = self.record(Ending { category: "client_left".to_owned(), notes, ..Ending::default() });
-        settle(self.tally.hold.take(), &record, !sent);
+        let hold = self.tally.hold.take();
+        let charged_worst_case = sent && hold.is_some();
+        let record =
+            self.record(Ending { category: "client_left".to_owned(), notes, charged_worst_case, ..Ending::default() });
+        settle(hold, &record, !sent);
         // Handed over now (the ledger queues its row); nobody is left to wait
         // for the acknowledgement.
         drop(self.weir.observers().closed(&Arc::new(record)));

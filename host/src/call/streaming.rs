@@ -548,6 +548,7 @@ impl StreamRecord {
             stream_end: Some(stream_end),
             answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
             notes,
+            charged_worst_case: hold.is_some() && !reported,
         };
         let record = log.close(resolved.as_ref(), attempts, ending);
         super::settle(hold, &record, reported);

@@ -109,7 +109,7 @@ pub(super) fn ship(client: &mut Client, source: &str, rows: &[Committed]) -> Res
     let integer = |get: fn(&Committed) -> i64| rows.iter().map(get).collect::<Vec<_>>();
     let tokens = |get: fn(&Tokens) -> u64| rows.iter().map(|c| signed(get(&c.row.tokens))).collect::<Vec<_>>();
     let sources = vec![source.to_owned(); rows.len()];
-    let params: [&(dyn ToSql + Sync); 20] = [
+    let params: [&(dyn ToSql + Sync); 21] = [
         &column(|c| c.row.call_id.clone()),
         &column(|c| c.row.kind.as_str().to_owned()),
         &sources,
@@ -130,14 +130,17 @@ pub(super) fn ship(client: &mut Client, source: &str, rows: &[Committed]) -> Res
         &column(|c| c.row.body.clone()),
         &column(|c| c.prev_hash.clone()),
         &column(|c| c.hash.clone()),
+        &rows.iter().map(|c| i32::from(c.row.charged_worst)).collect::<Vec<_>>(),
     ];
     let mut transaction = client.transaction()?;
     let inserted = transaction.execute(
         "INSERT INTO ledger (call_id, kind, source, source_seq, at_ms, started_ms, key_id, member, team, model,
-             category, input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash)
+             category, input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash,
+             charged_worst)
          SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
              $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[],
-             $14::bigint[], $15::bigint[], $16::bigint[], $17::float8[], $18::text[], $19::text[], $20::text[])
+             $14::bigint[], $15::bigint[], $16::bigint[], $17::float8[], $18::text[], $19::text[], $20::text[],
+             $21::int4[])
          ON CONFLICT DO NOTHING",
         &params,
     )?;

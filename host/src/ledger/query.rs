@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use super::sql::{self, Dialect, Param};
-use super::store::{self, GENESIS, Kind, OLDEST_READABLE, Row, SCHEMA_VERSION};
+use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// Which calls to read. Every field narrows; times are on the call's start
@@ -158,7 +158,8 @@ pub enum ReadError {
     #[error("no ledger at {0}")]
     Missing(PathBuf),
     #[error(
-        "{path} is not a ledger this weir reads (schema version {version}, expected {OLDEST_READABLE} to {SCHEMA_VERSION})"
+        "{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION}; a version 1 \
+         file is migrated in place the first time a gateway or library opens it to write)"
     )]
     Schema { path: PathBuf, version: i64 },
     #[error("reading the ledger: {0}")]
@@ -182,7 +183,7 @@ pub enum VerifyError {
 
 /// Every column, in the table's order (the indices [`stored_row`] reads).
 const ALL_COLUMNS: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash FROM ledger";
+    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst FROM ledger";
 
 /// A row as the file holds it: its place in the chain and its content.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,7 +216,7 @@ impl Reader {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         connection.busy_timeout(Duration::from_secs(5))?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if !(OLDEST_READABLE..=SCHEMA_VERSION).contains(&version) {
+        if version != SCHEMA_VERSION {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
         }
         Ok(Reader { connection })
@@ -415,6 +416,7 @@ fn stored_row(row: &rusqlite::Row<'_>, kind: &str, call_id: &str, body: &str) ->
         tokens: tokens_from(row, 10)?,
         cost_usd: row.get(15)?,
         body: body.to_owned(),
+        charged_worst: row.get(19)?,
     }))
 }
 

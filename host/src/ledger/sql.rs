@@ -84,17 +84,21 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
     Query { sql, params }
 }
 
+/// The rows a budget was charged: a closing row at its usage, unless it was
+/// charged its hold's worst case (`charged_worst`); then, and for a call held
+/// and never closed, the hold row.
+const CHARGED: &str = "((kind = 'close' AND charged_worst = 0)
+    OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.call_id = spent.call_id
+        AND closed.kind = 'close' AND closed.charged_worst = 0)))";
+
 /// Per (key, member, team): the five token sums and the cost (columns 3–8)
 /// of the calls closed that started at or after `since`, and, with
-/// `cut_off_holds`, the worst case held by calls that started then and never
-/// closed (a crash cut them off: what they spent is not known, what they
-/// could spend is).
+/// `cut_off_holds`, what the budgets were charged instead: the worst case
+/// held by calls that never closed (a crash cut them off: what they spent is
+/// not known, what they could spend is) or whose usage was never reported.
 pub(super) fn spend_by_caller(since: SystemTime, cut_off_holds: bool, dialect: Dialect) -> Query {
     let rows = match cut_off_holds {
-        true => {
-            "(kind = 'close' OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed
-                     WHERE closed.call_id = spent.call_id AND closed.kind = 'close')))"
-        }
+        true => CHARGED,
         false => "kind = 'close'",
     };
     let sql = format!(

@@ -15,12 +15,10 @@ use sha2::{Digest, Sha256};
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
-/// The schema this code writes (`PRAGMA user_version`). Version 1 files
-/// (no hold rows) are read as they are and migrated when a writer opens them.
+/// The schema this code writes and reads (`PRAGMA user_version`). A version 1
+/// file (no hold rows, no `charged_worst`) is migrated when a writer opens it;
+/// a reader refuses it until then.
 pub(super) const SCHEMA_VERSION: i64 = 2;
-
-/// The oldest schema a reader accepts.
-pub(super) const OLDEST_READABLE: i64 = 1;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -48,7 +46,8 @@ CREATE TABLE IF NOT EXISTS ledger (
     cost_usd REAL,
     body TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
+    hash TEXT NOT NULL,
+    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))
 );
 CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
 CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
@@ -58,7 +57,11 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never deleted'); END;
 ";
 
-/// Version 1 to 2: hold rows. SQLite cannot change a CHECK in place, so the
+/// The columns of version 1, in order (version 2 adds `charged_worst`).
+const VERSION_1_COLUMNS: &str = "seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash";
+
+/// Version 1 to 2: hold rows, and `charged_worst`. SQLite cannot change a CHECK in place, so the
 /// rows move, unchanged and in order, into a table created by [`SCHEMA`]
 /// (the old one is renamed first, and dropped once copied: the triggers go
 /// with it, and dropping a table fires no DELETE trigger).
@@ -116,6 +119,9 @@ pub(super) struct Row {
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     pub body: String,
+    /// A closing row whose budgets were charged the hold's worst case
+    /// ([`CallRecord::charged_worst_case`]).
+    pub charged_worst: bool,
 }
 
 impl Row {
@@ -134,6 +140,7 @@ impl Row {
             tokens: Tokens::default(),
             cost_usd: None,
             body: serde_json::to_string(opening)?,
+            charged_worst: false,
         })
     }
 
@@ -153,6 +160,7 @@ impl Row {
             tokens: Tokens { input: hold.tokens, ..Tokens::default() },
             cost_usd: hold.usd,
             body: serde_json::to_string(hold)?,
+            charged_worst: false,
         })
     }
 
@@ -170,6 +178,7 @@ impl Row {
             tokens: record.usage,
             cost_usd: record.cost_usd,
             body: serde_json::to_string(record)?,
+            charged_worst: record.charged_worst_case,
         })
     }
 }
@@ -241,9 +250,10 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
         1 => {
             transaction.execute_batch(FROM_VERSION_1)?;
             transaction.execute_batch(SCHEMA)?;
-            transaction.execute_batch(
-                "INSERT INTO ledger SELECT * FROM ledger_version_1 ORDER BY seq; DROP TABLE ledger_version_1;",
-            )?;
+            transaction.execute_batch(&format!(
+                "INSERT INTO ledger ({VERSION_1_COLUMNS}) SELECT {VERSION_1_COLUMNS} FROM ledger_version_1 ORDER BY seq;
+                 DROP TABLE ledger_version_1;"
+            ))?;
         }
         SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
@@ -267,8 +277,8 @@ pub(super) fn append<'a>(
     {
         let mut insert = transaction.prepare_cached(
             "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-                input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
         )?;
         for row in rows {
             seq += 1;
@@ -294,6 +304,7 @@ pub(super) fn append<'a>(
                 row.body,
                 prev_hash,
                 hash,
+                row.charged_worst,
             ])?;
             prev_hash = hash;
         }
@@ -312,8 +323,34 @@ fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::E
 
 #[cfg(test)]
 pub(super) mod tests {
+    use rusqlite::{Connection, params};
+
+    use super::{GENESIS, Row, chain_hash};
+
     /// The schema as version 1 wrote it (for the migration's test).
     pub(crate) fn version_1_schema() -> String {
-        super::SCHEMA.replace("CHECK (kind IN ('open', 'close', 'hold'))", "CHECK (kind IN ('open', 'close'))")
+        super::SCHEMA
+            .replace("CHECK (kind IN ('open', 'close', 'hold'))", "CHECK (kind IN ('open', 'close'))")
+            .replace(",\n    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))", "")
+    }
+
+    /// Appends `rows` to a version 1 file as version 1 wrote them.
+    pub(crate) fn append_version_1(connection: &Connection, rows: &[Row]) {
+        let mut prev_hash = GENESIS.to_owned();
+        for (seq, row) in (1_i64..).zip(rows) {
+            let hash = chain_hash(&prev_hash, seq, row.kind.as_str(), &row.body);
+            connection
+                .execute(
+                    &format!("INSERT INTO ledger ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)", super::VERSION_1_COLUMNS),
+                    params![
+                        seq, row.kind.as_str(), row.call_id, row.at_ms, row.started_ms, row.key_id, row.member,
+                        row.team, row.model, row.category, row.tokens.input, row.tokens.output,
+                        row.tokens.cache_read, row.tokens.cache_write, row.tokens.reasoning, row.cost_usd,
+                        row.body, prev_hash, hash,
+                    ],
+                )
+                .expect("a version 1 row");
+            prev_hash = hash;
+        }
     }
 }

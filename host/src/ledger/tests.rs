@@ -84,6 +84,7 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
         first_output_ms: None,
         stream_end: None,
         content: None,
+        charged_worst_case: false,
     })
 }
 
@@ -575,8 +576,8 @@ fn hold(call_id: &str, member: &str, start: u64, tokens: u64) -> crate::record::
     }
 }
 
-/// A hold row counts only for a call that never closed, and only where the
-/// budgets' rebuild asks for it.
+/// A hold row counts for a call that never closed or was charged its worst
+/// case, and only where the budgets' rebuild asks for it.
 #[tokio::test]
 async fn a_call_held_and_never_closed_counts_its_worst_case() {
     let dir = tempfile::tempdir().unwrap();
@@ -587,8 +588,12 @@ async fn a_call_held_and_never_closed_counts_its_worst_case() {
     ledger.opened(&opening("cut", "alice", "m", 2)).await.unwrap();
     ledger.held(&hold("cut", "alice", 2, 700)).await.unwrap();
     ledger.closed(&record("other", "bob", "m", 3, None)).await.unwrap();
+    // Charged its worst case (its usage never reported): the hold counts, not the usage.
+    ledger.held(&hold("left", "bob", 4, 900)).await.unwrap();
+    let left = CallRecord { charged_worst_case: true, ..(*record("left", "bob", "m", 4, None)).clone() };
+    ledger.closed(&Arc::new(left)).await.unwrap();
     let reader = ledger.reader().unwrap();
-    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 6, calls: 3 }, "hold rows are in the chain");
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 8, calls: 4 }, "hold rows are in the chain");
     let spend = |cut_off| {
         let mut rows = reader.spend_by_caller(at(0), cut_off).unwrap();
         rows.sort_by(|a, b| a.member.cmp(&b.member));
@@ -597,9 +602,9 @@ async fn a_call_held_and_never_closed_counts_its_worst_case() {
             .collect::<Vec<_>>()
     };
     // A closed call's usage is 135 tokens (its 5 000 held are settled away).
-    assert_eq!(spend(true), [("alice".to_owned(), 135 + 700), ("bob".to_owned(), 135)]);
-    assert_eq!(spend(false), [("alice".to_owned(), 135), ("bob".to_owned(), 135)]);
-    assert_eq!(reader.records(&Filter::default()).unwrap().len(), 2, "sums and records read closing rows only");
+    assert_eq!(spend(true), [("alice".to_owned(), 135 + 700), ("bob".to_owned(), 135 + 900)]);
+    assert_eq!(spend(false), [("alice".to_owned(), 135), ("bob".to_owned(), 135 + 135)]);
+    assert_eq!(reader.records(&Filter::default()).unwrap().len(), 3, "sums and records read closing rows only");
 }
 
 /// A version 1 file (no hold rows) is migrated in place when a writer opens
@@ -609,20 +614,19 @@ async fn a_version_1_file_is_migrated_with_its_chain() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
     {
-        let mut old = rusqlite::Connection::open(&path).unwrap();
-        old.execute_batch(&store::tests::version_1_schema()).unwrap();
+        let old = rusqlite::Connection::open(&path).unwrap();
+        let schema = store::tests::version_1_schema();
+        assert!(!schema.contains("charged_worst") && !schema.contains("'hold'"), "{schema}");
+        old.execute_batch(&schema).unwrap();
         let rows = [
             Row::opening(&opening("a", "alice", "m", 1)).unwrap(),
             Row::closing(&record("a", "alice", "m", 1, None)).unwrap(),
         ];
-        store::append(&mut old, rows.iter()).unwrap();
+        store::tests::append_version_1(&old, &rows);
         old.pragma_update(None, "user_version", 1).unwrap();
-        assert!(
-            store::append(&mut old, [Row::hold(&hold("a", "alice", 1, 9)).unwrap()].iter()).is_err(),
-            "version 1 refuses hold rows"
-        );
     }
-    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 2, calls: 1 }, "read as it is");
+    let unmigrated = Reader::open(&path).unwrap_err().to_string();
+    assert!(unmigrated.contains("schema version 1") && unmigrated.contains("migrated in place"), "{unmigrated}");
     let ledger = Ledger::open(settings(&path), None);
     ledger.held(&hold("b", "bob", 2, 9)).await.unwrap();
     ledger.closed(&record("b", "bob", "m", 2, None)).await.unwrap();

@@ -275,6 +275,12 @@ pub struct CallRecord {
     /// `temperature_omitted`, ...).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The caller's budgets were charged the call's held worst case, not
+    /// `usage`: what it spent was never reported (a stream without usage, a
+    /// caller who left after a request went). The budgets' rebuild counts the
+    /// call's hold row instead of its usage, as the running book did.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub charged_worst_case: bool,
 }
 
 impl CallRecord {

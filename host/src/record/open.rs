@@ -38,6 +38,9 @@ pub(crate) struct Ending {
     pub answer: Option<serde_json::Value>,
     /// What policy changed or withheld.
     pub notes: Vec<&'static str>,
+    /// The budgets are charged the held worst case (see
+    /// [`super::CallRecord::charged_worst_case`]).
+    pub charged_worst_case: bool,
 }
 
 /// What a call's opening says: who, by which door, what operation, which name.
@@ -176,6 +179,7 @@ impl CallLog {
             stream_end: ending.stream_end,
             content: self.request.take().map(|request| RecordedContent { request, answer: ending.answer }),
             notes: ending.notes.into_iter().map(str::to_owned).collect(),
+            charged_worst_case: ending.charged_worst_case,
         }
     }
 }
