@@ -152,6 +152,10 @@ async fn three_gateways_ship_every_record_once_and_any_one_reads_the_fleets() {
     let shared: Value = serde_json::from_slice(&shared.stdout).unwrap();
     assert_eq!(shared["records"].as_array().unwrap().len(), 60);
     assert_eq!(shared["sums"]["total"]["calls"], 60);
+    let verified = run_cli(&["ledger", "verify", "--config", &config_path], &[]);
+    let text = String::from_utf8_lossy(&verified.stdout).to_string();
+    assert!(verified.status.success(), "{text}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(text.contains("ok: 3 source file(s)") && text.matches(": 40 rows, 20 calls").count() == 3, "{text}");
 }
 
 /// PostgreSQL stopped while calls go on (they never wait for it), the

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
-use weir_host::ledger::{Filter, GroupBy, LedgerRead, Reader, SharedReader, Sums, Totals, parse_time};
+use weir_host::ledger::{Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals, parse_time};
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
@@ -121,7 +121,9 @@ enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Recompute the hash chain (exit 0: intact; 1: names the first bad row).
+    /// Recompute the hash chain (exit 0: intact; 1: names the first bad row):
+    /// the file's, or, when the config ships to PostgreSQL, each source file's
+    /// chain in the fleet's ledger.
     Verify {
         #[command(flatten)]
         file: LedgerFile,
@@ -577,6 +579,16 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             Ok(())
         }
         LedgerCommand::Verify { file } => {
+            if let Some(url) =
+                file.path.is_none().then(|| configured_ledger(&file)).transpose()?.and_then(|l| l.postgres_url)
+            {
+                let sources = SharedReader::connect(&url)?.verify()?;
+                for SourceReport { source, report } in &sources {
+                    writeln!(out, "ok: source {source}: {} rows, {} calls", report.rows, report.calls)?;
+                }
+                writeln!(out, "ok: {} source file(s) in the fleet's ledger", sources.len())?;
+                return Ok(());
+            }
             let report = open_ledger(&file)?.verify()?;
             writeln!(out, "ok: {} rows, {} calls", report.rows, report.calls)?;
             Ok(())

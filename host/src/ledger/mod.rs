@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 pub use config::{LedgerConfig, ledger_config};
-pub use postgres::{SharedError, SharedReader, check_url as check_postgres_url};
+pub use postgres::{SharedError, SharedReader, SourceBreak, SourceReport, check_url as check_postgres_url};
 pub use query::{
     CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums, Totals, VerifyError,
     VerifyReport, parse_time,

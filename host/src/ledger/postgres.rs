@@ -15,9 +15,11 @@ use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 
 use super::query::{
-    CallerSpend, Committed, Filter, GroupBy, GroupTotals, LedgerRead, ReadError, Sums, Totals, parse_body,
+    CallerSpend, ChainBreak, ChainCheck, Committed, Filter, GroupBy, GroupTotals, LedgerRead, Link, ReadError, Sums,
+    Totals, VerifyError, VerifyReport, parse_body,
 };
 use super::sql::{self, Dialect, Param};
+use super::store::{Kind, Row};
 use crate::record::{CallOpening, CallRecord, Tokens};
 
 mod embedded {
@@ -215,6 +217,97 @@ fn boxed(param: Param) -> Box<dyn ToSql + Sync> {
         Param::Text(text) => Box::new(text),
         Param::Integer(integer) => Box::new(integer),
     }
+}
+
+/// One source file's chain in the fleet's table, as [`SharedReader::verify`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceReport {
+    /// The file's name in the table: the hash of its first row.
+    pub source: String,
+    pub report: VerifyReport,
+}
+
+/// Why a source's chain in the fleet's table does not check out.
+#[derive(Debug, thiserror::Error)]
+#[error("source {file}: {chain}")]
+pub struct SourceBreak {
+    /// The source file's name in the table (its first row's hash).
+    pub file: String,
+    pub chain: ChainBreak,
+}
+
+impl SharedReader {
+    /// Walks every source file's chain in the table, as `weir ledger verify`
+    /// walks a file's (one read-only snapshot). A source is also checked to be
+    /// named by its first row's hash. Rows a shipper has not sent yet are not
+    /// a break: a chain's prefix checks out.
+    pub fn verify(&self) -> Result<Vec<SourceReport>, VerifyError> {
+        let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|error| ReadError::from(SharedError::from(error)))?;
+        let read = |error: postgres::Error| VerifyError::Read(SharedError::from(error).into());
+        let sources = transaction.query("SELECT DISTINCT source FROM ledger ORDER BY source", &[]).map_err(read)?;
+        let mut reports = Vec::with_capacity(sources.len());
+        for source in sources {
+            let source: String = source.try_get(0).map_err(read)?;
+            let rows = transaction.query(VERIFY_ROWS, &[&source]).map_err(read)?;
+            let mut chain = ChainCheck::default();
+            for row in &rows {
+                let (kind, call_id, stored, link) = committed_at(row).map_err(read)?;
+                let named = link.seq != 1 || link.hash == source;
+                chain
+                    .next(&kind, &call_id, stored, link)
+                    .and_then(|()| match named {
+                        true => Ok(()),
+                        false => Err(ChainBreak {
+                            seq: 1,
+                            call_id: call_id.clone(),
+                            reason: "the source is not named by its first row's hash".to_owned(),
+                        }),
+                    })
+                    .map_err(|chain| VerifyError::Shared(SourceBreak { file: source.clone(), chain }))?;
+            }
+            reports.push(SourceReport { source, report: chain.report() });
+        }
+        transaction.commit().map_err(read)?;
+        Ok(reports)
+    }
+}
+
+/// One source's rows in order, with every column [`committed_at`] reads.
+const VERIFY_ROWS: &str = "SELECT source_seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst
+    FROM ledger WHERE source = $1 ORDER BY source_seq";
+
+/// A row of [`VERIFY_ROWS`]: its kind as stored, its call, the row as its
+/// columns hold it (`None` for an unknown kind) and its link.
+fn committed_at(row: &postgres::Row) -> Result<(String, String, Option<Row>, Link), postgres::Error> {
+    let kind: String = row.try_get(1)?;
+    let call_id: String = row.try_get(2)?;
+    let stored = match Kind::parse(&kind) {
+        Some(parsed) => Some(Row {
+            kind: parsed,
+            call_id: call_id.clone(),
+            at_ms: row.try_get(3)?,
+            started_ms: row.try_get(4)?,
+            key_id: row.try_get(5)?,
+            member: row.try_get(6)?,
+            team: row.try_get(7)?,
+            model: row.try_get(8)?,
+            category: row.try_get(9)?,
+            tokens: tokens_at(row, 10)?,
+            cost_usd: row.try_get(15)?,
+            body: row.try_get(16)?,
+            charged_worst: row.try_get::<_, i32>(19)? != 0,
+        }),
+        None => None,
+    };
+    let link = Link { seq: row.try_get(0)?, prev_hash: row.try_get(17)?, hash: row.try_get(18)? };
+    Ok((kind, call_id, stored, link))
 }
 
 /// Five token counts from consecutive columns, the first at `first`.

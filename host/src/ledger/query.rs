@@ -172,11 +172,13 @@ pub enum ReadError {
     Output(#[from] std::io::Error),
 }
 
-/// Why [`Reader::verify`] did not pass.
+/// Why [`Reader::verify`] (or [`super::SharedReader::verify`]) did not pass.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     #[error("the chain is broken at {0}")]
     Broken(ChainBreak),
+    #[error("the fleet's ledger: the chain of {0}")]
+    Shared(super::postgres::SourceBreak),
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -230,42 +232,20 @@ impl Reader {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
         let mut rows = statement.query([]).map_err(ReadError::from)?;
-        let mut previous = (0_i64, GENESIS.to_owned());
-        let mut calls = HashSet::new();
+        let mut chain = ChainCheck::default();
         while let Some(row) = rows.next().map_err(ReadError::from)? {
-            let seq: i64 = row.get(0).map_err(ReadError::from)?;
             let kind: String = row.get(1).map_err(ReadError::from)?;
             let call_id: String = row.get(2).map_err(ReadError::from)?;
             let body: String = row.get(16).map_err(ReadError::from)?;
-            let prev_hash: String = row.get(17).map_err(ReadError::from)?;
-            let hash: String = row.get(18).map_err(ReadError::from)?;
-            let broken = |reason: String| VerifyError::Broken(ChainBreak { seq, call_id: call_id.clone(), reason });
-            if seq != previous.0 + 1 {
-                return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
-            }
-            if prev_hash != previous.1 {
-                return Err(broken(format!("its prev_hash does not link to row {}", previous.0)));
-            }
-            if hash != store::chain_hash(&prev_hash, seq, &kind, &body) {
-                return Err(broken("its hash does not match its content".to_owned()));
-            }
             let stored = stored_row(row, &kind, &call_id, &body).map_err(ReadError::from)?;
-            let derived = match Kind::parse(&kind) {
-                Some(Kind::Open) => serde_json::from_str::<CallOpening>(&body).map(|opening| Row::opening(&opening)),
-                Some(Kind::Hold) => serde_json::from_str::<HoldRecord>(&body).map(|hold| Row::hold(&hold)),
-                _ => serde_json::from_str::<CallRecord>(&body).map(|record| Row::closing(&record)),
+            let link = Link {
+                seq: row.get(0).map_err(ReadError::from)?,
+                prev_hash: row.get(17).map_err(ReadError::from)?,
+                hash: row.get(18).map_err(ReadError::from)?,
             };
-            let derived = derived.and_then(|row| row).map(|row| Row { body: body.clone(), ..row });
-            match (stored, derived) {
-                (Some(stored), Ok(derived)) if same_columns(&stored, &derived) => {}
-                (None, _) => return Err(broken(format!("unknown kind `{kind}`"))),
-                (_, Err(error)) => return Err(broken(format!("its body does not parse: {error}"))),
-                (Some(_), Ok(_)) => return Err(broken("its columns do not match its body".to_owned())),
-            }
-            calls.insert(call_id);
-            previous = (seq, hash);
+            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
         }
-        Ok(VerifyReport { rows: u64::try_from(previous.0).unwrap_or(0), calls: calls.len() as u64 })
+        Ok(chain.report())
     }
 
     /// The hash of the file's first row: what names this file's rows in the
@@ -397,6 +377,72 @@ impl LedgerRead for Reader {
             Sums::assemble(read(None)?, group_by.map(|by| Ok::<_, ReadError>((by, read(Some(by))?))).transpose()?);
         transaction.finish()?;
         Ok(sums)
+    }
+}
+
+/// A row's place in its chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Link {
+    pub seq: i64,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// Walks one chain, row by row in order: `seq` without a gap from 1, each
+/// `prev_hash` the previous row's `hash`, each `hash` recomputed from the
+/// row, and the columns equal to the body's fields. Shared by the file's
+/// check and the fleet table's (one chain per source file).
+#[derive(Debug)]
+pub(super) struct ChainCheck {
+    previous: (i64, String),
+    calls: HashSet<String>,
+}
+
+impl Default for ChainCheck {
+    fn default() -> Self {
+        Self { previous: (0, GENESIS.to_owned()), calls: HashSet::new() }
+    }
+}
+
+impl ChainCheck {
+    /// Checks the next row; `stored` is `None` for a kind this weir does not know.
+    pub(super) fn next(
+        &mut self,
+        kind: &str,
+        call_id: &str,
+        stored: Option<Row>,
+        link: Link,
+    ) -> Result<(), ChainBreak> {
+        let Link { seq, prev_hash, hash } = link;
+        let broken = |reason: String| ChainBreak { seq, call_id: call_id.to_owned(), reason };
+        if seq != self.previous.0 + 1 {
+            return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
+        }
+        if prev_hash != self.previous.1 {
+            return Err(broken(format!("its prev_hash does not link to row {}", self.previous.0)));
+        }
+        let Some(stored) = stored else { return Err(broken(format!("unknown kind `{kind}`"))) };
+        if hash != store::chain_hash(&prev_hash, seq, kind, &stored.body) {
+            return Err(broken("its hash does not match its content".to_owned()));
+        }
+        let body = &stored.body;
+        let derived = match stored.kind {
+            Kind::Open => serde_json::from_str::<CallOpening>(body).map(|opening| Row::opening(&opening)),
+            Kind::Hold => serde_json::from_str::<HoldRecord>(body).map(|hold| Row::hold(&hold)),
+            Kind::Close => serde_json::from_str::<CallRecord>(body).map(|record| Row::closing(&record)),
+        };
+        match derived.and_then(|row| row).map(|row| Row { body: body.clone(), ..row }) {
+            Ok(derived) if same_columns(&stored, &derived) => {}
+            Err(error) => return Err(broken(format!("its body does not parse: {error}"))),
+            Ok(_) => return Err(broken("its columns do not match its body".to_owned())),
+        }
+        self.calls.insert(call_id.to_owned());
+        self.previous = (seq, hash);
+        Ok(())
+    }
+
+    pub(super) fn report(&self) -> VerifyReport {
+        VerifyReport { rows: u64::try_from(self.previous.0).unwrap_or(0), calls: self.calls.len() as u64 }
     }
 }
 

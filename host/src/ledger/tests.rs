@@ -501,6 +501,45 @@ async fn rows_shipped_twice_are_stored_once() {
     assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 2, "both migrations, each applied once");
 }
 
+/// Each source file's chain walks in the fleet's table as in its file, and an
+/// edit made behind the append-only trigger is named by source and row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_files_chain_verifies_in_the_fleets_table_and_an_edit_is_named() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (shipping(&dir.path().join("a.db"), &server), shipping(&dir.path().join("b.db"), &server));
+    write_calls(&first, &[("a1", "alice", "m", 1, Some(0.1)), ("a2", "bob", "m", 2, None)]).await;
+    first.held(&hold("a3", "alice", 3, 70)).await.unwrap();
+    write_calls(&second, &[("b1", "carol", "m", 4, None)]).await;
+    let url = server.url();
+    let (reports, local) = blocking(move || {
+        assert!(first.ship_pending(Duration::from_secs(10)) && second.ship_pending(Duration::from_secs(10)));
+        let local = [first.reader().unwrap().verify().unwrap(), second.reader().unwrap().verify().unwrap()];
+        (SharedReader::connect(&url).unwrap().verify().unwrap(), local)
+    })
+    .await;
+    let mut counts: Vec<_> = reports.iter().map(|source| (source.report.rows, source.report.calls)).collect();
+    counts.sort_unstable();
+    let mut expected: Vec<_> = local.iter().map(|report| (report.rows, report.calls)).collect();
+    expected.sort_unstable();
+    assert_eq!(counts, expected, "each source as its file");
+    assert_eq!(counts, [(2, 1), (5, 3)]);
+
+    let url = server.url();
+    let broken = blocking(move || {
+        let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+        client
+            .batch_execute(
+                "ALTER TABLE ledger DISABLE TRIGGER ledger_append_only;
+                 UPDATE ledger SET input = input + 1 WHERE call_id = 'a2' AND kind = 'close';",
+            )
+            .unwrap();
+        SharedReader::connect(&url).unwrap().verify().unwrap_err().to_string()
+    })
+    .await;
+    assert!(broken.contains("call a2") && broken.contains("columns do not match"), "{broken}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleets_table_refuses_edits() {
     let server = weir_tests::PostgresServer::start();
