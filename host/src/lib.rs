@@ -573,8 +573,8 @@ impl WeirBuilder {
         // the fleet's PostgreSQL ledger, an account Redis does not hold is
         // seeded from it at its first hold.
         if let Some(fleet) = &fleet_store {
-            let shared = match ledger.as_ref().and_then(Ledger::postgres_url) {
-                Some(url) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(url))),
+            let shared = match ledger.as_ref().and_then(Ledger::postgres) {
+                Some(target) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(target.clone()))),
                 None => fleet.budgets(),
             };
             budgets.share_through(shared, fleet.fleet_size());
@@ -619,13 +619,13 @@ impl WeirBuilder {
 /// reached (logged), from this gateway's file. A file not created yet has
 /// nothing to add.
 fn rebuild_budgets(budgets: &budget::BudgetBook, ledger: &Ledger) -> Result<(), BuildError> {
-    if let Some(url) = ledger.postgres_url() {
+    if let Some(target) = ledger.postgres() {
         ledger.ship_pending(SHIP_BEFORE_REBUILD);
         // A thread of its own: the blocking client must not run on a caller's
         // tokio worker (`build` may be called from one).
         let from_shared = std::thread::scope(|scope| {
             scope
-                .spawn(|| ledger::SharedReader::connect(url).and_then(|reader| budget::rebuild(budgets, &reader)))
+                .spawn(|| ledger::SharedReader::connect(target).and_then(|reader| budget::rebuild(budgets, &reader)))
                 .join()
         });
         match from_shared {

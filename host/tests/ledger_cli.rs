@@ -66,7 +66,7 @@ fn fill(path: &Path) {
             sync: LedgerSync::Normal,
             on_error: LedgerOnError::Refuse,
             max_bytes: None,
-            postgres_url: None,
+            postgres: None,
         },
         None,
     );
@@ -199,7 +199,7 @@ fn query_with_a_config_shows_each_budget_spent_and_remaining() {
             sync: LedgerSync::Normal,
             on_error: LedgerOnError::Refuse,
             max_bytes: None,
-            postgres_url: None,
+            postgres: None,
         },
         None,
     );

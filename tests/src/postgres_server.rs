@@ -21,6 +21,23 @@ pub struct PostgresServer {
 impl PostgresServer {
     /// A new cluster, started and answering.
     pub fn start() -> PostgresServer {
+        Self::create(false)
+    }
+
+    /// A new cluster that accepts TCP connections over TLS only (its
+    /// `pg_hba.conf` has a `hostssl` line and no `host` one), with a
+    /// certificate for 127.0.0.1 issued by a CA made for it ([`Self::ca_file`]).
+    /// Needs `openssl`.
+    pub fn start_tls() -> PostgresServer {
+        Self::create(true)
+    }
+
+    /// The CA that issued a TLS cluster's certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn create(tls: bool) -> PostgresServer {
         // As root the server runs as `postgres`, which must reach the folder:
         // under /tmp, whatever TMPDIR says (it may be under root's home).
         let dir = match as_root() {
@@ -28,22 +45,80 @@ impl PostgresServer {
             false => tempfile::tempdir(),
         }
         .expect("a temporary folder for the cluster");
-        let server = PostgresServer { port: free_port(), dir, running: false };
-        if as_root() {
-            run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(server.dir.path()));
-        }
+        let mut server = PostgresServer { port: free_port(), dir, running: false };
+        server.give_to_postgres();
         let data = server.data();
-        run(server.command("initdb").arg("-D").arg(&data).args([
-            "-U",
-            "weir",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ]));
-        let mut server = server;
+        let initdb = ["-U", "weir", "--auth=trust", "-E", "UTF8", "--no-sync"];
+        run(server.command("initdb").arg("-D").arg(&data).args(initdb));
+        if tls {
+            server.configure_tls();
+            server.give_to_postgres();
+        }
         server.resume();
         server
+    }
+
+    /// As root, the folder and everything in it belong to the `postgres` user.
+    fn give_to_postgres(&self) {
+        if as_root() {
+            run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(self.dir.path()));
+        }
+    }
+
+    /// A CA, a server certificate for 127.0.0.1 it signs, `ssl = on`, and TLS-only TCP.
+    fn configure_tls(&self) {
+        let dir = self.dir.path();
+        let file = |name: &str| dir.join(name).display().to_string();
+        let openssl = |args: &[&str]| run(Command::new("openssl").args(args));
+        let (ca_key, ca, key, csr, crt, ext) = (
+            file("ca.key"),
+            file("ca.pem"),
+            file("server.key"),
+            file("server.csr"),
+            file("server.crt"),
+            file("san.ext"),
+        );
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=weir test CA",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca,
+        ]);
+        openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", &key, "-out", &csr]);
+        std::fs::write(&ext, "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n").expect("the extensions");
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ]);
+        run(Command::new("chmod").args(["600", &key]));
+        let conf = self.data().join("postgresql.conf");
+        let mut settings = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        settings.push_str(&format!("\nssl = on\nssl_cert_file = '{crt}'\nssl_key_file = '{key}'\n"));
+        std::fs::write(&conf, settings).expect("postgresql.conf");
+        let hba = "local all all trust\nhostssl all all 127.0.0.1/32 trust\n";
+        std::fs::write(self.data().join("pg_hba.conf"), hba).expect("pg_hba.conf");
     }
 
     /// The URL a gateway is configured with.

@@ -580,7 +580,7 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
         }
         LedgerCommand::Verify { file } => {
             if let Some(url) =
-                file.path.is_none().then(|| configured_ledger(&file)).transpose()?.and_then(|l| l.postgres_url)
+                file.path.is_none().then(|| configured_ledger(&file)).transpose()?.and_then(|l| l.postgres)
             {
                 let sources = SharedReader::connect(&url)?.verify()?;
                 for SourceReport { source, report } in &sources {
@@ -616,8 +616,8 @@ fn open_for_query(file: &LedgerFile) -> anyhow::Result<Box<dyn LedgerRead>> {
         return Ok(Box::new(open_ledger(file)?));
     }
     let settings = configured_ledger(file)?;
-    Ok(match &settings.postgres_url {
-        Some(url) => Box::new(SharedReader::connect(url)?),
+    Ok(match &settings.postgres {
+        Some(target) => Box::new(SharedReader::connect(target)?),
         None => Box::new(Reader::open(&settings.path)?),
     })
 }

@@ -10,7 +10,7 @@ use super::book::BudgetBook;
 use super::clock::Period;
 use super::limits::{Scope, Spend, total_tokens};
 use crate::fleet::SpendSource;
-use crate::ledger::{LedgerRead, ReadError, SharedReader};
+use crate::ledger::{LedgerRead, PostgresTarget, ReadError, SharedReader};
 
 /// Adds the ledger's spend in the current periods to `book`, per key, member
 /// and team. A ledger file that does not exist yet has nothing to add.
@@ -57,18 +57,18 @@ pub fn spent_by(reader: &dyn LedgerRead, scope: &Scope, since: SystemTime) -> Re
 /// starts from the period's spend there, not from zero.
 #[derive(Debug, Clone)]
 pub struct FleetLedgerSpend {
-    url: String,
+    target: PostgresTarget,
 }
 
 impl FleetLedgerSpend {
-    pub fn new(url: &str) -> Self {
-        Self { url: url.to_owned() }
+    pub fn new(target: PostgresTarget) -> Self {
+        Self { target }
     }
 }
 
 impl SpendSource for FleetLedgerSpend {
     fn spent_since(&self, scope: &Scope, since: SystemTime) -> Result<Spend, String> {
-        let reader = SharedReader::connect(&self.url).map_err(|error| error.to_string())?;
+        let reader = SharedReader::connect(&self.target).map_err(|error| error.to_string())?;
         spent_by(&reader, scope, since).map_err(|error| error.to_string())
     }
 }

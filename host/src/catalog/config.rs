@@ -443,6 +443,9 @@ pub struct LedgerSettings {
     /// `GET /v1/usage`, `weir ledger query --config` and the budgets' rebuild
     /// read it.
     pub postgres_url: Option<String>,
+    /// A PEM file of CA certificates trusted for PostgreSQL's TLS, beside
+    /// the platform's roots (with `sslmode=require` in the URL to insist on TLS).
+    pub postgres_ca: Option<PathBuf>,
 }
 
 /// How hard a ledger commit is pushed to the disk.

@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::postgres::PostgresTarget;
 use crate::catalog::{Config, LedgerOnError, LedgerSync};
 
 /// A resolved `[ledger]`: what [`super::Ledger::open`] needs.
@@ -15,7 +16,7 @@ pub struct LedgerConfig {
     /// The file's size cap; reaching it is a write failure.
     pub max_bytes: Option<u64>,
     /// The fleet's PostgreSQL ledger the file's rows are shipped to.
-    pub postgres_url: Option<String>,
+    pub postgres: Option<PostgresTarget>,
 }
 
 /// The ledger `config` asks for, or `None` when it keeps none: `[ledger]
@@ -47,7 +48,10 @@ fn ledger_config_with(
         sync: settings.sync.unwrap_or_default(),
         on_error: settings.on_error.unwrap_or_default(),
         max_bytes: settings.max_bytes,
-        postgres_url: settings.postgres_url,
+        postgres: settings
+            .postgres_url
+            .as_deref()
+            .map(|url| PostgresTarget::new(url, settings.postgres_ca.as_ref().map(|ca| config.resolve_path(ca)))),
     })
 }
 

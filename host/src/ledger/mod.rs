@@ -29,7 +29,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 pub use config::{LedgerConfig, ledger_config};
-pub use postgres::{SharedError, SharedReader, SourceBreak, SourceReport, check_url as check_postgres_url};
+pub use postgres::{
+    PostgresTarget, SharedError, SharedReader, SourceBreak, SourceReport, check_url as check_postgres_url,
+};
 pub use query::{
     CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums, Totals, VerifyError,
     VerifyReport, parse_time,
@@ -74,7 +76,7 @@ pub struct Ledger {
     healthy: Arc<AtomicBool>,
     /// The shipper's wake-up, when rows are shipped to PostgreSQL.
     shipper: Option<mpsc::SyncSender<Signal>>,
-    postgres_url: Option<Arc<str>>,
+    postgres: Option<PostgresTarget>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -94,7 +96,7 @@ impl Ledger {
             .inspect_err(|error| tracing::error!(path = %config.path.display(), %error, "the ledger cannot be opened"))
             .ok();
         let healthy = Arc::new(AtomicBool::new(connection.is_some()));
-        let shipper = config.postgres_url.as_ref().and_then(|url| start_shipper(url, &config, meter.clone()));
+        let shipper = config.postgres.as_ref().and_then(|target| start_shipper(target, &config, meter.clone()));
         let ledger = Ledger {
             jobs,
             path: Arc::from(config.path.as_path()),
@@ -102,7 +104,7 @@ impl Ledger {
             strict_openings: config.sync == LedgerSync::Full,
             healthy: healthy.clone(),
             shipper: shipper.clone(),
-            postgres_url: config.postgres_url.as_deref().map(Arc::from),
+            postgres: config.postgres.clone(),
         };
         let writer = Writer { config, meter, connection, healthy, shipper };
         let spawned = std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer.run(queue));
@@ -125,15 +127,15 @@ impl Ledger {
     }
 
     /// The fleet's PostgreSQL ledger this one ships to, if any.
-    pub fn postgres_url(&self) -> Option<&str> {
-        self.postgres_url.as_deref()
+    pub fn postgres(&self) -> Option<&PostgresTarget> {
+        self.postgres.as_ref()
     }
 
     /// What queries read: the fleet's ledger when there is one (blocking:
     /// it connects), else this file.
     pub fn shared_or_local(&self) -> Result<Box<dyn LedgerRead>, ReadError> {
-        Ok(match self.postgres_url() {
-            Some(url) => Box::new(SharedReader::connect(url)?),
+        Ok(match self.postgres() {
+            Some(target) => Box::new(SharedReader::connect(target)?),
             None => Box::new(self.reader()?),
         })
     }
@@ -194,13 +196,13 @@ impl Ledger {
 /// Starts the shipper's thread; `None` (logged) when the thread cannot start,
 /// and rows then stay in the file.
 fn start_shipper(
-    url: &str,
+    target: &PostgresTarget,
     config: &LedgerConfig,
     meter: Option<Arc<dyn LedgerMeter>>,
 ) -> Option<mpsc::SyncSender<Signal>> {
     // One waiting wake-up is enough: a pass ships everything committed.
     let (wake, signals) = mpsc::sync_channel(1);
-    let shipper = Shipper::new(url.to_owned(), config.path.clone(), meter);
+    let shipper = Shipper::new(target.clone(), config.path.clone(), meter);
     match std::thread::Builder::new().name("weir-ledger-ship".to_owned()).spawn(move || shipper.run(signals)) {
         Ok(_) => Some(wake),
         Err(error) => {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use postgres::Client;
 
 use super::LedgerMeter;
-use super::postgres::{self as shared, SharedError};
+use super::postgres::{self as shared, PostgresTarget, SharedError};
 use super::query::{Committed, ReadError, Reader};
 use super::store::Kind;
 
@@ -58,7 +58,7 @@ enum ShipError {
 
 /// The shipper thread's state.
 pub(super) struct Shipper {
-    url: String,
+    target: PostgresTarget,
     path: PathBuf,
     meter: Option<Arc<dyn LedgerMeter>>,
     reader: Option<Reader>,
@@ -72,9 +72,9 @@ pub(super) struct Shipper {
 }
 
 impl Shipper {
-    pub(super) fn new(url: String, path: PathBuf, meter: Option<Arc<dyn LedgerMeter>>) -> Self {
+    pub(super) fn new(target: PostgresTarget, path: PathBuf, meter: Option<Arc<dyn LedgerMeter>>) -> Self {
         Self {
-            url,
+            target,
             path,
             meter,
             reader: None,
@@ -118,7 +118,7 @@ impl Shipper {
         match self.ship_waiting() {
             Ok(shipped) => {
                 if self.retry_at.take().is_some() {
-                    tracing::info!(url = %crate::fleet::redacted(&self.url), "the ledger's shipper reached PostgreSQL again");
+                    tracing::info!(url = %self.target.redacted(), "the ledger's shipper reached PostgreSQL again");
                 }
                 self.backoff = FIRST_BACKOFF;
                 shipped
@@ -134,7 +134,7 @@ impl Shipper {
                 }
                 // Said once per outage (and again as it ends), not every retry.
                 if self.retry_at.is_none() {
-                    tracing::error!(url = %crate::fleet::redacted(&self.url), %error,
+                    tracing::error!(url = %self.target.redacted(), %error,
                         "the ledger's shipper cannot ship; rows wait in the local ledger");
                 }
                 self.retry_at = Some(Instant::now() + self.backoff);
@@ -163,7 +163,7 @@ impl Shipper {
         };
         let client = match &mut self.client {
             Some(client) => client,
-            None => self.client.insert(shared::connect_shipper(&self.url)?),
+            None => self.client.insert(shared::connect_shipper(&self.target)?),
         };
         let mut after = match self.shipped {
             Some(seq) => seq,

@@ -34,7 +34,7 @@ fn settings(path: &Path) -> LedgerConfig {
         sync: LedgerSync::Normal,
         on_error: LedgerOnError::Refuse,
         max_bytes: None,
-        postgres_url: None,
+        postgres: None,
     }
 }
 
@@ -407,7 +407,11 @@ fn times_are_rfc3339_or_a_duration_back() {
 
 /// A ledger file that ships to a real PostgreSQL server.
 fn shipping(path: &Path, server: &weir_tests::PostgresServer) -> Ledger {
-    Ledger::open(LedgerConfig { postgres_url: Some(server.url()), ..settings(path) }, None)
+    Ledger::open(LedgerConfig { postgres: Some(target(server)), ..settings(path) }, None)
+}
+
+fn target(server: &weir_tests::PostgresServer) -> PostgresTarget {
+    PostgresTarget::new(&server.url(), None)
 }
 
 /// Runs `read` on a blocking thread (the PostgreSQL client must not run on a
@@ -437,7 +441,7 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
     assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), 2);
 
     let url = server.url();
-    let shared = blocking(move || SharedReader::connect(&url).unwrap()).await;
+    let shared = blocking(move || SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap()).await;
     let all = Filter::default();
     let (records, unclosed, sums, cut_off) = blocking(move || {
         let cut_off = shared.spend_by_caller(at(0), true).unwrap();
@@ -471,7 +475,7 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
     let (local, remote) = blocking(move || {
         let by_alice = Filter { member: Some("alice".to_owned()), ..Filter::default() };
         let local = first.reader().unwrap().sums(&by_alice, Some(GroupBy::Model)).unwrap();
-        let shared = SharedReader::connect(&url).unwrap();
+        let shared = SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap();
         let only_first = Filter { until: Some(at(4)), ..by_alice };
         (local, shared.sums(&only_first, Some(GroupBy::Model)).unwrap())
     })
@@ -490,7 +494,7 @@ async fn rows_shipped_twice_are_stored_once() {
     let (first, again, through) = blocking(move || {
         let rows = Reader::open(&path).unwrap().rows_after(0, 100).unwrap();
         let source = Reader::open(&path).unwrap().first_hash().unwrap().unwrap();
-        let mut client = postgres::connect(&url).unwrap();
+        let mut client = postgres::connect(&PostgresTarget::new(&url, None)).unwrap();
         let first = postgres::ship(&mut client, &source, &rows).unwrap();
         let again = postgres::ship(&mut client, &source, &rows[1..]).unwrap();
         (first, again, postgres::shipped_through(&mut client, &source).unwrap())
@@ -515,7 +519,7 @@ async fn each_files_chain_verifies_in_the_fleets_table_and_an_edit_is_named() {
     let (reports, local) = blocking(move || {
         assert!(first.ship_pending(Duration::from_secs(10)) && second.ship_pending(Duration::from_secs(10)));
         let local = [first.reader().unwrap().verify().unwrap(), second.reader().unwrap().verify().unwrap()];
-        (SharedReader::connect(&url).unwrap().verify().unwrap(), local)
+        (SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify().unwrap(), local)
     })
     .await;
     let mut counts: Vec<_> = reports.iter().map(|source| (source.report.rows, source.report.calls)).collect();
@@ -534,7 +538,7 @@ async fn each_files_chain_verifies_in_the_fleets_table_and_an_edit_is_named() {
                  UPDATE ledger SET input = input + 1 WHERE call_id = 'a2' AND kind = 'close';",
             )
             .unwrap();
-        SharedReader::connect(&url).unwrap().verify().unwrap_err().to_string()
+        SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify().unwrap_err().to_string()
     })
     .await;
     assert!(broken.contains("call a2") && broken.contains("columns do not match"), "{broken}");
@@ -676,4 +680,45 @@ async fn a_version_1_file_is_migrated_with_its_chain() {
     assert_eq!(version, 2);
     let refused = rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM ledger", []).unwrap_err();
     assert!(refused.to_string().contains("append-only"), "the triggers came back: {refused}");
+}
+
+/// A server that takes TCP only over TLS: the shipper and the readers reach it
+/// with `sslmode=require` and its CA in `postgres_ca`; without that CA the
+/// certificate is refused (nothing shipped, the reason said); without TLS the
+/// server refuses the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_ledger_is_reached_over_tls_with_the_operators_ca() {
+    let server = weir_tests::PostgresServer::start_tls();
+    let require = format!("{}?sslmode=require", server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = PostgresTarget::new(&require, Some(server.ca_file()));
+    let ledger =
+        Ledger::open(LedgerConfig { postgres: Some(trusted.clone()), ..settings(&dir.path().join("a.db")) }, None);
+    write_calls(&ledger, &[("t1", "alice", "m", 1, Some(0.1))]).await;
+    let (shipped, untrusted, plain) = blocking(move || {
+        assert!(ledger.ship_pending(Duration::from_secs(10)));
+        let shipped = SharedReader::connect(&trusted).unwrap().records(&Filter::default()).unwrap().len();
+        let untrusted = SharedReader::connect(&PostgresTarget::new(&require, None)).unwrap_err().to_string();
+        let disabled = require.replace("sslmode=require", "sslmode=disable");
+        let plain = SharedReader::connect(&PostgresTarget::new(&disabled, None)).unwrap_err().to_string();
+        (shipped, untrusted, plain)
+    })
+    .await;
+    assert_eq!(shipped, 1, "shipped and read back over TLS");
+    assert!(untrusted.to_lowercase().contains("certificate"), "an unknown CA is refused: {untrusted}");
+    assert!(plain.contains("no pg_hba.conf entry") || plain.contains("pg_hba"), "plain TCP is refused: {plain}");
+}
+
+#[test]
+fn a_ca_file_that_cannot_be_read_or_holds_nothing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    for (ca, expected) in [(dir.path().join("missing.pem"), "postgres_ca"), (empty, "holds no certificate")] {
+        let ca_name = ca.display().to_string();
+        let target = PostgresTarget::new("postgres://weir@127.0.0.1:1/postgres", Some(ca));
+        let Err(error) = postgres::connect(&target) else { panic!("{ca_name} must not connect") };
+        let error = error.to_string();
+        assert!(error.contains(expected), "{error}");
+    }
 }
