@@ -538,16 +538,11 @@ impl WeirBuilder {
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        check_shared_ledger(&config)?;
         // The configuration's observers first — the ledger (whose commit a call
         // waits for), the metrics, the spans when `[telemetry]` names a
         // collector (their exporter starts on the first record's tokio
         // runtime: `build` itself needs none) — then the builder's.
-        if let Some(url) = config.ledger.as_ref().and_then(|ledger| ledger.postgres_url.as_deref()) {
-            ledger::check_postgres_url(url).map_err(|error| ConfigError::Invalid {
-                origin: config.origin.clone(),
-                message: format!("{error} (in `{}`)", fleet::redacted(url)),
-            })?;
-        }
         let meter = metrics.ledger_meter();
         let ledger =
             ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));
@@ -610,6 +605,22 @@ impl WeirBuilder {
             budgets,
         };
         Ok(Weir { inner: Arc::new(inner) })
+    }
+}
+
+/// `[ledger] postgres_url` parses (its error shown without the password),
+/// and `postgres_ca` is set only beside it.
+fn check_shared_ledger(config: &Config) -> Result<(), ConfigError> {
+    let Some(settings) = &config.ledger else { return Ok(()) };
+    let invalid = |message: String| ConfigError::Invalid { origin: config.origin.clone(), message };
+    match (&settings.postgres_url, &settings.postgres_ca) {
+        (None, Some(_)) => Err(invalid(
+            "`[ledger] postgres_ca` is set without `postgres_url`: there is no PostgreSQL to trust it for".to_owned(),
+        )),
+        (Some(url), _) => {
+            ledger::check_postgres_url(url).map_err(|error| invalid(format!("{error} (in `{}`)", fleet::redacted(url))))
+        }
+        (None, None) => Ok(()),
     }
 }
 

@@ -585,6 +585,14 @@ fn a_postgres_url_that_does_not_parse_is_refused_at_build() {
     assert!(!message.contains("hunter2"), "the password is not repeated: {message}");
 }
 
+#[test]
+fn a_postgres_ca_without_a_postgres_url_is_refused_at_build() {
+    let Err(error) = build("[ledger]\npath = \"/tmp/weir-unused.db\"\npostgres_ca = \"ca.pem\"\n") else {
+        panic!("the build must fail")
+    };
+    assert!(error.to_string().contains("`[ledger] postgres_ca` is set without `postgres_url`"), "{error}");
+}
+
 /// PostgreSQL unreachable at start: the gateway starts, its budgets read
 /// back from its own file (logged), not reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
