@@ -1,0 +1,233 @@
+//! The fleet's ledger read as a file is: the same queries over every
+//! gateway's calls, and each source file's chain walked.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use postgres::Client;
+use postgres::types::ToSql;
+
+use super::{PostgresTarget, SharedError, connect};
+use crate::ledger::query::{
+    CallerSpend, ChainBreak, ChainCheck, Filter, GroupBy, GroupTotals, LedgerRead, Link, ReadError, Sums, Totals,
+    VerifyError, VerifyReport, parse_body,
+};
+use crate::ledger::sql::{self, Dialect, Param};
+use crate::ledger::store::{Kind, Row};
+use crate::record::{CallOpening, CallRecord, Tokens};
+
+/// A count read back (never negative: the table holds what [`signed`] wrote).
+fn unsigned(count: i64) -> u64 {
+    u64::try_from(count).unwrap_or(0)
+}
+
+/// The fleet's ledger read as [`super::Reader`] reads a file: one connection,
+/// opened (and the schema migrated) by [`SharedReader::connect`].
+pub struct SharedReader {
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for SharedReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedReader").finish_non_exhaustive()
+    }
+}
+
+impl SharedReader {
+    /// Connects to `target` (blocking: call it where blocking is allowed).
+    pub fn connect(target: &PostgresTarget) -> Result<SharedReader, ReadError> {
+        Ok(SharedReader { client: Mutex::new(connect(target)?) })
+    }
+
+    /// Runs `queries` in one read-only snapshot (so a total and its groups
+    /// agree while shippers keep appending).
+    fn query_all(&self, queries: Vec<sql::Query>) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
+        let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(SharedError::from)?;
+        let mut answers = Vec::with_capacity(queries.len());
+        for query in queries {
+            let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
+            let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+            answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
+        }
+        transaction.commit().map_err(SharedError::from)?;
+        Ok(answers)
+    }
+
+    fn query(&self, query: sql::Query) -> Result<Vec<postgres::Row>, ReadError> {
+        Ok(self.query_all(vec![query])?.into_iter().next().unwrap_or_default())
+    }
+
+    fn bodies<T: serde::de::DeserializeOwned>(&self, query: sql::Query) -> Result<Vec<T>, ReadError> {
+        self.query(query)?
+            .iter()
+            .map(|row| {
+                parse_body(row.try_get(0).map_err(SharedError::from)?, row.try_get(1).map_err(SharedError::from)?)
+            })
+            .collect()
+    }
+}
+
+fn boxed(param: Param) -> Box<dyn ToSql + Sync> {
+    match param {
+        Param::Text(text) => Box::new(text),
+        Param::Integer(integer) => Box::new(integer),
+    }
+}
+
+/// One source file's chain in the fleet's table, as [`SharedReader::verify`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceReport {
+    /// The file's name in the table: the hash of its first row.
+    pub source: String,
+    pub report: VerifyReport,
+}
+
+/// Why a source's chain in the fleet's table does not check out.
+#[derive(Debug, thiserror::Error)]
+#[error("source {file}: {chain}")]
+pub struct SourceBreak {
+    /// The source file's name in the table (its first row's hash).
+    pub file: String,
+    pub chain: ChainBreak,
+}
+
+impl SharedReader {
+    /// Walks every source file's chain in the table, as `weir ledger verify`
+    /// walks a file's (one read-only snapshot). A source is also checked to be
+    /// named by its first row's hash. Rows a shipper has not sent yet are not
+    /// a break: a chain's prefix checks out.
+    pub fn verify(&self) -> Result<Vec<SourceReport>, VerifyError> {
+        let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|error| ReadError::from(SharedError::from(error)))?;
+        let read = |error: postgres::Error| VerifyError::Read(SharedError::from(error).into());
+        let sources = transaction.query("SELECT DISTINCT source FROM ledger ORDER BY source", &[]).map_err(read)?;
+        let mut reports = Vec::with_capacity(sources.len());
+        for source in sources {
+            let source: String = source.try_get(0).map_err(read)?;
+            let rows = transaction.query(VERIFY_ROWS, &[&source]).map_err(read)?;
+            let mut chain = ChainCheck::default();
+            for row in &rows {
+                let (kind, call_id, stored, link) = committed_at(row).map_err(read)?;
+                let named = link.seq != 1 || link.hash == source;
+                chain
+                    .next(&kind, &call_id, stored, link)
+                    .and_then(|()| match named {
+                        true => Ok(()),
+                        false => Err(ChainBreak {
+                            seq: 1,
+                            call_id: call_id.clone(),
+                            reason: "the source is not named by its first row's hash".to_owned(),
+                        }),
+                    })
+                    .map_err(|chain| VerifyError::Shared(SourceBreak { file: source.clone(), chain }))?;
+            }
+            reports.push(SourceReport { source, report: chain.report() });
+        }
+        transaction.commit().map_err(read)?;
+        Ok(reports)
+    }
+}
+
+/// One source's rows in order, with every column [`committed_at`] reads.
+const VERIFY_ROWS: &str = "SELECT source_seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst
+    FROM ledger WHERE source = $1 ORDER BY source_seq";
+
+/// A row of [`VERIFY_ROWS`]: its kind as stored, its call, the row as its
+/// columns hold it (`None` for an unknown kind) and its link.
+fn committed_at(row: &postgres::Row) -> Result<(String, String, Option<Row>, Link), postgres::Error> {
+    let kind: String = row.try_get(1)?;
+    let call_id: String = row.try_get(2)?;
+    let stored = match Kind::parse(&kind) {
+        Some(parsed) => Some(Row {
+            kind: parsed,
+            call_id: call_id.clone(),
+            at_ms: row.try_get(3)?,
+            started_ms: row.try_get(4)?,
+            key_id: row.try_get(5)?,
+            member: row.try_get(6)?,
+            team: row.try_get(7)?,
+            model: row.try_get(8)?,
+            category: row.try_get(9)?,
+            tokens: tokens_at(row, 10)?,
+            cost_usd: row.try_get(15)?,
+            body: row.try_get(16)?,
+            charged_worst: row.try_get::<_, i32>(19)? != 0,
+        }),
+        None => None,
+    };
+    let link = Link { seq: row.try_get(0)?, prev_hash: row.try_get(17)?, hash: row.try_get(18)? };
+    Ok((kind, call_id, stored, link))
+}
+
+/// Five token counts from consecutive columns, the first at `first`.
+fn tokens_at(row: &postgres::Row, first: usize) -> Result<Tokens, postgres::Error> {
+    let count = |index: usize| row.try_get::<_, i64>(first + index).map(unsigned);
+    Ok(Tokens {
+        input: count(0)?,
+        output: count(1)?,
+        cache_read: count(2)?,
+        cache_write: count(3)?,
+        reasoning: count(4)?,
+    })
+}
+
+fn totals_at(row: &postgres::Row) -> Result<GroupTotals, postgres::Error> {
+    let totals = Totals {
+        calls: unsigned(row.try_get(1)?),
+        tokens: tokens_at(row, 2)?,
+        cost_usd: row.try_get(7)?,
+        calls_without_cost: unsigned(row.try_get(8)?),
+    };
+    Ok((row.try_get(0)?, totals))
+}
+
+impl LedgerRead for SharedReader {
+    fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
+        self.bodies(sql::records(filter, Dialect::Postgres))
+    }
+
+    fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
+        self.bodies(sql::unclosed(filter, Dialect::Postgres))
+    }
+
+    fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
+        let spend = |row: &postgres::Row| -> Result<CallerSpend, postgres::Error> {
+            Ok(CallerSpend {
+                key_id: row.try_get(0)?,
+                member: row.try_get(1)?,
+                team: row.try_get(2)?,
+                tokens: tokens_at(row, 3)?,
+                cost_usd: row.try_get(8)?,
+            })
+        };
+        let rows = self.query(sql::spend_by_caller(since, cut_off_holds, Dialect::Postgres))?;
+        Ok(rows.iter().map(spend).collect::<Result<_, _>>().map_err(SharedError::from)?)
+    }
+
+    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
+        let mut queries = vec![sql::sums(filter, None, Dialect::Postgres)];
+        queries.extend(group_by.map(|by| sql::sums(filter, Some(by), Dialect::Postgres)));
+        let totals = |rows: Vec<postgres::Row>| -> Result<Vec<GroupTotals>, ReadError> {
+            Ok(rows.iter().map(totals_at).collect::<Result<_, _>>().map_err(SharedError::from)?)
+        };
+        let mut answers = self.query_all(queries)?.into_iter();
+        let total = totals(answers.next().unwrap_or_default())?;
+        let grouped = match (group_by, answers.next()) {
+            (Some(by), Some(rows)) => Some((by, totals(rows)?)),
+            _ => None,
+        };
+        Ok(Sums::assemble(total, grouped))
+    }
+}
