@@ -1,16 +1,20 @@
 //! The ledger: every call's record, durable, append-only, hash-chained.
 //!
-//! Flow: a call's [`CallOpening`] and then its [`CallRecord`] reach the
-//! [`Ledger`] as an observer; each becomes a row ([`store`]) sent to the
-//! writer thread ([`writer`]), which commits rows in groups. A closing
-//! record's acknowledgement resolves once its row is committed. An opening's
-//! resolves at once under `sync = "normal"`: the writer commits it with the
-//! next batch, within [`writer::OPEN_LINGER`] (see [`Ledger::opened`]). Under
-//! load the writer groups rows for [`writer::GROUP_WINDOW`] before a commit. Readers
-//! ([`Reader`]: the CLI, `GET /v1/usage`) open the file read-only, beside a
-//! running gateway. `[ledger] on_error` decides what a failed write means to
-//! the call: `refuse` fails it (an unrecorded call cannot be accounted),
-//! `continue` logs the loss and lets it go on.
+//! Flow: a call's [`CallOpening`], its budget hold ([`HoldRecord`], when a
+//! budget applies) and then its [`CallRecord`] reach the [`Ledger`] as an
+//! observer; each becomes a row ([`store`]) sent to the writer thread
+//! ([`writer`]), which commits rows in groups. A closing record's
+//! acknowledgement resolves once its row is committed. An opening's and a
+//! hold's resolve at once under `sync = "normal"`: the writer commits them
+//! with the next batch, within [`writer::OPEN_LINGER`] (see
+//! [`Ledger::opened`]). Under load the writer groups rows for
+//! [`writer::GROUP_WINDOW`] before a commit. Readers ([`Reader`]: the CLI,
+//! `GET /v1/usage`) open the file read-only, beside a running gateway. With
+//! `[ledger] postgres_url`, a [`shipper`] copies committed rows to the fleet's
+//! PostgreSQL table ([`postgres`]), which [`SharedReader`] reads.
+//! `[ledger] on_error` decides what a failed write means to the call:
+//! `refuse` fails it (an unrecorded call cannot be accounted), `continue`
+//! logs the loss and lets it go on.
 
 mod config;
 mod postgres;
