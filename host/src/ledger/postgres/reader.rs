@@ -39,24 +39,36 @@ impl SharedReader {
         Ok(SharedReader { client: Mutex::new(connect(target)?) })
     }
 
-    /// Runs `queries` in one read-only snapshot (so a total and its groups
-    /// agree while shippers keep appending).
-    fn query_all(&self, queries: Vec<sql::Query>) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
+    /// Runs `read` in one read-only snapshot, so what it reads agrees while
+    /// shippers keep appending (a total and its groups, a chain's rows).
+    fn in_snapshot<T, E: From<ReadError>>(
+        &self,
+        read: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let failed = |error: postgres::Error| E::from(SharedError::from(error).into());
         let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
         let mut transaction = client
             .build_transaction()
             .isolation_level(postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
-            .map_err(SharedError::from)?;
-        let mut answers = Vec::with_capacity(queries.len());
-        for query in queries {
-            let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
-            let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
-            answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
-        }
-        transaction.commit().map_err(SharedError::from)?;
-        Ok(answers)
+            .map_err(failed)?;
+        let answer = read(&mut transaction)?;
+        transaction.commit().map_err(failed)?;
+        Ok(answer)
+    }
+
+    /// Runs `queries` in one snapshot.
+    fn query_all(&self, queries: Vec<sql::Query>) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
+        self.in_snapshot(|transaction| {
+            let mut answers = Vec::with_capacity(queries.len());
+            for query in queries {
+                let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+                answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
+            }
+            Ok(answers)
+        })
     }
 
     fn query(&self, query: sql::Query) -> Result<Vec<postgres::Row>, ReadError> {
@@ -103,39 +115,31 @@ impl SharedReader {
     /// named by its first row's hash. Rows a shipper has not sent yet are not
     /// a break: a chain's prefix checks out.
     pub fn verify(&self) -> Result<Vec<SourceReport>, VerifyError> {
-        let mut client = self.client.lock().map_err(|_| ReadError::Postgres("a reader panicked".to_owned()))?;
-        let mut transaction = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(|error| ReadError::from(SharedError::from(error)))?;
         let read = |error: postgres::Error| VerifyError::Read(SharedError::from(error).into());
-        let sources = transaction.query("SELECT DISTINCT source FROM ledger ORDER BY source", &[]).map_err(read)?;
-        let mut reports = Vec::with_capacity(sources.len());
-        for source in sources {
-            let source: String = source.try_get(0).map_err(read)?;
-            let rows = transaction.query(VERIFY_ROWS, &[&source]).map_err(read)?;
-            let mut chain = ChainCheck::default();
-            for row in &rows {
-                let (kind, call_id, stored, link) = committed_at(row).map_err(read)?;
-                let named = link.seq != 1 || link.hash == source;
-                chain
-                    .next(&kind, &call_id, stored, link)
-                    .and_then(|()| match named {
-                        true => Ok(()),
-                        false => Err(ChainBreak {
+        self.in_snapshot(|transaction| {
+            let sources = transaction.query("SELECT DISTINCT source FROM ledger ORDER BY source", &[]).map_err(read)?;
+            let mut reports = Vec::with_capacity(sources.len());
+            for source in sources {
+                let source: String = source.try_get(0).map_err(read)?;
+                let rows = transaction.query(VERIFY_ROWS, &[&source]).map_err(read)?;
+                let mut chain = ChainCheck::default();
+                for row in &rows {
+                    let (kind, call_id, stored, link) = committed_at(row).map_err(read)?;
+                    let misnamed = link.seq == 1 && link.hash != source;
+                    let checked = chain.next(&kind, &call_id, stored, link).and_then(|()| match misnamed {
+                        false => Ok(()),
+                        true => Err(ChainBreak {
                             seq: 1,
                             call_id: call_id.clone(),
                             reason: "the source is not named by its first row's hash".to_owned(),
                         }),
-                    })
-                    .map_err(|chain| VerifyError::Shared(SourceBreak { file: source.clone(), chain }))?;
+                    });
+                    checked.map_err(|chain| VerifyError::Shared(SourceBreak { file: source.clone(), chain }))?;
+                }
+                reports.push(SourceReport { source, report: chain.report() });
             }
-            reports.push(SourceReport { source, report: chain.report() });
-        }
-        transaction.commit().map_err(read)?;
-        Ok(reports)
+            Ok(reports)
+        })
     }
 }
 
