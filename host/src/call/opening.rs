@@ -5,7 +5,7 @@
 //! ledger acknowledges an opening at once under `sync = "normal"` and commits
 //! it with the next batch; see [`crate::ledger::Ledger`].)
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::SystemTime;
 
 use crate::budget::Spend;
@@ -18,12 +18,12 @@ pub(super) struct Opening {
     /// The observers' answer, once awaited (later attempts read it).
     settled: OnceLock<Result<(), String>>,
     /// The call as it opened (for the hold's record); none for a preview.
-    call: Option<CallOpening>,
+    call: Option<Arc<CallOpening>>,
 }
 
 impl Opening {
-    pub fn new(pending: PendingOpen, call: &CallOpening) -> Self {
-        Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new(), call: Some(call.clone()) }
+    pub fn new(pending: PendingOpen, call: &Arc<CallOpening>) -> Self {
+        Self { pending: Mutex::new(Some(pending)), settled: OnceLock::new(), call: Some(Arc::clone(call)) }
     }
 
     /// An opening with nothing to wait for: a resolution that sends nothing

@@ -1,6 +1,7 @@
 //! The record of a call while it runs: opened before anything is spent,
 //! closed once, with what the stages reported.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
@@ -57,7 +58,9 @@ pub(crate) struct Opened<'a> {
 /// A call between its opening and its record.
 #[derive(Debug)]
 pub(crate) struct CallLog {
-    opening: CallOpening,
+    /// Shared with the call's [`crate::call`] opening handle (for its hold's
+    /// record) without a copy per call.
+    opening: Arc<CallOpening>,
     started: Instant,
     /// The request as recorded, when the operator records content.
     request: Option<serde_json::Value>,
@@ -98,7 +101,7 @@ impl CallLog {
             stream: what.stream,
             traceparent: what.traceparent,
         };
-        Self { opening, started: Instant::now(), request }
+        Self { opening: Arc::new(opening), started: Instant::now(), request }
     }
 
     /// Opens the record of a request refused before it became a call (a
@@ -114,10 +117,10 @@ impl CallLog {
             stream: false,
             traceparent,
         };
-        Self { opening, started: Instant::now(), request: None }
+        Self { opening: Arc::new(opening), started: Instant::now(), request: None }
     }
 
-    pub fn opening(&self) -> &CallOpening {
+    pub fn opening(&self) -> &Arc<CallOpening> {
         &self.opening
     }
 
@@ -149,7 +152,7 @@ impl CallLog {
         let billable_input = resolved.map(|r| r.multipliers.billable(&usage));
         let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.multipliers));
         let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } =
-            self.opening.clone();
+            (*self.opening).clone();
         let latency = self.started.elapsed();
         CallRecord {
             call_id,
