@@ -446,6 +446,7 @@ impl WeirError {
                 | TransportError::Io(_)
                 | TransportError::BodyTooLarge { .. } => Category::UpstreamUnavailable,
                 TransportError::InvalidRequest(_) | TransportError::Signing(_) => Category::ProviderFault,
+                TransportError::UnknownHost(_) => Category::UpstreamError,
             },
             Self::Upstream { class, .. } => match class {
                 UpstreamClass::RateLimited => Category::RateLimited,
@@ -499,6 +500,7 @@ impl WeirError {
                     Some(SignalPolicy::TRANSIENT)
                 }
                 TransportError::InvalidRequest(_)
+                | TransportError::UnknownHost(_)
                 | TransportError::Certificate(_)
                 | TransportError::BodyTooLarge { .. }
                 | TransportError::Signing(_) => None,
@@ -646,6 +648,9 @@ fn transport_message(error: &TransportError) -> &'static str {
             "the provider component produced a request that cannot be sent; see the server log"
         }
         TransportError::Connect(_) => "cannot connect to the provider",
+        TransportError::UnknownHost(_) => {
+            "the provider's endpoint names a host that does not exist; see the server log"
+        }
         TransportError::Timeout => "the provider did not answer in time",
         TransportError::Io(_) => "the connection to the provider failed",
         TransportError::BodyTooLarge { .. } => "the provider's answer exceeds the gateway's size limit",

@@ -48,6 +48,10 @@ pub enum TransportError {
     InvalidRequest(String),
     #[error("cannot connect to the upstream: {0}")]
     Connect(String),
+    /// The endpoint's host name does not exist (the resolver answered that no
+    /// such name is known): asking again would get the same answer.
+    #[error("the upstream's host name is unknown: {0}")]
+    UnknownHost(String),
     /// The upstream's TLS certificate failed verification (untrusted issuer,
     /// wrong name, expired): a second handshake would meet the same certificate.
     #[error("the upstream's TLS certificate was rejected: {0}")]
@@ -277,11 +281,28 @@ fn classify(error: reqwest::Error) -> TransportError {
         // reqwest reports a failed handshake as a connect error; told apart here
         // because, unlike a refused connection, it is not transient.
         TransportError::Certificate(error_chain(&error))
+    } else if error.is_connect() && is_unknown_host(&error_chain(&error)) {
+        TransportError::UnknownHost(error_chain(&error))
     } else if error.is_connect() {
         TransportError::Connect(error_chain(&error))
     } else {
         TransportError::Io(error_chain(&error))
     }
+}
+
+/// The resolver's own words for a name that does not exist, as the system
+/// resolver (glibc, musl, BSD) spells them; hyper reports a lookup failure
+/// only as text. A resolver that could not be reached ("Temporary failure in
+/// name resolution") is not among them: that one is transient.
+const UNKNOWN_NAME: [&str; 4] = [
+    "Name or service not known",
+    "No address associated with hostname",
+    "Name does not resolve",
+    "nodename nor servname provided",
+];
+
+fn is_unknown_host(chain: &str) -> bool {
+    chain.contains("dns error") && UNKNOWN_NAME.iter().any(|words| chain.contains(words))
 }
 
 /// Whether rustls rejected the peer's certificate somewhere in the chain. The
@@ -360,5 +381,29 @@ mod tests {
         let other = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError);
         assert!(!is_certificate_error(&other), "a TLS failure that is not the certificate's");
         assert!(!is_certificate_error(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+    }
+
+    #[test]
+    fn only_a_name_the_resolver_does_not_know_is_an_unknown_host() {
+        let unknown = "error sending request: client error (Connect): dns error: failed to lookup address \
+                       information: Name or service not known";
+        assert!(is_unknown_host(unknown));
+        let unreachable_resolver = "client error (Connect): dns error: failed to lookup address information: \
+                                    Temporary failure in name resolution";
+        assert!(!is_unknown_host(unreachable_resolver), "transient");
+        assert!(!is_unknown_host("client error (Connect): tcp connect error: Connection refused (os error 111)"));
+    }
+
+    #[tokio::test]
+    async fn a_host_no_resolver_knows_is_refused_as_unknown_and_never_retried() {
+        let client = HttpClient::new(TransportSettings::default()).unwrap();
+        let request = HttpRequest {
+            method: "POST".into(),
+            path_and_query: "/v1/x".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        let error = client.send("https://no-such-host.invalid", request, &Credential::None).await.unwrap_err();
+        assert!(matches!(error, TransportError::UnknownHost(_)), "{error:?}");
     }
 }
