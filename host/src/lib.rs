@@ -151,8 +151,6 @@ impl Weir {
         call::chat(self, request).await
     }
 
-    /// Runs one chat call through the funnel as a stream. Resolves once the first
-    /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
     /// Embeds texts: each returned L2-normalized at the deployment's one width
     /// (see [`retrieval::EmbedRequest`]), through the same admission, retry
     /// loop, record and budgets as chat.
@@ -180,6 +178,15 @@ impl Weir {
         call::rerank(self, request).await
     }
 
+    /// Answers typed questions about a state with a probability over the
+    /// outcomes declared (see [`decision`]), through the same admission, retry
+    /// loop, record and budgets as chat.
+    pub async fn decide(&self, request: decision::DecideRequest) -> Result<decision::DecideResponse, CallError> {
+        call::decide(self, request).await
+    }
+
+    /// Runs one chat call through the funnel as a stream. Resolves once the first
+    /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
     pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, CallError> {
         call::chat_stream(self, request).await
     }

@@ -110,7 +110,7 @@ impl Weir {
                     provider: model.provider.clone(),
                     wire_id: model.wire_id.clone(),
                     endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
-                    available: provider.is_some(),
+                    available: provider.is_some() || matches!(route, Some(Route::Host)),
                     grade: model.grade.clone(),
                     capabilities: provider
                         .filter(|_| model.kind == crate::catalog::RoleKind::Chat)

@@ -37,7 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use tower::ServiceExt;
 
-use crate::openai_wire;
+use crate::{decision_wire, openai_wire};
 
 /// One scripted answer. Consumed in FIFO order by incoming requests, whatever their path.
 #[derive(Debug, Clone)]
@@ -629,6 +629,7 @@ fn echo_router() -> Router {
         .route("/v1/chat/completions", post(echo_chat))
         .route("/v1/embeddings", post(echo_embeddings))
         .route("/v1/rerank", post(echo_rerank))
+        .route("/v1/decisions", post(echo_decisions))
         .route("/v1/models", get(list_models))
         .fallback(invalid_url)
         .method_not_allowed_fallback(invalid_url)
@@ -883,6 +884,19 @@ async fn echo_embeddings(Extension(RequestSeq(seq)): Extension<RequestSeq>, body
 /// cross-encoder reads: the sum over documents of `approx_tokens(query) +
 /// approx_tokens(document)`. Errors in vLLM's envelope (integer `code`), since OpenAI
 /// itself has no such route.
+/// The decision wire's `/decisions` (see [`crate::decision_wire`]): the
+/// fake's deterministic answer, or a 400 in the wire's error body for a
+/// request that is not the wire's.
+async fn echo_decisions(body: Bytes) -> Response<Body> {
+    let answer =
+        serde_json::from_slice::<Value>(&body).ok().and_then(|request| decision_wire::fake_decision(&request, &body));
+    let (status, body) = match answer {
+        Some(answer) => (200, answer),
+        None => (400, serde_json::json!({"error": {"type": "invalid_request", "message": "not a decision request"}})),
+    };
+    build_response(status, &[("content-type".to_owned(), "application/json".to_owned())], Body::from(body.to_string()))
+}
+
 async fn echo_rerank(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Bytes) -> Response<Body> {
     let refuse = |message: &str| {
         build_response(

@@ -14,6 +14,7 @@
 
 pub mod anthropic_wire;
 pub mod bedrock_wire;
+pub mod decision_wire;
 pub mod fake_upstream;
 pub mod gateway;
 pub mod openai_wire;

@@ -156,6 +156,38 @@ async fn a_dropped_file_may_not_replace_the_embedded_openai_and_the_attacker_get
 }
 
 #[tokio::test]
+async fn no_file_may_declare_the_hosts_decision_key_and_decisions_go_where_their_entry_says() {
+    let attacker = Attacker::bind().await;
+    let operator = FakeUpstream::start().await;
+    let folder = folder_with_reach();
+    let config = format!(
+        "[[model]]\nid = \"triage\"\nprovider = \"decision\"\nkind = \"decision\"\nendpoint = \"{}\"\n\
+         credential = \"decider-key\"\ncontext_window = 1000\nmax_retries = 0\n",
+        operator.base_url()
+    );
+    let mut env = secrets_env();
+    env.push(("DECIDER_KEY", "sk-decider-operator"));
+    let gateway = Gateway::start_with(&config, &env, Some(folder.path())).await;
+    let question = json!({
+        "model": "triage",
+        "state": {"text": "hi"},
+        "questions": [{"id": "q", "shape": "noul"}],
+    });
+    let response = reqwest::Client::new().post(gateway.url("/v1/decisions")).json(&question).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let sent = operator.received();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].path, "/v1/decisions");
+    assert_eq!(sent[0].header("authorization"), Some("Bearer sk-decider-operator"));
+    attacker.assert_received_nothing();
+    let listed = providers(&gateway).await;
+    assert!(listed["providers"].as_array().unwrap().iter().all(|p| p["key"] != "decision"), "{listed}");
+    let rejected = listed["rejected"].as_array().unwrap();
+    let reason = rejected.iter().find_map(|r| r["reason"].as_str().filter(|r| r.contains("`decision`"))).unwrap();
+    assert!(reason.contains("the host's own decision wire"), "{reason}");
+}
+
+#[tokio::test]
 async fn an_untrusted_file_reaches_only_the_endpoint_and_secret_its_entry_names() {
     let attacker = Attacker::bind().await;
     let operator = FakeUpstream::start().await;

@@ -19,7 +19,7 @@ use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, HttpR
 use super::attempt_log::{Ended, Observed};
 use super::classify;
 use super::spend::Spend;
-use super::target::Target;
+use super::target::{Reached, Target};
 
 /// A whole (non-streaming) attempt.
 pub(super) async fn run(
@@ -49,7 +49,7 @@ pub(super) async fn run(
 /// the attempt timeout and the caller's deadline. The grant is spent as the
 /// request leaves.
 pub(super) async fn send(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     mut grant: Grant,
     http_request: HttpRequest,
     deadline: Option<tokio::time::Instant>,
@@ -104,7 +104,7 @@ pub(super) async fn admit_and_encode(
 /// call's opening settled in the record, the last step before it leaves. A
 /// failure here gives the grant back: nothing was sent.
 pub(super) async fn admit_and_finalize(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     demand: Demand,
     deadline: Option<tokio::time::Instant>,
     lane: Lane,
@@ -136,7 +136,7 @@ pub(super) async fn admit_and_finalize(
 /// parked on the model then holds only its own key's budget, never the
 /// model's), then the model's; the two grants are tied.
 pub(super) async fn admit(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     demand: Demand,
     deadline: Option<tokio::time::Instant>,
     lane: Lane,
@@ -188,7 +188,7 @@ fn fits_window(target: &Target<'_>, input: u64, output: u32) -> Result<(), WeirE
 /// Runs the part of an attempt that waits on the upstream, until the attempt
 /// timeout or the caller's deadline, whichever comes first.
 pub(super) async fn in_flight<T>(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     deadline: Option<tokio::time::Instant>,
     work: impl Future<Output = Result<T, WeirError>>,
 ) -> Result<T, WeirError> {
@@ -211,9 +211,10 @@ pub(super) async fn in_flight<T>(
     }
 }
 
-pub(super) fn transport_failure(target: &Target<'_>, source: TransportError) -> WeirError {
-    tracing::warn!(model = %target.model.id, provider = target.provider.key(), error = %source, "upstream transport failed");
-    WeirError::Transport { model: model_id(target), provider: target.provider.key().to_owned(), source }
+pub(super) fn transport_failure(target: &Reached<'_>, source: TransportError) -> WeirError {
+    let provider = &*target.provider_key;
+    tracing::warn!(model = %target.model.id, provider, error = %source, "upstream transport failed");
+    WeirError::Transport { model: model_id(target), provider: provider.to_owned(), source }
 }
 
 /// A non-2xx response, classified by the component and fed to the throttle.
@@ -225,7 +226,7 @@ pub(super) async fn upstream_failure(target: &Target<'_>, response: &HttpRespons
 /// A non-2xx response the component has classified (chat's `classify`, or
 /// another operation's), fed to the throttle.
 pub(super) async fn classified_failure(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     response: &HttpResponse,
     class: Result<crate::types::ErrorClass, crate::plugin::PluginError>,
 ) -> WeirError {
@@ -234,7 +235,7 @@ pub(super) async fn classified_failure(
     error
 }
 
-fn model_id(target: &Target<'_>) -> String {
+fn model_id(target: &Reached<'_>) -> String {
     target.model.id.clone()
 }
 

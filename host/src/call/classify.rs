@@ -6,10 +6,10 @@ use crate::error::{UpstreamClass, WeirError};
 use crate::types::{ErrorClass, HttpResponse, InBandError, RetryHint};
 
 use super::streaming::Origin;
-use super::target::Target;
+use super::target::Reached;
 
 pub(super) fn failure(
-    target: &Target<'_>,
+    target: &Reached<'_>,
     response: &HttpResponse,
     class: Result<ErrorClass, crate::plugin::PluginError>,
 ) -> WeirError {
@@ -27,7 +27,7 @@ pub(super) fn failure(
     }
     tracing::warn!(
         model = %model,
-        provider = target.provider.key(),
+        provider = &*target.provider_key,
         status = response.status,
         class = ?class,
         detail = %detail,
@@ -35,7 +35,7 @@ pub(super) fn failure(
     );
     WeirError::Upstream {
         model: model.clone(),
-        provider: target.provider.key().to_owned(),
+        provider: target.provider_key.to_string(),
         credential: target.credential_id.clone(),
         status: response.status,
         class,

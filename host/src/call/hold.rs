@@ -13,7 +13,7 @@ use crate::identity::Caller;
 
 use super::effort;
 use super::opening::Opening;
-use super::target::Target;
+use super::target::{Reached, Target};
 
 /// Holds the call's worst case — its input estimate plus the output reserve
 /// the gates will send (the same formula), priced at the entry's prices —
@@ -46,7 +46,7 @@ pub(super) fn applies(weir: &Weir, caller: &Caller) -> bool {
 pub(super) async fn take_worst(
     weir: &Weir,
     caller: Option<&Caller>,
-    target: &Target<'_>,
+    target: &Reached<'_>,
     worst: budget::Spend,
     opening: &Opening,
 ) -> Result<Option<Hold>, WeirError> {

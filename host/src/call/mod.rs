@@ -35,10 +35,12 @@ mod attempt;
 mod attempt_log;
 mod cache_plan;
 mod classify;
+mod decision;
 mod effort;
 mod gates;
 mod hold;
 mod opening;
+mod operation;
 mod policy;
 mod prompted_tools;
 mod retrieval;
@@ -63,6 +65,7 @@ use opening::Opening;
 use spend::Spend;
 
 pub(crate) use attempt_log::millis;
+pub(crate) use decision::decide;
 pub(crate) use retrieval::{embed, rerank};
 pub(crate) use target::REGION_PLACEHOLDER;
 use target::{Naming, Target};
@@ -240,8 +243,8 @@ pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Calle
     };
     let naming = Naming { model: name, caller: caller.as_ref(), route: record::Route::Library, kind };
     let opening = Opening::none();
-    let target = target::resolve(weir, &naming, &opening).await?;
-    Ok(target.model.id.clone())
+    let resolution = target::resolve_any(weir, &naming, &opening).await?;
+    Ok(resolution.model().id.clone())
 }
 
 /// Records a request refused before it became a call (its caller key was not
@@ -448,13 +451,13 @@ async fn dispatch<A: Attempt>(
 }
 
 /// Where the call went and what it is billed at, for the record.
-fn resolved(target: &Target<'_>) -> Resolved {
+fn resolved(target: &target::Reached<'_>) -> Resolved {
     let model = target.model;
     Resolved {
         model: model.id.clone(),
         role: target.role.map(str::to_owned),
         identity: model.identity.clone(),
-        provider: target.provider.key().to_owned(),
+        provider: target.provider_key.to_string(),
         wire_id: model.wire_id.clone(),
         endpoint_host: endpoint_host(&target.endpoint),
         prices: model.prices,

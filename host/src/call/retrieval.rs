@@ -24,27 +24,23 @@ use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::{ModelSpec, RoleKind};
 use crate::chat::CallError;
 use crate::error::WeirError;
-use crate::record::{AttemptRecord, Ending, Opened, Operation, Tokens};
+use crate::record::{AttemptRecord, Operation};
 use crate::retrieval::{EmbedRequest, EmbedResponse, RerankRequest, RerankResponse, adapt};
-use crate::types::{EmbeddingParams, EmbeddingPurpose, HttpRequest, Ranked, RerankParams};
+use crate::types::{EmbeddingParams, EmbeddingPurpose, Ranked, RerankParams};
 
 use super::attempt::{self, feed_back};
-use super::attempt_log::{Ended, Observed};
+use super::attempt_log::Observed;
 use super::opening::Opening;
+use super::operation::{Answered, ESTIMATED, admit_encode_send, logged, opened, recorded};
 use super::retry::{self, Try};
 use super::spend::Spend;
 use super::target::{self, Naming, Target};
-use super::{Failure, Tally, hold, resolved, stamp};
+use super::{Failure, Tally, hold, resolved};
 
 /// Upstream requests one embeddings call keeps in flight at once: enough to
 /// fill a model's admission, few enough that one bulk job cannot park
 /// thousands of requests in its queue.
 const BATCHES_IN_FLIGHT: usize = 8;
-
-/// The record's note for a call whose provider reported no token count for
-/// some upstream request: the host's estimate stands in, so a budget is never
-/// settled at zero.
-const ESTIMATED: &str = "input_tokens_estimated";
 
 /// Runs one embeddings call end to end; its record is committed before the
 /// answer (or the failure) is returned.
@@ -81,13 +77,6 @@ pub(crate) async fn rerank(weir: &Weir, request: RerankRequest) -> Result<Rerank
     })
 }
 
-/// What a finished call tells its record.
-trait Answered {
-    fn served_model(&self) -> Option<String>;
-    /// The answer as recorded when content is: never the vectors themselves.
-    fn recorded(&self) -> serde_json::Value;
-}
-
 impl Answered for Embedded {
     fn served_model(&self) -> Option<String> {
         self.served_model.clone()
@@ -107,46 +96,6 @@ impl Answered for Reranked {
         let results = self.results.iter();
         results.map(|r| serde_json::json!({ "index": r.index, "relevance_score": r.relevance_score })).collect()
     }
-}
-
-/// The record around one call: opened first, `run`, then closed (the budget
-/// settled, every observer told) before the answer or the failure is returned.
-async fn recorded<T: Answered>(
-    weir: &Weir,
-    what: Opened<'_>,
-    content: Option<serde_json::Value>,
-    run: impl AsyncFnOnce(&mut Tally, &Opening) -> Result<T, WeirError>,
-) -> Result<(T, crate::Stamp), CallError> {
-    let model = what.model.to_owned();
-    let mut call = super::Running::new(weir, crate::record::CallLog::open_operation(what, content));
-    let result = run(&mut call.tally, &call.opening).await;
-    let stamp = stamp(&call.log, &model, &call.tally);
-    let notes = call.tally.notes.clone();
-    let ending = match &result {
-        Ok(answer) => Ending {
-            category: "ok".to_owned(),
-            served_model: answer.served_model(),
-            answer: call.log.records_content().then(|| answer.recorded()),
-            notes,
-            ..Ending::default()
-        },
-        Err(error) => Ending { category: error.category().as_str().to_owned(), notes, ..Ending::default() },
-    };
-    let closed = call.close(ending).await;
-    match (result, closed) {
-        (Ok(answer), Ok(())) => Ok((answer, stamp)),
-        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
-    }
-}
-
-fn opened<'a>(
-    model: &'a str,
-    caller: Option<&'a crate::Caller>,
-    route: crate::record::Route,
-    operation: Operation,
-    traceparent: &Option<String>,
-) -> Opened<'a> {
-    Opened { caller, route, operation, model, stream: false, traceparent: traceparent.clone() }
 }
 
 fn purpose_name(purpose: EmbeddingPurpose) -> &'static str {
@@ -373,7 +322,7 @@ impl EmbedTry<'_, '_, '_> {
         let target = plan.target;
         let demand = Demand { requests: 1, tokens: self.estimate };
         let encode = target.provider.embed_encode(self.texts, &plan.params, Some(plan.deadline));
-        let response = admit_encode_send(target, demand, plan.deadline, plan.lane, observed, encode).await?;
+        let response = admit_encode_send(target, demand, Some(plan.deadline), plan.lane, observed, encode).await?;
         if !(200..300).contains(&response.status) {
             let class = target.provider.embed_classify(&response).await;
             return Err(attempt::classified_failure(target, &response, class).await);
@@ -392,39 +341,6 @@ impl EmbedTry<'_, '_, '_> {
             served_model: decoded.served_model,
         })
     }
-}
-
-/// Runs one non-chat attempt and logs it in the call's spend with what it
-/// observed, billed at the input tokens `billed` reads off its answer.
-async fn logged<T>(
-    spend: &mut Spend,
-    attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
-    billed: impl FnOnce(&T) -> u64,
-) -> Result<T, Failure> {
-    let began = Instant::now();
-    let mut observed = Observed::default();
-    let result = attempt(&mut observed).await;
-    let ended = match &result {
-        Ok(answer) => Ended::Billed(Tokens { input: billed(answer), ..Tokens::default() }),
-        Err(error) => Ended::Failed(error),
-    };
-    spend.log.push(began, observed, ended);
-    result.map_err(Failure::Signal)
-}
-
-/// A non-chat attempt's request admitted in its lane, encoded, finalized
-/// (see [`attempt::admit_and_finalize`]) and sent.
-async fn admit_encode_send(
-    target: &Target<'_>,
-    demand: Demand,
-    deadline: tokio::time::Instant,
-    lane: Lane,
-    observed: &mut Observed,
-    encode: impl std::future::Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
-) -> Result<crate::types::HttpResponse, WeirError> {
-    let (grant, http_request) =
-        attempt::admit_and_finalize(target, demand, Some(deadline), lane, observed, encode).await?;
-    attempt::send(target, grant, http_request, Some(deadline), observed).await
 }
 
 fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError {
@@ -540,7 +456,8 @@ impl RerankTry<'_, '_> {
             &self.params,
             Some(self.deadline),
         );
-        let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encode).await?;
+        let response =
+            admit_encode_send(target, demand, Some(self.deadline), Lane::Interactive, observed, encode).await?;
         if !(200..300).contains(&response.status) {
             let class = target.provider.rerank_classify(&response).await;
             return Err(attempt::classified_failure(target, &response, class).await);

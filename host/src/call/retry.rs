@@ -17,7 +17,7 @@ use crate::record::AttemptReason;
 use crate::types::{CallParams, Conversation, RetryHint};
 
 use super::spend::Spend;
-use super::target::Target;
+use super::target::{Reached, Target};
 use super::{Attempt, Failure, Outcome};
 
 /// No single wait is longer than this, whatever an upstream asks.
@@ -64,7 +64,7 @@ pub(super) async fn with_retries<A: Attempt>(
 /// retry, or the call's retry budget, attempt ceiling or deadline is spent.
 pub(super) async fn retrying<T: Try>(
     attempt: &T,
-    target: &Target<'_>,
+    target: &Reached<'_>,
     deadline: Option<tokio::time::Instant>,
     spend: &mut Spend,
 ) -> Result<T::Output, WeirError> {

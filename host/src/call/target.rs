@@ -1,6 +1,7 @@
-//! What a call is addressed to, resolved once before any attempt: the model, its
-//! provider component, its admission gate, its credential, endpoint and
-//! retention binding.
+//! What a call is addressed to, resolved once before any attempt: the model,
+//! its admission gate, its credential, endpoint and retention binding
+//! ([`Reached`]), and the provider component that speaks its wire
+//! ([`Target`]) unless the host speaks it itself (a decision entry).
 
 use std::sync::Arc;
 
@@ -16,15 +17,20 @@ pub(crate) use crate::reach::REGION_PLACEHOLDER;
 use crate::reach::{self, Destination};
 use crate::record::Route;
 use crate::routing::Role;
-use crate::transport::{Credential, CredentialError, SecretStore};
+use crate::transport::{Credential, CredentialError, Secret, SecretStore};
 use crate::types::HttpRequest;
 
 use super::opening::Opening;
 
-pub(super) struct Target<'a> {
+/// Where a call goes and under what limits, whoever speaks its wire (a
+/// component, or the host for a decision entry): all that admission, the
+/// transport, classification and the retry loop read of a call.
+pub(super) struct Reached<'a> {
     pub weir: &'a Weir,
     pub model: &'a ModelSpec,
-    pub provider: Arc<Provider>,
+    /// The key of whoever speaks the wire: the serving component's provider,
+    /// or [`crate::catalog::DECISION_PROVIDER`].
+    pub provider_key: Arc<str>,
     pub gate: &'a Arc<ModelGate>,
     /// The caller key's own buckets, when its `[[key]]` declares `rpm` / `tpm`.
     pub key_gate: Option<Arc<ModelGate>>,
@@ -42,12 +48,44 @@ pub(super) struct Target<'a> {
     pub opening: &'a Opening,
 }
 
-impl Target<'_> {
+impl Reached<'_> {
     /// The last step before a request leaves the process: the host's retention
     /// binding is added and the compliance envelope checked once more.
     pub fn finalize(&self, request: &mut HttpRequest) -> Result<(), WeirError> {
         self.binding.apply(request)?;
         self.binding.recheck(request)
+    }
+}
+
+/// A call whose wire a provider component speaks: where it goes, and the
+/// component that encodes and decodes it. It reads as its [`Reached`] (the
+/// shared stages take that), so the component is the only thing added.
+pub(super) struct Target<'a> {
+    reached: Reached<'a>,
+    pub provider: Arc<Provider>,
+}
+
+impl<'a> std::ops::Deref for Target<'a> {
+    type Target = Reached<'a>;
+
+    fn deref(&self) -> &Reached<'a> {
+        &self.reached
+    }
+}
+
+/// What resolution produces for one catalog entry: a component's [`Target`],
+/// or the host-spoken [`Reached`] of a decision entry.
+pub(super) enum Resolution<'a> {
+    Component(Target<'a>),
+    Host(Reached<'a>),
+}
+
+impl<'a> Resolution<'a> {
+    pub fn model(&self) -> &'a ModelSpec {
+        match self {
+            Self::Component(target) => target.reached.model,
+            Self::Host(reached) => reached.model,
+        }
     }
 }
 
@@ -76,6 +114,37 @@ pub(super) async fn resolve<'a>(
     naming: &Naming<'_>,
     opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
+    match resolve_any(weir, naming, opening).await? {
+        Resolution::Component(target) => Ok(target),
+        Resolution::Host(reached) => Err(resolved_for_another_kind(reached.model)),
+    }
+}
+
+/// [`resolve`] for a call whose wire the host speaks (a decision).
+pub(super) async fn resolve_host_spoken<'a>(
+    weir: &'a Weir,
+    naming: &Naming<'_>,
+    opening: &'a Opening,
+) -> Result<Reached<'a>, WeirError> {
+    match resolve_any(weir, naming, opening).await? {
+        Resolution::Host(reached) => Ok(reached),
+        Resolution::Component(target) => Err(resolved_for_another_kind(target.reached.model)),
+    }
+}
+
+/// An entry of one kind resolved for a call of another: the kind checks in
+/// [`resolve_any`] refuse this first, so it is only ever a defect.
+fn resolved_for_another_kind(model: &ModelSpec) -> WeirError {
+    tracing::error!(model = %model.id, "an entry resolved for a call of another kind");
+    WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() }
+}
+
+/// The resolution itself, whatever the operation (see [`resolve`]).
+pub(super) async fn resolve_any<'a>(
+    weir: &'a Weir,
+    naming: &Naming<'_>,
+    opening: &'a Opening,
+) -> Result<Resolution<'a>, WeirError> {
     let caller = naming.caller;
     if let Some(role) = weir.roles().get(naming.model) {
         if role.kind != naming.kind {
@@ -112,7 +181,7 @@ async fn resolve_role<'a>(
     role: &'a Role,
     caller: Option<&Caller>,
     opening: &'a Opening,
-) -> Result<Target<'a>, WeirError> {
+) -> Result<Resolution<'a>, WeirError> {
     let picks = weir.picker().pick(role, caller);
     let catalog = weir.catalog();
     let mut refused = None;
@@ -163,6 +232,20 @@ async fn resolve_entry<'a>(
     role: Option<&'a str>,
     caller: Option<&Caller>,
     opening: &'a Opening,
+) -> Result<Resolution<'a>, WeirError> {
+    if model.kind == RoleKind::Decision {
+        return resolve_decision_entry(weir, model, role, caller, opening).await.map(Resolution::Host);
+    }
+    resolve_component_entry(weir, model, role, caller, opening).await.map(Resolution::Component)
+}
+
+/// [`resolve_entry`] for an entry a provider component serves.
+async fn resolve_component_entry<'a>(
+    weir: &'a Weir,
+    model: &'a ModelSpec,
+    role: Option<&'a str>,
+    caller: Option<&Caller>,
+    opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
     let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
     let counts_tokens = key_counts_tokens || model.tpm.is_some();
@@ -190,10 +273,10 @@ async fn resolve_entry<'a>(
     reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
     let credential_id = destination.credential_id;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
-    Ok(Target {
+    let reached = Reached {
         weir,
         model,
-        provider,
+        provider_key: provider.shared_key(),
         gate,
         key_gate,
         counts_tokens,
@@ -203,7 +286,75 @@ async fn resolve_entry<'a>(
         binding,
         role,
         opening,
+    };
+    Ok(Target { reached, provider })
+}
+
+/// Resolves an entry whose wire the host speaks (a decision entry): the same
+/// checks as [`resolve_component_entry`] — the caller's key, the envelope, where the call
+/// may go — with the entry's own endpoint and credential, since no component
+/// supplies either. Its credential is sent as `Authorization: Bearer`.
+async fn resolve_decision_entry<'a>(
+    weir: &'a Weir,
+    model: &'a ModelSpec,
+    role: Option<&'a str>,
+    caller: Option<&Caller>,
+    opening: &'a Opening,
+) -> Result<Reached<'a>, WeirError> {
+    let provider = crate::catalog::DECISION_PROVIDER;
+    let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
+    weir.compliance().admit(model)?;
+    let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
+    let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
+    let refused = |source: reach::ReachError| {
+        tracing::error!(model = %model.id, provider, reason = %source, "call refused before sending");
+        WeirError::Reach { model: model.id.clone(), source }
+    };
+    let endpoint = model
+        .endpoint
+        .clone()
+        .ok_or_else(|| refused(reach::ReachError::NoEndpoint { provider: provider.to_owned() }))?;
+    let destination = Destination {
+        endpoint,
+        entry_named_endpoint: true,
+        credential_id: model.credential.clone(),
+        signing_service: None,
+    };
+    reach::check_final(&destination, &destination.endpoint, model.allow_http, provider).map_err(refused)?;
+    let credential = bearer(weir, provider, destination.credential_id.as_deref())
+        .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
+    Ok(Reached {
+        weir,
+        model,
+        provider_key: Arc::from(provider),
+        gate,
+        key_gate,
+        counts_tokens: key_counts_tokens || model.tpm.is_some(),
+        credential,
+        credential_id: destination.credential_id,
+        endpoint: destination.endpoint,
+        binding: Binding::new(weir.config().retention.get(provider), model, weir.compliance()),
+        role,
+        opening,
     })
+}
+
+/// `Authorization: Bearer <secret>` from the secret named `credential_id`
+/// (none named: nothing is sent, for an endpoint that takes no credential).
+fn bearer(weir: &Weir, provider: &str, credential_id: Option<&str>) -> Result<Credential, CredentialError> {
+    let Some(id) = credential_id else { return Ok(Credential::None) };
+    let secrets = weir.secrets();
+    match secrets.get(id) {
+        Some(secret) => Ok(Credential::Header {
+            name: "authorization".to_owned(),
+            value: Secret::new(format!("Bearer {}", secret.expose())),
+        }),
+        None => Err(CredentialError::Missing {
+            provider: provider.to_owned(),
+            credential: id.to_owned(),
+            location: secrets.location(id),
+        }),
+    }
 }
 
 /// The caller's key may call `model` (the entry actually dispatched), itself

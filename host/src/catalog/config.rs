@@ -257,6 +257,9 @@ pub enum RoleKind {
     Chat,
     Embedding,
     Rerank,
+    /// Typed questions answered with probabilities, on the host's decision
+    /// wire (`provider = "decision"`).
+    Decision,
 }
 
 impl RoleKind {
@@ -265,6 +268,7 @@ impl RoleKind {
             Self::Chat => "chat",
             Self::Embedding => "embedding",
             Self::Rerank => "rerank",
+            Self::Decision => "decision",
         }
     }
 }
@@ -849,6 +853,31 @@ impl ModelEntry {
         Ok(())
     }
 
+    /// A decision entry is the host's decision wire and nothing else: it names
+    /// `provider = "decision"` and its endpoint (no component supplies one),
+    /// and no other kind names that provider.
+    fn validate_decision(&self) -> Result<(), String> {
+        let decision_provider = self.provider == super::DECISION_PROVIDER;
+        match (self.kind == RoleKind::Decision, decision_provider) {
+            (true, false) => Err(format!(
+                "`kind = \"decision\"` is served by the host's decision wire: write `provider = \"{}\"`, not `{}`",
+                super::DECISION_PROVIDER,
+                self.provider
+            )),
+            (false, true) => Err(format!(
+                "`provider = \"{}\"` is the host's decision wire: write `kind = \"decision\"`",
+                super::DECISION_PROVIDER
+            )),
+            (true, true) if self.endpoint.is_none() => {
+                Err("a decision entry names its `endpoint` (no component supplies a default)".to_owned())
+            }
+            (true, true) if self.tokenizer.is_some() || self.output_tokens.is_some() => {
+                Err("`tokenizer` and `output_tokens` are not read for decision entries".to_owned())
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.id.trim().is_empty() {
             return Err("`id` is empty".to_owned());
@@ -859,6 +888,7 @@ impl ModelEntry {
         if self.context_window == 0 {
             return Err("`context_window` must be positive".to_owned());
         }
+        self.validate_decision()?;
         self.validate_kind()?;
         if self.rpm == Some(0)
             || self.tpm == Some(0)
@@ -881,8 +911,11 @@ impl ModelEntry {
             return Err("prices must be finite and not negative".to_owned());
         }
         if self.kind != RoleKind::Chat && self.output_price.is_some() {
-            return Err("`output_price` is read only for chat entries (an embedding or rerank call outputs no tokens)"
-                .to_owned());
+            return Err(
+                "`output_price` is read only for chat entries (an embedding, rerank or decision call outputs no \
+                 tokens)"
+                    .to_owned(),
+            );
         }
         if self.kind == RoleKind::Chat && self.input_price.is_some() != self.output_price.is_some() {
             return Err("`input_price` and `output_price` are declared together (one alone prices no call)".to_owned());
@@ -966,6 +999,29 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn a_decision_entry_is_the_host_wire_and_names_its_endpoint() {
+        let entry = "[[model]]\nid = \"d\"\nprovider = \"decision\"\nkind = \"decision\"\n\
+                     endpoint = \"https://decide.example/v1\"\ncontext_window = 4096\n";
+        let config = Config::from_toml(entry, "t").unwrap();
+        assert_eq!(config.models[0].kind, RoleKind::Decision);
+        let refused = |text: &str| Config::from_toml(text, "t").unwrap_err().to_string();
+        let other_provider = entry.replace("provider = \"decision\"", "provider = \"openai\"");
+        assert!(refused(&other_provider).contains("write `provider = \"decision\"`, not `openai`"));
+        let no_kind = entry.replace("kind = \"decision\"\n", "");
+        assert!(refused(&no_kind).contains("write `kind = \"decision\"`"));
+        let no_endpoint = entry.replace("endpoint = \"https://decide.example/v1\"\n", "");
+        assert!(refused(&no_endpoint).contains("names its `endpoint`"));
+        let output = entry.replace("context_window", "max_output_tokens = 10\ncontext_window");
+        assert!(refused(&output).contains("read only for chat entries"));
+        let priced = entry.replace("context_window", "input_price = 1.0\noutput_price = 2.0\ncontext_window");
+        assert!(refused(&priced).contains("`output_price` is read only for chat entries"));
+        let plain = entry.replace("https://decide.example", "http://decide.example");
+        assert!(refused(&plain).contains("https"), "{}", refused(&plain));
+        let tokenizer = entry.replace("context_window", "output_tokens = 5\ncontext_window");
+        assert!(refused(&tokenizer).contains("not read for decision entries"));
     }
 
     #[test]

@@ -126,6 +126,9 @@ pub(crate) fn route(
     registry: &ProviderRegistry,
     retention: &BTreeMap<String, RetentionProjects>,
 ) -> Routing {
+    if model.kind == RoleKind::Decision {
+        return Routing::Route(Route::Host);
+    }
     if model.kind != RoleKind::Chat {
         return route_retrieval(model, registry);
     }
@@ -161,7 +164,7 @@ fn route_retrieval(model: &ModelSpec, registry: &ProviderRegistry) -> Routing {
     };
     let operation = match model.kind {
         RoleKind::Embedding => Operation::Embeddings,
-        RoleKind::Rerank | RoleKind::Chat => Operation::Rerank,
+        RoleKind::Rerank | RoleKind::Chat | RoleKind::Decision => Operation::Rerank,
     };
     let fault = |fault: crate::plugin::PluginError| {
         Routing::Route(Route::Unavailable(format!(

@@ -29,6 +29,10 @@ use crate::reach;
 /// from `tpm` (see [`mantle_rpm`]).
 pub const MANTLE: &str = "anthropic-bedrock-mantle";
 
+/// The provider key of a decision entry: the host speaks the decision wire
+/// itself (see [`crate::decision`]), so no component may declare it.
+pub const DECISION_PROVIDER: &str = "decision";
+
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
@@ -248,7 +252,7 @@ impl Catalog {
 /// Says at load what is not plain: a link, and an entry left unavailable.
 fn report(model: &ModelSpec, route: &Route) {
     match route {
-        Route::Direct(_) => {}
+        Route::Direct(_) | Route::Host => {}
         Route::Linked(provider) => tracing::info!(
             model = %model.id,
             provider = %model.provider,
@@ -306,7 +310,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
             // An embedding or rerank call generates nothing: its output is free.
             output: match entry.kind {
                 RoleKind::Chat => entry.output_price,
-                RoleKind::Embedding | RoleKind::Rerank => entry.input_price.map(|_| 0.0),
+                RoleKind::Embedding | RoleKind::Rerank | RoleKind::Decision => entry.input_price.map(|_| 0.0),
             },
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,

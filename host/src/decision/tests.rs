@@ -159,3 +159,23 @@ fn an_outcome_given_twice_is_malformed() {
     assert_eq!(twice, Err(Malformed::OutcomeTwice { id: "intent".to_owned(), outcome: "billing".to_owned() }));
     assert!(matches!(check_answer(&request(), b"not json"), Err(Malformed::Body(_))));
 }
+
+#[test]
+fn a_malformed_answer_is_told_to_the_caller_without_the_endpoints_own_words() {
+    let request = request();
+    let made_up = |body: Value| check_answer(&request, &answer_bytes(&body)).unwrap_err();
+    let mut answer = example(1);
+    answer["answers"][0]["distribution"]["SECRET-OUTCOME"] = json!(0.0);
+    let undeclared = made_up(answer);
+    assert!(undeclared.to_string().contains("SECRET-OUTCOME"), "the log's whole error");
+    assert_eq!(undeclared.safe_reason(), "question `intent`: an outcome that was not declared");
+    let mut answer = example(1);
+    answer["answers"][0]["id"] = json!("SECRET-ID");
+    assert_eq!(made_up(answer).safe_reason(), "an answer is given for a question that was not asked");
+    let body = check_answer(&request, b"SECRET-BODY").unwrap_err();
+    assert_eq!(body.safe_reason(), "the answer is not the decision wire's JSON");
+    let mut answer = example(1);
+    answer["answers"][2]["distribution"]["3"] = json!(0.65);
+    let sum = made_up(answer);
+    assert_eq!(sum.safe_reason(), sum.to_string(), "the request's own terms are said as they are");
+}

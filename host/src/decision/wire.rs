@@ -230,6 +230,25 @@ pub enum Malformed {
     SumNotOne { id: String, sum: f64 },
 }
 
+impl Malformed {
+    /// What was wrong, in the request's own terms only: an id or an outcome
+    /// the endpoint made up is not repeated (the whole error is for the log).
+    pub fn safe_reason(&self) -> String {
+        match self {
+            Self::Body(_) => "the answer is not the decision wire's JSON".to_owned(),
+            Self::NotAsked(_) => "an answer is given for a question that was not asked".to_owned(),
+            Self::UndeclaredOutcome { id, .. } => format!("question `{id}`: an outcome that was not declared"),
+            // Every id and outcome below is one the request declared.
+            Self::Unanswered(_)
+            | Self::AnsweredTwice(_)
+            | Self::MissingOutcome { .. }
+            | Self::OutcomeTwice { .. }
+            | Self::BadProbability { .. }
+            | Self::SumNotOne { .. } => self.to_string(),
+        }
+    }
+}
+
 /// A checked answer, read back by the shape asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {

@@ -85,6 +85,8 @@ pub(super) struct AnswerCache {
 #[derive(Clone)]
 pub struct Provider {
     info: ProviderInfo,
+    /// `info.key`, shared: a call's target carries it without copying it.
+    shared_key: Arc<str>,
     component: Arc<LoadedComponent>,
     /// Whether the operator vouched for the component, so its defaults count.
     trust: Trust,
@@ -106,7 +108,8 @@ impl std::fmt::Debug for Provider {
 impl Provider {
     pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>, trust: Trust) -> Self {
         let addressing = info.default_endpoint.as_deref().and_then(crate::catalog::addressing_of);
-        Self { info, component, trust, addressing }
+        let shared_key = Arc::from(info.key.as_str());
+        Self { info, shared_key, component, trust, addressing }
     }
 
     /// The endpoint family this provider's wire ids are spelled for: the host of
@@ -312,6 +315,11 @@ impl Provider {
 
     pub fn key(&self) -> &str {
         &self.info.key
+    }
+
+    /// The provider key as a shared string (see [`Self::key`]).
+    pub fn shared_key(&self) -> Arc<str> {
+        Arc::clone(&self.shared_key)
     }
 
     pub fn info(&self) -> &ProviderInfo {

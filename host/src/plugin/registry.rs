@@ -45,6 +45,9 @@ pub enum Route {
     Linked(Arc<Provider>),
     /// No provider: calls fail as `provider_unavailable`; the reason is shown.
     Unavailable(String),
+    /// No component: the host speaks the entry's wire itself (a decision
+    /// entry, `provider = "decision"`; see [`crate::decision`]).
+    Host,
 }
 
 impl Route {
@@ -52,7 +55,7 @@ impl Route {
     pub fn provider(&self) -> Option<&Arc<Provider>> {
         match self {
             Self::Direct(provider) | Self::Linked(provider) => Some(provider),
-            Self::Unavailable(_) => None,
+            Self::Unavailable(_) | Self::Host => None,
         }
     }
 }
@@ -143,18 +146,19 @@ impl ProviderRegistry {
 
     fn insert(&mut self, component: Arc<LoadedComponent>, trust: Trust) {
         for info in &component.providers {
+            if info.key == crate::catalog::DECISION_PROVIDER {
+                let reason =
+                    format!("provider key `{}` is the host's own decision wire: no component may declare it", info.key);
+                self.reject(&component, reason);
+                continue;
+            }
             if trust == Trust::Untrusted && self.is_embedded_key(&info.key) {
                 let reason = format!(
                     "provider key `{}` is served by an embedded component, and a file not in `allowed_digests` may \
                      not replace it (the embedded one keeps serving)",
                     info.key
                 );
-                tracing::error!(path = %component.source, %reason, "provider key rejected");
-                let path = match &component.source {
-                    super::engine::ComponentSource::File(path) => path.clone(),
-                    super::engine::ComponentSource::Embedded(name) => PathBuf::from(name),
-                };
-                self.failures.push(LoadFailure { path, reason });
+                self.reject(&component, reason);
                 continue;
             }
             if let Some(previous) = self.providers.get(&info.key) {
@@ -168,6 +172,16 @@ impl ProviderRegistry {
             let provider = Arc::new(Provider::new(info.clone(), Arc::clone(&component), trust));
             self.providers.insert(info.key.clone(), provider);
         }
+    }
+
+    /// One provider key of `component` is refused; its other keys may load.
+    fn reject(&mut self, component: &LoadedComponent, reason: String) {
+        tracing::error!(path = %component.source, %reason, "provider key rejected");
+        let path = match &component.source {
+            super::engine::ComponentSource::File(path) => path.clone(),
+            super::engine::ComponentSource::Embedded(name) => PathBuf::from(name),
+        };
+        self.failures.push(LoadFailure { path, reason });
     }
 
     fn is_embedded_key(&self, key: &str) -> bool {

@@ -40,6 +40,8 @@ pub enum Route {
     OpenaiEmbeddings,
     /// `POST /v1/rerank`
     Rerank,
+    /// `POST /v1/decisions`
+    Decisions,
     /// The library API ([`crate::Weir::chat`]) called by an embedding service.
     Library,
 }
@@ -51,6 +53,7 @@ impl Route {
             Self::AnthropicMessages => "anthropic_messages",
             Self::OpenaiEmbeddings => "openai_embeddings",
             Self::Rerank => "rerank",
+            Self::Decisions => "decisions",
             Self::Library => "library",
         }
     }
@@ -63,6 +66,8 @@ pub enum Operation {
     Chat,
     Embeddings,
     Rerank,
+    /// Typed questions answered with probabilities (see [`crate::decision`]).
+    Decide,
 }
 
 impl Operation {
@@ -71,6 +76,7 @@ impl Operation {
             Self::Chat => "chat",
             Self::Embeddings => "embeddings",
             Self::Rerank => "rerank",
+            Self::Decide => "decide",
         }
     }
 }

@@ -25,6 +25,7 @@
 
 mod anthropic;
 mod auth;
+mod decisions;
 mod edge;
 mod error;
 mod metrics;
@@ -57,6 +58,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/messages", post(messages))
         .route("/v1/embeddings", post(retrieval::embeddings))
         .route("/v1/rerank", post(retrieval::rerank))
+        .route("/v1/decisions", post(decisions::decisions))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))

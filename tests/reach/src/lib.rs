@@ -28,6 +28,9 @@ pub const SECRET: &str = "reach-database";
 pub const SIGV4_SERVICE: &str = "reach-sigv4-s3";
 /// Asks the host to sign for `bedrock`, at the attacker's host.
 pub const SIGV4_HOST: &str = "reach-sigv4-host";
+/// Claims the key of the host's own decision wire, asking for the operator's
+/// `decider-key` (`DECIDER_KEY`).
+pub const DECISION: &str = "decision";
 
 pub struct Reach;
 
@@ -56,6 +59,7 @@ impl ChatProvider for Reach {
             (SECRET, bearer("database-url")),
             (SIGV4_SERVICE, sigv4("s3")),
             (SIGV4_HOST, sigv4("bedrock")),
+            (DECISION, bearer("decider-key")),
         ]
         .into_iter()
         .map(|(key, credential)| ProviderInfo {

@@ -1,0 +1,103 @@
+//! What the calls that are not chat share: the record around the call
+//! (opened first, closed before the answer is returned), an attempt logged in
+//! the call's spend, and an attempt's request admitted, finalized and sent.
+
+use std::time::Instant;
+
+use crate::Weir;
+use crate::admission::{Demand, Lane};
+use crate::chat::CallError;
+use crate::error::WeirError;
+use crate::record::{Ending, Opened, Operation, Tokens};
+use crate::types::HttpRequest;
+
+use super::attempt;
+use super::attempt_log::{Ended, Observed};
+use super::opening::Opening;
+use super::spend::Spend;
+use super::target::Reached;
+use super::{Failure, Tally, stamp};
+
+/// The record's note for a call whose provider reported no token count for
+/// some upstream request: the host's estimate stands in, so a budget is never
+/// settled at zero.
+pub(super) const ESTIMATED: &str = "input_tokens_estimated";
+
+/// What a finished call tells its record.
+pub(super) trait Answered {
+    fn served_model(&self) -> Option<String>;
+    /// The answer as recorded when content is: never the vectors themselves.
+    fn recorded(&self) -> serde_json::Value;
+}
+
+/// The record around one call: opened first, `run`, then closed (the budget
+/// settled, every observer told) before the answer or the failure is returned.
+pub(super) async fn recorded<T: Answered>(
+    weir: &Weir,
+    what: Opened<'_>,
+    content: Option<serde_json::Value>,
+    run: impl AsyncFnOnce(&mut Tally, &Opening) -> Result<T, WeirError>,
+) -> Result<(T, crate::Stamp), CallError> {
+    let model = what.model.to_owned();
+    let mut call = super::Running::new(weir, crate::record::CallLog::open_operation(what, content));
+    let result = run(&mut call.tally, &call.opening).await;
+    let stamp = stamp(&call.log, &model, &call.tally);
+    let notes = call.tally.notes.clone();
+    let ending = match &result {
+        Ok(answer) => Ending {
+            category: "ok".to_owned(),
+            served_model: answer.served_model(),
+            answer: call.log.records_content().then(|| answer.recorded()),
+            notes,
+            ..Ending::default()
+        },
+        Err(error) => Ending { category: error.category().as_str().to_owned(), notes, ..Ending::default() },
+    };
+    let closed = call.close(ending).await;
+    match (result, closed) {
+        (Ok(answer), Ok(())) => Ok((answer, stamp)),
+        (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
+    }
+}
+
+pub(super) fn opened<'a>(
+    model: &'a str,
+    caller: Option<&'a crate::Caller>,
+    route: crate::record::Route,
+    operation: Operation,
+    traceparent: &Option<String>,
+) -> Opened<'a> {
+    Opened { caller, route, operation, model, stream: false, traceparent: traceparent.clone() }
+}
+
+/// Runs one non-chat attempt and logs it in the call's spend with what it
+/// observed, billed at the input tokens `billed` reads off its answer.
+pub(super) async fn logged<T>(
+    spend: &mut Spend,
+    attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
+    billed: impl FnOnce(&T) -> u64,
+) -> Result<T, Failure> {
+    let began = Instant::now();
+    let mut observed = Observed::default();
+    let result = attempt(&mut observed).await;
+    let ended = match &result {
+        Ok(answer) => Ended::Billed(Tokens { input: billed(answer), ..Tokens::default() }),
+        Err(error) => Ended::Failed(error),
+    };
+    spend.log.push(began, observed, ended);
+    result.map_err(Failure::Signal)
+}
+
+/// A non-chat attempt's request admitted in its lane, encoded, finalized
+/// (see [`attempt::admit_and_finalize`]) and sent.
+pub(super) async fn admit_encode_send(
+    target: &Reached<'_>,
+    demand: Demand,
+    deadline: Option<tokio::time::Instant>,
+    lane: Lane,
+    observed: &mut Observed,
+    encode: impl std::future::Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
+) -> Result<crate::types::HttpResponse, WeirError> {
+    let (grant, http_request) = attempt::admit_and_finalize(target, demand, deadline, lane, observed, encode).await?;
+    attempt::send(target, grant, http_request, deadline, observed).await
+}

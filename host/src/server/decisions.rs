@@ -1,0 +1,56 @@
+//! `POST /v1/decisions`: the decision wire's request in (`docs/decision-wire.md`,
+//! its `model` a decision role or entry), [`Weir::decide`], the wire's answer
+//! out. Errors answer in OpenAI's envelope, as the other non-Anthropic routes
+//! do; knobs ride in the same headers (`x-weir-deadline-ms`,
+//! `x-weir-max-retries`).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::{ApiError, caller_of_call, deadline, number_header, stamp_headers, traceparent};
+use crate::Weir;
+use crate::decision::{DecideRequest, DecideResponse, DecisionRequest};
+use crate::record::Route;
+
+pub(super) async fn decisions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let key = caller_of_call(&weir, &headers, Route::Decisions).await?;
+    let question: DecisionRequest = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::invalid_request(format!("the request body is not valid: {error}")))?;
+    let mut request = DecideRequest::new(question);
+    request.deadline = deadline(&headers)?;
+    request.max_retries = number_header(&headers, "x-weir-max-retries")?;
+    request.caller = key.map(|key| key.caller());
+    request.route = Route::Decisions;
+    request.traceparent = traceparent(&headers);
+    let answer = weir.decide(request).await?;
+    let mut response = Json(answer_body(&answer)).into_response();
+    stamp_headers(response.headers_mut(), &answer.stamp);
+    Ok(response)
+}
+
+/// The wire's answer: each question's distribution in its outcomes' declared
+/// order, the billed input, the served model (the endpoint's word for it, else
+/// the catalog id) and the call id as the request id.
+fn answer_body(answer: &DecideResponse) -> Value {
+    let answers: Vec<Value> = answer
+        .decision
+        .answers
+        .iter()
+        .map(|(question, probabilities)| {
+            let distribution: Map<String, Value> =
+                question.outcomes().into_iter().zip(probabilities.iter().map(|p| json!(p))).collect();
+            json!({"id": question.id(), "distribution": distribution})
+        })
+        .collect();
+    let model = answer.decision.served_model.as_deref().unwrap_or(&answer.stamp.model);
+    json!({
+        "answers": answers,
+        "usage": {"input_tokens": answer.input_tokens},
+        "model": model,
+        "request_id": answer.stamp.call_id,
+    })
+}

@@ -1,0 +1,465 @@
+//! Decisions through the real `weir serve` to a fake decision endpoint over
+//! loopback (`POST /v1/decisions` on both sides, `docs/decision-wire.md`):
+//! what the caller got and what the endpoint received, the wire's error
+//! statuses through the one retry loop, every kind of malformed answer, an
+//! unknown host, the throttle, the ledger's record and a budget.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use weir_tests::decision_wire::{self, fake_decision};
+use weir_tests::{FakeUpstream, Gateway, Received, Scripted};
+
+const SECRET: &str = "sk-decider-secret-0123456789";
+const ENV: [(&str, &str); 1] = [("DECIDER_KEY", SECRET)];
+
+/// A decision entry `triage` on `endpoint`, and whatever `extra` adds to it.
+fn config(endpoint: &str, extra: &str) -> String {
+    format!(
+        r#"
+read_timeout_secs = 5
+
+[[model]]
+id = "triage"
+provider = "decision"
+kind = "decision"
+wire_id = "jev-2-large"
+endpoint = "{endpoint}"
+credential = "decider-key"
+context_window = 8192
+max_retries = 2
+{extra}
+
+[[model]]
+id = "chat"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{endpoint}"
+max_output_tokens = 100
+context_window = 8192
+
+[role.router]
+model = "triage"
+kind = "decision"
+"#
+    )
+}
+
+fn question(model: &str) -> Value {
+    json!({
+        "model": model,
+        "state": {
+            "text": "Customer writes: my card was charged twice for March.",
+            "fields": {"plan": "pro", "tenure_months": 14, "flagged": false, "region": null}
+        },
+        "questions": [
+            {"id": "intent", "shape": "choice", "options": ["billing", "bug", "feature", "other"]},
+            {"id": "refund_owed", "shape": "noul"},
+            {"id": "urgency", "shape": "score", "min": 1, "max": 5}
+        ]
+    })
+}
+
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+impl Answer {
+    fn attempts(&self) -> u32 {
+        self.headers["x-weir-attempts"].to_str().unwrap().parse().unwrap()
+    }
+
+    fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or_default()
+    }
+}
+
+async fn decide(gateway: &Gateway, body: &Value, headers: &[(&str, &str)]) -> Answer {
+    let mut request = reqwest::Client::new().post(gateway.url("/v1/decisions")).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.json().await.unwrap_or(Value::Null);
+    Answer { status, headers, body }
+}
+
+fn decision_requests(upstream: &FakeUpstream) -> Vec<Received> {
+    upstream.received().into_iter().filter(|r| r.path == "/v1/decisions").collect()
+}
+
+async fn gateway_for(upstream: &FakeUpstream, extra: &str) -> Gateway {
+    Gateway::start_with(&config(&upstream.base_url(), extra), &ENV, None).await
+}
+
+#[tokio::test]
+async fn a_decision_is_answered_by_question_id_with_what_the_endpoint_billed() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let sent = decision_requests(&upstream);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].method, "POST");
+    assert_eq!(sent[0].header("authorization"), Some(format!("Bearer {SECRET}").as_str()));
+    assert_eq!(sent[0].header("content-type"), Some("application/json"));
+    let received = sent[0].json();
+    assert_eq!(received["model"], "jev-2-large", "the entry's wire id");
+    assert_eq!(received["questions"], question("triage")["questions"]);
+    assert_eq!(received["state"], question("triage")["state"]);
+    let expected = fake_decision(&received, &sent[0].body).unwrap();
+    assert_eq!(answer.body["answers"], expected["answers"], "distributions as the endpoint gave them");
+    assert_eq!(answer.body["usage"]["input_tokens"], decision_wire::billed_tokens(&sent[0].body));
+    assert_eq!(answer.body["model"], decision_wire::SERVED_MODEL);
+    assert_eq!(answer.body["request_id"], answer.headers["x-weir-call-id"].to_str().unwrap());
+    assert_eq!(answer.headers["x-weir-model"], "triage");
+    assert_eq!(answer.attempts(), 1);
+    let outcomes: Vec<&str> =
+        answer.body["answers"][2]["distribution"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(outcomes.len(), 5, "a score's five integers");
+    assert!(!answer.body.to_string().contains(SECRET));
+}
+
+#[tokio::test]
+async fn a_decision_role_resolves_to_its_entry_and_a_chat_name_is_refused_before_sending() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    let answer = decide(&gateway, &question("router"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.headers["x-weir-model"], "triage");
+    let chat = decide(&gateway, &question("chat"), &[]).await;
+    assert_eq!(chat.status, 400, "{}", chat.body);
+    assert!(chat.body["error"]["message"].as_str().unwrap().contains("not a decision one"), "{}", chat.body);
+    let unknown = decide(&gateway, &question("nobody"), &[]).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(decision_requests(&upstream).len(), 1, "only the role's call was sent");
+}
+
+#[tokio::test]
+async fn a_request_that_breaks_the_wire_is_refused_and_nothing_is_sent() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    let mut twice = question("triage");
+    twice["questions"][1]["id"] = json!("intent");
+    let mut reversed = question("triage");
+    reversed["questions"][2] = json!({"id": "urgency", "shape": "score", "min": 5, "max": 1});
+    let mut no_state = question("triage");
+    no_state["state"] = json!({});
+    let mut unknown_field = question("triage");
+    unknown_field["temperature"] = json!(0.2);
+    let mut unknown_shape = question("triage");
+    unknown_shape["questions"][0]["shape"] = json!("ranking");
+    for (name, body, words) in [
+        ("id twice", twice, "used twice"),
+        ("score reversed", reversed, "must be below"),
+        ("no state", no_state, "nothing to decide about"),
+        ("unknown field", unknown_field, "unknown field"),
+        ("unknown shape", unknown_shape, "ranking"),
+    ] {
+        let answer = decide(&gateway, &body, &[]).await;
+        assert_eq!(answer.status, 400, "{name}: {}", answer.body);
+        assert_eq!(answer.code(), "invalid_request", "{name}");
+        assert!(answer.body["error"]["message"].as_str().unwrap().contains(words), "{name}: {}", answer.body);
+    }
+    assert!(decision_requests(&upstream).is_empty());
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_its_retry_after_and_a_quota_or_a_4xx_is_not() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    upstream.push(decision_wire::error(429, "rate_limited", "RAW-DECIDER-TEXT slow down", Some("1")));
+    let started = Instant::now();
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.attempts(), 2);
+    assert!(started.elapsed() >= Duration::from_secs(1), "waited out retry-after: {:?}", started.elapsed());
+    for (status, kind, code) in [
+        (429, "quota_exhausted", "provider_credit_exhausted"),
+        (402, "payment_required", "provider_credit_exhausted"),
+        (401, "unauthorized", "authentication_failed"),
+        (404, "not_found", "model_not_found"),
+        (422, "invalid", "invalid_request"),
+    ] {
+        upstream.push(decision_wire::error(status, kind, "RAW-DECIDER-TEXT", None));
+        let answer = decide(&gateway, &question("triage"), &[]).await;
+        assert_eq!(answer.code(), code, "{status} {kind}: {}", answer.body);
+        assert_eq!(answer.attempts(), 1, "{status} {kind} is not retried");
+        assert!(!answer.body.to_string().contains("RAW-DECIDER-TEXT"), "{}", answer.body);
+    }
+}
+
+#[tokio::test]
+async fn a_5xx_is_transient_and_retried_until_the_budget_is_spent() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    for _ in 0..3 {
+        upstream.push(decision_wire::error(503, "overloaded", "RAW-DECIDER-TEXT", None));
+    }
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 502, "{}", answer.body);
+    assert_eq!(answer.code(), "upstream_unavailable");
+    assert_eq!(answer.attempts(), 3, "the first and the entry's two retries");
+    assert!(answer.body["error"]["message"].as_str().unwrap().contains("gave up after 3 attempts"));
+    assert!(!answer.body.to_string().contains("RAW-DECIDER-TEXT"));
+    upstream.push(Scripted::Drop);
+    let reset = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(reset.status, 200, "a reset connection is retried: {}", reset.body);
+    assert_eq!(reset.attempts(), 2);
+}
+
+/// Each way an answer can break the wire, as raw JSON text (a key given twice
+/// cannot be written as a `Value`).
+fn malformed_answers() -> Vec<(&'static str, String, &'static str)> {
+    let good = |intent: &str| {
+        format!(
+            r#"{{"answers": [{{"id": "intent", "distribution": {intent}}},
+            {{"id": "refund_owed", "distribution": {{"true": 0.5, "false": 0.25, "null": 0.25}}}},
+            {{"id": "urgency", "distribution": {{"1": 0.2, "2": 0.2, "3": 0.2, "4": 0.2, "5": 0.2}}}}]}}"#
+        )
+    };
+    vec![
+        ("not JSON", "the answer is coming".to_owned(), "not the decision wire's JSON"),
+        ("a question missing", r#"{"answers": []}"#.to_owned(), "has no answer"),
+        (
+            "an outcome missing",
+            good(r#"{"billing": 0.5, "bug": 0.25, "feature": 0.25}"#),
+            "outcome `other` has no probability",
+        ),
+        (
+            "an undeclared outcome",
+            good(r#"{"billing": 0.4, "bug": 0.2, "feature": 0.2, "other": 0.1, "BOGUS-OUTCOME": 0.1}"#),
+            "an outcome that was not declared",
+        ),
+        (
+            "a negative probability",
+            good(r#"{"billing": 1.2, "bug": -0.2, "feature": 0.0, "other": 0.0}"#),
+            "has probability -0.2",
+        ),
+        ("a sum off 1", good(r#"{"billing": 0.5, "bug": 0.25, "feature": 0.25, "other": 0.25}"#), "sum to 1.25"),
+        (
+            "an outcome twice",
+            good(r#"{"billing": 0.25, "billing": 0.25, "bug": 0.25, "feature": 0.25, "other": 0.0}"#),
+            "outcome `billing` is given twice",
+        ),
+        (
+            "a question not asked",
+            good(r#"{"billing": 1.0, "bug": 0.0, "feature": 0.0, "other": 0.0}"#)
+                .replace(r#"{"answers": ["#, r#"{"answers": [{"id": "BOGUS-ID", "distribution": {}}, "#),
+            "a question that was not asked",
+        ),
+        (
+            "a question answered twice",
+            good(r#"{"billing": 1.0, "bug": 0.0, "feature": 0.0, "other": 0.0}"#).replace(
+                r#"{"answers": ["#,
+                r#"{"answers": [{"id": "urgency", "distribution": {"1": 1, "2": 0, "3": 0, "4": 0, "5": 0}}, "#,
+            ),
+            "question `urgency` is answered twice",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_malformed_answer_of_each_kind_fails_as_upstream_error_unrepaired_and_unretried() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    for (name, body, words) in malformed_answers() {
+        upstream.push(Scripted::Respond {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.into(),
+        });
+        let answer = decide(&gateway, &question("triage"), &[]).await;
+        assert_eq!(answer.status, 502, "{name}: {}", answer.body);
+        assert_eq!(answer.code(), "upstream_error", "{name}");
+        assert_eq!(answer.attempts(), 1, "{name}: never retried");
+        let message = answer.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{name}: {message}");
+        assert!(!message.contains("BOGUS"), "{name}: the endpoint's own words are not repeated: {message}");
+    }
+    assert_eq!(decision_requests(&upstream).len(), malformed_answers().len());
+    let good = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(good.status, 200, "the gateway is healthy after them: {}", good.body);
+}
+
+#[tokio::test]
+async fn an_endpoint_whose_host_does_not_exist_is_refused_as_uncorrectable() {
+    let gateway = Gateway::start_with(&config("https://no-such-decider.invalid/v1", ""), &ENV, None).await;
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 502, "{}", answer.body);
+    assert_eq!(answer.code(), "upstream_error");
+    assert_eq!(answer.attempts(), 1, "a name that does not resolve is not retried");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("host that does not exist") && !message.contains("no-such-decider"), "{message}");
+}
+
+/// The throttle coefficient `/v1/models` reports for `model`.
+async fn coefficient(gateway: &Gateway, model: &str) -> f64 {
+    let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let entry = models["data"].as_array().unwrap().iter().find(|m| m["id"] == model).unwrap();
+    entry["weir"]["admission"]["throttle_coefficient"].as_f64().unwrap()
+}
+
+#[tokio::test]
+async fn a_concurrency_capped_entry_feeds_no_throttle_and_a_rate_limited_one_does() {
+    let upstream = FakeUpstream::start().await;
+    let extra = format!(
+        "max_concurrency = 2\n\n[[model]]\nid = \"paced\"\nprovider = \"decision\"\nkind = \"decision\"\n\
+         wire_id = \"jev-2-large\"\nendpoint = \"{}\"\ncredential = \"decider-key\"\ncontext_window = 8192\n\
+         rpm = 600\n",
+        upstream.base_url()
+    );
+    let gateway = gateway_for(&upstream, &extra).await;
+    assert_eq!(coefficient(&gateway, "triage").await, 0.0);
+    upstream.push(decision_wire::error(429, "rate_limited", "slow down", Some("0")));
+    let capped = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!((capped.status, capped.attempts()), (200, 2), "{}", capped.body);
+    assert_eq!(coefficient(&gateway, "triage").await, 0.0, "a gate and nothing adaptive to feed");
+    upstream.push(decision_wire::error(429, "rate_limited", "slow down", Some("0")));
+    let paced = decide(&gateway, &question("paced"), &[]).await;
+    assert_eq!((paced.status, paced.attempts()), (200, 2), "{}", paced.body);
+    assert!(coefficient(&gateway, "paced").await > 0.0, "the 429 moved the rpm bucket's throttle");
+}
+
+#[tokio::test]
+async fn the_call_is_in_the_ledger_with_billed_input_no_output_and_its_distributions() {
+    let upstream = FakeUpstream::start().await;
+    let extra = "input_price = 2.0\n";
+    let text =
+        format!("{}\n[ledger]\npath = \"ledger.db\"\nrecord_content = true\n", config(&upstream.base_url(), extra));
+    let gateway = Gateway::start_with(&text, &ENV, None).await;
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    upstream.push(decision_wire::error(401, "unauthorized", "bad key", None));
+    assert_eq!(decide(&gateway, &question("triage"), &[]).await.code(), "authentication_failed");
+    let ledger = gateway.dir().join("ledger.db");
+    let output = weir_tests::run_cli(&["ledger", "export", "--path", ledger.to_str().unwrap()], &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let records: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|row| row["record"].clone())
+        .filter(|record| record.get("category").is_some())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let ok = records.iter().find(|r| r["category"] == "ok").unwrap();
+    let billed = decision_wire::billed_tokens(&decision_requests(&upstream)[0].body);
+    assert_eq!(ok["operation"], "decide");
+    assert_eq!(ok["route"], "decisions");
+    assert_eq!(ok["provider"], "decision");
+    assert_eq!(ok["model"], "triage");
+    assert_eq!(ok["usage"]["input"], billed);
+    assert_eq!(ok["usage"]["output"], 0);
+    let cost = ok["cost_usd"].as_f64().unwrap();
+    assert!((cost - billed as f64 * 2.0 / 1e6).abs() < 1e-12, "{cost}");
+    assert_eq!(ok["content"]["answer"]["answers"], answer.body["answers"], "the distributions, recorded");
+    assert_eq!(ok["call_id"], answer.headers["x-weir-call-id"].to_str().unwrap());
+    let failed = records.iter().find(|r| r["category"] != "ok").unwrap();
+    assert_eq!(failed["category"], "authentication_failed");
+    assert_eq!(failed["operation"], "decide");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(SECRET));
+    let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
+    let calls =
+        r#"weir_calls_total{model="triage",provider="decision",category="ok",route="decisions",operation="decide"} 1"#;
+    assert!(metrics.lines().any(|line| line == calls), "{metrics}");
+    let tokens = format!(r#"weir_tokens_total{{model="triage",kind="input"}} {billed}"#);
+    assert!(metrics.lines().any(|line| line == tokens), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_member_budget_caps_decision_spend_before_the_call() {
+    let upstream = FakeUpstream::start().await;
+    let token = "sk-weir-decide-budget";
+    let extra = format!(
+        "\n[[key]]\nid = \"k\"\nmember = \"ana\"\nhash = \"{}\"\n\n[member.ana]\ndaily_tokens = 200\n",
+        weir_host::identity::hash_of(token)
+    );
+    let text = format!("{}{extra}", config(&upstream.base_url(), ""));
+    let gateway = Gateway::start_with(&text, &ENV, None).await;
+    let auth = format!("Bearer {token}");
+    let mut answered = 0;
+    let mut refused = None;
+    for _ in 0..10 {
+        let answer = decide(&gateway, &question("triage"), &[("authorization", &auth)]).await;
+        match answer.status {
+            200 => answered += 1,
+            _ => {
+                refused = Some(answer);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("the budget ran out within ten calls");
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.code(), "budget_exhausted");
+    assert!(answered >= 1, "the first calls fit");
+    assert_eq!(decision_requests(&upstream).len(), answered, "the refused call sent nothing");
+    let anonymous = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(anonymous.status, 401, "keys are on: {}", anonymous.body);
+}
+
+/// The library's `decide`, in process: the answer read back by the shape
+/// asked, the caller's identity on the call, and an entry that names no
+/// credential sends none.
+#[tokio::test]
+async fn the_library_decides_and_reads_each_answer_back_by_its_shape() {
+    use weir_host::decision::{DecideRequest, DecisionRequest};
+    let upstream = FakeUpstream::start().await;
+    let text = config(&upstream.base_url(), "").replace("credential = \"decider-key\"\n", "");
+    let weir = weir_host::Weir::builder()
+        .config(weir_host::catalog::Config::from_toml(&text, "test").unwrap())
+        .providers_dir("/nonexistent-weir-providers")
+        .cache_dir(Some(std::env::temp_dir().join("weir-decisions-test-cache")))
+        .build()
+        .unwrap();
+    let question: DecisionRequest = serde_json::from_value(question("triage")).unwrap();
+    let caller = weir_host::Caller { key_id: None, member: "svc-billing".into(), team: None };
+    let answer = weir.decide(DecideRequest::new(question).caller(caller)).await.unwrap();
+    let sent = decision_requests(&upstream);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].header("authorization"), None, "no credential named, none sent");
+    let expected = fake_decision(&sent[0].json(), &sent[0].body).unwrap();
+    let intent = answer.decision.choice("intent").unwrap();
+    let options: Vec<&str> = intent.iter().map(|(option, _)| *option).collect();
+    assert_eq!(options, ["billing", "bug", "feature", "other"]);
+    assert_eq!(intent[0].1, expected["answers"][0]["distribution"]["billing"].as_f64().unwrap());
+    let noul = answer.decision.noul("refund_owed").unwrap();
+    assert!((noul.r#true + noul.r#false + noul.null - 1.0).abs() < 1e-9);
+    let urgency = answer.decision.score("urgency").unwrap();
+    assert_eq!(urgency.iter().map(|(value, _)| *value).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    assert!(answer.decision.noul("intent").is_none(), "read back by the shape asked only");
+    assert_eq!(answer.input_tokens, decision_wire::billed_tokens(&sent[0].body));
+    assert!(!answer.input_tokens_estimated);
+    assert_eq!(answer.stamp.model, "triage");
+    assert_eq!(answer.stamp.provider.as_deref(), Some("decision"));
+}
+
+#[tokio::test]
+async fn an_endpoint_that_reports_no_usage_is_billed_at_the_hosts_estimate() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    let uniform = |n: usize| {
+        let keys: Vec<String> = match n {
+            3 => vec!["true".into(), "false".into(), "null".into()],
+            4 => vec!["billing".into(), "bug".into(), "feature".into(), "other".into()],
+            _ => (1..=5).map(|v: i32| v.to_string()).collect(),
+        };
+        Value::Object(keys.into_iter().map(|k| (k, json!(1.0 / n as f64))).collect())
+    };
+    upstream.push(decision_wire::distributions(
+        &[("intent", uniform(4)), ("refund_owed", uniform(3)), ("urgency", uniform(5))],
+        None,
+    ));
+    let answer = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let billed = answer.body["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(billed > 0, "the estimate stands in, never zero");
+    assert_eq!(answer.body["answers"][0]["distribution"]["bug"], 0.25);
+}
