@@ -1,0 +1,214 @@
+//! What a decision call costs through Weir, in one run on loopback: the same
+//! three-question decision (`choice` over four options, `noul`, a 1–5 `score`)
+//! sent by reqwest straight to the fake decision endpoint (the body the host
+//! sends it: the wire's request with the entry's wire id), through
+//! [`Weir::decide`] (the library: the call path without the HTTP route), and
+//! as `POST /v1/decisions` through the in-process router (`oneshot`, as the
+//! embeddings bench does) to that same fake.
+//!
+//! 1. **One caller**: calls one after another, the three paths interleaved in
+//!    rounds so drift on a shared machine falls on every path alike; mean per
+//!    call, difference and ratio against the direct call.
+//! 2. **32 callers**: 32 tasks calling as fast as they can for a fixed time on
+//!    each path in turn (direct, router; twice, interleaved); calls per second
+//!    and the ratio to direct.
+//!
+//! Both HTTP paths read the answer's bytes and no more in the timed calls;
+//! every path's answer is parsed and checked once before the clock. The fake
+//! runs on its own thread in this process, so at 32 callers the fake, the
+//! gateway and the callers share the machine's cores.
+//!
+//! One run on the shared 2-core machine (2026-12-01): one caller, direct
+//! 240.5 µs, `Weir::decide` 315.3 µs (+74.7 µs, ratio 1.31), the router
+//! 368.1 µs (+127.6 µs, ratio 1.53); 32 callers, direct 22,826 calls/s, the
+//! router 10,062 calls/s (ratio 0.44).
+
+// Benchmark setup: a failed step should stop the run with its message.
+#![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use weir_host::decision::{DecideRequest, DecisionRequest};
+use weir_host::{Config, Weir};
+use weir_tests::FakeUpstream;
+
+const WIRE_ID: &str = "jev-2-large";
+const ROUNDS: u32 = 20;
+const CALLS_PER_ROUND: u32 = 50;
+const CALLERS: usize = 32;
+const CONCURRENT_FOR: Duration = Duration::from_secs(4);
+
+fn weir(endpoint: &str) -> Weir {
+    let toml = format!(
+        "read_timeout_secs = 10\n\
+         [[model]]\nid = \"triage\"\nprovider = \"decision\"\nkind = \"decision\"\nwire_id = \"{WIRE_ID}\"\n\
+         endpoint = \"{endpoint}\"\ncontext_window = 8192\n"
+    );
+    Weir::builder()
+        .config(Config::from_toml(&toml, "decisions bench").expect("config"))
+        .providers_dir("/nonexistent-weir-bench-providers")
+        .cache_dir(Some(std::env::temp_dir().join("weir-bench-cache")))
+        .build()
+        .expect("weir")
+}
+
+fn question(model: &str) -> Value {
+    json!({
+        "model": model,
+        "state": {"text": "Customer writes: my card was charged twice for March.", "fields": {"plan": "pro"}},
+        "questions": [
+            {"id": "intent", "shape": "choice", "options": ["billing", "bug", "feature", "other"]},
+            {"id": "refund_owed", "shape": "noul"},
+            {"id": "urgency", "shape": "score", "min": 1, "max": 5}
+        ]
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    Direct,
+    Library,
+    Router,
+}
+
+struct Paths {
+    client: reqwest::Client,
+    url: String,
+    weir: Weir,
+    router: axum::Router,
+    direct: Bytes,
+    gateway: Bytes,
+    library: DecisionRequest,
+}
+
+impl Paths {
+    async fn call(&self, path: Path, check: bool) {
+        match path {
+            Path::Direct => {
+                let sent = self.client.post(&self.url).header("content-type", "application/json");
+                let response = sent.body(self.direct.clone()).send().await.expect("send");
+                assert_eq!(response.status(), 200, "the direct call must succeed");
+                let answer = black_box(response.bytes().await.expect("body"));
+                if check {
+                    check_answer(&answer);
+                }
+            }
+            Path::Library => {
+                let request = DecideRequest::new(self.library.clone());
+                let answer = black_box(self.weir.decide(request).await.expect("the library call succeeds"));
+                if check {
+                    assert_eq!(answer.decision.answers.len(), 3, "every question answered");
+                }
+            }
+            Path::Router => {
+                let request = Request::post("/v1/decisions").header("content-type", "application/json");
+                let request = request.body(Body::from(self.gateway.clone())).expect("request");
+                let response = self.router.clone().oneshot(request).await.expect("infallible");
+                assert_eq!(response.status(), 200, "the gateway call must succeed");
+                let answer = black_box(axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body"));
+                if check {
+                    check_answer(&answer);
+                }
+            }
+        }
+    }
+
+    async fn timed(&self, path: Path, calls: u32) -> Duration {
+        let started = Instant::now();
+        for _ in 0..calls {
+            self.call(path, false).await;
+        }
+        started.elapsed()
+    }
+}
+
+fn check_answer(answer: &[u8]) {
+    let answer: Value = serde_json::from_slice(answer).expect("JSON answer");
+    assert_eq!(answer["answers"].as_array().map(Vec::len), Some(3), "every question answered: {answer}");
+}
+
+async fn one_caller(paths: &Paths) {
+    const ALL: [Path; 3] = [Path::Direct, Path::Library, Path::Router];
+    for path in ALL {
+        paths.call(path, true).await;
+        paths.timed(path, CALLS_PER_ROUND).await;
+    }
+    let mut totals = [Duration::ZERO; 3];
+    for _ in 0..ROUNDS {
+        for (path, total) in ALL.into_iter().zip(&mut totals) {
+            *total += paths.timed(path, CALLS_PER_ROUND).await;
+        }
+    }
+    let calls = ROUNDS * CALLS_PER_ROUND;
+    let [direct, library, router] = totals.map(|total| total.as_secs_f64() * 1e6 / f64::from(calls));
+    eprintln!("one caller ({calls} calls each, interleaved):");
+    eprintln!("  direct to the fake      {direct:>8.1} µs");
+    eprintln!(
+        "  Weir::decide            {library:>8.1} µs  (+{:.1} µs, ratio {:.3})",
+        library - direct,
+        library / direct
+    );
+    eprintln!("  through the router      {router:>8.1} µs  (+{:.1} µs, ratio {:.3})", router - direct, router / direct);
+}
+
+/// Calls per second on `path` with [`CALLERS`] tasks for [`CONCURRENT_FOR`].
+async fn throughput(paths: &Arc<Paths>, path: Path) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + CONCURRENT_FOR;
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (paths, done) = (Arc::clone(paths), Arc::clone(&done));
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    paths.call(path, false).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("caller");
+    }
+    done.load(Ordering::Relaxed) as f64 / CONCURRENT_FOR.as_secs_f64()
+}
+
+async fn many_callers(paths: &Arc<Paths>) {
+    let mut direct = 0.0;
+    let mut router = 0.0;
+    for _ in 0..2 {
+        direct += throughput(paths, Path::Direct).await / 2.0;
+        router += throughput(paths, Path::Router).await / 2.0;
+    }
+    eprintln!("{CALLERS} callers ({:?} per path, twice, interleaved):", CONCURRENT_FOR);
+    eprintln!("  direct to the fake      {direct:>8.0} calls/s");
+    eprintln!("  through the router      {router:>8.0} calls/s  (ratio {:.3})", router / direct);
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let upstream = FakeUpstream::start().await;
+        let client =
+            reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(10)).build().expect("client");
+        let weir = weir(&upstream.base_url());
+        let paths = Arc::new(Paths {
+            client,
+            url: format!("{}/decisions", upstream.base_url()),
+            router: weir_host::server::router(weir.clone()),
+            weir,
+            direct: Bytes::from(question(WIRE_ID).to_string()),
+            gateway: Bytes::from(question("triage").to_string()),
+            library: serde_json::from_value(question("triage")).expect("a valid request"),
+        });
+        one_caller(&paths).await;
+        many_callers(&paths).await;
+    });
+}
