@@ -463,3 +463,26 @@ async fn an_endpoint_that_reports_no_usage_is_billed_at_the_hosts_estimate() {
     assert!(billed > 0, "the estimate stands in, never zero");
     assert_eq!(answer.body["answers"][0]["distribution"]["bug"], 0.25);
 }
+
+#[tokio::test]
+async fn a_key_may_decide_only_with_the_entries_it_lists() {
+    let upstream = FakeUpstream::start().await;
+    let (chat_only, decider) = ("sk-weir-chat-only", "sk-weir-decider");
+    let keys = format!(
+        "\n[[key]]\nid = \"chat-only\"\nmember = \"ana\"\nhash = \"{}\"\nmodels = [\"chat\"]\n\
+         \n[[key]]\nid = \"decider\"\nmember = \"bo\"\nhash = \"{}\"\nmodels = [\"router\"]\n",
+        weir_host::identity::hash_of(chat_only),
+        weir_host::identity::hash_of(decider)
+    );
+    let text = format!("{}{keys}", config(&upstream.base_url(), ""));
+    let gateway = Gateway::start_with(&text, &ENV, None).await;
+    let refused = decide(&gateway, &question("triage"), &[("authorization", &format!("Bearer {chat_only}"))]).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.code(), "permission_denied");
+    assert!(decision_requests(&upstream).is_empty(), "nothing sent for a refused key");
+    let by_role = decide(&gateway, &question("router"), &[("x-api-key", decider)]).await;
+    assert_eq!(by_role.status, 200, "a key listing the role may call its entry: {}", by_role.body);
+    let by_id = decide(&gateway, &question("triage"), &[("x-api-key", decider)]).await;
+    assert_eq!(by_id.status, 403, "the role, not the entry by its id: {}", by_id.body);
+    assert_eq!(decision_requests(&upstream).len(), 1);
+}
