@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use tempfile::TempDir;
 
 /// How long `start` waits for the listening line. A debug build compiling a component cold
@@ -143,6 +144,14 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.args(args).stdin(Stdio::null());
     apply_env(&mut command, &binary, env);
     command.output().unwrap_or_else(|e| panic!("cannot run weir {args:?}: {e}"))
+}
+
+/// A gateway's answer to [`Gateway::post_json`].
+#[derive(Debug)]
+pub struct Posted {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
 }
 
 /// A running `weir serve`. Killed and reaped on drop.
@@ -274,6 +283,20 @@ impl Gateway {
     #[must_use]
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+
+    /// POSTs `body` as JSON to `path` with `headers`: the status, the headers,
+    /// and the body as JSON (`Null` when it is not).
+    pub async fn post_json(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Posted {
+        let mut request = reqwest::Client::new().post(self.url(path)).json(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.json().await.unwrap_or(Value::Null);
+        Posted { status, headers, body }
     }
 
     /// The child's process id.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use weir_tests::decision_wire::{self, fake_decision};
-use weir_tests::{FakeUpstream, Gateway, Received, Scripted};
+use weir_tests::{FakeUpstream, Gateway, Posted, Received, Scripted};
 
 const SECRET: &str = "sk-decider-secret-0123456789";
 const ENV: [(&str, &str); 1] = [("DECIDER_KEY", SECRET)];
@@ -63,13 +63,13 @@ fn question(model: &str) -> Value {
     })
 }
 
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
+/// What a test reads of an answer beyond [`Posted`]'s fields.
+trait Read {
+    fn attempts(&self) -> u32;
+    fn code(&self) -> &str;
 }
 
-impl Answer {
+impl Read for Posted {
     fn attempts(&self) -> u32 {
         self.headers["x-weir-attempts"].to_str().unwrap().parse().unwrap()
     }
@@ -79,16 +79,8 @@ impl Answer {
     }
 }
 
-async fn decide(gateway: &Gateway, body: &Value, headers: &[(&str, &str)]) -> Answer {
-    let mut request = reqwest::Client::new().post(gateway.url("/v1/decisions")).json(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.json().await.unwrap_or(Value::Null);
-    Answer { status, headers, body }
+async fn decide(gateway: &Gateway, body: &Value, headers: &[(&str, &str)]) -> Posted {
+    gateway.post_json("/v1/decisions", body, headers).await
 }
 
 fn decision_requests(upstream: &FakeUpstream) -> Vec<Received> {

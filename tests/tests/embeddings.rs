@@ -11,29 +11,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir_tests::fake_upstream::{fake_embedding, fake_ranking};
-use weir_tests::{FakeUpstream, Gateway, Received, openai_wire};
+use weir_tests::{FakeUpstream, Gateway, Posted, Received, openai_wire};
 
 /// `n` distinct texts.
 fn texts(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("passage number {i} about rivers")).collect()
 }
 
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
-}
-
-async fn post(gateway: &Gateway, path: &str, body: &Value, headers: &[(&str, &str)]) -> Answer {
-    let mut request = reqwest::Client::new().post(gateway.url(path)).json(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.json().await.unwrap_or(Value::Null);
-    Answer { status, headers, body }
+async fn post(gateway: &Gateway, path: &str, body: &Value, headers: &[(&str, &str)]) -> Posted {
+    gateway.post_json(path, body, headers).await
 }
 
 fn embedding_requests(upstream: &FakeUpstream) -> Vec<Received> {

@@ -24,8 +24,10 @@ use super::attempt::feed_back;
 use super::attempt_log::{Observed, bounded};
 use super::classify;
 use super::opening::Opening;
-use super::operation::{Answered, ESTIMATED, admit_encode_send, logged, opened, recorded};
-use super::retry::{self, Try};
+use super::operation::{
+    Answered, ESTIMATED, admit_encode_send, counted_within_window, logged, opened, recorded, retried,
+};
+use super::retry::Try;
 use super::spend::Spend;
 use super::target::{self, Naming, Reached};
 use super::{Failure, Tally, hold, resolved};
@@ -94,12 +96,7 @@ async fn run_decide(
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let attempt =
         DecideTry { target: &target, question, http_request: &http_request, deadline: request.deadline, estimate };
-    let mut spend = Spend::lowered_by(target.model, request.max_retries, Some(0), tally.started);
-    spend.first_attempt();
-    let result = retry::retrying(&attempt, &target, request.deadline, &mut spend).await;
-    tally.attempts = spend.attempts();
-    tally.attempt_records = spend.log.into_records();
-    let decision = result?;
+    let decision = retried(&attempt, &target, request.max_retries, request.deadline, tally).await?;
     let estimated = decision.input_tokens.is_none();
     if estimated {
         tally.notes.push(ESTIMATED);
@@ -126,18 +123,7 @@ fn encode(target: &Reached<'_>, question: &DecisionRequest) -> Result<HttpReques
 /// budget's hold, and the bill when the endpoint reports no count. A request
 /// longer than the model reads is refused before anything is admitted or sent.
 fn estimate(target: &Reached<'_>, request: &HttpRequest) -> Result<u64, WeirError> {
-    let model = target.model;
-    let tokens = model.tokenizer.count(&String::from_utf8_lossy(&request.body));
-    if tokens > u64::from(model.context_window) {
-        return Err(WeirError::ContextOverflow {
-            model: model.id.clone(),
-            input: tokens,
-            output: 0,
-            margin: 0,
-            window: model.context_window,
-        });
-    }
-    Ok(tokens)
+    counted_within_window(target.model, &String::from_utf8_lossy(&request.body))
 }
 
 /// One decision attempt, as the retry loop re-runs it.

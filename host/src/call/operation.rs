@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::Weir;
 use crate::admission::{Demand, Lane};
+use crate::catalog::ModelSpec;
 use crate::chat::CallError;
 use crate::error::WeirError;
 use crate::record::{Ending, Opened, Operation, Tokens};
@@ -14,6 +15,7 @@ use crate::types::HttpRequest;
 use super::attempt;
 use super::attempt_log::{Ended, Observed};
 use super::opening::Opening;
+use super::retry::{self, Try};
 use super::spend::Spend;
 use super::target::Reached;
 use super::{Failure, Tally, stamp};
@@ -100,4 +102,39 @@ pub(super) async fn admit_encode_send(
 ) -> Result<crate::types::HttpResponse, WeirError> {
     let (grant, http_request) = attempt::admit_and_finalize(target, demand, deadline, lane, observed, encode).await?;
     attempt::send(target, grant, http_request, deadline, observed).await
+}
+
+/// A call of one upstream request: `attempt` through the retry loop, with the
+/// call's retry budget (the entry's, lowered by `max_retries`) and no
+/// corrections; every attempt it made goes on the call's tally.
+pub(super) async fn retried<T: Try>(
+    attempt: &T,
+    target: &Reached<'_>,
+    max_retries: Option<u32>,
+    deadline: Option<tokio::time::Instant>,
+    tally: &mut Tally,
+) -> Result<T::Output, WeirError> {
+    let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), tally.started);
+    spend.first_attempt();
+    let result = retry::retrying(attempt, target, deadline, &mut spend).await;
+    tally.attempts = spend.attempts();
+    tally.attempt_records = spend.log.into_records();
+    result
+}
+
+/// `text`'s tokens by the entry's tokenizer, refused before anything is
+/// admitted or sent when they are more than the model reads (it would only
+/// come back as a 400).
+pub(super) fn counted_within_window(model: &ModelSpec, text: &str) -> Result<u64, WeirError> {
+    let tokens = model.tokenizer.count(text);
+    if tokens > u64::from(model.context_window) {
+        return Err(WeirError::ContextOverflow {
+            model: model.id.clone(),
+            input: tokens,
+            output: 0,
+            margin: 0,
+            window: model.context_window,
+        });
+    }
+    Ok(tokens)
 }

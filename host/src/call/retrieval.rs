@@ -31,7 +31,9 @@ use crate::types::{EmbeddingParams, EmbeddingPurpose, Ranked, RerankParams};
 use super::attempt::{self, feed_back};
 use super::attempt_log::Observed;
 use super::opening::Opening;
-use super::operation::{Answered, ESTIMATED, admit_encode_send, logged, opened, recorded};
+use super::operation::{
+    Answered, ESTIMATED, admit_encode_send, counted_within_window, logged, opened, recorded, retried,
+};
 use super::retry::{self, Try};
 use super::spend::Spend;
 use super::target::{self, Naming, Target};
@@ -188,22 +190,7 @@ fn lane_deadline(weir: &Weir, lane: Lane) -> tokio::time::Instant {
 /// Each text's estimated tokens; a text longer than the model reads is refused
 /// before anything is admitted or sent (it would only come back as a 400).
 fn estimates(target: &Target<'_>, texts: &[String]) -> Result<Vec<u64>, WeirError> {
-    let model = target.model;
-    let mut estimates = Vec::with_capacity(texts.len());
-    for text in texts {
-        let tokens = model.tokenizer.count(text);
-        if tokens > u64::from(model.context_window) {
-            return Err(WeirError::ContextOverflow {
-                model: model.id.clone(),
-                input: tokens,
-                output: 0,
-                margin: 0,
-                window: model.context_window,
-            });
-        }
-        estimates.push(tokens);
-    }
-    Ok(estimates)
+    texts.iter().map(|text| counted_within_window(target.model, text)).collect()
 }
 
 /// Inputs per upstream request: the entry's `max_batch`, never more than the
@@ -415,12 +402,7 @@ async fn run_rerank(
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
     let attempt = RerankTry { target: &target, request, params, deadline, estimate };
-    let mut spend = Spend::lowered_by(target.model, request.max_retries, Some(0), tally.started);
-    spend.first_attempt();
-    let result = retry::retrying(&attempt, &target, Some(deadline), &mut spend).await;
-    tally.attempts = spend.attempts();
-    tally.attempt_records = spend.log.into_records();
-    let (reranked, reported) = result?;
+    let (reranked, reported) = retried(&attempt, &target, request.max_retries, Some(deadline), tally).await?;
     if !reported {
         tally.notes.push(ESTIMATED);
     }
