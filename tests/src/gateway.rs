@@ -146,6 +146,20 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().unwrap_or_else(|e| panic!("cannot run weir {args:?}: {e}"))
 }
 
+/// The closing records of the ledger file at `ledger`, as `weir ledger
+/// export` writes them (one JSON object per line; openings and holds left out).
+#[must_use]
+pub fn closed_records(ledger: &Path) -> Vec<Value> {
+    let output = run_cli(&["ledger", "export", "--path", ledger.to_str().unwrap()], &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|row| row["record"].clone())
+        .filter(|record| record.get("category").is_some())
+        .collect()
+}
+
 /// A gateway's answer to [`Gateway::post_json`].
 #[derive(Debug)]
 pub struct Posted {

@@ -23,6 +23,6 @@ pub mod python;
 pub mod redis_server;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
-pub use gateway::{Gateway, Posted, run_cli, serve_router, weir_binary};
+pub use gateway::{Gateway, Posted, closed_records, run_cli, serve_router, weir_binary};
 pub use postgres_server::PostgresServer;
 pub use redis_server::RedisServer;

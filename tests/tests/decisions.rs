@@ -332,14 +332,7 @@ async fn the_call_is_in_the_ledger_with_billed_input_no_output_and_its_distribut
     upstream.push(decision_wire::error(401, "unauthorized", "bad key", None));
     assert_eq!(decide(&gateway, &question("triage"), &[]).await.code(), "authentication_failed");
     let ledger = gateway.dir().join("ledger.db");
-    let output = weir_tests::run_cli(&["ledger", "export", "--path", ledger.to_str().unwrap()], &[]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let records: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|row| row["record"].clone())
-        .filter(|record| record.get("category").is_some())
-        .collect();
+    let records = weir_tests::closed_records(&ledger);
     assert_eq!(records.len(), 2, "{records:?}");
     let ok = records.iter().find(|r| r["category"] == "ok").unwrap();
     let billed = decision_wire::billed_tokens(&decision_requests(&upstream)[0].body);
@@ -356,7 +349,7 @@ async fn the_call_is_in_the_ledger_with_billed_input_no_output_and_its_distribut
     let failed = records.iter().find(|r| r["category"] != "ok").unwrap();
     assert_eq!(failed["category"], "authentication_failed");
     assert_eq!(failed["operation"], "decide");
-    assert!(!String::from_utf8_lossy(&output.stdout).contains(SECRET));
+    assert!(!serde_json::to_string(&records).unwrap().contains(SECRET));
     let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
     let calls =
         r#"weir_calls_total{model="triage",provider="decision",category="ok",route="decisions",operation="decide"} 1"#;

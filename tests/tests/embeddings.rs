@@ -231,14 +231,7 @@ async fn every_call_is_in_the_ledger_with_its_operation_and_billed_tokens() {
     let rerank = json!({"model": "rerank", "query": "rivers", "documents": ["rivers", "hills"]});
     assert_eq!(post(&gateway, "/v1/rerank", &rerank, &[]).await.status, 200);
     let ledger = gateway.dir().join("ledger.db");
-    let output = weir_tests::run_cli(&["ledger", "export", "--path", ledger.to_str().unwrap()], &[]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let records: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|row| row["record"].clone())
-        .filter(|record| record.get("category").is_some())
-        .collect();
+    let records = weir_tests::closed_records(&ledger);
     let embedded = records.iter().find(|r| r["operation"] == "embeddings").expect("an embeddings record");
     let tokens: u64 = inputs.iter().map(|t| openai_wire::approx_tokens(t)).sum();
     assert_eq!(embedded["usage"]["input"], tokens);
