@@ -2,9 +2,9 @@
 //! are: the provider template (`providers/ollama`), the hostile provider (`tests/hostile`, as is and with its `filesystem`
 //! and `v2` features), the component that tries to choose where secrets go
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
-//! version, mixed versions, no operation, wrong function types, another world), the one-operation
+//! version, mixed versions, no operation, logprobs without chat, wrong function types, another world), the one-operation
 //! components (`tests/operations`: a 0.1.0 chat one, an embeddings-only and a
-//! rerank-only 0.2.0 one), the Python providers (`providers/hermes-py` and the
+//! rerank-only 0.3.0 one), the Python providers (`providers/hermes-py` and the
 //! Python template `providers/template-py`, built with componentize-py), and the
 //! JavaScript template (`providers/template-js`, built with the componentize-js its
 //! `npm ci` installed).
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 13] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 14] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
@@ -44,6 +44,13 @@ const BUILDS: [(&str, Option<&str>, &str, &str, &str); 13] = [
         "weir_foreign_component.wasm",
         "mixed-versions",
         "WEIR_MIXED_VERSIONS_WASM",
+    ),
+    (
+        "weir-foreign-component",
+        Some("logprobs-alone"),
+        "weir_foreign_component.wasm",
+        "logprobs-alone",
+        "WEIR_LOGPROBS_ALONE_WASM",
     ),
     (
         "weir-foreign-component",

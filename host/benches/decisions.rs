@@ -12,6 +12,10 @@
 //! 2. **32 callers**: 32 tasks calling as fast as they can for a fixed time on
 //!    each path in turn (direct, router; twice, interleaved); calls per second
 //!    and the ratio to direct.
+//! 3. **The log-probability backend**: one `noul` question through
+//!    [`Weir::decide`] on an entry with `backend = "logprobs"` (the embedded
+//!    OpenAI component's `logprobs` interface, against the fake's chat route),
+//!    beside the same-sized chat request sent straight to the fake.
 //!
 //! Both HTTP paths read the answer's bytes and no more in the timed calls;
 //! every path's answer is parsed and checked once before the clock. The fake
@@ -50,7 +54,9 @@ fn weir(endpoint: &str) -> Weir {
     let toml = format!(
         "read_timeout_secs = 10\n\
          [[model]]\nid = \"triage\"\nprovider = \"decision\"\nkind = \"decision\"\nwire_id = \"{WIRE_ID}\"\n\
-         endpoint = \"{endpoint}\"\ncontext_window = 8192\n"
+         endpoint = \"{endpoint}\"\ncontext_window = 8192\n\
+         [[model]]\nid = \"by-logprobs\"\nprovider = \"openai-compatible\"\nkind = \"decision\"\n\
+         backend = \"logprobs\"\nwire_id = \"qwen3-8b\"\nendpoint = \"{endpoint}\"\ncontext_window = 8192\n"
     );
     Weir::builder()
         .config(Config::from_toml(&toml, "decisions bench").expect("config"))
@@ -192,6 +198,47 @@ async fn many_callers(paths: &Arc<Paths>) {
     eprintln!("  through the router      {router:>8.0} calls/s  (ratio {:.3})", router / direct);
 }
 
+/// One `noul` question through the log-probability backend (`Weir::decide`),
+/// against the chat request it sends, sent straight to the fake.
+async fn logprobs(weir: &Weir, client: &reqwest::Client, base: &str) {
+    let question: DecisionRequest = serde_json::from_value(json!({
+        "model": "by-logprobs",
+        "state": {"text": "Customer writes: my card was charged twice for March."},
+        "questions": [{"id": "refund_owed", "shape": "noul"}]
+    }))
+    .expect("a valid request");
+    let direct = Bytes::from(
+        json!({"model": "qwen3-8b", "max_tokens": 1, "temperature": 0.0, "logprobs": true, "top_logprobs": 20,
+            "messages": [{"role": "system", "content": "Answer with one letter."},
+                {"role": "user", "content": "State:\nCustomer writes: my card was charged twice for March.\n\
+                 \nQuestion: refund owed? (A: yes, B: no, C: the state does not say)\nA: yes\nB: no\n\
+                 C: the state does not say\n\nAnswer with one letter."}]})
+        .to_string(),
+    );
+    let url = format!("{base}/chat/completions");
+    let answer = weir.decide(DecideRequest::new(question.clone())).await.expect("the logprobs decision succeeds");
+    assert_eq!(answer.decision.answers.len(), 1, "the question answered");
+    let mut totals = [Duration::ZERO; 2];
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        for _ in 0..CALLS_PER_ROUND {
+            let sent = client.post(&url).header("content-type", "application/json").body(direct.clone());
+            black_box(sent.send().await.expect("send").bytes().await.expect("body"));
+        }
+        totals[0] += started.elapsed();
+        let started = Instant::now();
+        for _ in 0..CALLS_PER_ROUND {
+            black_box(weir.decide(DecideRequest::new(question.clone())).await.expect("decides"));
+        }
+        totals[1] += started.elapsed();
+    }
+    let calls = ROUNDS * CALLS_PER_ROUND;
+    let [direct, library] = totals.map(|total| total.as_secs_f64() * 1e6 / f64::from(calls));
+    eprintln!("one noul question by log-probabilities, one caller ({calls} calls each, interleaved):");
+    eprintln!("  the chat request, direct {direct:>8.1} µs");
+    eprintln!("  Weir::decide             {library:>8.1} µs  (+{:.1} µs, ratio {:.3})", library - direct, library / direct);
+}
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -210,5 +257,6 @@ fn main() {
         });
         one_caller(&paths).await;
         many_callers(&paths).await;
+        logprobs(&paths.weir, &paths.client, &upstream.base_url()).await;
     });
 }

@@ -26,11 +26,12 @@ mod provider;
 mod records;
 
 pub use provider::{
-    ChatProvider, Describe, EmbeddingProvider, NoStreaming, RerankProvider, StreamDecoder, StreamDecoderResource,
+    ChatProvider, Describe, EmbeddingProvider, LogprobsProvider, NoStreaming, RerankProvider, StreamDecoder,
+    StreamDecoderResource,
 };
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.2.0";
+pub const WORLD_VERSION: &str = "0.3.0";
 
 /// The generated bindings, for the one world the crate's features select: a
 /// component exports `describe` and the operations it implements, never stubs
@@ -56,22 +57,35 @@ pub mod bindings {
         };
     }
 
-    #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank")))]
+    #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank"), not(feature = "logprobs")))]
     world_bindings!("chat-provider");
+    #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank"), feature = "logprobs"))]
+    world_bindings!("chat-logprobs-provider");
     #[cfg(all(not(feature = "chat"), feature = "embeddings", not(feature = "rerank")))]
     world_bindings!("embedding-provider");
     #[cfg(all(not(feature = "chat"), not(feature = "embeddings"), feature = "rerank"))]
     world_bindings!("rerank-provider");
     #[cfg(all(not(feature = "chat"), feature = "embeddings", feature = "rerank"))]
     world_bindings!("retrieval-provider");
-    #[cfg(all(feature = "chat", feature = "embeddings", not(feature = "rerank")))]
+    #[cfg(all(feature = "chat", feature = "embeddings", not(feature = "rerank"), not(feature = "logprobs")))]
     world_bindings!("chat-embedding-provider");
-    #[cfg(all(feature = "chat", not(feature = "embeddings"), feature = "rerank"))]
+    #[cfg(all(feature = "chat", not(feature = "embeddings"), feature = "rerank", not(feature = "logprobs")))]
     world_bindings!("chat-rerank-provider");
-    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank"))]
+    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank", not(feature = "logprobs")))]
+    world_bindings!("chat-retrieval-provider");
+    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank", feature = "logprobs"))]
     world_bindings!("provider");
     #[cfg(not(any(feature = "chat", feature = "embeddings", feature = "rerank")))]
     compile_error!("weir-sdk: enable at least one of the features `chat`, `embeddings`, `rerank`");
+    #[cfg(all(feature = "logprobs", not(feature = "chat")))]
+    compile_error!("weir-sdk: `logprobs` needs `chat` (its failures are classified by chat's `classify`)");
+    #[cfg(all(
+        feature = "logprobs",
+        feature = "chat",
+        any(feature = "embeddings", feature = "rerank"),
+        not(all(feature = "embeddings", feature = "rerank"))
+    ))]
+    compile_error!("weir-sdk: `logprobs` goes with chat alone, or with chat, embeddings and rerank together");
 }
 
 /// The records that cross the boundary, as plain Rust types.
@@ -86,6 +100,9 @@ pub mod types {
 /// - `export_provider!(T, chat, embeddings, rerank)`, or any non-empty mix of the
 ///   three in that order: `T` implements [`ChatProvider`] for `chat`,
 ///   [`EmbeddingProvider`] for `embeddings`, [`RerankProvider`] for `rerank`.
+/// - `logprobs` last, after `chat` (`export_provider!(T, chat, logprobs)` or
+///   `export_provider!(T, chat, embeddings, rerank, logprobs)`): `T` also
+///   implements [`LogprobsProvider`].
 ///   Without `chat`, `T` implements [`Describe`] instead, and its
 ///   `describe.serves` is true when an operation it exports serves the wire id.
 #[macro_export]
@@ -254,6 +271,27 @@ macro_rules! __weir_part {
                 response: $crate::types::HttpResponse,
             ) -> $crate::types::ErrorClass {
                 <$provider as $crate::RerankProvider>::classify(&provider, response)
+            }
+        }
+    };
+    (logprobs, $provider:ty) => {
+        impl $crate::bindings::exports::weir::provider::logprobs::Guest for __WeirExport {
+            fn serves(provider: ::std::string::String, wire_id: ::std::string::String) -> bool {
+                <$provider as $crate::LogprobsProvider>::serves_logprobs(&provider, &wire_id)
+            }
+            fn encode(
+                provider: ::std::string::String,
+                conversation: $crate::types::PreparedConversation,
+                params: $crate::types::CallParams,
+                top: u8,
+            ) -> ::std::result::Result<$crate::types::HttpRequest, $crate::types::CodecError> {
+                <$provider as $crate::LogprobsProvider>::encode_logprobs(&provider, conversation, params, top)
+            }
+            fn decode(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> ::std::result::Result<$crate::types::FirstToken, $crate::types::CodecError> {
+                <$provider as $crate::LogprobsProvider>::decode_logprobs(&provider, response)
             }
         }
     };

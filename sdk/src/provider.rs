@@ -4,8 +4,8 @@
 use std::cell::RefCell;
 
 use crate::types::{
-    CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, HttpRequest, HttpResponse,
-    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
+    CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpRequest,
+    HttpResponse, PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the
@@ -124,6 +124,27 @@ pub trait RerankProvider {
 
     /// What a non-2xx response means.
     fn classify(provider: &str, response: HttpResponse) -> ErrorClass;
+}
+
+/// Chat with token log-probabilities, beside [`ChatProvider`]: the request
+/// asks for each output token's most likely candidates, and the answer's first
+/// token is read back (the host's decision backend reads its labels from it).
+/// A non-2xx answer is classified by [`ChatProvider::classify`].
+pub trait LogprobsProvider: ChatProvider {
+    /// Whether `provider` returns log-probabilities for this wire model id.
+    fn serves_logprobs(provider: &str, wire_id: &str) -> bool;
+
+    /// The chat request `encode` would build, asking for the `top` most likely
+    /// candidates of each output token.
+    fn encode_logprobs(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        top: u8,
+    ) -> Result<HttpRequest, CodecError>;
+
+    /// The first output token's candidates from a 2xx response.
+    fn decode_logprobs(provider: &str, response: HttpResponse) -> Result<FirstToken, CodecError>;
 }
 
 /// Adapts a [`StreamDecoder`] to the WIT resource, whose methods take `&self`.

@@ -99,3 +99,30 @@ fn json_response(status: u16, mut headers: Vec<(String, String)>, body: &Value) 
     headers.push(("content-type".to_owned(), "application/json".to_owned()));
     Scripted::Respond { status, headers, body: Bytes::from(body.to_string()) }
 }
+
+/// An OpenAI chat completion of one output token (the first of `candidates`)
+/// whose `logprobs` list `candidates` as `(token, probability)` for it, billed
+/// `prompt_tokens` and one completion token: what OpenAI, vLLM and llama.cpp
+/// answer a request with `logprobs: true` and `top_logprobs`.
+#[must_use]
+pub fn top_logprobs(candidates: &[(&str, f64)], prompt_tokens: u64) -> Scripted {
+    let top: Vec<Value> = candidates
+        .iter()
+        .map(|(token, p)| json!({"token": token, "logprob": p.ln(), "bytes": token.as_bytes()}))
+        .collect();
+    let (first, p) = candidates.first().copied().unwrap_or(("", 1.0));
+    let body = json!({
+        "id": "chatcmpl-logprobs-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "qwen3-8b-instruct",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": first},
+            "logprobs": {"content": [{"token": first, "logprob": p.ln(), "bytes": first.as_bytes(), "top_logprobs": top}]},
+            "finish_reason": "length"
+        }],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1}
+    });
+    answer(&body)
+}

@@ -4,8 +4,9 @@
 //! Flow of one request: the connection task (one per TCP connection, hyper HTTP/1.1) reads the
 //! whole request, records it in [`FakeUpstream::received`], then pops the next [`Scripted`]
 //! answer from the FIFO queue. A scripted answer is played as is; with the queue empty the
-//! request goes to an axum router that speaks OpenAI (echo completions, deterministic
-//! embeddings and rankings, model list, 404s).
+//! request goes to an axum router that speaks OpenAI (echo completions, a fixed first token's
+//! log-probabilities when asked for them, deterministic embeddings and rankings, decisions on
+//! the decision wire, model list, 404s).
 //!
 //! Why not `axum::serve`: a scripted [`Scripted::Drop`] must close the TCP connection without
 //! writing a single byte, which no handler can express. Serving each connection ourselves
@@ -711,6 +712,11 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
     let id = format!("chatcmpl-weirfake{seq:020}");
     let request_id = format!("req_{seq:032x}");
     let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
+    if !streaming && request.get("logprobs").and_then(Value::as_bool) == Some(true) {
+        let top = request.get("top_logprobs").and_then(Value::as_u64).unwrap_or(0);
+        let body = logprobs_completion(&id, model, top, prompt_tokens);
+        return json_answer(StatusCode::OK, &body, &request_id);
+    }
     if !streaming {
         let body = openai_wire::completion_body(&id, model, openai_wire::text_message(&reply), "stop", usage);
         return json_answer(StatusCode::OK, &body, &request_id);
@@ -721,6 +727,32 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
     let frames = openai_wire::sse_text_frames(&id, model, &pieces, "stop", include_usage.then_some(usage));
     build_response(200, &openai_wire::sse_headers(&request_id), chunked_body(frames, Duration::ZERO, None))
 }
+
+/// The fake's answer to a request with `logprobs: true`: one output token, `A`,
+/// its candidates [`LOGPROBS_CANDIDATES`] cut to `top_logprobs`, billed
+/// `prompt_tokens` and one completion token.
+fn logprobs_completion(id: &str, model: &str, top: u64, prompt_tokens: u64) -> Value {
+    let listed: Vec<Value> = LOGPROBS_CANDIDATES
+        .iter()
+        .take(usize::try_from(top).unwrap_or(usize::MAX))
+        .map(|(token, p)| serde_json::json!({"token": token, "logprob": p.ln(), "bytes": token.as_bytes()}))
+        .collect();
+    let (first, p) = LOGPROBS_CANDIDATES[0];
+    let mut body = openai_wire::completion_body(
+        id,
+        model,
+        openai_wire::text_message(first),
+        "length",
+        openai_wire::usage_json(prompt_tokens, 1, 0, 0),
+    );
+    body["choices"][0]["logprobs"] = serde_json::json!({"content": [
+        {"token": first, "logprob": p.ln(), "bytes": first.as_bytes(), "top_logprobs": listed}
+    ]});
+    body
+}
+
+/// The first token's candidates the fake lists, most likely first.
+pub const LOGPROBS_CANDIDATES: [(&str, f64); 3] = [("A", 0.7), ("B", 0.2), ("C", 0.1)];
 
 /// OpenAI's 400 for a body that is not JSON.
 fn unparseable_json() -> Response<Body> {

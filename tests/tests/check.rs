@@ -51,7 +51,7 @@ fn fixtures(provider: &str) -> String {
 fn assert_passes(output: &Output) {
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
-    assert!(stdout.contains("world 0.2.0, sha256 "), "{stdout}");
+    assert!(stdout.contains("world 0.3.0, sha256 "), "{stdout}");
     assert!(stdout.contains("ok    ") && stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }
 
@@ -309,7 +309,7 @@ fn files_that_are_not_provider_components_are_rejected_with_the_reason() {
         (garbage.to_str().unwrap(), "is rejected: not a valid component"),
         (
             env!("WEIR_WRONG_VERSION_WASM"),
-            "targets weir:provider@0.3.0; this host speaks weir:provider@0.1.0 and 0.2.0",
+            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0 and 0.3.0",
         ),
         (env!("WEIR_WRONG_WORLD_WASM"), "is rejected"),
         (env!("WEIR_HOSTILE_FS_WASM"), "imports something this host does not grant"),

@@ -471,3 +471,141 @@ async fn a_key_may_decide_only_with_the_entries_it_lists() {
     assert_eq!(by_id.status, 403, "the role, not the entry by its id: {}", by_id.body);
     assert_eq!(decision_requests(&upstream).len(), 1);
 }
+
+/// A decision entry answered by an OpenAI-dialect chat model's log-probabilities.
+fn logprobs_config(endpoint: &str) -> String {
+    format!(
+        r#"
+read_timeout_secs = 5
+
+[[model]]
+id = "by-logprobs"
+provider = "openai-compatible"
+kind = "decision"
+backend = "logprobs"
+wire_id = "qwen3-8b"
+endpoint = "{endpoint}"
+context_window = 8192
+max_retries = 2
+input_price = 1.0
+output_price = 4.0
+
+[ledger]
+path = "ledger.db"
+"#
+    )
+}
+
+fn assert_distribution(got: &Value, want: &[(&str, f64)]) {
+    let got = got.as_object().unwrap();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (outcome, p) in want {
+        let value = got[*outcome].as_f64().unwrap();
+        assert!((value - p).abs() < 1e-9, "{outcome}: {value} vs {p} in {got:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_chat_model_answers_by_its_first_tokens_log_probabilities() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&logprobs_config(&upstream.base_url())).await;
+    // intent: D is not listed; 0.05 is unlisted and the least listed is 0.05, so D gets 0.05.
+    upstream.push(decision_wire::top_logprobs(&[("A", 0.6), ("B", 0.2), ("C", 0.1), ("The", 0.05)], 120));
+    // refund_owed: " A" counts for A; C is not listed: 0.03 is unlisted, but the least listed
+    // is 0.02, so C gets 0.02.
+    upstream.push(decision_wire::top_logprobs(&[("A", 0.85), (" A", 0.05), ("B", 0.05), ("x", 0.02)], 110));
+    // urgency 1–5: one letter per integer, every one listed.
+    upstream.push(decision_wire::top_logprobs(&[("C", 0.4), ("B", 0.2), ("D", 0.2), ("A", 0.1), ("E", 0.1)], 130));
+    let answer = decide(&gateway, &question("by-logprobs"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answers = answer.body["answers"].as_array().unwrap();
+    let intent = 0.95;
+    assert_distribution(
+        &answers[0]["distribution"],
+        &[("billing", 0.6 / intent), ("bug", 0.2 / intent), ("feature", 0.1 / intent), ("other", 0.05 / intent)],
+    );
+    let refund = 0.9 + 0.05 + 0.02;
+    assert_distribution(
+        &answers[1]["distribution"],
+        &[("true", 0.9 / refund), ("false", 0.05 / refund), ("null", 0.02 / refund)],
+    );
+    assert_distribution(&answers[2]["distribution"], &[("1", 0.1), ("2", 0.2), ("3", 0.4), ("4", 0.2), ("5", 0.1)]);
+    assert_eq!(answer.body["usage"]["input_tokens"], 360, "the three prompts as billed");
+    assert_eq!(answer.body["model"], "qwen3-8b-instruct");
+    assert_eq!(answer.attempts(), 3, "one request per question");
+    let sent: Vec<Received> = upstream.received().into_iter().filter(|r| r.path == "/v1/chat/completions").collect();
+    assert_eq!(sent.len(), 3);
+    for request in &sent {
+        let body = request.json();
+        assert_eq!(body["model"], "qwen3-8b");
+        assert_eq!(body["logprobs"], true);
+        assert_eq!(body["top_logprobs"], 20);
+        assert_eq!(body["max_tokens"], 1);
+        assert_eq!(body["temperature"], 0.0);
+    }
+    let prompt = |i: usize| sent[i].json()["messages"][1]["content"].as_str().unwrap().to_owned();
+    assert!(prompt(0).contains("my card was charged twice") && prompt(0).contains("- plan: pro"), "{}", prompt(0));
+    assert!(prompt(0).contains("Question: intent\nA: billing\nB: bug\nC: feature\nD: other\n"), "{}", prompt(0));
+    assert!(prompt(1).contains("Question: refund owed? (A: yes, B: no, C: the state does not say)"), "{}", prompt(1));
+    assert!(prompt(2).contains("A: 1\nB: 2\nC: 3\nD: 4\nE: 5\n"), "{}", prompt(2));
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let record = records.iter().find(|r| r["operation"] == "decide").unwrap();
+    assert_eq!(record["provider"], "openai-compatible");
+    assert_eq!(record["usage"]["input"], 360);
+    assert_eq!(record["usage"]["output"], 3, "each question's one label token, as billed");
+    let cost = record["cost_usd"].as_f64().unwrap();
+    assert!((cost - (360.0 * 1.0 + 3.0 * 4.0) / 1e6).abs() < 1e-12, "{cost}");
+    assert_eq!(record["attempts"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_first_token_that_is_no_label_fails_the_call_and_a_429_is_retried() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&logprobs_config(&upstream.base_url())).await;
+    let one = json!({"model": "by-logprobs", "state": {"text": "hi"}, "questions": [{"id": "q", "shape": "noul"}]});
+    upstream.push(decision_wire::top_logprobs(&[("SECRET-WORD", 0.9), ("Yes", 0.05)], 20));
+    let refused = decide(&gateway, &one, &[]).await;
+    assert_eq!(refused.status, 502, "{}", refused.body);
+    assert_eq!(refused.code(), "upstream_error");
+    assert_eq!(refused.attempts(), 1, "not retried: the same prompt gets the same token");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("none of the labels") && !message.contains("SECRET-WORD"), "{message}");
+    upstream.push(Scripted::Respond {
+        status: 429,
+        headers: vec![("retry-after".into(), "0".into()), ("content-type".into(), "application/json".into())],
+        body: weir_tests::openai_wire::error_body("rate_limit_exceeded", None, None, "slow down").to_string().into(),
+    });
+    upstream.push(decision_wire::top_logprobs(&[("B", 0.7), ("A", 0.2), ("C", 0.1)], 20));
+    let retried = decide(&gateway, &one, &[]).await;
+    assert_eq!(retried.status, 200, "{}", retried.body);
+    assert_eq!(retried.attempts(), 2);
+    assert_distribution(&retried.body["answers"][0]["distribution"], &[("true", 0.2), ("false", 0.7), ("null", 0.1)]);
+    let many: Vec<String> = (0..27).map(|i| format!("option {i}")).collect();
+    let wide = json!({"model": "by-logprobs", "state": {"text": "hi"},
+        "questions": [{"id": "q", "shape": "choice", "options": many}]});
+    let too_wide = decide(&gateway, &wide, &[]).await;
+    assert_eq!(too_wide.status, 400, "{}", too_wide.body);
+    assert!(too_wide.body["error"]["message"].as_str().unwrap().contains("26 letters"), "{}", too_wide.body);
+}
+
+#[test]
+fn a_logprobs_entry_its_provider_cannot_answer_is_refused_at_load() {
+    let cases = [
+        ("anthropic", "https://api.anthropic.com/v1", "qwen3-8b", "does not export"),
+        ("openai", "https://api.openai.com/v1", "o3-mini", "says it does not speak"),
+    ];
+    for (provider, endpoint, wire_id, words) in cases {
+        let text = logprobs_config(endpoint)
+            .replace("provider = \"openai-compatible\"", &format!("provider = \"{provider}\""))
+            .replace("wire_id = \"qwen3-8b\"", &format!("wire_id = \"{wire_id}\""))
+            .replace("[ledger]\npath = \"ledger.db\"\n", "");
+        let built = weir_host::Weir::builder()
+            .config(weir_host::catalog::Config::from_toml(&text, "test").unwrap())
+            .providers_dir("/nonexistent-weir-providers")
+            .cache_dir(Some(std::env::temp_dir().join("weir-decisions-test-cache")))
+            .build();
+        let Err(error) = built else { panic!("{provider} {wire_id}: must be refused at load") };
+        let message = error.to_string();
+        assert!(message.contains("by-logprobs") && message.contains("logprobs") && message.contains(words), "{message}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Operations by export, through real components instantiated by wasmtime: a
 //! `weir:provider@0.1.0` chat component still loads and answers every chat
 //! call (`tests/operations`, feature `chat-0-1`, built against
-//! `wit/frozen/0.1.0`), and 0.2.0 components exporting only embeddings or only
+//! `wit/frozen/0.1.0`), and 0.3.0 components exporting only embeddings or only
 //! rerank load, say which operations they export, and round-trip their calls.
 //! Each guest is written with wit-bindgen directly, without the SDK.
 
@@ -92,7 +92,7 @@ async fn a_0_1_0_chat_component_loads_and_answers_encode_decode_classify_and_str
     assert!(legacy.exports(Operation::Chat) && !legacy.exports(Operation::Embeddings));
     assert!(!legacy.exports(Operation::Rerank));
 
-    // `describe`, through the same typed functions as a 0.2.0 component's.
+    // `describe`, through the same typed functions as a 0.3.0 component's.
     let answers = legacy.answers("legacy-small").unwrap();
     assert!(answers.serves && answers.claims, "{answers:?}");
     assert!(!legacy.serves("not-served").unwrap());
@@ -162,7 +162,7 @@ async fn a_0_1_0_chat_component_loads_and_answers_encode_decode_classify_and_str
 async fn the_first_party_components_are_0_2_0_chat_components() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     let openai = registry.get("openai").unwrap();
-    assert_eq!(openai.component().world_version, "0.2.0");
+    assert_eq!(openai.component().world_version, "0.3.0");
     assert!(openai.exports(Operation::Chat));
     assert!(openai.serves_operation(Operation::Chat, "gpt-4.1").unwrap());
 }
@@ -171,7 +171,7 @@ async fn the_first_party_components_are_0_2_0_chat_components() {
 async fn an_embeddings_only_component_loads_and_round_trips_its_calls() {
     let embed = embed_only();
     assert_eq!(embed.key(), "embed-only");
-    assert_eq!(embed.component().world_version, "0.2.0");
+    assert_eq!(embed.component().world_version, "0.3.0");
     assert_eq!(embed.component().operations(), vec![Operation::Embeddings]);
     assert!(embed.exports(Operation::Embeddings));
     assert!(!embed.exports(Operation::Chat) && !embed.exports(Operation::Rerank));
@@ -245,7 +245,7 @@ fn rerank_params(top_n: Option<u32>) -> RerankParams {
 async fn a_rerank_only_component_loads_and_round_trips_its_calls() {
     let rerank = rerank_only();
     assert_eq!(rerank.key(), "rerank-only");
-    assert_eq!(rerank.component().world_version, "0.2.0");
+    assert_eq!(rerank.component().world_version, "0.3.0");
     assert_eq!(rerank.component().operations(), vec![Operation::Rerank]);
     assert!(rerank.exports(Operation::Rerank) && !rerank.exports(Operation::Chat));
     assert!(!rerank.exports(Operation::Embeddings));

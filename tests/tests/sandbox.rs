@@ -219,7 +219,7 @@ fn refusal_reason(bytes_var: &str, name: &str) -> String {
 #[test]
 fn a_component_for_another_world_version_is_refused_naming_both() {
     let reason = refusal_reason(env!("WEIR_WRONG_VERSION_WASM"), "future.wasm");
-    assert_eq!(reason, "it targets weir:provider@0.3.0; this host speaks weir:provider@0.1.0 and 0.2.0");
+    assert_eq!(reason, "it targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0 and 0.3.0");
 }
 
 #[test]
@@ -246,7 +246,17 @@ fn a_component_exporting_describe_and_no_operation_is_refused() {
     let reason = refusal_reason(env!("WEIR_DESCRIBE_ONLY_WASM"), "describe-only.wasm");
     assert_eq!(
         reason,
-        "it exports no operation: only `weir:provider/describe@0.2.0`, and none of chat, embeddings or rerank"
+        "it exports no operation: only `weir:provider/describe@0.2.0`, and none of chat, embeddings, rerank or logprobs"
+    );
+}
+
+#[test]
+fn a_component_exporting_logprobs_without_chat_is_refused() {
+    let reason = refusal_reason(env!("WEIR_LOGPROBS_ALONE_WASM"), "logprobs-alone.wasm");
+    assert_eq!(
+        reason,
+        "it exports `weir:provider/logprobs@0.3.0` without `weir:provider/chat@0.3.0`: its failures are classified \
+         by chat's `classify`"
     );
 }
 

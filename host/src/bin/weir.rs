@@ -458,12 +458,13 @@ fn serving_key(model: &weir_host::ModelStatus) -> &str {
 /// built against these files is one this host loads. The frozen older versions
 /// (`wit/frozen/`) are not written: this host loads their components too, but
 /// a new component targets the newest.
-const WIT_FILES: [(&str, &str); 6] = [
+const WIT_FILES: [(&str, &str); 7] = [
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("describe.wit", include_str!("../../../wit/describe.wit")),
     ("chat.wit", include_str!("../../../wit/chat.wit")),
     ("embeddings.wit", include_str!("../../../wit/embeddings.wit")),
     ("rerank.wit", include_str!("../../../wit/rerank.wit")),
+    ("logprobs.wit", include_str!("../../../wit/logprobs.wit")),
     ("worlds.wit", include_str!("../../../wit/worlds.wit")),
 ];
 

@@ -1,10 +1,11 @@
 //! Decisions through the call template's stages, like embeddings and rerank:
 //! the record opened first, the request checked, the target resolved (a
-//! decision role or entry), the budget held, then the one upstream request
+//! decision role or entry), the budget held, then each upstream request
 //! through the retry loop and admission; the budget settled and the record
-//! closed last. What is the operation's own: the host encodes the wire's
-//! request and checks its answer ([`crate::decision`]) where a component
-//! would, and classifies the endpoint's error status itself.
+//! closed last. Two backends: the decision wire (here: the host encodes the
+//! request and checks the answer, [`crate::decision`], where a component
+//! would, and classifies the endpoint's error status itself), and a chat
+//! model's log-probabilities (`decision_logprobs`).
 //!
 //! The throttle is fed only by an entry that has something adaptive — an
 //! `rpm` or `tpm` bucket for it to stretch. An entry bounded by a concurrency
@@ -25,11 +26,11 @@ use super::attempt_log::{Observed, bounded};
 use super::classify;
 use super::opening::Opening;
 use super::operation::{
-    Answered, ESTIMATED, admit_encode_send, counted_within_window, logged, opened, recorded, retried,
+    Answered, ESTIMATED, admit_encode_send, counted_within_window, input_only, logged, opened, recorded, retried,
 };
 use super::retry::Try;
 use super::spend::Spend;
-use super::target::{self, Naming, Reached};
+use super::target::{self, Naming, Reached, Resolution};
 use super::{Failure, Tally, hold, resolved};
 
 /// Where the wire's request goes, under the entry's endpoint.
@@ -52,10 +53,12 @@ pub(crate) async fn decide(weir: &Weir, request: DecideRequest) -> Result<Decide
 }
 
 /// A decision call's answer before it is stamped.
-struct Decided {
-    decision: Decision,
-    input_tokens: u64,
-    estimated: bool,
+pub(super) struct Decided {
+    pub decision: Decision,
+    /// Billed input tokens, summed over the upstream requests.
+    pub input_tokens: u64,
+    /// Some upstream request reported no count: the host's estimate stands in.
+    pub estimated: bool,
 }
 
 impl Answered for Decided {
@@ -74,29 +77,48 @@ impl Answered for Decided {
     }
 }
 
+/// The request checked, the entry resolved, then the entry's backend.
 async fn run_decide(
     weir: &Weir,
     request: &DecideRequest,
     tally: &mut Tally,
     opening: &Opening,
 ) -> Result<Decided, WeirError> {
-    let question = &request.question;
-    question.validate().map_err(WeirError::InvalidRequest)?;
+    request.question.validate().map_err(WeirError::InvalidRequest)?;
     let naming = Naming {
-        model: &question.model,
+        model: &request.question.model,
         caller: request.caller.as_ref(),
         route: request.route,
         kind: RoleKind::Decision,
     };
-    let target = target::resolve_host_spoken(weir, &naming, opening).await?;
-    tally.resolved = Some(resolved(&target));
-    let http_request = encode(&target, question)?;
-    let estimate = estimate(&target, &http_request)?;
+    match target::resolve_any(weir, &naming, opening).await? {
+        Resolution::Host(target) => {
+            tally.resolved = Some(resolved(&target));
+            by_wire(weir, request, &target, tally, opening).await
+        }
+        Resolution::Component(target) => {
+            tally.resolved = Some(resolved(&target));
+            super::decision_logprobs::decide(weir, request, &target, tally, opening).await
+        }
+    }
+}
+
+/// The decision wire's backend: one request to the endpoint, its answer
+/// checked against the request.
+async fn by_wire(
+    weir: &Weir,
+    request: &DecideRequest,
+    target: &Reached<'_>,
+    tally: &mut Tally,
+    opening: &Opening,
+) -> Result<Decided, WeirError> {
+    let question = &request.question;
+    let http_request = encode(target, question)?;
+    let estimate = estimate(target, &http_request)?;
     let worst = crate::budget::worst_case(target.model, estimate, 0);
-    tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
-    let attempt =
-        DecideTry { target: &target, question, http_request: &http_request, deadline: request.deadline, estimate };
-    let decision = retried(&attempt, &target, request.max_retries, request.deadline, tally).await?;
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), target, worst, opening).await?;
+    let attempt = DecideTry { target, question, http_request: &http_request, deadline: request.deadline, estimate };
+    let decision = retried(&attempt, target, request.max_retries, request.deadline, tally).await?;
     let estimated = decision.input_tokens.is_none();
     if estimated {
         tally.notes.push(ESTIMATED);
@@ -140,7 +162,7 @@ impl Try for DecideTry<'_, '_> {
 
     async fn run(&self, spend: &mut Spend) -> Result<Decision, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
-        logged(spend, attempt, |decision| decision.input_tokens.unwrap_or(self.estimate)).await
+        logged(spend, attempt, |decision| input_only(decision.input_tokens.unwrap_or(self.estimate))).await
     }
 }
 
@@ -171,7 +193,7 @@ async fn failure(target: &Reached<'_>, response: &HttpResponse) -> WeirError {
 }
 
 /// Feeds the throttle of an entry with a bucket for it to stretch (see the module doc).
-async fn feed(target: &Reached<'_>, signal: Feedback) {
+pub(super) async fn feed(target: &Reached<'_>, signal: Feedback) {
     if target.model.rpm.is_some() || target.model.tpm.is_some() {
         feed_back(target.gate, signal).await;
     }

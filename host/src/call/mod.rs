@@ -36,6 +36,7 @@ mod attempt_log;
 mod cache_plan;
 mod classify;
 mod decision;
+mod decision_logprobs;
 mod effort;
 mod gates;
 mod hold;

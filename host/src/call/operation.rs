@@ -73,17 +73,17 @@ pub(super) fn opened<'a>(
 }
 
 /// Runs one non-chat attempt and logs it in the call's spend with what it
-/// observed, billed at the input tokens `billed` reads off its answer.
+/// observed, billed at the tokens `billed` reads off its answer.
 pub(super) async fn logged<T>(
     spend: &mut Spend,
     attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
-    billed: impl FnOnce(&T) -> u64,
+    billed: impl FnOnce(&T) -> Tokens,
 ) -> Result<T, Failure> {
     let began = Instant::now();
     let mut observed = Observed::default();
     let result = attempt(&mut observed).await;
     let ended = match &result {
-        Ok(answer) => Ended::Billed(Tokens { input: billed(answer), ..Tokens::default() }),
+        Ok(answer) => Ended::Billed(billed(answer)),
         Err(error) => Ended::Failed(error),
     };
     spend.log.push(began, observed, ended);
@@ -104,9 +104,9 @@ pub(super) async fn admit_encode_send(
     attempt::send(target, grant, http_request, deadline, observed).await
 }
 
-/// A call of one upstream request: `attempt` through the retry loop, with the
-/// call's retry budget (the entry's, lowered by `max_retries`) and no
-/// corrections; every attempt it made goes on the call's tally.
+/// One upstream request of a call: `attempt` through the retry loop, with its
+/// own retry budget (the entry's, lowered by `max_retries`) and no
+/// corrections; every attempt it made is added to the call's tally.
 pub(super) async fn retried<T: Try>(
     attempt: &T,
     target: &Reached<'_>,
@@ -117,9 +117,15 @@ pub(super) async fn retried<T: Try>(
     let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), tally.started);
     spend.first_attempt();
     let result = retry::retrying(attempt, target, deadline, &mut spend).await;
-    tally.attempts = spend.attempts();
-    tally.attempt_records = spend.log.into_records();
+    tally.attempts += spend.attempts();
+    tally.attempt_records.extend(spend.log.into_records());
     result
+}
+
+/// Input tokens billed, and nothing else (an embeddings, rerank or decision
+/// wire answer generates nothing).
+pub(super) fn input_only(input: u64) -> Tokens {
+    Tokens { input, ..Tokens::default() }
 }
 
 /// `text`'s tokens by the entry's tokenizer, refused before anything is

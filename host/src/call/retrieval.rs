@@ -32,7 +32,7 @@ use super::attempt::{self, feed_back};
 use super::attempt_log::Observed;
 use super::opening::Opening;
 use super::operation::{
-    Answered, ESTIMATED, admit_encode_send, counted_within_window, logged, opened, recorded, retried,
+    Answered, ESTIMATED, admit_encode_send, counted_within_window, input_only, logged, opened, recorded, retried,
 };
 use super::retry::{self, Try};
 use super::spend::Spend;
@@ -299,7 +299,8 @@ impl Try for EmbedTry<'_, '_, '_> {
     type Output = Batch;
 
     async fn run(&self, spend: &mut Spend) -> Result<Batch, Failure> {
-        logged(spend, async |observed: &mut Observed| self.attempt(observed).await, |batch| batch.tokens).await
+        logged(spend, async |observed: &mut Observed| self.attempt(observed).await, |batch| input_only(batch.tokens))
+            .await
     }
 }
 
@@ -424,7 +425,7 @@ impl Try for RerankTry<'_, '_> {
 
     async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
-        logged(spend, attempt, |(ranked, _)| ranked.input_tokens.unwrap_or(self.estimate)).await
+        logged(spend, attempt, |(ranked, _)| input_only(ranked.input_tokens.unwrap_or(self.estimate))).await
     }
 }
 

@@ -120,19 +120,7 @@ pub(super) async fn resolve<'a>(
     }
 }
 
-/// [`resolve`] for a call whose wire the host speaks (a decision).
-pub(super) async fn resolve_host_spoken<'a>(
-    weir: &'a Weir,
-    naming: &Naming<'_>,
-    opening: &'a Opening,
-) -> Result<Reached<'a>, WeirError> {
-    match resolve_any(weir, naming, opening).await? {
-        Resolution::Host(reached) => Ok(reached),
-        Resolution::Component(target) => Err(resolved_for_another_kind(target.reached.model)),
-    }
-}
-
-/// An entry of one kind resolved for a call of another: the kind checks in
+/// A decision entry resolved for a call of another kind: the kind checks in
 /// [`resolve_any`] refuse this first, so it is only ever a defect.
 fn resolved_for_another_kind(model: &ModelSpec) -> WeirError {
     tracing::error!(model = %model.id, "an entry resolved for a call of another kind");
@@ -233,7 +221,7 @@ async fn resolve_entry<'a>(
     caller: Option<&Caller>,
     opening: &'a Opening,
 ) -> Result<Resolution<'a>, WeirError> {
-    if model.kind == RoleKind::Decision {
+    if model.host_spoken() {
         return resolve_decision_entry(weir, model, role, caller, opening).await.map(Resolution::Host);
     }
     resolve_component_entry(weir, model, role, caller, opening).await.map(Resolution::Component)

@@ -225,6 +225,18 @@ pub struct ModelEntry {
     /// How effort reaches this model's wire (absent: it does not; no reasoning
     /// field is sent and no headroom is booked).
     pub reasoning: Option<Reasoning>,
+    /// What answers a decision entry: absent, the endpoint speaks the decision
+    /// wire (`provider = "decision"`); `logprobs`, the entry's chat model,
+    /// asked through its provider component for token log-probabilities.
+    pub backend: Option<DecisionBackend>,
+}
+
+/// What answers a decision entry's questions.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionBackend {
+    /// A chat model's first-token log-probabilities over single-token labels.
+    Logprobs,
 }
 
 /// How a call's effort reaches a model.
@@ -858,9 +870,21 @@ impl ModelEntry {
     /// and no other kind names that provider.
     fn validate_decision(&self) -> Result<(), String> {
         let decision_provider = self.provider == super::DECISION_PROVIDER;
-        match (self.kind == RoleKind::Decision, decision_provider) {
+        let decision = self.kind == RoleKind::Decision;
+        if self.backend.is_some() && (!decision || decision_provider) {
+            return Err(format!(
+                "`backend = \"logprobs\"` is read only for a `kind = \"decision\"` entry whose provider is a chat \
+                 component (not `{}`)",
+                super::DECISION_PROVIDER
+            ));
+        }
+        if self.backend.is_some() {
+            return Ok(());
+        }
+        match (decision, decision_provider) {
             (true, false) => Err(format!(
-                "`kind = \"decision\"` is served by the host's decision wire: write `provider = \"{}\"`, not `{}`",
+                "`kind = \"decision\"` is served by the host's decision wire (`provider = \"{}\"`) or by a chat \
+                 model's log-probabilities (`backend = \"logprobs\"`); provider `{}` names neither",
                 super::DECISION_PROVIDER,
                 self.provider
             )),
@@ -910,14 +934,15 @@ impl ModelEntry {
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
         }
-        if self.kind != RoleKind::Chat && self.output_price.is_some() {
+        let logprobs = self.backend == Some(DecisionBackend::Logprobs);
+        if self.kind != RoleKind::Chat && !logprobs && self.output_price.is_some() {
             return Err(
                 "`output_price` is read only for chat entries (an embedding, rerank or decision call outputs no \
                  tokens)"
                     .to_owned(),
             );
         }
-        if self.kind == RoleKind::Chat && self.input_price.is_some() != self.output_price.is_some() {
+        if (self.kind == RoleKind::Chat || logprobs) && self.input_price.is_some() != self.output_price.is_some() {
             return Err("`input_price` and `output_price` are declared together (one alone prices no call)".to_owned());
         }
         if let Some(endpoint) = &self.endpoint

@@ -126,7 +126,7 @@ pub(crate) fn route(
     registry: &ProviderRegistry,
     retention: &BTreeMap<String, RetentionProjects>,
 ) -> Routing {
-    if model.kind == RoleKind::Decision {
+    if model.host_spoken() {
         return Routing::Route(Route::Host);
     }
     if model.kind != RoleKind::Chat {
@@ -149,7 +149,7 @@ pub(crate) fn route(
     Routing::Route(link(model, registry, retention))
 }
 
-/// An embedding or rerank entry: its provider must export the operation and
+/// An embedding, rerank or log-probability decision entry: its provider must export the operation and
 /// serve the wire id for it (`embeddings.serves` / `rerank.serves`). Such
 /// entries are never linked: they name their provider. An embedding entry of
 /// a model only called at a pinned width must pin one; the provider's batch
@@ -164,7 +164,8 @@ fn route_retrieval(model: &ModelSpec, registry: &ProviderRegistry) -> Routing {
     };
     let operation = match model.kind {
         RoleKind::Embedding => Operation::Embeddings,
-        RoleKind::Rerank | RoleKind::Chat | RoleKind::Decision => Operation::Rerank,
+        RoleKind::Decision => Operation::Logprobs,
+        RoleKind::Rerank | RoleKind::Chat => Operation::Rerank,
     };
     let fault = |fault: crate::plugin::PluginError| {
         Routing::Route(Route::Unavailable(format!(

@@ -12,9 +12,9 @@ pub use config::TelemetrySettings;
 pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
-    DEFAULT_SAFETY_MARGIN, EMBEDDED_DEFAULT, EmbeddingSettings, KeyEntry, LedgerOnError, LedgerSettings, LedgerSync,
-    MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning, RoleEntry, RoleKind, ServerSettings,
-    ThinkingBudget,
+    DEFAULT_SAFETY_MARGIN, DecisionBackend, EMBEDDED_DEFAULT, EmbeddingSettings, KeyEntry, LedgerOnError,
+    LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning, RoleEntry, RoleKind,
+    ServerSettings, ThinkingBudget,
 };
 
 use crate::admission::Tokenizer;
@@ -87,9 +87,17 @@ pub struct ModelSpec {
     pub grade: Option<String>,
     /// How effort reaches the wire; `None`: it does not.
     pub reasoning: Option<Reasoning>,
+    /// A decision entry's backend: `None` is the decision wire, spoken by the host.
+    pub backend: Option<DecisionBackend>,
 }
 
 impl ModelSpec {
+    /// A decision entry whose endpoint speaks the decision wire: the host
+    /// encodes and reads it, and no component is involved.
+    pub fn host_spoken(&self) -> bool {
+        self.kind == RoleKind::Decision && self.backend.is_none()
+    }
+
     /// What the entry declares it may be asked for: its `capabilities`, else
     /// everything (without native tools when `native_tools = false`).
     pub fn declared_capabilities(&self) -> CapabilitySet {
@@ -153,6 +161,7 @@ impl ModelSpec {
             prices: crate::record::Prices::default(),
             grade: None,
             reasoning: Some(Reasoning::Thinking),
+            backend: None,
         }
     }
 }
@@ -308,15 +317,17 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         prices: crate::record::Prices {
             input: entry.input_price,
             // An embedding or rerank call generates nothing: its output is free.
-            output: match entry.kind {
-                RoleKind::Chat => entry.output_price,
-                RoleKind::Embedding | RoleKind::Rerank | RoleKind::Decision => entry.input_price.map(|_| 0.0),
+            // A chat model answering decisions bills its one output token.
+            output: match (entry.kind, entry.backend) {
+                (RoleKind::Chat, _) | (RoleKind::Decision, Some(DecisionBackend::Logprobs)) => entry.output_price,
+                (RoleKind::Embedding | RoleKind::Rerank | RoleKind::Decision, _) => entry.input_price.map(|_| 0.0),
             },
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,
         },
         grade: entry.grade.clone(),
         reasoning: entry.reasoning,
+        backend: entry.backend,
     }
 }
 

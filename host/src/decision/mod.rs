@@ -7,10 +7,12 @@
 //! Here: the wire's types, the strict check of a request
 //! ([`DecisionRequest::validate`]) and of an endpoint's answer against it
 //! ([`check_answer`]: never repaired), the answer read back by the shape asked
-//! ([`Decision`]), and an endpoint's error status classified ([`classify`]).
+//! ([`Decision`]), an endpoint's error status classified ([`classify`]), and
+//! the log-probability backend's prompts and reading (`logprobs`).
 //! The call itself goes through the same stages as every other (see
 //! `call::decision`).
 
+pub(crate) mod logprobs;
 mod status;
 mod wire;
 

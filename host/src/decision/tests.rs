@@ -45,7 +45,7 @@ fn the_outcomes_of_each_shape() {
     let outcomes: Vec<Vec<String>> = request.questions.iter().map(Question::outcomes).collect();
     assert_eq!(outcomes[1], ["true", "false", "null"]);
     assert_eq!(outcomes[2], ["1", "2", "3", "4", "5"]);
-    let negative = Question::Score { id: "s".to_owned(), min: -2, max: 1 };
+    let negative = Question::Score { id: "s".to_owned(), min: -2, max: 1, text: None };
     assert_eq!(negative.outcomes(), ["-2", "-1", "0", "1"]);
 }
 

@@ -15,6 +15,8 @@ const MAX_ID_CHARS: usize = 64;
 const MIN_OPTIONS: usize = 2;
 const MAX_OPTIONS: usize = 32;
 const MAX_OPTION_CHARS: usize = 64;
+/// A question's optional `text`, at most this long.
+const MAX_TEXT_CHARS: usize = 1_000;
 /// A `score` scale spans at most this many steps (101 outcomes).
 const MAX_SCORE_SPAN: i64 = 100;
 
@@ -42,17 +44,39 @@ pub struct State {
 #[serde(tag = "shape", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Question {
     /// One of the declared options.
-    Choice { id: String, options: Vec<String> },
+    Choice {
+        id: String,
+        options: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
     /// A nullable boolean: `true`, `false`, or `null` (the state does not say).
-    Noul { id: String },
+    Noul {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
     /// An integer from `min` to `max`, both included.
-    Score { id: String, min: i64, max: i64 },
+    Score {
+        id: String,
+        min: i64,
+        max: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
 
 impl Question {
     pub fn id(&self) -> &str {
         match self {
-            Self::Choice { id, .. } | Self::Noul { id } | Self::Score { id, .. } => id,
+            Self::Choice { id, .. } | Self::Noul { id, .. } | Self::Score { id, .. } => id,
+        }
+    }
+
+    /// The question in words, when the caller wrote it.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Self::Choice { text, .. } | Self::Noul { text, .. } | Self::Score { text, .. } => text.as_deref(),
         }
     }
 
@@ -68,6 +92,9 @@ impl Question {
     fn validate(&self) -> Result<(), String> {
         let id = self.id();
         check_id(id)?;
+        if self.text().is_some_and(|text| text.trim().is_empty() || text.chars().count() > MAX_TEXT_CHARS) {
+            return Err(format!("question `{id}`: `text` is 1 to {MAX_TEXT_CHARS} characters, not blank"));
+        }
         match self {
             Self::Choice { options, .. } => check_options(id, options),
             Self::Noul { .. } => Ok(()),

@@ -8,7 +8,7 @@
 //! (`super::bindings`); each `encode` result is lifted as a capped
 //! [`EncodedRequest`] (see [`super::bounded`]). The component model checks a
 //! typed function's type structurally, so the same Rust types fit a 0.1.0
-//! component's `describe` and `chat`, whose types did not change in 0.2.0.
+//! component's `describe` and `chat`, whose types did not change in 0.2.0 or 0.3.0.
 //! [`Exports::typecheck`] checks every function once at load, so a component
 //! whose functions have other types is refused then, not on its first call.
 
@@ -19,7 +19,7 @@ use super::bounded::EncodedRequest;
 use super::sandbox::CallState;
 use super::world::{Operation, Targets, export_name};
 use crate::types::{
-    CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, HttpResponse,
+    CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpResponse,
     PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
 };
 
@@ -72,6 +72,7 @@ pub(super) struct Exports {
     pub chat: Option<ChatExports>,
     pub embeddings: Option<EmbeddingExports>,
     pub rerank: Option<RerankExports>,
+    pub logprobs: Option<LogprobsExports>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +112,14 @@ pub(super) struct RerankExports {
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
     classify: ComponentExportIndex,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct LogprobsExports {
+    typed: Typed,
+    serves: ComponentExportIndex,
+    encode: ComponentExportIndex,
+    decode: ComponentExportIndex,
 }
 
 /// Finds the functions of one exported interface by name.
@@ -188,7 +197,17 @@ impl Exports {
                 })
             })
             .transpose()?;
-        Ok(Self { describe, chat, embeddings, rerank })
+        let logprobs = lookup(Operation::Logprobs)?
+            .map(|logprobs| -> Result<_, String> {
+                Ok(LogprobsExports {
+                    typed: Typed::Unchecked,
+                    serves: logprobs.func("serves")?,
+                    encode: logprobs.func("encode")?,
+                    decode: logprobs.func("decode")?,
+                })
+            })
+            .transpose()?;
+        Ok(Self { describe, chat, embeddings, rerank, logprobs })
     }
 
     pub fn exports(&self, operation: Operation) -> bool {
@@ -196,6 +215,7 @@ impl Exports {
             Operation::Chat => self.chat.is_some(),
             Operation::Embeddings => self.embeddings.is_some(),
             Operation::Rerank => self.rerank.is_some(),
+            Operation::Logprobs => self.logprobs.is_some(),
         }
     }
 
@@ -208,6 +228,7 @@ impl Exports {
             self.chat.as_mut().map(|c| &mut c.typed),
             self.embeddings.as_mut().map(|e| &mut e.typed),
             self.rerank.as_mut().map(|r| &mut r.typed),
+            self.logprobs.as_mut().map(|l| &mut l.typed),
         ]
         .into_iter()
         .flatten()
@@ -246,6 +267,11 @@ impl Exports {
             check("rerank.encode", r.encode(store, instance).map(drop))?;
             check("rerank.decode", r.decode(store, instance).map(drop))?;
             check("rerank.classify", r.classify(store, instance).map(drop))?;
+        }
+        if let Some(l) = &self.logprobs {
+            check("logprobs.serves", l.serves(store, instance).map(drop))?;
+            check("logprobs.encode", l.encode(store, instance).map(drop))?;
+            check("logprobs.decode", l.decode(store, instance).map(drop))?;
         }
         Ok(())
     }
@@ -355,5 +381,23 @@ impl RerankExports {
 
     pub fn classify<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, ErrorClass> {
         typed(self.typed, store, instance, self.classify)
+    }
+}
+
+impl LogprobsExports {
+    pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
+        typed(self.typed, store, instance, self.serves)
+    }
+
+    pub fn encode<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a PreparedConversation, &'a CallParams, u8), Encoded> {
+        typed(self.typed, store, instance, self.encode)
+    }
+
+    pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<FirstToken, CodecError>> {
+        typed(self.typed, store, instance, self.decode)
     }
 }

@@ -145,7 +145,7 @@ impl Provider {
         self.component.exports(operation)
     }
 
-    /// `embeddings.serves` / `rerank.serves` for this key and `wire_id` (for
+    /// `embeddings.serves` / `rerank.serves` / `logprobs.serves` for this key and `wire_id` (for
     /// [`Operation::Chat`], `describe.serves`), asked once and kept with the
     /// component like [`Self::answers`], faults included. False when the
     /// component does not export the operation.
@@ -159,6 +159,12 @@ impl Provider {
             (Operation::Rerank, _, _, Some(rerank)) => {
                 self.operation_serves(operation, wire_id, |store, instance| rerank.serves(store, instance))
             }
+            (Operation::Logprobs, ..) => match &exports.logprobs {
+                Some(logprobs) => {
+                    self.operation_serves(operation, wire_id, |store, instance| logprobs.serves(store, instance))
+                }
+                None => Ok(false),
+            },
             (Operation::Chat | Operation::Embeddings | Operation::Rerank, _, _, _) => Ok(false),
         }
     }

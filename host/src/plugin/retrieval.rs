@@ -6,11 +6,12 @@
 
 use tokio::time::Instant;
 
-use super::exports::{EmbeddingExports, RerankExports};
+use super::exports::{EmbeddingExports, LogprobsExports, RerankExports};
 use super::provider::{PluginError, Provider};
 use super::world::Operation;
 use crate::types::{
-    EmbeddingParams, EmbeddingResponse, ErrorClass, HttpRequest, HttpResponse, RerankParams, RerankResponse,
+    CallParams, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpRequest, HttpResponse,
+    PreparedConversation, RerankParams, RerankResponse,
 };
 
 impl Provider {
@@ -102,6 +103,45 @@ impl Provider {
             (self.key(), response),
         )
         .await
+    }
+
+    /// The chat request for `conversation` asking for the `top` most likely
+    /// candidates of each output token, without credentials.
+    pub async fn logprobs_encode(
+        &self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+        top: u8,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let logprobs = self.logprobs()?;
+        let result = self
+            .call_once(
+                "logprobs.encode",
+                deadline,
+                |store, instance| logprobs.encode(store, instance),
+                (self.key(), conversation, params, top),
+            )
+            .await?;
+        result.map(HttpRequest::from).map_err(|error| self.codec(error))
+    }
+
+    /// The first output token's candidates from a successful (2xx) response.
+    pub async fn logprobs_decode(&self, response: &HttpResponse) -> Result<FirstToken, PluginError> {
+        let logprobs = self.logprobs()?;
+        let result = self
+            .call_once(
+                "logprobs.decode",
+                None,
+                |store, instance| logprobs.decode(store, instance),
+                (self.key(), response),
+            )
+            .await?;
+        result.map_err(|error| self.codec(error))
+    }
+
+    fn logprobs(&self) -> Result<&LogprobsExports, PluginError> {
+        self.component().exports.logprobs.as_ref().ok_or_else(|| self.missing(Operation::Logprobs))
     }
 
     fn embeddings(&self) -> Result<&EmbeddingExports, PluginError> {

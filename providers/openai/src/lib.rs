@@ -1,6 +1,6 @@
 //! # weir-provider-openai
 //!
-//! One component, two provider keys, one wire dialect, three operations:
+//! One component, two provider keys, one wire dialect, four operations:
 //!
 //! * `openai`: api.openai.com, with its current field names and model rules.
 //! * `openai-compatible`: vLLM, llama.cpp, Ollama, TEI and any other server that
@@ -13,6 +13,7 @@
 //! | chat | `/chat/completions` | both |
 //! | embeddings | `/embeddings` | `openai` for `text-embedding-*` ids, `openai-compatible` for any id |
 //! | rerank | `/rerank` (the Jina / Cohere / vLLM shape) | `openai-compatible` only |
+//! | logprobs | `/chat/completions` with `logprobs`, `top_logprobs` | both (`openai`: not its reasoning families) |
 //!
 //! This file only describes the component and routes calls; the dialect lives in
 //! the modules (`request`, `response`, `stream` for chat, `embeddings`,
@@ -23,6 +24,7 @@ mod answer;
 mod dialect;
 mod embeddings;
 mod errors;
+mod logprobs;
 mod request;
 mod rerank;
 mod response;
@@ -30,10 +32,10 @@ mod stream;
 
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,
-    ErrorClass, HeaderCredential, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, RerankParams,
-    RerankResponse, StreamFraming,
+    ErrorClass, FirstToken, HeaderCredential, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
+    RerankParams, RerankResponse, StreamFraming,
 };
-use weir_sdk::{ChatProvider, EmbeddingProvider, RerankProvider};
+use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, RerankProvider};
 
 use dialect::Dialect;
 
@@ -75,6 +77,25 @@ impl ChatProvider for OpenAi {
 
     fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
         errors::classify(&response)
+    }
+}
+
+impl LogprobsProvider for OpenAi {
+    fn serves_logprobs(provider: &str, wire_id: &str) -> bool {
+        Dialect::from_key(provider).is_some_and(|dialect| logprobs::serves(dialect, wire_id))
+    }
+
+    fn encode_logprobs(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        top: u8,
+    ) -> Result<HttpRequest, CodecError> {
+        logprobs::encode(known(provider)?, &conversation, &params, top)
+    }
+
+    fn decode_logprobs(_provider: &str, response: HttpResponse) -> Result<FirstToken, CodecError> {
+        logprobs::decode(&response)
     }
 }
 
@@ -173,7 +194,7 @@ fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
     })
 }
 
-weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank);
+weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank, logprobs);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly

@@ -33,7 +33,7 @@ pub fn encode(
 }
 
 /// Content type, plus `accept` for streams. Never an auth header: the host owns secrets.
-fn headers(stream: bool) -> Headers {
+pub(crate) fn headers(stream: bool) -> Headers {
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
     if stream {
         headers.push(("accept".to_owned(), "text/event-stream".to_owned()));
@@ -41,7 +41,11 @@ fn headers(stream: bool) -> Headers {
     headers
 }
 
-fn body(dialect: Dialect, conversation: &PreparedConversation, params: &CallParams) -> Result<Value, CodecError> {
+pub(crate) fn body(
+    dialect: Dialect,
+    conversation: &PreparedConversation,
+    params: &CallParams,
+) -> Result<Value, CodecError> {
     let mut body = Map::new();
     body.insert("model".into(), json!(params.wire_model_id));
     let messages = messages(dialect, conversation, &params.wire_model_id)?;

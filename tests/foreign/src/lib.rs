@@ -1,9 +1,10 @@
 //! Components the host must refuse at load, each with a message that says why,
 //! refused by their export names before any function is typechecked (so each
 //! declares only a token function): by default one built against
-//! `weir:provider@0.3.0` (a version this host does not speak); with
+//! `weir:provider@0.9.0` (a version this host does not speak); with
 //! `describe-only` a 0.2.0 component that exports `describe` and no operation;
 //! with `mixed-versions` one exporting 0.2.0's `describe` beside 0.1.0's `chat`;
+//! with `logprobs-alone` a 0.3.0 one exporting `logprobs` without `chat`;
 //! with `wrong-types` one whose export names are right and whose function types
 //! are not (refused when its functions are typechecked, still at load);
 //! with `other-world` one that is not a provider at all. Only the `wasm32` build
@@ -12,13 +13,19 @@
 
 #[cfg(all(
     target_arch = "wasm32",
-    not(any(feature = "other-world", feature = "describe-only", feature = "mixed-versions", feature = "wrong-types"))
+    not(any(
+        feature = "other-world",
+        feature = "describe-only",
+        feature = "mixed-versions",
+        feature = "wrong-types",
+        feature = "logprobs-alone"
+    ))
 ))]
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod exports {
     wit_bindgen::generate!({
         inline: "
-            package weir:provider@0.3.0;
+            package weir:provider@0.9.0;
             interface describe { providers: func() -> list<string>; }
             world chat-provider { export describe; }
         ",
@@ -55,6 +62,35 @@ mod exports {
     }
 
     export!(DescribeOnly);
+}
+
+#[cfg(all(target_arch = "wasm32", feature = "logprobs-alone"))]
+#[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
+mod exports {
+    wit_bindgen::generate!({
+        inline: "
+            package weir:provider@0.3.0;
+            interface describe { providers: func() -> list<string>; }
+            interface logprobs { serves: func(provider: string, wire-id: string) -> bool; }
+            world logprobs-alone { export describe; export logprobs; }
+        ",
+    });
+
+    struct LogprobsAlone;
+
+    impl exports::weir::provider::describe::Guest for LogprobsAlone {
+        fn providers() -> Vec<String> {
+            vec!["logprobs-alone".to_owned()]
+        }
+    }
+
+    impl exports::weir::provider::logprobs::Guest for LogprobsAlone {
+        fn serves(_: String, _: String) -> bool {
+            true
+        }
+    }
+
+    export!(LogprobsAlone);
 }
 
 #[cfg(all(target_arch = "wasm32", feature = "mixed-versions"))]

@@ -1,4 +1,4 @@
-//! `describe` + `embeddings` of `weir:provider@0.2.0`, no chat. Key
+//! `describe` + `embeddings` of `weir:provider@0.3.0`, no chat. Key
 //! `embed-only`; it speaks `POST /embeddings` with `{"model", "input",
 //! "input_type", "dimensions"}` and reads OpenAI's answer shape
 //! (`data[].embedding`, `usage.prompt_tokens`, `model`).

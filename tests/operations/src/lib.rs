@@ -4,8 +4,8 @@
 //!
 //! - `chat-0-1`: `describe` + `chat` of the frozen `weir:provider@0.1.0`, key
 //!   `legacy`, with a stateful stream decoder;
-//! - `embeddings`: `describe` + `embeddings` of 0.2.0, key `embed-only`;
-//! - `rerank`: `describe` + `rerank` of 0.2.0, key `rerank-only`.
+//! - `embeddings`: `describe` + `embeddings` of 0.3.0, key `embed-only`;
+//! - `rerank`: `describe` + `rerank` of 0.3.0, key `rerank-only`.
 //!
 //! Each speaks a small JSON dialect of its own (the tests' fakes speak it
 //! back) and misbehaves for a few wire ids, named by the constants below.
@@ -54,7 +54,7 @@ fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
     headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
 }
 
-/// What a failed response means, for the 0.2.0 components' `classify`: from the
+/// What a failed response means, for the 0.3.0 components' `classify`: from the
 /// status alone, as the conformance kit's classify checks expect of any dialect.
 /// Each component maps it onto its own generated `error-class`.
 #[cfg(all(target_arch = "wasm32", any(feature = "embeddings", feature = "rerank")))]

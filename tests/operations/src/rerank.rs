@@ -1,4 +1,4 @@
-//! `describe` + `rerank` of `weir:provider@0.2.0`, no chat. Key
+//! `describe` + `rerank` of `weir:provider@0.3.0`, no chat. Key
 //! `rerank-only`; it speaks the `/rerank` shape vLLM, TEI and Jina serve
 //! (`{"model", "query", "documents", "top_n"}` in, `results[]` of `index` and
 //! `relevance_score` out) with Cohere's `meta.billed_units.search_units`.

@@ -1,0 +1,176 @@
+//! The log-probability backend of a decision entry (`backend = "logprobs"`):
+//! each question is one chat request to the entry's model through its provider
+//! component's `logprobs` interface — the prompt and its single-token labels
+//! rendered by the host ([`crate::decision::logprobs`]), one output token at
+//! temperature 0, the first token's most likely candidates asked for — and the
+//! label distribution read back and renormalized over the declared outcomes.
+//!
+//! Questions are asked one after another, each through admission and the
+//! retry loop with its own retry budget (as an embeddings call's batches are);
+//! the first that fails fails the call with its category, and every attempt
+//! made is on the record. What the provider billed is recorded as it reported
+//! it: the prompt, and the one output token each question generates.
+
+use crate::Weir;
+use crate::admission::{Demand, Feedback, Lane, estimate_input};
+use crate::decision::logprobs::{self, Rendered, TOP_CANDIDATES};
+use crate::decision::{DecideRequest, Decision, Question};
+use crate::error::WeirError;
+use crate::record::Tokens;
+use crate::types::{CallParams, FirstToken};
+
+use super::attempt_log::{Observed, bounded};
+use super::decision::{Decided, feed};
+use super::opening::Opening;
+use super::operation::{ESTIMATED, admit_encode_send, logged, retried};
+use super::retry::Try;
+use super::spend::Spend;
+use super::target::Target;
+use super::{Failure, Tally, classify, hold};
+
+/// The output each question asks for: its label, one token.
+const LABEL_TOKENS: u32 = 1;
+
+pub(super) async fn decide(
+    weir: &Weir,
+    request: &DecideRequest,
+    target: &Target<'_>,
+    tally: &mut Tally,
+    opening: &Opening,
+) -> Result<Decided, WeirError> {
+    let wire = &request.question;
+    let rendered: Vec<Rendered> = wire
+        .questions
+        .iter()
+        .map(|question| logprobs::render(&wire.state, question))
+        .collect::<Result<_, _>>()
+        .map_err(|error| WeirError::InvalidRequest(error.to_string()))?;
+    let estimates: Vec<u64> = rendered.iter().map(|asked| within_window(target, asked)).collect::<Result<_, _>>()?;
+    let outputs = LABEL_TOKENS.saturating_mul(u32::try_from(rendered.len()).unwrap_or(u32::MAX));
+    let worst = crate::budget::worst_case(target.model, estimates.iter().sum(), outputs);
+    tally.hold = hold::take_worst(weir, request.caller.as_ref(), target, worst, opening).await?;
+    let params = params(target);
+    let mut answers = Vec::with_capacity(rendered.len());
+    let mut first_tokens = Vec::with_capacity(rendered.len());
+    for ((question, asked), estimate) in wire.questions.iter().zip(&rendered).zip(&estimates) {
+        let attempt = LabelTry { target, asked, params: &params, deadline: request.deadline, estimate: *estimate };
+        let first = retried(&attempt, target, request.max_retries, request.deadline, tally).await?;
+        answers.push((question.clone(), read(target, question, asked, &first)?));
+        first_tokens.push(first);
+    }
+    Ok(decided(answers, &first_tokens, &estimates, tally))
+}
+
+/// One token at temperature 0 (none where the deployment takes only its own).
+fn params(target: &Target<'_>) -> CallParams {
+    let model = target.model;
+    CallParams {
+        wire_model_id: model.wire_id.clone(),
+        max_tokens: LABEL_TOKENS,
+        thinking_budget: None,
+        reasoning_effort: None,
+        temperature: (!model.fixed_temperature).then_some(0.0),
+        stop: Vec::new(),
+        response_schema: None,
+        stream: false,
+    }
+}
+
+/// A question's prompt tokens, refused before anything is admitted or sent
+/// when it and its label do not fit the model's context window.
+fn within_window(target: &Target<'_>, asked: &Rendered) -> Result<u64, WeirError> {
+    let model = target.model;
+    let input = estimate_input(model.tokenizer, &asked.conversation);
+    let margin = target.weir.config().safety_margin();
+    if input + u64::from(LABEL_TOKENS) + u64::from(margin) > u64::from(model.context_window) {
+        return Err(WeirError::ContextOverflow {
+            model: model.id.clone(),
+            input,
+            output: LABEL_TOKENS,
+            margin,
+            window: model.context_window,
+        });
+    }
+    Ok(input)
+}
+
+/// The question's distribution from its first token; an answer that names no
+/// label is unusable (the candidates go to the log, not to the caller).
+fn read(target: &Target<'_>, question: &Question, asked: &Rendered, first: &FirstToken) -> Result<Vec<f64>, WeirError> {
+    logprobs::distribution(question, asked, &first.candidates).map_err(|error| {
+        let listed: Vec<&str> = first.candidates.iter().take(5).map(|candidate| candidate.token.as_str()).collect();
+        tracing::warn!(model = %target.model.id, question = question.id(), ?listed, %error, "no label read");
+        WeirError::UnusableAnswer {
+            model: target.model.id.clone(),
+            reason: format!("question `{}`: {error}", question.id()),
+        }
+    })
+}
+
+/// The call's answer: what was billed summed over the questions, the host's
+/// estimate standing in for a question whose usage was not reported.
+fn decided(answers: Vec<(Question, Vec<f64>)>, firsts: &[FirstToken], estimates: &[u64], tally: &mut Tally) -> Decided {
+    let estimated = firsts.iter().any(|first| first.usage.is_none());
+    if estimated {
+        tally.notes.push(ESTIMATED);
+    }
+    let input_tokens = firsts.iter().zip(estimates).map(|(first, estimate)| billed(first, *estimate).input).sum();
+    let decision = Decision {
+        answers,
+        input_tokens: Some(input_tokens),
+        served_model: firsts.iter().find_map(|first| first.served_model.clone()),
+        request_id: firsts.iter().find_map(|first| first.request_id.clone()),
+    };
+    Decided { decision, input_tokens, estimated }
+}
+
+/// What one question was billed: the provider's usage, else the estimate and
+/// the one label token.
+fn billed(first: &FirstToken, estimate: u64) -> Tokens {
+    match &first.usage {
+        Some(usage) => Tokens::of(usage),
+        None => Tokens { input: estimate, output: u64::from(LABEL_TOKENS), ..Tokens::default() },
+    }
+}
+
+/// One question's attempt, as the retry loop re-runs it.
+struct LabelTry<'a, 't> {
+    target: &'a Target<'t>,
+    asked: &'a Rendered,
+    params: &'a CallParams,
+    deadline: Option<tokio::time::Instant>,
+    estimate: u64,
+}
+
+impl Try for LabelTry<'_, '_> {
+    type Output = FirstToken;
+
+    async fn run(&self, spend: &mut Spend) -> Result<FirstToken, Failure> {
+        let attempt = async |observed: &mut Observed| self.attempt(observed).await;
+        logged(spend, attempt, |first| billed(first, self.estimate)).await
+    }
+}
+
+impl LabelTry<'_, '_> {
+    async fn attempt(&self, observed: &mut Observed) -> Result<FirstToken, WeirError> {
+        let target = self.target;
+        let demand = Demand { requests: 1, tokens: self.estimate + u64::from(LABEL_TOKENS) };
+        let provider = &target.provider;
+        let encode = provider.logprobs_encode(&self.asked.conversation, self.params, TOP_CANDIDATES, self.deadline);
+        let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encode).await?;
+        if !(200..300).contains(&response.status) {
+            let error = classify::failure(target, &response, provider.classify(&response).await);
+            feed(target, Feedback::Backpressure(error.backpressure_weight())).await;
+            return Err(error);
+        }
+        let first = provider
+            .logprobs_decode(&response)
+            .await
+            .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+        feed(target, Feedback::Success).await;
+        if observed.request_id.is_none() {
+            observed.request_id = first.request_id.as_deref().map(bounded);
+        }
+        Ok(first)
+    }
+}
