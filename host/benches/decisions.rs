@@ -22,10 +22,13 @@
 //! runs on its own thread in this process, so at 32 callers the fake, the
 //! gateway and the callers share the machine's cores.
 //!
-//! One run on the shared 2-core machine (2026-12-01): one caller, direct
-//! 240.5 µs, `Weir::decide` 315.3 µs (+74.7 µs, ratio 1.31), the router
-//! 368.1 µs (+127.6 µs, ratio 1.53); 32 callers, direct 22,826 calls/s, the
-//! router 10,062 calls/s (ratio 0.44).
+//! Two runs on the shared 2-core machine (2026-12-01): one caller, the router
+//! +127.6 / +134.6 µs over direct (ratios 1.53 / 1.48; `Weir::decide` +74.7 /
+//! +70.0 µs); 32 callers, the router at 0.44 / 0.57 of direct's calls per
+//! second (10,062 / 14,060 against 22,826 / 24,734; the fake shares the cores).
+//! The log-probability backend (second run): one question +221.2 µs over its
+//! chat request sent direct (422.8 against 201.7 µs, ratio 2.10): two
+//! component calls (encode, decode), the prompt rendered and the record.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
