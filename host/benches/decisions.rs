@@ -239,7 +239,11 @@ async fn logprobs(weir: &Weir, client: &reqwest::Client, base: &str) {
     let [direct, library] = totals.map(|total| total.as_secs_f64() * 1e6 / f64::from(calls));
     eprintln!("one noul question by log-probabilities, one caller ({calls} calls each, interleaved):");
     eprintln!("  the chat request, direct {direct:>8.1} µs");
-    eprintln!("  Weir::decide             {library:>8.1} µs  (+{:.1} µs, ratio {:.3})", library - direct, library / direct);
+    eprintln!(
+        "  Weir::decide             {library:>8.1} µs  (+{:.1} µs, ratio {:.3})",
+        library - direct,
+        library / direct
+    );
 }
 
 fn main() {

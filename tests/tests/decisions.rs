@@ -606,6 +606,9 @@ fn a_logprobs_entry_its_provider_cannot_answer_is_refused_at_load() {
             .build();
         let Err(error) = built else { panic!("{provider} {wire_id}: must be refused at load") };
         let message = error.to_string();
-        assert!(message.contains("by-logprobs") && message.contains("logprobs") && message.contains(words), "{message}");
+        assert!(
+            message.contains("by-logprobs") && message.contains("logprobs") && message.contains(words),
+            "{message}"
+        );
     }
 }

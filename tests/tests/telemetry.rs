@@ -173,3 +173,25 @@ async fn a_refusing_collector_leaves_the_call_alone() {
     collector.call_span("chat chat").await;
     gateway.wait_for_stderr("the spans are dropped", Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_decision_call_is_a_decide_span_in_the_callers_trace() {
+    let collector = Collector::start(StatusCode::OK).await;
+    let upstream = FakeUpstream::start().await;
+    let decision_entry = format!(
+        "[[model]]\nid = \"triage\"\nprovider = \"decision\"\nkind = \"decision\"\nendpoint = \"{}\"\n\
+         context_window = 4000\n\n",
+        upstream.base_url()
+    );
+    let text_config = format!("{decision_entry}{}", config(&upstream, &collector.endpoint));
+    let gateway = Gateway::start_with(&text_config, &[("WEIR_TEST_KEY", SECRET)], None).await;
+    let traceparent = format!("00-{TRACE_ID}-{PARENT_ID}-01");
+    let question = json!({"model": "triage", "state": {"text": "hi"}, "questions": [{"id": "q", "shape": "noul"}]});
+    assert_eq!(send(&gateway, "/v1/decisions", Some(&traceparent), &question).await, 200);
+    let (call, attempts) = collector.call_span("decide triage").await;
+    assert_eq!(hex::encode(&call.trace_id), TRACE_ID);
+    assert_eq!(text(&call, "gen_ai.operation.name").as_deref(), Some("decide"));
+    assert_eq!(text(&call, "gen_ai.provider.name").as_deref(), Some("decision"));
+    assert_eq!(text(&call, "weir.route").as_deref(), Some("decisions"));
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+}
