@@ -11,7 +11,7 @@ use weir_sdk::types::{
 
 use crate::dialect::{self, Dialect};
 use crate::request;
-use crate::response::{text, usage};
+use crate::response::{first_choice, text, usage};
 
 /// The most candidates OpenAI lists per token (`top_logprobs` is 0 to 20).
 pub const MAX_TOP: u8 = 20;
@@ -55,12 +55,7 @@ pub fn encode(
 /// malformed; one with no output token has no candidates.
 pub fn decode(response: &HttpResponse) -> Result<FirstToken, CodecError> {
     let body: Value = from_body(&response.body)?;
-    let choice = body
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first())
-        .ok_or_else(|| CodecError::Malformed("response has no choices[0]".to_owned()))?;
-    let tokens = choice
+    let tokens = first_choice(&body)?
         .get("logprobs")
         .and_then(|logprobs| logprobs.get("content"))
         .and_then(Value::as_array)

@@ -23,11 +23,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
             response.status
         )));
     }
-    let choice = body
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first())
-        .ok_or_else(|| CodecError::Malformed("response has no choices[0]".to_owned()))?;
+    let choice = first_choice(&body)?;
     let message = choice
         .get("message")
         .filter(|message| message.is_object())
@@ -51,6 +47,14 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
             .map(str::to_owned)
             .or_else(|| text(body.get("id"))),
     })
+}
+
+/// `choices[0]`: the host never asks for more than one.
+pub(crate) fn first_choice(body: &Value) -> Result<&Value, CodecError> {
+    body.get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .ok_or_else(|| CodecError::Malformed("response has no choices[0]".to_owned()))
 }
 
 /// Reasoning first (it came first), then the visible text, then the calls.
