@@ -505,34 +505,44 @@ fn assert_distribution(got: &Value, want: &[(&str, f64)]) {
     }
 }
 
+/// `question("by-logprobs")` asking only its question number `index`.
+fn only(index: usize) -> Value {
+    let mut body = question("by-logprobs");
+    body["questions"] = json!([body["questions"][index].clone()]);
+    body
+}
+
 #[tokio::test]
 async fn a_chat_model_answers_by_its_first_tokens_log_probabilities() {
     let upstream = FakeUpstream::start().await;
     let gateway = Gateway::start(&logprobs_config(&upstream.base_url())).await;
     // intent: D is not listed; 0.05 is unlisted and the least listed is 0.05, so D gets 0.05.
     upstream.push(decision_wire::top_logprobs(&[("A", 0.6), ("B", 0.2), ("C", 0.1), ("The", 0.05)], 120));
+    let intent = decide(&gateway, &only(0), &[]).await;
+    assert_eq!(intent.status, 200, "{}", intent.body);
+    let sum = 0.95;
+    assert_distribution(
+        &intent.body["answers"][0]["distribution"],
+        &[("billing", 0.6 / sum), ("bug", 0.2 / sum), ("feature", 0.1 / sum), ("other", 0.05 / sum)],
+    );
+    assert_eq!(intent.body["usage"]["input_tokens"], 120, "the prompt as billed");
+    assert_eq!(intent.body["model"], "qwen3-8b-instruct");
     // refund_owed: " A" counts for A; C is not listed: 0.03 is unlisted, but the least listed
     // is 0.02, so C gets 0.02.
     upstream.push(decision_wire::top_logprobs(&[("A", 0.85), (" A", 0.05), ("B", 0.05), ("x", 0.02)], 110));
+    let refund = decide(&gateway, &only(1), &[]).await;
+    let sum = 0.9 + 0.05 + 0.02;
+    assert_distribution(
+        &refund.body["answers"][0]["distribution"],
+        &[("true", 0.9 / sum), ("false", 0.05 / sum), ("null", 0.02 / sum)],
+    );
     // urgency 1–5: one letter per integer, every one listed.
     upstream.push(decision_wire::top_logprobs(&[("C", 0.4), ("B", 0.2), ("D", 0.2), ("A", 0.1), ("E", 0.1)], 130));
-    let answer = decide(&gateway, &question("by-logprobs"), &[]).await;
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    let answers = answer.body["answers"].as_array().unwrap();
-    let intent = 0.95;
+    let urgency = decide(&gateway, &only(2), &[]).await;
     assert_distribution(
-        &answers[0]["distribution"],
-        &[("billing", 0.6 / intent), ("bug", 0.2 / intent), ("feature", 0.1 / intent), ("other", 0.05 / intent)],
+        &urgency.body["answers"][0]["distribution"],
+        &[("1", 0.1), ("2", 0.2), ("3", 0.4), ("4", 0.2), ("5", 0.1)],
     );
-    let refund = 0.9 + 0.05 + 0.02;
-    assert_distribution(
-        &answers[1]["distribution"],
-        &[("true", 0.9 / refund), ("false", 0.05 / refund), ("null", 0.02 / refund)],
-    );
-    assert_distribution(&answers[2]["distribution"], &[("1", 0.1), ("2", 0.2), ("3", 0.4), ("4", 0.2), ("5", 0.1)]);
-    assert_eq!(answer.body["usage"]["input_tokens"], 360, "the three prompts as billed");
-    assert_eq!(answer.body["model"], "qwen3-8b-instruct");
-    assert_eq!(answer.attempts(), 3, "one request per question");
     let sent: Vec<Received> = upstream.received().into_iter().filter(|r| r.path == "/v1/chat/completions").collect();
     assert_eq!(sent.len(), 3);
     for request in &sent {
@@ -551,11 +561,40 @@ async fn a_chat_model_answers_by_its_first_tokens_log_probabilities() {
     let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
     let record = records.iter().find(|r| r["operation"] == "decide").unwrap();
     assert_eq!(record["provider"], "openai-compatible");
-    assert_eq!(record["usage"]["input"], 360);
-    assert_eq!(record["usage"]["output"], 3, "each question's one label token, as billed");
+    assert_eq!(record["usage"]["input"], 120);
+    assert_eq!(record["usage"]["output"], 1, "the question's one label token, as billed");
     let cost = record["cost_usd"].as_f64().unwrap();
-    assert!((cost - (360.0 * 1.0 + 3.0 * 4.0) / 1e6).abs() < 1e-12, "{cost}");
+    assert!((cost - (120.0 * 1.0 + 1.0 * 4.0) / 1e6).abs() < 1e-12, "{cost}");
+}
+
+/// The fake's own answer to a log-probability request (`A` 0.7, `B` 0.2, `C` 0.1), for
+/// every question of one call at once.
+#[tokio::test]
+async fn the_questions_of_one_call_are_asked_at_once_and_answered_in_order() {
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(Duration::from_millis(500));
+    let gateway = Gateway::start(&logprobs_config(&upstream.base_url())).await;
+    let answer = decide(&gateway, &question("by-logprobs"), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.attempts(), 3, "one request per question");
+    assert!(upstream.most_concurrent() >= 2, "asked at once: {}", upstream.most_concurrent());
+    let answers = answer.body["answers"].as_array().unwrap();
+    let ids: Vec<&str> = answers.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["intent", "refund_owed", "urgency"], "the request's order");
+    assert_distribution(
+        &answers[0]["distribution"],
+        &[("billing", 0.7), ("bug", 0.2), ("feature", 0.1), ("other", 0.0)],
+    );
+    assert_distribution(&answers[1]["distribution"], &[("true", 0.7), ("false", 0.2), ("null", 0.1)]);
+    assert_distribution(&answers[2]["distribution"], &[("1", 0.7), ("2", 0.2), ("3", 0.1), ("4", 0.0), ("5", 0.0)]);
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let record = records.iter().find(|r| r["operation"] == "decide").unwrap();
+    assert_eq!(record["usage"]["output"], 3, "each question's one label token");
     assert_eq!(record["attempts"].as_array().unwrap().len(), 3);
+    let input = record["usage"]["input"].as_u64().unwrap();
+    assert_eq!(answer.body["usage"]["input_tokens"], input);
+    let cost = record["cost_usd"].as_f64().unwrap();
+    assert!((cost - (input as f64 * 1.0 + 3.0 * 4.0) / 1e6).abs() < 1e-12, "{cost}");
 }
 
 #[tokio::test]
@@ -611,4 +650,28 @@ fn a_logprobs_entry_its_provider_cannot_answer_is_refused_at_load() {
             "{message}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_failed_question_fails_the_call_those_in_flight_finish_and_no_more_are_sent() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&logprobs_config(&upstream.base_url())).await;
+    let questions: Vec<Value> = (0..6).map(|i| json!({"id": format!("q{i}"), "shape": "noul"})).collect();
+    let six = json!({"model": "by-logprobs", "state": {"text": "hi"}, "questions": questions});
+    // Whichever question arrives first is answered at once with no label; the other three
+    // of the first four are answered later, after the failure is known.
+    upstream.push(decision_wire::top_logprobs(&[("Hello", 0.9)], 20));
+    for _ in 0..3 {
+        upstream.push(decision_wire::top_logprobs(&[("A", 0.9), ("B", 0.1)], 20).after(Duration::from_millis(500)));
+    }
+    let answer = decide(&gateway, &six, &[]).await;
+    assert_eq!(answer.status, 502, "{}", answer.body);
+    assert_eq!(answer.code(), "upstream_error");
+    assert_eq!(answer.attempts(), 4, "the four in flight finished, and are counted");
+    let sent = upstream.received().into_iter().filter(|r| r.path == "/v1/chat/completions").count();
+    assert_eq!(sent, 4, "no question started after the failure");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let record = records.iter().find(|r| r["operation"] == "decide").unwrap();
+    assert_eq!(record["category"], "upstream_error");
+    assert_eq!(record["attempts"].as_array().unwrap().len(), 4, "every attempt made is on the record");
 }

@@ -5,31 +5,42 @@
 //! temperature 0, the first token's most likely candidates asked for — and the
 //! label distribution read back and renormalized over the declared outcomes.
 //!
-//! Questions are asked one after another, each through admission and the
-//! retry loop with its own retry budget (as an embeddings call's batches are);
-//! the first that fails fails the call with its category, and every attempt
-//! made is on the record. What the provider billed is recorded as it reported
+//! Up to [`QUESTIONS_IN_FLIGHT`] questions are asked at once, each through
+//! admission and the retry loop with its own retry budget, and their answers
+//! kept in the request's order (as an embeddings call's batches are). The first
+//! that fails fails the call with its category: no question starts after it,
+//! the ones in flight finish, and every attempt made is on the record. What the provider billed is recorded as it reported
 //! it: the prompt, and the one output token each question generates.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::stream;
 
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane, estimate_input};
 use crate::decision::logprobs::{self, Rendered, TOP_CANDIDATES};
 use crate::decision::{DecideRequest, Decision, Question};
 use crate::error::WeirError;
-use crate::record::Tokens;
+use crate::record::{AttemptRecord, Tokens};
 use crate::types::{CallParams, FirstToken};
 
 use super::attempt_log::{Observed, bounded};
 use super::decision::{Decided, feed};
 use super::opening::Opening;
-use super::operation::{ESTIMATED, admit_encode_send, logged, retried};
-use super::retry::Try;
+use super::operation::{ESTIMATED, admit_encode_send, logged};
+use super::retry::{self, Try};
 use super::spend::Spend;
 use super::target::Target;
 use super::{Failure, Tally, classify, hold};
 
 /// The output each question asks for: its label, one token.
 const LABEL_TOKENS: u32 = 1;
+
+/// Questions of one call in flight at once: a many-question call takes about
+/// one round trip per four questions, and never parks dozens in the queue.
+const QUESTIONS_IN_FLIGHT: usize = 4;
 
 pub(super) async fn decide(
     weir: &Weir,
@@ -50,15 +61,65 @@ pub(super) async fn decide(
     let worst = crate::budget::worst_case(target.model, estimates.iter().sum(), outputs);
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), target, worst, opening).await?;
     let params = params(target);
-    let mut answers = Vec::with_capacity(rendered.len());
-    let mut first_tokens = Vec::with_capacity(rendered.len());
-    for ((question, asked), estimate) in wire.questions.iter().zip(&rendered).zip(&estimates) {
-        let attempt = LabelTry { target, asked, params: &params, deadline: request.deadline, estimate: *estimate };
-        let first = retried(&attempt, target, request.max_retries, request.deadline, tally).await?;
-        answers.push((question.clone(), read(target, question, asked, &first)?));
-        first_tokens.push(first);
+    let failed = AtomicBool::new(false);
+    // By index, not by borrowed items: the stream's closure then takes an
+    // owned value, which keeps the call's future `Send` for the gateway.
+    let asks = (0..rendered.len()).map(|index| {
+        let (asked, estimate) = (&rendered[index], estimates[index]);
+        let attempt = LabelTry { target, asked, params: &params, deadline: request.deadline, estimate };
+        ask_unless_failed(attempt, &wire.questions[index], request.max_retries, &failed)
+    });
+    let mut asked = stream::iter(asks).buffered(QUESTIONS_IN_FLIGHT);
+    let (mut answers, mut first_tokens, mut first_failure) = (Vec::new(), Vec::new(), None);
+    while let Some(outcome) = asked.next().await {
+        let Some(Asked { result, attempts, records }) = outcome else { continue };
+        tally.attempts += attempts;
+        tally.attempt_records.extend(records);
+        match result {
+            Ok((answer, first)) => {
+                answers.push(answer);
+                first_tokens.push(first);
+            }
+            Err(error) => {
+                first_failure.get_or_insert(error);
+            }
+        }
     }
-    Ok(decided(answers, &first_tokens, &estimates, tally))
+    match first_failure {
+        Some(error) => Err(error),
+        None => Ok(decided(answers, &first_tokens, &estimates, tally)),
+    }
+}
+
+/// One question's outcome with every attempt it made, whatever the outcome.
+struct Asked {
+    result: Result<((Question, Vec<f64>), FirstToken), WeirError>,
+    attempts: u32,
+    records: Vec<AttemptRecord>,
+}
+
+/// A question through the retry loop with its own retry budget, unless an
+/// earlier one failed the call: then it is not sent.
+async fn ask_unless_failed(
+    attempt: LabelTry<'_, '_>,
+    question: &Question,
+    max_retries: Option<u32>,
+    failed: &AtomicBool,
+) -> Option<Asked> {
+    if failed.load(Ordering::Relaxed) {
+        return None;
+    }
+    let target = attempt.target;
+    let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), Instant::now());
+    spend.first_attempt();
+    let result = retry::retrying(&attempt, target, attempt.deadline, &mut spend).await.and_then(|first| {
+        let distribution = read(target, question, attempt.asked, &first)?;
+        Ok(((question.clone(), distribution), first))
+    });
+    if result.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    Some(Asked { result, attempts: spend.attempts(), records: spend.log.into_records() })
 }
 
 /// One token at temperature 0 (none where the deployment takes only its own).
