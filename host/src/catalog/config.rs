@@ -1034,7 +1034,17 @@ mod tests {
         assert_eq!(config.models[0].kind, RoleKind::Decision);
         let refused = |text: &str| Config::from_toml(text, "t").unwrap_err().to_string();
         let other_provider = entry.replace("provider = \"decision\"", "provider = \"openai\"");
-        assert!(refused(&other_provider).contains("write `provider = \"decision\"`, not `openai`"));
+        let message = refused(&other_provider);
+        assert!(message.contains("provider `openai` names neither") && message.contains("backend = \"logprobs\""));
+        let backend = other_provider.replace("kind = \"decision\"", "kind = \"decision\"\nbackend = \"logprobs\"");
+        assert!(Config::from_toml(&backend, "t").is_ok(), "a chat provider with the logprobs backend");
+        let priced = backend.replace("context_window", "input_price = 1.0\ncontext_window");
+        assert!(refused(&priced).contains("declared together"), "the logprobs backend bills its output token");
+        let wire_backend = entry.replace("kind = \"decision\"", "kind = \"decision\"\nbackend = \"logprobs\"");
+        assert!(refused(&wire_backend).contains("whose provider is a chat component"));
+        let chat_backend = "[[model]]\nid = \"c\"\nprovider = \"openai\"\nbackend = \"logprobs\"\n\
+                            max_output_tokens = 10\ncontext_window = 4096\n";
+        assert!(refused(chat_backend).contains("read only for a `kind = \"decision\"` entry"));
         let no_kind = entry.replace("kind = \"decision\"\n", "");
         assert!(refused(&no_kind).contains("write `kind = \"decision\"`"));
         let no_endpoint = entry.replace("endpoint = \"https://decide.example/v1\"\n", "");
