@@ -9,8 +9,9 @@
 //! admission and the retry loop with its own retry budget, and their answers
 //! kept in the request's order (as an embeddings call's batches are). The first
 //! that fails fails the call with its category: no question starts after it,
-//! the ones in flight finish, and every attempt made is on the record. What the provider billed is recorded as it reported
-//! it: the prompt, and the one output token each question generates.
+//! the ones in flight finish, and every attempt made is on the record. What the
+//! provider billed is recorded as it reported it: the prompt, and the one
+//! output token each question generates.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
