@@ -175,7 +175,7 @@ fn input_demand(target: &Target<'_>, conversation: &Conversation, output: u32) -
 /// The input estimate, the output reserve and the safety margin fit the model's
 /// context window, or the call fails before admission with the numbers: a
 /// request the model cannot hold would only come back as the provider's 400.
-fn fits_window(target: &Target<'_>, input: u64, output: u32) -> Result<(), WeirError> {
+pub(super) fn fits_window(target: &Reached<'_>, input: u64, output: u32) -> Result<(), WeirError> {
     let model = target.model;
     let margin = target.weir.config().safety_margin();
     let needed = input + u64::from(output) + u64::from(margin);

@@ -18,8 +18,9 @@ use crate::catalog::RoleKind;
 use crate::chat::CallError;
 use crate::decision::{DecideRequest, DecideResponse, Decision, DecisionRequest, Malformed, check_answer};
 use crate::error::WeirError;
+use crate::plugin::PluginError;
 use crate::record::Operation;
-use crate::types::{HttpRequest, HttpResponse};
+use crate::types::{ErrorClass, HttpRequest, HttpResponse};
 
 use super::attempt::feed_back;
 use super::attempt_log::{Observed, bounded};
@@ -68,12 +69,7 @@ impl Answered for Decided {
 
     /// The distributions, by question id.
     fn recorded(&self) -> serde_json::Value {
-        let answers = self.decision.answers.iter().map(|(question, probabilities)| {
-            let distribution: serde_json::Map<String, serde_json::Value> =
-                question.outcomes().into_iter().zip(probabilities.iter().map(|p| serde_json::json!(p))).collect();
-            serde_json::json!({ "id": question.id(), "distribution": distribution })
-        });
-        serde_json::json!({ "answers": answers.collect::<Vec<_>>() })
+        serde_json::json!({ "answers": self.decision.answered() })
     }
 }
 
@@ -91,15 +87,11 @@ async fn run_decide(
         route: request.route,
         kind: RoleKind::Decision,
     };
-    match target::resolve_any(weir, &naming, opening).await? {
-        Resolution::Host(target) => {
-            tally.resolved = Some(resolved(&target));
-            by_wire(weir, request, &target, tally, opening).await
-        }
-        Resolution::Component(target) => {
-            tally.resolved = Some(resolved(&target));
-            super::decision_logprobs::decide(weir, request, &target, tally, opening).await
-        }
+    let resolution = target::resolve_any(weir, &naming, opening).await?;
+    tally.resolved = Some(resolved(resolution.reached()));
+    match &resolution {
+        Resolution::Host(target) => by_wire(weir, request, target, tally, opening).await,
+        Resolution::Component(target) => super::decision_logprobs::decide(weir, request, target, tally, opening).await,
     }
 }
 
@@ -173,7 +165,7 @@ impl DecideTry<'_, '_> {
         let encoded = std::future::ready(Ok(self.http_request.clone()));
         let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encoded).await?;
         if !(200..300).contains(&response.status) {
-            return Err(failure(target, &response).await);
+            return Err(failure(target, &response, Ok(crate::decision::classify(&response))).await);
         }
         let decision = check_answer(self.question, &response.body).map_err(|malformed| unusable(target, &malformed))?;
         feed(target, Feedback::Success).await;
@@ -184,10 +176,14 @@ impl DecideTry<'_, '_> {
     }
 }
 
-/// A non-2xx answer, classified by the wire's table and fed to the throttle
-/// (when the entry has one to feed).
-async fn failure(target: &Reached<'_>, response: &HttpResponse) -> WeirError {
-    let error = classify::failure(target, response, Ok(crate::decision::classify(response)));
+/// A non-2xx answer as `class` (the wire's table, or the chat component's
+/// classification) says, fed to the throttle when the entry has one to feed.
+pub(super) async fn failure(
+    target: &Reached<'_>,
+    response: &HttpResponse,
+    class: Result<ErrorClass, PluginError>,
+) -> WeirError {
+    let error = classify::failure(target, response, class);
     feed(target, Feedback::Backpressure(error.backpressure_weight())).await;
     error
 }

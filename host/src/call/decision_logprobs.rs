@@ -13,28 +13,24 @@
 //! provider billed is recorded as it reported it: the prompt, and the one
 //! output token each question generates.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-
-use futures_util::StreamExt;
-use futures_util::stream;
 
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane, estimate_input};
 use crate::decision::logprobs::{self, Rendered, TOP_CANDIDATES};
 use crate::decision::{DecideRequest, Decision, Question};
 use crate::error::WeirError;
-use crate::record::{AttemptRecord, Tokens};
+use crate::record::Tokens;
 use crate::types::{CallParams, FirstToken};
 
 use super::attempt_log::{Observed, bounded};
-use super::decision::{Decided, feed};
+use super::decision::{Decided, failure, feed};
 use super::opening::Opening;
-use super::operation::{ESTIMATED, admit_encode_send, logged};
-use super::retry::{self, Try};
+use super::operation::{ESTIMATED, Sent, admit_encode_send, in_order, logged, sent};
+use super::retry::Try;
 use super::spend::Spend;
 use super::target::Target;
-use super::{Failure, Tally, classify, hold};
+use super::{Failure, Tally, attempt, hold};
 
 /// The output each question asks for: its label, one token.
 const LABEL_TOKENS: u32 = 1;
@@ -62,65 +58,38 @@ pub(super) async fn decide(
     let worst = crate::budget::worst_case(target.model, estimates.iter().sum(), outputs);
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), target, worst, opening).await?;
     let params = params(target);
-    let failed = AtomicBool::new(false);
-    // By index, not by borrowed items: the stream's closure then takes an
-    // owned value, which keeps the call's future `Send` for the gateway.
+    // By index, not by borrowed items: the closure then takes an owned value,
+    // which keeps the call's future `Send` for the gateway.
     let asks = (0..rendered.len()).map(|index| {
-        let (asked, estimate) = (&rendered[index], estimates[index]);
-        let attempt = LabelTry { target, asked, params: &params, deadline: request.deadline, estimate };
-        ask_unless_failed(attempt, &wire.questions[index], request.max_retries, &failed)
+        let attempt = LabelTry {
+            target,
+            asked: &rendered[index],
+            params: &params,
+            deadline: request.deadline,
+            estimate: estimates[index],
+        };
+        ask(attempt, &wire.questions[index], request.max_retries)
     });
-    let mut asked = stream::iter(asks).buffered(QUESTIONS_IN_FLIGHT);
-    let (mut answers, mut first_tokens, mut first_failure) = (Vec::new(), Vec::new(), None);
-    while let Some(outcome) = asked.next().await {
-        let Some(Asked { result, attempts, records }) = outcome else { continue };
-        tally.attempts += attempts;
-        tally.attempt_records.extend(records);
-        match result {
-            Ok((answer, first)) => {
-                answers.push(answer);
-                first_tokens.push(first);
-            }
-            Err(error) => {
-                first_failure.get_or_insert(error);
-            }
-        }
-    }
-    match first_failure {
-        Some(error) => Err(error),
-        None => Ok(decided(answers, &first_tokens, &estimates, tally)),
-    }
+    let asked = in_order(asks, QUESTIONS_IN_FLIGHT, tally).await?;
+    let (answers, first_tokens): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
+    Ok(decided(answers, &first_tokens, &estimates, tally))
 }
 
-/// One question's outcome with every attempt it made, whatever the outcome.
-struct Asked {
-    result: Result<((Question, Vec<f64>), FirstToken), WeirError>,
-    attempts: u32,
-    records: Vec<AttemptRecord>,
-}
-
-/// A question through the retry loop with its own retry budget, unless an
-/// earlier one failed the call: then it is not sent.
-async fn ask_unless_failed(
+/// One question through the retry loop with its own retry budget, and its
+/// distribution read from the answer.
+async fn ask(
     attempt: LabelTry<'_, '_>,
     question: &Question,
     max_retries: Option<u32>,
-    failed: &AtomicBool,
-) -> Option<Asked> {
-    if failed.load(Ordering::Relaxed) {
-        return None;
-    }
+) -> Sent<((Question, Vec<f64>), FirstToken)> {
     let target = attempt.target;
-    let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), Instant::now());
-    spend.first_attempt();
-    let result = retry::retrying(&attempt, target, attempt.deadline, &mut spend).await.and_then(|first| {
+    let Sent { result, attempts, records } =
+        sent(&attempt, target, max_retries, attempt.deadline, Instant::now()).await;
+    let result = result.and_then(|first| {
         let distribution = read(target, question, attempt.asked, &first)?;
         Ok(((question.clone(), distribution), first))
     });
-    if result.is_err() {
-        failed.store(true, Ordering::Relaxed);
-    }
-    Some(Asked { result, attempts: spend.attempts(), records: spend.log.into_records() })
+    Sent { result, attempts, records }
 }
 
 /// One token at temperature 0 (none where the deployment takes only its own).
@@ -139,20 +108,10 @@ fn params(target: &Target<'_>) -> CallParams {
 }
 
 /// A question's prompt tokens, refused before anything is admitted or sent
-/// when it and its label do not fit the model's context window.
+/// when it and its label do not fit the model's context window (chat's rule).
 fn within_window(target: &Target<'_>, asked: &Rendered) -> Result<u64, WeirError> {
-    let model = target.model;
-    let input = estimate_input(model.tokenizer, &asked.conversation);
-    let margin = target.weir.config().safety_margin();
-    if input + u64::from(LABEL_TOKENS) + u64::from(margin) > u64::from(model.context_window) {
-        return Err(WeirError::ContextOverflow {
-            model: model.id.clone(),
-            input,
-            output: LABEL_TOKENS,
-            margin,
-            window: model.context_window,
-        });
-    }
+    let input = estimate_input(target.model.tokenizer, &asked.conversation);
+    attempt::fits_window(target, input, LABEL_TOKENS)?;
     Ok(input)
 }
 
@@ -221,9 +180,7 @@ impl LabelTry<'_, '_> {
         let encode = provider.logprobs_encode(&self.asked.conversation, self.params, TOP_CANDIDATES, self.deadline);
         let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encode).await?;
         if !(200..300).contains(&response.status) {
-            let error = classify::failure(target, &response, provider.classify(&response).await);
-            feed(target, Feedback::Backpressure(error.backpressure_weight())).await;
-            return Err(error);
+            return Err(failure(target, &response, provider.classify(&response).await).await);
         }
         let first = provider
             .logprobs_decode(&response)

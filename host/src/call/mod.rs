@@ -245,7 +245,7 @@ pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Calle
     let naming = Naming { model: name, caller: caller.as_ref(), route: record::Route::Library, kind };
     let opening = Opening::none();
     let resolution = target::resolve_any(weir, &naming, &opening).await?;
-    Ok(resolution.model().id.clone())
+    Ok(resolution.reached().model.id.clone())
 }
 
 /// Records a request refused before it became a call (its caller key was not

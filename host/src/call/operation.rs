@@ -2,14 +2,19 @@
 //! (opened first, closed before the answer is returned), an attempt logged in
 //! the call's spend, and an attempt's request admitted, finalized and sent.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
 
 use crate::Weir;
 use crate::admission::{Demand, Lane};
 use crate::catalog::ModelSpec;
 use crate::chat::CallError;
 use crate::error::WeirError;
-use crate::record::{Ending, Opened, Operation, Tokens};
+use crate::record::{AttemptRecord, Ending, Opened, Operation, Tokens};
 use crate::types::HttpRequest;
 
 use super::attempt;
@@ -104,9 +109,39 @@ pub(super) async fn admit_encode_send(
     attempt::send(target, grant, http_request, deadline, observed).await
 }
 
+/// One upstream request's outcome with every attempt it made, whatever the outcome.
+pub(super) struct Sent<T> {
+    pub result: Result<T, WeirError>,
+    pub attempts: u32,
+    pub records: Vec<AttemptRecord>,
+}
+
+impl<T> Sent<T> {
+    /// The outcome, its attempts added to the call's tally.
+    fn onto(self, tally: &mut Tally) -> Result<T, WeirError> {
+        tally.attempts += self.attempts;
+        tally.attempt_records.extend(self.records);
+        self.result
+    }
+}
+
 /// One upstream request of a call: `attempt` through the retry loop, with its
-/// own retry budget (the entry's, lowered by `max_retries`) and no
-/// corrections; every attempt it made is added to the call's tally.
+/// own retry budget (the entry's, lowered by `max_retries`) and no corrections;
+/// its attempts' offsets are counted from `started`.
+pub(super) async fn sent<T: Try>(
+    attempt: &T,
+    target: &Reached<'_>,
+    max_retries: Option<u32>,
+    deadline: Option<tokio::time::Instant>,
+    started: Instant,
+) -> Sent<T::Output> {
+    let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), started);
+    spend.first_attempt();
+    let result = retry::retrying(attempt, target, deadline, &mut spend).await;
+    Sent { result, attempts: spend.attempts(), records: spend.log.into_records() }
+}
+
+/// [`sent`], every attempt added to the call's tally.
 pub(super) async fn retried<T: Try>(
     attempt: &T,
     target: &Reached<'_>,
@@ -114,12 +149,50 @@ pub(super) async fn retried<T: Try>(
     deadline: Option<tokio::time::Instant>,
     tally: &mut Tally,
 ) -> Result<T::Output, WeirError> {
-    let mut spend = Spend::lowered_by(target.model, max_retries, Some(0), tally.started);
-    spend.first_attempt();
-    let result = retry::retrying(attempt, target, deadline, &mut spend).await;
-    tally.attempts += spend.attempts();
-    tally.attempt_records.extend(spend.log.into_records());
-    result
+    sent(attempt, target, max_retries, deadline, tally.started).await.onto(tally)
+}
+
+/// A call's several upstream requests, `in_flight` at once, their outcomes in
+/// the requests' order and every attempt on the tally. The first failure is the
+/// call's: no request starts after it, and those in flight finish.
+pub(super) async fn in_order<T>(
+    requests: impl Iterator<Item = impl Future<Output = Sent<T>>>,
+    in_flight: usize,
+    tally: &mut Tally,
+) -> Result<Vec<T>, WeirError> {
+    let failed = AtomicBool::new(false);
+    let mut requests = requests;
+    let mut running = FuturesOrdered::new();
+    let (mut answered, mut first_failure) = (Vec::new(), None);
+    // Refilled before each wait, as `buffered` does; pushed here rather than
+    // through a stream's closure, which keeps the call's future `Send`.
+    loop {
+        while running.len() < in_flight {
+            let Some(request) = requests.next() else { break };
+            running.push_back(unless_failed(&failed, request));
+        }
+        let Some(outcome) = running.next().await else { break };
+        let Some(sent) = outcome else { continue };
+        match sent.onto(tally) {
+            Ok(answer) => answered.push(answer),
+            Err(error) => {
+                first_failure.get_or_insert(error);
+            }
+        }
+    }
+    first_failure.map_or(Ok(answered), Err)
+}
+
+/// `request`, unless an earlier one failed the call: then it is not sent.
+async fn unless_failed<T>(failed: &AtomicBool, request: impl Future<Output = Sent<T>>) -> Option<Sent<T>> {
+    if failed.load(Ordering::Relaxed) {
+        return None;
+    }
+    let sent = request.await;
+    if sent.result.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    Some(sent)
 }
 
 /// Input tokens billed, and nothing else (an embeddings, rerank or decision

@@ -13,18 +13,14 @@
 //! the ones already in flight finish, so every attempt made is on the record.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-
-use futures_util::StreamExt;
-use futures_util::stream;
 
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::{ModelSpec, RoleKind};
 use crate::chat::CallError;
 use crate::error::WeirError;
-use crate::record::{AttemptRecord, Operation};
+use crate::record::Operation;
 use crate::retrieval::{EmbedRequest, EmbedResponse, RerankRequest, RerankResponse, adapt};
 use crate::types::{EmbeddingParams, EmbeddingPurpose, Ranked, RerankParams};
 
@@ -32,9 +28,10 @@ use super::attempt::{self, feed_back};
 use super::attempt_log::Observed;
 use super::opening::Opening;
 use super::operation::{
-    Answered, ESTIMATED, admit_encode_send, counted_within_window, input_only, logged, opened, recorded, retried,
+    Answered, ESTIMATED, Sent, admit_encode_send, counted_within_window, in_order, input_only, logged, opened,
+    recorded, retried, sent,
 };
-use super::retry::{self, Try};
+use super::retry::Try;
 use super::spend::Spend;
 use super::target::{self, Naming, Target};
 use super::{Failure, Tally, hold, resolved};
@@ -221,13 +218,6 @@ struct Batch {
     served_model: Option<String>,
 }
 
-/// A batch's outcome with every attempt it made, whatever the outcome.
-struct Sent {
-    result: Result<Batch, WeirError>,
-    attempts: u32,
-    records: Vec<AttemptRecord>,
-}
-
 /// Sends every batch (see the module doc) and collects them in input order;
 /// the first failure is the call's, after the batches in flight have finished.
 async fn send_batches(
@@ -237,53 +227,17 @@ async fn send_batches(
     per_request: usize,
     tally: &mut Tally,
 ) -> Result<Vec<Batch>, WeirError> {
-    let failed = AtomicBool::new(false);
     let ranges: Vec<Range<usize>> =
         (0..inputs.len()).step_by(per_request).map(|start| start..(start + per_request).min(inputs.len())).collect();
-    let mut sent = stream::iter(ranges)
-        .map(|range| send_unless_failed(plan, &inputs[range.clone()], &estimates[range], &failed))
-        .buffered(BATCHES_IN_FLIGHT);
-    let mut answered = Vec::new();
-    let mut first_failure = None;
-    while let Some(outcome) = sent.next().await {
-        let Some(Sent { result, attempts, records }) = outcome else { continue };
-        tally.attempts += attempts;
-        tally.attempt_records.extend(records);
-        match result {
-            Ok(batch) => answered.push(batch),
-            Err(error) => {
-                first_failure.get_or_insert(error);
-            }
-        }
-    }
-    first_failure.map_or(Ok(answered), Err)
-}
-
-/// A batch, unless an earlier one failed the call: then nothing more is sent.
-async fn send_unless_failed(
-    plan: &Plan<'_, '_>,
-    texts: &[String],
-    tokens: &[u64],
-    failed: &AtomicBool,
-) -> Option<Sent> {
-    if failed.load(Ordering::Relaxed) {
-        return None;
-    }
-    let sent = send_batch(plan, texts, tokens).await;
-    if sent.result.is_err() {
-        failed.store(true, Ordering::Relaxed);
-    }
-    Some(sent)
+    let batches = ranges.into_iter().map(|range| send_batch(plan, &inputs[range.clone()], &estimates[range]));
+    in_order(batches, BATCHES_IN_FLIGHT, tally).await
 }
 
 /// One upstream request through the retry loop, with its own retry budget and
 /// attempt ceiling (a call of many batches may need a retry in each).
-async fn send_batch(plan: &Plan<'_, '_>, texts: &[String], tokens: &[u64]) -> Sent {
-    let mut spend = Spend::lowered_by(plan.target.model, plan.max_retries, Some(0), Instant::now());
-    spend.first_attempt();
+async fn send_batch(plan: &Plan<'_, '_>, texts: &[String], tokens: &[u64]) -> Sent<Batch> {
     let attempt = EmbedTry { plan, texts, estimate: tokens.iter().sum() };
-    let result = retry::retrying(&attempt, plan.target, Some(plan.deadline), &mut spend).await;
-    Sent { result, attempts: spend.attempts(), records: spend.log.into_records() }
+    sent(&attempt, plan.target, plan.max_retries, Some(plan.deadline), Instant::now()).await
 }
 
 /// One embeddings attempt, as the retry loop re-runs it.

@@ -17,8 +17,8 @@ pub(crate) use crate::reach::REGION_PLACEHOLDER;
 use crate::reach::{self, Destination};
 use crate::record::Route;
 use crate::routing::Role;
-use crate::transport::{Credential, CredentialError, Secret, SecretStore};
-use crate::types::HttpRequest;
+use crate::transport::{Credential, CredentialError, SecretStore};
+use crate::types::{CredentialShape, HeaderCredential, HttpRequest};
 
 use super::opening::Opening;
 
@@ -81,10 +81,11 @@ pub(super) enum Resolution<'a> {
 }
 
 impl<'a> Resolution<'a> {
-    pub fn model(&self) -> &'a ModelSpec {
+    /// Where the call goes, whoever speaks its wire.
+    pub fn reached(&self) -> &Reached<'a> {
         match self {
-            Self::Component(target) => target.reached.model,
-            Self::Host(reached) => reached.model,
+            Self::Component(target) => &target.reached,
+            Self::Host(reached) => reached,
         }
     }
 }
@@ -124,7 +125,7 @@ pub(super) async fn resolve<'a>(
 /// [`resolve_any`] refuse this first, so it is only ever a defect.
 fn resolved_for_another_kind(model: &ModelSpec) -> WeirError {
     tracing::error!(model = %model.id, "an entry resolved for a call of another kind");
-    WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() }
+    unavailable(model)
 }
 
 /// The resolution itself, whatever the operation (see [`resolve`]).
@@ -235,13 +236,9 @@ async fn resolve_component_entry<'a>(
     caller: Option<&Caller>,
     opening: &'a Opening,
 ) -> Result<Target<'a>, WeirError> {
-    let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
-    let counts_tokens = key_counts_tokens || model.tpm.is_some();
-    weir.compliance().admit(model)?;
-    let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
+    let Admitted { gate, key_gate, counts_tokens } = admitted(weir, model, role, caller)?;
     // The entry's own provider or the one it is linked to, as of this registry.
-    let provider = weir.registry().provider_for(model).cloned().ok_or_else(unavailable)?;
-    let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
+    let provider = weir.registry().provider_for(model).cloned().ok_or_else(|| unavailable(model))?;
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
@@ -281,7 +278,7 @@ async fn resolve_component_entry<'a>(
 /// Resolves an entry whose wire the host speaks (a decision entry): the same
 /// checks as [`resolve_component_entry`] — the caller's key, the envelope, where the call
 /// may go — with the entry's own endpoint and credential, since no component
-/// supplies either. Its credential is sent as `Authorization: Bearer`.
+/// supplies either. Its credential is sent as `Authorization: Bearer` ([`bearer`]).
 async fn resolve_decision_entry<'a>(
     weir: &'a Weir,
     model: &'a ModelSpec,
@@ -290,10 +287,7 @@ async fn resolve_decision_entry<'a>(
     opening: &'a Opening,
 ) -> Result<Reached<'a>, WeirError> {
     let provider = crate::catalog::DECISION_PROVIDER;
-    let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
-    weir.compliance().admit(model)?;
-    let unavailable = || WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() };
-    let gate = weir.admission().gate(&model.id).ok_or_else(unavailable)?;
+    let Admitted { gate, key_gate, counts_tokens } = admitted(weir, model, role, caller)?;
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider, reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
@@ -309,15 +303,19 @@ async fn resolve_decision_entry<'a>(
         signing_service: None,
     };
     reach::check_final(&destination, &destination.endpoint, model.allow_http, provider).map_err(refused)?;
-    let credential = bearer(weir, provider, destination.credential_id.as_deref())
-        .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
+    let credential_id = destination.credential_id.as_deref();
+    let secrets = weir.secrets();
+    let credential =
+        Credential::resolve(provider, &bearer(credential_id), credential_id, &secrets, weir.aws_identity())
+            .await
+            .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
     Ok(Reached {
         weir,
         model,
         provider_key: Arc::from(provider),
         gate,
         key_gate,
-        counts_tokens: key_counts_tokens || model.tpm.is_some(),
+        counts_tokens,
         credential,
         credential_id: destination.credential_id,
         endpoint: destination.endpoint,
@@ -327,20 +325,42 @@ async fn resolve_decision_entry<'a>(
     })
 }
 
-/// `Authorization: Bearer <secret>` from the secret named `credential_id`
-/// (none named: nothing is sent, for an endpoint that takes no credential).
-fn bearer(weir: &Weir, provider: &str, credential_id: Option<&str>) -> Result<Credential, CredentialError> {
-    let Some(id) = credential_id else { return Ok(Credential::None) };
-    let secrets = weir.secrets();
-    match secrets.get(id) {
-        Some(secret) => Ok(Credential::Header {
-            name: "authorization".to_owned(),
-            value: Secret::new(format!("Bearer {}", secret.expose())),
-        }),
-        None => Err(CredentialError::Missing {
-            provider: provider.to_owned(),
-            credential: id.to_owned(),
-            location: secrets.location(id),
+/// What admits a call to an entry, whoever speaks its wire.
+struct Admitted<'a> {
+    gate: &'a Arc<ModelGate>,
+    key_gate: Option<Arc<ModelGate>>,
+    counts_tokens: bool,
+}
+
+/// The checks every entry's resolution starts with: the caller's key may call
+/// it, the compliance envelope admits it; then its gate and the key's.
+fn admitted<'a>(
+    weir: &'a Weir,
+    model: &ModelSpec,
+    role: Option<&str>,
+    caller: Option<&Caller>,
+) -> Result<Admitted<'a>, WeirError> {
+    let (key_gate, key_counts_tokens) = permit(weir, caller, &model.id, role)?;
+    weir.compliance().admit(model)?;
+    let gate = weir.admission().gate(&model.id).ok_or_else(|| unavailable(model))?;
+    Ok(Admitted { gate, key_gate, counts_tokens: key_counts_tokens || model.tpm.is_some() })
+}
+
+fn unavailable(model: &ModelSpec) -> WeirError {
+    WeirError::ProviderUnavailable { model: model.id.clone(), provider: model.provider.clone() }
+}
+
+/// A decision entry's credential shape: `Authorization: Bearer <secret>` of
+/// the secret it names, resolved like any component's header credential;
+/// none named, nothing is sent (an endpoint that takes no credential).
+fn bearer(credential_id: Option<&str>) -> CredentialShape {
+    match credential_id {
+        None => CredentialShape::None,
+        Some(id) => CredentialShape::Header(HeaderCredential {
+            default_credential_id: id.to_owned(),
+            header_name: "authorization".to_owned(),
+            prefix: "Bearer ".to_owned(),
+            required: true,
         }),
     }
 }

@@ -297,6 +297,16 @@ pub struct NoulAnswer {
 }
 
 impl Decision {
+    /// The answers as the wire writes them: each question's distribution over
+    /// its outcomes in declared order.
+    pub fn answered(&self) -> Vec<AnsweredQuestion> {
+        let answered = self.answers.iter().map(|(question, probabilities)| AnsweredQuestion {
+            id: question.id().to_owned(),
+            distribution: Distribution(question.outcomes().into_iter().zip(probabilities.iter().copied()).collect()),
+        });
+        answered.collect()
+    }
+
     fn answer(&self, id: &str) -> Option<(&Question, &[f64])> {
         self.answers.iter().find(|(question, _)| question.id() == id).map(|(question, p)| (question, p.as_slice()))
     }

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{ApiError, caller_of_call, deadline, number_header, stamp_headers, traceparent};
 use crate::Weir;
@@ -36,19 +36,9 @@ pub(super) async fn decisions(State(weir): State<Weir>, headers: HeaderMap, body
 /// order, the billed input, the served model (the endpoint's word for it, else
 /// the catalog id) and the call id as the request id.
 fn answer_body(answer: &DecideResponse) -> Value {
-    let answers: Vec<Value> = answer
-        .decision
-        .answers
-        .iter()
-        .map(|(question, probabilities)| {
-            let distribution: Map<String, Value> =
-                question.outcomes().into_iter().zip(probabilities.iter().map(|p| json!(p))).collect();
-            json!({"id": question.id(), "distribution": distribution})
-        })
-        .collect();
     let model = answer.decision.served_model.as_deref().unwrap_or(&answer.stamp.model);
     json!({
-        "answers": answers,
+        "answers": answer.decision.answered(),
         "usage": {"input_tokens": answer.input_tokens},
         "model": model,
         "request_id": answer.stamp.call_id,
