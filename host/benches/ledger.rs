@@ -24,11 +24,13 @@ const PER_WRITER: usize = 16;
 struct Batches {
     batches: AtomicUsize,
     records: AtomicUsize,
+    committing_ns: AtomicUsize,
 }
 
 impl LedgerMeter for Batches {
-    fn committed(&self, records: usize, _elapsed: Duration) {
+    fn committed(&self, records: usize, elapsed: Duration) {
         self.batches.fetch_add(1, Ordering::Relaxed);
+        self.committing_ns.fetch_add(usize::try_from(elapsed.as_nanos()).unwrap_or(usize::MAX), Ordering::Relaxed);
         self.records.fetch_add(records, Ordering::Relaxed);
     }
 
@@ -108,10 +110,12 @@ fn ledger(c: &mut Criterion) {
             });
             let (batches, records) = (meter.batches.load(Ordering::Relaxed), meter.records.load(Ordering::Relaxed));
             let (total, count) = *latency.lock().expect("latency");
+            let committing = Duration::from_nanos(meter.committing_ns.load(Ordering::Relaxed) as u64);
             eprintln!(
-                "ledger {sync:?}, {writers} writer(s): {records} records in {batches} commits (mean batch {:.1}), \
-                 mean acknowledgement latency {:?}",
+                "ledger {sync:?}, {writers} writer(s): {records} records in {batches} commits (mean batch {:.1}, \
+                 mean commit {:?}), mean acknowledgement latency {:?}",
                 records as f64 / batches.max(1) as f64,
+                committing / u32::try_from(batches.max(1)).unwrap_or(u32::MAX),
                 total / count.max(1)
             );
         }

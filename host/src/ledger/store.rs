@@ -230,6 +230,8 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         LedgerSync::Full => "FULL",
     };
     connection.pragma_update(None, "synchronous", synchronous)?;
+    // The writer's thread checkpoints (see `writer`), so that no call's commit runs one.
+    connection.pragma_update(None, "wal_autocheckpoint", 0)?;
     if let Some(max_bytes) = max_bytes {
         let page_size: u64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
         let pages = (max_bytes / page_size.max(1)).max(1);
@@ -237,6 +239,25 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     }
     migrate(&mut connection)?;
     Ok(connection)
+}
+
+/// Copies what it can of the WAL into the file without waiting for anyone
+/// (`PASSIVE`): a reader's snapshot only leaves more for the next one.
+pub(super) fn checkpoint(connection: &Connection) -> Result<(), rusqlite::Error> {
+    let _counts: (i64, i64, i64) = connection
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    Ok(())
+}
+
+/// Whether a write waits up to [`BUSY_TIMEOUT`] for another connection's
+/// lock, or fails at once with `SQLITE_BUSY` ([`is_busy`]).
+pub(super) fn wait_for_locks(connection: &Connection, wait: bool) -> Result<(), rusqlite::Error> {
+    connection.busy_timeout(if wait { BUSY_TIMEOUT } else { Duration::ZERO })
+}
+
+/// Whether `error` is another connection's lock (nothing was written).
+pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
 }
 
 /// Creates the schema in a new file, or migrates a version 1 file (inside a

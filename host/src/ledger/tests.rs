@@ -730,3 +730,61 @@ fn a_ca_file_that_cannot_be_read_or_holds_nothing_is_an_error() {
         assert!(error.contains(expected), "{error}");
     }
 }
+
+/// The WAL is checkpointed off the calls' commits and starts again from its
+/// beginning: a long run of single commits leaves it a few MB, not one frame
+/// set per commit (4,000 commits of a closing row and its opening would be
+/// ~60 MB without checkpoints).
+#[tokio::test]
+async fn the_wal_stays_bounded_over_many_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    for n in 0..4000 {
+        let call_id = format!("call-{n}");
+        ledger.opened(&opening(&call_id, "alice", "m", n)).await.unwrap();
+        ledger.closed(&record(&call_id, "alice", "m", n, None)).await.unwrap();
+    }
+    let wal = std::fs::metadata(dir.path().join("ledger.db-wal")).unwrap().len();
+    assert!(wal < 16 * 1024 * 1024, "the WAL grew to {wal} bytes");
+    assert_eq!(ledger.reader().unwrap().verify().unwrap(), VerifyReport { rows: 8000, calls: 4000 });
+}
+
+/// A closing record whose acknowledgement is dropped unpolled (a call
+/// closed by a drop cannot wait) is still committed.
+#[tokio::test]
+async fn a_closing_record_not_waited_for_is_still_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    ledger.opened(&opening("dropped", "bob", "m", 1)).await.unwrap();
+    drop(ledger.closed(&record("dropped", "bob", "m", 1, None)));
+    let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
+    assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["dropped"]);
+}
+
+/// A call never waits for another process's lock on its own thread: it
+/// leaves its row to the ledger's thread, which waits (up to the busy
+/// timeout) and commits it once the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_meets_another_writers_lock_leaves_its_row_to_the_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let waiting = {
+        let ledger = ledger.clone();
+        tokio::spawn(async move { ledger.closed(&record("late", "alice", "m", 1, None)).await })
+    };
+    // The async worker is free meanwhile: another task runs while the row waits.
+    let other = tokio::spawn(async { 7 });
+    assert_eq!(other.await.unwrap(), 7);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the row waits for the lock");
+    holder.execute_batch("COMMIT").unwrap();
+    waiting.await.unwrap().unwrap();
+    assert!(batches.failed.lock().unwrap().is_empty());
+    let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
+    assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["late"]);
+}

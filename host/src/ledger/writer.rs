@@ -1,23 +1,41 @@
-//! The writer: one thread owns the file's write connection and commits in
-//! groups.
+//! The writer: who commits the ledger's rows, and when.
 //!
-//! Calls hand rows over a channel, so no async worker ever blocks on SQLite.
-//! A row someone waits for (a closing record, or an opening that must be in
-//! the file before its request leaves) carries a oneshot and is committed at
-//! once, with everything else waiting. A *deferred* row (an opening under
-//! `sync = "normal"`) carries none: it waits up to [`OPEN_LINGER`] for company,
-//! usually its own call's closing record, so a quick call costs one commit,
-//! not two (measured in `benches/ledger.rs` and the gateway bench).
+//! Rows wait in one queue ([`Pending`], first in, first out) and one
+//! connection ([`Writer`]) commits them in groups. Whoever holds the
+//! connection takes everything waiting, in order, so rows are committed in
+//! the order they were handed over.
+//!
+//! Under `sync = "normal"` the call that needs a row committed (a closing
+//! record, or an opening that must be in the file before its request leaves)
+//! commits it itself, on its own thread, with every row waiting (after one
+//! yield, so that the calls ready beside it queue theirs: see
+//! `ledger::committed`). Handing every row to the ledger's thread and being
+//! woken back made the gateway 1.4× slower at 32 callers, and a single
+//! writer's acknowledgement 341 µs instead of 73 (`benches/ledger.rs`). A
+//! call that finds the connection taken leaves its row to the holder, who
+//! looks at the queue again each time it lets go of the connection (so no
+//! row is left without a committer). A call never waits for another
+//! process's lock, never opens the file and never checkpoints: those, a
+//! holder's passes beyond [`MAX_PASSES`], and every commit under `sync =
+//! "full"` (an fsync is too slow for an async worker) go to the ledger's
+//! thread.
+//!
+//! The thread also commits a *deferred* row (an opening or a hold under
+//! `sync = "normal"`) that no commit took within [`OPEN_LINGER`], retries
+//! rows carried over a failure, runs the WAL checkpoints (so no call's
+//! commit runs one: calls that come meanwhile leave their rows to it), and
+//! writes what is left when the ledger closes.
 //!
 //! A failed batch is rolled back, every waiting row in it answered with the
-//! error, and the connection dropped; its deferred rows are kept and go first
-//! into the next batch (so a closing row never lands without its opening),
-//! up to [`MAX_CARRIED`]. The next batch opens the file again, so a ledger
-//! that could not be written recovers when it can.
+//! error, and the connection dropped; its deferred rows go back to the front
+//! of the queue (so a closing row never lands without its opening), up to
+//! [`MAX_CARRIED`]. The next commit opens the file again, so a ledger that
+//! could not be written recovers when it can.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -32,25 +50,34 @@ use super::store::{self, Row};
 /// of a batch waits for the last.
 pub(super) const MAX_BATCH: usize = 1024;
 
-/// Longest a deferred row waits for a row someone waits for before it is
-/// committed alone. A process killed within this of a call's start may leave
-/// no trace of that call (its answer was never returned).
+/// Longest a deferred row waits for a commit to ride with before the thread
+/// commits it alone. A process killed within this of a call's start may
+/// leave no trace of that call (its answer was never returned).
 pub(super) const OPEN_LINGER: Duration = Duration::from_millis(2);
 
 /// Deferred rows kept across failed batches; beyond it the oldest are lost
 /// (logged and counted as failures).
 pub(super) const MAX_CARRIED: usize = 4 * MAX_BATCH;
 
-/// How long the writer sleeps before taking what is waiting when a row was
-/// already waiting as its last commit ended (rows come faster than commits):
-/// the rows of that burst go into one commit, and the calls' tasks wake the
-/// thread once per batch instead of once per row. It delays those answers
-/// by at most this (+8–9 % gateway throughput at 32 callers, batches of 3.8
-/// → 12.5 rows); a single caller, whose rows never wait, never waits for it.
+/// How many times in a row a call commits what others left in the queue
+/// before it hands the rest to the thread: bounds how long one call's answer
+/// waits for other calls' rows.
+pub(super) const MAX_PASSES: usize = 4;
+
+/// How long the thread sleeps before its next commit when rows arrived
+/// during its last one (rows come faster than commits): the rows of that
+/// burst go into one commit. Under `sync = "full"` this grouped 3.8 → 12.5
+/// rows per commit at 32 callers (+8–9 % gateway throughput); under
+/// `sync = "normal"` calls commit their own rows meanwhile.
 pub(super) const GROUP_WINDOW: Duration = Duration::from_micros(500);
 
-/// How often carried rows are tried again while no new row arrives.
+/// How often carried rows are tried again while the ledger is failing.
 const RETRY_CARRIED: Duration = Duration::from_secs(1);
+
+/// Commits between two WAL checkpoints. A commit of a row or two writes
+/// three or four pages, so this is about SQLite's own default of 1,000
+/// pages.
+const CHECKPOINT_EVERY: usize = 256;
 
 /// Why a row was not committed (the file's path and SQLite's text: for the
 /// log, never for a caller).
@@ -61,9 +88,286 @@ pub(super) type WriteError = Arc<str>;
 pub(super) struct Job {
     pub row: Row,
     pub reply: Option<oneshot::Sender<Result<(), WriteError>>>,
+    pub queued: Instant,
 }
 
-/// What the writer thread owns.
+/// Who commits a batch: a call on its own (async) thread, which must not
+/// block, or the ledger's thread, which may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Committer {
+    Call,
+    Thread,
+}
+
+/// The queue and what the thread has been asked to do.
+#[derive(Default)]
+struct Pending {
+    jobs: VecDeque<Job>,
+    /// The thread is watching the deferred rows' age (it was woken for the
+    /// first one and has not yet seen the queue without one).
+    watched: bool,
+    /// A commit the thread must make now (a hand-over, or `sync = "full"`).
+    commit_asked: bool,
+    checkpoint_asked: bool,
+    /// When the last commit failed; cleared by a commit that succeeds.
+    failed_at: Option<Instant>,
+}
+
+impl Pending {
+    fn take(&mut self) -> Vec<Job> {
+        let count = self.jobs.len().min(MAX_BATCH);
+        self.jobs.drain(..count).collect()
+    }
+
+    /// Puts rows a pass did not commit back at the front, in their order.
+    fn put_back(&mut self, jobs: Vec<Job>) {
+        for job in jobs.into_iter().rev() {
+            self.jobs.push_front(job);
+        }
+    }
+
+    /// Whether a row queued before `released` waits for a commit: its call
+    /// may have found the connection held until then, and left it to the
+    /// holder.
+    fn has_waited_before(&self, released: Instant) -> bool {
+        self.jobs.iter().take_while(|job| job.queued < released).any(|job| job.reply.is_some())
+    }
+
+    fn oldest_deferred(&self) -> Option<Instant> {
+        self.jobs.iter().find(|job| job.reply.is_none()).map(|job| job.queued)
+    }
+
+    /// When the thread should next look at the queue (`None`: when woken).
+    fn next_look(&mut self) -> Option<Instant> {
+        if self.jobs.is_empty() {
+            self.watched = false;
+            return None;
+        }
+        if let Some(failed_at) = self.failed_at {
+            return Some(failed_at + RETRY_CARRIED);
+        }
+        let oldest = self.oldest_deferred();
+        self.watched = oldest.is_some();
+        oldest.map(|queued| queued + OPEN_LINGER)
+    }
+
+    /// Whether the thread should commit now: it was asked to, a deferred row
+    /// waited its linger out, or (while failing) it is time to retry the
+    /// carried rows.
+    fn due_for_thread(&mut self, now: Instant) -> bool {
+        let asked = std::mem::take(&mut self.commit_asked);
+        if self.jobs.is_empty() {
+            return false;
+        }
+        let lingered = match self.failed_at {
+            Some(failed_at) => now >= failed_at + RETRY_CARRIED,
+            None => self.oldest_deferred().is_some_and(|queued| now >= queued + OPEN_LINGER),
+        };
+        asked || lingered
+    }
+}
+
+/// What the calls and the thread share.
+pub(super) struct Shared {
+    pending: Mutex<Pending>,
+    writer: Mutex<Writer>,
+}
+
+/// What a pass left: rows for the front of the queue (a hand-over's whole
+/// batch, or a failed batch's deferred rows), how it ended, and whether a
+/// checkpoint is due.
+struct Left {
+    jobs: Vec<Job>,
+    outcome: Outcome,
+    checkpoint: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Committed,
+    Failed,
+    /// A call met a lock it must not wait for, or no open file: nothing was
+    /// written, and the thread takes over.
+    HandedOver,
+}
+
+impl Shared {
+    pub(super) fn new(writer: Writer) -> Shared {
+        Shared { pending: Mutex::new(Pending::default()), writer: Mutex::new(writer) }
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // The queue is consistent between statements: a panic elsewhere leaves it usable.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `job`; wakes the thread when it must watch a first deferred
+    /// row, or commit it (`for_thread`).
+    pub(super) fn push(&self, job: Job, for_thread: bool, wake: &SyncSender<()>) {
+        let mut pending = self.pending();
+        let deferred = job.reply.is_none();
+        pending.jobs.push_back(job);
+        let signal = match (for_thread, deferred && !pending.watched) {
+            (true, _) => {
+                pending.commit_asked = true;
+                true
+            }
+            (false, true) => {
+                pending.watched = true;
+                true
+            }
+            (false, false) => false,
+        };
+        drop(pending);
+        if signal {
+            // Full: a wake-up is already waiting, and the thread reads the flags when it wakes.
+            let _ = wake.try_send(());
+        }
+    }
+
+    /// A call commits what is queued (its own row among it), passing the
+    /// rows others left meanwhile, up to [`MAX_PASSES`]; see the module doc.
+    pub(super) fn commit_as_call(&self, wake: &SyncSender<()>) {
+        for _ in 0..MAX_PASSES {
+            let mut writer = match self.writer.try_lock() {
+                Ok(writer) => writer,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                // The holder looks at the queue again when it lets go.
+                Err(TryLockError::WouldBlock) => return,
+            };
+            let batch = self.pending().take();
+            if batch.is_empty() {
+                return;
+            }
+            let left = writer.write(batch, Committer::Call);
+            let (outcome, checkpoint) = (left.outcome, left.checkpoint);
+            self.settle(left);
+            drop(writer);
+            let released = Instant::now();
+            if checkpoint || outcome == Outcome::HandedOver {
+                let _ = wake.try_send(());
+            }
+            if outcome == Outcome::HandedOver || !self.pending().has_waited_before(released) {
+                return;
+            }
+        }
+        self.pending().commit_asked = true;
+        let _ = wake.try_send(());
+    }
+
+    /// Puts back what a pass left and notes what the thread must do.
+    fn settle(&self, left: Left) {
+        let mut pending = self.pending();
+        pending.put_back(left.jobs);
+        pending.checkpoint_asked |= left.checkpoint;
+        match left.outcome {
+            Outcome::Committed => pending.failed_at = None,
+            Outcome::Failed => pending.failed_at = Some(Instant::now()),
+            Outcome::HandedOver => pending.commit_asked = true,
+        }
+    }
+
+    /// The thread's commits: what is due, then (after [`GROUP_WINDOW`]) the
+    /// rows left to it while it held the connection, until none is. Carried
+    /// rows alone are not retried in a loop: a failed pass ends it unless
+    /// rows wait.
+    fn commit_as_thread(&self, held_until: Option<Instant>) {
+        let mut released = held_until;
+        let mut failed = false;
+        loop {
+            let due = {
+                let mut pending = self.pending();
+                let left_to_us = released.is_some_and(|released| pending.has_waited_before(released));
+                let due = pending.due_for_thread(Instant::now());
+                (due && !failed) || left_to_us
+            };
+            if !due {
+                return;
+            }
+            if released.is_some() {
+                std::thread::sleep(GROUP_WINDOW);
+            }
+            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let batch = self.pending().take();
+            if batch.is_empty() {
+                return;
+            }
+            let left = writer.write(batch, Committer::Thread);
+            failed = left.outcome == Outcome::Failed;
+            self.settle(left);
+            drop(writer);
+            released = Some(Instant::now());
+        }
+    }
+
+    /// Copies the WAL's pages into the file on the write connection, holding
+    /// it: with no write in between the checkpoint completes, and the next
+    /// commit starts the WAL again from its beginning (a checkpoint on
+    /// another connection, racing the commits, never completed, and the WAL
+    /// grew without bound: 764 MB in 20 s of the gateway bench).
+    /// Returns when it let go of the connection.
+    fn checkpoint(&self) -> Instant {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(connection) = &writer.connection
+            && let Err(error) = store::checkpoint(connection)
+        {
+            tracing::error!(path = %writer.config.path.display(), %error, "the ledger's WAL checkpoint failed");
+            writer.connection = None;
+        }
+        drop(writer);
+        Instant::now()
+    }
+
+    /// Whether a checkpoint was asked for (and clears the request).
+    fn checkpoint_asked(&self) -> bool {
+        std::mem::take(&mut self.pending().checkpoint_asked)
+    }
+
+    /// The ledger is closing: commits everything queued, and reports the
+    /// deferred rows that could not be written.
+    fn close(&self) {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let batch = self.pending().take();
+            if batch.is_empty() {
+                return;
+            }
+            let left = writer.write(batch, Committer::Thread);
+            if left.outcome == Outcome::Failed {
+                let mut lost = left.jobs.len();
+                lost += std::mem::take(&mut self.pending().jobs).len();
+                tracing::error!(rows = lost, "the ledger stopped with deferred rows it could not write");
+                writer.meter_failed(lost);
+                return;
+            }
+        }
+    }
+}
+
+/// The thread's loop: sleeps until woken or until the queue's next deadline,
+/// commits what is due, checkpoints when asked; once every sender is gone,
+/// writes what is left and ends.
+pub(super) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
+    loop {
+        let next = shared.pending().next_look();
+        let woke = match next {
+            Some(at) => wake.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => wake.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        if woke == Err(RecvTimeoutError::Disconnected) {
+            shared.close();
+            return;
+        }
+        shared.commit_as_thread(None);
+        if shared.checkpoint_asked() {
+            // Rows that came while the checkpoint held the connection are left to this thread.
+            let released = shared.checkpoint();
+            shared.commit_as_thread(Some(released));
+        }
+    }
+}
+
+/// The file's write connection and what it reports to.
 pub(super) struct Writer {
     pub config: LedgerConfig,
     pub meter: Option<Arc<dyn LedgerMeter>>,
@@ -74,71 +378,85 @@ pub(super) struct Writer {
     pub healthy: Arc<AtomicBool>,
     /// Woken after each commit, when rows are shipped to PostgreSQL.
     pub shipper: Option<SyncSender<Signal>>,
+    /// Whether the connection waits for another process's lock (set for the
+    /// thread) or gives up at once (for a call).
+    pub waits_for_locks: bool,
+    pub commits_since_checkpoint: usize,
+}
+
+/// Why a batch was not committed.
+enum Failure {
+    /// See [`Outcome::HandedOver`].
+    NotForCall,
+    Failed(WriteError),
 }
 
 impl Writer {
-    /// The thread's loop: runs until every sender is gone, the queue is empty
-    /// and carried rows had their last try.
-    pub(super) fn run(mut self, jobs: Receiver<Job>) {
-        let mut carried: Vec<Row> = Vec::new();
-        loop {
-            let (batch, open) = gather(&jobs, !carried.is_empty());
-            if !batch.is_empty() || !carried.is_empty() {
-                self.write(&mut carried, batch);
-            }
-            if !open {
-                if !carried.is_empty() {
-                    tracing::error!(rows = carried.len(), "the ledger stopped with deferred rows it could not write");
-                    self.meter_failed(carried.len());
-                }
-                return;
-            }
-        }
-    }
-
-    /// Commits the carried rows and then `batch`; answers every waiting row.
-    fn write(&mut self, carried: &mut Vec<Row>, batch: Vec<Job>) {
+    /// Commits `batch`; answers its waiting rows, unless a call met what it
+    /// must not wait for (then every row is left for the thread).
+    fn write(&mut self, batch: Vec<Job>, by: Committer) -> Left {
         let started = Instant::now();
-        let rows = carried.len() + batch.len();
-        let outcome = self.commit(carried.iter().chain(batch.iter().map(|job| &job.row)));
+        let rows = batch.len();
+        let outcome = match self.commit(batch.iter().map(|job| &job.row), by) {
+            Err(Failure::NotForCall) => {
+                return Left { jobs: batch, outcome: Outcome::HandedOver, checkpoint: false };
+            }
+            Err(Failure::Failed(reason)) => Err(reason),
+            Ok(()) => Ok(()),
+        };
         self.healthy.store(outcome.is_ok(), Ordering::Relaxed);
-        match &outcome {
-            Ok(()) => {
-                carried.clear();
-                if let Some(meter) = &self.meter {
-                    meter.committed(rows, started.elapsed());
-                }
-                if let Some(shipper) = &self.shipper {
-                    // Full: a wake-up is already waiting, and its pass ships these rows too.
-                    let _ = shipper.try_send(Signal::Committed);
-                }
-            }
-            Err(reason) => {
-                self.connection = None;
-                tracing::error!(path = %self.config.path.display(), rows, %reason, "the ledger could not commit a batch");
-            }
+        let checkpoint = outcome.is_ok() && self.committed(rows, started.elapsed());
+        if let Err(reason) = &outcome {
+            self.connection = None;
+            tracing::error!(path = %self.config.path.display(), rows, %reason, "the ledger could not commit a batch");
         }
-        let mut replies = Vec::with_capacity(batch.len());
-        for job in batch {
-            match (job.reply, &outcome) {
-                (Some(reply), _) => replies.push(reply),
-                (None, Ok(())) => {}
-                (None, Err(_)) => carried.push(job.row),
-            }
-        }
-        let mut lost = if outcome.is_err() { replies.len() } else { 0 };
-        if carried.len() > MAX_CARRIED {
-            let dropped = carried.len() - MAX_CARRIED;
-            carried.drain(..dropped);
-            tracing::error!(rows = dropped, "the ledger gave up on deferred rows it could not write");
-            lost += dropped;
-        }
+        let (replies, carried) = self.answerable(batch, outcome.is_err());
         // Counted before anyone hears back, so a caller told of a failure finds it counted.
-        self.meter_failed(lost);
+        self.meter_failed(if outcome.is_err() { replies.len() } else { 0 });
         for reply in replies {
             // A caller that stopped waiting no longer needs the answer.
             let _ = reply.send(outcome.clone());
         }
+        let outcome = if outcome.is_ok() { Outcome::Committed } else { Outcome::Failed };
+        Left { jobs: carried, outcome, checkpoint }
+    }
+
+    /// The batch's replies, and (after a failure) its deferred rows to carry,
+    /// the oldest beyond [`MAX_CARRIED`] given up.
+    fn answerable(&self, batch: Vec<Job>, failed: bool) -> (Vec<oneshot::Sender<Result<(), WriteError>>>, Vec<Job>) {
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut carried = Vec::new();
+        for job in batch {
+            match (job.reply, failed) {
+                (Some(reply), _) => replies.push(reply),
+                (None, false) => {}
+                (None, true) => carried.push(Job { reply: None, ..job }),
+            }
+        }
+        if carried.len() > MAX_CARRIED {
+            let dropped = carried.len() - MAX_CARRIED;
+            carried.drain(..dropped);
+            tracing::error!(rows = dropped, "the ledger gave up on deferred rows it could not write");
+            self.meter_failed(dropped);
+        }
+        (replies, carried)
+    }
+
+    /// Reports a commit; true when a checkpoint is due.
+    fn committed(&mut self, rows: usize, elapsed: Duration) -> bool {
+        if let Some(meter) = &self.meter {
+            meter.committed(rows, elapsed);
+        }
+        if let Some(shipper) = &self.shipper {
+            // Full: a wake-up is already waiting, and its pass ships these rows too.
+            let _ = shipper.try_send(Signal::Committed);
+        }
+        self.commits_since_checkpoint += 1;
+        let due = self.commits_since_checkpoint >= CHECKPOINT_EVERY;
+        if due {
+            self.commits_since_checkpoint = 0;
+        }
+        due
     }
 
     fn meter_failed(&self, rows: usize) {
@@ -147,64 +465,28 @@ impl Writer {
         }
     }
 
-    /// Opens the file when no connection is held, then appends the rows.
-    fn commit<'a>(&mut self, rows: impl Iterator<Item = &'a Row>) -> Result<(), WriteError> {
-        let writer = match &mut self.connection {
-            Some(writer) => writer,
-            None => self.connection.insert(
-                store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
-                    .map_err(|error| error.to_string())?,
-            ),
-        };
-        store::append(writer, rows).map_err(|error| WriteError::from(error.to_string()))
-    }
-}
-
-/// The next batch: everything waiting (up to [`MAX_BATCH`]), and, while it
-/// holds only deferred rows, whatever arrives within [`OPEN_LINGER`]. With
-/// `retrying` (carried rows wait) an empty batch comes back after
-/// [`RETRY_CARRIED`]. The flag is false once every sender is gone.
-fn gather(jobs: &Receiver<Job>, retrying: bool) -> (Vec<Job>, bool) {
-    // A row already waiting when the last commit ended: rows are coming
-    // faster than commits, so the next ones are worth waiting for.
-    let busy = jobs.try_recv();
-    let first = match (busy, retrying) {
-        (Ok(job), _) => {
-            std::thread::sleep(GROUP_WINDOW);
-            Ok(job)
-        }
-        (Err(_), false) => jobs.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        (Err(_), true) => jobs.recv_timeout(RETRY_CARRIED),
-    };
-    let mut batch = match first {
-        Ok(job) => vec![job],
-        Err(RecvTimeoutError::Timeout) => return (Vec::new(), true),
-        Err(RecvTimeoutError::Disconnected) => return (Vec::new(), false),
-    };
-    let mut open = drain(jobs, &mut batch);
-    let until = Instant::now() + OPEN_LINGER;
-    while open && batch.len() < MAX_BATCH && batch.iter().all(|job| job.reply.is_none()) {
-        match jobs.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(job) => {
-                batch.push(job);
-                open = drain(jobs, &mut batch);
+    /// Appends the rows; the thread opens the file when no connection is held.
+    fn commit<'a>(&mut self, rows: impl Iterator<Item = &'a Row>, by: Committer) -> Result<(), Failure> {
+        let failed = |error: &dyn std::fmt::Display| Failure::Failed(WriteError::from(error.to_string()));
+        let connection = match (self.connection.take(), by) {
+            (Some(connection), _) => connection,
+            (None, Committer::Call) => return Err(Failure::NotForCall),
+            (None, Committer::Thread) => {
+                let opened = store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
+                    .map_err(|error| failed(&error))?;
+                self.waits_for_locks = true;
+                opened
             }
-            Err(RecvTimeoutError::Timeout) => break,
-            Err(RecvTimeoutError::Disconnected) => open = false,
+        };
+        let writer = self.connection.insert(connection);
+        let waits = by == Committer::Thread;
+        if self.waits_for_locks != waits {
+            store::wait_for_locks(writer, waits).map_err(|error| failed(&error))?;
+            self.waits_for_locks = waits;
         }
+        store::append(writer, rows).map_err(|error| match (by, store::is_busy(&error)) {
+            (Committer::Call, true) => Failure::NotForCall,
+            _ => failed(&error),
+        })
     }
-    (batch, open)
-}
-
-/// Moves what is waiting into `batch`, up to [`MAX_BATCH`]; false once every
-/// sender is gone.
-fn drain(jobs: &Receiver<Job>, batch: &mut Vec<Job>) -> bool {
-    while batch.len() < MAX_BATCH {
-        match jobs.try_recv() {
-            Ok(job) => batch.push(job),
-            Err(TryRecvError::Empty) => return true,
-            Err(TryRecvError::Disconnected) => return false,
-        }
-    }
-    true
 }

@@ -21,9 +21,11 @@ pub struct ObserverError(pub String);
 
 /// Receives every call's opening and closed record.
 ///
-/// Both methods run on the call's task: do the work elsewhere (a channel, a
-/// writer thread) and return an [`Acknowledged`] that resolves when it is done,
-/// or [`acknowledged`] at once.
+/// Both methods run on the call's task: do slow work elsewhere (a channel, a
+/// writer thread) or in the returned [`Acknowledged`] (the ledger commits
+/// there), which resolves when it is done, or return [`acknowledged`] at
+/// once. An acknowledgement may be dropped unpolled (a call closed by a
+/// drop): what it must not lose, it finishes on drop.
 pub trait CallObserver: Send + Sync + 'static {
     /// A call opened, before anything is spent on it.
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
