@@ -382,3 +382,28 @@ async fn an_interactive_call_past_its_deadline_fails_fast() {
     assert_eq!(answer.body["error"]["code"], "timeout");
     assert_eq!(embedding_requests(&upstream).len(), 1, "a deadline is final: no retry");
 }
+
+/// Every attempt in the record is timed from the call's start, whichever
+/// batch it belongs to: with one input per batch and eight batches in
+/// flight, the ninth batch starts once the first answer (200 ms late) is in.
+#[tokio::test]
+async fn each_batchs_attempts_are_timed_from_the_calls_start() {
+    let upstream = FakeUpstream::start().await;
+    let config = format!(
+        "{}\n[ledger]\npath = \"ledger.db\"\n",
+        openai_wire::embeddings_config(&upstream.base_url(), 16)
+            .replace("embedding_dimensions = 16", "embedding_dimensions = 16\nmax_batch = 1")
+    );
+    let gateway = Gateway::start(&config).await;
+    upstream.delay_answers(Duration::from_millis(200));
+    let answer = post(&gateway, "/v1/embeddings", &json!({"model": "embed", "input": texts(9)}), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let embedded = records.iter().find(|r| r["operation"] == "embeddings").expect("an embeddings record");
+    let mut starts: Vec<u64> =
+        embedded["attempts"].as_array().unwrap().iter().map(|a| a["started_ms"].as_u64().unwrap()).collect();
+    starts.sort_unstable();
+    assert_eq!(starts.len(), 9);
+    assert!(starts[8] >= 200, "the ninth batch started after the first answer: {starts:?}");
+    assert!(starts[..8].iter().all(|&start| start < 200), "eight started at once: {starts:?}");
+}

@@ -60,6 +60,7 @@ pub(super) async fn decide(
     let params = params(target);
     // By index, not by borrowed items: the closure then takes an owned value,
     // which keeps the call's future `Send` for the gateway.
+    let started = tally.started;
     let asks = (0..rendered.len()).map(|index| {
         let attempt = LabelTry {
             target,
@@ -68,7 +69,7 @@ pub(super) async fn decide(
             deadline: request.deadline,
             estimate: estimates[index],
         };
-        ask(attempt, &wire.questions[index], request.max_retries)
+        ask(attempt, &wire.questions[index], request.max_retries, started)
     });
     let asked = in_order(asks, QUESTIONS_IN_FLIGHT, tally).await?;
     let (answers, first_tokens): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
@@ -76,15 +77,16 @@ pub(super) async fn decide(
 }
 
 /// One question through the retry loop with its own retry budget, and its
-/// distribution read from the answer.
+/// distribution read from the answer; its attempts are timed from the call's
+/// start (`started`).
 async fn ask(
     attempt: LabelTry<'_, '_>,
     question: &Question,
     max_retries: Option<u32>,
+    started: Instant,
 ) -> Sent<((Question, Vec<f64>), FirstToken)> {
     let target = attempt.target;
-    let Sent { result, attempts, records } =
-        sent(&attempt, target, max_retries, attempt.deadline, Instant::now()).await;
+    let Sent { result, attempts, records } = sent(&attempt, target, max_retries, attempt.deadline, started).await;
     let result = result.and_then(|first| {
         let distribution = read(target, question, attempt.asked, &first)?;
         Ok(((question.clone(), distribution), first))

@@ -152,7 +152,8 @@ async fn run_embed(
         purpose: request.purpose,
         dimensions: target.model.embedding_dimensions,
     };
-    let plan = Plan { target: &target, params, deadline, lane, max_retries: request.max_retries };
+    let plan =
+        Plan { target: &target, params, deadline, lane, max_retries: request.max_retries, started: tally.started };
     let per_request = batch_size(&target)?;
     let batches = send_batches(&plan, &request.inputs, &estimates, per_request, tally).await?;
     assemble(&target, batches, width, tally)
@@ -208,6 +209,8 @@ struct Plan<'p, 't> {
     deadline: tokio::time::Instant,
     lane: Lane,
     max_retries: Option<u32>,
+    /// When the call started: every batch's attempts are timed from it.
+    started: Instant,
 }
 
 /// One upstream request's answer: the native vectors and what it billed.
@@ -237,7 +240,7 @@ async fn send_batches(
 /// attempt ceiling (a call of many batches may need a retry in each).
 async fn send_batch(plan: &Plan<'_, '_>, texts: &[String], tokens: &[u64]) -> Sent<Batch> {
     let attempt = EmbedTry { plan, texts, estimate: tokens.iter().sum() };
-    sent(&attempt, plan.target, plan.max_retries, Some(plan.deadline), Instant::now()).await
+    sent(&attempt, plan.target, plan.max_retries, Some(plan.deadline), plan.started).await
 }
 
 /// One embeddings attempt, as the retry loop re-runs it.
