@@ -320,18 +320,25 @@ async fn a_deferred_opening_alone_is_committed_soon() {
     assert_eq!(unclosed.iter().map(|o| o.call_id.as_str()).collect::<Vec<_>>(), ["running"]);
 }
 
+/// A ledger in `dir` whose file another connection (returned) holds the
+/// write lock of.
+fn locked_ledger(dir: &Path) -> (Ledger, Arc<Batches>, rusqlite::Connection) {
+    let path = dir.join("ledger.db");
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    (ledger, batches, holder)
+}
+
 /// A batch that fails keeps its deferred openings and writes them first in
 /// the next batch that commits: the closing row that failed is refused, and
 /// the opening is not lost with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_batch_keeps_its_deferred_openings_for_the_next() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.db");
-    let batches = Arc::new(Batches::default());
-    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
     // Another process holds the write lock past the writer's busy timeout.
-    let holder = rusqlite::Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (ledger, batches, holder) = locked_ledger(dir.path());
     ledger.opened(&opening("a", "alice", "m", 1)).await.unwrap();
     let refused = ledger.closed(&record("a", "alice", "m", 1, None)).await.unwrap_err();
     assert_eq!(refused.0, "the call ledger cannot be written");
@@ -768,11 +775,7 @@ async fn a_closing_record_not_waited_for_is_still_committed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_meets_another_writers_lock_leaves_its_row_to_the_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.db");
-    let batches = Arc::new(Batches::default());
-    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
-    let holder = rusqlite::Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (ledger, batches, holder) = locked_ledger(dir.path());
     let waiting = {
         let ledger = ledger.clone();
         tokio::spawn(async move { ledger.closed(&record("late", "alice", "m", 1, None)).await })
