@@ -76,13 +76,13 @@ pub struct Ledger {
     wake: mpsc::SyncSender<()>,
     /// Whether the writer's thread started: without it nothing is written.
     running: bool,
-    /// `sync = "normal"`: a call commits the rows it waits for itself.
-    commits_inline: bool,
     path: Arc<Path>,
     on_error: LedgerOnError,
     /// `sync = "full"`: every opening is committed before its call's first
-    /// request leaves, as every closing record is before its answer.
-    strict_openings: bool,
+    /// request leaves, as every closing record is before its answer, and every
+    /// commit is the writer's thread's (else a call commits the rows it waits
+    /// for itself).
+    full_sync: bool,
     /// Whether the writer's last commit (or its first open) succeeded.
     healthy: Arc<AtomicBool>,
     /// The shipper's wake-up, when rows are shipped to PostgreSQL.
@@ -133,10 +133,9 @@ impl Ledger {
             shared,
             wake,
             running: spawned.is_ok(),
-            commits_inline: sync == LedgerSync::Normal,
             path: ledger_path,
             on_error,
-            strict_openings: sync == LedgerSync::Full,
+            full_sync: sync == LedgerSync::Full,
             healthy,
             shipper,
             postgres,
@@ -191,7 +190,7 @@ impl Ledger {
         };
         let sent: Result<(), WriteError> = match (row, self.running) {
             (Ok(row), true) => {
-                let for_thread = waited && !self.commits_inline;
+                let for_thread = waited && self.full_sync;
                 self.shared.push(Job { row, reply, queued: Instant::now() }, for_thread, &self.wake);
                 Ok(())
             }
@@ -205,7 +204,7 @@ impl Ledger {
         };
         let call_id = call_id.to_owned();
         let on_error = self.on_error;
-        let commit = (self.commits_inline && answer.is_ok()).then(|| CallCommit::new(&self.shared, &self.wake));
+        let commit = (!self.full_sync && answer.is_ok()).then(|| CallCommit::new(&self.shared, &self.wake));
         Box::pin(async move {
             let outcome = match answer {
                 Ok(answer) => committed(answer, commit).await,
@@ -311,13 +310,13 @@ impl CallObserver for Ledger {
     /// while the ledger is failing, so that `on_error = "refuse"` refuses a
     /// call before anything is sent for it.
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
-        let waited = self.strict_openings || !self.healthy.load(Ordering::Relaxed);
+        let waited = self.full_sync || !self.healthy.load(Ordering::Relaxed);
         self.write(&opening.call_id, Row::opening(opening), waited)
     }
 
     /// Deferred and waited for as an opening is (see [`Self::opened`]).
     fn held(&self, hold: &HoldRecord) -> Acknowledged {
-        let waited = self.strict_openings || !self.healthy.load(Ordering::Relaxed);
+        let waited = self.full_sync || !self.healthy.load(Ordering::Relaxed);
         self.write(&hold.call_id, Row::hold(hold), waited)
     }
 

@@ -223,7 +223,7 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    connection.busy_timeout(BUSY_TIMEOUT)?;
+    wait_for_locks(&connection, true)?;
     let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     let synchronous = match sync {
         LedgerSync::Normal => "NORMAL",

@@ -137,33 +137,47 @@ impl Pending {
         self.jobs.iter().find(|job| job.reply.is_none()).map(|job| job.queued)
     }
 
-    /// When the thread should next look at the queue (`None`: when woken).
+    /// When the thread should next look at the queue (`None`: when woken);
+    /// clears `watched` once no deferred row is left to watch (while failing,
+    /// once the queue is empty).
     fn next_look(&mut self) -> Option<Instant> {
-        if self.jobs.is_empty() {
-            self.watched = false;
-            return None;
+        if self.jobs.is_empty() || self.failed_at.is_none() {
+            self.watched = self.oldest_deferred().is_some();
         }
-        if let Some(failed_at) = self.failed_at {
-            return Some(failed_at + RETRY_CARRIED);
-        }
-        let oldest = self.oldest_deferred();
-        self.watched = oldest.is_some();
-        oldest.map(|queued| queued + OPEN_LINGER)
+        self.deadline()
     }
 
-    /// Whether the thread should commit now: it was asked to, a deferred row
-    /// waited its linger out, or (while failing) it is time to retry the
-    /// carried rows.
+    /// When the thread commits without being asked: while failing, the
+    /// carried rows' retry; else the oldest deferred row's linger.
+    fn deadline(&self) -> Option<Instant> {
+        if self.jobs.is_empty() {
+            return None;
+        }
+        match self.failed_at {
+            Some(failed_at) => Some(failed_at + RETRY_CARRIED),
+            None => self.oldest_deferred().map(|queued| queued + OPEN_LINGER),
+        }
+    }
+
+    /// Whether the thread should commit now: it was asked to, or its
+    /// [`Self::deadline`] has come.
     fn due_for_thread(&mut self, now: Instant) -> bool {
         let asked = std::mem::take(&mut self.commit_asked);
-        if self.jobs.is_empty() {
-            return false;
-        }
-        let lingered = match self.failed_at {
-            Some(failed_at) => now >= failed_at + RETRY_CARRIED,
-            None => self.oldest_deferred().is_some_and(|queued| now >= queued + OPEN_LINGER),
-        };
-        asked || lingered
+        !self.jobs.is_empty() && (asked || self.deadline().is_some_and(|deadline| now >= deadline))
+    }
+
+    /// Gives up the oldest deferred rows beyond [`MAX_CARRIED`] (after a
+    /// failure: the rows carried over it); returns how many.
+    fn trim_carried(&mut self) -> usize {
+        let deferred = self.jobs.iter().filter(|job| job.reply.is_none()).count();
+        let dropped = deferred.saturating_sub(MAX_CARRIED);
+        let mut excess = dropped;
+        self.jobs.retain(|job| {
+            let give_up = excess > 0 && job.reply.is_none();
+            excess -= usize::from(give_up);
+            !give_up
+        });
+        dropped
     }
 }
 
@@ -241,7 +255,7 @@ impl Shared {
             }
             let left = writer.write(batch, Committer::Call);
             let (outcome, checkpoint) = (left.outcome, left.checkpoint);
-            self.settle(left);
+            self.settle(&writer, left);
             drop(writer);
             let released = Instant::now();
             if checkpoint || outcome == Outcome::HandedOver {
@@ -255,15 +269,24 @@ impl Shared {
         let _ = wake.try_send(());
     }
 
-    /// Puts back what a pass left and notes what the thread must do.
-    fn settle(&self, left: Left) {
+    /// Puts back what a pass left (`writer`, still held, counts the carried
+    /// rows given up) and notes what the thread must do.
+    fn settle(&self, writer: &Writer, left: Left) {
         let mut pending = self.pending();
         pending.put_back(left.jobs);
         pending.checkpoint_asked |= left.checkpoint;
         match left.outcome {
             Outcome::Committed => pending.failed_at = None,
-            Outcome::Failed => pending.failed_at = Some(Instant::now()),
             Outcome::HandedOver => pending.commit_asked = true,
+            Outcome::Failed => {
+                pending.failed_at = Some(Instant::now());
+                let dropped = pending.trim_carried();
+                drop(pending);
+                if dropped > 0 {
+                    tracing::error!(rows = dropped, "the ledger gave up on deferred rows it could not write");
+                    writer.meter_failed(dropped);
+                }
+            }
         }
     }
 
@@ -294,7 +317,7 @@ impl Shared {
             }
             let left = writer.write(batch, Committer::Thread);
             failed = left.outcome == Outcome::Failed;
-            self.settle(left);
+            self.settle(&writer, left);
             drop(writer);
             released = Some(Instant::now());
         }
@@ -421,8 +444,7 @@ impl Writer {
         Left { jobs: carried, outcome, checkpoint }
     }
 
-    /// The batch's replies, and (after a failure) its deferred rows to carry,
-    /// the oldest beyond [`MAX_CARRIED`] given up.
+    /// The batch's replies, and (after a failure) its deferred rows to carry.
     fn answerable(&self, batch: Vec<Job>, failed: bool) -> (Vec<oneshot::Sender<Result<(), WriteError>>>, Vec<Job>) {
         let mut replies = Vec::with_capacity(batch.len());
         let mut carried = Vec::new();
@@ -432,12 +454,6 @@ impl Writer {
                 (None, false) => {}
                 (None, true) => carried.push(Job { reply: None, ..job }),
             }
-        }
-        if carried.len() > MAX_CARRIED {
-            let dropped = carried.len() - MAX_CARRIED;
-            carried.drain(..dropped);
-            tracing::error!(rows = dropped, "the ledger gave up on deferred rows it could not write");
-            self.meter_failed(dropped);
         }
         (replies, carried)
     }
@@ -488,5 +504,32 @@ impl Writer {
             (Committer::Call, true) => Failure::NotForCall,
             _ => failed(&error),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn job(n: u64, waited: bool) -> Job {
+        let row = Row::closing(&crate::ledger::tests::record(&format!("call-{n}"), "alice", "m", n, None)).unwrap();
+        let reply = waited.then(|| oneshot::channel().0);
+        Job { row, reply, queued: Instant::now() }
+    }
+
+    /// Over a failure the queue keeps at most [`MAX_CARRIED`] deferred rows,
+    /// giving up the oldest, and every row someone waits for.
+    #[test]
+    fn carried_rows_beyond_the_bound_are_given_up_oldest_first() {
+        let mut pending = Pending::default();
+        pending.jobs.push_back(job(0, true));
+        pending.jobs.extend((1..=MAX_CARRIED as u64 + 3).map(|n| job(n, false)));
+        assert_eq!(pending.trim_carried(), 3);
+        assert_eq!(pending.jobs.len(), MAX_CARRIED + 1);
+        assert!(pending.jobs[0].reply.is_some(), "a waited row is never given up");
+        assert_eq!(pending.jobs[1].row.call_id, "call-4");
+        assert_eq!(pending.trim_carried(), 0);
     }
 }
