@@ -173,8 +173,8 @@ impl Subject for HostSubject {
         let (provider, response) = (self.provider(provider)?, boundary::response(response));
         match kit {
             KitOperation::Chat => classified(provider.classify(&response).await),
-            KitOperation::Embeddings => classified(provider.embed_classify(&response).await),
-            KitOperation::Rerank => classified(provider.rerank_classify(&response).await),
+            KitOperation::Embeddings => classified(provider.session().embed_classify(&response).await),
+            KitOperation::Rerank => classified(provider.session().rerank_classify(&response).await),
         }
     }
 
@@ -202,12 +202,12 @@ impl Subject for HostSubject {
 
     async fn embed_encode(&self, provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
         let provider = self.provider(provider)?;
-        let result = provider.embed_encode(inputs, &boundary::embed_params(params), NO_DEADLINE).await;
+        let result = provider.session().embed_encode(inputs, &boundary::embed_params(params), NO_DEADLINE).await;
         answer(result, boundary::request)
     }
 
     async fn embed_decode(&self, provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
-        let result = self.provider(provider)?.embed_decode(&boundary::response(response)).await;
+        let result = self.provider(provider)?.session().embed_decode(&boundary::response(response)).await;
         answer(result, boundary::embeddings)
     }
 
@@ -219,12 +219,13 @@ impl Subject for HostSubject {
         params: &RerankParams,
     ) -> Answer<WireRequest> {
         let provider = self.provider(provider)?;
-        let result = provider.rerank_encode(query, documents, &boundary::rerank_params(params), NO_DEADLINE).await;
+        let result =
+            provider.session().rerank_encode(query, documents, &boundary::rerank_params(params), NO_DEADLINE).await;
         answer(result, boundary::request)
     }
 
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
-        let result = self.provider(provider)?.rerank_decode(&boundary::response(response)).await;
+        let result = self.provider(provider)?.session().rerank_decode(&boundary::response(response)).await;
         answer(result, boundary::ranking)
     }
 }

@@ -307,3 +307,22 @@ async fn compiled_components_are_cached_by_digest_and_reused() {
     assert!(third.get("openai").unwrap().encode(&Conversation::user("hi"), &params("gpt-4.1", 5)).await.is_ok());
     assert!(std::fs::metadata(&artifacts[0]).unwrap().len() > 1_000, "rewritten with a real artifact");
 }
+
+/// An attempt keeps its instance while the upstream works only when it is
+/// small: a first-party Rust component's is (192 KiB of linear memory), an
+/// interpreter's (componentize-py, 12.3 MiB) is given back before the wait.
+#[tokio::test]
+async fn only_a_small_instance_is_kept_while_the_upstream_works() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::copy(env!("WEIR_HERMES_PY_WASM"), folder.path().join("hermes_text.wasm")).unwrap();
+    let engine = PluginEngine::new(Some(cache_dir())).unwrap();
+    let registry = ProviderRegistry::load(&engine, Some(folder.path())).unwrap();
+    for (key, wire, kept) in [("openai", "gpt-4.1", true), ("hermes-text", "Qwen/Qwen3-8B", false)] {
+        let provider = registry.get(key).unwrap_or_else(|| panic!("{key} loads: {:?}", registry.failures()));
+        let mut session = provider.session();
+        session.encode(&Conversation::user("hi"), &params(wire, 5), None).await.unwrap();
+        assert!(session.holds_instance(), "{key}: the encode's instance is held until the wait");
+        session.while_waiting(async {}).await;
+        assert_eq!(session.holds_instance(), kept, "{key}");
+    }
+}

@@ -150,9 +150,9 @@ async fn a_0_1_0_chat_component_loads_and_answers_encode_decode_classify_and_str
     }
 
     // It exports no embeddings and no rerank: asking for them is a fault naming the operation.
-    let reason = fault_reason(legacy.embed_encode(&inputs(&["a"]), &embedding_params("m"), None).await);
+    let reason = fault_reason(legacy.session().embed_encode(&inputs(&["a"]), &embedding_params("m"), None).await);
     assert!(reason.contains("does not export `embeddings`"), "{reason}");
-    let reason = fault_reason(legacy.rerank_decode(&response(200, &[], "{}")).await);
+    let reason = fault_reason(legacy.session().rerank_decode(&response(200, &[], "{}")).await);
     assert!(reason.contains("does not export `rerank`"), "{reason}");
     let reason = fault_reason(legacy.max_batch("m"));
     assert!(reason.contains("does not export `embeddings`"), "{reason}");
@@ -183,38 +183,44 @@ async fn an_embeddings_only_component_loads_and_round_trips_its_calls() {
     assert_eq!(embed.max_batch("embed-small").unwrap(), 4);
     assert_eq!(embed.max_batch("one-per-request").unwrap(), 1);
 
-    let request =
-        embed.embed_encode(&inputs(&["first", "second"]), &embedding_params("embed-small"), None).await.unwrap();
+    let request = embed
+        .session()
+        .embed_encode(&inputs(&["first", "second"]), &embedding_params("embed-small"), None)
+        .await
+        .unwrap();
     assert_eq!((request.method.as_str(), request.path_and_query.as_str()), ("POST", "/embeddings"));
     assert_eq!(
         json_body(&request),
         serde_json::json!({"model": "embed-small", "input": ["first", "second"], "input_type": "query", "dimensions": 3})
     );
     let document = EmbeddingParams { purpose: EmbeddingPurpose::Document, dimensions: None, ..embedding_params("e") };
-    let request = embed.embed_encode(&inputs(&["doc"]), &document, None).await.unwrap();
+    let request = embed.session().embed_encode(&inputs(&["doc"]), &document, None).await.unwrap();
     assert_eq!(json_body(&request)["input_type"], "document");
     assert_eq!(json_body(&request)["dimensions"], serde_json::Value::Null);
-    match embed.embed_encode(&[], &embedding_params("embed-small"), None).await {
+    match embed.session().embed_encode(&[], &embedding_params("embed-small"), None).await {
         Err(PluginError::Codec { error: CodecError::Unsupported(_), .. }) => {}
         other => panic!("a refusal is the component's codec error: {other:?}"),
     }
 
     let body = r#"{"data":[{"embedding":[0.5,-1.0,2.0]},{"embedding":[0.0,0.25,1.5]}],"usage":{"prompt_tokens":9},"model":"embed-small-v1"}"#;
-    let decoded = embed.embed_decode(&response(200, &[("x-request-id", "emb-1")], body)).await.unwrap();
+    let decoded = embed.session().embed_decode(&response(200, &[("x-request-id", "emb-1")], body)).await.unwrap();
     assert_eq!(decoded.vectors, vec![vec![0.5, -1.0, 2.0], vec![0.0, 0.25, 1.5]]);
     assert_eq!(decoded.input_tokens, Some(9));
     assert_eq!(decoded.served_model.as_deref(), Some("embed-small-v1"));
     assert_eq!(decoded.request_id.as_deref(), Some("emb-1"));
-    let without_usage = embed.embed_decode(&response(200, &[], r#"{"data":[]}"#)).await.unwrap();
+    let without_usage = embed.session().embed_decode(&response(200, &[], r#"{"data":[]}"#)).await.unwrap();
     assert_eq!((without_usage.vectors.len(), without_usage.input_tokens), (0, None));
-    match embed.embed_decode(&response(200, &[], r#"{"data":[{"embedding":"no"}]}"#)).await {
+    match embed.session().embed_decode(&response(200, &[], r#"{"data":[{"embedding":"no"}]}"#)).await {
         Err(PluginError::Codec { error: CodecError::Malformed(_), .. }) => {}
         other => panic!("{other:?}"),
     }
 
-    assert!(matches!(embed.embed_classify(&response(429, &[], "busy")).await.unwrap(), ErrorClass::RateLimited(_)));
     assert!(matches!(
-        embed.embed_classify(&response(401, &[], "bad key")).await.unwrap(),
+        embed.session().embed_classify(&response(429, &[], "busy")).await.unwrap(),
+        ErrorClass::RateLimited(_)
+    ));
+    assert!(matches!(
+        embed.session().embed_classify(&response(401, &[], "bad key")).await.unwrap(),
         ErrorClass::Authentication(detail) if detail == "bad key"
     ));
 
@@ -233,7 +239,7 @@ async fn an_embeddings_only_component_loads_and_round_trips_its_calls() {
     assert!(reason.contains("does not export `chat`"), "{reason}");
     assert!(fault_reason(embed.decode(&response(200, &[], "{}")).await).contains("`chat`"));
     assert!(fault_reason(embed.open_stream().await).contains("`chat`"));
-    let reason = fault_reason(embed.rerank_encode("q", &inputs(&["d"]), &rerank_params(None), None).await);
+    let reason = fault_reason(embed.session().rerank_encode("q", &inputs(&["d"]), &rerank_params(None), None).await);
     assert!(reason.contains("does not export `rerank`"), "{reason}");
 }
 
@@ -254,7 +260,7 @@ async fn a_rerank_only_component_loads_and_round_trips_its_calls() {
     assert!(!rerank.serves_operation(Operation::Embeddings, "rerank-v1").unwrap());
 
     let documents = inputs(&["a cat", "a dog", "a car"]);
-    let request = rerank.rerank_encode("pets", &documents, &rerank_params(Some(2)), None).await.unwrap();
+    let request = rerank.session().rerank_encode("pets", &documents, &rerank_params(Some(2)), None).await.unwrap();
     assert_eq!((request.method.as_str(), request.path_and_query.as_str()), ("POST", "/rerank"));
     assert_eq!(
         json_body(&request),
@@ -262,21 +268,27 @@ async fn a_rerank_only_component_loads_and_round_trips_its_calls() {
     );
 
     let body = r#"{"id":"rr-1","results":[{"index":1,"relevance_score":0.9},{"index":0,"relevance_score":0.4}],"meta":{"billed_units":{"search_units":1}}}"#;
-    let decoded = rerank.rerank_decode(&response(200, &[], body)).await.unwrap();
+    let decoded = rerank.session().rerank_decode(&response(200, &[], body)).await.unwrap();
     assert_eq!(
         decoded.results,
         vec![Ranked { index: 1, relevance_score: 0.9 }, Ranked { index: 0, relevance_score: 0.4 }]
     );
     assert_eq!((decoded.search_units, decoded.input_tokens), (Some(1), None));
     assert_eq!(decoded.request_id.as_deref(), Some("rr-1"));
-    match rerank.rerank_decode(&response(200, &[], r#"{"results":[{"index":1}]}"#)).await {
+    match rerank.session().rerank_decode(&response(200, &[], r#"{"results":[{"index":1}]}"#)).await {
         Err(PluginError::Codec { error: CodecError::Malformed(_), .. }) => {}
         other => panic!("{other:?}"),
     }
-    assert!(matches!(rerank.rerank_classify(&response(429, &[], "busy")).await.unwrap(), ErrorClass::RateLimited(_)));
-    assert!(matches!(rerank.rerank_classify(&response(400, &[], "bad")).await.unwrap(), ErrorClass::InvalidRequest(_)));
+    assert!(matches!(
+        rerank.session().rerank_classify(&response(429, &[], "busy")).await.unwrap(),
+        ErrorClass::RateLimited(_)
+    ));
+    assert!(matches!(
+        rerank.session().rerank_classify(&response(400, &[], "bad")).await.unwrap(),
+        ErrorClass::InvalidRequest(_)
+    ));
 
-    let reason = fault_reason(rerank.embed_classify(&response(429, &[], "")).await);
+    let reason = fault_reason(rerank.session().embed_classify(&response(429, &[], "")).await);
     assert!(reason.contains("does not export `embeddings`"), "{reason}");
     assert!(fault_reason(rerank.classify(&response(429, &[], "")).await).contains("does not export `chat`"));
 }
@@ -313,9 +325,10 @@ fn a_max_batch_of_zero_is_a_fault_for_that_model_only() {
 #[tokio::test]
 async fn an_embed_encode_past_the_caps_is_refused_before_it_is_copied() {
     let embed = embed_only();
-    let reason = fault_reason(embed.embed_encode(&inputs(&["x"]), &embedding_params("too-many-headers"), None).await);
+    let reason =
+        fault_reason(embed.session().embed_encode(&inputs(&["x"]), &embedding_params("too-many-headers"), None).await);
     assert!(reason.contains("embeddings.encode") && reason.contains("headers (at most 64)"), "{reason}");
     assert!(reason.contains("100001"), "the length claimed, read before the lift: {reason}");
     // Only that call failed: the next one, in a fresh instance, is served.
-    assert!(embed.embed_encode(&inputs(&["x"]), &embedding_params("embed-small"), None).await.is_ok());
+    assert!(embed.session().embed_encode(&inputs(&["x"]), &embedding_params("embed-small"), None).await.is_ok());
 }

@@ -179,6 +179,59 @@ async fn two_callers_calls_never_share_an_instances_memory() {
     assert!(sent.iter().all(|found| found == ""), "a call found an earlier caller's text: {sent:?}");
 }
 
+/// An attempt decodes in the instance that encoded its request while the
+/// upstream answers within the hold (`hostile-memory`'s decode answers what its
+/// own instance's encode kept); the next call still starts in a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_decodes_in_the_instance_that_encoded_it() {
+    let upstream = FakeUpstream::start().await;
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let say = |text: &str| weir.chat(ChatRequest::new("memory", Conversation::user(text)));
+    assert_eq!(say("alice's plan").await.unwrap().text(), "v1:kept:alice's plan");
+    assert_eq!(say("bob's question").await.unwrap().text(), "v1:kept:bob's question");
+    let sent: Vec<_> = upstream.received().iter().map(|r| r.json()["messages"][0]["content"].clone()).collect();
+    assert_eq!(sent, [json!(""), json!("")], "each call's encode found a fresh instance");
+}
+
+/// An upstream slower than the hold gets a fresh instance for its decode:
+/// the attempt gave its instance (and its memory) back while it waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_is_not_kept_while_a_slow_upstream_works() {
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(weir_host::plugin::HOLD_WHILE_WAITING * 4);
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let answer = weir.chat(ChatRequest::new("memory", Conversation::user("carol's note"))).await.unwrap();
+    assert_eq!(answer.text(), "v1:kept:", "decoded in a fresh instance");
+}
+
+/// Many callers at once, some keeping their instance while the upstream
+/// works and some (past the engine's bound on kept instances, or after the
+/// hold) decoding in a fresh one: none ever sees another caller's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_at_once_never_decode_in_each_others_instance() {
+    let upstream = FakeUpstream::start().await;
+    upstream.delay_answers(weir_host::plugin::HOLD_WHILE_WAITING / 2);
+    let folder = tempfile::tempdir().unwrap();
+    let weir = weir(&upstream, folder.path());
+    let prompts: Vec<String> = (0..64).map(|i| format!("caller {i}'s prompt")).collect();
+    let at_once = prompts.iter().map(|text| weir.chat(ChatRequest::new("memory", Conversation::user(text.as_str()))));
+    let answers: Vec<String> =
+        futures_util::future::join_all(at_once).await.into_iter().map(|answer| answer.unwrap().text()).collect();
+    let mut kept_own = 0;
+    for (answer, prompt) in answers.iter().zip(&prompts) {
+        match answer.strip_prefix("v1:kept:") {
+            Some(kept) if kept == prompt => kept_own += 1,
+            Some("") => {}
+            other => panic!("{prompt:?} got another instance's text: {other:?}"),
+        }
+    }
+    assert!(kept_own > 0, "no attempt kept its instance");
+    let sent = upstream.received();
+    assert!(sent.iter().all(|r| r.json()["messages"][0]["content"] == ""), "an encode found an earlier caller's text");
+}
+
 #[tokio::test]
 async fn a_component_that_reads_files_is_refused_at_load() {
     let folder = tempfile::tempdir().unwrap();

@@ -13,6 +13,7 @@ use std::future::Future;
 
 use crate::admission::{Demand, Feedback, Grant, Lane, ModelGate, estimate_input, input_bound};
 use crate::error::WeirError;
+use crate::plugin::Session;
 use crate::transport::TransportError;
 use crate::types::{CallParams, Conversation, DecodedResponse, HttpRequest, HttpResponse};
 
@@ -29,16 +30,15 @@ pub(super) async fn run(
     deadline: Option<tokio::time::Instant>,
     observed: &mut Observed,
 ) -> Result<DecodedResponse, WeirError> {
-    let (grant, http_request) = admit_and_encode(target, conversation, params, deadline, observed).await?;
-    let response = send(target, grant, http_request, deadline, observed).await?;
+    let mut session = target.provider.session();
+    let (grant, http_request) =
+        admit_and_encode(target, &mut session, conversation, params, deadline, observed).await?;
+    let response = session.while_waiting(send(target, grant, http_request, deadline, observed)).await?;
     if !(200..300).contains(&response.status) {
-        return Err(upstream_failure(target, &response).await);
+        return Err(upstream_failure(target, &mut session, &response).await);
     }
-    let answer = target
-        .provider
-        .decode(&response)
-        .await
-        .map_err(|source| WeirError::Plugin { model: model_id(target), source })?;
+    let answer =
+        session.decode(&response).await.map_err(|source| WeirError::Plugin { model: model_id(target), source })?;
     // Only an answer that decodes is a success: a 200 the component cannot read
     // (`malformed`) says nothing about the rate the upstream is willing to serve.
     feed_back(target.gate, Feedback::Success).await;
@@ -47,7 +47,8 @@ pub(super) async fn run(
 
 /// Sends an admitted, encoded request and reads its whole response, within
 /// the attempt timeout and the caller's deadline. The grant is spent as the
-/// request leaves.
+/// request leaves. A component's attempt runs it inside
+/// [`Session::while_waiting`].
 pub(super) async fn send(
     target: &Reached<'_>,
     mut grant: Grant,
@@ -85,9 +86,10 @@ pub(super) async fn logged(
 
 /// The first half of every chat attempt, whole or streamed: the demand (one
 /// request; the input's tokens plus the output reserve) within the context
-/// window, then [`admit_and_finalize`].
+/// window, then [`admit_and_finalize`], encoding in `session`.
 pub(super) async fn admit_and_encode(
     target: &Target<'_>,
+    session: &mut Session<'_>,
     conversation: &Conversation,
     params: &CallParams,
     deadline: Option<tokio::time::Instant>,
@@ -95,7 +97,7 @@ pub(super) async fn admit_and_encode(
 ) -> Result<(Grant, HttpRequest), WeirError> {
     let input = input_demand(target, conversation, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
-    let encode = target.provider.encode_until(conversation, params, deadline);
+    let encode = session.encode(conversation, params, deadline);
     admit_and_finalize(target, demand, deadline, Lane::Interactive, observed, encode).await
 }
 
@@ -217,9 +219,14 @@ pub(super) fn transport_failure(target: &Reached<'_>, source: TransportError) ->
     WeirError::Transport { model: model_id(target), provider: provider.to_owned(), source }
 }
 
-/// A non-2xx response, classified by the component and fed to the throttle.
-pub(super) async fn upstream_failure(target: &Target<'_>, response: &HttpResponse) -> WeirError {
-    let class = target.provider.classify(response).await;
+/// A non-2xx response, classified by the component (in the attempt's
+/// session) and fed to the throttle.
+pub(super) async fn upstream_failure(
+    target: &Target<'_>,
+    session: &mut Session<'_>,
+    response: &HttpResponse,
+) -> WeirError {
+    let class = session.classify(response).await;
     classified_failure(target, response, class).await
 }
 

@@ -20,13 +20,14 @@ use crate::admission::{Demand, Feedback, Lane, estimate_input};
 use crate::decision::logprobs::{self, Rendered, TOP_CANDIDATES};
 use crate::decision::{DecideRequest, Decision, Question};
 use crate::error::WeirError;
+use crate::plugin::Session;
 use crate::record::Tokens;
 use crate::types::{CallParams, FirstToken};
 
 use super::attempt_log::{Observed, bounded};
 use super::decision::{Decided, failure, feed};
 use super::opening::Opening;
-use super::operation::{ESTIMATED, Sent, admit_encode_send, in_order, logged, sent};
+use super::operation::{ESTIMATED, Sent, exchange_in, in_order, logged, sent};
 use super::retry::Try;
 use super::spend::Spend;
 use super::target::Target;
@@ -178,13 +179,16 @@ impl LabelTry<'_, '_> {
     async fn attempt(&self, observed: &mut Observed) -> Result<FirstToken, WeirError> {
         let target = self.target;
         let demand = Demand { requests: 1, tokens: self.estimate + u64::from(LABEL_TOKENS) };
-        let provider = &target.provider;
-        let encode = provider.logprobs_encode(&self.asked.conversation, self.params, TOP_CANDIDATES, self.deadline);
-        let response = admit_encode_send(target, demand, self.deadline, Lane::Interactive, observed, encode).await?;
+        let mut session = target.provider.session();
+        let (conversation, params, deadline) = (&self.asked.conversation, self.params, self.deadline);
+        let encode = async |session: &mut Session<'_>| {
+            session.logprobs_encode(conversation, params, TOP_CANDIDATES, deadline).await
+        };
+        let response = exchange_in(target, &mut session, demand, deadline, Lane::Interactive, observed, encode).await?;
         if !(200..300).contains(&response.status) {
-            return Err(failure(target, &response, provider.classify(&response).await).await);
+            return Err(failure(target, &response, session.classify(&response).await).await);
         }
-        let first = provider
+        let first = session
             .logprobs_decode(&response)
             .await
             .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;

@@ -14,6 +14,7 @@ use crate::admission::{Demand, Lane};
 use crate::catalog::ModelSpec;
 use crate::chat::CallError;
 use crate::error::WeirError;
+use crate::plugin::Session;
 use crate::record::{AttemptRecord, Ending, Opened, Operation, Tokens};
 use crate::types::HttpRequest;
 
@@ -95,18 +96,35 @@ pub(super) async fn logged<T>(
     result.map_err(Failure::Signal)
 }
 
-/// A non-chat attempt's request admitted in its lane, encoded, finalized
-/// (see [`attempt::admit_and_finalize`]) and sent.
+/// A host-spoken attempt's request (no component) admitted in its lane,
+/// finalized (see [`attempt::admit_and_finalize`]) and sent.
 pub(super) async fn admit_encode_send(
     target: &Reached<'_>,
     demand: Demand,
     deadline: Option<tokio::time::Instant>,
     lane: Lane,
     observed: &mut Observed,
-    encode: impl std::future::Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
+    encode: impl Future<Output = Result<HttpRequest, crate::plugin::PluginError>>,
 ) -> Result<crate::types::HttpResponse, WeirError> {
     let (grant, http_request) = attempt::admit_and_finalize(target, demand, deadline, lane, observed, encode).await?;
     attempt::send(target, grant, http_request, deadline, observed).await
+}
+
+/// A component's non-chat attempt: its request admitted in its lane, encoded
+/// in `session`, finalized and sent, the session's instance kept for a prompt
+/// answer ([`Session::while_waiting`]).
+pub(super) async fn exchange_in<'p>(
+    target: &Reached<'_>,
+    session: &mut Session<'p>,
+    demand: Demand,
+    deadline: Option<tokio::time::Instant>,
+    lane: Lane,
+    observed: &mut Observed,
+    encode: impl AsyncFnOnce(&mut Session<'p>) -> Result<HttpRequest, crate::plugin::PluginError>,
+) -> Result<crate::types::HttpResponse, WeirError> {
+    let encoded = encode(session);
+    let (grant, http_request) = attempt::admit_and_finalize(target, demand, deadline, lane, observed, encoded).await?;
+    session.while_waiting(attempt::send(target, grant, http_request, deadline, observed)).await
 }
 
 /// One upstream request's outcome with every attempt it made, whatever the outcome.

@@ -20,6 +20,7 @@ use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::{ModelSpec, RoleKind};
 use crate::chat::CallError;
 use crate::error::WeirError;
+use crate::plugin::Session;
 use crate::record::Operation;
 use crate::retrieval::{EmbedRequest, EmbedResponse, RerankRequest, RerankResponse, adapt};
 use crate::types::{EmbeddingParams, EmbeddingPurpose, Ranked, RerankParams};
@@ -28,8 +29,8 @@ use super::attempt::{self, feed_back};
 use super::attempt_log::Observed;
 use super::opening::Opening;
 use super::operation::{
-    Answered, ESTIMATED, Sent, admit_encode_send, counted_within_window, in_order, input_only, logged, opened,
-    recorded, retried, sent,
+    Answered, ESTIMATED, Sent, counted_within_window, exchange_in, in_order, input_only, logged, opened, recorded,
+    retried, sent,
 };
 use super::retry::Try;
 use super::spend::Spend;
@@ -266,13 +267,15 @@ impl EmbedTry<'_, '_, '_> {
         let plan = self.plan;
         let target = plan.target;
         let demand = Demand { requests: 1, tokens: self.estimate };
-        let encode = target.provider.embed_encode(self.texts, &plan.params, Some(plan.deadline));
-        let response = admit_encode_send(target, demand, Some(plan.deadline), plan.lane, observed, encode).await?;
+        let mut session = target.provider.session();
+        let deadline = Some(plan.deadline);
+        let encode = async |session: &mut Session<'_>| session.embed_encode(self.texts, &plan.params, deadline).await;
+        let response = exchange_in(target, &mut session, demand, deadline, plan.lane, observed, encode).await?;
         if !(200..300).contains(&response.status) {
-            let class = target.provider.embed_classify(&response).await;
+            let class = session.embed_classify(&response).await;
             return Err(attempt::classified_failure(target, &response, class).await);
         }
-        let decoded = target.provider.embed_decode(&response).await.map_err(|source| plugin(target, source))?;
+        let decoded = session.embed_decode(&response).await.map_err(|source| plugin(target, source))?;
         check_vectors(target.model, &decoded.vectors, self.texts.len(), plan.params.dimensions)?;
         // Only an answer that is usable counts as the upstream serving well.
         feed_back(target.gate, Feedback::Success).await;
@@ -390,19 +393,17 @@ impl RerankTry<'_, '_> {
     async fn attempt(&self, observed: &mut Observed) -> Result<(Reranked, bool), WeirError> {
         let target = self.target;
         let demand = Demand { requests: 1, tokens: self.estimate };
-        let encode = target.provider.rerank_encode(
-            &self.request.query,
-            &self.request.documents,
-            &self.params,
-            Some(self.deadline),
-        );
-        let response =
-            admit_encode_send(target, demand, Some(self.deadline), Lane::Interactive, observed, encode).await?;
+        let mut session = target.provider.session();
+        let deadline = Some(self.deadline);
+        let (query, documents) = (&self.request.query, &self.request.documents);
+        let encode =
+            async |session: &mut Session<'_>| session.rerank_encode(query, documents, &self.params, deadline).await;
+        let response = exchange_in(target, &mut session, demand, deadline, Lane::Interactive, observed, encode).await?;
         if !(200..300).contains(&response.status) {
-            let class = target.provider.rerank_classify(&response).await;
+            let class = session.rerank_classify(&response).await;
             return Err(attempt::classified_failure(target, &response, class).await);
         }
-        let decoded = target.provider.rerank_decode(&response).await.map_err(|source| plugin(target, source))?;
+        let decoded = session.rerank_decode(&response).await.map_err(|source| plugin(target, source))?;
         check_ranking(target.model, &decoded.results, self.request.documents.len(), self.request.top_n)?;
         feed_back(target.gate, Feedback::Success).await;
         if observed.request_id.is_none() {

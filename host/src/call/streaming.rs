@@ -111,11 +111,13 @@ impl Streamed {
         deadline: Option<Instant>,
         observed: &mut Observed,
     ) -> Result<First, WeirError> {
+        let mut session = target.provider.session();
         let (mut grant, http_request) =
-            attempt::admit_and_encode(target, conversation, streaming, deadline, observed).await?;
-        // The decoder's instance is taken before the request leaves: when the
-        // pool stays full, the call fails having sent nothing.
-        let decoder = match target.provider.open_stream_until(deadline).await {
+            attempt::admit_and_encode(target, &mut session, conversation, streaming, deadline, observed).await?;
+        // The decoder is the instance that encoded the request, taken before
+        // the request leaves: when the pool stays full, the call fails having
+        // sent nothing.
+        let decoder = match session.into_stream(deadline).await {
             Ok(decoder) => decoder,
             Err(source) => {
                 grant.rollback().await;
@@ -160,7 +162,7 @@ async fn first_output(
         // The decoder's instance goes back to the pool before the body is read.
         drop(decoder);
         let response = body.read_all().await.map_err(|source| attempt::transport_failure(target, source))?;
-        return Err(attempt::upstream_failure(target, &response).await);
+        return Err(attempt::upstream_failure(target, &mut target.provider.session(), &response).await);
     }
     let mut upstream = UpstreamStream::new(body, target.provider.info().stream_framing, decoder);
     let mut first = Vec::new();

@@ -1,9 +1,10 @@
 //! Provider components: the engine and linker (once), each component compiled
-//! and linked into an `InstancePre` (once per file), a fresh `Store` per call.
+//! and linked into an `InstancePre` (once per file), a fresh `Store` per
+//! attempt ([`Session`]).
 //!
 //! ```text
-//! PluginEngine::new ──► ProviderRegistry::load ──► Provider::{encode, decode, classify}
-//!   engine, linker        embedded + folder           new Store + instance per call
+//! PluginEngine::new ──► ProviderRegistry::load ──► Provider::session ──► Session::{encode, decode, classify}
+//!   engine, linker        embedded + folder          new Store + instance per attempt
 //!   artifact cache        (file overrides by key)
 //! ```
 
@@ -17,11 +18,13 @@ mod provider;
 mod registry;
 mod retrieval;
 mod sandbox;
+mod session;
 mod world;
 
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{ComponentStream, PluginError, Provider, WireAnswers};
 pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
+pub use session::{HOLD_WHILE_WAITING, KEPT_MEMORY_MAX, Session};
 pub use world::{Operation, WORLD_VERSION, WORLD_VERSIONS};
 
 /// The first-party components compiled into this binary, as (name, bytes): what

@@ -10,13 +10,12 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use wasmtime::Store;
-use wasmtime::component::{
-    ComponentNamedList, ComponentType, Instance as ComponentInstance, Lift, Lower, ResourceAny, TypedFunc,
-};
+use wasmtime::component::{ComponentType, Instance as ComponentInstance, Lift, ResourceAny};
 
 use super::engine::LoadedComponent;
 use super::exports::{ChatExports, Question};
 use super::sandbox::{CallState, new_store, refuel};
+use super::session::Session;
 use super::world::Operation;
 use crate::reach::Trust;
 use crate::types::{
@@ -336,73 +335,39 @@ impl Provider {
         &self.component
     }
 
+    /// An instance for one attempt: its encode, then its decode or classify
+    /// (see [`Session`]).
+    pub fn session(&self) -> Session<'_> {
+        Session::new(self)
+    }
+
+    /// [`Session::encode`] in a session of its own.
     pub async fn encode(
         &self,
         conversation: &PreparedConversation,
         params: &CallParams,
     ) -> Result<HttpRequest, PluginError> {
-        self.encode_until(conversation, params, None).await
+        self.session().encode(conversation, params, None).await
     }
 
-    /// [`Self::encode`] for a caller with a deadline: the wait for a free
-    /// instance ends there if that comes before [`SLOT_WAIT`].
-    pub async fn encode_until(
-        &self,
-        conversation: &PreparedConversation,
-        params: &CallParams,
-        deadline: Option<Instant>,
-    ) -> Result<HttpRequest, PluginError> {
-        let chat = self.chat()?;
-        // The result type caps every string and list before it is copied: a
-        // request no upstream would take is the component's fault, caught
-        // before anything is sent or even copied out of the guest.
-        let result = self
-            .call_once(
-                "chat.encode",
-                deadline,
-                |store, instance| chat.encode(store, instance),
-                (self.key(), conversation, params),
-            )
-            .await?;
-        result.map(HttpRequest::from).map_err(|error| self.codec(error))
-    }
-
-    /// Decodes a response. The answer is already paid for, so it waits the
-    /// whole [`SLOT_WAIT`] for an instance, whatever the caller's deadline.
+    /// [`Session::decode`] in a session of its own.
     pub async fn decode(&self, response: &HttpResponse) -> Result<DecodedResponse, PluginError> {
-        let chat = self.chat()?;
-        let result = self
-            .call_once("chat.decode", None, |store, instance| chat.decode(store, instance), (self.key(), response))
-            .await?;
-        result.map_err(|error| self.codec(error))
+        self.session().decode(response).await
     }
 
+    /// [`Session::classify`] in a session of its own.
     pub async fn classify(&self, response: &HttpResponse) -> Result<ErrorClass, PluginError> {
-        let chat = self.chat()?;
-        self.call_once("chat.classify", None, |store, instance| chat.classify(store, instance), (self.key(), response))
-            .await
+        self.session().classify(response).await
     }
 
     /// A stream decoder: one instance held for the stream's life, so the decoder
     /// may keep state between events. Each event gets a fresh CPU budget. It
     /// holds its instance slot until dropped.
     pub async fn open_stream(&self) -> Result<ComponentStream, PluginError> {
-        self.open_stream_until(None).await
+        self.session().into_stream(None).await
     }
 
-    /// [`Self::open_stream`] for a caller with a deadline, which bounds the wait
-    /// for a free instance.
-    pub async fn open_stream_until(&self, deadline: Option<Instant>) -> Result<ComponentStream, PluginError> {
-        let chat = self.chat()?.clone();
-        let CallInstance { mut store, instance, slot } = self.instantiate(deadline).await?;
-        let during = "chat.stream-decoder";
-        let constructor = chat.stream_new(&mut store, &instance).map_err(|e| self.fault(during, &e))?;
-        let (decoder,) =
-            constructor.call_async(&mut store, (&self.info.key,)).await.map_err(|e| self.fault(during, &e))?;
-        Ok(ComponentStream { provider: self.clone(), store, instance, chat, decoder, _slot: slot })
-    }
-
-    fn chat(&self) -> Result<&ChatExports, PluginError> {
+    pub(super) fn chat(&self) -> Result<&ChatExports, PluginError> {
         self.component.exports.chat.as_ref().ok_or_else(|| self.missing(Operation::Chat))
     }
 
@@ -417,38 +382,14 @@ impl Provider {
         PluginError::Fault { provider: self.info.key.clone(), reason }
     }
 
-    /// One call in a fresh instance: waits for a slot (until `deadline` or
-    /// [`SLOT_WAIT`]), instantiates, looks the function up with its type
-    /// (`typed`, one of [`super::exports`]'s), calls it, and returns the
-    /// instance to the pool before its slot.
-    pub(super) async fn call_once<P, R>(
-        &self,
-        during: &str,
-        deadline: Option<Instant>,
-        typed: impl FnOnce(&mut Store<CallState>, &ComponentInstance) -> wasmtime::Result<TypedFunc<P, (R,)>>,
-        params: P,
-    ) -> Result<R, PluginError>
-    where
-        P: ComponentNamedList + Lower + Send + Sync,
-        R: ComponentType + Lift + Send + Sync + 'static,
-    {
-        let CallInstance { mut store, instance, slot } = self.instantiate(deadline).await?;
-        let func = typed(&mut store, &instance).map_err(|e| self.fault(during, &e))?;
-        let (result,) = func.call_async(&mut store, params).await.map_err(|e| self.fault(during, &e))?;
-        // The pooled instance goes back before its slot does.
-        drop(store);
-        drop(slot);
-        Ok(result)
-    }
-
     /// A fresh store and instance in a slot of the pool, waiting for a slot until
     /// the earlier of `deadline` and [`SLOT_WAIT`] from now.
-    async fn instantiate(&self, deadline: Option<Instant>) -> Result<CallInstance, PluginError> {
+    pub(super) async fn instantiate(&self, deadline: Option<Instant>) -> Result<CallInstance, PluginError> {
         let slot = self.take_slot(deadline).await?;
         let mut store = new_store(&self.component.engine);
         let instance =
             self.component.pre.instantiate_async(&mut store).await.map_err(|e| self.fault("instantiate", &e))?;
-        Ok(CallInstance { store, instance, slot })
+        Ok(CallInstance { store, instance, _slot: slot })
     }
 
     /// A slot of the engine's instance pool, waited for until `deadline` or
@@ -463,7 +404,7 @@ impl Provider {
         })
     }
 
-    fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {
+    pub(super) fn fault(&self, during: &str, error: &wasmtime::Error) -> PluginError {
         let reason = match error.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::OutOfFuel) => format!("exceeded its CPU budget in `{during}`"),
             Some(trap) => format!("trapped in `{during}`: {trap}"),
@@ -488,11 +429,11 @@ enum Asked {
 
 /// A live instance and the pool slot it occupies. Fields drop in order, so the
 /// store (and its pooled instance) is gone before the slot's permit is returned.
-struct CallInstance {
-    store: Store<CallState>,
-    instance: ComponentInstance,
+pub(super) struct CallInstance {
+    pub store: Store<CallState>,
+    pub instance: ComponentInstance,
     /// Held, never read: returned to the pool when the instance is dropped.
-    slot: OwnedSemaphorePermit,
+    _slot: OwnedSemaphorePermit,
 }
 
 /// One stream's decoder inside its own component instance. Dropping it drops the
@@ -504,6 +445,13 @@ pub struct ComponentStream {
     chat: ChatExports,
     decoder: ResourceAny,
     _slot: OwnedSemaphorePermit,
+}
+
+impl ComponentStream {
+    pub(super) fn new(provider: Provider, held: CallInstance, chat: ChatExports, decoder: ResourceAny) -> Self {
+        let CallInstance { store, instance, _slot } = held;
+        Self { provider, store, instance, chat, decoder, _slot }
+    }
 }
 
 impl std::fmt::Debug for ComponentStream {

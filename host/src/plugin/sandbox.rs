@@ -10,7 +10,7 @@
 //! [`SandboxLimits::Off`] exists only to measure what those limits cost.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::cli::WasiCli;
 use wasmtime_wasi::p2::bindings as wasi;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -40,7 +40,55 @@ pub const FUEL_PER_YIELD: u64 = 100_000;
 pub struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
+    limits: Limits,
+}
+
+impl CallState {
+    /// The bytes of linear memory the store's instances have (the sum of
+    /// every memory's size, as the limiter granted it).
+    pub fn memory_bytes(&self) -> usize {
+        self.limits.memory_bytes
+    }
+}
+
+/// The per-call [`StoreLimits`], and what the memories it granted add up to.
+struct Limits {
     limits: StoreLimits,
+    memory_bytes: usize,
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let granted = self.limits.memory_growing(current, desired, maximum)?;
+        if granted {
+            self.memory_bytes += desired.saturating_sub(current);
+        }
+        Ok(granted)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
 }
 
 impl WasiView for CallState {
@@ -79,12 +127,15 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
     let state = CallState {
         wasi: WasiCtx::builder().build(),
         table: ResourceTable::new(),
-        limits: StoreLimitsBuilder::new()
-            .memory_size(MEMORY_LIMIT_BYTES)
-            .instances(CORE_INSTANCES_PER_CALL as usize)
-            .tables(TABLE_AND_MEMORY_LIMIT)
-            .memories(TABLE_AND_MEMORY_LIMIT)
-            .build(),
+        limits: Limits {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(MEMORY_LIMIT_BYTES)
+                .instances(CORE_INSTANCES_PER_CALL as usize)
+                .tables(TABLE_AND_MEMORY_LIMIT)
+                .memories(TABLE_AND_MEMORY_LIMIT)
+                .build(),
+            memory_bytes: 0,
+        },
     };
     let mut store = Store::new(&engine.engine, state);
     if engine.limits == SandboxLimits::Off {

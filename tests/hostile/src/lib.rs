@@ -92,9 +92,14 @@ impl ChatProvider for Hostile {
         Ok(HttpRequest { method: "POST".to_owned(), path_and_query, headers, body })
     }
 
-    fn decode(_: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+    fn decode(provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
         let version = if cfg!(feature = "v2") { "v2:" } else { "v1:" };
-        let text = format!("{version}{}", String::from_utf8_lossy(&response.body));
+        let text = match provider {
+            // What this instance's encode kept, if this instance encoded: the
+            // test reads whether an attempt decoded where it encoded.
+            "hostile-memory" => format!("{version}kept:{}", kept()),
+            _ => format!("{version}{}", String::from_utf8_lossy(&response.body)),
+        };
         Ok(ChatResponse {
             content: vec![ContentBlock::Text(text)],
             stop_reason: StopReason::EndTurn,
@@ -128,6 +133,11 @@ fn remember(conversation: &PreparedConversation) -> String {
         })
         .collect();
     std::mem::replace(&mut *REMEMBERED.lock().unwrap_or_else(PoisonError::into_inner), mine)
+}
+
+/// What `remember` last kept in this instance (empty in a fresh one).
+fn kept() -> String {
+    REMEMBERED.lock().unwrap_or_else(PoisonError::into_inner).clone()
 }
 
 /// A `String` whose bytes are not UTF-8: what a component in a language without
