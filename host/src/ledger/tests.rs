@@ -89,11 +89,27 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
 }
 
 /// Opens and closes `calls` calls one after another.
+/// Calls that each outlive the writer's linger: the opening is committed
+/// alone before the closing record, so each call leaves two rows (a quick
+/// call's opening is left out: see `a_quick_calls_opening_is_left_out...`).
 async fn write_calls(ledger: &Ledger, calls: &[(&str, &str, &str, u64, Option<f64>)]) {
     for (call_id, member, model, start, cost) in calls {
         ledger.opened(&opening(call_id, member, model, *start)).await.unwrap();
+        opening_committed(ledger, call_id).await;
         ledger.closed(&record(call_id, member, model, *start, *cost)).await.unwrap();
     }
+}
+
+/// Waits (at most 5 s) until `call_id`'s opening is in the file.
+async fn opening_committed(ledger: &Ledger, call_id: &str) {
+    let reader = ledger.reader().unwrap();
+    for _ in 0..5000 {
+        if reader.unclosed(&Filter::default()).unwrap().iter().any(|opened| opened.call_id == call_id) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("the opening of {call_id} was not committed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,9 +298,11 @@ async fn unclosed_calls_are_the_ones_opened_and_never_closed() {
 }
 
 /// Under `sync = "normal"` an opening is not waited for: it resolves at once
-/// and rides with the next batch, usually its own call's closing record.
+/// and rides with the next batch, usually its own call's closing record. In
+/// that commit the opening says nothing the closing record does not, so it is
+/// left out: a quick call leaves one row.
 #[tokio::test]
-async fn a_deferred_opening_rides_with_its_closing_record() {
+async fn a_quick_calls_opening_is_left_out_of_its_closing_records_commit() {
     let dir = tempfile::tempdir().unwrap();
     let batches = Arc::new(Batches::default());
     let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), Some(batches.clone()));
@@ -293,11 +311,16 @@ async fn a_deferred_opening_rides_with_its_closing_record() {
         ledger.opened(&opening(call_id, "alice", "m", *start)).await.unwrap();
         ledger.closed(&record(call_id, "alice", "m", *start, None)).await.unwrap();
     }
-    let committed = batches.committed.lock().unwrap().clone();
-    assert_eq!(committed.iter().sum::<usize>(), 40, "{committed:?}");
-    assert!(committed.len() < 40, "openings shared commits with closing records: {committed:?}");
+    let committed: usize = batches.committed.lock().unwrap().iter().sum();
     let reader = ledger.reader().unwrap();
-    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 40, calls: 20 });
+    let report = reader.verify().unwrap();
+    assert_eq!(report.calls, 20);
+    assert_eq!(report.rows, committed as u64, "the meter counts the rows written");
+    // An opening the writer's thread committed alone (its linger passed
+    // before the closing record came: a loaded machine) stays, so not every
+    // call is guaranteed one row; nearly all are.
+    assert!(report.rows < 30, "openings were left out of their closing records' commits: {report:?}");
+    assert_eq!(reader.records(&Filter::default()).unwrap().len(), 20);
     assert!(reader.unclosed(&Filter::default()).unwrap().is_empty());
 }
 
@@ -333,7 +356,8 @@ fn locked_ledger(dir: &Path) -> (Ledger, Arc<Batches>, rusqlite::Connection) {
 
 /// A batch that fails keeps its deferred openings and writes them first in
 /// the next batch that commits: the closing row that failed is refused, and
-/// the opening is not lost with it.
+/// the opening (left out of the failed commit, which held its closing row) is
+/// not lost with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_batch_keeps_its_deferred_openings_for_the_next() {
     let dir = tempfile::tempdir().unwrap();
@@ -651,7 +675,8 @@ async fn a_call_held_and_never_closed_counts_its_worst_case() {
     let left = CallRecord { charged_worst_case: true, ..(*record("left", "bob", "m", 4, None)).clone() };
     ledger.closed(&Arc::new(left)).await.unwrap();
     let reader = ledger.reader().unwrap();
-    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 8, calls: 4 }, "hold rows are in the chain");
+    // `done`'s opening rode with its closing record and was left out; its hold was not.
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 7, calls: 4 }, "hold rows are in the chain");
     let spend = |cut_off| {
         let mut rows = reader.spend_by_caller(at(0), cut_off).unwrap();
         rows.sort_by(|a, b| a.member.cmp(&b.member));
@@ -740,8 +765,8 @@ fn a_ca_file_that_cannot_be_read_or_holds_nothing_is_an_error() {
 
 /// The WAL is checkpointed off the calls' commits and starts again from its
 /// beginning: a long run of single commits leaves it a few MB, not one frame
-/// set per commit (4,000 commits of a closing row and its opening would be
-/// ~60 MB without checkpoints).
+/// set per commit (4,000 commits of a closing row, each a few pages, would
+/// be tens of MB without checkpoints).
 #[tokio::test]
 async fn the_wal_stays_bounded_over_many_commits() {
     let dir = tempfile::tempdir().unwrap();
@@ -754,7 +779,9 @@ async fn the_wal_stays_bounded_over_many_commits() {
     }
     let wal = std::fs::metadata(dir.path().join("ledger.db-wal")).unwrap().len();
     assert!(wal < 16 * 1024 * 1024, "the WAL grew to {wal} bytes");
-    assert_eq!(ledger.reader().unwrap().verify().unwrap(), VerifyReport { rows: 8000, calls: 4000 });
+    let report = ledger.reader().unwrap().verify().unwrap();
+    assert_eq!(report.calls, 4000);
+    assert!((4000..8000).contains(&report.rows), "{report:?}");
 }
 
 /// A closing record whose acknowledgement is dropped unpolled (a call

@@ -32,7 +32,7 @@
 //! [`MAX_CARRIED`]. The next commit opens the file again, so a ledger that
 //! could not be written recovers when it can.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -44,7 +44,7 @@ use tokio::sync::oneshot;
 use super::LedgerMeter;
 use super::config::LedgerConfig;
 use super::shipper::Signal;
-use super::store::{self, Row};
+use super::store::{self, Kind, Row};
 
 /// The most rows committed in one transaction: bounds how long the first row
 /// of a batch waits for the last.
@@ -390,6 +390,21 @@ pub(super) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
     }
 }
 
+/// The calls whose closing row is in `batch`.
+fn closed_in(batch: &[Job]) -> HashSet<&str> {
+    batch.iter().filter(|job| job.row.kind == Kind::Close).map(|job| job.row.call_id.as_str()).collect()
+}
+
+/// Whether `job` is a deferred opening whose call's closing row is committed
+/// in the same transaction: the closing row holds everything the opening
+/// does, and an opening only matters on its own (a call cut off before its
+/// end shows as opened and never closed), so it is left out. Half the rows of
+/// a quick call, and of their cost. Left out of a commit only: when the commit
+/// fails, the opening is carried like any deferred row.
+fn redundant(job: &Job, closed_here: &HashSet<&str>) -> bool {
+    job.row.kind == Kind::Open && job.reply.is_none() && closed_here.contains(job.row.call_id.as_str())
+}
+
 /// The file's write connection and what it reports to.
 pub(super) struct Writer {
     pub config: LedgerConfig,
@@ -419,8 +434,10 @@ impl Writer {
     /// must not wait for (then every row is left for the thread).
     fn write(&mut self, batch: Vec<Job>, by: Committer) -> Left {
         let started = Instant::now();
-        let rows = batch.len();
-        let outcome = match self.commit(batch.iter().map(|job| &job.row), by) {
+        let closed_here = closed_in(&batch);
+        let written = || batch.iter().filter(|job| !redundant(job, &closed_here)).map(|job| &job.row);
+        let rows = written().count();
+        let outcome = match self.commit(written(), by) {
             Err(Failure::NotForCall) => {
                 return Left { jobs: batch, outcome: Outcome::HandedOver, checkpoint: false };
             }
@@ -444,7 +461,8 @@ impl Writer {
         Left { jobs: carried, outcome, checkpoint }
     }
 
-    /// The batch's replies, and (after a failure) its deferred rows to carry.
+    /// The batch's replies, and (after a failure) its deferred rows to carry
+    /// (an opening left out of the failed commit among them: see [`redundant`]).
     fn answerable(&self, batch: Vec<Job>, failed: bool) -> (Vec<oneshot::Sender<Result<(), WriteError>>>, Vec<Job>) {
         let mut replies = Vec::with_capacity(batch.len());
         let mut carried = Vec::new();
