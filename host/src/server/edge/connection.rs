@@ -10,7 +10,11 @@
 //!
 //! hyper's own `header_read_timeout` starts when hyper waits for a head, which
 //! includes the idle wait between requests, so it could not tell a slow head from
-//! an idle keep-alive; the phases here can. A body that stalls is the checks'
+//! an idle keep-alive; the phases here can. A phase change only records the
+//! time: the watchdog is never woken for it, and looks again at least every
+//! shortest limit instead. Every deadline a change sets lies at least that far
+//! ahead, so none is missed, and the connection's task is not re-polled three
+//! times per request (once per phase change) to re-arm a timer. A body that stalls is the checks'
 //! `body_timeout`. A busy connection is never closed for taking long (a slow
 //! upstream is the call's business), only for not taking what it is sent: a
 //! client that leaves a stream unread would otherwise hold its component
@@ -29,7 +33,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::checks::Edge;
@@ -47,6 +51,11 @@ pub(super) struct Limits {
 impl Limits {
     pub(super) fn of(settings: &ServerSettings) -> Self {
         Self { header: settings.header_timeout(), idle: settings.idle_timeout(), stream_idle: settings.stream_idle() }
+    }
+
+    /// The nearest any deadline a phase change sets can lie.
+    fn shortest(&self) -> Duration {
+        self.header.min(self.idle).min(self.stream_idle)
     }
 }
 
@@ -80,13 +89,12 @@ struct State {
 pub(super) struct ConnWatch {
     limits: Limits,
     state: Mutex<State>,
-    changed: Notify,
 }
 
 impl ConnWatch {
     pub(super) fn new(limits: Limits) -> Arc<Self> {
         let state = State { phase: Phase::AwaitingHead { since: Instant::now() }, write_blocked_since: None };
-        Arc::new(Self { limits, state: Mutex::new(state), changed: Notify::new() })
+        Arc::new(Self { limits, state: Mutex::new(state) })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -96,7 +104,6 @@ impl ConnWatch {
 
     fn set_phase(&self, phase: Phase) {
         self.state().phase = phase;
-        self.changed.notify_one();
     }
 
     /// Bytes arrived: on an idle connection they start the next head.
@@ -104,8 +111,6 @@ impl ConnWatch {
         let mut state = self.state();
         if let Phase::Idle { .. } = state.phase {
             state.phase = Phase::AwaitingHead { since: Instant::now() };
-            drop(state);
-            self.changed.notify_one();
         }
     }
 
@@ -113,8 +118,6 @@ impl ConnWatch {
         let mut state = self.state();
         if state.write_blocked_since.is_none() {
             state.write_blocked_since = Some(Instant::now());
-            drop(state);
-            self.changed.notify_one();
         }
     }
 
@@ -145,18 +148,16 @@ impl ConnWatch {
         }
     }
 
-    /// Resolves when the connection has been too slow for its phase.
+    /// Resolves when the connection has been too slow for its phase: looks at
+    /// its deadline, at the latest every [`Limits::shortest`] (see the module doc).
     pub(super) async fn expired(&self) -> Expired {
         loop {
+            let now = Instant::now();
+            let next_look = now + self.limits.shortest();
             match self.deadline() {
-                Some((at, why)) if at <= Instant::now() => return why,
-                Some((at, _)) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = self.changed.notified() => {}
-                    }
-                }
-                None => self.changed.notified().await,
+                Some((at, why)) if at <= now => return why,
+                Some((at, _)) => tokio::time::sleep_until(at.min(next_look)).await,
+                None => tokio::time::sleep_until(next_look).await,
             }
         }
     }
@@ -324,6 +325,27 @@ mod tests {
         let blocked = Instant::now();
         assert_eq!(watch.expired().await, Expired::Unread);
         assert_eq!(blocked.elapsed(), Duration::from_secs(60), "progress restarts the clock");
+    }
+
+    /// The watchdog is not woken for a phase change: one already waiting
+    /// still closes the connection exactly at the deadline the change set.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_watchdog_meets_a_later_phases_deadline_exactly() {
+        let watch = ConnWatch::new(limits());
+        watch.request_started();
+        let waiting = tokio::spawn({
+            let watch = Arc::clone(&watch);
+            async move { watch.expired().await }
+        });
+        tokio::time::sleep(Duration::from_millis(33_300)).await;
+        watch.response_ended();
+        let ended = Instant::now();
+        tokio::time::sleep(Duration::from_millis(41_700)).await;
+        watch.bytes_read();
+        let head = Instant::now();
+        assert_eq!(waiting.await.unwrap(), Expired::Head);
+        assert_eq!(head.elapsed(), Duration::from_secs(10), "the head's deadline, not a look later");
+        assert!(ended.elapsed() < Duration::from_secs(75) + Duration::from_secs(10));
     }
 
     #[tokio::test(start_paused = true)]
