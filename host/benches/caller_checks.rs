@@ -12,6 +12,14 @@
 //!   compare), for 10 and 1,000 configured keys.
 //!
 //! Printed as means, their difference and a ratio.
+//!
+//! The wall clock of this shared 2-core machine moves more between runs than
+//! the few microseconds measured here, so the loopback pair also runs one
+//! side alone for `valgrind --tool=callgrind`, whose instruction counts hold
+//! still: `WEIR_EDGE_SIDE=bare|edge WEIR_EDGE_CALLS=N` makes N loopback calls
+//! of that side after a warm-up, then exits. Per call and side:
+//! (instructions at N = 600 − at N = 100) / 500, the client and the fake
+//! upstream counted alike on both sides.
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
@@ -128,8 +136,36 @@ fn authenticate_alone(keys: usize) -> Duration {
     started.elapsed() / iterations
 }
 
+/// One side of the loopback pair alone, `calls` times (see the module doc):
+/// `bare`, else the edge with a key.
+async fn one_side(side: &str, calls: u32) {
+    let upstream = FakeUpstream::start().await;
+    let (listener, base) = listener().await;
+    let token = match side {
+        "bare" => {
+            let open = weir_host::server::router(weir(config(&upstream.base_url(), "")));
+            tokio::spawn(axum::serve(listener, open).into_future());
+            None
+        }
+        _ => {
+            let keyed = weir(config(&upstream.base_url(), &key_lines(10, TOKEN)));
+            tokio::spawn(weir_host::server::serve(keyed, listener));
+            Some(TOKEN)
+        }
+    };
+    let client = reqwest::Client::builder().tcp_nodelay(true).build().expect("client");
+    for _ in 0..CALLS_PER_ROUND + calls {
+        call_http(&client, &base, token).await;
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if let Ok(side) = std::env::var("WEIR_EDGE_SIDE") {
+        let calls = std::env::var("WEIR_EDGE_CALLS").ok().and_then(|n| n.parse().ok()).expect("WEIR_EDGE_CALLS=N");
+        runtime.block_on(one_side(&side, calls));
+        return;
+    }
     runtime.block_on(async {
         let upstream = FakeUpstream::start().await;
         let open = weir_host::server::router(weir(config(&upstream.base_url(), "")));

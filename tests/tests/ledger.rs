@@ -139,7 +139,7 @@ async fn provider_text_reaches_the_log_and_never_the_ledger() {
 
     let (ok, export, stderr) = ledger_cli(&["ledger", "export", "--since", "1h", "--path", ledger.to_str().unwrap()]);
     assert!(ok, "{stderr}");
-    assert!(export.lines().count() >= 2, "an open and a close row: {export}");
+    assert!(export.lines().any(|line| line.contains(r#""kind":"close""#)), "its closing row: {export}");
     assert!(export.contains("invalid_request"), "{export}");
     assert!(!export.contains(MARKER), "provider text in the ledger: {export}");
 }
