@@ -97,26 +97,28 @@ impl Edge {
         let _all = self.in_flight.acquire_many(self.settings.max_in_flight()).await;
     }
 
-    /// One request through the checks and, if it passes, the route.
-    pub(super) async fn handle(&self, request: Request<Incoming>) -> Response {
+    /// One request through the checks and, if it passes, the route. The
+    /// answer's body holds `end` (the connection's "the response ended") until
+    /// its last frame is sent, with the call's permit.
+    pub(super) async fn handle<E: Send + Unpin + 'static>(&self, request: Request<Incoming>, end: E) -> Response {
         if self.draining() && request.method() == Method::GET && request.uri().path() == "/health" {
-            return self.finish(draining_health(), None);
+            return self.finish(draining_health(), (end, None));
         }
         let dialect = Dialect::of(request.uri().path());
         let (parts, body) = request.into_parts();
         let permit = match self.check_head(&parts) {
             Ok(permit) => permit,
-            Err((category, message)) => return self.finish(dialect.refuse(category, message), None),
+            Err((category, message)) => return self.finish(dialect.refuse(category, message), (end, None)),
         };
         let body = match self.read_body(body).await {
             Ok(body) => body,
-            Err((category, message)) => return self.finish(dialect.refuse(category, message), None),
+            Err((category, message)) => return self.finish(dialect.refuse(category, message), (end, None)),
         };
         let response = match self.router.clone().oneshot(Request::from_parts(parts, Body::from(body))).await {
             Ok(response) => response,
             Err(never) => match never {},
         };
-        self.finish(response, permit)
+        self.finish(response, (end, permit))
     }
 
     /// Everything decided from the head alone; a call (POST) gets its in-flight
@@ -179,19 +181,21 @@ impl Edge {
         }
     }
 
-    /// The answer as sent: while draining it closes its connection; a call's
-    /// permit is held until its body (a stream: the last event) is sent.
-    fn finish(&self, mut response: Response, permit: Option<OwnedSemaphorePermit>) -> Response {
+    /// The answer as sent: while draining it closes its connection; what it
+    /// holds (a call's permit among it) is held until its body (a stream: the
+    /// last event) is sent.
+    fn finish<E: Send + Unpin + 'static>(
+        &self,
+        mut response: Response,
+        held: (E, Option<OwnedSemaphorePermit>),
+    ) -> Response {
         if self.draining() {
             response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             if response.status() == StatusCode::SERVICE_UNAVAILABLE && !response.headers().contains_key(RETRY_AFTER) {
                 response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
             }
         }
-        match permit {
-            Some(permit) => response.map(|body| Body::new(Holding::new(body, permit))),
-            None => response,
-        }
+        response.map(|body| Body::new(Holding::new(body, held)))
     }
 }
 

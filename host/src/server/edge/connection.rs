@@ -24,11 +24,11 @@
 use std::convert::Infallible;
 use std::io::IoSlice;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -37,7 +37,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::checks::Edge;
-use super::holding::Holding;
 use crate::catalog::ServerSettings;
 
 /// The watchdog's limits, from `[server]`.
@@ -70,59 +69,97 @@ pub(super) enum Expired {
     Unread,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// What the connection is doing, and since when (nanoseconds after the
+/// watch's origin): packed in one word so that the socket's every read and
+/// write reads it without a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    AwaitingHead { since: Instant },
+    AwaitingHead { since: u64 },
     Busy,
-    Idle { since: Instant },
+    Idle { since: u64 },
 }
 
-#[derive(Debug)]
-struct State {
-    phase: Phase,
-    /// When the socket last refused a write, while it still refuses them.
-    write_blocked_since: Option<Instant>,
+/// The phase's tag, in a packed word's top two bits; the time in the others.
+const TAG: u64 = 3 << 62;
+const AWAITING_HEAD: u64 = 0;
+const BUSY: u64 = 1 << 62;
+const IDLE: u64 = 2 << 62;
+
+impl Phase {
+    fn pack(self) -> u64 {
+        match self {
+            Self::AwaitingHead { since } => AWAITING_HEAD | since,
+            Self::Busy => BUSY,
+            Self::Idle { since } => IDLE | since,
+        }
+    }
+
+    fn unpack(word: u64) -> Self {
+        let since = word & !TAG;
+        match word & TAG {
+            BUSY => Self::Busy,
+            IDLE => Self::Idle { since },
+            _ => Self::AwaitingHead { since },
+        }
+    }
 }
 
 /// What the watched socket, the service and the watchdog share.
 #[derive(Debug)]
 pub(super) struct ConnWatch {
     limits: Limits,
-    state: Mutex<State>,
+    /// The origin of the times below: when the connection was accepted.
+    origin: Instant,
+    /// The packed [`Phase`].
+    phase: AtomicU64,
+    /// When the socket last refused a write, while it still refuses them:
+    /// nanoseconds after `origin`, plus one (0: writes go through).
+    write_blocked: AtomicU64,
 }
 
 impl ConnWatch {
     pub(super) fn new(limits: Limits) -> Arc<Self> {
-        let state = State { phase: Phase::AwaitingHead { since: Instant::now() }, write_blocked_since: None };
-        Arc::new(Self { limits, state: Mutex::new(state) })
+        let phase = AtomicU64::new(Phase::AwaitingHead { since: 0 }.pack());
+        Arc::new(Self { limits, origin: Instant::now(), phase, write_blocked: AtomicU64::new(0) })
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        // The state is a few plain values: a panic mid-update cannot break them.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Nanoseconds since the origin (62 bits hold 146 years).
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX).min(!TAG)
+    }
+
+    fn at(&self, since: u64) -> Instant {
+        self.origin + Duration::from_nanos(since)
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::unpack(self.phase.load(Ordering::Relaxed))
     }
 
     fn set_phase(&self, phase: Phase) {
-        self.state().phase = phase;
+        self.phase.store(phase.pack(), Ordering::Relaxed);
     }
 
     /// Bytes arrived: on an idle connection they start the next head.
     fn bytes_read(&self) {
-        let mut state = self.state();
-        if let Phase::Idle { .. } = state.phase {
-            state.phase = Phase::AwaitingHead { since: Instant::now() };
+        let word = self.phase.load(Ordering::Relaxed);
+        if word & TAG == IDLE {
+            let head = Phase::AwaitingHead { since: self.now() }.pack();
+            // Lost only to a phase change made meanwhile, which then stands.
+            let _ = self.phase.compare_exchange(word, head, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
     fn write_blocked(&self) {
-        let mut state = self.state();
-        if state.write_blocked_since.is_none() {
-            state.write_blocked_since = Some(Instant::now());
+        if self.write_blocked.load(Ordering::Relaxed) == 0 {
+            self.write_blocked.store(self.now() + 1, Ordering::Relaxed);
         }
     }
 
     fn write_progressed(&self) {
-        self.state().write_blocked_since = None;
+        if self.write_blocked.load(Ordering::Relaxed) != 0 {
+            self.write_blocked.store(0, Ordering::Relaxed);
+        }
     }
 
     pub(super) fn request_started(&self) {
@@ -130,18 +167,20 @@ impl ConnWatch {
     }
 
     pub(super) fn response_ended(&self) {
-        self.set_phase(Phase::Idle { since: Instant::now() });
+        self.set_phase(Phase::Idle { since: self.now() });
     }
 
     /// The earliest instant the connection expires at as things stand, and why.
     fn deadline(&self) -> Option<(Instant, Expired)> {
-        let state = self.state();
-        let phase = match state.phase {
-            Phase::AwaitingHead { since } => Some((since + self.limits.header, Expired::Head)),
-            Phase::Idle { since } => Some((since + self.limits.idle, Expired::Idle)),
+        let phase = match self.phase() {
+            Phase::AwaitingHead { since } => Some((self.at(since) + self.limits.header, Expired::Head)),
+            Phase::Idle { since } => Some((self.at(since) + self.limits.idle, Expired::Idle)),
             Phase::Busy => None,
         };
-        let unread = state.write_blocked_since.map(|since| (since + self.limits.stream_idle, Expired::Unread));
+        let unread = match self.write_blocked.load(Ordering::Relaxed) {
+            0 => None,
+            blocked => Some((self.at(blocked - 1) + self.limits.stream_idle, Expired::Unread)),
+        };
         match (phase, unread) {
             (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
             (a, b) => a.or(b),
@@ -246,8 +285,7 @@ pub(super) async fn serve(stream: TcpStream, edge: Arc<Edge>, limits: Limits, mu
         let (edge, watch) = (Arc::clone(&edge), Arc::clone(&service_watch));
         async move {
             watch.request_started();
-            let response = edge.handle(request).await;
-            Ok::<_, Infallible>(response.map(|body| Body::new(Holding::new(body, ResponseEnd(watch)))))
+            Ok::<_, Infallible>(edge.handle(request, ResponseEnd(watch)).await)
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -325,6 +363,18 @@ mod tests {
         let blocked = Instant::now();
         assert_eq!(watch.expired().await, Expired::Unread);
         assert_eq!(blocked.elapsed(), Duration::from_secs(60), "progress restarts the clock");
+    }
+
+    #[test]
+    fn a_phase_and_its_time_share_one_word() {
+        let long_ago = !TAG;
+        for phase in [Phase::AwaitingHead { since: 0 }, Phase::Busy, Phase::Idle { since: long_ago }] {
+            assert_eq!(Phase::unpack(phase.pack()), phase);
+        }
+        assert_eq!(
+            Phase::unpack(Phase::AwaitingHead { since: long_ago }.pack()),
+            Phase::AwaitingHead { since: long_ago }
+        );
     }
 
     /// The watchdog is not woken for a phase change: one already waiting
