@@ -1,6 +1,7 @@
 //! The ledger's group commit: records committed per second and the latency of
 //! one record's acknowledgement, with 1 and 32 concurrent writers, at
-//! `sync = "normal"` and `"full"`. Each case also prints the mean batch size
+//! `sync = "normal"` and `"full"`. Each writer's call opens and then closes, as
+//! a gateway call does (the acknowledgement timed is the closing record's). Each case also prints the mean batch size
 //! the writer committed (from a `LedgerMeter`): the more writers wait
 //! together, the more rows one commit carries. Absolute figures are this
 //! machine's (and its disk's); the ratios are the point.
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use weir_host::catalog::{LedgerOnError, LedgerSync};
 use weir_host::ledger::{Ledger, LedgerConfig, LedgerMeter};
-use weir_host::record::{CallObserver, CallRecord, Operation, Route, Tokens, Who};
+use weir_host::record::{CallObserver, CallOpening, CallRecord, Operation, Route, Tokens, Who};
 
 /// Records each writer commits per measured iteration.
 const PER_WRITER: usize = 16;
@@ -71,6 +72,19 @@ fn record(n: usize) -> Arc<CallRecord> {
     })
 }
 
+fn opening(record: &CallRecord) -> CallOpening {
+    CallOpening {
+        call_id: record.call_id.clone(),
+        started_at: record.started_at,
+        who: record.who.clone(),
+        route: record.route,
+        operation: record.operation,
+        model: record.model.clone(),
+        stream: record.stream,
+        traceparent: None,
+    }
+}
+
 fn ledger(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
@@ -93,6 +107,7 @@ fn ledger(c: &mut Criterion) {
                                 tokio::spawn(async move {
                                     for n in 0..PER_WRITER {
                                         let record = record(w * PER_WRITER + n);
+                                        ledger.opened(&opening(&record)).await.expect("opened");
                                         let started = Instant::now();
                                         ledger.closed(&record).await.expect("committed");
                                         let mut total = latency.lock().expect("latency");

@@ -818,3 +818,35 @@ async fn a_call_that_meets_another_writers_lock_leaves_its_row_to_the_thread() {
     let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
     assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["late"]);
 }
+
+/// Whether a task made ready just before `call_id` closed ran before the
+/// close's commit was acknowledged (on a one-thread runtime, only if the
+/// close yielded).
+async fn ran_before_the_commit(ledger: &Ledger, call_id: &str) -> bool {
+    let ran = Arc::new(AtomicBool::new(false));
+    let other = tokio::spawn({
+        let ran = ran.clone();
+        async move { ran.store(true, Ordering::SeqCst) }
+    });
+    ledger.closed(&record(call_id, "alice", "m", 1, None)).await.unwrap();
+    let ran_first = ran.load(Ordering::SeqCst);
+    other.await.unwrap();
+    ran_first
+}
+
+/// A call closing while no other call is open commits at once (nothing can
+/// join its commit); one closing while another is open yields first, so the
+/// calls ready beside it add their records to the same commit.
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_alone_commits_at_once_and_one_in_company_yields_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    assert!(!ran_before_the_commit(&ledger, "alone").await, "a call alone does not yield");
+    ledger.opened(&opening("beside", "alice", "m", 1)).await.unwrap();
+    ledger.opened(&opening("first", "alice", "m", 1)).await.unwrap();
+    assert!(ran_before_the_commit(&ledger, "first").await, "a call beside an open one yields");
+    // "beside" is now alone: closing it does not yield.
+    assert!(!ran_before_the_commit(&ledger, "beside").await, "the last open call does not yield");
+    let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
+    assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["alone", "first", "beside"]);
+}

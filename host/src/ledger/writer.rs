@@ -8,8 +8,8 @@
 //! Under `sync = "normal"` the call that needs a row committed (a closing
 //! record, or an opening that must be in the file before its request leaves)
 //! commits it itself, on its own thread, with every row waiting (after one
-//! yield, so that the calls ready beside it queue theirs: see
-//! `ledger::committed`). Handing every row to the ledger's thread and being
+//! yield when other calls are open, so that the calls ready beside it queue
+//! theirs: see `ledger::committed`). Handing every row to the ledger's thread and being
 //! woken back made the gateway 1.4× slower at 32 callers, and a single
 //! writer's acknowledgement 341 µs instead of 73 (`benches/ledger.rs`). A
 //! call that finds the connection taken leaves its row to the holder, who
