@@ -132,6 +132,42 @@ mod tests {
         assert_eq!(first["id"], fragment["id"], "one id per stream");
     }
 
+    /// Every chunk has OpenAI's fields, and its delta only the fields its
+    /// delta sets (a fragment has no id, type or name).
+    #[test]
+    fn each_chunk_has_openais_fields_and_only_what_its_delta_sets() {
+        let mut writer = writer(false);
+        let first = data(&writer.delta(StreamDelta::Thinking("hm".into()))[0]);
+        let id = first["id"].clone();
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": "m",
+                   "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+        };
+        assert_eq!(first, chunk(json!({"role": "assistant", "reasoning_content": "hm"}), Value::Null));
+        let start = ToolCallStart { index: 1, id: "c1".into(), name: "f\"g".into() };
+        assert_eq!(
+            data(&writer.delta(StreamDelta::ToolCallStart(start))[0]),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "c1", "type": "function",
+                                       "function": {"name": "f\"g", "arguments": ""}}]}),
+                Value::Null
+            )
+        );
+        let fragment = ToolCallFragment { index: 1, json: "{\"a\":\n1}".into() };
+        assert_eq!(
+            data(&writer.delta(StreamDelta::ToolCallFragment(fragment))[0]),
+            chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": "{\"a\":\n1}"}}]}), Value::Null)
+        );
+        assert_eq!(
+            data(&writer.delta(StreamDelta::Text("é\u{1F600}".into()))[0]),
+            chunk(json!({"content": "é\u{1F600}"}), Value::Null)
+        );
+        let stop = StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None };
+        let last = writer.delta(StreamDelta::Stop(stop)).remove(0);
+        assert!(last.starts_with("data: {") && last.ends_with("}\n\n"), "one SSE event: {last:?}");
+        assert_eq!(data(&last), chunk(json!({}), json!("stop")));
+    }
+
     #[test]
     fn usage_waits_for_the_end_and_done_closes_it() {
         let mut writer = writer(true);
