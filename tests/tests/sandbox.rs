@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use weir_host::plugin::{PluginEngine, ProviderRegistry};
-use weir_host::{Category, ChatRequest, Config, Weir, WeirError, types::Conversation};
+use weir_host::types::{CallParams, ContentBlock, Conversation, HttpResponse};
+use weir_host::{Category, ChatRequest, Config, Weir, WeirError};
 use weir_tests::FakeUpstream;
 
 fn hostile_component() -> Vec<u8> {
@@ -228,6 +229,37 @@ async fn callers_at_once_never_decode_in_each_others_instance() {
     }
     let sent = upstream.received();
     assert!(sent.iter().all(|r| r.json()["messages"][0]["content"] == ""), "an encode found an earlier caller's text");
+}
+
+/// A session's instance is back in the session only once a call returned:
+/// a call dropped midway (here a looping encode cut by a timeout) leaves no
+/// half-run instance for the session's next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_midway_leaves_no_instance_behind() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("hostile.wasm"), hostile_component()).unwrap();
+    let engine = PluginEngine::new(Some(cache())).unwrap();
+    let registry = ProviderRegistry::load(&engine, Some(folder.path())).unwrap();
+    let provider = registry.get("hostile-loop").unwrap();
+    let mut session = provider.session();
+    let ok = HttpResponse { status: 200, headers: Vec::new(), body: b"fine".to_vec() };
+    assert_eq!(session.decode(&ok).await.unwrap().content, [ContentBlock::Text("v1:fine".to_owned())]);
+    assert!(session.holds_instance(), "a call that returned leaves its instance");
+    let params = CallParams {
+        wire_model_id: "m".to_owned(),
+        max_tokens: 5,
+        thinking_budget: None,
+        reasoning_effort: None,
+        temperature: None,
+        stop: Vec::new(),
+        response_schema: None,
+        stream: false,
+    };
+    let conversation = Conversation::user("hi");
+    let looping = session.encode(&conversation, &params, None);
+    let cut = tokio::time::timeout(std::time::Duration::from_millis(20), looping).await;
+    assert!(cut.is_err(), "the encode loops past the timeout");
+    assert!(!session.holds_instance(), "the instance cut off midway is gone");
 }
 
 #[tokio::test]

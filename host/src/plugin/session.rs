@@ -148,11 +148,7 @@ impl<'p> Session<'p> {
     pub async fn into_stream(mut self, deadline: Option<Instant>) -> Result<ComponentStream, PluginError> {
         let provider = self.provider;
         let chat = provider.chat()?.clone();
-        let mut held = match self.held.take() {
-            Some(held) => held,
-            None => provider.instantiate(deadline).await?,
-        };
-        refuel(&mut held.store, &provider.component().engine);
+        let mut held = self.ready(deadline).await?;
         let during = "chat.stream-decoder";
         let constructor = chat.stream_new(&mut held.store, &held.instance).map_err(|e| provider.fault(during, &e))?;
         let (decoder,) =
@@ -160,11 +156,23 @@ impl<'p> Session<'p> {
         Ok(ComponentStream::new(provider.clone(), held, chat, decoder))
     }
 
-    /// One function of the held instance (made first if none is), with a
-    /// fresh CPU budget: waits for a slot until `deadline` or
-    /// [`super::provider::SLOT_WAIT`], looks the function up with its type
-    /// (`typed`, one of [`super::exports`]'s) and calls it. A fault drops the
-    /// instance.
+    /// The held instance, taken out of the session with a fresh CPU budget,
+    /// or a fresh instance (its slot waited for until `deadline` or
+    /// [`super::provider::SLOT_WAIT`]).
+    async fn ready(&mut self, deadline: Option<Instant>) -> Result<CallInstance, PluginError> {
+        match self.held.take() {
+            Some(mut held) => {
+                refuel(&mut held.store, &self.provider.component().engine);
+                Ok(held)
+            }
+            None => self.provider.instantiate(deadline).await,
+        }
+    }
+
+    /// One function of the session's instance (see [`Self::ready`]): looks the
+    /// function up with its type (`typed`, one of [`super::exports`]'s) and
+    /// calls it. The instance is back in the session only once the call
+    /// returned: a fault, or a call dropped midway, drops it.
     pub(super) async fn call<P, R>(
         &mut self,
         during: &str,
@@ -176,20 +184,19 @@ impl<'p> Session<'p> {
         P: ComponentNamedList + Lower + Send + Sync,
         R: ComponentType + Lift + Send + Sync + 'static,
     {
-        let held = match &mut self.held {
-            Some(held) => {
-                refuel(&mut held.store, &self.provider.component().engine);
-                held
-            }
-            None => self.held.insert(self.provider.instantiate(deadline).await?),
-        };
+        let mut held = self.ready(deadline).await?;
         let called = match typed(&mut held.store, &held.instance) {
             Ok(func) => func.call_async(&mut held.store, params).await,
             Err(error) => Err(error),
         };
         match called {
-            Ok((result,)) => Ok(result),
+            Ok((result,)) => {
+                self.held = Some(held);
+                Ok(result)
+            }
             Err(error) => {
+                // The instance, then its slot, go back before the leave to keep it.
+                drop(held);
                 self.release();
                 Err(self.provider.fault(during, &error))
             }
