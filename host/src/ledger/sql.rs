@@ -78,7 +78,8 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
     let sql = format!(
         "SELECT {label}, body FROM ledger AS opened WHERE kind = 'open'{conditions}
-           AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.call_id = opened.call_id AND closed.kind = 'close')
+           AND NOT EXISTS (SELECT 1 FROM ledger AS closed
+               WHERE closed.started_ms = opened.started_ms AND closed.call_id = opened.call_id AND closed.kind = 'close')
          ORDER BY started_ms, {tie}"
     );
     Query { sql, params }
@@ -88,8 +89,8 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
 /// charged its hold's worst case (`charged_worst`); then, and for a call held
 /// and never closed, the hold row.
 const CHARGED: &str = "((kind = 'close' AND charged_worst = 0)
-    OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.call_id = spent.call_id
-        AND closed.kind = 'close' AND closed.charged_worst = 0)))";
+    OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.started_ms = spent.started_ms
+        AND closed.call_id = spent.call_id AND closed.kind = 'close' AND closed.charged_worst = 0)))";
 
 /// Per (key, member, team): the five token sums and the cost (columns 3–8)
 /// of the calls closed that started at or after `since`, and, with

@@ -49,12 +49,24 @@ CREATE TABLE IF NOT EXISTS ledger (
     hash TEXT NOT NULL,
     charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))
 );
-CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
-CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never updated'); END;
 CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never deleted'); END;
+";
+
+/// The one index, made (and the two it replaced dropped) each time a writer
+/// opens the file. Time filters read it by `started_ms`, and a call's other
+/// rows are found by `(started_ms, call_id)`: every row of a call carries the
+/// call's start time. It replaced an index on `(call_id, kind)`: a closing
+/// row lands among the ids of the calls still open, not after the last one,
+/// so that index split pages in the middle and wrote three or four pages per
+/// commit; dropping it measured 1.04–1.05× the gateway's calls per second
+/// with the ledger on at 32 callers (paired runs, 2026-12-02).
+const INDEXES: &str = "
+DROP INDEX IF EXISTS ledger_started;
+DROP INDEX IF EXISTS ledger_call;
+CREATE INDEX IF NOT EXISTS ledger_started_call ON ledger (started_ms, call_id);
 ";
 
 /// The columns of version 1, in order (version 2 adds `charged_worst`).
@@ -262,7 +274,7 @@ pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
 
 /// Creates the schema in a new file, or migrates a version 1 file (inside a
 /// write transaction, so two processes starting together do not both do it),
-/// and refuses a file of a newer version.
+/// and refuses a file of a newer version; then sees to the [`INDEXES`].
 fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -279,6 +291,7 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
         SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
+    transaction.execute_batch(INDEXES)?;
     if version != SCHEMA_VERSION {
         transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
@@ -344,6 +357,8 @@ fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::E
 
 #[cfg(test)]
 pub(super) mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use rusqlite::{Connection, params};
 
     use super::{GENESIS, Row, chain_hash};
@@ -353,6 +368,20 @@ pub(super) mod tests {
         super::SCHEMA
             .replace("CHECK (kind IN ('open', 'close', 'hold'))", "CHECK (kind IN ('open', 'close'))")
             .replace(",\n    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))", "")
+            + OLD_INDEXES
+    }
+
+    /// The indexes versions 1 and 2 made before [`super::INDEXES`] replaced them.
+    pub(crate) const OLD_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
+CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
+";
+
+    /// The file's indexes, by name.
+    pub(crate) fn indexes(connection: &Connection) -> Vec<String> {
+        let mut names =
+            connection.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name").unwrap();
+        names.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
     }
 
     /// Appends `rows` to a version 1 file as version 1 wrote them.

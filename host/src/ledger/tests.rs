@@ -718,8 +718,65 @@ async fn a_version_1_file_is_migrated_with_its_chain() {
     let version: i64 =
         rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
     assert_eq!(version, 2);
-    let refused = rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM ledger", []).unwrap_err();
+    let file = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(store::tests::indexes(&file), ["ledger_started_call"], "the old indexes are replaced");
+    let refused = file.execute("DELETE FROM ledger", []).unwrap_err();
     assert!(refused.to_string().contains("append-only"), "the triggers came back: {refused}");
+}
+
+/// A version 2 file written before the one index: a writer opening it drops
+/// the two old indexes and makes the new one; its rows and chain are kept.
+#[tokio::test]
+async fn a_file_with_the_old_indexes_gets_the_one_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("a", "alice", "m", 1, None)]).await;
+    drop(ledger);
+    {
+        let file = rusqlite::Connection::open(&path).unwrap();
+        file.execute_batch("DROP INDEX ledger_started_call").unwrap();
+        file.execute_batch(store::tests::OLD_INDEXES).unwrap();
+        assert_eq!(store::tests::indexes(&file), ["ledger_call", "ledger_started"]);
+    }
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("b", "bob", "m", 2, None)]).await;
+    let file = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(store::tests::indexes(&file), ["ledger_started_call"]);
+    assert_eq!(ledger.reader().unwrap().verify().unwrap().calls, 2, "the chain verifies across the change");
+}
+
+/// The queries that look for a call's closing row (the unclosed calls, and the
+/// budgets' holds) find it through the index, not by reading the table once
+/// per row: the plan of each names the index for the inner lookup.
+#[tokio::test]
+async fn a_calls_closing_row_is_looked_up_through_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("a", "alice", "m", 1, None)]).await;
+    let file = rusqlite::Connection::open(&path).unwrap();
+    let plan = |query: sql::Query| {
+        let params: Vec<Box<dyn rusqlite::ToSql>> = query
+            .params
+            .into_iter()
+            .map(|param| -> Box<dyn rusqlite::ToSql> {
+                match param {
+                    sql::Param::Text(text) => Box::new(text),
+                    sql::Param::Integer(number) => Box::new(number),
+                }
+            })
+            .collect();
+        let mut explain = file.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql)).unwrap();
+        let rows = explain.query_map(rusqlite::params_from_iter(params.iter()), |row| row.get::<_, String>(3)).unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>()
+    };
+    let unclosed = plan(sql::unclosed(&Filter::default(), sql::Dialect::Sqlite));
+    let held = plan(sql::spend_by_caller(at(0), true, sql::Dialect::Sqlite));
+    for steps in [unclosed, held] {
+        let inner = steps.iter().find(|step| step.contains("closed")).unwrap_or_else(|| panic!("{steps:?}"));
+        assert!(inner.starts_with("SEARCH closed USING") && inner.contains("INDEX ledger_started_call"), "{steps:?}");
+    }
 }
 
 /// A server that takes TCP only over TLS: the shipper and the readers reach it
