@@ -319,7 +319,7 @@ pub(super) fn parse_body<T: serde::de::DeserializeOwned>(at: String, body: &str)
 }
 
 /// The parameters as SQLite values.
-fn values(params: Vec<Param>) -> Vec<Value> {
+pub(super) fn values(params: Vec<Param>) -> Vec<Value> {
     params
         .into_iter()
         .map(|param| match param {

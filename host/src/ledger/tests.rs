@@ -757,18 +757,9 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
     write_calls(&ledger, &[("a", "alice", "m", 1, None)]).await;
     let file = rusqlite::Connection::open(&path).unwrap();
     let plan = |query: sql::Query| {
-        let params: Vec<Box<dyn rusqlite::ToSql>> = query
-            .params
-            .into_iter()
-            .map(|param| -> Box<dyn rusqlite::ToSql> {
-                match param {
-                    sql::Param::Text(text) => Box::new(text),
-                    sql::Param::Integer(number) => Box::new(number),
-                }
-            })
-            .collect();
         let mut explain = file.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql)).unwrap();
-        let rows = explain.query_map(rusqlite::params_from_iter(params.iter()), |row| row.get::<_, String>(3)).unwrap();
+        let params = rusqlite::params_from_iter(query::values(query.params));
+        let rows = explain.query_map(params, |row| row.get::<_, String>(3)).unwrap();
         rows.map(Result::unwrap).collect::<Vec<_>>()
     };
     let unclosed = plan(sql::unclosed(&Filter::default(), sql::Dialect::Sqlite));
