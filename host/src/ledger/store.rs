@@ -249,6 +249,10 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         let _pages: u64 = connection.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |row| row.get(0))?;
     }
     migrate(&mut connection)?;
+    // This connection only writes typed rows (a `Kind`, a bool), so it skips
+    // the CHECKs that guard the file against other writers: the three-value
+    // `kind IN (...)` check built and dropped an ephemeral table on every insert.
+    connection.pragma_update(None, "ignore_check_constraints", true)?;
     Ok(connection)
 }
 
@@ -298,6 +302,11 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// One row's insert, as [`append`] runs it.
+const INSERT: &str = "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+        input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+
 /// Appends `rows` in one transaction. The chain's end is read inside it: other
 /// processes may append to the same file, so no hash is remembered between
 /// batches.
@@ -308,11 +317,7 @@ pub(super) fn append<'a>(
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (mut seq, mut prev_hash) = chain_end(&transaction)?;
     {
-        let mut insert = transaction.prepare_cached(
-            "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-                input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-        )?;
+        let mut insert = transaction.prepare_cached(INSERT)?;
         for row in rows {
             seq += 1;
             let kind = row.kind.as_str();
@@ -361,6 +366,33 @@ pub(super) mod tests {
     use rusqlite::{Connection, params};
 
     use super::{GENESIS, Row, chain_hash};
+
+    /// The writer's inserts skip the CHECKs (no ephemeral table is built per
+    /// row for the `kind IN (...)` list), while any other connection still
+    /// meets them.
+    #[test]
+    fn only_the_writers_typed_inserts_skip_the_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let writer = super::open_writer(&path, crate::catalog::LedgerSync::Normal, None).unwrap();
+        let mut explain = writer.prepare(&format!("EXPLAIN {}", super::INSERT)).unwrap();
+        let unbound = rusqlite::params_from_iter(std::iter::repeat_n(None::<String>, 20));
+        let program: Vec<String> = explain.query_map(unbound, |row| row.get(1)).unwrap().map(Result::unwrap).collect();
+        assert!(program.iter().any(|op| op == "Insert"), "{program:?}");
+        assert!(!program.iter().any(|op| op == "OpenEphemeral"), "{program:?}");
+
+        let other = Connection::open(&path).unwrap();
+        let none = None::<String>;
+        let refused = other
+            .execute(
+                super::INSERT,
+                params![
+                    1, "bogus", "c", 0, 0, none, none, none, "m", none, 0, 0, 0, 0, 0, none, "{}", GENESIS, "h", false
+                ],
+            )
+            .unwrap_err();
+        assert!(refused.to_string().contains("CHECK constraint failed"), "{refused}");
+    }
 
     /// The schema as version 1 wrote it (for the migration's test).
     pub(crate) fn version_1_schema() -> String {
