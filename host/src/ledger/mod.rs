@@ -7,8 +7,9 @@
 //! the thread of the call that waits for its row, else on the ledger's
 //! thread. A closing record's acknowledgement resolves once its row is
 //! committed. An opening's and a hold's resolve at once under `sync =
-//! "normal"`: they are committed with the next batch, within
-//! [`writer::OPEN_LINGER`] (see [`Ledger::opened`]). Readers ([`Reader`]: the CLI,
+//! "normal"`: they wait for their call's closing row (then an opening is
+//! left out), and are committed with the next batch once
+//! [`writer::OPEN_LINGER`] has passed (see [`Ledger::opened`]). Readers ([`Reader`]: the CLI,
 //! `GET /v1/usage`) open the file read-only, beside a running gateway. With
 //! `[ledger] postgres_url`, a [`shipper`] copies committed rows to the fleet's
 //! PostgreSQL table ([`postgres`]), which [`SharedReader`] reads.
@@ -318,8 +319,9 @@ fn start_shipper(
 
 impl CallObserver for Ledger {
     /// Under `sync = "normal"` an opening is deferred: the call does not wait
-    /// for it, and the writer commits it with the next batch (usually with
-    /// the call's own closing record, whose commit the answer waits for). It
+    /// for it, and the writer commits it with the call's own closing record
+    /// (which makes it redundant: it is left out), or with the first batch
+    /// after [`writer::OPEN_LINGER`] when the call runs longer. It
     /// is waited for before the request leaves under `sync = "full"`, and
     /// while the ledger is failing, so that `on_error = "refuse"` refuses a
     /// call before anything is sent for it.
