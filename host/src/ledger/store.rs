@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::LedgerSync;
@@ -307,52 +307,62 @@ const INSERT: &str = "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms,
         input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
-/// Appends `rows` in one transaction. The chain's end is read inside it: other
-/// processes may append to the same file, so no hash is remembered between
-/// batches.
+/// Appends `rows` in one transaction, rolled back when any of it fails. The
+/// chain's end is read inside it: other processes may append to the same
+/// file, so no hash is remembered between batches. BEGIN and COMMIT are
+/// cached statements, where a `rusqlite::Transaction` prepares and finalizes
+/// both for every batch.
 pub(super) fn append<'a>(
-    connection: &mut Connection,
+    connection: &Connection,
     rows: impl IntoIterator<Item = &'a Row>,
 ) -> Result<(), rusqlite::Error> {
-    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let (mut seq, mut prev_hash) = chain_end(&transaction)?;
-    {
-        let mut insert = transaction.prepare_cached(INSERT)?;
-        for row in rows {
-            seq += 1;
-            let kind = row.kind.as_str();
-            let hash = chain_hash(&prev_hash, seq, kind, &row.body);
-            insert.execute(params![
-                seq,
-                kind,
-                row.call_id,
-                row.at_ms,
-                row.started_ms,
-                row.key_id,
-                row.member,
-                row.team,
-                row.model,
-                row.category,
-                row.tokens.input,
-                row.tokens.output,
-                row.tokens.cache_read,
-                row.tokens.cache_write,
-                row.tokens.reasoning,
-                row.cost_usd,
-                row.body,
-                prev_hash,
-                hash,
-                row.charged_worst,
-            ])?;
-            prev_hash = hash;
-        }
+    connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let appended = insert(connection, rows).and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
+    if appended.is_err() && !connection.is_autocommit() {
+        // The writer answers every row of the batch with the error: none may stay.
+        let _ = connection.execute_batch("ROLLBACK");
     }
-    transaction.commit()
+    appended
+}
+
+/// Inserts `rows` after the chain's end, inside [`append`]'s transaction.
+fn insert<'a>(connection: &Connection, rows: impl IntoIterator<Item = &'a Row>) -> Result<(), rusqlite::Error> {
+    let (mut seq, mut prev_hash) = chain_end(connection)?;
+    let mut insert = connection.prepare_cached(INSERT)?;
+    for row in rows {
+        seq += 1;
+        let kind = row.kind.as_str();
+        let hash = chain_hash(&prev_hash, seq, kind, &row.body);
+        insert.execute(params![
+            seq,
+            kind,
+            row.call_id,
+            row.at_ms,
+            row.started_ms,
+            row.key_id,
+            row.member,
+            row.team,
+            row.model,
+            row.category,
+            row.tokens.input,
+            row.tokens.output,
+            row.tokens.cache_read,
+            row.tokens.cache_write,
+            row.tokens.reasoning,
+            row.cost_usd,
+            row.body,
+            prev_hash,
+            hash,
+            row.charged_worst,
+        ])?;
+        prev_hash = hash;
+    }
+    Ok(())
 }
 
 /// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
-fn chain_end(transaction: &Transaction<'_>) -> Result<(i64, String), rusqlite::Error> {
-    let last = transaction
+fn chain_end(connection: &Connection) -> Result<(i64, String), rusqlite::Error> {
+    let last = connection
         .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
         .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
@@ -392,6 +402,34 @@ pub(super) mod tests {
             )
             .unwrap_err();
         assert!(refused.to_string().contains("CHECK constraint failed"), "{refused}");
+    }
+
+    /// A batch whose insert fails midway (here a trigger added to the file
+    /// refuses one row) leaves none of its rows and no transaction open: the
+    /// same connection appends the next batch.
+    #[test]
+    fn a_failed_batch_is_rolled_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let writer = super::open_writer(&path, crate::catalog::LedgerSync::Normal, None).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER refuse_c5 BEFORE INSERT ON ledger WHEN NEW.call_id = 'c5'
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+            )
+            .unwrap();
+        let rows = |calls: std::ops::Range<usize>| -> Vec<Row> {
+            let record = |n| crate::ledger::tests::record(&format!("c{n}"), "alice", "m", 1, None);
+            calls.map(|n| Row::closing(&record(n)).unwrap()).collect()
+        };
+        let refused = super::append(&writer, &rows(0..10)).unwrap_err();
+        assert!(refused.to_string().contains("refused"), "{refused}");
+        assert!(writer.is_autocommit(), "no transaction is left open");
+        let count = || writer.query_row("SELECT count(*) FROM ledger", [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count(), 0, "none of the failed batch's rows stayed");
+        super::append(&writer, &rows(6..8)).unwrap();
+        assert_eq!(count(), 2);
     }
 
     /// The schema as version 1 wrote it (for the migration's test).
