@@ -2,8 +2,9 @@
 //!
 //! Rows wait in one queue ([`Pending`], first in, first out) and one
 //! connection ([`Writer`]) commits them in groups. Whoever holds the
-//! connection takes everything waiting, in order, so rows are committed in
-//! the order they were handed over.
+//! connection takes every row that is due, in order: all of them, except a
+//! running call's deferred rows younger than [`OPEN_LINGER`], which stay
+//! queued for their own call's closing row (see [`Pending::take`]).
 //!
 //! Under `sync = "normal"` the call that needs a row committed (a closing
 //! record, or an opening that must be in the file before its request leaves)
