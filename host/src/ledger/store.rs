@@ -317,7 +317,8 @@ pub(super) fn append<'a>(
     rows: impl IntoIterator<Item = &'a Row>,
 ) -> Result<(), rusqlite::Error> {
     connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let appended = insert(connection, rows).and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
+    let appended =
+        insert_rows(connection, rows).and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
     if appended.is_err() && !connection.is_autocommit() {
         // The writer answers every row of the batch with the error: none may stay.
         let _ = connection.execute_batch("ROLLBACK");
@@ -326,7 +327,7 @@ pub(super) fn append<'a>(
 }
 
 /// Inserts `rows` after the chain's end, inside [`append`]'s transaction.
-fn insert<'a>(connection: &Connection, rows: impl IntoIterator<Item = &'a Row>) -> Result<(), rusqlite::Error> {
+fn insert_rows<'a>(connection: &Connection, rows: impl IntoIterator<Item = &'a Row>) -> Result<(), rusqlite::Error> {
     let (mut seq, mut prev_hash) = chain_end(connection)?;
     let mut insert = connection.prepare_cached(INSERT)?;
     for row in rows {

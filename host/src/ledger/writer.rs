@@ -567,8 +567,9 @@ mod tests {
 
     use super::*;
 
-    fn job(n: u64, waited: bool) -> Job {
-        let row = Row::closing(&crate::ledger::tests::record(&format!("call-{n}"), "alice", "m", n, None)).unwrap();
+    /// A closing row of `call`, waited for or not.
+    fn closing(call: &str, waited: bool) -> Job {
+        let row = Row::closing(&crate::ledger::tests::record(call, "alice", "m", 1, None)).unwrap();
         let reply = waited.then(|| oneshot::channel().0);
         Job { row, reply, queued: Instant::now() }
     }
@@ -576,11 +577,6 @@ mod tests {
     fn opening(call: &str, queued: Instant) -> Job {
         let row = Row::opening(&crate::ledger::tests::opening(call, "alice", "m", 1)).unwrap();
         Job { row, reply: None, queued }
-    }
-
-    fn closing(call: &str) -> Job {
-        let row = Row::closing(&crate::ledger::tests::record(call, "alice", "m", 1, None)).unwrap();
-        Job { row, reply: Some(oneshot::channel().0), queued: Instant::now() }
     }
 
     fn kinds_and_calls(jobs: &[Job]) -> Vec<(Kind, &str)> {
@@ -598,7 +594,7 @@ mod tests {
         pending.jobs.push_back(opening("running", now));
         pending.jobs.push_back(opening("quick", now));
         pending.jobs.push_back(opening("later", now));
-        pending.jobs.push_back(closing("quick"));
+        pending.jobs.push_back(closing("quick", true));
         let batch = pending.take();
         assert_eq!(kinds_and_calls(&batch), [(Kind::Open, "old"), (Kind::Open, "quick"), (Kind::Close, "quick")]);
         let left: Vec<Job> = pending.jobs.drain(..).collect();
@@ -613,8 +609,8 @@ mod tests {
     #[test]
     fn carried_rows_beyond_the_bound_are_given_up_oldest_first() {
         let mut pending = Pending::default();
-        pending.jobs.push_back(job(0, true));
-        pending.jobs.extend((1..=MAX_CARRIED as u64 + 3).map(|n| job(n, false)));
+        pending.jobs.push_back(closing("call-0", true));
+        pending.jobs.extend((1..=MAX_CARRIED + 3).map(|n| closing(&format!("call-{n}"), false)));
         assert_eq!(pending.trim_carried(), 3);
         assert_eq!(pending.jobs.len(), MAX_CARRIED + 1);
         assert!(pending.jobs[0].reply.is_some(), "a waited row is never given up");
