@@ -603,11 +603,13 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
 
 /// The ledger file `--path` names, else the one the config keeps.
 fn open_ledger(file: &LedgerFile) -> anyhow::Result<Reader> {
-    let path = match &file.path {
-        Some(path) => path.clone(),
-        None => configured_ledger(file)?.path,
-    };
-    Ok(Reader::open(&path)?)
+    Ok(match &file.path {
+        Some(path) => Reader::open(path)?,
+        None => {
+            let settings = configured_ledger(file)?;
+            Reader::open_within(&settings.path, settings.max_bytes)?
+        }
+    })
 }
 
 /// What `query` reads: the file `--path` names, else the fleet's PostgreSQL
@@ -619,7 +621,7 @@ fn open_for_query(file: &LedgerFile) -> anyhow::Result<Box<dyn LedgerRead>> {
     let settings = configured_ledger(file)?;
     Ok(match &settings.postgres {
         Some(target) => Box::new(SharedReader::connect(target)?),
-        None => Box::new(Reader::open(&settings.path)?),
+        None => Box::new(Reader::open_within(&settings.path, settings.max_bytes)?),
     })
 }
 

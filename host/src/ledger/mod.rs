@@ -3,21 +3,26 @@
 //! Flow: a call's [`CallOpening`], its budget hold ([`HoldRecord`], when a
 //! budget applies) and then its [`CallRecord`] reach the [`Ledger`] as an
 //! observer; each becomes a row ([`store`]) queued for the writer
-//! ([`writer`]), which commits rows in groups: under `sync = "normal"` on
-//! the thread of the call that waits for its row, else on the ledger's
-//! thread. A closing record's acknowledgement resolves once its row is
-//! committed. An opening's and a hold's resolve at once under `sync =
-//! "normal"`: they wait for their call's closing row (then an opening is
-//! left out), and are committed with the next batch once
-//! [`writer::OPEN_LINGER`] has passed (see [`Ledger::opened`]). Readers ([`Reader`]: the CLI,
-//! `GET /v1/usage`) open the file read-only, beside a running gateway. With
-//! `[ledger] postgres_url`, a [`shipper`] copies committed rows to the fleet's
-//! PostgreSQL table ([`postgres`]), which [`SharedReader`] reads.
-//! `[ledger] on_error` decides what a failed write means to the call:
+//! ([`writer`]), which commits rows in groups to the ledger's log ([`log`]):
+//! under `sync = "normal"` on the thread of the call that waits for its row,
+//! else on the ledger's thread. A closing record's acknowledgement resolves
+//! once its row is in the log. An opening's and a hold's resolve at once
+//! under `sync = "normal"`: they wait for their call's closing row (then an
+//! opening is left out), and are committed with the next batch once
+//! [`writer::OPEN_LINGER`] has passed (see [`Ledger::opened`]). The ledger's
+//! thread moves the log's rows into the SQLite file in large batches
+//! ([`fill`]), where the hash chain is made. Readers ([`Reader`]: the CLI,
+//! `GET /v1/usage`) read the file beside a running gateway, after applying
+//! what its log holds. With `[ledger] postgres_url`, a [`shipper`] copies
+//! the file's rows to the fleet's PostgreSQL table ([`postgres`]), which
+//! [`SharedReader`] reads. `[ledger] on_error` decides what a failed write
+//! (to the log, or of the log's rows into the file) means to the call:
 //! `refuse` fails it (an unrecorded call cannot be accounted), `continue`
 //! logs the loss and lets it go on.
 
 mod config;
+mod fill;
+mod log;
 mod postgres;
 mod query;
 mod shipper;
@@ -44,14 +49,20 @@ pub use query::{
 
 use crate::catalog::{LedgerOnError, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
+use fill::Filler;
 use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Job, Shared, WriteError, Writer};
 
 /// What the ledger's writer reports about itself (the metrics implement it).
 pub trait LedgerMeter: Send + Sync + 'static {
-    /// A batch of `records` was committed in `elapsed`.
+    /// A batch of `records` was committed (appended to the log) in `elapsed`.
     fn committed(&self, records: usize, elapsed: Duration);
+    /// The ledger's thread moved `records` from the log into the file in
+    /// `elapsed` (one transaction).
+    fn stored(&self, records: usize, elapsed: Duration) {
+        let _ = (records, elapsed);
+    }
     /// A batch of `records` could not be written.
     fn failed(&self, records: usize);
     /// The shipper appended `records` to the fleet's ledger; `lag`: how long
@@ -78,6 +89,8 @@ pub struct Ledger {
     /// Whether the writer's thread started: without it nothing is written.
     running: bool,
     path: Arc<Path>,
+    /// `[ledger] max_bytes`, which a reader's catch-up keeps to as well.
+    max_bytes: Option<u64>,
     on_error: LedgerOnError,
     /// `sync = "full"`: every opening is committed before its call's first
     /// request leaves, as every closing record is before its answer, and every
@@ -86,6 +99,8 @@ pub struct Ledger {
     full_sync: bool,
     /// Whether the writer's last commit (or its first open) succeeded.
     healthy: Arc<AtomicBool>,
+    /// Whether the ledger's thread is writing the file (see `fill`).
+    stored: Arc<AtomicBool>,
     /// Calls opened and not yet closed: a call closing with none beside it
     /// commits at once, since no other record can join its commit. (A record
     /// closed without an opening, such as a refused key's, counts down to
@@ -110,27 +125,26 @@ impl Ledger {
     pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {
         // One waiting wake-up is enough: the thread reads the queue's flags when it wakes.
         let (wake, woken) = mpsc::sync_channel(1);
-        let connection = store::open_writer(&config.path, config.sync, config.max_bytes)
-            .inspect_err(|error| tracing::error!(path = %config.path.display(), %error, "the ledger cannot be opened"))
-            .ok();
-        let healthy = Arc::new(AtomicBool::new(connection.is_some()));
         let shipper = config.postgres.as_ref().and_then(|target| start_shipper(target, &config, meter.clone()));
         let sync = config.sync;
-        let ledger_path = Arc::from(config.path.as_path());
-        let (on_error, postgres) = (config.on_error, config.postgres.clone());
-        let writer = Writer {
-            config,
-            meter,
-            connection,
-            healthy: healthy.clone(),
-            shipper: shipper.clone(),
-            waits_for_locks: true,
-            commits_since_checkpoint: 0,
-        };
+        let ledger_path: Arc<Path> = Arc::from(config.path.as_path());
+        let (on_error, postgres, max_bytes) = (config.on_error, config.postgres.clone(), config.max_bytes);
+        let stored = Arc::new(AtomicBool::new(false));
+        let mut filler =
+            Filler { config, meter: meter.clone(), connection: None, shipper: shipper.clone(), stored: stored.clone() };
+        let mut log = log::Log::new(&ledger_path, sync == LedgerSync::Full);
+        let opened = filler.open().and_then(|()| log.open().map_err(|error| WriteError::from(error.to_string())));
+        if let Err(error) = &opened {
+            tracing::error!(path = %ledger_path.display(), %error, "the ledger cannot be opened");
+        }
+        stored.store(filler.connection.is_some(), Ordering::Relaxed);
+        let healthy = Arc::new(AtomicBool::new(opened.is_ok()));
+        let writer = Writer { meter, log, healthy: healthy.clone(), stored: stored.clone() };
         let shared = Arc::new(Shared::new(writer));
         let thread_shared = shared.clone();
-        let spawned =
-            std::thread::Builder::new().name("weir-ledger".to_owned()).spawn(move || writer::run(thread_shared, woken));
+        let spawned = std::thread::Builder::new()
+            .name("weir-ledger".to_owned())
+            .spawn(move || writer::run(thread_shared, filler, woken));
         if let Err(error) = &spawned {
             // Every write fails, and is handled by `on_error`.
             tracing::error!(%error, "cannot start the ledger's writer thread");
@@ -140,13 +154,23 @@ impl Ledger {
             wake,
             running: spawned.is_ok(),
             path: ledger_path,
+            max_bytes,
             on_error,
             full_sync: sync == LedgerSync::Full,
             healthy,
+            stored,
             open_calls: Arc::new(AtomicUsize::new(0)),
             shipper,
             postgres,
         }
+    }
+
+    /// Waits up to `timeout` (blocking) for the ledger's thread to move every
+    /// row logged so far into the file; true when it did.
+    pub fn fill_pending(&self, timeout: Duration) -> bool {
+        let (done, filled) = mpsc::channel();
+        self.shared.ask_fill(done, &self.wake);
+        filled.recv_timeout(timeout).unwrap_or(false)
     }
 
     /// The SQLite file (for a [`Reader`]).
@@ -156,7 +180,7 @@ impl Ledger {
 
     /// A reader of this ledger's file.
     pub fn reader(&self) -> Result<Reader, ReadError> {
-        Reader::open(&self.path)
+        Reader::open_within(&self.path, self.max_bytes)
     }
 
     /// The fleet's PostgreSQL ledger this one ships to, if any.
@@ -179,6 +203,7 @@ impl Ledger {
     /// a shipper or when the time ran out.
     pub fn ship_pending(&self, timeout: Duration) -> bool {
         let Some(shipper) = &self.shipper else { return false };
+        self.fill_pending(timeout);
         let (done, finished) = mpsc::channel();
         shipper.send(Signal::Flush(done)).is_ok() && finished.recv_timeout(timeout).is_ok()
     }
@@ -196,9 +221,10 @@ impl Ledger {
             }
             false => (None, None),
         };
+        // While the file cannot be written, the thread commits every row, after trying it.
+        let for_thread = waited && (self.full_sync || !self.stored.load(Ordering::Relaxed));
         let sent: Result<(), WriteError> = match (row, self.running) {
             (Ok(row), true) => {
-                let for_thread = waited && self.full_sync;
                 self.shared.push(Job { row, reply, queued: Instant::now() }, for_thread, &self.wake);
                 Ok(())
             }
@@ -212,7 +238,7 @@ impl Ledger {
         };
         let call_id = call_id.to_owned();
         let on_error = self.on_error;
-        let commit = (!self.full_sync && answer.is_ok()).then(|| CallCommit::new(&self.shared, &self.wake, company));
+        let commit = (!for_thread && answer.is_ok()).then(|| CallCommit::new(&self.shared, &self.wake, company));
         Box::pin(async move {
             let outcome = match answer {
                 Ok(answer) => committed(answer, commit).await,
@@ -230,6 +256,15 @@ impl Ledger {
                 }
             }
         })
+    }
+}
+
+impl Ledger {
+    /// Whether openings and holds are waited for: under `sync = "full"`, and
+    /// while the log or the file is failing (so that `on_error = "refuse"`
+    /// refuses a call before anything is sent for it).
+    fn strict(&self) -> bool {
+        self.full_sync || !self.healthy.load(Ordering::Relaxed) || !self.stored.load(Ordering::Relaxed)
     }
 }
 
@@ -327,13 +362,13 @@ impl CallObserver for Ledger {
     /// call before anything is sent for it.
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
         self.open_calls.fetch_add(1, Ordering::Relaxed);
-        let waited = self.full_sync || !self.healthy.load(Ordering::Relaxed);
+        let waited = self.strict();
         self.write(&opening.call_id, Row::opening(opening), waited, true)
     }
 
     /// Deferred and waited for as an opening is (see [`Self::opened`]).
     fn held(&self, hold: &HoldRecord) -> Acknowledged {
-        let waited = self.full_sync || !self.healthy.load(Ordering::Relaxed);
+        let waited = self.strict();
         self.write(&hold.call_id, Row::hold(hold), waited, true)
     }
 

@@ -12,8 +12,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use super::log;
 use super::sql::{self, Dialect, Param};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
+use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// Which calls to read. Every field narrows; times are on the call's start
@@ -209,8 +211,26 @@ impl std::fmt::Debug for Reader {
 
 impl Reader {
     /// Opens an existing ledger read-only (a missing file is an error, not a
-    /// new ledger).
+    /// new ledger), after moving the rows its log holds into it with no size
+    /// limit: see [`Self::open_within`] for a file with `max_bytes`.
     pub fn open(path: &Path) -> Result<Reader, ReadError> {
+        Reader::open_within(path, None)
+    }
+
+    /// [`Self::open`], moving the log's rows in only while the file stays
+    /// within `max_bytes` (the `[ledger]` setting): rows that do not fit stay
+    /// in the log, as they do for the gateway.
+    pub fn open_within(path: &Path, max_bytes: Option<u64>) -> Result<Reader, ReadError> {
+        if !path.is_file() {
+            return Err(ReadError::Missing(path.to_path_buf()));
+        }
+        catch_up(path, max_bytes);
+        Reader::open_file(path)
+    }
+
+    /// Opens the file as it is, its log left alone (the shipper's reader:
+    /// the ledger's thread fills the file before waking it).
+    pub(super) fn open_file(path: &Path) -> Result<Reader, ReadError> {
         if !path.is_file() {
             return Err(ReadError::Missing(path.to_path_buf()));
         }
@@ -520,4 +540,20 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     humantime::parse_duration(text).ok().and_then(|back| SystemTime::now().checked_sub(back)).ok_or_else(|| {
         format!("`{text}` is neither an RFC 3339 time (2026-12-01T00:00:00Z) nor a duration back from now (24h, 30m)")
     })
+}
+
+/// Moves the rows `path`'s log holds into the file before reading it (see
+/// `log`: a running gateway's thread moves them in its own time), so a
+/// reader sees every committed row. A reader that cannot write the file (its
+/// folder is read-only to it) reads what the file holds, logged.
+fn catch_up(path: &Path, max_bytes: Option<u64>) {
+    if !log::has_segments(path) {
+        return;
+    }
+    let caught_up = store::open_writer(path, LedgerSync::Full, max_bytes)
+        .map_err(|error| error.to_string())
+        .and_then(|connection| log::catch_up(&connection, path).map_err(|error| error.to_string()));
+    if let Err(error) = caught_up {
+        tracing::warn!(path = %path.display(), %error, "cannot apply the ledger's log before reading: rows it holds are not read");
+    }
 }

@@ -147,7 +147,7 @@ impl Shipper {
     fn ship_waiting(&mut self) -> Result<u64, ShipError> {
         let reader = match &mut self.reader {
             Some(reader) => reader,
-            None => match Reader::open(&self.path) {
+            None => match Reader::open_file(&self.path) {
                 Ok(reader) => self.reader.insert(reader),
                 // The writer has not created it yet: nothing to ship.
                 Err(ReadError::Missing(_)) => return Ok(0),

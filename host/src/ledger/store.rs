@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::LedgerSync;
@@ -56,7 +57,8 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
 ";
 
 /// The one index, made (and the two it replaced dropped) each time a writer
-/// opens the file. Time filters read it by `started_ms`, and a call's other
+/// opens the file, beside the log's bookkeeping (`ledger_applied`: how many
+/// lines of each log segment the file holds; see `log`). Time filters read it by `started_ms`, and a call's other
 /// rows are found by `(started_ms, call_id)`: every row of a call carries the
 /// call's start time. It replaced an index on `(call_id, kind)`: a closing
 /// row lands among the ids of the calls still open, not after the last one,
@@ -68,6 +70,7 @@ const INDEXES: &str = "
 DROP INDEX IF EXISTS ledger_started;
 DROP INDEX IF EXISTS ledger_call;
 CREATE INDEX IF NOT EXISTS ledger_started_call ON ledger (started_ms, call_id);
+CREATE TABLE IF NOT EXISTS ledger_applied (segment TEXT PRIMARY KEY, lines INTEGER NOT NULL) WITHOUT ROWID;
 ";
 
 /// The columns of version 1, in order (version 2 adds `charged_worst`).
@@ -85,7 +88,8 @@ DROP TRIGGER IF EXISTS ledger_no_delete;
 ";
 
 /// Which end of a call a row records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub(super) enum Kind {
     /// Body: a [`CallOpening`].
     Open,
@@ -115,8 +119,9 @@ impl Kind {
 }
 
 /// A row before it has a place in the chain: the body and the columns copied
-/// from it.
-#[derive(Debug, Clone, PartialEq)]
+/// from it. The columns serialize as a log line's head (see `log`), the body
+/// verbatim after them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct Row {
     pub kind: Kind,
     pub call_id: String,
@@ -129,6 +134,7 @@ pub(super) struct Row {
     pub category: Option<String>,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    #[serde(skip)]
     pub body: String,
     /// A closing row whose budgets were charged the hold's worst case
     /// ([`CallRecord::charged_worst_case`]).
@@ -234,15 +240,13 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    wait_for_locks(&connection, true)?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
     let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     let synchronous = match sync {
         LedgerSync::Normal => "NORMAL",
         LedgerSync::Full => "FULL",
     };
     connection.pragma_update(None, "synchronous", synchronous)?;
-    // The writer's thread checkpoints (see `writer`), so that no call's commit runs one.
-    connection.pragma_update(None, "wal_autocheckpoint", 0)?;
     if let Some(max_bytes) = max_bytes {
         let page_size: u64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
         let pages = (max_bytes / page_size.max(1)).max(1);
@@ -254,25 +258,6 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     // `kind IN (...)` check built and dropped an ephemeral table on every insert.
     connection.pragma_update(None, "ignore_check_constraints", true)?;
     Ok(connection)
-}
-
-/// Copies what it can of the WAL into the file without waiting for anyone
-/// (`PASSIVE`): a reader's snapshot only leaves more for the next one.
-pub(super) fn checkpoint(connection: &Connection) -> Result<(), rusqlite::Error> {
-    let _counts: (i64, i64, i64) = connection
-        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
-    Ok(())
-}
-
-/// Whether a write waits up to [`BUSY_TIMEOUT`] for another connection's
-/// lock, or fails at once with `SQLITE_BUSY` ([`is_busy`]).
-pub(super) fn wait_for_locks(connection: &Connection, wait: bool) -> Result<(), rusqlite::Error> {
-    connection.busy_timeout(if wait { BUSY_TIMEOUT } else { Duration::ZERO })
-}
-
-/// Whether `error` is another connection's lock (nothing was written).
-pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
-    error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
 }
 
 /// Creates the schema in a new file, or migrates a version 1 file (inside a
@@ -307,18 +292,28 @@ const INSERT: &str = "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms,
         input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
-/// Appends `rows` in one transaction, rolled back when any of it fails. The
-/// chain's end is read inside it: other processes may append to the same
+/// Rows of one log segment, from its line `first_line` on (`None`: a line
+/// that did not parse, counted and left out).
+pub(super) struct Run<'a> {
+    pub segment: &'a str,
+    pub first_line: u64,
+    pub rows: Vec<Option<&'a Row>>,
+}
+
+/// Appends the lines of `runs` the file does not hold yet (by each segment's
+/// count in `ledger_applied`, raised in the same transaction), in one
+/// transaction rolled back when any of it fails; returns the rows inserted.
+/// The chain's end is read inside it: other processes may append to the same
 /// file, so no hash is remembered between batches. BEGIN and COMMIT are
 /// cached statements, where a `rusqlite::Transaction` prepares and finalizes
 /// both for every batch.
-pub(super) fn append<'a>(
+pub(super) fn append_logged<'a>(
     connection: &Connection,
-    rows: impl IntoIterator<Item = &'a Row>,
-) -> Result<(), rusqlite::Error> {
+    runs: impl IntoIterator<Item = Run<'a>>,
+) -> Result<usize, rusqlite::Error> {
     connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let appended =
-        insert_rows(connection, rows).and_then(|()| connection.prepare_cached("COMMIT")?.execute([]).map(drop));
+    let appended = insert_runs(connection, runs)
+        .and_then(|inserted| connection.prepare_cached("COMMIT")?.execute([]).map(|_| inserted));
     if appended.is_err() && !connection.is_autocommit() {
         // The writer answers every row of the batch with the error: none may stay.
         let _ = connection.execute_batch("ROLLBACK");
@@ -326,39 +321,66 @@ pub(super) fn append<'a>(
     appended
 }
 
-/// Inserts `rows` after the chain's end, inside [`append`]'s transaction.
-fn insert_rows<'a>(connection: &Connection, rows: impl IntoIterator<Item = &'a Row>) -> Result<(), rusqlite::Error> {
+/// Inserts what `runs` add after the chain's end, inside [`append_logged`]'s
+/// transaction.
+fn insert_runs<'a>(connection: &Connection, runs: impl IntoIterator<Item = Run<'a>>) -> Result<usize, rusqlite::Error> {
     let (mut seq, mut prev_hash) = chain_end(connection)?;
     let mut insert = connection.prepare_cached(INSERT)?;
-    for row in rows {
-        seq += 1;
-        let kind = row.kind.as_str();
-        let hash = chain_hash(&prev_hash, seq, kind, &row.body);
-        insert.execute(params![
-            seq,
-            kind,
-            row.call_id,
-            row.at_ms,
-            row.started_ms,
-            row.key_id,
-            row.member,
-            row.team,
-            row.model,
-            row.category,
-            row.tokens.input,
-            row.tokens.output,
-            row.tokens.cache_read,
-            row.tokens.cache_write,
-            row.tokens.reasoning,
-            row.cost_usd,
-            row.body,
-            prev_hash,
-            hash,
-            row.charged_worst,
-        ])?;
-        prev_hash = hash;
+    let mut applied_lines = connection.prepare_cached("SELECT lines FROM ledger_applied WHERE segment = ?1")?;
+    let mut set_applied = connection.prepare_cached(
+        "INSERT INTO ledger_applied (segment, lines) VALUES (?1, ?2)
+         ON CONFLICT (segment) DO UPDATE SET lines = excluded.lines",
+    )?;
+    let mut inserted = 0;
+    for run in runs {
+        let applied: u64 = applied_lines.query_row([run.segment], |row| row.get(0)).optional()?.unwrap_or(0);
+        let end = run.first_line + run.rows.len() as u64;
+        if end <= applied {
+            continue;
+        }
+        let skip = usize::try_from(applied.saturating_sub(run.first_line)).unwrap_or(usize::MAX);
+        for row in run.rows.iter().skip(skip).flatten() {
+            seq += 1;
+            prev_hash = insert_row(&mut insert, seq, &prev_hash, row)?;
+            inserted += 1;
+        }
+        set_applied.execute(params![run.segment, end])?;
     }
-    Ok(())
+    Ok(inserted)
+}
+
+/// Inserts `row` as `seq` after `prev_hash`; returns its hash.
+fn insert_row(
+    insert: &mut rusqlite::CachedStatement<'_>,
+    seq: i64,
+    prev_hash: &str,
+    row: &Row,
+) -> Result<String, rusqlite::Error> {
+    let kind = row.kind.as_str();
+    let hash = chain_hash(prev_hash, seq, kind, &row.body);
+    insert.execute(params![
+        seq,
+        kind,
+        row.call_id,
+        row.at_ms,
+        row.started_ms,
+        row.key_id,
+        row.member,
+        row.team,
+        row.model,
+        row.category,
+        row.tokens.input,
+        row.tokens.output,
+        row.tokens.cache_read,
+        row.tokens.cache_write,
+        row.tokens.reasoning,
+        row.cost_usd,
+        row.body,
+        prev_hash,
+        hash,
+        row.charged_worst,
+    ])?;
+    Ok(hash)
 }
 
 /// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
@@ -405,9 +427,23 @@ pub(super) mod tests {
         assert!(refused.to_string().contains("CHECK constraint failed"), "{refused}");
     }
 
+    /// `rows` as one segment's run from line 0.
+    fn run<'a>(segment: &'a str, rows: &'a [Row]) -> super::Run<'a> {
+        super::Run { segment, first_line: 0, rows: rows.iter().map(Some).collect() }
+    }
+
+    fn closings(calls: std::ops::Range<usize>) -> Vec<Row> {
+        let record = |n| crate::ledger::tests::record(&format!("c{n}"), "alice", "m", 1, None);
+        calls.map(|n| Row::closing(&record(n)).unwrap()).collect()
+    }
+
+    fn count(connection: &Connection, table: &str) -> i64 {
+        connection.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    }
+
     /// A batch whose insert fails midway (here a trigger added to the file
-    /// refuses one row) leaves none of its rows and no transaction open: the
-    /// same connection appends the next batch.
+    /// refuses one row) leaves none of its rows, no count of applied lines
+    /// and no transaction open: the same connection appends the next batch.
     #[test]
     fn a_failed_batch_is_rolled_back_whole() {
         let dir = tempfile::tempdir().unwrap();
@@ -420,17 +456,39 @@ pub(super) mod tests {
                  BEGIN SELECT RAISE(ABORT, 'refused'); END;",
             )
             .unwrap();
-        let rows = |calls: std::ops::Range<usize>| -> Vec<Row> {
-            let record = |n| crate::ledger::tests::record(&format!("c{n}"), "alice", "m", 1, None);
-            calls.map(|n| Row::closing(&record(n)).unwrap()).collect()
-        };
-        let refused = super::append(&writer, &rows(0..10)).unwrap_err();
+        let rows = closings(0..10);
+        let refused = super::append_logged(&writer, [run("first", &rows)]).unwrap_err();
         assert!(refused.to_string().contains("refused"), "{refused}");
         assert!(writer.is_autocommit(), "no transaction is left open");
-        let count = || writer.query_row("SELECT count(*) FROM ledger", [], |r| r.get::<_, i64>(0)).unwrap();
-        assert_eq!(count(), 0, "none of the failed batch's rows stayed");
-        super::append(&writer, &rows(6..8)).unwrap();
-        assert_eq!(count(), 2);
+        assert_eq!(count(&writer, "ledger"), 0, "none of the failed batch's rows stayed");
+        assert_eq!(count(&writer, "ledger_applied"), 0, "nor its count of applied lines");
+        assert_eq!(super::append_logged(&writer, [run("second", &rows[6..8])]).unwrap(), 2);
+        assert_eq!(count(&writer, "ledger"), 2);
+    }
+
+    /// A segment's lines are applied once, however often and in whatever
+    /// overlapping runs they come (the thread's own run after a reader's
+    /// catch-up, two catch-ups): only the lines past the count applied are.
+    #[test]
+    fn a_segments_lines_are_applied_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer =
+            super::open_writer(&dir.path().join("ledger.db"), crate::catalog::LedgerSync::Normal, None).unwrap();
+        let rows = closings(0..6);
+        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap(), 4);
+        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap(), 0, "the same run again");
+        let overlapping = super::Run { segment: "s", first_line: 2, rows: rows[2..].iter().map(Some).collect() };
+        assert_eq!(super::append_logged(&writer, [overlapping]).unwrap(), 2, "lines 4 and 5 only");
+        let other = super::append_logged(&writer, [run("t", &rows[..1])]).unwrap();
+        assert_eq!(other, 1, "another segment counts its own lines");
+        let calls: Vec<String> = writer
+            .prepare("SELECT call_id FROM ledger ORDER BY seq")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(calls, ["c0", "c1", "c2", "c3", "c4", "c5", "c0"]);
     }
 
     /// The schema as version 1 wrote it (for the migration's test).

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -193,6 +194,10 @@ async fn the_chain_verifies_and_tampering_is_named() {
     assert!(at_three.reason.contains("missing"), "{at_three}");
 }
 
+/// A full ledger file (its `max_bytes` reached): the row whose move into
+/// the file failed stays in the log; from then on `refuse` fails each call's
+/// record and `continue` lets the call go on, both counted. The rows that
+/// fit form a valid chain.
 #[tokio::test]
 async fn a_full_ledger_refuses_or_continues_as_configured() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,6 +209,8 @@ async fn a_full_ledger_refuses_or_continues_as_configured() {
         let mut outcomes = Vec::new();
         for n in 0..300 {
             outcomes.push(ledger.closed(&record(&format!("call-{n}"), "alice", "m", n, None)).await);
+            // Each row into the file before the next call, so that the file fills up within the loop.
+            ledger.fill_pending(Duration::from_secs(5));
         }
         let failed: usize = batches.failed.lock().unwrap().iter().sum();
         let committed: usize = batches.committed.lock().unwrap().iter().sum();
@@ -218,8 +225,22 @@ async fn a_full_ledger_refuses_or_continues_as_configured() {
             LedgerOnError::Continue => assert!(outcomes.iter().all(Result::is_ok)),
         }
         let report = ledger.reader().unwrap().verify().unwrap();
-        assert_eq!(report.rows, committed as u64, "the rows that fit form a valid chain");
+        assert_eq!(report.rows + 1, committed as u64, "the rows that fit form a valid chain; one waits in the log");
+        assert_eq!(segments(&path).len(), 1, "the log keeps it");
     }
+}
+
+/// The log segments beside the ledger file at `path`.
+fn segments(path: &Path) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{}-log-", path.file_name().unwrap().to_str().unwrap());
+    let mut found: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_str().unwrap().starts_with(&prefix))
+        .map(|entry| entry.path())
+        .collect();
+    found.sort();
+    found
 }
 
 #[tokio::test]
@@ -355,31 +376,21 @@ async fn a_deferred_opening_alone_is_committed_soon() {
     assert_eq!(unclosed.iter().map(|o| o.call_id.as_str()).collect::<Vec<_>>(), ["running"]);
 }
 
-/// A ledger in `dir` whose file another connection (returned) holds the
-/// write lock of.
-fn locked_ledger(dir: &Path) -> (Ledger, Arc<Batches>, rusqlite::Connection) {
-    let path = dir.join("ledger.db");
-    let batches = Arc::new(Batches::default());
-    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
-    let holder = rusqlite::Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    (ledger, batches, holder)
-}
-
-/// A batch that fails keeps its deferred openings and writes them first in
-/// the next batch that commits: the closing row that failed is refused, and
-/// the opening (left out of the failed commit, which held its closing row) is
-/// not lost with it.
+/// A batch that fails (its append to the log: here the segment's handle can
+/// no longer write, as on a full disk) keeps its deferred openings and writes
+/// them first in the next batch that commits: the closing row that failed is
+/// refused, and the opening (left out of the failed commit, which held its
+/// closing row) is not lost with it; the failed append is cut off the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_batch_keeps_its_deferred_openings_for_the_next() {
     let dir = tempfile::tempdir().unwrap();
-    // Another process holds the write lock past the writer's busy timeout.
-    let (ledger, batches, holder) = locked_ledger(dir.path());
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), Some(batches.clone()));
     ledger.opened(&opening("a", "alice", "m", 1)).await.unwrap();
+    ledger.shared.break_log();
     let refused = ledger.closed(&record("a", "alice", "m", 1, None)).await.unwrap_err();
     assert_eq!(refused.0, "the call ledger cannot be written");
     assert_eq!(*batches.failed.lock().unwrap(), vec![1], "only the waited-for row is lost");
-    holder.execute_batch("COMMIT").unwrap();
     ledger.closed(&record("b", "alice", "m", 2, None)).await.unwrap();
     let reader = ledger.reader().unwrap();
     assert_eq!(
@@ -858,27 +869,105 @@ async fn a_closing_record_not_waited_for_is_still_committed() {
     assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["dropped"]);
 }
 
-/// A call never waits for another process's lock on its own thread: it
-/// leaves its row to the ledger's thread, which waits (up to the busy
-/// timeout) and commits it once the lock is released.
+/// A call never waits for another process's lock on the file: its record is
+/// committed to the log and the call answered while the lock is held; the
+/// ledger's thread moves it into the file once the lock is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_meets_another_writers_lock_leaves_its_row_to_the_thread() {
+async fn a_call_is_answered_while_another_writer_holds_the_files_lock() {
     let dir = tempfile::tempdir().unwrap();
-    let (ledger, batches, holder) = locked_ledger(dir.path());
-    let waiting = {
-        let ledger = ledger.clone();
-        tokio::spawn(async move { ledger.closed(&record("late", "alice", "m", 1, None)).await })
+    let path = dir.path().join("ledger.db");
+    let batches = Arc::new(Batches::default());
+    let ledger = Ledger::open(settings(&path), Some(batches.clone()));
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    tokio::time::timeout(Duration::from_secs(2), ledger.closed(&record("late", "alice", "m", 1, None)))
+        .await
+        .expect("the call does not wait for the lock")
+        .unwrap();
+    let in_file = |connection: &rusqlite::Connection| {
+        connection.query_row("SELECT count(*) FROM ledger", [], |row| row.get::<_, i64>(0)).unwrap()
     };
-    // The async worker is free meanwhile: another task runs while the row waits.
-    let other = tokio::spawn(async { 7 });
-    assert_eq!(other.await.unwrap(), 7);
+    assert_eq!(in_file(&holder), 0, "not in the file while the lock is held");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting.is_finished(), "the row waits for the lock");
     holder.execute_batch("COMMIT").unwrap();
-    waiting.await.unwrap().unwrap();
+    assert!(
+        blocking({
+            let ledger = ledger.clone();
+            move || ledger.fill_pending(Duration::from_secs(10))
+        })
+        .await
+    );
     assert!(batches.failed.lock().unwrap().is_empty());
+    assert_eq!(in_file(&holder), 1);
     let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
     assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["late"]);
+}
+
+/// Rows a killed gateway logged and never moved into the file are applied
+/// when the ledger is next opened: each once, in order, the chain intact; an
+/// unfinished last line (a write the kill cut off: its call was never
+/// answered) is left out, and the applied segment deleted.
+#[tokio::test]
+async fn rows_a_killed_gateway_logged_are_applied_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let rows: Vec<Row> =
+        ["k1", "k2", "k3"].iter().map(|id| Row::closing(&record(id, "alice", "m", 1, None)).unwrap()).collect();
+    {
+        let mut log = log::Log::new(&path, false);
+        log.append(rows.iter()).unwrap();
+        // Dropped without a filler, its lock released as a killed process's is.
+    }
+    let segment = segments(&path).pop().unwrap();
+    std::fs::OpenOptions::new().append(true).open(&segment).unwrap().write_all(b"{\"kind\":\"clo").unwrap();
+    let ledger = Ledger::open(settings(&path), None);
+    assert!(!segment.exists(), "the applied segment is deleted");
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 3, calls: 3 });
+    let ids: Vec<_> = reader.records(&Filter::default()).unwrap().into_iter().map(|r| r.call_id).collect();
+    assert_eq!(ids, ["k1", "k2", "k3"]);
+    drop(ledger);
+    let again = Ledger::open(settings(&path), None);
+    assert_eq!(again.reader().unwrap().verify().unwrap().rows, 3, "nothing applied twice");
+}
+
+/// A reader catches up on the log of a gateway still running (its rows are
+/// read before the ledger's thread moves them), and that thread's own move of
+/// the same rows adds none twice; the running gateway's segment is kept.
+#[tokio::test]
+async fn a_reader_and_the_thread_apply_each_logged_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    for n in 0..5 {
+        ledger.closed(&record(&format!("r{n}"), "alice", "m", n, None)).await.unwrap();
+    }
+    assert_eq!(Reader::open(&path).unwrap().verify().unwrap().rows, 5, "read before the thread's move");
+    assert!(ledger.fill_pending(Duration::from_secs(5)));
+    ledger.closed(&record("r5", "alice", "m", 5, None)).await.unwrap();
+    assert!(ledger.fill_pending(Duration::from_secs(5)));
+    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 6, calls: 6 });
+    assert_eq!(segments(&path).len(), 1, "the running ledger's segment stays");
+}
+
+/// A segment past its size is left for a new one, and deleted once its rows
+/// are in the file; every row stays in one chain.
+#[tokio::test]
+async fn a_full_segment_is_deleted_once_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let ledger = Ledger::open(settings(&path), None);
+    let first = segments(&path);
+    let line = Row::closing(&record("r-00000", "alice", "m", 1, None)).unwrap().body.len() as u64;
+    let calls = log::SEGMENT_BYTES / line + 10;
+    for n in 0..calls {
+        ledger.closed(&record(&format!("r-{n:05}"), "alice", "m", n, None)).await.unwrap();
+    }
+    assert!(ledger.fill_pending(Duration::from_secs(10)));
+    let now = segments(&path);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, first, "a new segment took over");
+    assert_eq!(ledger.reader().unwrap().verify().unwrap(), VerifyReport { rows: calls, calls });
 }
 
 /// Whether a task made ready just before `call_id` closed ran before the

@@ -1,37 +1,39 @@
 //! The writer: who commits the ledger's rows, and when.
 //!
-//! Rows wait in one queue ([`Pending`], first in, first out) and one
-//! connection ([`Writer`]) commits them in groups. Whoever holds the
-//! connection takes every row that is due, in order: all of them, except a
-//! running call's deferred rows younger than [`OPEN_LINGER`], which stay
-//! queued for their own call's closing row (see [`Pending::take`]).
+//! Rows wait in one queue ([`Pending`], first in, first out) and one log
+//! ([`Writer`], see `log`) takes them in groups. Whoever holds the log takes
+//! every row that is due, in order: all of them, except a running call's
+//! deferred rows younger than [`OPEN_LINGER`], which stay queued for their
+//! own call's closing row (see [`Pending::take`]). A row is committed once
+//! its batch is in the log; the ledger's thread later moves the log's rows
+//! into SQLite in large batches (see `fill`).
 //!
 //! Under `sync = "normal"` the call that needs a row committed (a closing
-//! record, or an opening that must be in the file before its request leaves)
-//! commits it itself, on its own thread, with every row waiting (after one
+//! record, or an opening that must be in the log before its request leaves)
+//! appends it itself, on its own thread, with every row waiting (after one
 //! yield when other calls are open, so that the calls ready beside it queue
-//! theirs: see `ledger::committed`). Handing every row to the ledger's thread and being
-//! woken back made the gateway 1.4× slower at 32 callers, and a single
-//! writer's acknowledgement 341 µs instead of 73 (`benches/ledger.rs`). A
-//! call that finds the connection taken leaves its row to the holder, who
-//! looks at the queue again each time it lets go of the connection (so no
-//! row is left without a committer). A call never waits for another
-//! process's lock, never opens the file and never checkpoints: those, a
-//! holder's passes beyond [`MAX_PASSES`], and every commit under `sync =
-//! "full"` (an fsync is too slow for an async worker) go to the ledger's
+//! theirs: see `ledger::committed`). Handing every row to the ledger's thread
+//! and being woken back made the gateway 1.4× slower at 32 callers, and a
+//! single writer's acknowledgement 341 µs instead of 73 (`benches/ledger.rs`,
+//! when a commit was SQLite's). A call that finds the log taken leaves its
+//! row to the holder, who looks at the queue again each time it lets go (so
+//! no row is left without a committer). A call never opens a file: that, a
+//! holder's passes beyond [`MAX_PASSES`], every commit under `sync = "full"`
+//! (an fsync is too slow for an async worker) and every commit while SQLite
+//! cannot be written (the thread tries the file first, so that a call is not
+//! answered while its record cannot reach the file) go to the ledger's
 //! thread.
 //!
 //! The thread also commits a *deferred* row (an opening or a hold under
 //! `sync = "normal"`) that no commit took within [`OPEN_LINGER`], retries
-//! rows carried over a failure, runs the WAL checkpoints (so no call's
-//! commit runs one: calls that come meanwhile leave their rows to it), and
-//! writes what is left when the ledger closes.
+//! rows carried over a failure, fills SQLite, and writes what is left when
+//! the ledger closes.
 //!
-//! A failed batch is rolled back, every waiting row in it answered with the
-//! error, and the connection dropped; its deferred rows go back to the front
-//! of the queue (so a closing row never lands without its opening), up to
-//! [`MAX_CARRIED`]. The next commit opens the file again, so a ledger that
-//! could not be written recovers when it can.
+//! A failed batch is cut off the log, every waiting row in it answered with
+//! the error; its deferred rows go back to the front of the queue (so a
+//! closing row never lands without its opening), up to [`MAX_CARRIED`]. The
+//! next commit opens a new segment, so a ledger that could not be written
+//! recovers when it can.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,13 +41,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::LedgerMeter;
-use super::config::LedgerConfig;
-use super::shipper::Signal;
-use super::store::{self, Kind, Row};
+use super::fill::{Filler, Fills, Logged};
+use super::log::{Appended, Log};
+use super::store::{Kind, Row};
 
 /// The most rows committed in one transaction: bounds how long the first row
 /// of a batch waits for the last.
@@ -82,13 +83,8 @@ pub(super) const GROUP_WINDOW: Duration = Duration::from_micros(500);
 /// How often carried rows are tried again while the ledger is failing.
 const RETRY_CARRIED: Duration = Duration::from_secs(1);
 
-/// Commits between two WAL checkpoints. A commit of a row or two writes
-/// three or four pages, so this is about SQLite's own default of 1,000
-/// pages.
-const CHECKPOINT_EVERY: usize = 256;
-
 /// Why a row was not committed (the file's path and SQLite's text: for the
-/// log, never for a caller).
+/// server's log, never for a caller).
 pub(super) type WriteError = Arc<str>;
 
 /// A row to append and, unless it is deferred, where to say whether it was
@@ -116,7 +112,6 @@ struct Pending {
     watched: bool,
     /// A commit the thread must make now (a hand-over, or `sync = "full"`).
     commit_asked: bool,
-    checkpoint_asked: bool,
     /// When the last commit failed; cleared by a commit that succeeds.
     failed_at: Option<Instant>,
 }
@@ -221,34 +216,40 @@ impl Pending {
 pub(super) struct Shared {
     pending: Mutex<Pending>,
     writer: Mutex<Writer>,
+    fills: Mutex<Fills>,
 }
 
 /// What a pass left: rows for the front of the queue (a hand-over's whole
-/// batch, or a failed batch's deferred rows), how it ended, and whether a
-/// checkpoint is due.
+/// batch, or a failed batch's deferred rows), how it ended, and the rows it
+/// logged for the filler.
 struct Left {
     jobs: Vec<Job>,
     outcome: Outcome,
-    checkpoint: bool,
+    logged: Option<Logged>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     Committed,
     Failed,
-    /// A call met a lock it must not wait for, or no open file: nothing was
+    /// A call found no open log segment, or SQLite failing: nothing was
     /// written, and the thread takes over.
     HandedOver,
 }
 
+/// Locks `mutex`, whose data is consistent between statements: a panic
+/// elsewhere leaves it usable.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
     pub(super) fn new(writer: Writer) -> Shared {
-        Shared { pending: Mutex::new(Pending::default()), writer: Mutex::new(writer) }
+        Shared { pending: Mutex::new(Pending::default()), writer: Mutex::new(writer), fills: Mutex::default() }
     }
 
     fn pending(&self) -> MutexGuard<'_, Pending> {
-        // The queue is consistent between statements: a panic elsewhere leaves it usable.
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.pending)
     }
 
     /// Queues `job`; wakes the thread when it must watch a first deferred
@@ -275,6 +276,13 @@ impl Shared {
         }
     }
 
+    /// Asks the thread to fill SQLite with every row logged so far; `done`
+    /// hears whether it could.
+    pub(super) fn ask_fill(&self, done: std::sync::mpsc::Sender<bool>, wake: &SyncSender<()>) {
+        lock(&self.fills).ask(done);
+        let _ = wake.try_send(());
+    }
+
     /// A call commits what is queued (its own row among it), passing the
     /// rows others left meanwhile, up to [`MAX_PASSES`]; see the module doc.
     pub(super) fn commit_as_call(&self, wake: &SyncSender<()>) {
@@ -290,11 +298,11 @@ impl Shared {
                 return;
             }
             let left = writer.write(batch, Committer::Call);
-            let (outcome, checkpoint) = (left.outcome, left.checkpoint);
-            self.settle(&writer, left);
+            let outcome = left.outcome;
+            self.settle(&writer, left, Some(wake));
             drop(writer);
             let released = Instant::now();
-            if checkpoint || outcome == Outcome::HandedOver {
+            if outcome == Outcome::HandedOver {
                 let _ = wake.try_send(());
             }
             if outcome == Outcome::HandedOver || !self.pending().has_waited_before(released) {
@@ -306,11 +314,18 @@ impl Shared {
     }
 
     /// Puts back what a pass left (`writer`, still held, counts the carried
-    /// rows given up) and notes what the thread must do.
-    fn settle(&self, writer: &Writer, left: Left) {
+    /// rows given up), queues its logged rows for the filler (in the log's
+    /// order: the writer is held) and notes what the thread must do; `wake`
+    /// (a call's) wakes the thread for a first logged run.
+    fn settle(&self, writer: &Writer, left: Left, wake: Option<&SyncSender<()>>) {
+        if let Some(logged) = left.logged
+            && lock(&self.fills).push(logged)
+            && let Some(wake) = wake
+        {
+            let _ = wake.try_send(());
+        }
         let mut pending = self.pending();
         pending.put_back(left.jobs);
-        pending.checkpoint_asked |= left.checkpoint;
         match left.outcome {
             Outcome::Committed => pending.failed_at = None,
             Outcome::HandedOver => pending.commit_asked = true,
@@ -327,11 +342,12 @@ impl Shared {
     }
 
     /// The thread's commits: what is due, then (after [`GROUP_WINDOW`]) the
-    /// rows left to it while it held the connection, until none is. Carried
-    /// rows alone are not retried in a loop: a failed pass ends it unless
-    /// rows wait.
-    fn commit_as_thread(&self, held_until: Option<Instant>) {
-        let mut released = held_until;
+    /// rows left to it while it held the log, until none is. While SQLite
+    /// cannot be written, each batch first tries to fill it, and fails when
+    /// that does. Carried rows alone are not retried in a loop: a failed pass
+    /// ends it unless rows wait.
+    fn commit_as_thread(&self, filler: &mut Filler) {
+        let mut released = None;
         let mut failed = false;
         loop {
             let due = {
@@ -346,82 +362,101 @@ impl Shared {
             if released.is_some() {
                 std::thread::sleep(GROUP_WINDOW);
             }
-            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let store = match filler.stored.load(Ordering::Relaxed) {
+                true => Ok(()),
+                false => self.fill(filler),
+            };
+            let mut writer = lock(&self.writer);
             let batch = self.pending().take();
             if batch.is_empty() {
                 return;
             }
-            let left = writer.write(batch, Committer::Thread);
+            let left = match store {
+                Ok(()) => writer.write(batch, Committer::Thread),
+                Err(reason) => writer.refuse(batch, reason),
+            };
             failed = left.outcome == Outcome::Failed;
-            self.settle(&writer, left);
+            self.settle(&writer, left, None);
             drop(writer);
             released = Some(Instant::now());
         }
     }
 
-    /// Copies the WAL's pages into the file on the write connection, holding
-    /// it: with no write in between the checkpoint completes, and the next
-    /// commit starts the WAL again from its beginning (a checkpoint on
-    /// another connection, racing the commits, never completed, and the WAL
-    /// grew without bound: 764 MB in 20 s of the gateway bench).
-    /// Returns when it let go of the connection.
-    fn checkpoint(&self) -> Instant {
-        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(connection) = &writer.connection
-            && let Err(error) = store::checkpoint(connection)
-        {
-            tracing::error!(path = %writer.config.path.display(), %error, "the ledger's WAL checkpoint failed");
-            writer.connection = None;
+    /// Fills SQLite with every run logged so far (see `fill`).
+    fn fill(&self, filler: &mut Filler) -> Result<(), WriteError> {
+        match filler.fill(&self.fills) {
+            true => Ok(()),
+            false => Err(WriteError::from("the ledger's file cannot be written (see the log's earlier error)")),
         }
-        drop(writer);
-        Instant::now()
     }
 
-    /// Whether a checkpoint was asked for (and clears the request).
-    fn checkpoint_asked(&self) -> bool {
-        std::mem::take(&mut self.pending().checkpoint_asked)
+    /// Whether the filler is due (its delay passed, or someone asked).
+    fn fill_due(&self, now: Instant) -> bool {
+        lock(&self.fills).is_due(now)
     }
 
-    /// The ledger is closing: commits everything queued, and reports the
-    /// deferred rows that could not be written.
-    fn close(&self) {
-        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+    /// The ledger is closing: logs everything queued, reports the deferred
+    /// rows that could not be written, and fills SQLite (rows it cannot take
+    /// stay in the log for the next start).
+    fn close(&self, filler: &mut Filler) {
+        let mut writer = lock(&self.writer);
         loop {
             let batch = self.pending().take_all();
             if batch.is_empty() {
-                return;
+                break;
             }
             let left = writer.write(batch, Committer::Thread);
-            if left.outcome == Outcome::Failed {
-                let mut lost = left.jobs.len();
-                lost += std::mem::take(&mut self.pending().jobs).len();
+            let failed = left.outcome == Outcome::Failed;
+            let lost = left.jobs.len();
+            self.settle(&writer, Left { jobs: Vec::new(), ..left }, None);
+            if failed {
+                let lost = lost + std::mem::take(&mut self.pending().jobs).len();
                 tracing::error!(rows = lost, "the ledger stopped with deferred rows it could not write");
                 writer.meter_failed(lost);
-                return;
+                break;
             }
         }
+        drop(writer);
+        let _ = self.fill(filler);
     }
 }
 
-/// The thread's loop: sleeps until woken or until the queue's next deadline,
-/// commits what is due, checkpoints when asked; once every sender is gone,
-/// writes what is left and ends.
-pub(super) fn run(shared: Arc<Shared>, wake: Receiver<()>) {
+#[cfg(test)]
+impl Shared {
+    /// Makes the log's next append fail, as a full disk would.
+    pub(super) fn break_log(&self) {
+        lock(&self.writer).log.break_segment();
+    }
+}
+
+/// The thread's loop: sleeps until woken or until the queue's or the
+/// filler's next deadline, commits what is due, fills SQLite when due; once
+/// every sender is gone, writes what is left and ends.
+pub(super) fn run(shared: Arc<Shared>, mut filler: Filler, wake: Receiver<()>) {
     loop {
-        let next = shared.pending().next_look();
+        let look = shared.pending().next_look();
+        let fill = {
+            let fills = lock(&shared.fills);
+            match fills.is_due(Instant::now()) {
+                true => Some(Instant::now()),
+                false => fills.due_at(),
+            }
+        };
+        let next = match (look, fill) {
+            (Some(look), Some(fill)) => Some(look.min(fill)),
+            (look, fill) => look.or(fill),
+        };
         let woke = match next {
             Some(at) => wake.recv_timeout(at.saturating_duration_since(Instant::now())),
             None => wake.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         if woke == Err(RecvTimeoutError::Disconnected) {
-            shared.close();
+            shared.close(&mut filler);
             return;
         }
-        shared.commit_as_thread(None);
-        if shared.checkpoint_asked() {
-            // Rows that came while the checkpoint held the connection are left to this thread.
-            let released = shared.checkpoint();
-            shared.commit_as_thread(Some(released));
+        shared.commit_as_thread(&mut filler);
+        if shared.fill_due(Instant::now()) {
+            let _ = shared.fill(&mut filler);
         }
     }
 }
@@ -432,30 +467,25 @@ fn closed_in<'a>(jobs: impl Iterator<Item = &'a Job>) -> HashSet<&'a str> {
 }
 
 /// Whether `job` is a deferred opening whose call's closing row is committed
-/// in the same transaction: the closing row holds everything the opening
-/// does, and an opening only matters on its own (a call cut off before its
-/// end shows as opened and never closed), so it is left out. Half the rows of
-/// a quick call, and of their cost. Left out of a commit only: when the commit
-/// fails, the opening is carried like any deferred row.
+/// in the same batch: the closing row holds everything the opening does, and
+/// an opening only matters on its own (a call cut off before its end shows as
+/// opened and never closed), so it is left out. Half the rows of a quick
+/// call, and of their cost. Left out of a commit only: when the commit fails,
+/// the opening is carried like any deferred row.
 fn redundant(job: &Job, closed_here: &HashSet<&str>) -> bool {
     job.row.kind == Kind::Open && job.reply.is_none() && closed_here.contains(job.row.call_id.as_str())
 }
 
-/// The file's write connection and what it reports to.
+/// The log and what it reports to.
 pub(super) struct Writer {
-    pub config: LedgerConfig,
     pub meter: Option<Arc<dyn LedgerMeter>>,
-    /// Opened by [`super::Ledger::open`] when it could be.
-    pub connection: Option<Connection>,
+    pub log: Log,
     /// Whether the last batch (or the first open) succeeded: while it is false,
     /// openings are written to be waited for.
     pub healthy: Arc<AtomicBool>,
-    /// Woken after each commit, when rows are shipped to PostgreSQL.
-    pub shipper: Option<SyncSender<Signal>>,
-    /// Whether the connection waits for another process's lock (set for the
-    /// thread) or gives up at once (for a call).
-    pub waits_for_locks: bool,
-    pub commits_since_checkpoint: usize,
+    /// The filler's: whether SQLite is being written (a call hands its
+    /// batch to the thread while it is not).
+    pub stored: Arc<AtomicBool>,
 }
 
 /// Why a batch was not committed.
@@ -466,67 +496,78 @@ enum Failure {
 }
 
 impl Writer {
-    /// Commits `batch`; answers its waiting rows, unless a call met what it
-    /// must not wait for (then every row is left for the thread).
+    /// Appends `batch` to the log; answers its waiting rows, unless a call
+    /// met what it must not do (then every row is left for the thread).
     fn write(&mut self, batch: Vec<Job>, by: Committer) -> Left {
         let started = Instant::now();
-        let closed_here = closed_in(batch.iter());
-        let written = || batch.iter().filter(|job| !redundant(job, &closed_here)).map(|job| &job.row);
-        let rows = written().count();
-        let outcome = match self.commit(written(), by) {
+        let written: Vec<bool> = {
+            let closed_here = closed_in(batch.iter());
+            batch.iter().map(|job| !redundant(job, &closed_here)).collect()
+        };
+        let rows = batch.iter().zip(&written).filter(|(_, written)| **written).map(|(job, _)| &job.row);
+        let appended = match self.commit(rows, by) {
             Err(Failure::NotForCall) => {
-                return Left { jobs: batch, outcome: Outcome::HandedOver, checkpoint: false };
+                return Left { jobs: batch, outcome: Outcome::HandedOver, logged: None };
             }
             Err(Failure::Failed(reason)) => Err(reason),
-            Ok(()) => Ok(()),
+            Ok(appended) => Ok(appended),
         };
-        self.healthy.store(outcome.is_ok(), Ordering::Relaxed);
-        let checkpoint = outcome.is_ok() && self.committed(rows, started.elapsed());
-        if let Err(reason) = &outcome {
-            self.connection = None;
-            tracing::error!(path = %self.config.path.display(), rows, %reason, "the ledger could not commit a batch");
+        if let (Ok(_), Some(meter)) = (&appended, &self.meter) {
+            meter.committed(written.iter().filter(|written| **written).count(), started.elapsed());
         }
-        let (replies, carried) = self.answerable(batch, outcome.is_err());
+        self.finish(batch, &written, appended)
+    }
+
+    /// Fails `batch` without writing it: SQLite cannot be written (`reason`).
+    fn refuse(&mut self, batch: Vec<Job>, reason: WriteError) -> Left {
+        let written = vec![true; batch.len()];
+        self.finish(batch, &written, Err(reason))
+    }
+
+    /// Answers `batch`'s waiting rows with `appended`'s outcome; the rows
+    /// `written` become the filler's run, or (after a failure) its deferred
+    /// rows are carried (an opening left out of the failed commit among them:
+    /// see [`redundant`]).
+    fn finish(&mut self, batch: Vec<Job>, written: &[bool], appended: Result<Appended, WriteError>) -> Left {
+        self.healthy.store(appended.is_ok(), Ordering::Relaxed);
+        let outcome = appended.as_ref().map(drop).map_err(WriteError::clone);
+        if let Err(reason) = &outcome {
+            tracing::error!(rows = batch.len(), %reason, "the ledger could not commit a batch");
+        }
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut carried = Vec::new();
+        let mut rows = Vec::with_capacity(batch.len());
+        for (job, written) in batch.into_iter().zip(written) {
+            let Job { row, reply, queued } = job;
+            match (reply, &outcome) {
+                (Some(reply), Ok(())) => {
+                    replies.push(reply);
+                    rows.push(row);
+                }
+                (Some(reply), Err(_)) => replies.push(reply),
+                (None, Ok(())) if *written => rows.push(row),
+                (None, Ok(())) => {}
+                // Carried rows are due at the next commit: aged past their linger.
+                (None, Err(_)) => {
+                    let queued = Instant::now().checked_sub(OPEN_LINGER).map_or(queued, |due| due.min(queued));
+                    carried.push(Job { row, reply: None, queued });
+                }
+            }
+        }
         // Counted before anyone hears back, so a caller told of a failure finds it counted.
         self.meter_failed(if outcome.is_err() { replies.len() } else { 0 });
         for reply in replies {
             // A caller that stopped waiting no longer needs the answer.
             let _ = reply.send(outcome.clone());
         }
-        let outcome = if outcome.is_ok() { Outcome::Committed } else { Outcome::Failed };
-        Left { jobs: carried, outcome, checkpoint }
-    }
-
-    /// The batch's replies, and (after a failure) its deferred rows to carry
-    /// (an opening left out of the failed commit among them: see [`redundant`]).
-    fn answerable(&self, batch: Vec<Job>, failed: bool) -> (Vec<oneshot::Sender<Result<(), WriteError>>>, Vec<Job>) {
-        let mut replies = Vec::with_capacity(batch.len());
-        let mut carried = Vec::new();
-        for job in batch {
-            match (job.reply, failed) {
-                (Some(reply), _) => replies.push(reply),
-                (None, false) => {}
-                (None, true) => carried.push(Job { reply: None, ..job }),
-            }
+        match appended {
+            Ok(Appended { segment, first_line, retired }) => Left {
+                jobs: carried,
+                outcome: Outcome::Committed,
+                logged: Some(Logged { segment, first_line, rows, retired }),
+            },
+            Err(_) => Left { jobs: carried, outcome: Outcome::Failed, logged: None },
         }
-        (replies, carried)
-    }
-
-    /// Reports a commit; true when a checkpoint is due.
-    fn committed(&mut self, rows: usize, elapsed: Duration) -> bool {
-        if let Some(meter) = &self.meter {
-            meter.committed(rows, elapsed);
-        }
-        if let Some(shipper) = &self.shipper {
-            // Full: a wake-up is already waiting, and its pass ships these rows too.
-            let _ = shipper.try_send(Signal::Committed);
-        }
-        self.commits_since_checkpoint += 1;
-        let due = self.commits_since_checkpoint >= CHECKPOINT_EVERY;
-        if due {
-            self.commits_since_checkpoint = 0;
-        }
-        due
     }
 
     fn meter_failed(&self, rows: usize) {
@@ -535,29 +576,13 @@ impl Writer {
         }
     }
 
-    /// Appends the rows; the thread opens the file when no connection is held.
-    fn commit<'a>(&mut self, rows: impl Iterator<Item = &'a Row>, by: Committer) -> Result<(), Failure> {
-        let failed = |error: &dyn std::fmt::Display| Failure::Failed(WriteError::from(error.to_string()));
-        let connection = match (self.connection.take(), by) {
-            (Some(connection), _) => connection,
-            (None, Committer::Call) => return Err(Failure::NotForCall),
-            (None, Committer::Thread) => {
-                let opened = store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
-                    .map_err(|error| failed(&error))?;
-                self.waits_for_locks = true;
-                opened
-            }
-        };
-        let writer = self.connection.insert(connection);
-        let waits = by == Committer::Thread;
-        if self.waits_for_locks != waits {
-            store::wait_for_locks(writer, waits).map_err(|error| failed(&error))?;
-            self.waits_for_locks = waits;
+    /// Appends the rows to the log; a call only to an open segment while
+    /// SQLite is being written (the thread opens one, and sees to SQLite).
+    fn commit<'a>(&mut self, rows: impl Iterator<Item = &'a Row>, by: Committer) -> Result<Appended, Failure> {
+        if by == Committer::Call && !(self.log.is_open() && self.stored.load(Ordering::Relaxed)) {
+            return Err(Failure::NotForCall);
         }
-        store::append(writer, rows).map_err(|error| match (by, store::is_busy(&error)) {
-            (Committer::Call, true) => Failure::NotForCall,
-            _ => failed(&error),
-        })
+        self.log.append(rows).map_err(|error| Failure::Failed(WriteError::from(format!("the ledger's log: {error}"))))
     }
 }
 

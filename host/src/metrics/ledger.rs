@@ -1,5 +1,6 @@
-//! The ledger writer's own health (how long a batch takes to commit, how large
-//! batches are, and how many could not be written), its shipping to the
+//! The ledger writer's own health (how long a batch takes to commit to the
+//! log and to move into the file, how large batches are, and how many could
+//! not be written), its shipping to the
 //! fleet's PostgreSQL ledger, and the fleet's shared state's failures.
 
 use std::time::Duration;
@@ -14,6 +15,12 @@ impl LedgerMeter for Metrics {
         series.ledger_commit.observe(elapsed.as_secs_f64());
         // Batches are far below 2^52 records: the conversion is exact.
         series.ledger_batch.observe(records as f64);
+    }
+
+    fn stored(&self, records: usize, elapsed: Duration) {
+        let series = &self.inner.series;
+        series.ledger_store.observe(elapsed.as_secs_f64());
+        series.ledger_store_batch.observe(records as f64);
     }
 
     fn failed(&self, _records: usize) {

@@ -32,6 +32,8 @@ pub(super) struct Series {
     pub(super) component_faults: Family<ProviderLabels, Counter>,
     pub(super) ledger_commit: Histogram,
     pub(super) ledger_batch: Histogram,
+    pub(super) ledger_store: Histogram,
+    pub(super) ledger_store_batch: Histogram,
     pub(super) ledger_failures: Counter,
     pub(super) ledger_shipped: Counter,
     pub(super) ledger_ship_lag: Histogram,
@@ -73,6 +75,9 @@ impl Series {
             // A commit of one batch: a disk sync, milliseconds.
             ledger_commit: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
             ledger_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
+            // One SQLite transaction of the rows logged over the filler's delay.
+            ledger_store: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+            ledger_store_batch: Histogram::new([1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]),
             ledger_failures: Counter::default(),
             ledger_shipped: Counter::default(),
             // From a call's end to its row in PostgreSQL: milliseconds while
@@ -125,6 +130,17 @@ impl Series {
             series.ledger_commit.clone(),
         );
         r.register("ledger_batch_records", "Records per committed ledger batch", series.ledger_batch.clone());
+        r.register_with_unit(
+            "ledger_store",
+            "Time to move one batch of logged ledger records into the ledger's file",
+            Unit::Seconds,
+            series.ledger_store.clone(),
+        );
+        r.register(
+            "ledger_store_batch_records",
+            "Records per batch moved from the ledger's log into its file",
+            series.ledger_store_batch.clone(),
+        );
         r.register("ledger_failures", "Ledger batches that could not be written", series.ledger_failures.clone());
         r.register(
             "ledger_shipped_records",

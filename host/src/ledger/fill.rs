@@ -1,0 +1,211 @@
+//! The filler: moves the rows the log holds into SQLite, on the ledger's
+//! thread, off every call's path.
+//!
+//! Each batch appended to the log (see `writer`) queues here as a [`Logged`]
+//! run; the thread takes every run queued [`FILL_DELAY`] after the first
+//! came and commits them in one transaction, so a commit carries tens to
+//! hundreds of rows instead of the few a call's own batch holds. A run is
+//! applied by its lines (`store::append_logged`), so a line a reader or a
+//! restarted gateway applied first from the log's file is not applied twice.
+//!
+//! A failed fill keeps its runs (their rows are safe in the log) and is tried
+//! again after [`RETRY`]; meanwhile the ledger counts as failing (`on_error`
+//! decides what calls do). The file is opened again at the next try, and
+//! each open first catches up on the log's segments (`log::catch_up`): what
+//! an earlier process logged and never applied.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, SyncSender};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use super::LedgerMeter;
+use super::config::LedgerConfig;
+use super::log;
+use super::shipper::Signal;
+use super::store::{self, Row, Run};
+use super::writer::WriteError;
+
+/// How long the first run queued waits for others before the thread commits
+/// them all. Readers do not wait for it (they catch up on the log
+/// themselves), and a row is durable before it is queued; the delay only
+/// sizes the commits.
+pub(super) const FILL_DELAY: Duration = Duration::from_millis(20);
+
+/// How often a failed fill is tried again.
+pub(super) const RETRY: Duration = Duration::from_secs(1);
+
+/// One append's rows, in the log's order, and where they are there.
+pub(super) struct Logged {
+    pub segment: Arc<str>,
+    pub first_line: u64,
+    pub rows: Vec<Row>,
+    /// A segment left full by this append (deleted once the run is applied).
+    pub retired: Option<Arc<str>>,
+}
+
+impl Logged {
+    fn run(&self) -> Run<'_> {
+        Run { segment: &self.segment, first_line: self.first_line, rows: self.rows.iter().map(Some).collect() }
+    }
+
+    /// Whether `next` continues this run in the same segment.
+    fn continued_by(&self, next: &Logged) -> bool {
+        self.retired.is_none()
+            && self.segment == next.segment
+            && self.first_line + self.rows.len() as u64 == next.first_line
+    }
+}
+
+/// The runs waiting for the thread.
+#[derive(Default)]
+pub(super) struct Fills {
+    runs: VecDeque<Logged>,
+    /// When the oldest run waiting was queued.
+    since: Option<Instant>,
+    /// When the last fill failed; cleared by one that succeeds.
+    failed_at: Option<Instant>,
+    /// Who waits for everything queued to be filled (told whether it was).
+    asked: Vec<Sender<bool>>,
+}
+
+impl Fills {
+    /// Queues `logged` (joined to the last run when it continues it); true
+    /// when it is the first waiting, and the thread must be woken to time it.
+    pub(super) fn push(&mut self, logged: Logged) -> bool {
+        match self.runs.back_mut() {
+            Some(last) if last.continued_by(&logged) => {
+                last.rows.extend(logged.rows);
+                last.retired = logged.retired;
+            }
+            _ => self.runs.push_back(logged),
+        }
+        let first = self.since.is_none();
+        if first {
+            self.since = Some(Instant::now());
+        }
+        first
+    }
+
+    /// Someone waits for a fill: the thread fills at once.
+    pub(super) fn ask(&mut self, done: Sender<bool>) {
+        self.asked.push(done);
+    }
+
+    /// Whether the thread should fill at `now`: someone asked, or
+    /// [`Self::due_at`] has come.
+    pub(super) fn is_due(&self, now: Instant) -> bool {
+        !self.asked.is_empty() || self.due_at().is_some_and(|at| now >= at)
+    }
+
+    /// When the thread should fill next, unasked (`None`: when woken).
+    pub(super) fn due_at(&self) -> Option<Instant> {
+        let since = self.since?;
+        Some(match self.failed_at {
+            Some(failed_at) => failed_at + RETRY,
+            None => since + FILL_DELAY,
+        })
+    }
+
+    /// Every run waiting, and who asked for them to be filled.
+    fn take(&mut self) -> (Vec<Logged>, Vec<Sender<bool>>) {
+        self.since = None;
+        (self.runs.drain(..).collect(), std::mem::take(&mut self.asked))
+    }
+
+    /// A failed fill's runs back at the front, in their order.
+    fn put_back(&mut self, runs: Vec<Logged>) {
+        if runs.is_empty() {
+            return;
+        }
+        for run in runs.into_iter().rev() {
+            self.runs.push_front(run);
+        }
+        self.since.get_or_insert_with(Instant::now);
+    }
+}
+
+/// The file's write connection, held by the ledger's thread.
+pub(super) struct Filler {
+    pub config: LedgerConfig,
+    pub meter: Option<Arc<dyn LedgerMeter>>,
+    pub connection: Option<Connection>,
+    /// Woken after each fill, when rows are shipped to PostgreSQL.
+    pub shipper: Option<SyncSender<Signal>>,
+    /// Whether the last fill (or the first open) succeeded: while it is
+    /// false, every row is written by the thread, after a fill that succeeds.
+    pub stored: Arc<AtomicBool>,
+}
+
+impl Filler {
+    /// Opens the file and catches up on the log (what an earlier process, or
+    /// this one before a failure, logged and never applied).
+    pub(super) fn open(&mut self) -> Result<(), WriteError> {
+        let failed = |error: &dyn std::fmt::Display| WriteError::from(error.to_string());
+        let connection = store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
+            .map_err(|error| failed(&error))?;
+        let applied = log::catch_up(&connection, &self.config.path).map_err(|error| failed(&error))?;
+        if applied > 0 {
+            tracing::info!(path = %self.config.path.display(), rows = applied, "the ledger applied rows its log held");
+        }
+        self.connection = Some(connection);
+        Ok(())
+    }
+
+    /// Fills what `fills` holds (all of it, whether due or not); answers who
+    /// asked. Returns whether the store is now written (true with nothing to
+    /// fill and a file open).
+    pub(super) fn fill(&mut self, fills: &std::sync::Mutex<Fills>) -> bool {
+        let (runs, asked) = super::writer::lock(fills).take();
+        let outcome = self.commit(&runs);
+        let stored = outcome.is_ok();
+        self.stored.store(stored, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                super::writer::lock(fills).failed_at = None;
+                for retired in runs.iter().filter_map(|run| run.retired.as_deref()) {
+                    log::remove(&log::segment_path(&self.config.path, retired));
+                }
+            }
+            Err(reason) => {
+                tracing::error!(path = %self.config.path.display(), %reason,
+                    "the ledger cannot move its log's rows into the file; they stay in the log");
+                let mut fills = super::writer::lock(fills);
+                fills.failed_at = Some(Instant::now());
+                fills.put_back(runs);
+            }
+        }
+        for done in asked {
+            let _ = done.send(stored);
+        }
+        stored
+    }
+
+    /// One transaction of `runs` (an open with nothing to commit when none).
+    fn commit(&mut self, runs: &[Logged]) -> Result<(), WriteError> {
+        if self.connection.is_none() {
+            self.open()?;
+        }
+        let (Some(connection), false) = (&self.connection, runs.is_empty()) else { return Ok(()) };
+        let started = Instant::now();
+        match store::append_logged(connection, runs.iter().map(Logged::run)) {
+            Ok(rows) => {
+                if let Some(meter) = &self.meter {
+                    meter.stored(rows, started.elapsed());
+                }
+                if let Some(shipper) = &self.shipper {
+                    // Full: a wake-up is already waiting, and its pass ships these rows too.
+                    let _ = shipper.try_send(Signal::Committed);
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.connection = None;
+                Err(WriteError::from(error.to_string()))
+            }
+        }
+    }
+}
