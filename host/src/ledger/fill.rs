@@ -70,6 +70,8 @@ pub(super) struct Fills {
     failed_at: Option<Instant>,
     /// Who waits for everything queued to be filled (told whether it was).
     asked: Vec<Sender<bool>>,
+    /// When the first of them asked.
+    asked_at: Option<Instant>,
 }
 
 impl Fills {
@@ -93,26 +95,26 @@ impl Fills {
     /// Someone waits for a fill: the thread fills at once.
     pub(super) fn ask(&mut self, done: Sender<bool>) {
         self.asked.push(done);
+        self.asked_at.get_or_insert_with(Instant::now);
     }
 
-    /// Whether the thread should fill at `now`: someone asked, or
-    /// [`Self::due_at`] has come.
-    pub(super) fn is_due(&self, now: Instant) -> bool {
-        !self.asked.is_empty() || self.due_at().is_some_and(|at| now >= at)
-    }
-
-    /// When the thread should fill next, unasked (`None`: when woken).
+    /// When the thread should fill next (`None`: when woken): when someone
+    /// asked, else the first run's delay, or a failed fill's retry.
     pub(super) fn due_at(&self) -> Option<Instant> {
-        let since = self.since?;
-        Some(match self.failed_at {
+        let unasked = self.since.map(|since| match self.failed_at {
             Some(failed_at) => failed_at + RETRY,
             None => since + FILL_DELAY,
-        })
+        });
+        match (self.asked_at, unasked) {
+            (Some(asked_at), Some(unasked)) => Some(asked_at.min(unasked)),
+            (asked_at, unasked) => asked_at.or(unasked),
+        }
     }
 
     /// Every run waiting, and who asked for them to be filled.
     fn take(&mut self) -> (Vec<Logged>, Vec<Sender<bool>>) {
         self.since = None;
+        self.asked_at = None;
         (self.runs.drain(..).collect(), std::mem::take(&mut self.asked))
     }
 

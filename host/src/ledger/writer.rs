@@ -392,7 +392,7 @@ impl Shared {
 
     /// Whether the filler is due (its delay passed, or someone asked).
     fn fill_due(&self, now: Instant) -> bool {
-        lock(&self.fills).is_due(now)
+        lock(&self.fills).due_at().is_some_and(|at| now >= at)
     }
 
     /// The ledger is closing: logs everything queued, reports the deferred
@@ -435,13 +435,7 @@ impl Shared {
 pub(super) fn run(shared: Arc<Shared>, mut filler: Filler, wake: Receiver<()>) {
     loop {
         let look = shared.pending().next_look();
-        let fill = {
-            let fills = lock(&shared.fills);
-            match fills.is_due(Instant::now()) {
-                true => Some(Instant::now()),
-                false => fills.due_at(),
-            }
-        };
+        let fill = lock(&shared.fills).due_at();
         let next = match (look, fill) {
             (Some(look), Some(fill)) => Some(look.min(fill)),
             (look, fill) => look.or(fill),
