@@ -72,8 +72,12 @@ impl Series {
             retries: Family::default(),
             attempts: Family::default(),
             component_faults: Family::default(),
-            // A commit of one batch to the log: one write, or under `sync = "full"` a disk sync (milliseconds).
-            ledger_commit: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+            // A commit of one batch to the log: one write (microseconds), or
+            // under `sync = "full"` a disk sync (milliseconds).
+            ledger_commit: Histogram::new([
+                0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
+                0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
             ledger_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
             // One SQLite transaction of the rows logged over the filler's delay.
             ledger_store: Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),

@@ -273,15 +273,22 @@ fn the_ledger_reports_its_batches() {
     let meter = metrics.ledger_meter();
     meter.committed(3, Duration::from_millis(2));
     meter.committed(40, Duration::from_millis(20));
+    meter.committed(2, Duration::from_micros(8));
     meter.failed(7);
     meter.shipped(43, Some(Duration::from_millis(30)));
     meter.shipped(2, None);
     meter.ship_failed();
     let text = metrics.encode();
-    assert_eq!(value(&text, "weir_ledger_commit_seconds_count"), 2.0);
-    assert_eq!(value(&text, "weir_ledger_commit_seconds_sum"), 0.022);
-    assert_eq!(value(&text, "weir_ledger_batch_records_sum"), 43.0);
-    assert_eq!(value(&text, r#"weir_ledger_batch_records_bucket{le="4.0"}"#), 1.0);
+    assert_eq!(value(&text, "weir_ledger_commit_seconds_count"), 3.0);
+    assert_eq!(value(&text, "weir_ledger_commit_seconds_sum"), 0.022008);
+    assert_eq!(
+        value(&text, r#"weir_ledger_commit_seconds_bucket{le="0.00001"}"#),
+        1.0,
+        "a log append of microseconds has a bucket of its own"
+    );
+    assert_eq!(value(&text, r#"weir_ledger_commit_seconds_bucket{le="0.0025"}"#), 2.0);
+    assert_eq!(value(&text, "weir_ledger_batch_records_sum"), 45.0);
+    assert_eq!(value(&text, r#"weir_ledger_batch_records_bucket{le="4.0"}"#), 2.0);
     assert_eq!(value(&text, "weir_ledger_failures_total"), 1.0);
     assert_eq!(value(&text, "weir_ledger_shipped_records_total"), 45.0);
     assert_eq!(value(&text, "weir_ledger_ship_lag_seconds_count"), 1.0, "a batch without a closing row has no lag");
