@@ -52,7 +52,7 @@ use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRec
 use fill::Filler;
 use shipper::{Shipper, Signal};
 use store::Row;
-use writer::{Job, Shared, WriteError, Writer};
+use writer::{Entry, Job, Shared, WriteError, Writer};
 
 /// What the ledger's writer reports about itself (the metrics implement it).
 pub trait LedgerMeter: Send + Sync + 'static {
@@ -213,7 +213,7 @@ impl Ledger {
     /// another holds the connection, after yielding first when `company`
     /// says other calls may add theirs); any other resolves at once (a
     /// failure to queue it aside).
-    fn write(&self, call_id: &str, row: serde_json::Result<Row>, waited: bool, company: bool) -> Acknowledged {
+    fn write(&self, call_id: &str, row: serde_json::Result<Entry>, waited: bool, company: bool) -> Acknowledged {
         let (reply, answer) = match waited {
             true => {
                 let (reply, answer) = oneshot::channel();
@@ -225,7 +225,7 @@ impl Ledger {
         let for_thread = waited && (self.full_sync || !self.stored.load(Ordering::Relaxed));
         let sent: Result<(), WriteError> = match (row, self.running) {
             (Ok(row), true) => {
-                self.shared.push(Job { row, reply, queued: Instant::now() }, for_thread, &self.wake);
+                self.shared.push(Job { entry: row, reply, queued: Instant::now() }, for_thread, &self.wake);
                 Ok(())
             }
             (Ok(_), false) => Err(WriteError::from("the ledger's writer has stopped")),
@@ -363,20 +363,24 @@ impl CallObserver for Ledger {
     fn opened(&self, opening: &CallOpening) -> Acknowledged {
         self.open_calls.fetch_add(1, Ordering::Relaxed);
         let waited = self.strict();
-        self.write(&opening.call_id, Row::opening(opening), waited, true)
+        let entry = match waited {
+            true => Row::opening(opening).map(Entry::Row),
+            false => Ok(Entry::Opening(opening.clone())),
+        };
+        self.write(&opening.call_id, entry, waited, true)
     }
 
     /// Deferred and waited for as an opening is (see [`Self::opened`]).
     fn held(&self, hold: &HoldRecord) -> Acknowledged {
         let waited = self.strict();
-        self.write(&hold.call_id, Row::hold(hold), waited, true)
+        self.write(&hold.call_id, Row::hold(hold).map(Entry::Row), waited, true)
     }
 
     fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {
         let (Ok(before) | Err(before)) =
             self.open_calls.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| Some(open.saturating_sub(1)));
         let others = before.saturating_sub(1);
-        self.write(&record.call_id, Row::closing(record), true, others > 0)
+        self.write(&record.call_id, Row::closing(record).map(Entry::Row), true, others > 0)
     }
 }
 

@@ -358,12 +358,15 @@ async fn a_quick_calls_opening_is_left_out_of_its_closing_records_commit() {
 }
 
 /// A deferred opening with no closing record to ride with is committed on
-/// its own shortly after (within the writer's linger).
+/// its own shortly after (within the writer's linger), encoded then from
+/// the opening the call gave (with a traceparent, so no field is left out).
 #[tokio::test]
 async fn a_deferred_opening_alone_is_committed_soon() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
-    ledger.opened(&opening("running", "bob", "m", 1)).await.unwrap();
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned();
+    let running = CallOpening { traceparent: Some(traceparent), stream: true, ..opening("running", "bob", "m", 1) };
+    ledger.opened(&running).await.unwrap();
     let reader = ledger.reader().unwrap();
     let mut unclosed = Vec::new();
     for _ in 0..200 {
@@ -373,7 +376,7 @@ async fn a_deferred_opening_alone_is_committed_soon() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(unclosed.iter().map(|o| o.call_id.as_str()).collect::<Vec<_>>(), ["running"]);
+    assert_eq!(unclosed, [running]);
 }
 
 /// A batch that fails (its append to the log: here the segment's handle can
