@@ -89,7 +89,7 @@ impl Log {
         let hidden = folder.join(format!(".{name}.new"));
         let file = OpenOptions::new().append(true).create_new(true).open(&hidden)?;
         file.lock()?;
-        std::fs::rename(&hidden, folder.join(&name))?;
+        std::fs::rename(&hidden, segment_path(&self.db, &name))?;
         self.active = Some(Segment { name: Arc::from(name), file, lines: 0, bytes: 0 });
         Ok(())
     }
@@ -136,7 +136,7 @@ impl Log {
     /// becomes one that cannot write.
     pub(super) fn break_segment(&mut self) {
         if let Some(segment) = &mut self.active {
-            segment.file = File::open(folder(&self.db).join(&*segment.name)).expect("the segment reopens read-only");
+            segment.file = File::open(segment_path(&self.db, &segment.name)).expect("the segment reopens read-only");
         }
     }
 }

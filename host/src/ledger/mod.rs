@@ -208,12 +208,12 @@ impl Ledger {
         shipper.send(Signal::Flush(done)).is_ok() && finished.recv_timeout(timeout).is_ok()
     }
 
-    /// Queues `row` for the writer. A row that is `waited` for resolves once
+    /// Queues `entry` for the writer. A row that is `waited` for resolves once
     /// committed (under `sync = "normal"` this call commits it, unless
-    /// another holds the connection, after yielding first when `company`
+    /// another holds the log, after yielding first when `company`
     /// says other calls may add theirs); any other resolves at once (a
     /// failure to queue it aside).
-    fn write(&self, call_id: &str, row: serde_json::Result<Entry>, waited: bool, company: bool) -> Acknowledged {
+    fn write(&self, call_id: &str, entry: serde_json::Result<Entry>, waited: bool, company: bool) -> Acknowledged {
         let (reply, answer) = match waited {
             true => {
                 let (reply, answer) = oneshot::channel();
@@ -223,9 +223,9 @@ impl Ledger {
         };
         // While the file cannot be written, the thread commits every row, after trying it.
         let for_thread = waited && (self.full_sync || !self.stored.load(Ordering::Relaxed));
-        let sent: Result<(), WriteError> = match (row, self.running) {
-            (Ok(row), true) => {
-                self.shared.push(Job { entry: row, reply, queued: Instant::now() }, for_thread, &self.wake);
+        let sent: Result<(), WriteError> = match (entry, self.running) {
+            (Ok(entry), true) => {
+                self.shared.push(Job { entry, reply, queued: Instant::now() }, for_thread, &self.wake);
                 Ok(())
             }
             (Ok(_), false) => Err(WriteError::from("the ledger's writer has stopped")),
@@ -257,9 +257,7 @@ impl Ledger {
             }
         })
     }
-}
 
-impl Ledger {
     /// Whether openings and holds are waited for: under `sync = "full"`, and
     /// while the log or the file is failing (so that `on_error = "refuse"`
     /// refuses a call before anything is sent for it).

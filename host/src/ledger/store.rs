@@ -58,14 +58,14 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
 
 /// The one index, made (and the two it replaced dropped) each time a writer
 /// opens the file, beside the log's bookkeeping (`ledger_applied`: how many
-/// lines of each log segment the file holds; see `log`). Time filters read it by `started_ms`, and a call's other
-/// rows are found by `(started_ms, call_id)`: every row of a call carries the
-/// call's start time. It replaced an index on `(call_id, kind)`: a closing
-/// row lands among the ids of the calls still open, not after the last one,
-/// so that index split pages in the middle (traced commits rewrote up to four
-/// of its leaves and their parent); dropping it measured 1.04–1.05× the
-/// gateway's calls per second with the ledger on at 32 callers (paired runs,
-/// 2026-12-02).
+/// lines of each log segment the file holds; see `log`). Time filters read it
+/// by `started_ms`, and a call's other rows are found by `(started_ms,
+/// call_id)`: every row of a call carries the call's start time. It replaced
+/// an index on `(call_id, kind)`: a closing row lands among the ids of the
+/// calls still open, not after the last one, so that index split pages in the
+/// middle (traced commits rewrote up to four of its leaves and their parent);
+/// dropping it measured 1.04–1.05× the gateway's calls per second with the
+/// ledger on at 32 callers (paired runs, 2026-12-02).
 const INDEXES: &str = "
 DROP INDEX IF EXISTS ledger_started;
 DROP INDEX IF EXISTS ledger_call;
