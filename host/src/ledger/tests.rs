@@ -89,6 +89,33 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
     })
 }
 
+/// A record's JSON leaves out the fields without a value (no `null`), and
+/// reads back equal; a body written with `null`s (before 2026-12-03) reads
+/// back equal too, so old rows verify and count as they did.
+#[test]
+fn a_records_json_leaves_out_fields_without_a_value() {
+    let record = record("call-1", "alice", "m", 1, None);
+    let body = serde_json::to_value(&*record).unwrap();
+    let fields = body.as_object().unwrap();
+    for absent in
+        ["role", "served_model", "traceparent", "cost_usd", "first_output_ms", "stream_end", "content", "notes"]
+    {
+        assert!(!fields.contains_key(absent), "{absent} is left out: {body}");
+    }
+    assert!(fields.values().all(|value| !value.is_null()), "{body}");
+    assert_eq!(body["team"], "t");
+    assert_eq!(serde_json::from_value::<CallRecord>(body.clone()).unwrap(), *record);
+    let mut with_nulls = body;
+    for absent in ["role", "served_model", "traceparent", "cost_usd", "first_output_ms", "stream_end", "content"] {
+        with_nulls[absent] = serde_json::Value::Null;
+    }
+    assert_eq!(serde_json::from_value::<CallRecord>(with_nulls).unwrap(), *record);
+    let opening = opening("call-1", "alice", "m", 1);
+    let body = serde_json::to_value(&opening).unwrap();
+    assert!(!body.as_object().unwrap().contains_key("team") && !body.as_object().unwrap().contains_key("traceparent"));
+    assert_eq!(serde_json::from_value::<CallOpening>(body).unwrap(), opening);
+}
+
 /// Opens and closes `calls` calls one after another.
 /// Calls that each outlive the writer's linger: the opening is committed
 /// alone before the closing record, so each call leaves two rows (a quick

@@ -153,12 +153,15 @@ pub struct AttemptRecord {
     /// How long admission held it before it could go, in milliseconds.
     pub admission_wait_ms: u64,
     /// The upstream's HTTP status, when a response (or an in-band status) came.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// `ok`, or the failure's category (see [`crate::Category`]).
     pub category: String,
     /// The upstream's request id (a response header or the body's), when it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// What the upstream reported this attempt used; absent when it reported nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Tokens>,
 }
 
@@ -179,14 +182,18 @@ pub struct StreamEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordedContent {
     pub request: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<serde_json::Value>,
 }
 
 /// Who called: from the caller's key (gateway) or the embedding service.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Who {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
 }
 
@@ -204,6 +211,7 @@ pub struct CallOpening {
     pub model: String,
     pub stream: bool,
     /// The caller's W3C `traceparent`, when it sent a valid one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
 }
 
@@ -226,10 +234,14 @@ pub struct HoldRecord {
     /// The worst case held: tokens of every kind together, and its price when
     /// the entry declares prices.
     pub tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usd: Option<f64>,
 }
 
-/// A closed call: the ledger's record.
+/// A closed call: the ledger's record. In its JSON (and the other records')
+/// a field without a value is left out, not written as `null`: a reader takes
+/// a missing field as absent. That is ~120 of a quick call's ~900 bytes,
+/// which the ledger serializes, logs, hashes and stores for every call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     pub call_id: String,
@@ -245,41 +257,54 @@ pub struct CallRecord {
     /// resolved).
     pub model: String,
     /// The role the caller named, when it named one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     /// The entry's `identity` (the model behind it), once it resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The model name sent on the wire.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wire_id: Option<String>,
     /// The upstream host the call went to (no path, no query, no credential).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint_host: Option<String>,
     /// The model name the upstream echoed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub served_model: Option<String>,
     pub stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     /// The output ceiling of the last attempt's wire request.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     pub attempts: Vec<AttemptRecord>,
     /// Summed over every attempt, discarded ones included: each was billed.
     pub usage: Tokens,
     /// Input in input-token equivalents (cache reads and writes at the entry's
     /// multipliers); absent before the model resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub billable_input: Option<f64>,
     /// USD from the entry's declared prices; absent when it declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
     /// `ok`, or the failure's category.
     pub category: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     pub latency_ms: u64,
     /// Streams: milliseconds from the open to the first output.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub first_output_ms: Option<u64>,
     /// Streams: how the stream ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_end: Option<StreamEnd>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<RecordedContent>,
     /// What policy changed or withheld on the way (`effort_not_applied`,
     /// `temperature_omitted`, ...).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The caller's budgets were charged the call's held worst case, not
     /// `usage`: what it spent was never reported (a stream without usage, a
