@@ -12,8 +12,9 @@
 //!
 //! Layout: segment files beside the ledger file, named `<file>-log-<time>-<pid>-<n>`
 //! (so `ls ledger.db*` shows them, and a name sorts by when it was opened),
-//! one row a line: the row's columns as JSON, a tab, then the row's body
-//! verbatim (compact JSON holds no raw tab or newline). A process writes only
+//! one row a line: the row's columns as a JSON array (an object with field
+//! names in segments written before 2026-12-03, still read), a tab, then the
+//! row's body verbatim (compact JSON holds no raw tab or newline). A process writes only
 //! its own segments and holds an exclusive lock (`flock`) on the one it
 //! appends to; it starts a new one past [`SEGMENT_BYTES`].
 //!
@@ -268,4 +269,43 @@ pub(super) fn remove(path: &Path) {
 /// The path of `db`'s segment `name`.
 pub(super) fn segment_path(db: &Path, name: &str) -> PathBuf {
     folder(db).join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::ledger::tests::{opening, record};
+
+    /// A line reads back as the row it was made from, its head a JSON array.
+    #[test]
+    fn a_line_reads_back_as_its_row() {
+        let mut closing = Row::closing(&record("call-1", "alice", "m", 1, Some(0.25))).unwrap();
+        closing.charged_worst = true;
+        let rows = [Row::opening(&opening("call-1", "alice", "m", 1)).unwrap(), closing];
+        for row in rows {
+            let mut line = Vec::new();
+            encode(&row, &mut line).unwrap();
+            assert!(line.starts_with(b"[\""), "the head is an array: {}", String::from_utf8_lossy(&line));
+            assert_eq!(line.pop(), Some(b'\n'));
+            assert_eq!(decode(&line).unwrap(), row);
+        }
+    }
+
+    /// A line written before the head became an array (an object with field
+    /// names) still reads back, so a segment an older weir left is applied.
+    #[test]
+    fn a_head_with_field_names_still_reads() {
+        let row = Row::closing(&record("call-2", "bob", "m", 2, None)).unwrap();
+        let head = serde_json::json!({
+            "kind": "close", "call_id": row.call_id, "at_ms": row.at_ms, "started_ms": row.started_ms,
+            "key_id": row.key_id, "member": row.member, "team": row.team, "model": row.model,
+            "category": row.category,
+            "tokens": {"input": 100, "output": 20, "cache_read": 10, "cache_write": 5, "reasoning": 2},
+            "cost_usd": null, "charged_worst": false,
+        });
+        let line = format!("{head}\t{}", row.body);
+        assert_eq!(decode(line.as_bytes()).unwrap(), row);
+    }
 }
