@@ -35,12 +35,13 @@
 //! next commit opens a new segment, so a ledger that could not be written
 //! recovers when it can.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashSet;
 use tokio::sync::oneshot;
 
 use super::LedgerMeter;
@@ -150,6 +151,8 @@ enum Committer {
 #[derive(Default)]
 struct Pending {
     jobs: VecDeque<Job>,
+    /// The queue [`Self::take`] builds what it leaves in, kept for its capacity.
+    spare: VecDeque<Job>,
     /// The thread is watching the deferred rows' age (it was woken for the
     /// first one and has not yet seen the queue without one).
     watched: bool,
@@ -175,15 +178,15 @@ impl Pending {
                 .map(|job| job.reply.is_some() || lingered(job) || closing.contains(job.entry.call_id()))
                 .collect()
         };
-        let mut batch = Vec::new();
-        let mut left = VecDeque::with_capacity(self.jobs.len());
+        let mut batch = Vec::with_capacity(taken.iter().filter(|take| **take).count().min(MAX_BATCH));
+        let mut left = std::mem::take(&mut self.spare);
         for (job, take) in self.jobs.drain(..).zip(taken) {
             match take && batch.len() < MAX_BATCH {
                 true => batch.push(job),
                 false => left.push_back(job),
             }
         }
-        self.jobs = left;
+        self.spare = std::mem::replace(&mut self.jobs, left);
         batch
     }
 
@@ -499,7 +502,7 @@ pub(super) fn run(shared: Arc<Shared>, mut filler: Filler, wake: Receiver<()>) {
 }
 
 /// The calls whose closing row is among `jobs`.
-fn closed_in<'a>(jobs: impl Iterator<Item = &'a Job>) -> HashSet<&'a str> {
+fn closed_in<'a>(jobs: impl Iterator<Item = &'a Job>) -> FxHashSet<&'a str> {
     jobs.filter(|job| job.entry.kind() == Kind::Close).map(|job| job.entry.call_id()).collect()
 }
 
@@ -509,7 +512,7 @@ fn closed_in<'a>(jobs: impl Iterator<Item = &'a Job>) -> HashSet<&'a str> {
 /// opened and never closed), so it is left out. Half the rows of a quick
 /// call, and of their cost. Left out of a commit only: when the commit fails,
 /// the opening is carried like any deferred row.
-fn redundant(job: &Job, closed_here: &HashSet<&str>) -> bool {
+fn redundant(job: &Job, closed_here: &FxHashSet<&str>) -> bool {
     job.entry.kind() == Kind::Open && job.reply.is_none() && closed_here.contains(job.entry.call_id())
 }
 
