@@ -128,7 +128,8 @@ struct Inner {
     /// The call ledger, when the config keeps one.
     ledger: Option<Ledger>,
     /// The Prometheus exposition; one of the observers.
-    metrics: Metrics,
+    /// `None` under `[metrics] enabled = false`.
+    metrics: Option<Metrics>,
     /// The span exporter, when `[telemetry]` names a collector; one of the observers.
     telemetry: Option<Arc<telemetry::Telemetry>>,
     /// The budgets of keys, members and teams: held before each call, settled from its record.
@@ -350,9 +351,10 @@ impl Weir {
         }
     }
 
-    /// The metrics every call updates, rendered at `/metrics`.
-    pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+    /// The metrics every call updates, rendered at `/metrics`; `None` under
+    /// `[metrics] enabled = false`.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.inner.metrics.as_ref()
     }
 
     pub fn admission(&self) -> &Admission {
@@ -519,13 +521,13 @@ impl WeirBuilder {
             ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
                 .map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &mut registry)?;
-        let metrics = Metrics::new(&config.metrics, &catalog);
+        let metrics = config.metrics.enabled.then(|| Metrics::new(&config.metrics, &catalog));
         let fleet_store = match &config.fleet {
             Some(fleet) => {
                 fleet::check_limits(&config)
                     .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
-                let meter: Arc<dyn fleet::FleetMeter> = Arc::new(metrics.clone());
-                let store = fleet::RedisStore::new(fleet, Some(meter))
+                let meter = metrics.clone().map(|metrics| Arc::new(metrics) as Arc<dyn fleet::FleetMeter>);
+                let store = fleet::RedisStore::new(fleet, meter)
                     .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
                 Some(store)
             }
@@ -550,9 +552,8 @@ impl WeirBuilder {
         // waits for), the metrics, the spans when `[telemetry]` names a
         // collector (their exporter starts on the first record's tokio
         // runtime: `build` itself needs none) — then the builder's.
-        let meter = metrics.ledger_meter();
-        let ledger =
-            ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, Some(meter)));
+        let meter = metrics.as_ref().map(Metrics::ledger_meter);
+        let ledger = ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, meter));
         let telemetry = telemetry::Telemetry::start(&config.telemetry)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?
             .map(Arc::new);
@@ -560,7 +561,9 @@ impl WeirBuilder {
         if let Some(ledger) = &ledger {
             observers.push(Arc::new(ledger.clone()));
         }
-        observers.push(Arc::new(metrics.clone()));
+        if let Some(metrics) = &metrics {
+            observers.push(Arc::new(metrics.clone()));
+        }
         if let Some(telemetry) = &telemetry {
             observers.push(Arc::clone(telemetry) as Arc<dyn CallObserver>);
         }

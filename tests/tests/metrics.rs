@@ -260,6 +260,33 @@ async fn calls_are_counted_by_model_outcome_and_member() {
     assert!(!text.contains("passwd"), "a caller's model name never becomes a label");
 }
 
+/// `[metrics] enabled = false`: nothing to expose, so `/metrics` is 404 even to an
+/// admin key, and calls go on (and are recorded) without it.
+#[tokio::test]
+async fn metrics_off_answers_404_and_calls_go_on() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.db");
+    let text = config(&upstream, &format!("[ledger]\npath = {:?}\n", ledger.to_str().unwrap()))
+        .replace("member_labels = true", "enabled = false");
+    let gateway = Gateway::start(&text).await;
+    upstream.push(openai_wire::completion("Hi"));
+    assert_eq!(call(&gateway, "chat", false).await, 200);
+    let (status, _, body) = get(&gateway.url("/metrics"), Some(OPS)).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(!body.contains("weir_"), "{body}");
+    let usage: Value = reqwest::Client::new()
+        .get(gateway.url("/v1/usage"))
+        .bearer_auth(OPS)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(usage["total"]["calls"], 1, "the call is still on the record: {usage}");
+}
+
 /// A port nothing listens on now (bound, then released).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

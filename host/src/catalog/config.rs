@@ -527,9 +527,15 @@ impl EmbeddingSettings {
 
 /// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or
 /// anyone on `listen`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSettings {
+    /// False: no metrics are kept (no observer, no meter) and `/metrics`
+    /// answers 404. Default true: an update is a few atomic operations, and a
+    /// deployment that scrapes nothing (or counts calls through an observer of
+    /// its own) may still want to spend none of them.
+    #[serde(default = "metrics_enabled_default")]
+    pub enabled: bool,
     /// A separate address serving only `/metrics`, without a key (bind it where
     /// only the scraper reaches).
     pub listen: Option<SocketAddr>,
@@ -539,6 +545,28 @@ pub struct MetricsSettings {
     /// Label call series with the key id. Default false.
     #[serde(default)]
     pub key_labels: bool,
+}
+
+fn metrics_enabled_default() -> bool {
+    true
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings { enabled: true, listen: None, member_labels: false, key_labels: false }
+    }
+}
+
+impl MetricsSettings {
+    /// With metrics off, a field only metrics read would be read by nothing.
+    fn validate(&self) -> Result<(), String> {
+        if !self.enabled && (self.listen.is_some() || self.member_labels || self.key_labels) {
+            return Err("`listen`, `member_labels` and `key_labels` are read only with metrics on: remove them, or \
+                        `enabled = false`"
+                .to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// `[telemetry]`: OpenTelemetry spans, one per call and one per attempt.
@@ -739,6 +767,7 @@ impl Config {
         }
         self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
         self.embeddings.validate().map_err(|message| self.invalid(format!("[embeddings]: {message}")))?;
+        self.metrics.validate().map_err(|message| self.invalid(format!("[metrics]: {message}")))?;
         let unpinned = self.models.iter().find(|m| m.kind == RoleKind::Embedding && m.embedding_dimensions.is_none());
         if let Some(model) = unpinned
             && self.embeddings.dimensions.is_none()
@@ -988,6 +1017,17 @@ mod tests {
         let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
         assert!(message.contains("line 8"), "{message}");
         assert!(message.contains("colour"), "{message}");
+    }
+
+    #[test]
+    fn metrics_off_refuses_the_fields_only_metrics_read() {
+        assert!(Config::from_toml("", "t").unwrap().metrics.enabled, "metrics are on by default");
+        assert!(!Config::from_toml("[metrics]\nenabled = false\n", "t").unwrap().metrics.enabled);
+        for field in ["listen = \"127.0.0.1:9464\"", "member_labels = true", "key_labels = true"] {
+            let message = Config::from_toml(&format!("[metrics]\nenabled = false\n{field}\n"), "t").unwrap_err();
+            assert!(message.to_string().contains("[metrics]: `listen`, `member_labels` and `key_labels`"), "{message}");
+            Config::from_toml(&format!("[metrics]\n{field}\n"), "t").unwrap();
+        }
     }
 
     #[test]

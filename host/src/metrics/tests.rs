@@ -244,7 +244,7 @@ async fn an_unknown_model_is_one_label_whatever_the_caller_sends() {
 
 #[tokio::test]
 async fn member_and_key_labels_when_the_operator_asks() {
-    let metrics = metrics(MetricsSettings { listen: None, member_labels: true, key_labels: true });
+    let metrics = metrics(MetricsSettings { member_labels: true, key_labels: true, ..MetricsSettings::default() });
     observe(&metrics, record("fast")).await;
     let mut anonymous = record("fast");
     anonymous.who = Who::default();

@@ -4,8 +4,8 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -21,8 +21,14 @@ pub(super) async fn for_admin(State(weir): State<Weir>, headers: HeaderMap) -> R
 }
 
 async fn exposition(weir: &Weir) -> Response {
-    let text = weir.metrics().render(weir).await;
-    ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+    match weir.metrics() {
+        Some(metrics) => {
+            let text = metrics.render(weir).await;
+            ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+        }
+        // Not routed then (see `router`), and `listen` is refused without metrics.
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// `[metrics] listen`: only `/metrics`, without a key (anything else is 404).

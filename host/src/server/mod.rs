@@ -8,7 +8,8 @@
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
 //! - `GET /health`
-//! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`])
+//! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`]; absent
+//!   under `[metrics] enabled = false`)
 //!
 //! With `[[key]]`s configured every route but `/health` needs a caller key
 //! ([`auth`]); the operator's details need an `admin` one.
@@ -53,7 +54,7 @@ use crate::record::Route;
 
 /// The gateway's routes over a configured [`Weir`].
 pub fn router(weir: Weir) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
         .route("/v1/embeddings", post(retrieval::embeddings))
@@ -62,9 +63,13 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics::for_admin))
-        .with_state(weir)
+        .route("/health", get(health));
+    // Under `[metrics] enabled = false` there is nothing to expose: 404, as for any unknown path.
+    let routes = match weir.metrics() {
+        Some(_) => routes.route("/metrics", get(metrics::for_admin)),
+        None => routes,
+    };
+    routes.with_state(weir)
 }
 
 /// Serves the gateway on `listener` behind its edge (client timeouts, body limit,
