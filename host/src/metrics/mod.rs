@@ -35,7 +35,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 /// A [`Weir`]'s metrics: a [`crate::record::CallObserver`], the ledger's
 /// [`LedgerMeter`], and the registry a scrape renders. Cheap to clone (one
-/// `Arc`); always on, since an update is a few atomic operations.
+/// `Arc`); on unless `[metrics] enabled = false` (an update is a few atomic
+/// operations).
 #[derive(Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
