@@ -65,10 +65,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/usage", get(usage::usage))
         .route("/health", get(health));
     // Under `[metrics] enabled = false` there is nothing to expose: 404, as for any unknown path.
-    let routes = match weir.metrics() {
-        Some(_) => routes.route("/metrics", get(metrics::for_admin)),
-        None => routes,
-    };
+    let routes = if weir.metrics().is_some() { routes.route("/metrics", get(metrics::for_admin)) } else { routes };
     routes.with_state(weir)
 }
 

@@ -138,25 +138,39 @@ fn cpu_time(pid: Option<u32>) -> Option<Duration> {
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split(' ').collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // In clock ticks of USER_HZ, which Linux fixes at 100 per second.
     Some(Duration::from_secs_f64(ticks as f64 / 100.0))
+}
+
+/// The CPU time `pid` used since `before` was read.
+fn cpu_since(pid: Option<u32>, before: Option<Duration>) -> Option<Duration> {
+    Some(cpu_time(pid)?.saturating_sub(before?))
+}
+
+/// A latency in whole microseconds.
+fn micros(took: Duration) -> u32 {
+    u32::try_from(took.as_micros()).unwrap_or(u32::MAX)
 }
 
 /// What one side did in one round.
 #[derive(Debug, Clone)]
 struct Round {
-    calls: usize,
     secs: f64,
     latencies_us: Vec<u32>,
     cpu: Option<Duration>,
 }
 
 impl Round {
+    fn calls(&self) -> usize {
+        self.latencies_us.len()
+    }
+
     fn per_second(&self) -> f64 {
-        self.calls as f64 / self.secs
+        self.calls() as f64 / self.secs
     }
 
     fn cpu_ms_per_call(&self) -> Option<f64> {
-        Some(self.cpu?.as_secs_f64() * 1000.0 / self.calls.max(1) as f64)
+        Some(self.cpu?.as_secs_f64() * 1000.0 / self.calls().max(1) as f64)
     }
 
     fn p50_us(&self) -> f64 {
@@ -164,23 +178,22 @@ impl Round {
     }
 }
 
+/// Where the quantile `at` (0 to 1) of `n` sorted values stands; `None` for none.
+fn rank(n: usize, at: f64) -> Option<usize> {
+    n.checked_sub(1).map(|last| (last as f64 * at).round() as usize)
+}
+
 fn percentile(values: &[u32], at: f64) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
-    match sorted.len() {
-        0 => f64::NAN,
-        n => f64::from(sorted[((n - 1) as f64 * at).round() as usize]),
-    }
+    rank(sorted.len(), at).map_or(f64::NAN, |index| f64::from(sorted[index]))
 }
 
 /// Median and quartiles of `values`.
 fn spread(values: &[f64]) -> (f64, f64, f64) {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|value| value.is_finite()).collect();
     sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| match sorted.len() {
-        0 => f64::NAN,
-        n => sorted[((n - 1) as f64 * q).round() as usize],
-    };
+    let at = |q: f64| rank(sorted.len(), q).map_or(f64::NAN, |index| sorted[index]);
     (at(0.25), at(0.5), at(0.75))
 }
 
@@ -200,7 +213,7 @@ async fn load(target: &Target, pid: Option<u32>, callers: usize, secs: f64) -> a
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
                 let took = target.call(&mut sender).await?;
-                latencies.push(u32::try_from(took.as_micros()).unwrap_or(u32::MAX));
+                latencies.push(micros(took));
             }
             anyhow::Ok(latencies)
         });
@@ -210,8 +223,7 @@ async fn load(target: &Target, pid: Option<u32>, callers: usize, secs: f64) -> a
         latencies_us.extend(joined??);
     }
     let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_time(pid).zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
-    Ok(Round { calls: latencies_us.len(), secs, latencies_us, cpu })
+    Ok(Round { secs, latencies_us, cpu: cpu_since(pid, cpu_before) })
 }
 
 /// One caller alternating A and B for `secs`: both sides' rounds.
@@ -236,16 +248,14 @@ async fn interleave(
                 (a.call(&mut to_a).await?, b_took)
             }
         };
-        on_a.push(u32::try_from(a_took.as_micros()).unwrap_or(u32::MAX));
-        on_b.push(u32::try_from(b_took.as_micros()).unwrap_or(u32::MAX));
+        on_a.push(micros(a_took));
+        on_b.push(micros(b_took));
         a_first = !a_first;
     }
     let secs = start.elapsed().as_secs_f64();
-    let used =
-        |pid, before: Option<Duration>| cpu_time(pid).zip(before).map(|(after, before)| after.saturating_sub(before));
     Ok((
-        Round { calls: on_a.len(), secs, latencies_us: on_a, cpu: used(pids.0, cpu_a) },
-        Round { calls: on_b.len(), secs, latencies_us: on_b, cpu: used(pids.1, cpu_b) },
+        Round { secs, latencies_us: on_a, cpu: cpu_since(pids.0, cpu_a) },
+        Round { secs, latencies_us: on_b, cpu: cpu_since(pids.1, cpu_b) },
     ))
 }
 
@@ -266,7 +276,7 @@ fn report(pairs: &[(Round, Round)]) {
         pairs.iter().flat_map(|pair| pick(pair).latencies_us.iter().copied()).collect()
     };
     let (pooled_a, pooled_b) = (pooled(|pair| &pair.0), pooled(|pair| &pair.1));
-    let calls = |pick: fn(&(Round, Round)) -> &Round| pairs.iter().map(|pair| pick(pair).calls).sum::<usize>();
+    let calls = |pick: fn(&(Round, Round)) -> &Round| pairs.iter().map(|pair| pick(pair).calls()).sum::<usize>();
     println!("pairs: {}; calls A {}, B {}", pairs.len(), calls(|pair| &pair.0), calls(|pair| &pair.1));
     let line = |name: &str, (low, median, high): (f64, f64, f64), unit: &str| {
         println!("{name:<28} median {median:>9.3}{unit}  quartiles {low:.3}{unit} / {high:.3}{unit}");
