@@ -308,6 +308,19 @@ async fn transport_failures_are_typed() {
     assert_eq!(get(&gateway, "/health").await["status"], "ok");
 }
 
+/// The arena of the gateway's allocator would otherwise be folded into 2 MiB pages by
+/// `khugepaged` where the kernel's THP mode is `madvise` or `always`, and the process's
+/// resident memory would grow in 2 MiB steps (see `refuse_transparent_huge_pages`).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_gateway_process_refuses_transparent_huge_pages() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gateway.pid())).unwrap();
+    let line = status.lines().find(|line| line.starts_with("THP_enabled:")).expect("THP_enabled in /proc/PID/status");
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 #[tokio::test]
 async fn a_broken_component_is_reported_and_every_other_provider_keeps_working() {
     let upstream = FakeUpstream::start().await;
