@@ -25,6 +25,7 @@ mod dialect;
 mod embeddings;
 mod errors;
 mod logprobs;
+mod plain;
 mod request;
 mod rerank;
 mod response;

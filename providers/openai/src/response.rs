@@ -2,6 +2,10 @@
 //! add keys, drop keys and send `""` for `null`, and none of that should fail a call.
 //! The stop-reason and usage mappings here are shared with the stream decoder.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::http::header;
@@ -11,10 +15,20 @@ use weir_sdk::types::{
 };
 
 use crate::errors::is_error_object;
+use crate::plain::{Object, PlainToolCall, PlainUsage, additive_usage, nonempty};
 
 /// Normalizes a successful response. Only choice 0 is read: the host never asks
-/// for more than one.
+/// for more than one. The answer nearly every response is goes through
+/// [`PlainCompletion`]; anything else, and every malformed body, through the tree.
 pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
+    match PlainCompletion::parse(&response.body) {
+        Some(plain) => Ok(plain.decode(response)),
+        None => tree_decode(response),
+    }
+}
+
+/// Any body, read as a [`Value`] tree.
+fn tree_decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     let body: Value = from_body(&response.body)?;
     if is_error_object(&body) {
         let detail = ErrorFields::from_value(&body).detail(response.status);
@@ -42,11 +56,127 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
         usage: body.get("usage").and_then(usage),
         refusal,
         served_model: text(body.get("model")),
-        request_id: header(&response.headers, "x-request-id")
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .or_else(|| text(body.get("id"))),
+        request_id: request_id(response, body.get("id").and_then(Value::as_str)),
     })
+}
+
+/// The upstream's request id: its `x-request-id` header, else the body's `id`.
+fn request_id(response: &HttpResponse, body_id: Option<&str>) -> Option<String> {
+    header(&response.headers, "x-request-id").filter(|id| !id.is_empty()).or(nonempty(body_id)).map(str::to_owned)
+}
+
+/// The completion nearly every answer is: choice 0's message with text,
+/// reasoning, refusal or tool calls whose arguments are text, its finish, usage,
+/// `id` and `model`, read into borrowed fields instead of a [`Value`] tree (see
+/// [`crate::plain`]). Anything else (an error object, no choice or message, a
+/// call without a name, content as parts, a field of another type, a key twice)
+/// is left to the tree: [`PlainCompletion::parse`] answers `None`.
+#[derive(Debug, Deserialize)]
+struct PlainCompletion<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Object<PlainChoice<'a>>>>,
+    #[serde(default)]
+    usage: Option<Object<PlainUsage>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlainChoice<'a> {
+    #[serde(borrow, default)]
+    message: Option<Object<PlainMessage<'a>>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlainMessage<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<Object<PlainToolCall<'a>>>>,
+}
+
+/// A [`PlainCompletion`] whose choice 0 has a message.
+struct PlainAnswer<'a> {
+    id: Option<Cow<'a, str>>,
+    model: Option<Cow<'a, str>>,
+    usage: Option<Object<PlainUsage>>,
+    message: PlainMessage<'a>,
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> PlainCompletion<'a> {
+    /// The body's answer, when it is plain (see the type); `None` leaves it to
+    /// the tree.
+    fn parse(body: &'a [u8]) -> Option<PlainAnswer<'a>> {
+        let completion = serde_json::from_slice::<Object<PlainCompletion<'a>>>(body).ok()?.into_inner();
+        if completion.error.is_some() || completion.object.as_deref() == Some("error") {
+            return None;
+        }
+        let choice = completion.choices?.into_iter().next()?.into_inner();
+        let message = choice.message?.into_inner();
+        if !message.tool_calls.iter().flatten().all(|call| call.name().is_some()) {
+            return None;
+        }
+        Some(PlainAnswer {
+            id: completion.id,
+            model: completion.model,
+            usage: completion.usage,
+            message,
+            finish_reason: choice.finish_reason,
+        })
+    }
+}
+
+impl PlainAnswer<'_> {
+    /// What [`tree_decode`] makes of the same body.
+    fn decode(self, response: &HttpResponse) -> ChatResponse {
+        let message = self.message;
+        let raw_stop_reason = nonempty(self.finish_reason.as_deref()).map(str::to_owned);
+        let calls: Vec<ToolUse> = message.tool_calls.iter().flatten().enumerate().map(plain_tool_use).collect();
+        let refusal =
+            nonempty(message.refusal.as_deref()).map(|explanation| refusal(None, Some(explanation.to_owned())));
+        let stop_reason = match refusal {
+            Some(_) => StopReason::ContentFiltered,
+            None => stop_reason(raw_stop_reason.as_deref(), !calls.is_empty()),
+        };
+        let reasoning = nonempty(message.reasoning_content.as_deref()).or(nonempty(message.reasoning.as_deref()));
+        ChatResponse {
+            content: blocks(
+                reasoning.map(str::to_owned),
+                nonempty(message.content.as_deref()).map(str::to_owned),
+                calls,
+            ),
+            stop_reason,
+            raw_stop_reason,
+            usage: self.usage.as_ref().map(|usage| usage.usage()),
+            refusal,
+            served_model: nonempty(self.model.as_deref()).map(str::to_owned),
+            request_id: request_id(response, self.id.as_deref()),
+        }
+    }
+}
+
+/// A plain call: `parse` made sure it has a name.
+fn plain_tool_use((position, call): (usize, &Object<PlainToolCall<'_>>)) -> ToolUse {
+    ToolUse {
+        id: nonempty(call.id.as_deref()).map_or_else(|| format!("call_{position}"), str::to_owned),
+        name: call.name().unwrap_or_default().to_owned(),
+        input_json: argument_text(call.arguments()),
+    }
 }
 
 /// `choices[0]`: the host never asks for more than one.
@@ -57,13 +187,17 @@ pub(crate) fn first_choice(body: &Value) -> Result<&Value, CodecError> {
         .ok_or_else(|| CodecError::Malformed("response has no choices[0]".to_owned()))
 }
 
-/// Reasoning first (it came first), then the visible text, then the calls.
 fn content(message: &Value, calls: Vec<ToolUse>) -> Vec<ContentBlock> {
+    blocks(reasoning_text(message), message_text(message.get("content")), calls)
+}
+
+/// Reasoning first (it came first), then the visible text, then the calls.
+fn blocks(reasoning: Option<String>, answer: Option<String>, calls: Vec<ToolUse>) -> Vec<ContentBlock> {
     let mut content = Vec::new();
-    if let Some(reasoning) = reasoning_text(message) {
+    if let Some(reasoning) = reasoning {
         content.push(ContentBlock::Thinking(Thinking { text: reasoning, signature: None, redacted: false }));
     }
-    if let Some(answer) = message_text(message.get("content")) {
+    if let Some(answer) = answer {
         content.push(ContentBlock::Text(answer));
     }
     content.extend(calls.into_iter().map(ContentBlock::ToolUse));
@@ -120,10 +254,15 @@ fn tool_use(position: usize, item: &Value) -> Result<ToolUse, CodecError> {
 /// servers send an object instead of a string; that is serialized.
 fn arguments(value: Option<&Value>) -> String {
     match value {
-        Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
-        None | Some(Value::Null) | Some(Value::String(_)) => "{}".to_owned(),
+        None | Some(Value::Null) => argument_text(None),
+        Some(Value::String(text)) => argument_text(Some(text)),
         Some(other) => other.to_string(),
     }
+}
+
+/// Arguments sent as text: blank means `{}`.
+fn argument_text(text: Option<&str>) -> String {
+    text.filter(|text| !text.trim().is_empty()).unwrap_or("{}").to_owned()
 }
 
 /// `finish_reason` → stop reason. A `stop` with tool calls is a tool-use stop:
@@ -146,15 +285,12 @@ pub(crate) fn usage(value: &Value) -> Option<Usage> {
     let usage = value.as_object()?;
     let count =
         |parent: &str, key: &str| usage.get(parent).and_then(|details| details.get(key)).and_then(Value::as_u64);
-    let prompt = usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
-    let cached = count("prompt_tokens_details", "cached_tokens").unwrap_or(0);
-    Some(Usage {
-        input: prompt.saturating_sub(cached),
-        output: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-        cache_read: cached,
-        cache_write: 0,
-        reasoning: count("completion_tokens_details", "reasoning_tokens"),
-    })
+    Some(additive_usage(
+        usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+        usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        count("prompt_tokens_details", "cached_tokens").unwrap_or(0),
+        count("completion_tokens_details", "reasoning_tokens"),
+    ))
 }
 
 #[cfg(test)]
@@ -358,5 +494,128 @@ mod tests {
             malformed(r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#)
                 .contains("error object")
         );
+    }
+
+    mod plain_and_tree {
+        //! Whatever a body holds, the plain reading and the tree say the same of it.
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::*;
+        use crate::plain::strategies::{call_name, field, object, text, tool_calls, usage};
+
+        fn message() -> impl Strategy<Value = Value> {
+            (text(), text(), text(), text(), tool_calls(call_name()), field(vec![json!("assistant")], vec![json!(7)]))
+                .prop_map(|(content, reasoning_content, reasoning, refusal, tool_calls, role)| {
+                    object(vec![
+                        ("content", content),
+                        ("reasoning_content", reasoning_content),
+                        ("reasoning", reasoning),
+                        ("refusal", refusal),
+                        ("tool_calls", tool_calls),
+                        ("role", role),
+                    ])
+                })
+        }
+
+        fn choice() -> impl Strategy<Value = Value> {
+            let message = prop_oneof![
+                32 => message().prop_map(Some),
+                1 => Just(None),
+                1 => Just(Some(Value::Null)),
+                1 => Just(Some(json!("text"))),
+                1 => Just(Some(json!(["Hel", null, null, "no"]))),
+            ];
+            let finish = field(
+                vec![Value::Null, json!(""), json!("stop"), json!("length"), json!("tool_calls")],
+                vec![json!(5)],
+            );
+            (field(vec![json!(0), json!(1)], vec![json!("0")]), message, finish).prop_map(
+                |(index, message, finish_reason)| {
+                    object(vec![("index", index), ("message", message), ("finish_reason", finish_reason)])
+                },
+            )
+        }
+
+        fn completion() -> impl Strategy<Value = Value> {
+            let id = field(vec![Value::Null, json!(""), json!("chatcmpl-1")], vec![json!(7)]);
+            let model = field(vec![Value::Null, json!(""), json!("gpt-4.1")], vec![json!(["m"])]);
+            let object_field = field(vec![json!("chat.completion")], vec![json!("error"), json!(3)]);
+            let error = field(vec![Value::Null], vec![json!({"message": "overloaded", "type": "server_error"})]);
+            let choice = prop_oneof![24 => choice(), 1 => Just(json!([{"content": "Hel"}, "stop"]))];
+            let choices = prop_oneof![
+                32 => proptest::collection::vec(choice, 1..3).prop_map(|choices| Some(Value::Array(choices))),
+                1 => Just(Some(json!([]))),
+                1 => Just(Some(Value::Null)),
+                1 => Just(None),
+            ];
+            (id, model, object_field, error, usage(), choices).prop_map(
+                |(id, model, object_field, error, usage, choices)| {
+                    object(vec![
+                        ("id", id),
+                        ("model", model),
+                        ("object", object_field),
+                        ("error", error),
+                        ("usage", usage),
+                        ("choices", choices),
+                    ])
+                },
+            )
+        }
+
+        fn response(body: &Value, header_id: Option<&str>) -> HttpResponse {
+            let headers = header_id.map(|id| ("x-request-id".to_owned(), id.to_owned())).into_iter().collect();
+            HttpResponse { status: 200, headers, body: body.to_string().into_bytes() }
+        }
+
+        proptest! {
+            // Many cases: a difference may need a rare mix, and each case takes
+            // microseconds.
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            #[test]
+            fn a_response_decodes_the_same_either_way(
+                body in completion(),
+                header_id in proptest::option::of(proptest::sample::select(vec!["", "req_1"])),
+            ) {
+                let response = response(&body, header_id);
+                prop_assert_eq!(decode(&response), tree_decode(&response), "body {}", body);
+            }
+        }
+
+        /// The property above means something only if many generated bodies take
+        /// the plain reading and many the tree.
+        #[test]
+        fn the_generated_bodies_take_both_readings() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let strategy = completion();
+            let plain = (0..1000)
+                .filter(|_| {
+                    let body = strategy.new_tree(&mut runner).unwrap().current();
+                    PlainCompletion::parse(body.to_string().as_bytes()).is_some()
+                })
+                .count();
+            assert!((250..=750).contains(&plain), "{plain} of 1000 generated bodies are plain");
+        }
+
+        #[test]
+        fn a_plain_body_is_read_without_the_tree() {
+            let tool_calls = r#"{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
+            for plain in [TEXT_BODY.to_owned(), with_choice(tool_calls, r#""tool_calls""#)] {
+                assert!(PlainCompletion::parse(plain.as_bytes()).is_some(), "{plain}");
+            }
+            for left_to_the_tree in [
+                with_choice(r#"{"content":[{"type":"text","text":"a"}]}"#, r#""stop""#),
+                with_choice(r#"{"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}"#, "null"),
+                with_choice(r#"{"tool_calls":[{"id":"call_1","function":{"arguments":"{}"}}]}"#, "null"),
+                with_choice(r#"["Hel"]"#, r#""stop""#),
+                r#"{"choices":[]}"#.to_owned(),
+                r#"{"error":{"message":"x"},"choices":[{"message":{"content":"x"}}]}"#.to_owned(),
+                format!("{} trailing", with_choice(r#"{"content":"x"}"#, "null")),
+            ] {
+                assert!(PlainCompletion::parse(left_to_the_tree.as_bytes()).is_none(), "{left_to_the_tree}");
+            }
+        }
     }
 }
