@@ -68,9 +68,18 @@ pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Res
     response
 }
 
-/// An unnamed event: `data: <json>` (OpenAI's chunks).
-pub(super) fn data_event(value: &serde_json::Value) -> String {
-    format!("data: {value}\n\n")
+/// An unnamed event: `data: <json>` (OpenAI's chunks), serialized in place.
+/// Weir's answer types always serialize (every map key is a string); were one
+/// not to, the event would carry `null` rather than a torn object.
+pub(super) fn data_event(value: &impl serde::Serialize) -> String {
+    let mut event = Vec::with_capacity(256);
+    event.extend_from_slice(b"data: ");
+    if serde_json::to_writer(&mut event, value).is_err() {
+        event.truncate(b"data: ".len());
+        event.extend_from_slice(b"null");
+    }
+    event.extend_from_slice(b"\n\n");
+    String::from_utf8(event).unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 /// A named event: `event: <name>` then `data: <json>` (Anthropic's events).

@@ -3,9 +3,10 @@
 //! `reasoning_content` and `tool_calls` deltas, the finish reason, the usage
 //! chunk when `stream_options.include_usage` asked for it, and `[DONE]`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::response::{completion_id, finish_reason, usage};
+use super::response::{completion_id, finish_reason};
+use super::wire::{Chunk, ChunkChoice, Delta, FunctionDelta, ToolCallDelta, UsageChunk, UsageCounts};
 use crate::chat::Stamp;
 use crate::error::WeirError;
 use crate::server::sse::{EventWriter, data_event as sse};
@@ -22,40 +23,58 @@ pub struct ChunkWriter {
     role_sent: bool,
 }
 
+const CHUNK: &str = "chat.completion.chunk";
+
 impl ChunkWriter {
     pub fn new(stamp: &Stamp, include_usage: bool) -> Self {
         let (id, created) = completion_id(stamp.ended_at);
         Self { id, created, model: stamp.model.clone(), include_usage, usage: None, role_sent: false }
     }
 
-    fn event(&mut self, mut choice_delta: Value, finish: Option<&str>) -> String {
+    fn event(&mut self, mut delta: Delta<'_>, finish: Option<&'static str>) -> String {
         if !self.role_sent {
             self.role_sent = true;
-            choice_delta["role"] = json!("assistant");
+            delta.role = Some("assistant");
         }
-        sse(&json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "delta": choice_delta, "logprobs": null, "finish_reason": finish}],
-        }))
+        sse(&Chunk {
+            id: &self.id,
+            object: CHUNK,
+            created: self.created,
+            model: &self.model,
+            choices: [ChunkChoice { index: 0, delta, logprobs: None, finish_reason: finish }],
+        })
     }
 }
 
 impl EventWriter for ChunkWriter {
     /// The SSE events for one delta (none for deltas a chunk has no field for).
     fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
-        let choice_delta = match delta {
-            StreamDelta::Text(text) => json!({"content": text}),
-            StreamDelta::Thinking(text) => json!({"reasoning_content": text}),
-            StreamDelta::ToolCallStart(start) => json!({"tool_calls": [{
-                "index": start.index, "id": start.id, "type": "function",
-                "function": {"name": start.name, "arguments": ""},
-            }]}),
-            StreamDelta::ToolCallFragment(fragment) => {
-                json!({"tool_calls": [{"index": fragment.index, "function": {"arguments": fragment.json}}]})
+        let event = match &delta {
+            StreamDelta::Text(text) => self.event(Delta { content: Some(text), ..Delta::default() }, None),
+            StreamDelta::Thinking(text) => {
+                self.event(Delta { reasoning_content: Some(text), ..Delta::default() }, None)
             }
-            StreamDelta::Stop(stop) => return vec![self.event(json!({}), Some(finish_reason(stop.reason)))],
+            StreamDelta::ToolCallStart(start) => {
+                let call = ToolCallDelta {
+                    index: start.index,
+                    id: Some(&start.id),
+                    kind: Some("function"),
+                    function: FunctionDelta { name: Some(&start.name), arguments: "" },
+                };
+                self.event(Delta { tool_calls: Some([call]), ..Delta::default() }, None)
+            }
+            StreamDelta::ToolCallFragment(fragment) => {
+                let call = ToolCallDelta {
+                    index: fragment.index,
+                    id: None,
+                    kind: None,
+                    function: FunctionDelta { name: None, arguments: &fragment.json },
+                };
+                self.event(Delta { tool_calls: Some([call]), ..Delta::default() }, None)
+            }
+            StreamDelta::Stop(stop) => self.event(Delta::default(), Some(finish_reason(stop.reason))),
             StreamDelta::Usage(usage) => {
-                self.usage = Some(usage);
+                self.usage = Some(usage.clone());
                 return Vec::new();
             }
             StreamDelta::ThinkingSignature(_)
@@ -64,17 +83,21 @@ impl EventWriter for ChunkWriter {
             | StreamDelta::RequestId(_)
             | StreamDelta::Error(_) => return Vec::new(),
         };
-        vec![self.event(choice_delta, None)]
+        vec![event]
     }
 
     /// The end of a stream that completed: the usage chunk if asked for, `[DONE]`.
     fn end(&mut self) -> Vec<String> {
         let mut events = Vec::new();
         if self.include_usage {
-            events.push(sse(&json!({
-                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [], "usage": self.usage.as_ref().map(usage),
-            })));
+            events.push(sse(&UsageChunk {
+                id: &self.id,
+                object: CHUNK,
+                created: self.created,
+                model: &self.model,
+                choices: [],
+                usage: self.usage.as_ref().map(UsageCounts::from),
+            }));
         }
         events.push("data: [DONE]\n\n".to_owned());
         events
@@ -93,6 +116,8 @@ impl EventWriter for ChunkWriter {
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, SystemTime};
+
+    use serde_json::Value;
 
     use super::*;
     use crate::types::{StopInfo, StopReason, ToolCallFragment, ToolCallStart};

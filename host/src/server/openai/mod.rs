@@ -4,6 +4,7 @@
 mod chunks;
 mod request;
 mod response;
+mod wire;
 
 pub use chunks::ChunkWriter;
 pub use request::{Ingress, into_chat_request};

@@ -3,10 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
-
+use super::wire::{Completion, CompletionChoice, Function, Message, ToolCall, UsageCounts};
 use crate::chat::ChatResponse;
-use crate::types::{ContentBlock, StopReason, Usage};
+use crate::types::{ContentBlock, StopReason};
 
 /// A fresh completion id and the `created` time of an answer that ended at
 /// `at`. The id is unique across a fleet (a time-ordered UUID with random
@@ -16,26 +15,26 @@ pub(super) fn completion_id(at: SystemTime) -> (String, u64) {
     (format!("chatcmpl-weir-{}", uuid::Uuid::now_v7().simple()), created)
 }
 
-pub fn completion_body(response: &ChatResponse) -> Value {
+pub fn completion_body(response: &ChatResponse) -> Completion<'_> {
     let (id, created) = completion_id(response.stamp.ended_at);
-    json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": response.stamp.model,
-        "choices": [{
-            "index": 0,
-            "message": message(response),
-            "logprobs": null,
-            "finish_reason": finish_reason(response.stop_reason),
+    Completion {
+        id,
+        object: "chat.completion",
+        created,
+        model: &response.stamp.model,
+        choices: [CompletionChoice {
+            index: 0,
+            message: message(response),
+            logprobs: None,
+            finish_reason: finish_reason(response.stop_reason),
         }],
-        "usage": response.usage.as_ref().map(usage),
-    })
+        usage: response.usage.as_ref().map(UsageCounts::from),
+    }
 }
 
-fn message(response: &ChatResponse) -> Value {
+fn message(response: &ChatResponse) -> Message<'_> {
     let text = response.text();
-    let reasoning: String = response
+    let reasoning_content: String = response
         .content
         .iter()
         .filter_map(|block| match block {
@@ -43,23 +42,22 @@ fn message(response: &ChatResponse) -> Value {
             _ => None,
         })
         .collect();
-    let mut message = json!({
-        "role": "assistant",
-        "content": if text.is_empty() { Value::Null } else { Value::String(text) },
-        "refusal": response.refusal.as_ref().and_then(|r| r.explanation.clone()),
-    });
-    let calls: Vec<Value> = response
+    let tool_calls = response
         .tool_calls()
         .into_iter()
-        .map(|call| json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.input_json}}))
+        .map(|call| ToolCall {
+            id: &call.id,
+            kind: "function",
+            function: Function { name: &call.name, arguments: &call.input_json },
+        })
         .collect();
-    if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(calls);
+    Message {
+        role: "assistant",
+        content: (!text.is_empty()).then_some(text),
+        refusal: response.refusal.as_ref().and_then(|refusal| refusal.explanation.as_deref()),
+        tool_calls,
+        reasoning_content,
     }
-    if !reasoning.is_empty() {
-        message["reasoning_content"] = Value::String(reasoning);
-    }
-    message
 }
 
 pub(super) fn finish_reason(reason: StopReason) -> &'static str {
@@ -69,15 +67,4 @@ pub(super) fn finish_reason(reason: StopReason) -> &'static str {
         StopReason::ToolUse => "tool_calls",
         StopReason::ContentFiltered => "content_filter",
     }
-}
-
-pub(super) fn usage(usage: &Usage) -> Value {
-    let prompt = usage.total_input();
-    json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": usage.output,
-        "total_tokens": prompt + usage.output,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning.unwrap_or(0)},
-    })
 }
