@@ -74,7 +74,7 @@ impl EventWriter for ChunkWriter {
             }
             StreamDelta::Stop(stop) => self.event(Delta::default(), Some(finish_reason(stop.reason))),
             StreamDelta::Usage(usage) => {
-                self.usage = Some(usage.clone());
+                self.usage = Some(*usage);
                 return Vec::new();
             }
             StreamDelta::ThinkingSignature(_)
