@@ -352,7 +352,7 @@ fn raise_open_files_limit() {}
 /// Where the kernel's transparent huge pages are on (`madvise` or `always`),
 /// `khugepaged` folds the allocator's sparsely used 4 KiB pages into 2 MiB ones.
 /// Measured with the shared bench's load: peak RSS at 32 callers 82–91 MiB with
-/// huge pages against 51–56 MiB without, at the same calls/s and CPU per call
+/// huge pages against 51–59 MiB without, at the same calls/s and CPU per call
 /// (paired runs, sides swapped). So mimalloc is built without its request for
 /// them (`no_thp`), and the serving process refuses them for every mapping
 /// made from here on, which covers the `always` mode too.

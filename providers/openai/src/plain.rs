@@ -98,6 +98,21 @@ pub(crate) fn additive_usage(prompt: u64, completion: u64, cached: u64, reasonin
     Usage { input: prompt.saturating_sub(cached), output: completion, cache_read: cached, cache_write: 0, reasoning }
 }
 
+/// A message of a whole answer, or a stream chunk's delta: the same fields.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PlainMessage<'a> {
+    #[serde(borrow, default)]
+    pub content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub tool_calls: Option<Vec<Object<PlainToolCall<'a>>>>,
+}
+
 /// One `tool_calls[]` item of a message, or a fragment of one in a stream delta.
 #[derive(Debug, Deserialize)]
 pub(crate) struct PlainToolCall<'a> {

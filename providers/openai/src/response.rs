@@ -15,7 +15,7 @@ use weir_sdk::types::{
 };
 
 use crate::errors::is_error_object;
-use crate::plain::{Object, PlainToolCall, PlainUsage, additive_usage, nonempty};
+use crate::plain::{Object, PlainMessage, PlainToolCall, PlainUsage, additive_usage, nonempty};
 
 /// Normalizes a successful response. Only choice 0 is read: the host never asks
 /// for more than one. The answer nearly every response is goes through
@@ -93,20 +93,6 @@ struct PlainChoice<'a> {
     message: Option<Object<PlainMessage<'a>>>,
     #[serde(borrow, default)]
     finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlainMessage<'a> {
-    #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    refusal: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<Object<PlainToolCall<'a>>>>,
 }
 
 /// A [`PlainCompletion`] whose choice 0 has a message.

@@ -16,7 +16,7 @@ use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::types::{CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
 
 use crate::errors::{in_band_error, is_error_object};
-use crate::plain::{Object, PlainToolCall, PlainUsage, nonempty};
+use crate::plain::{Object, PlainMessage, PlainToolCall, PlainUsage, nonempty};
 use crate::response::{stop_reason, usage};
 
 /// Per-stream state: what was already announced, which tool calls are open, and
@@ -296,23 +296,9 @@ struct PlainChoice<'a> {
     #[serde(default)]
     index: Option<u64>,
     #[serde(borrow, default)]
-    delta: Option<Object<PlainDelta<'a>>>,
+    delta: Option<Object<PlainMessage<'a>>>,
     #[serde(borrow, default)]
     finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlainDelta<'a> {
-    #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    refusal: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<Object<PlainToolCall<'a>>>>,
 }
 
 impl<'a> PlainChunk<'a> {
