@@ -202,6 +202,36 @@ pub(crate) mod strategies {
         )
     }
 
+    /// A message of a whole answer, or a stream chunk's delta (the same fields),
+    /// its calls named by `name`.
+    pub(crate) fn message(name: impl Strategy<Value = Option<Value>>) -> impl Strategy<Value = Value> {
+        (text(), text(), text(), text(), tool_calls(name), field(vec![json!("assistant")], vec![json!(7)])).prop_map(
+            |(content, reasoning_content, reasoning, refusal, tool_calls, role)| {
+                object(vec![
+                    ("content", content),
+                    ("reasoning_content", reasoning_content),
+                    ("reasoning", reasoning),
+                    ("refusal", refusal),
+                    ("tool_calls", tool_calls),
+                    ("role", role),
+                ])
+            },
+        )
+    }
+
+    /// How many of 1,000 bodies `strategy` generates `is_plain` takes: a
+    /// property that holds the two readings to one answer means something only
+    /// if both readings get many bodies.
+    pub(crate) fn plain_share(strategy: impl Strategy<Value = Value>, is_plain: impl Fn(&[u8]) -> bool) -> usize {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        (0..1000)
+            .filter(|_| {
+                strategy.new_tree(&mut runner).is_ok_and(|tree| is_plain(tree.current().to_string().as_bytes()))
+            })
+            .count()
+    }
+
     /// A call's name: a stream's later fragments have none.
     pub(crate) fn fragment_name() -> impl Strategy<Value = Option<Value>> {
         field(vec![Value::Null, json!(""), json!("get_weather")], vec![json!(7)])

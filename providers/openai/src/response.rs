@@ -45,10 +45,7 @@ fn tree_decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     let calls = tool_calls(message)?;
     let refusal = message_refusal(message);
     let raw_stop_reason = text(choice.get("finish_reason"));
-    let reason = match refusal {
-        Some(_) => StopReason::ContentFiltered,
-        None => stop_reason(raw_stop_reason.as_deref(), !calls.is_empty()),
-    };
+    let reason = stop_reason(refusal.as_ref(), raw_stop_reason.as_deref(), !calls.is_empty());
     Ok(ChatResponse {
         content: content(message, calls),
         stop_reason: reason,
@@ -135,10 +132,7 @@ impl PlainAnswer<'_> {
         let calls: Vec<ToolUse> = message.tool_calls.iter().flatten().enumerate().map(plain_tool_use).collect();
         let refusal =
             nonempty(message.refusal.as_deref()).map(|explanation| refusal(None, Some(explanation.to_owned())));
-        let stop_reason = match refusal {
-            Some(_) => StopReason::ContentFiltered,
-            None => stop_reason(raw_stop_reason.as_deref(), !calls.is_empty()),
-        };
+        let stop_reason = stop_reason(refusal.as_ref(), raw_stop_reason.as_deref(), !calls.is_empty());
         let reasoning = nonempty(message.reasoning_content.as_deref()).or(nonempty(message.reasoning.as_deref()));
         ChatResponse {
             content: blocks(
@@ -192,7 +186,7 @@ fn blocks(reasoning: Option<String>, answer: Option<String>, calls: Vec<ToolUse>
 
 /// A non-empty string field, owned.
 pub(crate) fn text(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
+    nonempty(value.and_then(Value::as_str)).map(str::to_owned)
 }
 
 /// The reasoning text of a message or delta: DeepSeek and llama.cpp call it
@@ -251,10 +245,19 @@ fn argument_text(text: Option<&str>) -> String {
     text.filter(|text| !text.trim().is_empty()).unwrap_or("{}").to_owned()
 }
 
+/// The stop reason: a refusal makes it content-filtered, whatever the raw
+/// reason says; otherwise [`finish_reason`] reads the raw one.
+pub(crate) fn stop_reason(refusal: Option<&Refusal>, raw: Option<&str>, has_tool_calls: bool) -> StopReason {
+    match refusal {
+        Some(_) => StopReason::ContentFiltered,
+        None => finish_reason(raw, has_tool_calls),
+    }
+}
+
 /// `finish_reason` → stop reason. A `stop` with tool calls is a tool-use stop:
 /// OpenAI reports `stop` for a forced (named) call, and so do some servers for any
 /// call. A `stop` caused by a stop sequence cannot be told apart, so it stays end-turn.
-pub(crate) fn stop_reason(raw: Option<&str>, has_tool_calls: bool) -> StopReason {
+fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> StopReason {
     match raw {
         Some("stop") if has_tool_calls => StopReason::ToolUse,
         Some("stop") => StopReason::EndTurn,
@@ -488,25 +491,11 @@ mod tests {
         use serde_json::{Value, json};
 
         use super::*;
-        use crate::plain::strategies::{call_name, field, object, text, tool_calls, usage};
-
-        fn message() -> impl Strategy<Value = Value> {
-            (text(), text(), text(), text(), tool_calls(call_name()), field(vec![json!("assistant")], vec![json!(7)]))
-                .prop_map(|(content, reasoning_content, reasoning, refusal, tool_calls, role)| {
-                    object(vec![
-                        ("content", content),
-                        ("reasoning_content", reasoning_content),
-                        ("reasoning", reasoning),
-                        ("refusal", refusal),
-                        ("tool_calls", tool_calls),
-                        ("role", role),
-                    ])
-                })
-        }
+        use crate::plain::strategies::{call_name, field, message, object, plain_share, usage};
 
         fn choice() -> impl Strategy<Value = Value> {
             let message = prop_oneof![
-                32 => message().prop_map(Some),
+                32 => message(call_name()).prop_map(Some),
                 1 => Just(None),
                 1 => Just(Some(Value::Null)),
                 1 => Just(Some(json!("text"))),
@@ -573,15 +562,7 @@ mod tests {
         /// the plain reading and many the tree.
         #[test]
         fn the_generated_bodies_take_both_readings() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let strategy = completion();
-            let plain = (0..1000)
-                .filter(|_| {
-                    let body = strategy.new_tree(&mut runner).unwrap().current();
-                    PlainCompletion::parse(body.to_string().as_bytes()).is_some()
-                })
-                .count();
+            let plain = plain_share(completion(), |body| PlainCompletion::parse(body).is_some());
             assert!((250..=750).contains(&plain), "{plain} of 1000 generated bodies are plain");
         }
 

@@ -13,7 +13,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 use weir_sdk::StreamDecoder;
 use weir_sdk::errors::{ErrorFields, refusal};
-use weir_sdk::types::{CodecError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
+use weir_sdk::types::{CodecError, StopInfo, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
 
 use crate::errors::{in_band_error, is_error_object};
 use crate::plain::{Object, PlainMessage, PlainToolCall, PlainUsage, nonempty};
@@ -257,10 +257,7 @@ impl OpenAiStream {
             out.push(StreamDelta::ToolCallEnd(call.index));
         }
         let refusal = (!self.refusal.is_empty()).then(|| refusal(None, Some(std::mem::take(&mut self.refusal))));
-        let reason = match refusal {
-            Some(_) => StopReason::ContentFiltered,
-            None => stop_reason(raw, had_calls),
-        };
+        let reason = stop_reason(refusal.as_ref(), raw, had_calls);
         out.push(StreamDelta::Stop(StopInfo { reason, raw: raw.map(str::to_owned), refusal }));
         self.finish_seen = true;
     }
@@ -365,6 +362,8 @@ fn fragment_text(value: Option<&Value>) -> Cow<'_, str> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly
 mod tests {
+    use weir_sdk::types::StopReason;
+
     use super::*;
     use weir_sdk::types::{ErrorClass, Refusal, Usage};
 
@@ -679,34 +678,13 @@ mod tests {
         use serde_json::{Value, json};
 
         use super::*;
-        use crate::plain::strategies::{field, fragment_name, object, text, tool_calls, usage};
-
-        fn delta() -> impl Strategy<Value = Value> {
-            (
-                text(),
-                text(),
-                text(),
-                text(),
-                tool_calls(fragment_name()),
-                field(vec![json!("assistant")], vec![json!(7)]),
-            )
-                .prop_map(|(content, reasoning_content, reasoning, refusal, tool_calls, role)| {
-                    object(vec![
-                        ("content", content),
-                        ("reasoning_content", reasoning_content),
-                        ("reasoning", reasoning),
-                        ("refusal", refusal),
-                        ("tool_calls", tool_calls),
-                        ("role", role),
-                    ])
-                })
-        }
+        use crate::plain::strategies::{field, fragment_name, message, object, plain_share, usage};
 
         fn choice() -> impl Strategy<Value = Value> {
             let index = field(vec![json!(0), json!(1), Value::Null], vec![json!("0"), json!(-1)]);
             let finish = field(vec![Value::Null, json!("stop"), json!("length"), json!("tool_calls")], vec![json!(5)]);
             let delta = prop_oneof![
-                8 => delta(),
+                8 => message(fragment_name()),
                 1 => Just(Value::Null),
                 1 => Just(json!("text")),
                 1 => Just(json!(["Hel", null, null, "no"])),
@@ -770,15 +748,7 @@ mod tests {
         /// the plain reading and many the tree.
         #[test]
         fn the_generated_chunks_take_both_readings() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let strategy = chunk();
-            let plain = (0..1000)
-                .filter(|_| {
-                    let chunk = strategy.new_tree(&mut runner).unwrap().current();
-                    PlainChunk::parse(chunk.to_string().as_bytes()).is_some()
-                })
-                .count();
+            let plain = plain_share(chunk(), |chunk| PlainChunk::parse(chunk).is_some());
             assert!((250..=750).contains(&plain), "{plain} of 1000 generated chunks are plain");
         }
 
