@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 
 use serde::de::value::MapAccessDeserializer;
-use serde::de::{MapAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use weir_sdk::types::Usage;
 
@@ -55,6 +55,35 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
         T::deserialize(MapAccessDeserializer::new(map)).map(Object)
+    }
+}
+
+/// The fields a completion and a stream chunk share; `C` is the choice's type.
+/// A body with an error object (`error`, or `object: "error"`) is never plain.
+#[derive(Debug, Deserialize)]
+#[serde(bound(deserialize = "C: Deserialize<'de>"))]
+pub(crate) struct PlainBody<'a, C> {
+    #[serde(borrow, default)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    pub usage: Option<Object<PlainUsage>>,
+    #[serde(default)]
+    pub choices: Option<Vec<Object<C>>>,
+}
+
+impl<'a, C: Deserialize<'a>> PlainBody<'a, C> {
+    /// The body, unless it does not parse into these types or carries an error
+    /// object; `None` leaves it to the tree.
+    pub(crate) fn parse(body: &'a [u8]) -> Option<Self> {
+        let body = serde_json::from_slice::<Object<PlainBody<'a, C>>>(body).ok()?.into_inner();
+        let plain = body.error.is_none() && body.object.as_deref() != Some("error");
+        plain.then_some(body)
     }
 }
 

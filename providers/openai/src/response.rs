@@ -5,7 +5,6 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::Value;
 use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::http::header;
@@ -15,13 +14,13 @@ use weir_sdk::types::{
 };
 
 use crate::errors::is_error_object;
-use crate::plain::{Object, PlainMessage, PlainToolCall, PlainUsage, additive_usage, nonempty};
+use crate::plain::{Object, PlainBody, PlainMessage, PlainToolCall, PlainUsage, additive_usage, nonempty};
 
 /// Normalizes a successful response. Only choice 0 is read: the host never asks
 /// for more than one. The answer nearly every response is goes through
 /// [`PlainCompletion`]; anything else, and every malformed body, through the tree.
 pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
-    match PlainCompletion::parse(&response.body) {
+    match PlainAnswer::parse(&response.body) {
         Some(plain) => Ok(plain.decode(response)),
         None => tree_decode(response),
     }
@@ -67,22 +66,8 @@ fn request_id(response: &HttpResponse, body_id: Option<&str>) -> Option<String> 
 /// `id` and `model`, read into borrowed fields instead of a [`Value`] tree (see
 /// [`crate::plain`]). Anything else (an error object, no choice or message, a
 /// call without a name, content as parts, a field of another type, a key twice)
-/// is left to the tree: [`PlainCompletion::parse`] answers `None`.
-#[derive(Debug, Deserialize)]
-struct PlainCompletion<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    object: Option<Cow<'a, str>>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
-    #[serde(borrow, default)]
-    choices: Option<Vec<Object<PlainChoice<'a>>>>,
-    #[serde(default)]
-    usage: Option<Object<PlainUsage>>,
-}
+/// is left to the tree: [`PlainAnswer::parse`] answers `None`.
+type PlainCompletion<'a> = PlainBody<'a, PlainChoice<'a>>;
 
 #[derive(Debug, Deserialize)]
 struct PlainChoice<'a> {
@@ -101,14 +86,11 @@ struct PlainAnswer<'a> {
     finish_reason: Option<Cow<'a, str>>,
 }
 
-impl<'a> PlainCompletion<'a> {
-    /// The body's answer, when it is plain (see the type); `None` leaves it to
-    /// the tree.
+impl<'a> PlainAnswer<'a> {
+    /// The body's answer, when it is plain (see [`PlainCompletion`]); `None`
+    /// leaves it to the tree.
     fn parse(body: &'a [u8]) -> Option<PlainAnswer<'a>> {
-        let completion = serde_json::from_slice::<Object<PlainCompletion<'a>>>(body).ok()?.into_inner();
-        if completion.error.is_some() || completion.object.as_deref() == Some("error") {
-            return None;
-        }
+        let completion = PlainCompletion::parse(body)?;
         let choice = completion.choices?.into_iter().next()?.into_inner();
         let message = choice.message?.into_inner();
         if !message.tool_calls.iter().flatten().all(|call| call.name().is_some()) {
@@ -122,9 +104,7 @@ impl<'a> PlainCompletion<'a> {
             finish_reason: choice.finish_reason,
         })
     }
-}
 
-impl PlainAnswer<'_> {
     /// What [`tree_decode`] makes of the same body.
     fn decode(self, response: &HttpResponse) -> ChatResponse {
         let message = self.message;
@@ -562,7 +542,7 @@ mod tests {
         /// the plain reading and many the tree.
         #[test]
         fn the_generated_bodies_take_both_readings() {
-            let plain = plain_share(completion(), |body| PlainCompletion::parse(body).is_some());
+            let plain = plain_share(completion(), |body| PlainAnswer::parse(body).is_some());
             assert!((250..=750).contains(&plain), "{plain} of 1000 generated bodies are plain");
         }
 
@@ -570,7 +550,7 @@ mod tests {
         fn a_plain_body_is_read_without_the_tree() {
             let tool_calls = r#"{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
             for plain in [TEXT_BODY.to_owned(), with_choice(tool_calls, r#""tool_calls""#)] {
-                assert!(PlainCompletion::parse(plain.as_bytes()).is_some(), "{plain}");
+                assert!(PlainAnswer::parse(plain.as_bytes()).is_some(), "{plain}");
             }
             for left_to_the_tree in [
                 with_choice(r#"{"content":[{"type":"text","text":"a"}]}"#, r#""stop""#),
@@ -581,7 +561,7 @@ mod tests {
                 r#"{"error":{"message":"x"},"choices":[{"message":{"content":"x"}}]}"#.to_owned(),
                 format!("{} trailing", with_choice(r#"{"content":"x"}"#, "null")),
             ] {
-                assert!(PlainCompletion::parse(left_to_the_tree.as_bytes()).is_none(), "{left_to_the_tree}");
+                assert!(PlainAnswer::parse(left_to_the_tree.as_bytes()).is_none(), "{left_to_the_tree}");
             }
         }
     }

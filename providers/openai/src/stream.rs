@@ -9,14 +9,13 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::Value;
 use weir_sdk::StreamDecoder;
 use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::types::{CodecError, StopInfo, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
 
 use crate::errors::{in_band_error, is_error_object};
-use crate::plain::{Object, PlainMessage, PlainToolCall, PlainUsage, nonempty};
+use crate::plain::{Object, PlainBody, PlainMessage, PlainToolCall, nonempty};
 use crate::response::{stop_reason, usage};
 
 /// Per-stream state: what was already announced, which tool calls are open, and
@@ -272,21 +271,7 @@ impl OpenAiStream {
 /// rest). Anything else — an error, a field of a type this does not expect, a
 /// key twice — is left to the tree ([`PlainChunk::parse`] answers `None`), so
 /// both paths say the same of every chunk (a property test holds them to it).
-#[derive(Debug, Deserialize)]
-struct PlainChunk<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    object: Option<Cow<'a, str>>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
-    #[serde(default)]
-    usage: Option<Object<PlainUsage>>,
-    #[serde(borrow, default)]
-    choices: Option<Vec<Object<PlainChoice<'a>>>>,
-}
+type PlainChunk<'a> = PlainBody<'a, PlainChoice<'a>>;
 
 #[derive(Debug, Deserialize)]
 struct PlainChoice<'a> {
@@ -296,15 +281,6 @@ struct PlainChoice<'a> {
     delta: Option<Object<PlainMessage<'a>>>,
     #[serde(borrow, default)]
     finish_reason: Option<Cow<'a, str>>,
-}
-
-impl<'a> PlainChunk<'a> {
-    /// The chunk, when it is plain (see the type); `None` leaves it to the tree.
-    fn parse(data: &'a [u8]) -> Option<Self> {
-        let chunk = serde_json::from_slice::<Object<PlainChunk<'a>>>(data).ok()?.into_inner();
-        let plain = chunk.error.is_none() && chunk.object.as_deref() != Some("error");
-        plain.then_some(chunk)
-    }
 }
 
 /// One tool-call fragment, from either reading.
