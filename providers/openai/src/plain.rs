@@ -231,6 +231,32 @@ pub(crate) mod strategies {
         )
     }
 
+    /// A completion or a stream chunk (the fields [`super::PlainBody`] reads):
+    /// `object` names its kind and `error` is its error object, either now and
+    /// then; `choices` is the value of that key, absent when `None`.
+    pub(crate) fn body(
+        object_kind: &'static str,
+        error: Value,
+        choices: impl Strategy<Value = Option<Value>>,
+    ) -> impl Strategy<Value = Value> {
+        let id = field(vec![Value::Null, json!(""), json!("chatcmpl-1")], vec![json!(7)]);
+        let model = field(vec![Value::Null, json!(""), json!("gpt-4.1")], vec![json!(["m"])]);
+        let object_field = field(vec![json!(object_kind)], vec![json!("error"), json!(3)]);
+        let error = field(vec![Value::Null], vec![error]);
+        (id, model, object_field, error, usage(), choices).prop_map(
+            |(id, model, object_field, error, usage, choices)| {
+                object(vec![
+                    ("id", id),
+                    ("model", model),
+                    ("object", object_field),
+                    ("error", error),
+                    ("usage", usage),
+                    ("choices", choices),
+                ])
+            },
+        )
+    }
+
     /// A message of a whole answer, or a stream chunk's delta (the same fields),
     /// its calls named by `name`.
     pub(crate) fn message(name: impl Strategy<Value = Option<Value>>) -> impl Strategy<Value = Value> {

@@ -471,7 +471,7 @@ mod tests {
         use serde_json::{Value, json};
 
         use super::*;
-        use crate::plain::strategies::{call_name, field, message, object, plain_share, usage};
+        use crate::plain::strategies::{body, call_name, field, message, object, plain_share};
 
         fn choice() -> impl Strategy<Value = Value> {
             let message = prop_oneof![
@@ -493,10 +493,6 @@ mod tests {
         }
 
         fn completion() -> impl Strategy<Value = Value> {
-            let id = field(vec![Value::Null, json!(""), json!("chatcmpl-1")], vec![json!(7)]);
-            let model = field(vec![Value::Null, json!(""), json!("gpt-4.1")], vec![json!(["m"])]);
-            let object_field = field(vec![json!("chat.completion")], vec![json!("error"), json!(3)]);
-            let error = field(vec![Value::Null], vec![json!({"message": "overloaded", "type": "server_error"})]);
             let choice = prop_oneof![24 => choice(), 1 => Just(json!([{"content": "Hel"}, "stop"]))];
             let choices = prop_oneof![
                 32 => proptest::collection::vec(choice, 1..3).prop_map(|choices| Some(Value::Array(choices))),
@@ -504,18 +500,7 @@ mod tests {
                 1 => Just(Some(Value::Null)),
                 1 => Just(None),
             ];
-            (id, model, object_field, error, usage(), choices).prop_map(
-                |(id, model, object_field, error, usage, choices)| {
-                    object(vec![
-                        ("id", id),
-                        ("model", model),
-                        ("object", object_field),
-                        ("error", error),
-                        ("usage", usage),
-                        ("choices", choices),
-                    ])
-                },
-            )
+            body("chat.completion", json!({"message": "overloaded", "type": "server_error"}), choices)
         }
 
         fn response(body: &Value, header_id: Option<&str>) -> HttpResponse {

@@ -654,7 +654,7 @@ mod tests {
         use serde_json::{Value, json};
 
         use super::*;
-        use crate::plain::strategies::{field, fragment_name, message, object, plain_share, usage};
+        use crate::plain::strategies::{body, field, fragment_name, message, object, plain_share};
 
         fn choice() -> impl Strategy<Value = Value> {
             let index = field(vec![json!(0), json!(1), Value::Null], vec![json!("0"), json!(-1)]);
@@ -677,29 +677,13 @@ mod tests {
         }
 
         fn chunk() -> impl Strategy<Value = Value> {
-            let id = field(vec![Value::Null, json!(""), json!("chatcmpl-1")], vec![json!(7)]);
-            let model = field(vec![Value::Null, json!(""), json!("gpt-4.1")], vec![json!(["m"])]);
-            let object_field = field(vec![json!("chat.completion.chunk")], vec![json!("error"), json!(3)]);
-            let error = field(vec![Value::Null], vec![json!({"message": "slow down", "code": 429})]);
-            let usage = usage();
             let choice = prop_oneof![12 => choice(), 1 => Just(json!([0, {"content": "Hel"}, "stop"]))];
             let choices = prop_oneof![
                 8 => proptest::collection::vec(choice, 0..3).prop_map(Value::Array),
                 1 => Just(Value::Null),
                 1 => Just(json!({})),
             ];
-            (id, model, object_field, error, usage, proptest::option::of(choices)).prop_map(
-                |(id, model, object_field, error, usage, choices)| {
-                    object(vec![
-                        ("id", id),
-                        ("model", model),
-                        ("object", object_field),
-                        ("error", error),
-                        ("usage", usage),
-                        ("choices", choices),
-                    ])
-                },
-            )
+            body("chat.completion.chunk", json!({"message": "slow down", "code": 429}), proptest::option::of(choices))
         }
 
         proptest! {
