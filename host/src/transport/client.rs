@@ -1,11 +1,13 @@
 //! The one HTTP client. It owns sockets, TLS, pooling and timeouts, and never
 //! retries: the call layer's retry loop is the only one.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use thread_local::ThreadLocal;
 
 use super::credentials::Credential;
 use crate::memo::Memo;
@@ -71,31 +73,54 @@ pub enum TransportError {
 #[derive(Debug, Clone)]
 pub struct HttpClient {
     client: reqwest::Client,
+    /// The pools of threads that serve their connections alone (see
+    /// [`HttpClient::own_pool_on_this_thread`]), one per such thread.
+    own_pools: Arc<ThreadLocal<reqwest::Client>>,
+    settings: TransportSettings,
     bases: Arc<Bases>,
-    max_body_bytes: usize,
-    attempt_timeout: Duration,
+}
+
+thread_local! {
+    /// Whether this thread's calls use a pool of their own (set on the
+    /// server's connection lanes).
+    static OWN_POOL: Cell<bool> = const { Cell::new(false) };
 }
 
 impl HttpClient {
     pub fn new(settings: TransportSettings) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.read_timeout)
-            .tcp_nodelay(true)
-            .retry(reqwest::retry::never())
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
-        Ok(Self {
-            client,
-            bases: Arc::default(),
-            max_body_bytes: settings.max_body_bytes,
-            attempt_timeout: settings.attempt_timeout,
-        })
+        Ok(Self { client: build_client(&settings)?, own_pools: Arc::default(), settings, bases: Arc::default() })
+    }
+
+    /// Gives the calling thread its own upstream pool, built now. For a thread
+    /// that runs a single-threaded runtime serving its connections alone (the
+    /// server's lanes): an upstream connection's I/O runs on the runtime that
+    /// opened it, so in one shared pool a lane's call would often ride a
+    /// connection another lane opened, and wake that lane's thread twice per
+    /// call. With its own pool, a lane's calls stay on its thread.
+    pub fn own_pool_on_this_thread(&self) {
+        OWN_POOL.set(true);
+        let _ = self.pool();
+    }
+
+    /// The pool this thread's calls use: its own (built on first use), or the
+    /// shared one. A pool that cannot be built (the shared one was, with the
+    /// same settings) falls back to the shared one.
+    fn pool(&self) -> &reqwest::Client {
+        if !OWN_POOL.get() {
+            return &self.client;
+        }
+        match self.own_pools.get_or_try(|| build_client(&self.settings)) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "cannot build this thread's upstream pool; using the shared one");
+                &self.client
+            }
+        }
     }
 
     /// See [`TransportSettings::attempt_timeout`].
     pub fn attempt_timeout(&self) -> Duration {
-        self.attempt_timeout
+        self.settings.attempt_timeout
     }
 
     /// Sends `request` to `endpoint` + its path with `credential` attached, and
@@ -119,14 +144,14 @@ impl HttpClient {
         credential: &Credential,
     ) -> Result<BodyStream, TransportError> {
         let request = self.build(endpoint, request, credential)?;
-        let response = self.client.execute(request).await.map_err(classify)?;
+        let response = self.pool().execute(request).await.map_err(classify)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
             .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
             .collect();
-        Ok(BodyStream { status, headers, response, max_body_bytes: self.max_body_bytes })
+        Ok(BodyStream { status, headers, response, max_body_bytes: self.settings.max_body_bytes })
     }
 
     fn build(
@@ -143,7 +168,7 @@ impl HttpClient {
         let url = self.bases.url(endpoint, &request.path_and_query)?;
         let headers = headers(request.headers, credential)?;
         let mut request = self
-            .client
+            .pool()
             .request(method, url)
             .headers(headers)
             .body(request.body)
@@ -154,6 +179,18 @@ impl HttpClient {
         }
         Ok(request)
     }
+}
+
+/// An upstream pool with the transport's settings. Never retries and never
+/// follows a redirect: the call layer decides both.
+fn build_client(settings: &TransportSettings) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(settings.connect_timeout)
+        .read_timeout(settings.read_timeout)
+        .tcp_nodelay(true)
+        .retry(reqwest::retry::never())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
 }
 
 /// Endpoints parsed once, by their text. A request's URL is its endpoint's
@@ -362,6 +399,110 @@ mod tests {
             proptest::prop_assert_eq!(fast.as_str(), whole.as_str());
             proptest::prop_assert_eq!(again.as_str(), whole.as_str());
         }
+    }
+
+    /// An HTTP/1.1 upstream on loopback that keeps connections alive and
+    /// counts how many it accepted; it answers every request `200 ok`.
+    fn counting_upstream() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            for socket in listener.incoming() {
+                let Ok(socket) = socket else { return };
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut writer = socket.try_clone().unwrap();
+                    let mut reader = BufReader::new(socket);
+                    let mut line = String::new();
+                    // Bodiless requests: a head ends at its empty line.
+                    while reader.read_line(&mut line).is_ok_and(|read| read > 0) {
+                        if line == "\r\n" {
+                            let answered = writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                            if answered.is_err() {
+                                return;
+                            }
+                        }
+                        line.clear();
+                    }
+                });
+            }
+        });
+        (endpoint, accepted)
+    }
+
+    /// A thread running a single-threaded runtime, as a lane does, that made
+    /// its calls and keeps running (driving the connections it opened) until
+    /// dropped.
+    struct CallingThread(Option<tokio::sync::oneshot::Sender<()>>, Option<std::thread::JoinHandle<()>>);
+
+    impl Drop for CallingThread {
+        fn drop(&mut self) {
+            drop(self.0.take());
+            if let Some(thread) = self.1.take() {
+                thread.join().unwrap();
+            }
+        }
+    }
+
+    /// `requests` calls one after another from a new [`CallingThread`]; with
+    /// `own_pool` the thread asks for its own pool first. Returns once they
+    /// were answered.
+    fn calls_from_a_thread(client: &HttpClient, endpoint: &str, own_pool: bool, requests: usize) -> CallingThread {
+        let (client, endpoint) = (client.clone(), endpoint.to_owned());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done, called) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            if own_pool {
+                client.own_pool_on_this_thread();
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                for _ in 0..requests {
+                    let request = HttpRequest {
+                        method: "GET".into(),
+                        path_and_query: "/ping".into(),
+                        headers: Vec::new(),
+                        body: Vec::new(),
+                    };
+                    let response = client.send(&endpoint, request, &Credential::None).await.unwrap();
+                    assert_eq!((response.status, response.body.as_slice()), (200, b"ok".as_slice()));
+                }
+                // The last connection goes back to its pool once its task has
+                // seen the response end, on this runtime.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                done.send(()).unwrap();
+                let _ = stopped.await;
+            });
+        });
+        called.recv_timeout(Duration::from_secs(30)).expect("the calls were answered");
+        CallingThread(Some(stop), Some(thread))
+    }
+
+    /// Threads that asked for their own pool each open their own upstream
+    /// connection; other threads share the one pool, whose kept-alive
+    /// connection the next thread's call rides.
+    #[test]
+    fn a_thread_with_its_own_pool_keeps_its_own_upstream_connections() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (endpoint, accepted) = counting_upstream();
+        let shared = HttpClient::new(TransportSettings::default()).unwrap();
+        let first = calls_from_a_thread(&shared, &endpoint, false, 3);
+        let second = calls_from_a_thread(&shared, &endpoint, false, 3);
+        assert_eq!(accepted.load(SeqCst), 1, "one shared, kept-alive connection");
+        drop((first, second));
+
+        let (endpoint, accepted) = counting_upstream();
+        let lanes = HttpClient::new(TransportSettings::default()).unwrap();
+        let first = calls_from_a_thread(&lanes, &endpoint, true, 3);
+        assert_eq!(accepted.load(SeqCst), 1, "a thread's calls reuse its own connection");
+        let second = calls_from_a_thread(&lanes, &endpoint, true, 3);
+        assert_eq!(accepted.load(SeqCst), 2, "the second thread opened a connection of its own");
+        let third = calls_from_a_thread(&lanes, &endpoint, false, 2);
+        assert_eq!(accepted.load(SeqCst), 3, "a thread without its own pool uses the shared one");
+        drop((first, second, third));
     }
 
     #[test]
