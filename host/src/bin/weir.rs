@@ -260,7 +260,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         );
     }
     raise_open_files_limit();
-    let runtime = tokio::runtime::Runtime::new()?;
+    // This thread accepts connections and runs the watches and the metrics
+    // listener; client connections are served on `serve`'s lanes, one
+    // single-threaded runtime per core (src/server/edge/lanes.rs).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let ledger = weir.ledger().cloned();
     let stopped = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;

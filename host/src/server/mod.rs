@@ -72,6 +72,11 @@ pub fn router(weir: Weir) -> Router {
 /// Serves the gateway on `listener` behind its edge (client timeouts, body limit,
 /// origin and content-type checks, connection and call caps; see `edge`) until
 /// SIGTERM or ctrl-c, then drains for at most `[server] drain_secs`.
+///
+/// The caller's runtime only accepts: each connection is served, to its end,
+/// on one of `serve`'s own threads (one per core, each running a
+/// single-threaded runtime), whose calls use an upstream pool of their own.
+/// They stop before `serve` returns.
 pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<Stopped> {
     edge::serve(weir, listener).await
 }

@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! accept (≤ max_connections; more wait in the kernel backlog)
-//!   └─ connection.rs: hyper HTTP/1.1, TCP_NODELAY, header / idle / unread-answer watchdog
-//!        └─ checks.rs: Origin, content-type, calls in flight, body limit and timeout
-//!             └─ the routes (server/mod.rs)
+//!   └─ lanes.rs: the connection goes to the lane (one single-threaded runtime per core) with the fewest open
+//!        └─ connection.rs: hyper HTTP/1.1, TCP_NODELAY, header / idle / unread-answer watchdog
+//!             └─ checks.rs: Origin, content-type, calls in flight, body limit and timeout
+//!                  └─ the routes (server/mod.rs)
 //! SIGTERM / ctrl-c ─► drain (≤ drain_secs): /health 503, new calls 503, calls in flight finish
 //!                     second signal ─► stop at once
 //! ```
@@ -14,6 +15,7 @@
 mod checks;
 mod connection;
 mod holding;
+mod lanes;
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use crate::catalog::ServerSettings;
 
 use checks::Edge;
 use connection::Limits;
+use lanes::Lanes;
 
 /// How [`super::serve`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,16 +44,20 @@ pub enum Stopped {
 pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<Stopped> {
     let settings: ServerSettings = weir.config().server.clone();
     let mut signals = Signals::new()?;
+    // Each lane's calls use an upstream pool of their own.
+    let transport = weir.transport().clone();
+    let lanes = Lanes::per_core(move || transport.own_pool_on_this_thread())?;
     let edge = Arc::new(Edge::new(super::router(weir), settings.clone()));
     let limits = Limits::of(&settings);
     let connections = Arc::new(Semaphore::new(settings.max_connections() as usize));
     let drain = watch::Sender::new(false);
+    tracing::debug!(lanes = lanes.count(), "connection lanes started");
     let spawn = |accepted: (tokio::net::TcpStream, OwnedSemaphorePermit)| {
         let (stream, permit) = accepted;
         // Subscribed now: a connection accepted during the drain has not seen it
         // begin, so it serves its request (answered `connection: close`).
         let (edge, drain) = (Arc::clone(&edge), drain.subscribe());
-        tokio::spawn(async move {
+        lanes.serve(stream, move |stream| async move {
             connection::serve(stream, edge, limits, drain).await;
             drop(permit);
         });
@@ -68,26 +75,30 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     let calls = edge.calls_in_flight();
     tracing::info!(calls, drain_secs = settings.drain().as_secs(), "draining: new calls are refused");
     let deadline = tokio::time::Instant::now() + settings.drain();
-    loop {
+    let stopped = loop {
         tokio::select! {
             accepted = accept(&listener, &connections) => spawn(accepted),
             () = edge.no_calls_in_flight() => {
                 tracing::info!("drained: every call in flight finished");
                 connections_closed(&connections, settings.max_connections(), deadline).await;
-                return Ok(Stopped::Drained);
+                break Stopped::Drained;
             }
             () = tokio::time::sleep_until(deadline) => {
                 let calls = edge.calls_in_flight();
                 tracing::warn!(calls, "drain time is up; stopping with calls in flight");
-                return Ok(Stopped::DrainTimedOut { calls });
+                break Stopped::DrainTimedOut { calls };
             }
             () = signals.next() => {
                 let calls = edge.calls_in_flight();
                 tracing::warn!(calls, "second signal: stopping without waiting for calls in flight");
-                return Ok(Stopped::Interrupted { calls });
+                break Stopped::Interrupted { calls };
             }
         }
-    }
+    };
+    // Calls still in flight are cut here, on their lanes' threads: their
+    // records close before `serve` returns.
+    lanes.stop().await;
+    Ok(stopped)
 }
 
 /// Waits, until `deadline`, for every connection task to end. A call leaves the
