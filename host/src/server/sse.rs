@@ -32,33 +32,12 @@ pub(super) trait EventWriter: Send + 'static {
 /// The stream as a `text/event-stream` response with the stamp headers.
 pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Response {
     let stamp = stream.stamp().clone();
-    let events = futures_util::stream::unfold(Some((stream, writer)), |state| async move {
-        let (mut stream, mut writer) = state?;
-        let (mut events, mut more) = match stream.next().await {
-            Some(Ok(delta)) => (writer.delta(delta), true),
-            Some(Err(failure)) => (writer.error(&failure.error), false),
-            None => (writer.end(), false),
-        };
-        // Whatever else is ready goes into the same write: one write per delta
-        // costs a syscall and a TCP segment each.
-        let mut batched = 0;
-        while more && batched < MAX_DELTAS_PER_WRITE {
-            batched += 1;
-            match stream.ready() {
-                Ready::Delta(delta) => events.extend(writer.delta(delta)),
-                Ready::Failed(failure) => {
-                    events.extend(writer.error(&failure.error));
-                    more = false;
-                }
-                Ready::Ended => {
-                    events.extend(writer.end());
-                    more = false;
-                }
-                Ready::Nothing => break,
-            }
-        }
+    // The first write goes out with what is ready then; later ones gather.
+    let events = futures_util::stream::unfold(Some((stream, writer, false)), |state| async move {
+        let (mut stream, mut writer, gather) = state?;
+        let (events, more) = next_write(&mut stream, &mut writer, gather).await;
         let chunk = Ok::<_, std::convert::Infallible>(Bytes::from(events.concat()));
-        Some((chunk, more.then_some((stream, writer))))
+        Some((chunk, more.then_some((stream, writer, true))))
     });
     let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
@@ -66,6 +45,59 @@ pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Res
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     super::stamp_headers(headers, &stamp);
     response
+}
+
+/// The events of the next write, and whether the stream goes on after it: the
+/// next delta, then whatever else is ready, one write for all of them (one write
+/// per delta costs a syscall and a TCP segment each, for the client too).
+///
+/// With `gather`, "ready" includes what the tasks already woken on this thread
+/// produce: the upstream connection hands over one chunk per wake-up, so a burst
+/// the upstream sent at once reaches the stream one delta at a time. While
+/// deltas keep arriving, the writer lets the thread's runnable tasks run first
+/// ([`after_runnable_tasks`]) and takes what came meanwhile, up to
+/// [`MAX_DELTAS_PER_WRITE`]. A lone delta costs one such wait (a tiny task
+/// spawned) before its write. Without `gather` (the stream's first write, whose
+/// latency is the time to first byte) only what is already queued goes with it.
+async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gather: bool) -> (Vec<String>, bool) {
+    let (mut events, mut more) = match stream.next().await {
+        Some(Ok(delta)) => (writer.delta(delta), true),
+        Some(Err(failure)) => (writer.error(&failure.error), false),
+        None => (writer.end(), false),
+    };
+    let mut batched = 1;
+    let mut arrived_since_wait = gather;
+    while more && batched < MAX_DELTAS_PER_WRITE {
+        match stream.ready() {
+            Ready::Delta(delta) => {
+                events.extend(writer.delta(delta));
+                batched += 1;
+                arrived_since_wait = gather;
+            }
+            Ready::Failed(failure) => {
+                events.extend(writer.error(&failure.error));
+                more = false;
+            }
+            Ready::Ended => {
+                events.extend(writer.end());
+                more = false;
+            }
+            Ready::Nothing if arrived_since_wait => {
+                arrived_since_wait = false;
+                after_runnable_tasks().await;
+            }
+            Ready::Nothing => break,
+        }
+    }
+    (events, more)
+}
+
+/// Resolves once the tasks already runnable on this thread have run and the
+/// runtime found nothing more to run (or polled its driver): tokio's
+/// `yield_now`, as a task of its own, because hyper polls a body more than once
+/// per wake-up and a `yield_now` polled again returns at once.
+async fn after_runnable_tasks() {
+    let _ = tokio::spawn(tokio::task::yield_now()).await;
 }
 
 /// An unnamed event: `data: <json>` (OpenAI's chunks), serialized in place.
@@ -85,4 +117,122 @@ pub(super) fn data_event(value: &impl serde::Serialize) -> String {
 /// A named event: `event: <name>` then `data: <json>` (Anthropic's events).
 pub(super) fn named_event(name: &str, value: &serde_json::Value) -> String {
     format!("event: {name}\ndata: {value}\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use http_body_util::BodyExt;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::chat::Stamp;
+    use crate::stream::STREAM_BUFFER;
+
+    /// Each text delta as `data: <text>`, the end as `data: end`, a failure as
+    /// `data: error`.
+    struct Plain;
+
+    impl EventWriter for Plain {
+        fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
+            match delta {
+                StreamDelta::Text(text) => vec![format!("data: {text}\n\n")],
+                _ => Vec::new(),
+            }
+        }
+        fn end(&mut self) -> Vec<String> {
+            vec!["data: end\n\n".to_owned()]
+        }
+        fn error(&mut self, _: &WeirError) -> Vec<String> {
+            vec!["data: error\n\n".to_owned()]
+        }
+    }
+
+    fn stamp() -> Stamp {
+        Stamp {
+            call_id: "call-1".into(),
+            model: "m".into(),
+            role: None,
+            provider: None,
+            requested_max_tokens: None,
+            attempts: 1,
+            latency: Duration::ZERO,
+            ended_at: SystemTime::UNIX_EPOCH,
+            cache_multipliers: None,
+        }
+    }
+
+    /// A stream fed as the gateway feeds one: an "upstream connection" task hands
+    /// one chunk at a time (a channel of one) to a "pump" task, which sends one
+    /// delta per chunk; `last` is the pump's final item (none: the stream ends).
+    fn relayed(texts: Vec<String>, last: Option<WeirError>) -> ChatStream {
+        let (chunks, mut chunk_receiver) = mpsc::channel::<String>(1);
+        let (deltas, delta_receiver) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(async move {
+            for text in texts {
+                chunks.send(text).await.unwrap();
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(text) = chunk_receiver.recv().await {
+                deltas.send(Ok(StreamDelta::Text(text))).await.unwrap();
+            }
+            if let Some(error) = last {
+                deltas.send(Err(error)).await.unwrap();
+            }
+        });
+        ChatStream::new(delta_receiver, stamp())
+    }
+
+    /// The body's writes (data frames), in order, each as text.
+    async fn writes(response: Response) -> Vec<String> {
+        let mut body = response.into_body();
+        let mut writes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            writes.push(String::from_utf8(data.to_vec()).unwrap());
+        }
+        writes
+    }
+
+    fn texts(count: usize) -> Vec<String> {
+        (0..count).map(|i| format!("t{i}")).collect()
+    }
+
+    fn events(texts: &[String]) -> String {
+        texts.iter().map(|text| format!("data: {text}\n\n")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_burst_relayed_one_delta_per_wake_up_goes_out_in_writes_of_up_to_64() {
+        let sent = texts(200);
+        let writes = writes(sse_response(relayed(sent.clone(), None), Plain)).await;
+        assert_eq!(writes.concat(), events(&sent) + "data: end\n\n", "every delta, in order, then the end");
+        assert!(writes.len() <= 8, "200 deltas in {} writes", writes.len());
+        let largest = writes.iter().map(|write| write.matches("data: ").count()).max().unwrap();
+        assert!(largest <= MAX_DELTAS_PER_WRITE + 1, "a write of {largest} events");
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_a_burst_is_the_last_event() {
+        let sent = texts(20);
+        let failure = WeirError::DeadlineExceeded { model: "m".into() };
+        let writes = writes(sse_response(relayed(sent.clone(), Some(failure)), Plain)).await;
+        assert_eq!(writes.concat(), events(&sent) + "data: error\n\n");
+        // The first write does not gather; the rest go together.
+        assert!(writes.len() <= 3, "20 deltas and the failure in {} writes", writes.len());
+    }
+
+    #[tokio::test]
+    async fn a_lone_delta_is_written_before_the_next_one_exists() {
+        let (deltas, receiver) = mpsc::channel(STREAM_BUFFER);
+        let mut body = sse_response(ChatStream::new(receiver, stamp()), Plain).into_body();
+        deltas.send(Ok(StreamDelta::Text("first".into()))).await.unwrap();
+        // The sender stays open: the first write may not wait for more.
+        let first = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("written without more");
+        assert_eq!(first.unwrap().unwrap().into_data().unwrap(), "data: first\n\n");
+        drop(deltas);
+        assert_eq!(body.frame().await.unwrap().unwrap().into_data().unwrap(), "data: end\n\n");
+    }
 }
