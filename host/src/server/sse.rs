@@ -19,6 +19,12 @@ use crate::types::StreamDelta;
 /// still reaches the client in pieces.
 const MAX_DELTAS_PER_WRITE: usize = 64;
 
+/// A write stops taking deltas once its events reach this many bytes: what a
+/// stream pulls from its upstream ahead of a client that stopped reading stays
+/// about one such write, its channel and the socket's unsent bytes (16 KiB,
+/// see the edge's `TCP_NOTSENT_LOWAT`).
+const MAX_BYTES_PER_WRITE: usize = 16 << 10;
+
 /// One dialect's rendering of a stream, as whole SSE events (`...\n\n`).
 pub(super) trait EventWriter: Send + 'static {
     /// The events for one delta (none for deltas the dialect has no field for).
@@ -56,9 +62,10 @@ pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Res
 /// the upstream sent at once reaches the stream one delta at a time. While
 /// deltas keep arriving, the writer lets the thread's runnable tasks run first
 /// ([`after_runnable_tasks`]) and takes what came meanwhile, up to
-/// [`MAX_DELTAS_PER_WRITE`]. A lone delta costs one such wait (a tiny task
-/// spawned) before its write. Without `gather` (the stream's first write, whose
-/// latency is the time to first byte) only what is already queued goes with it.
+/// [`MAX_DELTAS_PER_WRITE`] and [`MAX_BYTES_PER_WRITE`]. A lone delta costs one
+/// such wait (a tiny task spawned) before its write. Without `gather` (the
+/// stream's first write, whose latency is the time to first byte) only what is
+/// already queued goes with it.
 async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gather: bool) -> (Vec<String>, bool) {
     let (mut events, mut more) = match stream.next().await {
         Some(Ok(delta)) => (writer.delta(delta), true),
@@ -66,11 +73,14 @@ async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gat
         None => (writer.end(), false),
     };
     let mut batched = 1;
+    let mut bytes = byte_len(&events);
     let mut arrived_since_wait = gather;
-    while more && batched < MAX_DELTAS_PER_WRITE {
+    while more && batched < MAX_DELTAS_PER_WRITE && bytes < MAX_BYTES_PER_WRITE {
         match stream.ready() {
             Ready::Delta(delta) => {
-                events.extend(writer.delta(delta));
+                let delta_events = writer.delta(delta);
+                bytes += byte_len(&delta_events);
+                events.extend(delta_events);
                 batched += 1;
                 arrived_since_wait = gather;
             }
@@ -90,6 +100,10 @@ async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gat
         }
     }
     (events, more)
+}
+
+fn byte_len(events: &[String]) -> usize {
+    events.iter().map(String::len).sum()
 }
 
 /// Resolves once the tasks already runnable on this thread have run and the
@@ -212,6 +226,18 @@ mod tests {
         assert!(writes.len() <= 8, "200 deltas in {} writes", writes.len());
         let largest = writes.iter().map(|write| write.matches("data: ").count()).max().unwrap();
         assert!(largest <= MAX_DELTAS_PER_WRITE + 1, "a write of {largest} events");
+    }
+
+    #[tokio::test]
+    async fn a_write_stops_taking_deltas_at_16_kib() {
+        let sent: Vec<String> = (0..40).map(|i| format!("{i:02}{}", "x".repeat(4000))).collect();
+        let writes = writes(sse_response(relayed(sent.clone(), None), Plain)).await;
+        assert_eq!(writes.concat(), events(&sent) + "data: end\n\n");
+        let delta_bytes = events(&sent[..1]).len();
+        for write in &writes {
+            assert!(write.len() < MAX_BYTES_PER_WRITE + delta_bytes, "a write of {} bytes", write.len());
+        }
+        assert!(writes.len() >= 40 * delta_bytes / (MAX_BYTES_PER_WRITE + delta_bytes), "{} writes", writes.len());
     }
 
     #[tokio::test]
