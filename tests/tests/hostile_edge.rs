@@ -351,8 +351,10 @@ fn long_stream() -> Scripted {
     Scripted::Stream {
         status: 200,
         headers: vec![("content-type".into(), "text/event-stream".into())],
-        chunks: openai_wire::sse_chunks(&texts), // ~650 KB over ~8 s: still sending when the gateway drops it
-        pause: Duration::from_millis(50),
+        // ~650 KB over ~24 s: still sending when the gateway drops it, with room for a
+        // slow machine (a debug gateway relaying 1,100 streams at once is CPU-bound here).
+        chunks: openai_wire::sse_chunks(&texts),
+        pause: Duration::from_millis(150),
     }
 }
 
