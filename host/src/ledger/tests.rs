@@ -162,6 +162,10 @@ async fn concurrent_calls_commit_in_groups() {
         .map(|n| {
             let (ledger, barrier) = (ledger.clone(), barrier.clone());
             tokio::spawn(async move {
+                // Open together, as concurrent calls are: a closing call then has
+                // company and yields before committing, so the closings ready
+                // beside it join its commit however the workers are scheduled.
+                ledger.opened(&opening(&format!("call-{n}"), "alice", "m", n)).await.unwrap();
                 barrier.wait().await;
                 ledger.closed(&record(&format!("call-{n}"), "alice", "m", n, Some(0.5))).await
             })
