@@ -82,7 +82,9 @@ pub struct HttpClient {
 
 thread_local! {
     /// Whether this thread's calls use a pool of their own (set on the
-    /// server's connection lanes).
+    /// server's connection lanes). Not derived from `own_pools`: a
+    /// `ThreadLocal` hands an exited thread's entry to the next thread given
+    /// its id, which did not ask for a pool of its own.
     static OWN_POOL: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -143,8 +145,9 @@ impl HttpClient {
         request: HttpRequest,
         credential: &Credential,
     ) -> Result<BodyStream, TransportError> {
-        let request = self.build(endpoint, request, credential)?;
-        let response = self.pool().execute(request).await.map_err(classify)?;
+        let pool = self.pool();
+        let request = self.build(pool, endpoint, request, credential)?;
+        let response = pool.execute(request).await.map_err(classify)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -156,6 +159,7 @@ impl HttpClient {
 
     fn build(
         &self,
+        pool: &reqwest::Client,
         endpoint: &str,
         request: HttpRequest,
         credential: &Credential,
@@ -167,8 +171,7 @@ impl HttpClient {
         }
         let url = self.bases.url(endpoint, &request.path_and_query)?;
         let headers = headers(request.headers, credential)?;
-        let mut request = self
-            .pool()
+        let mut request = pool
             .request(method, url)
             .headers(headers)
             .body(request.body)
