@@ -76,7 +76,8 @@ pub fn router(weir: Weir) -> Router {
 /// The caller's runtime only accepts: each connection is served, to its end,
 /// on one of `serve`'s own threads (one per core, each running a
 /// single-threaded runtime), whose calls use an upstream pool of their own.
-/// They stop before `serve` returns.
+/// `serve` stops them before it returns, waiting up to 2 s for each to drop
+/// the connections it still holds.
 pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<Stopped> {
     edge::serve(weir, listener).await
 }

@@ -95,8 +95,8 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
             }
         }
     };
-    // Calls still in flight are cut here, on their lanes' threads: their
-    // records close before `serve` returns.
+    // Calls still in flight are cut here, on their lanes' threads, whose
+    // records close as they are dropped (`Lanes::stop` waits up to 2 s per lane).
     lanes.stop().await;
     Ok(stopped)
 }
