@@ -1,12 +1,14 @@
 //! Builds the first-party provider components (`providers/*`) for `wasm32-wasip2`
-//! and tells the crate where they are, so the `weir` binary embeds them and runs
-//! with no providers folder at all.
+//! and tells the crate where they are and their SHA-256 digests, so the `weir`
+//! binary embeds them and runs with no providers folder at all.
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use sha2::{Digest, Sha256};
 
 /// (provider crate, artifact name, env var the crate reads the path from)
 const PROVIDERS: &[(&str, &str, &str)] = &[
@@ -46,7 +48,17 @@ fn run() -> Result<(), String> {
     // packages of one build, and those features pick each component's world.
     for (package, artifact, var) in PROVIDERS {
         let out = wasm_guest::build_components(&workspace, &target_dir, &[package], None)?;
-        println!("cargo:rustc-env={var}={}", out.join(artifact).display());
+        let path = out.join(artifact);
+        println!("cargo:rustc-env={var}={}", path.display());
+        println!("cargo:rustc-env={var}_SHA256={}", digest(&path)?);
     }
     Ok(())
+}
+
+/// The component's hex SHA-256, computed here so that a gateway starting on a
+/// warm artifact cache never reads the embedded bytes (hashing them at start
+/// made every one of their pages resident).
+fn digest(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(hex::encode(Sha256::digest(bytes)))
 }

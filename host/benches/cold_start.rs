@@ -27,10 +27,11 @@ const RUNS: usize = 9;
 
 fn main() {
     let providers = tempfile::tempdir().expect("providers folder");
-    let (_, openai) = weir_host::plugin::embedded_components()
+    let openai = weir_host::plugin::embedded_components()
         .iter()
-        .find(|(name, _)| *name == "openai")
-        .expect("the embedded OpenAI component");
+        .find(|embedded| embedded.name == "openai")
+        .expect("the embedded OpenAI component")
+        .bytes;
     for copy in 0..COMPONENTS {
         let bytes = with_custom_section(openai, "weir-bench-copy", copy.to_string().as_bytes());
         std::fs::write(providers.path().join(format!("openai-{copy}.wasm")), bytes).expect("component file");

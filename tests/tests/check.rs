@@ -29,10 +29,11 @@ fn text(bytes: &[u8]) -> String {
 
 /// An embedded component exactly as the binary embeds it, written to a file.
 fn embedded_component(dir: &Path, name: &str) -> String {
-    let (_, bytes) = weir_host::plugin::embedded_components()
+    let bytes = weir_host::plugin::embedded_components()
         .iter()
-        .find(|(embedded, _)| *embedded == name)
-        .unwrap_or_else(|| panic!("`{name}` is embedded"));
+        .find(|embedded| embedded.name == name)
+        .unwrap_or_else(|| panic!("`{name}` is embedded"))
+        .bytes;
     let path = dir.join(format!("{name}.wasm"));
     std::fs::write(&path, bytes).unwrap();
     path.to_str().unwrap().to_owned()

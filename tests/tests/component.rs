@@ -243,7 +243,7 @@ async fn invalid_tool_schema_is_refused_by_encode() {
 async fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("garbage.wasm"), b"this is not wasm").unwrap();
-    let (_, real) = embedded_components()[0];
+    let real = embedded_components()[0].bytes;
     std::fs::write(dir.path().join("truncated.wasm"), &real[..real.len() / 2]).unwrap();
     // A valid core module is still not a component.
     std::fs::write(dir.path().join("core-module.wasm"), b"\0asm\x01\0\0\0").unwrap();
@@ -264,7 +264,7 @@ async fn broken_files_in_the_folder_are_reported_and_the_rest_keep_working() {
 #[tokio::test]
 async fn an_allow_listed_dropped_component_overrides_the_embedded_one_by_key() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, real) = embedded_components()[0];
+    let real = embedded_components()[0].bytes;
     let dropped = dir.path().join("my-openai.wasm");
     std::fs::write(&dropped, real).unwrap();
     let engine = PluginEngine::new(Some(cache_dir())).unwrap();

@@ -356,7 +356,7 @@ async fn a_component_dropped_into_the_folder_is_listed_after_restart() {
     drop(before);
 
     let dropped = folder.path().join("openai-custom.wasm");
-    let (_, bytes) = weir_host::plugin::embedded_components()[0];
+    let bytes = weir_host::plugin::embedded_components()[0].bytes;
     std::fs::write(&dropped, bytes).unwrap();
 
     // Only a file the operator vouched for (its digest allow-listed) may replace an

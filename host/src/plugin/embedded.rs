@@ -1,12 +1,45 @@
 //! First-party components, built from `providers/*` by `build.rs` and compiled
 //! into the binary so `weir` runs with no providers folder at all.
 
-/// (name, component bytes)
-pub const EMBEDDED: &[(&str, &[u8])] = &[
-    ("openai", include_bytes!(env!("WEIR_EMBEDDED_OPENAI"))),
-    ("anthropic", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC"))),
-    ("anthropic-bedrock", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC_BEDROCK"))),
-    ("anthropic-bedrock-mantle", include_bytes!(env!("WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE"))),
-    ("bedrock-converse", include_bytes!(env!("WEIR_EMBEDDED_BEDROCK_CONVERSE"))),
-    ("bedrock-retrieval", include_bytes!(env!("WEIR_EMBEDDED_BEDROCK_RETRIEVAL"))),
+/// A first-party component compiled into the binary.
+pub struct Embedded {
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+    /// The bytes' hex SHA-256, computed by `build.rs`: a gateway whose artifact
+    /// cache holds the compiled component loads it without reading `bytes`,
+    /// so those pages never become resident (hashing them at every start did).
+    pub digest: &'static str,
+}
+
+macro_rules! embedded {
+    ($name:literal, $path:literal, $digest:literal) => {
+        Embedded { name: $name, bytes: include_bytes!(env!($path)), digest: env!($digest) }
+    };
+}
+
+pub const EMBEDDED: &[Embedded] = &[
+    embedded!("openai", "WEIR_EMBEDDED_OPENAI", "WEIR_EMBEDDED_OPENAI_SHA256"),
+    embedded!("anthropic", "WEIR_EMBEDDED_ANTHROPIC", "WEIR_EMBEDDED_ANTHROPIC_SHA256"),
+    embedded!("anthropic-bedrock", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_SHA256"),
+    embedded!(
+        "anthropic-bedrock-mantle",
+        "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE",
+        "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE_SHA256"
+    ),
+    embedded!("bedrock-converse", "WEIR_EMBEDDED_BEDROCK_CONVERSE", "WEIR_EMBEDDED_BEDROCK_CONVERSE_SHA256"),
+    embedded!("bedrock-retrieval", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL_SHA256"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::EMBEDDED;
+    use crate::plugin::component_digest;
+
+    #[test]
+    fn each_build_time_digest_is_the_digest_of_the_embedded_bytes() {
+        assert_eq!(EMBEDDED.len(), 6);
+        for embedded in EMBEDDED {
+            assert_eq!(embedded.digest, component_digest(embedded.bytes), "{}", embedded.name);
+        }
+    }
+}

@@ -21,15 +21,16 @@ mod sandbox;
 mod session;
 mod world;
 
+pub use embedded::Embedded;
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{ComponentStream, PluginError, Provider, WireAnswers};
 pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
 pub use session::{HOLD_WHILE_WAITING, KEPT_MEMORY_MAX, Session};
 pub use world::{Operation, WORLD_VERSION, WORLD_VERSIONS};
 
-/// The first-party components compiled into this binary, as (name, bytes): what
-/// `weir` runs with when its providers folder is empty.
-pub fn embedded_components() -> &'static [(&'static str, &'static [u8])] {
+/// The first-party components compiled into this binary: what `weir` runs
+/// with when its providers folder is empty.
+pub fn embedded_components() -> &'static [Embedded] {
     embedded::EMBEDDED
 }
 

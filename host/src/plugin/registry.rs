@@ -226,9 +226,10 @@ impl ProviderRegistry {
 fn load_embedded(engine: &PluginEngine) -> anyhow::Result<Vec<Arc<LoadedComponent>>> {
     EMBEDDED
         .iter()
-        .map(|(name, bytes)| {
+        .map(|embedded| {
+            let name = embedded.name;
             engine
-                .load(ComponentSource::Embedded(name), bytes, component_digest(bytes))
+                .load(ComponentSource::Embedded(name), embedded.bytes, embedded.digest.to_owned())
                 .map(Arc::new)
                 .map_err(|reason| anyhow::anyhow!("embedded provider component `{name}` {reason}"))
         })
