@@ -227,6 +227,7 @@ fn build(common: Common, keep_ledger: bool) -> anyhow::Result<Weir> {
 
 fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     let config_path = common.config.clone();
+    return_freed_memory_sooner();
     refuse_transparent_huge_pages();
     let weir = build(common, true)?;
     let address = match listen.or(weir.config().listen) {
@@ -368,6 +369,30 @@ fn refuse_transparent_huge_pages() {
 
 #[cfg(not(target_os = "linux"))]
 fn refuse_transparent_huge_pages() {}
+
+/// mimalloc 3's `purge_delay` option (its index in `mi_option_t`; checked by
+/// `the_purge_delay_option_is_mimalloc_3s` below).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// How long freed allocator pages stay committed before mimalloc returns them
+/// (arenas: 10 times as long). mimalloc 3 keeps them a second; a burst of
+/// concurrent calls then leaves its whole working set resident. Measured with
+/// the shared bench's load (production profile, paired runs): peak RSS at 128
+/// callers 55–58 MiB with 10 ms against 63–65 MiB with the default, and
+/// 42 MiB against 47–48 at 32 callers; CPU per call at 32 callers +3–4 % in
+/// three of four pairs. 0 ms saved 2 MiB more at +8–20 % CPU.
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Sets [`PURGE_DELAY_MS`]. Called first in `serve`, before any thread
+/// starts: mimalloc's option setters are not synchronized.
+fn return_freed_memory_sooner() {
+    // SAFETY: a plain store into mimalloc's option table, made while this is
+    // the process's only thread.
+    #[allow(unsafe_code, reason = "mimalloc's options are set through its C API")]
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+    }
+}
 
 fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
     let weir = build(common, false)?;
@@ -721,4 +746,20 @@ fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
         line(out, &label, &group.totals)?;
     }
     line(out, "total", &sums.total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MI_OPTION_PURGE_DELAY;
+
+    /// mimalloc numbers its options by their place in an enum that has changed
+    /// between versions: the index `serve` sets must be mimalloc 3's purge
+    /// delay, whose default is a second.
+    #[test]
+    fn the_purge_delay_option_is_mimalloc_3s() {
+        #[allow(unsafe_code, reason = "mimalloc's options are read through its C API")]
+        // SAFETY: a read of mimalloc's option table; nothing in this test binary sets options.
+        let delay_ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(delay_ms, 1_000);
+    }
 }
