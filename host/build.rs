@@ -55,9 +55,10 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// The component's hex SHA-256, computed here so that a gateway starting on a
-/// warm artifact cache never reads the embedded bytes (hashing them at start
-/// made every one of their pages resident).
+/// The component's hex SHA-256 (as `plugin::component_digest` computes it; a
+/// test compares the two), computed here so that a gateway starting on a warm
+/// artifact cache never reads the embedded bytes (hashing them at start made
+/// every one of their pages resident).
 fn digest(path: &Path) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(hex::encode(Sha256::digest(bytes)))

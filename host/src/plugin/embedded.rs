@@ -11,23 +11,20 @@ pub struct Embedded {
     pub digest: &'static str,
 }
 
+/// A component whose path `build.rs` set in `$var` and its digest in `$var_SHA256`.
 macro_rules! embedded {
-    ($name:literal, $path:literal, $digest:literal) => {
-        Embedded { name: $name, bytes: include_bytes!(env!($path)), digest: env!($digest) }
+    ($name:literal, $var:literal) => {
+        Embedded { name: $name, bytes: include_bytes!(env!($var)), digest: env!(concat!($var, "_SHA256")) }
     };
 }
 
 pub const EMBEDDED: &[Embedded] = &[
-    embedded!("openai", "WEIR_EMBEDDED_OPENAI", "WEIR_EMBEDDED_OPENAI_SHA256"),
-    embedded!("anthropic", "WEIR_EMBEDDED_ANTHROPIC", "WEIR_EMBEDDED_ANTHROPIC_SHA256"),
-    embedded!("anthropic-bedrock", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_SHA256"),
-    embedded!(
-        "anthropic-bedrock-mantle",
-        "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE",
-        "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE_SHA256"
-    ),
-    embedded!("bedrock-converse", "WEIR_EMBEDDED_BEDROCK_CONVERSE", "WEIR_EMBEDDED_BEDROCK_CONVERSE_SHA256"),
-    embedded!("bedrock-retrieval", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL_SHA256"),
+    embedded!("openai", "WEIR_EMBEDDED_OPENAI"),
+    embedded!("anthropic", "WEIR_EMBEDDED_ANTHROPIC"),
+    embedded!("anthropic-bedrock", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK"),
+    embedded!("anthropic-bedrock-mantle", "WEIR_EMBEDDED_ANTHROPIC_BEDROCK_MANTLE"),
+    embedded!("bedrock-converse", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
+    embedded!("bedrock-retrieval", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL"),
 ];
 
 #[cfg(test)]
