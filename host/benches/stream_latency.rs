@@ -19,6 +19,10 @@
 //! memory, through the gateway's SSE framing and the provider component's stream
 //! decoder (one instance per stream, one call per event), as the gateway does.
 //!
+//! `STREAM_BENCH_POLL_BEFORE_SLEEP_US` sets the gateway's `[server]
+//! poll_before_sleep_us` (default: the gateway's default), to compare a lane
+//! that sleeps at once (0) with one that watches for I/O first.
+//!
 //! A control gateway served without `TCP_NODELAY` on its client sockets (plain
 //! `axum::serve` over the same router) shows what `serve`'s `tap_io` is for: the
 //! ~40 ms that Nagle's algorithm waits for the client's delayed ACK.
@@ -123,9 +127,13 @@ fn main() {
 /// embedded OpenAI component), no providers folder, a cache of its own so the
 /// component is compiled once across runs.
 fn build_weir(endpoint: &str) -> weir_host::Weir {
+    let poll_before_sleep = std::env::var("STREAM_BENCH_POLL_BEFORE_SLEEP_US")
+        .map(|micros| format!("\n[server]\npoll_before_sleep_us = {micros}\n"))
+        .unwrap_or_default();
     let toml = format!(
         r#"
 read_timeout_secs = 10
+{poll_before_sleep}
 
 [[model]]
 id = "chat"

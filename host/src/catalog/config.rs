@@ -606,6 +606,11 @@ pub struct ServerSettings {
     pub stream_idle_secs: Option<u64>,
     /// Seconds SIGTERM waits for calls in flight to finish (default 25).
     pub drain_secs: Option<u64>,
+    /// Microseconds a connection lane out of work watches for I/O before its
+    /// thread sleeps (default 50; 0: sleep at once; at most 1000). Each sleep
+    /// and wake-up costs more than the watch where the next event comes soon,
+    /// as it does at low load; see the README's performance section.
+    pub poll_before_sleep_us: Option<u64>,
 }
 
 impl ServerSettings {
@@ -618,6 +623,9 @@ impl ServerSettings {
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 2_048;
     pub const DEFAULT_STREAM_IDLE_SECS: u64 = 60;
     pub const DEFAULT_DRAIN_SECS: u64 = 25;
+    pub const DEFAULT_POLL_BEFORE_SLEEP_US: u64 = 50;
+    /// A watch longer than this is a core spent waiting, not a wake-up saved.
+    pub const MAX_POLL_BEFORE_SLEEP_US: u64 = 1_000;
 
     /// Largest request body, in bytes.
     pub fn max_body_bytes(&self) -> u64 {
@@ -665,6 +673,11 @@ impl ServerSettings {
         Duration::from_secs(self.drain_secs.unwrap_or(Self::DEFAULT_DRAIN_SECS))
     }
 
+    /// How long a connection lane out of work watches for I/O before it sleeps.
+    pub fn poll_before_sleep(&self) -> Duration {
+        Duration::from_micros(self.poll_before_sleep_us.unwrap_or(Self::DEFAULT_POLL_BEFORE_SLEEP_US))
+    }
+
     /// Zero limits would refuse every call or close every connection at once;
     /// an origin is a browser's `scheme://host[:port]`, compared byte for byte.
     fn validate(&self) -> Result<(), String> {
@@ -673,7 +686,10 @@ impl ServerSettings {
             .chain([self.stream_idle_secs])
             .any(|value| value == Some(0));
         if zero_u64 || self.max_connections == Some(0) || self.max_in_flight == Some(0) {
-            return Err("every limit but `drain_secs` must be positive when set".to_owned());
+            return Err("every limit but `drain_secs` and `poll_before_sleep_us` must be positive when set".to_owned());
+        }
+        if self.poll_before_sleep_us.is_some_and(|micros| micros > Self::MAX_POLL_BEFORE_SLEEP_US) {
+            return Err(format!("`poll_before_sleep_us` is at most {}", Self::MAX_POLL_BEFORE_SLEEP_US));
         }
         for origin in &self.cors_origins {
             let scheme_ok = origin.starts_with("http://") || origin.starts_with("https://");
@@ -1247,6 +1263,7 @@ mod tests {
         assert_eq!(server.max_in_flight(), 2048);
         assert_eq!(server.stream_idle(), Duration::from_secs(60));
         assert_eq!(server.drain(), Duration::from_secs(25));
+        assert_eq!(server.poll_before_sleep(), Duration::from_micros(50));
     }
 
     #[test]
@@ -1257,6 +1274,12 @@ mod tests {
         assert!(server.allows_origin(b"https://app.example.com"));
         assert!(!server.allows_origin(b"https://app.example.com.evil.test"));
         assert_eq!(server.drain(), Duration::ZERO);
+        for (micros, expected) in [(0, Duration::ZERO), (1000, Duration::from_millis(1))] {
+            let text = format!("[server]\npoll_before_sleep_us = {micros}\n");
+            assert_eq!(Config::from_toml(&text, "t.toml").unwrap().server.poll_before_sleep(), expected);
+        }
+        let too_long = Config::from_toml("[server]\npoll_before_sleep_us = 1001\n", "t.toml").unwrap_err().to_string();
+        assert!(too_long.contains("poll_before_sleep_us") && too_long.contains("1000"), "{too_long}");
         for bad in ["[server]\nmax_in_flight = 0\n", "[server]\nheader_timeout_secs = 0\n"] {
             let message = Config::from_toml(bad, "t.toml").unwrap_err().to_string();
             assert!(message.contains("[server]") && message.contains("positive"), "{message}");

@@ -25,6 +25,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use super::poll_window::PollWindow;
+
 /// How long [`Lanes::stop`] waits for the lanes' threads to drop what their
 /// runtimes still hold (connections the drain gave up on).
 const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -50,17 +52,26 @@ struct Lane {
 
 impl Lanes {
     /// One lane per core the process may use; see [`Lanes::start`].
-    pub(super) fn per_core(prepare: impl Fn() + Send + Sync + 'static) -> std::io::Result<Self> {
+    pub(super) fn per_core(
+        poll_before_sleep: Duration,
+        prepare: impl Fn() + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        Self::start(cores, prepare)
+        Self::start(cores, poll_before_sleep, prepare)
     }
 
     /// Starts `count` lanes (at least one), each on a thread of its own, which
-    /// runs `prepare` before it serves anything.
-    pub(super) fn start(count: usize, prepare: impl Fn() + Send + Sync + 'static) -> std::io::Result<Self> {
+    /// runs `prepare` before it serves anything. Out of tasks, a lane watches
+    /// for I/O for up to `poll_before_sleep` before its thread sleeps
+    /// (`poll_window.rs`).
+    pub(super) fn start(
+        count: usize,
+        poll_before_sleep: Duration,
+        prepare: impl Fn() + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
         let prepare: Arc<dyn Fn() + Send + Sync> = Arc::new(prepare);
         let lanes = (0..count.max(1))
-            .map(|index| Lane::start(index, Arc::clone(&prepare)))
+            .map(|index| Lane::start(index, poll_before_sleep, Arc::clone(&prepare)))
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Self { lanes, next: AtomicUsize::new(0) })
     }
@@ -129,8 +140,14 @@ impl Drop for Lanes {
 }
 
 impl Lane {
-    fn start(index: usize, prepare: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    fn start(index: usize, poll_before_sleep: Duration, prepare: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<Self> {
+        let poll_window = Arc::new(PollWindow::new(poll_before_sleep));
+        let before_sleep = Arc::clone(&poll_window);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(move || before_sleep.before_sleep())
+            .build()?;
+        poll_window.attach(&runtime);
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let (ended_sender, ended) = oneshot::channel();
@@ -225,7 +242,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_served_on_a_lane_and_counted_until_it_ends() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let lanes = Lanes::start(2, || {}).unwrap();
+        let lanes = Lanes::start(2, Duration::ZERO, || {}).unwrap();
         let (served, lane) = mpsc::channel();
         let (server, client) = connection(&listener).await;
         serve_until_closed(&lanes, server, &served);
@@ -239,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_connection_goes_to_the_lane_with_the_fewest_open() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let lanes = Lanes::start(2, || {}).unwrap();
+        let lanes = Lanes::start(2, Duration::ZERO, || {}).unwrap();
         let (served, lane) = mpsc::channel();
         let (first_server, first_client) = connection(&listener).await;
         serve_until_closed(&lanes, first_server, &served);
@@ -272,7 +289,7 @@ mod tests {
         }
         let prepared_on = Arc::new(Mutex::new(Vec::new()));
         let noted = Arc::clone(&prepared_on);
-        let lanes = Lanes::start(2, move || {
+        let lanes = Lanes::start(2, Duration::ZERO, move || {
             PREPARED.set(true);
             noted.lock().unwrap().push(std::thread::current().name().unwrap_or_default().to_owned());
         })
@@ -310,7 +327,7 @@ mod tests {
             }
         }
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let lanes = Lanes::start(1, || {}).unwrap();
+        let lanes = Lanes::start(1, Duration::ZERO, || {}).unwrap();
         let (dropped, dropped_on) = mpsc::channel();
         let (started, running) = mpsc::channel();
         let (server, _client) = connection(&listener).await;

@@ -5,6 +5,7 @@
 //! ```text
 //! accept (≤ max_connections; more wait in the kernel backlog)
 //!   └─ lanes.rs: the connection goes to the lane (one single-threaded runtime per core) with the fewest open
+//!        (poll_window.rs: out of tasks, a lane watches for I/O a few µs before its thread sleeps)
 //!        └─ connection.rs: hyper HTTP/1.1, TCP_NODELAY, header / idle / unread-answer watchdog
 //!             └─ checks.rs: Origin, content-type, calls in flight, body limit and timeout
 //!                  └─ the routes (server/mod.rs)
@@ -16,6 +17,7 @@ mod checks;
 mod connection;
 mod holding;
 mod lanes;
+mod poll_window;
 
 use std::sync::Arc;
 
@@ -46,7 +48,7 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     let mut signals = Signals::new()?;
     // Each lane's calls use an upstream pool of their own.
     let transport = weir.transport().clone();
-    let lanes = Lanes::per_core(move || transport.own_pool_on_this_thread())?;
+    let lanes = Lanes::per_core(settings.poll_before_sleep(), move || transport.own_pool_on_this_thread())?;
     let edge = Arc::new(Edge::new(super::router(weir), settings.clone()));
     let limits = Limits::of(&settings);
     let connections = Arc::new(Semaphore::new(settings.max_connections() as usize));
