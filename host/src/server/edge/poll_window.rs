@@ -102,7 +102,10 @@ fn runtime_epoll(runtime: &tokio::runtime::Runtime, proc_self: &Path) -> Result<
     let _entered = runtime.enter();
     let (probe, _peer) = std::os::unix::net::UnixStream::pair().map_err(NotFound::Probe)?;
     probe.set_nonblocking(true).map_err(NotFound::Probe)?;
-    let inode = std::fs::metadata(format!("/proc/self/fd/{}", probe.as_raw_fd())).map_err(NotFound::Probe)?.ino();
+    // `fstat`, through a `File` of the same descriptor.
+    let probe = std::fs::File::from(OwnedFd::from(probe));
+    let inode = probe.metadata().map_err(NotFound::Probe)?.ino();
+    let probe = std::os::unix::net::UnixStream::from(OwnedFd::from(probe));
     // Registers the probe with the runtime's epoll instance (dropped, it leaves).
     let probe = tokio::net::UnixStream::from_std(probe).map_err(NotFound::Probe)?;
     // fdinfo's line for a watched file: "tfd: %8d events: %8x data: %16llx pos:%lli ino:%lx sdev:%x".
@@ -114,8 +117,11 @@ fn runtime_epoll(runtime: &tokio::runtime::Runtime, proc_self: &Path) -> Result<
         };
         let is_epoll =
             std::fs::read_link(entry.path()).is_ok_and(|target| target.as_os_str() == "anon_inode:[eventpoll]");
+        if !is_epoll {
+            continue;
+        }
         let Ok(info) = std::fs::read_to_string(proc_self.join("fdinfo").join(fd.to_string())) else { continue };
-        if is_epoll && info.lines().any(|line| line.starts_with(&watched) && line.contains(&inode)) {
+        if info.lines().any(|line| line.starts_with(&watched) && line.contains(&inode)) {
             return duplicate(fd, runtime);
         }
     }
