@@ -97,15 +97,11 @@ enum NotFound {
 #[cfg(target_os = "linux")]
 fn runtime_epoll(runtime: &tokio::runtime::Runtime, proc_self: &Path) -> Result<OwnedFd, NotFound> {
     use std::os::fd::{AsRawFd, RawFd};
-    use std::os::unix::fs::MetadataExt;
 
     let _entered = runtime.enter();
     let (probe, _peer) = std::os::unix::net::UnixStream::pair().map_err(NotFound::Probe)?;
     probe.set_nonblocking(true).map_err(NotFound::Probe)?;
-    // `fstat`, through a `File` of the same descriptor.
-    let probe = std::fs::File::from(OwnedFd::from(probe));
-    let inode = probe.metadata().map_err(NotFound::Probe)?.ino();
-    let probe = std::os::unix::net::UnixStream::from(OwnedFd::from(probe));
+    let inode = rustix::fs::fstat(&probe).map_err(|errno| NotFound::Probe(errno.into()))?.st_ino;
     // Registers the probe with the runtime's epoll instance (dropped, it leaves).
     let probe = tokio::net::UnixStream::from_std(probe).map_err(NotFound::Probe)?;
     // fdinfo's line for a watched file: "tfd: %8d events: %8x data: %16llx pos:%lli ino:%lx sdev:%x".
