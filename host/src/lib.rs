@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod reach;
 pub mod record;
+pub mod redact;
 pub mod retrieval;
 pub mod routing;
 pub mod server;
@@ -628,7 +629,7 @@ fn check_shared_ledger(config: &Config) -> Result<(), ConfigError> {
             "`[ledger] postgres_ca` is set without `postgres_url`: there is no PostgreSQL to trust it for".to_owned(),
         )),
         (Some(url), _) => {
-            ledger::check_postgres_url(url).map_err(|error| invalid(format!("{error} (in `{}`)", fleet::redacted(url))))
+            ledger::check_postgres_url(url).map_err(|error| invalid(format!("{error} (in `{}`)", redact::redacted(url))))
         }
         (None, None) => Ok(()),
     }

@@ -7,6 +7,7 @@ use crate::Weir;
 use crate::call::REGION_PLACEHOLDER;
 use crate::plugin::{Provider, Route};
 use crate::reach::Trust;
+use crate::redact::redacted_endpoint;
 use crate::transport::{EnvSecretStore, REGION_ID, SecretStore};
 use crate::types::{Capabilities, CredentialShape};
 
@@ -31,6 +32,7 @@ pub struct ProviderStatus {
     /// ([`Resolution::Local`]): `configured` and the region then reflect the
     /// secret store alone.
     pub resolved: bool,
+    /// Without its query's values ([`crate::redact::redacted_endpoint`]).
     pub default_endpoint: Option<String>,
     /// Non-secret facts about where calls go, resolved the way a call resolves
     /// them (the endpoint's host; the AWS region for signed providers). A fact
@@ -52,6 +54,7 @@ pub struct ModelStatus {
     pub id: String,
     pub provider: String,
     pub wire_id: String,
+    /// Without its query's values ([`crate::redact::redacted_endpoint`]).
     pub endpoint: Option<String>,
     /// Whether a loaded provider serves it (its own, or the one it is linked to).
     pub available: bool,
@@ -109,7 +112,10 @@ impl Weir {
                     id: model.id.clone(),
                     provider: model.provider.clone(),
                     wire_id: model.wire_id.clone(),
-                    endpoint: provider.and_then(|provider| model.endpoint_for(provider)).or(model.endpoint.clone()),
+                    endpoint: provider
+                        .and_then(|provider| model.endpoint_for(provider))
+                        .or(model.endpoint.clone())
+                        .map(|endpoint| redacted_endpoint(&endpoint)),
                     available: provider.is_some() || matches!(route, Some(Route::Host)),
                     grade: model.grade.clone(),
                     capabilities: provider
@@ -161,7 +167,7 @@ impl Weir {
             credential: describe_credential(&info.credential),
             configured,
             resolved,
-            default_endpoint: info.default_endpoint.clone(),
+            default_endpoint: info.default_endpoint.as_deref().map(redacted_endpoint),
             connection: self.connection_facts(
                 info.default_endpoint.as_deref(),
                 &info.credential,
@@ -248,7 +254,7 @@ fn describe_credential(shape: &CredentialShape) -> String {
 
 /// The host part of a URL (the URL itself when it has none).
 fn host_of(url: &str) -> String {
-    reqwest::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_owned)).unwrap_or_else(|| url.to_owned())
+    reqwest::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_owned)).unwrap_or_else(|| redacted_endpoint(url))
 }
 
 fn capability_names(capabilities: Capabilities) -> Vec<&'static str> {

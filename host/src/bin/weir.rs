@@ -291,7 +291,7 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             ledger = %weir.ledger().map_or_else(|| "off".to_owned(), |ledger| ledger.path().display().to_string()),
             shared_limits = %weir.config().fleet.as_ref().map_or_else(
                 || "off".to_owned(),
-                |fleet| format!("{} ({:?} when out)", weir_host::fleet::redacted(&fleet.redis_url), fleet.on_shared_error)
+                |fleet| format!("{} ({:?} when out)", weir_host::redact::redacted(&fleet.redis_url), fleet.on_shared_error)
             ),
             "weir gateway ready"
         );

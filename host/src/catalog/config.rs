@@ -434,7 +434,8 @@ pub struct KeyEntry {
 /// `[ledger]`: where every call's record is kept, and what happens when it
 /// cannot be written. `weir serve` keeps a ledger unless `enabled = false`; a
 /// library [`crate::Weir`] keeps one only when the config has this table.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+/// Its `Debug` shows `postgres_url` redacted ([`crate::redact`]).
+#[derive(Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerSettings {
     /// Default true where the table is present.
@@ -462,6 +463,23 @@ pub struct LedgerSettings {
     /// A PEM file of CA certificates trusted for PostgreSQL's TLS, beside
     /// the platform's roots (with `sslmode=require` in the URL to insist on TLS).
     pub postgres_ca: Option<PathBuf>,
+}
+
+/// Lists the fields that hold no secret, and the URL redacted; a field added
+/// later is left out until it is listed here (`..` shows one was).
+impl std::fmt::Debug for LedgerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerSettings")
+            .field("enabled", &self.enabled)
+            .field("path", &self.path)
+            .field("sync", &self.sync)
+            .field("on_error", &self.on_error)
+            .field("max_bytes", &self.max_bytes)
+            .field("record_content", &self.record_content)
+            .field("postgres_url", &self.postgres_url.as_deref().map(crate::redact::redacted))
+            .field("postgres_ca", &self.postgres_ca)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How hard a ledger commit is pushed to the disk.
@@ -993,7 +1011,7 @@ impl ModelEntry {
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
         {
-            return Err(format!("`endpoint` must be an http(s) URL, not `{endpoint}`"));
+            return Err(format!("`endpoint` must be an http(s) URL, not `{}`", crate::redact::redacted_endpoint(endpoint)));
         }
         if let Some(endpoint) = &self.endpoint {
             crate::reach::check_entry_endpoint(endpoint, self.allow_http).map_err(|reason| reason.to_string())?;

@@ -24,12 +24,14 @@ pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource
 pub use permits::RedisPermits;
 pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
 
-/// `[fleet]`: where the fleet's shared state lives.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+/// `[fleet]`: where the fleet's shared state lives. Its `Debug` shows
+/// `redis_url` redacted ([`crate::redact`]).
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FleetSettings {
     /// `redis://[user:password@]host:port[/db]` (`rediss://` for TLS is not
-    /// built in). The password never appears in a log or message.
+    /// built in). The password never appears in a log or message: it is
+    /// shown through [`crate::redact::redacted`].
     pub redis_url: String,
     /// What a call meets while Redis cannot be reached (default `refuse`).
     #[serde(default)]
@@ -44,6 +46,18 @@ pub struct FleetSettings {
     /// renews it (default 15 s, at least 3): the permits of a gateway that
     /// died return within it.
     pub lease_secs: Option<u64>,
+}
+
+impl std::fmt::Debug for FleetSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetSettings")
+            .field("redis_url", &crate::redact::redacted(&self.redis_url))
+            .field("on_shared_error", &self.on_shared_error)
+            .field("fleet_size", &self.fleet_size)
+            .field("key_prefix", &self.key_prefix)
+            .field("lease_secs", &self.lease_secs)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `on_shared_error`.
@@ -80,13 +94,6 @@ pub trait FleetMeter: Send + Sync {
     fn shared_state_failed(&self);
 }
 
-/// The URL with any password replaced, for messages.
-pub fn redacted(url: &str) -> String {
-    match url.split_once("://").and_then(|(scheme, rest)| rest.split_once('@').map(|(_, host)| (scheme, host))) {
-        Some((scheme, host)) => format!("{scheme}://<credentials>@{host}"),
-        None => url.to_owned(),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -104,11 +111,5 @@ mod tests {
         assert!(check_limits(&config(MAX_SHARED_LIMIT)).is_ok());
         let error = check_limits(&config(MAX_SHARED_LIMIT + 1)).unwrap_err();
         assert!(error.contains("model `m`") && error.contains("9000000000"), "{error}");
-    }
-
-    #[test]
-    fn a_url_with_credentials_is_redacted() {
-        assert_eq!(redacted("redis://user:pw@10.0.0.1:6379/0"), "redis://<credentials>@10.0.0.1:6379/0");
-        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
     }
 }

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use super::budgets::SharedBudgets;
 use super::permits::RedisPermits;
-use super::{FleetMeter, FleetSettings, SharedErrorPolicy, redacted};
+use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
+use crate::redact::redacted;
 use crate::admission::{
     Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount, RateStore,
     Shortfall, Verdict,

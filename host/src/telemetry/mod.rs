@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::TelemetrySettings;
 use crate::record::{Acknowledged, CallObserver, CallRecord, acknowledged};
+use crate::redact::redacted_endpoint;
 
 /// Spans in one export request; a batch this full goes at once.
 pub const BATCH_SPANS: usize = 512;
@@ -69,9 +70,9 @@ impl Telemetry {
     pub fn start(settings: &TelemetrySettings) -> Result<Option<Telemetry>, String> {
         let Some(endpoint) = &settings.otlp_endpoint else { return Ok(None) };
         let url = reqwest::Url::parse(endpoint)
-            .map_err(|error| format!("[telemetry] otlp_endpoint {endpoint:?} is not a URL: {error}"))?;
+            .map_err(|error| format!("[telemetry] otlp_endpoint {:?} is not a URL: {error}", redacted_endpoint(endpoint)))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(format!("[telemetry] otlp_endpoint {endpoint:?} is not an http(s) URL"));
+            return Err(format!("[telemetry] otlp_endpoint {:?} is not an http(s) URL", redacted_endpoint(endpoint)));
         }
         let client = reqwest::Client::builder()
             .timeout(EXPORT_TIMEOUT)
@@ -193,10 +194,11 @@ impl Exporter {
         let failure = match sent {
             Ok(response) if response.status().is_success() => return,
             Ok(response) => format!("the collector answered {}", response.status()),
-            Err(error) => format!("the collector could not be reached: {error}"),
+            // reqwest's message names the URL, whose query may hold a token.
+            Err(error) => format!("the collector could not be reached: {}", error.without_url()),
         };
         self.dropped.fetch_add(count, Ordering::Relaxed);
-        tracing::warn!(spans = count, endpoint = %self.url, "{failure}; the spans are dropped");
+        tracing::warn!(spans = count, endpoint = %redacted_endpoint(self.url.as_str()), "{failure}; the spans are dropped");
     }
 }
 

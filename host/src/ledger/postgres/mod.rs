@@ -115,7 +115,7 @@ impl PostgresTarget {
 
     /// The URL without its credentials, for logs.
     pub fn redacted(&self) -> String {
-        crate::fleet::redacted(&self.url)
+        crate::redact::redacted(&self.url)
     }
 
     fn tls(&self) -> Result<MakeRustlsConnect, SharedError> {
