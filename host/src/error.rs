@@ -419,6 +419,7 @@ impl WeirError {
                 ReachError::UntrustedDefault { .. }
                 | ReachError::NoEndpoint { .. }
                 | ReachError::BadEndpoint { .. }
+                | ReachError::Fragment { .. }
                 | ReachError::PlainHttp { .. } => Category::ProviderUnavailable,
                 ReachError::SigningService { .. } | ReachError::SigningHost { .. } => Category::ProviderFault,
             },
@@ -629,7 +630,7 @@ fn reach_message(error: &ReachError) -> &'static str {
             "its provider component is not trusted to choose where the call goes, and the catalog entry does not \
              say; see the server log"
         }
-        ReachError::NoEndpoint { .. } | ReachError::BadEndpoint { .. } => {
+        ReachError::NoEndpoint { .. } | ReachError::BadEndpoint { .. } | ReachError::Fragment { .. } => {
             "no usable endpoint is configured for this model; see the server log"
         }
         ReachError::PlainHttp { .. } => {

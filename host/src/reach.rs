@@ -9,7 +9,9 @@
 //!
 //! 1. An untrusted component's defaults are never used: its entry names
 //!    `endpoint` and (when the component asks for a credential) `credential`.
-//! 2. A non-loopback endpoint is `https`, unless its entry says `allow_http`.
+//! 2. A non-loopback endpoint is `https`, unless its entry says `allow_http`;
+//!    it has no fragment (`#…`, never sent). Its query is kept (see
+//!    `transport::client`), and shown in messages without its values.
 //! 3. SigV4 signs only for the Bedrock signing name ([`SIGNING_SERVICES`]), and
 //!    only to a host under `amazonaws.com` / `api.aws` or an endpoint the entry
 //!    names itself.
@@ -26,6 +28,7 @@ use serde::Serialize;
 
 use crate::catalog::ModelSpec;
 use crate::memo::Memo;
+use crate::redact::redacted_endpoint;
 use crate::types::{CredentialShape, ProviderInfo};
 
 /// The placeholder an endpoint may carry for the resolved AWS region, e.g.
@@ -102,6 +105,10 @@ pub enum ReachError {
     /// The endpoint is not a URL the host can use.
     #[error("endpoint `{endpoint}` is not a usable http(s) URL")]
     BadEndpoint { endpoint: String },
+    /// The endpoint has a fragment (`#…`): a fragment is never sent, so the
+    /// URL cannot mean what it says.
+    #[error("endpoint `{endpoint}` has a fragment (`#…`), which is never sent; remove it")]
+    Fragment { endpoint: String },
     /// A plain-`http` endpoint off loopback without `allow_http`.
     #[error(
         "endpoint `{endpoint}` is plain http to a host that is not loopback; use https, or set `allow_http = true` \
@@ -164,11 +171,13 @@ pub fn destination(
 /// Checks the URL a call really uses (the destination's endpoint with its
 /// region filled in): rules 2 and 3.
 pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provider: &str) -> Result<(), ReachError> {
-    let facts = endpoint_facts(url).ok_or_else(|| ReachError::BadEndpoint { endpoint: url.to_owned() })?;
+    // Messages show the endpoint redacted: its query may hold a key.
+    let shown = || redacted_endpoint(url);
+    let facts = endpoint_facts(url).ok_or_else(|| ReachError::BadEndpoint { endpoint: shown() })?;
     match (facts.scheme, facts.loopback || allow_http) {
         (Scheme::Https, _) | (Scheme::Http, true) => {}
-        (Scheme::Http, false) => return Err(ReachError::PlainHttp { endpoint: url.to_owned() }),
-        (Scheme::Other, _) => return Err(ReachError::BadEndpoint { endpoint: url.to_owned() }),
+        (Scheme::Http, false) => return Err(ReachError::PlainHttp { endpoint: shown() }),
+        (Scheme::Other, _) => return Err(ReachError::BadEndpoint { endpoint: shown() }),
     }
     if destination.signing_service.is_some() && !destination.entry_named_endpoint && !facts.aws {
         return Err(ReachError::SigningHost {
@@ -176,6 +185,9 @@ pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provi
             host: facts.host.clone(),
             allowed: quoted(&AWS_DOMAINS),
         });
+    }
+    if facts.fragment {
+        return Err(ReachError::Fragment { endpoint: shown() });
     }
     Ok(())
 }
@@ -187,6 +199,8 @@ struct EndpointFacts {
     host: String,
     loopback: bool,
     aws: bool,
+    /// It has a fragment (`#…`).
+    fragment: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +232,8 @@ fn parse_facts(url: &str) -> Option<EndpointFacts> {
         "http" => Scheme::Http,
         _ => Scheme::Other,
     };
-    Some(EndpointFacts { scheme, loopback: is_loopback(&host), aws: is_aws_host(&host), host })
+    let fragment = parsed.fragment().is_some();
+    Some(EndpointFacts { scheme, loopback: is_loopback(&host), aws: is_aws_host(&host), host, fragment })
 }
 
 /// Checks an endpoint as written in a catalog entry: rule 2 (and that it is a

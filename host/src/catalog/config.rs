@@ -1147,6 +1147,23 @@ mod tests {
     }
 
     #[test]
+    fn an_endpoint_with_a_fragment_is_refused_and_its_query_values_never_shown() {
+        let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
+        let fragment = format!("{entry}endpoint = \"https://h.example/v1?api-key=K3Y#part\"\n");
+        let message = Config::from_toml(&fragment, "t").unwrap_err().to_string();
+        assert!(message.contains("fragment") && message.contains("api-key=<redacted>"), "{message}");
+        assert!(!message.contains("K3Y"), "{message}");
+        let plain = format!("{entry}endpoint = \"http://10.0.0.7/v1?api-version=1&api-key=K3Y\"\n");
+        let message = Config::from_toml(&plain, "t").unwrap_err().to_string();
+        assert!(message.contains("plain http") && message.contains("api-version=<redacted>&api-key=<redacted>"), "{message}");
+        assert!(!message.contains("K3Y"), "{message}");
+        let not_http = format!("{entry}endpoint = \"ftp://u:pw@h/?token=K3Y\"\n");
+        let message = Config::from_toml(&not_http, "t").unwrap_err().to_string();
+        assert!(message.contains("http(s) URL") && !message.contains("K3Y") && !message.contains("pw"), "{message}");
+        Config::from_toml(&format!("{entry}endpoint = \"https://h.example/v1?api-version=2024-10-21\"\n"), "t").unwrap();
+    }
+
+    #[test]
     fn plain_http_off_loopback_needs_allow_http() {
         let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
         let remote = format!("{entry}endpoint = \"http://10.0.0.7:8000/v1\"\n");

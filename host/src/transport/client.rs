@@ -176,7 +176,7 @@ impl HttpClient {
             .headers(headers)
             .body(request.body)
             .build()
-            .map_err(|e| TransportError::InvalidRequest(error_chain(&e)))?;
+            .map_err(|e| TransportError::InvalidRequest(error_chain(&e.without_url())))?;
         if let Credential::Sigv4(signer) = credential {
             signer.sign(&mut request).map_err(TransportError::Signing)?;
         }
@@ -196,15 +196,24 @@ fn build_client(settings: &TransportSettings) -> reqwest::Result<reqwest::Client
         .build()
 }
 
-/// Endpoints parsed once, by their text. A request's URL is its endpoint's
-/// text followed by the component's path and query, and used to be parsed
-/// whole on every call (host, IDNA mapping and all: a measured per-call cost).
-/// Now the endpoint is parsed once and the path and query are set on a copy,
-/// which gives the same URL (property-tested below); an endpoint with a query
-/// or fragment of its own takes the whole parse. Bounded: beyond
-/// [`BASES_KEPT`] endpoints it starts over.
+/// Endpoints parsed once, by their text. A request's URL is its endpoint with
+/// the component's path appended to the endpoint's path, and the endpoint's
+/// query (an Azure-style `?api-version=…`, which the operator chose) kept as
+/// the query, followed by the component's own query parameters except those
+/// the endpoint already sets ([`merged_query`]). The endpoint is parsed once
+/// and the path and query set on a copy, which gives the URL that parsing the
+/// joined text gives (property-tested below); a path that parsing would trim
+/// takes the whole parse. Bounded: beyond [`BASES_KEPT`] endpoints it starts
+/// over.
 #[derive(Debug)]
-struct Bases(Memo<Option<reqwest::Url>>);
+struct Bases(Memo<Option<Base>>);
+
+/// An endpoint parsed: its URL without a query, and the query it had.
+#[derive(Debug, Clone)]
+struct Base {
+    url: reqwest::Url,
+    query: Option<String>,
+}
 
 const BASES_KEPT: usize = 4_096;
 
@@ -230,17 +239,23 @@ impl Bases {
     }
 
     /// The endpoint parsed, when the fast path applies to it.
-    fn base(&self, endpoint: &str) -> Option<reqwest::Url> {
+    fn base(&self, endpoint: &str) -> Option<Base> {
         self.0.get_or_insert_with(endpoint, || {
-            reqwest::Url::parse(endpoint.trim_end_matches('/'))
-                .ok()
-                .filter(|url| url.query().is_none() && url.fragment().is_none() && !url.cannot_be_a_base())
+            let mut url = reqwest::Url::parse(endpoint).ok().filter(|url| url.fragment().is_none())?;
+            if url.cannot_be_a_base() {
+                return None;
+            }
+            let query = url.query().filter(|query| !query.is_empty()).map(str::to_owned);
+            url.set_query(None);
+            Some(Base { url, query })
         })
     }
 }
 
-/// `path_and_query` (which starts with `/`) set on a copy of `base`.
-fn on_base(mut url: reqwest::Url, path_and_query: &str) -> reqwest::Url {
+/// `path_and_query` (which starts with `/`) set on a copy of `base`: the path
+/// appended to the endpoint's, the queries merged.
+fn on_base(base: Base, path_and_query: &str) -> reqwest::Url {
+    let Base { mut url, query: endpoint_query } = base;
     let (rest, fragment) = match path_and_query.split_once('#') {
         Some((rest, fragment)) => (rest, Some(fragment)),
         None => (path_and_query, None),
@@ -252,14 +267,51 @@ fn on_base(mut url: reqwest::Url, path_and_query: &str) -> reqwest::Url {
     let joined = format!("{}{path}", url.path().trim_end_matches('/'));
     url.set_path(&joined);
     url.set_query(query);
+    with_endpoint_query(&mut url, endpoint_query.as_deref());
     url.set_fragment(fragment);
     url
 }
 
-/// The endpoint's text and the path and query, parsed as one.
+/// The endpoint (its query set aside) and the path and query, parsed as one,
+/// then the endpoint's query merged in.
 fn whole_parse(endpoint: &str, path_and_query: &str) -> Result<reqwest::Url, TransportError> {
+    if endpoint.contains('#') {
+        return Err(TransportError::InvalidRequest("bad URL: the endpoint has a fragment".to_owned()));
+    }
+    let (endpoint, endpoint_query) = match endpoint.split_once('?') {
+        Some((endpoint, query)) => (endpoint, Some(query).filter(|query| !query.is_empty())),
+        None => (endpoint, None),
+    };
     let url = format!("{}{path_and_query}", endpoint.trim_end_matches('/'));
-    reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))
+    let mut url = reqwest::Url::parse(&url).map_err(|e| TransportError::InvalidRequest(format!("bad URL: {e}")))?;
+    with_endpoint_query(&mut url, endpoint_query);
+    Ok(url)
+}
+
+/// Puts the endpoint's query first on `url`, the component's after it.
+fn with_endpoint_query(url: &mut reqwest::Url, endpoint_query: Option<&str>) {
+    if let Some(endpoint_query) = endpoint_query {
+        let merged = merged_query(endpoint_query, url.query());
+        url.set_query(Some(&merged));
+    }
+}
+
+/// The endpoint's query parameters, then the component's whose names the
+/// endpoint does not set: the operator's `api-version` (or key) is the one
+/// sent, and the component's other parameters still go.
+fn merged_query(endpoint: &str, component: Option<&str>) -> String {
+    let name = |pair: &str| pair.split_once('=').map_or(pair, |(name, _)| name).to_owned();
+    let endpoint_names: Vec<String> = endpoint.split('&').map(name).collect();
+    let mut merged = endpoint.to_owned();
+    let added = component
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .filter(|pair| !pair.is_empty() && !endpoint_names.contains(&name(pair)));
+    for pair in added {
+        merged.push('&');
+        merged.push_str(pair);
+    }
+    merged
 }
 
 /// A response whose body has not been read yet. Dropping it closes the
@@ -303,7 +355,7 @@ fn headers(pairs: Vec<(String, String)>, credential: &Credential) -> Result<Head
             .map_err(|_| TransportError::InvalidRequest(format!("bad value for header `{name}`")))?;
         map.append(name, value);
     }
-    if let Credential::Header { name, value } = credential {
+    if let Credential::Header { name, value, .. } = credential {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| TransportError::InvalidRequest(format!("bad credential header name `{name}`")))?;
         let mut value = HeaderValue::from_str(value.expose())
@@ -314,7 +366,10 @@ fn headers(pairs: Vec<(String, String)>, credential: &Credential) -> Result<Head
     Ok(map)
 }
 
+/// The error typed, its text without the URL: reqwest's message names the URL
+/// with its query, which may hold a key (`?api-key=`), and the text reaches logs.
 fn classify(error: reqwest::Error) -> TransportError {
+    let error = error.without_url();
     if error.is_timeout() {
         TransportError::Timeout
     } else if is_certificate_error(&error) {
@@ -391,6 +446,7 @@ mod tests {
                 "http://127.0.0.1:8080", "http://127.0.0.1:8080/", "https://api.example.com/v1",
                 "https://api.example.com/v1/", "https://bücher.example/a/b", "http://[::1]:9/x/../y",
                 "https://h.example/%7Euser/", "https://h.example/a%20b",
+                "https://h.example/openai/deployments/d?api-version=2024-10-21", "https://h.example/v1/?a=1&b=2",
             ]),
             tail in "[a-zA-Z0-9/._~%?#&=+ \\t\\n\\x01\\\\:@!$'()*,;\\[\\]|^`{}\"<>é中-]{0,40}",
         ) {
@@ -509,12 +565,36 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_with_a_query_of_its_own_is_parsed_whole() {
+    fn an_endpoints_query_stays_the_query_after_the_appended_path() {
         let bases = Bases::default();
-        let endpoint = "https://example.openai.azure.com/openai?api-version=2024-10-21";
+        let endpoint = "https://example.openai.azure.com/openai/deployments/d?api-version=2024-10-21";
         let url = bases.url(endpoint, "/chat/completions").unwrap();
-        assert_eq!(url.as_str(), whole_parse(endpoint, "/chat/completions").unwrap().as_str());
+        assert_eq!(
+            url.as_str(),
+            "https://example.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+        );
+        let slash = bases.url("https://h.example/v1/?api-version=1", "/embeddings").unwrap();
+        assert_eq!(slash.as_str(), "https://h.example/v1/embeddings?api-version=1");
         assert!(bases.url("not a url", "/x").is_err());
+    }
+
+    #[test]
+    fn the_components_query_follows_the_endpoints_which_wins_a_shared_name() {
+        let bases = Bases::default();
+        let endpoint = "https://h.example/openai?api-version=2024-10-21";
+        let url = bases.url(endpoint, "/chat/completions?stream=true&api-version=1999-01-01").unwrap();
+        assert_eq!(url.as_str(), "https://h.example/openai/chat/completions?api-version=2024-10-21&stream=true");
+        let plain = bases.url("https://h.example/v1", "/chat?stream=true").unwrap();
+        assert_eq!(plain.as_str(), "https://h.example/v1/chat?stream=true");
+        assert_eq!(merged_query("a=1", Some("")), "a=1");
+        assert_eq!(merged_query("a=1&b", Some("b=2&c=3")), "a=1&b&c=3");
+    }
+
+    #[test]
+    fn an_endpoint_with_a_fragment_builds_no_url() {
+        let bases = Bases::default();
+        assert!(bases.url("https://h.example/v1#x", "/chat").is_err());
+        assert!(bases.url("https://h.example/v1#x", "/chat\n").is_err());
     }
 
     #[test]
