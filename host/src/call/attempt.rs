@@ -37,8 +37,7 @@ pub(super) async fn run(
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &mut session, &response).await);
     }
-    let answer =
-        session.decode(&response).await.map_err(|source| WeirError::Plugin { model: model_id(target), source })?;
+    let answer = session.decode(&response).await.map_err(|source| classify::plugin_failure(target, source))?;
     // Only an answer that decodes is a success: a 200 the component cannot read
     // (`malformed`) says nothing about the rate the upstream is willing to serve.
     feed_back(target.gate, Feedback::Success).await;

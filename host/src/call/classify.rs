@@ -1,6 +1,8 @@
 //! A failed upstream response becomes a typed error. The component reads the
 //! response; the raw detail it returns goes to the server log here and nowhere
-//! else, and what the caller sees is derived from the class alone.
+//! else — scrubbed first of the credential the request carried, since an
+//! upstream may echo the key it rejected — and what the caller sees is derived
+//! from the class alone.
 
 use crate::error::{UpstreamClass, WeirError};
 use crate::types::{ErrorClass, HttpResponse, InBandError, RetryHint};
@@ -16,9 +18,10 @@ pub(super) fn failure(
     let model = &target.model.id;
     let class = match class {
         Ok(class) => class,
-        Err(source) => return WeirError::Plugin { model: model.clone(), source },
+        Err(source) => return plugin_failure(target, source),
     };
     let (class, retry_hint, detail) = split(class);
+    let detail = target.credential.scrub(&detail);
     if class == UpstreamClass::Authentication
         && let Some(credential) = &target.credential_id
     {
@@ -50,6 +53,7 @@ pub(super) fn failure(
 /// nowhere else.
 pub(super) fn in_band(origin: &Origin, in_band: InBandError) -> (WeirError, String) {
     let (class, retry_hint, detail) = split(in_band.class);
+    let detail = origin.sent.scrub(&detail).into_owned();
     tracing::warn!(
         model = %origin.model,
         provider = %origin.provider,
@@ -69,6 +73,13 @@ pub(super) fn in_band(origin: &Origin, in_band: InBandError) -> (WeirError, Stri
         retry_hint,
     };
     (error, detail)
+}
+
+/// A component's failure on an upstream's answer, its text scrubbed of the
+/// credential the request carried.
+pub(super) fn plugin_failure(target: &Reached<'_>, source: crate::plugin::PluginError) -> WeirError {
+    let source = source.scrubbed(|text| target.credential.scrub(text).into_owned());
+    WeirError::Plugin { model: target.model.id.clone(), source }
 }
 
 /// Separates what the host acts on from the raw detail it only logs.

@@ -195,10 +195,13 @@ pub(super) async fn feed(target: &Reached<'_>, signal: Feedback) {
     }
 }
 
-/// A malformed answer: the whole of it to the log, the caller told in the
+/// A malformed answer: the whole of it to the log (scrubbed of the credential
+/// the request carried, which it may quote), the caller told in the
 /// request's own terms; never repaired, never retried (the same request
 /// would get the same answer).
 fn unusable(target: &Reached<'_>, malformed: &Malformed) -> WeirError {
-    tracing::warn!(model = %target.model.id, reason = %malformed, "the decision endpoint's answer is malformed");
+    let reason = malformed.to_string();
+    let reason = target.credential.scrub(&reason);
+    tracing::warn!(model = %target.model.id, %reason, "the decision endpoint's answer is malformed");
     WeirError::UnusableAnswer { model: target.model.id.clone(), reason: malformed.safe_reason() }
 }

@@ -191,7 +191,7 @@ impl LabelTry<'_, '_> {
         let first = session
             .logprobs_decode(&response)
             .await
-            .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+            .map_err(|source| super::classify::plugin_failure(target, source))?;
         feed(target, Feedback::Success).await;
         if observed.request_id.is_none() {
             observed.request_id = first.request_id.as_deref().map(bounded);

@@ -291,8 +291,9 @@ impl EmbedTry<'_, '_, '_> {
     }
 }
 
+/// A component's failure, its text scrubbed of the credential the request carried.
 fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError {
-    WeirError::Plugin { model: target.model.id.clone(), source }
+    super::classify::plugin_failure(target, source)
 }
 
 /// One vector per text, and each of the pinned width when one was asked for.

@@ -32,7 +32,7 @@ use crate::record::AttemptReason;
 use crate::record::{self, AttemptRecord, CallLog, Ending, Observers, Resolved, StreamEnd, Tokens};
 use crate::stream::Assembler;
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
-use crate::transport::TransportError;
+use crate::transport::{Credential, TransportError};
 use crate::types::{
     CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StopReason, StreamDelta, Usage,
 };
@@ -314,7 +314,7 @@ fn assembled(deltas: Vec<StreamDelta>) -> DecodedResponse {
 }
 
 fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError {
-    WeirError::Plugin { model: target.model.id.clone(), source }
+    classify::plugin_failure(target, source)
 }
 
 /// A stream that broke before any output: transport and framing failures are
@@ -332,6 +332,9 @@ pub(super) struct Origin {
     pub model: String,
     pub provider: String,
     pub credential: Option<String>,
+    /// The credential the request carried: what upstream text is scrubbed of
+    /// before it is logged (never handed to a component).
+    pub sent: Credential,
 }
 
 impl Origin {
@@ -340,6 +343,7 @@ impl Origin {
             model: target.model.id.clone(),
             provider: target.provider.key().to_owned(),
             credential: target.credential_id.clone(),
+            sent: target.credential.clone(),
         }
     }
 }
@@ -563,7 +567,10 @@ impl Origin {
     /// and a missing stop are transport failures (transient), a component's is its own.
     fn failure(&self, failure: StreamFailure) -> WeirError {
         match failure {
-            StreamFailure::Plugin(source) => WeirError::Plugin { model: self.model.clone(), source },
+            StreamFailure::Plugin(source) => WeirError::Plugin {
+                model: self.model.clone(),
+                source: source.scrubbed(|text| self.sent.scrub(text).into_owned()),
+            },
             StreamFailure::Transport(source) => self.transport(source),
             StreamFailure::Framing(_) | StreamFailure::EndedWithoutStop => {
                 self.transport(TransportError::Io(failure.to_string()))

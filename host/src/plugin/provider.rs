@@ -41,6 +41,25 @@ pub enum PluginError {
     NoFreeInstance { provider: String, waited: Duration },
 }
 
+impl PluginError {
+    /// The error with `scrub` applied to the text a component wrote (a fault's
+    /// reason, a codec error's): a component that read an upstream's answer
+    /// may quote it, and the call layer scrubs that of the credential it sent
+    /// before the error reaches a log.
+    pub fn scrubbed(self, scrub: impl Fn(&str) -> String) -> Self {
+        match self {
+            Self::Fault { provider, reason } => Self::Fault { provider, reason: scrub(&reason) },
+            Self::Codec { provider, error: CodecError::Unsupported(reason) } => {
+                Self::Codec { provider, error: CodecError::Unsupported(scrub(&reason)) }
+            }
+            Self::Codec { provider, error: CodecError::Malformed(reason) } => {
+                Self::Codec { provider, error: CodecError::Malformed(scrub(&reason)) }
+            }
+            Self::NoFreeInstance { .. } => self,
+        }
+    }
+}
+
 /// Longest a call waits for a free component instance: long enough for a burst
 /// of streams to end or be dropped (`stream_idle_secs`), short enough that a
 /// caller hears back. A caller's earlier deadline shortens it.

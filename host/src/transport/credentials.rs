@@ -1,6 +1,7 @@
 //! Secrets: where they come from, and where the host puts them. A component only
 //! declares the shape (header name and prefix, or SigV4); it never sees a value.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -100,13 +101,20 @@ impl CredentialShape {
 /// The headers a SigV4 signature writes (and the payload hash it may use).
 const SIGV4_HEADERS: [&str; 4] = ["authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
 
+/// What replaces a sent credential's value in upstream text before it is logged.
+pub const CREDENTIAL_MARKER: &str = "<credential>";
+
 /// What the host attaches to one request.
 #[derive(Debug, Clone)]
 pub enum Credential {
     None,
     Header {
         name: String,
+        /// The header's whole value: the shape's prefix and the secret.
         value: Secret,
+        /// The secret alone, as the store gave it: what [`Credential::scrub`]
+        /// also looks for (an upstream may echo it without the prefix).
+        secret: Secret,
     },
     /// The request is signed as it leaves (see [`SigV4::sign`]).
     Sigv4(SigV4),
@@ -133,6 +141,7 @@ impl Credential {
                     Some(secret) => Ok(Self::Header {
                         name: header.header_name.to_ascii_lowercase(),
                         value: Secret::new(format!("{}{}", header.prefix, secret.expose())),
+                        secret,
                     }),
                     None if header.required => Err(CredentialError::Missing {
                         provider: provider.to_owned(),
@@ -147,6 +156,37 @@ impl Credential {
                 SigV4::resolve(aws, store, provider, &sigv4.service, id).await.map(Self::Sigv4)
             }
         }
+    }
+
+    /// `text` (an upstream's error detail, a message derived from its answer)
+    /// with every secret value this credential sent replaced by
+    /// [`CREDENTIAL_MARKER`], for the log: an upstream that echoes the key it
+    /// was given ("Incorrect API key provided: sk-…") must not put it there.
+    /// The values: a header credential's whole value and its bare secret; a
+    /// signed call's secret access key and session token (the signature is
+    /// derived, and the access key id is not secret).
+    pub fn scrub<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut scrubbed = Cow::Borrowed(text);
+        let mut hide = |value: &str| {
+            if !value.is_empty() && scrubbed.contains(value) {
+                scrubbed = Cow::Owned(scrubbed.replace(value, CREDENTIAL_MARKER));
+            }
+        };
+        match self {
+            Self::None => {}
+            Self::Header { value, secret, .. } => {
+                // The longer first: the prefixed value holds the bare secret.
+                hide(value.expose());
+                hide(secret.expose());
+            }
+            Self::Sigv4(signer) => {
+                hide(signer.credentials.secret_access_key());
+                if let Some(token) = signer.credentials.session_token() {
+                    hide(token);
+                }
+            }
+        }
+        scrubbed
     }
 
     /// Whether this credential owns header `name` (lowercase), so a component may
@@ -197,7 +237,7 @@ mod tests {
             Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default())
                 .await
                 .unwrap();
-        let Credential::Header { name, value } = credential else { panic!("expected a header") };
+        let Credential::Header { name, value, .. } = credential else { panic!("expected a header") };
         assert_eq!(name, "authorization");
         assert_eq!(value.expose(), "Bearer s3cret");
         assert_eq!(format!("{value:?}"), "Secret(<redacted>)");
@@ -225,5 +265,30 @@ mod tests {
                 .await
                 .unwrap();
         assert!(matches!(credential, Credential::None));
+    }
+
+    #[tokio::test]
+    async fn a_header_credential_is_scrubbed_with_and_without_its_prefix() {
+        let credential =
+            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default())
+                .await
+                .unwrap();
+        let echoed = r#"{"error": "Incorrect API key: Bearer s3cret (key s3cret)"}"#;
+        assert_eq!(credential.scrub(echoed), r#"{"error": "Incorrect API key: <credential> (key <credential>)"}"#);
+        assert!(matches!(credential.scrub("nothing sent here"), Cow::Borrowed("nothing sent here")));
+        assert_eq!(Credential::None.scrub("s3cret"), "s3cret");
+    }
+
+    #[test]
+    fn a_signed_calls_secret_key_and_session_token_are_scrubbed() {
+        let credentials = aws_credential_types::Credentials::new("AKIDEXAMPLE", "wJalrSECRET", Some("FwoGSESSION".into()), None, "test");
+        let signer = SigV4 {
+            credentials,
+            region: "eu-west-1".into(),
+            service: "bedrock".into(),
+            source: super::super::IdentitySource::SecretStore,
+        };
+        let echoed = "key AKIDEXAMPLE secret wJalrSECRET token FwoGSESSION";
+        assert_eq!(Credential::Sigv4(signer).scrub(echoed), "key AKIDEXAMPLE secret <credential> token <credential>");
     }
 }
