@@ -33,6 +33,7 @@ mod error;
 pub mod fleet;
 pub mod identity;
 pub mod ledger;
+pub mod log_writer;
 mod memo;
 pub mod metrics;
 pub mod plugin;

@@ -187,12 +187,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `check` prints every fault in its report; its log would say each twice.
     let default_filter = if matches!(cli.command, Command::Check { .. }) { "off" } else { "info" };
+    // Every control character a caller's text brings into an event is written
+    // escaped, so each log line is one event (see `log_writer`); the
+    // formatter's own colour codes would be escaped too, so there are none.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
-        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_writer(weir_host::log_writer::EscapingWriter::new(std::io::stderr))
         .init();
     let result = match cli.command {
         Command::Serve { common, listen } => serve(common, listen),
