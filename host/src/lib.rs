@@ -629,9 +629,8 @@ fn check_shared_ledger(config: &Config) -> Result<(), ConfigError> {
         (None, Some(_)) => Err(invalid(
             "`[ledger] postgres_ca` is set without `postgres_url`: there is no PostgreSQL to trust it for".to_owned(),
         )),
-        (Some(url), _) => {
-            ledger::check_postgres_url(url).map_err(|error| invalid(format!("{error} (in `{}`)", redact::redacted(url))))
-        }
+        (Some(url), _) => ledger::check_postgres_url(url)
+            .map_err(|error| invalid(format!("{error} (in `{}`)", redact::redacted(url)))),
         (None, None) => Ok(()),
     }
 }

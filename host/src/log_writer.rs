@@ -135,10 +135,8 @@ mod tests {
     #[test]
     fn a_forged_line_in_a_field_stays_inside_its_event() {
         let buffer = Buffer::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(EscapingWriter::new(buffer.clone()))
-            .finish();
+        let subscriber =
+            tracing_subscriber::fmt().with_ansi(false).with_writer(EscapingWriter::new(buffer.clone())).finish();
         let model = "gpt\n2026-01-01T00:00:00Z  INFO weir: forged\x1b[31m red";
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(model = %model, "first {model}");

@@ -241,7 +241,11 @@ mod tests {
     fn a_redis_url_hides_its_password_escaped_or_holding_an_at_sign() {
         hides("redis://:p%40ss@h:6379/0", &["p%40ss", "ss@"], "redis://<credentials>@h:6379/0");
         hides("redis://user:p@ss@h/0", &["p@ss", "user"], "redis://<credentials>@h/0");
-        hides("rediss://default:s3cret@cache.internal:6380/2", &["s3cret"], "rediss://<credentials>@cache.internal:6380/2");
+        hides(
+            "rediss://default:s3cret@cache.internal:6380/2",
+            &["s3cret"],
+            "rediss://<credentials>@cache.internal:6380/2",
+        );
         hides("redis://h:6379/0?pass=x1y2", &["x1y2"], "redis://h:6379/0?pass=<redacted>");
         hides("redis://h:6379/0?pass=x1@y2", &["x1", "y2"], "redis://h:6379/0?pass=<redacted>");
         hides(
@@ -271,11 +275,7 @@ mod tests {
     fn a_libpq_key_value_string_hides_its_password_quoted_or_bare() {
         hides("host=h user=u password=secret dbname=d", &["secret"], "host=h user=u password=<redacted> dbname=d");
         hides("password='a b c' host=h", &["a b c", "b c"], "password=<redacted> host=h");
-        hides(
-            "password = 'it\\'s a b' host = h",
-            &["it\\'s", "a b"],
-            "password = <redacted> host = h",
-        );
+        hides("password = 'it\\'s a b' host = h", &["it\\'s", "a b"], "password = <redacted> host = h");
         hides("host=h port=5432", &[], "host=h port=5432");
     }
 

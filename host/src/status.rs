@@ -254,7 +254,10 @@ fn describe_credential(shape: &CredentialShape) -> String {
 
 /// The host part of a URL (the URL itself when it has none).
 fn host_of(url: &str) -> String {
-    reqwest::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_owned)).unwrap_or_else(|| redacted_endpoint(url))
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .unwrap_or_else(|| redacted_endpoint(url))
 }
 
 fn capability_names(capabilities: Capabilities) -> Vec<&'static str> {

@@ -1011,7 +1011,10 @@ impl ModelEntry {
         if let Some(endpoint) = &self.endpoint
             && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
         {
-            return Err(format!("`endpoint` must be an http(s) URL, not `{}`", crate::redact::redacted_endpoint(endpoint)));
+            return Err(format!(
+                "`endpoint` must be an http(s) URL, not `{}`",
+                crate::redact::redacted_endpoint(endpoint)
+            ));
         }
         if let Some(endpoint) = &self.endpoint {
             crate::reach::check_entry_endpoint(endpoint, self.allow_http).map_err(|reason| reason.to_string())?;
@@ -1155,12 +1158,16 @@ mod tests {
         assert!(!message.contains("K3Y"), "{message}");
         let plain = format!("{entry}endpoint = \"http://10.0.0.7/v1?api-version=1&api-key=K3Y\"\n");
         let message = Config::from_toml(&plain, "t").unwrap_err().to_string();
-        assert!(message.contains("plain http") && message.contains("api-version=<redacted>&api-key=<redacted>"), "{message}");
+        assert!(
+            message.contains("plain http") && message.contains("api-version=<redacted>&api-key=<redacted>"),
+            "{message}"
+        );
         assert!(!message.contains("K3Y"), "{message}");
         let not_http = format!("{entry}endpoint = \"ftp://u:pw@h/?token=K3Y\"\n");
         let message = Config::from_toml(&not_http, "t").unwrap_err().to_string();
         assert!(message.contains("http(s) URL") && !message.contains("K3Y") && !message.contains("pw"), "{message}");
-        Config::from_toml(&format!("{entry}endpoint = \"https://h.example/v1?api-version=2024-10-21\"\n"), "t").unwrap();
+        Config::from_toml(&format!("{entry}endpoint = \"https://h.example/v1?api-version=2024-10-21\"\n"), "t")
+            .unwrap();
     }
 
     #[test]

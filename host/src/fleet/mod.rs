@@ -94,7 +94,6 @@ pub trait FleetMeter: Send + Sync {
     fn shared_state_failed(&self);
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,11 +13,11 @@ use tokio::time::Instant;
 use super::budgets::SharedBudgets;
 use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
-use crate::redact::redacted;
 use crate::admission::{
     Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount, RateStore,
     Shortfall, Verdict,
 };
+use crate::redact::redacted;
 
 /// After a failed operation, how long calls take the policy without asking
 /// Redis; the first call after it asks again.

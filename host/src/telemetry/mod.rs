@@ -69,8 +69,9 @@ impl Telemetry {
     /// the module doc), so it may run outside a tokio runtime.
     pub fn start(settings: &TelemetrySettings) -> Result<Option<Telemetry>, String> {
         let Some(endpoint) = &settings.otlp_endpoint else { return Ok(None) };
-        let url = reqwest::Url::parse(endpoint)
-            .map_err(|error| format!("[telemetry] otlp_endpoint {:?} is not a URL: {error}", redacted_endpoint(endpoint)))?;
+        let url = reqwest::Url::parse(endpoint).map_err(|error| {
+            format!("[telemetry] otlp_endpoint {:?} is not a URL: {error}", redacted_endpoint(endpoint))
+        })?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err(format!("[telemetry] otlp_endpoint {:?} is not an http(s) URL", redacted_endpoint(endpoint)));
         }

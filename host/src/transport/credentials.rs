@@ -281,7 +281,13 @@ mod tests {
 
     #[test]
     fn a_signed_calls_secret_key_and_session_token_are_scrubbed() {
-        let credentials = aws_credential_types::Credentials::new("AKIDEXAMPLE", "wJalrSECRET", Some("FwoGSESSION".into()), None, "test");
+        let credentials = aws_credential_types::Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrSECRET",
+            Some("FwoGSESSION".into()),
+            None,
+            "test",
+        );
         let signer = SigV4 {
             credentials,
             region: "eu-west-1".into(),
