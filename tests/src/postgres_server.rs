@@ -1,7 +1,8 @@
 //! A real PostgreSQL server for one test: a fresh cluster (`initdb`) in a
 //! temporary folder, on a free loopback port, stopped when dropped. It can be
 //! stopped (`pg_ctl stop -m immediate`: an outage, not a shutdown) and started
-//! again on the same port with its data. Needs PostgreSQL's server binaries:
+//! again on the same port with its data. It can require a password over TCP
+//! ([`PostgresServer::start_with_password`]). Needs PostgreSQL's server binaries:
 //! `$WEIR_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin` (Debian's
 //! `postgresql` package; `.ci/run` installs it), else `PATH`. PostgreSQL
 //! refuses to run as root: as root, the server runs as the `postgres` user
@@ -16,12 +17,20 @@ pub struct PostgresServer {
     /// Holds the cluster (and the server's socket and log).
     dir: tempfile::TempDir,
     running: bool,
+    /// The `weir` user's password, when TCP connections need one.
+    password: Option<String>,
 }
 
 impl PostgresServer {
     /// A new cluster, started and answering.
     pub fn start() -> PostgresServer {
-        Self::create(false)
+        Self::create(false, None)
+    }
+
+    /// A new cluster whose TCP connections authenticate with a password
+    /// (`scram-sha-256`): the `weir` user's is `password`.
+    pub fn start_with_password(password: &str) -> PostgresServer {
+        Self::create(false, Some(password))
     }
 
     /// A new cluster that accepts TCP connections over TLS only (its
@@ -29,7 +38,7 @@ impl PostgresServer {
     /// certificate for 127.0.0.1 issued by a CA made for it ([`Self::ca_file`]).
     /// Needs `openssl`.
     pub fn start_tls() -> PostgresServer {
-        Self::create(true)
+        Self::create(true, None)
     }
 
     /// The CA that issued a TLS cluster's certificate.
@@ -37,7 +46,7 @@ impl PostgresServer {
         self.dir.path().join("ca.pem")
     }
 
-    fn create(tls: bool) -> PostgresServer {
+    fn create(tls: bool, password: Option<&str>) -> PostgresServer {
         // As root the server runs as `postgres`, which must reach the folder:
         // under /tmp, whatever TMPDIR says (it may be under root's home).
         let dir = match as_root() {
@@ -45,11 +54,21 @@ impl PostgresServer {
             false => tempfile::tempdir(),
         }
         .expect("a temporary folder for the cluster");
-        let mut server = PostgresServer { port: free_port(), dir, running: false };
+        let mut server =
+            PostgresServer { port: free_port(), dir, running: false, password: password.map(str::to_owned) };
+        let password_file = server.dir.path().join("password");
+        if let Some(password) = password {
+            std::fs::write(&password_file, password).expect("the password file");
+        }
         server.give_to_postgres();
         let data = server.data();
         let initdb = ["-U", "weir", "--auth=trust", "-E", "UTF8", "--no-sync"];
-        run(server.command("initdb").arg("-D").arg(&data).args(initdb));
+        let mut command = server.command("initdb");
+        command.arg("-D").arg(&data).args(initdb);
+        if password.is_some() {
+            command.arg("--auth-host=scram-sha-256").arg(format!("--pwfile={}", password_file.display()));
+        }
+        run(&mut command);
         if tls {
             server.configure_tls();
             server.give_to_postgres();
@@ -123,7 +142,18 @@ impl PostgresServer {
 
     /// The URL a gateway is configured with.
     pub fn url(&self) -> String {
-        format!("postgres://weir@127.0.0.1:{}/postgres", self.port)
+        match &self.password {
+            Some(password) => format!(
+                "postgres://weir:{}@127.0.0.1:{}/postgres",
+                crate::redis_server::percent_escaped(password),
+                self.port
+            ),
+            None => format!("postgres://weir@127.0.0.1:{}/postgres", self.port),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Stops the server at once, without a shutdown checkpoint (as a crash

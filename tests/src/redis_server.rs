@@ -1,7 +1,8 @@
 //! A real `redis-server` for one test: on a free loopback port, nothing saved to
 //! disk, stopped when dropped. It can be stopped and started again on the same
-//! port (an outage). Needs `redis-server` on `PATH` (Debian's `redis-server`
-//! package; `.ci/run` installs it).
+//! port (an outage). It can require a password ([`RedisServer::start_with_password`]).
+//! Needs `redis-server` on `PATH` (Debian's `redis-server` package; `.ci/run`
+//! installs it).
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -10,19 +11,38 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// What `requirepass` is set to, if anything.
+    password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers.
     pub async fn start() -> RedisServer {
         let port = free_port();
-        let mut server = RedisServer { port, child: None };
+        let mut server = RedisServer { port, child: None, password: None };
         server.resume().await;
         server
     }
 
+    /// Starts a server that answers only after `AUTH password` (its `default`
+    /// user's password), and waits until it answers.
+    pub async fn start_with_password(password: &str) -> RedisServer {
+        let port = free_port();
+        let mut server = RedisServer { port, child: None, password: Some(password.to_owned()) };
+        server.resume().await;
+        server
+    }
+
+    /// The URL with the password (percent-escaped) when there is one.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{}@127.0.0.1:{}", percent_escaped(password), self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Stops the server (SIGKILL: an outage, not a shutdown). Its data is lost.
@@ -36,8 +56,12 @@ impl RedisServer {
     /// Starts the server again on the same port, empty, and waits until it answers.
     pub async fn resume(&mut self) {
         assert!(self.child.is_none(), "the server is already running");
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        let mut command = Command::new("redis-server");
+        command.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        if let Some(password) = &self.password {
+            command.args(["--requirepass", password]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -67,6 +91,17 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `text` with every byte but the URL-unreserved ones written `%XX`, for a
+/// URL's user information.
+pub fn percent_escaped(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(byte).to_string(),
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
 }
 
 fn free_port() -> u16 {
