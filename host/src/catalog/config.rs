@@ -1150,6 +1150,16 @@ mod tests {
     }
 
     #[test]
+    fn the_ledger_settings_debug_shows_the_url_without_its_password() {
+        let settings = LedgerSettings {
+            postgres_url: Some("host=h user=u password='a b X9' dbname=d".to_owned()),
+            ..LedgerSettings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("password=<redacted> dbname=d") && !shown.contains("X9"), "{shown}");
+    }
+
+    #[test]
     fn an_endpoint_with_a_fragment_is_refused_and_its_query_values_never_shown() {
         let entry = "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
         let fragment = format!("{entry}endpoint = \"https://h.example/v1?api-key=K3Y#part\"\n");

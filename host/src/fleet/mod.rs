@@ -99,6 +99,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_settings_debug_shows_the_url_without_its_password() {
+        let settings = FleetSettings {
+            redis_url: "redis://default:p@ss-X9@10.0.0.1:6379/0".to_owned(),
+            on_shared_error: SharedErrorPolicy::Refuse,
+            fleet_size: None,
+            key_prefix: None,
+            lease_secs: None,
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("redis://<credentials>@10.0.0.1:6379/0") && !shown.contains("X9"), "{shown}");
+    }
+
+    #[test]
     fn a_token_limit_beyond_the_scripts_exact_range_is_refused_at_load() {
         let toml = |tpm: u64| {
             format!(

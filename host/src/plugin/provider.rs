@@ -504,3 +504,21 @@ impl ComponentStream {
         result.map_err(|error| self.provider.codec(error))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_components_text_is_scrubbed_and_a_pool_wait_kept() {
+        let scrub = |text: &str| text.replace("sk-1", "<credential>");
+        let codec = PluginError::Codec { provider: "p".into(), error: CodecError::Malformed("body: sk-1".into()) };
+        assert_eq!(codec.scrubbed(scrub).to_string(), "provider `p`: cannot read the response: body: <credential>");
+        let unsupported = PluginError::Codec { provider: "p".into(), error: CodecError::Unsupported("sk-1".into()) };
+        assert!(unsupported.scrubbed(scrub).to_string().ends_with("cannot encode the request: <credential>"));
+        let fault = PluginError::Fault { provider: "p".into(), reason: "trapped: sk-1".into() };
+        assert_eq!(fault.scrubbed(scrub).to_string(), "provider `p` failed: trapped: <credential>");
+        let busy = PluginError::NoFreeInstance { provider: "p".into(), waited: Duration::from_secs(1) };
+        assert!(matches!(busy.scrubbed(scrub), PluginError::NoFreeInstance { .. }));
+    }
+}

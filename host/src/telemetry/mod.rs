@@ -224,6 +224,8 @@ mod tests {
         for good in ["http://127.0.0.1:4318/v1/traces", "https://otel.example.com/v1/traces"] {
             assert!(Telemetry::start(&settings(Some(good))).unwrap().is_some(), "{good}");
         }
+        let error = Telemetry::start(&settings(Some("ftp://u:pw@collector/v1/traces?token=T0K"))).unwrap_err();
+        assert!(error.contains("ftp://<credentials>@collector/v1/traces?token=<redacted>"), "{error}");
     }
 
     #[test]

@@ -597,6 +597,21 @@ mod tests {
         assert!(bases.url("https://h.example/v1#x", "/chat\n").is_err());
     }
 
+    /// reqwest's error text names the URL with its query; the transport's
+    /// error (which reaches the log) does not.
+    #[tokio::test]
+    async fn a_transport_error_does_not_carry_the_endpoints_query() {
+        let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}/v1?api-key=K3Y-Q", unused.local_addr().unwrap());
+        drop(unused);
+        let client = HttpClient::new(TransportSettings::default()).unwrap();
+        let request =
+            HttpRequest { method: "POST".into(), path_and_query: "/x".into(), headers: Vec::new(), body: Vec::new() };
+        let error = client.send(&endpoint, request, &Credential::None).await.unwrap_err();
+        assert!(matches!(error, TransportError::Connect(_)), "{error:?}");
+        assert!(!error.to_string().contains("K3Y-Q"), "{error}");
+    }
+
     #[test]
     fn a_certificate_error_is_found_inside_an_io_error() {
         let bad = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
