@@ -281,6 +281,25 @@ async fn a_malformed_answer_of_each_kind_fails_as_upstream_error_unrepaired_and_
     assert_eq!(good.status, 200, "the gateway is healthy after them: {}", good.body);
 }
 
+/// An endpoint that echoes the key it was sent — in an error's message, and
+/// as a question id in a malformed answer — has it logged as `<credential>`.
+#[tokio::test]
+async fn the_key_an_endpoint_echoes_is_logged_scrubbed() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    upstream.push(decision_wire::error(401, "authentication_error", &format!("bad key Bearer {SECRET}"), None));
+    upstream.push(decision_wire::answer(&json!({"answers": [{"id": SECRET, "distribution": {}}]})));
+    let rejected = decide(&gateway, &question("triage"), &[]).await;
+    assert_eq!(rejected.code(), "authentication_failed", "{}", rejected.body);
+    assert_eq!(decide(&gateway, &question("triage"), &[]).await.status, 502);
+    let sent = decision_requests(&upstream);
+    assert_eq!(sent[0].header("authorization"), Some(format!("Bearer {SECRET}").as_str()));
+    let log = gateway.wait_for_stderr("the decision endpoint's answer is malformed", Duration::from_secs(10)).await;
+    assert!(log.contains("bad key <credential>"), "{log}");
+    assert!(log.contains("an answer is given for `<credential>`"), "{log}");
+    assert!(!log.contains(SECRET), "{log}");
+}
+
 #[tokio::test]
 async fn an_endpoint_whose_host_does_not_exist_is_refused_as_uncorrectable() {
     let gateway = Gateway::start_with(&config("https://no-such-decider.invalid/v1", ""), &ENV, None).await;
