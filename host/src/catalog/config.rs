@@ -770,7 +770,7 @@ impl Config {
     /// Parses and validates a configuration; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let mut config: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: e.to_string() })?;
+            .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: parse_message(text, &e) })?;
         config.origin = origin.to_owned();
         config.validate()?;
         Ok(config)
@@ -1037,6 +1037,19 @@ impl ModelEntry {
     }
 }
 
+/// A parse error as the log may show it: where it is (line and column, from 1)
+/// and what is wrong, without the source line the parser quotes — a line of a
+/// configuration can hold a password (`redis_url = "redis://:pw@…"`). Any value
+/// the message itself quotes goes through the one redaction.
+fn parse_message(text: &str, error: &toml::de::Error) -> String {
+    let message = crate::redact::redacted(error.message().trim_end());
+    let Some(span) = error.span() else { return message };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+    format!("line {line}, column {column}: {message}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1054,6 +1067,14 @@ mod tests {
         let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
         assert!(message.contains("line 8"), "{message}");
         assert!(message.contains("colour"), "{message}");
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_place_without_quoting_the_line() {
+        let text = "listen = \"127.0.0.1:1\"\n[fleet]\nredis_url = \"redis://:hunter2@h:6379\" junk\n";
+        let message = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+        assert!(message.contains("line 3, column"), "{message}");
+        assert!(!message.contains("hunter2"), "the line holding a password is not quoted: {message}");
     }
 
     #[test]
