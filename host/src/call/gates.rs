@@ -110,7 +110,7 @@ async fn gate<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
-    tally: &mut Noted<'_>,
+    noted: &mut Noted<'_>,
     spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
     let model = target.model;
@@ -125,12 +125,12 @@ async fn gate<A: Attempt>(
     // A request that declares no budget fails before any attempt is counted.
     output_reserve(requested, booked, model, answer_reserve)?;
     if model.reasoning.is_none() && (effort.is_some() || request.thinking_budget.is_some()) {
-        tally.notes.push(EFFORT_NOT_APPLIED);
+        noted.notes.push(EFFORT_NOT_APPLIED);
     }
     spend.first_attempt();
     loop {
         let reserve = output_reserve(requested, booked, model, answer_reserve)?;
-        *tally.requested_max_tokens = Some(reserve.max_tokens);
+        *noted.requested_max_tokens = Some(reserve.max_tokens);
         let params = call_params(request, model, reserve, effort);
         let mut answer = match with_retries(attempt, target, &conversation, &params, request, spend).await? {
             Outcome::Complete(answer) => answer,
