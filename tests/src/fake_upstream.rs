@@ -114,6 +114,9 @@ struct State {
     /// Unscripted requests being answered now, and the most at once.
     answering: usize,
     most_answering: usize,
+    /// Set by [`FakeUpstream::write_answers_of`]: how long every unscripted
+    /// chat answer is, in tokens, before the request's `max_tokens` cuts it.
+    answer_tokens: Option<u64>,
 }
 
 /// OpenAI-style request limiting: a bucket of `rpm` requests refilled continuously
@@ -177,6 +180,10 @@ impl Shared {
 /// The arrival index of the request, handed to the echo handlers for deterministic ids.
 #[derive(Debug, Clone, Copy)]
 struct RequestSeq(usize);
+
+/// How long the echo's chat answers are (see [`FakeUpstream::write_answers_of`]).
+#[derive(Debug, Clone, Copy)]
+struct AnswerTokens(Option<u64>);
 
 /// A running fake OpenAI server. Stops (and joins its thread) on drop.
 pub struct FakeUpstream {
@@ -292,6 +299,17 @@ impl FakeUpstream {
     /// Makes every unscripted answer take `delay` (scripted answers keep their own).
     pub fn delay_answers(&self, delay: Duration) {
         self.shared.lock().answer_delay = delay;
+    }
+
+    /// Makes every unscripted (non-streamed) chat answer `tokens` tokens long,
+    /// the way a model that has that much to say answers: a request whose
+    /// `max_tokens` is smaller gets exactly `max_tokens` tokens and
+    /// `finish_reason: "length"`; one whose `max_tokens` is at least `tokens`
+    /// gets the whole answer and `finish_reason: "stop"` (so `max_tokens` equal
+    /// to `tokens` is an answer that fills its budget and still stops
+    /// naturally). `prompt_tokens` is the echo's estimate.
+    pub fn write_answers_of(&self, tokens: u64) {
+        self.shared.lock().answer_tokens = Some(tokens);
     }
 
     /// The most unscripted requests answered at once so far.
@@ -453,12 +471,16 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>, router: Router
         }
         None => {
             let _answering = Answering::start(shared);
-            let delay = shared.lock().answer_delay;
+            let (delay, answer_tokens) = {
+                let state = shared.lock();
+                (state.answer_delay, state.answer_tokens)
+            };
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
             let mut request = Request::from_parts(parts, Body::from(body));
             request.extensions_mut().insert(RequestSeq(seq));
+            request.extensions_mut().insert(AnswerTokens(answer_tokens));
             match router.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
@@ -689,7 +711,11 @@ pub fn echo_reply(request: &Value) -> (String, u64, u64) {
     (reply, openai_wire::approx_tokens(&all_text), completion)
 }
 
-async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Bytes) -> Response<Body> {
+async fn echo_chat(
+    Extension(RequestSeq(seq)): Extension<RequestSeq>,
+    Extension(AnswerTokens(answer_tokens)): Extension<AnswerTokens>,
+    body: Bytes,
+) -> Response<Body> {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return unparseable_json();
     };
@@ -717,6 +743,10 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
         let body = logprobs_completion(&id, model, top, prompt_tokens);
         return json_answer(StatusCode::OK, &body, &request_id);
     }
+    if let (false, Some(length)) = (streaming, answer_tokens) {
+        let body = answer_of(&request, length, prompt_tokens, &id, model);
+        return json_answer(StatusCode::OK, &body, &request_id);
+    }
     if !streaming {
         let body = openai_wire::completion_body(&id, model, openai_wire::text_message(&reply), "stop", usage);
         return json_answer(StatusCode::OK, &body, &request_id);
@@ -726,6 +756,20 @@ async fn echo_chat(Extension(RequestSeq(seq)): Extension<RequestSeq>, body: Byte
     let pieces: Vec<&str> = reply.split_inclusive(' ').collect();
     let frames = openai_wire::sse_text_frames(&id, model, &pieces, "stop", include_usage.then_some(usage));
     build_response(200, &openai_wire::sse_headers(&request_id), chunked_body(frames, Duration::ZERO, None))
+}
+
+/// An answer `length` tokens long (one word of four characters per token),
+/// cut at the request's `max_tokens` (or `max_completion_tokens`) with
+/// `finish_reason: "length"` when that is smaller.
+fn answer_of(request: &Value, length: u64, prompt_tokens: u64, id: &str, model: &str) -> Value {
+    let asked = ["max_tokens", "max_completion_tokens"].iter().find_map(|field| request.get(*field)?.as_u64());
+    let (tokens, finish_reason) = match asked {
+        Some(asked) if asked < length => (asked, "length"),
+        _ => (length, "stop"),
+    };
+    let text = vec!["word"; usize::try_from(tokens).unwrap_or(0)].join(" ");
+    let usage = openai_wire::usage_json(prompt_tokens, tokens, 0, 0);
+    openai_wire::completion_body(id, model, openai_wire::text_message(&text), finish_reason, usage)
 }
 
 /// The fake's answer to a request with `logprobs: true`: one output token, `A`,

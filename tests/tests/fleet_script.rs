@@ -271,6 +271,53 @@ async fn budget_holds_are_shared_and_an_outage_takes_the_policy() {
     drop(local);
 }
 
+/// A fleet hold topped up before a call's next attempt (issue 44): one more
+/// atomic hold of the difference on the same Redis accounts, whole or
+/// nothing, so another gateway sees it; settle and release move the total.
+/// While Redis is out the policy decides, as for a first hold: `refuse` is
+/// `shared_state_unavailable`, `local` holds the difference against this
+/// gateway's share.
+#[tokio::test]
+async fn a_fleet_hold_is_topped_up_atomically_and_settles_the_total() {
+    use std::collections::HashMap;
+    use weir_host::budget::{Amount, BudgetBook, Limits as Budget, Scope, Spend, SystemClock, Timezone};
+    let mut server = RedisServer::start().await;
+    let ana = Scope::Member("ana".to_owned());
+    let scopes = [ana.clone()];
+    let book = |policy, fleet_size| {
+        let limits = HashMap::from([(ana.clone(), Budget { daily_tokens: Some(90), ..Budget::default() })]);
+        let book = BudgetBook::new(limits, Timezone::UTC, std::sync::Arc::new(SystemClock));
+        let fleet = store(&server, policy, fleet_size);
+        book.share_through(fleet.budgets(), fleet.fleet_size());
+        book
+    };
+    let tokens = |tokens| Spend { tokens, usd: None };
+    let (a, b) = (book(SharedErrorPolicy::Refuse, None), book(SharedErrorPolicy::Local, Some(3)));
+    let mut hold = a.take(&scopes, tokens(20), "m").await.unwrap();
+    assert_eq!(hold.top_up(tokens(50), "m").await.unwrap(), Some(tokens(30)));
+    assert_eq!(b.current_status().await[0].held, Amount::Tokens(50), "the other gateway sees the top-up");
+    let other = b.take(&scopes, tokens(40), "m").await.expect("40 of the 40 left");
+    let refused = hold.top_up(tokens(51), "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::BudgetExhausted, "{refused}");
+    assert_eq!(a.current_status().await[0].held, Amount::Tokens(90), "a refused top-up adds nothing");
+    drop(other);
+    hold.settle(tokens(45));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = a.current_status().await;
+    assert_eq!((status[0].spent, status[0].held), (Amount::Tokens(45), Amount::Tokens(0)), "the whole 50 moved");
+
+    let mut refusing = a.take(&scopes, tokens(10), "m").await.unwrap();
+    let mut local = b.take(&scopes, tokens(10), "m").await.unwrap();
+    server.stop();
+    let refused = refusing.top_up(tokens(20), "m").await.unwrap_err();
+    assert_eq!(refused.category(), weir_host::Category::SharedStateUnavailable, "{refused}");
+    assert_eq!(local.top_up(tokens(40), "m").await.unwrap(), Some(tokens(30)), "a third of 90, in memory");
+    let over = local.top_up(tokens(41), "m").await.unwrap_err();
+    assert_eq!(over.category(), weir_host::Category::BudgetExhausted, "{over}");
+    assert_eq!(local.held(), tokens(40));
+    drop((refusing, local));
+}
+
 /// A gateway skips sending successes only while the shared coefficient is 0;
 /// one raised by another gateway is learnt at the next take, and this
 /// gateway's successes walk it back again.

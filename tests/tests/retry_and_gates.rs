@@ -226,14 +226,38 @@ async fn a_truncated_answer_is_rerun_once_at_the_ceiling() {
     assert_eq!(rig.sent(1)["max_tokens"], CEILING, "then the model's ceiling, reserved and sent alike");
 }
 
+/// The backstop, for a backend that gives no typed stop reason (here no
+/// `finish_reason` at all): output that reached the budget sent is truncation.
 #[tokio::test(start_paused = true)]
-async fn output_reaching_the_ceiling_is_truncation_even_without_a_typed_stop() {
+async fn output_reaching_the_ceiling_is_truncation_when_the_stop_is_not_typed() {
     let rig = rig("").await;
-    rig.upstream.push(completion(json!("cut"), "stop", 100));
+    let mut untyped = completion(json!("cut"), "stop", 100);
+    if let Scripted::Respond { body, .. } = &mut untyped {
+        let mut value: Value = serde_json::from_slice(body).unwrap();
+        value["choices"][0]["finish_reason"] = Value::Null;
+        *body = serde_json::to_vec(&value).unwrap().into();
+    }
+    rig.upstream.push(untyped);
     rig.upstream.push(completion(json!("fine"), "stop", 20));
     let answer = rig.hello().await;
     assert_eq!(answer.status, 200);
+    assert_eq!(answer.attempts, 2);
     assert_eq!(rig.sent(1)["max_tokens"], CEILING);
+}
+
+/// A natural stop is not truncation, however long the answer: one that fills
+/// its budget exactly with `finish_reason: "stop"` is answered as it is
+/// (issue 44; the backstop above applies only without a typed stop).
+#[tokio::test(start_paused = true)]
+async fn a_stop_answer_that_fills_max_tokens_exactly_is_not_escalated() {
+    let rig = rig("").await;
+    rig.upstream.push(completion(json!("exactly one hundred tokens"), "stop", 100));
+    let answer = rig.hello().await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.attempts, 1);
+    assert_eq!(answer.body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(rig.upstream.request_count(), 1);
+    assert_eq!(rig.sent(0)["max_tokens"], 100);
 }
 
 #[tokio::test(start_paused = true)]

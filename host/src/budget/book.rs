@@ -73,23 +73,37 @@ struct HeldPart {
 
 /// A call's hold on every budget that applies to it. Settle it with what the
 /// call spent; dropped unsettled (a call that never reached its record), it is
-/// released.
+/// released. A call that makes another attempt raises it first with
+/// [`Hold::top_up`], never lowers it.
 pub struct Hold {
     shared: Arc<Shared>,
     parts: Vec<HeldPart>,
     /// A hold on the fleet's accounts in Redis instead.
     fleet: Option<FleetHold>,
+    /// What the hold covers in all, every top-up included: a top-up holds
+    /// only the difference over it, and a call settled at its worst case is
+    /// charged it.
+    held: Spend,
+    /// The scopes it was taken for, whose per-call ceilings a top-up checks.
+    scopes: Vec<Scope>,
 }
 
 struct FleetHold {
     budgets: SharedBudgets,
+    /// The budgets it was checked against (a top-up is checked against the
+    /// same accounts: a call counts in the periods it started in).
+    checks: Vec<Check>,
     accounts: Vec<String>,
     worst: Spend,
+    /// What a top-up held against this gateway's share while Redis was out
+    /// (`on_shared_error = "local"`). Released when the hold settles: the
+    /// call's spend is settled in Redis with the rest.
+    outage: Option<Box<Hold>>,
 }
 
 impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold").field("parts", &self.parts).finish()
+        f.debug_struct("Hold").field("parts", &self.parts).field("held", &self.held).finish_non_exhaustive()
     }
 }
 
@@ -197,7 +211,7 @@ impl BudgetBook {
     /// `model` names the entry in the error for a USD budget the call cannot be
     /// priced under.
     pub fn hold(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
-        self.check_ceilings(scopes, worst, model)?;
+        self.shared.check_ceilings(scopes, worst, model)?;
         self.hold_in_memory(scopes, worst)
     }
 
@@ -207,36 +221,23 @@ impl BudgetBook {
     /// holds against this gateway's share in memory.
     pub async fn take(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
         let Some(fleet) = self.shared.fleet.get() else { return self.hold(scopes, worst, model) };
-        self.check_ceilings(scopes, worst, model)?;
+        self.shared.check_ceilings(scopes, worst, model)?;
         let now = self.shared.clock.now();
         let checks = self.checks(scopes, now);
         if checks.is_empty() {
-            return Ok(Hold { shared: Arc::clone(&self.shared), parts: Vec::new(), fleet: None });
+            return Ok(self.shared.holding(Vec::new(), None, worst, scopes));
         }
         match fleet.budgets.hold(&checks, worst).await {
             Ok(accounts) => {
-                let held = FleetHold { budgets: fleet.budgets.clone(), accounts, worst };
-                Ok(Hold { shared: Arc::clone(&self.shared), parts: Vec::new(), fleet: Some(held) })
+                let held = FleetHold { budgets: fleet.budgets.clone(), checks, accounts, worst, outage: None };
+                Ok(self.shared.holding(Vec::new(), Some(held), worst, scopes))
             }
             Err(HoldRefused::Exhausted { index, remaining }) => {
-                let check = &checks[index];
-                let needed = match check.limit.kind() {
-                    Kind::Tokens => Amount::Tokens(worst.tokens),
-                    Kind::Usd => Amount::Usd(worst.usd.unwrap_or(0.0)),
-                };
-                Err(WeirError::BudgetExhausted {
-                    scope: check.scope.clone(),
-                    kind: check.limit.kind(),
-                    period: check.period,
-                    remaining,
-                    needed,
-                    resets_at: check.end,
-                    resets_in: check.end.duration_since(now).unwrap_or(Duration::ZERO),
-                })
+                Err(fleet_exhausted(&checks[index], remaining, worst, now))
             }
             Err(HoldRefused::Unavailable) => match &fleet.local_share {
                 Some(local) => local.hold(scopes, worst, model),
-                None => Err(WeirError::Admission(AdmissionError::SharedStateUnavailable { model: model.to_owned() })),
+                None => Err(unavailable(model)),
             },
         }
     }
@@ -255,36 +256,6 @@ impl BudgetBook {
         checks
     }
 
-    /// A USD budget the call cannot be priced under, or a per-call ceiling
-    /// below its worst case, refuses it before any budget is touched.
-    fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), WeirError> {
-        let shared = &self.shared;
-        for scope in scopes {
-            let Some(limits) = shared.limits.get(scope) else { continue };
-            if limits.counts_usd() && worst.usd.is_none() {
-                return Err(WeirError::InvalidRequest(format!(
-                    "model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced"
-                )));
-            }
-            if let Some(ceiling) = limits.max_call_tokens.filter(|ceiling| worst.tokens > *ceiling) {
-                return Err(WeirError::CallBudgetExceeded {
-                    scope: scope.clone(),
-                    ceiling: Amount::Tokens(ceiling),
-                    needed: Amount::Tokens(worst.tokens),
-                });
-            }
-            let usd = worst.usd.unwrap_or(0.0);
-            if let Some(ceiling) = limits.max_call_usd.filter(|ceiling| usd > *ceiling) {
-                return Err(WeirError::CallBudgetExceeded {
-                    scope: scope.clone(),
-                    ceiling: Amount::Usd(ceiling),
-                    needed: Amount::Usd(usd),
-                });
-            }
-        }
-        Ok(())
-    }
-
     fn hold_in_memory(&self, scopes: &[Scope], worst: Spend) -> Result<Hold, WeirError> {
         let shared = &self.shared;
         let now = shared.clock.now();
@@ -296,20 +267,9 @@ impl BudgetBook {
             for (period, limit) in limits.periodic() {
                 let (start, end) = shared.timezone.bounds(period, now);
                 let account = account(&mut accounts, scope, period, start);
-                let needed = match limit.kind() {
-                    Kind::Tokens => Amount::Tokens(worst.tokens),
-                    Kind::Usd => Amount::Usd(usd),
-                };
+                let needed = needed(limit.kind(), worst);
                 if let Some(remaining) = shortfall(limit, account.used(limit.kind()), needed) {
-                    return Err(WeirError::BudgetExhausted {
-                        scope: scope.clone(),
-                        kind: limit.kind(),
-                        period,
-                        remaining,
-                        needed,
-                        resets_at: end,
-                        resets_in: end.duration_since(now).unwrap_or(Duration::ZERO),
-                    });
+                    return Err(exhausted(scope, limit, period, remaining, needed, end, now));
                 }
                 if !parts.iter().any(|part: &HeldPart| &part.scope == scope && part.period == period) {
                     parts.push(HeldPart { scope: scope.clone(), period, start, tokens: worst.tokens, usd });
@@ -323,7 +283,7 @@ impl BudgetBook {
             }
         }
         drop(accounts);
-        Ok(Hold { shared: Arc::clone(&self.shared), parts, fleet: None })
+        Ok(shared.holding(parts, None, worst, scopes))
     }
 
     /// Adds spend the ledger recorded in the period starting at `start` (the
@@ -426,6 +386,87 @@ impl Shared {
         // additions), so a poisoned lock is still used.
         self.accounts.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// A hold of `worst` on this book, in `parts` or in the fleet's `fleet`.
+    fn holding(
+        self: &Arc<Self>,
+        parts: Vec<HeldPart>,
+        fleet: Option<FleetHold>,
+        worst: Spend,
+        scopes: &[Scope],
+    ) -> Hold {
+        Hold { shared: Arc::clone(self), parts, fleet, held: worst, scopes: scopes.to_vec() }
+    }
+
+    /// A USD budget the call cannot be priced under, or a per-call ceiling
+    /// below its worst case, refuses it before any budget is touched.
+    fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), WeirError> {
+        for scope in scopes {
+            let Some(limits) = self.limits.get(scope) else { continue };
+            if limits.counts_usd() && worst.usd.is_none() {
+                return Err(WeirError::InvalidRequest(format!(
+                    "model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced"
+                )));
+            }
+            if let Some(ceiling) = limits.max_call_tokens.filter(|ceiling| worst.tokens > *ceiling) {
+                return Err(WeirError::CallBudgetExceeded {
+                    scope: scope.clone(),
+                    ceiling: Amount::Tokens(ceiling),
+                    needed: Amount::Tokens(worst.tokens),
+                });
+            }
+            let usd = worst.usd.unwrap_or(0.0);
+            if let Some(ceiling) = limits.max_call_usd.filter(|ceiling| usd > *ceiling) {
+                return Err(WeirError::CallBudgetExceeded {
+                    scope: scope.clone(),
+                    ceiling: Amount::Usd(ceiling),
+                    needed: Amount::Usd(usd),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `amount` in a budget's `kind`.
+fn needed(kind: Kind, amount: Spend) -> Amount {
+    match kind {
+        Kind::Tokens => Amount::Tokens(amount.tokens),
+        Kind::Usd => Amount::Usd(amount.usd.unwrap_or(0.0)),
+    }
+}
+
+/// The refusal of a hold that `limit` of `scope` in `period` (ending at
+/// `end`) cannot take: it has `remaining` left and `needed` was asked.
+fn exhausted(
+    scope: &Scope,
+    limit: Amount,
+    period: Period,
+    remaining: Amount,
+    needed: Amount,
+    end: SystemTime,
+    now: SystemTime,
+) -> WeirError {
+    WeirError::BudgetExhausted {
+        scope: scope.clone(),
+        kind: limit.kind(),
+        period,
+        remaining,
+        needed,
+        resets_at: end,
+        resets_in: end.duration_since(now).unwrap_or(Duration::ZERO),
+    }
+}
+
+/// The refusal of a fleet hold of `worst` that `check` cannot take.
+fn fleet_exhausted(check: &Check, remaining: Amount, worst: Spend, now: SystemTime) -> WeirError {
+    let needed = needed(check.limit.kind(), worst);
+    exhausted(&check.scope, check.limit, check.period, remaining, needed, check.end, now)
+}
+
+/// The refusal of a fleet hold while Redis is out under the `refuse` policy.
+fn unavailable(model: &str) -> WeirError {
+    WeirError::Admission(AdmissionError::SharedStateUnavailable { model: model.to_owned() })
 }
 
 /// The account of `scope` in the period starting at `start`, rolled over when
@@ -473,7 +514,10 @@ impl Hold {
     /// that has rolled over since the hold stays with that period (gone).
     pub fn settle(mut self, actual: Spend) {
         if let Some(held) = self.fleet.take() {
-            spawn_or_warn(async move { held.budgets.settle(&held.accounts, held.worst, actual).await });
+            let FleetHold { budgets, accounts, worst, outage, .. } = held;
+            // The outage's part is given back: the whole spend goes to Redis.
+            drop(outage);
+            spawn_or_warn(async move { budgets.settle(&accounts, worst, actual).await });
             return;
         }
         let parts = std::mem::take(&mut self.parts);
@@ -496,11 +540,126 @@ impl Hold {
     /// upstream never reported (a stream the caller left before its usage
     /// arrived), which is counted at what it could have cost, never as zero.
     pub fn settle_at_worst(self) {
-        let worst = match &self.fleet {
-            Some(held) => Some(held.worst),
-            None => self.parts.first().map(|part| Spend { tokens: part.tokens, usd: Some(part.usd) }),
+        let worst = self.held;
+        self.settle(worst);
+    }
+
+    /// What the hold covers in all (its first worst case and every top-up).
+    pub fn held(&self) -> Spend {
+        self.held
+    }
+
+    /// Raises the hold so that it covers `total` — what the call has spent
+    /// so far plus the worst case of its next attempt — and answers the
+    /// amount added (`None` when the hold already covers it; it is never
+    /// lowered). The same rules as the first hold: `total` above a per-call
+    /// ceiling is `call_budget_exceeded`, and the amount added must fit every
+    /// period budget the hold was taken against (in the periods it was taken
+    /// in: a call counts where it started), whole or not at all, else
+    /// `budget_exhausted`. A refused top-up leaves the hold as it was. A
+    /// fleet hold adds the amount with one more atomic hold on the same
+    /// accounts; while Redis is out the policy decides, as for a first hold.
+    pub async fn top_up(&mut self, total: Spend, model: &str) -> Result<Option<Spend>, WeirError> {
+        let extra = Spend {
+            tokens: total.tokens.saturating_sub(self.held.tokens),
+            usd: match (total.usd, self.held.usd) {
+                (Some(total), Some(held)) => Some((total - held).max(0.0)),
+                (total, _) => total,
+            },
         };
-        self.settle(worst.unwrap_or_default());
+        if extra.tokens == 0 && extra.usd.is_none_or(|usd| usd <= 0.0) {
+            return Ok(None);
+        }
+        self.shared.check_ceilings(&self.scopes, total, model)?;
+        match &mut self.fleet {
+            Some(fleet) => self.shared.top_up_fleet(fleet, &self.scopes, extra, model).await?,
+            None => self.top_up_in_memory(extra)?,
+        }
+        self.held = Spend {
+            tokens: self.held.tokens.max(total.tokens),
+            usd: match (self.held.usd, total.usd) {
+                (Some(held), Some(total)) => Some(held.max(total)),
+                (held, total) => held.or(total),
+            },
+        };
+        Ok(Some(extra))
+    }
+
+    /// Adds `extra` to every in-memory part, whole or not at all. A part whose
+    /// period has rolled over since the hold is left as it is: the period it
+    /// counted in is gone, and its settlement is skipped the same way.
+    fn top_up_in_memory(&mut self, extra: Spend) -> Result<(), WeirError> {
+        let shared = Arc::clone(&self.shared);
+        let now = shared.clock.now();
+        let mut accounts = shared.lock();
+        let current = |accounts: &HashMap<(Scope, Period), Account>, part: &HeldPart| {
+            accounts.get(&(part.scope.clone(), part.period)).copied().filter(|account| account.start == part.start)
+        };
+        for part in &self.parts {
+            let Some(limits) = shared.limits.get(&part.scope) else { continue };
+            let Some(account) = current(&accounts, part) else { continue };
+            for (period, limit) in limits.periodic().filter(|(period, _)| *period == part.period) {
+                let needed = needed(limit.kind(), extra);
+                if let Some(remaining) = shortfall(limit, account.used(limit.kind()), needed) {
+                    let (_, end) = shared.timezone.bounds(period, part.start);
+                    return Err(exhausted(&part.scope, limit, period, remaining, needed, end, now));
+                }
+            }
+        }
+        let usd = extra.usd.unwrap_or(0.0);
+        for part in &mut self.parts {
+            if current(&accounts, part).is_none() {
+                continue;
+            }
+            if let Some(account) = accounts.get_mut(&(part.scope.clone(), part.period)) {
+                account.held_tokens = account.held_tokens.saturating_add(extra.tokens);
+                account.held_usd += usd;
+                part.tokens = part.tokens.saturating_add(extra.tokens);
+                part.usd += usd;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Adds `extra` to a fleet hold: one more atomic hold on its accounts,
+    /// merged into it so that its settle and release move the total. While
+    /// Redis is out, `local` holds the extra against this gateway's share
+    /// (kept beside the fleet hold, released when it settles) and `refuse`
+    /// is `shared_state_unavailable`.
+    async fn top_up_fleet(
+        &self,
+        held: &mut FleetHold,
+        scopes: &[Scope],
+        extra: Spend,
+        model: &str,
+    ) -> Result<(), WeirError> {
+        match held.budgets.hold(&held.checks, extra).await {
+            Ok(_) => {
+                held.worst = held.worst.plus(extra);
+                Ok(())
+            }
+            Err(HoldRefused::Exhausted { index, remaining }) => {
+                let check = held.checks.get(index).ok_or_else(|| unavailable(model))?;
+                Err(fleet_exhausted(check, remaining, extra, self.clock.now()))
+            }
+            Err(HoldRefused::Unavailable) => {
+                let local = self.fleet.get().and_then(|fleet| fleet.local_share.as_ref());
+                let Some(local) = local else { return Err(unavailable(model)) };
+                match &mut held.outage {
+                    Some(outage) => {
+                        outage.top_up_in_memory(extra)?;
+                        outage.held = outage.held.plus(extra);
+                        Ok(())
+                    }
+                    None => {
+                        held.outage = Some(Box::new(local.hold(scopes, extra, model)?));
+                        Ok(())
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -518,7 +677,9 @@ fn spawn_or_warn(work: impl std::future::Future<Output = ()> + Send + 'static) {
 impl Drop for Hold {
     fn drop(&mut self) {
         if let Some(held) = self.fleet.take() {
-            spawn_or_warn(async move { held.budgets.release(&held.accounts, held.worst).await });
+            let FleetHold { budgets, accounts, worst, outage, .. } = held;
+            drop(outage);
+            spawn_or_warn(async move { budgets.release(&accounts, worst).await });
             return;
         }
         if self.parts.is_empty() {

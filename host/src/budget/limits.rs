@@ -89,6 +89,16 @@ impl Spend {
     pub fn of(usage: &crate::record::Tokens, cost_usd: Option<f64>) -> Self {
         Self { tokens: total_tokens(usage), usd: cost_usd }
     }
+
+    /// Both amounts together (priced where either is).
+    #[must_use]
+    pub fn plus(self, other: Spend) -> Spend {
+        let usd = match (self.usd, other.usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        Spend { tokens: self.tokens.saturating_add(other.tokens), usd }
+    }
 }
 
 /// The tokens a budget counts: every kind the provider bills (reasoning is

@@ -5,7 +5,10 @@
 //! ```text
 //! run: target ─► policy ─► worst case (input estimate + output reserve, priced)
 //!   ─► BudgetBook::hold over every budget that applies (key, member, team): whole or nothing
-//!   ─► the call ─► its record closes ─► Hold::settle(actual usage and cost)
+//!   ─► the first attempt
+//!   ─► each later attempt (retry, escalation, correction, empty re-run):
+//!        Hold::top_up(spent so far + its worst case), the difference held, or the call ends
+//!   ─► its record closes ─► Hold::settle(actual usage and cost)
 //! ```
 //!
 //! - [`limits`]: scopes, kinds, amounts, the limits read from the config.
@@ -67,6 +70,13 @@ pub fn worst_case(model: &ModelSpec, input: u64, output: u32) -> Spend {
         (plain, written) => plain.or(written),
     };
     Spend { tokens: input.saturating_add(output), usd }
+}
+
+/// What attempts that reported `usage` spent, priced at the entry's prices
+/// as the call's record prices it.
+pub fn spent(model: &ModelSpec, usage: &Tokens) -> Spend {
+    let multipliers = CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier };
+    Spend::of(usage, model.prices.cost(usage, multipliers))
 }
 
 /// Config checks at load: the timezone reads, no amount is negative or not a

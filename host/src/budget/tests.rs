@@ -266,3 +266,105 @@ fn a_ledger_that_exists_but_cannot_be_read_stops_the_build() {
     assert!(matches!(error, crate::BuildError::Budgets(_)), "{error}");
     assert!(error.to_string().contains("cannot rebuild the budgets from the ledger"), "{error}");
 }
+
+#[tokio::test]
+async fn a_top_up_holds_only_the_difference_and_the_settle_moves_the_total() {
+    let book = book_of(&[(member("ana"), daily_tokens(1_000))], clock());
+    let scopes = book.applicable(None, "ana", None);
+    let mut hold = book.hold(&scopes, tokens(100), "m").unwrap();
+    assert_eq!(hold.top_up(tokens(400), "m").await.unwrap(), Some(tokens(300)), "the difference is added");
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(0), Amount::Tokens(400), Amount::Tokens(600))
+    );
+    assert_eq!(hold.top_up(tokens(250), "m").await.unwrap(), None, "a hold is never lowered");
+    assert_eq!(hold.held(), tokens(400));
+    hold.settle(tokens(330));
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(330), Amount::Tokens(0), Amount::Tokens(670))
+    );
+}
+
+#[tokio::test]
+async fn a_top_up_that_does_not_fit_is_refused_whole_and_leaves_the_hold_as_it_was() {
+    let book = book_of(&[(key("k1"), daily_tokens(2_000)), (member("ana"), daily_tokens(500))], clock());
+    let scopes = book.applicable(Some("k1"), "ana", None);
+    let other = book.hold(&scopes, tokens(200), "m").unwrap();
+    let mut hold = book.hold(&scopes, tokens(100), "m").unwrap();
+    let error = hold.top_up(tokens(301), "m").await.unwrap_err();
+    let WeirError::BudgetExhausted { scope, remaining, needed, .. } = &error else { panic!("{error:?}") };
+    assert_eq!((scope, *remaining, *needed), (&member("ana"), Amount::Tokens(200), Amount::Tokens(201)));
+    assert_eq!(error.category(), Category::BudgetExhausted);
+    // Nothing was added to either budget, the key's included.
+    assert_eq!(standing(&book, &key("k1"), Period::Day).1, Amount::Tokens(300));
+    assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(300));
+    assert_eq!(hold.held(), tokens(100));
+    assert_eq!(hold.top_up(tokens(300), "m").await.unwrap(), Some(tokens(200)), "exactly what is left fits");
+    drop(other);
+    hold.settle_at_worst();
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(300), Amount::Tokens(0), Amount::Tokens(200))
+    );
+}
+
+#[tokio::test]
+async fn a_top_up_checks_the_per_call_ceiling_against_the_calls_total() {
+    let limits = Limits { daily_tokens: Some(10_000), max_call_tokens: Some(500), ..Limits::default() };
+    let book = book_of(&[(member("ana"), limits)], clock());
+    let scopes = book.applicable(None, "ana", None);
+    let mut hold = book.hold(&scopes, tokens(300), "m").unwrap();
+    let error = hold.top_up(tokens(501), "m").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            WeirError::CallBudgetExceeded { ceiling: Amount::Tokens(500), needed: Amount::Tokens(501), .. }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(300));
+    assert_eq!(hold.top_up(tokens(500), "m").await.unwrap(), Some(tokens(200)));
+    // A scope with only a per-call ceiling (no period budget) is still checked.
+    let ceiling_only = book_of(&[(key("k1"), Limits { max_call_tokens: Some(50), ..Limits::default() })], clock());
+    let mut hold = ceiling_only.hold(&ceiling_only.applicable(Some("k1"), "ana", None), tokens(40), "m").unwrap();
+    let error = hold.top_up(tokens(51), "m").await.unwrap_err();
+    assert_eq!(error.category(), Category::CallBudgetExceeded);
+}
+
+#[tokio::test]
+async fn a_usd_top_up_is_checked_in_usd() {
+    let book = book_of(&[(member("ana"), Limits { daily_usd: Some(1.0), ..Limits::default() })], clock());
+    let scopes = book.applicable(None, "ana", None);
+    let mut hold = book.hold(&scopes, Spend { tokens: 10, usd: Some(0.25) }, "m").unwrap();
+    let added = hold.top_up(Spend { tokens: 10, usd: Some(0.75) }, "m").await.unwrap();
+    assert_eq!(added, Some(Spend { tokens: 0, usd: Some(0.5) }), "only the price grew");
+    let error = hold.top_up(Spend { tokens: 20, usd: Some(1.5) }, "m").await.unwrap_err();
+    assert!(matches!(error, WeirError::BudgetExhausted { remaining: Amount::Usd(_), .. }), "{error:?}");
+    let error = hold.top_up(Spend { tokens: 20, usd: None }, "m").await.unwrap_err();
+    assert_eq!(error.category(), Category::InvalidRequest, "a USD budget cannot take an unpriced total: {error}");
+}
+
+#[tokio::test]
+async fn a_top_up_counts_in_the_period_the_call_started_in() {
+    let clock = Arc::new(ManualClock::new(at("2026-12-01T23:59:00Z")));
+    let book = book_of(&[(member("ana"), daily_tokens(100))], Arc::clone(&clock));
+    let scopes = book.applicable(None, "ana", None);
+    let mut hold = book.hold(&scopes, tokens(90), "m").unwrap();
+    clock.advance(Duration::from_secs(120));
+    let refused = hold.top_up(tokens(150), "m").await.unwrap_err();
+    assert!(
+        matches!(refused, WeirError::BudgetExhausted { remaining: Amount::Tokens(10), .. }),
+        "checked against the day it started in: {refused:?}"
+    );
+    // Once the new day has started (the account rolled over), the old day's
+    // figures are gone: the top-up adds nothing to the new one.
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(0), Amount::Tokens(0), Amount::Tokens(100))
+    );
+    assert_eq!(hold.top_up(tokens(150), "m").await.unwrap(), Some(tokens(60)));
+    assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(0));
+    hold.settle(tokens(120));
+    assert_eq!(standing(&book, &member("ana"), Period::Day).0, Amount::Tokens(0));
+}

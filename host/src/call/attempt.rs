@@ -64,17 +64,22 @@ pub(super) async fn send(
     Ok(response)
 }
 
-/// A whole attempt, logged in the call's spend with what it saw.
+/// A whole attempt, logged in the call's spend with what it saw. The call's
+/// budget hold covers it first ([`Spend::cover`]): an attempt it cannot cover
+/// is logged with that category, nothing sent.
 pub(super) async fn logged(
     target: &Target<'_>,
     conversation: &Conversation,
     params: &CallParams,
     deadline: Option<tokio::time::Instant>,
-    spend: &mut Spend,
+    spend: &mut Spend<'_>,
 ) -> Result<DecodedResponse, WeirError> {
     let began = std::time::Instant::now();
     let mut observed = Observed::default();
-    let result = run(target, conversation, params, deadline, &mut observed).await;
+    let result = match spend.cover(target, conversation, params.max_tokens).await {
+        Ok(()) => run(target, conversation, params, deadline, &mut observed).await,
+        Err(error) => Err(error),
+    };
     let ended = match &result {
         Ok(answer) => Ended::Answered(answer),
         Err(error) => Ended::Failed(error),

@@ -103,6 +103,13 @@ impl AttemptLog {
         });
     }
 
+    /// What the attempts so far reported spending, every kind summed apart.
+    pub fn usage(&self) -> Tokens {
+        let mut usage = Tokens::default();
+        self.records.iter().filter_map(|record| record.usage.as_ref()).for_each(|tokens| usage.add(tokens));
+        usage
+    }
+
     pub fn into_records(self) -> Vec<AttemptRecord> {
         self.records
     }

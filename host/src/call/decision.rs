@@ -152,7 +152,7 @@ struct DecideTry<'a, 't> {
 impl Try for DecideTry<'_, '_> {
     type Output = Decision;
 
-    async fn run(&self, spend: &mut Spend) -> Result<Decision, Failure> {
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<Decision, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
         logged(spend, attempt, |decision| input_only(decision.input_tokens.unwrap_or(self.estimate))).await
     }

@@ -169,7 +169,7 @@ struct LabelTry<'a, 't> {
 impl Try for LabelTry<'_, '_> {
     type Output = FirstToken;
 
-    async fn run(&self, spend: &mut Spend) -> Result<FirstToken, Failure> {
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<FirstToken, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
         logged(spend, attempt, |first| billed(first, self.estimate)).await
     }

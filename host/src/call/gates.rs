@@ -5,10 +5,12 @@
 //! - **Refusal**: a content-filtered stop is final — a safety classifier is not
 //!   re-rolled — and fails with the catalog id, the provider's category and its
 //!   explanation, so a caller can resubmit the work elsewhere.
-//! - **Truncation**: a max-tokens stop, or output that reached the ceiling sent
-//!   (the backstop for backends without a typed stop reason), re-runs the call
-//!   once with the budget escalated to the model's ceiling — reserved and sent
-//!   through the one output-budget formula. A call already at the ceiling fails
+//! - **Truncation**: a max-tokens stop, or — only when the backend gave no
+//!   typed stop reason (`other`) — output that reached the ceiling sent (the
+//!   backstop), re-runs the call once with the budget escalated to the model's
+//!   ceiling — reserved and sent through the one output-budget formula. An
+//!   answer that ended naturally (end of turn, a stop sequence, a tool call) is
+//!   never truncated, whatever its length. A call already at the ceiling fails
 //!   at once: a second call would only repeat the truncation. Callers may opt
 //!   out and accept the truncated answer.
 //! - **Emptiness**: no text and no tool call, without reaching the limit, is a
@@ -21,7 +23,11 @@
 //!   required field gets a correction turn and a re-ask, bounded.
 //!
 //! Every re-run takes an attempt from the call's one [`Spend`] first: when the
-//! ceiling is reached the call fails naming what it still needed.
+//! ceiling is reached the call fails naming what it still needed. Before it is
+//! sent, the call's budget hold is topped up to cover it (see
+//! [`Spend::cover`]); when the caller's budget cannot, the call fails with
+//! `budget_exhausted` or `call_budget_exceeded` and the answer in hand is not
+//! returned (what its attempt spent is settled from its usage).
 
 use serde_json::Value;
 
@@ -82,19 +88,30 @@ pub(super) async fn run<A: Attempt>(
     request: &ChatRequest,
     tally: &mut Tally,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let mut spend = Spend::for_call(target.model, request, tally.started);
-    let result = gate(attempt, target, request, tally, &mut spend).await;
-    tally.attempts = spend.attempts();
-    tally.attempt_records = spend.log.into_records();
+    // The hold stays the call's (a call dropped mid-attempt settles it from
+    // its record); its attempts borrow it to top it up.
+    let Tally { started, requested_max_tokens, notes, hold, .. } = tally;
+    let mut spend = Spend::for_call(target.model, request, *started).holding(hold.as_mut());
+    let mut noted = Noted { requested_max_tokens, notes };
+    let result = gate(attempt, target, request, &mut noted, &mut spend).await;
+    let (attempts, records) = (spend.attempts(), spend.log.into_records());
+    tally.attempts = attempts;
+    tally.attempt_records = records;
     result
+}
+
+/// What the gates note for the stamp and the record while they run.
+struct Noted<'t> {
+    requested_max_tokens: &'t mut Option<u32>,
+    notes: &'t mut Vec<&'static str>,
 }
 
 async fn gate<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
-    tally: &mut Tally,
-    spend: &mut Spend,
+    noted: &mut Noted<'_>,
+    spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
     let model = target.model;
     let schema = request.response_schema.as_ref().map(|s| parse_schema(model, &s.schema_json)).transpose()?;
@@ -108,12 +125,12 @@ async fn gate<A: Attempt>(
     // A request that declares no budget fails before any attempt is counted.
     output_reserve(requested, booked, model, answer_reserve)?;
     if model.reasoning.is_none() && (effort.is_some() || request.thinking_budget.is_some()) {
-        tally.notes.push(EFFORT_NOT_APPLIED);
+        noted.notes.push(EFFORT_NOT_APPLIED);
     }
     spend.first_attempt();
     loop {
         let reserve = output_reserve(requested, booked, model, answer_reserve)?;
-        tally.requested_max_tokens = Some(reserve.max_tokens);
+        *noted.requested_max_tokens = Some(reserve.max_tokens);
         let params = call_params(request, model, reserve, effort);
         let mut answer = match with_retries(attempt, target, &conversation, &params, request, spend).await? {
             Outcome::Complete(answer) => answer,
@@ -214,10 +231,20 @@ fn refused(model: &ModelSpec, answer: DecodedResponse) -> WeirError {
     WeirError::Refused { model: model.id.clone(), category: refusal.category, explanation: refusal.explanation }
 }
 
-/// A typed max-tokens stop, or output that reached the ceiling sent.
+/// A typed max-tokens stop; or, for a backend that gave no typed stop reason
+/// (`other`), output that reached the ceiling sent. A natural end is never a
+/// truncation, however long the answer.
 fn was_truncated(answer: &DecodedResponse, reserve: OutputReserve) -> bool {
-    answer.stop_reason == StopReason::MaxTokens
-        || answer.usage.as_ref().is_some_and(|usage| usage.output >= u64::from(reserve.max_tokens))
+    match answer.stop_reason {
+        StopReason::MaxTokens => true,
+        StopReason::Other => answer.usage.as_ref().is_some_and(|usage| usage.output >= u64::from(reserve.max_tokens)),
+        StopReason::EndTurn
+        | StopReason::StopSequence
+        | StopReason::ToolUse
+        | StopReason::ContentFiltered
+        | StopReason::Pause
+        | StopReason::ContextWindowExceeded => false,
+    }
 }
 
 fn is_empty(answer: &DecodedResponse) -> bool {

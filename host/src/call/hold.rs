@@ -3,6 +3,14 @@
 //! [`crate::budget`]) before anything is admitted or sent, and the hold is
 //! recorded (the ledger keeps it for a call a crash cuts off); the call's
 //! record settles it.
+//!
+//! That first hold covers the first attempt. Every later attempt of a chat
+//! call — a retry, the truncation escalation, a correction turn, an empty
+//! answer's re-run, a stream's replay — tops it up before it is sent
+//! ([`top_up`], from [`super::spend::Spend::cover`]): the hold must cover what
+//! the attempts so far reported spending plus the next attempt's worst case,
+//! checked like the first hold. Each top-up is recorded as one more hold row
+//! of the amount it added, so a call a crash cuts off counts the sum.
 
 use crate::Weir;
 use crate::admission::{estimate_input, output_reserve};
@@ -10,6 +18,8 @@ use crate::budget::{self, Hold};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
 use crate::identity::Caller;
+use crate::record::Tokens;
+use crate::types::Conversation;
 
 use super::effort;
 use super::opening::Opening;
@@ -60,4 +70,35 @@ pub(super) async fn take_worst(
     // Dropped on a refusal, the hold is given back.
     opening.held(weir.observers(), worst).await?;
     Ok(Some(hold))
+}
+
+/// Tops `hold` up before an attempt after the first: to what the call's
+/// attempts reported spending (`spent`) plus the worst case of the attempt
+/// about to go — the input estimate of `conversation` as it will be sent and
+/// its output budget `max_tokens`, priced at the entry's prices. What it adds
+/// is recorded as one more hold row. Refused (the amount does not fit a
+/// budget, or the total passes a per-call ceiling), the attempt is not sent
+/// and the call ends with that category.
+pub(super) async fn top_up(
+    target: &Reached<'_>,
+    hold: &mut Hold,
+    spent: &Tokens,
+    conversation: &Conversation,
+    max_tokens: u32,
+) -> Result<(), WeirError> {
+    let model = target.model;
+    let next = budget::worst_case(model, estimate_input(model.tokenizer, conversation), max_tokens);
+    let total = budget::spent(model, spent).plus(next);
+    let added = match hold.top_up(total, &model.id).await {
+        Ok(added) => added,
+        Err(error) => {
+            tracing::info!(model = %model.id, needed = total.tokens, held = hold.held().tokens, %error,
+                "the next attempt does not fit the caller's budget: not sent");
+            return Err(error);
+        }
+    };
+    match added {
+        Some(added) => target.opening.held(target.weir.observers(), added).await,
+        None => Ok(()),
+    }
 }

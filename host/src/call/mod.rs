@@ -113,7 +113,7 @@ trait Attempt {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
-        spend: &mut Spend,
+        spend: &mut Spend<'_>,
     ) -> Result<Outcome<Self::Live>, Failure>;
 }
 
@@ -130,7 +130,7 @@ impl Attempt for Whole {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
-        spend: &mut Spend,
+        spend: &mut Spend<'_>,
     ) -> Result<Outcome<Infallible>, Failure> {
         let answer = attempt::logged(target, conversation, params, request.deadline, spend).await?;
         Ok(Outcome::Complete(answer))

@@ -81,7 +81,7 @@ pub(super) fn opened<'a>(
 /// Runs one non-chat attempt and logs it in the call's spend with what it
 /// observed, billed at the tokens `billed` reads off its answer.
 pub(super) async fn logged<T>(
-    spend: &mut Spend,
+    spend: &mut Spend<'_>,
     attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
     billed: impl FnOnce(&T) -> Tokens,
 ) -> Result<T, Failure> {

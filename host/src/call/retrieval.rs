@@ -256,7 +256,7 @@ struct EmbedTry<'a, 'p, 't> {
 impl Try for EmbedTry<'_, '_, '_> {
     type Output = Batch;
 
-    async fn run(&self, spend: &mut Spend) -> Result<Batch, Failure> {
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<Batch, Failure> {
         logged(spend, async |observed: &mut Observed| self.attempt(observed).await, |batch| input_only(batch.tokens))
             .await
     }
@@ -384,7 +384,7 @@ impl Try for RerankTry<'_, '_> {
     /// The ranking, and whether the provider reported its token count.
     type Output = (Reranked, bool);
 
-    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
         logged(spend, attempt, |(ranked, _)| input_only(ranked.input_tokens.unwrap_or(self.estimate))).await
     }

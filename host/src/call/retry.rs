@@ -28,7 +28,7 @@ const MAX_WAIT: Duration = Duration::from_secs(120);
 pub(super) trait Try {
     type Output;
 
-    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure>;
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure>;
 }
 
 /// A chat attempt with its payload, as the retry loop re-runs it.
@@ -43,7 +43,7 @@ struct ChatTry<'x, 't, A> {
 impl<A: Attempt> Try for ChatTry<'_, '_, A> {
     type Output = Outcome<A::Live>;
 
-    async fn run(&self, spend: &mut Spend) -> Result<Self::Output, Failure> {
+    async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure> {
         self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await
     }
 }
@@ -54,7 +54,7 @@ pub(super) async fn with_retries<A: Attempt>(
     conversation: &Conversation,
     params: &CallParams,
     request: &ChatRequest,
-    spend: &mut Spend,
+    spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
     let chat = ChatTry { attempt, target, conversation, params, request };
     retrying(&chat, target, request.deadline, spend).await
@@ -66,7 +66,7 @@ pub(super) async fn retrying<T: Try>(
     attempt: &T,
     target: &Reached<'_>,
     deadline: Option<tokio::time::Instant>,
-    spend: &mut Spend,
+    spend: &mut Spend<'_>,
 ) -> Result<T::Output, WeirError> {
     loop {
         // This attempt is already counted: by the caller for a payload's

@@ -8,15 +8,26 @@
 //! without streaming — counts against one ceiling, the entry's `max_attempts`;
 //! the retry budget is also per call, not per payload, so a correction does
 //! not buy a fresh set of retries.
+//!
+//! The call's budget hold rides here too, for the same reason: every attempt
+//! receives the spend, so the one place an attempt is about to be sent
+//! ([`Spend::cover`]) sees every kind of re-run. The first hold covers the
+//! first attempt; an attempt counted after it (by [`Spend::next_attempt`])
+//! tops the hold up before it goes, or the call ends with the hold's
+//! category.
 
 use std::time::Instant;
 
+use crate::budget::Hold;
 use crate::catalog::ModelSpec;
 use crate::chat::ChatRequest;
 use crate::error::{Pending, WeirError};
 use crate::record::AttemptReason;
+use crate::types::Conversation;
 
 use super::attempt_log::AttemptLog;
+use super::hold;
+use super::target::Reached;
 
 /// Retries of upstream signals per call when neither the request nor the entry
 /// says.
@@ -26,7 +37,7 @@ pub const DEFAULT_CORRECTIONS: u32 = 2;
 
 /// The call's limits and what it has spent so far.
 #[derive(Debug)]
-pub(super) struct Spend {
+pub(super) struct Spend<'h> {
     model: String,
     max_attempts: u32,
     max_retries: u32,
@@ -35,9 +46,19 @@ pub(super) struct Spend {
     retries: u32,
     /// Every attempt made, for the call's record.
     pub log: AttemptLog,
+    /// The call's budget hold, when its caller has budgets.
+    budget: Option<Covered<'h>>,
 }
 
-impl Spend {
+/// The call's budget hold (it stays the call's: a call dropped mid-attempt
+/// settles it from its record) and how many attempts it covers.
+#[derive(Debug)]
+struct Covered<'h> {
+    hold: &'h mut Hold,
+    attempts: u32,
+}
+
+impl<'h> Spend<'h> {
     /// The entry's limits, lowered (never raised) by the request's.
     pub fn for_call(model: &ModelSpec, request: &ChatRequest, call_started: Instant) -> Self {
         Self::lowered_by(model, request.max_retries, request.max_corrections, call_started)
@@ -68,7 +89,36 @@ impl Spend {
             attempts: 0,
             retries: 0,
             log: AttemptLog::new(call_started),
+            budget: None,
         }
+    }
+
+    /// The call's budget hold, which covers its first attempt; every later
+    /// attempt tops it up before it is sent ([`Self::cover`]).
+    pub fn holding(self, hold: Option<&'h mut Hold>) -> Self {
+        Self { budget: hold.map(|hold| Covered { hold, attempts: 1 }), ..self }
+    }
+
+    /// Called as an attempt is about to be sent with `conversation` and an
+    /// output budget of `max_tokens`: an attempt the hold does not cover yet
+    /// (one counted after the first) tops it up to what the call's attempts
+    /// have reported spending plus this attempt's worst case, or fails with
+    /// the category the hold gives (`budget_exhausted`,
+    /// `call_budget_exceeded`), nothing sent. Nothing to do, and nothing
+    /// estimated, for a caller without budgets or an attempt already covered.
+    pub async fn cover(
+        &mut self,
+        target: &Reached<'_>,
+        conversation: &Conversation,
+        max_tokens: u32,
+    ) -> Result<(), WeirError> {
+        let Some(budget) = &mut self.budget else { return Ok(()) };
+        if self.attempts <= budget.attempts {
+            return Ok(());
+        }
+        budget.attempts = self.attempts;
+        let spent = self.log.usage();
+        hold::top_up(target, budget.hold, &spent, conversation, max_tokens).await
     }
 
     /// Upstream attempts made so far.

@@ -65,12 +65,15 @@ impl Attempt for Streamed {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
-        spend: &mut Spend,
+        spend: &mut Spend<'_>,
     ) -> Result<Outcome<Live>, Failure> {
         let streaming = CallParams { stream: true, ..params.clone() };
         let began = std::time::Instant::now();
         let mut observed = Observed::default();
-        let opened = self.open(target, conversation, &streaming, request.deadline, &mut observed).await;
+        let opened = match spend.cover(target, conversation, params.max_tokens).await {
+            Ok(()) => self.open(target, conversation, &streaming, request.deadline, &mut observed).await,
+            Err(error) => Err(error),
+        };
         match opened {
             Ok(First::Live(live)) => {
                 spend.log.push(began, observed, Ended::Live);
@@ -197,7 +200,7 @@ impl Streamed {
         conversation: &Conversation,
         params: &CallParams,
         request: &ChatRequest,
-        spend: &mut Spend,
+        spend: &mut Spend<'_>,
         failed: InBandAttempt,
     ) -> Result<Outcome<Live>, Failure> {
         let InBandAttempt { in_band, began, observed } = failed;

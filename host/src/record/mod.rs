@@ -218,7 +218,10 @@ pub struct CallOpening {
 /// A call's budget hold, once taken: its worst case, held against the
 /// caller's budgets until the call's record settles it. The ledger keeps it so
 /// that a call cut off by a crash (opened and held, never closed) still
-/// counts its worst case when the budgets are rebuilt.
+/// counts its worst case when the budgets are rebuilt. A call that tops its
+/// hold up before a later attempt (a retry, an escalation, a correction)
+/// writes one more of these for the amount it added: the call's worst case is
+/// the sum of its hold rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HoldRecord {
     pub call_id: String,
@@ -231,8 +234,9 @@ pub struct HoldRecord {
     pub who: Who,
     /// The catalog id (or name) the caller addressed, as in the opening.
     pub model: String,
-    /// The worst case held: tokens of every kind together, and its price when
-    /// the entry declares prices.
+    /// The worst case this row holds (the first hold's, or what a top-up
+    /// added): tokens of every kind together, and its price when the entry
+    /// declares prices.
     pub tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usd: Option<f64>,
