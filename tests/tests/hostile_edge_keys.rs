@@ -141,9 +141,7 @@ async fn a_keyless_call_is_answered_401_at_once_its_body_unread_and_its_connecti
         assert!(closed, "the gateway closed the connection without waiting for the body");
     }
     // A wrong key is refused the same way.
-    let head = format!(
-        "POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer weir-not-a-key\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{{"
-    );
+    let head = "POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer weir-not-a-key\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{";
     let (answer, closed) = exchange(gateway.addr(), head.as_bytes(), Duration::from_secs(60)).await;
     assert_eq!(status_of(&answer), 401, "{answer}");
     assert!(closed);

@@ -54,7 +54,9 @@ use crate::Weir;
 use crate::chat::{ChatRequest, Stamp};
 use crate::record::Route;
 
-/// The gateway's routes over a configured [`Weir`].
+/// The gateway's routes over a configured [`Weir`]. Served alone (without
+/// [`serve`]'s edge), they authenticate each request themselves; none of the
+/// edge's limits apply.
 pub fn router(weir: Weir) -> Router {
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
@@ -73,8 +75,9 @@ pub fn router(weir: Weir) -> Router {
     routes.layer(axum::middleware::from_fn_with_state(weir.clone(), auth::layer)).with_state(weir)
 }
 
-/// Serves the gateway on `listener` behind its edge (client timeouts, body limit,
-/// origin and content-type checks, connection and call caps; see `edge`) until
+/// Serves the gateway on `listener` behind its edge (client timeouts, head and
+/// body limits, origin, host, key and content-type checks on the head,
+/// connection and call caps; see `edge`) until
 /// SIGTERM or ctrl-c, then drains for at most `[server] drain_secs`.
 ///
 /// The caller's runtime only accepts: each connection is served, to its end,
