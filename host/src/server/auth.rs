@@ -180,6 +180,15 @@ mod tests {
     }
 
     #[test]
+    fn a_request_not_checked_has_no_key_to_give_a_route() {
+        let refused = Authenticated::NotChecked.key().unwrap_err();
+        assert_eq!(refused.category, Category::InvalidApiKey);
+        assert_eq!(Authenticated::NotChecked.require_admin().unwrap_err().category, Category::InvalidApiKey);
+        assert!(Authenticated::Open.key().unwrap().is_none(), "an open gateway has no key");
+        assert!(Authenticated::Open.require_admin().is_ok());
+    }
+
+    #[test]
     fn refusals_are_recorded_only_on_call_routes() {
         assert_eq!(call_route(&Method::POST, "/v1/messages"), Some(Route::AnthropicMessages));
         assert_eq!(call_route(&Method::POST, "/v1/decisions"), Some(Route::Decisions));

@@ -403,6 +403,18 @@ mod tests {
     }
 
     #[test]
+    fn the_drain_waits_only_for_a_connection_serving_a_request() {
+        let watch = ConnWatch::new(limits());
+        assert!(watch.between_requests(), "awaiting (or reading) its first head");
+        watch.request_started();
+        assert!(!watch.between_requests(), "serving a request");
+        watch.response_ended();
+        assert!(watch.between_requests(), "idle");
+        watch.bytes_read();
+        assert!(watch.between_requests(), "reading its next head");
+    }
+
+    #[test]
     fn a_phase_and_its_time_share_one_word() {
         let long_ago = !TAG;
         for phase in [Phase::AwaitingHead { since: 0 }, Phase::Busy, Phase::Idle { since: long_ago }] {
