@@ -119,7 +119,7 @@ fn start_to_health(providers_dir: &Path, cache_dir: &Path) -> Duration {
 /// The status line of `GET /health`.
 fn health_status(address: &str) -> String {
     let mut stream = TcpStream::connect(address).expect("connect to weir");
-    stream.write_all(b"GET /health HTTP/1.1\r\nHost: weir\r\nConnection: close\r\n\r\n").expect("send request");
+    stream.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").expect("send request");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read response");
     response.lines().next().unwrap_or_default().to_owned()

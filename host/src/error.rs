@@ -57,6 +57,11 @@ pub enum Category {
     UnsupportedMediaType,
     /// The request carries a browser `Origin` the gateway does not allow.
     ForbiddenOrigin,
+    /// A keyless gateway reached over loopback was asked for a `Host` that is
+    /// not loopback: a page whose name was rebound to 127.0.0.1 (DNS rebinding).
+    MisdirectedRequest,
+    /// The request line and headers are larger than the gateway accepts.
+    HeadTooLarge,
     /// The client did not send its request body within the gateway's body timeout.
     RequestTimeout,
     /// The gateway itself is at capacity (calls in flight, component instances)
@@ -107,6 +112,8 @@ impl Category {
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::ForbiddenOrigin => "forbidden_origin",
+            Self::MisdirectedRequest => "misdirected_request",
+            Self::HeadTooLarge => "request_head_too_large",
             Self::RequestTimeout => "request_timeout",
             Self::GatewayBusy => "gateway_busy",
             Self::LedgerUnavailable => "ledger_unavailable",
@@ -142,6 +149,8 @@ impl Category {
             Self::ProviderFault => 500,
             Self::ComplianceRefused | Self::PermissionDenied | Self::ForbiddenOrigin => 403,
             Self::InvalidApiKey => 401,
+            Self::MisdirectedRequest => 421,
+            Self::HeadTooLarge => 431,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::RequestTimeout => 408,
@@ -915,6 +924,8 @@ mod tests {
             (Category::PayloadTooLarge, "payload_too_large", 413),
             (Category::UnsupportedMediaType, "unsupported_media_type", 415),
             (Category::ForbiddenOrigin, "forbidden_origin", 403),
+            (Category::MisdirectedRequest, "misdirected_request", 421),
+            (Category::HeadTooLarge, "request_head_too_large", 431),
             (Category::RequestTimeout, "request_timeout", 408),
             (Category::GatewayBusy, "gateway_busy", 503),
             (Category::LedgerUnavailable, "ledger_unavailable", 503),

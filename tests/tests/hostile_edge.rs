@@ -187,7 +187,7 @@ async fn a_body_over_the_limit_is_413_in_each_route_envelope() {
 
     // No length declared (chunked): the limit holds while the body is read.
     let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
-    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
     stream.write_all(head.as_bytes()).await.unwrap();
     for _ in 0..8 {
         let chunk = format!("200\r\n{:512}\r\n", "");
@@ -210,7 +210,7 @@ async fn a_body_over_the_limit_is_413_in_each_route_envelope() {
 async fn a_head_trickled_one_byte_a_second_is_closed_at_the_header_timeout() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream, "header_timeout_secs = 2").await;
-    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\r\n";
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\r\n";
     let stream = TcpStream::connect(gateway.addr()).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
     let started = Instant::now();
@@ -247,7 +247,7 @@ async fn a_stalled_body_is_answered_408_and_its_connection_closed() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream, "body_timeout_secs = 2").await;
     let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
-    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":";
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":";
     stream.write_all(head.as_bytes()).await.unwrap();
     let started = Instant::now();
     let (answer, closed) = read_until_closed(&mut stream, Duration::from_secs(60)).await;
@@ -263,7 +263,7 @@ async fn a_body_cut_short_is_answered_400_and_nothing_goes_upstream() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream, "").await;
     let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
-    let head = "POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":";
+    let head = "POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":";
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.shutdown().await.unwrap(); // FIN: the body ends 91 bytes early
     let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(60)).await;
@@ -277,7 +277,7 @@ async fn an_idle_keep_alive_is_closed_at_the_idle_timeout_not_the_header_timeout
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream, "header_timeout_secs = 1\nidle_timeout_secs = 4").await;
     let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
-    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    stream.write_all(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").await.unwrap();
     let mut buffer = [0_u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer)).await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 200"));
@@ -371,7 +371,7 @@ async fn streams_whose_clients_never_read_are_dropped_and_a_fresh_call_still_suc
         "messages": [{"role": "user", "content": "never read"}]}))
     .unwrap();
     let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut stalled = Vec::with_capacity(STREAMS);

@@ -299,6 +299,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             ),
             "weir gateway ready"
         );
+        // Detached: it runs for the life of the server.
+        drop(tokio::spawn(purge_freed_memory()));
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
         if watch_every > 0 {
             // Detached: it runs for the life of the server.
@@ -395,6 +397,29 @@ fn return_freed_memory_sooner() {
     #[allow(unsafe_code, reason = "mimalloc's options are set through its C API")]
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+    }
+}
+
+/// How often the accepting thread asks mimalloc to return the freed memory
+/// whose purge delay has passed.
+const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// mimalloc returns freed pages to the OS ([`PURGE_DELAY_MS`] after they are
+/// freed) only when an allocating thread next passes through its arenas: after
+/// a burst of large bodies (10 × 32 MiB, read and parsed at once) the lanes go
+/// quiet and up to 170 MiB stayed resident, measured, until the next burst.
+/// `mi_collect(false)` does the purges that are due, for every thread's freed
+/// pages, without forcing the ones that are not (a look, once a second).
+async fn purge_freed_memory() {
+    let mut every = tokio::time::interval(PURGE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        // SAFETY: mimalloc's own collection entry point, callable from any thread.
+        #[allow(unsafe_code, reason = "mimalloc's collection is called through its C API")]
+        unsafe {
+            libmimalloc_sys::mi_collect(false);
+        }
     }
 }
 

@@ -135,6 +135,7 @@ pub(super) async fn resolve_any<'a>(
     opening: &'a Opening,
 ) -> Result<Resolution<'a>, WeirError> {
     let caller = naming.caller;
+    refuse_what_the_key_may_not_call(weir, naming)?;
     if let Some(role) = weir.roles().get(naming.model) {
         if role.kind != naming.kind {
             return Err(WeirError::InvalidRequest(format!(
@@ -159,6 +160,30 @@ pub(super) async fn resolve_any<'a>(
         return Err(WeirError::ModelChoiceRefused { model: model.id.clone() });
     }
     resolve_entry(weir, model, None, caller, opening).await
+}
+
+/// A key restricted to some models learns nothing of the others: a name it
+/// may not call (an entry, a role, or nothing the gateway has), whatever its
+/// kind, is refused the same way, `permission_denied` naming the key and the
+/// name, before any check that could tell them apart (unknown, wrong kind,
+/// `model_choice`). A role passes if the key lists it or an entry the role may
+/// resolve to for it; the entry that serves is checked again on resolution.
+fn refuse_what_the_key_may_not_call(weir: &Weir, naming: &Naming<'_>) -> Result<(), WeirError> {
+    let Some(key_id) = naming.caller.and_then(|caller| caller.key_id.as_deref()) else { return Ok(()) };
+    let keys = weir.keys();
+    let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
+    if key.permits(naming.model) {
+        return Ok(());
+    }
+    let through_role = weir
+        .roles()
+        .get(naming.model)
+        .is_some_and(|role| weir.picker().pick(role, naming.caller).entries.iter().any(|id| key.permits(id)));
+    if through_role {
+        return Ok(());
+    }
+    tracing::info!(key = %key.id, model = ?naming.model, "a key named what it may not call (or nothing that exists)");
+    Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: naming.model.to_owned() })
 }
 
 /// Walks the picker's entries for `role`: what the caller's key or the

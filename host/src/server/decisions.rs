@@ -6,24 +6,29 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{ApiError, caller_of_call, deadline, number_header, stamp_headers, traceparent};
+use super::{ApiError, Authenticated, deadline, number_header, stamp_headers, traceparent};
 use crate::Weir;
 use crate::decision::{DecideRequest, DecideResponse, DecisionRequest};
 use crate::record::Route;
 
-pub(super) async fn decisions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let key = caller_of_call(&weir, &headers, Route::Decisions).await?;
+pub(super) async fn decisions(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = caller.caller()?;
     let question: DecisionRequest = serde_json::from_slice(&body)
         .map_err(|error| ApiError::invalid_request(format!("the request body is not valid: {error}")))?;
     let mut request = DecideRequest::new(question);
     request.deadline = deadline(&headers)?;
     request.max_retries = number_header(&headers, "x-weir-max-retries")?;
-    request.caller = key.map(|key| key.caller());
+    request.caller = caller;
     request.route = Route::Decisions;
     request.traceparent = traceparent(&headers);
     let answer = weir.decide(request).await?;

@@ -75,6 +75,28 @@ impl ApiError {
     }
 }
 
+/// The envelope an error is written in: the route's own (Anthropic's on
+/// `/v1/messages`, OpenAI's elsewhere), also for the edge's refusals, which
+/// come before any route runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    OpenAi,
+    Anthropic,
+}
+
+impl Dialect {
+    pub(super) fn of(path: &str) -> Self {
+        if path == "/v1/messages" { Self::Anthropic } else { Self::OpenAi }
+    }
+
+    pub(super) fn answer(self, error: ApiError) -> Response {
+        match self {
+            Self::OpenAi => error.into_response(),
+            Self::Anthropic => super::anthropic::AnthropicError::from(error).into_response(),
+        }
+    }
+}
+
 impl From<CallError> for ApiError {
     fn from(failure: CallError) -> Self {
         let CallError { error, stamp } = failure;

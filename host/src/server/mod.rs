@@ -11,8 +11,9 @@
 //! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`]; absent
 //!   under `[metrics] enabled = false`)
 //!
-//! With `[[key]]`s configured every route but `/health` needs a caller key
-//! ([`auth`]); the operator's details need an `admin` one.
+//! With `[[key]]`s configured every route but `/health` needs a caller key,
+//! checked on the request's head ([`auth`]); the operator's details need an
+//! `admin` one.
 //!
 //! Any catalog model answers in either dialect: a dialect module maps its body to
 //! a [`crate::chat::ChatRequest`] and the answer back; the provider behind is the
@@ -38,12 +39,13 @@ mod usage;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use auth::Authenticated;
 pub use edge::Stopped;
 pub use error::ApiError;
 pub use metrics::serve_metrics;
@@ -52,7 +54,9 @@ use crate::Weir;
 use crate::chat::{ChatRequest, Stamp};
 use crate::record::Route;
 
-/// The gateway's routes over a configured [`Weir`].
+/// The gateway's routes over a configured [`Weir`]. Served alone (without
+/// [`serve`]'s edge), they authenticate each request themselves; none of the
+/// edge's limits apply.
 pub fn router(weir: Weir) -> Router {
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
@@ -66,11 +70,14 @@ pub fn router(weir: Weir) -> Router {
         .route("/health", get(health));
     // Under `[metrics] enabled = false` there is nothing to expose: 404, as for any unknown path.
     let routes = if weir.metrics().is_some() { routes.route("/metrics", get(metrics::for_admin)) } else { routes };
-    routes.with_state(weir)
+    // Served behind the edge, every request arrives authenticated; served
+    // without it, this authenticates each one (see `auth`).
+    routes.layer(axum::middleware::from_fn_with_state(weir.clone(), auth::layer)).with_state(weir)
 }
 
-/// Serves the gateway on `listener` behind its edge (client timeouts, body limit,
-/// origin and content-type checks, connection and call caps; see `edge`) until
+/// Serves the gateway on `listener` behind its edge (client timeouts, head and
+/// body limits, origin, host, key and content-type checks on the head,
+/// connection and call caps; see `edge`) until
 /// SIGTERM or ctrl-c, then drains for at most `[server] drain_secs`.
 ///
 /// The caller's runtime only accepts: each connection is served, to its end,
@@ -91,10 +98,15 @@ const EFFORT_HEADER: &str = "x-weir-effort";
 /// `x-weir-deadline-ms`: how long the caller will wait, in milliseconds.
 const DEADLINE_HEADER: &str = "x-weir-deadline-ms";
 
-async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let key = caller_of_call(&weir, &headers, Route::OpenaiChat).await?;
+async fn chat_completions(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = caller.caller()?;
     let openai::Ingress { mut request, stream } = openai::into_chat_request(&body)?;
-    request.caller = key.map(|key| key.caller());
+    request.caller = caller;
     request.route = Route::OpenaiChat;
     apply_knobs(&mut request, &headers)?;
     if let Some(options) = stream {
@@ -113,12 +125,13 @@ async fn chat_completions(State(weir): State<Weir>, headers: HeaderMap, body: By
 /// required: the gateway holds the provider credentials.
 async fn messages(
     State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, anthropic::AnthropicError> {
-    let key = caller_of_call(&weir, &headers, Route::AnthropicMessages).await?;
+    let caller = caller.caller()?;
     let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
-    request.caller = key.map(|key| key.caller());
+    request.caller = caller;
     request.route = Route::AnthropicMessages;
     apply_knobs(&mut request, &headers)?;
     let stop = request.stop.clone();
@@ -131,22 +144,6 @@ async fn messages(
     let mut answer = axum::Json(anthropic::message_body(&response, &stop)).into_response();
     stamp_headers(answer.headers_mut(), &response.stamp);
     Ok(answer)
-}
-
-/// The caller key of a call; a refused one is recorded (a call that never
-/// reached a model) and named in the answer's `x-weir-call-id`.
-async fn caller_of_call(
-    weir: &Weir,
-    headers: &HeaderMap,
-    route: Route,
-) -> Result<Option<std::sync::Arc<crate::identity::Key>>, ApiError> {
-    match auth::caller_key(weir, headers) {
-        Ok(key) => Ok(key),
-        Err(refused) => {
-            let call_id = weir.record_refusal(route, refused.category, traceparent(headers)).await;
-            Err(refused.recorded_as(call_id))
-        }
-    }
 }
 
 /// The caller's W3C `traceparent`, when it sent a valid one.
@@ -225,8 +222,11 @@ fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiErro
 /// an `admin` key sees the operator's details (providers, files, admission).
 /// Each role says what it resolves to now, for this caller, resolved as a
 /// call would resolve it.
-async fn models(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Json<Value>, ApiError> {
-    let key = auth::caller_key(&weir, &headers)?;
+async fn models(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let key = caller.key()?.cloned();
     let caller = key.as_ref().map(|key| key.caller());
     let mut data = roles(&weir, caller).await;
     if let Some(key) = key.filter(|key| !key.admin) {
@@ -301,8 +301,11 @@ async fn roles(weir: &Weir, caller: Option<crate::Caller>) -> Vec<Value> {
 }
 
 /// Loaded and rejected providers: an operator endpoint (`admin` keys only).
-async fn providers(State(weir): State<Weir>, headers: HeaderMap) -> Result<axum::Json<Value>, ApiError> {
-    auth::require_admin(&weir, &headers)?;
+async fn providers(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+) -> Result<axum::Json<Value>, ApiError> {
+    caller.require_admin()?;
     let failures: Vec<Value> = weir
         .registry()
         .failures()

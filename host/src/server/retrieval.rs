@@ -9,14 +9,14 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, caller_of_call, deadline, number_header, stamp_headers, traceparent};
+use super::{ApiError, Authenticated, deadline, number_header, stamp_headers, traceparent};
 use crate::Weir;
 use crate::admission::Lane;
 use crate::record::Route;
@@ -44,10 +44,11 @@ struct EmbeddingsBody {
 
 pub(super) async fn embeddings(
     State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let key = caller_of_call(&weir, &headers, Route::OpenaiEmbeddings).await?;
+    let caller = caller.caller()?;
     let body: EmbeddingsBody = parse(&body)?;
     let base64 = match body.encoding_format.as_deref() {
         None | Some("float") => false,
@@ -62,7 +63,7 @@ pub(super) async fn embeddings(
     request.lane = lane(&headers)?;
     request.deadline = deadline(&headers)?;
     request.max_retries = number_header(&headers, "x-weir-max-retries")?;
-    request.caller = key.map(|key| key.caller());
+    request.caller = caller;
     request.route = Route::OpenaiEmbeddings;
     request.traceparent = traceparent(&headers);
     let answer = weir.embed(request).await?;
@@ -164,15 +165,20 @@ impl Document {
     }
 }
 
-pub(super) async fn rerank(State(weir): State<Weir>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let key = caller_of_call(&weir, &headers, Route::Rerank).await?;
+pub(super) async fn rerank(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = caller.caller()?;
     let body: RerankBody = parse(&body)?;
     let documents: Vec<String> = body.documents.into_iter().map(Document::into_text).collect();
     let mut request = RerankRequest::new(body.model, body.query, documents);
     request.top_n = body.top_n;
     request.deadline = deadline(&headers)?;
     request.max_retries = number_header(&headers, "x-weir-max-retries")?;
-    request.caller = key.map(|key| key.caller());
+    request.caller = caller;
     request.route = Route::Rerank;
     request.traceparent = traceparent(&headers);
     let documents = body.return_documents.then(|| request.documents.clone());

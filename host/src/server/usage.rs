@@ -11,12 +11,11 @@
 //! whatever the query's filter.
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::extract::{Extension, Query, State};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiError, auth};
+use super::{ApiError, Authenticated};
 use crate::Weir;
 use crate::budget::BudgetStatus;
 use crate::error::Category;
@@ -36,10 +35,10 @@ pub(super) struct UsageQuery {
 
 pub(super) async fn usage(
     State(weir): State<Weir>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Authenticated>,
     query: Result<Query<UsageQuery>, QueryRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    auth::require_admin(&weir, &headers)?;
+    caller.require_admin()?;
     let Query(query) = query.map_err(|rejection| ApiError::invalid_request(rejection.body_text()))?;
     let time = |text: Option<String>| text.map(|text| parse_time(&text)).transpose().map_err(ApiError::invalid_request);
     let filter = Filter {

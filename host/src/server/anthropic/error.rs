@@ -63,8 +63,9 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::UnsupportedMediaType
         | Category::RequestTimeout
         | Category::CapabilityMismatch
-        | Category::CallBudgetExceeded => "invalid_request_error",
-        Category::PayloadTooLarge => "request_too_large",
+        | Category::CallBudgetExceeded
+        | Category::MisdirectedRequest => "invalid_request_error",
+        Category::PayloadTooLarge | Category::HeadTooLarge => "request_too_large",
         Category::ModelNotFound => "not_found_error",
         Category::ComplianceRefused | Category::PermissionDenied | Category::ForbiddenOrigin => "permission_error",
         Category::InvalidApiKey => "authentication_error",

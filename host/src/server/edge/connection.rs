@@ -22,6 +22,7 @@
 //! response body, which drops the stream and everything it holds.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -36,7 +37,6 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::checks::Edge;
 use crate::catalog::ServerSettings;
 
 /// The watchdog's limits, from `[server]`.
@@ -162,6 +162,12 @@ impl ConnWatch {
         }
     }
 
+    /// No request is being served: the connection awaits (or is reading) a
+    /// head, or is idle between requests. Nothing on it is authenticated.
+    fn between_requests(&self) -> bool {
+        !matches!(self.phase(), Phase::Busy)
+    }
+
     pub(super) fn request_started(&self) {
         self.set_phase(Phase::Busy);
     }
@@ -263,7 +269,7 @@ impl AsyncWrite for WatchedIo {
 }
 
 /// Dropped with a response body, at its end: the connection is idle again.
-struct ResponseEnd(Arc<ConnWatch>);
+pub(super) struct ResponseEnd(Arc<ConnWatch>);
 
 impl Drop for ResponseEnd {
     fn drop(&mut self) {
@@ -271,28 +277,51 @@ impl Drop for ResponseEnd {
     }
 }
 
-/// hyper's read and write buffer per connection.
-const MAX_BUFFER_BYTES: usize = 64 << 10;
+/// What answers a connection's requests: the gateway's checks and routes
+/// ([`Edge`](super::checks::Edge)), or a listener that serves reads only.
+pub(super) trait Handler: Send + Sync + 'static {
+    /// The answer to `request`, whose body holds `end` until its last frame is
+    /// sent. `on_loopback`: the connection came in on a loopback address.
+    fn handle(
+        &self,
+        request: hyper::Request<Incoming>,
+        end: ResponseEnd,
+        on_loopback: bool,
+    ) -> impl Future<Output = axum::response::Response> + Send;
+}
+
+/// hyper's read and write buffer per connection: the largest head, exactly.
+const MAX_BUFFER_BYTES: usize = super::checks::MAX_HEAD_BYTES;
 
 /// Serves one connection until the client closes it, the watchdog does, or a
-/// drain that began before this connection's first request finishes its
-/// current exchange (`drain` turning true: hyper's graceful shutdown).
-pub(super) async fn serve(stream: TcpStream, edge: Arc<Edge>, limits: Limits, mut drain: watch::Receiver<bool>) {
+/// drain begins (`drain` turning true) after it was accepted: then a
+/// connection with a request in progress finishes that exchange (hyper's
+/// graceful shutdown) and one without (awaiting or reading a head, idle) is
+/// closed at once.
+pub(super) async fn serve<H: Handler>(
+    stream: TcpStream,
+    handler: Arc<H>,
+    limits: Limits,
+    mut drain: watch::Receiver<bool>,
+) {
+    let on_loopback = stream.local_addr().is_ok_and(|address| address.ip().to_canonical().is_loopback());
     let watch = ConnWatch::new(limits);
     let io = TokioIo::new(WatchedIo { inner: stream, watch: Arc::clone(&watch) });
     let service_watch = Arc::clone(&watch);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let (edge, watch) = (Arc::clone(&edge), Arc::clone(&service_watch));
+        let (handler, watch) = (Arc::clone(&handler), Arc::clone(&service_watch));
         async move {
             watch.request_started();
-            Ok::<_, Infallible>(edge.handle(request, ResponseEnd(watch)).await)
+            Ok::<_, Infallible>(handler.handle(request, ResponseEnd(watch), on_loopback).await)
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The watchdog times heads; hyper's timer would also run over the idle wait.
     builder.header_read_timeout(None);
     // What a client that stops reading can make the gateway hold in hyper's write
-    // buffer (hyper's default is ~400 KiB per connection); also the largest head.
+    // buffer (hyper's default is ~400 KiB per connection); also the largest head
+    // hyper waits for (a larger one it happened to read whole is refused by the
+    // checks: hyper's own limit is not exact).
     builder.max_buf_size(MAX_BUFFER_BYTES);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
@@ -311,9 +340,17 @@ pub(super) async fn serve(stream: TcpStream, edge: Arc<Edge>, limits: Limits, mu
             }
             changed = drain.changed(), if !drain_seen => {
                 drain_seen = true;
-                if changed.is_ok() {
-                    connection.as_mut().graceful_shutdown();
+                if changed.is_err() {
+                    continue;
                 }
+                // A head still arriving is nobody's call yet: the drain does
+                // not wait for it (a slow client's head could hold the exit
+                // for `header_timeout`).
+                if watch.between_requests() {
+                    tracing::debug!("draining: closing a connection with no request in progress");
+                    return;
+                }
+                connection.as_mut().graceful_shutdown();
             }
         }
     }
@@ -363,6 +400,18 @@ mod tests {
         let blocked = Instant::now();
         assert_eq!(watch.expired().await, Expired::Unread);
         assert_eq!(blocked.elapsed(), Duration::from_secs(60), "progress restarts the clock");
+    }
+
+    #[test]
+    fn the_drain_waits_only_for_a_connection_serving_a_request() {
+        let watch = ConnWatch::new(limits());
+        assert!(watch.between_requests(), "awaiting (or reading) its first head");
+        watch.request_started();
+        assert!(!watch.between_requests(), "serving a request");
+        watch.response_ended();
+        assert!(watch.between_requests(), "idle");
+        watch.bytes_read();
+        assert!(watch.between_requests(), "reading its next head");
     }
 
     #[test]

@@ -6,21 +6,28 @@
 //! accept (≤ max_connections; more wait in the kernel backlog)
 //!   └─ lanes.rs: the connection goes to the lane (one single-threaded runtime per core) with the fewest open
 //!        (poll_window.rs: out of tasks, a lane watches for I/O a few µs before its thread sleeps)
-//!        └─ connection.rs: hyper HTTP/1.1, TCP_NODELAY, header / idle / unread-answer watchdog
-//!             └─ checks.rs: Origin, content-type, calls in flight, body limit and timeout
-//!                  └─ the routes (server/mod.rs)
-//! SIGTERM / ctrl-c ─► drain (≤ drain_secs): /health 503, new calls 503, calls in flight finish
+//!        └─ connection.rs: hyper HTTP/1.1 (head ≤ 64 KiB), TCP_NODELAY, header / idle / unread-answer watchdog
+//!             └─ checks.rs, on the head: size, Origin, Host (host.rs; keyless over loopback), the key
+//!                  (refused: answered at once, no call slot, the body never read, the connection closed);
+//!                  then a call's content-type, calls in flight, body limit and timeout
+//!                  └─ the routes (server/mod.rs), the key as a request extension
+//! SIGTERM / ctrl-c ─► drain (≤ drain_secs): /health 503, new calls 503, calls in flight finish;
+//!                     a connection with no request in progress (a head still arriving) is closed at once
 //!                     second signal ─► stop at once
+//! [metrics] listen ─► reads.rs: the same connection handling and head checks, no key, no body read
 //! ```
 
 mod checks;
 mod connection;
 mod holding;
+mod host;
 mod lanes;
 mod poll_window;
+mod reads;
 
 use std::sync::Arc;
 
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
@@ -49,7 +56,7 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     // Each lane's calls use an upstream pool of their own.
     let transport = weir.transport().clone();
     let lanes = Lanes::per_core(settings.poll_before_sleep(), move || transport.own_pool_on_this_thread())?;
-    let edge = Arc::new(Edge::new(super::router(weir), settings.clone()));
+    let edge = Arc::new(Edge::new(weir, settings.clone()));
     let limits = Limits::of(&settings);
     let connections = Arc::new(Semaphore::new(settings.max_connections() as usize));
     let drain = watch::Sender::new(false);
@@ -101,6 +108,29 @@ pub(super) async fn serve(weir: Weir, listener: TcpListener) -> std::io::Result<
     // records close as they are dropped (`Lanes::stop` waits up to 2 s per lane).
     lanes.stop().await;
     Ok(stopped)
+}
+
+/// Serves `router`'s reads on `listener` for the life of the process (the
+/// metrics listener): each connection on the calling runtime, with the
+/// gateway's connection limits and timeouts (see [`reads`]).
+pub(super) async fn serve_reads(
+    router: Router,
+    settings: &ServerSettings,
+    listener: TcpListener,
+) -> std::io::Result<()> {
+    let reads = Arc::new(reads::Reads { router, settings: settings.clone() });
+    let limits = Limits::of(settings);
+    let connections = Arc::new(Semaphore::new(settings.max_connections() as usize));
+    // Never sent: this listener does not drain, it ends with the process.
+    let (_no_drain, drain) = watch::channel(false);
+    loop {
+        let (stream, permit) = accept(&listener, &connections).await;
+        let (reads, drain) = (Arc::clone(&reads), drain.clone());
+        tokio::spawn(async move {
+            connection::serve(stream, reads, limits, drain).await;
+            drop(permit);
+        });
+    }
 }
 
 /// Waits, until `deadline`, for every connection task to end. A call leaves the
