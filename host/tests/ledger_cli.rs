@@ -9,7 +9,6 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use weir_host::catalog::{LedgerOnError, LedgerSync};
 use weir_host::ledger::{Ledger, LedgerConfig};
 use weir_host::record::{CallObserver, CallOpening, CallRecord, Operation, Route, Tokens, Who};
 
@@ -60,16 +59,7 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
 
 /// A ledger at `path` with two closed calls (2024-01-01 and -02) and one left open.
 fn fill(path: &Path) {
-    let ledger = Ledger::open(
-        LedgerConfig {
-            path: path.to_path_buf(),
-            sync: LedgerSync::Normal,
-            on_error: LedgerOnError::Refuse,
-            max_bytes: None,
-            postgres: None,
-        },
-        None,
-    );
+    let ledger = Ledger::open(LedgerConfig::at(path.to_path_buf()), None);
     let day = |n: u64| UNIX_EPOCH + Duration::from_secs(1_704_067_200 + n * 86_400);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
@@ -193,16 +183,7 @@ fn clear_errors_without_a_ledger() {
 fn query_with_a_config_shows_each_budget_spent_and_remaining() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let ledger = Ledger::open(
-        LedgerConfig {
-            path: path.clone(),
-            sync: LedgerSync::Normal,
-            on_error: LedgerOnError::Refuse,
-            max_bytes: None,
-            postgres: None,
-        },
-        None,
-    );
+    let ledger = Ledger::open(LedgerConfig::at(path.clone()), None);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
         // Today's call counts against today's budget; one from 2024 does not.

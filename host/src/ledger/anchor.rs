@@ -1,0 +1,414 @@
+//! The chain's head, anchored outside the database file.
+//!
+//! Why: the hash chain ([`super::store`]) shows a row edited or removed in the
+//! middle, but a chain cut at its end, or recomputed whole after rows were
+//! deleted, is still a valid chain. So each time the ledger's thread commits a
+//! batch into the file (where the chain is made, see `fill`), it appends the
+//! chain's head, `<seq> <hash>`, to the anchor file beside it
+//! (`<file>.anchor`: one short line per batch, not per row), with
+//! `fdatasync` under `sync = "full"` as the log has. With an operator key
+//! (`[ledger] anchor_key_env` or `anchor_key_file`), each line also carries an
+//! HMAC-SHA256 over the sequence and the hash: a forged line then needs the
+//! key, which neither file holds. The chain itself stays unkeyed (anyone can
+//! recompute it); what a recomputed chain cannot do is reach the anchored
+//! hash at the anchored sequence, since every row's hash covers all the rows
+//! before it.
+//!
+//! A table in the file (`ledger_anchored`) records that anchoring started, so
+//! an anchor file removed later is told from a ledger written before
+//! anchoring existed. What neither file can show: someone who may write both
+//! cutting the ledger's tail and the anchor file's lines back to the same
+//! point (the fleet's PostgreSQL copy of the anchors, written by the
+//! shipper, is outside their reach).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// The fewest bytes an anchor key may have: an HMAC-SHA256 key shorter than
+/// the hash adds guessable secrecy only.
+pub const MIN_KEY_BYTES: usize = 32;
+
+/// How much of the anchor file's end the start check reads for the newest
+/// line (a line is ~70 bytes, ~135 with a MAC; lines of several processes
+/// may interleave, so more than one is read).
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// What the MAC's input starts with, so a MAC of this format is never
+/// mistaken for one of another.
+const MAC_DOMAIN: &[u8] = b"weir-ledger-anchor-v1\n";
+
+/// The anchor file of the ledger file `db`: `<file>.anchor` beside it.
+pub fn anchor_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().map(|name| name.to_os_string()).unwrap_or_default();
+    name.push(".anchor");
+    db.with_file_name(name)
+}
+
+/// The operator's anchor key: read from the environment variable or file the
+/// configuration names, never from the configuration itself. Its bytes are
+/// never shown (`Debug` prints none).
+#[derive(Clone)]
+pub struct AnchorKey(Arc<[u8]>);
+
+impl std::fmt::Debug for AnchorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnchorKey(..)")
+    }
+}
+
+impl PartialEq for AnchorKey {
+    fn eq(&self, other: &Self) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+/// Why an anchor key was not accepted (the text never holds the key).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnchorKeyError {
+    #[error("the anchor key is {0} bytes; it needs at least {MIN_KEY_BYTES} (e.g. `openssl rand -hex 32`)")]
+    TooShort(usize),
+}
+
+impl AnchorKey {
+    /// The key from its text: surrounding whitespace (a file's last newline)
+    /// is not part of it.
+    pub fn new(text: &[u8]) -> Result<Self, AnchorKeyError> {
+        let trimmed = text.trim_ascii();
+        if trimmed.len() < MIN_KEY_BYTES {
+            return Err(AnchorKeyError::TooShort(trimmed.len()));
+        }
+        Ok(Self(Arc::from(trimmed)))
+    }
+
+    /// HMAC-SHA256 over the domain, `seq` and `hash`, lower-case hex.
+    pub(super) fn mac(&self, seq: i64, hash: &str) -> String {
+        hex::encode(self.hmac(seq, hash).finalize().into_bytes())
+    }
+
+    /// Whether `mac` (hex) is this key's MAC of `seq` and `hash` (compared in
+    /// constant time).
+    fn verifies(&self, seq: i64, hash: &str, mac: &str) -> bool {
+        hex::decode(mac).is_ok_and(|bytes| self.hmac(seq, hash).verify_slice(&bytes).is_ok())
+    }
+
+    fn hmac(&self, seq: i64, hash: &str) -> Hmac<Sha256> {
+        // Any key length is accepted by HMAC; the error branch cannot occur.
+        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {
+            Ok(mac) => mac,
+            Err(_) => unreachable_mac(),
+        };
+        mac.update(MAC_DOMAIN);
+        mac.update(seq.to_string().as_bytes());
+        mac.update(b"\n");
+        mac.update(hash.as_bytes());
+        mac
+    }
+}
+
+/// HMAC takes keys of any length (`InvalidLength` is never returned for
+/// it): an empty-keyed MAC that can never match a line stands in.
+fn unreachable_mac() -> Hmac<Sha256> {
+    <Hmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default())
+}
+
+/// One anchor line: the chain's head after a batch, and its MAC when keyed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Anchor {
+    pub seq: i64,
+    pub hash: String,
+    pub mac: Option<String>,
+}
+
+impl Anchor {
+    /// The line, with its newline.
+    fn line(&self) -> String {
+        match &self.mac {
+            Some(mac) => format!("{} {} {mac}\n", self.seq, self.hash),
+            None => format!("{} {}\n", self.seq, self.hash),
+        }
+    }
+
+    /// A line (without its newline): `<seq> <hash> [<mac>]`, the hashes 64
+    /// lower-case hex digits, the sequence from 1.
+    fn parse(line: &str) -> Option<Anchor> {
+        let mut fields = line.split(' ');
+        let seq: i64 = fields.next()?.parse().ok().filter(|seq| *seq > 0)?;
+        let hash = fields.next().filter(|hash| is_hash(hash))?.to_owned();
+        let mac = match fields.next() {
+            Some(mac) if is_hash(mac) => Some(mac.to_owned()),
+            Some(_) => return None,
+            None => None,
+        };
+        fields.next().is_none().then_some(Anchor { seq, hash, mac })
+    }
+}
+
+fn is_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The anchor file as the ledger's thread appends to it: opened once, kept.
+pub(super) struct AnchorLog {
+    path: PathBuf,
+    key: Option<AnchorKey>,
+    /// `sync = "full"`: each line is `fdatasync`ed.
+    durable: bool,
+    file: Option<File>,
+}
+
+impl AnchorLog {
+    pub(super) fn new(db: &Path, key: Option<AnchorKey>, durable: bool) -> Self {
+        Self { path: anchor_path(db), key, durable, file: None }
+    }
+
+    /// Opens (creating it owner-only when missing) the file to append to.
+    pub(super) fn open(&mut self) -> io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some(open_for_append(&self.path)?);
+        }
+        Ok(())
+    }
+
+    /// Appends the head `seq`, `hash` as one line (one `write`), with its MAC
+    /// when keyed; a failed write closes the file (the next append reopens it).
+    pub(super) fn append(&mut self, seq: i64, hash: &str) -> io::Result<()> {
+        self.open()?;
+        let Some(file) = self.file.as_mut() else { return Err(io::Error::other("no anchor file")) };
+        let mac = self.key.as_ref().map(|key| key.mac(seq, hash));
+        let line = Anchor { seq, hash: hash.to_owned(), mac }.line();
+        let written = file.write_all(line.as_bytes()).and_then(|()| match self.durable {
+            true => file.sync_data(),
+            false => Ok(()),
+        });
+        if written.is_err() {
+            self.file = None;
+        }
+        written
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the anchor file to `<file>.anchor.tampered-<unix seconds>`
+    /// (kept as the evidence), so that anchoring starts afresh; returns the
+    /// new name, `None` when there was no file.
+    pub(super) fn set_aside(&mut self) -> io::Result<Option<PathBuf>> {
+        self.file = None;
+        let seconds =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        let mut name = self.path.file_name().map(|name| name.to_os_string()).unwrap_or_default();
+        name.push(format!(".tampered-{seconds}"));
+        let kept = self.path.with_file_name(name);
+        match std::fs::rename(&self.path, &kept) {
+            Ok(()) => Ok(Some(kept)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Opens `path` to append, created 0600 when missing (whatever the umask),
+/// and an existing file's group and other bits cleared.
+fn open_for_append(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
+    super::modes::owner_only_file(&file, path);
+    Ok(file)
+}
+
+/// Why an anchor does not vouch for the ledger: the ledger was cut or
+/// rewritten, or the anchor was forged or removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Tampering {
+    #[error(
+        "the ledger is shorter than its anchor: it ends at row {rows}, and row {anchored} was anchored \
+         (rows were deleted from its end)"
+    )]
+    Shorter { rows: i64, anchored: i64 },
+    #[error(
+        "row {seq}'s hash is not the one anchored for it (the chain was recomputed, or rows before it \
+         changed)"
+    )]
+    HeadMismatch { seq: i64 },
+    #[error("line {line} of the anchor file has a MAC the anchor key does not verify (a forged anchor)")]
+    BadMac { line: usize },
+    #[error(
+        "line {line} of the anchor file carries no MAC, after lines that do (or as the newest line): it was \
+         not written with the anchor key"
+    )]
+    Unauthenticated { line: usize },
+    #[error("line {line} of the anchor file is not an anchor")]
+    Unreadable { line: usize },
+    #[error("the ledger says it was anchored from row {since}, and its anchor file {path} is missing")]
+    MissingAnchorFile { since: i64, path: String },
+}
+
+/// The anchor file's lines as read, each with its line number (from 1).
+#[derive(Debug, Default)]
+pub(super) struct AnchorLines {
+    pub lines: Vec<(usize, Anchor)>,
+}
+
+impl AnchorLines {
+    /// The line with the highest sequence (the newest head; lines of several
+    /// processes may come out of order).
+    pub(super) fn newest(&self) -> Option<&(usize, Anchor)> {
+        self.lines.iter().max_by_key(|(number, anchor)| (anchor.seq, *number))
+    }
+
+    /// Checks each line's MAC with `key`: a wrong MAC is a forgery; a line
+    /// without one is accepted only before the first line that has one (lines
+    /// anchored before the key was set), and the newest line must have one.
+    /// `complete`: these are all the file's lines (else only its end, where a
+    /// keyless line has no earlier keyed line to be judged by).
+    pub(super) fn check_macs(&self, key: &AnchorKey, complete: bool) -> Result<(), Tampering> {
+        let mut keyed_seen = false;
+        for (number, anchor) in &self.lines {
+            match &anchor.mac {
+                Some(mac) if key.verifies(anchor.seq, &anchor.hash, mac) => keyed_seen = true,
+                Some(_) => return Err(Tampering::BadMac { line: *number }),
+                None if keyed_seen && complete => return Err(Tampering::Unauthenticated { line: *number }),
+                None => {}
+            }
+        }
+        match self.newest() {
+            Some((number, anchor)) if anchor.mac.is_none() => Err(Tampering::Unauthenticated { line: *number }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads every line of the anchor file at `path`; `None` when there is no
+/// such file. An unfinished last line (a write cut off by a lost machine) is
+/// left out; any other line that is not an anchor is tampering.
+pub(super) fn read_all(path: &Path) -> io::Result<Option<Result<AnchorLines, Tampering>>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)?;
+    Ok(Some(parse_lines(&text, 1)))
+}
+
+/// Reads the lines in the last [`TAIL_BYTES`] of the anchor file at `path`
+/// (the first, possibly partial, line of that window left out); `None` when
+/// there is no such file. The start's check reads only these.
+pub(super) fn read_tail(path: &Path) -> io::Result<Option<Result<AnchorLines, Tampering>>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let length = file.metadata()?.len();
+    let start = length.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)?;
+    let whole_lines = match start {
+        0 => &text[..],
+        _ => text.iter().position(|byte| *byte == b'\n').map_or(&[][..], |newline| &text[newline + 1..]),
+    };
+    // Line numbers count from the window's first whole line here.
+    Ok(Some(parse_lines(whole_lines, 1)))
+}
+
+fn parse_lines(text: &[u8], first_number: usize) -> Result<AnchorLines, Tampering> {
+    let complete = text.iter().rposition(|byte| *byte == b'\n').map_or(0, |last| last + 1);
+    let mut lines = Vec::new();
+    for (index, line) in text[..complete].split_inclusive(|byte| *byte == b'\n').enumerate() {
+        let number = first_number + index;
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let anchor =
+            std::str::from_utf8(line).ok().and_then(Anchor::parse).ok_or(Tampering::Unreadable { line: number })?;
+        lines.push((number, anchor));
+    }
+    Ok(AnchorLines { lines })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const HASH_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const HASH_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    fn key(fill: u8) -> AnchorKey {
+        AnchorKey::new(&[fill; 40]).unwrap()
+    }
+
+    #[test]
+    fn a_line_reads_back_with_and_without_its_mac() {
+        let keyed = Anchor { seq: 12, hash: HASH_A.to_owned(), mac: Some(key(b'k').mac(12, HASH_A)) };
+        let plain = Anchor { seq: 3, hash: HASH_B.to_owned(), mac: None };
+        for anchor in [keyed, plain] {
+            let line = anchor.line();
+            assert_eq!(Anchor::parse(line.trim_end_matches('\n')), Some(anchor));
+        }
+        for bad in ["0 ".to_owned() + HASH_A, format!("x {HASH_A}"), "5 abc".to_owned(), format!("5 {HASH_A} zz")] {
+            assert_eq!(Anchor::parse(&bad), None, "{bad}");
+        }
+        assert_eq!(anchor_path(Path::new("/d/ledger.db")), Path::new("/d/ledger.db.anchor"));
+    }
+
+    #[test]
+    fn a_short_key_is_refused_and_never_shown() {
+        assert_eq!(AnchorKey::new(b"  short\n").unwrap_err(), AnchorKeyError::TooShort(5));
+        let key = AnchorKey::new(b"0123456789abcdef0123456789abcdef\n").unwrap();
+        assert_eq!(format!("{key:?}"), "AnchorKey(..)");
+        assert_eq!(key, AnchorKey::new(b"0123456789abcdef0123456789abcdef").unwrap(), "the newline is not part of it");
+    }
+
+    #[test]
+    fn macs_are_checked_line_by_line() {
+        let good = |seq: i64, hash: &str| Anchor { seq, hash: hash.to_owned(), mac: Some(key(b'k').mac(seq, hash)) };
+        let plain = |seq: i64, hash: &str| Anchor { seq, hash: hash.to_owned(), mac: None };
+        let lines = |anchors: Vec<Anchor>| AnchorLines { lines: (1..).zip(anchors).collect() };
+
+        let before_the_key = lines(vec![plain(1, HASH_A), good(2, HASH_B)]);
+        assert_eq!(before_the_key.check_macs(&key(b'k'), true), Ok(()), "keyless lines before the first keyed one");
+        assert_eq!(before_the_key.check_macs(&key(b'o'), true), Err(Tampering::BadMac { line: 2 }), "another key");
+
+        let forged_after = lines(vec![good(1, HASH_A), plain(2, HASH_B)]);
+        assert_eq!(forged_after.check_macs(&key(b'k'), true), Err(Tampering::Unauthenticated { line: 2 }));
+        let forged_newest = lines(vec![plain(1, HASH_A)]);
+        assert_eq!(forged_newest.check_macs(&key(b'k'), false), Err(Tampering::Unauthenticated { line: 1 }));
+        let wrong = lines(vec![Anchor { mac: Some(key(b'k').mac(3, HASH_A)), ..good(2, HASH_A) }]);
+        assert_eq!(wrong.check_macs(&key(b'k'), true), Err(Tampering::BadMac { line: 1 }), "a MAC of another seq");
+    }
+
+    #[test]
+    fn the_tail_is_read_from_its_last_whole_line_and_a_torn_line_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db.anchor");
+        assert!(read_tail(&path).unwrap().is_none(), "no file");
+        let mut text = String::new();
+        for seq in 1..=2000 {
+            text.push_str(&Anchor { seq, hash: HASH_A.to_owned(), mac: None }.line());
+        }
+        text.push_str("2001 aaaa");
+        std::fs::write(&path, &text).unwrap();
+        let tail = read_tail(&path).unwrap().unwrap().unwrap();
+        assert!(tail.lines.len() < 2000, "only the end is read: {}", tail.lines.len());
+        assert_eq!(tail.newest().unwrap().1.seq, 2000, "the torn last line is left out");
+        let all = read_all(&path).unwrap().unwrap().unwrap();
+        assert_eq!(all.lines.len(), 2000);
+
+        std::fs::write(&path, format!("{}garbage\n", Anchor { seq: 1, hash: HASH_B.to_owned(), mac: None }.line()))
+            .unwrap();
+        assert_eq!(read_all(&path).unwrap().unwrap().unwrap_err(), Tampering::Unreadable { line: 2 });
+    }
+}
