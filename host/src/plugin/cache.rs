@@ -246,6 +246,61 @@ mod tests {
         assert_eq!(check_dir(&file), Err(UnsafeCacheDir::NotADirectory));
     }
 
+    /// The smallest component: the preamble alone (compiles in microseconds).
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    fn artifact(dir: &Path) -> (PathBuf, std::fs::Metadata) {
+        use std::os::unix::fs::MetadataExt;
+        let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "one artifact and no temporary file left: {files:?}");
+        let metadata = std::fs::metadata(&files[0]).unwrap();
+        assert_eq!(metadata.mode() & 0o777, 0o600, "written owner-only");
+        assert_eq!(metadata.uid(), rustix::process::geteuid().as_raw());
+        (files[0].clone(), metadata)
+    }
+
+    /// An artifact is loaded as written; once open to group or others, or
+    /// owned by another user, it is recompiled and written again (a new file,
+    /// 0600, renamed over it), not loaded.
+    #[test]
+    fn an_artifact_of_the_wrong_mode_or_owner_is_recompiled_not_loaded() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("cache");
+        let engine = Engine::default();
+        let cache = ArtifactCache::open(dir.clone(), &engine).unwrap();
+        cache.load_or_compile(&engine, EMPTY_COMPONENT, "d1").unwrap();
+        let (path, written) = artifact(&dir);
+        cache.load_or_compile(&engine, EMPTY_COMPONENT, "d1").unwrap();
+        assert_eq!(artifact(&dir).1.ino(), written.ino(), "an owner-only artifact is loaded, not rewritten");
+
+        set_mode(&path, 0o644);
+        assert_eq!(read_trusted(&path), Err(UntrustedArtifact::SharedMode { mode: 0o644 }));
+        cache.load_or_compile(&engine, EMPTY_COMPONENT, "d1").unwrap();
+        let (_, rewritten) = artifact(&dir);
+        assert_ne!(rewritten.ino(), written.ino(), "recompiled and written anew");
+
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65_534), None).unwrap();
+            let user = rustix::process::geteuid().as_raw();
+            assert_eq!(read_trusted(&path), Err(UntrustedArtifact::ForeignOwner { owner: 65_534, user }));
+            cache.load_or_compile(&engine, EMPTY_COMPONENT, "d1").unwrap();
+            assert_ne!(artifact(&dir).1.ino(), rewritten.ino(), "another owner's artifact is replaced");
+        }
+    }
+
+    #[test]
+    fn only_an_owner_only_regular_file_is_trusted() {
+        assert_eq!(trusted(true, 1000, 0o100600, 1000), Ok(()));
+        assert_eq!(trusted(true, 1000, 0o100400, 1000), Ok(()));
+        assert_eq!(trusted(true, 0, 0o100600, 1000), Err(UntrustedArtifact::ForeignOwner { owner: 0, user: 1000 }));
+        assert_eq!(trusted(true, 1000, 0o100640, 1000), Err(UntrustedArtifact::SharedMode { mode: 0o640 }));
+        assert_eq!(trusted(true, 1000, 0o100604, 1000), Err(UntrustedArtifact::SharedMode { mode: 0o604 }));
+        assert_eq!(trusted(false, 1000, 0o040700, 1000), Err(UntrustedArtifact::NotAFile));
+        let missing = tempfile::tempdir().unwrap().path().join("none.cwasm");
+        assert_eq!(read_trusted(&missing), Ok(None));
+    }
+
     #[test]
     fn a_folder_owned_by_another_user_is_refused() {
         let root = tempfile::tempdir().unwrap();
