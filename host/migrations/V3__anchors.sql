@@ -10,3 +10,6 @@ CREATE TABLE ledger_anchor (
     mac TEXT,
     PRIMARY KEY (source, source_seq)
 );
+-- Append-only, as the ledger table is.
+CREATE TRIGGER ledger_anchor_append_only BEFORE UPDATE OR DELETE ON ledger_anchor
+    FOR EACH ROW EXECUTE FUNCTION weir_ledger_append_only();

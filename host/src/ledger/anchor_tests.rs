@@ -324,3 +324,82 @@ fn the_ledgers_files_are_owner_only_whatever_the_umask() {
     }
     drop(reopened);
 }
+
+/// Runs `work` on a blocking thread (the PostgreSQL client must not run on a
+/// tokio worker).
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap()
+}
+
+/// The shipper anchors each batch it ships (with the key's MAC); the shared
+/// verify checks every source against its anchors: rows cut from a source's
+/// end in PostgreSQL, or an anchor forged without the key, are tampering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_anchors_vouch_for_each_source() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let target = PostgresTarget::new(&server.url(), None);
+    let config = LedgerConfig { postgres: Some(target.clone()), ..keyed(&dir.path().join("ledger.db")) };
+    let ledger = Ledger::open(config, None);
+    for calls in [[("c1", "alice"), ("c2", "bob")], [("c3", "alice"), ("c4", "bob")]] {
+        close_calls(&ledger, &calls).await;
+        let shipping = ledger.clone();
+        assert!(blocking(move || shipping.ship_pending(Duration::from_secs(10))).await);
+    }
+    let anchors = server.integer("SELECT COUNT(*) FROM ledger_anchor WHERE mac IS NOT NULL");
+    assert!(anchors >= 2, "one anchor per shipped batch, each with its MAC: {anchors}");
+    assert_eq!(server.integer("SELECT MAX(source_seq) FROM ledger_anchor"), 4);
+    let key = AnchorKey::new(KEY).unwrap();
+    let server_url = server.url();
+    let verify = move |key: Option<AnchorKey>, statements: &'static str| {
+        let target = target.clone();
+        let url = server_url.clone();
+        async move {
+            blocking(move || {
+                if !statements.is_empty() {
+                    ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap().batch_execute(statements).unwrap();
+                }
+                SharedReader::connect(&target).unwrap().verify(key.as_ref()).map(|sources| sources.len())
+            })
+            .await
+        }
+    };
+    assert_eq!(verify(Some(key.clone()), "").await.unwrap(), 1);
+
+    // An anchor added without the key (or with another's MAC) fails with the key.
+    let forged = verify(
+        Some(key.clone()),
+        "INSERT INTO ledger_anchor SELECT source, 3, hash, NULL FROM ledger WHERE source_seq = 3",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&forged, VerifyError::SharedTampered(found)
+        if matches!(found.tampering, Tampering::Unauthenticated { .. })),
+        "{forged}"
+    );
+    assert_eq!(verify(None, "").await.unwrap(), 1, "without the key its hash still matches");
+
+    // The source's last rows deleted behind the trigger: shorter than its anchor.
+    let cut =
+        verify(None, "ALTER TABLE ledger DISABLE TRIGGER ledger_append_only; DELETE FROM ledger WHERE source_seq > 2;")
+            .await
+            .unwrap_err();
+    let message = cut.to_string();
+    assert!(message.starts_with("TAMPERED: the fleet's ledger: source "), "{message}");
+    assert!(
+        matches!(&cut, VerifyError::SharedTampered(found)
+        if found.tampering == Tampering::Shorter { rows: 2, anchored: 4 }),
+        "{message}"
+    );
+    let refused = blocking({
+        let url = server.url();
+        move || {
+            let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+            let error = client.execute("DELETE FROM ledger_anchor", &[]).unwrap_err();
+            error.as_db_error().map(|db| db.message().to_owned()).unwrap_or_default()
+        }
+    })
+    .await;
+    assert!(refused.contains("append-only"), "the anchors are append-only too: {refused}");
+}
