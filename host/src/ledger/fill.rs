@@ -221,6 +221,9 @@ impl Filler {
         let failed = |error: &dyn std::fmt::Display| WriteError::from(error.to_string());
         let connection = store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
             .map_err(|error| failed(&error))?;
+        if let Some(folder) = self.config.path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+            super::modes::warn_if_shared(folder);
+        }
         let applied = log::catch_up(&connection, &self.config.path).map_err(|error| failed(&error))?;
         if applied > 0 {
             tracing::info!(path = %self.config.path.display(), rows = applied, "the ledger applied rows its log held");

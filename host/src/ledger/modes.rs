@@ -20,11 +20,23 @@ use std::path::Path;
 const SHARED_BITS: u32 = 0o077;
 
 /// Creates the ledger's `folder` (and its missing parents) 0700; an existing
-/// one that group or others may use is warned about, not changed.
+/// one is left as it is.
 pub(super) fn create_folder(folder: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder)
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(folder)
+}
+
+/// Warns when group or others may use the ledger's folder (the gateway's
+/// open says it; a reader does not repeat it).
+pub(super) fn warn_if_shared(folder: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
         if let Ok(metadata) = std::fs::metadata(folder) {
             let mode = metadata.permissions().mode() & 0o7777;
             if metadata.is_dir() && mode & SHARED_BITS != 0 {
@@ -32,10 +44,9 @@ pub(super) fn create_folder(folder: &Path) -> io::Result<()> {
                     "the ledger's folder is open to group or others (its files are owner-only); `chmod 700` it unless shared on purpose");
             }
         }
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder)
     }
     #[cfg(not(unix))]
-    std::fs::create_dir_all(folder)
+    let _ = folder;
 }
 
 /// Creates the database file at `db` 0600 when missing (an empty file is a
