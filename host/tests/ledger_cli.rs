@@ -2,7 +2,7 @@
 //! through [`Ledger`].
 
 // Test code: a failed step should stop the test with its message.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Output};
