@@ -403,3 +403,46 @@ async fn the_fleets_anchors_vouch_for_each_source() {
     .await;
     assert!(refused.contains("append-only"), "the anchors are append-only too: {refused}");
 }
+
+/// What anchoring costs, printed (never asserted: timings on a shared
+/// machine vary): one anchor line per fill, written alone and with its
+/// `fdatasync` (`sync = "full"`), with and without a MAC; and the start's
+/// check of the tail beside the full walk, on a ledger of 20,000 rows.
+#[test]
+fn the_anchors_costs_are_printed() {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let hash = "ab".repeat(32);
+    const LINES: i64 = 2_000;
+    for (durable, key) in [(false, None), (false, Some(AnchorKey::new(KEY).unwrap())), (true, None)] {
+        let db = dir.path().join(format!("cost-{durable}-{}.db", key.is_some()));
+        let mut anchor = anchor::AnchorLog::new(&db, key.clone(), durable);
+        anchor.open().unwrap();
+        let started = Instant::now();
+        for seq in 1..=LINES {
+            anchor.append(seq, &hash).unwrap();
+        }
+        let per_line = started.elapsed() / u32::try_from(LINES).unwrap();
+        eprintln!("anchor line: {per_line:?} each (fdatasync: {durable}, MAC: {})", key.is_some());
+        assert_eq!(std::fs::read_to_string(anchor_path(&db)).unwrap().lines().count(), 2_000);
+    }
+
+    let path = dir.path().join("ledger.db");
+    let connection = store::open_writer(&path, crate::catalog::LedgerSync::Normal, None).unwrap();
+    let rows: Vec<store::Row> =
+        (0..20_000).map(|n| store::Row::closing(&record(&format!("c{n}"), "alice", "m", n, None)).unwrap()).collect();
+    let run = store::Run { segment: "bulk", first_line: 0, rows: rows.iter().map(Some).collect() };
+    store::append_logged(&connection, [run]).unwrap();
+    drop(connection);
+    drop(Ledger::open(settings(&path), None));
+    let reader = Reader::open(&path).unwrap();
+    let started = Instant::now();
+    let tail = reader.check_tail(None).unwrap();
+    let tail_took = started.elapsed();
+    let started = Instant::now();
+    let full = reader.verify_anchored(None).unwrap();
+    let full_took = started.elapsed();
+    eprintln!("20,000 rows: the start's tail check {tail_took:?}, the full verify {full_took:?}");
+    assert_eq!(tail, AnchorState::Anchored { seq: 20_000, keyed: false });
+    assert_eq!(full.chain.rows, 20_000);
+}
