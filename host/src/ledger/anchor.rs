@@ -253,59 +253,86 @@ pub enum Tampering {
     MissingAnchorFile { since: i64, path: String },
 }
 
-/// The anchor file's lines as read, each with its line number (from 1).
+/// Anchors with their numbers (from 1), all in memory: the fleet's anchors
+/// of one source, as PostgreSQL returns them.
 #[derive(Debug, Default)]
 pub(super) struct AnchorLines {
     pub lines: Vec<(usize, Anchor)>,
 }
 
 impl AnchorLines {
-    /// The line with the highest sequence (the newest head; lines of several
-    /// processes may come out of order).
-    pub(super) fn newest(&self) -> Option<&(usize, Anchor)> {
-        self.lines.iter().max_by_key(|(number, anchor)| (anchor.seq, *number))
+    /// Checks each anchor's MAC with `key` (see [`MacRule`]).
+    pub(super) fn check_macs(&self, key: &AnchorKey) -> Result<(), Tampering> {
+        let mut rule = MacRule::new(key, true);
+        let mut newest: Option<&(usize, Anchor)> = None;
+        for line in &self.lines {
+            rule.line(line.0, &line.1)?;
+            newest = newest.filter(|kept| kept.1.seq >= line.1.seq).or(Some(line));
+        }
+        newest.map_or(Ok(()), |(number, anchor)| rule.newest(*number, anchor))
+    }
+}
+
+/// The MAC rules, line by line: a MAC the key does not verify is a forgery;
+/// a line without one is accepted only before the first line that has one
+/// (lines anchored before the key was set), and the newest line (highest
+/// sequence) must have one. `complete`: every line is seen (else only the
+/// file's end, where a keyless line has no earlier keyed one to be judged by).
+pub(super) struct MacRule<'a> {
+    key: &'a AnchorKey,
+    complete: bool,
+    keyed_seen: bool,
+}
+
+impl<'a> MacRule<'a> {
+    pub(super) fn new(key: &'a AnchorKey, complete: bool) -> Self {
+        Self { key, complete, keyed_seen: false }
     }
 
-    /// Checks each line's MAC with `key`: a wrong MAC is a forgery; a line
-    /// without one is accepted only before the first line that has one (lines
-    /// anchored before the key was set), and the newest line must have one.
-    /// `complete`: these are all the file's lines (else only its end, where a
-    /// keyless line has no earlier keyed line to be judged by).
-    pub(super) fn check_macs(&self, key: &AnchorKey, complete: bool) -> Result<(), Tampering> {
-        let mut keyed_seen = false;
-        for (number, anchor) in &self.lines {
-            match &anchor.mac {
-                Some(mac) if key.verifies(anchor.seq, &anchor.hash, mac) => keyed_seen = true,
-                Some(_) => return Err(Tampering::BadMac { line: *number }),
-                None if keyed_seen && complete => return Err(Tampering::Unauthenticated { line: *number }),
-                None => {}
-            }
+    pub(super) fn line(&mut self, number: usize, anchor: &Anchor) -> Result<(), Tampering> {
+        match &anchor.mac {
+            Some(mac) if self.key.verifies(anchor.seq, &anchor.hash, mac) => self.keyed_seen = true,
+            Some(_) => return Err(Tampering::BadMac { line: number }),
+            None if self.keyed_seen && self.complete => return Err(Tampering::Unauthenticated { line: number }),
+            None => {}
         }
-        match self.newest() {
-            Some((number, anchor)) if anchor.mac.is_none() => Err(Tampering::Unauthenticated { line: *number }),
-            _ => Ok(()),
+        Ok(())
+    }
+
+    pub(super) fn newest(&self, number: usize, anchor: &Anchor) -> Result<(), Tampering> {
+        match anchor.mac {
+            Some(_) => Ok(()),
+            None => Err(Tampering::Unauthenticated { line: number }),
         }
     }
 }
 
-/// Reads every line of the anchor file at `path`; `None` when there is no
-/// such file. An unfinished last line (a write cut off by a lost machine) is
-/// left out; any other line that is not an anchor is tampering.
-pub(super) fn read_all(path: &Path) -> io::Result<Option<Result<AnchorLines, Tampering>>> {
-    let mut file = match File::open(path) {
+/// What a read of the anchor file found: the newest head (the line with the
+/// highest sequence: lines of several processes may come out of order) and
+/// its line number. The lines are streamed, never all held.
+#[derive(Debug, Default)]
+pub(super) struct AnchorScan {
+    pub newest: Option<(usize, Anchor)>,
+}
+
+/// Reads every line of the anchor file at `path`, their MACs checked with
+/// `key`; `None` when there is no such file. An unfinished last line (a
+/// write cut off by a lost machine) is left out; any other line that is not
+/// an anchor is tampering.
+pub(super) fn read_all(path: &Path, key: Option<&AnchorKey>) -> io::Result<Option<Result<AnchorScan, Tampering>>> {
+    let file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    let mut text = Vec::new();
-    file.read_to_end(&mut text)?;
-    Ok(Some(parse_lines(&text, 1)))
+    scan(io::BufReader::new(file), key, true).map(Some)
 }
 
 /// Reads the lines in the last [`TAIL_BYTES`] of the anchor file at `path`
-/// (the first, possibly partial, line of that window left out); `None` when
-/// there is no such file. The start's check reads only these.
-pub(super) fn read_tail(path: &Path) -> io::Result<Option<Result<AnchorLines, Tampering>>> {
+/// (the first, possibly partial, line of that window left out; numbered
+/// from that window's first whole line), as [`read_all`] does. The start's
+/// check reads only these.
+pub(super) fn read_tail(path: &Path, key: Option<&AnchorKey>) -> io::Result<Option<Result<AnchorScan, Tampering>>> {
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -320,21 +347,41 @@ pub(super) fn read_tail(path: &Path) -> io::Result<Option<Result<AnchorLines, Ta
         0 => &text[..],
         _ => text.iter().position(|byte| *byte == b'\n').map_or(&[][..], |newline| &text[newline + 1..]),
     };
-    // Line numbers count from the window's first whole line here.
-    Ok(Some(parse_lines(whole_lines, 1)))
+    scan(whole_lines, key, start == 0).map(Some)
 }
 
-fn parse_lines(text: &[u8], first_number: usize) -> Result<AnchorLines, Tampering> {
-    let complete = text.iter().rposition(|byte| *byte == b'\n').map_or(0, |last| last + 1);
-    let mut lines = Vec::new();
-    for (index, line) in text[..complete].split_inclusive(|byte| *byte == b'\n').enumerate() {
-        let number = first_number + index;
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let anchor =
-            std::str::from_utf8(line).ok().and_then(Anchor::parse).ok_or(Tampering::Unreadable { line: number })?;
-        lines.push((number, anchor));
+fn scan(
+    mut reader: impl io::BufRead,
+    key: Option<&AnchorKey>,
+    complete: bool,
+) -> io::Result<Result<AnchorScan, Tampering>> {
+    let mut rule = key.map(|key| MacRule::new(key, complete));
+    let mut newest: Option<(usize, Anchor)> = None;
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        line.pop();
+        let Some(anchor) = std::str::from_utf8(&line).ok().and_then(Anchor::parse) else {
+            return Ok(Err(Tampering::Unreadable { line: number }));
+        };
+        if let Some(rule) = &mut rule
+            && let Err(tampering) = rule.line(number, &anchor)
+        {
+            return Ok(Err(tampering));
+        }
+        if newest.as_ref().is_none_or(|(_, kept)| anchor.seq >= kept.seq) {
+            newest = Some((number, anchor));
+        }
     }
-    Ok(AnchorLines { lines })
+    if let (Some(rule), Some((number, anchor))) = (&rule, &newest)
+        && let Err(tampering) = rule.newest(*number, anchor)
+    {
+        return Ok(Err(tampering));
+    }
+    Ok(Ok(AnchorScan { newest }))
 }
 
 #[cfg(test)]
@@ -379,36 +426,50 @@ mod tests {
         let lines = |anchors: Vec<Anchor>| AnchorLines { lines: (1..).zip(anchors).collect() };
 
         let before_the_key = lines(vec![plain(1, HASH_A), good(2, HASH_B)]);
-        assert_eq!(before_the_key.check_macs(&key(b'k'), true), Ok(()), "keyless lines before the first keyed one");
-        assert_eq!(before_the_key.check_macs(&key(b'o'), true), Err(Tampering::BadMac { line: 2 }), "another key");
+        assert_eq!(before_the_key.check_macs(&key(b'k')), Ok(()), "keyless lines before the first keyed one");
+        assert_eq!(before_the_key.check_macs(&key(b'o')), Err(Tampering::BadMac { line: 2 }), "another key");
 
         let forged_after = lines(vec![good(1, HASH_A), plain(2, HASH_B)]);
-        assert_eq!(forged_after.check_macs(&key(b'k'), true), Err(Tampering::Unauthenticated { line: 2 }));
+        assert_eq!(forged_after.check_macs(&key(b'k')), Err(Tampering::Unauthenticated { line: 2 }));
         let forged_newest = lines(vec![plain(1, HASH_A)]);
-        assert_eq!(forged_newest.check_macs(&key(b'k'), false), Err(Tampering::Unauthenticated { line: 1 }));
+        assert_eq!(forged_newest.check_macs(&key(b'k')), Err(Tampering::Unauthenticated { line: 1 }));
         let wrong = lines(vec![Anchor { mac: Some(key(b'k').mac(3, HASH_A)), ..good(2, HASH_A) }]);
-        assert_eq!(wrong.check_macs(&key(b'k'), true), Err(Tampering::BadMac { line: 1 }), "a MAC of another seq");
+        assert_eq!(wrong.check_macs(&key(b'k')), Err(Tampering::BadMac { line: 1 }), "a MAC of another seq");
+
+        // The file's scan applies the same rules as it streams.
+        let text = |anchors: &[Anchor]| anchors.iter().map(Anchor::line).collect::<String>();
+        let scanned = |anchors: &[Anchor]| scan(text(anchors).as_bytes(), Some(&key(b'k')), true).unwrap();
+        assert_eq!(scanned(&[plain(1, HASH_A), good(2, HASH_B)]).unwrap().newest.unwrap().1.seq, 2);
+        assert_eq!(scanned(&[good(1, HASH_A), plain(2, HASH_B)]).unwrap_err(), Tampering::Unauthenticated { line: 2 });
+        assert_eq!(scanned(&[plain(1, HASH_A)]).unwrap_err(), Tampering::Unauthenticated { line: 1 });
     }
 
     #[test]
     fn the_tail_is_read_from_its_last_whole_line_and_a_torn_line_is_left_out() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db.anchor");
-        assert!(read_tail(&path).unwrap().is_none(), "no file");
+        assert!(read_tail(&path, None).unwrap().is_none(), "no file");
         let mut text = String::new();
         for seq in 1..=2000 {
             text.push_str(&Anchor { seq, hash: HASH_A.to_owned(), mac: None }.line());
         }
         text.push_str("2001 aaaa");
         std::fs::write(&path, &text).unwrap();
-        let tail = read_tail(&path).unwrap().unwrap().unwrap();
-        assert!(tail.lines.len() < 2000, "only the end is read: {}", tail.lines.len());
-        assert_eq!(tail.newest().unwrap().1.seq, 2000, "the torn last line is left out");
-        let all = read_all(&path).unwrap().unwrap().unwrap();
-        assert_eq!(all.lines.len(), 2000);
+        let (number, newest) = read_tail(&path, None).unwrap().unwrap().unwrap().newest.unwrap();
+        assert!(number < 2000, "only the end is read: line {number} of the window");
+        assert_eq!(newest.seq, 2000, "the torn last line is left out");
+        let (number, newest) = read_all(&path, None).unwrap().unwrap().unwrap().newest.unwrap();
+        assert_eq!((number, newest.seq), (2000, 2000));
 
-        std::fs::write(&path, format!("{}garbage\n", Anchor { seq: 1, hash: HASH_B.to_owned(), mac: None }.line()))
-            .unwrap();
-        assert_eq!(read_all(&path).unwrap().unwrap().unwrap_err(), Tampering::Unreadable { line: 2 });
+        // Lines of two processes out of order: the newest is the highest sequence.
+        let line = |seq| Anchor { seq, hash: HASH_B.to_owned(), mac: None }.line();
+        std::fs::write(&path, format!("{}{}{}", line(5), line(9), line(7))).unwrap();
+        assert_eq!(
+            read_all(&path, None).unwrap().unwrap().unwrap().newest.unwrap(),
+            (2, Anchor::parse(line(9).trim_end()).unwrap())
+        );
+
+        std::fs::write(&path, format!("{}garbage\n", line(1))).unwrap();
+        assert_eq!(read_all(&path, None).unwrap().unwrap().unwrap_err(), Tampering::Unreadable { line: 2 });
     }
 }

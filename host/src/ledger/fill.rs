@@ -189,6 +189,9 @@ pub(super) struct Filler {
     anchoring: bool,
     /// Whether the last anchor line could not be written (logged once).
     anchor_failing: bool,
+    /// The last head this filler anchored: a fill whose rows a reader had
+    /// applied first inserts none, and its head is anchored all the same.
+    last_anchored: i64,
     /// What the tail's check found at the last open.
     pub tail: Option<TailCheck>,
 }
@@ -210,6 +213,7 @@ impl Filler {
             anchor,
             anchoring: false,
             anchor_failing: false,
+            last_anchored: 0,
             tail: None,
         }
     }
@@ -292,18 +296,23 @@ impl Filler {
         };
         anchored
             .map_err(|error| failed(&format!("cannot write the anchor {}: {error}", self.anchor.path().display())))?;
+        self.last_anchored = seq;
         store::mark_anchored(connection, seq).map_err(|error| failed(&error))
     }
 
-    /// Appends the head after a fill to the anchor file; a failure is logged
+    /// Appends the head after a fill to the anchor file, when it moved past the
+    /// last one anchored (rows another process applied count too); a failure is logged
     /// (once until one succeeds): the rows are in the file, and the next
     /// fill's line anchors them.
     fn anchor_head(&mut self, head: &(i64, String)) {
-        if !self.anchoring {
+        if !self.anchoring || head.0 <= self.last_anchored {
             return;
         }
         match self.anchor.append(head.0, &head.1) {
-            Ok(()) => self.anchor_failing = false,
+            Ok(()) => {
+                self.anchor_failing = false;
+                self.last_anchored = head.0;
+            }
             Err(error) if !self.anchor_failing => {
                 self.anchor_failing = true;
                 tracing::error!(path = %self.anchor.path().display(), %error, "cannot append the ledger's head to its anchor");
@@ -350,9 +359,7 @@ impl Filler {
         let started = Instant::now();
         match store::append_logged(connection, runs.iter().map(Logged::run)) {
             Ok(filled) => {
-                if filled.rows > 0 {
-                    self.anchor_head(&filled.head);
-                }
+                self.anchor_head(&filled.head);
                 if let Some(meter) = &self.meter {
                     meter.stored(filled.rows, started.elapsed());
                 }

@@ -11,7 +11,10 @@
 //! opening is left out), and are committed with the next batch once
 //! [`writer::OPEN_LINGER`] has passed (see [`Ledger::opened`]). The ledger's
 //! thread moves the log's rows into the SQLite file in large batches
-//! ([`fill`]), where the hash chain is made. Readers ([`Reader`]: the CLI,
+//! ([`fill`]), where the hash chain is made, and appends the chain's new head
+//! to the anchor file beside it ([`anchor`]; checked against the tail when
+//! the file opens: [`Ledger::tail_check`]). Every file is owner-only
+//! ([`modes`]). Readers ([`Reader`]: the CLI,
 //! `GET /v1/usage`) read the file beside a running gateway, after applying
 //! what its log holds. With `[ledger] postgres_url`, a [`shipper`] copies
 //! the file's rows to the fleet's PostgreSQL table ([`postgres`]), which
@@ -127,7 +130,8 @@ impl std::fmt::Debug for Ledger {
 
 impl Ledger {
     /// Starts the writer, having tried to open the file (so a ledger that
-    /// cannot be written is known before the first call). Never fails: a file
+    /// cannot be written is known before the first call) and checked its
+    /// tail against its anchor (see [`Ledger::tail_check`]). Never fails: a file
     /// that cannot be opened now is tried again at each write (the gateway
     /// starts either way, and `on_error` decides what its calls do meanwhile).
     pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {

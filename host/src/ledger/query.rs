@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::anchor::{self, AnchorKey, AnchorLines, Tampering};
+use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
 use super::log;
 use super::sql::{self, Dialect, Param};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
@@ -276,7 +276,7 @@ impl Reader {
     /// Walks every row in order: `seq` without a gap from 1, each `prev_hash`
     /// the previous row's `hash`, each `hash` recomputed from the row, and the
     /// filter columns equal to the body's fields. A row cut off the end leaves
-    /// a valid chain: compare `rows` with a count kept elsewhere to see that.
+    /// a valid chain: [`Self::verify_anchored`] compares it with its anchor.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
@@ -290,24 +290,19 @@ impl Reader {
     }
 
     /// [`Self::verify`], and the anchor's check (`weir ledger verify`): every
-    /// anchor line's row is in the chain with the anchored hash (a ledger
-    /// shorter than its anchor, or a chain recomputed after rows were
-    /// deleted, fails), and with `key` every line's MAC verifies (see
-    /// [`AnchorLines::check_macs`]). No anchor file: tampering when the file
-    /// records that anchoring started, else [`AnchorState::Unanchored`].
+    /// anchor line is read (streamed), with `key` each line's MAC verifies
+    /// (see [`anchor::MacRule`]), and the newest anchored row is in the chain
+    /// with the anchored hash (a ledger shorter than its anchor, or a chain
+    /// recomputed after rows were deleted, fails: each row's hash covers all
+    /// the rows before it). No anchor file: tampering when the file records
+    /// that anchoring started, else [`AnchorState::Unanchored`].
     pub fn verify_anchored(&self, key: Option<&AnchorKey>) -> Result<AnchoredReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let Some(lines) = self.anchor_lines(&transaction, key, true)? else {
+        let Some(scan) = self.anchor_scan(&transaction, key, true)? else {
             drop(transaction);
             let chain = self.verify()?;
             return Ok(AnchoredReport { chain, anchor: AnchorState::Unanchored });
         };
-        // Each seq's anchored hash, in order (several processes may append out of order).
-        let mut anchored: Vec<(i64, &str)> =
-            lines.lines.iter().map(|(_, anchor)| (anchor.seq, anchor.hash.as_str())).collect();
-        anchored.sort_unstable();
-        anchored.dedup();
-        let mut pending = anchored.iter().peekable();
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
         let mut rows = statement.query([]).map_err(ReadError::from)?;
         let mut chain = ChainCheck::default();
@@ -315,21 +310,21 @@ impl Reader {
             let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
             let (seq, hash) = (link.seq, link.hash.clone());
             chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
-            while let Some((anchored_seq, anchored_hash)) = pending.next_if(|(anchored_seq, _)| *anchored_seq <= seq) {
-                if *anchored_seq == seq && *anchored_hash != hash {
-                    return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }));
-                }
+            if let Some((_, newest)) = &scan.newest
+                && newest.seq == seq
+                && newest.hash != hash
+            {
+                return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }));
             }
         }
-        let report = chain.report();
-        if let Some((seq, _)) = pending.last() {
-            return Err(VerifyError::Tampered(Tampering::Shorter { rows: chain.last_seq(), anchored: *seq }));
-        }
-        let anchor = match lines.newest() {
+        let anchor = match &scan.newest {
+            Some((_, newest)) if newest.seq > chain.last_seq() => {
+                return Err(VerifyError::Tampered(Tampering::Shorter { rows: chain.last_seq(), anchored: newest.seq }));
+            }
             Some((_, newest)) => AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() },
             None => AnchorState::Empty,
         };
-        Ok(AnchoredReport { chain: report, anchor })
+        Ok(AnchoredReport { chain: chain.report(), anchor })
     }
 
     /// The check a starting gateway makes, reading only the tail: the newest
@@ -339,10 +334,10 @@ impl Reader {
     /// one are [`Self::verify_anchored`]'s (the CLI's) to walk.
     pub fn check_tail(&self, key: Option<&AnchorKey>) -> Result<AnchorState, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let Some(lines) = self.anchor_lines(&transaction, key, false)? else {
+        let Some(scan) = self.anchor_scan(&transaction, key, false)? else {
             return Ok(AnchorState::Unanchored);
         };
-        let Some((_, newest)) = lines.newest() else { return Ok(AnchorState::Empty) };
+        let Some((_, newest)) = scan.newest else { return Ok(AnchorState::Empty) };
         let at_anchor: Option<String> = transaction
             .query_row("SELECT hash FROM ledger WHERE seq = ?1", [newest.seq], |row| row.get(0))
             .optional()
@@ -368,35 +363,31 @@ impl Reader {
         Ok(AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() })
     }
 
-    /// The anchor file's lines (`whole`: all of them, else those of its
-    /// end), their MACs checked with `key`; `None` without an anchor file
-    /// where none was ever made.
-    fn anchor_lines(
+    /// The anchor file read (`whole`: every line, else those of its end),
+    /// the MACs checked with `key`; `None` without an anchor file where none
+    /// was ever made.
+    fn anchor_scan(
         &self,
         connection: &Connection,
         key: Option<&AnchorKey>,
         whole: bool,
-    ) -> Result<Option<AnchorLines>, VerifyError> {
+    ) -> Result<Option<AnchorScan>, VerifyError> {
         let path = anchor::anchor_path(&self.path);
-        let read = match whole {
-            true => anchor::read_all,
-            false => anchor::read_tail,
-        };
         let unreadable = |error| VerifyError::AnchorUnreadable { path: path.display().to_string(), error };
-        let lines = match read(&path).map_err(unreadable)? {
-            Some(lines) => lines.map_err(VerifyError::Tampered)?,
+        let read = match whole {
+            true => anchor::read_all(&path, key),
+            false => anchor::read_tail(&path, key),
+        };
+        match read.map_err(unreadable)? {
+            Some(scan) => scan.map(Some).map_err(VerifyError::Tampered),
             None => match store::anchored_since(connection).map_err(ReadError::from)? {
                 Some(since) => {
                     let path = path.display().to_string();
-                    return Err(VerifyError::Tampered(Tampering::MissingAnchorFile { since, path }));
+                    Err(VerifyError::Tampered(Tampering::MissingAnchorFile { since, path }))
                 }
-                None => return Ok(None),
+                None => Ok(None),
             },
-        };
-        if let Some(key) = key {
-            lines.check_macs(key, whole).map_err(VerifyError::Tampered)?;
         }
-        Ok(Some(lines))
     }
 
     /// The hash of the file's first row: what names this file's rows in the

@@ -140,7 +140,7 @@ impl SharedReader {
                 let tampered =
                     |tampering| VerifyError::SharedTampered(SourceTampered { file: source.clone(), tampering });
                 if let Some(key) = key {
-                    anchors.check_macs(key, true).map_err(tampered)?;
+                    anchors.check_macs(key).map_err(tampered)?;
                 }
                 let mut pending = anchors.lines.iter().map(|(_, anchor)| anchor).peekable();
                 let mut chain = ChainCheck::default();
