@@ -276,6 +276,11 @@ fn a_build_refuses_a_tampered_ledger_unless_told_to_start() {
     assert!(message.contains("is tampered") && message.contains("shorter than its anchor"), "{message}");
     assert!(message.contains("on_tampered = \"start\""), "{message}");
     assert!(build("on_tampered = \"start\"\n").is_ok(), "the operator's override starts it");
+    let Err(unset) = build("anchor_key_env = \"WEIR_ANCHOR_KEY_NEVER_SET_IN_TESTS\"\n") else {
+        panic!("an anchor key that cannot be read must refuse the build")
+    };
+    assert!(matches!(unset, crate::BuildError::LedgerConfig { .. }), "{unset}");
+    assert!(unset.to_string().contains("WEIR_ANCHOR_KEY_NEVER_SET_IN_TESTS, which is not set"), "{unset}");
 }
 
 #[test]
