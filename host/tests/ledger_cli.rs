@@ -142,7 +142,7 @@ fn verify_passes_then_names_the_tampered_row() {
     assert!(ok.status.success(), "{ok:?}");
     let lines: Vec<String> = stdout(&ok).lines().map(str::to_owned).collect();
     assert_eq!(lines[0], "ok: 3 rows, 3 calls");
-    assert!(lines[1].starts_with("anchor: every anchored head matches; the newest is row 3"), "{lines:?}");
+    assert!(lines[1].starts_with("anchor: the newest anchored head, row 3, matches"), "{lines:?}");
     assert!(lines[1].contains("MACs not checked"), "--path knows no key: {lines:?}");
 
     let tamper = rusqlite::Connection::open(&path).unwrap();
@@ -270,7 +270,10 @@ fn with_the_anchor_key_a_forged_anchor_fails_verify() {
         .output()
         .unwrap();
     assert!(keyed.status.success(), "{keyed:?}");
-    assert!(stdout(&keyed).contains("the newest is row 3 (MACs verified with the anchor key)"), "{keyed:?}");
+    assert!(
+        stdout(&keyed).contains("the newest anchored head, row 3, matches (MACs verified with the anchor key)"),
+        "{keyed:?}"
+    );
 
     let connection = without_triggers(&path);
     connection.execute("DELETE FROM ledger WHERE member = 'bob'", []).unwrap();

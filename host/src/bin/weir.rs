@@ -645,11 +645,9 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             let AnchoredReport { chain, anchor } = open_ledger(&file)?.verify_anchored(key.as_ref())?;
             writeln!(out, "ok: {} rows, {} calls", chain.rows, chain.calls)?;
             match anchor {
-                AnchorState::Anchored { seq, keyed } => writeln!(
-                    out,
-                    "anchor: every anchored head matches; the newest is row {seq} ({})",
-                    macs_checked(keyed)
-                )?,
+                AnchorState::Anchored { seq, keyed } => {
+                    writeln!(out, "anchor: the newest anchored head, row {seq}, matches ({})", macs_checked(keyed))?
+                }
                 AnchorState::Empty => writeln!(out, "anchor: none yet (the anchor file holds no line)")?,
                 AnchorState::Unanchored => eprintln!(
                     "warning: unanchored: this ledger has no anchor file (written before anchoring), so rows cut from \
