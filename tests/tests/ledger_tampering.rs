@@ -212,4 +212,13 @@ async fn the_ledgers_files_are_owner_only_under_umask_000() {
     }
     assert_eq!(mode(&dir.path().join("fresh")), 0o700, "the missing parent too");
     drop(gateway);
+
+    // A folder that exists open to others is left as the operator set it, with a warning.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gateway = Gateway::start_binary(&wrapper, &config(&upstream, &shared.join("ledger.db"), ""), &env, None).await;
+    gateway.wait_for_stderr("the ledger's folder is open to group or others", Duration::from_secs(10)).await;
+    assert_eq!(mode(&shared), 0o755);
+    assert_eq!(mode(&shared.join("ledger.db")), 0o600);
 }
