@@ -395,6 +395,12 @@ async fn the_fleets_anchors_vouch_for_each_source() {
         if found.tampering == Tampering::Shorter { rows: 2, anchored: 4 }),
         "{message}"
     );
+    let emptied = verify(None, "DELETE FROM ledger").await.unwrap_err();
+    assert!(
+        matches!(&emptied, VerifyError::SharedTampered(found)
+        if found.tampering == Tampering::Shorter { rows: 0, anchored: 4 }),
+        "every row of a source deleted: {emptied}"
+    );
     let refused = blocking({
         let url = server.url();
         move || {
