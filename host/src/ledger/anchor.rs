@@ -51,9 +51,12 @@ pub fn anchor_path(db: &Path) -> PathBuf {
 
 /// The operator's anchor key: read from the environment variable or file the
 /// configuration names, never from the configuration itself. Its bytes are
-/// never shown (`Debug` prints none).
+/// never shown (`Debug` prints none). The HMAC's keyed state is made once.
 #[derive(Clone)]
-pub struct AnchorKey(Arc<[u8]>);
+pub struct AnchorKey {
+    bytes: Arc<[u8]>,
+    keyed: Hmac<Sha256>,
+}
 
 impl std::fmt::Debug for AnchorKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,7 +67,7 @@ impl std::fmt::Debug for AnchorKey {
 impl PartialEq for AnchorKey {
     fn eq(&self, other: &Self) -> bool {
         use subtle::ConstantTimeEq;
-        self.0.ct_eq(&other.0).into()
+        self.bytes.ct_eq(&other.bytes).into()
     }
 }
 
@@ -73,6 +76,8 @@ impl PartialEq for AnchorKey {
 pub enum AnchorKeyError {
     #[error("the anchor key is {0} bytes; it needs at least {MIN_KEY_BYTES} (e.g. `openssl rand -hex 32`)")]
     TooShort(usize),
+    #[error("the anchor key cannot key an HMAC-SHA256")]
+    Unusable,
 }
 
 impl AnchorKey {
@@ -83,7 +88,8 @@ impl AnchorKey {
         if trimmed.len() < MIN_KEY_BYTES {
             return Err(AnchorKeyError::TooShort(trimmed.len()));
         }
-        Ok(Self(Arc::from(trimmed)))
+        let keyed = Hmac::<Sha256>::new_from_slice(trimmed).map_err(|_| AnchorKeyError::Unusable)?;
+        Ok(Self { bytes: Arc::from(trimmed), keyed })
     }
 
     /// HMAC-SHA256 over the domain, `seq` and `hash`, lower-case hex.
@@ -98,23 +104,13 @@ impl AnchorKey {
     }
 
     fn hmac(&self, seq: i64, hash: &str) -> Hmac<Sha256> {
-        // Any key length is accepted by HMAC; the error branch cannot occur.
-        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {
-            Ok(mac) => mac,
-            Err(_) => unreachable_mac(),
-        };
+        let mut mac = self.keyed.clone();
         mac.update(MAC_DOMAIN);
         mac.update(seq.to_string().as_bytes());
         mac.update(b"\n");
         mac.update(hash.as_bytes());
         mac
     }
-}
-
-/// HMAC takes keys of any length (`InvalidLength` is never returned for
-/// it): an empty-keyed MAC that can never match a line stands in.
-fn unreachable_mac() -> Hmac<Sha256> {
-    <Hmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default())
 }
 
 /// One anchor line: the chain's head after a batch, and its MAC when keyed.
