@@ -319,9 +319,13 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     // Whatever is still running (cut calls, the folder watch) is abandoned, not
     // awaited: the drain already decided how long to wait.
     runtime.shutdown_background();
-    // The last records into the fleet's ledger; what PostgreSQL does not
-    // take within the time waits in the file for the next start.
+    // The last records into the file, so their head is anchored (rows left
+    // in the log are applied by the next reader or start, and anchored only
+    // when a gateway next opens the file); then into the fleet's ledger: what
+    // PostgreSQL does not take within the time waits in the file for the next
+    // start.
     if let Some(ledger) = ledger {
+        ledger.fill_pending(SHIP_AT_EXIT);
         ledger.ship_pending(SHIP_AT_EXIT);
     }
     match stopped {
