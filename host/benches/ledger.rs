@@ -93,7 +93,7 @@ fn ledger(c: &mut Criterion) {
         for writers in [1_usize, 32] {
             let meter = Arc::new(Batches::default());
             let path = dir.path().join(format!("{sync:?}-{writers}.db"));
-            let config = LedgerConfig { path, sync, on_error: LedgerOnError::Refuse, max_bytes: None, postgres: None };
+            let config = LedgerConfig { sync, on_error: LedgerOnError::Refuse, ..LedgerConfig::at(path) };
             let ledger = Ledger::open(config, Some(meter.clone()));
             let latency = Arc::new(std::sync::Mutex::new((Duration::ZERO, 0_u32)));
             group.throughput(Throughput::Elements((writers * PER_WRITER) as u64));

@@ -87,6 +87,16 @@ pub enum BuildError {
     /// start from zero, so the build fails instead.
     #[error("cannot rebuild the budgets from the ledger: {0}")]
     Budgets(ledger::ReadError),
+    /// `[ledger]`'s anchor key cannot be read.
+    #[error("{origin}: {error}")]
+    LedgerConfig { origin: String, error: ledger::LedgerConfigError },
+    /// The ledger's tail fails its anchor check (`on_tampered = "refuse"`):
+    /// budgets rebuilt from it would have lost the spend cut from it.
+    #[error(
+        "the ledger {path} is tampered: {reason}; not starting (run `weir ledger verify`; `[ledger] on_tampered = \"start\"` \
+         starts anyway)"
+    )]
+    TamperedLedger { path: String, reason: String },
 }
 
 /// A configured Weir: the catalog, the loaded providers, the transport. Cheap
@@ -555,7 +565,12 @@ impl WeirBuilder {
         // collector (their exporter starts on the first record's tokio
         // runtime: `build` itself needs none) — then the builder's.
         let meter = metrics.as_ref().map(Metrics::ledger_meter);
-        let ledger = ledger::ledger_config(&config, self.ledger_default).map(|settings| Ledger::open(settings, meter));
+        let ledger = ledger::ledger_config(&config, self.ledger_default)
+            .map_err(|error| BuildError::LedgerConfig { origin: config.origin.clone(), error })?
+            .map(|settings| Ledger::open(settings, meter));
+        if let Some(ledger) = &ledger {
+            refuse_tampered(ledger)?;
+        }
         let telemetry = telemetry::Telemetry::start(&config.telemetry)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?
             .map(Arc::new);
@@ -632,6 +647,19 @@ fn check_shared_ledger(config: &Config) -> Result<(), ConfigError> {
         (Some(url), _) => ledger::check_postgres_url(url)
             .map_err(|error| invalid(format!("{error} (in `{}`)", redact::redacted(url)))),
         (None, None) => Ok(()),
+    }
+}
+
+/// Fails the build when the ledger's tail failed its anchor check at open
+/// (see [`ledger::TailCheck`]) and `[ledger] on_tampered` is `refuse`: the
+/// budgets rebuilt from it would miss the spend cut from it, and new rows
+/// would be chained onto it. Under `start` the ledger has logged it.
+fn refuse_tampered(ledger: &Ledger) -> Result<(), BuildError> {
+    match (ledger.tail_check(), ledger.on_tampered()) {
+        (Some(ledger::TailCheck::Tampered(reason)), catalog::LedgerOnTampered::Refuse) => {
+            Err(BuildError::TamperedLedger { path: ledger.path().display().to_string(), reason: reason.clone() })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -2,15 +2,14 @@
 //! through [`Ledger`].
 
 // Test code: a failed step should stop the test with its message.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use weir_host::catalog::{LedgerOnError, LedgerSync};
-use weir_host::ledger::{Ledger, LedgerConfig};
+use weir_host::ledger::{Ledger, LedgerConfig, anchor_path};
 use weir_host::record::{CallObserver, CallOpening, CallRecord, Operation, Route, Tokens, Who};
 
 fn weir(args: &[&str]) -> Output {
@@ -60,16 +59,7 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
 
 /// A ledger at `path` with two closed calls (2024-01-01 and -02) and one left open.
 fn fill(path: &Path) {
-    let ledger = Ledger::open(
-        LedgerConfig {
-            path: path.to_path_buf(),
-            sync: LedgerSync::Normal,
-            on_error: LedgerOnError::Refuse,
-            max_bytes: None,
-            postgres: None,
-        },
-        None,
-    );
+    let ledger = Ledger::open(LedgerConfig::at(path.to_path_buf()), None);
     let day = |n: u64| UNIX_EPOCH + Duration::from_secs(1_704_067_200 + n * 86_400);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
@@ -87,6 +77,21 @@ fn fill(path: &Path) {
         };
         ledger.opened(&opening).await.unwrap();
     });
+    drop(ledger);
+    // The writer's thread fills its last rows into the file as it stops, and anchors them.
+    anchored_through(path, 3);
+}
+
+/// Waits (at most 10 s) until the anchor file's newest line anchors row `seq`.
+fn anchored_through(path: &Path, seq: u64) {
+    for _ in 0..1000 {
+        let text = std::fs::read_to_string(anchor_path(path)).unwrap_or_default();
+        if text.lines().filter_map(|line| line.split(' ').next()?.parse::<u64>().ok()).max() == Some(seq) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("row {seq} of {} was never anchored", path.display());
 }
 
 #[test]
@@ -135,7 +140,10 @@ fn verify_passes_then_names_the_tampered_row() {
     let db = path.to_str().unwrap();
     let ok = weir(&["ledger", "verify", "--path", db]);
     assert!(ok.status.success(), "{ok:?}");
-    assert_eq!(stdout(&ok).trim(), "ok: 3 rows, 3 calls");
+    let lines: Vec<String> = stdout(&ok).lines().map(str::to_owned).collect();
+    assert_eq!(lines[0], "ok: 3 rows, 3 calls");
+    assert!(lines[1].starts_with("anchor: the newest anchored head, row 3, matches"), "{lines:?}");
+    assert!(lines[1].contains("MACs not checked"), "--path knows no key: {lines:?}");
 
     let tamper = rusqlite::Connection::open(&path).unwrap();
     tamper.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
@@ -145,6 +153,167 @@ fn verify_passes_then_names_the_tampered_row() {
     assert!(!broken.status.success());
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("row 2") && stderr.contains("call-bob"), "{stderr}");
+}
+
+/// The chain recomputed with the public algorithm (`sha256(prev_hash "\n"
+/// seq "\n" kind "\n" body)` from 64 zeros), the rows renumbered from 1:
+/// what someone who deleted rows does so that the chain holds again.
+fn recompute_chain(connection: &rusqlite::Connection) {
+    use sha2::Digest;
+    let rows: Vec<(i64, String, String)> = connection
+        .prepare("SELECT seq, kind, body FROM ledger ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut prev_hash = "0".repeat(64);
+    for (seq, (old_seq, kind, body)) in (1_i64..).zip(rows) {
+        let hash = hex::encode(sha2::Sha256::digest(format!("{prev_hash}\n{seq}\n{kind}\n{body}")));
+        connection
+            .execute(
+                "UPDATE ledger SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
+                rusqlite::params![seq, prev_hash, hash, old_seq],
+            )
+            .unwrap();
+        prev_hash = hash;
+    }
+}
+
+/// The file opened with its append-only triggers dropped.
+fn without_triggers(path: &Path) -> rusqlite::Connection {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
+    connection
+}
+
+/// `weir ledger verify` on a tampered ledger: exit 1, TAMPERED and why.
+fn tampered(db: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut all = vec!["ledger", "verify"];
+    all.extend_from_slice(args);
+    if args.is_empty() {
+        all.extend(["--path", db]);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_weir")).args(&all).envs(env.iter().copied()).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(stderr.contains("weir: TAMPERED: "), "{stderr}");
+    stderr
+}
+
+#[test]
+fn verify_names_a_cut_tail_an_emptied_ledger_and_a_recomputed_chain_as_tampered() {
+    for (case, tamper) in [
+        ("the last row cut", "DELETE FROM ledger WHERE seq = 3"),
+        ("every row deleted", "DELETE FROM ledger"),
+        ("bob's rows deleted and the chain recomputed", "DELETE FROM ledger WHERE member = 'bob'"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        fill(&path);
+        let connection = without_triggers(&path);
+        connection.execute(tamper, []).unwrap();
+        recompute_chain(&connection);
+        drop(connection);
+        let db = path.to_str().unwrap();
+        let stderr = tampered(db, &[], &[]);
+        assert!(
+            stderr.contains("shorter than its anchor") && stderr.contains("row 3 was anchored"),
+            "{case}: {stderr}"
+        );
+    }
+
+    // Cut, then padded back to its anchored length with a row of its own: the head differs.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    fill(&path);
+    let connection = without_triggers(&path);
+    connection.execute("DELETE FROM ledger WHERE member = 'bob' AND kind = 'close'", []).unwrap();
+    connection
+        .execute(
+            "INSERT INTO ledger SELECT 99, kind, 'call-pad', at_ms, started_ms, key_id, member, team, model,
+                  category, input, output, cache_read, cache_write, reasoning, cost_usd,
+                  replace(body, 'call-alice', 'call-pad'), prev_hash, hash, charged_worst FROM ledger WHERE seq = 1",
+            [],
+        )
+        .unwrap();
+    recompute_chain(&connection);
+    drop(connection);
+    let stderr = tampered(path.to_str().unwrap(), &[], &[]);
+    assert!(stderr.contains("hash is not the one anchored for it"), "{stderr}");
+}
+
+/// With `anchor_key_env`, each anchor line carries a MAC: a chain recomputed
+/// and an anchor file rewritten to match it pass without the key, and fail
+/// `verify --config` with it.
+#[test]
+fn with_the_anchor_key_a_forged_anchor_fails_verify() {
+    const KEY: (&str, &str) = ("WEIR_TEST_ANCHOR_KEY", "0123456789abcdef0123456789abcdef0123");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let key = weir_host::ledger::AnchorKey::new(KEY.1.as_bytes()).unwrap();
+    let ledger = Ledger::open(LedgerConfig { anchor_key: Some(key), ..LedgerConfig::at(path.clone()) }, None);
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        for (call, member) in [("call-1", "alice"), ("call-2", "bob"), ("call-3", "alice")] {
+            ledger.closed(&record(call, member, SystemTime::now(), None)).await.unwrap();
+        }
+    });
+    drop(ledger);
+    anchored_through(&path, 3);
+    let config = dir.path().join("weir.toml");
+    std::fs::write(&config, format!("[ledger]\npath = {path:?}\nanchor_key_env = \"{}\"\n", KEY.0)).unwrap();
+    let config = config.to_str().unwrap();
+    let keyed = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["ledger", "verify", "--config", config])
+        .env(KEY.0, KEY.1)
+        .output()
+        .unwrap();
+    assert!(keyed.status.success(), "{keyed:?}");
+    assert!(
+        stdout(&keyed).contains("the newest anchored head, row 3, matches (MACs verified with the anchor key)"),
+        "{keyed:?}"
+    );
+
+    let connection = without_triggers(&path);
+    connection.execute("DELETE FROM ledger WHERE member = 'bob'", []).unwrap();
+    recompute_chain(&connection);
+    let (seq, hash): (i64, String) = connection
+        .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap();
+    drop(connection);
+    std::fs::write(anchor_path(&path), format!("{seq} {hash}\n")).unwrap();
+    let db = path.to_str().unwrap();
+    let unkeyed = weir(&["ledger", "verify", "--path", db]);
+    assert!(unkeyed.status.success(), "without the key the forgery cannot be told: {unkeyed:?}");
+    let stderr = tampered(db, &["--config", config], &[KEY]);
+    assert!(stderr.contains("line 1 of the anchor file carries no MAC"), "{stderr}");
+
+    let missing =
+        Command::new(env!("CARGO_BIN_EXE_weir")).args(["ledger", "verify", "--config", config]).output().unwrap();
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("anchor_key_env` names WEIR_TEST_ANCHOR_KEY, which is not set"), "{stderr}");
+}
+
+/// A ledger from before anchoring verifies, with a warning that its end
+/// cannot be checked; a removed anchor file where the ledger records one is
+/// tampering.
+#[test]
+fn an_unanchored_ledger_warns_and_a_removed_anchor_is_tampered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    fill(&path);
+    std::fs::remove_file(anchor_path(&path)).unwrap();
+    let db = path.to_str().unwrap();
+    let stderr = tampered(db, &[], &[]);
+    assert!(stderr.contains("its anchor file") && stderr.contains("is missing"), "{stderr}");
+
+    rusqlite::Connection::open(&path).unwrap().execute("DROP TABLE ledger_anchored", []).unwrap();
+    let old = weir(&["ledger", "verify", "--path", db]);
+    assert!(old.status.success(), "{old:?}");
+    assert_eq!(stdout(&old).trim(), "ok: 3 rows, 3 calls");
+    assert!(String::from_utf8_lossy(&old.stderr).contains("warning: unanchored"), "{old:?}");
 }
 
 #[test]
@@ -193,16 +362,7 @@ fn clear_errors_without_a_ledger() {
 fn query_with_a_config_shows_each_budget_spent_and_remaining() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let ledger = Ledger::open(
-        LedgerConfig {
-            path: path.clone(),
-            sync: LedgerSync::Normal,
-            on_error: LedgerOnError::Refuse,
-            max_bytes: None,
-            postgres: None,
-        },
-        None,
-    );
+    let ledger = Ledger::open(LedgerConfig::at(path.clone()), None);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
         // Today's call counts against today's budget; one from 2024 does not.

@@ -18,7 +18,10 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
-use weir_host::ledger::{Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals, parse_time};
+use weir_host::ledger::{
+    AnchorState, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals,
+    parse_time,
+};
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
 use weir_host::{Config, Resolution, Weir};
@@ -121,9 +124,11 @@ enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Recompute the hash chain (exit 0: intact; 1: names the first bad row):
-    /// the file's, or, when the config ships to PostgreSQL, each source file's
-    /// chain in the fleet's ledger.
+    /// Recompute the hash chain and check it against its anchor (exit 0:
+    /// intact; 1: names the first bad row, or says TAMPERED and why: rows cut
+    /// from the end, a recomputed chain, a forged anchor): the file's, or, when
+    /// the config ships to PostgreSQL, each source file's chain in the fleet's
+    /// ledger. The anchor key is the config's (`--config`).
     Verify {
         #[command(flatten)]
         file: LedgerFile,
@@ -320,9 +325,13 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     // Whatever is still running (cut calls, the folder watch) is abandoned, not
     // awaited: the drain already decided how long to wait.
     runtime.shutdown_background();
-    // The last records into the fleet's ledger; what PostgreSQL does not
-    // take within the time waits in the file for the next start.
+    // The last records into the file, so their head is anchored (rows left
+    // in the log are applied by the next reader or start, and anchored only
+    // when a gateway next opens the file); then into the fleet's ledger: what
+    // PostgreSQL does not take within the time waits in the file for the next
+    // start.
     if let Some(ledger) = ledger {
+        ledger.fill_pending(SHIP_AT_EXIT);
         ledger.ship_pending(SHIP_AT_EXIT);
     }
     match stopped {
@@ -655,24 +664,43 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             Ok(())
         }
         LedgerCommand::Verify { file } => {
-            if let Some(url) =
-                file.path.is_none().then(|| configured_ledger(&file)).transpose()?.and_then(|l| l.postgres)
-            {
-                let sources = SharedReader::connect(&url)?.verify()?;
+            let configured = file.path.is_none().then(|| configured_ledger(&file)).transpose()?;
+            let key = configured.as_ref().and_then(|settings| settings.anchor_key.clone());
+            if let Some(url) = configured.as_ref().and_then(|settings| settings.postgres.clone()) {
+                let sources = SharedReader::connect(&url)?.verify(key.as_ref())?;
                 for SourceReport { source, report } in &sources {
                     writeln!(out, "ok: source {source}: {} rows, {} calls", report.rows, report.calls)?;
                 }
                 writeln!(out, "ok: {} source file(s) in the fleet's ledger", sources.len())?;
+                writeln!(out, "anchors: {}", macs_checked(key.is_some()))?;
                 return Ok(());
             }
-            let report = open_ledger(&file)?.verify()?;
-            writeln!(out, "ok: {} rows, {} calls", report.rows, report.calls)?;
+            let AnchoredReport { chain, anchor } = open_ledger(&file)?.verify_anchored(key.as_ref())?;
+            writeln!(out, "ok: {} rows, {} calls", chain.rows, chain.calls)?;
+            match anchor {
+                AnchorState::Anchored { seq, keyed } => {
+                    writeln!(out, "anchor: the newest anchored head, row {seq}, matches ({})", macs_checked(keyed))?
+                }
+                AnchorState::Empty => writeln!(out, "anchor: none yet (the anchor file holds no line)")?,
+                AnchorState::Unanchored => eprintln!(
+                    "warning: unanchored: this ledger has no anchor file (written before anchoring), so rows cut from \
+                     its end cannot be seen; a gateway opening it anchors it from then on"
+                ),
+            }
             Ok(())
         }
         LedgerCommand::Export { file, since } => {
             open_ledger(&file)?.export(since, &mut out)?;
             Ok(())
         }
+    }
+}
+
+/// How an anchor's MACs were treated.
+fn macs_checked(keyed: bool) -> &'static str {
+    match keyed {
+        true => "MACs verified with the anchor key",
+        false => "no anchor key given: MACs not checked (use --config with `anchor_key_env` or `anchor_key_file`)",
     }
 }
 
@@ -706,7 +734,7 @@ fn configured_ledger(file: &LedgerFile) -> anyhow::Result<weir_host::ledger::Led
         Some(path) => Config::from_file(path)?,
         None => Config::embedded_default()?,
     };
-    match weir_host::ledger::ledger_config(&config, true) {
+    match weir_host::ledger::ledger_config(&config, true).with_context(|| config.origin.clone())? {
         Some(settings) => Ok(settings),
         None => anyhow::bail!("{} keeps no ledger; name the file with --path", config.origin),
     }

@@ -463,6 +463,16 @@ pub struct LedgerSettings {
     /// A PEM file of CA certificates trusted for PostgreSQL's TLS, beside
     /// the platform's roots (with `sslmode=require` in the URL to insist on TLS).
     pub postgres_ca: Option<PathBuf>,
+    /// The environment variable holding the anchor key (at least 32 bytes):
+    /// each anchor line then carries an HMAC-SHA256 of the chain's head. The
+    /// key itself is never written in the config.
+    pub anchor_key_env: Option<String>,
+    /// A file holding the anchor key (its surrounding whitespace ignored), as
+    /// `anchor_key_env` (set one or the other).
+    pub anchor_key_file: Option<PathBuf>,
+    /// What a gateway does when the ledger's tail fails its anchor check at
+    /// start (default `refuse`).
+    pub on_tampered: Option<LedgerOnTampered>,
 }
 
 /// Lists the fields that hold no secret, and the URL redacted; a field added
@@ -500,6 +510,20 @@ pub enum LedgerOnError {
     Refuse,
     /// Calls go on; each lost record is logged and counted in the metrics.
     Continue,
+}
+
+/// What a starting gateway does with a ledger whose tail its anchor does not
+/// vouch for (rows cut from its end, a recomputed chain, a forged anchor).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerOnTampered {
+    /// Logs why and does not start: budgets would be rebuilt from a ledger
+    /// that lost spend.
+    #[default]
+    Refuse,
+    /// Logs why and starts (the operator has looked); the current head is
+    /// anchored from then on.
+    Start,
 }
 
 /// `[embeddings]`: what every embedding call shares.

@@ -3,8 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::anchor::{AnchorKey, AnchorKeyError};
 use super::postgres::PostgresTarget;
-use crate::catalog::{Config, LedgerOnError, LedgerSync};
+use crate::catalog::{Config, LedgerOnError, LedgerOnTampered, LedgerSync};
 
 /// A resolved `[ledger]`: what [`super::Ledger::open`] needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,12 +18,46 @@ pub struct LedgerConfig {
     pub max_bytes: Option<u64>,
     /// The fleet's PostgreSQL ledger the file's rows are shipped to.
     pub postgres: Option<PostgresTarget>,
+    /// The operator's key the anchor lines are authenticated with (see
+    /// `anchor`); none: the lines carry no MAC.
+    pub anchor_key: Option<AnchorKey>,
+    /// What the gateway does when the tail fails its anchor check at start.
+    pub on_tampered: LedgerOnTampered,
+}
+
+impl LedgerConfig {
+    /// A ledger at `path` with every other setting at its default.
+    pub fn at(path: PathBuf) -> Self {
+        Self {
+            path,
+            sync: LedgerSync::default(),
+            on_error: LedgerOnError::default(),
+            max_bytes: None,
+            postgres: None,
+            anchor_key: None,
+            on_tampered: LedgerOnTampered::default(),
+        }
+    }
+}
+
+/// Why `[ledger]` cannot be resolved (never holds the key).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerConfigError {
+    #[error("`[ledger]` sets both `anchor_key_env` and `anchor_key_file`: set one")]
+    TwoKeys,
+    #[error("`[ledger] anchor_key_env` names {0}, which is not set")]
+    KeyEnvMissing(String),
+    #[error("`[ledger] anchor_key_file` {path}: {source}")]
+    KeyFile { path: String, source: std::io::Error },
+    #[error("`[ledger]` anchor key from {from}: {error}")]
+    Key { from: String, error: AnchorKeyError },
 }
 
 /// The ledger `config` asks for, or `None` when it keeps none: `[ledger]
 /// enabled = false`, or no `[ledger]` table and `default_on` false (a library
-/// keeps a ledger only when asked; `weir serve` always does).
-pub fn ledger_config(config: &Config, default_on: bool) -> Option<LedgerConfig> {
+/// keeps a ledger only when asked; `weir serve` always does). An error when
+/// the anchor key it names cannot be read.
+pub fn ledger_config(config: &Config, default_on: bool) -> Result<Option<LedgerConfig>, LedgerConfigError> {
     ledger_config_with(config, default_on, |name| std::env::var_os(name))
 }
 
@@ -32,18 +67,22 @@ fn ledger_config_with(
     config: &Config,
     default_on: bool,
     env: impl Fn(&str) -> Option<OsString>,
-) -> Option<LedgerConfig> {
+) -> Result<Option<LedgerConfig>, LedgerConfigError> {
     let settings = match &config.ledger {
-        Some(settings) if settings.enabled == Some(false) => return None,
+        Some(settings) if settings.enabled == Some(false) => return Ok(None),
         Some(settings) => settings.clone(),
         None if default_on => Default::default(),
-        None => return None,
+        None => return Ok(None),
     };
     let path = match &settings.path {
         Some(path) => config.resolve_path(path),
-        None => default_path(config, env)?,
+        None => match default_path(config, &env) {
+            Some(path) => path,
+            None => return Ok(None),
+        },
     };
-    Some(LedgerConfig {
+    let anchor_key = anchor_key(config, &settings, &env)?;
+    Ok(Some(LedgerConfig {
         path,
         sync: settings.sync.unwrap_or_default(),
         on_error: settings.on_error.unwrap_or_default(),
@@ -52,13 +91,39 @@ fn ledger_config_with(
             .postgres_url
             .as_deref()
             .map(|url| PostgresTarget::new(url, settings.postgres_ca.as_ref().map(|ca| config.resolve_path(ca)))),
-    })
+        anchor_key,
+        on_tampered: settings.on_tampered.unwrap_or_default(),
+    }))
+}
+
+/// The anchor key `settings` names: from the environment variable
+/// `anchor_key_env`, or the file `anchor_key_file`; none without either.
+fn anchor_key(
+    config: &Config,
+    settings: &crate::catalog::LedgerSettings,
+    env: &impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<AnchorKey>, LedgerConfigError> {
+    let (text, from) = match (&settings.anchor_key_env, &settings.anchor_key_file) {
+        (Some(_), Some(_)) => return Err(LedgerConfigError::TwoKeys),
+        (None, None) => return Ok(None),
+        (Some(name), None) => {
+            let value = env(name).ok_or_else(|| LedgerConfigError::KeyEnvMissing(name.clone()))?;
+            (value.into_encoded_bytes(), format!("${name}"))
+        }
+        (None, Some(file)) => {
+            let path = config.resolve_path(file);
+            let text = std::fs::read(&path)
+                .map_err(|source| LedgerConfigError::KeyFile { path: path.display().to_string(), source })?;
+            (text, path.display().to_string())
+        }
+    };
+    AnchorKey::new(&text).map(Some).map_err(|error| LedgerConfigError::Key { from, error })
 }
 
 /// `data/ledger.db` beside a config file; with the embedded config,
 /// `$WEIR_DATA_DIR`, else `$XDG_DATA_HOME/weir`, else `~/.local/share/weir`.
 /// `None` only when none of those is known (no file, no variable, no home).
-fn default_path(config: &Config, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+fn default_path(config: &Config, env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(base) = &config.base_dir {
         return Some(base.join("data").join("ledger.db"));
     }
@@ -91,12 +156,13 @@ mod tests {
     #[test]
     fn off_without_the_table_unless_defaulted_on() {
         let plain = config("");
-        assert_eq!(ledger_config_with(&plain, false, no_env), None);
+        assert_eq!(ledger_config_with(&plain, false, no_env).unwrap(), None);
         let home = |name: &str| (name == "HOME").then(|| OsString::from("/home/u"));
-        let on = ledger_config_with(&plain, true, home).unwrap();
+        let on = ledger_config_with(&plain, true, home).unwrap().unwrap();
         assert_eq!(on.path, Path::new("/home/u/.local/share/weir/ledger.db"));
         assert_eq!((on.sync, on.on_error, on.max_bytes), (LedgerSync::Normal, LedgerOnError::Refuse, None));
-        assert_eq!(ledger_config_with(&config("[ledger]\nenabled = false\n"), true, home), None);
+        assert_eq!(ledger_config_with(&config("[ledger]\nenabled = false\n"), true, home).unwrap(), None);
+        assert_eq!((on.anchor_key, on.on_tampered), (None, LedgerOnTampered::Refuse));
     }
 
     #[test]
@@ -106,21 +172,57 @@ mod tests {
             move |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| OsString::from(v))
         };
         let all = env(&[("WEIR_DATA_DIR", "/d"), ("XDG_DATA_HOME", "/x"), ("HOME", "/h")]);
-        let resolved = ledger_config_with(&plain, false, all).unwrap();
+        let resolved = ledger_config_with(&plain, false, all).unwrap().unwrap();
         assert_eq!(resolved.path, Path::new("/d/ledger.db"));
         assert_eq!(
             (resolved.sync, resolved.on_error, resolved.max_bytes),
             (LedgerSync::Full, LedgerOnError::Continue, Some(4096))
         );
         let xdg = env(&[("WEIR_DATA_DIR", ""), ("XDG_DATA_HOME", "/x"), ("HOME", "/h")]);
-        assert_eq!(ledger_config_with(&plain, false, xdg).unwrap().path, Path::new("/x/weir/ledger.db"));
-        assert_eq!(ledger_config_with(&plain, false, no_env), None, "no folder known");
+        assert_eq!(ledger_config_with(&plain, false, xdg).unwrap().unwrap().path, Path::new("/x/weir/ledger.db"));
+        assert_eq!(ledger_config_with(&plain, false, no_env).unwrap(), None, "no folder known");
 
         let mut from_file = config("[ledger]\n");
         from_file.base_dir = Some(PathBuf::from("/etc/weir"));
-        assert_eq!(ledger_config_with(&from_file, false, all).unwrap().path, Path::new("/etc/weir/data/ledger.db"));
+        assert_eq!(
+            ledger_config_with(&from_file, false, all).unwrap().unwrap().path,
+            Path::new("/etc/weir/data/ledger.db")
+        );
         let mut explicit = config("[ledger]\npath = \"books/calls.db\"\n");
         explicit.base_dir = Some(PathBuf::from("/etc/weir"));
-        assert_eq!(ledger_config_with(&explicit, false, all).unwrap().path, Path::new("/etc/weir/books/calls.db"));
+        assert_eq!(
+            ledger_config_with(&explicit, false, all).unwrap().unwrap().path,
+            Path::new("/etc/weir/books/calls.db")
+        );
+    }
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_anchor_key_comes_from_the_environment_or_a_file() {
+        let by_env = config("[ledger]\npath = \"/l.db\"\nanchor_key_env = \"LEDGER_KEY\"\non_tampered = \"start\"\n");
+        let env = |name: &str| (name == "LEDGER_KEY").then(|| OsString::from(KEY));
+        let resolved = ledger_config_with(&by_env, false, env).unwrap().unwrap();
+        assert_eq!(resolved.anchor_key, Some(AnchorKey::new(KEY.as_bytes()).unwrap()));
+        assert_eq!(resolved.on_tampered, LedgerOnTampered::Start);
+        let missing = ledger_config_with(&by_env, false, no_env).unwrap_err();
+        assert_eq!(missing.to_string(), "`[ledger] anchor_key_env` names LEDGER_KEY, which is not set");
+        let short = ledger_config_with(&by_env, false, |_| Some(OsString::from("tiny"))).unwrap_err();
+        assert!(short.to_string().contains("$LEDGER_KEY") && short.to_string().contains("4 bytes"), "{short}");
+        assert!(!short.to_string().contains("tiny"), "the key is never shown: {short}");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("anchor.key"), format!("{KEY}\n")).unwrap();
+        let mut by_file = config("[ledger]\npath = \"l.db\"\nanchor_key_file = \"anchor.key\"\n");
+        by_file.base_dir = Some(dir.path().to_path_buf());
+        let resolved = ledger_config_with(&by_file, false, no_env).unwrap().unwrap();
+        assert_eq!(resolved.anchor_key, Some(AnchorKey::new(KEY.as_bytes()).unwrap()));
+        let mut unreadable = config("[ledger]\npath = \"l.db\"\nanchor_key_file = \"none.key\"\n");
+        unreadable.base_dir = Some(dir.path().to_path_buf());
+        let error = ledger_config_with(&unreadable, false, no_env).unwrap_err();
+        assert!(matches!(error, LedgerConfigError::KeyFile { .. }), "{error}");
+
+        let both = config("[ledger]\nanchor_key_env = \"A\"\nanchor_key_file = \"b\"\npath = \"/l.db\"\n");
+        assert!(matches!(ledger_config_with(&both, false, env), Err(LedgerConfigError::TwoKeys)));
     }
 }

@@ -9,6 +9,14 @@
 //! applied by its lines (`store::append_logged`), so a line a reader or a
 //! restarted gateway applied first from the log's file is not applied twice.
 //!
+//! After each fill, the chain's new head is appended to the anchor file
+//! (`anchor`): one line per fill. When the file opens, its tail is checked
+//! against the anchor first ([`super::Reader::check_tail`]); a tail the
+//! anchor does not vouch for is logged, and nothing more is anchored, so the
+//! evidence stays as found; unless `[ledger] on_tampered = "start"`: then the
+//! anchor file is renamed aside (`<file>.anchor.tampered-<seconds>`, kept as
+//! the evidence) and anchoring starts afresh from the current head.
+//!
 //! A failed fill keeps its runs (their rows are safe in the log) and is tried
 //! again after [`RETRY`]; meanwhile the ledger counts as failing (`on_error`
 //! decides what calls do). The file is opened again at the next try, and
@@ -24,11 +32,14 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use super::LedgerMeter;
+use super::anchor::AnchorLog;
 use super::config::LedgerConfig;
 use super::log;
+use super::query::{AnchorState, Reader, VerifyError};
 use super::shipper::Signal;
 use super::store::{self, Row, Run};
 use super::writer::WriteError;
+use crate::catalog::{LedgerOnTampered, LedgerSync};
 
 /// How long the first run queued waits for others before the thread commits
 /// them all. Readers do not wait for it (they catch up on the log
@@ -152,6 +163,16 @@ impl Fills {
     }
 }
 
+/// What the check of the file's tail against its anchor found when the
+/// file was last opened (see [`super::Reader::check_tail`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailCheck {
+    /// The anchor vouches for the tail (or there is none yet to check).
+    Vouched(AnchorState),
+    /// The tail was cut or rewritten, or the anchor forged or removed: why.
+    Tampered(String),
+}
+
 /// The file's write connection, held by the ledger's thread.
 pub(super) struct Filler {
     pub config: LedgerConfig,
@@ -162,21 +183,142 @@ pub(super) struct Filler {
     /// Whether the last fill (or the first open) succeeded: while it is
     /// false, every row is written by the thread, after a fill that succeeds.
     pub stored: Arc<AtomicBool>,
+    anchor: AnchorLog,
+    /// Whether fills are anchored: not after the tail's check found
+    /// tampering that `on_tampered = "refuse"` keeps as found.
+    anchoring: bool,
+    /// Whether the last anchor line could not be written (logged once).
+    anchor_failing: bool,
+    /// The last head this filler anchored: a fill whose rows a reader had
+    /// applied first inserts none, and its head is anchored all the same.
+    last_anchored: i64,
+    /// What the tail's check found at the last open.
+    pub tail: Option<TailCheck>,
 }
 
 impl Filler {
+    pub(super) fn new(
+        config: LedgerConfig,
+        meter: Option<Arc<dyn LedgerMeter>>,
+        shipper: Option<SyncSender<Signal>>,
+        stored: Arc<AtomicBool>,
+    ) -> Self {
+        let anchor = AnchorLog::new(&config.path, config.anchor_key.clone(), config.sync == LedgerSync::Full);
+        Self {
+            config,
+            meter,
+            connection: None,
+            shipper,
+            stored,
+            anchor,
+            anchoring: false,
+            anchor_failing: false,
+            last_anchored: 0,
+            tail: None,
+        }
+    }
+
     /// Opens the file and catches up on the log (what an earlier process, or
-    /// this one before a failure, logged and never applied).
+    /// this one before a failure, logged and never applied), then checks the
+    /// tail against the anchor and anchors the current head.
     pub(super) fn open(&mut self) -> Result<(), WriteError> {
         let failed = |error: &dyn std::fmt::Display| WriteError::from(error.to_string());
         let connection = store::open_writer(&self.config.path, self.config.sync, self.config.max_bytes)
             .map_err(|error| failed(&error))?;
+        if let Some(folder) = self.config.path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+            super::modes::warn_if_shared(folder);
+        }
         let applied = log::catch_up(&connection, &self.config.path).map_err(|error| failed(&error))?;
         if applied > 0 {
             tracing::info!(path = %self.config.path.display(), rows = applied, "the ledger applied rows its log held");
         }
+        self.check_tail(&connection)?;
         self.connection = Some(connection);
         Ok(())
+    }
+
+    /// Checks the tail against the anchor ([`Reader::check_tail`]), then,
+    /// unless tampering was found and `on_tampered` is `refuse`, anchors the
+    /// head as it is (so the rows an older weir wrote, and those a catch-up
+    /// applied, are anchored from now on) and records in the file that
+    /// anchoring started.
+    fn check_tail(&mut self, connection: &Connection) -> Result<(), WriteError> {
+        let path = self.config.path.display().to_string();
+        let found = Reader::open_file(&self.config.path)
+            .map_err(VerifyError::from)
+            .and_then(|reader| reader.check_tail(self.config.anchor_key.as_ref()));
+        let (head, _) = store::chain_end(connection).map_err(|error| WriteError::from(error.to_string()))?;
+        let tail = match found {
+            Ok(state) => {
+                if state == AnchorState::Unanchored && head > 0 {
+                    tracing::warn!(%path, rows = head,
+                        "the ledger's rows were written before anchoring: their tail cannot be checked; anchoring starts now");
+                }
+                TailCheck::Vouched(state)
+            }
+            Err(error @ (VerifyError::Tampered(_) | VerifyError::Broken(_))) => TailCheck::Tampered(error.to_string()),
+            Err(error) => return Err(WriteError::from(error.to_string())),
+        };
+        self.anchoring = match (&tail, self.config.on_tampered) {
+            (TailCheck::Vouched(_), _) => true,
+            (TailCheck::Tampered(reason), LedgerOnTampered::Start) => {
+                let kept = self
+                    .anchor
+                    .set_aside()
+                    .map_err(|error| WriteError::from(format!("cannot set the tampered anchor file aside: {error}")))?;
+                let kept = kept.map_or_else(|| "(none)".to_owned(), |kept| kept.display().to_string());
+                tracing::error!(%path, %reason, %kept,
+                    "the ledger's tail does not match its anchor; starting anyway (on_tampered = start): the anchor file is kept aside and anchoring starts afresh from the current head");
+                true
+            }
+            (TailCheck::Tampered(reason), LedgerOnTampered::Refuse) => {
+                tracing::error!(%path, %reason,
+                    "the ledger's tail does not match its anchor: nothing is anchored over it (on_tampered = refuse)");
+                false
+            }
+        };
+        self.tail = Some(tail);
+        if self.anchoring {
+            self.start_anchoring(connection)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the anchor file, anchors the head, then records in the file
+    /// that anchoring started (in that order: the record never exists
+    /// without the file).
+    fn start_anchoring(&mut self, connection: &Connection) -> Result<(), WriteError> {
+        let failed = |error: &dyn std::fmt::Display| WriteError::from(error.to_string());
+        let (seq, hash) = store::chain_end(connection).map_err(|error| failed(&error))?;
+        let anchored = match seq {
+            0 => self.anchor.open(),
+            _ => self.anchor.append(seq, &hash),
+        };
+        anchored
+            .map_err(|error| failed(&format!("cannot write the anchor {}: {error}", self.anchor.path().display())))?;
+        self.last_anchored = seq;
+        store::mark_anchored(connection, seq).map_err(|error| failed(&error))
+    }
+
+    /// Appends the head after a fill to the anchor file, when it moved past the
+    /// last one anchored (rows another process applied count too); a failure is logged
+    /// (once until one succeeds): the rows are in the file, and the next
+    /// fill's line anchors them.
+    fn anchor_head(&mut self, head: &(i64, String)) {
+        if !self.anchoring || head.0 <= self.last_anchored {
+            return;
+        }
+        match self.anchor.append(head.0, &head.1) {
+            Ok(()) => {
+                self.anchor_failing = false;
+                self.last_anchored = head.0;
+            }
+            Err(error) if !self.anchor_failing => {
+                self.anchor_failing = true;
+                tracing::error!(path = %self.anchor.path().display(), %error, "cannot append the ledger's head to its anchor");
+            }
+            Err(_) => {}
+        }
     }
 
     /// Fills what `fills` holds (all of it, whether due or not); answers who
@@ -216,9 +358,10 @@ impl Filler {
         let (Some(connection), false) = (&self.connection, runs.is_empty()) else { return Ok(()) };
         let started = Instant::now();
         match store::append_logged(connection, runs.iter().map(Logged::run)) {
-            Ok(rows) => {
+            Ok(filled) => {
+                self.anchor_head(&filled.head);
                 if let Some(meter) = &self.meter {
-                    meter.stored(rows, started.elapsed());
+                    meter.stored(filled.rows, started.elapsed());
                 }
                 if let Some(shipper) = &self.shipper {
                     // Full: a wake-up is already waiting, and its pass ships these rows too.

@@ -88,7 +88,12 @@ impl Log {
         let name = segment_name(&self.db);
         let folder = folder(&self.db);
         let hidden = folder.join(format!(".{name}.new"));
-        let file = OpenOptions::new().append(true).create_new(true).open(&hidden)?;
+        let mut options = OpenOptions::new();
+        options.append(true).create_new(true);
+        // Owner-only whatever the umask: a segment holds rows (see `modes`).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&hidden)?;
         file.lock()?;
         std::fs::rename(&hidden, segment_path(&self.db, &name))?;
         self.active = Some(Segment { name: Arc::from(name), file, lines: 0, bytes: 0 });
@@ -229,7 +234,7 @@ pub(super) fn catch_up(connection: &Connection, db: &Path) -> Result<usize, Catc
         file.read_to_end(&mut bytes)?;
         let (rows, torn) = parse(&name, &bytes);
         let run = Run { segment: &name, first_line: 0, rows: rows.iter().map(Option::as_ref).collect() };
-        applied += store::append_logged(connection, [run])?;
+        applied += store::append_logged(connection, [run])?.rows;
         if owned {
             if torn {
                 tracing::warn!(segment = %name, "the ledger's log ended in an unfinished line (a killed writer); it is left out");

@@ -11,7 +11,10 @@
 //! opening is left out), and are committed with the next batch once
 //! [`writer::OPEN_LINGER`] has passed (see [`Ledger::opened`]). The ledger's
 //! thread moves the log's rows into the SQLite file in large batches
-//! ([`fill`]), where the hash chain is made. Readers ([`Reader`]: the CLI,
+//! ([`fill`]), where the hash chain is made, and appends the chain's new head
+//! to the anchor file beside it ([`anchor`]; checked against the tail when
+//! the file opens: [`Ledger::tail_check`]). Every file is owner-only
+//! ([`modes`]). Readers ([`Reader`]: the CLI,
 //! `GET /v1/usage`) read the file beside a running gateway, after applying
 //! what its log holds. With `[ledger] postgres_url`, a [`shipper`] copies
 //! the file's rows to the fleet's PostgreSQL table ([`postgres`]), which
@@ -20,9 +23,11 @@
 //! `refuse` fails it (an unrecorded call cannot be accounted), `continue`
 //! logs the loss and lets it go on.
 
+mod anchor;
 mod config;
 mod fill;
 mod log;
+mod modes;
 mod postgres;
 mod query;
 mod shipper;
@@ -38,18 +43,21 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-pub use config::{LedgerConfig, ledger_config};
+pub use anchor::{AnchorKey, AnchorKeyError, MIN_KEY_BYTES, Tampering, anchor_path};
+pub use config::{LedgerConfig, LedgerConfigError, ledger_config};
 pub use postgres::{
-    PostgresTarget, SharedError, SharedReader, SourceBreak, SourceReport, check_url as check_postgres_url,
+    PostgresTarget, SharedError, SharedReader, SourceBreak, SourceReport, SourceTampered,
+    check_url as check_postgres_url,
 };
 pub use query::{
-    CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums, Totals, VerifyError,
-    VerifyReport, parse_time,
+    AnchorState, AnchoredReport, CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums,
+    Totals, VerifyError, VerifyReport, parse_time,
 };
 
-use crate::catalog::{LedgerOnError, LedgerSync};
+use crate::catalog::{LedgerOnError, LedgerOnTampered, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
 use fill::Filler;
+pub use fill::TailCheck;
 use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Entry, Job, Shared, WriteError, Writer};
@@ -109,6 +117,9 @@ pub struct Ledger {
     /// The shipper's wake-up, when rows are shipped to PostgreSQL.
     shipper: Option<mpsc::SyncSender<Signal>>,
     postgres: Option<PostgresTarget>,
+    /// What the tail's check found at open (see [`Ledger::tail_check`]).
+    tail: Option<TailCheck>,
+    on_tampered: LedgerOnTampered,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -119,7 +130,8 @@ impl std::fmt::Debug for Ledger {
 
 impl Ledger {
     /// Starts the writer, having tried to open the file (so a ledger that
-    /// cannot be written is known before the first call). Never fails: a file
+    /// cannot be written is known before the first call) and checked its
+    /// tail against its anchor (see [`Ledger::tail_check`]). Never fails: a file
     /// that cannot be opened now is tried again at each write (the gateway
     /// starts either way, and `on_error` decides what its calls do meanwhile).
     pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {
@@ -130,13 +142,14 @@ impl Ledger {
         let ledger_path: Arc<Path> = Arc::from(config.path.as_path());
         let (on_error, postgres, max_bytes) = (config.on_error, config.postgres.clone(), config.max_bytes);
         let stored = Arc::new(AtomicBool::new(false));
-        let mut filler =
-            Filler { config, meter: meter.clone(), connection: None, shipper: shipper.clone(), stored: stored.clone() };
+        let on_tampered = config.on_tampered;
+        let mut filler = Filler::new(config, meter.clone(), shipper.clone(), stored.clone());
         let mut log = log::Log::new(&ledger_path, sync == LedgerSync::Full);
         let opened = filler.open().and_then(|()| log.open().map_err(|error| WriteError::from(error.to_string())));
         if let Err(error) = &opened {
             tracing::error!(path = %ledger_path.display(), %error, "the ledger cannot be opened");
         }
+        let tail = filler.tail.clone();
         stored.store(filler.connection.is_some(), Ordering::Relaxed);
         let healthy = Arc::new(AtomicBool::new(opened.is_ok()));
         let writer = Writer { meter, log, healthy: healthy.clone(), stored: stored.clone() };
@@ -162,7 +175,20 @@ impl Ledger {
             open_calls: Arc::new(AtomicUsize::new(0)),
             shipper,
             postgres,
+            tail,
+            on_tampered,
         }
+    }
+
+    /// What the check of the file's tail against its anchor found when the
+    /// ledger opened (`None`: the file could not be opened then).
+    pub fn tail_check(&self) -> Option<&TailCheck> {
+        self.tail.as_ref()
+    }
+
+    /// `[ledger] on_tampered`: whether a gateway starts on a tampered ledger.
+    pub fn on_tampered(&self) -> LedgerOnTampered {
+        self.on_tampered
     }
 
     /// Waits up to `timeout` (blocking) for the ledger's thread to move every
@@ -340,7 +366,7 @@ fn start_shipper(
 ) -> Option<mpsc::SyncSender<Signal>> {
     // One waiting wake-up is enough: a pass ships everything committed.
     let (wake, signals) = mpsc::sync_channel(1);
-    let shipper = Shipper::new(target.clone(), config.path.clone(), meter);
+    let shipper = Shipper::new(target.clone(), config.path.clone(), meter, config.anchor_key.clone());
     match std::thread::Builder::new().name("weir-ledger-ship".to_owned()).spawn(move || shipper.run(signals)) {
         Ok(_) => Some(wake),
         Err(error) => {
@@ -384,3 +410,6 @@ impl CallObserver for Ledger {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod anchor_tests;

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
 use super::log;
 use super::sql::{self, Dialect, Param};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
@@ -174,13 +175,40 @@ pub enum ReadError {
     Output(#[from] std::io::Error),
 }
 
+/// What the anchor said of a chain that checks out (see `anchor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnchorState {
+    /// The newest anchored head (row `seq`) is in the chain; `keyed`: its
+    /// lines' MACs were checked with the anchor key.
+    Anchored { seq: i64, keyed: bool },
+    /// The anchor file exists and holds no line yet (no batch since it was made).
+    Empty,
+    /// No anchor file and no record of one: rows written before anchoring
+    /// (a gateway anchors the head when it next opens the file).
+    Unanchored,
+}
+
+/// A chain that checks out, and what its anchor said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnchoredReport {
+    pub chain: VerifyReport,
+    pub anchor: AnchorState,
+}
+
 /// Why [`Reader::verify`] (or [`super::SharedReader::verify`]) did not pass.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     #[error("the chain is broken at {0}")]
     Broken(ChainBreak),
+    /// The chain holds, but its anchor does not vouch for it.
+    #[error("TAMPERED: {0}")]
+    Tampered(Tampering),
+    #[error("the anchor file {path} cannot be read: {error}")]
+    AnchorUnreadable { path: String, error: std::io::Error },
     #[error("the fleet's ledger: the chain of {0}")]
     Shared(super::postgres::SourceBreak),
+    #[error("TAMPERED: the fleet's ledger: {0}")]
+    SharedTampered(super::postgres::SourceTampered),
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -201,6 +229,7 @@ pub(super) struct Committed {
 /// A read-only view of a ledger file.
 pub struct Reader {
     connection: Connection,
+    path: PathBuf,
 }
 
 impl std::fmt::Debug for Reader {
@@ -241,31 +270,124 @@ impl Reader {
         if version != SCHEMA_VERSION {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
         }
-        Ok(Reader { connection })
+        Ok(Reader { connection, path: path.to_path_buf() })
     }
 
     /// Walks every row in order: `seq` without a gap from 1, each `prev_hash`
     /// the previous row's `hash`, each `hash` recomputed from the row, and the
     /// filter columns equal to the body's fields. A row cut off the end leaves
-    /// a valid chain: compare `rows` with a count kept elsewhere to see that.
+    /// a valid chain: [`Self::verify_anchored`] compares it with its anchor.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
         let mut rows = statement.query([]).map_err(ReadError::from)?;
         let mut chain = ChainCheck::default();
         while let Some(row) = rows.next().map_err(ReadError::from)? {
-            let kind: String = row.get(1).map_err(ReadError::from)?;
-            let call_id: String = row.get(2).map_err(ReadError::from)?;
-            let body: String = row.get(16).map_err(ReadError::from)?;
-            let stored = stored_row(row, &kind, &call_id, &body).map_err(ReadError::from)?;
-            let link = Link {
-                seq: row.get(0).map_err(ReadError::from)?,
-                prev_hash: row.get(17).map_err(ReadError::from)?,
-                hash: row.get(18).map_err(ReadError::from)?,
-            };
+            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
             chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
         }
         Ok(chain.report())
+    }
+
+    /// [`Self::verify`], and the anchor's check (`weir ledger verify`): every
+    /// anchor line is read (streamed), with `key` each line's MAC verifies
+    /// (see [`anchor::MacRule`]), and the newest anchored row is in the chain
+    /// with the anchored hash (a ledger shorter than its anchor, or a chain
+    /// recomputed after rows were deleted, fails: each row's hash covers all
+    /// the rows before it). No anchor file: tampering when the file records
+    /// that anchoring started, else [`AnchorState::Unanchored`].
+    pub fn verify_anchored(&self, key: Option<&AnchorKey>) -> Result<AnchoredReport, VerifyError> {
+        let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
+        let Some(scan) = self.anchor_scan(&transaction, key, true)? else {
+            drop(transaction);
+            let chain = self.verify()?;
+            return Ok(AnchoredReport { chain, anchor: AnchorState::Unanchored });
+        };
+        let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
+        let mut rows = statement.query([]).map_err(ReadError::from)?;
+        let mut chain = ChainCheck::default();
+        while let Some(row) = rows.next().map_err(ReadError::from)? {
+            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
+            let (seq, hash) = (link.seq, link.hash.clone());
+            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
+            if let Some((_, newest)) = &scan.newest
+                && newest.seq == seq
+                && newest.hash != hash
+            {
+                return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }));
+            }
+        }
+        let anchor = match &scan.newest {
+            Some((_, newest)) if newest.seq > chain.last_seq() => {
+                return Err(VerifyError::Tampered(Tampering::Shorter { rows: chain.last_seq(), anchored: newest.seq }));
+            }
+            Some((_, newest)) => AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() },
+            None => AnchorState::Empty,
+        };
+        Ok(AnchoredReport { chain: chain.report(), anchor })
+    }
+
+    /// The check a starting gateway makes, reading only the tail: the newest
+    /// anchor line (from the anchor file's end; its MAC with `key`), the row
+    /// at its sequence by the primary key (present, with the anchored hash),
+    /// and the chain from there to the end. The rows before the anchored
+    /// one are [`Self::verify_anchored`]'s (the CLI's) to walk.
+    pub fn check_tail(&self, key: Option<&AnchorKey>) -> Result<AnchorState, VerifyError> {
+        let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
+        let Some(scan) = self.anchor_scan(&transaction, key, false)? else {
+            return Ok(AnchorState::Unanchored);
+        };
+        let Some((_, newest)) = scan.newest else { return Ok(AnchorState::Empty) };
+        let at_anchor: Option<String> = transaction
+            .query_row("SELECT hash FROM ledger WHERE seq = ?1", [newest.seq], |row| row.get(0))
+            .optional()
+            .map_err(ReadError::from)?;
+        match at_anchor {
+            None => {
+                let (rows, _) = store::chain_end(&transaction).map_err(ReadError::from)?;
+                return Err(VerifyError::Tampered(Tampering::Shorter { rows, anchored: newest.seq }));
+            }
+            Some(hash) if hash != newest.hash => {
+                return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq: newest.seq }));
+            }
+            Some(_) => {}
+        }
+        let mut statement =
+            transaction.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
+        let mut rows = statement.query([newest.seq]).map_err(ReadError::from)?;
+        let mut chain = ChainCheck::after(newest.seq, newest.hash.clone());
+        while let Some(row) = rows.next().map_err(ReadError::from)? {
+            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
+            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
+        }
+        Ok(AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() })
+    }
+
+    /// The anchor file read (`whole`: every line, else those of its end),
+    /// the MACs checked with `key`; `None` without an anchor file where none
+    /// was ever made.
+    fn anchor_scan(
+        &self,
+        connection: &Connection,
+        key: Option<&AnchorKey>,
+        whole: bool,
+    ) -> Result<Option<AnchorScan>, VerifyError> {
+        let path = anchor::anchor_path(&self.path);
+        let unreadable = |error| VerifyError::AnchorUnreadable { path: path.display().to_string(), error };
+        let read = match whole {
+            true => anchor::read_all(&path, key),
+            false => anchor::read_tail(&path, key),
+        };
+        match read.map_err(unreadable)? {
+            Some(scan) => scan.map(Some).map_err(VerifyError::Tampered),
+            None => match store::anchored_since(connection).map_err(ReadError::from)? {
+                Some(since) => {
+                    let path = path.display().to_string();
+                    Err(VerifyError::Tampered(Tampering::MissingAnchorFile { since, path }))
+                }
+                None => Ok(None),
+            },
+        }
     }
 
     /// The hash of the file's first row: what names this file's rows in the
@@ -425,6 +547,18 @@ impl Default for ChainCheck {
 }
 
 impl ChainCheck {
+    /// A check that starts after row `seq` whose hash is `hash` (the start's
+    /// check of the rows after the anchored one). Its report counts the
+    /// calls of the rows it walked only.
+    pub(super) fn after(seq: i64, hash: String) -> Self {
+        Self { previous: (seq, hash), calls: HashSet::new() }
+    }
+
+    /// The `seq` of the last row that checked out (0 before any).
+    pub(super) fn last_seq(&self) -> i64 {
+        self.previous.0
+    }
+
     /// Checks the next row; `stored` is `None` for a kind this weir does not know.
     pub(super) fn next(
         &mut self,
@@ -464,6 +598,17 @@ impl ChainCheck {
     pub(super) fn report(&self) -> VerifyReport {
         VerifyReport { rows: u64::try_from(self.previous.0).unwrap_or(0), calls: self.calls.len() as u64 }
     }
+}
+
+/// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as
+/// stored, its call, the row (`None` for an unknown kind) and its link.
+fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
+    let kind: String = row.get(1)?;
+    let call_id: String = row.get(2)?;
+    let body: String = row.get(16)?;
+    let stored = stored_row(row, &kind, &call_id, &body)?;
+    let link = Link { seq: row.get(0)?, prev_hash: row.get(17)?, hash: row.get(18)? };
+    Ok((kind, call_id, stored, link))
 }
 
 /// The row as its columns hold it (`None` for an unknown kind).

@@ -5,7 +5,8 @@
 //! commit only, never for PostgreSQL. The writer wakes the shipper after each
 //! commit; the shipper reads the rows after the last one PostgreSQL holds for
 //! this file (asked of PostgreSQL on each connection, so a restart or an
-//! outage resumes where the table ends) and appends them in batches. A row
+//! outage resumes where the table ends) and appends them in batches, each
+//! batch's last row anchored there too (see `postgres/ship.rs`). A row
 //! already there is skipped by its key (`call_id`, `kind`), so a batch sent
 //! twice (its commit's answer lost) is stored once. While PostgreSQL cannot
 //! be reached the rows wait in the file and the shipper tries again, backing
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use postgres::Client;
 
 use super::LedgerMeter;
+use super::anchor::AnchorKey;
 use super::postgres::{self as shared, PostgresTarget, SharedError};
 use super::query::{Committed, ReadError, Reader};
 use super::store::Kind;
@@ -61,6 +63,8 @@ pub(super) struct Shipper {
     target: PostgresTarget,
     path: PathBuf,
     meter: Option<Arc<dyn LedgerMeter>>,
+    /// The anchor key the shipped anchors' MACs are made with.
+    key: Option<AnchorKey>,
     reader: Option<Reader>,
     /// The file's name in the table (its first row's hash), once it has one.
     source: Option<String>,
@@ -72,11 +76,17 @@ pub(super) struct Shipper {
 }
 
 impl Shipper {
-    pub(super) fn new(target: PostgresTarget, path: PathBuf, meter: Option<Arc<dyn LedgerMeter>>) -> Self {
+    pub(super) fn new(
+        target: PostgresTarget,
+        path: PathBuf,
+        meter: Option<Arc<dyn LedgerMeter>>,
+        key: Option<AnchorKey>,
+    ) -> Self {
         Self {
             target,
             path,
             meter,
+            key,
             reader: None,
             source: None,
             client: None,
@@ -174,7 +184,7 @@ impl Shipper {
             let rows = reader.rows_after(after, SHIP_BATCH)?;
             let Some(last) = rows.last().map(|row| row.seq) else { return Ok(total) };
             let lag = oldest_close_age(&rows);
-            shared::ship(client, &source, &rows)?;
+            shared::ship(client, &source, &rows, self.key.as_ref())?;
             after = last;
             self.shipped = Some(last);
             total += rows.len() as u64;

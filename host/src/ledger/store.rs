@@ -59,7 +59,9 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
 
 /// The one index, made (and the two it replaced dropped) each time a writer
 /// opens the file, beside the log's bookkeeping (`ledger_applied`: how many
-/// lines of each log segment the file holds; see `log`). Time filters read it
+/// lines of each log segment the file holds; see `log`) and the anchor's
+/// (`ledger_anchored`: from which row the chain's head is anchored; see
+/// `anchor`). Time filters read it
 /// by `started_ms`, and a call's other rows are found by `(started_ms,
 /// call_id)`: every row of a call carries the call's start time. It replaced
 /// an index on `(call_id, kind)`: a closing row lands among the ids of the
@@ -72,6 +74,7 @@ DROP INDEX IF EXISTS ledger_started;
 DROP INDEX IF EXISTS ledger_call;
 CREATE INDEX IF NOT EXISTS ledger_started_call ON ledger (started_ms, call_id);
 CREATE TABLE IF NOT EXISTS ledger_applied (segment TEXT PRIMARY KEY, lines INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_anchored (id INTEGER PRIMARY KEY CHECK (id = 1), since_seq INTEGER NOT NULL);
 ";
 
 /// The columns of version 1, in order (version 2 adds `charged_worst`).
@@ -260,6 +263,8 @@ pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &str) -> S
 pub(super) enum StoreError {
     #[error("cannot create the ledger's folder {path}: {source}")]
     Folder { path: String, source: std::io::Error },
+    #[error("cannot create the ledger file {path}: {source}")]
+    File { path: String, source: std::io::Error },
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("the ledger file has schema version {0}, newer than this weir's {SCHEMA_VERSION}")]
@@ -270,9 +275,11 @@ pub(super) enum StoreError {
 /// the busy timeout, the size cap, and the schema.
 pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>) -> Result<Connection, StoreError> {
     if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
-        std::fs::create_dir_all(folder)
+        super::modes::create_folder(folder)
             .map_err(|source| StoreError::Folder { path: folder.display().to_string(), source })?;
     }
+    super::modes::prepare_database(path)
+        .map_err(|source| StoreError::File { path: path.display().to_string(), source })?;
     let mut connection = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -337,9 +344,17 @@ pub(super) struct Run<'a> {
     pub rows: Vec<Option<&'a Row>>,
 }
 
+/// What [`append_logged`] did: the rows it inserted, and the chain's head
+/// after them (its last row's `seq` and `hash`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Filled {
+    pub rows: usize,
+    pub head: (i64, String),
+}
+
 /// Appends the lines of `runs` the file does not hold yet (by each segment's
 /// count in `ledger_applied`, raised in the same transaction), in one
-/// transaction rolled back when any of it fails; returns the rows inserted.
+/// transaction rolled back when any of it fails.
 /// The chain's end is read inside it: other processes may append to the same
 /// file, so no hash is remembered between batches. BEGIN and COMMIT are
 /// cached statements, where a `rusqlite::Transaction` prepares and finalizes
@@ -347,7 +362,7 @@ pub(super) struct Run<'a> {
 pub(super) fn append_logged<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
-) -> Result<usize, rusqlite::Error> {
+) -> Result<Filled, rusqlite::Error> {
     connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
     let appended = insert_runs(connection, runs)
         .and_then(|inserted| connection.prepare_cached("COMMIT")?.execute([]).map(|_| inserted));
@@ -360,7 +375,10 @@ pub(super) fn append_logged<'a>(
 
 /// Inserts what `runs` add after the chain's end, inside [`append_logged`]'s
 /// transaction.
-fn insert_runs<'a>(connection: &Connection, runs: impl IntoIterator<Item = Run<'a>>) -> Result<usize, rusqlite::Error> {
+fn insert_runs<'a>(
+    connection: &Connection,
+    runs: impl IntoIterator<Item = Run<'a>>,
+) -> Result<Filled, rusqlite::Error> {
     let (mut seq, mut prev_hash) = chain_end(connection)?;
     let mut insert = connection.prepare_cached(INSERT)?;
     let mut applied_lines = connection.prepare_cached("SELECT lines FROM ledger_applied WHERE segment = ?1")?;
@@ -383,7 +401,7 @@ fn insert_runs<'a>(connection: &Connection, runs: impl IntoIterator<Item = Run<'
         }
         set_applied.execute(params![run.segment, end])?;
     }
-    Ok(inserted)
+    Ok(Filled { rows: inserted, head: (seq, prev_hash) })
 }
 
 /// Inserts `row` as `seq` after `prev_hash`; returns its hash.
@@ -421,12 +439,34 @@ fn insert_row(
 }
 
 /// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
-fn chain_end(connection: &Connection) -> Result<(i64, String), rusqlite::Error> {
+pub(super) fn chain_end(connection: &Connection) -> Result<(i64, String), rusqlite::Error> {
     let last = connection
         .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
         .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
     Ok(last.unwrap_or_else(|| (0, GENESIS.to_owned())))
+}
+
+/// The row from which the file's head is anchored (see `anchor`), if
+/// anchoring has started: `None` in a file written before it (or one whose
+/// writer never opened it since).
+pub(super) fn anchored_since(connection: &Connection) -> Result<Option<i64>, rusqlite::Error> {
+    let table: Option<String> = connection
+        .query_row("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ledger_anchored'", [], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    if table.is_none() {
+        return Ok(None);
+    }
+    connection.query_row("SELECT since_seq FROM ledger_anchored WHERE id = 1", [], |row| row.get(0)).optional()
+}
+
+/// Records that the head is anchored from row `since` on (kept when already
+/// recorded).
+pub(super) fn mark_anchored(connection: &Connection, since: i64) -> Result<(), rusqlite::Error> {
+    connection.execute("INSERT OR IGNORE INTO ledger_anchored (id, since_seq) VALUES (1, ?1)", [since])?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -499,7 +539,7 @@ pub(super) mod tests {
         assert!(writer.is_autocommit(), "no transaction is left open");
         assert_eq!(count(&writer, "ledger"), 0, "none of the failed batch's rows stayed");
         assert_eq!(count(&writer, "ledger_applied"), 0, "nor its count of applied lines");
-        assert_eq!(super::append_logged(&writer, [run("second", &rows[6..8])]).unwrap(), 2);
+        assert_eq!(super::append_logged(&writer, [run("second", &rows[6..8])]).unwrap().rows, 2);
         assert_eq!(count(&writer, "ledger"), 2);
     }
 
@@ -512,11 +552,11 @@ pub(super) mod tests {
         let writer =
             super::open_writer(&dir.path().join("ledger.db"), crate::catalog::LedgerSync::Normal, None).unwrap();
         let rows = closings(0..6);
-        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap(), 4);
-        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap(), 0, "the same run again");
+        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap().rows, 4);
+        assert_eq!(super::append_logged(&writer, [run("s", &rows[..4])]).unwrap().rows, 0, "the same run again");
         let overlapping = super::Run { segment: "s", first_line: 2, rows: rows[2..].iter().map(Some).collect() };
-        assert_eq!(super::append_logged(&writer, [overlapping]).unwrap(), 2, "lines 4 and 5 only");
-        let other = super::append_logged(&writer, [run("t", &rows[..1])]).unwrap();
+        assert_eq!(super::append_logged(&writer, [overlapping]).unwrap().rows, 2, "lines 4 and 5 only");
+        let other = super::append_logged(&writer, [run("t", &rows[..1])]).unwrap().rows;
         assert_eq!(other, 1, "another segment counts its own lines");
         let calls: Vec<String> = writer
             .prepare("SELECT call_id FROM ledger ORDER BY seq")

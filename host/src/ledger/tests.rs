@@ -30,13 +30,7 @@ impl LedgerMeter for Batches {
 }
 
 fn settings(path: &Path) -> LedgerConfig {
-    LedgerConfig {
-        path: path.to_path_buf(),
-        sync: LedgerSync::Normal,
-        on_error: LedgerOnError::Refuse,
-        max_bytes: None,
-        postgres: None,
-    }
+    LedgerConfig::at(path.to_path_buf())
 }
 
 fn at(secs: u64) -> SystemTime {
@@ -583,14 +577,14 @@ async fn rows_shipped_twice_are_stored_once() {
         let rows = Reader::open(&path).unwrap().rows_after(0, 100).unwrap();
         let source = Reader::open(&path).unwrap().first_hash().unwrap().unwrap();
         let mut client = postgres::connect(&PostgresTarget::new(&url, None)).unwrap();
-        let first = postgres::ship(&mut client, &source, &rows).unwrap();
-        let again = postgres::ship(&mut client, &source, &rows[1..]).unwrap();
+        let first = postgres::ship(&mut client, &source, &rows, None).unwrap();
+        let again = postgres::ship(&mut client, &source, &rows[1..], None).unwrap();
         (first, again, postgres::shipped_through(&mut client, &source).unwrap())
     })
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 2, "both migrations, each applied once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 3, "the migrations, each applied once");
 }
 
 /// Each source file's chain walks in the fleet's table as in its file, and an
@@ -607,7 +601,7 @@ async fn each_files_chain_verifies_in_the_fleets_table_and_an_edit_is_named() {
     let (reports, local) = blocking(move || {
         assert!(first.ship_pending(Duration::from_secs(10)) && second.ship_pending(Duration::from_secs(10)));
         let local = [first.reader().unwrap().verify().unwrap(), second.reader().unwrap().verify().unwrap()];
-        (SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify().unwrap(), local)
+        (SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify(None).unwrap(), local)
     })
     .await;
     let mut counts: Vec<_> = reports.iter().map(|source| (source.report.rows, source.report.calls)).collect();
@@ -626,7 +620,7 @@ async fn each_files_chain_verifies_in_the_fleets_table_and_an_edit_is_named() {
                  UPDATE ledger SET input = input + 1 WHERE call_id = 'a2' AND kind = 'close';",
             )
             .unwrap();
-        SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify().unwrap_err().to_string()
+        SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify(None).unwrap_err().to_string()
     })
     .await;
     assert!(broken.contains("call a2") && broken.contains("columns do not match"), "{broken}");

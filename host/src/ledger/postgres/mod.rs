@@ -24,7 +24,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-pub use reader::{SharedReader, SourceBreak, SourceReport};
+pub use reader::{SharedReader, SourceBreak, SourceReport, SourceTampered};
 pub(super) use ship::{connect_shipper, ship, shipped_through};
 
 use super::query::ReadError;

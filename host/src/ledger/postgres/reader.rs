@@ -8,6 +8,7 @@ use postgres::Client;
 use postgres::types::ToSql;
 
 use super::{PostgresTarget, SharedError, connect};
+use crate::ledger::anchor::{Anchor, AnchorKey, AnchorLines, Tampering};
 use crate::ledger::query::{
     CallerSpend, ChainBreak, ChainCheck, Filter, GroupBy, GroupTotals, LedgerRead, Link, ReadError, Sums, Totals,
     VerifyError, VerifyReport, parse_body,
@@ -109,22 +110,51 @@ pub struct SourceBreak {
     pub chain: ChainBreak,
 }
 
+/// A source whose rows in the fleet's table its anchors there do not vouch for.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "source {file}: {tampering} (anchors in `ledger_anchor`; a \"line\" is the anchor's place among the source's anchors, by row)"
+)]
+pub struct SourceTampered {
+    pub file: String,
+    pub tampering: Tampering,
+}
+
 impl SharedReader {
     /// Walks every source file's chain in the table, as `weir ledger verify`
     /// walks a file's (one read-only snapshot). A source is also checked to be
-    /// named by its first row's hash. Rows a shipper has not sent yet are not
-    /// a break: a chain's prefix checks out.
-    pub fn verify(&self) -> Result<Vec<SourceReport>, VerifyError> {
+    /// named by its first row's hash, and against its anchors
+    /// (`ledger_anchor`, written by its shipper with each batch): each
+    /// anchored row is there with the anchored hash, and with `key` each
+    /// anchor's MAC verifies. Rows a shipper has not sent yet are not a
+    /// break: a chain's prefix checks out.
+    pub fn verify(&self, key: Option<&AnchorKey>) -> Result<Vec<SourceReport>, VerifyError> {
         let read = |error: postgres::Error| VerifyError::Read(SharedError::from(error).into());
         self.in_snapshot(|transaction| {
-            let sources = transaction.query("SELECT DISTINCT source FROM ledger ORDER BY source", &[]).map_err(read)?;
+            // A source's anchors outlive its rows: one whose every row was deleted is still walked.
+            let sources = transaction
+                .query("SELECT source FROM ledger UNION SELECT source FROM ledger_anchor ORDER BY source", &[])
+                .map_err(read)?;
             let mut reports = Vec::with_capacity(sources.len());
             for source in sources {
                 let source: String = source.try_get(0).map_err(read)?;
                 let rows = transaction.query(VERIFY_ROWS, &[&source]).map_err(read)?;
+                let anchors = source_anchors(transaction, &source).map_err(read)?;
+                let tampered =
+                    |tampering| VerifyError::SharedTampered(SourceTampered { file: source.clone(), tampering });
+                if let Some(key) = key {
+                    anchors.check_macs(key).map_err(tampered)?;
+                }
+                let mut pending = anchors.lines.iter().map(|(_, anchor)| anchor).peekable();
                 let mut chain = ChainCheck::default();
                 for row in &rows {
                     let (kind, call_id, stored, link) = committed_at(row).map_err(read)?;
+                    let (seq, hash) = (link.seq, link.hash.clone());
+                    while let Some(anchor) = pending.next_if(|anchor| anchor.seq <= seq) {
+                        if anchor.seq == seq && anchor.hash != hash {
+                            return Err(tampered(Tampering::HeadMismatch { seq }));
+                        }
+                    }
                     let misnamed = link.seq == 1 && link.hash != source;
                     let checked = chain.next(&kind, &call_id, stored, link).and_then(|()| match misnamed {
                         false => Ok(()),
@@ -136,11 +166,26 @@ impl SharedReader {
                     });
                     checked.map_err(|chain| VerifyError::Shared(SourceBreak { file: source.clone(), chain }))?;
                 }
+                if let Some(anchor) = pending.last() {
+                    let rows = chain.last_seq();
+                    return Err(tampered(Tampering::Shorter { rows, anchored: anchor.seq }));
+                }
                 reports.push(SourceReport { source, report: chain.report() });
             }
             Ok(reports)
         })
     }
+}
+
+/// `source`'s anchors, by row (numbered from 1 in that order).
+fn source_anchors(transaction: &mut postgres::Transaction<'_>, source: &str) -> Result<AnchorLines, postgres::Error> {
+    let rows = transaction
+        .query("SELECT source_seq, hash, mac FROM ledger_anchor WHERE source = $1 ORDER BY source_seq", &[&source])?;
+    let mut lines = Vec::with_capacity(rows.len());
+    for (number, row) in (1..).zip(&rows) {
+        lines.push((number, Anchor { seq: row.try_get(0)?, hash: row.try_get(1)?, mac: row.try_get(2)? }));
+    }
+    Ok(AnchorLines { lines })
 }
 
 /// One source's rows in order, with every column [`committed_at`] reads.

@@ -5,6 +5,7 @@ use postgres::Client;
 use postgres::types::ToSql;
 
 use super::{PostgresTarget, SharedError, connect};
+use crate::ledger::anchor::AnchorKey;
 use crate::ledger::query::Committed;
 use crate::record::Tokens;
 
@@ -27,9 +28,16 @@ pub(in crate::ledger) fn shipped_through(client: &mut Client, source: &str) -> R
 }
 
 /// Appends `rows` of `source` in one statement and transaction; a row whose
-/// call already has that kind of row is skipped (shipped before). Returns
-/// how many were new.
-pub(in crate::ledger) fn ship(client: &mut Client, source: &str, rows: &[Committed]) -> Result<u64, SharedError> {
+/// call already has that kind of row is skipped (shipped before). In the
+/// same transaction, the batch's last row is anchored (`ledger_anchor`: its
+/// `source_seq` and hash, and their MAC with `key`). Returns how many rows
+/// were new.
+pub(in crate::ledger) fn ship(
+    client: &mut Client,
+    source: &str,
+    rows: &[Committed],
+    key: Option<&AnchorKey>,
+) -> Result<u64, SharedError> {
     let column = |get: fn(&Committed) -> String| rows.iter().map(get).collect::<Vec<_>>();
     let optional = |get: fn(&Committed) -> Option<String>| rows.iter().map(get).collect::<Vec<_>>();
     let integer = |get: fn(&Committed) -> i64| rows.iter().map(get).collect::<Vec<_>>();
@@ -70,6 +78,13 @@ pub(in crate::ledger) fn ship(client: &mut Client, source: &str, rows: &[Committ
          ON CONFLICT DO NOTHING",
         &params,
     )?;
+    if let Some(last) = rows.last() {
+        let mac = key.map(|key| key.mac(last.seq, &last.hash));
+        transaction.execute(
+            "INSERT INTO ledger_anchor (source, source_seq, hash, mac) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            &[&source, &last.seq, &last.hash, &mac],
+        )?;
+    }
     transaction.commit()?;
     Ok(inserted)
 }
