@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use weir_host::ledger::{Ledger, LedgerConfig, anchor_path};
 use weir_host::record::{CallObserver, CallOpening, CallRecord, Operation, Route, Tokens, Who};
+use weir_tests::ledger_tamper::recompute_chain;
 
 fn weir(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weir")).args(args).env("NO_COLOR", "1").output().expect("run weir")
@@ -153,31 +154,6 @@ fn verify_passes_then_names_the_tampered_row() {
     assert!(!broken.status.success());
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("row 2") && stderr.contains("call-bob"), "{stderr}");
-}
-
-/// The chain recomputed with the public algorithm (`sha256(prev_hash "\n"
-/// seq "\n" kind "\n" body)` from 64 zeros), the rows renumbered from 1:
-/// what someone who deleted rows does so that the chain holds again.
-fn recompute_chain(connection: &rusqlite::Connection) {
-    use sha2::Digest;
-    let rows: Vec<(i64, String, String)> = connection
-        .prepare("SELECT seq, kind, body FROM ledger ORDER BY seq")
-        .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut prev_hash = "0".repeat(64);
-    for (seq, (old_seq, kind, body)) in (1_i64..).zip(rows) {
-        let hash = hex::encode(sha2::Sha256::digest(format!("{prev_hash}\n{seq}\n{kind}\n{body}")));
-        connection
-            .execute(
-                "UPDATE ledger SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
-                rusqlite::params![seq, prev_hash, hash, old_seq],
-            )
-            .unwrap();
-        prev_hash = hash;
-    }
 }
 
 /// The file opened with its append-only triggers dropped.

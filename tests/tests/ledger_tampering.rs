@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sha2::Digest;
+use weir_tests::ledger_tamper::recompute_chain;
 use weir_tests::{FakeUpstream, Gateway, openai_wire, run_cli, weir_binary};
 
 const ANA: &str = "sk-weir-ana-anchor";
@@ -65,29 +65,6 @@ async fn post(gateway: &Gateway, token: &str) -> u16 {
     let response =
         reqwest::Client::new().post(gateway.url("/v1/chat/completions")).bearer_auth(token).json(&call()).send().await;
     response.unwrap().status().as_u16()
-}
-
-/// The chain recomputed with the public algorithm (`sha256(prev_hash "\n"
-/// seq "\n" kind "\n" body)` from 64 zeros), the rows renumbered from 1.
-fn recompute_chain(connection: &rusqlite::Connection) {
-    let rows: Vec<(i64, String, String)> = connection
-        .prepare("SELECT seq, kind, body FROM ledger ORDER BY seq")
-        .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut prev_hash = "0".repeat(64);
-    for (seq, (old_seq, kind, body)) in (1_i64..).zip(rows) {
-        let hash = hex::encode(sha2::Sha256::digest(format!("{prev_hash}\n{seq}\n{kind}\n{body}")));
-        connection
-            .execute(
-                "UPDATE ledger SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
-                rusqlite::params![seq, prev_hash, hash, old_seq],
-            )
-            .unwrap();
-        prev_hash = hash;
-    }
 }
 
 /// Runs `weir serve` on `config` expecting it to exit on its own within

@@ -8,11 +8,11 @@
 use std::path::Path;
 
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
 
 use super::tests::record;
 use super::*;
 use crate::catalog::LedgerOnTampered;
+use weir_tests::ledger_tamper::recompute_chain;
 
 const KEY: &[u8] = b"an operator's anchor key, 32+ bytes long";
 
@@ -47,30 +47,6 @@ fn tamper(path: &Path) -> Connection {
     let connection = Connection::open(path).unwrap();
     connection.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
     connection
-}
-
-/// The chain recomputed with the public algorithm (`sha256(prev_hash "\n"
-/// seq "\n" kind "\n" body)`, from 64 zeros), the rows renumbered from 1:
-/// what someone who deleted rows does so that the chain holds again.
-fn recompute_chain(connection: &Connection) {
-    let rows: Vec<(i64, String, String)> = connection
-        .prepare("SELECT seq, kind, body FROM ledger ORDER BY seq")
-        .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut prev_hash = "0".repeat(64);
-    for (seq, (old_seq, kind, body)) in (1_i64..).zip(rows) {
-        let hash = hex::encode(Sha256::digest(format!("{prev_hash}\n{seq}\n{kind}\n{body}")));
-        connection
-            .execute(
-                "UPDATE ledger SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
-                rusqlite::params![seq, prev_hash, hash, old_seq],
-            )
-            .unwrap();
-        prev_hash = hash;
-    }
 }
 
 /// Appends a copy of the last row under a new call id (the chain
