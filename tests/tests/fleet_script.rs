@@ -231,23 +231,33 @@ async fn permits_are_leases_that_expire_unless_renewed() {
     assert_eq!(watcher.held().await.unwrap(), 0, "nobody renewed them: they expired");
 }
 
+/// A gateway's budget book with one budget, `ana`'s 90 tokens a day, shared
+/// through `server` under `policy`.
+fn ana_daily_90(
+    server: &RedisServer,
+    ana: &weir_host::budget::Scope,
+    policy: SharedErrorPolicy,
+    fleet_size: Option<u32>,
+) -> weir_host::budget::BudgetBook {
+    use weir_host::budget::{BudgetBook, Limits, SystemClock, Timezone};
+    let limits =
+        std::collections::HashMap::from([(ana.clone(), Limits { daily_tokens: Some(90), ..Limits::default() })]);
+    let book = BudgetBook::new(limits, Timezone::UTC, std::sync::Arc::new(SystemClock));
+    let fleet = store(server, policy, fleet_size);
+    book.share_through(fleet.budgets(), fleet.fleet_size());
+    book
+}
+
 /// Budgets shared through Redis: two books (two gateways) hold against one
 /// account, whole or nothing; with Redis out, `refuse` refuses and `local`
 /// holds this gateway's share in memory.
 #[tokio::test]
 async fn budget_holds_are_shared_and_an_outage_takes_the_policy() {
-    use std::collections::HashMap;
-    use weir_host::budget::{BudgetBook, Limits as Budget, Scope, Spend, SystemClock, Timezone};
+    use weir_host::budget::{Scope, Spend};
     let mut server = RedisServer::start().await;
     let ana = Scope::Member("ana".to_owned());
     let scopes = [ana.clone()];
-    let book = |policy, fleet_size| {
-        let limits = HashMap::from([(ana.clone(), Budget { daily_tokens: Some(90), ..Budget::default() })]);
-        let book = BudgetBook::new(limits, Timezone::UTC, std::sync::Arc::new(SystemClock));
-        let fleet = store(&server, policy, fleet_size);
-        book.share_through(fleet.budgets(), fleet.fleet_size());
-        book
-    };
+    let book = |policy, fleet_size| ana_daily_90(&server, &ana, policy, fleet_size);
     let (a, b) = (book(SharedErrorPolicy::Refuse, None), book(SharedErrorPolicy::Local, Some(3)));
     let worst = Spend { tokens: 40, usd: None };
     let first = a.take(&scopes, worst, "m").await.unwrap();
@@ -279,18 +289,11 @@ async fn budget_holds_are_shared_and_an_outage_takes_the_policy() {
 /// gateway's share.
 #[tokio::test]
 async fn a_fleet_hold_is_topped_up_atomically_and_settles_the_total() {
-    use std::collections::HashMap;
-    use weir_host::budget::{Amount, BudgetBook, Limits as Budget, Scope, Spend, SystemClock, Timezone};
+    use weir_host::budget::{Amount, Scope, Spend};
     let mut server = RedisServer::start().await;
     let ana = Scope::Member("ana".to_owned());
     let scopes = [ana.clone()];
-    let book = |policy, fleet_size| {
-        let limits = HashMap::from([(ana.clone(), Budget { daily_tokens: Some(90), ..Budget::default() })]);
-        let book = BudgetBook::new(limits, Timezone::UTC, std::sync::Arc::new(SystemClock));
-        let fleet = store(&server, policy, fleet_size);
-        book.share_through(fleet.budgets(), fleet.fleet_size());
-        book
-    };
+    let book = |policy, fleet_size| ana_daily_90(&server, &ana, policy, fleet_size);
     let tokens = |tokens| Spend { tokens, usd: None };
     let (a, b) = (book(SharedErrorPolicy::Refuse, None), book(SharedErrorPolicy::Local, Some(3)));
     let mut hold = a.take(&scopes, tokens(20), "m").await.unwrap();
