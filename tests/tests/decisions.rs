@@ -694,3 +694,41 @@ async fn a_failed_question_fails_the_call_those_in_flight_finish_and_no_more_are
     assert_eq!(record["category"], "upstream_error");
     assert_eq!(record["attempts"].as_array().unwrap().len(), 4, "every attempt made is on the record");
 }
+
+/// Each distribution comes back in its question's declared outcome order, as
+/// the wire's text (not a parsed object, whose keys a JSON library may sort):
+/// a `choice` declared `other, billing, bug`, a `noul` as `true, false, null`,
+/// a score from 1 to 12 numerically (sorted text would put `10` before `2`).
+#[tokio::test]
+async fn distributions_come_back_in_declared_outcome_order() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway_for(&upstream, "").await;
+    let body = json!({
+        "model": "triage",
+        "state": {"text": "Customer writes: my card was charged twice."},
+        "questions": [
+            {"id": "intent", "shape": "choice", "options": ["other", "billing", "bug"]},
+            {"id": "refund_owed", "shape": "noul"},
+            {"id": "urgency", "shape": "score", "min": 1, "max": 12}
+        ]
+    });
+    let response = reqwest::Client::new().post(gateway.url("/v1/decisions")).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    let answers = parsed["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3, "{text}");
+    let scores: Vec<String> = (1..=12).map(|n| n.to_string()).collect();
+    let declared =
+        [vec!["other", "billing", "bug"], vec!["true", "false", "null"], scores.iter().map(String::as_str).collect()];
+    for (answer, outcomes) in answers.iter().zip(&declared) {
+        // The distribution's keys as the gateway wrote them, in order, from the raw body.
+        let id = answer["id"].as_str().unwrap();
+        let start = text.find(&format!("\"id\":\"{id}\"")).unwrap();
+        let object = &text[start..];
+        let object = &object[object.find("\"distribution\":{").unwrap()..];
+        let object = &object[..=object.find('}').unwrap()];
+        let keys: Vec<&str> = object.split('"').skip(3).step_by(2).collect();
+        assert_eq!(&keys, outcomes, "{id}: {object}");
+    }
+}

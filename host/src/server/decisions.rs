@@ -9,11 +9,11 @@ use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::{ApiError, Authenticated, deadline, number_header, stamp_headers, traceparent};
 use crate::Weir;
-use crate::decision::{DecideRequest, DecideResponse, DecisionRequest};
+use crate::decision::{AnsweredQuestion, DecideRequest, DecideResponse, DecisionRequest};
 use crate::record::Route;
 
 pub(super) async fn decisions(
@@ -39,13 +39,28 @@ pub(super) async fn decisions(
 
 /// The wire's answer: each question's distribution in its outcomes' declared
 /// order, the billed input, the served model (the endpoint's word for it, else
-/// the catalog id) and the call id as the request id.
-fn answer_body(answer: &DecideResponse) -> Value {
-    let model = answer.decision.served_model.as_deref().unwrap_or(&answer.stamp.model);
-    json!({
-        "answers": answer.decision.answered(),
-        "usage": {"input_tokens": answer.input_tokens},
-        "model": model,
-        "request_id": answer.stamp.call_id,
-    })
+/// the catalog id) and the call id as the request id. Serialized as written
+/// here, not through a `serde_json::Value`, whose objects sort their keys: a
+/// `noul` would come back `false, null, true`.
+fn answer_body(answer: &DecideResponse) -> AnswerBody<'_> {
+    AnswerBody {
+        answers: answer.decision.answered(),
+        usage: Usage { input_tokens: answer.input_tokens },
+        model: answer.decision.served_model.as_deref().unwrap_or(&answer.stamp.model),
+        request_id: &answer.stamp.call_id,
+    }
+}
+
+/// The decision wire's answer, in its field order.
+#[derive(Serialize)]
+struct AnswerBody<'a> {
+    answers: Vec<AnsweredQuestion>,
+    usage: Usage,
+    model: &'a str,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct Usage {
+    input_tokens: u64,
 }
