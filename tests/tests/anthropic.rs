@@ -148,6 +148,45 @@ async fn a_text_answer_goes_out_as_messages_and_comes_back_as_openai_with_cached
     assert_eq!(upstream.queued(), 0, "every scripted answer was used");
 }
 
+/// An Anthropic entry that declares no cache multipliers bills cache reads at 0.1 and
+/// writes at 1.25 of its input price (Anthropic's own billing, by provider key); an entry
+/// that declares one keeps it. Read back from the ledger the gateway wrote.
+#[tokio::test]
+async fn an_anthropic_entry_without_multipliers_bills_cached_input_at_anthropics_prices() {
+    let upstream = FakeUpstream::start().await;
+    let prices = "input_price = 3.0\noutput_price = 15.0\n";
+    let declared = config(&upstream, prices)
+        .replace("id = \"claude\"", "id = \"claude-declared\"")
+        .replace("read_timeout_secs = 5", "")
+        .replace(prices, &format!("{prices}cache_read_multiplier = 0.5\n"));
+    let text = format!("{}{declared}\n[ledger]\npath = \"ledger.db\"\n", config(&upstream, prices));
+    let gateway = Gateway::start_with(&text, &[("WEIR_ANTHROPIC_KEY", KEY)], None).await;
+    for model in ["claude", "claude-declared"] {
+        upstream.push(anthropic_wire::message(vec![text_block("Cached.")], "end_turn", usage_json(100, 10, 200, 1000)));
+        let (status, _, body) =
+            post(&gateway, &json!({"model": model, "messages": [{"role": "user", "content": "Hi"}]})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let record = |model: &str| records.iter().find(|record| record["model"] == model).unwrap().clone();
+    let default = record("claude");
+    assert_eq!(default["usage"]["cache_read"], 1000, "{default}");
+    assert_eq!(default["usage"]["cache_write"], 200, "{default}");
+    let billable = default["billable_input"].as_f64().unwrap();
+    assert!((billable - (100.0 + 0.1 * 1000.0 + 1.25 * 200.0)).abs() < 1e-9, "{billable}");
+    // 100 × $3 + 10 × $15 + 1,000 × $0.30 (0.1) + 200 × $3.75 (1.25), per million.
+    let cost = default["cost_usd"].as_f64().unwrap();
+    assert!((cost - 1_500.0 / 1e6).abs() < 1e-12, "{cost}");
+
+    let declared = record("claude-declared");
+    let billable = declared["billable_input"].as_f64().unwrap();
+    assert!((billable - (100.0 + 0.5 * 1000.0 + 1.25 * 200.0)).abs() < 1e-9, "the declared read wins: {billable}");
+    // 100 × $3 + 10 × $15 + 1,000 × $1.50 (0.5, declared) + 200 × $3.75, per million.
+    let cost = declared["cost_usd"].as_f64().unwrap();
+    assert!((cost - 2_700.0 / 1e6).abs() < 1e-12, "{cost}");
+}
+
 #[tokio::test]
 async fn tool_use_becomes_tool_calls_and_a_tool_result_goes_back_as_a_block() {
     let upstream = FakeUpstream::start().await;

@@ -193,10 +193,10 @@ pub struct ModelEntry {
     #[serde(default)]
     pub requires_lax: bool,
     /// What a cache-read input token costs, as a fraction of an input token
-    /// (absent: 1.0, no discount assumed).
+    /// (absent: the serving provider's, see [`super::provider_cache_multipliers`]).
     pub cache_read_multiplier: Option<f64>,
     /// What a cache-write input token costs, as a multiple of an input token
-    /// (absent: 1.0).
+    /// (absent: the serving provider's).
     pub cache_write_multiplier: Option<f64>,
     /// Allow a plain-`http` endpoint that is not on loopback (default false: a
     /// secret must not cross a network in clear).

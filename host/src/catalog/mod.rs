@@ -1,10 +1,12 @@
 //! The catalog: every model callers can name, resolved against the providers
 //! that are loaded.
 
+mod cache_prices;
 mod capability;
 mod config;
 mod links;
 
+pub use cache_prices::provider_cache_multipliers;
 pub use capability::{Capability, CapabilitySet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -207,10 +209,13 @@ impl Catalog {
             }
             report(&model, &route);
             // Facts that follow from the provider actually serving the entry.
-            if let Route::Linked(provider) = &route
-                && entry.tokenizer.is_none()
-            {
-                model.tokenizer = Tokenizer::default_for(provider.key(), &model.wire_id);
+            if let Route::Linked(provider) = &route {
+                if entry.tokenizer.is_none() {
+                    model.tokenizer = Tokenizer::default_for(provider.key(), &model.wire_id);
+                }
+                let billing = provider_cache_multipliers(provider.key());
+                model.cache_read_multiplier = entry.cache_read_multiplier.unwrap_or(billing.read);
+                model.cache_write_multiplier = entry.cache_write_multiplier.unwrap_or(billing.write);
             }
             let serving = route.provider().map_or(model.provider.as_str(), |provider| provider.key());
             if serving == MANTLE || model.provider == MANTLE {
@@ -284,6 +289,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
     let wire_id = entry.wire_id.clone().unwrap_or_else(|| entry.id.clone());
     let window_bound = entry.context_window.saturating_sub(1).max(1);
     let max_output_tokens = entry.max_output_tokens.min(operator_ceiling.unwrap_or(u32::MAX)).min(window_bound);
+    let billing = provider_cache_multipliers(&entry.provider);
     ModelSpec {
         id: entry.id.clone(),
         provider: entry.provider.clone(),
@@ -305,8 +311,8 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         native_tools: entry.native_tools.unwrap_or(true),
         capabilities: entry.capabilities.as_ref().map(|declared| CapabilitySet::of(declared.iter().copied())),
         fixed_temperature: entry.fixed_temperature,
-        cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(1.0),
-        cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(1.0),
+        cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(billing.read),
+        cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(billing.write),
         allow_http: entry.allow_http,
         max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
         interactive_share: entry.interactive_share.unwrap_or(config::DEFAULT_INTERACTIVE_SHARE),
@@ -346,6 +352,23 @@ mod tests {
         assert_eq!(ceilings(&config), vec![3_999, 3_000], "one token less than the window");
         let capped = Config::from_toml(&format!("max_output_ceiling = 2000\n{text}"), "t").unwrap();
         assert_eq!(ceilings(&capped), vec![2_000, 2_000], "the operator's ceiling");
+    }
+
+    #[test]
+    fn cache_multipliers_default_by_provider_and_a_declared_one_wins() {
+        let entry = |provider: &str, extra: &str| {
+            let text = format!(
+                "[[model]]\nid = \"a\"\nprovider = \"{provider}\"\nmax_output_tokens = 10\ncontext_window = 100\n{extra}"
+            );
+            let model = spec(&Config::from_toml(&text, "t").unwrap().models[0], None);
+            (model.cache_read_multiplier, model.cache_write_multiplier)
+        };
+        assert_eq!(entry("anthropic", ""), (0.1, 1.25));
+        assert_eq!(entry("anthropic-bedrock-mantle", ""), (0.1, 1.25));
+        assert_eq!(entry("openai", ""), (0.5, 1.0));
+        assert_eq!(entry("bedrock-converse", ""), (1.0, 1.0));
+        assert_eq!(entry("anthropic", "cache_read_multiplier = 0.3\n"), (0.3, 1.25), "each declared value wins");
+        assert_eq!(entry("openai", "cache_write_multiplier = 2.0\n"), (0.5, 2.0));
     }
 
     #[test]
