@@ -377,6 +377,48 @@ async fn the_secret_store_is_asked_before_the_default_chain() {
     assert!(request.header("authorization").unwrap().contains(ACCESS_KEY_ID));
 }
 
+/// The embedded catalog declares each model's capabilities: Nova Micro reads text only,
+/// so an image to it is refused `capability_mismatch` with nothing sent, although its
+/// component (`bedrock-converse`) carries images; the same image to Nova Pro goes out. The
+/// embedded entries as shipped, each Nova entry only pointed at the fake.
+#[tokio::test]
+async fn an_image_to_the_embedded_text_only_nova_micro_is_refused_before_anything_is_sent() {
+    let bedrock = FakeBedrock::start().await;
+    let mut catalog = weir_host::catalog::EMBEDDED_DEFAULT.to_owned();
+    for wire_id in ["us.amazon.nova-micro-v1:0", "us.amazon.nova-pro-v1:0"] {
+        let line = format!("wire_id = \"{wire_id}\"\n");
+        assert!(catalog.contains(&line), "{wire_id} is in the embedded catalog");
+        catalog = catalog.replace(&line, &format!("{line}endpoint = \"{}\"\n", bedrock.base_url()));
+    }
+    let text = format!("{catalog}\n[ledger]\npath = \"ledger.db\"\n");
+    let gateway = Gateway::start_with(&text, &aws_env(), None).await;
+    const PNG: &str =
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let image = |model: &str| {
+        json!({"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+        ]}]})
+    };
+
+    let (status, body) = post(&gateway, &image("nova-micro")).await;
+    assert_eq!(status, 400, "{body}");
+    let error = &parse(&body)["error"];
+    assert_eq!(error["code"], "capability_mismatch", "{body}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("vision") && message.contains("nova-micro"), "{message}");
+    assert!(bedrock.received().is_empty(), "nothing was sent");
+
+    bedrock.push(bedrock_wire::converse_text("A pixel."));
+    let (status, body) = post(&gateway, &image("nova-pro")).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = bedrock.received()[0].json();
+    assert!(
+        sent["messages"][0]["content"].as_array().unwrap().iter().any(|block| block.get("image").is_some()),
+        "{sent}"
+    );
+}
+
 #[tokio::test]
 async fn cache_multipliers_price_billable_input() {
     let bedrock = FakeBedrock::start().await;
