@@ -293,6 +293,35 @@ async fn mantle_binds_the_strict_project_and_signs_the_header() {
     assert_eq!(request.json()["model"], MANTLE_ID);
 }
 
+/// A Mantle call is recorded and stamped under Bedrock's provider key, as the runtime seed
+/// keeps Mantle's provider Bedrock's: the ledger's per-provider view keeps Bedrock whole,
+/// and the entry id tells the two surfaces apart.
+#[tokio::test]
+async fn a_mantle_call_is_recorded_under_bedrock_and_told_apart_by_its_entry() {
+    let bedrock = FakeBedrock::start().await;
+    let usage = weir_tests::anthropic_wire::usage_json(10, 3, 0, 0);
+    let message = bedrock_wire::claude_message_body(vec![json!({"type": "text", "text": "ok"})], "end_turn", usage);
+    bedrock.push(bedrock_wire::invoke_message(&message));
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    let text = format!("{}\n[ledger]\npath = \"ledger.db\"\n", config(&bedrock, PROJECTS));
+    let gateway = Gateway::start_with(&text, &aws_env(), None).await;
+    for model in ["claude-bedrock", "claude-mantle"] {
+        let response =
+            reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&ask(model)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{model}");
+        assert_eq!(response.headers()["x-weir-provider"], "anthropic-bedrock", "{model}");
+    }
+    let operations: Vec<Operation> = bedrock.received().iter().map(|request| request.operation).collect();
+    assert_eq!(operations, [Operation::InvokeModel, Operation::MantleMessages], "each surface's own wire");
+
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let recorded: Vec<(&str, &str)> = records
+        .iter()
+        .map(|record| (record["model"].as_str().unwrap(), record["provider"].as_str().unwrap()))
+        .collect();
+    assert_eq!(recorded, [("claude-bedrock", "anthropic-bedrock"), ("claude-mantle", "anthropic-bedrock")]);
+}
+
 #[tokio::test]
 async fn a_data_sharing_model_is_refused_before_any_request_under_the_default_envelope() {
     let bedrock = FakeBedrock::start().await;

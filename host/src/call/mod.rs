@@ -458,7 +458,7 @@ fn resolved(target: &target::Reached<'_>) -> Resolved {
         model: model.id.clone(),
         role: target.role.map(str::to_owned),
         identity: model.identity.clone(),
-        provider: target.provider_key.to_string(),
+        provider: crate::catalog::recorded_provider(&target.provider_key).to_owned(),
         wire_id: model.wire_id.clone(),
         endpoint_host: endpoint_host(&target.endpoint),
         prices: model.prices,

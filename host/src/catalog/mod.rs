@@ -31,6 +31,20 @@ use crate::reach;
 /// from `tpm` (see [`mantle_rpm`]).
 pub const MANTLE: &str = "anthropic-bedrock-mantle";
 
+/// The provider key of Claude on Bedrock's bedrock-runtime surface: what a
+/// Mantle call is recorded under (see [`recorded_provider`]).
+pub const BEDROCK_ANTHROPIC: &str = "anthropic-bedrock";
+
+/// The provider a call is recorded and stamped under (its record, its
+/// `x-weir-provider`, the metrics' `provider` label), given the key that
+/// served it. Mantle is one of Bedrock's surfaces, billed by the same account
+/// at the same prices, so, as the runtime seed keeps its provider key as
+/// Bedrock's, its calls are recorded as `anthropic-bedrock`: per-provider sums
+/// keep Bedrock whole, and the entry id (`…-mantle`) tells the surfaces apart.
+pub fn recorded_provider(serving: &str) -> &str {
+    if serving == MANTLE { BEDROCK_ANTHROPIC } else { serving }
+}
+
 /// The provider key of a decision entry: the host speaks the decision wire
 /// itself (see [`crate::decision`]), so no component may declare it.
 pub const DECISION_PROVIDER: &str = "decision";
@@ -223,6 +237,7 @@ impl Catalog {
             }
             provider_keys.insert(model.provider.clone());
             provider_keys.insert(serving.to_owned());
+            provider_keys.insert(recorded_provider(serving).to_owned());
             routes.insert(entry.id.clone(), route);
             models.insert(entry.id.clone(), model);
         }
@@ -256,8 +271,9 @@ impl Catalog {
         self.models.values()
     }
 
-    /// The provider keys the entries name, and those they were linked to at
-    /// load (what a call's record can carry as its provider).
+    /// The provider keys the entries name, those they were linked to at load,
+    /// and those their calls are recorded under (what a call's record can carry
+    /// as its provider, see [`recorded_provider`]).
     pub fn provider_keys(&self) -> impl Iterator<Item = &str> {
         self.provider_keys.iter().map(String::as_str)
     }
@@ -369,6 +385,14 @@ mod tests {
         assert_eq!(entry("bedrock-converse", ""), (1.0, 1.0));
         assert_eq!(entry("anthropic", "cache_read_multiplier = 0.3\n"), (0.3, 1.25), "each declared value wins");
         assert_eq!(entry("openai", "cache_write_multiplier = 2.0\n"), (0.5, 2.0));
+    }
+
+    #[test]
+    fn mantle_is_recorded_as_bedrock_and_every_other_key_as_itself() {
+        assert_eq!(recorded_provider(MANTLE), BEDROCK_ANTHROPIC);
+        for key in ["anthropic-bedrock", "anthropic", "bedrock-converse", "openai", "decision"] {
+            assert_eq!(recorded_provider(key), key);
+        }
     }
 
     #[test]
