@@ -160,6 +160,22 @@ pub fn closed_records(ledger: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The embedded default catalog as shipped, with the entries `ids` pointed at `endpoint`
+/// (each `id = "…"` line must appear once) and a ledger in the gateway's own folder: a
+/// test of what `weir serve` does with no `--config`, with a fake standing in upstream.
+#[must_use]
+pub fn embedded_catalog_at(ids: &[&str], endpoint: &str) -> String {
+    // The file `weir_host::catalog::EMBEDDED_DEFAULT` compiles in (this crate's library
+    // does not depend on the host).
+    let mut catalog = include_str!("../../host/catalog/default.toml").to_owned();
+    for id in ids {
+        let line = format!("id = \"{id}\"\n");
+        assert_eq!(catalog.matches(&line).count(), 1, "{id} is in the embedded catalog once");
+        catalog = catalog.replace(&line, &format!("{line}endpoint = \"{endpoint}\"\n"));
+    }
+    format!("{catalog}\n[ledger]\npath = \"ledger.db\"\n")
+}
+
 /// A gateway's answer to [`Gateway::post_json`].
 #[derive(Debug)]
 pub struct Posted {

@@ -1,7 +1,8 @@
 //! Roles, pins and the picker, effort and the context window, through the
 //! gateway's router over real HTTP to a fake upstream: every test asserts what
 //! the upstream received (which wire id, which reasoning fields, or nothing at
-//! all), what the caller got, and what the record says.
+//! all), what the caller got, and what the record says. The embedded catalog's own roles
+//! are tested on the real `weir serve`.
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,8 +13,8 @@ use serde_json::{Value, json};
 use weir_host::record::{Acknowledged, CallObserver, CallOpening, CallRecord, acknowledged};
 use weir_host::transport::{Secret, SecretStore};
 use weir_host::{ChatRequest, Config, Weir, types::Conversation};
-use weir_tests::FakeUpstream;
 use weir_tests::anthropic_wire::{self, message_body, text_block, usage_json};
+use weir_tests::{FakeUpstream, Gateway};
 
 const KEY_ALL: &str = "weir-all-token-0123456789abcdef";
 const KEY_B: &str = "weir-bob-token-0123456789abcdef";
@@ -363,4 +364,44 @@ async fn what_policy_withheld_is_noted_on_the_record() {
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert!(rig.upstream.received()[0].json().get("temperature").is_none(), "omitted, never rewritten");
     assert_eq!(rig.last_record().notes, ["temperature_omitted"]);
+}
+
+/// `weir serve` on the embedded defaults (its two OpenAI chat entries pointed at the fake,
+/// no AWS identity) ships the roles `chat`, `fast`, `embed` and `rerank`: `/v1/models` lists what each resolves to, a call to `chat` is served by
+/// `gpt-4.1` (the fake standing in for OpenAI), and `rerank`, whose one entry needs an AWS
+/// region this gateway lacks, fails closed as `role_unavailable` with nothing substituted.
+#[tokio::test]
+async fn the_embedded_catalog_ships_roles_and_serves_chat() {
+    let upstream = FakeUpstream::start().await;
+    let env = [("OPENAI_API_KEY", "sk-weir-embedded-roles")];
+    let gateway = Gateway::start_with(
+        &weir_tests::gateway::embedded_catalog_at(&["gpt-4.1", "gpt-4.1-mini"], &upstream.base_url()),
+        &env,
+        None,
+    )
+    .await;
+
+    let listed: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let find = |id: &str| listed["data"].as_array().unwrap().iter().find(|m| m["id"] == id).cloned().unwrap();
+    for (role, entry) in [("chat", "gpt-4.1"), ("fast", "gpt-4.1-mini"), ("embed", "text-embedding-3-small")] {
+        assert_eq!(find(role)["weir"]["resolves_to"], entry, "{role}: {listed}");
+    }
+    assert_eq!(find("rerank")["weir"]["unavailable"], "role_unavailable", "{listed}");
+
+    upstream.push(weir_tests::openai_wire::completion("From the chat role."));
+    let body = json!({"model": "chat", "max_tokens": 50, "messages": [{"role": "user", "content": "Hello"}]});
+    let response = reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["x-weir-model"], "gpt-4.1");
+    assert_eq!(response.headers()["x-weir-role"], "chat");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "From the chat role.", "{answer}");
+    assert_eq!(upstream.received()[0].json()["model"], "gpt-4.1");
+
+    let rerank = json!({"model": "rerank", "query": "q", "documents": ["a", "b"]});
+    let response = reqwest::Client::new().post(gateway.url("/v1/rerank")).json(&rerank).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let refused: Value = response.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], "role_unavailable", "{refused}");
+    assert_eq!(upstream.request_count(), 1, "nothing else was sent");
 }

@@ -11,7 +11,9 @@
 //! - the call-wide bound on empty answers fires when corrections drift the payload;
 //! - a 200 that fails to decode feeds the throttle no success;
 //! - a Bedrock `ServiceQuotaExceededException` is retried and feeds the throttle;
-//! - the 402 guidance names the response size.
+//! - the 402 guidance names the response size;
+//! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
+//!   as well as a role (the gateway seed accepts no model choice from a request body).
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -353,4 +355,26 @@ async fn the_credit_guidance_names_the_response_size() {
         assert!(message.contains(correction), "{correction}: {message}");
     }
     assert!(!message.contains("RAW-CREDIT"), "{message}");
+}
+
+/// Kept deviation (README, "Roles, grades and pins"): "`model_choice` defaults to `any`,
+/// in the embedded catalog too: a caller may name a catalog id as well as a role." The
+/// gateway seed accepts no model choice from a request body; `model_choice = "roles"` is
+/// the operator's switch to it.
+#[tokio::test]
+async fn the_embedded_catalog_lets_a_caller_name_a_catalog_id_as_well_as_a_role() {
+    let config = weir_host::Config::embedded_default().unwrap();
+    assert_eq!(config.model_choice, weir_host::catalog::ModelChoice::Any);
+    let upstream = FakeUpstream::start().await;
+    let text = weir_tests::gateway::embedded_catalog_at(&["gpt-4.1"], &upstream.base_url());
+    let gateway = Gateway::start_with(&text, &[("OPENAI_API_KEY", "sk-weir-deviation")], None).await;
+    for model in ["chat", "gpt-4.1"] {
+        upstream.push(openai_wire::completion("Served."));
+        let mut request = hello(model);
+        request["max_tokens"] = json!(20);
+        let answer = post(&gateway, &request, &[]).await;
+        assert_eq!(answer.status, 200, "{model}: {}", answer.body);
+    }
+    let sent: Vec<Value> = upstream.received().iter().map(|request| request.json()["model"].clone()).collect();
+    assert_eq!(sent, [json!("gpt-4.1"), json!("gpt-4.1")], "the role and the id reach the same entry");
 }
