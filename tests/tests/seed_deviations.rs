@@ -13,7 +13,9 @@
 //! - a Bedrock `ServiceQuotaExceededException` is retried and feeds the throttle;
 //! - the 402 guidance names the response size;
 //! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
-//!   as well as a role (the gateway seed accepts no model choice from a request body).
+//!   as well as a role (the gateway seed accepts no model choice from a request body);
+//! - an entry that declares no `capabilities` has what its component carries (the seed:
+//!   declared or absent, with a bounded fallback for modality only).
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -377,4 +379,24 @@ async fn the_embedded_catalog_lets_a_caller_name_a_catalog_id_as_well_as_a_role(
     }
     let sent: Vec<Value> = upstream.received().iter().map(|request| request.json()["model"].clone()).collect();
     assert_eq!(sent, [json!("gpt-4.1"), json!("gpt-4.1")], "the role and the id reach the same entry");
+}
+
+/// Kept deviation (README, "Capabilities"): "an entry that declares no `capabilities` has
+/// everything its provider component carries, not nothing." Here an `openai-compatible`
+/// entry with no list is sent an image, which its component carries.
+#[tokio::test]
+async fn an_entry_without_a_capability_list_has_what_its_component_carries() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(openai_wire::completion("A pixel."));
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let request = json!({"model": "chat", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}}
+    ]}]});
+    let answer = post(&gateway, &request, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let sent = upstream.received()[0].json();
+    let parts = sent["messages"][0]["content"].as_array().unwrap().clone();
+    assert!(parts.iter().any(|part| part["type"] == "image_url"), "the image went out: {sent}");
 }
