@@ -21,6 +21,7 @@ pub mod ledger_tamper;
 pub mod openai_wire;
 pub mod postgres_server;
 pub mod python;
+pub mod raw_socket;
 pub mod redis_server;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};

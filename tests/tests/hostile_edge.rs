@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+use weir_tests::raw_socket::read_until_closed;
 use weir_tests::{FakeUpstream, Gateway, Scripted, openai_wire};
 
 /// One `openai` model on the fake, and the given `[server]` table.
@@ -66,21 +67,6 @@ async fn post_raw(
 }
 
 const JSON: (&str, &str) = ("content-type", "application/json");
-
-/// Reads until the peer closes (EOF or reset) or `limit` passes; what was read
-/// and whether it closed.
-async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (String, bool) {
-    let mut seen = Vec::new();
-    let mut buffer = [0_u8; 4096];
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
-            Err(_) => return (String::from_utf8_lossy(&seen).into_owned(), false),
-            Ok(Ok(0) | Err(_)) => return (String::from_utf8_lossy(&seen).into_owned(), true),
-            Ok(Ok(n)) => seen.extend_from_slice(&buffer[..n]),
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_call_not_declared_json_is_refused_415_and_nothing_goes_upstream() {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use weir_tests::raw_socket::read_until_closed;
 use weir_tests::{FakeUpstream, Gateway, openai_wire};
 
 const ANA: &str = "weir-ana-token-0123456789abcdef";
@@ -85,21 +86,6 @@ context_window = 100000
 
 fn chat_body(model: &str, text: &str) -> Value {
     json!({"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": text}]})
-}
-
-/// Reads until the peer closes (EOF or reset) or `limit` passes; what was read
-/// and whether it closed.
-async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (String, bool) {
-    let mut seen = Vec::new();
-    let mut buffer = [0_u8; 4096];
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
-            Err(_) => return (String::from_utf8_lossy(&seen).into_owned(), false),
-            Ok(Ok(0) | Err(_)) => return (String::from_utf8_lossy(&seen).into_owned(), true),
-            Ok(Ok(n)) => seen.extend_from_slice(&buffer[..n]),
-        }
-    }
 }
 
 /// Sends `request` on a fresh connection and reads one answer's head and as
