@@ -25,7 +25,7 @@ use super::error::Dialect;
 use super::{ApiError, traceparent};
 use crate::Weir;
 use crate::error::Category;
-use crate::identity::Key;
+use crate::identity::{Key, KeyRing};
 use crate::record::Route;
 
 /// What the head's authentication found, as a request extension.
@@ -93,13 +93,14 @@ fn call_route(method: &Method, path: &str) -> Option<Route> {
 
 /// Authenticates a request from its head alone. A refused call (a POST to a
 /// call route) is recorded, as a call that never reached a model, and named
-/// in the answer's `x-weir-call-id`.
-pub(super) async fn authenticate(weir: &Weir, head: &Parts) -> Result<Authenticated, ApiError> {
+/// in the answer's `x-weir-call-id`. `keys` is the ring as the caller read it
+/// once for this request (the edge also decides the `Host` check from it).
+pub(super) async fn authenticate(weir: &Weir, keys: &KeyRing, head: &Parts) -> Result<Authenticated, ApiError> {
     let path = head.uri.path();
     if !needs_key(&head.method, path) {
         return Ok(Authenticated::NotChecked);
     }
-    let refused = match caller_key(weir, &head.headers) {
+    let refused = match caller_key(keys, &head.headers) {
         Ok(Some(key)) => return Ok(Authenticated::Key(key)),
         Ok(None) => return Ok(Authenticated::Open),
         Err(refused) => refused,
@@ -120,7 +121,7 @@ pub(super) async fn layer(State(weir): State<Weir>, request: Request, next: Next
         return next.run(request).await;
     }
     let (mut head, body) = request.into_parts();
-    match authenticate(&weir, &head).await {
+    match authenticate(&weir, &weir.keys(), &head).await {
         Ok(authenticated) => {
             head.extensions.insert(authenticated);
             next.run(Request::from_parts(head, body)).await
@@ -130,8 +131,7 @@ pub(super) async fn layer(State(weir): State<Weir>, request: Request, next: Next
 }
 
 /// The key behind a request: `Ok(None)` when the gateway has no keys.
-fn caller_key(weir: &Weir, headers: &HeaderMap) -> Result<Option<Arc<Key>>, ApiError> {
-    let keys = weir.keys();
+fn caller_key(keys: &KeyRing, headers: &HeaderMap) -> Result<Option<Arc<Key>>, ApiError> {
     if keys.is_empty() {
         return Ok(None);
     }

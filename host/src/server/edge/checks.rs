@@ -107,11 +107,12 @@ impl Edge {
         let (mut head, body) = request.into_parts();
         let has_body = !body.is_end_stream();
         // From here on the body is dropped unread unless a call's checks all pass.
-        let keyless = self.weir.keys().is_empty();
-        if let Err(refused) = check_head(&head, &self.settings, keyless && on_loopback) {
+        // One read of the ring decides both the `Host` check and the key.
+        let keys = self.weir.keys();
+        if let Err(refused) = check_head(&head, &self.settings, keys.is_empty() && on_loopback) {
             return self.refuse(dialect, refused, end, has_body);
         }
-        match auth::authenticate(&self.weir, &head).await {
+        match auth::authenticate(&self.weir, &keys, &head).await {
             Ok(authenticated) => head.extensions.insert(authenticated),
             // Nothing more is read from a caller without a valid key.
             Err(refused) => return self.refuse(dialect, refused, end, true),
