@@ -82,6 +82,9 @@ pub enum Category {
     /// The fleet's shared limits (Redis) cannot be reached and
     /// `[fleet] on_shared_error = "refuse"`: nothing was sent; retry shortly.
     SharedStateUnavailable,
+    /// A stored object (a response) is not there for this caller: never made,
+    /// expired, deleted, or another caller's (the four read the same).
+    NotFound,
 }
 
 impl Category {
@@ -121,6 +124,7 @@ impl Category {
             Self::BudgetExhausted => "budget_exhausted",
             Self::CallBudgetExceeded => "call_budget_exceeded",
             Self::SharedStateUnavailable => "shared_state_unavailable",
+            Self::NotFound => "not_found",
         }
     }
 
@@ -133,7 +137,7 @@ impl Category {
             | Self::CapacityExceeded
             | Self::CapabilityMismatch
             | Self::CallBudgetExceeded => 400,
-            Self::ModelNotFound => 404,
+            Self::ModelNotFound | Self::NotFound => 404,
             Self::Refused | Self::OutputTruncated | Self::InvalidResponse => 422,
             Self::ProviderCreditExhausted => 402,
             Self::RateLimited | Self::BudgetExhausted => 429,

@@ -44,6 +44,7 @@ pub mod retrieval;
 pub mod routing;
 pub mod server;
 mod status;
+pub mod stored;
 pub mod stream;
 pub mod telemetry;
 pub mod transport;
@@ -139,6 +140,9 @@ struct Inner {
     refusals: record::RefusalWindow,
     /// The call ledger, when the config keeps one.
     ledger: Option<Ledger>,
+    /// The stored responses: beside the ledger, so only with one (and not
+    /// under `[responses] retention_secs = 0`).
+    stored_responses: Option<stored::ResponseStore>,
     /// The Prometheus exposition; one of the observers.
     /// `None` under `[metrics] enabled = false`.
     metrics: Option<Metrics>,
@@ -353,6 +357,12 @@ impl Weir {
     /// The call ledger, when the config keeps one.
     pub fn ledger(&self) -> Option<&Ledger> {
         self.inner.ledger.as_ref()
+    }
+
+    /// Where `POST /v1/responses` keeps `store: true` responses: `None`
+    /// without a ledger or under `[responses] retention_secs = 0`.
+    pub fn stored_responses(&self) -> Option<&stored::ResponseStore> {
+        self.inner.stored_responses.as_ref()
     }
 
     /// Sends the spans still queued, when spans are exported (`weir serve`
@@ -605,6 +615,10 @@ impl WeirBuilder {
         if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
             rebuild_budgets(&budgets, ledger)?;
         }
+        let stored_responses = ledger
+            .as_ref()
+            .map(|ledger| stored::ResponseStore::new(ledger.path(), ledger.postgres().cloned(), &config.responses))
+            .filter(stored::ResponseStore::enabled);
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
         let inner = Inner {
@@ -627,6 +641,7 @@ impl WeirBuilder {
             observers,
             refusals: record::RefusalWindow::default(),
             ledger,
+            stored_responses,
             metrics,
             telemetry,
             budgets,

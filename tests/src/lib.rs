@@ -12,6 +12,7 @@
 // library code; here they are the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod agents;
 pub mod anthropic_wire;
 pub mod bedrock_wire;
 pub mod decision_wire;

@@ -116,6 +116,9 @@ pub struct Config {
     /// lanes' deadlines.
     #[serde(default)]
     pub embeddings: EmbeddingSettings,
+    /// `[responses]`: what `POST /v1/responses` keeps under `store: true`.
+    #[serde(default)]
+    pub responses: ResponsesSettings,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -620,6 +623,29 @@ pub struct TelemetrySettings {
     pub otlp_endpoint: Option<String>,
     /// `service.name` on the spans (default `weir`).
     pub service_name: Option<String>,
+}
+
+/// `[responses]`: the stored responses (`store: true` on `POST /v1/responses`;
+/// see `crate::stored`). They need a ledger: they live beside its file, or in
+/// its PostgreSQL database.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsesSettings {
+    /// How long a stored response is kept, in seconds (default 30 days, as
+    /// OpenAI keeps them); 0 keeps none (`store: true` is answered `store: false`).
+    pub retention_secs: Option<u64>,
+    /// Who may read, continue or delete a stored response: `key` (default: the
+    /// key that made it) or `member` (any key of the same member).
+    pub visible_to: Option<ResponsesVisibility>,
+}
+
+/// `[responses] visible_to`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponsesVisibility {
+    #[default]
+    Key,
+    Member,
 }
 
 /// `[server]`: what the gateway's edge allows a client. Every limit has a

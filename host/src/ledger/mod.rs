@@ -58,6 +58,8 @@ use crate::catalog::{LedgerOnError, LedgerOnTampered, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
 use fill::Filler;
 pub use fill::TailCheck;
+pub(crate) use modes::{create_folder as create_owner_only_folder, prepare_database as prepare_owner_only_database};
+pub(crate) use postgres::connect as connect_postgres;
 use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Entry, Job, Shared, WriteError, Writer};

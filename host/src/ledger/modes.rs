@@ -21,7 +21,7 @@ const SHARED_BITS: u32 = 0o077;
 
 /// Creates the ledger's `folder` (and its missing parents) 0700; an existing
 /// one is left as it is.
-pub(super) fn create_folder(folder: &Path) -> io::Result<()> {
+pub(crate) fn create_folder(folder: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -53,7 +53,7 @@ pub(super) fn warn_if_shared(folder: &Path) {
 /// new SQLite database), before SQLite opens it, so that its `-wal` and
 /// `-shm` are created 0600 too; an existing database, `-wal` or `-shm` with
 /// group or other bits has them cleared.
-pub(super) fn prepare_database(db: &Path) -> io::Result<()> {
+pub(crate) fn prepare_database(db: &Path) -> io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(false);
     #[cfg(unix)]

@@ -35,6 +35,7 @@ mod openai;
 mod retrieval;
 mod sampling;
 mod sse;
+mod stored;
 mod usage;
 
 use axum::Router;
@@ -61,6 +62,8 @@ pub fn router(weir: Weir) -> Router {
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/responses/{id}", get(stored::retrieve).delete(stored::delete))
+        .route("/v1/responses/{id}/input_items", get(stored::input_items))
         .route("/v1/embeddings", post(retrieval::embeddings))
         .route("/v1/rerank", post(retrieval::rerank))
         .route("/v1/decisions", post(decisions::decisions))

@@ -154,7 +154,7 @@ fn tls_config(ca_file: Option<&Path>) -> Result<MakeRustlsConnect, String> {
 }
 
 /// Connects to `target` and brings the schema to this weir's version.
-pub(super) fn connect(target: &PostgresTarget) -> Result<Client, SharedError> {
+pub(crate) fn connect(target: &PostgresTarget) -> Result<Client, SharedError> {
     let mut config = target.url.parse::<postgres::Config>().map_err(SharedError::Url)?;
     config
         .connect_timeout(CONNECT_TIMEOUT)

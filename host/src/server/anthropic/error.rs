@@ -66,7 +66,7 @@ pub(super) fn error_type(category: Category) -> &'static str {
         | Category::CallBudgetExceeded
         | Category::MisdirectedRequest => "invalid_request_error",
         Category::PayloadTooLarge | Category::HeadTooLarge => "request_too_large",
-        Category::ModelNotFound => "not_found_error",
+        Category::ModelNotFound | Category::NotFound => "not_found_error",
         Category::ComplianceRefused | Category::PermissionDenied | Category::ForbiddenOrigin => "permission_error",
         Category::InvalidApiKey => "authentication_error",
         Category::ProviderCreditExhausted => "billing_error",
