@@ -41,7 +41,7 @@ impl Tokenizer {
     /// The tokenizer an OpenAI wire id uses; other providers' families default to
     /// the estimate (a catalog entry's `tokenizer` overrides either).
     pub fn default_for(provider: &str, wire_id: &str) -> Self {
-        if provider != "openai" {
+        if !matches!(provider, "openai" | "openai-responses") {
             return Self::Estimate;
         }
         let legacy = wire_id.starts_with("gpt-3.5")
@@ -235,6 +235,7 @@ mod tests {
     #[test]
     fn openai_families_get_their_tokenizer() {
         assert_eq!(Tokenizer::default_for("openai", "gpt-4.1-mini"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::default_for("openai-responses", "gpt-5"), Tokenizer::O200kBase);
         assert_eq!(Tokenizer::default_for("openai", "gpt-4o"), Tokenizer::O200kBase);
         assert_eq!(Tokenizer::default_for("openai", "o3"), Tokenizer::O200kBase);
         assert_eq!(Tokenizer::default_for("openai", "gpt-4-turbo"), Tokenizer::Cl100kBase);

@@ -17,7 +17,7 @@ use super::MANTLE;
 pub fn provider_cache_multipliers(provider: &str) -> CacheMultipliers {
     match provider {
         "anthropic" | "anthropic-bedrock" | MANTLE => CacheMultipliers { read: 0.1, write: 1.25 },
-        "openai" => CacheMultipliers { read: 0.5, write: 1.0 },
+        "openai" | "openai-responses" => CacheMultipliers { read: 0.5, write: 1.0 },
         _ => CacheMultipliers { read: 1.0, write: 1.0 },
     }
 }
@@ -36,6 +36,7 @@ mod tests {
             assert_eq!(of(anthropic), (0.1, 1.25), "{anthropic}");
         }
         assert_eq!(of("openai"), (0.5, 1.0));
+        assert_eq!(of("openai-responses"), (0.5, 1.0), "the same account, billed alike");
         for plain in ["bedrock-converse", "openai-compatible", "ollama", "my-drop-in"] {
             assert_eq!(of(plain), (1.0, 1.0), "{plain}");
         }

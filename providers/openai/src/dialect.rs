@@ -6,6 +6,8 @@
 pub const OPENAI: &str = "openai";
 /// The provider key for any other server that speaks the OpenAI dialect.
 pub const COMPATIBLE: &str = "openai-compatible";
+/// The provider key for api.openai.com's Responses API (chat only; see `responses`).
+pub const RESPONSES: &str = "openai-responses";
 
 /// The two variants this component serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,11 @@
 //! # weir-provider-openai
 //!
-//! One component, two provider keys, one wire dialect, four operations:
+//! One component, three provider keys, two wires, four operations:
 //!
-//! * `openai`: api.openai.com, with its current field names and model rules.
+//! * `openai`: api.openai.com's Chat Completions, with its current field names and model rules.
+//! * `openai-responses`: the same models through api.openai.com's Responses API
+//!   (chat only), which carries a reasoning model's encrypted reasoning from one
+//!   turn to the next (see `responses`).
 //! * `openai-compatible`: vLLM, llama.cpp, Ollama, TEI and any other server that
 //!   speaks the dialect. It has no default endpoint (a catalog entry must name
 //!   one: we never invent endpoints) and its credential is optional (local
@@ -10,7 +13,8 @@
 //!
 //! | operation | route | keys |
 //! | --- | --- | --- |
-//! | chat | `/chat/completions` | both |
+//! | chat | `/chat/completions` | `openai`, `openai-compatible` |
+//! | chat | `/responses` | `openai-responses` |
 //! | embeddings | `/embeddings` | `openai` for `text-embedding-*` ids, `openai-compatible` for any id |
 //! | rerank | `/rerank` (the Jina / Cohere / vLLM shape) | `openai-compatible` only |
 //! | logprobs | `/chat/completions` with `logprobs`, `top_logprobs` | both (`openai`: not its reasoning families) |
@@ -29,6 +33,7 @@ mod plain;
 mod request;
 mod rerank;
 mod response;
+mod responses;
 mod stream;
 
 use weir_sdk::types::{
@@ -45,16 +50,16 @@ use dialect::Dialect;
 pub struct OpenAi;
 
 impl ChatProvider for OpenAi {
-    type StreamDecoder = stream::OpenAiStream;
+    type StreamDecoder = ChatStream;
 
     fn providers() -> Vec<ProviderInfo> {
-        vec![openai_info(), compatible_info()]
+        vec![openai_info(), compatible_info(), responses_info()]
     }
 
-    /// Both keys speak the request shape of any model id: a compatible server may
+    /// Every key speaks the request shape of any model id: a compatible server may
     /// serve anything, and OpenAI's own ids change too often to list.
     fn serves(provider: &str, _wire_id: &str) -> bool {
-        Dialect::from_key(provider).is_some()
+        Dialect::from_key(provider).is_some() || provider == dialect::RESPONSES
     }
 
     /// Only `openai` claims a family: a compatible server can host anything, so it
@@ -68,12 +73,19 @@ impl ChatProvider for OpenAi {
         conversation: PreparedConversation,
         params: CallParams,
     ) -> Result<HttpRequest, CodecError> {
-        request::encode(provider, &conversation, &params)
+        match provider {
+            dialect::RESPONSES => responses::encode(&conversation, &params),
+            _ => request::encode(provider, &conversation, &params),
+        }
     }
 
-    /// Decoding is the same for every key: leniency costs OpenAI nothing.
-    fn decode(_provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
-        response::decode(&response)
+    /// Chat Completions decode the same for both of its keys: leniency costs
+    /// OpenAI nothing.
+    fn decode(provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        match provider {
+            dialect::RESPONSES => responses::decode(&response),
+            _ => response::decode(&response),
+        }
     }
 
     fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
@@ -153,6 +165,36 @@ fn known(provider: &str) -> Result<Dialect, CodecError> {
     Dialect::from_key(provider).ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))
 }
 
+/// A stream of either wire, chosen by the provider key.
+#[derive(Debug)]
+pub enum ChatStream {
+    Completions(stream::OpenAiStream),
+    Responses(responses::ResponsesStream),
+}
+
+impl weir_sdk::StreamDecoder for ChatStream {
+    fn new(provider: &str) -> Self {
+        match provider {
+            dialect::RESPONSES => Self::Responses(responses::ResponsesStream::new(provider)),
+            _ => Self::Completions(stream::OpenAiStream::new(provider)),
+        }
+    }
+
+    fn feed(&mut self, event: weir_sdk::types::StreamEvent) -> Result<Vec<weir_sdk::types::StreamDelta>, CodecError> {
+        match self {
+            Self::Completions(decoder) => decoder.feed(event),
+            Self::Responses(decoder) => decoder.feed(event),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<weir_sdk::types::StreamDelta>, CodecError> {
+        match self {
+            Self::Completions(decoder) => decoder.finish(),
+            Self::Responses(decoder) => decoder.finish(),
+        }
+    }
+}
+
 fn openai_info() -> ProviderInfo {
     ProviderInfo {
         key: dialect::OPENAI.to_owned(),
@@ -186,6 +228,15 @@ fn compatible_info() -> ProviderInfo {
     }
 }
 
+/// The same account, key and capabilities as `openai`, on the Responses wire.
+fn responses_info() -> ProviderInfo {
+    ProviderInfo {
+        key: dialect::RESPONSES.to_owned(),
+        description: "OpenAI Responses API (api.openai.com): reasoning kept across turns".to_owned(),
+        ..openai_info()
+    }
+}
+
 fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
     CredentialShape::Header(HeaderCredential {
         default_credential_id: default_credential_id.to_owned(),
@@ -203,9 +254,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn describes_both_keys() {
+    fn describes_the_three_keys() {
         let infos = OpenAi::providers();
-        assert_eq!(infos.len(), 2);
+        assert_eq!(infos.len(), 3);
         let openai = &infos[0];
         assert_eq!(openai.key, "openai");
         assert_eq!(openai.default_endpoint.as_deref(), Some("https://api.openai.com/v1"));
@@ -219,6 +270,29 @@ mod tests {
         assert!(!compatible.capabilities.contains(Capabilities::DOCUMENTS));
         assert!(compatible.capabilities.contains(Capabilities::STREAMING | Capabilities::NATIVE_TOOLS));
         assert_eq!(compatible.stream_framing, StreamFraming::Sse);
+        let responses = &infos[2];
+        assert_eq!(responses.key, "openai-responses");
+        assert_eq!(responses.default_endpoint, openai.default_endpoint, "the same account and endpoint");
+        assert_eq!(responses.credential, openai.credential, "the same key");
+        assert_eq!(responses.capabilities, openai.capabilities);
+    }
+
+    #[test]
+    fn the_responses_key_encodes_decodes_and_streams_its_own_wire() {
+        use weir_sdk::StreamDecoder;
+        let conversation =
+            PreparedConversation::of(vec![weir_sdk::types::Turn::user(vec![weir_sdk::types::ContentBlock::Text(
+                "Hi".into(),
+            )])]);
+        let request = <OpenAi as ChatProvider>::encode("openai-responses", conversation, CallParams::new("gpt-5", 16));
+        assert_eq!(request.unwrap().path_and_query, "/responses");
+        let body = br#"{"status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"Hello"}]}]}"#;
+        let response = HttpResponse { status: 200, headers: vec![], body: body.to_vec() };
+        let answer = <OpenAi as ChatProvider>::decode("openai-responses", response).unwrap();
+        assert_eq!(answer.content, vec![weir_sdk::types::ContentBlock::Text("Hello".into())]);
+        assert!(matches!(ChatStream::new("openai-responses"), ChatStream::Responses(_)));
+        assert!(matches!(ChatStream::new("openai"), ChatStream::Completions(_)));
+        assert!(!<OpenAi as EmbeddingProvider>::serves("openai-responses", "text-embedding-3-small"));
     }
 
     #[test]
@@ -231,6 +305,8 @@ mod tests {
         assert!(OpenAi::claims("openai", "chatgpt-4o-latest"));
         assert!(!OpenAi::claims("openai", "claude-sonnet-4-5"));
         assert!(!OpenAi::claims("openai-compatible", "gpt-4.1"));
+        assert!(<OpenAi as ChatProvider>::serves("openai-responses", "gpt-5"));
+        assert!(!OpenAi::claims("openai-responses", "gpt-5"), "only `openai` links an unloaded key's entries");
     }
 
     #[test]

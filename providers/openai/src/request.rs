@@ -89,7 +89,7 @@ fn max_tokens_key(dialect: Dialect) -> &'static str {
 /// explicit value (OpenAI's reasoning families, entries with
 /// `fixed_temperature`) is the host's rule, for every provider: it leaves the
 /// field out of the call parameters for them.
-fn temperature(params: &CallParams) -> Result<Option<Value>, CodecError> {
+pub(crate) fn temperature(params: &CallParams) -> Result<Option<Value>, CodecError> {
     let Some(temperature) = params.temperature else {
         return Ok(None);
     };
@@ -101,7 +101,7 @@ fn temperature(params: &CallParams) -> Result<Option<Value>, CodecError> {
 }
 
 /// OpenAI has no `max` effort; `high` is the most it offers.
-fn effort_word(effort: Effort) -> &'static str {
+pub(crate) fn effort_word(effort: Effort) -> &'static str {
     match effort {
         Effort::Minimal => "minimal",
         Effort::Low => "low",
@@ -230,7 +230,7 @@ fn image_part(media: &Media) -> Value {
     json!({"type": "image_url", "image_url": {"url": url}})
 }
 
-fn data_url(mime_type: &str, data: &str) -> String {
+pub(crate) fn data_url(mime_type: &str, data: &str) -> String {
     format!("data:{mime_type};base64,{data}")
 }
 

@@ -1,0 +1,165 @@
+//! The `openai-responses` provider key: the OpenAI component's Responses-API wire,
+//! through the real gateway to a fake upstream speaking it. Whatever door a call
+//! comes in by, the upstream receives `POST /v1/responses` with `store: false`, and a
+//! reasoning item's `id` and `encrypted_content` come back to it on the next turn.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{Value, json};
+use weir_tests::anthropic_wire::sse_events;
+use weir_tests::responses_wire::{
+    self, function_call_item, message_item, reasoning_item, response, stream_events, usage,
+};
+use weir_tests::{FakeUpstream, Gateway, openai_wire};
+
+fn config(upstream: &FakeUpstream) -> String {
+    format!(
+        r#"
+read_timeout_secs = 5
+
+[[model]]
+id = "gpt5"
+provider = "openai-responses"
+wire_id = "gpt-5"
+endpoint = "{url}"
+credential = "weir-test-key"
+max_output_tokens = 8000
+output_tokens = 1000
+context_window = 400000
+max_retries = 0
+reasoning = "effort"
+
+[ledger]
+path = "ledger.db"
+"#,
+        url = upstream.base_url()
+    )
+}
+
+async fn gateway(upstream: &FakeUpstream) -> Gateway {
+    Gateway::start_with(&config(upstream), &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await
+}
+
+#[tokio::test]
+async fn a_chat_completion_goes_out_on_the_responses_wire_and_comes_back_as_chat() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(response(
+        vec![reasoning_item("rs_1", "enc-1"), message_item("msg_1", "Paris.")],
+        usage(120, 40, 100, 30),
+    ));
+    let gateway = gateway(&upstream).await;
+
+    let body = json!({"model": "gpt5", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Capital of France?"}]});
+    let posted = gateway.post_json("/v1/chat/completions", &body, &[]).await;
+    assert_eq!(posted.status, 200, "{:?}", posted.body);
+    let answer = posted.body;
+    assert_eq!(answer["choices"][0]["message"]["content"], "Paris.");
+    assert_eq!(answer["usage"]["prompt_tokens"], 120, "{answer}");
+    assert_eq!(answer["usage"]["prompt_tokens_details"]["cached_tokens"], 100);
+    assert_eq!(answer["usage"]["completion_tokens_details"]["reasoning_tokens"], 30);
+
+    let received = upstream.received();
+    assert_eq!(received[0].path, "/v1/responses");
+    assert_eq!(received[0].header("authorization"), Some("Bearer sk-upstream-0123456789"));
+    let sent = received[0].json();
+    assert_eq!(sent["model"], "gpt-5");
+    assert_eq!(sent["instructions"], "Be brief.");
+    assert_eq!(sent["store"], false);
+    assert_eq!(sent["max_output_tokens"], 1000);
+    assert_eq!(sent["reasoning"], json!({"effort": "medium"}), "the default effort");
+    assert_eq!(sent["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(
+        sent["input"],
+        json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Capital of France?"}]}])
+    );
+}
+
+/// Posts `body` to `path` with `headers`; returns the status and the body text.
+async fn post(gateway: &Gateway, path: &str, body: &Value, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut request = reqwest::Client::new().post(gateway.url(path)).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+async fn messages(gateway: &Gateway, body: &Value) -> (u16, String) {
+    post(gateway, "/v1/messages", body, &[("anthropic-version", "2023-06-01")]).await
+}
+
+#[tokio::test]
+async fn a_reasoning_item_returned_in_a_stream_goes_back_whole_on_the_next_turn() {
+    let upstream = FakeUpstream::start().await;
+    let call = function_call_item("call_1", "get_weather", r#"{"city":"Paris"}"#);
+    upstream.push(responses_wire::stream(stream_events(
+        &[reasoning_item("rs_1", "enc-secret-1"), call],
+        usage(50, 20, 0, 12),
+    )));
+    upstream.push(response(vec![message_item("msg_2", "18C in Paris.")], usage(80, 10, 0, 0)));
+    let gateway = gateway(&upstream).await;
+    let tools = json!([{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object",
+        "properties": {"city": {"type": "string"}}}}]);
+
+    let first = json!({"model": "gpt5", "max_tokens": 1000, "stream": true, "tools": tools,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}]});
+    let (status, text) = messages(&gateway, &first).await;
+    assert_eq!(status, 200, "{text}");
+    let events = sse_events(&text);
+    let signature: String = events
+        .iter()
+        .filter(|(name, event)| name == "content_block_delta" && event["delta"]["type"] == "signature_delta")
+        .filter_map(|(_, event)| event["delta"]["signature"].as_str())
+        .collect();
+    assert!(signature.contains("enc-secret-1"), "{text}");
+    let stop = events.iter().find(|(name, _)| name == "message_delta").unwrap();
+    assert_eq!(stop.1["delta"]["stop_reason"], "tool_use");
+
+    let second = json!({"model": "gpt5", "max_tokens": 1000, "tools": tools, "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "", "signature": signature},
+            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "18C"}]}]});
+    let (status, text) = messages(&gateway, &second).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["content"][0]["text"], "18C in Paris.");
+
+    let sent = upstream.received()[1].json();
+    assert_eq!(sent["stream"], Value::Null, "a whole answer is not streamed");
+    assert_eq!(
+        sent["input"],
+        json!([
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc-secret-1"},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn upstream_failures_on_the_responses_wire_keep_their_categories() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::rate_limited(1));
+    let failed = json!({"type": "response.failed", "response": {"id": "resp_f", "status": "failed",
+        "error": {"code": "server_error", "message": "The server had an error (internal detail 7781)"}}});
+    upstream.push(responses_wire::stream(vec![responses_wire::event(1, failed)]));
+    let gateway = gateway(&upstream).await;
+    let ask = json!({"model": "gpt5", "messages": [{"role": "user", "content": "Hi"}]});
+
+    let posted = gateway.post_json("/v1/chat/completions", &ask, &[]).await;
+    assert_eq!(posted.status, 429, "{:?}", posted.body);
+    assert_eq!(posted.body["error"]["type"], "rate_limited");
+
+    let mut streamed = ask.clone();
+    streamed["stream"] = json!(true);
+    // `x-weir-stream-replay: false`: the in-band failure is the answer, not a replay.
+    let (status, text) = post(&gateway, "/v1/chat/completions", &streamed, &[("x-weir-stream-replay", "false")]).await;
+    assert!(status >= 500, "{status} {text}");
+    assert!(!text.contains("internal detail 7781"), "raw upstream text never reaches the caller: {text}");
+}
