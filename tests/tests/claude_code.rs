@@ -269,7 +269,9 @@ async fn the_official_client_beta_surface_and_count_tokens_on_both_entries() {
     ));
     let gateway = gateway(&config(&openai, &format!("http://{}", anthropic.addr()), "")).await;
 
-    let claude = run_anthropic_client(&gateway.base_url, "claude", "beta,count");
+    let base = gateway.base_url.clone();
+    let claude =
+        tokio::task::spawn_blocking(move || run_anthropic_client(&base, "claude", "beta,count")).await.unwrap();
     let beta = &claude[0];
     assert_eq!(beta["text"], "Paris.");
     assert_eq!(
@@ -292,7 +294,8 @@ async fn the_official_client_beta_surface_and_count_tokens_on_both_entries() {
     assert!(plain > 0 && with_tool > plain, "a tool's schema counts: {count}");
     assert_eq!(anthropic.request_count(), 1, "count_tokens sends nothing upstream");
 
-    let gpt = run_anthropic_client(&gateway.base_url, "gpt", "beta,count");
+    let base = gateway.base_url.clone();
+    let gpt = tokio::task::spawn_blocking(move || run_anthropic_client(&base, "gpt", "beta,count")).await.unwrap();
     assert!(!gpt[0]["text"].as_str().unwrap().is_empty(), "{gpt:?}");
     assert_eq!(gpt[0]["dropped_fields"], "context_management");
     assert_eq!(gpt[1]["marked"], "estimate");
