@@ -84,6 +84,10 @@ model = "claude"
 [role.fast]
 model = "gpt"
 
+# What `claude --model claude-sonnet-4-5` sends, served by a role of that name.
+[role."claude-sonnet-4-5"]
+model = "claude"
+
 [ledger]
 path = "ledger.db"
 "#,
@@ -253,6 +257,22 @@ async fn claude_codes_captured_request_on_a_gpt_entry_is_translated_to_chat_comp
         ]
     );
     assert_eq!(record["client"]["metadata"], captured["metadata"]);
+}
+
+#[tokio::test]
+async fn a_claude_model_id_resolves_through_a_role_of_that_name() {
+    let openai = FakeUpstream::start().await;
+    let anthropic = FakeUpstream::start().await;
+    anthropic.push(anthropic_wire::stream(sse_text_events(&["ok"], "end_turn", 10, 1)));
+    let gateway = gateway(&config(&openai, &format!("http://{}", anthropic.addr()), "")).await;
+    let mut captured = captured_request();
+    captured["model"] = json!("claude-sonnet-4-5");
+    let (status, headers, body) = post(&gateway, "/v1/messages?beta=true", "unused", &captured).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "x-weir-model"), Some("claude"));
+    assert_eq!(header(&headers, "x-weir-role"), Some("claude-sonnet-4-5"));
+    assert_eq!(anthropic.received()[0].json()["model"], "claude-sonnet-4-5", "the entry's wire id");
+    assert_eq!(ledger(&gateway)[0]["role"], "claude-sonnet-4-5");
 }
 
 #[tokio::test]
