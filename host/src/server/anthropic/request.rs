@@ -19,7 +19,7 @@
 //! ignored as the reference advises.
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::catalog::HostedTools;
 use crate::chat::ChatRequest;
@@ -53,8 +53,8 @@ struct Body {
     /// Top-level automatic caching: a breakpoint on the last turn.
     cache_control: Option<Value>,
     top_p: Option<f32>,
-    /// Recorded as given (`user_id`); never who the caller is.
-    metadata: Option<Value>,
+    /// Recorded (`user_id`); never who the caller is.
+    metadata: Option<Metadata>,
     output_config: Option<OutputConfig>,
     /// The deprecated spelling of `output_config.format`.
     output_format: Option<Value>,
@@ -91,6 +91,18 @@ impl Body {
         fields.into_iter().filter(|(_, value)| present(value.as_ref())).map(|(name, _)| name).collect()
     }
 }
+
+/// `metadata`: the API defines `user_id` alone and refuses other keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Metadata {
+    user_id: Option<String>,
+}
+
+/// The longest `metadata.user_id` the record keeps, in characters: the body
+/// limit alone would let one call write megabytes into the ledger. A longer
+/// one is cut and the record notes `metadata_truncated`.
+const MAX_USER_ID_CHARS: usize = 512;
 
 /// `output_config`: strict like the top level, since each key changes the answer.
 #[derive(Debug, Deserialize)]
@@ -145,11 +157,9 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     {
         return Err(ApiError::invalid_request(format!("`temperature` {temperature} is outside 0.0–1.0")));
     }
-    let metadata = match body.metadata {
-        None | Some(Value::Null) => None,
-        Some(metadata @ Value::Object(_)) => Some(metadata),
-        Some(_) => return Err(ApiError::invalid_request("`metadata` must be an object")),
-    };
+    let user_id = body.metadata.and_then(|metadata| metadata.user_id);
+    let metadata_truncated = user_id.as_ref().is_some_and(|id| id.chars().count() > MAX_USER_ID_CHARS);
+    let metadata = user_id.map(|id| json!({"user_id": id.chars().take(MAX_USER_ID_CHARS).collect::<String>()}));
     let thinking = thinking(body.thinking.as_ref(), max_tokens)?;
     let (effort, schema) = output_config(body.output_config, body.output_format.as_ref(), &mut dropped_fields)?;
     if has_ttl(body.cache_control.as_ref())
@@ -166,9 +176,10 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
         // for every call, so a `cache_control` on a system block asks for nothing more.
         cache_system: true,
         turns: Vec::new(),
-        tools: tools.offered,
+        tools: tools.offered.clone(),
         tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
     };
+    refuse_choice_of_dropped(conversation.tool_choice.as_ref(), &conversation.tools, &tools.dropped_names)?;
     let mut system_as_user = false;
     for (index, message) in body.messages.into_iter().enumerate() {
         system_as_user |= message.role == "system";
@@ -197,6 +208,7 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
         .map(|field| format!("field_dropped:{field}"))
         .chain(tools.dropped.iter().map(|tool| format!("tool_dropped:{tool}")))
         .chain(system_as_user.then(|| SYSTEM_MESSAGE_AS_USER.to_owned()))
+        .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
         .collect();
     request.client = Some(ClientFacts { metadata, betas: Vec::new() });
     Ok(Ingress {
@@ -211,6 +223,9 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
 /// The record's note for a request with a mid-conversation `system` message,
 /// sent as user text (see [`add_message`]).
 const SYSTEM_MESSAGE_AS_USER: &str = "system_message_as_user";
+
+/// The record's note for a `metadata.user_id` longer than [`MAX_USER_ID_CHARS`].
+const METADATA_TRUNCATED: &str = "metadata_truncated";
 
 /// A value that is there: `null` counts as absent, as the API takes it.
 fn present(value: Option<&Value>) -> bool {
@@ -532,7 +547,39 @@ fn tool_result_content(content: Option<&Value>) -> Result<Vec<LeafBlock>, String
 /// The tools the model is offered, and the hosted ones left out.
 struct Tools {
     offered: Vec<ToolDefinition>,
+    /// By type, for the header and the record.
     dropped: Vec<String>,
+    /// By name, to check `tool_choice` against.
+    dropped_names: Vec<String>,
+}
+
+/// The longest hosted tool type accepted: every Anthropic type is a short
+/// identifier, and the type is echoed in a header and the record.
+const MAX_TOOL_TYPE_LEN: usize = 64;
+
+/// A `tool_choice` that can only be met by a dropped hosted tool is refused:
+/// the provider would be asked to call a tool it was not offered.
+fn refuse_choice_of_dropped(
+    choice: Option<&ToolChoice>,
+    offered: &[ToolDefinition],
+    dropped_names: &[String],
+) -> Result<(), ApiError> {
+    let unmet = match choice {
+        Some(ToolChoice::Named(name)) => {
+            dropped_names.contains(name).then(|| format!("names the hosted tool `{name}`"))
+        }
+        Some(ToolChoice::Required) if offered.is_empty() && !dropped_names.is_empty() => {
+            Some("is `any`, and every tool offered is a hosted one".to_owned())
+        }
+        _ => None,
+    };
+    match unmet {
+        Some(what) => Err(ApiError::new(
+            Category::CapabilityMismatch,
+            format!("`tool_choice` {what}, which cannot be handed to the provider"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Client tool keys with no neutral slot: the tool is offered without them.
@@ -558,10 +605,18 @@ fn tools(
 ) -> Result<Tools, ApiError> {
     let mut offered = Vec::with_capacity(tools.len());
     let mut dropped = Vec::new();
+    let mut dropped_names = Vec::new();
     for (index, tool) in tools.into_iter().enumerate() {
         match tool.get("type").and_then(Value::as_str) {
             None | Some("custom") => {}
             Some(hosted) => {
+                let identifier = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+                if hosted.len() > MAX_TOOL_TYPE_LEN || !hosted.chars().all(identifier) {
+                    return Err(ApiError::invalid_request(format!(
+                        "tools[{index}]: `type` must be `custom` or one of Anthropic's tool types (a lower-case \
+                         identifier)"
+                    )));
+                }
                 if hosted_tools == HostedTools::Refuse {
                     return Err(ApiError::new(
                         Category::CapabilityMismatch,
@@ -572,6 +627,7 @@ fn tools(
                     ));
                 }
                 dropped.push(hosted.to_owned());
+                dropped_names.extend(text_at(&tool, "name").map(str::to_owned));
                 continue;
             }
         }
@@ -591,7 +647,7 @@ fn tools(
         let description = text_at(&tool, "description").unwrap_or_default().to_owned();
         offered.push(ToolDefinition { name, description, parameters_json: schema.to_string() });
     }
-    Ok(Tools { offered, dropped })
+    Ok(Tools { offered, dropped, dropped_names })
 }
 
 /// `auto`, `any` (some tool: required), `tool` (that one), `none`. Limiting the
@@ -828,6 +884,9 @@ mod tests {
         let bad = error(json!({"model": "m", "max_tokens": 10, "output_config": {"format": {"type": "json_schema"}},
             "messages": [{"role": "user", "content": "x"}]}));
         assert!(bad.contains("needs `schema`"), "{bad}");
+        let other = error(json!({"model": "m", "max_tokens": 10, "output_config": {"format": {"type": "xml"}},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(other.contains("unknown output format type `xml`"), "{other}");
     }
 
     #[test]
@@ -859,6 +918,13 @@ mod tests {
         assert_eq!(ingress.request.route_notes[0], "field_dropped:top_k");
         assert_eq!(ingress.request.route_notes.len(), 11);
         assert_eq!(ingress.request.client.unwrap().metadata, Some(json!({"user_id": "device-1"})));
+        let long = parse(json!({"model": "m", "max_tokens": 10, "metadata": {"user_id": "é".repeat(600)},
+            "messages": [{"role": "user", "content": "x"}]}));
+        let kept = long.request.client.unwrap().metadata.unwrap();
+        assert_eq!(kept["user_id"].as_str().unwrap().chars().count(), MAX_USER_ID_CHARS);
+        assert_eq!(long.request.route_notes, ["metadata_truncated"]);
+        assert!(error(json!({"model": "m", "max_tokens": 5, "metadata": {"user": "u"}, "messages": [{"role": "user", "content": "x"}]}))
+            .contains("unknown field `user`"));
         let nulls = parse(json!({"model": "m", "max_tokens": 10, "top_k": null, "container": null,
             "messages": [{"role": "user", "content": "x"}]}));
         assert!(nulls.dropped_fields.is_empty() && nulls.request.route_notes.is_empty(), "null is absent");
@@ -866,7 +932,7 @@ mod tests {
             error(
                 json!({"model": "m", "max_tokens": 5, "metadata": "u", "messages": [{"role": "user", "content": "x"}]})
             )
-            .contains("`metadata` must be an object")
+            .contains("invalid body")
         );
     }
 
@@ -888,6 +954,24 @@ mod tests {
         let refused = into_chat_request(body.to_string().as_bytes(), HostedTools::Refuse, Purpose::Call).unwrap_err();
         assert_eq!(refused.category, Category::CapabilityMismatch);
         assert!(refused.message.contains("web_search_20250305"), "{}", refused.message);
+
+        let search = json!({"type": "web_search_20250305", "name": "web_search"});
+        let choosing = |choice: Value, tools: Value| {
+            let body = json!({"model": "m", "max_tokens": 10, "tool_choice": choice, "tools": tools,
+                "messages": [{"role": "user", "content": "x"}]});
+            into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call)
+        };
+        let named = choosing(json!({"type": "tool", "name": "web_search"}), json!([search])).unwrap_err();
+        assert_eq!(named.category, Category::CapabilityMismatch);
+        assert!(named.message.contains("names the hosted tool `web_search`"), "{}", named.message);
+        let any = choosing(json!({"type": "any"}), json!([search])).unwrap_err();
+        assert!(any.message.contains("every tool offered is a hosted one"), "{}", any.message);
+        let client = json!({"name": "f", "input_schema": {"type": "object"}});
+        assert!(choosing(json!({"type": "any"}), json!([search, client])).is_ok());
+        assert!(choosing(json!({"type": "auto"}), json!([search])).is_ok());
+        let odd = choosing(json!({"type": "auto"}), json!([{"type": "Web Search!", "name": "s"}])).unwrap_err();
+        assert!(odd.message.contains("lower-case identifier"), "{}", odd.message);
+        assert!(choosing(json!({"type": "auto"}), json!([{"type": "x".repeat(65)}])).is_err());
     }
 
     #[test]
@@ -911,6 +995,14 @@ mod tests {
         let image = error(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"},
             {"role": "system", "content": [{"type": "image"}]}]}));
         assert!(image.contains("text blocks only"), "{image}");
+        let textless = error(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"},
+            {"role": "system", "content": [{"type": "text"}]}]}));
+        assert!(textless.contains("a text block needs `text`"), "{textless}");
+        let nameless = error(json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "tool_reference"}]}]}
+        ]}));
+        assert!(nameless.contains("needs `tool_name`"), "{nameless}");
     }
 
     #[test]
