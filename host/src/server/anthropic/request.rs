@@ -169,17 +169,19 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     {
         dropped_fields.push("cache_control.ttl");
     }
-    let tools = tools(body.tools, hosted_tools, &mut dropped_fields)?;
+    let Tools { offered, dropped: dropped_tools, dropped_names } =
+        tools(body.tools, hosted_tools, &mut dropped_fields)?;
+    let tool_choice = body.tool_choice.as_ref().map(tool_choice).transpose()?;
+    refuse_choice_of_dropped(tool_choice.as_ref(), &offered, &dropped_names)?;
     let mut conversation = Conversation {
         system: system(body.system.as_ref())?,
         // As on the OpenAI route: the host plans a breakpoint on the system prompt
         // for every call, so a `cache_control` on a system block asks for nothing more.
         cache_system: true,
         turns: Vec::new(),
-        tools: tools.offered.clone(),
-        tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
+        tools: offered,
+        tool_choice,
     };
-    refuse_choice_of_dropped(conversation.tool_choice.as_ref(), &conversation.tools, &tools.dropped_names)?;
     let mut system_as_user = false;
     for (index, message) in body.messages.into_iter().enumerate() {
         system_as_user |= message.role == "system";
@@ -206,18 +208,12 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     request.route_notes = dropped_fields
         .iter()
         .map(|field| format!("field_dropped:{field}"))
-        .chain(tools.dropped.iter().map(|tool| format!("tool_dropped:{tool}")))
+        .chain(dropped_tools.iter().map(|tool| format!("tool_dropped:{tool}")))
         .chain(system_as_user.then(|| SYSTEM_MESSAGE_AS_USER.to_owned()))
         .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
         .collect();
     request.client = Some(ClientFacts { metadata, betas: Vec::new() });
-    Ok(Ingress {
-        request,
-        stream: body.stream,
-        omit_thinking: thinking.omitted,
-        dropped_fields,
-        dropped_tools: tools.dropped,
-    })
+    Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields, dropped_tools })
 }
 
 /// The record's note for a request with a mid-conversation `system` message,
