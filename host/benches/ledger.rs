@@ -68,6 +68,7 @@ fn record(n: usize) -> Arc<CallRecord> {
         first_output_ms: Some(200),
         stream_end: None,
         content: None,
+        client: None,
         charged_worst_case: false,
     })
 }

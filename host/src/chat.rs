@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Category, WeirError};
 use crate::identity::Caller;
-use crate::record::{Route, Tokens};
+use crate::record::{ClientFacts, Route, Tokens};
 use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
@@ -62,6 +62,13 @@ pub struct ChatRequest {
     /// The caller's W3C `traceparent`, continued by the call's span; only a
     /// valid one is kept (see [`crate::record::valid_traceparent`]).
     pub traceparent: Option<String>,
+    /// What the route did to the caller's body before the call, by stable
+    /// name (`field_dropped:context_management`, `tool_dropped:web_search`):
+    /// the record's notes, ahead of the policy's.
+    pub route_notes: Vec<String>,
+    /// What the caller said about itself (its `metadata`, its betas), for the
+    /// record only: never who the caller is, never sent upstream.
+    pub client: Option<ClientFacts>,
 }
 
 impl ChatRequest {
@@ -85,6 +92,8 @@ impl ChatRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            route_notes: Vec::new(),
+            client: None,
         }
     }
 

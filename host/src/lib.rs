@@ -233,6 +233,13 @@ impl Weir {
         call::preview(self, name, caller).await
     }
 
+    /// Weir's own estimate of `request`'s input tokens on the entry a call of
+    /// it would resolve to now, and that entry's id (see
+    /// `POST /v1/messages/count_tokens`): an estimate, not the provider's count.
+    pub async fn estimate_input_tokens(&self, request: &ChatRequest) -> Result<(String, u64), WeirError> {
+        call::estimate_input(self, request).await
+    }
+
     /// The providers as of now.
     pub fn registry(&self) -> Arc<ProviderRegistry> {
         Arc::clone(&self.inner.registry.read().unwrap_or_else(PoisonError::into_inner))

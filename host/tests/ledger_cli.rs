@@ -54,6 +54,7 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
         first_output_ms: None,
         stream_end: None,
         content: None,
+        client: None,
         charged_worst_case: false,
     })
 }

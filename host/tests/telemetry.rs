@@ -129,6 +129,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
         first_output_ms: Some(350),
         stream_end: None,
         content: None,
+        client: None,
         charged_worst_case: false,
     })
 }

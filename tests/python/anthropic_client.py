@@ -18,6 +18,15 @@ Steps (default: plain,tools):
           (their `input` parsed from the streamed JSON fragments); prints
           {"step":"stream_tools","tool_calls":[...],"stop_reason":...}
 
+  beta    `client.beta.messages.with_raw_response.create(..., betas=[...])` with
+          `context_management`, `output_config.effort`, adaptive thinking with
+          `display: "omitted"` and `metadata.user_id`, as Claude Code sends them; prints
+          {"step":"beta","text":...,"blocks":[{"type","thinking","signature"}...],
+          "dropped_fields":<x-weir-dropped-fields>}
+  count   `client.messages.count_tokens` and `client.beta.messages.count_tokens` (with betas,
+          `context_management` and a tool); prints {"step":"count","input_tokens":...,
+          "marked":<x-weir-token-count>,"beta_input_tokens":...,"beta_dropped_fields":...}
+
 Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
 """
 
@@ -136,14 +145,73 @@ def stream_tools(client, model):
     }
 
 
-STEPS = {"plain": plain, "tools": tools, "stream": stream, "stream_tools": stream_tools}
+CLAUDE_CODE_BETAS = ["context-management-2025-06-27", "effort-2025-11-24", "interleaved-thinking-2025-05-14"]
+CLEAR_THINKING = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+
+
+def beta(client, model):
+    raw = client.beta.messages.with_raw_response.create(
+        model=model,
+        max_tokens=2048,
+        betas=CLAUDE_CODE_BETAS,
+        context_management=CLEAR_THINKING,
+        output_config={"effort": "low"},
+        thinking={"type": "adaptive", "display": "omitted"},
+        metadata={"user_id": "python-user-1"},
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
+    message = raw.parse()
+    blocks = [
+        {"type": block.type, "thinking": getattr(block, "thinking", None), "signature": getattr(block, "signature", None)}
+        for block in message.content
+    ]
+    return {
+        "step": "beta",
+        "text": text_of(message),
+        "blocks": blocks,
+        "stop_reason": message.stop_reason,
+        "dropped_fields": raw.headers.get("x-weir-dropped-fields"),
+    }
+
+
+def count(client, model):
+    plain_raw = client.messages.with_raw_response.count_tokens(
+        model=model,
+        system="Answer briefly.",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
+    beta_raw = client.beta.messages.with_raw_response.count_tokens(
+        model=model,
+        betas=CLAUDE_CODE_BETAS,
+        context_management=CLEAR_THINKING,
+        tools=[WEATHER_TOOL],
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+    )
+    return {
+        "step": "count",
+        "input_tokens": plain_raw.parse().input_tokens,
+        "marked": plain_raw.headers.get("x-weir-token-count"),
+        "beta_input_tokens": beta_raw.parse().input_tokens,
+        "beta_marked": beta_raw.headers.get("x-weir-token-count"),
+        "beta_dropped_fields": beta_raw.headers.get("x-weir-dropped-fields"),
+    }
+
+
+STEPS = {
+    "plain": plain,
+    "tools": tools,
+    "stream": stream,
+    "stream_tools": stream_tools,
+    "beta": beta,
+    "count": count,
+}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080")
     parser.add_argument("model", help="the model id to ask for")
-    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools")
+    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools,beta,count")
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]

@@ -505,9 +505,12 @@ async fn malformed_requests_are_invalid_request_errors_naming_the_problem() {
     let user = json!([{"role": "user", "content": "Hi"}]);
     let cases = [
         (json!({"model": "gpt", "messages": user}), "`max_tokens` is required"),
-        (json!({"model": "gpt", "max_tokens": 10, "messages": [{"role": "system", "content": "x"}]}), "`system`"),
+        (
+            json!({"model": "gpt", "max_tokens": 10, "messages": [{"role": "system", "content": [{"type": "image"}]}]}),
+            "a system message holds text blocks only",
+        ),
         (json!({"model": "gpt", "max_tokens": 10, "messages": [{"role": "tool", "content": "x"}]}), "unknown role"),
-        (json!({"model": "gpt", "max_tokens": 10, "top_k": 40, "messages": user}), "`top_k` is not supported"),
+        (json!({"model": "gpt", "max_tokens": 10, "top_j": 40, "messages": user}), "unknown field `top_j`"),
         (
             json!({"model": "claude", "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 4000},
                    "messages": user}),

@@ -248,6 +248,19 @@ pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Calle
     Ok(resolution.reached().model.id.clone())
 }
 
+/// Weir's own estimate of `request`'s input tokens, counted as the budget hold
+/// and admission count them (the entry's tokenizer, else the conservative
+/// character estimate), on the entry a call of it would resolve to now, and
+/// that entry's id. Resolved as the call would be — the caller's key and its
+/// model list, `model_choice`, the provider — with nothing sent and nothing
+/// recorded.
+pub(crate) async fn estimate_input(weir: &Weir, request: &ChatRequest) -> Result<(String, u64), WeirError> {
+    let opening = Opening::none();
+    let target = target::resolve(weir, &Naming::chat(request), &opening).await?;
+    let model = target.model;
+    Ok((model.id.clone(), crate::admission::estimate_input(model.tokenizer, &request.conversation)))
+}
+
 /// Records a request refused before it became a call (its caller key was not
 /// accepted): opened and closed at once with `category`, nothing spent.
 /// Returns the record's call id.

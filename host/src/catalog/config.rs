@@ -85,6 +85,12 @@ pub struct Config {
     /// or only a role (`roles`).
     #[serde(default)]
     pub model_choice: ModelChoice,
+    /// What a hosted tool in a request (a server tool Anthropic or OpenAI runs
+    /// itself: web search, code execution, ...) becomes when no provider can
+    /// be handed it: `drop` (the default: left out, noted on the record and
+    /// in `x-weir-dropped-tools`) or `refuse` (`capability_mismatch`).
+    #[serde(default)]
+    pub hosted_tools: HostedTools,
     /// `[pins]`: grade → the entry id (or the `identity`) that serves it.
     #[serde(default)]
     pub pins: BTreeMap<String, String>,
@@ -262,6 +268,15 @@ pub enum ModelChoice {
     Any,
     /// Roles only: a catalog id from a gateway caller is refused (403).
     Roles,
+}
+
+/// See [`Config::hosted_tools`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HostedTools {
+    #[default]
+    Drop,
+    Refuse,
 }
 
 /// What a role serves.
@@ -1349,6 +1364,15 @@ mod tests {
         let chat =
             "[[model]]\nid = \"c\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\nmax_batch = 4\n";
         assert!(Config::from_toml(chat, "t").unwrap_err().to_string().contains("read only for `kind = \"embedding\"`"));
+    }
+
+    #[test]
+    fn hosted_tools_drop_by_default_and_refuse_when_asked() {
+        assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tools, HostedTools::Drop);
+        let refuse = Config::from_toml(&format!("hosted_tools = \"refuse\"\n{GRADED}"), "t").unwrap();
+        assert_eq!(refuse.hosted_tools, HostedTools::Refuse);
+        let unknown = Config::from_toml("hosted_tools = \"forward\"\n", "t").unwrap_err().to_string();
+        assert!(unknown.contains("forward"), "{unknown}");
     }
 
     #[test]

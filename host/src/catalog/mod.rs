@@ -14,7 +14,7 @@ pub use config::TelemetrySettings;
 pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
-    DEFAULT_SAFETY_MARGIN, DecisionBackend, EMBEDDED_DEFAULT, EmbeddingSettings, KeyEntry, LedgerOnError,
+    DEFAULT_SAFETY_MARGIN, DecisionBackend, EMBEDDED_DEFAULT, EmbeddingSettings, HostedTools, KeyEntry, LedgerOnError,
     LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning,
     ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };

@@ -79,6 +79,7 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
         first_output_ms: None,
         stream_end: None,
         content: None,
+        client: None,
         charged_worst_case: false,
     })
 }
@@ -91,9 +92,17 @@ fn a_records_json_leaves_out_fields_without_a_value() {
     let record = record("call-1", "alice", "m", 1, None);
     let body = serde_json::to_value(&*record).unwrap();
     let fields = body.as_object().unwrap();
-    for absent in
-        ["role", "served_model", "traceparent", "cost_usd", "first_output_ms", "stream_end", "content", "notes"]
-    {
+    for absent in [
+        "role",
+        "served_model",
+        "traceparent",
+        "cost_usd",
+        "first_output_ms",
+        "stream_end",
+        "content",
+        "client",
+        "notes",
+    ] {
         assert!(!fields.contains_key(absent), "{absent} is left out: {body}");
     }
     assert!(fields.values().all(|value| !value.is_null()), "{body}");

@@ -79,6 +79,7 @@ fn record(model: &str) -> CallRecord {
         first_output_ms: None,
         stream_end: None,
         content: None,
+        client: None,
         charged_worst_case: false,
     }
 }

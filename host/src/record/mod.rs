@@ -186,6 +186,25 @@ pub struct RecordedContent {
     pub answer: Option<serde_json::Value>,
 }
 
+/// What a caller's request said about the caller beyond the call itself,
+/// recorded as given: its body's `metadata` (the Messages API's `user_id`) and
+/// the `anthropic-beta` values it asked for. Never who the caller is — that is
+/// its key's ([`Who`]) — and never sent upstream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientFacts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub betas: Vec<String>,
+}
+
+impl ClientFacts {
+    /// Nothing to record.
+    pub fn is_empty(&self) -> bool {
+        self.metadata.is_none() && self.betas.is_empty()
+    }
+}
+
 /// Who called: from the caller's key (gateway) or the embedding service.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Who {
@@ -306,8 +325,12 @@ pub struct CallRecord {
     pub stream_end: Option<StreamEnd>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<RecordedContent>,
-    /// What policy changed or withheld on the way (`effort_not_applied`,
-    /// `temperature_omitted`, ...).
+    /// What the caller's request said about the caller (see [`ClientFacts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientFacts>,
+    /// What the route or policy changed or withheld on the way
+    /// (`field_dropped:context_management`, `tool_dropped:web_search`,
+    /// `effort_not_applied`, `temperature_omitted`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The caller's budgets were charged the call's held worst case, not

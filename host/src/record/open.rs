@@ -64,6 +64,10 @@ pub(crate) struct CallLog {
     started: Instant,
     /// The request as recorded, when the operator records content.
     request: Option<serde_json::Value>,
+    /// What the route noted before the call, and what the caller said about
+    /// itself, from the request (see [`ChatRequest::route_notes`]).
+    route_notes: Vec<String>,
+    client: Option<super::ClientFacts>,
 }
 
 impl CallLog {
@@ -78,8 +82,11 @@ impl CallLog {
             stream,
             traceparent: request.traceparent.clone(),
         };
-        let request = record_content.then(|| content::request(request));
-        Self::open_operation(what, request)
+        let content = record_content.then(|| content::request(request));
+        let mut log = Self::open_operation(what, content);
+        log.route_notes = request.route_notes.clone();
+        log.client = request.client.clone().filter(|client| !client.is_empty());
+        log
     }
 
     /// Opens the record of a call of any operation; `request` is its content,
@@ -101,7 +108,7 @@ impl CallLog {
             stream: what.stream,
             traceparent: what.traceparent,
         };
-        Self { opening: Arc::new(opening), started: Instant::now(), request }
+        Self { opening: Arc::new(opening), started: Instant::now(), request, route_notes: Vec::new(), client: None }
     }
 
     /// Opens the record of a request refused before it became a call (a
@@ -117,7 +124,13 @@ impl CallLog {
             stream: false,
             traceparent,
         };
-        Self { opening: Arc::new(opening), started: Instant::now(), request: None }
+        Self {
+            opening: Arc::new(opening),
+            started: Instant::now(),
+            request: None,
+            route_notes: Vec::new(),
+            client: None,
+        }
     }
 
     pub fn opening(&self) -> &Arc<CallOpening> {
@@ -139,7 +152,13 @@ impl CallLog {
     /// This log as a new value, for whoever closes it next (a live stream); its
     /// recorded request goes with it.
     pub fn detach(&mut self) -> Self {
-        Self { opening: self.opening.clone(), started: self.started, request: self.request.take() }
+        Self {
+            opening: self.opening.clone(),
+            started: self.started,
+            request: self.request.take(),
+            route_notes: std::mem::take(&mut self.route_notes),
+            client: self.client.take(),
+        }
     }
 
     /// The closed record: usage summed over every attempt (each was billed),
@@ -181,7 +200,11 @@ impl CallLog {
             first_output_ms: ending.first_output.map(crate::call::millis),
             stream_end: ending.stream_end,
             content: self.request.take().map(|request| RecordedContent { request, answer: ending.answer }),
-            notes: ending.notes.into_iter().map(str::to_owned).collect(),
+            client: self.client.take(),
+            notes: std::mem::take(&mut self.route_notes)
+                .into_iter()
+                .chain(ending.notes.into_iter().map(str::to_owned))
+                .collect(),
             charged_worst_case: ending.charged_worst_case,
         }
     }

@@ -86,7 +86,7 @@ pub(super) enum Dialect {
 
 impl Dialect {
     pub(super) fn of(path: &str) -> Self {
-        if path == "/v1/messages" { Self::Anthropic } else { Self::OpenAi }
+        if path == "/v1/messages" || path == "/v1/messages/count_tokens" { Self::Anthropic } else { Self::OpenAi }
     }
 
     pub(super) fn answer(self, error: ApiError) -> Response {
@@ -108,6 +108,15 @@ impl From<CallError> for ApiError {
         }
         api.stamp = Some(Box::new(stamp));
         api
+    }
+}
+
+/// A failure outside any call (a `count_tokens` resolution): the same
+/// category and safe message a call's failure answers, without a stamp.
+impl From<WeirError> for ApiError {
+    fn from(error: WeirError) -> Self {
+        tracing::info!(error = %error, category = error.category().as_str(), "request failed");
+        Self::new(error.category(), error.safe_message())
     }
 }
 

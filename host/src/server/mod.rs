@@ -2,7 +2,8 @@
 //! call the library, and answer in the same dialect.
 //!
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
-//! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
+//! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE);
+//!   `POST /v1/messages/count_tokens` — Weir's estimate of its input tokens
 //! - `POST /v1/embeddings` — OpenAI embeddings; `POST /v1/rerank` — the Cohere / Jina rerank shape
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
@@ -62,6 +63,7 @@ pub fn router(weir: Weir) -> Router {
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/responses/{id}", get(stored::retrieve).delete(stored::delete))
         .route("/v1/responses/{id}/input_items", get(stored::input_items))
         .route("/v1/embeddings", post(retrieval::embeddings))
@@ -123,9 +125,13 @@ async fn chat_completions(
     Ok(answer)
 }
 
-/// The Messages API. `x-api-key` is the caller's gateway key when the gateway
-/// has keys; `anthropic-version` and `anthropic-beta` are accepted and not
-/// required: the gateway holds the provider credentials.
+/// The Messages API (also as `/v1/messages?beta=true`, as Claude Code calls
+/// it: the query is not read). `x-api-key` is the caller's gateway key when
+/// the gateway has keys; `anthropic-version` is accepted and not required (the
+/// gateway holds the provider credentials); `anthropic-beta` is recorded (see
+/// `anthropic::record_betas`). Fields and hosted tools the request carries that no
+/// provider can be handed are named in `x-weir-dropped-fields` and
+/// `x-weir-dropped-tools`.
 async fn messages(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -133,20 +139,69 @@ async fn messages(
     body: Bytes,
 ) -> Result<Response, anthropic::AnthropicError> {
     let caller = caller.caller()?;
-    let anthropic::Ingress { mut request, stream } = anthropic::into_chat_request(&body)?;
+    let ingress = anthropic::into_chat_request(&body, weir.config().hosted_tools, anthropic::Purpose::Call)?;
+    let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields, dropped_tools } = ingress;
     request.caller = caller;
     request.route = Route::AnthropicMessages;
+    anthropic::record_betas(&mut request, &headers);
     apply_knobs(&mut request, &headers)?;
     let stop = request.stop.clone();
-    if stream {
+    let mut answer = if stream {
         let stream = weir.chat_stream(request).await?;
-        let writer = anthropic::Events::new(stream.stamp(), stop);
-        return Ok(sse::sse_response(stream, writer));
-    }
-    let response = weir.chat(request).await?;
-    let mut answer = axum::Json(anthropic::message_body(&response, &stop)).into_response();
-    stamp_headers(answer.headers_mut(), &response.stamp);
+        let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
+        sse::sse_response(stream, writer)
+    } else {
+        let response = weir.chat(request).await?;
+        let mut answer = axum::Json(anthropic::message_body(&response, &stop, omit_thinking)).into_response();
+        stamp_headers(answer.headers_mut(), &response.stamp);
+        answer
+    };
+    dropped_headers(answer.headers_mut(), &dropped_fields, &dropped_tools);
     Ok(answer)
+}
+
+/// `x-weir-token-count: estimate` on a `count_tokens` answer: the number is
+/// Weir's own, not the provider's.
+const TOKEN_COUNT_HEADER: &str = "x-weir-token-count";
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, Weir's own
+/// estimate of the request's input (the one its budget hold and admission
+/// use), marked `x-weir-token-count: estimate`. The body is read as a call's
+/// (without `max_tokens`), and the model is resolved as the call's would be —
+/// the key's model list, `model_choice`, an unknown name — with the same
+/// errors; nothing is sent upstream and nothing is recorded (nothing is
+/// spent). Anthropic's own count endpoint is not asked: a component has no
+/// operation for it.
+async fn count_tokens(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    body: Bytes,
+) -> Result<Response, anthropic::AnthropicError> {
+    let caller = caller.caller()?;
+    let ingress = anthropic::into_chat_request(&body, weir.config().hosted_tools, anthropic::Purpose::Count)?;
+    let mut request = ingress.request;
+    request.caller = caller;
+    request.route = Route::AnthropicMessages;
+    let (model, input_tokens) = weir.estimate_input_tokens(&request).await.map_err(ApiError::from)?;
+    let mut answer = axum::Json(json!({"input_tokens": input_tokens})).into_response();
+    let headers = answer.headers_mut();
+    headers.insert(TOKEN_COUNT_HEADER, HeaderValue::from_static("estimate"));
+    if let Ok(model) = HeaderValue::from_str(&model) {
+        headers.insert("x-weir-model", model);
+    }
+    dropped_headers(headers, &ingress.dropped_fields, &ingress.dropped_tools);
+    Ok(answer)
+}
+
+/// `x-weir-dropped-fields` and `x-weir-dropped-tools`: what the request asked
+/// for that no provider was handed, comma-separated; absent when nothing was.
+fn dropped_headers(headers: &mut HeaderMap, fields: &[&str], tools: &[String]) {
+    let lists = [("x-weir-dropped-fields", fields.join(", ")), ("x-weir-dropped-tools", tools.join(", "))];
+    for (name, list) in lists {
+        if let Some(value) = Some(list).filter(|list| !list.is_empty()).and_then(|v| HeaderValue::from_str(&v).ok()) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
 }
 
 /// The caller's W3C `traceparent`, when it sent a valid one.

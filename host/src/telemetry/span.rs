@@ -303,6 +303,7 @@ pub(crate) mod tests {
             first_output_ms: None,
             stream_end: None,
             content: None,
+            client: None,
             charged_worst_case: false,
         }
     }

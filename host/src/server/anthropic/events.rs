@@ -50,10 +50,13 @@ pub struct Events {
     calls: Vec<(u32, u32)>,
     usage: Option<Usage>,
     stop: Option<StopInfo>,
+    /// `thinking.display: "omitted"`: thinking blocks open and carry their
+    /// signature, never their text.
+    omit_thinking: bool,
 }
 
 impl Events {
-    pub fn new(stamp: &Stamp, stop_sequences: Vec<String>) -> Self {
+    pub fn new(stamp: &Stamp, stop_sequences: Vec<String>, omit_thinking: bool) -> Self {
         Self {
             id: message_id(),
             model: stamp.model.clone(),
@@ -64,6 +67,7 @@ impl Events {
             calls: Vec::new(),
             usage: None,
             stop: None,
+            omit_thinking,
         }
     }
 
@@ -127,7 +131,9 @@ impl Events {
             _ if text.is_empty() => return events,
             _ => self.open_thinking(&mut events),
         };
-        events.push(Self::block_delta(index, json!({"type": "thinking_delta", "thinking": text})));
+        if !self.omit_thinking {
+            events.push(Self::block_delta(index, json!({"type": "thinking_delta", "thinking": text})));
+        }
         events
     }
 
@@ -237,6 +243,10 @@ mod tests {
     use crate::types::Refusal;
 
     fn writer(stop_sequences: &[&str]) -> Events {
+        writer_with(stop_sequences, false)
+    }
+
+    fn writer_with(stop_sequences: &[&str], omit_thinking: bool) -> Events {
         let stamp = Stamp {
             call_id: "call-1".into(),
             model: "chat".into(),
@@ -248,7 +258,7 @@ mod tests {
             ended_at: SystemTime::UNIX_EPOCH,
             cache_multipliers: None,
         };
-        Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect())
+        Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }
 
     /// Each event as (name, data), checking the name equals the data's `type`.
@@ -378,6 +388,38 @@ mod tests {
         assert_eq!(events[9].1["delta"], json!({"type": "input_json_delta", "partial_json": "{\"city\": \"Pa"}));
         assert_eq!(events[15].1["delta"]["stop_reason"], "tool_use");
         assert_eq!(events[15].1["usage"]["output_tokens"], 0, "no usage reported: zeros");
+    }
+
+    #[test]
+    fn omitted_thinking_streams_its_block_and_signature_without_its_text() {
+        let mut writer = writer_with(&[], true);
+        let events = run(
+            &mut writer,
+            vec![
+                StreamDelta::Thinking("secret plan".into()),
+                StreamDelta::ThinkingSignature("EqQB".into()),
+                StreamDelta::Text("Hi".into()),
+                stop(StopReason::EndTurn),
+            ],
+        );
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(events[1].1["content_block"], json!({"type": "thinking", "thinking": "", "signature": ""}));
+        assert_eq!(events[2].1["delta"], json!({"type": "signature_delta", "signature": "EqQB"}));
+        assert!(!events.iter().any(|(_, data)| data.to_string().contains("secret plan")), "{events:?}");
     }
 
     #[test]

@@ -3,12 +3,14 @@
 //! envelope. Pure mapping; the call itself is the library's, so any catalog model
 //! answers, whichever provider serves it.
 
+mod betas;
 mod error;
 mod events;
 mod request;
 mod response;
 
+pub use betas::record_betas;
 pub use error::AnthropicError;
 pub use events::Events;
-pub use request::{Ingress, into_chat_request};
+pub use request::{Ingress, Purpose, into_chat_request};
 pub use response::message_body;

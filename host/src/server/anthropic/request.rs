@@ -4,23 +4,31 @@
 //! messages merge into one turn, a `cache_control` on any block of a message marks
 //! its turn as a cache breakpoint.
 //!
-//! Top-level fields are strict: an unknown one is a 400 naming it, because a field
-//! the gateway does not know may change what the caller is asking for. `metadata`
-//! and `service_tier` are accepted and ignored (they do not change the answer);
-//! `top_k` is refused, since not every provider can honour it; `top_p` is read
-//! as on the OpenAI route (see `server::sampling`).
-//! Inside blocks and tools, unknown keys (`citations`, `title`, `ttl`, ...) are
+//! Every top-level field the Messages API defines (its beta surface included,
+//! as the `anthropic` SDK's `MessageCreateParams` lists them) is accepted, and
+//! then either translated into the neutral request or dropped with a note —
+//! the README's per-field table says which. WIT 0.1.0's call parameters carry
+//! no provider-native field, so a field with no neutral slot cannot reach any
+//! provider, Anthropic's included: the call's record notes it
+//! (`field_dropped:NAME`) and the answer names it in `x-weir-dropped-fields`.
+//! Hosted tools (server tools Anthropic runs, and its schema-less tool types)
+//! are dropped the same way (`tool_dropped:TYPE`, `x-weir-dropped-tools`) or,
+//! under `hosted_tools = "refuse"`, refused. A top-level field that is not
+//! Anthropic's is a 400 naming it: it may change what the caller is asking for.
+//! Inside blocks and tools, unknown keys (`citations`, `title`, ...) are
 //! ignored as the reference advises.
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::catalog::HostedTools;
 use crate::chat::ChatRequest;
+use crate::error::Category;
+use crate::record::ClientFacts;
 use crate::server::error::ApiError;
 use crate::types::{
-    ContentBlock, Conversation, LeafBlock, Media, MediaSource, Thinking, ToolChoice, ToolDefinition, ToolResult,
-    ToolUse, TurnRole,
+    ContentBlock, Conversation, LeafBlock, Media, MediaSource, ResponseSchema, Thinking, ToolChoice, ToolDefinition,
+    ToolResult, ToolUse, TurnRole,
 };
 
 /// The smallest `budget_tokens` the Messages API accepts.
@@ -39,17 +47,70 @@ struct Body {
     #[serde(default)]
     stream: bool,
     #[serde(default)]
-    tools: Vec<Tool>,
+    tools: Vec<Value>,
     tool_choice: Option<Value>,
     thinking: Option<Value>,
     /// Top-level automatic caching: a breakpoint on the last turn.
     cache_control: Option<Value>,
-    top_k: Option<IgnoredAny>,
     top_p: Option<f32>,
-    #[serde(default, rename = "metadata")]
-    _metadata: Option<IgnoredAny>,
-    #[serde(default, rename = "service_tier")]
-    _service_tier: Option<IgnoredAny>,
+    /// Recorded (`user_id`); never who the caller is.
+    metadata: Option<Metadata>,
+    output_config: Option<OutputConfig>,
+    /// The deprecated spelling of `output_config.format`.
+    output_format: Option<Value>,
+    // Anthropic's own fields with no slot in the neutral request: accepted,
+    // dropped, noted (see `DROPPABLE`).
+    top_k: Option<Value>,
+    context_management: Option<Value>,
+    container: Option<Value>,
+    mcp_servers: Option<Value>,
+    service_tier: Option<Value>,
+    speed: Option<Value>,
+    inference_geo: Option<Value>,
+    diagnostics: Option<Value>,
+    fallbacks: Option<Value>,
+    fallback_credit_token: Option<Value>,
+}
+
+impl Body {
+    /// The fields present that no provider can be handed, by name, in the
+    /// order the README's table lists them. A `null` is absent.
+    fn droppable(&self) -> Vec<&'static str> {
+        let fields: [(&'static str, &Option<Value>); 10] = [
+            ("top_k", &self.top_k),
+            ("context_management", &self.context_management),
+            ("container", &self.container),
+            ("mcp_servers", &self.mcp_servers),
+            ("service_tier", &self.service_tier),
+            ("speed", &self.speed),
+            ("inference_geo", &self.inference_geo),
+            ("diagnostics", &self.diagnostics),
+            ("fallbacks", &self.fallbacks),
+            ("fallback_credit_token", &self.fallback_credit_token),
+        ];
+        fields.into_iter().filter(|(_, value)| present(value.as_ref())).map(|(name, _)| name).collect()
+    }
+}
+
+/// `metadata`: the API defines `user_id` alone and refuses other keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Metadata {
+    user_id: Option<String>,
+}
+
+/// The longest `metadata.user_id` the record keeps, in characters: the body
+/// limit alone would let one call write megabytes into the ledger. A longer
+/// one is cut and the record notes `metadata_truncated`.
+const MAX_USER_ID_CHARS: usize = 512;
+
+/// `output_config`: strict like the top level, since each key changes the answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputConfig {
+    effort: Option<String>,
+    format: Option<Value>,
+    task_budget: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,69 +119,220 @@ struct Message {
     content: Value,
 }
 
-#[derive(Debug, Deserialize)]
-struct Tool {
-    name: String,
-    #[serde(default)]
-    description: String,
-    input_schema: Option<Value>,
-    /// `custom` (or absent) for client tools; server tools carry a versioned type.
-    #[serde(rename = "type")]
-    kind: Option<String>,
+/// What the request is parsed for: a call, or `count_tokens` (no `max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Call,
+    Count,
 }
 
-/// A parsed request, and whether it asked to stream.
+/// A parsed request, and what its answer must say about it.
 #[derive(Debug)]
 pub struct Ingress {
     pub request: ChatRequest,
     pub stream: bool,
+    /// `thinking.display: "omitted"`: thinking blocks are answered without
+    /// their text, signatures kept (as Anthropic answers them).
+    pub omit_thinking: bool,
+    /// Top-level (and `tools[].`, `output_config.`, `cache_control.`) fields
+    /// accepted and not sent, for `x-weir-dropped-fields`.
+    pub dropped_fields: Vec<&'static str>,
+    /// Hosted tools left out, by type, for `x-weir-dropped-tools`.
+    pub dropped_tools: Vec<String>,
 }
 
 /// Parses and maps a request body. Errors quote only the caller's own input.
-pub fn into_chat_request(body: &[u8]) -> Result<Ingress, ApiError> {
+pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpose) -> Result<Ingress, ApiError> {
     let body: Body =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
-    if body.top_k.is_some() {
-        return Err(ApiError::invalid_request(
-            "`top_k` is not supported: the gateway cannot honour it on every provider; leave it out",
-        ));
-    }
+    let mut dropped_fields = body.droppable();
     let top_p = crate::server::sampling::top_p(body.top_p)?;
-    let max_tokens = body.max_tokens.ok_or_else(|| ApiError::invalid_request("`max_tokens` is required"))?;
+    let max_tokens = match (body.max_tokens, purpose) {
+        (Some(max_tokens), _) => Some(max_tokens),
+        (None, Purpose::Count) => None,
+        (None, Purpose::Call) => return Err(ApiError::invalid_request("`max_tokens` is required")),
+    };
     if let Some(temperature) = body.temperature
         && !(0.0..=1.0).contains(&temperature)
     {
         return Err(ApiError::invalid_request(format!("`temperature` {temperature} is outside 0.0–1.0")));
     }
+    let user_id = body.metadata.and_then(|metadata| metadata.user_id);
+    let metadata_truncated = user_id.as_ref().is_some_and(|id| id.chars().count() > MAX_USER_ID_CHARS);
+    let metadata = user_id.map(|id| json!({"user_id": id.chars().take(MAX_USER_ID_CHARS).collect::<String>()}));
+    let thinking = thinking(body.thinking.as_ref(), max_tokens)?;
+    let (effort, schema) = output_config(body.output_config, body.output_format.as_ref(), &mut dropped_fields)?;
+    if has_ttl(body.cache_control.as_ref())
+        || body.system.as_ref().and_then(Value::as_array).is_some_and(|blocks| blocks.iter().any(block_has_ttl))
+        || body.tools.iter().any(block_has_ttl)
+        || body.messages.iter().any(|m| m.content.as_array().is_some_and(|blocks| blocks.iter().any(block_has_ttl)))
+    {
+        dropped_fields.push("cache_control.ttl");
+    }
+    let Tools { offered, dropped: dropped_tools, dropped_names } =
+        tools(body.tools, hosted_tools, &mut dropped_fields)?;
+    let tool_choice = body.tool_choice.as_ref().map(tool_choice).transpose()?;
+    refuse_choice_of_dropped(tool_choice.as_ref(), &offered, &dropped_names)?;
     let mut conversation = Conversation {
         system: system(body.system.as_ref())?,
         // As on the OpenAI route: the host plans a breakpoint on the system prompt
         // for every call, so a `cache_control` on a system block asks for nothing more.
         cache_system: true,
         turns: Vec::new(),
-        tools: body.tools.into_iter().enumerate().map(tool_definition).collect::<Result<_, _>>()?,
-        tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
+        tools: offered,
+        tool_choice,
     };
+    let mut system_as_user = false;
     for (index, message) in body.messages.into_iter().enumerate() {
+        system_as_user |= message.role == "system";
         add_message(&mut conversation, message)
             .map_err(|e| ApiError::invalid_request(format!("messages[{index}]: {e}")))?;
     }
     if conversation.turns.is_empty() {
         return Err(ApiError::invalid_request("`messages` is empty"));
     }
-    if body.cache_control.as_ref().is_some_and(|value| !value.is_null())
+    if present(body.cache_control.as_ref())
         && let Some(last) = conversation.turns.last_mut()
     {
         last.cache = true;
     }
     let mut request = ChatRequest::new(body.model, conversation);
-    request.max_output_tokens = Some(max_tokens);
+    request.max_output_tokens = max_tokens;
     request.temperature = body.temperature;
     request.top_p = top_p;
     request.stop = body.stop_sequences;
-    request.thinking_budget = body.thinking.as_ref().map(|t| thinking_budget(t, max_tokens)).transpose()?.flatten();
-    request.reasoning_off = body.thinking.as_ref().is_some_and(|thinking| kind(thinking) == "disabled");
-    Ok(Ingress { request, stream: body.stream })
+    request.thinking_budget = thinking.budget;
+    request.reasoning_off = thinking.off;
+    request.reasoning_effort = effort;
+    request.response_schema = schema;
+    request.route_notes = dropped_fields
+        .iter()
+        .map(|field| format!("field_dropped:{field}"))
+        .chain(dropped_tools.iter().map(|tool| format!("tool_dropped:{tool}")))
+        .chain(system_as_user.then(|| SYSTEM_MESSAGE_AS_USER.to_owned()))
+        .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
+        .collect();
+    request.client = Some(ClientFacts { metadata, betas: Vec::new() });
+    Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields, dropped_tools })
+}
+
+/// The record's note for a request with a mid-conversation `system` message,
+/// sent as user text (see [`add_message`]).
+const SYSTEM_MESSAGE_AS_USER: &str = "system_message_as_user";
+
+/// The record's note for a `metadata.user_id` longer than [`MAX_USER_ID_CHARS`].
+const METADATA_TRUNCATED: &str = "metadata_truncated";
+
+/// A value that is there: `null` counts as absent, as the API takes it.
+fn present(value: Option<&Value>) -> bool {
+    value.is_some_and(|value| !value.is_null())
+}
+
+fn has_ttl(cache_control: Option<&Value>) -> bool {
+    cache_control.is_some_and(|cache| present(cache.get("ttl")))
+}
+
+fn block_has_ttl(block: &Value) -> bool {
+    has_ttl(block.get("cache_control"))
+}
+
+/// What `thinking` asks for.
+#[derive(Debug, Default)]
+struct ThinkingAsked {
+    /// An explicit budget (`enabled`).
+    budget: Option<u32>,
+    /// `disabled`: reasoning off, no default applies.
+    off: bool,
+    /// `display: "omitted"`.
+    omitted: bool,
+}
+
+/// `{"type":"enabled","budget_tokens":N}` with the API's own bounds (at least
+/// 1024, below `max_tokens`, inside which thinking counts); `adaptive`:
+/// reasoning on at the call's effort, with no budget of the caller's;
+/// `disabled`: off. `display` (`summarized`, `omitted`) on either of the first two.
+fn thinking(thinking: Option<&Value>, max_tokens: Option<u32>) -> Result<ThinkingAsked, ApiError> {
+    let Some(thinking) = thinking.filter(|thinking| !thinking.is_null()) else { return Ok(ThinkingAsked::default()) };
+    let omitted = match thinking.get("display") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(display)) if display == "summarized" => false,
+        Some(Value::String(display)) if display == "omitted" => true,
+        Some(other) => {
+            return Err(ApiError::invalid_request(format!(
+                "unknown `thinking.display` {other} (expected `summarized` or `omitted`)"
+            )));
+        }
+    };
+    match kind(thinking) {
+        "disabled" => Ok(ThinkingAsked { off: true, ..ThinkingAsked::default() }),
+        "adaptive" => Ok(ThinkingAsked { omitted, ..ThinkingAsked::default() }),
+        "enabled" => {
+            let budget = thinking
+                .get("budget_tokens")
+                .and_then(Value::as_u64)
+                .and_then(|budget| u32::try_from(budget).ok())
+                .ok_or_else(|| ApiError::invalid_request("`thinking.budget_tokens` must be a positive integer"))?;
+            if budget < MIN_THINKING_BUDGET {
+                return Err(ApiError::invalid_request(format!(
+                    "`thinking.budget_tokens` must be at least {MIN_THINKING_BUDGET}, got {budget}"
+                )));
+            }
+            if let Some(max_tokens) = max_tokens
+                && budget >= max_tokens
+            {
+                return Err(ApiError::invalid_request(format!(
+                    "`thinking.budget_tokens` ({budget}) must be less than `max_tokens` ({max_tokens}): thinking \
+                     counts inside it"
+                )));
+            }
+            Ok(ThinkingAsked { budget: Some(budget), off: false, omitted })
+        }
+        other => Err(ApiError::invalid_request(format!(
+            "unknown thinking type `{other}` (expected `enabled`, `adaptive` or `disabled`)"
+        ))),
+    }
+}
+
+/// `output_config.effort` (through the effort policy, as OpenAI's
+/// `reasoning_effort`), `output_config.format` or the older `output_format`
+/// (a JSON-schema answer, through the structured-answer gate);
+/// `task_budget` has no neutral slot and is dropped.
+fn output_config(
+    config: Option<OutputConfig>,
+    output_format: Option<&Value>,
+    dropped: &mut Vec<&'static str>,
+) -> Result<(Option<crate::types::Effort>, Option<ResponseSchema>), ApiError> {
+    let (effort, format) = match config {
+        Some(OutputConfig { effort, format, task_budget }) => {
+            if present(task_budget.as_ref()) {
+                dropped.push("output_config.task_budget");
+            }
+            (effort, format)
+        }
+        None => (None, None),
+    };
+    let effort = effort
+        .map(|word| {
+            crate::types::effort_from_word(&word).ok_or_else(|| {
+                ApiError::invalid_request(format!(
+                    "unknown `output_config.effort` `{word}` (expected low, medium, high, xhigh or max)"
+                ))
+            })
+        })
+        .transpose()?;
+    let format = format.filter(|format| !format.is_null()).or_else(|| output_format.filter(|f| !f.is_null()).cloned());
+    let schema = format
+        .map(|format| match (kind(&format), format.get("schema")) {
+            ("json_schema", Some(schema)) => {
+                Ok(ResponseSchema { name: "response".to_owned(), schema_json: schema.to_string() })
+            }
+            ("json_schema", None) => Err(ApiError::invalid_request("a `json_schema` output format needs `schema`")),
+            (other, _) => {
+                Err(ApiError::invalid_request(format!("unknown output format type `{other}` (expected `json_schema`)")))
+            }
+        })
+        .transpose()?;
+    Ok((effort, schema))
 }
 
 /// A string, or an array of `text` blocks.
@@ -147,8 +359,8 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
     let role = match message.role.as_str() {
         "user" => TurnRole::User,
         "assistant" => TurnRole::Assistant,
-        "system" => return Err("role `system` is not a message role: put system content in `system`".to_owned()),
-        other => return Err(format!("unknown role `{other}` (expected `user` or `assistant`)")),
+        "system" => return add_system_message(conversation, &message.content),
+        other => return Err(format!("unknown role `{other}` (expected `user`, `assistant` or `system`)")),
     };
     let (blocks, cache) = match message.content {
         Value::String(text) => (vec![ContentBlock::Text(text)], false),
@@ -164,6 +376,37 @@ fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), 
         _ => return Err("`content` must be a string or an array of blocks".to_owned()),
     };
     conversation.push_turn(role, blocks, cache);
+    Ok(())
+}
+
+/// A mid-conversation `system` message (Anthropic's beta: privileged context
+/// from that point on). The neutral conversation holds system text only ahead
+/// of the turns, and moving it there would change every earlier turn's cache
+/// prefix, so it goes as user text in a `<system-reminder>` tag — the form
+/// Claude Code itself gives the same context for models without such messages
+/// — merged into the user turn it follows. The record notes
+/// `system_message_as_user`.
+fn add_system_message(conversation: &mut Conversation, content: &Value) -> Result<(), String> {
+    let (texts, cache) = match content {
+        Value::String(text) => (vec![text.as_str()], false),
+        Value::Array(blocks) => {
+            let texts = blocks
+                .iter()
+                .enumerate()
+                .map(|(index, block)| match (kind(block), text_at(block, "text")) {
+                    ("text", Some(text)) => Ok(text),
+                    ("text", None) => Err(format!("content[{index}]: a text block needs `text`")),
+                    (other, _) => {
+                        Err(format!("content[{index}]: a system message holds text blocks only, not `{other}`"))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (texts, blocks.iter().any(has_cache_control))
+        }
+        _ => return Err("`content` must be a string or an array of blocks".to_owned()),
+    };
+    let text = format!("<system-reminder>\n{}\n</system-reminder>", texts.join("\n"));
+    conversation.push_turn(TurnRole::User, vec![ContentBlock::Text(text)], cache);
     Ok(())
 }
 
@@ -283,6 +526,13 @@ fn tool_result_content(content: Option<&Value>) -> Result<Vec<LeafBlock>, String
                     ContentBlock::Text(text) => Ok(LeafBlock::Text(text)),
                     _ => Err("unexpected document content".to_owned()),
                 },
+                // Tool search's answer: the named (deferred) tool is offered from
+                // now on. Every tool is offered from the start here (see `tools`),
+                // so the reference is kept as text naming it.
+                "tool_reference" => Ok(LeafBlock::Text(format!(
+                    "tool_reference: {}",
+                    text_at(block, "tool_name").ok_or("a tool_reference block needs `tool_name`")?
+                ))),
                 other => Err(format!("tool_result content block type `{other}` is not supported")),
             })
             .collect(),
@@ -290,16 +540,110 @@ fn tool_result_content(content: Option<&Value>) -> Result<Vec<LeafBlock>, String
     }
 }
 
-fn tool_definition((index, tool): (usize, Tool)) -> Result<ToolDefinition, ApiError> {
-    if let Some(kind) = tool.kind.as_deref().filter(|kind| *kind != "custom") {
-        return Err(ApiError::invalid_request(format!(
-            "tools[{index}]: server tool type `{kind}` is not supported; only client tools (`input_schema`) are"
-        )));
+/// The tools the model is offered, and the hosted ones left out.
+struct Tools {
+    offered: Vec<ToolDefinition>,
+    /// By type, for the header and the record.
+    dropped: Vec<String>,
+    /// By name, to check `tool_choice` against.
+    dropped_names: Vec<String>,
+}
+
+/// The longest hosted tool type accepted: every Anthropic type is a short
+/// identifier, and the type is echoed in a header and the record.
+const MAX_TOOL_TYPE_LEN: usize = 64;
+
+/// A `tool_choice` that can only be met by a dropped hosted tool is refused:
+/// the provider would be asked to call a tool it was not offered.
+fn refuse_choice_of_dropped(
+    choice: Option<&ToolChoice>,
+    offered: &[ToolDefinition],
+    dropped_names: &[String],
+) -> Result<(), ApiError> {
+    let unmet = match choice {
+        Some(ToolChoice::Named(name)) => {
+            dropped_names.contains(name).then(|| format!("names the hosted tool `{name}`"))
+        }
+        Some(ToolChoice::Required) if offered.is_empty() && !dropped_names.is_empty() => {
+            Some("is `any`, and every tool offered is a hosted one".to_owned())
+        }
+        _ => None,
+    };
+    match unmet {
+        Some(what) => Err(ApiError::new(
+            Category::CapabilityMismatch,
+            format!("`tool_choice` {what}, which cannot be handed to the provider"),
+        )),
+        None => Ok(()),
     }
-    let schema = tool
-        .input_schema
-        .ok_or_else(|| ApiError::invalid_request(format!("tools[{index}]: a tool needs `input_schema`")))?;
-    Ok(ToolDefinition { name: tool.name, description: tool.description, parameters_json: schema.to_string() })
+}
+
+/// Client tool keys with no neutral slot: the tool is offered without them.
+/// `defer_loading` (tool search loads the tool later) included: every tool is
+/// offered from the start.
+const CLIENT_TOOL_EXTRAS: [(&str, &str); 5] = [
+    ("defer_loading", "tools.defer_loading"),
+    ("strict", "tools.strict"),
+    ("eager_input_streaming", "tools.eager_input_streaming"),
+    ("input_examples", "tools.input_examples"),
+    ("allowed_callers", "tools.allowed_callers"),
+];
+
+/// Client tools (no `type`, or `custom`: a name and an `input_schema`) are
+/// offered; every other type is a tool Anthropic defines and runs or
+/// schemas itself (web search, code execution, tool search, MCP toolsets,
+/// bash, text editor, ...), which no provider can be handed through the
+/// neutral request: dropped, or refused under `hosted_tools = "refuse"`.
+fn tools(
+    tools: Vec<Value>,
+    hosted_tools: HostedTools,
+    dropped_fields: &mut Vec<&'static str>,
+) -> Result<Tools, ApiError> {
+    let mut offered = Vec::with_capacity(tools.len());
+    let mut dropped = Vec::new();
+    let mut dropped_names = Vec::new();
+    for (index, tool) in tools.into_iter().enumerate() {
+        match tool.get("type").and_then(Value::as_str) {
+            None | Some("custom") => {}
+            Some(hosted) => {
+                let identifier = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+                if hosted.len() > MAX_TOOL_TYPE_LEN || !hosted.chars().all(identifier) {
+                    return Err(ApiError::invalid_request(format!(
+                        "tools[{index}]: `type` must be `custom` or one of Anthropic's tool types (a lower-case \
+                         identifier)"
+                    )));
+                }
+                if hosted_tools == HostedTools::Refuse {
+                    return Err(ApiError::new(
+                        Category::CapabilityMismatch,
+                        format!(
+                            "tools[{index}]: the hosted tool `{hosted}` cannot be handed to the provider \
+                             (`hosted_tools = \"refuse\"`); leave it out"
+                        ),
+                    ));
+                }
+                dropped.push(hosted.to_owned());
+                dropped_names.extend(text_at(&tool, "name").map(str::to_owned));
+                continue;
+            }
+        }
+        for (key, field) in CLIENT_TOOL_EXTRAS {
+            if present(tool.get(key)) && tool.get(key) != Some(&Value::Bool(false)) && !dropped_fields.contains(&field)
+            {
+                dropped_fields.push(field);
+            }
+        }
+        let name = text_at(&tool, "name")
+            .ok_or_else(|| ApiError::invalid_request(format!("tools[{index}]: a tool needs `name`")))?
+            .to_owned();
+        let schema = tool
+            .get("input_schema")
+            .filter(|schema| !schema.is_null())
+            .ok_or_else(|| ApiError::invalid_request(format!("tools[{index}]: a tool needs `input_schema`")))?;
+        let description = text_at(&tool, "description").unwrap_or_default().to_owned();
+        offered.push(ToolDefinition { name, description, parameters_json: schema.to_string() });
+    }
+    Ok(Tools { offered, dropped, dropped_names })
 }
 
 /// `auto`, `any` (some tool: required), `tool` (that one), `none`. Limiting the
@@ -323,51 +667,19 @@ fn tool_choice(choice: &Value) -> Result<ToolChoice, ApiError> {
     }
 }
 
-/// `{"type":"enabled","budget_tokens":N}` with the API's own bounds (at least
-/// 1024, below `max_tokens`, inside which thinking counts); `disabled`: none.
-fn thinking_budget(thinking: &Value, max_tokens: u32) -> Result<Option<u32>, ApiError> {
-    match kind(thinking) {
-        "disabled" => Ok(None),
-        "enabled" => {
-            let budget = thinking
-                .get("budget_tokens")
-                .and_then(Value::as_u64)
-                .and_then(|budget| u32::try_from(budget).ok())
-                .ok_or_else(|| ApiError::invalid_request("`thinking.budget_tokens` must be a positive integer"))?;
-            if budget < MIN_THINKING_BUDGET {
-                return Err(ApiError::invalid_request(format!(
-                    "`thinking.budget_tokens` must be at least {MIN_THINKING_BUDGET}, got {budget}"
-                )));
-            }
-            if budget >= max_tokens {
-                return Err(ApiError::invalid_request(format!(
-                    "`thinking.budget_tokens` ({budget}) must be less than `max_tokens` ({max_tokens}): thinking \
-                     counts inside it"
-                )));
-            }
-            Ok(Some(budget))
-        }
-        "adaptive" => Err(ApiError::invalid_request(
-            "`thinking.type` `adaptive` is not supported; use `enabled` with `budget_tokens`",
-        )),
-        other => Err(ApiError::invalid_request(format!(
-            "unknown thinking type `{other}` (expected `enabled` or `disabled`)"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::types::Effort;
 
     fn parse(body: Value) -> Ingress {
-        into_chat_request(body.to_string().as_bytes()).unwrap()
+        into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call).unwrap()
     }
 
     fn error(body: Value) -> String {
-        let error = into_chat_request(body.to_string().as_bytes()).unwrap_err();
+        let error = into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call).unwrap_err();
         assert_eq!(error.category, crate::error::Category::InvalidRequest);
         error.message
     }
@@ -517,7 +829,185 @@ mod tests {
         assert!(error(body(json!({"type": "enabled", "budget_tokens": 512}))).contains("at least 1024"));
         assert!(error(body(json!({"type": "enabled", "budget_tokens": 4096}))).contains("less than `max_tokens`"));
         assert!(error(body(json!({"type": "enabled"}))).contains("budget_tokens"));
-        assert!(error(body(json!({"type": "adaptive"}))).contains("adaptive"));
+        assert!(error(body(json!({"type": "sometimes"}))).contains("unknown thinking type `sometimes`"));
+        assert!(error(body(json!({"type": "adaptive", "display": "full"}))).contains("thinking.display"));
+    }
+
+    #[test]
+    fn adaptive_thinking_runs_at_the_effort_asked_and_display_omitted_is_kept_for_the_answer() {
+        let ingress = parse(json!({"model": "m", "max_tokens": 4096,
+            "thinking": {"type": "adaptive", "display": "omitted"}, "output_config": {"effort": "high"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(ingress.omit_thinking);
+        let request = ingress.request;
+        assert_eq!(
+            (request.reasoning_effort, request.thinking_budget, request.reasoning_off),
+            (Some(Effort::High), None, false)
+        );
+        let defaulted = parse(json!({"model": "m", "max_tokens": 4096, "thinking": {"type": "adaptive"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(!defaulted.omit_thinking);
+        assert_eq!(defaulted.request.reasoning_effort, None, "the effort policy's default applies");
+        let enabled = parse(json!({"model": "m", "max_tokens": 32000,
+            "thinking": {"type": "enabled", "budget_tokens": 31999, "display": "omitted"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(enabled.omit_thinking);
+        assert_eq!(enabled.request.thinking_budget, Some(31999));
+        let xhigh = parse(json!({"model": "m", "max_tokens": 10, "output_config": {"effort": "xhigh"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert_eq!(xhigh.request.reasoning_effort, Some(Effort::Max));
+        let bad = error(json!({"model": "m", "max_tokens": 10, "output_config": {"effort": "huge"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(bad.contains("output_config.effort"), "{bad}");
+        let unknown = error(json!({"model": "m", "max_tokens": 10, "output_config": {"verbosity": "low"},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(unknown.contains("unknown field `verbosity`"), "{unknown}");
+    }
+
+    #[test]
+    fn output_format_is_a_structured_answer() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        for body in [
+            json!({"model": "m", "max_tokens": 10, "output_config": {"format": {"type": "json_schema", "schema": schema}},
+                "messages": [{"role": "user", "content": "x"}]}),
+            json!({"model": "m", "max_tokens": 10, "output_format": {"type": "json_schema", "schema": schema},
+                "messages": [{"role": "user", "content": "x"}]}),
+        ] {
+            let request = parse(body).request;
+            let asked: Value = serde_json::from_str(&request.response_schema.unwrap().schema_json).unwrap();
+            assert_eq!(asked, schema);
+        }
+        let bad = error(json!({"model": "m", "max_tokens": 10, "output_config": {"format": {"type": "json_schema"}},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(bad.contains("needs `schema`"), "{bad}");
+        let other = error(json!({"model": "m", "max_tokens": 10, "output_config": {"format": {"type": "xml"}},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(other.contains("unknown output format type `xml`"), "{other}");
+    }
+
+    #[test]
+    fn anthropics_fields_without_a_neutral_slot_are_dropped_and_noted() {
+        let ingress = parse(json!({
+            "model": "m", "max_tokens": 10, "top_k": 5, "context_management": {"edits": []},
+            "container": "c", "mcp_servers": [{"type": "url", "url": "https://mcp", "name": "x"}],
+            "service_tier": "auto", "speed": "fast", "inference_geo": "us", "diagnostics": {"previous_message_id": null},
+            "fallbacks": "default", "fallback_credit_token": "t", "output_config": {"task_budget": {"type": "tokens", "total": 5}},
+            "metadata": {"user_id": "device-1"},
+            "messages": [{"role": "user", "content": "x"}]
+        }));
+        assert_eq!(
+            ingress.dropped_fields,
+            [
+                "top_k",
+                "context_management",
+                "container",
+                "mcp_servers",
+                "service_tier",
+                "speed",
+                "inference_geo",
+                "diagnostics",
+                "fallbacks",
+                "fallback_credit_token",
+                "output_config.task_budget"
+            ]
+        );
+        assert_eq!(ingress.request.route_notes[0], "field_dropped:top_k");
+        assert_eq!(ingress.request.route_notes.len(), 11);
+        assert_eq!(ingress.request.client.unwrap().metadata, Some(json!({"user_id": "device-1"})));
+        let long = parse(json!({"model": "m", "max_tokens": 10, "metadata": {"user_id": "é".repeat(600)},
+            "messages": [{"role": "user", "content": "x"}]}));
+        let kept = long.request.client.unwrap().metadata.unwrap();
+        assert_eq!(kept["user_id"].as_str().unwrap().chars().count(), MAX_USER_ID_CHARS);
+        assert_eq!(long.request.route_notes, ["metadata_truncated"]);
+        assert!(error(json!({"model": "m", "max_tokens": 5, "metadata": {"user": "u"}, "messages": [{"role": "user", "content": "x"}]}))
+            .contains("unknown field `user`"));
+        let nulls = parse(json!({"model": "m", "max_tokens": 10, "top_k": null, "container": null,
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(nulls.dropped_fields.is_empty() && nulls.request.route_notes.is_empty(), "null is absent");
+        assert!(
+            error(
+                json!({"model": "m", "max_tokens": 5, "metadata": "u", "messages": [{"role": "user", "content": "x"}]})
+            )
+            .contains("invalid body")
+        );
+    }
+
+    #[test]
+    fn hosted_tools_are_dropped_by_default_and_refused_on_request() {
+        let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+        "tools": [
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+            {"name": "f", "input_schema": {"type": "object"}, "defer_loading": true, "strict": false,
+             "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+        ]});
+        let ingress = parse(body.clone());
+        assert_eq!(ingress.dropped_tools, ["web_search_20250305", "tool_search_tool_regex_20251119"]);
+        assert_eq!(ingress.dropped_fields, ["cache_control.ttl", "tools.defer_loading"]);
+        assert_eq!(ingress.request.conversation.tools.len(), 1);
+        assert_eq!(ingress.request.conversation.tools[0].name, "f");
+        assert!(ingress.request.route_notes.contains(&"tool_dropped:web_search_20250305".to_owned()));
+        let refused = into_chat_request(body.to_string().as_bytes(), HostedTools::Refuse, Purpose::Call).unwrap_err();
+        assert_eq!(refused.category, Category::CapabilityMismatch);
+        assert!(refused.message.contains("web_search_20250305"), "{}", refused.message);
+
+        let search = json!({"type": "web_search_20250305", "name": "web_search"});
+        let choosing = |choice: Value, tools: Value| {
+            let body = json!({"model": "m", "max_tokens": 10, "tool_choice": choice, "tools": tools,
+                "messages": [{"role": "user", "content": "x"}]});
+            into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call)
+        };
+        let named = choosing(json!({"type": "tool", "name": "web_search"}), json!([search])).unwrap_err();
+        assert_eq!(named.category, Category::CapabilityMismatch);
+        assert!(named.message.contains("names the hosted tool `web_search`"), "{}", named.message);
+        let any = choosing(json!({"type": "any"}), json!([search])).unwrap_err();
+        assert!(any.message.contains("every tool offered is a hosted one"), "{}", any.message);
+        let client = json!({"name": "f", "input_schema": {"type": "object"}});
+        assert!(choosing(json!({"type": "any"}), json!([search, client])).is_ok());
+        assert!(choosing(json!({"type": "auto"}), json!([search])).is_ok());
+        let odd = choosing(json!({"type": "auto"}), json!([{"type": "Web Search!", "name": "s"}])).unwrap_err();
+        assert!(odd.message.contains("lower-case identifier"), "{}", odd.message);
+        assert!(choosing(json!({"type": "auto"}), json!([{"type": "x".repeat(65)}])).is_err());
+    }
+
+    #[test]
+    fn a_system_message_mid_conversation_is_user_text_and_tool_references_are_named() {
+        let ingress = parse(json!({"model": "m", "max_tokens": 10, "messages": [
+            {"role": "user", "content": "run it"},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                "content": [{"type": "tool_reference", "tool_name": "WebFetch"}]}]}
+        ]}));
+        let turns = &ingress.request.conversation.turns;
+        assert_eq!(turns.len(), 3, "the system message joins the user turn it follows");
+        assert_eq!(
+            turns[0].content[1],
+            ContentBlock::Text("<system-reminder>\n# Environment\n</system-reminder>".into())
+        );
+        assert!(matches!(&turns[2].content[0], ContentBlock::ToolResult(r)
+            if r.content == vec![LeafBlock::Text("tool_reference: WebFetch".into())]));
+        assert_eq!(ingress.request.route_notes, ["system_message_as_user"]);
+        let image = error(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"},
+            {"role": "system", "content": [{"type": "image"}]}]}));
+        assert!(image.contains("text blocks only"), "{image}");
+        let textless = error(json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"},
+            {"role": "system", "content": [{"type": "text"}]}]}));
+        assert!(textless.contains("a text block needs `text`"), "{textless}");
+        let nameless = error(json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "tool_reference"}]}]}
+        ]}));
+        assert!(nameless.contains("needs `tool_name`"), "{nameless}");
+    }
+
+    #[test]
+    fn count_tokens_needs_no_max_tokens() {
+        let body = json!({"model": "m", "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "messages": [{"role": "user", "content": "x"}]});
+        let ingress = into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Count).unwrap();
+        assert_eq!(ingress.request.max_output_tokens, None);
+        assert!(error(body).contains("`max_tokens` is required"));
     }
 
     #[test]
@@ -527,11 +1017,13 @@ mod tests {
             (json!({"model": "m", "messages": user}), "`max_tokens` is required"),
             (json!({"model": "m", "max_tokens": 5}), "missing field `messages`"),
             (json!({"model": "m", "max_tokens": 5, "messages": []}), "`messages` is empty"),
-            (json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}), "`system`"),
+            (
+                json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": 5}]}),
+                "`content` must be",
+            ),
             (json!({"model": "m", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}), "unknown role"),
-            (json!({"model": "m", "max_tokens": 5, "top_k": 5, "messages": user}), "`top_k` is not supported"),
             (json!({"model": "m", "max_tokens": 5, "top_p": 1.5, "messages": user}), "`top_p` 1.5 is outside 0.0–1.0"),
-            (json!({"model": "m", "max_tokens": 5, "container": "c", "messages": user}), "unknown field `container`"),
+            (json!({"model": "m", "max_tokens": 5, "verbosity": "c", "messages": user}), "unknown field `verbosity`"),
             (json!({"model": "m", "max_tokens": 5, "temperature": 1.5, "messages": user}), "temperature"),
             (json!({"model": "m", "max_tokens": 5, "system": [{"type": "image"}], "messages": user}), "only text"),
             (
@@ -550,9 +1042,8 @@ mod tests {
                 "`server_tool_use` is not supported",
             ),
             (
-                json!({"model": "m", "max_tokens": 5, "tools": [{"name": "s", "type": "web_search_20250305"}],
-                    "messages": user}),
-                "server tool type",
+                json!({"model": "m", "max_tokens": 5, "tools": [{"name": "s"}], "messages": user}),
+                "needs `input_schema`",
             ),
             (
                 json!({"model": "m", "max_tokens": 5, "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
@@ -565,7 +1056,7 @@ mod tests {
             let message = error(body.clone());
             assert!(message.contains(expected), "{body}: {message:?} should mention {expected:?}");
         }
-        let malformed = into_chat_request(b"{not json").unwrap_err();
+        let malformed = into_chat_request(b"{not json", HostedTools::Drop, Purpose::Call).unwrap_err();
         assert!(malformed.message.starts_with("invalid body"), "{}", malformed.message);
     }
 }

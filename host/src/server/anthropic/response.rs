@@ -15,14 +15,15 @@ pub(super) fn message_id() -> String {
 }
 
 /// The whole answer. `stop` is the request's `stop_sequences`, to name the one
-/// that matched when that is unambiguous.
-pub fn message_body(response: &ChatResponse, stop: &[String]) -> Value {
+/// that matched when that is unambiguous; `omit_thinking` (`thinking.display:
+/// "omitted"`) answers thinking blocks without their text, signatures kept.
+pub fn message_body(response: &ChatResponse, stop: &[String], omit_thinking: bool) -> Value {
     json!({
         "id": message_id(),
         "type": "message",
         "role": "assistant",
         "model": response.stamp.model,
-        "content": response.content.iter().filter_map(content_block).collect::<Vec<_>>(),
+        "content": response.content.iter().filter_map(|block| content_block(block, omit_thinking)).collect::<Vec<_>>(),
         "stop_reason": stop_reason(response.stop_reason),
         "stop_sequence": stop_sequence(response.stop_reason, stop),
         "usage": usage(response.usage.as_ref()),
@@ -31,7 +32,7 @@ pub fn message_body(response: &ChatResponse, stop: &[String]) -> Value {
 
 /// An answer block as the Messages API shows it; inputs (images, documents,
 /// tool results) never appear in an answer.
-fn content_block(block: &ContentBlock) -> Option<Value> {
+fn content_block(block: &ContentBlock, omit_thinking: bool) -> Option<Value> {
     match block {
         ContentBlock::Text(text) => Some(json!({"type": "text", "text": text})),
         ContentBlock::ToolUse(call) => Some(tool_use(call)),
@@ -39,6 +40,7 @@ fn content_block(block: &ContentBlock) -> Option<Value> {
             Some(json!({"type": "redacted_thinking", "data": text}))
         }
         ContentBlock::Thinking(Thinking { text, signature, redacted: false }) => {
+            let text = if omit_thinking { "" } else { text.as_str() };
             Some(json!({"type": "thinking", "thinking": text, "signature": signature.as_deref().unwrap_or_default()}))
         }
         ContentBlock::Image(_) | ContentBlock::Document(_) | ContentBlock::ToolResult(_) => None,
@@ -142,7 +144,7 @@ mod tests {
             ContentBlock::ToolUse(ToolUse { id: "toolu_1".into(), name: "f".into(), input_json: r#"{"a":1}"#.into() }),
         ];
         let usage = Usage { input: 12, output: 6, cache_read: 2048, cache_write: 100, reasoning: Some(3) };
-        let body = message_body(&response(content, StopReason::ToolUse, Some(usage)), &[]);
+        let body = message_body(&response(content.clone(), StopReason::ToolUse, Some(usage)), &[], false);
         assert!(body["id"].as_str().unwrap().starts_with("msg_"));
         assert_eq!(body["type"], "message");
         assert_eq!(body["role"], "assistant");
@@ -163,9 +165,12 @@ mod tests {
             json!({"input_tokens": 12, "output_tokens": 6, "cache_creation_input_tokens": 100,
                    "cache_read_input_tokens": 2048})
         );
-        let other = message_body(&response(Vec::new(), StopReason::EndTurn, None), &[]);
+        let other = message_body(&response(Vec::new(), StopReason::EndTurn, None), &[], false);
         assert_ne!(other["id"], body["id"], "ids are unique");
         assert_eq!(other["usage"]["input_tokens"], 0);
+        let omitted = message_body(&response(content, StopReason::ToolUse, Some(usage)), &[], true);
+        assert_eq!(omitted["content"][0], json!({"type": "thinking", "thinking": "", "signature": "sig"}));
+        assert_eq!(omitted["content"][1], body["content"][1], "redacted thinking is opaque already");
     }
 
     #[test]

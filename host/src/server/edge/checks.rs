@@ -341,6 +341,7 @@ mod tests {
     #[test]
     fn refusals_are_written_in_the_route_envelope() {
         assert_eq!(Dialect::of("/v1/messages"), Dialect::Anthropic);
+        assert_eq!(Dialect::of("/v1/messages/count_tokens"), Dialect::Anthropic);
         assert_eq!(Dialect::of("/v1/chat/completions"), Dialect::OpenAi);
         assert_eq!(Dialect::of("/health"), Dialect::OpenAi);
         let anthropic = Dialect::Anthropic.answer(too_large(1));
