@@ -25,6 +25,12 @@ pub fn codex_binary() -> PathBuf {
     agent_binary("codex", "WEIR_CODEX_BIN")
 }
 
+/// Claude Code's binary (`$WEIR_CLAUDE_BIN` overrides).
+#[must_use]
+pub fn claude_binary() -> PathBuf {
+    agent_binary("claude", "WEIR_CLAUDE_BIN")
+}
+
 /// Runs `codex exec --json` once with `prompt`, against the gateway at `gateway_url`
 /// (its root, no `/v1`) as a custom provider on the Responses wire, naming `model`, with
 /// the caller key `key`. Codex's own state lives in `home`, and it works in `workdir`;

@@ -478,19 +478,6 @@ async fn agent_upstream(State(seen): State<Seen>, body: Bytes) -> Response {
     ([("content-type", "text/event-stream"), ("request-id", anthropic_wire::REQUEST_ID)], body).into_response()
 }
 
-/// The `claude` binary: `$WEIR_CLAUDE_BIN`, else where `.ci/run` installs it.
-fn claude_binary() -> PathBuf {
-    let path = std::env::var_os("WEIR_CLAUDE_BIN")
-        .map_or_else(|| PathBuf::from("/work/agents/node_modules/.bin/claude"), PathBuf::from);
-    assert!(
-        path.exists(),
-        "Claude Code is not installed at {} (set WEIR_CLAUDE_BIN, or `npm install @anthropic-ai/claude-code` \
-         into /work/agents): this test runs the released client and is never skipped",
-        path.display()
-    );
-    path
-}
-
 /// Runs `command` to its end on a blocking thread, killed after `limit`.
 async fn run_to_end(mut command: Command, limit: Duration) -> std::process::Output {
     tokio::task::spawn_blocking(move || {
@@ -511,7 +498,7 @@ async fn run_to_end(mut command: Command, limit: Duration) -> std::process::Outp
 
 #[tokio::test]
 async fn claude_code_runs_its_shell_tool_through_the_gateway_and_finishes() {
-    let claude = claude_binary();
+    let claude = weir_tests::agents::claude_binary();
     let seen = Seen::default();
     let router =
         axum::Router::new().route("/v1/messages", axum::routing::post(agent_upstream)).with_state(seen.clone());
