@@ -43,6 +43,7 @@ fn record(n: usize) -> Arc<CallRecord> {
     Arc::new(CallRecord {
         role: None,
         notes: Vec::new(),
+        dropped_tools: Vec::new(),
         call_id: format!("bench-{n}"),
         started_at: now,
         ended_at: now,

@@ -62,6 +62,9 @@ pub struct ChatRequest {
     /// The caller's W3C `traceparent`, continued by the call's span; only a
     /// valid one is kept (see [`crate::record::valid_traceparent`]).
     pub traceparent: Option<String>,
+    /// Tools the caller offered that the ingress left out (hosted tools no
+    /// provider runs through Weir), for the record's `dropped_tools`.
+    pub dropped_tools: Vec<String>,
 }
 
 impl ChatRequest {
@@ -85,6 +88,7 @@ impl ChatRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            dropped_tools: Vec::new(),
         }
     }
 

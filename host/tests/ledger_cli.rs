@@ -29,6 +29,7 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
     Arc::new(CallRecord {
         role: None,
         notes: Vec::new(),
+        dropped_tools: Vec::new(),
         call_id: call_id.to_owned(),
         started_at,
         ended_at: started_at + Duration::from_millis(850),

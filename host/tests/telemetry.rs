@@ -83,6 +83,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
     Arc::new(CallRecord {
         role: None,
         notes: Vec::new(),
+        dropped_tools: Vec::new(),
         call_id: weir_host::record::new_call_id(),
         started_at,
         ended_at: started_at + Duration::from_millis(700),

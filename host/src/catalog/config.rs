@@ -78,6 +78,10 @@ pub struct Config {
     /// `[metrics]`: the Prometheus exposition.
     #[serde(default)]
     pub metrics: MetricsSettings,
+    /// `[responses]`: how `POST /v1/responses` seals reasoning and treats
+    /// hosted tools.
+    #[serde(default)]
+    pub responses: ResponsesSettings,
     /// `[telemetry]`: OpenTelemetry spans over OTLP (off without an endpoint).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
@@ -565,6 +569,47 @@ impl EmbeddingSettings {
         }
         Ok(())
     }
+}
+
+/// `[responses]`: the Responses API route's own policy.
+#[derive(Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsesSettings {
+    /// The environment variable holding the key (32 bytes, hex or base64) that
+    /// seals reasoning items' `encrypted_content`. The key itself is never
+    /// written in the config. Neither this nor `seal_key_file`: a random key
+    /// per process (items do not survive a restart).
+    pub seal_key_env: Option<String>,
+    /// A file holding the seal key, as `seal_key_env` (set one or the other).
+    pub seal_key_file: Option<PathBuf>,
+    /// What a request naming a hosted tool (`web_search`, `file_search`, ...)
+    /// gets: `drop` (default: the tool is left out, the answer names it in
+    /// `x-weir-dropped-tools` and the record in `dropped_tools`) or `refuse`
+    /// (`capability_mismatch`, before any upstream call).
+    #[serde(default)]
+    pub hosted_tools: HostedTools,
+}
+
+/// Names the fields; none holds a secret, but the key's source is all a log needs.
+impl std::fmt::Debug for ResponsesSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponsesSettings")
+            .field("seal_key_env", &self.seal_key_env)
+            .field("seal_key_file", &self.seal_key_file)
+            .field("hosted_tools", &self.hosted_tools)
+            .finish()
+    }
+}
+
+/// `[responses] hosted_tools`: no provider runs a hosted tool through Weir yet.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HostedTools {
+    /// Left out of the request; the answer and the record say which.
+    #[default]
+    Drop,
+    /// The request is refused with `capability_mismatch`.
+    Refuse,
 }
 
 /// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or

@@ -4,6 +4,7 @@
 mod cache_prices;
 mod capability;
 mod config;
+mod key_source;
 mod links;
 
 pub use cache_prices::provider_cache_multipliers;
@@ -11,6 +12,8 @@ pub use capability::{Capability, CapabilitySet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use config::TelemetrySettings;
+pub use config::{HostedTools, ResponsesSettings};
+pub use key_source::{KeySource, KeySourceError, read_key};
 pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,

@@ -54,6 +54,7 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
     Arc::new(CallRecord {
         role: None,
         notes: Vec::new(),
+        dropped_tools: Vec::new(),
         call_id: call_id.to_owned(),
         started_at: at(start),
         ended_at: at(start) + Duration::from_millis(1234),

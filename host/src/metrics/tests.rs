@@ -54,6 +54,7 @@ fn record(model: &str) -> CallRecord {
     CallRecord {
         role: None,
         notes: Vec::new(),
+        dropped_tools: Vec::new(),
         call_id: "c".to_owned(),
         started_at: SystemTime::UNIX_EPOCH,
         ended_at: SystemTime::UNIX_EPOCH,

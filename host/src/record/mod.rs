@@ -36,6 +36,8 @@ pub enum Route {
     OpenaiChat,
     /// `POST /v1/messages`
     AnthropicMessages,
+    /// `POST /v1/responses`
+    Responses,
     /// `POST /v1/embeddings`
     OpenaiEmbeddings,
     /// `POST /v1/rerank`
@@ -51,6 +53,7 @@ impl Route {
         match self {
             Self::OpenaiChat => "openai_chat",
             Self::AnthropicMessages => "anthropic_messages",
+            Self::Responses => "responses",
             Self::OpenaiEmbeddings => "openai_embeddings",
             Self::Rerank => "rerank",
             Self::Decisions => "decisions",
@@ -310,6 +313,10 @@ pub struct CallRecord {
     /// `temperature_omitted`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Tools the caller offered that were left out of the request (hosted
+    /// tools on `POST /v1/responses`), by type. In the body only: no column.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_tools: Vec<String>,
     /// The caller's budgets were charged the call's held worst case, not
     /// `usage`: what it spent was never reported (a stream without usage, a
     /// caller who left after a request went). The budgets' rebuild counts the

@@ -64,6 +64,8 @@ pub(crate) struct CallLog {
     started: Instant,
     /// The request as recorded, when the operator records content.
     request: Option<serde_json::Value>,
+    /// Tools the ingress left out of the request, for the record.
+    dropped_tools: Vec<String>,
 }
 
 impl CallLog {
@@ -78,8 +80,10 @@ impl CallLog {
             stream,
             traceparent: request.traceparent.clone(),
         };
-        let request = record_content.then(|| content::request(request));
-        Self::open_operation(what, request)
+        let recorded = record_content.then(|| content::request(request));
+        let mut log = Self::open_operation(what, recorded);
+        log.dropped_tools = request.dropped_tools.clone();
+        log
     }
 
     /// Opens the record of a call of any operation; `request` is its content,
@@ -101,7 +105,7 @@ impl CallLog {
             stream: what.stream,
             traceparent: what.traceparent,
         };
-        Self { opening: Arc::new(opening), started: Instant::now(), request }
+        Self { opening: Arc::new(opening), started: Instant::now(), request, dropped_tools: Vec::new() }
     }
 
     /// Opens the record of a request refused before it became a call (a
@@ -117,7 +121,7 @@ impl CallLog {
             stream: false,
             traceparent,
         };
-        Self { opening: Arc::new(opening), started: Instant::now(), request: None }
+        Self { opening: Arc::new(opening), started: Instant::now(), request: None, dropped_tools: Vec::new() }
     }
 
     pub fn opening(&self) -> &Arc<CallOpening> {
@@ -139,7 +143,12 @@ impl CallLog {
     /// This log as a new value, for whoever closes it next (a live stream); its
     /// recorded request goes with it.
     pub fn detach(&mut self) -> Self {
-        Self { opening: self.opening.clone(), started: self.started, request: self.request.take() }
+        Self {
+            opening: self.opening.clone(),
+            started: self.started,
+            request: self.request.take(),
+            dropped_tools: std::mem::take(&mut self.dropped_tools),
+        }
     }
 
     /// The closed record: usage summed over every attempt (each was billed),
@@ -182,6 +191,7 @@ impl CallLog {
             stream_end: ending.stream_end,
             content: self.request.take().map(|request| RecordedContent { request, answer: ending.answer }),
             notes: ending.notes.into_iter().map(str::to_owned).collect(),
+            dropped_tools: std::mem::take(&mut self.dropped_tools),
             charged_worst_case: ending.charged_worst_case,
         }
     }

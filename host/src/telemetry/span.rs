@@ -257,6 +257,7 @@ pub(crate) mod tests {
         CallRecord {
             role: None,
             notes: Vec::new(),
+            dropped_tools: Vec::new(),
             call_id: "call-1".to_owned(),
             started_at,
             ended_at: started_at + Duration::from_millis(900),
