@@ -164,7 +164,10 @@ impl ReasoningSeal {
             .open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad(entry)), &mut bytes[NONCE_LEN..])
             .map_err(|_| OpenError::DoesNotOpen)?;
         let blocks: Vec<Block> = serde_json::from_slice(plain).map_err(|_| OpenError::DoesNotOpen)?;
-        Ok(blocks.into_iter().map(|b| Thinking { text: b.text, signature: b.signature, redacted: b.redacted }).collect())
+        Ok(blocks
+            .into_iter()
+            .map(|b| Thinking { text: b.text, signature: b.signature, redacted: b.redacted })
+            .collect())
     }
 }
 

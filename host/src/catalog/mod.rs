@@ -12,8 +12,6 @@ pub use capability::{Capability, CapabilitySet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use config::TelemetrySettings;
-pub use config::{HostedTools, ResponsesSettings};
-pub use key_source::{KeySource, KeySourceError, read_key};
 pub use config::{BudgetFields, TeamEntry};
 pub use config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
@@ -21,6 +19,8 @@ pub use config::{
     LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning,
     RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
+pub use config::{HostedTools, ResponsesSettings};
+pub use key_source::{KeySource, KeySourceError, read_key};
 
 use crate::admission::Tokenizer;
 

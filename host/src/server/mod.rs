@@ -3,6 +3,7 @@
 //!
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
 //! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE)
+//! - `POST /v1/responses` — the OpenAI Responses API, whole or streamed (typed SSE events)
 //! - `POST /v1/embeddings` — OpenAI embeddings; `POST /v1/rerank` — the Cohere / Jina rerank shape
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
@@ -32,6 +33,7 @@ mod edge;
 mod error;
 mod metrics;
 mod openai;
+mod responses;
 mod retrieval;
 mod sampling;
 mod sse;
@@ -61,6 +63,7 @@ pub fn router(weir: Weir) -> Router {
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/responses", post(responses_create))
         .route("/v1/embeddings", post(retrieval::embeddings))
         .route("/v1/rerank", post(retrieval::rerank))
         .route("/v1/decisions", post(decisions::decisions))
@@ -143,6 +146,65 @@ async fn messages(
     let response = weir.chat(request).await?;
     let mut answer = axum::Json(anthropic::message_body(&response, &stop)).into_response();
     stamp_headers(answer.headers_mut(), &response.stamp);
+    Ok(answer)
+}
+
+/// `x-weir-dropped-tools`: the hosted tools a Responses request named and the
+/// gateway left out, by type.
+const DROPPED_TOOLS_HEADER: &str = "x-weir-dropped-tools";
+
+/// The Responses API. Sealed reasoning in the input is opened for the entry
+/// the model resolves to (so it needs resolving first); hosted tools are
+/// dropped, or refused under `[responses] hosted_tools = "refuse"` before any
+/// upstream call.
+async fn responses_create(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = caller.caller()?;
+    let body = responses::Body::parse(&body)?;
+    let entry = match body.carries_sealed_reasoning() {
+        true => Some(
+            weir.resolve(body.model(), caller.clone())
+                .await
+                .map_err(|error| ApiError::new(error.category(), error.safe_message()))?,
+        ),
+        false => None,
+    };
+    let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
+    let responses::Ingress { mut request, stream, echo, names, hosted_tools } =
+        responses::into_chat_request(body, unseal)?;
+    if !hosted_tools.is_empty() && weir.config().responses.hosted_tools == crate::catalog::HostedTools::Refuse {
+        return Err(ApiError::new(
+            crate::Category::CapabilityMismatch,
+            format!(
+                "hosted tools ({}) are not run by any provider behind this gateway, and `[responses] hosted_tools =                  \"refuse\"`: leave them out",
+                hosted_tools.join(", ")
+            ),
+        ));
+    }
+    request.dropped_tools = hosted_tools;
+    request.caller = caller;
+    request.route = Route::Responses;
+    apply_knobs(&mut request, &headers)?;
+    let dropped = HeaderValue::from_str(&request.dropped_tools.join(", ")).ok().filter(|value| !value.is_empty());
+    let seal = weir.reasoning_seal().clone();
+    let mut answer = if stream {
+        let stream = weir.chat_stream(request).await?;
+        let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
+        sse::sse_response(stream, responses::Events::new(answer))
+    } else {
+        let response = weir.chat(request).await?;
+        let answer = responses::Answer::new(&response.stamp, echo, names, seal);
+        let mut answer = axum::Json(responses::response_body(&response, &answer)).into_response();
+        stamp_headers(answer.headers_mut(), &response.stamp);
+        answer
+    };
+    if let Some(dropped) = dropped {
+        answer.headers_mut().insert(HeaderName::from_static(DROPPED_TOOLS_HEADER), dropped);
+    }
     Ok(answer)
 }
 
