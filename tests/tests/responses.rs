@@ -411,3 +411,76 @@ async fn the_seal_key_from_the_config_opens_items_across_a_restart() {
     assert_eq!(refused.body["error"]["code"], "invalid_request");
     assert_eq!(anthropic.request_count(), 2);
 }
+
+#[tokio::test]
+async fn a_failure_after_the_stream_began_is_response_failed_with_weirs_category() {
+    let rig = Rig::start("").await;
+    rig.anthropic.push(anthropic_wire::stream(vec![
+        message_start(10, 0, 0),
+        content_block_start(0, &anthropic_wire::empty_text_block()),
+        anthropic_wire::text_delta(0, "Hel"),
+        anthropic_wire::error_event("overloaded_error", "SECRET-PROSE Overloaded"),
+    ]));
+    let body = json!({"model": "claude", "input": "Hello", "stream": true});
+    let response = reqwest::Client::new().post(rig.gateway.url("/v1/responses")).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    let events = anthropic_wire::sse_events(&text);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.failed"
+        ],
+        "{text}"
+    );
+    let (_, failed) = events.last().unwrap();
+    assert_eq!(failed["type"], "response.failed");
+    assert_eq!(failed["response"]["status"], "failed");
+    // Weir's category for a stream cut after output: it was not retried.
+    assert_eq!(failed["response"]["error"]["code"], "upstream_error", "{failed}");
+    assert!(!text.contains("SECRET-PROSE"), "raw provider text leaked: {text}");
+    let records = rig.records();
+    assert_eq!((&records[0]["route"], &records[0]["category"]), (&json!("responses"), &json!("upstream_error")));
+}
+
+#[tokio::test]
+async fn a_converse_entry_serves_the_tool_round_trip_and_a_stream() {
+    use weir_tests::bedrock_wire::{self, ACCESS_KEY_ID, FakeBedrock, REGION, SECRET_ACCESS_KEY};
+    let bedrock = FakeBedrock::start().await;
+    let text = format!(
+        "read_timeout_secs = 5\n\n[[model]]\nid = \"nova\"\nprovider = \"bedrock-converse\"\n\
+         wire_id = \"us.amazon.nova-pro-v1:0\"\nendpoint = \"{}\"\nmax_output_tokens = 8000\n\
+         context_window = 200000\noutput_tokens = 100\nmax_retries = 0\n",
+        bedrock.base_url()
+    );
+    let env =
+        [("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID), ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY), ("AWS_REGION", REGION)];
+    let gateway = Gateway::start_with(&text, &env, None).await;
+    bedrock.push(bedrock_wire::converse(&bedrock_wire::converse_body()));
+    bedrock.push(bedrock_wire::converse_text("18C and sunny."));
+    let lines = run_responses_client(&gateway.url("/v1"), "nova", "tools", &[]);
+    let first = &lines[0]["first"];
+    assert_eq!(output_types(first), ["message", "function_call"]);
+    assert_eq!(first["output"][1]["call_id"], "tooluse_abc123");
+    assert_eq!(lines[0]["output_text"], "18C and sunny.");
+    let sent = bedrock.received()[1].json();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages[1]["content"][1]["toolUse"]["toolUseId"], "tooluse_abc123", "{sent}");
+    assert_eq!(messages[2]["content"][0]["toolResult"]["toolUseId"], "tooluse_abc123", "{sent}");
+
+    bedrock.push(bedrock_wire::event_stream_split(bedrock_wire::converse_stream_frames(), 5));
+    let lines = run_responses_client(&gateway.url("/v1"), "nova", "stream", &[]);
+    let types: Vec<&str> = lines[0]["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"response.function_call_arguments.done"), "{types:?}");
+    assert_eq!(types.last(), Some(&"response.completed"));
+    assert_eq!(output_types(&lines[0]["final"]), ["message", "function_call"]);
+    assert_eq!(lines[0]["output_text"], "Let me check the weather.");
+    assert_eq!(lines[0]["final"]["usage"]["input_tokens_details"]["cached_tokens"], 1024);
+}
