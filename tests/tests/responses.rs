@@ -484,3 +484,28 @@ async fn a_converse_entry_serves_the_tool_round_trip_and_a_stream() {
     assert_eq!(lines[0]["output_text"], "Let me check the weather.");
     assert_eq!(lines[0]["final"]["usage"]["input_tokens_details"]["cached_tokens"], 1024);
 }
+
+#[test]
+fn a_seal_key_that_cannot_be_read_stops_the_gateway_at_load() {
+    let text = "[responses]\nseal_key_file = \"/nonexistent-weir/seal.key\"\n";
+    let built = weir_host::Weir::builder()
+        .config(weir_host::Config::from_toml(text, "test").unwrap())
+        .providers_dir("/nonexistent-weir-providers")
+        .cache_dir(Some(std::env::temp_dir().join("weir-responses-test-cache")))
+        .build();
+    let Err(error) = built else { panic!("an unreadable seal key must stop the build") };
+    assert!(error.to_string().contains("`[responses] seal_key_file` /nonexistent-weir/seal.key"), "{error}");
+}
+
+#[tokio::test]
+async fn sealed_reasoning_for_a_model_that_does_not_resolve_is_that_models_error() {
+    let rig = Rig::start("").await;
+    let input = json!([
+        {"role": "user", "content": "Hi"},
+        {"type": "reasoning", "summary": [], "encrypted_content": "weir1.AAAA"}
+    ]);
+    let answer = rig.gateway.post_json("/v1/responses", &json!({"model": "no-such-model", "input": input}), &[]).await;
+    assert_eq!(answer.status, 404, "{:?}", answer.body);
+    assert_eq!(answer.body["error"]["code"], "model_not_found");
+    assert_eq!(rig.anthropic.request_count() + rig.openai.request_count(), 0);
+}

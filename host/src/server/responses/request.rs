@@ -565,6 +565,46 @@ mod tests {
                 json!({"model": "m", "input": [{"type": "reasoning", "summary": [], "encrypted_content": "x"}]}),
                 "cannot be opened here",
             ),
+            (json!({"model": "m", "input": 3}), "`input` must be a string or an array of items"),
+            (json!({"model": "m", "input": [{"content": "x"}]}), "an item needs `type`"),
+            (json!({"model": "m", "input": [{"role": "user", "content": 3}]}), "a string or an array of parts"),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "audio"}]}]}),
+                "`audio` is not supported",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "developer", "content": [
+                    {"type": "input_image", "image_url": "https://x/y.png"}]}]}),
+                "a `developer` message holds text only",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]}),
+                "needs `image_url`",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]}),
+                "by `file_id` is not supported",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]}),
+                "`file_data` or `file_url`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "custom_tool_call", "call_id": "c", "name": "f"}]}),
+                "needs `input`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": 3}]}),
+                "`output` must be",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": [
+                    {"type": "refusal", "refusal": "no"}, {"type": "input_image"}]}]}),
+                "needs `image_url`",
+            ),
+            (json!({"model": "m", "input": "x", "tool_choice": "sometimes"}), "unknown tool_choice `sometimes`"),
+            (json!({"model": "m", "input": "x", "tool_choice": {"type": "function"}}), "needs `name`"),
+            (json!({"model": "m", "input": "x", "tool_choice": 3}), "a string or an object"),
         ];
         for (body, expected) in cases {
             let message = error(body.clone());
