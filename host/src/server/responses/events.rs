@@ -23,7 +23,7 @@
 
 use serde_json::{Value, json};
 
-use super::response::{Answer, message_item, output_text, status};
+use super::response::{Answer, message_item, output_text, refusal_item, status};
 use super::tools::ToolKind;
 use crate::error::WeirError;
 use crate::server::sse::{EventWriter, named_event};
@@ -288,9 +288,7 @@ impl EventWriter for Events {
         let mut output = std::mem::take(&mut self.output);
         if let Some(refusal) = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref()) {
             let id = self.answer.item_id("msg", output.len());
-            let text = refusal.explanation.as_deref().unwrap_or("The model refused to answer.");
-            output.push(json!({"id": id, "type": "message", "role": "assistant", "status": "completed",
-                               "content": [{"type": "refusal", "refusal": text}]}));
+            output.push(refusal_item(&id, refusal));
         }
         let response = self.answer.response(status, output, self.usage.as_ref(), stop);
         let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
@@ -429,6 +427,15 @@ mod tests {
         let last = &events.last().unwrap().1;
         assert_eq!(last["type"], "response.incomplete");
         assert_eq!(last["response"]["incomplete_details"]["reason"], "max_output_tokens");
+
+        let mut refused = Events::new(answer(&seal));
+        let refusal = crate::types::Refusal { category: Some("cyber".into()), explanation: Some("No.".into()) };
+        let stop = StopInfo { reason: StopReason::ContentFiltered, raw: None, refusal: Some(refusal) };
+        let events = run(&mut refused, vec![StreamDelta::Stop(stop)]);
+        let last = &events.last().unwrap().1;
+        assert_eq!(last["type"], "response.incomplete");
+        assert_eq!(last["response"]["incomplete_details"]["reason"], "content_filter");
+        assert_eq!(last["response"]["output"][0]["content"][0], json!({"type": "refusal", "refusal": "No."}));
 
         let mut failing = Events::new(answer(&seal));
         let mut raw = failing.delta(StreamDelta::Text("Hi".into()));

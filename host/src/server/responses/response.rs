@@ -120,7 +120,7 @@ pub fn output_text(text: &str) -> Value {
 }
 
 /// An assistant message holding the model's refusal.
-fn refusal_item(id: &str, refusal: &Refusal) -> Value {
+pub fn refusal_item(id: &str, refusal: &Refusal) -> Value {
     let text = refusal.explanation.as_deref().unwrap_or("The model refused to answer.");
     json!({"id": id, "type": "message", "role": "assistant", "status": "completed",
            "content": [{"type": "refusal", "refusal": text}]})
