@@ -221,6 +221,7 @@ fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal
     let required = |field: &str| text(item, field).ok_or_else(|| format!("a `{}` item needs `{field}`", kind(item)));
     match kind(item) {
         "message" | "" if item.get("role").is_some() => add_message(conversation, item),
+        "message" => Err("a message needs `role`".to_owned()),
         "function_call" => {
             let arguments = required("arguments")?;
             let call = ToolUse {
@@ -567,6 +568,7 @@ mod tests {
             ),
             (json!({"model": "m", "input": 3}), "`input` must be a string or an array of items"),
             (json!({"model": "m", "input": [{"content": "x"}]}), "an item needs `type`"),
+            (json!({"model": "m", "input": [{"type": "message", "content": "x"}]}), "a message needs `role`"),
             (json!({"model": "m", "input": [{"role": "user", "content": 3}]}), "a string or an array of parts"),
             (
                 json!({"model": "m", "input": [{"role": "user", "content": [{"type": "audio"}]}]}),
