@@ -42,6 +42,7 @@ pub mod record;
 pub mod redact;
 pub mod retrieval;
 pub mod routing;
+pub mod seal;
 pub mod server;
 mod status;
 pub mod stored;
@@ -88,6 +89,9 @@ pub enum BuildError {
     /// start from zero, so the build fails instead.
     #[error("cannot rebuild the budgets from the ledger: {0}")]
     Budgets(ledger::ReadError),
+    /// `[responses]`'s seal key cannot be read.
+    #[error("{origin}: {error}")]
+    SealKey { origin: String, error: seal::SealKeyError },
     /// `[ledger]`'s anchor key cannot be read.
     #[error("{origin}: {error}")]
     LedgerConfig { origin: String, error: ledger::LedgerConfigError },
@@ -150,6 +154,8 @@ struct Inner {
     telemetry: Option<Arc<telemetry::Telemetry>>,
     /// The budgets of keys, members and teams: held before each call, settled from its record.
     budgets: budget::BudgetBook,
+    /// The key `POST /v1/responses` seals reasoning items with (see [`seal`]).
+    reasoning_seal: seal::ReasoningSeal,
 }
 
 impl std::fmt::Debug for Weir {
@@ -206,6 +212,11 @@ impl Weir {
     /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
     pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, CallError> {
         call::chat_stream(self, request).await
+    }
+
+    /// The key reasoning items are sealed with on `POST /v1/responses`.
+    pub fn reasoning_seal(&self) -> &seal::ReasoningSeal {
+        &self.inner.reasoning_seal
     }
 
     pub fn config(&self) -> &Config {
@@ -626,6 +637,8 @@ impl WeirBuilder {
             .as_ref()
             .map(|ledger| stored::ResponseStore::new(ledger.path(), ledger.postgres().cloned(), &config.responses))
             .filter(stored::ResponseStore::enabled);
+        let reasoning_seal = seal::ReasoningSeal::from_config(&config)
+            .map_err(|error| BuildError::SealKey { origin: config.origin.clone(), error })?;
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
         let inner = Inner {
@@ -652,6 +665,7 @@ impl WeirBuilder {
             metrics,
             telemetry,
             budgets,
+            reasoning_seal,
         };
         Ok(Weir { inner: Arc::new(inner) })
     }

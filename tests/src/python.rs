@@ -83,12 +83,26 @@ pub fn parse_metrics(text: &str) -> Value {
     serde_json::from_slice(&output.stdout).expect("parse_metrics.py prints JSON")
 }
 
+/// Runs `tests/python/responses_client.py`'s `steps` (see its docstring: the `openai`
+/// client's `responses.create` / `responses.stream`, and the `openai-agents` SDK) against
+/// `base_url` (ending in `/v1`) for `model`, with `env` added to its environment, and
+/// returns one JSON object per step. Fails the test if the script fails.
+#[must_use]
+pub fn run_responses_client(base_url: &str, model: &str, steps: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let module = if steps.contains("agent") { "agents" } else { "openai" };
+    run_script("responses_client.py", module, base_url, model, steps, env)
+}
+
 fn run_client(package: &str, base_url: &str, model: &str, steps: &str) -> Vec<Value> {
-    let name = format!("{package}_client.py");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python").join(&name);
-    let output = Command::new(python_with(package))
+    run_script(&format!("{package}_client.py"), package, base_url, model, steps, &[])
+}
+
+fn run_script(name: &str, module: &str, base_url: &str, model: &str, steps: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python").join(name);
+    let output = Command::new(python_with(module))
         .arg(script)
         .args([base_url, model, "--steps", steps])
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("run {name}: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);

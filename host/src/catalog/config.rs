@@ -78,6 +78,10 @@ pub struct Config {
     /// `[metrics]`: the Prometheus exposition.
     #[serde(default)]
     pub metrics: MetricsSettings,
+    /// `[responses]`: how `POST /v1/responses` seals reasoning and what it
+    /// keeps under `store: true`.
+    #[serde(default)]
+    pub responses: ResponsesSettings,
     /// `[telemetry]`: OpenTelemetry spans over OTLP (off without an endpoint).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
@@ -122,9 +126,6 @@ pub struct Config {
     /// lanes' deadlines.
     #[serde(default)]
     pub embeddings: EmbeddingSettings,
-    /// `[responses]`: what `POST /v1/responses` keeps under `store: true`.
-    #[serde(default)]
-    pub responses: ResponsesSettings,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -585,6 +586,39 @@ impl EmbeddingSettings {
     }
 }
 
+/// `[responses]`: the Responses API route's own policy.
+#[derive(Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsesSettings {
+    /// The environment variable holding the key (32 bytes, hex or base64) that
+    /// seals reasoning items' `encrypted_content`. The key itself is never
+    /// written in the config. Neither this nor `seal_key_file`: a random key
+    /// per process (items do not survive a restart).
+    pub seal_key_env: Option<String>,
+    /// A file holding the seal key, as `seal_key_env` (set one or the other).
+    pub seal_key_file: Option<PathBuf>,
+    /// How long a stored response is kept, in seconds (default 30 days, as
+    /// OpenAI keeps them); 0 keeps none (`store: true` is answered `store: false`).
+    /// Stored responses need a ledger: they live beside its file, or in its
+    /// PostgreSQL database (see `crate::stored`).
+    pub retention_secs: Option<u64>,
+    /// Who may read, continue or delete a stored response: `key` (default: the
+    /// key that made it) or `member` (any key of the same member).
+    pub visible_to: Option<ResponsesVisibility>,
+}
+
+/// Names the fields; none holds a secret, but the key's source is all a log needs.
+impl std::fmt::Debug for ResponsesSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponsesSettings")
+            .field("seal_key_env", &self.seal_key_env)
+            .field("seal_key_file", &self.seal_key_file)
+            .field("retention_secs", &self.retention_secs)
+            .field("visible_to", &self.visible_to)
+            .finish()
+    }
+}
+
 /// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or
 /// anyone on `listen`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -638,20 +672,6 @@ pub struct TelemetrySettings {
     pub otlp_endpoint: Option<String>,
     /// `service.name` on the spans (default `weir`).
     pub service_name: Option<String>,
-}
-
-/// `[responses]`: the stored responses (`store: true` on `POST /v1/responses`;
-/// see `crate::stored`). They need a ledger: they live beside its file, or in
-/// its PostgreSQL database.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ResponsesSettings {
-    /// How long a stored response is kept, in seconds (default 30 days, as
-    /// OpenAI keeps them); 0 keeps none (`store: true` is answered `store: false`).
-    pub retention_secs: Option<u64>,
-    /// Who may read, continue or delete a stored response: `key` (default: the
-    /// key that made it) or `member` (any key of the same member).
-    pub visible_to: Option<ResponsesVisibility>,
 }
 
 /// `[responses] visible_to`.

@@ -4,6 +4,7 @@
 mod cache_prices;
 mod capability;
 mod config;
+mod key_source;
 mod links;
 
 pub use cache_prices::provider_cache_multipliers;
@@ -18,6 +19,7 @@ pub use config::{
     LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning,
     ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
+pub use key_source::{KeySource, KeySourceError, read_key};
 
 use crate::admission::Tokenizer;
 

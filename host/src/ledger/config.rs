@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::anchor::{AnchorKey, AnchorKeyError};
 use super::postgres::PostgresTarget;
-use crate::catalog::{Config, LedgerOnError, LedgerOnTampered, LedgerSync};
+use crate::catalog::{Config, KeySource, KeySourceError, LedgerOnError, LedgerOnTampered, LedgerSync, read_key};
 
 /// A resolved `[ledger]`: what [`super::Ledger::open`] needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,12 +43,8 @@ impl LedgerConfig {
 /// Why `[ledger]` cannot be resolved (never holds the key).
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerConfigError {
-    #[error("`[ledger]` sets both `anchor_key_env` and `anchor_key_file`: set one")]
-    TwoKeys,
-    #[error("`[ledger] anchor_key_env` names {0}, which is not set")]
-    KeyEnvMissing(String),
-    #[error("`[ledger] anchor_key_file` {path}: {source}")]
-    KeyFile { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Source(#[from] KeySourceError),
     #[error("`[ledger]` anchor key from {from}: {error}")]
     Key { from: String, error: AnchorKeyError },
 }
@@ -103,20 +99,14 @@ fn anchor_key(
     settings: &crate::catalog::LedgerSettings,
     env: &impl Fn(&str) -> Option<OsString>,
 ) -> Result<Option<AnchorKey>, LedgerConfigError> {
-    let (text, from) = match (&settings.anchor_key_env, &settings.anchor_key_file) {
-        (Some(_), Some(_)) => return Err(LedgerConfigError::TwoKeys),
-        (None, None) => return Ok(None),
-        (Some(name), None) => {
-            let value = env(name).ok_or_else(|| LedgerConfigError::KeyEnvMissing(name.clone()))?;
-            (value.into_encoded_bytes(), format!("${name}"))
-        }
-        (None, Some(file)) => {
-            let path = config.resolve_path(file);
-            let text = std::fs::read(&path)
-                .map_err(|source| LedgerConfigError::KeyFile { path: path.display().to_string(), source })?;
-            (text, path.display().to_string())
-        }
+    let source = KeySource {
+        table: "ledger",
+        env_field: "anchor_key_env",
+        file_field: "anchor_key_file",
+        env: settings.anchor_key_env.as_deref(),
+        file: settings.anchor_key_file.as_deref(),
     };
+    let Some((text, from)) = read_key(config, source, env)? else { return Ok(None) };
     AnchorKey::new(&text).map(Some).map_err(|error| LedgerConfigError::Key { from, error })
 }
 
@@ -220,9 +210,10 @@ mod tests {
         let mut unreadable = config("[ledger]\npath = \"l.db\"\nanchor_key_file = \"none.key\"\n");
         unreadable.base_dir = Some(dir.path().to_path_buf());
         let error = ledger_config_with(&unreadable, false, no_env).unwrap_err();
-        assert!(matches!(error, LedgerConfigError::KeyFile { .. }), "{error}");
+        assert!(matches!(error, LedgerConfigError::Source(KeySourceError::File { .. })), "{error}");
 
         let both = config("[ledger]\nanchor_key_env = \"A\"\nanchor_key_file = \"b\"\npath = \"/l.db\"\n");
-        assert!(matches!(ledger_config_with(&both, false, env), Err(LedgerConfigError::TwoKeys)));
+        let error = ledger_config_with(&both, false, env).unwrap_err();
+        assert_eq!(error.to_string(), "`[ledger]` sets both `anchor_key_env` and `anchor_key_file`: set one");
     }
 }

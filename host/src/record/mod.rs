@@ -36,6 +36,8 @@ pub enum Route {
     OpenaiChat,
     /// `POST /v1/messages`
     AnthropicMessages,
+    /// `POST /v1/responses`
+    Responses,
     /// `POST /v1/embeddings`
     OpenaiEmbeddings,
     /// `POST /v1/rerank`
@@ -51,6 +53,7 @@ impl Route {
         match self {
             Self::OpenaiChat => "openai_chat",
             Self::AnthropicMessages => "anthropic_messages",
+            Self::Responses => "responses",
             Self::OpenaiEmbeddings => "openai_embeddings",
             Self::Rerank => "rerank",
             Self::Decisions => "decisions",

@@ -84,6 +84,7 @@ fn call_route(method: &Method, path: &str) -> Option<Route> {
     match path {
         "/v1/chat/completions" => Some(Route::OpenaiChat),
         "/v1/messages" => Some(Route::AnthropicMessages),
+        "/v1/responses" => Some(Route::Responses),
         "/v1/embeddings" => Some(Route::OpenaiEmbeddings),
         "/v1/rerank" => Some(Route::Rerank),
         "/v1/decisions" => Some(Route::Decisions),
@@ -192,6 +193,7 @@ mod tests {
     fn refusals_are_recorded_only_on_call_routes() {
         assert_eq!(call_route(&Method::POST, "/v1/messages"), Some(Route::AnthropicMessages));
         assert_eq!(call_route(&Method::POST, "/v1/decisions"), Some(Route::Decisions));
+        assert_eq!(call_route(&Method::POST, "/v1/responses"), Some(Route::Responses));
         assert_eq!(call_route(&Method::GET, "/v1/chat/completions"), None);
         assert_eq!(call_route(&Method::POST, "/v1/models"), None);
     }

@@ -4,6 +4,8 @@
 //! - `POST /v1/chat/completions` — OpenAI Chat Completions, whole or streamed (SSE)
 //! - `POST /v1/messages` — the Anthropic Messages API, whole or streamed (SSE);
 //!   `POST /v1/messages/count_tokens` — Weir's estimate of its input tokens
+//! - `POST /v1/responses` — the OpenAI Responses API, whole or streamed (typed SSE events);
+//!   `GET` / `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items` — stored responses
 //! - `POST /v1/embeddings` — OpenAI embeddings; `POST /v1/rerank` — the Cohere / Jina rerank shape
 //! - `GET /v1/models` — the catalog, with each model's provider facts
 //! - `GET /v1/providers` — loaded providers and rejected component files
@@ -33,6 +35,7 @@ mod edge;
 mod error;
 mod metrics;
 mod openai;
+mod responses;
 mod retrieval;
 mod sampling;
 mod sse;
@@ -64,6 +67,7 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/responses", post(responses_create))
         .route("/v1/responses/{id}", get(stored::retrieve).delete(stored::delete))
         .route("/v1/responses/{id}/input_items", get(stored::input_items))
         .route("/v1/embeddings", post(retrieval::embeddings))
@@ -202,6 +206,66 @@ fn dropped_headers(headers: &mut HeaderMap, fields: &[&str], tools: &[String]) {
             headers.insert(HeaderName::from_static(name), value);
         }
     }
+}
+
+/// `x-weir-dropped-tools`: the hosted tools a Responses request named and the
+/// gateway left out, by type.
+const DROPPED_TOOLS_HEADER: &str = "x-weir-dropped-tools";
+
+/// The Responses API. Sealed reasoning in the input is opened for the entry
+/// the model resolves to (so it needs resolving first); hosted tools are
+/// dropped, or refused under `hosted_tools = "refuse"` (top level, as for `/v1/messages`) before any
+/// upstream call.
+async fn responses_create(
+    State(weir): State<Weir>,
+    Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = caller.caller()?;
+    let body = responses::Body::parse(&body)?;
+    let entry = match body.carries_sealed_reasoning() {
+        true => Some(
+            weir.resolve(body.model(), caller.clone())
+                .await
+                .map_err(|error| ApiError::new(error.category(), error.safe_message()))?,
+        ),
+        false => None,
+    };
+    let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
+    let responses::Ingress { mut request, stream, echo, names, hosted_tools } =
+        responses::into_chat_request(body, unseal)?;
+    if !hosted_tools.is_empty() && weir.config().hosted_tools == crate::catalog::HostedTools::Refuse {
+        return Err(ApiError::new(
+            crate::Category::CapabilityMismatch,
+            format!(
+                "hosted tools ({}) are not run by any provider behind this gateway, and `hosted_tools = \"refuse\"`: \
+                 leave them out",
+                hosted_tools.join(", ")
+            ),
+        ));
+    }
+    request.route_notes = hosted_tools.iter().map(|tool| format!("tool_dropped:{tool}")).collect();
+    request.caller = caller;
+    request.route = Route::Responses;
+    apply_knobs(&mut request, &headers)?;
+    let dropped = HeaderValue::from_str(&hosted_tools.join(", ")).ok().filter(|value| !value.is_empty());
+    let seal = weir.reasoning_seal().clone();
+    let mut answer = if stream {
+        let stream = weir.chat_stream(request).await?;
+        let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
+        sse::sse_response(stream, responses::Events::new(answer))
+    } else {
+        let response = weir.chat(request).await?;
+        let answer = responses::Answer::new(&response.stamp, echo, names, seal);
+        let mut answer = axum::Json(responses::response_body(&response, &answer)).into_response();
+        stamp_headers(answer.headers_mut(), &response.stamp);
+        answer
+    };
+    if let Some(dropped) = dropped {
+        answer.headers_mut().insert(HeaderName::from_static(DROPPED_TOOLS_HEADER), dropped);
+    }
+    Ok(answer)
 }
 
 /// The caller's W3C `traceparent`, when it sent a valid one.

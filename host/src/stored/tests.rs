@@ -6,7 +6,7 @@ use super::*;
 use crate::catalog::ResponsesSettings;
 
 fn store(folder: &Path, visible_to: Option<ResponsesVisibility>) -> ResponseStore {
-    let settings = ResponsesSettings { retention_secs: None, visible_to };
+    let settings = ResponsesSettings { retention_secs: None, visible_to, ..ResponsesSettings::default() };
     ResponseStore::new(&folder.join("ledger.db"), None, &settings)
 }
 
@@ -130,7 +130,7 @@ async fn a_file_that_is_not_a_database_is_an_error_and_the_store_recovers_once_i
 #[test]
 fn retention_zero_turns_storing_off() {
     let folder = tempfile::tempdir().unwrap();
-    let settings = ResponsesSettings { retention_secs: Some(0), visible_to: None };
+    let settings = ResponsesSettings { retention_secs: Some(0), ..ResponsesSettings::default() };
     assert!(!ResponseStore::new(&folder.path().join("ledger.db"), None, &settings).enabled());
     assert!(store(folder.path(), None).enabled());
 }

@@ -1,0 +1,449 @@
+//! Normalized stream deltas → the Responses API's typed SSE events, each
+//! `event: <type>` with a `data:` object carrying `type` and a monotonic
+//! `sequence_number`:
+//!
+//! `response.created`, `response.in_progress`, then per output item
+//! `response.output_item.added`, its own events, `response.output_item.done`:
+//! - text: `response.content_part.added`, `response.output_text.delta`…,
+//!   `response.output_text.done`, `response.content_part.done`;
+//! - reasoning: `response.reasoning_summary_part.added`,
+//!   `response.reasoning_summary_text.delta`…, `.done`,
+//!   `response.reasoning_summary_part.done`; the item is sealed when it closes
+//!   (its `encrypted_content` is only in `output_item.done`);
+//! - function call: `response.function_call_arguments.delta`…, `.done`;
+//!   custom tool call: `response.custom_tool_call_input.delta` (once, whole:
+//!   the input is a string inside the provider's JSON arguments) and `.done`;
+//!
+//! then `response.completed` (or `response.incomplete`) with the whole response
+//! and its usage. A failure after the stream began is `response.failed` with
+//! Weir's category and safe message, and nothing after it.
+//!
+//! One item is open at a time; a new one starts when the kind of delta
+//! changes, a tool call starts, or thinking continues after its signature.
+
+use serde_json::{Value, json};
+
+use super::response::{Answer, message_item, output_text, refusal_item, status};
+use super::tools::ToolKind;
+use crate::error::WeirError;
+use crate::server::sse::{EventWriter, named_event};
+use crate::types::{StopInfo, StreamDelta, Thinking, ToolCallFragment, ToolCallStart, Usage};
+
+/// The item being written.
+#[derive(Debug)]
+enum Open {
+    Message { index: usize, id: String, text: String },
+    Reasoning { index: usize, id: String, text: String, signature: Option<String>, summary_open: bool },
+    Call { index: usize, id: String, stream_index: u32, call_id: String, name: String, arguments: String },
+}
+
+/// One stream's events.
+#[derive(Debug)]
+pub struct Events {
+    answer: Answer,
+    sequence: u64,
+    started: bool,
+    open: Option<Open>,
+    /// Finished items, in order: the final response's `output`.
+    output: Vec<Value>,
+    usage: Option<Usage>,
+    stop: Option<StopInfo>,
+}
+
+impl Events {
+    pub fn new(answer: Answer) -> Self {
+        Self { answer, sequence: 0, started: false, open: None, output: Vec::new(), usage: None, stop: None }
+    }
+
+    /// One event: `data` gains `type` and the next `sequence_number`.
+    fn event(&mut self, events: &mut Vec<String>, kind: &str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        events.push(named_event(kind, &data));
+    }
+
+    /// `response.created` and `response.in_progress`, once, before anything else.
+    fn start(&mut self, events: &mut Vec<String>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let response = self.answer.response("in_progress", Vec::new(), None, None);
+        self.event(events, "response.created", json!({"response": response.clone()}));
+        self.event(events, "response.in_progress", json!({"response": response}));
+    }
+
+    /// The next item's place and id, after closing the open one.
+    fn next_item(&mut self, events: &mut Vec<String>, prefix: &str) -> (usize, String) {
+        self.start(events);
+        self.close(events);
+        let index = self.output.len();
+        (index, self.answer.item_id(prefix, index))
+    }
+
+    fn added(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
+        self.event(events, "response.output_item.added", json!({"output_index": index, "item": item}));
+    }
+
+    fn done(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
+        self.event(events, "response.output_item.done", json!({"output_index": index, "item": item.clone()}));
+        self.output.push(item);
+    }
+
+    /// Closes the open item, if any, with its closing events.
+    fn close(&mut self, events: &mut Vec<String>) {
+        match self.open.take() {
+            None => {}
+            Some(Open::Message { index, id, text }) => {
+                let at = json!({"item_id": id, "output_index": index, "content_index": 0});
+                let mut text_done = at.clone();
+                text_done["text"] = json!(text);
+                text_done["logprobs"] = json!([]);
+                self.event(events, "response.output_text.done", text_done);
+                let mut part_done = at;
+                part_done["part"] = output_text(&text);
+                self.event(events, "response.content_part.done", part_done);
+                self.done(events, index, message_item(&id, &text, true));
+            }
+            Some(Open::Reasoning { index, id, text, signature, summary_open }) => {
+                if summary_open {
+                    let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
+                    let mut text_done = at.clone();
+                    text_done["text"] = json!(text);
+                    self.event(events, "response.reasoning_summary_text.done", text_done);
+                    let mut part_done = at;
+                    part_done["part"] = json!({"type": "summary_text", "text": text});
+                    self.event(events, "response.reasoning_summary_part.done", part_done);
+                }
+                let block = Thinking { text, signature, redacted: false };
+                let item = self.answer.reasoning_item(&id, std::slice::from_ref(&block));
+                self.done(events, index, item);
+            }
+            Some(Open::Call { index, id, call_id, name, arguments, .. }) => {
+                let item = self.answer.call_item(&id, &call_id, &name, &arguments, true);
+                if item["type"] == "custom_tool_call" {
+                    let input = item["input"].clone();
+                    let at = json!({"item_id": id, "output_index": index});
+                    let mut delta = at.clone();
+                    delta["delta"] = input.clone();
+                    self.event(events, "response.custom_tool_call_input.delta", delta);
+                    let mut done = at;
+                    done["input"] = input;
+                    self.event(events, "response.custom_tool_call_input.done", done);
+                } else {
+                    let done = json!({"item_id": id, "output_index": index, "arguments": arguments,
+                                      "name": item["name"].clone()});
+                    self.event(events, "response.function_call_arguments.done", done);
+                }
+                self.done(events, index, item);
+            }
+        }
+    }
+
+    fn text(&mut self, delta: String) -> Vec<String> {
+        let mut events = Vec::new();
+        let (index, id) = match &mut self.open {
+            Some(Open::Message { index, id, text }) => {
+                text.push_str(&delta);
+                (*index, id.clone())
+            }
+            _ if delta.is_empty() => return events,
+            _ => {
+                let (index, id) = self.next_item(&mut events, "msg");
+                self.added(&mut events, index, message_item(&id, "", false));
+                let part = json!({"item_id": id, "output_index": index, "content_index": 0, "part": output_text("")});
+                self.event(&mut events, "response.content_part.added", part);
+                self.open = Some(Open::Message { index, id: id.clone(), text: delta.clone() });
+                (index, id)
+            }
+        };
+        let data = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": delta, "logprobs": []});
+        self.event(&mut events, "response.output_text.delta", data);
+        events
+    }
+
+    /// Opens a reasoning item (no summary part yet).
+    fn open_reasoning(&mut self, events: &mut Vec<String>) {
+        let (index, id) = self.next_item(events, "rs");
+        let item = json!({"id": id, "type": "reasoning", "summary": [], "status": "in_progress"});
+        self.added(events, index, item);
+        self.open = Some(Open::Reasoning { index, id, text: String::new(), signature: None, summary_open: false });
+    }
+
+    fn thinking(&mut self, delta: String) -> Vec<String> {
+        let mut events = Vec::new();
+        let continues = matches!(&self.open, Some(Open::Reasoning { signature: None, .. }));
+        if !continues {
+            if delta.is_empty() {
+                return events;
+            }
+            self.open_reasoning(&mut events);
+        }
+        let Some(Open::Reasoning { index, id, text, summary_open, .. }) = &mut self.open else { return events };
+        let (index, id) = (*index, id.clone());
+        text.push_str(&delta);
+        let first = !*summary_open;
+        *summary_open = true;
+        let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
+        if first {
+            let mut part = at.clone();
+            part["part"] = json!({"type": "summary_text", "text": ""});
+            self.event(&mut events, "response.reasoning_summary_part.added", part);
+        }
+        let mut data = at;
+        data["delta"] = json!(delta);
+        self.event(&mut events, "response.reasoning_summary_text.delta", data);
+        events
+    }
+
+    fn signature(&mut self, signature: String) -> Vec<String> {
+        let mut events = Vec::new();
+        if !matches!(&self.open, Some(Open::Reasoning { signature: None, .. })) {
+            self.open_reasoning(&mut events);
+        }
+        if let Some(Open::Reasoning { signature: slot, .. }) = &mut self.open {
+            *slot = Some(signature);
+        }
+        events
+    }
+
+    fn tool_start(&mut self, start: ToolCallStart) -> Vec<String> {
+        let mut events = Vec::new();
+        let (index, id) = self.next_item(&mut events, "fc");
+        let item = self.answer.call_item(&id, &start.id, &start.name, "", false);
+        self.added(&mut events, index, item);
+        self.open = Some(Open::Call {
+            index,
+            id,
+            stream_index: start.index,
+            call_id: start.id,
+            name: start.name,
+            arguments: String::new(),
+        });
+        events
+    }
+
+    /// Arguments go to the open call they name; a custom tool's are held for its end.
+    fn tool_fragment(&mut self, fragment: ToolCallFragment) -> Vec<String> {
+        let mut events = Vec::new();
+        let Some(Open::Call { index, id, stream_index, name, arguments, .. }) = &mut self.open else {
+            tracing::warn!(call = fragment.index, "tool-call arguments without an open call; dropped");
+            return events;
+        };
+        if *stream_index != fragment.index {
+            tracing::warn!(call = fragment.index, "tool-call arguments for a call already closed; dropped");
+            return events;
+        }
+        arguments.push_str(&fragment.json);
+        let custom = self.answer.names.origin(name).is_some_and(|origin| origin.kind == ToolKind::Custom);
+        if !custom {
+            let data = json!({"item_id": id.clone(), "output_index": *index, "delta": fragment.json});
+            self.event(&mut events, "response.function_call_arguments.delta", data);
+        }
+        events
+    }
+
+    fn tool_end(&mut self, call: u32) -> Vec<String> {
+        let mut events = Vec::new();
+        if matches!(&self.open, Some(Open::Call { stream_index, .. }) if *stream_index == call) {
+            self.close(&mut events);
+        }
+        events
+    }
+}
+
+impl EventWriter for Events {
+    fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
+        match delta {
+            StreamDelta::Text(text) => self.text(text),
+            StreamDelta::Thinking(text) => self.thinking(text),
+            StreamDelta::ThinkingSignature(signature) => self.signature(signature),
+            StreamDelta::ToolCallStart(start) => self.tool_start(start),
+            StreamDelta::ToolCallFragment(fragment) => self.tool_fragment(fragment),
+            StreamDelta::ToolCallEnd(call) => self.tool_end(call),
+            StreamDelta::Usage(usage) => {
+                self.usage = Some(usage);
+                Vec::new()
+            }
+            StreamDelta::Stop(stop) => {
+                let mut events = Vec::new();
+                self.start(&mut events);
+                self.close(&mut events);
+                self.stop = Some(stop);
+                events
+            }
+            StreamDelta::ServedModel(_) | StreamDelta::RequestId(_) | StreamDelta::Error(_) => Vec::new(),
+        }
+    }
+
+    /// The open item's end, then `response.completed` (or `.incomplete`) with
+    /// the whole response.
+    fn end(&mut self) -> Vec<String> {
+        let mut events = Vec::new();
+        self.start(&mut events);
+        self.close(&mut events);
+        let stop = self.stop.as_ref().map(|stop| stop.reason);
+        let status = status(stop);
+        let mut output = std::mem::take(&mut self.output);
+        if let Some(refusal) = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref()) {
+            let id = self.answer.item_id("msg", output.len());
+            output.push(refusal_item(&id, refusal));
+        }
+        let response = self.answer.response(status, output, self.usage.as_ref(), stop);
+        let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        self.event(&mut events, kind, json!({"response": response}));
+        events
+    }
+
+    /// `response.failed` with Weir's category and safe message; nothing after it.
+    fn error(&mut self, error: &WeirError) -> Vec<String> {
+        let mut events = Vec::new();
+        self.start(&mut events);
+        let output = std::mem::take(&mut self.output);
+        let response =
+            self.answer.failed(output, self.usage.as_ref(), error.category().as_str(), &error.safe_message());
+        self.event(&mut events, "response.failed", json!({"response": response}));
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::seal::ReasoningSeal;
+    use crate::server::responses::response::tests::answer;
+    use crate::types::StopReason;
+
+    fn parse(events: &[String]) -> Vec<(String, Value)> {
+        events
+            .iter()
+            .map(|event| {
+                let (head, data) = event.trim_end().split_once('\n').unwrap();
+                let name = head.strip_prefix("event: ").unwrap().to_owned();
+                let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+                assert_eq!(data["type"], name.as_str());
+                (name, data)
+            })
+            .collect()
+    }
+
+    fn run(writer: &mut Events, deltas: Vec<StreamDelta>) -> Vec<(String, Value)> {
+        let mut events: Vec<String> = deltas.into_iter().flat_map(|delta| writer.delta(delta)).collect();
+        events.extend(writer.end());
+        parse(&events)
+    }
+
+    #[test]
+    fn thinking_text_and_calls_stream_as_typed_items_in_order() {
+        let seal = ReasoningSeal::random().unwrap();
+        let mut writer = Events::new(answer(&seal));
+        let events = run(
+            &mut writer,
+            vec![
+                StreamDelta::Thinking("Hmm".into()),
+                StreamDelta::Thinking(", yes.".into()),
+                StreamDelta::ThinkingSignature("sig".into()),
+                StreamDelta::Text("Hi".into()),
+                StreamDelta::Text(" there".into()),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
+                StreamDelta::ToolCallEnd(0),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
+                StreamDelta::ToolCallEnd(1),
+                StreamDelta::Usage(Usage { input: 3, output: 4, cache_read: 0, cache_write: 0, reasoning: None }),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
+            ],
+        );
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.reasoning_summary_part.added",
+                "response.reasoning_summary_text.delta",
+                "response.reasoning_summary_text.delta",
+                "response.reasoning_summary_text.done",
+                "response.reasoning_summary_part.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.custom_tool_call_input.delta",
+                "response.custom_tool_call_input.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        let sequence: Vec<u64> = events.iter().map(|(_, data)| data["sequence_number"].as_u64().unwrap()).collect();
+        assert_eq!(sequence, (0..events.len() as u64).collect::<Vec<_>>());
+        let reasoning = &events[8].1["item"];
+        let blocks = seal.open("claude", reasoning["encrypted_content"].as_str().unwrap()).unwrap();
+        assert_eq!(blocks, vec![Thinking { text: "Hmm, yes.".into(), signature: Some("sig".into()), redacted: false }]);
+        assert_eq!(events[13].1["text"], "Hi there");
+        assert_eq!(
+            (events[13].1["output_index"].as_u64(), events[13].1["item_id"].clone()),
+            (Some(1), events[11].1["item_id"].clone())
+        );
+        let call = &events[20].1["item"];
+        assert_eq!(
+            (&call["name"], &call["namespace"], &call["arguments"]),
+            (&json!("lookup"), &json!("crm"), &json!("{\"q\":1}"))
+        );
+        assert_eq!(events[24].1["item"]["input"], "diff");
+        let completed = &events[25].1["response"];
+        assert_eq!(completed["status"], "completed");
+        assert_eq!(completed["output"].as_array().unwrap().len(), 4);
+        assert_eq!(completed["usage"]["total_tokens"], 7);
+    }
+
+    #[test]
+    fn a_cut_off_stream_is_incomplete_and_a_failure_is_response_failed() {
+        let seal = ReasoningSeal::random().unwrap();
+        let mut writer = Events::new(answer(&seal));
+        let events = run(
+            &mut writer,
+            vec![
+                StreamDelta::Text("Hi".into()),
+                StreamDelta::Stop(StopInfo { reason: StopReason::MaxTokens, raw: None, refusal: None }),
+            ],
+        );
+        let last = &events.last().unwrap().1;
+        assert_eq!(last["type"], "response.incomplete");
+        assert_eq!(last["response"]["incomplete_details"]["reason"], "max_output_tokens");
+
+        let mut refused = Events::new(answer(&seal));
+        let refusal = crate::types::Refusal { category: Some("cyber".into()), explanation: Some("No.".into()) };
+        let stop = StopInfo { reason: StopReason::ContentFiltered, raw: None, refusal: Some(refusal) };
+        let events = run(&mut refused, vec![StreamDelta::Stop(stop)]);
+        let last = &events.last().unwrap().1;
+        assert_eq!(last["type"], "response.incomplete");
+        assert_eq!(last["response"]["incomplete_details"]["reason"], "content_filter");
+        assert_eq!(last["response"]["output"][0]["content"][0], json!({"type": "refusal", "refusal": "No."}));
+
+        let mut failing = Events::new(answer(&seal));
+        let mut raw = failing.delta(StreamDelta::Text("Hi".into()));
+        raw.extend(failing.error(&WeirError::DeadlineExceeded { model: "claude".into() }));
+        let events = parse(&raw);
+        let last = &events.last().unwrap().1;
+        assert_eq!(last["type"], "response.failed");
+        assert_eq!(last["response"]["status"], "failed");
+        assert_eq!(last["response"]["error"]["code"], "timeout");
+    }
+}

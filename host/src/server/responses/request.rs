@@ -1,0 +1,616 @@
+//! `POST /v1/responses` bodies → [`ChatRequest`].
+//!
+//! `input` is a string (one user message) or items: messages (`developer` and
+//! `system` become system content, after `instructions`), `function_call` /
+//! `custom_tool_call` (assistant tool use), their outputs (tool results in a
+//! user turn), and `reasoning`. A reasoning item whose `encrypted_content`
+//! Weir sealed is opened and put back as the thinking blocks of the assistant
+//! turn it precedes; one that does not open is refused; one without
+//! `encrypted_content` (a summary only) is left out, since a summary is not
+//! what a provider verifies.
+//!
+//! Top-level fields are strict: an unknown one is a 400 naming it. Accepted
+//! and not sent anywhere: `metadata`, `client_metadata`, `prompt_cache_key`,
+//! `prompt_cache_retention`, `safety_identifier`, `user` (never an identity:
+//! the caller is its key's), `service_tier`, `stream_options`,
+//! `text.verbosity`, `reasoning.summary`, `parallel_tool_calls`.
+//! `store` is accepted and nothing is stored yet; `previous_response_id` and
+//! `background: true` are refused (see [`super::storage`]).
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::{Map, Value, json};
+
+use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
+use crate::chat::ChatRequest;
+use crate::seal::ReasoningSeal;
+use crate::server::error::ApiError;
+use crate::types::{
+    ContentBlock, Conversation, LeafBlock, Media, MediaSource, ResponseSchema, ToolChoice, ToolResult, ToolUse,
+    TurnRole,
+};
+
+/// `include` values that only add detail to items of hosted tools, which no
+/// answer through Weir holds: accepted, and they change nothing.
+const INCLUDES_WITHOUT_EFFECT: [&str; 6] = [
+    "reasoning.encrypted_content",
+    "web_search_call.action.sources",
+    "web_search_call.results",
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+    "file_search_call.results",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Body {
+    model: String,
+    input: Option<Value>,
+    instructions: Option<String>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<bool>,
+    text: Option<Value>,
+    reasoning: Option<Value>,
+    max_output_tokens: Option<u32>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(rename = "stream_options")]
+    _stream_options: Option<IgnoredAny>,
+    #[serde(default)]
+    include: Option<Vec<String>>,
+    prompt_cache_key: Option<String>,
+    #[serde(rename = "prompt_cache_retention")]
+    _prompt_cache_retention: Option<IgnoredAny>,
+    metadata: Option<Value>,
+    #[serde(rename = "client_metadata")]
+    _client_metadata: Option<IgnoredAny>,
+    safety_identifier: Option<String>,
+    user: Option<String>,
+    store: Option<bool>,
+    previous_response_id: Option<String>,
+    background: Option<bool>,
+    #[serde(rename = "service_tier")]
+    _service_tier: Option<IgnoredAny>,
+    truncation: Option<String>,
+}
+
+impl Body {
+    /// Parses a request body. Errors quote only the caller's own input.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))
+    }
+
+    /// The model the caller named.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Whether an input item carries `encrypted_content`: then the entry the
+    /// model resolves to must be known to open it.
+    pub fn carries_sealed_reasoning(&self) -> bool {
+        match &self.input {
+            Some(Value::Array(items)) => {
+                items.iter().any(|item| kind(item) == "reasoning" && text(item, "encrypted_content").is_some())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What opens sealed reasoning: the gateway's key and the entry the call resolves to.
+#[derive(Debug, Clone, Copy)]
+pub struct Unseal<'a> {
+    pub seal: &'a ReasoningSeal,
+    pub entry: &'a str,
+}
+
+/// A mapped request and what its answer needs.
+#[derive(Debug)]
+pub struct Ingress {
+    pub request: ChatRequest,
+    pub stream: bool,
+    /// The request's settings as the answer's `response` object echoes them.
+    pub echo: Map<String, Value>,
+    pub names: tools::ToolNames,
+    /// Hosted tools the request named, by type (left out of the call).
+    pub hosted_tools: Vec<String>,
+}
+
+/// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`].
+pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingress, ApiError> {
+    super::storage::check(body.store, body.previous_response_id.as_deref())?;
+    if body.background == Some(true) {
+        return Err(ApiError::invalid_request(
+            "`background: true` is not supported: the gateway answers while the connection is open",
+        ));
+    }
+    if let Some(truncation) = body.truncation.as_deref().filter(|t| *t != "disabled") {
+        return Err(ApiError::invalid_request(format!(
+            "`truncation: {truncation}` is not supported: the gateway never drops input items; use `disabled`"
+        )));
+    }
+    for include in body.include.iter().flatten() {
+        if !INCLUDES_WITHOUT_EFFECT.contains(&include.as_str()) {
+            return Err(ApiError::invalid_request(format!(
+                "`include` value `{include}` is not supported (accepted: {})",
+                INCLUDES_WITHOUT_EFFECT.join(", ")
+            )));
+        }
+    }
+    let MappedTools { definitions, names, echoed, hosted } = tools::map_tools(&body.tools)?;
+    let mut conversation = Conversation {
+        system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
+        cache_system: true,
+        turns: Vec::new(),
+        tools: definitions,
+        tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
+    };
+    match &body.input {
+        Some(Value::String(text)) => {
+            conversation.push_turn(TurnRole::User, vec![ContentBlock::Text(text.clone())], false)
+        }
+        Some(Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                add_item(&mut conversation, item, unseal)
+                    .map_err(|e| ApiError::invalid_request(format!("input[{index}]: {e}")))?;
+            }
+        }
+        None | Some(Value::Null) => return Err(ApiError::invalid_request("`input` is required")),
+        Some(_) => return Err(ApiError::invalid_request("`input` must be a string or an array of items")),
+    }
+    if conversation.turns.is_empty() {
+        return Err(ApiError::invalid_request("`input` holds no user or assistant item"));
+    }
+    let format = body.text.as_ref().and_then(|text| text.get("format"));
+    let response_schema = format.map(response_schema).transpose()?.flatten();
+    let effort_word = body.reasoning.as_ref().and_then(|r| text(r, "effort")).map(str::to_owned);
+    let mut request = ChatRequest::new(body.model.clone(), conversation);
+    request.max_output_tokens = body.max_output_tokens;
+    request.temperature = body.temperature;
+    request.top_p = crate::server::sampling::top_p(body.top_p)?;
+    request.response_schema = response_schema;
+    match effort_word.as_deref() {
+        None => {}
+        Some("none") => request.reasoning_off = true,
+        Some(word) => {
+            request.reasoning_effort = Some(crate::types::effort_from_word(word).ok_or_else(|| {
+                ApiError::invalid_request(format!(
+                    "unknown `reasoning.effort` `{word}` (none, minimal, low, medium, high or xhigh)"
+                ))
+            })?);
+        }
+    }
+    let echo = echo(&body, echoed, &request);
+    let stream = body.stream.unwrap_or(false);
+    Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
+}
+
+/// What the `response` object repeats of the request.
+fn echo(body: &Body, tools: Vec<Value>, request: &ChatRequest) -> Map<String, Value> {
+    let mut echo = Map::new();
+    let mut put = |key: &str, value: Value| {
+        echo.insert(key.to_owned(), value);
+    };
+    put("instructions", json!(body.instructions));
+    put("tools", Value::Array(tools));
+    put("tool_choice", body.tool_choice.clone().unwrap_or_else(|| json!("auto")));
+    put("parallel_tool_calls", json!(body.parallel_tool_calls.unwrap_or(true)));
+    put("text", body.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})));
+    put("reasoning", body.reasoning.clone().unwrap_or_else(|| json!({"effort": null, "summary": null})));
+    put("max_output_tokens", json!(request.max_output_tokens));
+    put("metadata", body.metadata.clone().unwrap_or_else(|| json!({})));
+    put("temperature", json!(body.temperature));
+    put("top_p", json!(body.top_p));
+    put("prompt_cache_key", json!(body.prompt_cache_key));
+    put("safety_identifier", json!(body.safety_identifier));
+    put("user", json!(body.user));
+    // Nothing is stored yet, whatever the request asked (see `storage`).
+    put("store", json!(false));
+    put("previous_response_id", Value::Null);
+    put("background", json!(false));
+    put("truncation", json!("disabled"));
+    put("service_tier", json!("default"));
+    echo
+}
+
+fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal<'_>>) -> Result<(), String> {
+    let required = |field: &str| text(item, field).ok_or_else(|| format!("a `{}` item needs `{field}`", kind(item)));
+    match kind(item) {
+        "message" | "" if item.get("role").is_some() => add_message(conversation, item),
+        "message" => Err("a message needs `role`".to_owned()),
+        "function_call" => {
+            let arguments = required("arguments")?;
+            let call = ToolUse {
+                id: required("call_id")?.to_owned(),
+                name: wire_name(text(item, "namespace"), required("name")?),
+                input_json: if arguments.trim().is_empty() { "{}".to_owned() } else { arguments.to_owned() },
+            };
+            conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::ToolUse(call)], false);
+            Ok(())
+        }
+        "custom_tool_call" => {
+            let call = ToolUse {
+                id: required("call_id")?.to_owned(),
+                name: wire_name(text(item, "namespace"), required("name")?),
+                input_json: custom_arguments(required("input")?),
+            };
+            conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::ToolUse(call)], false);
+            Ok(())
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let result = ToolResult {
+                tool_use_id: required("call_id")?.to_owned(),
+                content: tool_output(item.get("output"))?,
+                is_error: false,
+            };
+            conversation.push_turn(TurnRole::User, vec![ContentBlock::ToolResult(result)], false);
+            Ok(())
+        }
+        "reasoning" => {
+            let Some(sealed) = text(item, "encrypted_content") else { return Ok(()) };
+            let unseal = unseal.ok_or("its `encrypted_content` cannot be opened here")?;
+            let blocks = unseal.seal.open(unseal.entry, sealed).map_err(|error| {
+                format!(
+                    "the reasoning item's `encrypted_content` does not open for model `{}`: {error}; send reasoning \
+                     only back to the model that produced it, unchanged",
+                    unseal.entry
+                )
+            })?;
+            let blocks = blocks.into_iter().map(ContentBlock::Thinking).collect();
+            conversation.push_turn(TurnRole::Assistant, blocks, false);
+            Ok(())
+        }
+        "item_reference" => {
+            Err("`item_reference` items need stored responses, which this gateway does not keep yet".to_owned())
+        }
+        "" => Err("an item needs `type` (or `role` for a message)".to_owned()),
+        other => Err(format!("input item type `{other}` is not supported")),
+    }
+}
+
+fn add_message(conversation: &mut Conversation, item: &Value) -> Result<(), String> {
+    let role = text(item, "role").unwrap_or_default();
+    let blocks = match item.get("content") {
+        Some(Value::String(text)) => vec![ContentBlock::Text(text.clone())],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| content_part(part).map_err(|e| format!("content[{index}]: {e}")))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err("a message's `content` must be a string or an array of parts".to_owned()),
+    };
+    match role {
+        "system" | "developer" => {
+            let texts = blocks
+                .into_iter()
+                .map(|block| match block {
+                    ContentBlock::Text(text) => Ok(text),
+                    _ => Err(format!("a `{role}` message holds text only")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            conversation.system.push(texts.join("\n"));
+        }
+        "user" => conversation.push_turn(TurnRole::User, blocks, false),
+        "assistant" => conversation.push_turn(TurnRole::Assistant, blocks, false),
+        other => return Err(format!("unknown role `{other}` (user, assistant, system or developer)")),
+    }
+    Ok(())
+}
+
+fn content_part(part: &Value) -> Result<ContentBlock, String> {
+    match kind(part) {
+        "input_text" | "output_text" => {
+            Ok(ContentBlock::Text(text(part, "text").ok_or("a text part needs `text`")?.to_owned()))
+        }
+        "refusal" => Ok(ContentBlock::Text(text(part, "refusal").ok_or("a refusal part needs `refusal`")?.to_owned())),
+        "input_image" => Ok(ContentBlock::Image(image(part)?)),
+        "input_file" => Ok(ContentBlock::Document(file(part)?)),
+        other => Err(format!("content part type `{other}` is not supported")),
+    }
+}
+
+/// `image_url`: a `data:` URL or a URL; file ids need the Files API, which Weir does not serve.
+fn image(part: &Value) -> Result<Media, String> {
+    if let Some(url) = text(part, "image_url") {
+        return Ok(media_from_url(url, "image/*"));
+    }
+    if text(part, "file_id").is_some() {
+        return Err("an `input_image` by `file_id` is not supported; send `image_url` (a URL or data URL)".to_owned());
+    }
+    Err("an `input_image` needs `image_url`".to_owned())
+}
+
+/// `file_data` (a `data:` URL, or bare base64 of a PDF) or `file_url`; file ids are refused.
+fn file(part: &Value) -> Result<Media, String> {
+    if let Some(data) = text(part, "file_data") {
+        if data.starts_with("data:") {
+            return Ok(media_from_url(data, "application/pdf"));
+        }
+        return Ok(Media { mime_type: mime_of(text(part, "filename")), source: MediaSource::Base64(data.to_owned()) });
+    }
+    if let Some(url) = text(part, "file_url") {
+        return Ok(Media { mime_type: mime_of(text(part, "filename")), source: MediaSource::Url(url.to_owned()) });
+    }
+    if text(part, "file_id").is_some() {
+        return Err("an `input_file` by `file_id` is not supported; send `file_data` or `file_url`".to_owned());
+    }
+    Err("an `input_file` needs `file_data` or `file_url`".to_owned())
+}
+
+/// PDF unless the file name says plain text.
+fn mime_of(filename: Option<&str>) -> String {
+    match filename.and_then(|name| name.rsplit_once('.')).map(|(_, extension)| extension.to_ascii_lowercase()) {
+        Some(extension) if extension == "txt" || extension == "md" => "text/plain".to_owned(),
+        _ => "application/pdf".to_owned(),
+    }
+}
+
+/// A `data:<mime>;base64,<data>` URL becomes inline media; anything else a URL.
+fn media_from_url(url: &str, fallback_mime: &str) -> Media {
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((mime, data)) = rest.split_once(";base64,")
+    {
+        return Media { mime_type: mime.to_owned(), source: MediaSource::Base64(data.to_owned()) };
+    }
+    Media { mime_type: fallback_mime.to_owned(), source: MediaSource::Url(url.to_owned()) }
+}
+
+/// A tool output: a string, or `input_text` / `input_image` / `input_file` parts.
+fn tool_output(output: Option<&Value>) -> Result<Vec<LeafBlock>, String> {
+    match output {
+        Some(Value::String(text)) => Ok(vec![LeafBlock::Text(text.clone())]),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|part| match content_part(part)? {
+                ContentBlock::Text(text) => Ok(LeafBlock::Text(text)),
+                ContentBlock::Image(media) => Ok(LeafBlock::Image(media)),
+                ContentBlock::Document(media) => Ok(LeafBlock::Document(media)),
+                _ => Err("a tool output holds text, images and files only".to_owned()),
+            })
+            .collect(),
+        _ => Err("a tool output's `output` must be a string or an array of parts".to_owned()),
+    }
+}
+
+/// `auto`, `none`, `required`, or one function or custom tool by name.
+fn tool_choice(choice: &Value) -> Result<ToolChoice, ApiError> {
+    match choice {
+        Value::String(word) => match word.as_str() {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            other => Err(ApiError::invalid_request(format!(
+                "unknown tool_choice `{other}` (auto, none, required, or a function)"
+            ))),
+        },
+        Value::Object(_) => match kind(choice) {
+            "function" | "custom" => text(choice, "name")
+                .map(|name| ToolChoice::Named(wire_name(text(choice, "namespace"), name)))
+                .ok_or_else(|| ApiError::invalid_request("a `tool_choice` naming a tool needs `name`")),
+            other => Err(ApiError::invalid_request(format!(
+                "tool_choice type `{other}` is not supported (auto, none, required, function or custom)"
+            ))),
+        },
+        _ => Err(ApiError::invalid_request("tool_choice must be a string or an object")),
+    }
+}
+
+/// `text.format`: `text` (none), `json_object`, or `json_schema` through the
+/// structured-answer gate.
+fn response_schema(format: &Value) -> Result<Option<ResponseSchema>, ApiError> {
+    match kind(format) {
+        "text" | "" => Ok(None),
+        "json_object" => {
+            Ok(Some(ResponseSchema { name: "json_object".to_owned(), schema_json: r#"{"type":"object"}"#.to_owned() }))
+        }
+        "json_schema" => {
+            let schema = format
+                .get("schema")
+                .filter(|schema| schema.is_object())
+                .ok_or_else(|| ApiError::invalid_request("`text.format` json_schema needs a `schema` object"))?;
+            let name = text(format, "name").unwrap_or("response");
+            Ok(Some(ResponseSchema { name: name.to_owned(), schema_json: schema.to_string() }))
+        }
+        other => Err(ApiError::invalid_request(format!(
+            "unknown `text.format` type `{other}` (text, json_object or json_schema)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::types::{Effort, Thinking};
+
+    fn map(body: Value) -> Ingress {
+        into_chat_request(Body::parse(body.to_string().as_bytes()).unwrap(), None).unwrap()
+    }
+
+    fn error(body: Value) -> String {
+        let parsed = Body::parse(body.to_string().as_bytes());
+        let error = parsed.and_then(|body| into_chat_request(body, None)).unwrap_err();
+        assert_eq!(error.category, crate::error::Category::InvalidRequest);
+        error.message
+    }
+
+    #[test]
+    fn a_string_input_with_instructions_and_knobs() {
+        let ingress = map(json!({
+            "model": "m", "input": "Hello", "instructions": "Be terse.", "max_output_tokens": 300,
+            "temperature": 0.5, "top_p": 1.0, "stream": true, "store": false, "metadata": {"a": "b"},
+            "client_metadata": {"x": 1}, "prompt_cache_key": "k", "safety_identifier": "s", "user": "u",
+            "include": ["reasoning.encrypted_content"], "parallel_tool_calls": false,
+            "reasoning": {"effort": "high", "summary": "auto"}, "service_tier": "auto", "truncation": "disabled",
+            "text": {"format": {"type": "json_schema", "name": "out", "schema": {"type": "object"}, "strict": true},
+                     "verbosity": "low"}
+        }));
+        assert!(ingress.stream);
+        let request = &ingress.request;
+        assert_eq!(request.conversation.system, vec!["Be terse.".to_owned()]);
+        assert_eq!(request.conversation.turns[0].content, vec![ContentBlock::Text("Hello".into())]);
+        assert_eq!(request.max_output_tokens, Some(300));
+        assert_eq!(request.temperature, Some(0.5));
+        assert_eq!(request.reasoning_effort, Some(Effort::High));
+        assert_eq!(request.response_schema.as_ref().unwrap().name, "out");
+        assert_eq!(ingress.echo["parallel_tool_calls"], json!(false));
+        assert_eq!(ingress.echo["metadata"], json!({"a": "b"}));
+        assert_eq!(ingress.echo["store"], json!(false));
+        assert!(request.caller.is_none(), "`user` never sets who calls");
+        let off = map(json!({"model": "m", "input": "x", "reasoning": {"effort": "none"}})).request;
+        assert!(off.reasoning_off);
+    }
+
+    #[test]
+    fn items_map_to_turns_tools_and_results() {
+        let ingress = map(json!({
+            "model": "m",
+            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}},
+                      {"type": "custom", "name": "apply_patch"},
+                      {"type": "namespace", "name": "crm", "description": "", "tools": [
+                          {"type": "function", "name": "lookup"}]},
+                      {"type": "web_search"}],
+            "tool_choice": {"type": "function", "name": "get_weather"},
+            "input": [
+                {"role": "developer", "content": "No emoji."},
+                {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "Be kind."}]},
+                {"role": "user", "content": [
+                    {"type": "input_text", "text": "What is this?"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,iVBOR", "detail": "auto"},
+                    {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE", "filename": "a.pdf"}]},
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+                {"type": "function_call", "call_id": "call_2", "name": "lookup", "namespace": "crm", "arguments": ""},
+                {"type": "custom_tool_call", "call_id": "call_3", "name": "apply_patch", "input": "patch"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+                {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "found"}]},
+                {"type": "custom_tool_call_output", "call_id": "call_3", "output": "done"}
+            ]
+        }));
+        assert_eq!(ingress.hosted_tools, ["web_search"]);
+        let conversation = &ingress.request.conversation;
+        assert_eq!(conversation.system, vec!["No emoji.".to_owned(), "Be kind.".to_owned()]);
+        assert_eq!(conversation.tool_choice, Some(ToolChoice::Named("get_weather".into())));
+        assert_eq!(conversation.turns.len(), 3, "a summary-only reasoning item is left out");
+        let user = &conversation.turns[0].content;
+        assert!(matches!(&user[1], ContentBlock::Image(m) if m.mime_type == "image/png"));
+        assert!(matches!(&user[2], ContentBlock::Document(m) if m.mime_type == "application/pdf"));
+        let assistant = &conversation.turns[1].content;
+        assert_eq!(assistant[0], ContentBlock::Text("Checking.".into()));
+        assert!(matches!(&assistant[2], ContentBlock::ToolUse(c) if c.name == "crm__lookup" && c.input_json == "{}"));
+        assert!(matches!(&assistant[3], ContentBlock::ToolUse(c)
+            if c.name == "apply_patch" && serde_json::from_str::<Value>(&c.input_json).unwrap() == json!({"input": "patch"})));
+        let results = &conversation.turns[2].content;
+        assert_eq!(results.len(), 3);
+        assert!(matches!(&results[1], ContentBlock::ToolResult(r)
+            if r.tool_use_id == "call_2" && r.content == vec![LeafBlock::Text("found".into())]));
+    }
+
+    #[test]
+    fn sealed_reasoning_opens_into_the_assistant_turn_and_a_foreign_item_is_refused() {
+        let seal = ReasoningSeal::random().unwrap();
+        let thinking = Thinking { text: "Think.".into(), signature: Some("sig".into()), redacted: false };
+        let sealed = seal.seal("claude", std::slice::from_ref(&thinking)).unwrap();
+        let body = |content: &str| {
+            json!({"model": "claude", "input": [
+                {"role": "user", "content": "Hi"},
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": content},
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c", "output": "ok"}
+            ]})
+        };
+        let parsed = Body::parse(body(&sealed).to_string().as_bytes()).unwrap();
+        assert!(parsed.carries_sealed_reasoning());
+        let ingress = into_chat_request(parsed, Some(Unseal { seal: &seal, entry: "claude" })).unwrap();
+        let assistant = &ingress.request.conversation.turns[1].content;
+        assert_eq!(assistant[0], ContentBlock::Thinking(thinking));
+        assert!(matches!(&assistant[1], ContentBlock::ToolUse(_)));
+
+        for (content, entry) in [(sealed.as_str(), "gpt"), ("gAAAAABforeign", "claude")] {
+            let parsed = Body::parse(body(content).to_string().as_bytes()).unwrap();
+            let error = into_chat_request(parsed, Some(Unseal { seal: &seal, entry })).unwrap_err();
+            assert!(error.message.starts_with("input[1]: the reasoning item's `encrypted_content` does not open"));
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_refused_naming_the_problem() {
+        let cases = [
+            (json!({"model": "m"}), "`input` is required"),
+            (json!({"model": "m", "input": "x", "frequency_penalty": 1}), "unknown field `frequency_penalty`"),
+            (json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}), "`previous_response_id`"),
+            (json!({"model": "m", "input": "x", "background": true}), "`background: true` is not supported"),
+            (json!({"model": "m", "input": "x", "truncation": "auto"}), "`truncation: auto`"),
+            (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}), "not supported"),
+            (json!({"model": "m", "input": "x", "top_p": 2}), "`top_p` 2 is outside"),
+            (json!({"model": "m", "input": "x", "reasoning": {"effort": "huge"}}), "unknown `reasoning.effort`"),
+            (json!({"model": "m", "input": "x", "text": {"format": {"type": "xml"}}}), "unknown `text.format`"),
+            (json!({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}}), "`schema` object"),
+            (json!({"model": "m", "input": "x", "tool_choice": {"type": "web_search"}}), "not supported"),
+            (json!({"model": "m", "input": []}), "holds no user or assistant item"),
+            (json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}), "input[0]: unknown role"),
+            (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "stored responses"),
+            (json!({"model": "m", "input": [{"type": "web_search_call"}]}), "`web_search_call` is not supported"),
+            (json!({"model": "m", "input": [{"type": "function_call", "name": "f"}]}), "needs `arguments`"),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}),
+                "`file_id` is not supported",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "reasoning", "summary": [], "encrypted_content": "x"}]}),
+                "cannot be opened here",
+            ),
+            (json!({"model": "m", "input": 3}), "`input` must be a string or an array of items"),
+            (json!({"model": "m", "input": [{"content": "x"}]}), "an item needs `type`"),
+            (json!({"model": "m", "input": [{"type": "message", "content": "x"}]}), "a message needs `role`"),
+            (json!({"model": "m", "input": [{"role": "user", "content": 3}]}), "a string or an array of parts"),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "audio"}]}]}),
+                "`audio` is not supported",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "developer", "content": [
+                    {"type": "input_image", "image_url": "https://x/y.png"}]}]}),
+                "a `developer` message holds text only",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]}),
+                "needs `image_url`",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]}),
+                "by `file_id` is not supported",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]}),
+                "`file_data` or `file_url`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "custom_tool_call", "call_id": "c", "name": "f"}]}),
+                "needs `input`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": 3}]}),
+                "`output` must be",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": [
+                    {"type": "refusal", "refusal": "no"}, {"type": "input_image"}]}]}),
+                "needs `image_url`",
+            ),
+            (json!({"model": "m", "input": "x", "tool_choice": "sometimes"}), "unknown tool_choice `sometimes`"),
+            (json!({"model": "m", "input": "x", "tool_choice": {"type": "function"}}), "needs `name`"),
+            (json!({"model": "m", "input": "x", "tool_choice": 3}), "a string or an object"),
+        ];
+        for (body, expected) in cases {
+            let message = error(body.clone());
+            assert!(message.contains(expected), "{body}: {message:?} should mention {expected:?}");
+        }
+    }
+}

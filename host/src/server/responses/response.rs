@@ -1,0 +1,315 @@
+//! The `response` object: the whole answer, and the items and shell the
+//! stream's events carry. One [`Answer`] per call holds what every rendering
+//! needs: the ids, the request's echo, the way back from tool names, and the
+//! seal for reasoning.
+//!
+//! Output items in the order the content came: consecutive thinking blocks are
+//! one `reasoning` item (the readable thinking as its summary, every block
+//! sealed in `encrypted_content`), consecutive text one `message`, each tool
+//! call a `function_call` or `custom_tool_call`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use super::tools::{ToolKind, ToolNames, custom_input};
+use crate::chat::{ChatResponse, Stamp};
+use crate::seal::ReasoningSeal;
+use crate::types::{ContentBlock, Refusal, StopReason, Thinking, Usage};
+
+/// The response id of a call: `resp_` and the call id's hex digits, so the
+/// ledger's record (and a stored response, later) can be found from it.
+pub fn response_id(call_id: &str) -> String {
+    format!("resp_{}", call_id.replace('-', ""))
+}
+
+/// What every rendering of one call's answer needs.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    id: String,
+    created_at: u64,
+    /// The catalog entry that served the call: the reasoning seal's binding.
+    entry: String,
+    echo: Map<String, Value>,
+    pub(super) names: ToolNames,
+    seal: ReasoningSeal,
+}
+
+impl Answer {
+    pub fn new(stamp: &Stamp, echo: Map<String, Value>, names: ToolNames, seal: ReasoningSeal) -> Self {
+        let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs());
+        Self { id: response_id(&stamp.call_id), created_at, entry: stamp.model.clone(), echo, names, seal }
+    }
+
+    /// An output item's id: its kind's prefix, the response's digits, its place.
+    pub fn item_id(&self, prefix: &str, index: usize) -> String {
+        format!("{prefix}_{}_{index}", self.id.trim_start_matches("resp_"))
+    }
+
+    /// The `response` object around `output`.
+    pub fn response(&self, status: &str, output: Vec<Value>, usage: Option<&Usage>, stop: Option<StopReason>) -> Value {
+        let mut response = Map::new();
+        response.insert("id".into(), json!(self.id));
+        response.insert("object".into(), json!("response"));
+        response.insert("created_at".into(), json!(self.created_at));
+        response.insert("status".into(), json!(status));
+        response.insert("error".into(), Value::Null);
+        response.insert("incomplete_details".into(), incomplete_details(stop));
+        response.insert("model".into(), json!(self.entry));
+        response.insert("output".into(), Value::Array(output));
+        response.insert("usage".into(), usage.map_or(Value::Null, usage_json));
+        for (key, value) in &self.echo {
+            response.insert(key.clone(), value.clone());
+        }
+        Value::Object(response)
+    }
+
+    /// A failed response: what was produced so far, and the error.
+    pub fn failed(&self, output: Vec<Value>, usage: Option<&Usage>, code: &str, message: &str) -> Value {
+        let mut response = self.response("failed", output, usage, None);
+        response["error"] = json!({"code": code, "message": message});
+        response
+    }
+
+    /// A reasoning item: the readable thinking as one summary part, every
+    /// block sealed. A seal that fails (the random source) leaves the item
+    /// without `encrypted_content`, which the next turn then leaves out.
+    pub fn reasoning_item(&self, id: &str, blocks: &[Thinking]) -> Value {
+        let summary: String = blocks.iter().filter(|b| !b.redacted).map(|b| b.text.as_str()).collect();
+        let summary = if summary.is_empty() { json!([]) } else { json!([{"type": "summary_text", "text": summary}]) };
+        let encrypted = match self.seal.seal(&self.entry, blocks) {
+            Ok(sealed) => json!(sealed),
+            Err(error) => {
+                tracing::warn!(%error, "reasoning item sent without encrypted_content");
+                Value::Null
+            }
+        };
+        json!({"id": id, "type": "reasoning", "summary": summary, "encrypted_content": encrypted, "status": "completed"})
+    }
+
+    /// A tool call as the caller's tool shapes it; `done` says whether its arguments are complete.
+    pub fn call_item(&self, id: &str, call_id: &str, wire_name: &str, arguments: &str, done: bool) -> Value {
+        let status = if done { "completed" } else { "in_progress" };
+        let origin = self.names.origin(wire_name);
+        let (name, namespace) = origin.map_or((wire_name, None), |o| (o.name.as_str(), o.namespace.as_deref()));
+        let mut item = match origin.map(|o| o.kind) {
+            Some(ToolKind::Custom) => {
+                let input = if done { custom_input(arguments) } else { String::new() };
+                json!({"id": id, "type": "custom_tool_call", "call_id": call_id, "name": name, "input": input,
+                       "status": status})
+            }
+            _ => json!({"id": id, "type": "function_call", "call_id": call_id, "name": name,
+                        "arguments": if done { arguments } else { "" }, "status": status}),
+        };
+        if let Some(namespace) = namespace {
+            item["namespace"] = json!(namespace);
+        }
+        item
+    }
+}
+
+/// An assistant message of one text part.
+pub fn message_item(id: &str, text: &str, done: bool) -> Value {
+    let (status, content) = if done { ("completed", json!([output_text(text)])) } else { ("in_progress", json!([])) };
+    json!({"id": id, "type": "message", "role": "assistant", "status": status, "content": content})
+}
+
+/// An `output_text` content part.
+pub fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+/// An assistant message holding the model's refusal.
+pub fn refusal_item(id: &str, refusal: &Refusal) -> Value {
+    let text = refusal.explanation.as_deref().unwrap_or("The model refused to answer.");
+    json!({"id": id, "type": "message", "role": "assistant", "status": "completed",
+           "content": [{"type": "refusal", "refusal": text}]})
+}
+
+/// `completed`, or `incomplete` when the answer was cut off or filtered.
+pub fn status(stop: Option<StopReason>) -> &'static str {
+    match incomplete_reason(stop) {
+        Some(_) => "incomplete",
+        None => "completed",
+    }
+}
+
+fn incomplete_reason(stop: Option<StopReason>) -> Option<&'static str> {
+    match stop? {
+        StopReason::MaxTokens => Some("max_output_tokens"),
+        StopReason::ContentFiltered => Some("content_filter"),
+        StopReason::EndTurn
+        | StopReason::StopSequence
+        | StopReason::ToolUse
+        | StopReason::Pause
+        | StopReason::ContextWindowExceeded
+        | StopReason::Other => None,
+    }
+}
+
+fn incomplete_details(stop: Option<StopReason>) -> Value {
+    incomplete_reason(stop).map_or(Value::Null, |reason| json!({"reason": reason}))
+}
+
+/// Usage the Responses way: `input_tokens` is the whole prompt, cache reads
+/// (and writes) broken out beside it; reasoning is a part of the output.
+pub fn usage_json(usage: &Usage) -> Value {
+    let input = usage.total_input();
+    json!({
+        "input_tokens": input,
+        "input_tokens_details": {"cached_tokens": usage.cache_read, "cache_write_tokens": usage.cache_write},
+        "output_tokens": usage.output,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning.unwrap_or(0)},
+        "total_tokens": input + usage.output,
+    })
+}
+
+/// The whole answer as a `response` object.
+pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
+    let mut output = Vec::new();
+    let mut thinking: Vec<Thinking> = Vec::new();
+    let mut text = String::new();
+    let flush = |output: &mut Vec<Value>, thinking: &mut Vec<Thinking>, text: &mut String| {
+        if !thinking.is_empty() {
+            let id = answer.item_id("rs", output.len());
+            output.push(answer.reasoning_item(&id, thinking));
+            thinking.clear();
+        }
+        if !text.is_empty() {
+            let id = answer.item_id("msg", output.len());
+            output.push(message_item(&id, text, true));
+            text.clear();
+        }
+    };
+    for block in &response.content {
+        match block {
+            ContentBlock::Thinking(block) => {
+                if !text.is_empty() {
+                    flush(&mut output, &mut thinking, &mut text);
+                }
+                thinking.push(block.clone());
+            }
+            ContentBlock::Text(more) => {
+                if !thinking.is_empty() {
+                    flush(&mut output, &mut thinking, &mut text);
+                }
+                text.push_str(more);
+            }
+            ContentBlock::ToolUse(call) => {
+                flush(&mut output, &mut thinking, &mut text);
+                let id = answer.item_id("fc", output.len());
+                output.push(answer.call_item(&id, &call.id, &call.name, &call.input_json, true));
+            }
+            ContentBlock::Image(_) | ContentBlock::Document(_) | ContentBlock::ToolResult(_) => {}
+        }
+    }
+    flush(&mut output, &mut thinking, &mut text);
+    if let Some(refusal) = &response.refusal {
+        let id = answer.item_id("msg", output.len());
+        output.push(refusal_item(&id, refusal));
+    }
+    let stop = Some(response.stop_reason);
+    answer.response(status(stop), output, response.usage.as_ref(), stop)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::types::ToolUse;
+
+    pub(crate) fn stamp() -> Stamp {
+        Stamp {
+            call_id: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".into(),
+            model: "claude".into(),
+            role: None,
+            provider: Some("anthropic".into()),
+            requested_max_tokens: Some(100),
+            attempts: 1,
+            latency: Duration::ZERO,
+            ended_at: UNIX_EPOCH,
+            cache_multipliers: None,
+        }
+    }
+
+    pub(crate) fn answer(seal: &ReasoningSeal) -> Answer {
+        let tools = json!([{"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
+        let mapped = super::super::tools::map_tools(tools.as_array().unwrap()).unwrap();
+        let mut echo = Map::new();
+        echo.insert("store".into(), json!(false));
+        Answer::new(&stamp(), echo, mapped.names, seal.clone())
+    }
+
+    #[test]
+    fn the_answer_maps_to_items_usage_and_the_echo() {
+        let seal = ReasoningSeal::random().unwrap();
+        let thinking = Thinking { text: "Let me see.".into(), signature: Some("sig".into()), redacted: false };
+        let redacted = Thinking { text: "EmwK".into(), signature: None, redacted: true };
+        let response = ChatResponse {
+            content: vec![
+                ContentBlock::Thinking(thinking.clone()),
+                ContentBlock::Thinking(redacted.clone()),
+                ContentBlock::Text("Hello".into()),
+                ContentBlock::Text(" there".into()),
+                ContentBlock::ToolUse(ToolUse {
+                    id: "t1".into(),
+                    name: "crm__lookup".into(),
+                    input_json: "{\"q\":1}".into(),
+                }),
+                ContentBlock::ToolUse(ToolUse {
+                    id: "t2".into(),
+                    name: "apply_patch".into(),
+                    input_json: "{\"input\":\"diff\"}".into(),
+                }),
+            ],
+            stop_reason: StopReason::ToolUse,
+            raw_stop_reason: None,
+            usage: Some(Usage { input: 10, output: 20, cache_read: 5, cache_write: 1, reasoning: Some(7) }),
+            refusal: None,
+            served_model: None,
+            request_id: None,
+            stamp: stamp(),
+        };
+        let body = response_body(&response, &answer(&seal));
+        assert_eq!(body["id"], "resp_0190a1b2c3d47e5f8a9b0c1d2e3f4a5b");
+        assert_eq!(body["object"], "response");
+        assert_eq!(body["status"], "completed");
+        assert_eq!(body["model"], "claude");
+        assert_eq!(body["store"], false);
+        let output = body["output"].as_array().unwrap();
+        assert_eq!(output.len(), 4);
+        assert_eq!(output[0]["type"], "reasoning");
+        assert_eq!(output[0]["summary"], json!([{"type": "summary_text", "text": "Let me see."}]));
+        let sealed = output[0]["encrypted_content"].as_str().unwrap();
+        assert_eq!(seal.open("claude", sealed).unwrap(), vec![thinking, redacted]);
+        assert_eq!(output[1]["content"][0]["text"], "Hello there");
+        assert_eq!(output[1]["content"][0]["annotations"], json!([]));
+        assert_eq!(output[2]["type"], "function_call");
+        assert_eq!(
+            (&output[2]["name"], &output[2]["namespace"], &output[2]["call_id"]),
+            (&json!("lookup"), &json!("crm"), &json!("t1"))
+        );
+        assert_eq!(output[3]["type"], "custom_tool_call");
+        assert_eq!(output[3]["input"], "diff");
+        assert_eq!(
+            body["usage"],
+            json!({"input_tokens": 16, "input_tokens_details": {"cached_tokens": 5, "cache_write_tokens": 1},
+                   "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 7}, "total_tokens": 36})
+        );
+    }
+
+    #[test]
+    fn cut_off_and_filtered_answers_are_incomplete_and_a_refusal_is_a_refusal_part() {
+        assert_eq!(
+            (status(Some(StopReason::MaxTokens)), status(Some(StopReason::EndTurn))),
+            ("incomplete", "completed")
+        );
+        assert_eq!(incomplete_details(Some(StopReason::ContentFiltered)), json!({"reason": "content_filter"}));
+        let refusal = refusal_item("msg_1", &Refusal { category: None, explanation: Some("No.".into()) });
+        assert_eq!(refusal["content"][0], json!({"type": "refusal", "refusal": "No."}));
+    }
+}
