@@ -252,7 +252,27 @@ def agent(client, model, chat=False):
     }
 
 
+def stored(client, model):
+    """The client's stored-response surface: create (stored by default), retrieve, list the
+    input items, continue with `previous_response_id`, delete, and the 404 after."""
+    first = client.responses.create(model=model, input="Remember the number 42.")
+    read = client.responses.retrieve(first.id)
+    items = client.responses.input_items.list(first.id)
+    second = client.responses.create(model=model, input="Which number?", previous_response_id=first.id)
+    client.responses.delete(first.id)
+    gone = error_of(lambda: client.responses.retrieve(first.id))
+    return {
+        "step": "stored",
+        "first": dump(first),
+        "read": dump(read),
+        "input_texts": [part.text for item in items.data for part in item.content],
+        "second": dump(second),
+        "gone": gone,
+    }
+
+
 STEPS = {
+    "stored": stored,
     "create": create,
     "stream": stream,
     "tools": tools,

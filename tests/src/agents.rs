@@ -38,6 +38,9 @@ pub fn claude_binary() -> PathBuf {
 /// upstream decides which). Returns its output (stdout: one JSON event per line).
 #[must_use]
 pub fn run_codex(gateway_url: &str, model: &str, key: &str, prompt: &str, home: &Path, workdir: &Path) -> Output {
+    let codex_home = home.join(".codex");
+    std::fs::create_dir_all(&codex_home)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", codex_home.display()));
     let provider = format!(
         r#"model_providers.weir={{name="weir",base_url="{gateway_url}/v1",env_key="WEIR_CALLER_KEY",wire_api="responses"}}"#
     );
@@ -47,7 +50,7 @@ pub fn run_codex(gateway_url: &str, model: &str, key: &str, prompt: &str, home: 
         .arg(prompt)
         .current_dir(workdir)
         .env("HOME", home)
-        .env("CODEX_HOME", home.join(".codex"))
+        .env("CODEX_HOME", &codex_home)
         .env("WEIR_CALLER_KEY", key)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")

@@ -223,7 +223,16 @@ async fn responses_create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let caller = caller.caller()?;
-    let body = responses::Body::parse(&body)?;
+    let mut body = responses::Body::parse(&body)?;
+    let own_input = body.input();
+    let before = match body.previous_response_id() {
+        Some(id) => stored::previous_context(&weir, caller.as_ref(), id).await?,
+        None => Vec::new(),
+    };
+    if !before.is_empty() {
+        body.continue_from(before.clone());
+    }
+    let keep = body.asks_to_store() && weir.stored_responses().is_some();
     let entry = match body.carries_sealed_reasoning() {
         true => Some(
             weir.resolve(body.model(), caller.clone())
@@ -233,7 +242,7 @@ async fn responses_create(
         false => None,
     };
     let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
-    let responses::Ingress { mut request, stream, echo, names, hosted_tools } =
+    let responses::Ingress { mut request, stream, mut echo, names, hosted_tools } =
         responses::into_chat_request(body, unseal)?;
     if !hosted_tools.is_empty() && weir.config().hosted_tools == crate::catalog::HostedTools::Refuse {
         return Err(ApiError::new(
@@ -245,20 +254,34 @@ async fn responses_create(
             ),
         ));
     }
+    echo.insert("store".to_owned(), json!(keep));
     request.route_notes = hosted_tools.iter().map(|tool| format!("tool_dropped:{tool}")).collect();
-    request.caller = caller;
+    request.caller = caller.clone();
     request.route = Route::Responses;
     apply_knobs(&mut request, &headers)?;
     let dropped = HeaderValue::from_str(&hosted_tools.join(", ")).ok().filter(|value| !value.is_empty());
     let seal = weir.reasoning_seal().clone();
+    let kept = move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before };
     let mut answer = if stream {
         let stream = weir.chat_stream(request).await?;
         let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
-        sse::sse_response(stream, responses::Events::new(answer))
+        let mut events = responses::Events::new(answer);
+        if keep {
+            let weir = weir.clone();
+            events = events.on_end(move |response| {
+                let kept = kept(response);
+                tokio::spawn(async move { stored::keep(&weir, caller.as_ref(), kept).await });
+            });
+        }
+        sse::sse_response(stream, events)
     } else {
         let response = weir.chat(request).await?;
         let answer = responses::Answer::new(&response.stamp, echo, names, seal);
-        let mut answer = axum::Json(responses::response_body(&response, &answer)).into_response();
+        let mut body = responses::response_body(&response, &answer);
+        if keep && !stored::keep(&weir, caller.as_ref(), kept(&body)).await {
+            body["store"] = json!(false);
+        }
+        let mut answer = axum::Json(body).into_response();
         stamp_headers(answer.headers_mut(), &response.stamp);
         answer
     };

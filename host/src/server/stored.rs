@@ -12,6 +12,7 @@ use super::ApiError;
 use super::auth::Authenticated;
 use crate::Weir;
 use crate::error::Category;
+use crate::identity::Caller;
 use crate::stored::{Owner, ResponseStore, StoreError, StoredResponse};
 
 /// `input_items`' page size when the caller names none, and the most it may name.
@@ -144,6 +145,81 @@ pub(super) fn unavailable(error: StoreError) -> ApiError {
     ApiError::new(Category::LedgerUnavailable, "the stored responses cannot be read or written".to_owned())
 }
 
+/// The items a request naming `previous_response_id` continues from: what
+/// that response's request and answer held (see [`StoredResponse::context`]).
+pub(super) async fn previous_context(weir: &Weir, caller: Option<&Caller>, id: &str) -> Result<Vec<Value>, ApiError> {
+    let store = weir.stored_responses().ok_or_else(|| not_found(id))?;
+    Ok(find(store, &store.owner(caller), id).await?.context)
+}
+
+/// Keeps an answered response for `caller`: `input` is the request's own
+/// input (a string or items), `before` the context it continued from.
+/// Whether it was kept: a failure is logged, never the caller's.
+pub(super) async fn keep(weir: &Weir, caller: Option<&Caller>, kept: Kept) -> bool {
+    let Some(store) = weir.stored_responses() else { return false };
+    let Some(stored) = kept.into_stored() else {
+        tracing::error!("an answered response has no id or model; it is not stored");
+        return false;
+    };
+    match store.put(caller, stored).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, "a response could not be stored");
+            false
+        }
+    }
+}
+
+/// What [`keep`] stores of one response.
+#[derive(Debug, Clone)]
+pub(super) struct Kept {
+    /// The response object as answered.
+    pub response: Value,
+    /// The request's `input`: a string or a list of items.
+    pub input: Value,
+    /// The context the request continued from (`previous_response_id`), else empty.
+    pub before: Vec<Value>,
+}
+
+impl Kept {
+    fn into_stored(self) -> Option<StoredResponse> {
+        let id = self.response.get("id")?.as_str()?.to_owned();
+        let model = self.response.get("model")?.as_str()?.to_owned();
+        let created_at = self.response.get("created_at").and_then(Value::as_i64).unwrap_or_default();
+        let input = as_items(self.input);
+        let output = self.response.get("output").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut context = self.before;
+        context.extend(input.iter().cloned());
+        context.extend(output);
+        let listed = input.into_iter().enumerate().map(|(index, item)| with_id(item, &id, index)).collect();
+        Some(StoredResponse { id, model, created_at, response: self.response, input_items: listed, context })
+    }
+}
+
+/// A request's `input` as items: a string is one user message.
+fn as_items(input: Value) -> Vec<Value> {
+    match input {
+        Value::Array(items) => items,
+        Value::String(text) => {
+            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
+        }
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// An input item as `input_items` lists it: with the `id` it came with, else
+/// one made from the response's id and its place.
+fn with_id(mut item: Value, response_id: &str, index: usize) -> Value {
+    if let Value::Object(fields) = &mut item
+        && !fields.get("id").is_some_and(Value::is_string)
+    {
+        let stem = response_id.strip_prefix("resp_").unwrap_or(response_id);
+        fields.insert("id".to_owned(), Value::String(format!("item_{stem}_{index}")));
+    }
+    item
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +257,29 @@ mod tests {
         assert_eq!(ids(&ascending), ["item_1", "item_2", "item_3"]);
         let before = PageQuery { before: Some("item_3".to_owned()), ..query(None, None, Some("asc")) };
         assert_eq!(ids(&page(items(3), &before).unwrap()), ["item_1", "item_2"]);
+    }
+
+    #[test]
+    fn a_kept_response_lists_its_own_input_and_continues_from_everything_before() {
+        let before = vec![json!({"type": "message", "role": "user", "content": "earlier"})];
+        let response = json!({"id": "resp_abc", "model": "chat", "created_at": 7,
+                              "output": [{"type": "message", "role": "assistant", "id": "msg_out"}]});
+        let kept = Kept { response: response.clone(), input: json!("now"), before: before.clone() };
+        let stored = kept.into_stored().unwrap();
+        assert_eq!((stored.id.as_str(), stored.model.as_str(), stored.created_at), ("resp_abc", "chat", 7));
+        assert_eq!(stored.input_items.len(), 1);
+        assert_eq!(stored.input_items[0]["id"], "item_abc_0");
+        assert_eq!(stored.input_items[0]["content"][0]["text"], "now");
+        let roles: Vec<&str> = stored.context.iter().map(|item| item["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "user", "assistant"]);
+        assert!(stored.context[1].get("id").is_none(), "the context keeps items as they were sent");
+
+        let items = json!([{"type": "function_call_output", "call_id": "c1", "output": "x", "id": "fco_1"}]);
+        let stored = Kept { response, input: items, before: Vec::new() }.into_stored().unwrap();
+        assert_eq!(stored.input_items[0]["id"], "fco_1", "an item's own id is kept");
+        assert!(
+            Kept { response: json!({"model": "m"}), input: json!("x"), before: Vec::new() }.into_stored().is_none()
+        );
     }
 
     #[test]

@@ -38,7 +38,6 @@ enum Open {
 }
 
 /// One stream's events.
-#[derive(Debug)]
 pub struct Events {
     answer: Answer,
     sequence: u64,
@@ -48,11 +47,39 @@ pub struct Events {
     output: Vec<Value>,
     usage: Option<Usage>,
     stop: Option<StopInfo>,
+    /// Handed the final response once `response.completed` (or
+    /// `.incomplete`) is written: how the route stores it.
+    on_end: Option<OnEnd>,
 }
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").field("sequence", &self.sequence).field("open", &self.open).finish_non_exhaustive()
+    }
+}
+
+/// What [`Events::on_end`] runs.
+type OnEnd = Box<dyn FnOnce(&Value) + Send>;
 
 impl Events {
     pub fn new(answer: Answer) -> Self {
-        Self { answer, sequence: 0, started: false, open: None, output: Vec::new(), usage: None, stop: None }
+        Self {
+            answer,
+            sequence: 0,
+            started: false,
+            open: None,
+            output: Vec::new(),
+            usage: None,
+            stop: None,
+            on_end: None,
+        }
+    }
+
+    /// Runs `then` with the final response of a stream that completes (not
+    /// of one that fails).
+    pub fn on_end(mut self, then: impl FnOnce(&Value) + Send + 'static) -> Self {
+        self.on_end = Some(Box::new(then));
+        self
     }
 
     /// One event: `data` gains `type` and the next `sequence_number`.
@@ -292,6 +319,9 @@ impl EventWriter for Events {
         }
         let response = self.answer.response(status, output, self.usage.as_ref(), stop);
         let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        if let Some(then) = self.on_end.take() {
+            then(&response);
+        }
         self.event(&mut events, kind, json!({"response": response}));
         events
     }

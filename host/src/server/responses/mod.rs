@@ -12,7 +12,6 @@
 mod events;
 mod request;
 mod response;
-mod storage;
 mod tools;
 
 pub use events::Events;

@@ -14,8 +14,9 @@
 //! `prompt_cache_retention`, `safety_identifier`, `user` (never an identity:
 //! the caller is its key's), `service_tier`, `stream_options`,
 //! `text.verbosity`, `reasoning.summary`, `parallel_tool_calls`.
-//! `store` is accepted and nothing is stored yet; `previous_response_id` and
-//! `background: true` are refused (see [`super::storage`]).
+//! `store` and `previous_response_id` are the route's (see
+//! `crate::server::stored`): a continuation's stored items are put before
+//! `input` ([`Body::continue_from`]) before the mapping; `background: true` is refused.
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -89,6 +90,32 @@ impl Body {
         &self.model
     }
 
+    /// The stored response the request continues from, if any.
+    pub fn previous_response_id(&self) -> Option<&str> {
+        self.previous_response_id.as_deref()
+    }
+
+    /// Whether the caller asked to store the response: OpenAI's default is yes.
+    pub fn asks_to_store(&self) -> bool {
+        self.store != Some(false)
+    }
+
+    /// The request's own `input`, as sent (a string or items).
+    pub fn input(&self) -> Value {
+        self.input.clone().unwrap_or(Value::Null)
+    }
+
+    /// Puts a stored conversation's items before this request's own input.
+    pub fn continue_from(&mut self, mut context: Vec<Value>) {
+        match self.input.take() {
+            Some(Value::Array(items)) => context.extend(items),
+            Some(Value::String(text)) => context.push(json!({"type": "message", "role": "user", "content": text})),
+            Some(other) => context.push(other),
+            None => {}
+        }
+        self.input = Some(Value::Array(context));
+    }
+
     /// Whether an input item carries `encrypted_content`: then the entry the
     /// model resolves to must be known to open it.
     pub fn carries_sealed_reasoning(&self) -> bool {
@@ -122,7 +149,6 @@ pub struct Ingress {
 
 /// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`].
 pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingress, ApiError> {
-    super::storage::check(body.store, body.previous_response_id.as_deref())?;
     if body.background == Some(true) {
         return Err(ApiError::invalid_request(
             "`background: true` is not supported: the gateway answers while the connection is open",
@@ -208,9 +234,9 @@ fn echo(body: &Body, tools: Vec<Value>, request: &ChatRequest) -> Map<String, Va
     put("prompt_cache_key", json!(body.prompt_cache_key));
     put("safety_identifier", json!(body.safety_identifier));
     put("user", json!(body.user));
-    // Nothing is stored yet, whatever the request asked (see `storage`).
+    // Whether it is stored is the route's to say, once it has tried.
     put("store", json!(false));
-    put("previous_response_id", Value::Null);
+    put("previous_response_id", json!(body.previous_response_id));
     put("background", json!(false));
     put("truncation", json!("disabled"));
     put("service_tier", json!("default"));
@@ -265,7 +291,9 @@ fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal
             Ok(())
         }
         "item_reference" => {
-            Err("`item_reference` items need stored responses, which this gateway does not keep yet".to_owned())
+            Err("`item_reference` items are not supported: send the item itself, or continue a stored response with \
+                 `previous_response_id`"
+                .to_owned())
         }
         "" => Err("an item needs `type` (or `role` for a message)".to_owned()),
         other => Err(format!("input item type `{other}` is not supported")),
@@ -544,7 +572,6 @@ mod tests {
         let cases = [
             (json!({"model": "m"}), "`input` is required"),
             (json!({"model": "m", "input": "x", "frequency_penalty": 1}), "unknown field `frequency_penalty`"),
-            (json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}), "`previous_response_id`"),
             (json!({"model": "m", "input": "x", "background": true}), "`background: true` is not supported"),
             (json!({"model": "m", "input": "x", "truncation": "auto"}), "`truncation: auto`"),
             (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}), "not supported"),
@@ -555,7 +582,7 @@ mod tests {
             (json!({"model": "m", "input": "x", "tool_choice": {"type": "web_search"}}), "not supported"),
             (json!({"model": "m", "input": []}), "holds no user or assistant item"),
             (json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}), "input[0]: unknown role"),
-            (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "stored responses"),
+            (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "`previous_response_id`"),
             (json!({"model": "m", "input": [{"type": "web_search_call"}]}), "`web_search_call` is not supported"),
             (json!({"model": "m", "input": [{"type": "function_call", "name": "f"}]}), "needs `arguments`"),
             (
