@@ -105,13 +105,9 @@ impl ReasoningSeal {
                 let bytes = key_bytes(&text).ok_or(SealKeyError::Malformed { from })?;
                 Self::with_key(&bytes, false)
             }
-            None => {
-                tracing::warn!(
-                    "no `[responses] seal_key_env` or `seal_key_file`: reasoning items are sealed with a random key \
-                     drawn for this process, and items sealed before a restart will not open after it"
-                );
-                Self::random()
-            }
+            // The gateway says so at start (`weir serve`); a command that seals
+            // nothing has nothing to warn about.
+            None => Self::random(),
         }
     }
 

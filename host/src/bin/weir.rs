@@ -269,6 +269,12 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             "the providers folder does not exist: only the embedded providers are loaded until it is created"
         );
     }
+    if weir.reasoning_seal().is_ephemeral() {
+        tracing::warn!(
+            "no `[responses] seal_key_env` or `seal_key_file`: reasoning items are sealed with a random key drawn \
+             for this process, and items sealed before a restart will not open after it"
+        );
+    }
     raise_open_files_limit();
     // This thread accepts connections and runs the watches and the metrics
     // listener; client connections are served on `serve`'s lanes, one

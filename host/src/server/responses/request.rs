@@ -9,10 +9,11 @@
 //! `encrypted_content` (a summary only) is left out, since a summary is not
 //! what a provider verifies.
 //!
-//! Top-level fields are strict: an unknown one is a 400 naming it. Accepted
-//! and not sent anywhere: `metadata`, `client_metadata`, `prompt_cache_key`,
-//! `prompt_cache_retention`, `safety_identifier`, `user` (never an identity:
-//! the caller is its key's), `service_tier`, `stream_options`,
+//! Top-level fields are strict: an unknown one is a 400 naming it. Recorded
+//! (the record's `client.metadata`) and not sent anywhere: `metadata`,
+//! `client_metadata`, `safety_identifier`, `user` (never an identity: the
+//! caller is its key's). Accepted and not sent: `prompt_cache_key`,
+//! `prompt_cache_retention`, `service_tier`, `stream_options`,
 //! `text.verbosity`, `reasoning.summary`, `parallel_tool_calls`.
 //! `store` and `previous_response_id` are the route's (see
 //! `crate::server::stored`): a continuation's stored items are put before
@@ -24,6 +25,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::chat::ChatRequest;
+use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
 use crate::server::error::ApiError;
 use crate::types::{
@@ -67,8 +69,7 @@ pub struct Body {
     #[serde(rename = "prompt_cache_retention")]
     _prompt_cache_retention: Option<IgnoredAny>,
     metadata: Option<Value>,
-    #[serde(rename = "client_metadata")]
-    _client_metadata: Option<IgnoredAny>,
+    client_metadata: Option<Value>,
     safety_identifier: Option<String>,
     user: Option<String>,
     store: Option<bool>,
@@ -210,6 +211,9 @@ pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingre
             })?);
         }
     }
+    let (client, note) = client_facts(&body);
+    request.client = client;
+    request.route_notes.extend(note.map(str::to_owned));
     let echo = echo(&body, echoed, &request);
     let stream = body.stream.unwrap_or(false);
     Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
@@ -241,6 +245,36 @@ fn echo(body: &Body, tools: Vec<Value>, request: &ChatRequest) -> Map<String, Va
     put("truncation", json!("disabled"));
     put("service_tier", json!("default"));
     echo
+}
+
+/// The most of the caller's self-description (`metadata`, `client_metadata`,
+/// `safety_identifier`, `user`) a record keeps, serialized: Codex's
+/// `client_metadata` is about 1 KiB; a caller cannot grow every record past this.
+const MAX_RECORDED_CLIENT_BYTES: usize = 4096;
+
+/// What the request said about its caller, for the record's `client.metadata`
+/// (never who calls, never sent upstream); over [`MAX_RECORDED_CLIENT_BYTES`]
+/// none of it is kept and the record notes `client_facts_too_large`.
+fn client_facts(body: &Body) -> (Option<ClientFacts>, Option<&'static str>) {
+    let words = |word: &Option<String>| word.clone().map(Value::String);
+    let fields = [
+        ("metadata", body.metadata.clone()),
+        ("client_metadata", body.client_metadata.clone()),
+        ("safety_identifier", words(&body.safety_identifier)),
+        ("user", words(&body.user)),
+    ];
+    let facts: Map<String, Value> = fields
+        .into_iter()
+        .filter_map(|(name, value)| value.filter(|value| !value.is_null()).map(|value| (name.to_owned(), value)))
+        .collect();
+    if facts.is_empty() {
+        return (None, None);
+    }
+    let facts = Value::Object(facts);
+    if facts.to_string().len() > MAX_RECORDED_CLIENT_BYTES {
+        return (None, Some("client_facts_too_large"));
+    }
+    (Some(ClientFacts { metadata: Some(facts), betas: Vec::new() }), None)
 }
 
 fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal<'_>>) -> Result<(), String> {
@@ -490,6 +524,11 @@ mod tests {
         assert_eq!(ingress.echo["metadata"], json!({"a": "b"}));
         assert_eq!(ingress.echo["store"], json!(false));
         assert!(request.caller.is_none(), "`user` never sets who calls");
+        let recorded = request.client.as_ref().and_then(|client| client.metadata.clone()).unwrap();
+        assert_eq!(
+            recorded,
+            json!({"metadata": {"a": "b"}, "client_metadata": {"x": 1}, "safety_identifier": "s", "user": "u"})
+        );
         let off = map(json!({"model": "m", "input": "x", "reasoning": {"effort": "none"}})).request;
         assert!(off.reasoning_off);
     }
