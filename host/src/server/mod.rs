@@ -208,14 +208,11 @@ fn dropped_headers(headers: &mut HeaderMap, fields: &[&str], tools: &[String]) {
     }
 }
 
-/// `x-weir-dropped-tools`: the hosted tools a Responses request named and the
-/// gateway left out, by type.
-const DROPPED_TOOLS_HEADER: &str = "x-weir-dropped-tools";
-
-/// The Responses API. Sealed reasoning in the input is opened for the entry
-/// the model resolves to (so it needs resolving first); hosted tools are
-/// dropped, or refused under `hosted_tools = "refuse"` (top level, as for `/v1/messages`) before any
-/// upstream call.
+/// The Responses API. A continuation's stored items come first
+/// (`previous_response_id`); sealed reasoning in the input is opened for the
+/// entry the model resolves to (so it needs resolving first); hosted tools are
+/// dropped, or refused under `hosted_tools = "refuse"` (as on `/v1/messages`)
+/// before any upstream call; `store: true` keeps the answer (see `stored`).
 async fn responses_create(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -259,7 +256,6 @@ async fn responses_create(
     request.caller = caller.clone();
     request.route = Route::Responses;
     apply_knobs(&mut request, &headers)?;
-    let dropped = HeaderValue::from_str(&hosted_tools.join(", ")).ok().filter(|value| !value.is_empty());
     let seal = weir.reasoning_seal().clone();
     let kept = move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before };
     let mut answer = if stream {
@@ -285,9 +281,7 @@ async fn responses_create(
         stamp_headers(answer.headers_mut(), &response.stamp);
         answer
     };
-    if let Some(dropped) = dropped {
-        answer.headers_mut().insert(HeaderName::from_static(DROPPED_TOOLS_HEADER), dropped);
-    }
+    dropped_headers(answer.headers_mut(), &[], &hosted_tools);
     Ok(answer)
 }
 
