@@ -295,8 +295,8 @@ pub enum WeirError {
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error(
-        "model `{model}`: no output budget is declared; set `max_tokens` or `max_completion_tokens` \
-         on the request, or `output_tokens` on the catalog entry"
+        "model `{model}`: no output budget is declared; set one on the request (`max_tokens`, \
+         `max_completion_tokens` or `max_output_tokens`, as its API names it), or `output_tokens` on the catalog entry"
     )]
     OutputUndeclared { model: String },
     /// The request needs what the model's catalog entry does not have; refused
