@@ -175,6 +175,39 @@ impl ResponseStore {
     }
 }
 
+/// A backend's one connection: opened at first use and kept while it works; an
+/// operation that fails drops it, so the next one opens afresh.
+struct Slot<C>(std::sync::Mutex<Option<C>>);
+
+impl<C> Slot<C> {
+    fn empty() -> Self {
+        Self(std::sync::Mutex::new(None))
+    }
+
+    /// Runs `work` on the connection, `open`ing one first when there is none.
+    fn with<T>(
+        &self,
+        open: impl FnOnce() -> Result<C, StoreError>,
+        work: impl FnOnce(&mut C) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut connection = match slot.take() {
+            Some(connection) => connection,
+            None => open()?,
+        };
+        let result = work(&mut connection);
+        if result.is_ok() {
+            *slot = Some(connection);
+        }
+        result
+    }
+
+    /// The connection, out of the slot (to close it somewhere else).
+    fn take(&mut self) -> Option<C> {
+        self.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
 /// Runs a store operation where blocking is allowed.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,

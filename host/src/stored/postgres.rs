@@ -3,35 +3,27 @@
 //! the fleet sees every response. One connection, opened at first use (and
 //! migrated, as the ledger's shipper does), dropped after a failure.
 
-use std::sync::Mutex;
-
 use postgres::Client;
 
-use super::{Owner, StoreError, StoredResponse, Writer, parse_row, row_texts};
+use super::{Owner, Slot, StoreError, StoredResponse, Writer, parse_row, row_texts};
 use crate::ledger::PostgresTarget;
 
 pub(super) struct PostgresStore {
     target: PostgresTarget,
-    client: Mutex<Option<Client>>,
+    client: Slot<Client>,
 }
 
 impl PostgresStore {
     pub(super) fn new(target: PostgresTarget) -> Self {
-        Self { target, client: Mutex::new(None) }
+        Self { target, client: Slot::empty() }
     }
 
     fn with<T>(&self, work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
-        let mut slot = self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut client = match slot.take() {
-            Some(client) => client,
-            None => crate::ledger::connect_postgres(&self.target)
-                .map_err(|error| StoreError::Postgres(error.to_string()))?,
-        };
-        let result = work(&mut client).map_err(|error| StoreError::Postgres(error.to_string()));
-        if result.is_ok() {
-            *slot = Some(client);
-        }
-        result
+        let failed = |error: &dyn std::fmt::Display| StoreError::Postgres(error.to_string());
+        self.client.with(
+            || crate::ledger::connect_postgres(&self.target).map_err(|error| failed(&error)),
+            |client| work(client).map_err(|error| failed(&error)),
+        )
     }
 
     pub(super) fn put(
@@ -94,8 +86,7 @@ impl PostgresStore {
 /// `Weir` is usually dropped — so it is closed on a thread of its own.
 impl Drop for PostgresStore {
     fn drop(&mut self) {
-        let client = self.client.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        if let Some(client) = client {
+        if let Some(client) = self.client.take() {
             let _closer = std::thread::Builder::new().name("weir-stored-close".to_owned()).spawn(move || drop(client));
         }
     }

@@ -2,12 +2,11 @@
 //! opened at first use and kept open; one connection, one operation at a time.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Owner, StoreError, StoredResponse, Writer, parse_row, row_texts};
+use super::{Owner, Slot, StoreError, StoredResponse, Writer, parse_row, row_texts};
 
 /// How long an operation waits for another process's write on the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -16,27 +15,16 @@ const SCHEMA: &str = include_str!("../../migrations/V4__stored_responses.sql");
 
 pub(super) struct SqliteStore {
     path: PathBuf,
-    connection: Mutex<Option<Connection>>,
+    connection: Slot<Connection>,
 }
 
 impl SqliteStore {
     pub(super) fn new(path: PathBuf) -> Self {
-        Self { path, connection: Mutex::new(None) }
+        Self { path, connection: Slot::empty() }
     }
 
-    /// Runs `work` on the open connection, opening it first when needed; a
-    /// failed operation closes it, so the next one starts afresh.
     fn with<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut slot = self.connection.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let connection = match slot.take() {
-            Some(connection) => connection,
-            None => open(&self.path)?,
-        };
-        let result = work(&connection);
-        if result.is_ok() {
-            *slot = Some(connection);
-        }
-        result
+        self.connection.with(|| open(&self.path), |connection| work(connection))
     }
 
     pub(super) fn put(

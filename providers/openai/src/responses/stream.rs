@@ -98,9 +98,14 @@ impl ResponsesStream {
         Ok(())
     }
 
-    fn arguments(&mut self, value: &Value, json: String, out: &mut Vec<StreamDelta>) {
+    /// The call an event's `output_index` names.
+    fn call_at(&mut self, value: &Value) -> Option<&mut Call> {
         let output_index = value.get("output_index").and_then(Value::as_u64);
-        if let Some(call) = self.calls.iter_mut().find(|call| Some(call.output_index) == output_index) {
+        self.calls.iter_mut().find(|call| Some(call.output_index) == output_index)
+    }
+
+    fn arguments(&mut self, value: &Value, json: String, out: &mut Vec<StreamDelta>) {
+        if let Some(call) = self.call_at(value) {
             call.has_arguments |= !json.is_empty();
             out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json }));
         }
@@ -114,10 +119,7 @@ impl ResponsesStream {
         match item.get("type").and_then(Value::as_str) {
             Some("reasoning") => out.extend(signature(item).map(StreamDelta::ThinkingSignature)),
             Some("function_call") => {
-                let output_index = value.get("output_index").and_then(Value::as_u64);
-                let Some(call) = self.calls.iter_mut().find(|call| Some(call.output_index) == output_index) else {
-                    return;
-                };
+                let Some(call) = self.call_at(value) else { return };
                 if !call.has_arguments {
                     let json = text(item.get("arguments")).unwrap_or_else(|| "{}".to_owned());
                     out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json }));
