@@ -33,6 +33,7 @@ mod auth;
 mod decisions;
 mod edge;
 mod error;
+mod hosted;
 mod metrics;
 mod openai;
 mod responses;
@@ -221,43 +222,32 @@ async fn responses_create(
 ) -> Result<Response, ApiError> {
     let caller = caller.caller()?;
     let mut body = responses::Body::parse(&body)?;
-    let own_input = body.input();
+    // What storing needs is copied only when the response will be stored
+    // (Codex sends `store: false` with tens of KiB of input every turn).
+    let keep = body.asks_to_store() && weir.stored_responses().is_some();
+    let own_input = if keep { body.input() } else { Value::Null };
     let before = match body.previous_response_id() {
         Some(id) => stored::previous_context(&weir, caller.as_ref(), id).await?,
         None => Vec::new(),
     };
+    let kept_before = if keep { before.clone() } else { Vec::new() };
     if !before.is_empty() {
-        body.continue_from(before.clone());
+        body.continue_from(before);
     }
-    let keep = body.asks_to_store() && weir.stored_responses().is_some();
     let entry = match body.carries_sealed_reasoning() {
-        true => Some(
-            weir.resolve(body.model(), caller.clone())
-                .await
-                .map_err(|error| ApiError::new(error.category(), error.safe_message()))?,
-        ),
+        true => Some(weir.resolve(body.model(), caller.clone()).await.map_err(ApiError::from)?),
         false => None,
     };
     let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
     let responses::Ingress { mut request, stream, mut echo, names, hosted_tools } =
-        responses::into_chat_request(body, unseal)?;
-    if !hosted_tools.is_empty() && weir.config().hosted_tools == crate::catalog::HostedTools::Refuse {
-        return Err(ApiError::new(
-            crate::Category::CapabilityMismatch,
-            format!(
-                "hosted tools ({}) are not run by any provider behind this gateway, and `hosted_tools = \"refuse\"`: \
-                 leave them out",
-                hosted_tools.join(", ")
-            ),
-        ));
-    }
+        responses::into_chat_request(body, unseal, weir.config().hosted_tools)?;
     echo.insert("store".to_owned(), json!(keep));
-    request.route_notes = hosted_tools.iter().map(|tool| format!("tool_dropped:{tool}")).collect();
     request.caller = caller.clone();
     request.route = Route::Responses;
     apply_knobs(&mut request, &headers)?;
     let seal = weir.reasoning_seal().clone();
-    let kept = move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before };
+    let kept =
+        move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before: kept_before };
     let mut answer = if stream {
         let stream = weir.chat_stream(request).await?;
         let answer = responses::Answer::new(stream.stamp(), echo, names, seal);

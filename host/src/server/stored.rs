@@ -186,25 +186,13 @@ impl Kept {
         let id = self.response.get("id")?.as_str()?.to_owned();
         let model = self.response.get("model")?.as_str()?.to_owned();
         let created_at = self.response.get("created_at").and_then(Value::as_i64).unwrap_or_default();
-        let input = as_items(self.input);
+        let input = super::responses::input_items(self.input);
         let output = self.response.get("output").and_then(Value::as_array).cloned().unwrap_or_default();
         let mut context = self.before;
         context.extend(input.iter().cloned());
         context.extend(output);
         let listed = input.into_iter().enumerate().map(|(index, item)| with_id(item, &id, index)).collect();
         Some(StoredResponse { id, model, created_at, response: self.response, input_items: listed, context })
-    }
-}
-
-/// A request's `input` as items: a string is one user message.
-fn as_items(input: Value) -> Vec<Value> {
-    match input {
-        Value::Array(items) => items,
-        Value::String(text) => {
-            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
-        }
-        Value::Null => Vec::new(),
-        other => vec![other],
     }
 }
 

@@ -208,7 +208,7 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     request.route_notes = dropped_fields
         .iter()
         .map(|field| format!("field_dropped:{field}"))
-        .chain(dropped_tools.iter().map(|tool| format!("tool_dropped:{tool}")))
+        .chain(dropped_tools.iter().map(|tool| crate::server::hosted::dropped_note(tool)))
         .chain(system_as_user.then(|| SYSTEM_MESSAGE_AS_USER.to_owned()))
         .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
         .collect();
@@ -613,15 +613,7 @@ fn tools(
                          identifier)"
                     )));
                 }
-                if hosted_tools == HostedTools::Refuse {
-                    return Err(ApiError::new(
-                        Category::CapabilityMismatch,
-                        format!(
-                            "tools[{index}]: the hosted tool `{hosted}` cannot be handed to the provider \
-                             (`hosted_tools = \"refuse\"`); leave it out"
-                        ),
-                    ));
-                }
+                crate::server::hosted::admit(hosted_tools, index, hosted)?;
                 dropped.push(hosted.to_owned());
                 dropped_names.extend(text_at(&tool, "name").map(str::to_owned));
                 continue;

@@ -15,5 +15,5 @@ mod response;
 mod tools;
 
 pub use events::Events;
-pub use request::{Body, Ingress, Unseal, into_chat_request};
+pub use request::{Body, Ingress, Unseal, input_items, into_chat_request};
 pub use response::{Answer, response_body};

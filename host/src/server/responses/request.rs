@@ -24,6 +24,7 @@ use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
+use crate::catalog::HostedTools;
 use crate::chat::ChatRequest;
 use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
@@ -108,12 +109,7 @@ impl Body {
 
     /// Puts a stored conversation's items before this request's own input.
     pub fn continue_from(&mut self, mut context: Vec<Value>) {
-        match self.input.take() {
-            Some(Value::Array(items)) => context.extend(items),
-            Some(Value::String(text)) => context.push(json!({"type": "message", "role": "user", "content": text})),
-            Some(other) => context.push(other),
-            None => {}
-        }
+        context.extend(input_items(self.input.take().unwrap_or(Value::Null)));
         self.input = Some(Value::Array(context));
     }
 
@@ -126,6 +122,19 @@ impl Body {
             }
             _ => false,
         }
+    }
+}
+
+/// An `input` as items: a string is one user message of one `input_text` part
+/// (how OpenAI lists it), a list is its items, nothing is none.
+pub fn input_items(input: Value) -> Vec<Value> {
+    match input {
+        Value::Array(items) => items,
+        Value::String(text) => {
+            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
+        }
+        Value::Null => Vec::new(),
+        other => vec![other],
     }
 }
 
@@ -148,8 +157,13 @@ pub struct Ingress {
     pub hosted_tools: Vec<String>,
 }
 
-/// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`].
-pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingress, ApiError> {
+/// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`];
+/// `hosted_tools` decides what a hosted tool in the request does.
+pub fn into_chat_request(
+    body: Body,
+    unseal: Option<Unseal<'_>>,
+    hosted_tools: HostedTools,
+) -> Result<Ingress, ApiError> {
     if body.background == Some(true) {
         return Err(ApiError::invalid_request(
             "`background: true` is not supported: the gateway answers while the connection is open",
@@ -168,7 +182,7 @@ pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingre
             )));
         }
     }
-    let MappedTools { definitions, names, echoed, hosted } = tools::map_tools(&body.tools)?;
+    let MappedTools { definitions, names, echoed, hosted } = tools::map_tools(&body.tools, hosted_tools)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -213,6 +227,7 @@ pub fn into_chat_request(body: Body, unseal: Option<Unseal<'_>>) -> Result<Ingre
     }
     let (client, note) = client_facts(&body);
     request.client = client;
+    request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
     request.route_notes.extend(note.map(str::to_owned));
     let echo = echo(&body, echoed, &request);
     let stream = body.stream.unwrap_or(false);
@@ -491,12 +506,12 @@ mod tests {
     use crate::types::{Effort, Thinking};
 
     fn map(body: Value) -> Ingress {
-        into_chat_request(Body::parse(body.to_string().as_bytes()).unwrap(), None).unwrap()
+        into_chat_request(Body::parse(body.to_string().as_bytes()).unwrap(), None, HostedTools::Drop).unwrap()
     }
 
     fn error(body: Value) -> String {
         let parsed = Body::parse(body.to_string().as_bytes());
-        let error = parsed.and_then(|body| into_chat_request(body, None)).unwrap_err();
+        let error = parsed.and_then(|body| into_chat_request(body, None, HostedTools::Drop)).unwrap_err();
         assert_eq!(error.category, crate::error::Category::InvalidRequest);
         error.message
     }
@@ -594,14 +609,15 @@ mod tests {
         };
         let parsed = Body::parse(body(&sealed).to_string().as_bytes()).unwrap();
         assert!(parsed.carries_sealed_reasoning());
-        let ingress = into_chat_request(parsed, Some(Unseal { seal: &seal, entry: "claude" })).unwrap();
+        let ingress =
+            into_chat_request(parsed, Some(Unseal { seal: &seal, entry: "claude" }), HostedTools::Drop).unwrap();
         let assistant = &ingress.request.conversation.turns[1].content;
         assert_eq!(assistant[0], ContentBlock::Thinking(thinking));
         assert!(matches!(&assistant[1], ContentBlock::ToolUse(_)));
 
         for (content, entry) in [(sealed.as_str(), "gpt"), ("gAAAAABforeign", "claude")] {
             let parsed = Body::parse(body(content).to_string().as_bytes()).unwrap();
-            let error = into_chat_request(parsed, Some(Unseal { seal: &seal, entry })).unwrap_err();
+            let error = into_chat_request(parsed, Some(Unseal { seal: &seal, entry }), HostedTools::Drop).unwrap_err();
             assert!(error.message.starts_with("input[1]: the reasoning item's `encrypted_content` does not open"));
         }
     }

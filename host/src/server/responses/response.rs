@@ -238,7 +238,8 @@ pub(super) mod tests {
     pub(crate) fn answer(seal: &ReasoningSeal) -> Answer {
         let tools = json!([{"type": "custom", "name": "apply_patch"},
             {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
-        let mapped = super::super::tools::map_tools(tools.as_array().unwrap()).unwrap();
+        let mapped =
+            super::super::tools::map_tools(tools.as_array().unwrap(), crate::catalog::HostedTools::Drop).unwrap();
         let mut echo = Map::new();
         echo.insert("store".into(), json!(false));
         Answer::new(&stamp(), echo, mapped.names, seal.clone())

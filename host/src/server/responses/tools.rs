@@ -20,6 +20,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::catalog::HostedTools;
 use crate::server::error::ApiError;
 use crate::types::ToolDefinition;
 
@@ -83,8 +84,9 @@ pub struct MappedTools {
     pub hosted: Vec<String>,
 }
 
-/// Maps `tools`; an error names the tool by its place.
-pub fn map_tools(tools: &[Value]) -> Result<MappedTools, ApiError> {
+/// Maps `tools`; an error names the tool by its place. A hosted tool is
+/// dropped, or refused under `hosted_tools = "refuse"` (see `server::hosted`).
+pub fn map_tools(tools: &[Value], hosted_tools: HostedTools) -> Result<MappedTools, ApiError> {
     let mut mapped = MappedTools::default();
     for (index, tool) in tools.iter().enumerate() {
         let place = |message: String| ApiError::invalid_request(format!("tools[{index}]: {message}"));
@@ -106,7 +108,10 @@ pub fn map_tools(tools: &[Value]) -> Result<MappedTools, ApiError> {
                 mapped.echoed.push(tool.clone());
             }
             "" => return Err(place("a tool needs `type`".to_owned())),
-            hosted => mapped.hosted.push(hosted.to_owned()),
+            hosted => {
+                crate::server::hosted::admit(hosted_tools, index, hosted)?;
+                mapped.hosted.push(hosted.to_owned());
+            }
         }
     }
     Ok(mapped)
@@ -211,7 +216,7 @@ mod tests {
             {"type": "web_search"},
             {"type": "mcp", "server_label": "x", "server_url": "https://x"}
         ]);
-        let mapped = map_tools(tools.as_array().unwrap()).unwrap();
+        let mapped = map_tools(tools.as_array().unwrap(), HostedTools::Drop).unwrap();
         let names: Vec<&str> = mapped.definitions.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["get_weather", "apply_patch", "crm__lookup", "crm__note"]);
         assert_eq!(mapped.hosted, ["web_search", "mcp"]);
@@ -251,7 +256,7 @@ mod tests {
             ),
         ];
         for (tools, expected) in cases {
-            let message = map_tools(tools.as_array().unwrap()).unwrap_err().message;
+            let message = map_tools(tools.as_array().unwrap(), HostedTools::Drop).unwrap_err().message;
             assert!(message.contains(expected), "{tools}: {message}");
         }
     }
