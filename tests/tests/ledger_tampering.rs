@@ -139,7 +139,8 @@ async fn a_member_s_rows_deleted_and_the_chain_recomputed_refuse_the_start() {
     assert!(stderr.contains("on_tampered = \"start\""), "the way out is named: {stderr}");
 
     let started = Gateway::start(&config(&upstream, &ledger, "on_tampered = \"start\"")).await;
-    let log = started.stderr();
+    // The listening line is stdout's; the warning on stderr may still be in its pipe.
+    let log = started.wait_for_stderr("starting anyway (on_tampered = start)", Duration::from_secs(10)).await;
     assert!(log.contains("starting anyway (on_tampered = start)") && log.contains("shorter than its anchor"), "{log}");
     upstream.push(openai_wire::completion_with_usage("Hello", 10, 990, 0, 0));
     assert_eq!(post(&started, ANA).await, 200, "her spend is what the edited ledger says");
