@@ -530,9 +530,8 @@ mod tests {
                     assert_eq!((response.status, response.body.as_slice()), (200, b"ok".as_slice()));
                 }
                 // The last connection goes back to its pool once its task has
-                // seen the response end, on this runtime: 50 ms was not always
-                // enough with the whole suite running on two cores.
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                // seen the response end, on this runtime.
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 done.send(()).unwrap();
                 let _ = stopped.await;
             });
