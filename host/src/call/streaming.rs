@@ -448,7 +448,7 @@ impl Relay<'_> {
         for delta in first {
             seen.note(&delta);
             if sender.send(Ok(delta)).await.is_err() {
-                return StreamEnded::ClientLeft;
+                return self.client_left(*delivered);
             }
             *delivered += 1;
         }
@@ -457,10 +457,7 @@ impl Relay<'_> {
         loop {
             let next = tokio::select! {
                 next = upstream.next() => next,
-                () = sender.closed() => {
-                    tracing::info!(model = %origin.model, delivered, "the caller left; cancelling the upstream stream");
-                    return StreamEnded::ClientLeft;
-                }
+                () = sender.closed() => return self.client_left(*delivered),
                 () = &mut expiry => {
                     let error = WeirError::DeadlineExceeded { model: origin.model.clone() };
                     return StreamEnded::Failed(mid_stream(gate, origin, error, *delivered, upstream.bytes()).await);
@@ -480,10 +477,17 @@ impl Relay<'_> {
             };
             seen.note(&delta);
             if sender.send(Ok(delta)).await.is_err() {
-                return StreamEnded::ClientLeft;
+                return self.client_left(*delivered);
             }
             *delivered += 1;
         }
+    }
+
+    /// The caller went away: noticed while waiting on the upstream or while handing
+    /// it a delta, whichever came first. Logged once here for both.
+    fn client_left(&self, delivered: u64) -> StreamEnded {
+        tracing::info!(model = %self.origin.model, delivered, "the caller left; cancelling the upstream stream");
+        StreamEnded::ClientLeft
     }
 }
 
