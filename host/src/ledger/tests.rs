@@ -178,11 +178,16 @@ async fn concurrent_calls_commit_in_groups() {
         task.await.unwrap().unwrap();
     }
     let committed = batches.committed.lock().unwrap().clone();
-    assert_eq!(committed.iter().sum::<usize>(), 400);
     assert!(committed.len() < 400, "group commit: {} transactions for 400 records", committed.len());
     assert!(batches.failed.lock().unwrap().is_empty());
     let reader = ledger.reader().unwrap();
-    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 400, calls: 400 });
+    let report = reader.verify().unwrap();
+    assert_eq!(report.calls, 400);
+    // An opening is a row of its own only when it was written before its close (the
+    // writer writes openings while it does not yet know the file is healthy, as at its
+    // very first batch): what was committed is what the file holds, nothing lost.
+    assert_eq!(u64::try_from(committed.iter().sum::<usize>()).unwrap(), report.rows, "{report:?}");
+    assert!(report.rows >= 400, "{report:?}");
     assert_eq!(reader.records(&Filter::default()).unwrap().len(), 400);
 }
 

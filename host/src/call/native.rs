@@ -1,0 +1,123 @@
+//! A caller's native fields ([`NativeAsk`]) against what the serving provider
+//! takes of them (`native.support`, asked once per wire id): the part it
+//! takes goes to `native.encode`, the rest is dropped and said so (the
+//! record's notes, the stamp's [`NativeDropped`]). The provider's answer only
+//! narrows what the caller sent: a component can never add a field or a beta.
+
+use crate::chat::{NativeAsk, NativeDropped};
+use crate::error::WeirError;
+use crate::types::{NativeRequest, NativeSupport};
+
+use super::target::Target;
+
+/// Any beta, in `native-support.betas`.
+const ANY_BETA: &str = "*";
+
+/// What one call sends natively, and what it drops.
+#[derive(Debug, Default)]
+pub(super) struct NativePlan {
+    /// `None` when nothing is sent natively: the call encodes with `chat.encode`.
+    pub request: Option<NativeRequest>,
+    pub dropped: NativeDropped,
+}
+
+/// The plan for `ask` on `target`'s provider and wire id.
+pub(super) fn plan(target: &Target<'_>, ask: Option<&NativeAsk>) -> Result<NativePlan, WeirError> {
+    let Some(ask) = ask else { return Ok(NativePlan::default()) };
+    let support = target
+        .provider
+        .native_support(&target.model.wire_id)
+        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+    Ok(split(ask, support.as_deref()))
+}
+
+/// Cuts `ask` to what `support` takes (nothing when it is another dialect's).
+pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativePlan {
+    let support = support.filter(|support| support.dialect == ask.dialect);
+    let takes_field = |name: &str| support.is_some_and(|support| support.fields.iter().any(|field| field == name));
+    let takes_beta =
+        |name: &str| support.is_some_and(|support| support.betas.iter().any(|beta| beta == ANY_BETA || beta == name));
+    let mut fields = serde_json::Map::new();
+    let mut dropped = NativeDropped::default();
+    for (name, value) in &ask.fields {
+        match takes_field(name) {
+            true => drop(fields.insert(name.clone(), value.clone())),
+            false => dropped.fields.push(name.clone()),
+        }
+    }
+    let (betas, dropped_betas): (Vec<String>, Vec<String>) =
+        ask.betas.iter().cloned().partition(|beta| takes_beta(beta));
+    dropped.betas = dropped_betas;
+    let request = (!fields.is_empty() || !betas.is_empty()).then(|| NativeRequest {
+        dialect: ask.dialect.to_owned(),
+        fields_json: serde_json::Value::Object(fields).to_string(),
+        betas,
+    });
+    NativePlan { request, dropped }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ask() -> NativeAsk {
+        let fields = json!({"top_k": 5, "context_management": {"edits": []}, "container": "c1"});
+        NativeAsk {
+            dialect: "anthropic-messages",
+            fields: fields.as_object().unwrap().clone(),
+            betas: vec!["context-management-2025-06-27".into(), "claude-code-20250219".into()],
+        }
+    }
+
+    fn support(fields: &[&str], betas: &[&str]) -> NativeSupport {
+        NativeSupport {
+            dialect: "anthropic-messages".into(),
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+            betas: betas.iter().map(|b| (*b).to_owned()).collect(),
+            count_tokens: false,
+        }
+    }
+
+    #[test]
+    fn what_the_provider_takes_is_sent_and_the_rest_dropped() {
+        let plan = split(&ask(), Some(&support(&["top_k", "context_management"], &["context-management-2025-06-27"])));
+        let request = plan.request.unwrap();
+        let fields: serde_json::Value = serde_json::from_str(&request.fields_json).unwrap();
+        assert_eq!(fields, json!({"top_k": 5, "context_management": {"edits": []}}));
+        assert_eq!(request.betas, ["context-management-2025-06-27"]);
+        assert_eq!(plan.dropped.fields, ["container"]);
+        assert_eq!(plan.dropped.betas, ["claude-code-20250219"]);
+        let notes: Vec<String> = plan.dropped.notes().collect();
+        assert_eq!(notes, ["field_dropped:container", "beta_dropped:claude-code-20250219"]);
+    }
+
+    #[test]
+    fn any_beta_passes_every_beta_the_caller_named() {
+        let plan = split(&ask(), Some(&support(&[], &["*"])));
+        assert_eq!(plan.request.unwrap().betas, ["context-management-2025-06-27", "claude-code-20250219"]);
+        assert_eq!(plan.dropped.fields.len(), 3);
+    }
+
+    #[test]
+    fn another_dialect_or_no_support_drops_everything_and_sends_nothing_natively() {
+        let mut other = support(&["top_k"], &["*"]);
+        other.dialect = "openai-responses".into();
+        for support in [None, Some(&other)] {
+            let plan = split(&ask(), support);
+            assert!(plan.request.is_none());
+            assert_eq!(plan.dropped.fields.len(), 3);
+            assert_eq!(plan.dropped.betas.len(), 2);
+        }
+    }
+
+    #[test]
+    fn a_provider_answer_cannot_add_what_the_caller_did_not_ask() {
+        let ask = NativeAsk { dialect: "anthropic-messages", fields: serde_json::Map::new(), betas: Vec::new() };
+        let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
+        assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
+        assert_eq!(plan.dropped, NativeDropped::default());
+    }
+}

@@ -1,0 +1,77 @@
+//! A provider's `native` interface (0.4.0) in an attempt's [`Session`]: the
+//! chat request with a dialect's own fields added, and the provider's own
+//! token count. Each `encode`'s request is capped while it is lifted, as
+//! chat's is ([`super::bounded`]); what `native.support` answered is kept with
+//! the component ([`Provider::native_support`]).
+
+use tokio::time::Instant;
+
+use super::exports::NativeExports;
+use super::provider::{PluginError, Provider};
+use super::session::Session;
+use super::world::Operation;
+use crate::types::{CallParams, HttpRequest, HttpResponse, NativeRequest, PreparedConversation};
+
+impl Session<'_> {
+    /// [`Session::encode`]'s request with `native`'s fields and betas, as the
+    /// provider's surface carries them. The wait for a free instance ends at
+    /// `deadline` if that comes before [`super::provider::SLOT_WAIT`].
+    pub async fn encode_native(
+        &mut self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+        native: &NativeRequest,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let exports = self.provider().native()?;
+        let result = self
+            .call(
+                "native.encode",
+                deadline,
+                |store, instance| exports.encode(store, instance),
+                (self.provider().key(), conversation, params, native),
+            )
+            .await?;
+        result.map(HttpRequest::from).map_err(|error| self.provider().codec(error))
+    }
+
+    /// The provider's own token count request for `conversation`.
+    pub async fn count_tokens_encode(
+        &mut self,
+        conversation: &PreparedConversation,
+        params: &CallParams,
+        native: &NativeRequest,
+        deadline: Option<Instant>,
+    ) -> Result<HttpRequest, PluginError> {
+        let exports = self.provider().native()?;
+        let result = self
+            .call(
+                "native.count-tokens-encode",
+                deadline,
+                |store, instance| exports.count_encode(store, instance),
+                (self.provider().key(), conversation, params, native),
+            )
+            .await?;
+        result.map(HttpRequest::from).map_err(|error| self.provider().codec(error))
+    }
+
+    /// The input tokens a successful (2xx) count response reports.
+    pub async fn count_tokens_decode(&mut self, response: &HttpResponse) -> Result<u64, PluginError> {
+        let exports = self.provider().native()?;
+        let result = self
+            .call(
+                "native.count-tokens-decode",
+                None,
+                |store, instance| exports.count_decode(store, instance),
+                (self.provider().key(), response),
+            )
+            .await?;
+        result.map_err(|error| self.provider().codec(error))
+    }
+}
+
+impl Provider {
+    fn native(&self) -> Result<&NativeExports, PluginError> {
+        self.component().exports.native.as_ref().ok_or_else(|| self.missing(Operation::Native))
+    }
+}
