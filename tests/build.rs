@@ -17,11 +17,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 14] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 15] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
     ("weir-hostile-provider", Some("v2"), "weir_hostile_provider.wasm", "hostile-v2", "WEIR_HOSTILE_V2_WASM"),
+    (
+        "weir-hostile-provider",
+        Some("native"),
+        "weir_hostile_provider.wasm",
+        "hostile-native",
+        "WEIR_HOSTILE_NATIVE_WASM",
+    ),
     ("weir-reach-provider", None, "weir_reach_provider.wasm", "reach", "WEIR_REACH_WASM"),
     ("weir-foreign-component", None, "weir_foreign_component.wasm", "wrong-version", "WEIR_WRONG_VERSION_WASM"),
     (

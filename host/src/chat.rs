@@ -69,6 +69,40 @@ pub struct ChatRequest {
     /// What the caller said about itself (its `metadata`, its betas), for the
     /// record only: never who the caller is, never sent upstream.
     pub client: Option<ClientFacts>,
+    /// What the caller asked in a provider dialect's own terms (its betas,
+    /// `context_management`, ...): sent to a provider whose component takes
+    /// them (`native.support`), dropped with a note for any other.
+    pub native: Option<std::sync::Arc<NativeAsk>>,
+}
+
+/// A provider dialect's own request fields, as a caller on that dialect's
+/// route wrote them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NativeAsk {
+    /// The dialect, as `native.support` names it (`anthropic-messages`).
+    pub dialect: &'static str,
+    /// Top-level body fields, by name, as the caller wrote them (and
+    /// `cache_control.ttl`, the longest TTL the caller asked anywhere), in the
+    /// order the route's table lists them (what is dropped is named in it).
+    pub fields: Vec<(String, serde_json::Value)>,
+    pub betas: Vec<String>,
+}
+
+/// What a caller asked natively that the serving provider was not handed:
+/// its record's notes (`field_dropped:NAME`, `beta_dropped:NAME`) and the
+/// gateway's `x-weir-dropped-fields` / `x-weir-dropped-betas`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NativeDropped {
+    pub fields: Vec<String>,
+    pub betas: Vec<String>,
+}
+
+impl NativeDropped {
+    /// The record's notes for what was dropped.
+    pub fn notes(&self) -> impl Iterator<Item = String> + '_ {
+        let fields = self.fields.iter().map(|field| format!("field_dropped:{field}"));
+        fields.chain(self.betas.iter().map(|beta| format!("beta_dropped:{beta}")))
+    }
 }
 
 impl ChatRequest {
@@ -94,6 +128,7 @@ impl ChatRequest {
             traceparent: None,
             route_notes: Vec::new(),
             client: None,
+            native: None,
         }
     }
 
@@ -131,6 +166,8 @@ pub struct Stamp {
     pub ended_at: SystemTime,
     /// The model's cache billing multipliers from the catalog, once it resolved.
     pub cache_multipliers: Option<CacheMultipliers>,
+    /// Native fields and betas the serving provider was not handed.
+    pub native_dropped: NativeDropped,
 }
 
 /// What cached input costs relative to uncached input, per catalog entry

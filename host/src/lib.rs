@@ -55,8 +55,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+pub use call::{CountedBy, InputCount};
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
-pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
+pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, NativeAsk, NativeDropped, Stamp};
 pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
 pub use identity::Caller;
 pub use metrics::Metrics;
@@ -244,11 +245,12 @@ impl Weir {
         call::preview(self, name, caller).await
     }
 
-    /// Weir's own estimate of `request`'s input tokens on the entry a call of
-    /// it would resolve to now, and that entry's id (see
-    /// `POST /v1/messages/count_tokens`): an estimate, not the provider's count.
-    pub async fn estimate_input_tokens(&self, request: &ChatRequest) -> Result<(String, u64), WeirError> {
-        call::estimate_input(self, request).await
+    /// `request`'s input tokens on the entry a call of it would resolve to
+    /// now: the provider's own count where its component offers one, else
+    /// Weir's estimate (see `POST /v1/messages/count_tokens`). Nothing is
+    /// recorded or spent.
+    pub async fn count_input_tokens(&self, request: &ChatRequest) -> Result<InputCount, WeirError> {
+        call::count_input(self, request).await
     }
 
     /// The providers as of now.

@@ -5,10 +5,10 @@
 pub use crate::plugin::wit_types::{
     CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape, Effort,
     EmbeddingParams, EmbeddingPurpose, EmbeddingResponse, ErrorClass, FirstToken, HeaderCredential, HttpRequest,
-    HttpResponse, InBandError, LeafBlock, Media, MediaSource, PreparedConversation, ProviderInfo, Ranked, Refusal,
-    RerankParams, RerankResponse, ResponseSchema, Retry, RetryHint, Sigv4, StopInfo, StopReason, StreamDelta,
-    StreamEvent, StreamFraming, Thinking, TokenCandidate, ToolCallFragment, ToolCallStart, ToolChoice, ToolDefinition,
-    ToolResult, ToolUse, Turn, TurnRole, Usage,
+    HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeRequest, NativeSupport, PreparedConversation,
+    ProviderInfo, Ranked, Refusal, RerankParams, RerankResponse, ResponseSchema, Retry, RetryHint, Sigv4, StopInfo,
+    StopReason, StreamDelta, StreamEvent, StreamFraming, Thinking, TokenCandidate, ToolCallFragment, ToolCallStart,
+    ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
 };
 
 /// A conversation in the shape providers render: system content apart from the

@@ -26,12 +26,12 @@ mod provider;
 mod records;
 
 pub use provider::{
-    ChatProvider, Describe, EmbeddingProvider, LogprobsProvider, NoStreaming, RerankProvider, StreamDecoder,
-    StreamDecoderResource,
+    ChatProvider, Describe, EmbeddingProvider, LogprobsProvider, NativeProvider, NoStreaming, RerankProvider,
+    StreamDecoder, StreamDecoderResource,
 };
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.3.0";
+pub const WORLD_VERSION: &str = "0.4.0";
 
 /// The generated bindings, for the one world the crate's features select: a
 /// component exports `describe` and the operations it implements, never stubs
@@ -57,8 +57,16 @@ pub mod bindings {
         };
     }
 
-    #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank"), not(feature = "logprobs")))]
+    #[cfg(all(
+        feature = "chat",
+        not(feature = "embeddings"),
+        not(feature = "rerank"),
+        not(feature = "logprobs"),
+        not(feature = "native")
+    ))]
     world_bindings!("chat-provider");
+    #[cfg(all(feature = "native", not(feature = "embeddings"), not(feature = "rerank"), not(feature = "logprobs")))]
+    world_bindings!("chat-native-provider");
     #[cfg(all(feature = "chat", not(feature = "embeddings"), not(feature = "rerank"), feature = "logprobs"))]
     world_bindings!("chat-logprobs-provider");
     #[cfg(all(not(feature = "chat"), feature = "embeddings", not(feature = "rerank")))]
@@ -73,12 +81,27 @@ pub mod bindings {
     world_bindings!("chat-rerank-provider");
     #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank", not(feature = "logprobs")))]
     world_bindings!("chat-retrieval-provider");
-    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank", feature = "logprobs"))]
+    #[cfg(all(
+        feature = "chat",
+        feature = "embeddings",
+        feature = "rerank",
+        feature = "logprobs",
+        not(feature = "native")
+    ))]
+    world_bindings!("chat-logprobs-retrieval-provider");
+    // Every operation: what a build of the whole workspace unifies the features to.
+    #[cfg(all(feature = "chat", feature = "embeddings", feature = "rerank", feature = "logprobs", feature = "native"))]
     world_bindings!("provider");
     #[cfg(not(any(feature = "chat", feature = "embeddings", feature = "rerank")))]
     compile_error!("weir-sdk: enable at least one of the features `chat`, `embeddings`, `rerank`");
     #[cfg(all(feature = "logprobs", not(feature = "chat")))]
     compile_error!("weir-sdk: `logprobs` needs `chat` (its failures are classified by chat's `classify`)");
+    #[cfg(all(
+        feature = "native",
+        any(feature = "embeddings", feature = "rerank", feature = "logprobs"),
+        not(all(feature = "embeddings", feature = "rerank", feature = "logprobs"))
+    ))]
+    compile_error!("weir-sdk: `native` goes with chat alone, or with every other operation");
     #[cfg(all(
         feature = "logprobs",
         feature = "chat",
@@ -103,6 +126,8 @@ pub mod types {
 /// - `logprobs` last, after `chat` (`export_provider!(T, chat, logprobs)` or
 ///   `export_provider!(T, chat, embeddings, rerank, logprobs)`): `T` also
 ///   implements [`LogprobsProvider`].
+/// - `native` after `chat` alone (`export_provider!(T, chat, native)`, with
+///   the SDK's `native` feature): `T` also implements [`NativeProvider`].
 ///   Without `chat`, `T` implements [`Describe`] instead, and its
 ///   `describe.serves` is true when an operation it exports serves the wire id.
 #[macro_export]
@@ -271,6 +296,38 @@ macro_rules! __weir_part {
                 response: $crate::types::HttpResponse,
             ) -> $crate::types::ErrorClass {
                 <$provider as $crate::RerankProvider>::classify(&provider, response)
+            }
+        }
+    };
+    (native, $provider:ty) => {
+        impl $crate::bindings::exports::weir::provider::native::Guest for __WeirExport {
+            fn support(
+                provider: ::std::string::String,
+                wire_id: ::std::string::String,
+            ) -> ::std::option::Option<$crate::types::NativeSupport> {
+                <$provider as $crate::NativeProvider>::native_support(&provider, &wire_id)
+            }
+            fn encode(
+                provider: ::std::string::String,
+                conversation: $crate::types::PreparedConversation,
+                params: $crate::types::CallParams,
+                native: $crate::types::NativeRequest,
+            ) -> ::std::result::Result<$crate::types::HttpRequest, $crate::types::CodecError> {
+                <$provider as $crate::NativeProvider>::encode_native(&provider, conversation, params, native)
+            }
+            fn count_tokens_encode(
+                provider: ::std::string::String,
+                conversation: $crate::types::PreparedConversation,
+                params: $crate::types::CallParams,
+                native: $crate::types::NativeRequest,
+            ) -> ::std::result::Result<$crate::types::HttpRequest, $crate::types::CodecError> {
+                <$provider as $crate::NativeProvider>::count_tokens_encode(&provider, conversation, params, native)
+            }
+            fn count_tokens_decode(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> ::std::result::Result<u64, $crate::types::CodecError> {
+                <$provider as $crate::NativeProvider>::count_tokens_decode(&provider, response)
             }
         }
     };

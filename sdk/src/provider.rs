@@ -5,7 +5,8 @@ use std::cell::RefCell;
 
 use crate::types::{
     CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpRequest,
-    HttpResponse, PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
+    HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse,
+    StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the
@@ -145,6 +146,35 @@ pub trait LogprobsProvider: ChatProvider {
 
     /// The first output token's candidates from a 2xx response.
     fn decode_logprobs(provider: &str, response: HttpResponse) -> Result<FirstToken, CodecError>;
+}
+
+/// A dialect's own request fields (weir:provider 0.4.0's `native`): what a
+/// caller on one of the host's provider-shaped routes asked that the neutral
+/// request has no slot for. The host sends only what [`Self::native_support`]
+/// lists for the wire id, so `encode_native` may refuse anything else.
+pub trait NativeProvider: ChatProvider {
+    /// What `provider` takes natively for this wire model id, if anything.
+    fn native_support(provider: &str, wire_id: &str) -> Option<NativeSupport>;
+
+    /// The request `encode` would build, with the native fields and betas added.
+    fn encode_native(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError>;
+
+    /// The provider's own token count request (only when `native_support` said
+    /// `count_tokens`).
+    fn count_tokens_encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError>;
+
+    /// The input tokens a 2xx count response reports.
+    fn count_tokens_decode(provider: &str, response: HttpResponse) -> Result<u64, CodecError>;
 }
 
 /// Adapts a [`StreamDecoder`] to the WIT resource, whose methods take `&self`.

@@ -529,3 +529,77 @@ async fn an_exception_frame_before_output_is_replayed_whole() {
     let operations: Vec<Operation> = bedrock.received().iter().map(|request| request.operation).collect();
     assert_eq!(operations, [Operation::ConverseStream, Operation::Converse]);
 }
+
+/// Anthropic's own fields and betas on `/v1/messages`, as each AWS surface carries them:
+/// InvokeModel takes the betas AWS lists in the body (`anthropic_beta`), Mantle in the
+/// signed `anthropic-beta` header, both `top_k` but neither `container`; Converse takes
+/// none. What a surface does not take is named back to the caller and in the record.
+#[tokio::test]
+async fn anthropic_fields_and_betas_reach_each_aws_surface_as_it_carries_them() {
+    let bedrock = FakeBedrock::start().await;
+    let usage = weir_tests::anthropic_wire::usage_json(10, 3, 0, 0);
+    let message = bedrock_wire::claude_message_body(vec![json!({"type": "text", "text": "ok"})], "end_turn", usage);
+    bedrock.push(bedrock_wire::invoke_message(&message));
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    bedrock.push(bedrock_wire::converse_text("ok"));
+    let text = format!("{}\n[ledger]\npath = \"ledger.db\"\n", config(&bedrock, PROJECTS));
+    let gateway = Gateway::start_with(&text, &aws_env(), None).await;
+    let mut dropped = Vec::new();
+    for model in ["claude-bedrock", "claude-mantle", "nova"] {
+        let body = json!({"model": model, "max_tokens": 50, "top_k": 4, "container": "ctr_1",
+            "messages": [{"role": "user", "content": "Hi"}]});
+        let response = reqwest::Client::new()
+            .post(gateway.url("/v1/messages"))
+            .header("anthropic-beta", "interleaved-thinking-2025-05-14,claude-code-20250219")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let headers = response.headers().clone();
+        assert_eq!(response.status().as_u16(), 200, "{model}: {}", response.text().await.unwrap());
+        let named = |name: &str| headers.get(name).map(|value| value.to_str().unwrap().to_owned());
+        dropped.push((named("x-weir-dropped-fields"), named("x-weir-dropped-betas")));
+    }
+    let some = |text: &str| Some(text.to_owned());
+    assert_eq!(
+        dropped,
+        [
+            (some("container"), some("claude-code-20250219")),
+            (some("container"), some("claude-code-20250219")),
+            (some("top_k, container"), some("interleaved-thinking-2025-05-14, claude-code-20250219")),
+        ]
+    );
+
+    let received = bedrock.received();
+    let invoke = received.iter().find(|request| request.operation == Operation::InvokeModel).unwrap();
+    let sent = invoke.json();
+    assert_eq!(sent["anthropic_beta"], json!(["interleaved-thinking-2025-05-14"]), "{sent}");
+    assert_eq!(sent["top_k"], 4);
+    assert!(sent.get("container").is_none() && invoke.header("anthropic-beta").is_none(), "{sent}");
+
+    let mantle = received.iter().find(|request| request.operation == Operation::MantleMessages).unwrap();
+    assert_eq!(mantle.header("anthropic-beta"), Some("interleaved-thinking-2025-05-14"));
+    assert!(mantle.header("authorization").unwrap().contains("anthropic-beta"), "the beta header is signed");
+    assert_eq!(mantle.json()["top_k"], 4);
+    assert!(mantle.json().get("anthropic_beta").is_none());
+
+    let converse = received.iter().find(|request| request.operation == Operation::Converse).unwrap().json();
+    assert!(!converse.to_string().contains("top_k") && !converse.to_string().contains("interleaved"), "{converse}");
+
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    // What was dropped leads the notes; the policy's (`effort_not_applied`) follow.
+    let notes: Vec<Vec<&str>> = records
+        .iter()
+        .map(|record| record["notes"].as_array().unwrap().iter().map(|note| note.as_str().unwrap()).collect())
+        .collect();
+    assert_eq!(notes[0][..2], ["field_dropped:container", "beta_dropped:claude-code-20250219"]);
+    assert_eq!(
+        notes[2][..4],
+        [
+            "field_dropped:top_k",
+            "field_dropped:container",
+            "beta_dropped:interleaved-thinking-2025-05-14",
+            "beta_dropped:claude-code-20250219"
+        ]
+    );
+}

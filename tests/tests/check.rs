@@ -50,9 +50,15 @@ fn fixtures(provider: &str) -> String {
 }
 
 fn assert_passes(output: &Output) {
+    assert_passes_as(output, "0.4.0");
+}
+
+/// [`assert_passes`] for a component of world `version` (the operations
+/// components are built against the frozen 0.3.0 WIT).
+fn assert_passes_as(output: &Output, version: &str) {
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
-    assert!(stdout.contains("world 0.3.0, sha256 "), "{stdout}");
+    assert!(stdout.contains(&format!("world {version}, sha256 ")), "{stdout}");
     assert!(stdout.contains("ok    ") && stdout.trim_end().ends_with(" 0 failed"), "{stdout}");
 }
 
@@ -143,7 +149,7 @@ fn a_component_serving_none_of_the_kits_wire_ids_fails_saying_nothing_was_checke
 #[test]
 fn the_embeddings_only_and_rerank_only_components_pass_on_their_one_operation() {
     let embed = weir_check(&[env!("WEIR_EMBED_ONLY_WASM")]);
-    assert_passes(&embed);
+    assert_passes_as(&embed, "0.3.0");
     let stdout = text(&embed.stdout);
     assert!(stdout.contains("operations checked: embeddings\n"), "{stdout}");
     for line in [
@@ -158,7 +164,7 @@ fn the_embeddings_only_and_rerank_only_components_pass_on_their_one_operation() 
     assert!(!stdout.contains("embed-only: encode:") && !stdout.contains("rerank"), "{stdout}");
 
     let rerank = weir_check(&[env!("WEIR_RERANK_ONLY_WASM")]);
-    assert_passes(&rerank);
+    assert_passes_as(&rerank, "0.3.0");
     let stdout = text(&rerank.stdout);
     assert!(stdout.contains("operations checked: rerank\n"), "{stdout}");
     for line in [
@@ -310,7 +316,7 @@ fn files_that_are_not_provider_components_are_rejected_with_the_reason() {
         (garbage.to_str().unwrap(), "is rejected: not a valid component"),
         (
             env!("WEIR_WRONG_VERSION_WASM"),
-            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0 and 0.3.0",
+            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0 and 0.4.0",
         ),
         (env!("WEIR_WRONG_WORLD_WASM"), "is rejected"),
         (env!("WEIR_HOSTILE_FS_WASM"), "imports something this host does not grant"),

@@ -5,8 +5,9 @@
 //! `anthropic` Python client's beta surface and `count_tokens`; `hosted_tools`; and the
 //! released `claude -p` itself running its shell tool through the gateway.
 //!
-//! Each test asserts what the caller got (the dropped-fields and dropped-tools headers
-//! included), what the upstream received, and what the ledger recorded.
+//! Each test asserts what the caller got (the dropped-fields, dropped-betas and
+//! dropped-tools headers included), what the upstream received (Anthropic's own fields and
+//! betas on the Claude entry, none on the GPT one), and what the ledger recorded.
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -158,7 +159,8 @@ async fn claude_codes_captured_request_on_a_claude_entry_is_answered_with_its_th
     assert_eq!(status, 200, "{body}");
     assert_eq!(header(&headers, "x-weir-model"), Some("claude"));
     assert_eq!(header(&headers, "x-weir-role"), Some("chat"));
-    assert_eq!(header(&headers, "x-weir-dropped-fields"), Some("context_management, tools.defer_loading"));
+    assert_eq!(header(&headers, "x-weir-dropped-fields"), Some("tools.defer_loading"));
+    assert_eq!(header(&headers, "x-weir-dropped-betas"), None, "the direct API takes any beta");
     assert_eq!(header(&headers, "x-weir-dropped-tools"), None, "Claude Code sent only client tools");
     let events = sse_events(&body);
     assert!(!body.contains("secret reasoning"), "display omitted: no thinking text reaches the caller\n{body}");
@@ -167,8 +169,10 @@ async fn claude_codes_captured_request_on_a_claude_entry_is_answered_with_its_th
     let text: String = events.iter().filter_map(|(_, data)| data["delta"]["text"].as_str()).collect();
     assert_eq!(text, "The command printed weir-ok.");
 
-    // What Anthropic received: the translation, nothing of what was dropped.
+    // What Anthropic received: the translation, Claude Code's own fields and betas as
+    // it sent them, nothing of what was dropped.
     let sent = anthropic.received()[0].json();
+    assert_eq!(sent["context_management"], captured["context_management"], "a native field, sent as written");
     assert_eq!(sent["model"], "claude-sonnet-4-5");
     assert_eq!(sent["stream"], true);
     assert_eq!(
@@ -176,7 +180,7 @@ async fn claude_codes_captured_request_on_a_claude_entry_is_answered_with_its_th
         json!({"type": "enabled", "budget_tokens": 2048}),
         "adaptive thinking at output_config.effort high, through the entry's thinking budget"
     );
-    for dropped in ["context_management", "output_config", "metadata"] {
+    for dropped in ["output_config", "metadata"] {
         assert!(sent.get(dropped).is_none(), "{dropped} is not sent: {sent}");
     }
     let tools: Vec<&str> = sent["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -191,7 +195,7 @@ async fn claude_codes_captured_request_on_a_claude_entry_is_answered_with_its_th
     assert_eq!(result["type"], "tool_result");
     assert_eq!(text_in(&result["content"]), "weir-ok");
     let forwarded_betas = anthropic.received()[0].header("anthropic-beta").unwrap_or_default().to_owned();
-    assert!(!forwarded_betas.contains("context-management"), "betas are not forwarded: {forwarded_betas}");
+    assert_eq!(forwarded_betas, CLAUDE_CODE_BETAS, "every beta Claude Code named, in its order");
 
     let records = ledger(&gateway);
     assert_eq!(records.len(), 1, "{records:?}");
@@ -200,10 +204,7 @@ async fn claude_codes_captured_request_on_a_claude_entry_is_answered_with_its_th
     assert_eq!(record["category"], "ok");
     assert_eq!(record["model"], "claude");
     assert_eq!(record["role"], "chat");
-    assert_eq!(
-        record["notes"],
-        json!(["field_dropped:context_management", "field_dropped:tools.defer_loading", "system_message_as_user"])
-    );
+    assert_eq!(record["notes"], json!(["field_dropped:tools.defer_loading", "system_message_as_user"]));
     assert_eq!(record["client"]["metadata"], captured["metadata"], "metadata.user_id recorded as sent");
     assert_eq!(record["client"]["betas"][0], "claude-code-20250219");
     assert_eq!(record["client"]["betas"].as_array().unwrap().len(), 7);
@@ -221,7 +222,8 @@ async fn claude_codes_captured_request_on_a_gpt_entry_is_translated_to_chat_comp
     let (status, headers, body) = post(&gateway, "/v1/messages?beta=true", "unused", &captured).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(header(&headers, "x-weir-model"), Some("gpt"));
-    assert_eq!(header(&headers, "x-weir-dropped-fields"), Some("context_management, tools.defer_loading"));
+    assert_eq!(header(&headers, "x-weir-dropped-fields"), Some("tools.defer_loading, context_management"));
+    assert_eq!(header(&headers, "x-weir-dropped-betas"), Some(CLAUDE_CODE_BETAS.replace(',', ", ").as_str()));
     let events = sse_events(&body);
     assert_eq!(events.first().unwrap().0, "message_start");
     assert_eq!(events.last().unwrap().0, "message_stop");
@@ -247,15 +249,15 @@ async fn claude_codes_captured_request_on_a_gpt_entry_is_translated_to_chat_comp
     let record = &records[0];
     assert_eq!((record["model"].as_str(), record["role"].as_str()), (Some("gpt"), Some("fast")));
     let notes: Vec<&str> = record["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    assert_eq!(
-        notes,
-        [
-            "field_dropped:context_management",
-            "field_dropped:tools.defer_loading",
-            "system_message_as_user",
-            "effort_not_applied"
-        ]
-    );
+    let betas = CLAUDE_CODE_BETAS.split(',').map(|beta| format!("beta_dropped:{beta}"));
+    let expected: Vec<String> =
+        ["field_dropped:tools.defer_loading", "system_message_as_user", "field_dropped:context_management"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(betas)
+            .chain(["effort_not_applied".to_owned()])
+            .collect();
+    assert_eq!(notes, expected, "the route's notes, what the GPT entry was not handed, then the policy's");
     assert_eq!(record["client"]["metadata"], captured["metadata"]);
 }
 
@@ -287,6 +289,9 @@ async fn the_official_client_beta_surface_and_count_tokens_on_both_entries() {
         "end_turn",
         anthropic_wire::usage_json(20, 8, 0, 0),
     ));
+    // Anthropic's own counts, for the plain request and the one with a tool.
+    anthropic.push(anthropic_wire::json_response(200, &json!({"input_tokens": 14})));
+    anthropic.push(anthropic_wire::json_response(200, &json!({"input_tokens": 431})));
     let gateway = gateway(&config(&openai, &format!("http://{}", anthropic.addr()), "")).await;
 
     let base = gateway.base_url.clone();
@@ -299,26 +304,37 @@ async fn the_official_client_beta_surface_and_count_tokens_on_both_entries() {
         json!({"type": "thinking", "thinking": "", "signature": "sig-python"}),
         "display omitted: the signature without the text"
     );
-    assert_eq!(beta["dropped_fields"], "context_management");
+    assert_eq!(beta["dropped_fields"], Value::Null, "context_management is sent to Anthropic");
     let sent = anthropic.received()[0].clone();
     assert_eq!(sent.query.as_deref(), None, "the gateway calls the provider's own path");
     let sent = sent.json();
     assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 1024}), "effort low's budget");
-    assert!(sent.get("context_management").is_none() && sent.get("metadata").is_none());
+    assert!(sent.get("context_management").is_some() && sent.get("metadata").is_none());
     let count = &claude[1];
-    assert_eq!(count["marked"], "estimate");
-    assert_eq!(count["beta_marked"], "estimate");
-    assert_eq!(count["beta_dropped_fields"], "context_management");
-    let plain = count["input_tokens"].as_u64().unwrap();
-    let with_tool = count["beta_input_tokens"].as_u64().unwrap();
-    assert!(plain > 0 && with_tool > plain, "a tool's schema counts: {count}");
-    assert_eq!(anthropic.request_count(), 1, "count_tokens sends nothing upstream");
+    assert_eq!((count["input_tokens"].as_u64(), count["marked"].as_str()), (Some(14), Some("provider")), "{count}");
+    assert_eq!((count["beta_input_tokens"].as_u64(), count["beta_marked"].as_str()), (Some(431), Some("provider")));
+    assert_eq!(count["beta_dropped_fields"], Value::Null);
+    let counted = &anthropic.received()[2];
+    assert_eq!(counted.path, "/v1/messages/count_tokens");
+    assert!(counted.header("anthropic-beta").unwrap().contains("context-management-2025-06-27"));
+    assert_eq!(counted.header("x-api-key"), Some(ANTHROPIC_KEY), "the host's credential, as for a call");
+    let counted = counted.json();
+    assert_eq!(counted["model"], "claude-sonnet-4-5");
+    assert_eq!(counted["tools"][0]["name"], "get_weather");
+    assert!(counted.get("context_management").is_some());
+    for absent in ["max_tokens", "stream", "temperature"] {
+        assert!(counted.get(absent).is_none(), "{absent} is not a count's: {counted}");
+    }
+    assert_eq!(anthropic.request_count(), 3, "one call, two counts");
 
     let base = gateway.base_url.clone();
     let gpt = tokio::task::spawn_blocking(move || run_anthropic_client(&base, "gpt", "beta,count")).await.unwrap();
     assert!(!gpt[0]["text"].as_str().unwrap().is_empty(), "{gpt:?}");
     assert_eq!(gpt[0]["dropped_fields"], "context_management");
     assert_eq!(gpt[1]["marked"], "estimate");
+    assert_eq!(gpt[1]["beta_dropped_fields"], "context_management", "an estimate leaves it out");
+    let (plain, with_tool) = (gpt[1]["input_tokens"].as_u64().unwrap(), gpt[1]["beta_input_tokens"].as_u64().unwrap());
+    assert!(plain > 0 && with_tool > plain, "a tool's schema counts in the estimate: {gpt:?}");
     assert_eq!(openai.request_count(), 1);
 
     let records = ledger(&gateway);
@@ -328,7 +344,9 @@ async fn the_official_client_beta_surface_and_count_tokens_on_both_entries() {
         let betas: Vec<&str> =
             record["client"]["betas"].as_array().unwrap().iter().map(|b| b.as_str().unwrap()).collect();
         assert!(betas.contains(&"context-management-2025-06-27"), "{betas:?}");
-        assert!(record["notes"].as_array().unwrap().contains(&json!("field_dropped:context_management")));
+        let dropped =
+            record["notes"].as_array().is_some_and(|notes| notes.contains(&json!("field_dropped:context_management")));
+        assert_eq!(dropped, record["model"] == "gpt", "dropped on the GPT entry only: {record}");
     }
 }
 
@@ -358,7 +376,14 @@ async fn hosted_tools_are_dropped_and_named_or_refused_under_refuse() {
         sent["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(offered, ["get_weather"]);
     let record = &ledger(&dropping)[0];
-    assert_eq!(record["notes"], json!(["tool_dropped:web_search_20250305", "effort_not_applied"]));
+    let notes: Vec<&str> = record["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(notes.first(), Some(&"tool_dropped:web_search_20250305"));
+    assert_eq!(notes.last(), Some(&"effort_not_applied"));
+    assert_eq!(
+        notes.len(),
+        2 + CLAUDE_CODE_BETAS.split(',').count(),
+        "the betas the GPT entry was not handed: {notes:?}"
+    );
 
     let refusing = gateway(&config(&openai, &endpoint, "hosted_tools = \"refuse\"")).await;
     for model in ["gpt", "claude"] {
@@ -549,7 +574,10 @@ async fn claude_code_runs_its_shell_tool_through_the_gateway_and_finishes() {
     let result_block = last["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_result").unwrap();
     assert_eq!(result_block["tool_use_id"], "toolu_weir_1");
     assert!(text_in(&result_block["content"]).contains("weir-ok"), "{result_block}");
-    assert!(with_result.get("context_management").is_none());
+    assert!(
+        requests.iter().any(|r| r.get("context_management").is_some()),
+        "Claude Code's own field reaches Anthropic"
+    );
 
     let records = ledger(&gateway);
     let calls: Vec<&Value> = records.iter().filter(|r| r["route"] == "anthropic_messages").collect();
@@ -559,6 +587,31 @@ async fn claude_code_runs_its_shell_tool_through_the_gateway_and_finishes() {
         assert_eq!(call["key_id"], "cc", "the caller is its key's");
         assert_eq!(call["role"], "chat");
         assert!(call["client"]["betas"].as_array().unwrap().contains(&json!("claude-code-20250219")), "{call}");
-        assert!(call["notes"].as_array().unwrap().contains(&json!("field_dropped:context_management")), "{call}");
+        let notes = call["notes"].as_array().unwrap();
+        assert!(!notes.contains(&json!("field_dropped:context_management")), "{call}");
+        assert!(!notes.iter().any(|note| note.as_str().unwrap().starts_with("beta_dropped:")), "{call}");
     }
+}
+
+/// A count the provider fails to give (an error status, an answer that is not a count)
+/// is answered with Weir's estimate, marked as such, and the server log says why; the
+/// caller never sees the provider's error.
+#[tokio::test]
+async fn a_provider_count_that_fails_is_answered_with_the_estimate() {
+    let openai = FakeUpstream::start().await;
+    let anthropic = FakeUpstream::start().await;
+    anthropic.push(anthropic_wire::error(529, "overloaded_error", "Overloaded: the secret upstream detail"));
+    anthropic.push(anthropic_wire::json_response(200, &json!({"tokens": "many"})));
+    let gateway = gateway(&config(&openai, &format!("http://{}", anthropic.addr()), "")).await;
+    let count = json!({"model": "claude", "messages": [{"role": "user", "content": "Hello there"}]});
+    for _ in 0..2 {
+        let (status, headers, body) = post(&gateway, "/v1/messages/count_tokens", "unused", &count).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(header(&headers, "x-weir-token-count"), Some("estimate"));
+        assert!(!body.contains("secret upstream detail"), "{body}");
+        assert!(serde_json::from_str::<Value>(&body).unwrap()["input_tokens"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(anthropic.request_count(), 2, "each count asked the provider once");
+    gateway.wait_for_stderr("the count endpoint answered HTTP 529", Duration::from_secs(5)).await;
+    gateway.wait_for_stderr("the provider's token count failed", Duration::from_secs(5)).await;
 }

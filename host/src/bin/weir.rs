@@ -548,13 +548,14 @@ fn serving_key(model: &weir_host::ModelStatus) -> &str {
 /// built against these files is one this host loads. The frozen older versions
 /// (`wit/frozen/`) are not written: this host loads their components too, but
 /// a new component targets the newest.
-const WIT_FILES: [(&str, &str); 7] = [
+const WIT_FILES: [(&str, &str); 8] = [
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("describe.wit", include_str!("../../../wit/describe.wit")),
     ("chat.wit", include_str!("../../../wit/chat.wit")),
     ("embeddings.wit", include_str!("../../../wit/embeddings.wit")),
     ("rerank.wit", include_str!("../../../wit/rerank.wit")),
     ("logprobs.wit", include_str!("../../../wit/logprobs.wit")),
+    ("native.wit", include_str!("../../../wit/native.wit")),
     ("worlds.wit", include_str!("../../../wit/worlds.wit")),
 ];
 
@@ -813,7 +814,23 @@ fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::MI_OPTION_PURGE_DELAY;
+    use super::{MI_OPTION_PURGE_DELAY, WIT_FILES};
+
+    /// `weir wit` writes the whole package: a file added to `wit/` and not to
+    /// [`WIT_FILES`] would leave a package that does not parse.
+    #[test]
+    fn weir_wit_writes_every_file_of_the_package() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".wit"))
+            .collect();
+        on_disk.sort();
+        let mut written: Vec<String> = WIT_FILES.iter().map(|(name, _)| (*name).to_owned()).collect();
+        written.sort();
+        assert_eq!(written, on_disk);
+    }
 
     /// mimalloc numbers its options by their place in an enum that has changed
     /// between versions: the index `serve` sets must be mimalloc 3's purge

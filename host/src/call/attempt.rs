@@ -101,7 +101,12 @@ pub(super) async fn admit_and_encode(
 ) -> Result<(Grant, HttpRequest), WeirError> {
     let input = input_demand(target, conversation, params.max_tokens)?;
     let demand = Demand { requests: 1, tokens: input + u64::from(params.max_tokens) };
-    let encode = session.encode(conversation, params, deadline);
+    let encode = async {
+        match &target.native {
+            Some(native) => session.encode_native(conversation, params, native, deadline).await,
+            None => session.encode(conversation, params, deadline).await,
+        }
+    };
     admit_and_finalize(target, demand, deadline, Lane::Interactive, observed, encode).await
 }
 

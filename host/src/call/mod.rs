@@ -35,11 +35,13 @@ mod attempt;
 mod attempt_log;
 mod cache_plan;
 mod classify;
+mod count;
 mod decision;
 mod decision_logprobs;
 mod effort;
 mod gates;
 mod hold;
+mod native;
 mod opening;
 mod operation;
 mod policy;
@@ -66,6 +68,8 @@ use opening::Opening;
 use spend::Spend;
 
 pub(crate) use attempt_log::millis;
+pub(crate) use count::count_input;
+pub use count::{CountedBy, InputCount};
 pub(crate) use decision::decide;
 pub(crate) use retrieval::{embed, rerank};
 pub(crate) use target::REGION_PLACEHOLDER;
@@ -154,6 +158,8 @@ pub(crate) struct Tally {
     pub notes: Vec<&'static str>,
     /// The call's hold on its caller's budgets, settled from its record.
     pub hold: Option<crate::budget::Hold>,
+    /// The caller's native fields and betas the serving provider was not handed.
+    pub native_dropped: crate::chat::NativeDropped,
 }
 
 impl Tally {
@@ -166,6 +172,7 @@ impl Tally {
             attempt_records: Vec::new(),
             notes: Vec::new(),
             hold: None,
+            native_dropped: crate::chat::NativeDropped::default(),
         }
     }
 }
@@ -176,6 +183,7 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
     let mut call = open(weir, &request, false);
     cache_plan::plan(&mut request.conversation);
     let result = run(weir, &request, &mut call.tally, &Whole, &call.opening).await;
+    call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Complete(answer)) => Ok(answer),
@@ -206,6 +214,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         // `run` (see `policy`) and replayed below.
         None => run(weir, &request, &mut call.tally, &attempt, &call.opening).await,
     };
+    call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Live(live)) => {
@@ -246,19 +255,6 @@ pub(crate) async fn preview(weir: &Weir, name: &str, caller: Option<crate::Calle
     let opening = Opening::none();
     let resolution = target::resolve_any(weir, &naming, &opening).await?;
     Ok(resolution.reached().model.id.clone())
-}
-
-/// Weir's own estimate of `request`'s input tokens, counted as the budget hold
-/// and admission count them (the entry's tokenizer, else the conservative
-/// character estimate), on the entry a call of it would resolve to now, and
-/// that entry's id. Resolved as the call would be — the caller's key and its
-/// model list, `model_choice`, the provider — with nothing sent and nothing
-/// recorded.
-pub(crate) async fn estimate_input(weir: &Weir, request: &ChatRequest) -> Result<(String, u64), WeirError> {
-    let opening = Opening::none();
-    let target = target::resolve(weir, &Naming::chat(request), &opening).await?;
-    let model = target.model;
-    Ok((model.id.clone(), crate::admission::estimate_input(model.tokenizer, &request.conversation)))
 }
 
 /// Records a request refused before it became a call (its caller key was not
@@ -409,6 +405,7 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         latency: tally.started.elapsed(),
         ended_at: SystemTime::now(),
         cache_multipliers: tally.resolved.as_ref().map(|resolved| resolved.multipliers),
+        native_dropped: tally.native_dropped.clone(),
     }
 }
 
@@ -422,8 +419,11 @@ async fn run<A: Attempt>(
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = target::resolve(weir, &Naming::chat(request), opening).await?;
+    let mut target = target::resolve(weir, &Naming::chat(request), opening).await?;
     tally.resolved = Some(resolved(&target));
+    let native = native::plan(&target, request.native.as_deref())?;
+    target.native = native.request;
+    tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
     // An entry that cannot stream is never asked to, and tools read from a JSON

@@ -64,10 +64,10 @@ mod tests {
     use super::*;
 
     fn ask() -> NativeAsk {
-        let fields = json!({"top_k": 5, "context_management": {"edits": []}, "container": "c1"});
+        let fields = [("top_k", json!(5)), ("context_management", json!({"edits": []})), ("container", json!("c1"))];
         NativeAsk {
             dialect: "anthropic-messages",
-            fields: fields.as_object().unwrap().clone(),
+            fields: fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
             betas: vec!["context-management-2025-06-27".into(), "claude-code-20250219".into()],
         }
     }
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_provider_answer_cannot_add_what_the_caller_did_not_ask() {
-        let ask = NativeAsk { dialect: "anthropic-messages", fields: serde_json::Map::new(), betas: Vec::new() };
+        let ask = NativeAsk { dialect: "anthropic-messages", fields: Vec::new(), betas: Vec::new() };
         let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
         assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
         assert_eq!(plan.dropped, NativeDropped::default());

@@ -63,6 +63,9 @@ impl Reached<'_> {
 pub(super) struct Target<'a> {
     reached: Reached<'a>,
     pub provider: Arc<Provider>,
+    /// The caller's native fields this provider takes, sent with
+    /// `native.encode` (see `call::native`); `None`: `chat.encode`.
+    pub native: Option<crate::types::NativeRequest>,
 }
 
 impl<'a> std::ops::Deref for Target<'a> {
@@ -297,7 +300,7 @@ async fn resolve_component_entry<'a>(
         role,
         opening,
     };
-    Ok(Target { reached, provider })
+    Ok(Target { reached, provider, native: None })
 }
 
 /// Resolves an entry whose wire the host speaks (a decision entry): the same

@@ -8,7 +8,7 @@
 //! (`super::bindings`); each `encode` result is lifted as a capped
 //! [`EncodedRequest`] (see [`super::bounded`]). The component model checks a
 //! typed function's type structurally, so the same Rust types fit a 0.1.0
-//! component's `describe` and `chat`, whose types did not change in 0.2.0 or 0.3.0.
+//! component's `describe` and `chat`, whose types did not change in 0.2.0, 0.3.0 or 0.4.0.
 //! [`Exports::typecheck`] checks every function once at load, so a component
 //! whose functions have other types is refused then, not on its first call.
 
@@ -20,7 +20,8 @@ use super::sandbox::CallState;
 use super::world::{Operation, Targets, export_name};
 use crate::types::{
     CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpResponse,
-    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
+    NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta,
+    StreamEvent,
 };
 
 type Call<'s> = &'s mut Store<CallState>;
@@ -73,6 +74,7 @@ pub(super) struct Exports {
     pub embeddings: Option<EmbeddingExports>,
     pub rerank: Option<RerankExports>,
     pub logprobs: Option<LogprobsExports>,
+    pub native: Option<NativeExports>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +122,15 @@ pub(super) struct LogprobsExports {
     serves: ComponentExportIndex,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct NativeExports {
+    typed: Typed,
+    support: ComponentExportIndex,
+    encode: ComponentExportIndex,
+    count_encode: ComponentExportIndex,
+    count_decode: ComponentExportIndex,
 }
 
 /// Finds the functions of one exported interface by name.
@@ -207,7 +218,18 @@ impl Exports {
                 })
             })
             .transpose()?;
-        Ok(Self { describe, chat, embeddings, rerank, logprobs })
+        let native = lookup(Operation::Native)?
+            .map(|native| -> Result<_, String> {
+                Ok(NativeExports {
+                    typed: Typed::Unchecked,
+                    support: native.func("support")?,
+                    encode: native.func("encode")?,
+                    count_encode: native.func("count-tokens-encode")?,
+                    count_decode: native.func("count-tokens-decode")?,
+                })
+            })
+            .transpose()?;
+        Ok(Self { describe, chat, embeddings, rerank, logprobs, native })
     }
 
     pub fn exports(&self, operation: Operation) -> bool {
@@ -216,6 +238,7 @@ impl Exports {
             Operation::Embeddings => self.embeddings.is_some(),
             Operation::Rerank => self.rerank.is_some(),
             Operation::Logprobs => self.logprobs.is_some(),
+            Operation::Native => self.native.is_some(),
         }
     }
 
@@ -229,6 +252,7 @@ impl Exports {
             self.embeddings.as_mut().map(|e| &mut e.typed),
             self.rerank.as_mut().map(|r| &mut r.typed),
             self.logprobs.as_mut().map(|l| &mut l.typed),
+            self.native.as_mut().map(|n| &mut n.typed),
         ]
         .into_iter()
         .flatten()
@@ -272,6 +296,12 @@ impl Exports {
             check("logprobs.serves", l.serves(store, instance).map(drop))?;
             check("logprobs.encode", l.encode(store, instance).map(drop))?;
             check("logprobs.decode", l.decode(store, instance).map(drop))?;
+        }
+        if let Some(n) = &self.native {
+            check("native.support", n.support(store, instance).map(drop))?;
+            check("native.encode", n.encode(store, instance).map(drop))?;
+            check("native.count-tokens-encode", n.count_encode(store, instance).map(drop))?;
+            check("native.count-tokens-decode", n.count_decode(store, instance).map(drop))?;
         }
         Ok(())
     }
@@ -399,5 +429,27 @@ impl LogprobsExports {
 
     pub fn decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<FirstToken, CodecError>> {
         typed(self.typed, store, instance, self.decode)
+    }
+}
+
+/// `(provider, conversation, params, native) -> request`: `native.encode` and
+/// `native.count-tokens-encode`.
+type NativeEncode<'a> = Func<(&'a str, &'a PreparedConversation, &'a CallParams, &'a NativeRequest), Encoded>;
+
+impl NativeExports {
+    pub fn support<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, Option<NativeSupport>> {
+        typed(self.typed, store, instance, self.support)
+    }
+
+    pub fn encode<'a>(&self, store: Call<'_>, instance: &Instance) -> NativeEncode<'a> {
+        typed(self.typed, store, instance, self.encode)
+    }
+
+    pub fn count_encode<'a>(&self, store: Call<'_>, instance: &Instance) -> NativeEncode<'a> {
+        typed(self.typed, store, instance, self.count_encode)
+    }
+
+    pub fn count_decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<u64, CodecError>> {
+        typed(self.typed, store, instance, self.count_decode)
     }
 }

@@ -14,6 +14,7 @@ mod cache;
 mod embedded;
 mod engine;
 mod exports;
+mod native;
 mod provider;
 mod registry;
 mod retrieval;

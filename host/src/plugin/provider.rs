@@ -19,8 +19,8 @@ use super::session::Session;
 use super::world::Operation;
 use crate::reach::Trust;
 use crate::types::{
-    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
-    StreamDelta, StreamEvent,
+    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeSupport,
+    PreparedConversation, ProviderInfo, StreamDelta, StreamEvent,
 };
 
 /// Why a call into a component did not produce an answer.
@@ -93,6 +93,8 @@ pub(super) struct AnswerCache {
     max_batch: HashMap<(String, String), u32>,
     /// `embeddings.needs-dimensions`, as answered.
     needs_dimensions: HashMap<(String, String), bool>,
+    /// `native.support`, as answered.
+    native_support: HashMap<(String, String), Option<Arc<NativeSupport>>>,
     /// The first fault of a question to this component. Every later question
     /// gets it without a call: a hostile component costs one CPU budget at load,
     /// not one per catalog entry.
@@ -183,6 +185,9 @@ impl Provider {
                 }
                 None => Ok(false),
             },
+            // `native` has no `serves`: its `support` answers per wire id (see
+            // [`Self::native_support`]).
+            (Operation::Native, ..) => Ok(false),
             (Operation::Chat | Operation::Embeddings | Operation::Rerank, _, _, _) => Ok(false),
         }
     }
@@ -249,9 +254,28 @@ impl Provider {
         )
     }
 
+    /// `native.support` for this key and `wire_id`: which of a dialect's own
+    /// fields and betas it sends for that model. Asked once and kept like
+    /// [`Self::answers`]; `None` when the component does not export `native`.
+    pub fn native_support(&self, wire_id: &str) -> Result<Option<Arc<NativeSupport>>, PluginError> {
+        let Some(native) = &self.component.exports.native else { return Ok(None) };
+        let key = (self.info.key.clone(), wire_id.to_owned());
+        self.cached(
+            |cache| cache.native_support.get(&key).cloned(),
+            |cache, support| {
+                cache.native_support.insert(key.clone(), support);
+            },
+            || {
+                let support =
+                    self.ask_one("native.support", wire_id, |store, instance| native.support(store, instance));
+                support.map(|support| support.map(Arc::new))
+            },
+        )
+    }
+
     /// One load-time answer: from the cache, else asked and kept; a fault of
     /// the component is kept too, and answers every later question.
-    fn cached<T: Copy>(
+    fn cached<T: Clone>(
         &self,
         get: impl FnOnce(&AnswerCache) -> Option<T>,
         put: impl FnOnce(&mut AnswerCache, T),
@@ -266,7 +290,7 @@ impl Provider {
         }
         match ask() {
             Ok(answer) => {
-                put(&mut cache, answer);
+                put(&mut cache, answer.clone());
                 Ok(answer)
             }
             Err(Asked::Faulted(fault)) => {

@@ -9,12 +9,12 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The newest world version this host speaks: what `weir wit` writes.
-pub const WORLD_VERSION: &str = "0.3.0";
-/// Every world version this host speaks, oldest first. A 0.1.0 or 0.2.0
-/// component is called through the same typed functions as a 0.3.0 one: each
+pub const WORLD_VERSION: &str = "0.4.0";
+/// Every world version this host speaks, oldest first. A 0.1.0, 0.2.0 or 0.3.0
+/// component is called through the same typed functions as a 0.4.0 one: each
 /// version only added records and interfaces, never changed one, and the
 /// component model checks function types structurally.
-pub const WORLD_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+pub const WORLD_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 const PACKAGE: &str = "weir:provider/";
 const DESCRIBE: &str = "describe";
 
@@ -26,10 +26,14 @@ pub enum Operation {
     Rerank,
     /// Chat with token log-probabilities (0.3.0), for the decision backend.
     Logprobs,
+    /// Chat with a dialect's own request fields (0.4.0), for the provider-shaped
+    /// routes.
+    Native,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 4] = [Operation::Chat, Operation::Embeddings, Operation::Rerank, Operation::Logprobs];
+    pub const ALL: [Operation; 5] =
+        [Operation::Chat, Operation::Embeddings, Operation::Rerank, Operation::Logprobs, Operation::Native];
 
     /// The interface's name in the WIT package.
     pub fn interface(self) -> &'static str {
@@ -38,16 +42,18 @@ impl Operation {
             Self::Embeddings => "embeddings",
             Self::Rerank => "rerank",
             Self::Logprobs => "logprobs",
+            Self::Native => "native",
         }
     }
 
     /// The operations world `version` defines: 0.1.0 had chat only, 0.2.0
-    /// added embeddings and rerank, 0.3.0 log-probabilities.
+    /// added embeddings and rerank, 0.3.0 log-probabilities, 0.4.0 native fields.
     fn defined_in(self, version: &str) -> bool {
         match self {
             Self::Chat => true,
             Self::Embeddings | Self::Rerank => version != "0.1.0",
             Self::Logprobs => !matches!(version, "0.1.0" | "0.2.0"),
+            Self::Native => !matches!(version, "0.1.0" | "0.2.0" | "0.3.0"),
         }
     }
 }
@@ -121,10 +127,13 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<Targets, 
         ));
     }
     let operations: Vec<Operation> = Operation::ALL.into_iter().filter(|op| exported(op.interface())).collect();
-    if operations.contains(&Operation::Logprobs) && !operations.contains(&Operation::Chat) {
+    let needs_chat = [Operation::Logprobs, Operation::Native];
+    if let Some(without) =
+        needs_chat.iter().find(|op| operations.contains(op) && !operations.contains(&Operation::Chat))
+    {
         return Err(format!(
             "it exports `{}` without `{}`: its failures are classified by chat's `classify`",
-            export_name("logprobs", version),
+            export_name(without.interface(), version),
             export_name("chat", version)
         ));
     }
@@ -134,14 +143,14 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<Targets, 
             return Err(format!("it does not export `{}`", export_name("chat", version)));
         }
         return Err(format!(
-            "it exports no operation: only `{}`, and none of chat, embeddings, rerank or logprobs",
+            "it exports no operation: only `{}`, and none of chat, embeddings, rerank, logprobs or native",
             export_name(DESCRIBE, version)
         ));
     }
     Ok(Targets { version, operations })
 }
 
-/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0 and 0.3.0".
+/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0, 0.3.0 and 0.4.0".
 fn spoken() -> String {
     match WORLD_VERSIONS.split_last() {
         Some((last, [])) => (*last).to_owned(),
@@ -156,7 +165,7 @@ mod tests {
 
     #[test]
     fn the_spoken_versions_read_as_a_list() {
-        assert_eq!(spoken(), "0.1.0, 0.2.0 and 0.3.0");
+        assert_eq!(spoken(), "0.1.0, 0.2.0, 0.3.0 and 0.4.0");
         assert_eq!(WORLD_VERSIONS.last(), Some(&WORLD_VERSION), "the newest is the one `weir wit` writes");
     }
 }

@@ -137,6 +137,12 @@ impl CallLog {
         &self.opening
     }
 
+    /// Notes the call adds to the route's once it knows them (what the serving
+    /// provider was not handed of the caller's native fields).
+    pub fn add_route_notes(&mut self, notes: impl IntoIterator<Item = String>) {
+        self.route_notes.extend(notes);
+    }
+
     pub fn call_id(&self) -> &str {
         &self.opening.call_id
     }

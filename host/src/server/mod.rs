@@ -133,9 +133,10 @@ async fn chat_completions(
 /// The Messages API (also as `/v1/messages?beta=true`, as Claude Code calls
 /// it: the query is not read). `x-api-key` is the caller's gateway key when
 /// the gateway has keys; `anthropic-version` is accepted and not required (the
-/// gateway holds the provider credentials); `anthropic-beta` is recorded (see
-/// `anthropic::record_betas`). Fields and hosted tools the request carries that no
-/// provider can be handed are named in `x-weir-dropped-fields` and
+/// gateway holds the provider credentials); `anthropic-beta` is recorded and
+/// carried as native betas (see `anthropic::take_betas`). Fields, betas and
+/// hosted tools the request carries that the serving provider was not handed
+/// are named in `x-weir-dropped-fields`, `x-weir-dropped-betas` and
 /// `x-weir-dropped-tools`.
 async fn messages(
     State(weir): State<Weir>,
@@ -148,38 +149,42 @@ async fn messages(
     let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields, dropped_tools } = ingress;
     request.caller = caller;
     request.route = Route::AnthropicMessages;
-    anthropic::record_betas(&mut request, &headers);
+    anthropic::take_betas(&mut request, &headers);
     apply_knobs(&mut request, &headers)?;
     let stop = request.stop.clone();
-    let mut answer = if stream {
+    let (mut answer, native_dropped) = if stream {
         let stream = weir.chat_stream(request).await?;
+        let native_dropped = stream.stamp().native_dropped.clone();
         let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
-        sse::sse_response(stream, writer)
+        (sse::sse_response(stream, writer), native_dropped)
     } else {
         let response = weir.chat(request).await?;
         let mut answer = axum::Json(anthropic::message_body(&response, &stop, omit_thinking)).into_response();
         stamp_headers(answer.headers_mut(), &response.stamp);
-        answer
+        (answer, response.stamp.native_dropped)
     };
-    dropped_headers(answer.headers_mut(), &dropped_fields, &dropped_tools);
+    let dropped = Dropped { fields: &dropped_fields, tools: &dropped_tools, native: &native_dropped };
+    dropped.headers(answer.headers_mut());
     Ok(answer)
 }
 
-/// `x-weir-token-count: estimate` on a `count_tokens` answer: the number is
-/// Weir's own, not the provider's.
+/// `x-weir-token-count` on a `count_tokens` answer: `provider` when the
+/// provider counted, `estimate` when the number is Weir's own.
 const TOKEN_COUNT_HEADER: &str = "x-weir-token-count";
 
-/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, Weir's own
-/// estimate of the request's input (the one its budget hold and admission
-/// use), marked `x-weir-token-count: estimate`. The body is read as a call's
-/// (without `max_tokens`), and the model is resolved as the call's would be —
-/// the key's model list, `model_choice`, an unknown name — with the same
-/// errors; nothing is sent upstream and nothing is recorded (nothing is
-/// spent). Anthropic's own count endpoint is not asked: a component has no
-/// operation for it.
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`. The body is read
+/// as a call's (without `max_tokens`), betas included, and the model is
+/// resolved as the call's would be — the key's model list, `model_choice`, an
+/// unknown name — with the same errors. An entry whose provider counts (its
+/// component's `native.support`: Anthropic's direct API) is asked, and the
+/// answer is marked `x-weir-token-count: provider`; any other answers Weir's
+/// own estimate of the input (the one its budget hold and admission use),
+/// marked `estimate`, as does a provider count that failed. Nothing is
+/// recorded and nothing is spent.
 async fn count_tokens(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, anthropic::AnthropicError> {
     let caller = caller.caller()?;
@@ -187,24 +192,51 @@ async fn count_tokens(
     let mut request = ingress.request;
     request.caller = caller;
     request.route = Route::AnthropicMessages;
-    let (model, input_tokens) = weir.estimate_input_tokens(&request).await.map_err(ApiError::from)?;
-    let mut answer = axum::Json(json!({"input_tokens": input_tokens})).into_response();
+    anthropic::take_betas(&mut request, &headers);
+    request.native.get_or_insert_with(|| {
+        std::sync::Arc::new(crate::NativeAsk { dialect: anthropic::DIALECT, ..crate::NativeAsk::default() })
+    });
+    let count = weir.count_input_tokens(&request).await.map_err(ApiError::from)?;
+    let mut answer = axum::Json(json!({"input_tokens": count.tokens})).into_response();
     let headers = answer.headers_mut();
-    headers.insert(TOKEN_COUNT_HEADER, HeaderValue::from_static("estimate"));
-    if let Ok(model) = HeaderValue::from_str(&model) {
+    let counted_by = match count.counted_by {
+        crate::CountedBy::Provider => "provider",
+        crate::CountedBy::Estimate => "estimate",
+    };
+    headers.insert(TOKEN_COUNT_HEADER, HeaderValue::from_static(counted_by));
+    if let Ok(model) = HeaderValue::from_str(&count.model) {
         headers.insert("x-weir-model", model);
     }
-    dropped_headers(headers, &ingress.dropped_fields, &ingress.dropped_tools);
+    Dropped { fields: &ingress.dropped_fields, tools: &ingress.dropped_tools, native: &count.native_dropped }
+        .headers(headers);
     Ok(answer)
 }
 
-/// `x-weir-dropped-fields` and `x-weir-dropped-tools`: what the request asked
-/// for that no provider was handed, comma-separated; absent when nothing was.
-fn dropped_headers(headers: &mut HeaderMap, fields: &[&str], tools: &[String]) {
-    let lists = [("x-weir-dropped-fields", fields.join(", ")), ("x-weir-dropped-tools", tools.join(", "))];
-    for (name, list) in lists {
-        if let Some(value) = Some(list).filter(|list| !list.is_empty()).and_then(|v| HeaderValue::from_str(&v).ok()) {
-            headers.insert(HeaderName::from_static(name), value);
+/// What a request asked for that the provider was not handed: fields and
+/// hosted tools the route never sends, and the native fields and betas the
+/// serving provider does not take.
+struct Dropped<'a> {
+    fields: &'a [&'static str],
+    tools: &'a [String],
+    native: &'a crate::NativeDropped,
+}
+
+impl Dropped<'_> {
+    /// `x-weir-dropped-fields`, `x-weir-dropped-betas` and
+    /// `x-weir-dropped-tools`, comma-separated; each absent when nothing was.
+    fn headers(&self, headers: &mut HeaderMap) {
+        let fields: Vec<&str> =
+            self.fields.iter().copied().chain(self.native.fields.iter().map(String::as_str)).collect();
+        let lists = [
+            ("x-weir-dropped-fields", fields.join(", ")),
+            ("x-weir-dropped-betas", self.native.betas.join(", ")),
+            ("x-weir-dropped-tools", self.tools.join(", ")),
+        ];
+        for (name, list) in lists {
+            if let Some(value) = Some(list).filter(|list| !list.is_empty()).and_then(|v| HeaderValue::from_str(&v).ok())
+            {
+                headers.insert(HeaderName::from_static(name), value);
+            }
         }
     }
 }
@@ -271,7 +303,8 @@ async fn responses_create(
         stamp_headers(answer.headers_mut(), &response.stamp);
         answer
     };
-    dropped_headers(answer.headers_mut(), &[], &hosted_tools);
+    let nothing = crate::NativeDropped::default();
+    Dropped { fields: &[], tools: &hosted_tools, native: &nothing }.headers(answer.headers_mut());
     Ok(answer)
 }
 

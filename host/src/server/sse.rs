@@ -174,6 +174,7 @@ mod tests {
             latency: Duration::ZERO,
             ended_at: SystemTime::UNIX_EPOCH,
             cache_multipliers: None,
+            native_dropped: crate::NativeDropped::default(),
         }
     }
 

@@ -53,7 +53,7 @@ impl SurfaceProvider for AnthropicBedrockMantle {
     }
 }
 
-weir_sdk::export_provider!(AnthropicBedrockMantle);
+weir_sdk::export_provider!(AnthropicBedrockMantle, chat, native);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly

@@ -46,7 +46,7 @@ impl SurfaceProvider for AnthropicBedrock {
     }
 }
 
-weir_sdk::export_provider!(AnthropicBedrock);
+weir_sdk::export_provider!(AnthropicBedrock, chat, native);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly

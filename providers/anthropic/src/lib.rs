@@ -46,7 +46,7 @@ impl SurfaceProvider for Anthropic {
     }
 }
 
-weir_sdk::export_provider!(Anthropic);
+weir_sdk::export_provider!(Anthropic, chat, native);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly

@@ -15,6 +15,7 @@
 
 mod errors;
 mod invoke_stream;
+pub mod native;
 mod request;
 mod response;
 mod stream;

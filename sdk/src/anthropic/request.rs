@@ -4,8 +4,9 @@
 //!
 //! The surfaces differ only in [`surface_fields`], [`path`] and [`headers`]:
 //! where the model, the stream switch and the API version go. The codec enables no
-//! beta, so neither the `anthropic-beta` header nor InvokeModel's `anthropic_beta`
-//! body field is ever written. Mantle's data-retention header
+//! beta of its own: the `anthropic-beta` header and InvokeModel's `anthropic_beta`
+//! body field carry only a caller's betas, through `super::native`. Mantle's
+//! data-retention header
 //! `anthropic-workspace-id` is never written either: the host binds it from the
 //! deployment and re-checks the compliance envelope before anything leaves.
 //!
@@ -55,12 +56,25 @@ pub fn encode(
     conversation: &PreparedConversation,
     params: &CallParams,
 ) -> Result<HttpRequest, CodecError> {
+    encode_with(surface, conversation, params, |_, _| Ok(()))
+}
+
+/// [`encode`], with `extend` adding to the body and headers before they are
+/// written (a caller's native fields and betas; see `super::native`).
+pub(super) fn encode_with(
+    surface: Surface,
+    conversation: &PreparedConversation,
+    params: &CallParams,
+    extend: impl FnOnce(&mut Map<String, Value>, &mut Headers) -> Result<(), CodecError>,
+) -> Result<HttpRequest, CodecError> {
     let mut body = body(conversation, params)?;
     surface_fields(surface, params, &mut body);
+    let mut headers = headers(surface, params.stream);
+    extend(&mut body, &mut headers)?;
     Ok(HttpRequest {
         method: "POST".to_owned(),
         path_and_query: path(surface, params),
-        headers: headers(surface, params.stream),
+        headers,
         body: to_body(&Value::Object(body))?,
     })
 }

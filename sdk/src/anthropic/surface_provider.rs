@@ -2,11 +2,12 @@
 //! [`SurfaceProvider`] makes a type a whole [`ChatProvider`] over the shared codec,
 //! so the components cannot differ in anything but their description.
 
-use super::{AnthropicStream, Surface, classify, decode, encode};
-use crate::ChatProvider;
+use super::{AnthropicStream, Surface, classify, decode, encode, native};
 use crate::types::{
-    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
+    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, NativeRequest, NativeSupport,
+    PreparedConversation, ProviderInfo,
 };
+use crate::{ChatProvider, NativeProvider};
 
 /// One Claude surface as a component: its surface and its description. The
 /// component is then `info()` and `weir_sdk::export_provider!(Type)`.
@@ -39,9 +40,7 @@ impl<T: SurfaceProvider> ChatProvider for T {
         conversation: PreparedConversation,
         params: CallParams,
     ) -> Result<HttpRequest, CodecError> {
-        if provider != T::SURFACE.key() {
-            return Err(CodecError::Unsupported(format!("unknown provider key {provider:?}")));
-        }
+        known(provider, T::SURFACE)?;
         encode(T::SURFACE, &conversation, &params)
     }
 
@@ -51,5 +50,45 @@ impl<T: SurfaceProvider> ChatProvider for T {
 
     fn classify(_provider: &str, response: HttpResponse) -> ErrorClass {
         classify(T::SURFACE, &response)
+    }
+}
+
+/// Every surface takes Anthropic's own fields and betas as [`native`] lists
+/// them for it.
+impl<T: SurfaceProvider> NativeProvider for T {
+    fn native_support(provider: &str, wire_id: &str) -> Option<NativeSupport> {
+        (provider == T::SURFACE.key()).then(|| native::support(T::SURFACE, wire_id)).flatten()
+    }
+
+    fn encode_native(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        request: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        known(provider, T::SURFACE)?;
+        native::encode(T::SURFACE, &conversation, &params, &request)
+    }
+
+    fn count_tokens_encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        request: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        known(provider, T::SURFACE)?;
+        native::count_tokens_encode(T::SURFACE, &conversation, &params, &request)
+    }
+
+    fn count_tokens_decode(_provider: &str, response: HttpResponse) -> Result<u64, CodecError> {
+        native::count_tokens_decode(&response)
+    }
+}
+
+/// Refuses a provider key that is not the surface's.
+fn known(provider: &str, surface: Surface) -> Result<(), CodecError> {
+    match provider == surface.key() {
+        true => Ok(()),
+        false => Err(CodecError::Unsupported(format!("unknown provider key {provider:?}"))),
     }
 }

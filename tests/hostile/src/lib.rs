@@ -194,7 +194,54 @@ impl weir_sdk::StreamDecoder for NoStream {
     }
 }
 
+/// The wire id whose `native.support` panics, for every key.
+pub const NATIVE_SUPPORT_PANICS: &str = "native-support-panics";
+/// The wire id whose `native.encode` and `native.count-tokens-encode` panic,
+/// for every key; its `native.support` takes `top_k`, any beta, and counts.
+pub const NATIVE_ENCODE_PANICS: &str = "native-encode-panics";
+
+#[cfg(feature = "native")]
+impl weir_sdk::NativeProvider for Hostile {
+    fn native_support(_: &str, wire_id: &str) -> Option<weir_sdk::types::NativeSupport> {
+        match wire_id {
+            NATIVE_SUPPORT_PANICS => panic!("hostile component panicked in native.support on purpose"),
+            NATIVE_ENCODE_PANICS => Some(weir_sdk::types::NativeSupport {
+                dialect: "anthropic-messages".to_owned(),
+                fields: vec!["top_k".to_owned()],
+                betas: vec!["*".to_owned()],
+                count_tokens: true,
+            }),
+            _ => None,
+        }
+    }
+
+    fn encode_native(
+        _: &str,
+        _: PreparedConversation,
+        _: CallParams,
+        _: weir_sdk::types::NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        panic!("hostile component panicked in native.encode on purpose")
+    }
+
+    fn count_tokens_encode(
+        _: &str,
+        _: PreparedConversation,
+        _: CallParams,
+        _: weir_sdk::types::NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        panic!("hostile component panicked in native.count-tokens-encode on purpose")
+    }
+
+    fn count_tokens_decode(_: &str, _: HttpResponse) -> Result<u64, CodecError> {
+        Err(CodecError::Malformed("never asked: count-tokens-encode panics first".to_owned()))
+    }
+}
+
+#[cfg(not(feature = "native"))]
 weir_sdk::export_provider!(Hostile);
+#[cfg(feature = "native")]
+weir_sdk::export_provider!(Hostile, chat, native);
 
 #[cfg(test)]
 mod tests {

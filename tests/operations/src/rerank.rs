@@ -13,7 +13,7 @@ use weir::provider::types::{
 };
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/frozen/0.3.0",
     world: "rerank-provider",
 });
 

@@ -1,14 +1,15 @@
-//! The `anthropic-beta` header: the betas a caller asked for. WIT 0.1.0 has
-//! no field that could carry them to a component, so no provider is sent
-//! them, Anthropic's surfaces included; they are recorded on the call
-//! (`client.betas`) so an operator can see what callers expect. A beta that
-//! changes the request's shape (`context-management-…`, `effort-…`, adaptive
-//! thinking, `interleaved-thinking-…`) is read through the body's fields,
-//! which are translated or dropped one by one (see `request`).
+//! The `anthropic-beta` header: the betas a caller asked for. They are
+//! recorded on the call (`client.betas`) so an operator can see what callers
+//! expect, and carried as the call's native betas ([`NativeAsk::betas`]): a
+//! provider whose component takes Anthropic's betas is sent the ones it
+//! lists (`native.support`), and the others are dropped with a note
+//! (`beta_dropped:NAME`, `x-weir-dropped-betas`).
 
 use axum::http::HeaderMap;
 
-use crate::chat::ChatRequest;
+use std::sync::Arc;
+
+use crate::chat::{ChatRequest, NativeAsk};
 use crate::record::ClientFacts;
 
 /// The most betas recorded for one call, and the longest name kept: the head
@@ -30,12 +31,16 @@ pub fn betas(headers: &HeaderMap) -> Vec<String> {
     betas
 }
 
-/// Records the request's betas beside its `metadata`.
-pub fn record_betas(request: &mut ChatRequest, headers: &HeaderMap) {
+/// Records the request's betas beside its `metadata`, and carries them as
+/// its native betas.
+pub fn take_betas(request: &mut ChatRequest, headers: &HeaderMap) {
     let betas = betas(headers);
     if betas.is_empty() {
         return;
     }
+    let native =
+        request.native.get_or_insert_with(|| Arc::new(NativeAsk { dialect: super::DIALECT, ..NativeAsk::default() }));
+    Arc::make_mut(native).betas.clone_from(&betas);
     request.client.get_or_insert_with(ClientFacts::default).betas = betas;
 }
 
@@ -57,5 +62,24 @@ mod tests {
         let list: Vec<String> = (0..40).map(|i| format!("b{i}")).chain([long]).collect();
         many.insert("anthropic-beta", HeaderValue::from_str(&list.join(",")).unwrap());
         assert_eq!(betas(&many).len(), MAX_BETAS, "bounded");
+    }
+
+    #[test]
+    fn the_betas_are_recorded_and_carried_natively_beside_the_bodys_fields() {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-beta", HeaderValue::from_static("effort-2025-11-24,context-1m-2025-08-07"));
+        let conversation = crate::types::Conversation::user("Hi");
+        let mut request = ChatRequest::new("m", conversation);
+        let fields = vec![("top_k".to_owned(), serde_json::json!(3))];
+        request.native = Some(Arc::new(NativeAsk { dialect: super::super::DIALECT, fields, betas: Vec::new() }));
+        take_betas(&mut request, &headers);
+        let native = request.native.as_deref().unwrap();
+        assert_eq!(native.betas, ["effort-2025-11-24", "context-1m-2025-08-07"]);
+        assert_eq!(native.fields, [("top_k".to_owned(), serde_json::json!(3))], "the body's fields are kept");
+        assert_eq!(request.client.unwrap().betas, native.betas);
+
+        let mut plain = ChatRequest::new("m", crate::types::Conversation::user("Hi"));
+        take_betas(&mut plain, &HeaderMap::new());
+        assert!(plain.native.is_none() && plain.client.is_none(), "no betas, nothing carried");
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             latency: Duration::ZERO,
             ended_at: SystemTime::UNIX_EPOCH,
             cache_multipliers: None,
+            native_dropped: crate::NativeDropped::default(),
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }

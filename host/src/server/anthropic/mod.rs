@@ -9,8 +9,8 @@ mod events;
 mod request;
 mod response;
 
-pub use betas::record_betas;
+pub use betas::take_betas;
 pub use error::AnthropicError;
 pub use events::Events;
-pub use request::{Ingress, Purpose, into_chat_request};
+pub use request::{DIALECT, Ingress, Purpose, into_chat_request};
 pub use response::message_body;

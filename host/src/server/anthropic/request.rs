@@ -6,10 +6,12 @@
 //!
 //! Every top-level field the Messages API defines (its beta surface included,
 //! as the `anthropic` SDK's `MessageCreateParams` lists them) is accepted, and
-//! then either translated into the neutral request or dropped with a note —
-//! the README's per-field table says which. WIT 0.1.0's call parameters carry
-//! no provider-native field, so a field with no neutral slot cannot reach any
-//! provider, Anthropic's included: the call's record notes it
+//! then translated into the neutral request, carried as a native field, or
+//! dropped with a note — the README's per-field table says which. A native
+//! field ([`NativeAsk`]: `top_k`, `context_management`, `container`,
+//! `mcp_servers`, `service_tier`, the cache TTL) goes to a provider whose
+//! component takes it (WIT 0.4.0's `native`: Anthropic's surfaces); for any
+//! other, and for the fields never sent, the call's record notes it
 //! (`field_dropped:NAME`) and the answer names it in `x-weir-dropped-fields`.
 //! Hosted tools (server tools Anthropic runs, and its schema-less tool types)
 //! are dropped the same way (`tool_dropped:TYPE`, `x-weir-dropped-tools`) or,
@@ -22,7 +24,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::catalog::HostedTools;
-use crate::chat::ChatRequest;
+use std::sync::Arc;
+
+use crate::chat::{ChatRequest, NativeAsk};
 use crate::error::Category;
 use crate::record::ClientFacts;
 use crate::server::error::ApiError;
@@ -58,8 +62,9 @@ struct Body {
     output_config: Option<OutputConfig>,
     /// The deprecated spelling of `output_config.format`.
     output_format: Option<Value>,
-    // Anthropic's own fields with no slot in the neutral request: accepted,
-    // dropped, noted (see `DROPPABLE`).
+    // Anthropic's own fields with no slot in the neutral request: sent to a
+    // provider that takes them (see `native_fields`), else dropped and noted;
+    // the last five are never sent (see `never_sent`).
     top_k: Option<Value>,
     context_management: Option<Value>,
     container: Option<Value>,
@@ -73,15 +78,32 @@ struct Body {
 }
 
 impl Body {
-    /// The fields present that no provider can be handed, by name, in the
-    /// order the README's table lists them. A `null` is absent.
-    fn droppable(&self) -> Vec<&'static str> {
-        let fields: [(&'static str, &Option<Value>); 10] = [
+    /// The fields present that a provider taking Anthropic's own fields is
+    /// sent as written (`native.support` says which it takes; the call drops
+    /// and notes the rest). A `null` is absent.
+    fn native_fields(&self) -> Vec<(String, Value)> {
+        let fields = [
             ("top_k", &self.top_k),
             ("context_management", &self.context_management),
             ("container", &self.container),
             ("mcp_servers", &self.mcp_servers),
             ("service_tier", &self.service_tier),
+        ];
+        fields
+            .into_iter()
+            .filter(|(_, value)| present(value.as_ref()))
+            .filter_map(|(name, value)| value.clone().map(|value| (name.to_owned(), value)))
+            .collect()
+    }
+
+    /// The fields present that no provider is sent, by name, in the order the
+    /// README's table lists them: each would change what the call costs or
+    /// where it runs behind the gateway's back (`speed`'s fast mode is priced
+    /// apart, `inference_geo` overrides the deployment's data residency,
+    /// `fallbacks` serves another model than the entry's), or is
+    /// Anthropic's own bookkeeping (`diagnostics`, `fallback_credit_token`).
+    fn never_sent(&self) -> Vec<&'static str> {
+        let fields: [(&'static str, &Option<Value>); 5] = [
             ("speed", &self.speed),
             ("inference_geo", &self.inference_geo),
             ("diagnostics", &self.diagnostics),
@@ -90,7 +112,36 @@ impl Body {
         ];
         fields.into_iter().filter(|(_, value)| present(value.as_ref())).map(|(name, _)| name).collect()
     }
+
+    /// The longest prompt-cache TTL the request asks for anywhere (`1h` over
+    /// `5m`): the gateway plans its own breakpoints, so one TTL applies to
+    /// all of them. A TTL that is neither is the caller's error.
+    fn cache_ttl(&self) -> Result<Option<&'static str>, ApiError> {
+        let system = self.system.as_ref().and_then(Value::as_array).into_iter().flatten();
+        let messages = self.messages.iter().filter_map(|m| m.content.as_array()).flatten();
+        let blocks = system.chain(messages).chain(self.tools.iter());
+        let asked = blocks.filter_map(|block| block.get("cache_control")).chain(self.cache_control.as_ref());
+        let mut longest = None;
+        for ttl in asked.filter_map(|cache| cache.get("ttl")).filter(|ttl| !ttl.is_null()) {
+            match ttl.as_str() {
+                Some("1h") => longest = Some("1h"),
+                Some("5m") => longest = longest.or(Some("5m")),
+                _ => {
+                    return Err(ApiError::invalid_request(format!(
+                        "`cache_control.ttl` {ttl} is not \"5m\" or \"1h\""
+                    )));
+                }
+            }
+        }
+        Ok(longest)
+    }
 }
+
+/// The dialect name `native.support` answers for Anthropic's fields.
+pub const DIALECT: &str = "anthropic-messages";
+
+/// The native field naming the prompt-cache TTL (see [`Body::cache_ttl`]).
+const CACHE_TTL: &str = "cache_control.ttl";
 
 /// `metadata`: the API defines `user_id` alone and refuses other keys.
 #[derive(Debug, Deserialize)]
@@ -134,8 +185,9 @@ pub struct Ingress {
     /// `thinking.display: "omitted"`: thinking blocks are answered without
     /// their text, signatures kept (as Anthropic answers them).
     pub omit_thinking: bool,
-    /// Top-level (and `tools[].`, `output_config.`, `cache_control.`) fields
-    /// accepted and not sent, for `x-weir-dropped-fields`.
+    /// Top-level (and `tools[].`, `output_config.`) fields accepted and never
+    /// sent, for `x-weir-dropped-fields`; the native fields the serving
+    /// provider does not take are added from the call's stamp.
     pub dropped_fields: Vec<&'static str>,
     /// Hosted tools left out, by type, for `x-weir-dropped-tools`.
     pub dropped_tools: Vec<String>,
@@ -145,7 +197,11 @@ pub struct Ingress {
 pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpose) -> Result<Ingress, ApiError> {
     let body: Body =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_request(format!("invalid body: {e}")))?;
-    let mut dropped_fields = body.droppable();
+    let mut dropped_fields = body.never_sent();
+    let mut native_fields = body.native_fields();
+    if let Some(ttl) = body.cache_ttl()? {
+        native_fields.push((CACHE_TTL.to_owned(), Value::from(ttl)));
+    }
     let top_p = crate::server::sampling::top_p(body.top_p)?;
     let max_tokens = match (body.max_tokens, purpose) {
         (Some(max_tokens), _) => Some(max_tokens),
@@ -162,13 +218,6 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     let metadata = user_id.map(|id| json!({"user_id": id.chars().take(MAX_USER_ID_CHARS).collect::<String>()}));
     let thinking = thinking(body.thinking.as_ref(), max_tokens)?;
     let (effort, schema) = output_config(body.output_config, body.output_format.as_ref(), &mut dropped_fields)?;
-    if has_ttl(body.cache_control.as_ref())
-        || body.system.as_ref().and_then(Value::as_array).is_some_and(|blocks| blocks.iter().any(block_has_ttl))
-        || body.tools.iter().any(block_has_ttl)
-        || body.messages.iter().any(|m| m.content.as_array().is_some_and(|blocks| blocks.iter().any(block_has_ttl)))
-    {
-        dropped_fields.push("cache_control.ttl");
-    }
     let Tools { offered, dropped: dropped_tools, dropped_names } =
         tools(body.tools, hosted_tools, &mut dropped_fields)?;
     let tool_choice = body.tool_choice.as_ref().map(tool_choice).transpose()?;
@@ -213,6 +262,9 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
         .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
         .collect();
     request.client = Some(ClientFacts { metadata, betas: Vec::new() });
+    if !native_fields.is_empty() {
+        request.native = Some(Arc::new(NativeAsk { dialect: DIALECT, fields: native_fields, betas: Vec::new() }));
+    }
     Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields, dropped_tools })
 }
 
@@ -226,14 +278,6 @@ const METADATA_TRUNCATED: &str = "metadata_truncated";
 /// A value that is there: `null` counts as absent, as the API takes it.
 fn present(value: Option<&Value>) -> bool {
     value.is_some_and(|value| !value.is_null())
-}
-
-fn has_ttl(cache_control: Option<&Value>) -> bool {
-    cache_control.is_some_and(|cache| present(cache.get("ttl")))
-}
-
-fn block_has_ttl(block: &Value) -> bool {
-    has_ttl(block.get("cache_control"))
 }
 
 /// What `thinking` asks for.
@@ -878,7 +922,7 @@ mod tests {
     }
 
     #[test]
-    fn anthropics_fields_without_a_neutral_slot_are_dropped_and_noted() {
+    fn anthropics_fields_are_carried_natively_or_never_sent_and_noted() {
         let ingress = parse(json!({
             "model": "m", "max_tokens": 10, "top_k": 5, "context_management": {"edits": []},
             "container": "c", "mcp_servers": [{"type": "url", "url": "https://mcp", "name": "x"}],
@@ -890,11 +934,6 @@ mod tests {
         assert_eq!(
             ingress.dropped_fields,
             [
-                "top_k",
-                "context_management",
-                "container",
-                "mcp_servers",
-                "service_tier",
                 "speed",
                 "inference_geo",
                 "diagnostics",
@@ -903,8 +942,13 @@ mod tests {
                 "output_config.task_budget"
             ]
         );
-        assert_eq!(ingress.request.route_notes[0], "field_dropped:top_k");
-        assert_eq!(ingress.request.route_notes.len(), 11);
+        assert_eq!(ingress.request.route_notes[0], "field_dropped:speed");
+        assert_eq!(ingress.request.route_notes.len(), 6);
+        let native = ingress.request.native.as_deref().unwrap();
+        assert_eq!(native.dialect, DIALECT);
+        let names: Vec<&str> = native.fields.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["top_k", "context_management", "container", "mcp_servers", "service_tier"]);
+        assert_eq!(native.fields[3].1, json!([{"type": "url", "url": "https://mcp", "name": "x"}]));
         assert_eq!(ingress.request.client.unwrap().metadata, Some(json!({"user_id": "device-1"})));
         let long = parse(json!({"model": "m", "max_tokens": 10, "metadata": {"user_id": "é".repeat(600)},
             "messages": [{"role": "user", "content": "x"}]}));
@@ -916,12 +960,30 @@ mod tests {
         let nulls = parse(json!({"model": "m", "max_tokens": 10, "top_k": null, "container": null,
             "messages": [{"role": "user", "content": "x"}]}));
         assert!(nulls.dropped_fields.is_empty() && nulls.request.route_notes.is_empty(), "null is absent");
+        assert!(nulls.request.native.is_none(), "nothing native asked");
         assert!(
             error(
                 json!({"model": "m", "max_tokens": 5, "metadata": "u", "messages": [{"role": "user", "content": "x"}]})
             )
             .contains("invalid body")
         );
+    }
+
+    #[test]
+    fn the_longest_cache_ttl_asked_anywhere_is_carried_and_an_unknown_one_refused() {
+        let ttl = |system_ttl: &str, message_ttl: &str| {
+            let body = json!({"model": "m", "max_tokens": 10,
+                "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": system_ttl}}],
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": message_ttl}}]}]});
+            into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call)
+        };
+        let carried = |ingress: Ingress| ingress.request.native.as_deref().unwrap().fields[0].1.clone();
+        assert_eq!(carried(ttl("5m", "1h").unwrap()), "1h");
+        assert_eq!(carried(ttl("1h", "5m").unwrap()), "1h");
+        assert_eq!(carried(ttl("5m", "5m").unwrap()), "5m");
+        let refused = ttl("5m", "2h").unwrap_err();
+        assert!(refused.message.contains("`cache_control.ttl` \"2h\""), "{}", refused.message);
     }
 
     #[test]
@@ -935,7 +997,9 @@ mod tests {
         ]});
         let ingress = parse(body.clone());
         assert_eq!(ingress.dropped_tools, ["web_search_20250305", "tool_search_tool_regex_20251119"]);
-        assert_eq!(ingress.dropped_fields, ["cache_control.ttl", "tools.defer_loading"]);
+        assert_eq!(ingress.dropped_fields, ["tools.defer_loading"]);
+        let native = ingress.request.native.as_deref().unwrap();
+        assert_eq!(native.fields, [("cache_control.ttl".to_owned(), json!("1h"))], "carried natively");
         assert_eq!(ingress.request.conversation.tools.len(), 1);
         assert_eq!(ingress.request.conversation.tools[0].name, "f");
         assert!(ingress.request.route_notes.contains(&"tool_dropped:web_search_20250305".to_owned()));

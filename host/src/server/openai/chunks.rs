@@ -133,6 +133,7 @@ mod tests {
             latency: Duration::ZERO,
             ended_at: SystemTime::UNIX_EPOCH,
             cache_multipliers: None,
+            native_dropped: crate::NativeDropped::default(),
         };
         ChunkWriter::new(&stamp, include_usage)
     }

@@ -232,6 +232,7 @@ pub(super) mod tests {
             latency: Duration::ZERO,
             ended_at: UNIX_EPOCH,
             cache_multipliers: None,
+            native_dropped: crate::NativeDropped::default(),
         }
     }
 
