@@ -86,6 +86,10 @@ pub struct NativeAsk {
     /// order the route's table lists them (what is dropped is named in it).
     pub fields: Vec<(String, serde_json::Value)>,
     pub betas: Vec<String>,
+    /// The fields whose neutral rendering the request already carries (a
+    /// custom tool, described as a function): a provider that does not take
+    /// one loses nothing, so it is not named as dropped.
+    pub rendered_neutrally: &'static [&'static str],
 }
 
 /// What a caller asked natively that the serving provider was not handed:

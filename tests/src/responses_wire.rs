@@ -41,6 +41,13 @@ pub fn function_call_item(call_id: &str, name: &str, arguments: &str) -> Value {
            "arguments": arguments, "status": "completed"})
 }
 
+/// A call to a custom tool (free-form `input`), as OpenAI answers it.
+#[must_use]
+pub fn custom_tool_call_item(call_id: &str, name: &str, input: &str) -> Value {
+    json!({"type": "custom_tool_call", "id": format!("ctc_{call_id}"), "call_id": call_id, "name": name,
+           "input": input, "status": "completed"})
+}
+
 /// A whole `response` object.
 #[must_use]
 pub fn response_body(status: &str, output: Vec<Value>, usage: Value) -> Value {
@@ -80,6 +87,7 @@ pub fn stream_events(items: &[Value], usage: Value) -> Vec<Bytes> {
         let mut added = item.clone();
         match item["type"].as_str() {
             Some("function_call") => added["arguments"] = json!(""),
+            Some("custom_tool_call") => added["input"] = json!(""),
             Some("message") => added["content"] = json!([]),
             Some("reasoning") => added["encrypted_content"] = Value::Null,
             _ => {}
@@ -93,6 +101,16 @@ pub fn stream_events(items: &[Value], usage: Value) -> Vec<Bytes> {
         if item["type"] == "function_call" {
             events.push(next(json!({"type": "response.function_call_arguments.delta", "output_index": index,
                                     "item_id": item["id"], "delta": item["arguments"]})));
+        }
+        if item["type"] == "custom_tool_call" {
+            // The text in two pieces, as a long patch arrives.
+            let input = item["input"].as_str().unwrap_or_default();
+            let middle = (0..=input.len() / 2).rev().find(|at| input.is_char_boundary(*at)).unwrap_or(0);
+            let (first, rest) = input.split_at(middle);
+            for piece in [first, rest] {
+                events.push(next(json!({"type": "response.custom_tool_call_input.delta", "output_index": index,
+                                        "item_id": item["id"], "delta": piece})));
+            }
         }
         events.push(next(json!({"type": "response.output_item.done", "output_index": index, "item": item})));
     }

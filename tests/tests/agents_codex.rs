@@ -319,6 +319,9 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
     assert_eq!(sent[0]["store"], false);
     let names: Vec<&str> = sent[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"exec_command") && !names.contains(&"web_search"), "{names:?}");
+    let cache_key = sent[0]["prompt_cache_key"].as_str().unwrap_or_default();
+    assert!(!cache_key.is_empty(), "Codex's prompt_cache_key reaches OpenAI as a native field: {}", sent[0]);
+    assert_eq!(sent[1]["prompt_cache_key"], cache_key, "one key for the conversation");
     // Turn 2: OpenAI's own reasoning item, whole, before the call and its output.
     let input = sent[1]["input"].as_array().unwrap();
     let reasoning = input.iter().position(|item| item["type"] == "reasoning").unwrap();

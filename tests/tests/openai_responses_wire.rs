@@ -163,3 +163,89 @@ async fn upstream_failures_on_the_responses_wire_keep_their_categories() {
     assert!(status >= 500, "{status} {text}");
     assert!(!text.contains("internal detail 7781"), "raw upstream text never reaches the caller: {text}");
 }
+
+/// A custom tool (Codex's `apply_patch`, with its grammar) on the Responses route: an
+/// `openai-responses` entry sends it as OpenAI's own `custom` tool with the grammar and
+/// the caller's `prompt_cache_key`, streams the call back as a `custom_tool_call`, and
+/// sends the call and its output back in their own form on the next turn; a Chat
+/// Completions entry gets the tool described as a function, and only
+/// `prompt_cache_key` is named as dropped (the tool lost nothing).
+#[tokio::test]
+async fn a_custom_tool_goes_to_openai_as_its_own_and_elsewhere_as_a_function() {
+    let upstream = FakeUpstream::start().await;
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n-old\n+new \"quoted\"\n*** End Patch";
+    upstream.push(responses_wire::stream(stream_events(
+        &[responses_wire::custom_tool_call_item("call_p", "apply_patch", patch)],
+        usage(50, 20, 0, 0),
+    )));
+    upstream.push(response(vec![message_item("msg_2", "Patched.")], usage(80, 5, 0, 0)));
+    upstream.push(openai_wire::completion("Patched."));
+    let chat_entry = "\n[[model]]\nid = \"gpt5-chat\"\nprovider = \"openai\"\nwire_id = \"gpt-5\"\n\
+                      endpoint = \"{url}\"\ncredential = \"weir-test-key\"\nmax_output_tokens = 8000\n\
+                      output_tokens = 1000\ncontext_window = 400000\nmax_retries = 0\n";
+    let config = config(&upstream) + &chat_entry.replace("{url}", &upstream.base_url());
+    let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    let grammar = json!({"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"});
+    let tools = json!([
+        {"type": "custom", "name": "apply_patch", "description": "Edit files.", "format": grammar},
+        {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {}}}
+    ]);
+
+    let first = json!({"model": "gpt5", "stream": true, "store": false, "tools": tools,
+        "prompt_cache_key": "thread-9", "input": "Change old to new in a.txt"});
+    let (status, headers, body) = post_with_headers(&gateway, "/v1/responses", &first).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.get("x-weir-dropped-fields").is_none(), "{headers:?}");
+    let sent = upstream.received()[0].json();
+    assert_eq!(
+        sent["tools"][0],
+        json!({"type": "custom", "name": "apply_patch", "description": "Edit files.", "format": grammar})
+    );
+    assert_eq!(sent["tools"][1]["type"], "function");
+    assert_eq!(sent["prompt_cache_key"], "thread-9");
+    let events = sse_events(&body);
+    let done = events
+        .iter()
+        .find(|(_, data)| data["type"] == "response.output_item.done" && data["item"]["type"] == "custom_tool_call")
+        .unwrap_or_else(|| panic!("no custom_tool_call in:\n{body}"));
+    assert_eq!(done.1["item"]["name"], "apply_patch");
+    assert_eq!(done.1["item"]["input"], patch, "the text whole, through the stream's pieces");
+    let call_id = done.1["item"]["call_id"].as_str().unwrap().to_owned();
+
+    let second = json!({"model": "gpt5", "store": false, "tools": tools, "input": [
+        {"type": "message", "role": "user", "content": "Change old to new in a.txt"},
+        {"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch", "input": patch},
+        {"type": "custom_tool_call_output", "call_id": call_id, "output": "Success."}
+    ]});
+    let (status, _, body) = post_with_headers(&gateway, "/v1/responses", &second).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = upstream.received()[1].json();
+    let input = sent["input"].as_array().unwrap();
+    assert_eq!(
+        input[1],
+        json!({"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch", "input": patch})
+    );
+    assert_eq!(input[2], json!({"type": "custom_tool_call_output", "call_id": call_id, "output": "Success."}));
+
+    let mut elsewhere = second.clone();
+    elsewhere["model"] = json!("gpt5-chat");
+    elsewhere["prompt_cache_key"] = json!("thread-9");
+    let (status, headers, body) = post_with_headers(&gateway, "/v1/responses", &elsewhere).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["x-weir-dropped-fields"], "prompt_cache_key");
+    let sent = upstream.received()[2].json();
+    let described = &sent["tools"][0]["function"];
+    assert_eq!(described["name"], "apply_patch");
+    assert!(described["description"].as_str().unwrap().contains("start: begin_patch hunk+ end_patch"), "{sent}");
+    assert!(sent.get("prompt_cache_key").is_none(), "{sent}");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let notes: Vec<&Value> = records.iter().map(|record| &record["notes"]).collect();
+    assert_eq!(notes[2][0], "field_dropped:prompt_cache_key", "{records:?}");
+    assert!(notes[0].is_null() && notes[1].is_null(), "nothing dropped on the Responses entry: {records:?}");
+}
+
+async fn post_with_headers(gateway: &Gateway, path: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = reqwest::Client::new().post(gateway.url(path)).json(body).send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}

@@ -329,7 +329,7 @@ fn a_component_exporting_describe_and_no_operation_is_refused() {
     let reason = refusal_reason(env!("WEIR_DESCRIBE_ONLY_WASM"), "describe-only.wasm");
     assert_eq!(
         reason,
-        "it exports no operation: only `weir:provider/describe@0.2.0`, and none of chat, embeddings, rerank or logprobs"
+        "it exports no operation: only `weir:provider/describe@0.2.0`, and none of chat, embeddings or rerank"
     );
 }
 

@@ -42,6 +42,7 @@ pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativeP
     for (name, value) in &ask.fields {
         match takes_field(name) {
             true => drop(fields.insert(name.clone(), value.clone())),
+            false if ask.rendered_neutrally.contains(&name.as_str()) => {}
             false => dropped.fields.push(name.clone()),
         }
     }
@@ -69,6 +70,7 @@ mod tests {
             dialect: "anthropic-messages",
             fields: fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
             betas: vec!["context-management-2025-06-27".into(), "claude-code-20250219".into()],
+            rendered_neutrally: &[],
         }
     }
 
@@ -114,8 +116,24 @@ mod tests {
     }
 
     #[test]
+    fn a_field_rendered_neutrally_is_not_named_as_dropped() {
+        let ask = NativeAsk {
+            dialect: "openai-responses",
+            fields: vec![
+                ("custom_tools".into(), json!([{"name": "apply_patch"}])),
+                ("prompt_cache_key".into(), json!("k")),
+            ],
+            betas: Vec::new(),
+            rendered_neutrally: &["custom_tools"],
+        };
+        let plan = split(&ask, None);
+        assert!(plan.request.is_none());
+        assert_eq!(plan.dropped.fields, ["prompt_cache_key"], "the custom tool went as a function");
+    }
+
+    #[test]
     fn a_provider_answer_cannot_add_what_the_caller_did_not_ask() {
-        let ask = NativeAsk { dialect: "anthropic-messages", fields: Vec::new(), betas: Vec::new() };
+        let ask = NativeAsk { dialect: "anthropic-messages", ..NativeAsk::default() };
         let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
         assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
         assert_eq!(plan.dropped, NativeDropped::default());

@@ -142,8 +142,14 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<Targets, 
         if version == "0.1.0" {
             return Err(format!("it does not export `{}`", export_name("chat", version)));
         }
+        let defined: Vec<&str> =
+            Operation::ALL.iter().filter(|op| op.defined_in(version)).map(|op| op.interface()).collect();
+        let none_of = match defined.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => defined.join(""),
+        };
         return Err(format!(
-            "it exports no operation: only `{}`, and none of chat, embeddings, rerank, logprobs or native",
+            "it exports no operation: only `{}`, and none of {none_of}",
             export_name(DESCRIBE, version)
         ));
     }

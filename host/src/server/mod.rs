@@ -280,8 +280,9 @@ async fn responses_create(
     let seal = weir.reasoning_seal().clone();
     let kept =
         move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before: kept_before };
-    let mut answer = if stream {
+    let (mut answer, native_dropped) = if stream {
         let stream = weir.chat_stream(request).await?;
+        let native_dropped = stream.stamp().native_dropped.clone();
         let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
         let mut events = responses::Events::new(answer);
         if keep {
@@ -291,7 +292,7 @@ async fn responses_create(
                 tokio::spawn(async move { stored::keep(&weir, caller.as_ref(), kept).await });
             });
         }
-        sse::sse_response(stream, events)
+        (sse::sse_response(stream, events), native_dropped)
     } else {
         let response = weir.chat(request).await?;
         let answer = responses::Answer::new(&response.stamp, echo, names, seal);
@@ -301,10 +302,9 @@ async fn responses_create(
         }
         let mut answer = axum::Json(body).into_response();
         stamp_headers(answer.headers_mut(), &response.stamp);
-        answer
+        (answer, response.stamp.native_dropped)
     };
-    let nothing = crate::NativeDropped::default();
-    Dropped { fields: &[], tools: &hosted_tools, native: &nothing }.headers(answer.headers_mut());
+    Dropped { fields: &[], tools: &hosted_tools, native: &native_dropped }.headers(answer.headers_mut());
     Ok(answer)
 }
 

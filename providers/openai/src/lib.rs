@@ -38,10 +38,10 @@ mod stream;
 
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,
-    ErrorClass, FirstToken, HeaderCredential, HttpRequest, HttpResponse, PreparedConversation, ProviderInfo,
-    RerankParams, RerankResponse, StreamFraming,
+    ErrorClass, FirstToken, HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport,
+    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamFraming,
 };
-use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, RerankProvider};
+use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, NativeProvider, RerankProvider};
 
 use dialect::Dialect;
 
@@ -246,7 +246,40 @@ fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
     })
 }
 
-weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank, logprobs);
+/// The Responses API's own fields, for `openai-responses` alone (see
+/// [`responses::native`]); the Chat Completions keys take none.
+impl NativeProvider for OpenAi {
+    fn native_support(provider: &str, _wire_id: &str) -> Option<NativeSupport> {
+        (provider == dialect::RESPONSES).then(responses::native::support)
+    }
+
+    fn encode_native(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        match provider {
+            dialect::RESPONSES => responses::native::encode(&conversation, &params, &native),
+            other => Err(CodecError::Unsupported(format!("{other} takes no native fields"))),
+        }
+    }
+
+    fn count_tokens_encode(
+        provider: &str,
+        _conversation: PreparedConversation,
+        _params: CallParams,
+        _native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        Err(CodecError::Unsupported(format!("{provider} has no token count")))
+    }
+
+    fn count_tokens_decode(provider: &str, _response: HttpResponse) -> Result<u64, CodecError> {
+        Err(CodecError::Unsupported(format!("{provider} has no token count")))
+    }
+}
+
+weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank, logprobs, native);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)] // a failing test should stop loudly

@@ -71,7 +71,7 @@ mod tests {
         let conversation = crate::types::Conversation::user("Hi");
         let mut request = ChatRequest::new("m", conversation);
         let fields = vec![("top_k".to_owned(), serde_json::json!(3))];
-        request.native = Some(Arc::new(NativeAsk { dialect: super::super::DIALECT, fields, betas: Vec::new() }));
+        request.native = Some(Arc::new(NativeAsk { dialect: super::super::DIALECT, fields, ..NativeAsk::default() }));
         take_betas(&mut request, &headers);
         let native = request.native.as_deref().unwrap();
         assert_eq!(native.betas, ["effort-2025-11-24", "context-1m-2025-08-07"]);

@@ -263,7 +263,7 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
         .collect();
     request.client = Some(ClientFacts { metadata, betas: Vec::new() });
     if !native_fields.is_empty() {
-        request.native = Some(Arc::new(NativeAsk { dialect: DIALECT, fields: native_fields, betas: Vec::new() }));
+        request.native = Some(Arc::new(NativeAsk { dialect: DIALECT, fields: native_fields, ..NativeAsk::default() }));
     }
     Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields, dropped_tools })
 }

@@ -12,12 +12,16 @@
 //! Top-level fields are strict: an unknown one is a 400 naming it. Recorded
 //! (the record's `client.metadata`) and not sent anywhere: `metadata`,
 //! `client_metadata`, `safety_identifier`, `user` (never an identity: the
-//! caller is its key's). Accepted and not sent: `prompt_cache_key`,
-//! `prompt_cache_retention`, `service_tier`, `stream_options`,
-//! `text.verbosity`, `reasoning.summary`, `parallel_tool_calls`.
+//! caller is its key's). Carried as native fields (see [`native`]): the
+//! custom tools and `prompt_cache_key`, sent to a provider that takes them
+//! (`openai-responses`). Accepted and not sent: `prompt_cache_retention`,
+//! `service_tier`, `stream_options`, `text.verbosity`, `reasoning.summary`,
+//! `parallel_tool_calls`.
 //! `store` and `previous_response_id` are the route's (see
 //! `crate::server::stored`): a continuation's stored items are put before
 //! `input` ([`Body::continue_from`]) before the mapping; `background: true` is refused.
+
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -25,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::catalog::HostedTools;
-use crate::chat::ChatRequest;
+use crate::chat::{ChatRequest, NativeAsk};
 use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
 use crate::server::error::ApiError;
@@ -182,7 +186,7 @@ pub fn into_chat_request(
             )));
         }
     }
-    let MappedTools { definitions, names, echoed, hosted } = tools::map_tools(&body.tools, hosted_tools)?;
+    let MappedTools { definitions, names, echoed, hosted, custom } = tools::map_tools(&body.tools, hosted_tools)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -225,6 +229,7 @@ pub fn into_chat_request(
             })?);
         }
     }
+    request.native = native(custom, body.prompt_cache_key.as_deref());
     let (client, note) = client_facts(&body);
     request.client = client;
     request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
@@ -232,6 +237,25 @@ pub fn into_chat_request(
     let echo = echo(&body, echoed, &request);
     let stream = body.stream.unwrap_or(false);
     Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
+}
+
+/// The dialect name `native.support` answers for the Responses API's fields.
+pub const DIALECT: &str = "openai-responses";
+
+/// The Responses API's own fields a provider may take natively: the custom
+/// tools (rendered as functions for every provider, so not dropped where they
+/// are not taken) and `prompt_cache_key`.
+fn native(custom: Vec<Value>, prompt_cache_key: Option<&str>) -> Option<Arc<NativeAsk>> {
+    let mut fields = Vec::new();
+    if !custom.is_empty() {
+        fields.push(("custom_tools".to_owned(), Value::Array(custom)));
+    }
+    if let Some(key) = prompt_cache_key {
+        fields.push(("prompt_cache_key".to_owned(), json!(key)));
+    }
+    let rendered_neutrally: &'static [&'static str] = &["custom_tools"];
+    (!fields.is_empty())
+        .then(|| Arc::new(NativeAsk { dialect: DIALECT, fields, betas: Vec::new(), rendered_neutrally }))
 }
 
 /// What the `response` object repeats of the request.

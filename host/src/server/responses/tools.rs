@@ -82,6 +82,10 @@ pub struct MappedTools {
     /// The caller's tools as echoed in the answer (the hosted ones left out).
     pub echoed: Vec<Value>,
     pub hosted: Vec<String>,
+    /// The custom tools as a provider that takes them natively is sent them
+    /// (the `custom_tools` native field): `{name, description, format}` under
+    /// their wire names.
+    pub custom: Vec<Value>,
 }
 
 /// Maps `tools`; an error names the tool by its place. A hosted tool is
@@ -140,7 +144,11 @@ fn add_member(mapped: &mut MappedTools, tool: &Value, namespace: Option<&str>) -
             };
             (ToolKind::Function, definition)
         }
-        "custom" => (ToolKind::Custom, custom_definition(&wire, description, tool.get("format"))?),
+        "custom" => {
+            let format = tool.get("format").filter(|format| !format.is_null());
+            mapped.custom.push(json!({"name": wire, "description": description, "format": format}));
+            (ToolKind::Custom, custom_definition(&wire, description, format)?)
+        }
         other => return Err(format!("a namespace holds `function` and `custom` tools, not `{other}`")),
     };
     mapped.definitions.push(definition);

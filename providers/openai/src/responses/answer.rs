@@ -59,6 +59,7 @@ impl Output {
             Some("reasoning") => self.content.push(ContentBlock::Thinking(reasoning(item))),
             Some("message") => self.message(item),
             Some("function_call") => self.content.push(ContentBlock::ToolUse(function_call(item)?)),
+            Some("custom_tool_call") => self.content.push(ContentBlock::ToolUse(custom_tool_call(item)?)),
             // OpenAI's hosted tools' own items (a web search it ran): nothing to hand back.
             _ => {}
         }
@@ -105,6 +106,16 @@ pub(super) fn function_call(item: &Value) -> Result<ToolUse, CodecError> {
     let id = text(item.get("call_id")).or_else(|| text(item.get("id"))).unwrap_or_else(|| format!("call_{name}"));
     let arguments = text(item.get("arguments")).unwrap_or_else(|| "{}".to_owned());
     Ok(ToolUse { id, name, input_json: arguments })
+}
+
+/// A call to a custom tool (sent natively; see `super::native`): its text as
+/// the host's arguments for one, `{"input": …}`.
+pub(super) fn custom_tool_call(item: &Value) -> Result<ToolUse, CodecError> {
+    let name =
+        text(item.get("name")).ok_or_else(|| CodecError::Malformed("a custom_tool_call has no name".to_owned()))?;
+    let id = text(item.get("call_id")).or_else(|| text(item.get("id"))).unwrap_or_else(|| format!("call_{name}"));
+    let input = text(item.get("input")).unwrap_or_default();
+    Ok(ToolUse { id, name, input_json: serde_json::json!({"input": input}).to_string() })
 }
 
 /// The stop reason and the raw word it came from: a refusal, an incomplete
@@ -188,6 +199,25 @@ mod tests {
         );
         assert_eq!(answer.served_model.as_deref(), Some("gpt-5-2025"));
         assert_eq!(answer.request_id.as_deref(), Some("req_9"));
+    }
+
+    #[test]
+    fn a_custom_tool_call_decodes_as_a_tool_use_of_its_input() {
+        let body = json!({"status": "completed", "output": [
+            {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch", "input": "*** Begin Patch"}
+        ]});
+        let answer = decode(&ok(&body)).unwrap();
+        assert_eq!(
+            answer.content,
+            [ContentBlock::ToolUse(ToolUse {
+                id: "call_c".into(),
+                name: "apply_patch".into(),
+                input_json: json!({"input": "*** Begin Patch"}).to_string()
+            })]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+        let nameless = json!({"status": "completed", "output": [{"type": "custom_tool_call", "input": "x"}]});
+        assert!(matches!(decode(&ok(&nameless)), Err(CodecError::Malformed(_))));
     }
 
     #[test]

@@ -19,6 +19,16 @@ pub const PATH: &str = "/responses";
 /// Builds the request. Stop sequences are refused: the Responses API has no
 /// field for them, and dropping one would change where the answer ends.
 pub fn encode(conversation: &PreparedConversation, params: &CallParams) -> Result<HttpRequest, CodecError> {
+    encode_with(conversation, params, |_| Ok(()))
+}
+
+/// [`encode`], with `extend` changing the body before it is written (the
+/// caller's native fields; see `super::native`).
+pub(super) fn encode_with(
+    conversation: &PreparedConversation,
+    params: &CallParams,
+    extend: impl FnOnce(&mut Map<String, Value>) -> Result<(), CodecError>,
+) -> Result<HttpRequest, CodecError> {
     if !params.stop.is_empty() {
         return Err(CodecError::Unsupported(
             "OpenAI's Responses API takes no stop sequences; use an `openai` entry for them".to_owned(),
@@ -28,11 +38,15 @@ pub fn encode(conversation: &PreparedConversation, params: &CallParams) -> Resul
         method: "POST".to_owned(),
         path_and_query: PATH.to_owned(),
         headers: headers(params.stream),
-        body: to_body(&body(conversation, params)?)?,
+        body: {
+            let mut body = body(conversation, params)?;
+            extend(&mut body)?;
+            to_body(&Value::Object(body))?
+        },
     })
 }
 
-fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Value, CodecError> {
+fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Map<String, Value>, CodecError> {
     let mut body = Map::new();
     body.insert("model".into(), json!(params.wire_model_id));
     if !conversation.system.is_empty() {
@@ -64,7 +78,7 @@ fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Valu
     if params.stream {
         body.insert("stream".into(), json!(true));
     }
-    Ok(Value::Object(body))
+    Ok(body)
 }
 
 fn text_format(schema: &ResponseSchema) -> Result<Value, CodecError> {

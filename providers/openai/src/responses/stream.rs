@@ -9,7 +9,7 @@ use weir_sdk::StreamDecoder;
 use weir_sdk::errors::{ErrorFields, refusal};
 use weir_sdk::types::{CodecError, StopInfo, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart};
 
-use super::answer::{function_call, signature, stop, usage};
+use super::answer::{custom_tool_call, function_call, signature, stop, usage};
 use crate::errors::in_band_error;
 use crate::response::text;
 
@@ -28,6 +28,8 @@ struct Call {
     output_index: u64,
     index: u32,
     has_arguments: bool,
+    /// A custom tool's call: its text streams inside `{"input": "…"}`.
+    custom: bool,
 }
 
 impl StreamDecoder for ResponsesStream {
@@ -73,6 +75,7 @@ impl ResponsesStream {
                 out.push(StreamDelta::Thinking("\n\n".to_owned()));
             }
             "response.function_call_arguments.delta" => self.arguments(value, delta(), out),
+            "response.custom_tool_call_input.delta" => self.custom_input(value, &delta(), out),
             "response.completed" | "response.incomplete" => self.end(value.get("response"), out),
             "response.failed" => self.fail(value.get("response").unwrap_or(value), out),
             "error" => self.fail(value, out),
@@ -89,11 +92,15 @@ impl ResponsesStream {
     }
 
     fn item_added(&mut self, value: &Value, out: &mut Vec<StreamDelta>) -> Result<(), CodecError> {
-        let Some(item) = value.get("item").filter(|item| item["type"] == "function_call") else { return Ok(()) };
-        let call = function_call(item)?;
+        let Some(item) = value.get("item") else { return Ok(()) };
+        let (call, custom) = match item.get("type").and_then(Value::as_str) {
+            Some("function_call") => (function_call(item)?, false),
+            Some("custom_tool_call") => (custom_tool_call(item)?, true),
+            _ => return Ok(()),
+        };
         let index = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
         let output_index = value.get("output_index").and_then(Value::as_u64).unwrap_or(u64::MAX);
-        self.calls.push(Call { output_index, index, has_arguments: false });
+        self.calls.push(Call { output_index, index, has_arguments: false, custom });
         out.push(StreamDelta::ToolCallStart(ToolCallStart { index, id: call.id, name: call.name }));
         Ok(())
     }
@@ -111,6 +118,20 @@ impl ResponsesStream {
         }
     }
 
+    /// A piece of a custom call's text, as a piece of its `{"input": "…"}`
+    /// arguments: the opening with the first piece, the text escaped for JSON.
+    fn custom_input(&mut self, value: &Value, piece: &str, out: &mut Vec<StreamDelta>) {
+        let Some(call) = self.call_at(value).filter(|call| call.custom) else { return };
+        let escaped = serde_json::Value::from(piece).to_string();
+        let escaped = &escaped[1..escaped.len() - 1];
+        let json = match call.has_arguments {
+            true => escaped.to_owned(),
+            false => format!("{{\"input\":\"{escaped}"),
+        };
+        call.has_arguments = true;
+        out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json }));
+    }
+
     /// A finished item: a reasoning item's signature (its complete encrypted
     /// content arrives only now), a call's end (with its arguments whole when
     /// no delta carried them).
@@ -125,6 +146,17 @@ impl ResponsesStream {
                     out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json }));
                     call.has_arguments = true;
                 }
+                out.push(StreamDelta::ToolCallEnd(call.index));
+            }
+            Some("custom_tool_call") => {
+                let Some(call) = self.call_at(value).filter(|call| call.custom) else { return };
+                // The opened string closed, or the whole text when no piece came.
+                let json = match call.has_arguments {
+                    true => "\"}".to_owned(),
+                    false => serde_json::json!({"input": text(item.get("input")).unwrap_or_default()}).to_string(),
+                };
+                call.has_arguments = true;
+                out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index: call.index, json }));
                 out.push(StreamDelta::ToolCallEnd(call.index));
             }
             _ => {}
@@ -227,6 +259,45 @@ mod tests {
             ]
         );
         assert_eq!(finish.unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_custom_tool_calls_text_streams_as_the_input_of_its_arguments() {
+        let added =
+            json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch", "input": ""});
+        let done = json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch",
+                          "input": "*** Begin Patch\n\"x\""});
+        let completed = json!({"type": "response.completed", "response": {"status": "completed", "output": []}});
+        let (deltas, finished) = run(&[
+            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+            json!({"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "*** Begin Patch\n"}),
+            json!({"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "\"x\""}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+            completed.clone(),
+        ]);
+        assert!(finished.unwrap().is_empty());
+        let start = ToolCallStart { index: 0, id: "call_c".into(), name: "apply_patch".into() };
+        assert_eq!(deltas[0], StreamDelta::ToolCallStart(start));
+        let json: String = deltas
+            .iter()
+            .filter_map(|delta| match delta {
+                StreamDelta::ToolCallFragment(fragment) => Some(fragment.json.clone()),
+                _ => None,
+            })
+            .collect();
+        let arguments: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(arguments, json!({"input": "*** Begin Patch\n\"x\""}));
+        assert!(deltas.contains(&StreamDelta::ToolCallEnd(0)));
+        assert!(matches!(deltas.last(), Some(StreamDelta::Stop(stop)) if stop.reason == StopReason::ToolUse));
+
+        // No piece streamed: the whole text comes with the finished item.
+        let (deltas, _) = run(&[
+            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+            completed,
+        ]);
+        let whole = ToolCallFragment { index: 0, json: json!({"input": "*** Begin Patch\n\"x\""}).to_string() };
+        assert_eq!(deltas[1], StreamDelta::ToolCallFragment(whole));
     }
 
     #[test]
