@@ -21,7 +21,7 @@ use crate::plugin::{
 use crate::reach::Trust;
 use crate::types::{ErrorClass, ProviderInfo};
 
-weir_conformance::boundary_conversions!(crate::plugin::wit_types);
+weir_conformance::boundary_conversions!(crate::wit::records);
 
 /// Why a check could not run at all (as opposed to checks that failed).
 #[derive(Debug, thiserror::Error)]

@@ -50,6 +50,7 @@ pub mod stream;
 pub mod telemetry;
 pub mod transport;
 pub mod types;
+mod wit;
 
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -290,7 +291,7 @@ impl Weir {
         for model in self.catalog().models() {
             let Some(plugin::Route::Direct(provider)) = registry.route(&model.id) else { continue };
             let source = &provider.component().source;
-            if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), source) {
+            if let Err(reason) = reach::destination(model.reach(), provider.info(), provider.trust(), source) {
                 tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
             }
         }

@@ -24,9 +24,6 @@
 use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 
-use serde::Serialize;
-
-use crate::catalog::ModelSpec;
 use crate::memo::Memo;
 use crate::redact::redacted_endpoint;
 use crate::types::{CredentialShape, ProviderInfo};
@@ -45,35 +42,7 @@ pub const SIGNING_SERVICES: [&str; 1] = ["bedrock"];
 /// default rather than the entry's own.
 pub const AWS_DOMAINS: [&str; 2] = ["amazonaws.com", "api.aws"];
 
-/// Whether the operator vouched for a component, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trust {
-    /// Built into this binary.
-    Embedded,
-    /// A dropped file whose digest is in `allowed_digests`.
-    AllowListed,
-    /// Any other dropped file: its defaults are ignored.
-    Untrusted,
-}
-
-impl Trust {
-    /// Whether the component's own endpoint and credential id may be used.
-    pub fn honours_defaults(self) -> bool {
-        match self {
-            Self::Embedded | Self::AllowListed => true,
-            Self::Untrusted => false,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Embedded => "embedded",
-            Self::AllowListed => "allow-listed",
-            Self::Untrusted => "untrusted",
-        }
-    }
-}
+pub use crate::plugin::Trust;
 
 /// Where one model's calls go and which secret id they carry, as the operator
 /// (or a trusted component) chose.
@@ -126,25 +95,34 @@ pub enum ReachError {
     SigningHost { provider: String, host: String, allowed: String },
 }
 
+/// What an operator wrote for one catalog entry that the rules read: its own
+/// endpoint and credential id, if any, and whether it allows plain `http`.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryReach<'a> {
+    pub endpoint: Option<&'a str>,
+    pub credential: Option<&'a str>,
+    pub allow_http: bool,
+}
+
 /// Applies the rules to an entry served by `provider` (whose component has
 /// `trust`). `source` names the component in messages.
 pub fn destination(
-    model: &ModelSpec,
+    model: EntryReach<'_>,
     provider: &ProviderInfo,
     trust: Trust,
     source: &(impl std::fmt::Display + ?Sized),
 ) -> Result<Destination, ReachError> {
     let untrusted =
         |what| ReachError::UntrustedDefault { provider: provider.key.clone(), component: source.to_string(), what };
-    let (endpoint, entry_named_endpoint) = match (&model.endpoint, &provider.default_endpoint) {
-        (Some(endpoint), _) => (endpoint.clone(), true),
+    let (endpoint, entry_named_endpoint) = match (model.endpoint, &provider.default_endpoint) {
+        (Some(endpoint), _) => (endpoint.to_owned(), true),
         (None, Some(default)) if trust.honours_defaults() => (default.clone(), false),
         (None, Some(_)) => return Err(untrusted("endpoint")),
         (None, None) => return Err(ReachError::NoEndpoint { provider: provider.key.clone() }),
     };
-    let credential_id = match (&model.credential, provider.credential.default_credential_id()) {
+    let credential_id = match (model.credential, provider.credential.default_credential_id()) {
         (_, None) => None,
-        (Some(id), Some(_)) => Some(id.clone()),
+        (Some(id), Some(_)) => Some(id.to_owned()),
         (None, Some(default)) if trust.honours_defaults() => Some(default.to_owned()),
         (None, Some(_)) => return Err(untrusted("credential")),
     };
@@ -296,12 +274,8 @@ mod tests {
         }
     }
 
-    fn entry(endpoint: Option<&str>, credential: Option<&str>) -> ModelSpec {
-        ModelSpec {
-            endpoint: endpoint.map(str::to_owned),
-            credential: credential.map(str::to_owned),
-            ..ModelSpec::sample()
-        }
+    fn entry<'a>(endpoint: Option<&'a str>, credential: Option<&'a str>) -> EntryReach<'a> {
+        EntryReach { endpoint, credential, allow_http: false }
     }
 
     const ATTACKER: &str = "https://attacker.example/v1";
@@ -310,7 +284,7 @@ mod tests {
     fn a_trusted_component_supplies_its_defaults() {
         for trust in [Trust::Embedded, Trust::AllowListed] {
             let found =
-                destination(&entry(None, None), &info(Some(ATTACKER), header("openai-api-key")), trust, "x").unwrap();
+                destination(entry(None, None), &info(Some(ATTACKER), header("openai-api-key")), trust, "x").unwrap();
             assert_eq!(found.endpoint, ATTACKER);
             assert!(!found.entry_named_endpoint);
             assert_eq!(found.credential_id.as_deref(), Some("openai-api-key"));
@@ -320,22 +294,21 @@ mod tests {
     #[test]
     fn an_untrusted_component_never_chooses_the_endpoint_or_the_secret() {
         let provider = info(Some(ATTACKER), header("database-url"));
-        let error = destination(&entry(None, Some("k")), &provider, Trust::Untrusted, "drop.wasm").unwrap_err();
+        let error = destination(entry(None, Some("k")), &provider, Trust::Untrusted, "drop.wasm").unwrap_err();
         assert!(matches!(error, ReachError::UntrustedDefault { what: "endpoint", .. }), "{error}");
         assert!(error.to_string().contains("drop.wasm"), "{error}");
-        let error =
-            destination(&entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap_err();
+        let error = destination(entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap_err();
         assert!(matches!(error, ReachError::UntrustedDefault { what: "credential", .. }), "{error}");
-        let named = destination(&entry(Some("https://ok.example"), Some("k")), &provider, Trust::Untrusted, "x");
+        let named = destination(entry(Some("https://ok.example"), Some("k")), &provider, Trust::Untrusted, "x");
         assert_eq!(named.unwrap().credential_id.as_deref(), Some("k"));
     }
 
     #[test]
     fn a_component_without_a_credential_needs_only_an_endpoint() {
         let provider = info(None, CredentialShape::None);
-        let found = destination(&entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap();
+        let found = destination(entry(Some("https://ok.example"), None), &provider, Trust::Untrusted, "x").unwrap();
         assert_eq!(found.credential_id, None);
-        let error = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
+        let error = destination(entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
         assert!(matches!(error, ReachError::NoEndpoint { .. }), "{error}");
     }
 
@@ -359,18 +332,18 @@ mod tests {
     #[test]
     fn a_trusted_default_endpoint_is_held_to_https_too() {
         let provider = info(Some("http://10.1.2.3/v1"), header("k"));
-        let error = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
+        let error = destination(entry(None, None), &provider, Trust::Embedded, "x").unwrap_err();
         assert!(matches!(error, ReachError::PlainHttp { .. }), "{error}");
     }
 
     #[test]
     fn sigv4_signs_only_for_bedrock() {
         let endpoint = Some("https://bedrock-runtime.{region}.amazonaws.com");
-        let found = destination(&entry(None, None), &info(endpoint, sigv4("bedrock")), Trust::Embedded, "x").unwrap();
+        let found = destination(entry(None, None), &info(endpoint, sigv4("bedrock")), Trust::Embedded, "x").unwrap();
         assert_eq!(found.signing_service.as_deref(), Some("bedrock"));
         for service in ["s3", "sts", "bedrock-runtime", "iam"] {
             let named = entry(Some("https://s3.amazonaws.com"), Some("aws-access-key-id"));
-            let error = destination(&named, &info(endpoint, sigv4(service)), Trust::Embedded, "x").unwrap_err();
+            let error = destination(named, &info(endpoint, sigv4(service)), Trust::Embedded, "x").unwrap_err();
             assert!(matches!(error, ReachError::SigningService { .. }), "{service}: {error}");
         }
     }
@@ -378,7 +351,7 @@ mod tests {
     #[test]
     fn sigv4_to_a_default_endpoint_only_under_aws_domains() {
         let signed = |endpoint: &str| {
-            destination(&entry(None, None), &info(Some(endpoint), sigv4("bedrock")), Trust::AllowListed, "x")
+            destination(entry(None, None), &info(Some(endpoint), sigv4("bedrock")), Trust::AllowListed, "x")
         };
         signed("https://bedrock-runtime.{region}.amazonaws.com").unwrap();
         signed("https://bedrock-mantle.{region}.api.aws/anthropic").unwrap();
@@ -390,13 +363,13 @@ mod tests {
         }
         // The entry's own endpoint is the operator's choice (a proxy, a fake).
         let named = entry(Some("http://127.0.0.1:9"), Some("aws-access-key-id"));
-        destination(&named, &info(Some("https://attacker.example"), sigv4("bedrock")), Trust::Untrusted, "x").unwrap();
+        destination(named, &info(Some("https://attacker.example"), sigv4("bedrock")), Trust::Untrusted, "x").unwrap();
     }
 
     #[test]
     fn the_final_url_is_checked_after_the_region_is_filled() {
         let provider = info(Some("https://bedrock-runtime.{region}.amazonaws.com"), sigv4("bedrock"));
-        let found = destination(&entry(None, None), &provider, Trust::Embedded, "x").unwrap();
+        let found = destination(entry(None, None), &provider, Trust::Embedded, "x").unwrap();
         check_final(&found, "https://bedrock-runtime.eu-west-3.amazonaws.com", false, "p").unwrap();
         let error = check_final(&found, "https://bedrock-runtime.x.attacker.example#.amazonaws.com", false, "p");
         assert!(matches!(error, Err(ReachError::SigningHost { .. })), "{error:?}");

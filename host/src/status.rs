@@ -106,7 +106,7 @@ impl Weir {
         self.catalog()
             .models()
             .map(|model| {
-                let provider = registry.provider_for(model);
+                let provider = registry.provider_for(&model.id);
                 let route = registry.route(&model.id);
                 ModelStatus {
                     id: model.id.clone(),

@@ -2,7 +2,7 @@
 //! are the WIT world's own records, re-exported: one set of types runs from the
 //! gateway's ingress to the component, with no lossy copy in between.
 
-pub use crate::plugin::wit_types::{
+pub use crate::wit::records::{
     CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape, Effort,
     EmbeddingParams, EmbeddingPurpose, EmbeddingResponse, ErrorClass, FirstToken, HeaderCredential, HttpRequest,
     HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeRequest, NativeSupport, PreparedConversation,

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::WeirError;
-use crate::record::{AttemptReason, AttemptRecord, Tokens};
+use crate::record::{AttemptReason, AttemptRecord, Tokens, millis};
 use crate::types::{DecodedResponse, HttpResponse};
 
 /// Headers upstreams name their request id in (OpenAI, Anthropic, AWS, proxies).
@@ -113,8 +113,4 @@ impl AttemptLog {
     pub fn into_records(self) -> Vec<AttemptRecord> {
         self.records
     }
-}
-
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

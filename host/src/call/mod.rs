@@ -67,7 +67,6 @@ use crate::types::{CallParams, Conversation, DecodedResponse};
 use opening::Opening;
 use spend::Spend;
 
-pub(crate) use attempt_log::millis;
 pub(crate) use count::count_input;
 pub use count::{CountedBy, InputCount};
 pub(crate) use decision::decide;

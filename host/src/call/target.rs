@@ -266,14 +266,14 @@ async fn resolve_component_entry<'a>(
 ) -> Result<Target<'a>, WeirError> {
     let Admitted { gate, key_gate, counts_tokens } = admitted(weir, model, role, caller)?;
     // The entry's own provider or the one it is linked to, as of this registry.
-    let provider = weir.registry().provider_for(model).cloned().ok_or_else(|| unavailable(model))?;
+    let provider = weir.registry().provider_for(&model.id).cloned().ok_or_else(|| unavailable(model))?;
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
     };
     // The component's name is formatted only if the call is refused: not per call.
     let source = &provider.component().source;
-    let destination = reach::destination(model, provider.info(), provider.trust(), source).map_err(refused)?;
+    let destination = reach::destination(model.reach(), provider.info(), provider.trust(), source).map_err(refused)?;
     let shape = &provider.info().credential;
     let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
     let secrets = weir.secrets();

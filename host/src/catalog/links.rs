@@ -24,6 +24,7 @@
 //! A linked entry is then resolved like any other (see [`crate::reach`]): its
 //! endpoint, else the linked provider's default if that component is trusted.
 
+use crate::plugin::addressing_of;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -42,19 +43,6 @@ pub(crate) enum Routing {
     /// The entry's own provider is loaded and says it does not speak the wire
     /// id: a configuration error at start (the message names all three).
     NotServed(String),
-}
-
-/// The addressing of an endpoint URL: its host, lowercase, without userinfo or
-/// port, `{region}` kept as written. `None` when the URL has no host.
-pub fn addressing_of(url: &str) -> Option<String> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host_port.split(':').next().unwrap_or_default(),
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 /// Whether `host` belongs to `addressing`: label by label, a `{region}` label
@@ -248,7 +236,7 @@ fn link(model: &ModelSpec, registry: &ProviderRegistry, retention: &BTreeMap<Str
     }
     // The same rules as any entry: an untrusted default is never honoured.
     let source = &provider.component().source;
-    if let Err(reason) = reach::destination(model, provider.info(), provider.trust(), source) {
+    if let Err(reason) = reach::destination(model.reach(), provider.info(), provider.trust(), source) {
         return unlinked(model, format!("linking it to provider `{chosen}` would break a reach rule: {reason}"));
     }
     Route::Linked(Arc::clone(provider))

@@ -23,7 +23,7 @@ pub use key_source::{KeySource, KeySourceError, read_key};
 
 use crate::admission::Tokenizer;
 
-pub use links::addressing_of;
+pub use crate::plugin::addressing_of;
 pub(crate) use links::{Routing, route};
 
 use crate::plugin::{Provider, ProviderRegistry, Route};
@@ -47,9 +47,7 @@ pub fn recorded_provider(serving: &str) -> &str {
     if serving == MANTLE { BEDROCK_ANTHROPIC } else { serving }
 }
 
-/// The provider key of a decision entry: the host speaks the decision wire
-/// itself (see [`crate::decision`]), so no component may declare it.
-pub const DECISION_PROVIDER: &str = "decision";
+pub use crate::plugin::DECISION_PROVIDER;
 
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +108,15 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// What the reach rules read of this entry (see [`crate::reach`]).
+    pub fn reach(&self) -> crate::reach::EntryReach<'_> {
+        crate::reach::EntryReach {
+            endpoint: self.endpoint.as_deref(),
+            credential: self.credential.as_deref(),
+            allow_http: self.allow_http,
+        }
+    }
+
     /// A decision entry whose endpoint speaks the decision wire: the host
     /// encodes and reads it, and no component is involved.
     pub fn host_spoken(&self) -> bool {
@@ -220,7 +227,7 @@ impl Catalog {
             };
             if let Route::Direct(provider) = &route {
                 let source = &provider.component().source;
-                reach::destination(&model, provider.info(), provider.trust(), source)
+                reach::destination(model.reach(), provider.info(), provider.trust(), source)
                     .map_err(|reason| invalid(format!("model `{}`: {reason}", entry.id)))?;
             }
             report(&model, &route);

@@ -5,7 +5,7 @@
 //! every interface): it looks up `describe` and each operation interface the
 //! component exports by name, keeps their export indices, and calls them as
 //! typed functions. The types below are the WIT records `bindgen!` generates
-//! (`super::bindings`); each `encode` result is lifted as a capped
+//! (`crate::wit`); each `encode` result is lifted as a capped
 //! [`EncodedRequest`] (see [`super::bounded`]). The component model checks a
 //! typed function's type structurally, so the same Rust types fit a 0.1.0
 //! component's `describe` and `chat`, whose types did not change in 0.2.0, 0.3.0 or 0.4.0.

@@ -8,7 +8,6 @@
 //!   artifact cache        (file overrides by key)
 //! ```
 
-mod bindings;
 mod bounded;
 mod cache;
 mod embedded;
@@ -20,22 +19,19 @@ mod registry;
 mod retrieval;
 mod sandbox;
 mod session;
+mod trust;
 mod world;
 
 pub use embedded::Embedded;
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
-pub use provider::{ComponentStream, PluginError, Provider, WireAnswers};
-pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
+pub use provider::{ComponentStream, PluginError, Provider, WireAnswers, addressing_of};
+pub use registry::{DECISION_PROVIDER, LoadFailure, ProviderRegistry, Route, folder_fingerprint};
 pub use session::{HOLD_WHILE_WAITING, KEPT_MEMORY_MAX, Session};
+pub use trust::Trust;
 pub use world::{Operation, WORLD_VERSION, WORLD_VERSIONS};
 
 /// The first-party components compiled into this binary: what `weir` runs
 /// with when its providers folder is empty.
 pub fn embedded_components() -> &'static [Embedded] {
     embedded::EMBEDDED
-}
-
-/// The WIT records, as the host's bindings generate them.
-pub(crate) mod wit_types {
-    pub use super::bindings::weir::provider::types::*;
 }

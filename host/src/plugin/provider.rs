@@ -16,12 +16,26 @@ use super::engine::LoadedComponent;
 use super::exports::{ChatExports, Question};
 use super::sandbox::{CallState, new_store, refuel};
 use super::session::Session;
+use super::trust::Trust;
 use super::world::Operation;
-use crate::reach::Trust;
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeSupport,
     PreparedConversation, ProviderInfo, StreamDelta, StreamEvent,
 };
+
+/// The addressing of an endpoint URL (the endpoint family a provider's wire
+/// ids are spelled for; see `catalog::links`): its host, lowercase, without userinfo or
+/// port, `{region}` kept as written. `None` when the URL has no host.
+pub fn addressing_of(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
 
 /// Why a call into a component did not produce an answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -111,7 +125,7 @@ pub struct Provider {
     /// Whether the operator vouched for the component, so its defaults count.
     trust: Trust,
     /// The endpoint family its wire ids are spelled for (see
-    /// [`crate::catalog::addressing_of`]); `None` without a default endpoint.
+    /// [`addressing_of`]); `None` without a default endpoint.
     addressing: Option<String>,
 }
 
@@ -127,7 +141,7 @@ impl std::fmt::Debug for Provider {
 
 impl Provider {
     pub fn new(info: ProviderInfo, component: Arc<LoadedComponent>, trust: Trust) -> Self {
-        let addressing = info.default_endpoint.as_deref().and_then(crate::catalog::addressing_of);
+        let addressing = info.default_endpoint.as_deref().and_then(addressing_of);
         let shared_key = Arc::from(info.key.as_str());
         Self { info, shared_key, component, trust, addressing }
     }

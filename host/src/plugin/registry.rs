@@ -20,7 +20,11 @@ use std::sync::Arc;
 use super::embedded::EMBEDDED;
 use super::engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 use super::provider::Provider;
-use crate::reach::Trust;
+use super::trust::Trust;
+
+/// The provider key of a decision entry: the host speaks the decision wire
+/// itself (see [`crate::decision`]), so no component may declare it.
+pub const DECISION_PROVIDER: &str = "decision";
 
 /// A component file that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +150,7 @@ impl ProviderRegistry {
 
     fn insert(&mut self, component: Arc<LoadedComponent>, trust: Trust) {
         for info in &component.providers {
-            if info.key == crate::catalog::DECISION_PROVIDER {
+            if info.key == DECISION_PROVIDER {
                 let reason =
                     format!("provider key `{}` is the host's own decision wire: no component may declare it", info.key);
                 self.reject(&component, reason);
@@ -200,8 +204,8 @@ impl ProviderRegistry {
     /// The provider a catalog entry's calls go to: its own, or the one it is
     /// linked to. The one accessor the call path uses: a map lookup, with no
     /// component call and no allocation.
-    pub fn provider_for(&self, model: &crate::catalog::ModelSpec) -> Option<&Arc<Provider>> {
-        self.routes.get(&model.id).and_then(Route::provider)
+    pub fn provider_for(&self, model_id: &str) -> Option<&Arc<Provider>> {
+        self.routes.get(model_id).and_then(Route::provider)
     }
 
     /// A catalog entry's route (`None` for an id this registry was not routed for).

@@ -368,6 +368,11 @@ pub fn new_call_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// A duration in whole milliseconds, as records keep durations (saturating).
+pub(crate) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
