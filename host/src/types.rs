@@ -15,6 +15,23 @@ pub use crate::wit::records::{
 /// turns. The gateway's ingress and embedding services build it alike.
 pub type Conversation = PreparedConversation;
 
+impl CallParams {
+    /// A call to `wire_model_id` writing `max_tokens`, with nothing else set
+    /// (the SDK's `CallParams::new`, for the host's side of the same record).
+    pub fn new(wire_model_id: impl Into<String>, max_tokens: u32) -> Self {
+        Self {
+            wire_model_id: wire_model_id.into(),
+            max_tokens,
+            thinking_budget: None,
+            reasoning_effort: None,
+            temperature: None,
+            stop: Vec::new(),
+            response_schema: None,
+            stream: false,
+        }
+    }
+}
+
 impl PreparedConversation {
     /// A conversation of one user turn holding `text`. Its system prefix is
     /// cached by default (the breakpoint only exists once system blocks do).

@@ -43,19 +43,25 @@ pub(crate) async fn count_input(weir: &Weir, request: &ChatRequest) -> Result<In
     let opening = Opening::none();
     let target = target::resolve(weir, &Naming::chat(request), &opening).await?;
     let model = target.model.id.clone();
-    let estimate = InputCount {
-        model: model.clone(),
-        tokens: crate::admission::estimate_input(target.model.tokenizer, &request.conversation),
-        counted_by: CountedBy::Estimate,
-        native_dropped: request.native.as_deref().map(|ask| native::split(ask, None).dropped).unwrap_or_default(),
+    let Some((native, native_dropped)) = counting_request(&target, request)? else {
+        return Ok(estimate(&target, request));
     };
-    let Some((native, native_dropped)) = counting_request(&target, request)? else { return Ok(estimate) };
     match provider_count(&target, request, &native).await {
         Ok(tokens) => Ok(InputCount { model, tokens, counted_by: CountedBy::Provider, native_dropped }),
         Err(error) => {
             tracing::warn!(%model, %error, "the provider's token count failed; answering Weir's estimate");
-            Ok(estimate)
+            Ok(estimate(&target, request))
         }
+    }
+}
+
+/// Weir's estimate, which reads none of the caller's native fields and betas.
+fn estimate(target: &Target<'_>, request: &ChatRequest) -> InputCount {
+    InputCount {
+        model: target.model.id.clone(),
+        tokens: crate::admission::estimate_input(target.model.tokenizer, &request.conversation),
+        counted_by: CountedBy::Estimate,
+        native_dropped: request.native.as_deref().map(|ask| native::split(ask, None).dropped).unwrap_or_default(),
     }
 }
 
@@ -67,11 +73,9 @@ fn counting_request(
     request: &ChatRequest,
 ) -> Result<Option<(NativeRequest, NativeDropped)>, WeirError> {
     let Some(ask) = request.native.as_deref() else { return Ok(None) };
-    let support = target
-        .provider
-        .native_support(&target.model.wire_id)
-        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
-    let Some(support) = support.filter(|support| support.count_tokens && support.dialect == ask.dialect) else {
+    let Some(support) =
+        native::support(target)?.filter(|support| support.count_tokens && support.dialect == ask.dialect)
+    else {
         return Ok(None);
     };
     let plan = native::split(ask, Some(&support));
@@ -106,17 +110,8 @@ async fn provider_count(
     request: &ChatRequest,
     native: &NativeRequest,
 ) -> Result<u64, CountFailed> {
-    let params = CallParams {
-        wire_model_id: target.model.wire_id.clone(),
-        // Not sent: a count has no output.
-        max_tokens: 1,
-        thinking_budget: None,
-        reasoning_effort: None,
-        temperature: None,
-        stop: Vec::new(),
-        response_schema: None,
-        stream: false,
-    };
+    // `max_tokens` is not sent: a count has no output.
+    let params = CallParams::new(target.model.wire_id.clone(), 1);
     let mut session = target.provider.session();
     let mut http_request =
         session.count_tokens_encode(&request.conversation, &params, native, request.deadline).await?;

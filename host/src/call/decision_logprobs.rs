@@ -99,14 +99,8 @@ async fn ask(
 fn params(target: &Target<'_>) -> CallParams {
     let model = target.model;
     CallParams {
-        wire_model_id: model.wire_id.clone(),
-        max_tokens: LABEL_TOKENS,
-        thinking_budget: None,
-        reasoning_effort: None,
         temperature: (!model.fixed_temperature).then_some(0.0),
-        stop: Vec::new(),
-        response_schema: None,
-        stream: false,
+        ..CallParams::new(model.wire_id.clone(), LABEL_TOKENS)
     }
 }
 

@@ -4,6 +4,8 @@
 //! record's notes, the stamp's [`NativeDropped`]). The provider's answer only
 //! narrows what the caller sent: a component can never add a field or a beta.
 
+use std::sync::Arc;
+
 use crate::chat::{NativeAsk, NativeDropped};
 use crate::error::WeirError;
 use crate::types::{NativeRequest, NativeSupport};
@@ -24,11 +26,14 @@ pub(super) struct NativePlan {
 /// The plan for `ask` on `target`'s provider and wire id.
 pub(super) fn plan(target: &Target<'_>, ask: Option<&NativeAsk>) -> Result<NativePlan, WeirError> {
     let Some(ask) = ask else { return Ok(NativePlan::default()) };
-    let support = target
-        .provider
-        .native_support(&target.model.wire_id)
-        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
-    Ok(split(ask, support.as_deref()))
+    Ok(split(ask, support(target)?.as_deref()))
+}
+
+/// What `target`'s provider takes natively for its wire id (asked once and
+/// kept with the component; see `Provider::native_support`).
+pub(super) fn support(target: &Target<'_>) -> Result<Option<Arc<NativeSupport>>, WeirError> {
+    let support = target.provider.native_support(&target.model.wire_id);
+    support.map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })
 }
 
 /// Cuts `ask` to what `support` takes (nothing when it is another dialect's).
