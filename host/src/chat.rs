@@ -1,11 +1,12 @@
-//! A chat call as the library's callers see it: what they ask, what they get,
-//! and how it failed. Answers and failures carry the same [`Stamp`].
+//! A chat call as the library's callers see it: what they ask and what they
+//! get. Answers and failures ([`crate::error::CallError`]) carry the same
+//! [`Stamp`].
 
 use std::time::{Duration, SystemTime};
 
-use crate::error::{Category, WeirError};
-use crate::identity::Caller;
-use crate::record::{ClientFacts, Route, Tokens};
+use crate::caller::Caller;
+pub use crate::record::CacheMultipliers;
+use crate::record::{ClientFacts, Route};
 use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
@@ -174,27 +175,6 @@ pub struct Stamp {
     pub native_dropped: NativeDropped,
 }
 
-/// What cached input costs relative to uncached input, per catalog entry
-/// (Anthropic: write 1.25, read 0.1; OpenAI: read per family; Converse: 1.0).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CacheMultipliers {
-    pub read: f64,
-    pub write: f64,
-}
-
-impl CacheMultipliers {
-    /// Billable input tokens: uncached input at full price plus cache reads and
-    /// writes at their multipliers.
-    pub fn billable_input(&self, usage: &Usage) -> f64 {
-        self.billable(&Tokens::of(usage))
-    }
-
-    /// [`CacheMultipliers::billable_input`] of token counts (a record's sums).
-    pub fn billable(&self, tokens: &Tokens) -> f64 {
-        tokens.input as f64 + self.read * tokens.cache_read as f64 + self.write * tokens.cache_write as f64
-    }
-}
-
 /// A normalized answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
@@ -245,19 +225,5 @@ impl ChatResponse {
                 _ => None,
             })
             .collect()
-    }
-}
-
-/// A failed call: what went wrong, and the same stamp an answer carries.
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
-pub struct CallError {
-    pub error: WeirError,
-    pub stamp: Stamp,
-}
-
-impl CallError {
-    pub fn category(&self) -> Category {
-        self.error.category()
     }
 }

@@ -176,7 +176,7 @@ mod tests {
     fn the_default_envelope_refuses_a_data_sharing_model_and_nothing_else() {
         let refusing = ComplianceEnvelope::default();
         let error = refusing.admit(&model(true)).unwrap_err();
-        assert_eq!(error.category(), crate::error::Category::ComplianceRefused);
+        assert_eq!(error.category(), crate::failure::Category::ComplianceRefused);
         assert!(error.to_string().contains("compliance envelope"), "{error}");
         refusing.admit(&model(false)).unwrap();
         ComplianceEnvelope::permitting_data_sharing().admit(&model(true)).unwrap();

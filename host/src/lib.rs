@@ -24,12 +24,14 @@
 pub mod admission;
 pub mod budget;
 mod call;
+mod caller;
 pub mod catalog;
 mod chat;
 pub mod check;
 pub mod compliance;
 pub mod decision;
 mod error;
+mod failure;
 pub mod fleet;
 pub mod identity;
 pub mod ledger;
@@ -58,9 +60,10 @@ use std::time::Duration;
 
 pub use call::{CountedBy, InputCount};
 pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
-pub use chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, NativeAsk, NativeDropped, Stamp};
-pub use error::{Category, Pending, SignalPolicy, UpstreamClass, WeirError};
-pub use identity::Caller;
+pub use chat::{CacheMultipliers, ChatRequest, ChatResponse, NativeAsk, NativeDropped, Stamp};
+pub use error::{CallError, Pending, WeirError};
+pub use failure::{Category, SignalPolicy, UpstreamClass};
+pub use caller::Caller;
 pub use metrics::Metrics;
 pub use status::{ConnectionFact, ModelStatus, ProviderStatus, Resolution};
 pub use stream::ChatStream;

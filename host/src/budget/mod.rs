@@ -33,7 +33,7 @@ pub use limits::{Amount, Kind, Limits, Scope, Spend, total_tokens};
 pub use rebuild::{FleetLedgerSpend, rebuild, spent_by};
 
 use crate::catalog::{Config, ModelEntry, ModelSpec};
-use crate::chat::CacheMultipliers;
+use crate::record::CacheMultipliers;
 use crate::record::Tokens;
 
 /// The book of a (validated) configuration's budgets.

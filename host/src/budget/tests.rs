@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::catalog::{Config, ModelSpec};
-use crate::error::{Category, WeirError};
+use crate::error::WeirError;
+use crate::failure::Category;
 
 fn at(text: &str) -> SystemTime {
     humantime::parse_rfc3339(text).unwrap()
@@ -140,7 +141,7 @@ fn a_usd_budget_counts_cache_priced_tokens_at_their_price() {
     assert!((worst.usd.unwrap() - (3.75 + 1.5)).abs() < 1e-9, "{worst:?}");
     // A record of cache reads settles at the read price.
     let read = crate::record::Tokens { input: 0, output: 100_000, cache_read: 1_000_000, ..Default::default() };
-    let multipliers = crate::chat::CacheMultipliers { read: 0.1, write: 1.25 };
+    let multipliers = crate::record::CacheMultipliers { read: 0.1, write: 1.25 };
     let actual = Spend::of(&read, model.prices.cost(&read, multipliers));
     let book = book_of(&[(member("ana"), Limits { daily_usd: Some(10.0), ..Limits::default() })], clock());
     book.hold(&book.applicable(None, "ana", None), worst, "m").unwrap().settle(actual);

@@ -15,7 +15,7 @@
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::RoleKind;
-use crate::chat::CallError;
+use crate::error::CallError;
 use crate::decision::{DecideRequest, DecideResponse, Decision, DecisionRequest, Malformed, check_answer};
 use crate::error::WeirError;
 use crate::plugin::PluginError;

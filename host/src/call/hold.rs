@@ -17,7 +17,7 @@ use crate::admission::{estimate_input, output_reserve};
 use crate::budget::{self, Hold};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
-use crate::identity::Caller;
+use crate::caller::Caller;
 use crate::record::Tokens;
 use crate::types::Conversation;
 

@@ -58,9 +58,11 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
-use crate::chat::{CacheMultipliers, CallError, ChatRequest, ChatResponse, Stamp};
+use crate::record::CacheMultipliers;
+use crate::chat::{ChatRequest, ChatResponse, Stamp};
+use crate::error::CallError;
 use crate::error::WeirError;
-use crate::record::{self, AttemptRecord, CallLog, CallRecord, Ending, Observers, Resolved};
+use crate::record::{self, AttemptRecord, CallLog, CallRecord, Ending, Observers, Opened, Operation, Resolved};
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};
 
@@ -279,7 +281,16 @@ pub(crate) async fn refused(
 /// is awaited as the first request is about to leave (see [`opening`]), so a
 /// ledger that cannot hold the record refuses the call before anything is sent.
 fn open<'w>(weir: &'w Weir, request: &ChatRequest, stream: bool) -> Running<'w> {
-    Running::new(weir, CallLog::open(request, stream, weir.records_content()))
+    let what = Opened {
+        caller: request.caller.as_ref(),
+        route: request.route,
+        operation: Operation::Chat,
+        model: &request.model,
+        stream,
+        traceparent: request.traceparent.clone(),
+    };
+    let content = weir.records_content().then(|| crate::record::content::request(&request.conversation));
+    Running::new(weir, CallLog::open_chat(what, content, request.route_notes.clone(), request.client.clone()))
 }
 
 /// A call's record while the call runs: its log, its opening and the tally of

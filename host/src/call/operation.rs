@@ -12,7 +12,7 @@ use futures_util::stream::FuturesOrdered;
 use crate::Weir;
 use crate::admission::{Demand, Lane};
 use crate::catalog::ModelSpec;
-use crate::chat::CallError;
+use crate::error::CallError;
 use crate::error::WeirError;
 use crate::plugin::Session;
 use crate::record::{AttemptRecord, Ending, Opened, Operation, Tokens};

@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::{ModelSpec, RoleKind};
-use crate::chat::CallError;
+use crate::error::CallError;
 use crate::error::WeirError;
 use crate::plugin::Session;
 use crate::record::Operation;

@@ -4,7 +4,7 @@
 //! / `cache_write_multiplier` always wins (an OpenAI family with another
 //! discount, a negotiated price).
 
-use crate::chat::CacheMultipliers;
+use crate::record::CacheMultipliers;
 
 use super::MANTLE;
 

@@ -23,7 +23,7 @@ pub use wire::{
 };
 
 use crate::chat::Stamp;
-use crate::identity::Caller;
+use crate::caller::Caller;
 use crate::record::Route;
 
 /// A decision call, as the library takes it: the wire's request (its

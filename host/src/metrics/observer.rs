@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Metrics;
 use super::labels::{CallLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels, TokenLabels};
-use crate::error::Category;
+use crate::failure::Category;
 use crate::record::{Acknowledged, AttemptReason, CallObserver, CallOpening, CallRecord, acknowledged};
 
 impl CallObserver for Metrics {

@@ -4,12 +4,10 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::ChatRequest;
-use crate::types::{ContentBlock, LeafBlock, Media, MediaSource, StopReason, TurnRole};
+use crate::types::{Conversation, ContentBlock, LeafBlock, Media, MediaSource, StopReason, TurnRole};
 
 /// The request's system text, turns and tool names.
-pub(crate) fn request(request: &ChatRequest) -> Value {
-    let conversation = &request.conversation;
+pub(crate) fn request(conversation: &Conversation) -> Value {
     let turns: Vec<Value> = conversation
         .turns
         .iter()

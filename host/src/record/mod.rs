@@ -9,7 +9,7 @@
 //! raw text (that goes to the server log only); prompts and answers only when
 //! the operator sets `record_content = true`.
 
-mod content;
+pub(crate) mod content;
 mod observer;
 mod open;
 mod price;
@@ -24,7 +24,7 @@ pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, Pending
 
 pub(crate) use content::{answer as answer_content, stop_reason as stop_reason_name};
 pub(crate) use open::{CallLog, Ending, Opened, Resolved};
-pub use price::Prices;
+pub use price::{CacheMultipliers, Prices};
 pub use refusals::RECORDED_PER_SECOND as REFUSALS_RECORDED_PER_SECOND;
 pub(crate) use refusals::RefusalWindow;
 

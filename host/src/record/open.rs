@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{
-    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who, content,
+    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who,
     new_call_id,
 };
-use crate::chat::{CacheMultipliers, ChatRequest};
+use super::CacheMultipliers;
 
 /// What the call resolved to: where it went and what it is billed at.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub(crate) struct Ending {
 /// What a call's opening says: who, by which door, what operation, which name.
 #[derive(Debug)]
 pub(crate) struct Opened<'a> {
-    pub caller: Option<&'a crate::identity::Caller>,
+    pub caller: Option<&'a crate::caller::Caller>,
     pub route: super::Route,
     pub operation: Operation,
     pub model: &'a str,
@@ -65,27 +65,24 @@ pub(crate) struct CallLog {
     /// The request as recorded, when the operator records content.
     request: Option<serde_json::Value>,
     /// What the route noted before the call, and what the caller said about
-    /// itself, from the request (see [`ChatRequest::route_notes`]).
+    /// itself, from the request (see `ChatRequest::route_notes`).
     route_notes: Vec<String>,
     client: Option<super::ClientFacts>,
 }
 
 impl CallLog {
-    /// Opens the record of `request`. The caller's key (or the embedding
-    /// service's member) says who; the route, whether it streams.
-    pub fn open(request: &ChatRequest, stream: bool, record_content: bool) -> Self {
-        let what = Opened {
-            caller: request.caller.as_ref(),
-            route: request.route,
-            operation: Operation::Chat,
-            model: &request.model,
-            stream,
-            traceparent: request.traceparent.clone(),
-        };
-        let content = record_content.then(|| content::request(request));
+    /// Opens the record of a chat call: `content` is its request as recorded
+    /// (when content is recorded), `route_notes` what the route noted before
+    /// the call, `client` what the caller said about itself.
+    pub fn open_chat(
+        what: Opened<'_>,
+        content: Option<serde_json::Value>,
+        route_notes: Vec<String>,
+        client: Option<super::ClientFacts>,
+    ) -> Self {
         let mut log = Self::open_operation(what, content);
-        log.route_notes = request.route_notes.clone();
-        log.client = request.client.clone().filter(|client| !client.is_empty());
+        log.route_notes = route_notes;
+        log.client = client.filter(|client| !client.is_empty());
         log
     }
 

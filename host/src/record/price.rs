@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Tokens;
-use crate::chat::CacheMultipliers;
+use crate::types::Usage;
 
 /// An entry's declared prices, USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -36,6 +36,27 @@ impl Prices {
 
     pub fn declared(&self) -> bool {
         self.input.is_some() && self.output.is_some()
+    }
+}
+
+/// What cached input costs relative to uncached input, per catalog entry
+/// (Anthropic: write 1.25, read 0.1; OpenAI: read per family; Converse: 1.0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheMultipliers {
+    pub read: f64,
+    pub write: f64,
+}
+
+impl CacheMultipliers {
+    /// Billable input tokens: uncached input at full price plus cache reads and
+    /// writes at their multipliers.
+    pub fn billable_input(&self, usage: &Usage) -> f64 {
+        self.billable(&Tokens::of(usage))
+    }
+
+    /// [`CacheMultipliers::billable_input`] of token counts (a record's sums).
+    pub fn billable(&self, tokens: &Tokens) -> f64 {
+        tokens.input as f64 + self.read * tokens.cache_read as f64 + self.write * tokens.cache_write as f64
     }
 }
 

@@ -8,7 +8,7 @@ pub use width::{WidthError, adapt};
 
 use crate::admission::Lane;
 use crate::chat::Stamp;
-use crate::identity::Caller;
+use crate::caller::Caller;
 use crate::record::Route;
 use crate::types::{EmbeddingPurpose, Ranked};
 

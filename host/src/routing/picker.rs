@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::{Role, RoleTarget};
 use crate::catalog::Config;
-use crate::identity::Caller;
+use crate::caller::Caller;
 
 /// The entries that may serve a role, best first.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use axum::response::Response;
 use super::error::Dialect;
 use super::{ApiError, traceparent};
 use crate::Weir;
-use crate::error::Category;
+use crate::failure::Category;
 use crate::identity::{Key, KeyRing};
 use crate::record::Route;
 

@@ -9,8 +9,10 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::chat::{CallError, Stamp};
-use crate::error::{Category, WeirError};
+use crate::chat::Stamp;
+use crate::error::CallError;
+use crate::error::WeirError;
+use crate::failure::Category;
 use crate::types::Refusal;
 
 /// `retry-after` on a `gateway_busy` answer, in seconds.

@@ -7,7 +7,7 @@
 
 use super::ApiError;
 use crate::catalog::HostedTools;
-use crate::error::Category;
+use crate::failure::Category;
 
 /// Lets the hosted tool of type `kind` at `tools[index]` be dropped, or
 /// refuses the request under `hosted_tools = "refuse"`.

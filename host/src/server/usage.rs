@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{ApiError, Authenticated};
 use crate::Weir;
 use crate::budget::BudgetStatus;
-use crate::error::Category;
+use crate::failure::Category;
 use crate::ledger::{Filter, GroupBy, parse_time};
 
 #[derive(Debug, Deserialize)]

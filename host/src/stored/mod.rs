@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::catalog::{ResponsesSettings, ResponsesVisibility};
-use crate::identity::Caller;
+use crate::caller::Caller;
 use crate::ledger::PostgresTarget;
 
 /// OpenAI keeps a stored response 30 days; so does Weir unless told otherwise.

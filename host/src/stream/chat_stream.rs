@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 use super::assemble::Assembler;
-use crate::chat::{CallError, ChatResponse, Stamp};
+use crate::chat::{ChatResponse, Stamp};
+use crate::error::CallError;
 use crate::error::WeirError;
 use crate::types::StreamDelta;
 

@@ -8,8 +8,8 @@
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::chat::CallError;
-use crate::error::Category;
+use crate::error::CallError;
+use crate::failure::Category;
 use crate::server::error::ApiError;
 
 /// An [`ApiError`] answered in the Anthropic envelope.

@@ -27,7 +27,7 @@ use crate::catalog::HostedTools;
 use std::sync::Arc;
 
 use crate::chat::{ChatRequest, NativeAsk};
-use crate::error::Category;
+use crate::failure::Category;
 use crate::record::ClientFacts;
 use crate::server::error::ApiError;
 use crate::types::{
@@ -716,7 +716,7 @@ mod tests {
 
     fn error(body: Value) -> String {
         let error = into_chat_request(body.to_string().as_bytes(), HostedTools::Drop, Purpose::Call).unwrap_err();
-        assert_eq!(error.category, crate::error::Category::InvalidRequest);
+        assert_eq!(error.category, crate::failure::Category::InvalidRequest);
         error.message
     }
 

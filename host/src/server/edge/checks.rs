@@ -41,7 +41,7 @@ use super::connection::{Handler, ResponseEnd};
 use super::holding::Holding;
 use crate::Weir;
 use crate::catalog::ServerSettings;
-use crate::error::Category;
+use crate::failure::Category;
 use crate::server::ApiError;
 use crate::server::auth;
 use crate::server::error::Dialect;

@@ -536,7 +536,7 @@ mod tests {
     fn error(body: Value) -> String {
         let parsed = Body::parse(body.to_string().as_bytes());
         let error = parsed.and_then(|body| into_chat_request(body, None, HostedTools::Drop)).unwrap_err();
-        assert_eq!(error.category, crate::error::Category::InvalidRequest);
+        assert_eq!(error.category, crate::failure::Category::InvalidRequest);
         error.message
     }
 
