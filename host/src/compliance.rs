@@ -17,29 +17,12 @@
 //! as the last step before the request leaves the process ([`Binding::recheck`]),
 //! so no path that skipped the first check can send data-sharing traffic.
 
-use serde::Deserialize;
-
+pub use crate::config::{ComplianceEnvelope, RetentionProjects, UNBINDABLE_SURFACES, binds_retention};
 use crate::catalog::ModelSpec;
 use crate::error::WeirError;
 use crate::types::HttpRequest;
 
-/// The application's one compliance domain, fixed when the [`crate::Weir`] is
-/// built. The default refuses every model that requires data sharing: no
-/// application shares data by omission.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ComplianceEnvelope {
-    /// Whether models served only under provider data sharing may be called.
-    #[serde(default)]
-    pub allow_data_sharing: bool,
-}
-
 impl ComplianceEnvelope {
-    /// The envelope that permits data sharing.
-    pub fn permitting_data_sharing() -> Self {
-        Self { allow_data_sharing: true }
-    }
-
     /// The resolution gate: a model this envelope does not permit is refused
     /// before admission, before encoding, before anything is sent.
     pub fn admit(&self, model: &ModelSpec) -> Result<(), WeirError> {
@@ -57,35 +40,6 @@ fn refusal(model: &ModelSpec) -> WeirError {
                  does not allow data sharing"
             .to_owned(),
     }
-}
-
-/// Provider keys whose surface cannot bind a retention project per request:
-/// Bedrock's `bedrock-runtime` endpoint (InvokeModel for Claude, Converse for
-/// the others) takes no project header, so retention there is the account's
-/// setting alone. A `[retention.X]` for one of them is refused (the header would
-/// bind nothing), and so is a `requires_lax` entry on one: such a model could
-/// never be called under its terms there (it belongs on Mantle).
-///
-/// The host keeps this list because WIT 0.1.0 lets no component declare it.
-/// Every other key is taken to bind when the config gives it a `[retention.X]`:
-/// that table is the operator's statement that the surface honours the header.
-pub const UNBINDABLE_SURFACES: [&str; 2] = ["anthropic-bedrock", "bedrock-converse"];
-
-/// Whether a provider key's surface can bind a retention project per request.
-pub fn binds_retention(provider_key: &str) -> bool {
-    !UNBINDABLE_SURFACES.contains(&provider_key)
-}
-
-/// A provider's retention projects (`[retention.<provider>]` in the config).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetentionProjects {
-    /// The header that names the project, e.g. `anthropic-workspace-id`.
-    pub header: String,
-    /// The zero-retention project; absent sends no header for ordinary traffic.
-    pub strict_project: Option<String>,
-    /// The data-sharing project; absent sends no header for `requires_lax` models.
-    pub lax_project: Option<String>,
 }
 
 /// One call's binding: the projects of its provider, the model and the envelope.

@@ -21,6 +21,7 @@
 //! (the output reserve), `call` (the call template), `transport` (HTTP and
 //! secrets), `server` (the OpenAI-compatible gateway).
 
+mod accounting;
 pub mod admission;
 pub mod budget;
 mod call;
@@ -29,8 +30,10 @@ pub mod catalog;
 mod chat;
 pub mod check;
 pub mod compliance;
+mod config;
 pub mod decision;
 mod error;
+mod estimate;
 mod failure;
 pub mod fleet;
 pub mod identity;

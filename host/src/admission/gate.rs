@@ -34,7 +34,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
-use super::lane::{InteractiveShare, Lane};
+use super::Lane;
+use super::lane::InteractiveShare;
 use super::store::{Axis, Demand, Lease, PermitPool, PermitVerdict, RateAccount, Shortfall, Verdict};
 
 /// How often a lane's head asks again for a permit the whole fleet holds: a

@@ -7,43 +7,6 @@
 //! large reindex cannot make interactive calls slow: it neither queues ahead of
 //! them nor drains what they need.
 
-use std::fmt;
-
-/// Which of a model's two queues a call joins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Lane {
-    /// Served first; may use all of the model's capacity.
-    #[default]
-    Interactive,
-    /// Served when no interactive call is parked; never takes the interactive share.
-    Bulk,
-}
-
-impl Lane {
-    /// `interactive` or `bulk` (a header's or a config's word).
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "interactive" => Some(Self::Interactive),
-            "bulk" => Some(Self::Bulk),
-            _ => None,
-        }
-    }
-
-    /// The lane's name as callers and configuration spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Interactive => "interactive",
-            Lane::Bulk => "bulk",
-        }
-    }
-}
-
-impl fmt::Display for Lane {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Parts per million in a whole.
 const MILLION: u64 = 1_000_000;
 
@@ -106,6 +69,7 @@ impl InteractiveShare {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Lane;
 
     #[test]
     fn a_lane_reads_back_its_own_name() {

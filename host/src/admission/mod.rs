@@ -13,7 +13,6 @@
 
 mod bucket;
 mod budget;
-mod estimate;
 mod gate;
 mod lane;
 mod store;
@@ -31,9 +30,10 @@ use std::sync::Arc;
 
 pub use bucket::Bucket;
 pub use budget::{OutputReserve, output_reserve};
-pub use estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
+pub use crate::estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use gate::{AdmissionError, Grant, ModelGate};
-pub use lane::{InteractiveShare, Lane, ShareOutOfRange};
+pub use crate::config::Lane;
+pub use lane::{InteractiveShare, ShareOutOfRange};
 pub use store::{
     AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Lease, Limits, PermitPool,
     PermitVerdict, RateAccount, RateStore, Shortfall, Verdict,

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::clock::{Clock, Period, Timezone};
-use super::limits::{Amount, Kind, Limits, Scope, Spend};
+use crate::accounting::{Clock, Kind, Period, Scope, Spend, Timezone};
+use crate::accounting::Amount;
+use super::limits::Limits;
 use crate::admission::AdmissionError;
 use crate::error::WeirError;
 use crate::fleet::{Check, HoldRefused, SharedBudgets, SharedErrorPolicy};

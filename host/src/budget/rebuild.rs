@@ -7,8 +7,7 @@
 use std::time::SystemTime;
 
 use super::book::BudgetBook;
-use super::clock::Period;
-use super::limits::{Scope, Spend, total_tokens};
+use crate::accounting::{Period, Scope, Spend, total_tokens};
 use crate::fleet::SpendSource;
 use crate::ledger::{LedgerRead, PostgresTarget, ReadError, SharedReader};
 

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{ModelSpec, RoleKind};
-use crate::compliance::{RetentionProjects, binds_retention};
+use crate::config::{RetentionProjects, binds_retention};
 use crate::plugin::{Operation, Provider, ProviderRegistry, Route};
 use crate::reach;
 

@@ -2,26 +2,23 @@
 //! that are loaded.
 
 mod cache_prices;
-mod capability;
-mod config;
-mod key_source;
 mod links;
 
 pub use cache_prices::provider_cache_multipliers;
-pub use capability::{Capability, CapabilitySet};
+pub use crate::config::{Capability, CapabilitySet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-pub use config::TelemetrySettings;
-pub use config::{BudgetFields, TeamEntry};
-pub use config::{
+pub use crate::config::TelemetrySettings;
+pub use crate::config::{BudgetFields, TeamEntry};
+pub use crate::config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
     DEFAULT_SAFETY_MARGIN, DecisionBackend, EMBEDDED_DEFAULT, EmbeddingSettings, HostedTools, KeyEntry, LedgerOnError,
     LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning,
     ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
-pub use key_source::{KeySource, KeySourceError, read_key};
+pub use crate::config::{KeySource, KeySourceError, read_key};
 
-use crate::admission::Tokenizer;
+use crate::estimate::Tokenizer;
 
 pub use crate::plugin::addressing_of;
 pub(crate) use links::{Routing, route};
@@ -29,9 +26,7 @@ pub(crate) use links::{Routing, route};
 use crate::plugin::{Provider, ProviderRegistry, Route};
 use crate::reach;
 
-/// The provider key of Bedrock's Mantle surface, whose entries derive `rpm`
-/// from `tpm` (see [`mantle_rpm`]).
-pub const MANTLE: &str = "anthropic-bedrock-mantle";
+pub use crate::config::MANTLE;
 
 /// The provider key of Claude on Bedrock's bedrock-runtime surface: what a
 /// Mantle call is recorded under (see [`recorded_provider`]).
@@ -47,7 +42,7 @@ pub fn recorded_provider(serving: &str) -> &str {
     if serving == MANTLE { BEDROCK_ANTHROPIC } else { serving }
 }
 
-pub use crate::plugin::DECISION_PROVIDER;
+pub use crate::config::DECISION_PROVIDER;
 
 /// A catalog entry as calls use it.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +173,7 @@ impl ModelSpec {
             cache_write_multiplier: 1.0,
             allow_http: false,
             max_queue: DEFAULT_MAX_QUEUE,
-            interactive_share: config::DEFAULT_INTERACTIVE_SHARE,
+            interactive_share: crate::config::DEFAULT_INTERACTIVE_SHARE,
             kind: RoleKind::Chat,
             embedding_dimensions: None,
             max_batch: None,
@@ -340,7 +335,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(billing.write),
         allow_http: entry.allow_http,
         max_queue: entry.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
-        interactive_share: entry.interactive_share.unwrap_or(config::DEFAULT_INTERACTIVE_SHARE),
+        interactive_share: entry.interactive_share.unwrap_or(crate::config::DEFAULT_INTERACTIVE_SHARE),
         kind: entry.kind,
         embedding_dimensions: entry.embedding_dimensions,
         max_batch: entry.max_batch,

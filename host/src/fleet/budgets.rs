@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::SharedErrorPolicy;
 use super::redis_store::Shared;
-use crate::budget::{Amount, Kind, Period, Scope, Spend};
+use crate::accounting::{Amount, Kind, Period, Scope, Spend};
 
 const SCRIPT: &str = include_str!("budgets.lua");
 /// An account outlives its period by a day (for `/v1/usage` right after it).

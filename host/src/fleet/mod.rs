@@ -18,58 +18,10 @@ mod budgets;
 mod permits;
 mod redis_store;
 
-use serde::Deserialize;
-
+pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
 pub use permits::RedisPermits;
 pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
-
-/// `[fleet]`: where the fleet's shared state lives. Its `Debug` shows
-/// `redis_url` redacted ([`crate::redact`]).
-#[derive(Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FleetSettings {
-    /// `redis://[user:password@]host:port[/db]` (`rediss://` for TLS is not
-    /// built in). The password never appears in a log or message: it is
-    /// shown through [`crate::redact::redacted`].
-    pub redis_url: String,
-    /// What a call meets while Redis cannot be reached (default `refuse`).
-    #[serde(default)]
-    pub on_shared_error: SharedErrorPolicy,
-    /// How many gateways share the limits: under `local`, each admits
-    /// `1 / fleet_size` of every limit. Required with `local`.
-    pub fleet_size: Option<u32>,
-    /// The prefix of every key Weir writes (default `weir`): fleets sharing one
-    /// Redis keep apart by it.
-    pub key_prefix: Option<String>,
-    /// How long a `max_concurrency` permit's lease lasts unless its gateway
-    /// renews it (default 15 s, at least 3): the permits of a gateway that
-    /// died return within it.
-    pub lease_secs: Option<u64>,
-}
-
-impl std::fmt::Debug for FleetSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FleetSettings")
-            .field("redis_url", &crate::redact::redacted(&self.redis_url))
-            .field("on_shared_error", &self.on_shared_error)
-            .field("fleet_size", &self.fleet_size)
-            .field("key_prefix", &self.key_prefix)
-            .field("lease_secs", &self.lease_secs)
-            .finish_non_exhaustive()
-    }
-}
-
-/// `on_shared_error`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SharedErrorPolicy {
-    /// Calls answer `shared_state_unavailable` (503): no gateway can overspend.
-    #[default]
-    Refuse,
-    /// Each gateway admits its share (`1 / fleet_size`) of every limit alone.
-    Local,
-}
 
 /// The largest `tpm` the fleet's script computes exactly (its divisions keep
 /// every partial below 2^53 up to this capacity).
@@ -77,7 +29,7 @@ pub const MAX_SHARED_LIMIT: u64 = 9_000_000_000;
 
 /// Refuses a limit the shared script could not compute exactly: checked at
 /// load when `[fleet]` is set.
-pub fn check_limits(config: &crate::catalog::Config) -> Result<(), String> {
+pub fn check_limits(config: &crate::config::Config) -> Result<(), String> {
     let models = config.models.iter().map(|model| (format!("model `{}`", model.id), model.tpm));
     let keys = config.keys.iter().map(|key| (format!("key `{}`", key.id), key.tpm));
     match models.chain(keys).find(|(_, tpm)| tpm.is_some_and(|tpm| tpm > MAX_SHARED_LIMIT)) {

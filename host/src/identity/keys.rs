@@ -17,10 +17,7 @@ use subtle::ConstantTimeEq;
 
 use super::Caller;
 use crate::admission::{Limits, ModelGate, RateStore};
-use crate::catalog::{DEFAULT_MAX_QUEUE, KeyEntry};
-
-/// The prefix of a configured hash.
-const HASH_PREFIX: &str = "sha256:";
+use crate::config::{CheckedKey, DEFAULT_MAX_QUEUE, HASH_PREFIX, KeyEntry, check_keys};
 
 /// One configured key, as calls use it.
 #[derive(Debug)]
@@ -86,17 +83,14 @@ pub struct KeyRing {
 impl KeyRing {
     /// Builds the ring from `[[key]]` entries. `previous` lends its buckets to
     /// keys whose id and limits are unchanged, so a reload does not refill them.
+    /// The entries' shape is checked first ([`check_keys`], as the config's
+    /// load checks it), so a reload meets the same errors a start does.
     pub fn new(entries: &[KeyEntry], previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Self, String> {
+        check_keys(entries)?;
         let mut ring = Self::default();
-        let mut digests = BTreeSet::new();
         for entry in entries {
             let key = Arc::new(key(entry, previous, store)?);
-            if !digests.insert(key.digest) {
-                return Err(format!("key `{}`: the same hash appears on two keys", entry.id));
-            }
-            if ring.by_id.insert(key.id.clone(), Arc::clone(&key)).is_some() {
-                return Err(format!("key id `{}` appears twice", entry.id));
-            }
+            ring.by_id.insert(key.id.clone(), Arc::clone(&key));
             ring.by_prefix.entry(prefix(&key.digest)).or_default().push(Arc::clone(&key));
             ring.keys.push(key);
         }
@@ -142,22 +136,7 @@ fn prefix(digest: &[u8; 32]) -> u64 {
 }
 
 fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Key, String> {
-    let named = |message: String| format!("key `{}`: {message}", entry.id);
-    if entry.id.trim().is_empty() || entry.member.trim().is_empty() {
-        return Err(format!("key `{}`: `id` and `member` must not be empty", entry.id));
-    }
-    let digest = parse_hash(&entry.hash).map_err(named)?;
-    let expires = entry
-        .expires
-        .as_deref()
-        .map(|text| {
-            humantime::parse_rfc3339_weak(text)
-                .map_err(|error| named(format!("`expires` is not an RFC 3339 instant ({error}): `{text}`")))
-        })
-        .transpose()?;
-    if entry.rpm == Some(0) || entry.tpm == Some(0) {
-        return Err(named("`rpm` and `tpm` must be positive when set".to_owned()));
-    }
+    let CheckedKey { digest, expires } = entry.checked()?;
     let limits = Limits { rpm: entry.rpm.map(u64::from), tpm: entry.tpm };
     let reused = previous.and_then(|ring| ring.get(&entry.id)).filter(|old| old.limits == limits);
     let gate = match reused {
@@ -180,17 +159,6 @@ fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> R
         gate,
         limits,
     })
-}
-
-/// `sha256:<64 hex digits>`, as `weir keys new` prints it.
-fn parse_hash(text: &str) -> Result<[u8; 32], String> {
-    let hex_digits = text
-        .strip_prefix(HASH_PREFIX)
-        .ok_or_else(|| format!("`hash` must be `{HASH_PREFIX}<64 hex digits>` (see `weir keys new`)"))?;
-    let mut digest = [0_u8; 32];
-    hex::decode_to_slice(hex_digits.trim(), &mut digest)
-        .map_err(|_| format!("`hash` must be `{HASH_PREFIX}<64 hex digits>` (see `weir keys new`)"))?;
-    Ok(digest)
 }
 
 /// A fresh key: the token (shown once) and the `[[key]]` lines that admit it.

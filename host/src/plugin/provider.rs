@@ -16,7 +16,7 @@ use super::engine::LoadedComponent;
 use super::exports::{ChatExports, Question};
 use super::sandbox::{CallState, new_store, refuel};
 use super::session::Session;
-use super::trust::Trust;
+use crate::reach::Trust;
 use super::world::Operation;
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeSupport,

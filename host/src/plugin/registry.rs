@@ -20,11 +20,9 @@ use std::sync::Arc;
 use super::embedded::EMBEDDED;
 use super::engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 use super::provider::Provider;
-use super::trust::Trust;
+use crate::reach::Trust;
 
-/// The provider key of a decision entry: the host speaks the decision wire
-/// itself (see [`crate::decision`]), so no component may declare it.
-pub const DECISION_PROVIDER: &str = "decision";
+pub use crate::config::DECISION_PROVIDER;
 
 /// A component file that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]

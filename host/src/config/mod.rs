@@ -9,10 +9,22 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::admission::{InProcessStore, Tokenizer};
-use crate::compliance::{ComplianceEnvelope, RetentionProjects};
-use crate::identity::KeyRing;
+use crate::estimate::Tokenizer;
 use crate::types::Effort;
+
+mod budgets;
+mod capability;
+mod key_source;
+mod keys;
+mod settings;
+
+pub use capability::{Capability, CapabilitySet};
+pub use key_source::{KeySource, KeySourceError, read_key};
+pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
+pub use settings::{
+    ComplianceEnvelope, DECISION_PROVIDER, FleetSettings, Lane, MANTLE, RetentionProjects, SharedErrorPolicy,
+    UNBINDABLE_SURFACES, binds_retention,
+};
 
 /// The catalog compiled into the binary, used when no config file is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../catalog/default.toml");
@@ -74,7 +86,7 @@ pub struct Config {
     pub ledger: Option<LedgerSettings>,
     /// `[fleet]`: the limits shared by several gateways (Redis). Absent: this
     /// process's memory holds them.
-    pub fleet: Option<crate::fleet::FleetSettings>,
+    pub fleet: Option<FleetSettings>,
     /// `[metrics]`: the Prometheus exposition.
     #[serde(default)]
     pub metrics: MetricsSettings,
@@ -192,9 +204,9 @@ pub struct ModelEntry {
     /// spelling of `capabilities` without `tools`: the two are not combined.
     pub native_tools: Option<bool>,
     /// What the deployed model can do (absent: whatever its provider component
-    /// declares); see [`super::capability`]. A request needing anything else is
+    /// declares); see [`capability`]. A request needing anything else is
     /// refused before the call.
-    pub capabilities: Option<Vec<super::Capability>>,
+    pub capabilities: Option<Vec<Capability>>,
     /// The deployment accepts only its own default sampling: `temperature` and
     /// `top_p` are never sent (as for OpenAI reasoning families by wire id).
     #[serde(default)]
@@ -203,7 +215,7 @@ pub struct ModelEntry {
     #[serde(default)]
     pub requires_lax: bool,
     /// What a cache-read input token costs, as a fraction of an input token
-    /// (absent: the serving provider's, see [`super::provider_cache_multipliers`]).
+    /// (absent: the serving provider's, see [`crate::catalog::provider_cache_multipliers`]).
     pub cache_read_multiplier: Option<f64>,
     /// What a cache-write input token costs, as a multiple of an input token
     /// (absent: the serving provider's).
@@ -317,13 +329,13 @@ pub struct RoleEntry {
     /// An embedding role's lane when the caller names none: `interactive`
     /// (default) or `bulk`.
     #[serde(default, deserialize_with = "lane_word")]
-    pub lane: Option<crate::admission::Lane>,
+    pub lane: Option<Lane>,
 }
 
 /// `lane = "interactive" | "bulk"`.
-fn lane_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<crate::admission::Lane>, D::Error> {
+fn lane_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Lane>, D::Error> {
     let word = String::deserialize(deserializer)?;
-    crate::admission::Lane::parse(&word)
+    Lane::parse(&word)
         .map(Some)
         .ok_or_else(|| serde::de::Error::custom(format!("`lane` is `interactive` or `bulk`, not `{word}`")))
 }
@@ -877,7 +889,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        KeyRing::new(&self.keys, None, &InProcessStore).map_err(|message| self.invalid(message))?;
+        check_keys(&self.keys).map_err(|message| self.invalid(message))?;
         if self.attempt_timeout_secs == Some(0) {
             return Err(self.invalid("`attempt_timeout_secs` must be positive when set".to_owned()));
         }
@@ -897,7 +909,7 @@ impl Config {
                 model.id
             )));
         }
-        if let Some(key) = self.retention.keys().find(|key| !crate::compliance::binds_retention(key)) {
+        if let Some(key) = self.retention.keys().find(|key| !binds_retention(key)) {
             return Err(self.invalid(format!(
                 "[retention.{key}]: provider `{key}` is a surface that binds no retention project per request \
                  (Bedrock's bedrock-runtime takes no project header; retention there is the account's setting): \
@@ -910,14 +922,14 @@ impl Config {
             if !seen.insert(model.id.as_str()) {
                 return Err(self.invalid(format!("model id `{}` appears twice", model.id)));
             }
-            if model.requires_lax && !crate::compliance::binds_retention(&model.provider) {
+            if model.requires_lax && !binds_retention(&model.provider) {
                 return Err(self.invalid(format!(
                     "model `{}` requires data sharing (`requires_lax`), but provider `{}` is a surface that binds no \
                      retention project (Bedrock's bedrock-runtime takes no project header): such an entry could never \
                      be called under its terms; serve the model on a surface that binds one (`{}`)",
                     model.id,
                     model.provider,
-                    super::MANTLE
+                    MANTLE
                 )));
             }
             if model.requires_lax && !self.retention.contains_key(&model.provider) {
@@ -929,7 +941,7 @@ impl Config {
             }
         }
         self.validate_roles().map_err(|message| self.invalid(message))?;
-        crate::budget::validate(self).map_err(|message| self.invalid(message))
+        budgets::validate(self).map_err(|message| self.invalid(message))
     }
 
     /// Every role and pin names something that exists, and no role shadows a
@@ -1017,13 +1029,13 @@ impl ModelEntry {
     /// `provider = "decision"` and its endpoint (no component supplies one),
     /// and no other kind names that provider.
     fn validate_decision(&self) -> Result<(), String> {
-        let decision_provider = self.provider == super::DECISION_PROVIDER;
+        let decision_provider = self.provider == DECISION_PROVIDER;
         let decision = self.kind == RoleKind::Decision;
         if self.backend.is_some() && (!decision || decision_provider) {
             return Err(format!(
                 "`backend = \"logprobs\"` is read only for a `kind = \"decision\"` entry whose provider is a chat \
                  component (not `{}`)",
-                super::DECISION_PROVIDER
+                DECISION_PROVIDER
             ));
         }
         if self.backend.is_some() {
@@ -1033,12 +1045,12 @@ impl ModelEntry {
             (true, false) => Err(format!(
                 "`kind = \"decision\"` is served by the host's decision wire (`provider = \"{}\"`) or by a chat \
                  model's log-probabilities (`backend = \"logprobs\"`); provider `{}` names neither",
-                super::DECISION_PROVIDER,
+                DECISION_PROVIDER,
                 self.provider
             )),
             (false, true) => Err(format!(
                 "`provider = \"{}\"` is the host's decision wire: write `kind = \"decision\"`",
-                super::DECISION_PROVIDER
+                DECISION_PROVIDER
             )),
             (true, true) if self.endpoint.is_none() => {
                 Err("a decision entry names its `endpoint` (no component supplies a default)".to_owned())
@@ -1346,10 +1358,10 @@ mod tests {
             "[embeddings]\ndimensions = 256\n[role.search]\nmodel = \"e\"\nkind = \"embedding\"\nlane = \"bulk\"\n{RETRIEVAL}"
         );
         let config = Config::from_toml(&good, "t").unwrap();
-        assert_eq!(config.roles["search"].lane, Some(crate::admission::Lane::Bulk));
+        assert_eq!(config.roles["search"].lane, Some(Lane::Bulk));
         assert_eq!(
             crate::routing::Roles::from_config(&config).get("search").unwrap().lane,
-            Some(crate::admission::Lane::Bulk)
+            Some(Lane::Bulk)
         );
         for (bad, expected) in [
             ("", "`[embeddings] dimensions` is required"),

@@ -1,5 +1,5 @@
 //! Whether the operator vouched for a component: what decides if its own
-//! defaults (endpoint, credential id) may be used (see `crate::reach`).
+//! defaults (endpoint, credential id) may be used (see [`super`]).
 
 use serde::Serialize;
 

@@ -42,7 +42,9 @@ pub const SIGNING_SERVICES: [&str; 1] = ["bedrock"];
 /// default rather than the entry's own.
 pub const AWS_DOMAINS: [&str; 2] = ["amazonaws.com", "api.aws"];
 
-pub use crate::plugin::Trust;
+mod trust;
+
+pub use trust::Trust;
 
 /// Where one model's calls go and which secret id they carry, as the operator
 /// (or a trusted component) chose.
