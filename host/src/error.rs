@@ -10,7 +10,8 @@
 //! never a URL, an upstream host, an environment variable's name or an
 //! upstream's words.
 
-use crate::admission::AdmissionError;
+use crate::admission::{AdmissionError, ReserveError};
+use crate::budget::BudgetError;
 use crate::catalog::Capability;
 use crate::identity::AuthError;
 use crate::plugin::PluginError;
@@ -90,11 +91,9 @@ pub enum WeirError {
     ContextOverflow { model: String, input: u64, output: u32, margin: u32, window: u32 },
     #[error("invalid request: {0}")]
     InvalidRequest(String),
-    #[error(
-        "model `{model}`: no output budget is declared; set one on the request (`max_tokens`, \
-         `max_completion_tokens` or `max_output_tokens`, as its API names it), or `output_tokens` on the catalog entry"
-    )]
-    OutputUndeclared { model: String },
+    /// The call's output reserve could not be set (see [`crate::admission::output_reserve`]).
+    #[error(transparent)]
+    Reserve(#[from] ReserveError),
     /// The request needs what the model's catalog entry does not have; refused
     /// before admission, nothing sent.
     #[error("model `{model}` does not have the capability `{capability}` this request needs ({needed_for})")]
@@ -168,35 +167,21 @@ pub enum WeirError {
     /// The ledger could not record the call (`[ledger] on_error = "refuse"`).
     #[error("the call ledger cannot be written: {0}")]
     LedgerUnavailable(String),
-    /// A budget that applies to the caller has not enough left for the call's
-    /// worst case (see [`crate::budget`]); refused before anything was sent.
-    #[error(
-        "{scope}: the {} budget in {} has {remaining} left and this call may need {needed}; it resets at {}",
-        .period.as_str(),
-        .kind.as_str(),
-        humantime::format_rfc3339_seconds(*.resets_at)
-    )]
-    BudgetExhausted {
-        scope: crate::budget::Scope,
-        kind: crate::budget::Kind,
-        period: crate::budget::Period,
-        remaining: crate::budget::Amount,
-        needed: crate::budget::Amount,
-        resets_at: std::time::SystemTime,
-        /// From the refusal to the reset, for `retry-after`.
-        resets_in: Duration,
-    },
-    /// The call's worst case is above a per-call ceiling of its key, member or team.
-    #[error("{scope}: this call may need {needed}, above the per-call ceiling of {ceiling}")]
-    CallBudgetExceeded { scope: crate::budget::Scope, ceiling: crate::budget::Amount, needed: crate::budget::Amount },
+    /// A budget refused the call before anything was sent (see [`crate::budget`]).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
 }
 
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {
             Self::Unauthenticated(_) => Category::InvalidApiKey,
-            Self::BudgetExhausted { .. } => Category::BudgetExhausted,
-            Self::CallBudgetExceeded { .. } => Category::CallBudgetExceeded,
+            Self::Budget(error) => match error {
+                BudgetError::Exhausted { .. } => Category::BudgetExhausted,
+                BudgetError::CallCeiling { .. } => Category::CallBudgetExceeded,
+                BudgetError::Unpriced { .. } => Category::InvalidRequest,
+                BudgetError::Shared(error) => admission_category(error),
+            },
             Self::LedgerUnavailable(_) => Category::LedgerUnavailable,
             Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
@@ -220,7 +205,7 @@ impl WeirError {
             // uncorrectable here. Anything else keeps its own category.
             Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
             Self::MidStream { source, .. } => source.category(),
-            Self::InvalidRequest(_) | Self::OutputUndeclared { .. } => Category::InvalidRequest,
+            Self::InvalidRequest(_) | Self::Reserve(_) => Category::InvalidRequest,
             Self::CapabilityMismatch { .. } => Category::CapabilityMismatch,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
@@ -233,14 +218,7 @@ impl WeirError {
                 ReachError::SigningService { .. } | ReachError::SigningHost { .. } => Category::ProviderFault,
             },
             Self::Compliance { .. } => Category::ComplianceRefused,
-            Self::Admission(error) => match error {
-                AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
-                AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
-                // The gateway's own queue for this model is full: the same advice
-                // as an upstream overload (come back later), with a `retry-after`.
-                AdmissionError::QueueFull { .. } => Category::Overloaded,
-                AdmissionError::SharedStateUnavailable { .. } => Category::SharedStateUnavailable,
-            },
+            Self::Admission(error) => admission_category(error),
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
                 PluginError::NoFreeInstance { .. } => Category::GatewayBusy,
@@ -281,10 +259,9 @@ impl WeirError {
     /// admission queue answers with its estimate (`retry-after`).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::Admission(AdmissionError::QueueFull { retry_after, .. }) => Some(*retry_after),
-            Self::Admission(AdmissionError::SharedStateUnavailable { .. }) => Some(crate::fleet::RETRY_AFTER_OUTAGE),
+            Self::Admission(error) | Self::Budget(BudgetError::Shared(error)) => admission_retry_after(error),
             // Whole seconds, rounded up: a client that waits them finds the budget reset.
-            Self::BudgetExhausted { resets_in, .. } => {
+            Self::Budget(BudgetError::Exhausted { resets_in, .. }) => {
                 Some(Duration::from_secs(resets_in.as_secs() + u64::from(resets_in.subsec_nanos() > 0)))
             }
             _ => None,
@@ -323,7 +300,7 @@ impl WeirError {
             | Self::RoleUnavailable { .. }
             | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
-            | Self::OutputUndeclared { .. }
+            | Self::Reserve(_)
             | Self::CapabilityMismatch { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
@@ -341,8 +318,7 @@ impl WeirError {
             | Self::DeadlineExceeded { .. }
             | Self::MidStream { .. }
             | Self::LedgerUnavailable(_)
-            | Self::BudgetExhausted { .. }
-            | Self::CallBudgetExceeded { .. } => None,
+            | Self::Budget(_) => None,
         }
     }
 
@@ -360,7 +336,7 @@ impl WeirError {
             | Self::ModelChoiceRefused { .. }
             | Self::ContextOverflow { .. }
             | Self::InvalidRequest(_)
-            | Self::OutputUndeclared { .. }
+            | Self::Reserve(_)
             | Self::CapabilityMismatch { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Compliance { .. }
@@ -372,8 +348,7 @@ impl WeirError {
             | Self::UnusableAnswer { .. }
             | Self::AttemptTimedOut { .. }
             | Self::DeadlineExceeded { .. }
-            | Self::BudgetExhausted { .. }
-            | Self::CallBudgetExceeded { .. } => self.to_string(),
+            | Self::Budget(_) => self.to_string(),
             Self::RoleUnavailable { role, reason } => {
                 format!("role `{role}` is unavailable: {}", reason.safe_message())
             }
@@ -420,6 +395,31 @@ impl WeirError {
                 "the gateway cannot record calls right now, so it makes none; see the server log".to_owned()
             }
         }
+    }
+}
+
+/// The category of an admission refusal, wherever it surfaced (the gate, or
+/// a budget hold that met the fleet's shared state down).
+fn admission_category(error: &AdmissionError) -> Category {
+    match error {
+        AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
+        AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
+        // The gateway's own queue for this model is full: the same advice
+        // as an upstream overload (come back later), with a `retry-after`.
+        AdmissionError::QueueFull { .. } => Category::Overloaded,
+        AdmissionError::SharedStateUnavailable { .. } => Category::SharedStateUnavailable,
+    }
+}
+
+/// When a caller refused by admission may come back: a full queue's estimate,
+/// or the fleet's outage advice.
+fn admission_retry_after(error: &AdmissionError) -> Option<Duration> {
+    match error {
+        AdmissionError::QueueFull { retry_after, .. } => Some(*retry_after),
+        AdmissionError::SharedStateUnavailable { .. } => Some(crate::fleet::RETRY_AFTER_OUTAGE),
+        AdmissionError::NeverFits { .. }
+        | AdmissionError::DeadlineBeforeFit { .. }
+        | AdmissionError::DeadlinePassed { .. } => None,
     }
 }
 
@@ -586,7 +586,7 @@ mod tests {
             WeirError::ModelNotPermitted { key: "bob-key".into(), model: model() },
             WeirError::UnknownModel(model()),
             WeirError::InvalidRequest("model `m`: messages[0]: unknown role".into()),
-            WeirError::OutputUndeclared { model: model() },
+            WeirError::Reserve(ReserveError::Undeclared { model: model() }),
             WeirError::CapabilityMismatch { model: model(), capability: Capability::Vision, needed_for: "an image" },
             WeirError::ProviderUnavailable { model: model(), provider: "p".into() },
             WeirError::Compliance { model: model(), reason: "the envelope refuses data sharing".into() },
@@ -658,7 +658,7 @@ mod tests {
             margin: 512,
             window: 8_192,
         });
-        errors.push(WeirError::BudgetExhausted {
+        errors.push(WeirError::Budget(BudgetError::Exhausted {
             scope: crate::budget::Scope::Member("ana".into()),
             kind: crate::budget::Kind::Usd,
             period: crate::budget::Period::Month,
@@ -666,19 +666,19 @@ mod tests {
             needed: crate::budget::Amount::Usd(0.5),
             resets_at: std::time::UNIX_EPOCH,
             resets_in: Duration::from_secs(1),
-        });
-        errors.push(WeirError::CallBudgetExceeded {
+        }));
+        errors.push(WeirError::Budget(BudgetError::CallCeiling {
             scope: crate::budget::Scope::Key("k1".into()),
             ceiling: crate::budget::Amount::Tokens(10),
             needed: crate::budget::Amount::Tokens(11),
-        });
+        }));
         for error in &errors {
             match error {
                 WeirError::Unauthenticated(_)
                 | WeirError::ModelNotPermitted { .. }
                 | WeirError::UnknownModel(_)
                 | WeirError::InvalidRequest(_)
-                | WeirError::OutputUndeclared { .. }
+                | WeirError::Reserve(_)
                 | WeirError::CapabilityMismatch { .. }
                 | WeirError::ProviderUnavailable { .. }
                 | WeirError::Credential { .. }
@@ -702,8 +702,7 @@ mod tests {
                 | WeirError::RoleUnavailable { .. }
                 | WeirError::ContextOverflow { .. }
                 | WeirError::LedgerUnavailable(_)
-                | WeirError::BudgetExhausted { .. }
-                | WeirError::CallBudgetExceeded { .. } => {}
+                | WeirError::Budget(_) => {}
             }
         }
         errors
@@ -725,8 +724,7 @@ mod tests {
                     | WeirError::UnknownModel(_)
                     | WeirError::Unauthenticated(_)
                     | WeirError::LedgerUnavailable(_)
-                    | WeirError::BudgetExhausted { .. }
-                    | WeirError::CallBudgetExceeded { .. }
+                    | WeirError::Budget(_)
             );
             assert!(own_words || message.contains("`m`"), "names the model: {message}");
         }

@@ -3,7 +3,6 @@
 //! locally and what the provider pre-debits cannot drift apart.
 
 use crate::catalog::ModelSpec;
-use crate::error::WeirError;
 use crate::types::Effort;
 
 /// What a call reserves for its output.
@@ -17,6 +16,19 @@ pub struct OutputReserve {
     pub thinking_budget: Option<u32>,
 }
 
+/// Why a call's output reserve could not be set: refused before admission.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReserveError {
+    /// Nothing declares an output budget, and none is invented.
+    #[error(
+        "model `{model}`: no output budget is declared; set one on the request (`max_tokens`, \
+         `max_completion_tokens` or `max_output_tokens`, as its API names it), or `output_tokens` on the catalog entry"
+    )]
+    Undeclared { model: String },
+    #[error("invalid request: model `{model}`: the output budget must be at least one token")]
+    Zero { model: String },
+}
+
 /// The declared output (the request's, else the catalog entry's) plus the
 /// reasoning headroom the call's effort books in the catalog — only for an
 /// entry whose `reasoning` says effort reaches its wire — clamped at the
@@ -28,14 +40,11 @@ pub fn output_reserve(
     effort: Option<Effort>,
     model: &ModelSpec,
     answer_reserve: u32,
-) -> Result<OutputReserve, WeirError> {
+) -> Result<OutputReserve, ReserveError> {
     let declared =
-        requested.or(model.output_tokens).ok_or_else(|| WeirError::OutputUndeclared { model: model.id.clone() })?;
+        requested.or(model.output_tokens).ok_or_else(|| ReserveError::Undeclared { model: model.id.clone() })?;
     if declared == 0 {
-        return Err(WeirError::InvalidRequest(format!(
-            "model `{}`: the output budget must be at least one token",
-            model.id
-        )));
+        return Err(ReserveError::Zero { model: model.id.clone() });
     }
     let headroom = model.reasoning.and(effort).and_then(|effort| model.thinking_budget.for_effort(effort));
     let max_tokens = declared.saturating_add(headroom.unwrap_or(0)).min(model.max_output_tokens);

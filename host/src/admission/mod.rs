@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use bucket::Bucket;
-pub use budget::{OutputReserve, output_reserve};
+pub use budget::{OutputReserve, ReserveError, output_reserve};
 pub use crate::estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use gate::{AdmissionError, Grant, ModelGate};
 pub use crate::config::Lane;

@@ -12,8 +12,39 @@ use crate::accounting::{Clock, Kind, Period, Scope, Spend, Timezone};
 use crate::accounting::Amount;
 use super::limits::Limits;
 use crate::admission::AdmissionError;
-use crate::error::WeirError;
 use crate::fleet::{Check, HoldRefused, SharedBudgets, SharedErrorPolicy};
+
+/// Why a budget refused a call; every refusal comes before anything is sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BudgetError {
+    /// A budget that applies to the caller has not enough left for the
+    /// call's worst case.
+    #[error(
+        "{scope}: the {} budget in {} has {remaining} left and this call may need {needed}; it resets at {}",
+        .period.as_str(),
+        .kind.as_str(),
+        humantime::format_rfc3339_seconds(*.resets_at)
+    )]
+    Exhausted {
+        scope: Scope,
+        kind: Kind,
+        period: Period,
+        remaining: Amount,
+        needed: Amount,
+        resets_at: SystemTime,
+        /// From the refusal to the reset, for `retry-after`.
+        resets_in: Duration,
+    },
+    /// The call's worst case is above a per-call ceiling of its key, member or team.
+    #[error("{scope}: this call may need {needed}, above the per-call ceiling of {ceiling}")]
+    CallCeiling { scope: Scope, ceiling: Amount, needed: Amount },
+    /// A USD budget applies and the entry declares no prices.
+    #[error("invalid request: model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced")]
+    Unpriced { model: String, scope: Scope },
+    /// The fleet's shared budgets cannot be reached and the policy is to refuse.
+    #[error(transparent)]
+    Shared(AdmissionError),
+}
 
 /// Budgets by scope, and what each has spent and holds.
 #[derive(Clone)]
@@ -211,7 +242,7 @@ impl BudgetBook {
     /// `budget_exhausted` (the first such budget, in the order of `scopes`).
     /// `model` names the entry in the error for a USD budget the call cannot be
     /// priced under.
-    pub fn hold(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
+    pub fn hold(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, BudgetError> {
         self.shared.check_ceilings(scopes, worst, model)?;
         self.hold_in_memory(scopes, worst)
     }
@@ -220,7 +251,7 @@ impl BudgetBook {
     /// atomic script over every account, whole or nothing. While Redis is out
     /// the policy decides: `refuse` is `shared_state_unavailable`, `local`
     /// holds against this gateway's share in memory.
-    pub async fn take(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, WeirError> {
+    pub async fn take(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<Hold, BudgetError> {
         let Some(fleet) = self.shared.fleet.get() else { return self.hold(scopes, worst, model) };
         self.shared.check_ceilings(scopes, worst, model)?;
         let now = self.shared.clock.now();
@@ -257,7 +288,7 @@ impl BudgetBook {
         checks
     }
 
-    fn hold_in_memory(&self, scopes: &[Scope], worst: Spend) -> Result<Hold, WeirError> {
+    fn hold_in_memory(&self, scopes: &[Scope], worst: Spend) -> Result<Hold, BudgetError> {
         let shared = &self.shared;
         let now = shared.clock.now();
         let usd = worst.usd.unwrap_or(0.0);
@@ -401,16 +432,14 @@ impl Shared {
 
     /// A USD budget the call cannot be priced under, or a per-call ceiling
     /// below its worst case, refuses it before any budget is touched.
-    fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), WeirError> {
+    fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), BudgetError> {
         for scope in scopes {
             let Some(limits) = self.limits.get(scope) else { continue };
             if limits.counts_usd() && worst.usd.is_none() {
-                return Err(WeirError::InvalidRequest(format!(
-                    "model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced"
-                )));
+                return Err(BudgetError::Unpriced { model: model.to_owned(), scope: scope.clone() });
             }
             if let Some(ceiling) = limits.max_call_tokens.filter(|ceiling| worst.tokens > *ceiling) {
-                return Err(WeirError::CallBudgetExceeded {
+                return Err(BudgetError::CallCeiling {
                     scope: scope.clone(),
                     ceiling: Amount::Tokens(ceiling),
                     needed: Amount::Tokens(worst.tokens),
@@ -418,7 +447,7 @@ impl Shared {
             }
             let usd = worst.usd.unwrap_or(0.0);
             if let Some(ceiling) = limits.max_call_usd.filter(|ceiling| usd > *ceiling) {
-                return Err(WeirError::CallBudgetExceeded {
+                return Err(BudgetError::CallCeiling {
                     scope: scope.clone(),
                     ceiling: Amount::Usd(ceiling),
                     needed: Amount::Usd(usd),
@@ -447,8 +476,8 @@ fn exhausted(
     needed: Amount,
     end: SystemTime,
     now: SystemTime,
-) -> WeirError {
-    WeirError::BudgetExhausted {
+) -> BudgetError {
+    BudgetError::Exhausted {
         scope: scope.clone(),
         kind: limit.kind(),
         period,
@@ -460,14 +489,14 @@ fn exhausted(
 }
 
 /// The refusal of a fleet hold of `worst` that `check` cannot take.
-fn fleet_exhausted(check: &Check, remaining: Amount, worst: Spend, now: SystemTime) -> WeirError {
+fn fleet_exhausted(check: &Check, remaining: Amount, worst: Spend, now: SystemTime) -> BudgetError {
     let needed = needed(check.limit.kind(), worst);
     exhausted(&check.scope, check.limit, check.period, remaining, needed, check.end, now)
 }
 
 /// The refusal of a fleet hold while Redis is out under the `refuse` policy.
-fn unavailable(model: &str) -> WeirError {
-    WeirError::Admission(AdmissionError::SharedStateUnavailable { model: model.to_owned() })
+fn unavailable(model: &str) -> BudgetError {
+    BudgetError::Shared(AdmissionError::SharedStateUnavailable { model: model.to_owned() })
 }
 
 /// The account of `scope` in the period starting at `start`, rolled over when
@@ -560,7 +589,7 @@ impl Hold {
     /// `budget_exhausted`. A refused top-up leaves the hold as it was. A
     /// fleet hold adds the amount with one more atomic hold on the same
     /// accounts; while Redis is out the policy decides, as for a first hold.
-    pub async fn top_up(&mut self, total: Spend, model: &str) -> Result<Option<Spend>, WeirError> {
+    pub async fn top_up(&mut self, total: Spend, model: &str) -> Result<Option<Spend>, BudgetError> {
         let extra = Spend {
             tokens: total.tokens.saturating_sub(self.held.tokens),
             usd: match (total.usd, self.held.usd) {
@@ -589,7 +618,7 @@ impl Hold {
     /// Adds `extra` to every in-memory part, whole or not at all. A part whose
     /// period has rolled over since the hold is left as it is: the period it
     /// counted in is gone, and its settlement is skipped the same way.
-    fn top_up_in_memory(&mut self, extra: Spend) -> Result<(), WeirError> {
+    fn top_up_in_memory(&mut self, extra: Spend) -> Result<(), BudgetError> {
         let shared = Arc::clone(&self.shared);
         let now = shared.clock.now();
         let mut accounts = shared.lock();
@@ -635,7 +664,7 @@ impl Shared {
         scopes: &[Scope],
         extra: Spend,
         model: &str,
-    ) -> Result<(), WeirError> {
+    ) -> Result<(), BudgetError> {
         match held.budgets.hold(&held.checks, extra).await {
             Ok(_) => {
                 held.worst = held.worst.plus(extra);

@@ -27,7 +27,7 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use book::{BudgetBook, BudgetStatus, Hold};
+pub use book::{BudgetBook, BudgetError, BudgetStatus, Hold};
 pub use crate::accounting::{
     Amount, Clock, Kind, ManualClock, Period, Scope, Spend, SystemClock, Timezone, total_tokens,
 };

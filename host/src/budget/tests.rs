@@ -55,7 +55,7 @@ fn a_hold_counts_until_settled_with_the_actual_spend() {
     );
     // A second worst case of 600 does not fit beside the first.
     let error = book.hold(&scopes, tokens(600), "m").unwrap_err();
-    assert!(matches!(error, WeirError::BudgetExhausted { remaining: Amount::Tokens(400), .. }), "{error:?}");
+    assert!(matches!(error, BudgetError::Exhausted { remaining: Amount::Tokens(400), .. }), "{error:?}");
     hold.settle(tokens(250));
     assert_eq!(
         standing(&book, &member("ana"), Period::Day),
@@ -82,7 +82,7 @@ fn a_hold_is_whole_or_nothing_across_scopes_and_the_tighter_budget_refuses() {
     assert_eq!(scopes, vec![key("k1"), member("ana")]);
     let error = book.hold(&scopes, tokens(150), "m").unwrap_err();
     match &error {
-        WeirError::BudgetExhausted { scope, kind, period, remaining, needed, .. } => {
+        BudgetError::Exhausted { scope, kind, period, remaining, needed, .. } => {
             assert_eq!((scope, *kind, *period), (&key("k1"), Kind::Tokens, Period::Day));
             assert_eq!((*remaining, *needed), (Amount::Tokens(100), Amount::Tokens(150)));
         }
@@ -96,7 +96,7 @@ fn a_hold_is_whole_or_nothing_across_scopes_and_the_tighter_budget_refuses() {
 fn exhaustion_is_a_429_with_the_reset_as_retry_after_and_never_retried() {
     let clock = clock();
     let book = book_of(&[(member("ana"), daily_tokens(10))], Arc::clone(&clock));
-    let error = book.hold(&book.applicable(None, "ana", None), tokens(11), "m").unwrap_err();
+    let error = WeirError::from(book.hold(&book.applicable(None, "ana", None), tokens(11), "m").unwrap_err());
     assert_eq!(error.category(), Category::BudgetExhausted);
     assert_eq!((error.category().as_str(), error.http_status()), ("budget_exhausted", 429));
     // 10:00 to midnight.
@@ -113,11 +113,11 @@ fn a_worst_case_above_a_per_call_ceiling_is_call_budget_exceeded() {
     let limits = Limits { max_call_tokens: Some(500), max_call_usd: Some(0.01), ..Limits::default() };
     let book = book_of(&[(key("k1"), limits)], clock());
     let scopes = book.applicable(Some("k1"), "ana", None);
-    let error = book.hold(&scopes, Spend { tokens: 501, usd: Some(0.0) }, "m").unwrap_err();
+    let error = WeirError::from(book.hold(&scopes, Spend { tokens: 501, usd: Some(0.0) }, "m").unwrap_err());
     assert_eq!((error.category().as_str(), error.http_status()), ("call_budget_exceeded", 400));
     assert!(error.safe_message().contains("per-call ceiling of 500 tokens"), "{}", error.safe_message());
     let error = book.hold(&scopes, Spend { tokens: 10, usd: Some(0.02) }, "m").unwrap_err();
-    assert!(matches!(error, WeirError::CallBudgetExceeded { ceiling: Amount::Usd(_), .. }), "{error:?}");
+    assert!(matches!(error, BudgetError::CallCeiling { ceiling: Amount::Usd(_), .. }), "{error:?}");
     assert!(book.hold(&scopes, Spend { tokens: 500, usd: Some(0.01) }, "m").is_ok());
 }
 
@@ -125,7 +125,7 @@ fn a_worst_case_above_a_per_call_ceiling_is_call_budget_exceeded() {
 fn a_usd_budget_refuses_a_call_it_cannot_price() {
     let book = book_of(&[(member("ana"), Limits { daily_usd: Some(1.0), ..Limits::default() })], clock());
     let error = book.hold(&book.applicable(None, "ana", None), tokens(10), "free-model").unwrap_err();
-    assert_eq!(error.category(), Category::InvalidRequest);
+    assert_eq!(WeirError::from(error.clone()).category(), Category::InvalidRequest);
     assert!(error.to_string().contains("`free-model` declares no prices"), "{error}");
 }
 
@@ -158,7 +158,7 @@ fn a_period_roll_over_frees_the_budget_at_the_boundary() {
     let book = book_of(&[(member("ana"), limits)], Arc::clone(&clock));
     let scopes = book.applicable(None, "ana", None);
     book.hold(&scopes, tokens(100), "m").unwrap().settle(tokens(100));
-    assert!(matches!(book.hold(&scopes, tokens(1), "m"), Err(WeirError::BudgetExhausted { period: Period::Day, .. })));
+    assert!(matches!(book.hold(&scopes, tokens(1), "m"), Err(BudgetError::Exhausted { period: Period::Day, .. })));
     // A call held before midnight and settled after it counts in its own day.
     let late = book.hold(&scopes, tokens(0), "m").unwrap();
     clock.advance(Duration::from_secs(60));
@@ -168,7 +168,7 @@ fn a_period_roll_over_frees_the_budget_at_the_boundary() {
     assert_eq!(standing(&book, &member("ana"), Period::Month).0, Amount::Tokens(140));
     assert!(book.hold(&scopes, tokens(10), "m").is_ok());
     let refused = book.hold(&scopes, tokens(11), "m").unwrap_err();
-    assert!(matches!(refused, WeirError::BudgetExhausted { period: Period::Month, .. }), "{refused:?}");
+    assert!(matches!(refused, BudgetError::Exhausted { period: Period::Month, .. }), "{refused:?}");
     clock.set(at("2027-01-01T00:00:00Z"));
     assert!(book.hold(&scopes, tokens(100), "m").is_ok());
 }
@@ -294,9 +294,9 @@ async fn a_top_up_that_does_not_fit_is_refused_whole_and_leaves_the_hold_as_it_w
     let other = book.hold(&scopes, tokens(200), "m").unwrap();
     let mut hold = book.hold(&scopes, tokens(100), "m").unwrap();
     let error = hold.top_up(tokens(301), "m").await.unwrap_err();
-    let WeirError::BudgetExhausted { scope, remaining, needed, .. } = &error else { panic!("{error:?}") };
+    let BudgetError::Exhausted { scope, remaining, needed, .. } = &error else { panic!("{error:?}") };
     assert_eq!((scope, *remaining, *needed), (&member("ana"), Amount::Tokens(200), Amount::Tokens(201)));
-    assert_eq!(error.category(), Category::BudgetExhausted);
+    assert_eq!(WeirError::from(error.clone()).category(), Category::BudgetExhausted);
     // Nothing was added to either budget, the key's included.
     assert_eq!(standing(&book, &key("k1"), Period::Day).1, Amount::Tokens(300));
     assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(300));
@@ -320,7 +320,7 @@ async fn a_top_up_checks_the_per_call_ceiling_against_the_calls_total() {
     assert!(
         matches!(
             error,
-            WeirError::CallBudgetExceeded { ceiling: Amount::Tokens(500), needed: Amount::Tokens(501), .. }
+            BudgetError::CallCeiling { ceiling: Amount::Tokens(500), needed: Amount::Tokens(501), .. }
         ),
         "{error:?}"
     );
@@ -330,7 +330,7 @@ async fn a_top_up_checks_the_per_call_ceiling_against_the_calls_total() {
     let ceiling_only = book_of(&[(key("k1"), Limits { max_call_tokens: Some(50), ..Limits::default() })], clock());
     let mut hold = ceiling_only.hold(&ceiling_only.applicable(Some("k1"), "ana", None), tokens(40), "m").unwrap();
     let error = hold.top_up(tokens(51), "m").await.unwrap_err();
-    assert_eq!(error.category(), Category::CallBudgetExceeded);
+    assert_eq!(WeirError::from(error.clone()).category(), Category::CallBudgetExceeded);
 }
 
 #[tokio::test]
@@ -341,9 +341,9 @@ async fn a_usd_top_up_is_checked_in_usd() {
     let added = hold.top_up(Spend { tokens: 10, usd: Some(0.75) }, "m").await.unwrap();
     assert_eq!(added, Some(Spend { tokens: 0, usd: Some(0.5) }), "only the price grew");
     let error = hold.top_up(Spend { tokens: 20, usd: Some(1.5) }, "m").await.unwrap_err();
-    assert!(matches!(error, WeirError::BudgetExhausted { remaining: Amount::Usd(_), .. }), "{error:?}");
+    assert!(matches!(error, BudgetError::Exhausted { remaining: Amount::Usd(_), .. }), "{error:?}");
     let error = hold.top_up(Spend { tokens: 20, usd: None }, "m").await.unwrap_err();
-    assert_eq!(error.category(), Category::InvalidRequest, "a USD budget cannot take an unpriced total: {error}");
+    assert_eq!(WeirError::from(error.clone()).category(), Category::InvalidRequest, "a USD budget cannot take an unpriced total: {error}");
 }
 
 #[tokio::test]
@@ -355,7 +355,7 @@ async fn a_top_up_counts_in_the_period_the_call_started_in() {
     clock.advance(Duration::from_secs(120));
     let refused = hold.top_up(tokens(150), "m").await.unwrap_err();
     assert!(
-        matches!(refused, WeirError::BudgetExhausted { remaining: Amount::Tokens(10), .. }),
+        matches!(refused, BudgetError::Exhausted { remaining: Amount::Tokens(10), .. }),
         "checked against the day it started in: {refused:?}"
     );
     // Once the new day has started (the account rolled over), the old day's

@@ -94,7 +94,7 @@ pub(super) async fn top_up(
         Err(error) => {
             tracing::info!(model = %model.id, needed = total.tokens, held = hold.held().tokens, %error,
                 "the next attempt does not fit the caller's budget: not sent");
-            return Err(error);
+            return Err(error.into());
         }
     };
     match added {
