@@ -17,15 +17,22 @@
 //! as the last step before the request leaves the process ([`Binding::recheck`]),
 //! so no path that skipped the first check can send data-sharing traffic.
 
-pub use crate::config::{ComplianceEnvelope, RetentionProjects, UNBINDABLE_SURFACES, binds_retention};
 use crate::catalog::ModelSpec;
-use crate::error::WeirError;
+pub use crate::config::{ComplianceEnvelope, RetentionProjects, UNBINDABLE_SURFACES, binds_retention};
 use crate::types::HttpRequest;
+
+/// Why the envelope refused a call (the call's error names it as
+/// `compliance_refused`): our own words, never a provider's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComplianceRefusal {
+    pub model: String,
+    pub reason: String,
+}
 
 impl ComplianceEnvelope {
     /// The resolution gate: a model this envelope does not permit is refused
     /// before admission, before encoding, before anything is sent.
-    pub fn admit(&self, model: &ModelSpec) -> Result<(), WeirError> {
+    pub fn admit(&self, model: &ModelSpec) -> Result<(), ComplianceRefusal> {
         if model.requires_lax && !self.allow_data_sharing {
             return Err(refusal(model));
         }
@@ -33,8 +40,8 @@ impl ComplianceEnvelope {
     }
 }
 
-fn refusal(model: &ModelSpec) -> WeirError {
-    WeirError::Compliance {
+fn refusal(model: &ModelSpec) -> ComplianceRefusal {
+    ComplianceRefusal {
         model: model.id.clone(),
         reason: "it is served only under provider data sharing (`requires_lax`), and the compliance envelope \
                  does not allow data sharing"
@@ -57,10 +64,10 @@ impl<'a> Binding<'a> {
 
     /// Adds the project header to an encoded request. A component that set the
     /// header itself produced a request the host will not send.
-    pub fn apply(&self, request: &mut HttpRequest) -> Result<(), WeirError> {
+    pub fn apply(&self, request: &mut HttpRequest) -> Result<(), ComplianceRefusal> {
         let Some(projects) = self.projects else { return Ok(()) };
         if request.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(&projects.header)) {
-            return Err(WeirError::Compliance {
+            return Err(ComplianceRefusal {
                 model: self.model.id.clone(),
                 reason: format!("the provider component set `{}`, which only the host binds", projects.header),
             });
@@ -75,7 +82,7 @@ impl<'a> Binding<'a> {
     /// The last line before the request leaves the process: a request bound to
     /// the LAX project, or for a model that requires it, goes out only inside
     /// an envelope that allows data sharing.
-    pub fn recheck(&self, request: &HttpRequest) -> Result<(), WeirError> {
+    pub fn recheck(&self, request: &HttpRequest) -> Result<(), ComplianceRefusal> {
         if self.envelope.allow_data_sharing {
             return Ok(());
         }
@@ -85,7 +92,7 @@ impl<'a> Binding<'a> {
             })
         });
         if self.model.requires_lax || lax_bound {
-            return Err(WeirError::Compliance {
+            return Err(ComplianceRefusal {
                 model: self.model.id.clone(),
                 reason: "the request is bound to data sharing and the compliance envelope does not allow it \
                          (refused as it was about to be sent)"
@@ -129,7 +136,7 @@ mod tests {
     #[test]
     fn the_default_envelope_refuses_a_data_sharing_model_and_nothing_else() {
         let refusing = ComplianceEnvelope::default();
-        let error = refusing.admit(&model(true)).unwrap_err();
+        let error = crate::error::WeirError::from(refusing.admit(&model(true)).unwrap_err());
         assert_eq!(error.category(), crate::failure::Category::ComplianceRefused);
         assert!(error.to_string().contains("compliance envelope"), "{error}");
         refusing.admit(&model(false)).unwrap();
@@ -180,7 +187,7 @@ mod tests {
         let binding = Binding::new(Some(&projects), &ordinary, ComplianceEnvelope::default());
         let mut request = request();
         request.headers.push(("Anthropic-Workspace-Id".into(), "lax".into()));
-        let error = binding.recheck(&request).unwrap_err();
+        let error = crate::error::WeirError::from(binding.recheck(&request).unwrap_err());
         assert!(error.to_string().contains("about to be sent"), "{error}");
         let lax_model = Binding::new(Some(&projects), &data_sharing, ComplianceEnvelope::default());
         assert!(lax_model.recheck(&self::request()).is_err(), "a requires_lax model never leaves");
@@ -192,7 +199,7 @@ mod tests {
         let binding = Binding::new(Some(&projects), &model, Default::default());
         let mut request = request();
         request.headers.push(("anthropic-workspace-id".into(), "chosen-by-component".into()));
-        let error = binding.apply(&mut request).unwrap_err();
+        let error = crate::error::WeirError::from(binding.apply(&mut request).unwrap_err());
         assert!(error.to_string().contains("only the host binds"), "{error}");
     }
 }

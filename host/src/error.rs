@@ -172,6 +172,12 @@ pub enum WeirError {
     Budget(#[from] BudgetError),
 }
 
+impl From<crate::compliance::ComplianceRefusal> for WeirError {
+    fn from(refusal: crate::compliance::ComplianceRefusal) -> Self {
+        Self::Compliance { model: refusal.model, reason: refusal.reason }
+    }
+}
+
 impl WeirError {
     pub fn category(&self) -> Category {
         match self {

@@ -28,11 +28,11 @@ mod properties;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use crate::config::Lane;
+pub use crate::estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use bucket::Bucket;
 pub use budget::{OutputReserve, ReserveError, output_reserve};
-pub use crate::estimate::{Tokenizer, char_estimate, estimate_input, input_bound};
 pub use gate::{AdmissionError, Grant, ModelGate};
-pub use crate::config::Lane;
 pub use lane::{InteractiveShare, ShareOutOfRange};
 pub use store::{
     AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Lease, Limits, PermitPool,

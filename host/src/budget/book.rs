@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use crate::accounting::{Clock, Kind, Period, Scope, Spend, Timezone};
-use crate::accounting::Amount;
 use super::limits::Limits;
+use crate::accounting::Amount;
+use crate::accounting::{Clock, Kind, Period, Scope, Spend, Timezone};
 use crate::admission::AdmissionError;
 use crate::fleet::{Check, HoldRefused, SharedBudgets, SharedErrorPolicy};
 
@@ -39,7 +39,9 @@ pub enum BudgetError {
     #[error("{scope}: this call may need {needed}, above the per-call ceiling of {ceiling}")]
     CallCeiling { scope: Scope, ceiling: Amount, needed: Amount },
     /// A USD budget applies and the entry declares no prices.
-    #[error("invalid request: model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced")]
+    #[error(
+        "invalid request: model `{model}` declares no prices, and {scope} has a USD budget: the call cannot be priced"
+    )]
     Unpriced { model: String, scope: Scope },
     /// The fleet's shared budgets cannot be reached and the policy is to refuse.
     #[error(transparent)]

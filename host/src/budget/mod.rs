@@ -27,10 +27,10 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use book::{BudgetBook, BudgetError, BudgetStatus, Hold};
 pub use crate::accounting::{
     Amount, Clock, Kind, ManualClock, Period, Scope, Spend, SystemClock, Timezone, total_tokens,
 };
+pub use book::{BudgetBook, BudgetError, BudgetStatus, Hold};
 pub use limits::Limits;
 pub use rebuild::{FleetLedgerSpend, rebuild, spent_by};
 

@@ -318,10 +318,7 @@ async fn a_top_up_checks_the_per_call_ceiling_against_the_calls_total() {
     let mut hold = book.hold(&scopes, tokens(300), "m").unwrap();
     let error = hold.top_up(tokens(501), "m").await.unwrap_err();
     assert!(
-        matches!(
-            error,
-            BudgetError::CallCeiling { ceiling: Amount::Tokens(500), needed: Amount::Tokens(501), .. }
-        ),
+        matches!(error, BudgetError::CallCeiling { ceiling: Amount::Tokens(500), needed: Amount::Tokens(501), .. }),
         "{error:?}"
     );
     assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(300));
@@ -343,7 +340,11 @@ async fn a_usd_top_up_is_checked_in_usd() {
     let error = hold.top_up(Spend { tokens: 20, usd: Some(1.5) }, "m").await.unwrap_err();
     assert!(matches!(error, BudgetError::Exhausted { remaining: Amount::Usd(_), .. }), "{error:?}");
     let error = hold.top_up(Spend { tokens: 20, usd: None }, "m").await.unwrap_err();
-    assert_eq!(WeirError::from(error.clone()).category(), Category::InvalidRequest, "a USD budget cannot take an unpriced total: {error}");
+    assert_eq!(
+        WeirError::from(error.clone()).category(),
+        Category::InvalidRequest,
+        "a USD budget cannot take an unpriced total: {error}"
+    );
 }
 
 #[tokio::test]

@@ -15,8 +15,8 @@
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane};
 use crate::catalog::RoleKind;
-use crate::error::CallError;
 use crate::decision::{DecideRequest, DecideResponse, Decision, DecisionRequest, Malformed, check_answer};
+use crate::error::CallError;
 use crate::error::WeirError;
 use crate::plugin::PluginError;
 use crate::record::Operation;

@@ -15,9 +15,9 @@
 use crate::Weir;
 use crate::admission::{estimate_input, output_reserve};
 use crate::budget::{self, Hold};
+use crate::caller::Caller;
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
-use crate::caller::Caller;
 use crate::record::Tokens;
 use crate::types::Conversation;
 

@@ -58,10 +58,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::Weir;
-use crate::record::CacheMultipliers;
 use crate::chat::{ChatRequest, ChatResponse, Stamp};
 use crate::error::CallError;
 use crate::error::WeirError;
+use crate::record::CacheMultipliers;
 use crate::record::{self, AttemptRecord, CallLog, CallRecord, Ending, Observers, Opened, Operation, Resolved};
 use crate::stream::ChatStream;
 use crate::types::{CallParams, Conversation, DecodedResponse};

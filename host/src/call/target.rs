@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use crate::Weir;
 use crate::admission::ModelGate;
+use crate::caller::Caller;
 use crate::catalog::{ModelChoice, ModelSpec, RoleKind};
 use crate::chat::ChatRequest;
 use crate::compliance::Binding;
 use crate::error::WeirError;
-use crate::caller::Caller;
 use crate::identity::AuthError;
 use crate::plugin::Provider;
 pub(crate) use crate::reach::REGION_PLACEHOLDER;
@@ -54,7 +54,7 @@ impl Reached<'_> {
     /// binding is added and the compliance envelope checked once more.
     pub fn finalize(&self, request: &mut HttpRequest) -> Result<(), WeirError> {
         self.binding.apply(request)?;
-        self.binding.recheck(request)
+        Ok(self.binding.recheck(request)?)
     }
 }
 

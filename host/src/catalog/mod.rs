@@ -4,8 +4,8 @@
 mod cache_prices;
 mod links;
 
-pub use cache_prices::provider_cache_multipliers;
 pub use crate::config::{Capability, CapabilitySet};
+pub use cache_prices::provider_cache_multipliers;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use crate::config::TelemetrySettings;

@@ -48,9 +48,10 @@ fn usd_needs_prices(
 ) -> Result<(), String> {
     // 0 is unlimited, as the budget book reads it.
     let set = |usd: Option<f64>| usd.is_some_and(|usd| usd > 0.0);
-    let Some(budget) = [(fields.daily_usd, "daily_usd"), (fields.monthly_usd, "monthly_usd"), (fields.max_call_usd, "max_call_usd")]
-        .into_iter()
-        .find_map(|(usd, name)| set(usd).then_some(name))
+    let Some(budget) =
+        [(fields.daily_usd, "daily_usd"), (fields.monthly_usd, "monthly_usd"), (fields.max_call_usd, "max_call_usd")]
+            .into_iter()
+            .find_map(|(usd, name)| set(usd).then_some(name))
     else {
         return Ok(());
     };

@@ -927,9 +927,7 @@ impl Config {
                     "model `{}` requires data sharing (`requires_lax`), but provider `{}` is a surface that binds no \
                      retention project (Bedrock's bedrock-runtime takes no project header): such an entry could never \
                      be called under its terms; serve the model on a surface that binds one (`{}`)",
-                    model.id,
-                    model.provider,
-                    MANTLE
+                    model.id, model.provider, MANTLE
                 )));
             }
             if model.requires_lax && !self.retention.contains_key(&model.provider) {
@@ -1045,8 +1043,7 @@ impl ModelEntry {
             (true, false) => Err(format!(
                 "`kind = \"decision\"` is served by the host's decision wire (`provider = \"{}\"`) or by a chat \
                  model's log-probabilities (`backend = \"logprobs\"`); provider `{}` names neither",
-                DECISION_PROVIDER,
-                self.provider
+                DECISION_PROVIDER, self.provider
             )),
             (false, true) => Err(format!(
                 "`provider = \"{}\"` is the host's decision wire: write `kind = \"decision\"`",
@@ -1359,10 +1356,7 @@ mod tests {
         );
         let config = Config::from_toml(&good, "t").unwrap();
         assert_eq!(config.roles["search"].lane, Some(Lane::Bulk));
-        assert_eq!(
-            crate::routing::Roles::from_config(&config).get("search").unwrap().lane,
-            Some(Lane::Bulk)
-        );
+        assert_eq!(crate::routing::Roles::from_config(&config).get("search").unwrap().lane, Some(Lane::Bulk));
         for (bad, expected) in [
             ("", "`[embeddings] dimensions` is required"),
             ("[embeddings]\ndimensions = 0\n", "must be positive"),

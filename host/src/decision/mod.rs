@@ -22,8 +22,8 @@ pub use wire::{
     Question, SUM_TOLERANCE, State, check_answer,
 };
 
-use crate::chat::Stamp;
 use crate::caller::Caller;
+use crate::chat::Stamp;
 use crate::record::Route;
 
 /// A decision call, as the library takes it: the wire's request (its

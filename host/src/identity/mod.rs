@@ -5,6 +5,6 @@ mod keys;
 mod reload;
 
 pub use keys::{AuthError, Key, KeyRing, NewKey, hash_of, new_key};
-pub use reload::{reload_keys, watch_keys};
+pub use reload::{KeyHolder, reload_keys, watch_keys};
 
 pub use crate::caller::Caller;

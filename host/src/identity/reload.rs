@@ -8,13 +8,22 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::Weir;
-use crate::catalog::Config;
+use super::KeyRing;
+use crate::config::{Config, KeyEntry};
+
+/// What holds the key ring a reload replaces: the runtime's handle
+/// ([`crate::Weir`]) implements it, so the reload depends on the ring, not on
+/// the runtime it sits in.
+pub trait KeyHolder: Clone + Send + Sync + 'static {
+    /// Replaces the keys for new calls; a list that does not validate changes
+    /// nothing and says why.
+    fn replace_keys(&self, entries: &[KeyEntry]) -> Result<std::sync::Arc<KeyRing>, String>;
+}
 
 /// Re-reads `path` and replaces the keys. `allow_empty` is false when the
 /// gateway listens beyond loopback without `allow_unauthenticated`: a file with
 /// no key would open it to anyone, so it is refused like a broken one.
-pub fn reload_keys(weir: &Weir, path: &Path, allow_empty: bool) -> Result<usize, String> {
+pub fn reload_keys(holder: &impl KeyHolder, path: &Path, allow_empty: bool) -> Result<usize, String> {
     let config = Config::from_file(path).map_err(|error| error.to_string())?;
     if config.keys.is_empty() && !allow_empty {
         return Err(format!(
@@ -22,12 +31,17 @@ pub fn reload_keys(weir: &Weir, path: &Path, allow_empty: bool) -> Result<usize,
             path.display()
         ));
     }
-    Ok(weir.replace_keys(&config.keys)?.len())
+    Ok(holder.replace_keys(&config.keys)?.len())
 }
 
 /// Watches `path` (every `every`, and on SIGHUP) and reloads the keys when the
 /// file's bytes change. Runs until the returned task is aborted.
-pub fn watch_keys(weir: Weir, path: PathBuf, every: Duration, allow_empty: bool) -> tokio::task::JoinHandle<()> {
+pub fn watch_keys(
+    holder: impl KeyHolder,
+    path: PathBuf,
+    every: Duration,
+    allow_empty: bool,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut hangup = hangup_signal();
         let mut seen = fingerprint(&path);
@@ -41,7 +55,7 @@ pub fn watch_keys(weir: Weir, path: PathBuf, every: Duration, allow_empty: bool)
                 continue;
             }
             seen = now;
-            match reload_keys(&weir, &path, allow_empty) {
+            match reload_keys(&holder, &path, allow_empty) {
                 Ok(count) => tracing::info!(keys = count, file = %path.display(), "caller keys reloaded"),
                 Err(reason) => tracing::error!(%reason, "caller keys not reloaded; the previous keys stay in force"),
             }

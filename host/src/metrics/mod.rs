@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use crate::Weir;
 use crate::admission::Admission;
 use crate::catalog::{Catalog, MetricsSettings};
 use crate::ledger::LedgerMeter;
@@ -72,10 +71,10 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition ([`CONTENT_TYPE`]). Admission's gauges
-    /// are read from `weir`'s gates now: queue depth, permits held and the
-    /// throttle coefficient are states, not events.
-    pub async fn render(&self, weir: &Weir) -> String {
-        self.read_gates(weir.catalog(), weir.admission()).await;
+    /// are read from the gates of `catalog`'s models now: queue depth, permits
+    /// held and the throttle coefficient are states, not events.
+    pub async fn render(&self, catalog: &Catalog, admission: &Admission) -> String {
+        self.read_gates(catalog, admission).await;
         self.encode()
     }
 

@@ -21,13 +21,13 @@ mod sandbox;
 mod session;
 mod world;
 
+pub use crate::config::DECISION_PROVIDER;
+pub use crate::reach::Trust;
 pub use embedded::Embedded;
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{ComponentStream, PluginError, Provider, WireAnswers, addressing_of};
-pub use crate::config::DECISION_PROVIDER;
 pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};
 pub use session::{HOLD_WHILE_WAITING, KEPT_MEMORY_MAX, Session};
-pub use crate::reach::Trust;
 pub use world::{Operation, WORLD_VERSION, WORLD_VERSIONS};
 
 /// The first-party components compiled into this binary: what `weir` runs

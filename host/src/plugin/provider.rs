@@ -16,8 +16,8 @@ use super::engine::LoadedComponent;
 use super::exports::{ChatExports, Question};
 use super::sandbox::{CallState, new_store, refuel};
 use super::session::Session;
-use crate::reach::Trust;
 use super::world::Operation;
+use crate::reach::Trust;
 use crate::types::{
     CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeSupport,
     PreparedConversation, ProviderInfo, StreamDelta, StreamEvent,

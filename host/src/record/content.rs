@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::types::{Conversation, ContentBlock, LeafBlock, Media, MediaSource, StopReason, TurnRole};
+use crate::types::{ContentBlock, Conversation, LeafBlock, Media, MediaSource, StopReason, TurnRole};
 
 /// The request's system text, turns and tool names.
 pub(crate) fn request(conversation: &Conversation) -> Value {

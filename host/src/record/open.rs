@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{
-    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who,
-    new_call_id,
-};
 use super::CacheMultipliers;
+use super::{
+    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who, new_call_id,
+};
 
 /// What the call resolved to: where it went and what it is billed at.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ mod width;
 pub use width::{WidthError, adapt};
 
 use crate::admission::Lane;
-use crate::chat::Stamp;
 use crate::caller::Caller;
+use crate::chat::Stamp;
 use crate::record::Route;
 use crate::types::{EmbeddingPurpose, Ranked};
 

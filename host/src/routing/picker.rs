@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::{Role, RoleTarget};
-use crate::catalog::Config;
 use crate::caller::Caller;
+use crate::catalog::Config;
 
 /// The entries that may serve a role, best first.
 #[derive(Debug, Clone, PartialEq, Eq)]

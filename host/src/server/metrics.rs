@@ -26,7 +26,7 @@ pub(super) async fn for_admin(
 async fn exposition(weir: &Weir) -> Response {
     match weir.metrics() {
         Some(metrics) => {
-            let text = metrics.render(weir).await;
+            let text = metrics.render(weir.catalog(), weir.admission()).await;
             ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
         }
         // Not routed then (see `router`), and `listen` is refused without metrics.

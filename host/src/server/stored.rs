@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::ApiError;
 use super::auth::Authenticated;
 use crate::Weir;
-use crate::failure::Category;
 use crate::caller::Caller;
+use crate::failure::Category;
 use crate::stored::{Owner, ResponseStore, StoreError, StoredResponse};
 
 /// `input_items`' page size when the caller names none, and the most it may name.

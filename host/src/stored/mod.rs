@@ -25,8 +25,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::catalog::{ResponsesSettings, ResponsesVisibility};
 use crate::caller::Caller;
+use crate::catalog::{ResponsesSettings, ResponsesVisibility};
 use crate::ledger::PostgresTarget;
 
 /// OpenAI keeps a stored response 30 days; so does Weir unless told otherwise.

@@ -1,0 +1,722 @@
+//! The runtime's handle: a [`Weir`] built from a configuration (the catalog,
+//! the loaded providers, admission, budgets, the ledger and the transport),
+//! cheap to clone, that the call template runs on and the surfaces (the
+//! library's callers, the gateway's routes) call through.
+
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use crate::admission::{Admission, InProcessStore, RateStore};
+use crate::compliance::ComplianceEnvelope;
+use crate::identity::KeyRing;
+use crate::ledger::Ledger;
+use crate::plugin::{PluginEngine, ProviderRegistry};
+use crate::record::{CallObserver, Observers};
+use crate::routing::{DefaultPicker, ModelPicker, Roles};
+use crate::transport::{
+    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretCache, SecretStore, TransportSettings,
+};
+
+use crate::call::InputCount;
+use crate::caller::Caller;
+use crate::catalog::{Catalog, Config, ConfigError};
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::error::{CallError, WeirError};
+use crate::failure::Category;
+use crate::metrics::Metrics;
+use crate::stream::ChatStream;
+use crate::{
+    budget, call, catalog, decision, fleet, ledger, plugin, reach, record, redact, retrieval, seal, stored, telemetry,
+    transport, types,
+};
+
+/// Why a [`Weir`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot start the component engine: {0:#}")]
+    Engine(anyhow::Error),
+    #[error("{0:#}")]
+    Providers(anyhow::Error),
+    #[error("cannot build the HTTP client: {0:#}")]
+    Transport(anyhow::Error),
+    /// The ledger exists but its spend could not be read back: budgets would
+    /// start from zero, so the build fails instead.
+    #[error("cannot rebuild the budgets from the ledger: {0}")]
+    Budgets(ledger::ReadError),
+    /// `[responses]`'s seal key cannot be read.
+    #[error("{origin}: {error}")]
+    SealKey { origin: String, error: seal::SealKeyError },
+    /// `[ledger]`'s anchor key cannot be read.
+    #[error("{origin}: {error}")]
+    LedgerConfig { origin: String, error: ledger::LedgerConfigError },
+    /// The ledger's tail fails its anchor check (`on_tampered = "refuse"`):
+    /// budgets rebuilt from it would have lost the spend cut from it.
+    #[error(
+        "the ledger {path} is tampered: {reason}; not starting (run `weir ledger verify`; `[ledger] on_tampered = \"start\"` \
+         starts anyway)"
+    )]
+    TamperedLedger { path: String, reason: String },
+}
+
+/// A configured Weir: the catalog, the loaded providers, the transport. Cheap
+/// to clone; share one per process.
+#[derive(Clone)]
+pub struct Weir {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    catalog: Catalog,
+    /// The `[role.*]` table: what callers may name instead of a model.
+    roles: Roles,
+    /// Which entries may serve a role (the builder's, else [`DefaultPicker`]).
+    picker: Arc<dyn ModelPicker>,
+    /// Swapped whole by a reload; each call clones the `Arc` once and finishes on
+    /// the components it started with.
+    registry: RwLock<Arc<ProviderRegistry>>,
+    admission: Admission,
+    engine: PluginEngine,
+    transport: HttpClient,
+    secrets: Arc<dyn SecretStore>,
+    /// The secrets read from `secrets`, kept between calls (see [`SecretCache`]).
+    secret_cache: SecretCache,
+    /// The secret ids the configuration names: the only ones `secrets` is asked for.
+    secret_ids: ConfiguredIds,
+    /// AWS's default chains, asked once and cached (credentials until they near expiry).
+    aws: AwsIdentity,
+    compliance: ComplianceEnvelope,
+    providers_dir: PathBuf,
+    /// The caller keys, swapped whole by [`Weir::replace_keys`].
+    keys: RwLock<Arc<KeyRing>>,
+    /// Where key buckets live (the same store as the models').
+    rate_store: Arc<dyn RateStore>,
+    /// Who receives every call's opening and record (see [`record`]): the
+    /// ledger first, then the builder's observers.
+    observers: Observers,
+    /// Bounds how many refused callers are recorded.
+    refusals: record::RefusalWindow,
+    /// The call ledger, when the config keeps one.
+    ledger: Option<Ledger>,
+    /// The stored responses: beside the ledger, so only with one (and not
+    /// under `[responses] retention_secs = 0`).
+    stored_responses: Option<stored::ResponseStore>,
+    /// The Prometheus exposition; one of the observers.
+    /// `None` under `[metrics] enabled = false`.
+    metrics: Option<Metrics>,
+    /// The span exporter, when `[telemetry]` names a collector; one of the observers.
+    telemetry: Option<Arc<telemetry::Telemetry>>,
+    /// The budgets of keys, members and teams: held before each call, settled from its record.
+    budgets: budget::BudgetBook,
+    /// The key `POST /v1/responses` seals reasoning items with (see [`seal`]).
+    reasoning_seal: seal::ReasoningSeal,
+}
+
+impl std::fmt::Debug for Weir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Weir").field("config", &self.inner.config.origin).finish_non_exhaustive()
+    }
+}
+
+impl Weir {
+    pub fn builder() -> WeirBuilder {
+        WeirBuilder::default()
+    }
+
+    /// Runs one chat call through the funnel.
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, CallError> {
+        call::chat(self, request).await
+    }
+
+    /// Embeds texts: each returned L2-normalized at the deployment's one width
+    /// (see [`retrieval::EmbedRequest`]), through the same admission, retry
+    /// loop, record and budgets as chat.
+    pub async fn embed(&self, request: retrieval::EmbedRequest) -> Result<retrieval::EmbedResponse, CallError> {
+        call::embed(self, request).await
+    }
+
+    /// One text's vector: [`Weir::embed`] of a single input.
+    pub async fn embed_vector(
+        &self,
+        model: &str,
+        text: impl Into<String>,
+        purpose: types::EmbeddingPurpose,
+    ) -> Result<Vec<f32>, CallError> {
+        let answer = self.embed(retrieval::EmbedRequest::new(model, vec![text.into()], purpose)).await?;
+        let stamp = answer.stamp;
+        answer.vectors.into_iter().next().ok_or_else(|| CallError {
+            error: WeirError::UnusableAnswer { model: stamp.model.clone(), reason: "no vector came back".to_owned() },
+            stamp,
+        })
+    }
+
+    /// Orders documents by their relevance to a query.
+    pub async fn rerank(&self, request: retrieval::RerankRequest) -> Result<retrieval::RerankResponse, CallError> {
+        call::rerank(self, request).await
+    }
+
+    /// Answers typed questions about a state with a probability over the
+    /// outcomes declared (see [`decision`]), through the same admission, retry
+    /// loop, record and budgets as chat.
+    pub async fn decide(&self, request: decision::DecideRequest) -> Result<decision::DecideResponse, CallError> {
+        call::decide(self, request).await
+    }
+
+    /// Runs one chat call through the funnel as a stream. Resolves once the first
+    /// output is in hand; everything before it is retried and gated like [`Weir::chat`].
+    pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, CallError> {
+        call::chat_stream(self, request).await
+    }
+
+    /// The key reasoning items are sealed with on `POST /v1/responses`.
+    pub fn reasoning_seal(&self) -> &seal::ReasoningSeal {
+        &self.inner.reasoning_seal
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The configured roles.
+    pub fn roles(&self) -> &Roles {
+        &self.inner.roles
+    }
+
+    pub(crate) fn picker(&self) -> &dyn ModelPicker {
+        self.inner.picker.as_ref()
+    }
+
+    /// The catalog id `name` (a role, or a catalog id) resolves to now for
+    /// `caller`, resolved exactly as a library call would resolve it: the key,
+    /// the envelope, the provider, the credential and the region (nothing is
+    /// sent, nothing recorded).
+    pub async fn resolve(&self, name: &str, caller: Option<Caller>) -> Result<String, WeirError> {
+        call::preview(self, name, caller).await
+    }
+
+    /// `request`'s input tokens on the entry a call of it would resolve to
+    /// now: the provider's own count where its component offers one, else
+    /// Weir's estimate (see `POST /v1/messages/count_tokens`). Nothing is
+    /// recorded or spent.
+    pub async fn count_input_tokens(&self, request: &ChatRequest) -> Result<InputCount, WeirError> {
+        call::count_input(self, request).await
+    }
+
+    /// The providers as of now.
+    pub fn registry(&self) -> Arc<ProviderRegistry> {
+        Arc::clone(&self.inner.registry.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Re-reads the providers folder and swaps the registry for new calls: files
+    /// added, replaced or removed take effect; a file that fails keeps its previous
+    /// version serving. Compiling is CPU work: call it off the async workers.
+    pub fn reload_providers(&self) -> Result<Arc<ProviderRegistry>, BuildError> {
+        let previous = self.registry();
+        let allowed = self.inner.config.allowed_digests.as_deref();
+        let mut next =
+            ProviderRegistry::load_with(&self.inner.engine, Some(&self.inner.providers_dir), allowed, Some(&previous))
+                .map_err(BuildError::Providers)?;
+        // The links are made against the registry calls will use, before it serves.
+        let routes = self.catalog().routes(&next, self.config());
+        next.set_routes(routes);
+        let next = Arc::new(next);
+        self.log_refused_destinations(&next);
+        *self.inner.registry.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
+        tracing::info!(
+            providers = next.providers().count(),
+            rejected = next.failures().len(),
+            dir = %self.inner.providers_dir.display(),
+            "providers reloaded"
+        );
+        Ok(next)
+    }
+
+    /// A component that arrives by hot reload is not checked against the catalog
+    /// as a start is (a bad drop-in must not stop the gateway): each entry it
+    /// may not serve as configured is logged here, and its calls fail with
+    /// [`WeirError::Reach`] naming the entry.
+    fn log_refused_destinations(&self, registry: &ProviderRegistry) {
+        for model in self.catalog().models() {
+            let Some(plugin::Route::Direct(provider)) = registry.route(&model.id) else { continue };
+            let source = &provider.component().source;
+            if let Err(reason) = reach::destination(model.reach(), provider.info(), provider.trust(), source) {
+                tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
+            }
+        }
+    }
+
+    /// Watches the providers folder, reloading when a `*.wasm` file is added,
+    /// replaced or removed (polled every `every`: a folder of a few files costs a
+    /// directory listing). Runs until the returned task is aborted.
+    pub fn watch_providers(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weir = self.clone();
+        tokio::spawn(async move {
+            let dir = weir.inner.providers_dir.clone();
+            // No baseline: the folder may have changed between the registry's
+            // build and this task's start, so the first look always reloads
+            // (unchanged files are reused by digest, so that costs little). The
+            // fingerprint is taken before each reload reads the folder, so a change
+            // racing a reload is seen on the next look.
+            let mut seen = None;
+            loop {
+                tokio::time::sleep(every).await;
+                let now = Some(plugin::folder_fingerprint(&dir));
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let reloading = weir.clone();
+                match tokio::task::spawn_blocking(move || reloading.reload_providers()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(%error, "reloading providers failed; the previous ones keep serving")
+                    }
+                    Err(error) => tracing::error!(%error, "the reload task failed"),
+                }
+            }
+        })
+    }
+
+    /// The caller keys as of now.
+    pub fn keys(&self) -> Arc<KeyRing> {
+        Arc::clone(&self.inner.keys.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Replaces the caller keys for new calls (a key removed is refused from
+    /// the next call on; unchanged keys keep their buckets). A list that does not
+    /// validate changes nothing and says why.
+    pub fn replace_keys(&self, entries: &[catalog::KeyEntry]) -> Result<Arc<KeyRing>, String> {
+        let previous = self.keys();
+        let next = Arc::new(KeyRing::new(entries, Some(&previous), self.inner.rate_store.as_ref())?);
+        *self.inner.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
+        Ok(next)
+    }
+
+    /// Who receives every call's record.
+    pub(crate) fn observers(&self) -> &Observers {
+        &self.inner.observers
+    }
+
+    /// Records a gateway request refused for its caller key (up to
+    /// [`record::REFUSALS_RECORDED_PER_SECOND`]; past it, only the log has it).
+    /// Returns the record's call id when it was recorded.
+    pub(crate) async fn record_refusal(
+        &self,
+        route: record::Route,
+        category: Category,
+        traceparent: Option<String>,
+    ) -> Option<String> {
+        if !self.inner.refusals.admit() {
+            tracing::debug!(category = category.as_str(), "refused caller not recorded: over the recording rate");
+            return None;
+        }
+        Some(call::refused(self, route, category, traceparent).await)
+    }
+
+    /// Whether records keep the prompt and the answer (`[ledger] record_content`).
+    pub(crate) fn records_content(&self) -> bool {
+        self.inner.config.ledger.as_ref().is_some_and(|ledger| ledger.record_content)
+    }
+
+    /// The budgets of keys, members and teams, and what each has spent and holds.
+    pub fn budgets(&self) -> &budget::BudgetBook {
+        &self.inner.budgets
+    }
+
+    /// The call ledger, when the config keeps one.
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.inner.ledger.as_ref()
+    }
+
+    /// Where `POST /v1/responses` keeps `store: true` responses: `None`
+    /// without a ledger or under `[responses] retention_secs = 0`.
+    pub fn stored_responses(&self) -> Option<&stored::ResponseStore> {
+        self.inner.stored_responses.as_ref()
+    }
+
+    /// Sends the spans still queued, when spans are exported (`weir serve`
+    /// calls it once it has drained, so the last calls' spans are not lost).
+    pub async fn flush_telemetry(&self) {
+        if let Some(telemetry) = &self.inner.telemetry {
+            telemetry.flush().await;
+        }
+    }
+
+    /// The metrics every call updates, rendered at `/metrics`; `None` under
+    /// `[metrics] enabled = false`.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.inner.metrics.as_ref()
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.inner.admission
+    }
+
+    /// A model's throttle coefficient (0.0–9.0), if the model exists.
+    pub async fn throttle_coefficient(&self, model: &str) -> Option<f64> {
+        match self.admission().gate(model) {
+            Some(gate) => Some(gate.account().coefficient().await),
+            None => None,
+        }
+    }
+
+    pub fn providers_dir(&self) -> &std::path::Path {
+        &self.inner.providers_dir
+    }
+
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.inner.engine.cache_dir()
+    }
+
+    pub(crate) fn transport(&self) -> &HttpClient {
+        &self.inner.transport
+    }
+
+    /// The secret store, answering only the ids the configuration names (see
+    /// [`transport::ScopedSecrets`]): the entries' credentials, the trusted
+    /// components' defaults as loaded now, and the AWS ids.
+    pub(crate) fn secrets(&self) -> ScopedSecrets<'_> {
+        let trusted = Arc::clone(self.registry().trusted_credential_ids());
+        self.inner.secret_ids.scope(self.inner.secrets.as_ref(), &self.inner.secret_cache, trusted)
+    }
+
+    /// Drops the kept secret under `credential_id`: an upstream rejected it, so
+    /// the next call reads the store again.
+    pub(crate) fn forget_secret(&self, credential_id: &str) {
+        self.inner.secret_cache.forget(credential_id);
+    }
+
+    pub(crate) fn aws_identity(&self) -> &AwsIdentity {
+        &self.inner.aws
+    }
+
+    /// The compliance envelope sealed when this Weir was built.
+    pub fn compliance(&self) -> ComplianceEnvelope {
+        self.inner.compliance
+    }
+}
+
+/// A key reload ([`crate::identity::watch_keys`]) replaces this handle's ring.
+impl crate::identity::KeyHolder for Weir {
+    fn replace_keys(&self, entries: &[catalog::KeyEntry]) -> Result<Arc<KeyRing>, String> {
+        Weir::replace_keys(self, entries)
+    }
+}
+
+/// Builds a [`Weir`]. Every setting falls back to the config, then to a
+/// documented default; none invents a credential, endpoint or budget.
+#[derive(Default)]
+pub struct WeirBuilder {
+    config: Option<Config>,
+    providers_dir: Option<PathBuf>,
+    cache_dir: Option<Option<PathBuf>>,
+    secrets: Option<Arc<dyn SecretStore>>,
+    secret_refresh: Option<Duration>,
+    rate_store: Option<Arc<dyn RateStore>>,
+    transport: Option<TransportSettings>,
+    compliance: Option<ComplianceEnvelope>,
+    observers: Vec<Arc<dyn CallObserver>>,
+    ledger_default: bool,
+    picker: Option<Arc<dyn ModelPicker>>,
+    clock: Option<Arc<dyn budget::Clock>>,
+}
+
+impl WeirBuilder {
+    /// Adds an observer of every call's opening and closed record (after the
+    /// ones the configuration sets up: the ledger, the metrics, the spans).
+    pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// The picker that chooses which entries may serve a role (default:
+    /// [`DefaultPicker`], the config's pins, then each grade's entries in order).
+    pub fn picker(mut self, picker: Arc<dyn ModelPicker>) -> Self {
+        self.picker = Some(picker);
+        self
+    }
+
+    /// The clock budgets count their days and months by (default: the system's).
+    pub fn budget_clock(mut self, clock: Arc<dyn budget::Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Whether a config without a `[ledger]` table keeps a ledger (default
+    /// false: a library records calls only when asked; `weir serve` does).
+    pub fn ledger_default(mut self, on: bool) -> Self {
+        self.ledger_default = on;
+        self
+    }
+
+    /// The configuration (default: the embedded default catalog).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// The folder of drop-in provider components (default: the config's
+    /// `providers_dir`, else `providers/`).
+    pub fn providers_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.providers_dir = Some(dir.into());
+        self
+    }
+
+    /// Where precompiled components are cached; `None` compiles on every start.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = Some(dir);
+        self
+    }
+
+    /// Where secrets come from (default: environment variables).
+    pub fn secret_store(mut self, store: Arc<dyn SecretStore>) -> Self {
+        self.secrets = Some(store);
+        self
+    }
+
+    /// How long a secret read from the store is used before it is read again
+    /// (default [`transport::DEFAULT_SECRET_REFRESH`]; `Duration::ZERO` reads
+    /// the store on every call). A secret an upstream rejects is read again on
+    /// the next call whatever this is.
+    pub fn secret_refresh(mut self, refresh: Duration) -> Self {
+        self.secret_refresh = Some(refresh);
+        self
+    }
+
+    /// Where bucket levels and throttle coefficients live (default: this
+    /// process's memory; a shared store lets a fleet share one budget).
+    pub fn rate_store(mut self, store: Arc<dyn RateStore>) -> Self {
+        self.rate_store = Some(store);
+        self
+    }
+
+    /// The application's compliance envelope (default: the config's, else one
+    /// that refuses data sharing). Fixed for the life of the built [`Weir`].
+    pub fn compliance(mut self, envelope: ComplianceEnvelope) -> Self {
+        self.compliance = Some(envelope);
+        self
+    }
+
+    pub fn transport(mut self, settings: TransportSettings) -> Self {
+        self.transport = Some(settings);
+        self
+    }
+
+    /// Loads the components and resolves the catalog. CPU-heavy on a cold
+    /// artifact cache: call it at startup, not per request.
+    pub fn build(self) -> Result<Weir, BuildError> {
+        let config = match self.config {
+            Some(config) => config,
+            None => Config::embedded_default()?,
+        };
+        let providers_dir = self.providers_dir.unwrap_or_else(|| match &config.providers_dir {
+            Some(dir) => config.resolve_path(dir),
+            None => PathBuf::from("providers"),
+        });
+        let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
+        let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
+        let mut registry =
+            ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
+                .map_err(BuildError::Providers)?;
+        let catalog = Catalog::resolve(&config, &mut registry)?;
+        let metrics = config.metrics.enabled.then(|| Metrics::new(&config.metrics, &catalog));
+        let fleet_store = match &config.fleet {
+            Some(fleet) => {
+                fleet::check_limits(&config)
+                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+                let meter = metrics.clone().map(|metrics| Arc::new(metrics) as Arc<dyn fleet::FleetMeter>);
+                let store = fleet::RedisStore::new(fleet, meter)
+                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+                Some(store)
+            }
+            None => None,
+        };
+        let rate_store: Arc<dyn RateStore> = match (self.rate_store, &fleet_store) {
+            (Some(store), _) => store,
+            (None, Some(fleet)) => Arc::new(fleet.clone()),
+            (None, None) => Arc::new(InProcessStore),
+        };
+        let admission = Admission::new(&catalog, rate_store.as_ref());
+        let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
+        let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
+        let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
+        let secret_ids = ConfiguredIds::new(config.models.iter().filter_map(|model| model.credential.as_deref()));
+        let registry = RwLock::new(Arc::new(registry));
+        let compliance = self.compliance.unwrap_or(config.compliance);
+        let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        check_shared_ledger(&config)?;
+        // The configuration's observers first — the ledger (whose commit a call
+        // waits for), the metrics, the spans when `[telemetry]` names a
+        // collector (their exporter starts on the first record's tokio
+        // runtime: `build` itself needs none) — then the builder's.
+        let meter = metrics.as_ref().map(Metrics::ledger_meter);
+        let ledger = ledger::ledger_config(&config, self.ledger_default)
+            .map_err(|error| BuildError::LedgerConfig { origin: config.origin.clone(), error })?
+            .map(|settings| Ledger::open(settings, meter));
+        if let Some(ledger) = &ledger {
+            refuse_tampered(ledger)?;
+        }
+        let telemetry = telemetry::Telemetry::start(&config.telemetry)
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?
+            .map(Arc::new);
+        let mut observers = Observers::default();
+        if let Some(ledger) = &ledger {
+            observers.push(Arc::new(ledger.clone()));
+        }
+        if let Some(metrics) = &metrics {
+            observers.push(Arc::new(metrics.clone()));
+        }
+        if let Some(telemetry) = &telemetry {
+            observers.push(Arc::clone(telemetry) as Arc<dyn CallObserver>);
+        }
+        for observer in self.observers {
+            observers.push(observer);
+        }
+        let clock = self.clock.unwrap_or_else(|| Arc::new(budget::SystemClock));
+        let budgets = budget::book(&config, clock)
+            .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+        // Under `[fleet]` the fleet's spend lives in Redis (this gateway's
+        // ledger holds only its own calls), so nothing is read back here; with
+        // the fleet's PostgreSQL ledger, an account Redis does not hold is
+        // seeded from it at its first hold.
+        if let Some(fleet) = &fleet_store {
+            let shared = match ledger.as_ref().and_then(Ledger::postgres) {
+                Some(target) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(target.clone()))),
+                None => fleet.budgets(),
+            };
+            budgets.share_through(shared, fleet.fleet_size());
+        }
+        // A restart resets no budget: the current periods' spend is read back.
+        if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
+            rebuild_budgets(&budgets, ledger)?;
+        }
+        let stored_responses = ledger
+            .as_ref()
+            .map(|ledger| stored::ResponseStore::new(ledger.path(), ledger.postgres().cloned(), &config.responses))
+            .filter(stored::ResponseStore::enabled);
+        let reasoning_seal = seal::ReasoningSeal::from_config(&config)
+            .map_err(|error| BuildError::SealKey { origin: config.origin.clone(), error })?;
+        let roles = Roles::from_config(&config);
+        let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
+        let inner = Inner {
+            config,
+            catalog,
+            roles,
+            picker,
+            registry,
+            admission,
+            engine,
+            transport,
+            secrets,
+            secret_cache: SecretCache::new(self.secret_refresh.unwrap_or(transport::DEFAULT_SECRET_REFRESH)),
+            secret_ids,
+            aws: AwsIdentity::default(),
+            compliance,
+            providers_dir,
+            keys: RwLock::new(Arc::new(keys)),
+            rate_store,
+            observers,
+            refusals: record::RefusalWindow::default(),
+            ledger,
+            stored_responses,
+            metrics,
+            telemetry,
+            budgets,
+            reasoning_seal,
+        };
+        Ok(Weir { inner: Arc::new(inner) })
+    }
+}
+
+/// `[ledger] postgres_url` parses (its error shown without the password),
+/// and `postgres_ca` is set only beside it.
+fn check_shared_ledger(config: &Config) -> Result<(), ConfigError> {
+    let Some(settings) = &config.ledger else { return Ok(()) };
+    let invalid = |message: String| ConfigError::Invalid { origin: config.origin.clone(), message };
+    match (&settings.postgres_url, &settings.postgres_ca) {
+        (None, Some(_)) => Err(invalid(
+            "`[ledger] postgres_ca` is set without `postgres_url`: there is no PostgreSQL to trust it for".to_owned(),
+        )),
+        (Some(url), _) => ledger::check_postgres_url(url)
+            .map_err(|error| invalid(format!("{error} (in `{}`)", redact::redacted(url)))),
+        (None, None) => Ok(()),
+    }
+}
+
+/// Fails the build when the ledger's tail failed its anchor check at open
+/// (see [`ledger::TailCheck`]) and `[ledger] on_tampered` is `refuse`: the
+/// budgets rebuilt from it would miss the spend cut from it, and new rows
+/// would be chained onto it. Under `start` the ledger has logged it.
+fn refuse_tampered(ledger: &Ledger) -> Result<(), BuildError> {
+    match (ledger.tail_check(), ledger.on_tampered()) {
+        (Some(ledger::TailCheck::Tampered(reason)), catalog::LedgerOnTampered::Refuse) => {
+            Err(BuildError::TamperedLedger { path: ledger.path().display().to_string(), reason: reason.clone() })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Reads the current periods' spend back into `budgets`: from the fleet's
+/// PostgreSQL ledger when the ledger ships to one (this file's rows shipped
+/// first, so none is missing there), else, or when PostgreSQL cannot be
+/// reached (logged), from this gateway's file. A file not created yet has
+/// nothing to add.
+fn rebuild_budgets(budgets: &budget::BudgetBook, ledger: &Ledger) -> Result<(), BuildError> {
+    if let Some(target) = ledger.postgres() {
+        ledger.ship_pending(SHIP_BEFORE_REBUILD);
+        // A thread of its own: the blocking client must not run on a caller's
+        // tokio worker (`build` may be called from one).
+        let from_shared = std::thread::scope(|scope| {
+            scope
+                .spawn(|| ledger::SharedReader::connect(target).and_then(|reader| budget::rebuild(budgets, &reader)))
+                .join()
+        });
+        match from_shared {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => tracing::error!(%error,
+                "cannot rebuild the budgets from the fleet's ledger; reading this gateway's own file"),
+            Err(_) => tracing::error!(
+                "the budgets' rebuild from the fleet's ledger panicked; reading this gateway's own file"
+            ),
+        }
+    }
+    match ledger.reader() {
+        Ok(reader) => budget::rebuild(budgets, &reader).map_err(BuildError::Budgets),
+        Err(ledger::ReadError::Missing(_)) => Ok(()),
+        Err(error) => Err(BuildError::Budgets(error)),
+    }
+}
+
+/// How long a starting gateway waits for its file's rows to reach
+/// PostgreSQL before the budgets are read from there.
+const SHIP_BEFORE_REBUILD: Duration = Duration::from_secs(5);
+
+/// `cache_dir` from the config, else `WEIR_CACHE_DIR`, else the user's cache
+/// folder (`$XDG_CACHE_HOME/weir`, `~/.cache/weir`), else none.
+pub fn default_cache_dir(config: &Config) -> Option<PathBuf> {
+    if let Some(dir) = &config.cache_dir {
+        return Some(config.resolve_path(dir));
+    }
+    let env_dir = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env_dir("WEIR_CACHE_DIR")
+        .or_else(|| env_dir("XDG_CACHE_HOME").map(|d| d.join("weir")))
+        .or_else(|| env_dir("HOME").map(|d| d.join(".cache").join("weir")))
+}
+
+fn transport_settings(config: &Config) -> TransportSettings {
+    let defaults = TransportSettings::default();
+    TransportSettings {
+        connect_timeout: config.connect_timeout_secs.map_or(defaults.connect_timeout, Duration::from_secs),
+        read_timeout: config.read_timeout_secs.map_or(defaults.read_timeout, Duration::from_secs),
+        attempt_timeout: config.attempt_timeout_secs.map_or(defaults.attempt_timeout, Duration::from_secs),
+        ..defaults
+    }
+}
