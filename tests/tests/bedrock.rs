@@ -655,7 +655,7 @@ async fn each_claude_model_on_bedrock_is_sent_only_the_betas_aws_lists_for_it() 
     assert_eq!(
         dropped,
         [some("effort-2025-11-24"), some("context-1m-2025-08-07"), some("context-1m-2025-08-07, effort-2025-11-24")],
-        "Sonnet 4.5 takes 1M but not effort; Opus 4.5 effort but not 1M; Haiku 4.5 neither"
+        "effort is Opus 4.5's; 1M is Sonnet 4's, kept for Sonnet 4.5 (see bedrock_betas.rs); Haiku 4.5 takes neither"
     );
 
     let received = bedrock.received();

@@ -7,29 +7,44 @@
 //! sending a call Bedrock refuses.
 //!
 //! The source is AWS's `anthropic_beta` table in the Bedrock user guide
-//! ("Anthropic Claude Messages API", request and response: each beta with the
-//! models it is compatible with). Its full text could not be read when this
-//! table was written (only the page's opening was at hand), so a model is
-//! denied a beta only where AWS's table, Anthropic's Bedrock notes and the
-//! published transcriptions of AWS's table agree:
+//! ("Anthropic Claude Messages API", Request and Response; read in a
+//! markdown copy of the page from after Claude Opus 4.5's launch), which
+//! names the models each beta is compatible with:
 //!
-//! | beta | the models taking it |
+//! | beta | AWS's table |
 //! | --- | --- |
+//! | `computer-use-2025-01-24` | Claude 3.7 Sonnet |
+//! | `token-efficient-tools-2025-02-19` | Claude 3.7 Sonnet and Claude 4+ |
+//! | `interleaved-thinking-2025-05-14` | Claude 4+ models |
 //! | `output-128k-2025-02-19` | Claude 3.7 Sonnet |
-//! | `interleaved-thinking-2025-05-14`, `dev-full-thinking-2025-05-14` | the Claude 4 models |
-//! | `context-1m-2025-08-07` | Claude Sonnet 4, Claude Sonnet 4.5 |
+//! | `dev-full-thinking-2025-05-14` | Claude 4+ models only |
+//! | `context-1m-2025-08-07` | Claude Sonnet 4 |
+//! | `context-management-2025-06-27` | Claude Sonnet 4.5 and Claude Haiku 4.5 |
 //! | `effort-2025-11-24` | Claude Opus 4.5 |
-//! | `tool-examples-2025-10-29` | Claude Opus 4.5 (Anthropic: "Vertex AI, Amazon Bedrock: Claude Opus 4.5 only") |
-//! | `tool-search-tool-2025-10-19` | Claude Opus 4.5, and Sonnet 4.5 in one transcription: kept there |
-//! | `computer-use-2025-01-24`, `token-efficient-tools-2025-02-19` | Claude 3.7 Sonnet and the Claude 4 models |
-//! | `context-management-2025-06-27` | AWS names Sonnet 4.5 and Haiku 4.5, transcriptions every Claude 4 model: kept for every Claude 4 model |
+//! | `tool-search-tool-2025-10-19` | Claude Opus 4.5 |
+//! | `tool-examples-2025-10-29` | Claude Opus 4.5 |
 //!
-//! The Claude 3 models before 3.7 Sonnet take none of these (3.5 Sonnet v2's
-//! computer use is `computer-use-2024-10-22`, which is not in the list).
+//! Where another source names more models, the table is taken as ambiguous
+//! and those models keep the beta (Bedrock judges, as before):
+//!
+//! * `computer-use-2025-01-24`: Anthropic's computer-use docs give its tool
+//!   (`computer_20250124`) to Sonnet 4.5, Haiku 4.5, Opus 4.1, Sonnet 4, Opus
+//!   4 and 3.7 Sonnet, so those keep it; neither names Opus 4.5 (its tool is
+//!   `computer_20251124`, beta `computer-use-2025-11-24`, not in the list).
+//! * `context-1m-2025-08-07`: Anthropic gives the 1M window to Sonnet 4.5
+//!   too, so Sonnet 4.5 keeps it.
+//! * `context-management-2025-06-27`: a published transcription of AWS's
+//!   table names every Claude 4 model, so every Claude 4 model keeps it
+//!   (Claude Code sends it with every request).
+//! * `tool-search-tool-2025-10-19`: the same transcription names Sonnet 4.5,
+//!   which keeps it.
+//!
+//! The Claude 3 models before 3.7 Sonnet take none of the list (3.5 Sonnet
+//! v2's computer use is `computer-use-2024-10-22`, not in the list).
 //!
 //! A family the table does not name (a newer Claude, such as Opus 4.6, or an
 //! application inference profile's ARN, which names no model) is given every
-//! beta of [`BEDROCK_BETAS`], as before: nothing found says what it takes, so
+//! beta of [`BEDROCK_BETAS`], as before: AWS's table says nothing of it, so
 //! Bedrock judges (and a beta it refuses is its 400, `invalid_request`).
 
 use super::{arn_model, is_arn, without_profile};
@@ -60,12 +75,13 @@ const EFFORT: &str = "effort-2025-11-24";
 const TOOL_SEARCH_TOOL: &str = "tool-search-tool-2025-10-19";
 const TOOL_EXAMPLES: &str = "tool-examples-2025-10-29";
 
-/// What every Claude 4 model takes.
+/// What Opus 4, Opus 4.1 and Haiku 4.5 take: AWS's "Claude 4+" rows, and
+/// `computer-use-2025-01-24` and `context-management-*` (see the module's note).
 const CLAUDE_4: &[&str] =
     &[COMPUTER_USE, TOKEN_EFFICIENT_TOOLS, INTERLEAVED_THINKING, DEV_FULL_THINKING, CONTEXT_MANAGEMENT];
 
 /// Each family AWS's table names, and the betas it takes (in
-/// [`BEDROCK_BETAS`]' order). The older Claude 3 models take none of them.
+/// [`BEDROCK_BETAS`]' order).
 const FAMILIES: &[(&str, &[&str])] = &[
     ("claude-3-haiku", &[]),
     ("claude-3-sonnet", &[]),
@@ -95,7 +111,6 @@ const FAMILIES: &[(&str, &[&str])] = &[
     (
         "claude-opus-4-5",
         &[
-            COMPUTER_USE,
             TOKEN_EFFICIENT_TOOLS,
             INTERLEAVED_THINKING,
             DEV_FULL_THINKING,
@@ -176,6 +191,9 @@ mod tests {
         assert!(!takes("anthropic.claude-3-7-sonnet-20250219-v1:0", INTERLEAVED_THINKING), "a Claude 4 beta");
         assert!(!takes("us.anthropic.claude-sonnet-4-20250514-v1:0", OUTPUT_128K), "3.7 Sonnet's");
         assert!(for_wire_id("anthropic.claude-3-5-sonnet-20241022-v2:0").is_empty());
+        assert!(!takes("us.anthropic.claude-opus-4-5-20251101-v1:0", COMPUTER_USE), "Opus 4.5's is 2025-11-24");
+        assert!(takes("us.anthropic.claude-opus-4-5-20251101-v1:0", CONTEXT_MANAGEMENT));
+        assert!(takes("us.anthropic.claude-sonnet-4-20250514-v1:0", COMPUTER_USE));
         for betas in FAMILIES.iter().map(|(_, betas)| betas) {
             assert!(betas.iter().all(|beta| BEDROCK_BETAS.contains(beta)), "a family takes only listed betas");
         }
