@@ -319,6 +319,17 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
     assert_eq!(sent[0]["store"], false);
     let names: Vec<&str> = sent[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"exec_command") && !names.contains(&"web_search"), "{names:?}");
+    // Codex's namespace tools reach OpenAI as its own `namespace` tools, members under
+    // their own names (none flattened to `<namespace>__<name>`).
+    let namespaces: Vec<&Value> =
+        sent[0]["tools"].as_array().unwrap().iter().filter(|t| t["type"] == "namespace").collect();
+    let multi_agent =
+        namespaces.iter().find(|t| t["name"] == "multi_agent_v1").unwrap_or_else(|| panic!("{}", sent[0]));
+    assert!(!multi_agent["description"].as_str().unwrap_or_default().is_empty(), "{multi_agent}");
+    let members = multi_agent["tools"].as_array().unwrap();
+    assert!(!members.is_empty() && members.iter().all(|m| m["type"] == "function" && m["parameters"].is_object()));
+    assert!(members.iter().all(|m| !m["name"].as_str().unwrap().contains("__")), "{multi_agent}");
+    assert!(!names.iter().any(|name| name.starts_with("multi_agent_v1__")), "{names:?}");
     let cache_key = sent[0]["prompt_cache_key"].as_str().unwrap_or_default();
     assert!(!cache_key.is_empty(), "Codex's prompt_cache_key reaches OpenAI as a native field: {}", sent[0]);
     assert_eq!(sent[1]["prompt_cache_key"], cache_key, "one key for the conversation");

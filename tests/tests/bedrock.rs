@@ -603,3 +603,87 @@ async fn anthropic_fields_and_betas_reach_each_aws_surface_as_it_carries_them() 
         ]
     );
 }
+
+/// Bedrock checks betas per model ("invalid beta flag" for one the model does not take):
+/// each Claude model on InvokeModel and Mantle is sent only the betas AWS lists for it
+/// (the cross-region prefix and the version read past), and the rest are named back to the
+/// caller and in the record instead of becoming Bedrock's 400.
+#[tokio::test]
+async fn each_claude_model_on_bedrock_is_sent_only_the_betas_aws_lists_for_it() {
+    let bedrock = FakeBedrock::start().await;
+    let usage = weir_tests::anthropic_wire::usage_json(10, 3, 0, 0);
+    let message = bedrock_wire::claude_message_body(vec![json!({"type": "text", "text": "ok"})], "end_turn", usage);
+    bedrock.push(bedrock_wire::invoke_message(&message));
+    bedrock.push(bedrock_wire::invoke_message(&message));
+    bedrock.push(bedrock_wire::mantle_message(&message));
+    let base = bedrock.base_url();
+    let entry = |id: &str, provider: &str, wire: &str, endpoint: &str| {
+        format!(
+            "[[model]]\nid = \"{id}\"\nprovider = \"{provider}\"\nwire_id = \"{wire}\"\nendpoint = \"{endpoint}\"\n\
+             max_output_tokens = 8000\ncontext_window = 200000\noutput_tokens = 100\nmax_retries = 0\n"
+        )
+    };
+    let text = [
+        config(&bedrock, ""),
+        entry("opus-bedrock", "anthropic-bedrock", "global.anthropic.claude-opus-4-5-20251101-v1:0", &base),
+        entry(
+            "haiku-mantle",
+            "anthropic-bedrock-mantle",
+            "anthropic.claude-haiku-4-5-20251001-v1:0",
+            &format!("{base}/anthropic"),
+        ),
+        "[ledger]\npath = \"ledger.db\"\n".to_owned(),
+    ]
+    .join("\n");
+    let gateway = Gateway::start_with(&text, &aws_env(), None).await;
+    let betas = "context-1m-2025-08-07,effort-2025-11-24,interleaved-thinking-2025-05-14";
+    let mut dropped = Vec::new();
+    for model in ["claude-bedrock", "opus-bedrock", "haiku-mantle"] {
+        let body = json!({"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": "Hi"}]});
+        let response = reqwest::Client::new()
+            .post(gateway.url("/v1/messages"))
+            .header("anthropic-beta", betas)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let headers = response.headers().clone();
+        assert_eq!(response.status().as_u16(), 200, "{model}: {}", response.text().await.unwrap());
+        dropped.push(headers.get("x-weir-dropped-betas").map(|value| value.to_str().unwrap().to_owned()));
+    }
+    let some = |text: &str| Some(text.to_owned());
+    assert_eq!(
+        dropped,
+        [some("effort-2025-11-24"), some("context-1m-2025-08-07"), some("context-1m-2025-08-07, effort-2025-11-24")],
+        "effort is Opus 4.5's; 1M is Sonnet 4's, kept for Sonnet 4.5 (see bedrock_betas.rs); Haiku 4.5 takes neither"
+    );
+
+    let received = bedrock.received();
+    assert_eq!(received.len(), 3, "{received:#?}");
+    assert_eq!(received[0].model_id.as_deref(), Some(MODEL_ID));
+    assert_eq!(
+        received[0].json()["anthropic_beta"],
+        json!(["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"])
+    );
+    assert_eq!(received[1].model_id.as_deref(), Some("global.anthropic.claude-opus-4-5-20251101-v1:0"));
+    assert_eq!(received[1].json()["anthropic_beta"], json!(["effort-2025-11-24", "interleaved-thinking-2025-05-14"]));
+    assert_eq!(received[2].operation, Operation::MantleMessages);
+    assert_eq!(received[2].header("anthropic-beta"), Some("interleaved-thinking-2025-05-14"));
+
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let beta_notes: Vec<Vec<&str>> = records
+        .iter()
+        .map(|record| {
+            let notes = record["notes"].as_array().unwrap().iter().filter_map(Value::as_str);
+            notes.filter(|note| note.starts_with("beta_dropped:")).collect()
+        })
+        .collect();
+    assert_eq!(
+        beta_notes,
+        [
+            vec!["beta_dropped:effort-2025-11-24"],
+            vec!["beta_dropped:context-1m-2025-08-07"],
+            vec!["beta_dropped:context-1m-2025-08-07", "beta_dropped:effort-2025-11-24"],
+        ]
+    );
+}

@@ -249,3 +249,128 @@ async fn post_with_headers(gateway: &Gateway, path: &str, body: &Value) -> (u16,
     let (status, headers) = (response.status().as_u16(), response.headers().clone());
     (status, headers, response.text().await.unwrap())
 }
+
+/// The namespace tool of this test's requests: a function and a custom tool under `crm`.
+fn crm_namespace() -> Value {
+    json!({"type": "namespace", "name": "crm", "description": "The customer records.", "tools": [
+        {"type": "function", "name": "lookup", "description": "Find a customer.",
+         "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+        {"type": "custom", "name": "note", "description": "Write a note."}
+    ]})
+}
+
+/// A namespace (Codex's MCP tools are sent as one) on the Responses route: an
+/// `openai-responses` entry sends it as OpenAI's own `namespace` tool, the history's
+/// calls to its members as `function_call` / `custom_tool_call` with `namespace`, and
+/// the model's namespaced calls (streamed and whole) come back to the caller with the
+/// member's `name` and `namespace`, as they do from every provider. A forced choice of a
+/// member (OpenAI's `tool_choice` has no `namespace`) sends that namespace flattened. A
+/// Chat Completions entry gets the members as functions named `crm__<name>`, and nothing
+/// is named as dropped anywhere.
+#[tokio::test]
+async fn a_namespace_goes_to_openai_as_its_own_and_elsewhere_as_functions() {
+    let upstream = FakeUpstream::start().await;
+    let mut streamed_call = function_call_item("call_l", "lookup", r#"{"id":7}"#);
+    streamed_call["namespace"] = json!("crm");
+    upstream.push(responses_wire::stream(stream_events(&[streamed_call], usage(50, 20, 0, 0))));
+    let mut whole_call = responses_wire::custom_tool_call_item("call_n", "note", "Customer 7 found.");
+    whole_call["namespace"] = json!("crm");
+    upstream.push(response(vec![whole_call], usage(80, 5, 0, 0)));
+    upstream.push(response(vec![function_call_item("call_f", "crm__lookup", r#"{"id":8}"#)], usage(80, 5, 0, 0)));
+    upstream.push(openai_wire::completion("Done."));
+    let chat_entry = "\n[[model]]\nid = \"gpt5-chat\"\nprovider = \"openai\"\nwire_id = \"gpt-5\"\n\
+                      endpoint = \"{url}\"\ncredential = \"weir-test-key\"\nmax_output_tokens = 8000\n\
+                      output_tokens = 1000\ncontext_window = 400000\nmax_retries = 0\n";
+    let config = config(&upstream) + &chat_entry.replace("{url}", &upstream.base_url());
+    let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    let tools = json!([{"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {}}},
+                       crm_namespace()]);
+
+    // Turn 1, streamed: the namespace as OpenAI's own; the call back under its namespace.
+    let first = json!({"model": "gpt5", "stream": true, "store": false, "tools": tools, "input": "Find customer 7"});
+    let (status, headers, body) = post_with_headers(&gateway, "/v1/responses", &first).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.get("x-weir-dropped-fields").is_none(), "{headers:?}");
+    let sent = upstream.received()[0].json();
+    assert_eq!(
+        sent["tools"],
+        json!([
+            {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {}}, "strict": false},
+            {"type": "namespace", "name": "crm", "description": "The customer records.", "tools": [
+                {"type": "function", "name": "lookup", "description": "Find a customer.",
+                 "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}, "strict": false},
+                {"type": "custom", "name": "note", "description": "Write a note."}
+            ]}
+        ])
+    );
+    let events = sse_events(&body);
+    let done = events
+        .iter()
+        .find(|(_, data)| data["type"] == "response.output_item.done" && data["item"]["type"] == "function_call")
+        .unwrap_or_else(|| panic!("no function_call in:\n{body}"));
+    assert_eq!((&done.1["item"]["name"], &done.1["item"]["namespace"]), (&json!("lookup"), &json!("crm")), "{body}");
+    assert_eq!(done.1["item"]["arguments"], r#"{"id":7}"#);
+
+    // Turn 2, whole: the history's call under its namespace; a namespaced custom call back.
+    let history = json!([
+        {"type": "message", "role": "user", "content": "Find customer 7"},
+        {"type": "function_call", "call_id": "call_l", "name": "lookup", "namespace": "crm", "arguments": "{\"id\":7}"},
+        {"type": "function_call_output", "call_id": "call_l", "output": "Customer 7: Ada."}
+    ]);
+    let second = json!({"model": "gpt5", "store": false, "tools": tools, "input": history});
+    let (status, headers, body) = post_with_headers(&gateway, "/v1/responses", &second).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.get("x-weir-dropped-fields").is_none(), "{headers:?}");
+    let sent = upstream.received()[1].json();
+    assert_eq!(
+        sent["input"][1],
+        json!({"type": "function_call", "call_id": "call_l", "name": "lookup", "namespace": "crm",
+               "arguments": "{\"id\":7}"})
+    );
+    assert_eq!(
+        sent["input"][2],
+        json!({"type": "function_call_output", "call_id": "call_l", "output": "Customer 7: Ada."})
+    );
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let call = &answer["output"][0];
+    assert_eq!(call["type"], "custom_tool_call", "{answer}");
+    assert_eq!(
+        (&call["name"], &call["namespace"], &call["input"]),
+        (&json!("note"), &json!("crm"), &json!("Customer 7 found."))
+    );
+
+    // Turn 3: a member forced; OpenAI is sent that namespace flattened and the choice of the function.
+    let mut forced = second.clone();
+    forced["tool_choice"] = json!({"type": "function", "name": "lookup", "namespace": "crm"});
+    let (status, _, body) = post_with_headers(&gateway, "/v1/responses", &forced).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = upstream.received()[2].json();
+    let names: Vec<&str> =
+        sent["tools"].as_array().unwrap().iter().map(|tool| tool["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["shell", "crm__lookup", "crm__note"]);
+    assert_eq!(sent["tool_choice"], json!({"type": "function", "name": "crm__lookup"}));
+    assert_eq!(sent["input"][1]["name"], "crm__lookup", "the history as the tools are: {sent}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&answer["output"][0]["name"], &answer["output"][0]["namespace"]), (&json!("lookup"), &json!("crm")));
+
+    // Elsewhere: functions named `crm__<name>`, and the namespace is not named as dropped.
+    let mut elsewhere = second.clone();
+    elsewhere["model"] = json!("gpt5-chat");
+    let (status, headers, body) = post_with_headers(&gateway, "/v1/responses", &elsewhere).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.get("x-weir-dropped-fields").is_none(), "{headers:?}");
+    let sent = upstream.received()[3].json();
+    let names: Vec<&str> =
+        sent["tools"].as_array().unwrap().iter().map(|tool| tool["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["shell", "crm__lookup", "crm__note"]);
+    let call = sent["messages"].as_array().unwrap().iter().find(|m| m["tool_calls"].is_array()).unwrap();
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "crm__lookup");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records.len(), 4, "{records:?}");
+    let notes: Vec<&str> = records
+        .iter()
+        .flat_map(|record| record["notes"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(!notes.iter().any(|note| note.contains("dropped")), "nothing dropped: {notes:?}");
+}

@@ -13,6 +13,7 @@
 //! bodies arrive. Blocks, tools, thinking, caching, usage and stop reasons are one
 //! code path for all of them, so the surfaces cannot drift apart.
 
+mod bedrock_betas;
 mod errors;
 mod invoke_stream;
 pub mod native;

@@ -9,8 +9,9 @@
 //! * Bedrock InvokeModel: `top_k`, `context_management` and the cache TTL
 //!   (its request schema refuses `container`, `mcp_servers`, `service_tier`,
 //!   `metadata` and `inference_geo` as extra inputs); the betas AWS lists for
-//!   Claude on Bedrock ([`BEDROCK_BETAS`]), as `anthropic_beta` in the body
-//!   (an unlisted beta is a 400 there). No count endpoint through this codec.
+//!   the Claude model the wire id names ([`bedrock_betas::for_wire_id`]), as
+//!   `anthropic_beta` in the body (a beta the model does not take is a 400
+//!   there). No count endpoint through this codec.
 //! * Mantle: as InvokeModel (it is Bedrock's front door), betas in the header.
 //!
 //! A field or beta outside the surface's list is refused, never written: the
@@ -19,8 +20,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Surface;
 use super::request::encode_with;
+use super::{Surface, bedrock_betas};
 use crate::json::{from_body, parse_value};
 use crate::types::{
     CallParams, CodecError, Headers, HttpRequest, HttpResponse, NativeRequest, NativeSupport, PreparedConversation,
@@ -34,21 +35,6 @@ const CACHE_TTL: &str = "cache_control.ttl";
 
 /// Any beta (the direct API judges its own).
 const ANY_BETA: &str = "*";
-
-/// The betas Amazon Bedrock accepts for Claude, as AWS's InvokeModel request
-/// reference lists them; others fail with a 400 "invalid beta flag".
-pub const BEDROCK_BETAS: &[&str] = &[
-    "computer-use-2025-01-24",
-    "token-efficient-tools-2025-02-19",
-    "interleaved-thinking-2025-05-14",
-    "output-128k-2025-02-19",
-    "dev-full-thinking-2025-05-14",
-    "context-1m-2025-08-07",
-    "context-management-2025-06-27",
-    "effort-2025-11-24",
-    "tool-search-tool-2025-10-19",
-    "tool-examples-2025-10-29",
-];
 
 /// The count endpoint's path under the direct API's base URL.
 const COUNT_PATH: &str = "/v1/messages/count_tokens";
@@ -71,7 +57,7 @@ pub fn support(surface: Surface, wire_id: &str) -> Option<NativeSupport> {
             true,
         ),
         Surface::BedrockInvoke | Surface::Mantle => {
-            (owned(&["top_k", "context_management", CACHE_TTL]), owned(BEDROCK_BETAS), false)
+            (owned(&["top_k", "context_management", CACHE_TTL]), owned(bedrock_betas::for_wire_id(wire_id)), false)
         }
     };
     Some(NativeSupport { dialect: DIALECT.to_owned(), fields, betas, count_tokens })
@@ -268,9 +254,28 @@ mod tests {
     #[test]
     fn mantle_carries_its_betas_in_the_header() {
         let asked = native(json!({}), &["context-1m-2025-08-07"]);
-        let request = encode(Surface::Mantle, &conversation(), &params("anthropic.claude-opus-4-5"), &asked).unwrap();
+        let wire_id = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+        let request = encode(Surface::Mantle, &conversation(), &params(wire_id), &asked).unwrap();
         assert_eq!(header(&request.headers, "anthropic-beta"), Some("context-1m-2025-08-07"));
         assert!(body_json(&request).get("anthropic_beta").is_none());
+    }
+
+    #[test]
+    fn bedrock_betas_follow_the_model_the_wire_id_names() {
+        let betas = |surface: Surface, wire_id: &str| support(surface, wire_id).unwrap().betas;
+        for surface in [Surface::BedrockInvoke, Surface::Mantle] {
+            let opus = betas(surface, "anthropic.claude-opus-4-5-20251101-v1:0");
+            assert!(opus.contains(&"effort-2025-11-24".into()) && !opus.contains(&"context-1m-2025-08-07".into()));
+            let sonnet = betas(surface, "anthropic.claude-sonnet-4-5-20250929-v1:0");
+            assert!(sonnet.contains(&"context-1m-2025-08-07".into()) && !sonnet.contains(&"effort-2025-11-24".into()));
+        }
+        let profiled = betas(Surface::BedrockInvoke, "us.anthropic.claude-opus-4-5-20251101-v1:0");
+        assert_eq!(profiled, betas(Surface::BedrockInvoke, "anthropic.claude-opus-4-5-20251101-v1:0"));
+        // A beta the model does not take, arriving anyway, is refused rather than sent.
+        let asked = native(json!({}), &["context-1m-2025-08-07"]);
+        let wire_id = "us.anthropic.claude-opus-4-5-20251101-v1:0";
+        let refused = encode(Surface::BedrockInvoke, &conversation(), &params(wire_id), &asked).unwrap_err();
+        assert!(matches!(refused, CodecError::Unsupported(reason) if reason.contains("context-1m-2025-08-07")));
     }
 
     #[test]

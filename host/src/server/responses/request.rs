@@ -13,8 +13,8 @@
 //! (the record's `client.metadata`) and not sent anywhere: `metadata`,
 //! `client_metadata`, `safety_identifier`, `user` (never an identity: the
 //! caller is its key's). Carried as native fields (see [`native`]): the
-//! custom tools and `prompt_cache_key`, sent to a provider that takes them
-//! (`openai-responses`). Accepted and not sent: `prompt_cache_retention`,
+//! custom tools, the namespaces and `prompt_cache_key`, sent to a provider
+//! that takes them (`openai-responses`). Accepted and not sent: `prompt_cache_retention`,
 //! `service_tier`, `stream_options`, `text.verbosity`, `reasoning.summary`,
 //! `parallel_tool_calls`.
 //! `store` and `previous_response_id` are the route's (see
@@ -186,7 +186,8 @@ pub fn into_chat_request(
             )));
         }
     }
-    let MappedTools { definitions, names, echoed, hosted, custom } = tools::map_tools(&body.tools, hosted_tools)?;
+    let MappedTools { definitions, names, echoed, hosted, custom, namespaces } =
+        tools::map_tools(&body.tools, hosted_tools)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -229,7 +230,7 @@ pub fn into_chat_request(
             })?);
         }
     }
-    request.native = native(custom, body.prompt_cache_key.as_deref());
+    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref());
     let (client, note) = client_facts(&body);
     request.client = client;
     request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
@@ -243,17 +244,20 @@ pub fn into_chat_request(
 pub const DIALECT: &str = "openai-responses";
 
 /// The Responses API's own fields a provider may take natively: the custom
-/// tools (rendered as functions for every provider, so not dropped where they
-/// are not taken) and `prompt_cache_key`.
-fn native(custom: Vec<Value>, prompt_cache_key: Option<&str>) -> Option<Arc<NativeAsk>> {
+/// tools and the namespaces (both rendered as functions for every provider,
+/// so not dropped where they are not taken) and `prompt_cache_key`.
+fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&str>) -> Option<Arc<NativeAsk>> {
     let mut fields = Vec::new();
     if !custom.is_empty() {
         fields.push(("custom_tools".to_owned(), Value::Array(custom)));
     }
+    if !namespaces.is_empty() {
+        fields.push(("namespace_tools".to_owned(), Value::Array(namespaces)));
+    }
     if let Some(key) = prompt_cache_key {
         fields.push(("prompt_cache_key".to_owned(), json!(key)));
     }
-    let rendered_neutrally: &'static [&'static str] = &["custom_tools"];
+    let rendered_neutrally: &'static [&'static str] = &["custom_tools", "namespace_tools"];
     (!fields.is_empty())
         .then(|| Arc::new(NativeAsk { dialect: DIALECT, fields, betas: Vec::new(), rendered_neutrally }))
 }
@@ -600,6 +604,10 @@ mod tests {
             ]
         }));
         assert_eq!(ingress.hosted_tools, ["web_search"]);
+        let native = ingress.request.native.as_deref().unwrap();
+        let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
+        assert_eq!(fields[1], ("namespace_tools", &json!([{"name": "crm", "description": "", "tools": ["lookup"]}])));
+        assert_eq!(native.rendered_neutrally, ["custom_tools", "namespace_tools"], "both go as functions elsewhere");
         let conversation = &ingress.request.conversation;
         assert_eq!(conversation.system, vec!["No emoji.".to_owned(), "Be kind.".to_owned()]);
         assert_eq!(conversation.tool_choice, Some(ToolChoice::Named("get_weather".into())));

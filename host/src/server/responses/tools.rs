@@ -7,7 +7,11 @@
 //!   is that string.
 //! - `namespace` (a group of function and custom tools): each member becomes a
 //!   tool named `<namespace>__<name>`; a call goes back out under its own name
-//!   with the call's `namespace` set, as the Responses API shapes it.
+//!   with the call's `namespace` set, as the Responses API shapes it. The
+//!   grouping is also kept ([`MappedTools::namespaces`]) for a provider that
+//!   takes namespaces natively (the `namespace_tools` native field): it
+//!   regroups those flattened tools and names calls by the same
+//!   `<namespace>__<name>`, so the way back is one for every provider.
 //! - anything else is a hosted tool (`web_search`, `file_search`, `mcp`, ...)
 //!   the provider would run: no provider runs one through Weir, so it is
 //!   dropped (and named) or, under `hosted_tools = "refuse"` (top level, as for `/v1/messages`),
@@ -86,6 +90,11 @@ pub struct MappedTools {
     /// (the `custom_tools` native field): `{name, description, format}` under
     /// their wire names.
     pub custom: Vec<Value>,
+    /// The namespaces as a provider that takes them natively is sent them
+    /// (the `namespace_tools` native field): `{name, description, tools}`,
+    /// `tools` the members' own names (each one's definition is the
+    /// flattened `<namespace>__<name>`).
+    pub namespaces: Vec<Value>,
 }
 
 /// Maps `tools`; an error names the tool by its place. A hosted tool is
@@ -105,10 +114,14 @@ pub fn map_tools(tools: &[Value], hosted_tools: HostedTools) -> Result<MappedToo
                     .get("tools")
                     .and_then(Value::as_array)
                     .ok_or_else(|| place("a namespace needs `tools`".to_owned()))?;
+                let mut names = Vec::with_capacity(members.len());
                 for (inner, member) in members.iter().enumerate() {
                     add_member(&mut mapped, member, Some(namespace))
                         .map_err(|message| place(format!("tools[{inner}]: {message}")))?;
+                    names.extend(text(member, "name").map(str::to_owned));
                 }
+                let description = text(tool, "description").unwrap_or_default();
+                mapped.namespaces.push(json!({"name": namespace, "description": description, "tools": names}));
                 mapped.echoed.push(tool.clone());
             }
             "" => return Err(place("a tool needs `type`".to_owned())),
@@ -239,6 +252,7 @@ mod tests {
         assert_eq!(mapped.names.origin("crm__note").unwrap().kind, ToolKind::Custom);
         assert_eq!(mapped.names.origin("apply_patch").unwrap().namespace, None);
         assert_eq!(mapped.names.origin("nothing"), None);
+        assert_eq!(mapped.namespaces, [json!({"name": "crm", "description": "CRM", "tools": ["lookup", "note"]})]);
     }
 
     #[test]

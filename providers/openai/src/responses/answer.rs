@@ -9,6 +9,7 @@ use weir_sdk::types::{
     ChatResponse, CodecError, ContentBlock, HttpResponse, Refusal, StopReason, Thinking, ToolUse, Usage,
 };
 
+use super::native::NAMESPACE_SEPARATOR;
 use super::signature::ReasoningSignature;
 use crate::plain::additive_usage;
 use crate::response::text;
@@ -102,7 +103,7 @@ pub(super) fn signature(item: &Value) -> Option<String> {
 }
 
 pub(super) fn function_call(item: &Value) -> Result<ToolUse, CodecError> {
-    let name = text(item.get("name")).ok_or_else(|| CodecError::Malformed("a function_call has no name".to_owned()))?;
+    let name = call_name(item).ok_or_else(|| CodecError::Malformed("a function_call has no name".to_owned()))?;
     let id = text(item.get("call_id")).or_else(|| text(item.get("id"))).unwrap_or_else(|| format!("call_{name}"));
     let arguments = text(item.get("arguments")).unwrap_or_else(|| "{}".to_owned());
     Ok(ToolUse { id, name, input_json: arguments })
@@ -111,11 +112,22 @@ pub(super) fn function_call(item: &Value) -> Result<ToolUse, CodecError> {
 /// A call to a custom tool (sent natively; see `super::native`): its text as
 /// the host's arguments for one, `{"input": …}`.
 pub(super) fn custom_tool_call(item: &Value) -> Result<ToolUse, CodecError> {
-    let name =
-        text(item.get("name")).ok_or_else(|| CodecError::Malformed("a custom_tool_call has no name".to_owned()))?;
+    let name = call_name(item).ok_or_else(|| CodecError::Malformed("a custom_tool_call has no name".to_owned()))?;
     let id = text(item.get("call_id")).or_else(|| text(item.get("id"))).unwrap_or_else(|| format!("call_{name}"));
     let input = text(item.get("input")).unwrap_or_default();
     Ok(ToolUse { id, name, input_json: serde_json::json!({"input": input}).to_string() })
+}
+
+/// A call's tool name as the host knows it: a call to a member of a
+/// namespace (sent natively; see `super::native`) carries `namespace` beside
+/// the member's own `name`, and is named `<namespace>__<name>`, the flattened
+/// name the host maps back to the caller's tool.
+fn call_name(item: &Value) -> Option<String> {
+    let name = text(item.get("name"))?;
+    Some(match text(item.get("namespace")).filter(|namespace| !namespace.is_empty()) {
+        Some(namespace) => format!("{namespace}{NAMESPACE_SEPARATOR}{name}"),
+        None => name,
+    })
 }
 
 /// The stop reason and the raw word it came from: a refusal, an incomplete
@@ -218,6 +230,26 @@ mod tests {
         assert_eq!(answer.stop_reason, StopReason::ToolUse);
         let nameless = json!({"status": "completed", "output": [{"type": "custom_tool_call", "input": "x"}]});
         assert!(matches!(decode(&ok(&nameless)), Err(CodecError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_call_in_a_namespace_is_named_by_its_namespace_and_its_own_name() {
+        let body = json!({"status": "completed", "output": [
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "namespace": "crm",
+             "arguments": "{\"id\":7}", "status": "completed"},
+            {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "note", "namespace": "crm", "input": "hi"},
+            {"type": "function_call", "call_id": "call_3", "name": "shell", "namespace": "", "arguments": "{}"}
+        ]});
+        let names: Vec<String> = decode(&ok(&body))
+            .unwrap()
+            .content
+            .into_iter()
+            .map(|block| match block {
+                ContentBlock::ToolUse(call) => call.name,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names, ["crm__lookup", "crm__note", "shell"]);
     }
 
     #[test]

@@ -11,12 +11,39 @@
 //!   as a `custom_tool_call` item, decoded (by `decode` and the stream, which
 //!   need no native context) as a tool use whose arguments are
 //!   `{"input": <the text>}` — the host's form for every provider.
+//! * `namespace_tools`: the caller's namespaces (groups of functions and
+//!   custom tools, as Codex CLI sends its MCP tools), each `{name,
+//!   description, tools}` with `tools` the members' own names. The host has
+//!   flattened every member into a tool named `<namespace>__<name>`; here
+//!   those are put back under OpenAI's own `namespace` tool (members under
+//!   their own names), and the history's calls to them go as `function_call`
+//!   / `custom_tool_call` items with their own `name` and a `namespace`. A
+//!   call the model makes comes back with `namespace` set, and `decode` and
+//!   the stream name it `<namespace>__<name>` again (no native context
+//!   needed): the host's way back is one for every provider.
 //! * `prompt_cache_key`: sent as written (OpenAI routes a prompt's cache by
 //!   it; it changes nothing of the answer or its price).
+//!
+//! OpenAI's wire for namespaces, as checked in openai-python (`src/openai/
+//! types/responses`, release 2.45 and after): `NamespaceToolParam` is
+//! `{type: "namespace", name, description, tools}` with `description` and
+//! `tools` required (the OpenAPI spec gives them `minLength: 1` and
+//! `minItems: 1`), `tools` holding `function` tools (`name`, `description`,
+//! `parameters`, `strict`, ...) and `custom` tools;
+//! `ResponseFunctionToolCall` and `ResponseCustomToolCall` carry an optional
+//! `namespace` beside the member's own `name`, as input items and as output.
+//! Codex CLI (openai/codex, `codex-rs/tools/src/responses_api.rs`) sends
+//! `{type: "namespace", name, description, tools: [{type: "function", ...}]}`
+//! and reads a call's `namespace` back. `ToolChoiceFunction` and
+//! `ToolChoiceCustom` are `{type, name}` with no `namespace`: OpenAI defines
+//! no way to force one member of a namespace, so a namespace one of whose
+//! members the caller forces stays flattened (forced as the top-level
+//! `<namespace>__<name>` function it then is), as does one without a
+//! description or members (OpenAI refuses those).
 
 // A BTreeSet, not a HashSet: std's hasher seeds itself from `wasi:random`, which
 // the host does not grant a component.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 use weir_sdk::json::parse_value;
@@ -28,13 +55,18 @@ use super::request::encode_with;
 pub const DIALECT: &str = "openai-responses";
 
 const CUSTOM_TOOLS: &str = "custom_tools";
+const NAMESPACE_TOOLS: &str = "namespace_tools";
 const PROMPT_CACHE_KEY: &str = "prompt_cache_key";
 
-/// What the `openai-responses` key takes: the two fields, no beta, no count.
+/// What joins a namespace and a member's name in the host's flattened tool
+/// name (`crm__lookup`), the name a namespaced call decodes to.
+pub(super) const NAMESPACE_SEPARATOR: &str = "__";
+
+/// What the `openai-responses` key takes: the three fields, no beta, no count.
 pub fn support() -> NativeSupport {
     NativeSupport {
         dialect: DIALECT.to_owned(),
-        fields: vec![CUSTOM_TOOLS.to_owned(), PROMPT_CACHE_KEY.to_owned()],
+        fields: vec![CUSTOM_TOOLS.to_owned(), NAMESPACE_TOOLS.to_owned(), PROMPT_CACHE_KEY.to_owned()],
         betas: Vec::new(),
         count_tokens: false,
     }
@@ -53,7 +85,64 @@ pub fn encode(
 /// A native request checked against [`support`].
 struct Asked {
     custom: Vec<Map<String, Value>>,
+    namespaces: Vec<Namespace>,
     prompt_cache_key: Option<Value>,
+}
+
+/// One `namespace_tools` entry.
+struct Namespace {
+    name: String,
+    description: String,
+    /// The members' own names, in the caller's order.
+    members: Vec<String>,
+}
+
+impl Namespace {
+    fn checked(entry: Value) -> Result<Self, CodecError> {
+        let field = |name: &str| entry.get(name).and_then(Value::as_str).map(str::to_owned);
+        let name = field("name").filter(|name| !name.is_empty());
+        let name = name.ok_or_else(|| CodecError::Unsupported("a namespace has no name".to_owned()))?;
+        let members = entry.get("tools").and_then(Value::as_array);
+        let members =
+            members.ok_or_else(|| CodecError::Unsupported(format!("namespace {name:?} has no `tools` list")))?;
+        let members =
+            members.iter().map(|member| member.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>().ok_or_else(
+                || CodecError::Unsupported(format!("namespace {name:?} names a member by other than a string")),
+            )?;
+        Ok(Self { description: field("description").unwrap_or_default(), name, members })
+    }
+
+    /// The entries, one per name: two of one name are one namespace (as
+    /// Codex CLI coalesces its own), its members in order.
+    fn merged(entries: Vec<Value>) -> Result<Vec<Self>, CodecError> {
+        let mut merged: Vec<Self> = Vec::with_capacity(entries.len());
+        for namespace in entries.into_iter().map(Self::checked) {
+            let namespace = namespace?;
+            match merged.iter_mut().find(|known| known.name == namespace.name) {
+                Some(known) => {
+                    known.members.extend(namespace.members);
+                    if known.description.is_empty() {
+                        known.description = namespace.description;
+                    }
+                }
+                None => merged.push(namespace),
+            }
+        }
+        Ok(merged)
+    }
+
+    /// The flattened name a member's definition and calls carry.
+    fn wire_name(&self, member: &str) -> String {
+        format!("{}{NAMESPACE_SEPARATOR}{member}", self.name)
+    }
+
+    /// Whether OpenAI can be sent it as its own: it has a description and
+    /// members (both required), and no member is the forced choice.
+    fn goes_natively(&self, forced: Option<&str>) -> bool {
+        !self.description.is_empty()
+            && !self.members.is_empty()
+            && !forced.is_some_and(|forced| self.members.iter().any(|member| self.wire_name(member) == forced))
+    }
 }
 
 impl Asked {
@@ -72,20 +161,30 @@ impl Asked {
             Some(Value::Array(tools)) => tools.into_iter().map(custom_tool).collect::<Result<_, _>>()?,
             Some(_) => return Err(CodecError::Unsupported("`custom_tools` is not a list".to_owned())),
         };
+        let namespaces = match fields.remove(NAMESPACE_TOOLS) {
+            None => Vec::new(),
+            Some(Value::Array(entries)) => Namespace::merged(entries)?,
+            Some(_) => return Err(CodecError::Unsupported("`namespace_tools` is not a list".to_owned())),
+        };
         let prompt_cache_key = fields.remove(PROMPT_CACHE_KEY);
         if let Some(name) = fields.keys().next() {
             return Err(CodecError::Unsupported(format!("the Responses API component does not take {name:?}")));
         }
-        Ok(Self { custom, prompt_cache_key })
+        Ok(Self { custom, namespaces, prompt_cache_key })
     }
 
     fn apply(&self, body: &mut Map<String, Value>) -> Result<(), CodecError> {
         if let Some(key) = &self.prompt_cache_key {
             body.insert(PROMPT_CACHE_KEY.to_owned(), key.clone());
         }
+        self.apply_custom(body);
+        self.apply_namespaces(body)
+    }
+
+    fn apply_custom(&self, body: &mut Map<String, Value>) {
         let names: BTreeSet<&str> = self.custom.iter().filter_map(|tool| tool["name"].as_str()).collect();
         if names.is_empty() {
-            return Ok(());
+            return;
         }
         for tool in body.get_mut("tools").and_then(Value::as_array_mut).into_iter().flatten() {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -101,6 +200,69 @@ impl Asked {
         let mut custom_calls: BTreeSet<String> = BTreeSet::new();
         for item in body.get_mut("input").and_then(Value::as_array_mut).into_iter().flatten() {
             custom_item(item, &names, &mut custom_calls);
+        }
+    }
+
+    /// The flattened members of each namespace that can go natively regrouped
+    /// under OpenAI's `namespace` tool, where its first member stood; the
+    /// history's calls to them named by member and namespace.
+    fn apply_namespaces(&self, body: &mut Map<String, Value>) -> Result<(), CodecError> {
+        let forced = body.get("tool_choice").and_then(|choice| choice.get("name")).and_then(Value::as_str);
+        let native: Vec<&Namespace> =
+            self.namespaces.iter().filter(|namespace| namespace.goes_natively(forced)).collect();
+        if native.is_empty() {
+            return Ok(());
+        }
+        // Flattened name → (namespace, member's own name).
+        let mut members: BTreeMap<String, (&str, &str)> = BTreeMap::new();
+        for namespace in &native {
+            for member in &namespace.members {
+                members.insert(namespace.wire_name(member), (&namespace.name, member));
+            }
+        }
+        let tools = match body.get_mut("tools").and_then(Value::as_array_mut) {
+            Some(tools) => std::mem::take(tools),
+            None => Vec::new(),
+        };
+        let mut grouped: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        let mut regrouped = Vec::with_capacity(tools.len());
+        for mut tool in tools {
+            let wire = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            let Some((namespace, member)) = members.get(wire).copied() else {
+                regrouped.push(tool);
+                continue;
+            };
+            if !grouped.contains_key(namespace) {
+                // The namespace's place: where its first member stood.
+                regrouped.push(json!({"type": "namespace", "name": namespace}));
+            }
+            tool["name"] = json!(member);
+            grouped.entry(namespace).or_default().push(tool);
+        }
+        for namespace in &native {
+            let tools = grouped.remove(namespace.name.as_str()).unwrap_or_default();
+            if tools.len() != namespace.members.len() {
+                return Err(CodecError::Unsupported(format!(
+                    "namespace {:?} names members that are not among the request's tools",
+                    namespace.name
+                )));
+            }
+            let place =
+                regrouped.iter_mut().find(|tool| tool["type"] == "namespace" && tool["name"] == *namespace.name);
+            if let Some(place) = place {
+                place["description"] = json!(namespace.description);
+                place["tools"] = Value::Array(tools);
+            }
+        }
+        body.insert("tools".to_owned(), Value::Array(regrouped));
+        for item in body.get_mut("input").and_then(Value::as_array_mut).into_iter().flatten() {
+            let is_call =
+                matches!(item.get("type").and_then(Value::as_str), Some("function_call" | "custom_tool_call"));
+            let wire = item.get("name").and_then(Value::as_str).unwrap_or_default();
+            if let Some((namespace, member)) = members.get(wire).copied().filter(|_| is_call) {
+                item["name"] = json!(member);
+                item["namespace"] = json!(namespace);
+            }
         }
         Ok(())
     }
@@ -230,6 +392,131 @@ mod tests {
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["input"][1]["type"], "function_call");
         assert_eq!(body["prompt_cache_key"], "k");
+    }
+
+    fn function(name: &str) -> ToolDefinition {
+        ToolDefinition {
+            name: name.into(),
+            description: format!("{name} it"),
+            parameters_json: r#"{"type":"object"}"#.into(),
+        }
+    }
+
+    fn call(id: &str, name: &str, input_json: &str) -> Turn {
+        Turn::assistant(vec![ContentBlock::ToolUse(ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input_json: input_json.into(),
+        })])
+    }
+
+    /// Codex's shape: a top-level function, then a namespace of a function and
+    /// a custom tool, each called once in the history.
+    fn namespaced(choice: Option<ToolChoice>) -> PreparedConversation {
+        let mut conversation = PreparedConversation::of(vec![
+            Turn::user(vec![ContentBlock::Text("Find 7".into())]),
+            call("call_l", "crm__lookup", r#"{"id":7}"#),
+            call("call_n", "crm__note", &json!({"input": "seen"}).to_string()),
+        ]);
+        conversation.tools =
+            vec![function("shell"), function("crm__lookup"), function("crm__note"), function("mail__send")];
+        conversation.tool_choice = choice;
+        conversation
+    }
+
+    fn namespaced_body(choice: Option<ToolChoice>, fields: Value) -> Value {
+        let request = encode(&namespaced(choice), &CallParams::new("gpt-5", 100), &native(fields)).unwrap();
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    fn crm() -> Value {
+        json!({"name": "crm", "description": "The CRM.", "tools": ["lookup", "note"]})
+    }
+
+    #[test]
+    fn namespaces_go_as_openais_own_and_their_calls_carry_the_namespace() {
+        let note = json!({"name": "crm__note", "description": "Note it.", "format": {"type": "text"}});
+        let fields = json!({"custom_tools": [note], "namespace_tools": [crm()]});
+        let body = namespaced_body(Some(ToolChoice::Auto), fields);
+        let function = |name: &str, description: &str| {
+            json!({"type": "function", "name": name, "description": description, "parameters": {"type": "object"},
+                   "strict": false})
+        };
+        assert_eq!(
+            body["tools"],
+            json!([
+                function("shell", "shell it"),
+                {"type": "namespace", "name": "crm", "description": "The CRM.", "tools": [
+                    function("lookup", "crm__lookup it"),
+                    {"type": "custom", "name": "note", "description": "Note it.", "format": {"type": "text"}}
+                ]},
+                function("mail__send", "mail__send it"),
+            ]),
+            "a namespace where its first member stood; a tool not in one is left as it was"
+        );
+        assert_eq!(
+            body["input"][1],
+            json!({"type": "function_call", "call_id": "call_l", "name": "lookup", "namespace": "crm",
+                   "arguments": "{\"id\":7}"})
+        );
+        assert_eq!(
+            body["input"][2],
+            json!({"type": "custom_tool_call", "call_id": "call_n", "name": "note", "namespace": "crm", "input": "seen"})
+        );
+        assert_eq!(body["tool_choice"], "auto");
+    }
+
+    #[test]
+    fn a_namespace_whose_member_is_forced_or_that_has_no_description_stays_flattened() {
+        let forced = Some(ToolChoice::Named("crm__lookup".into()));
+        let body = namespaced_body(forced, json!({"namespace_tools": [crm()]}));
+        let names: Vec<&str> = body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["shell", "crm__lookup", "crm__note", "mail__send"]);
+        assert_eq!(body["tool_choice"], json!({"type": "function", "name": "crm__lookup"}));
+        assert_eq!(body["input"][1]["name"], "crm__lookup");
+        assert!(body["input"][1].get("namespace").is_none());
+
+        // Forcing a tool outside it leaves the namespace native.
+        let body = namespaced_body(Some(ToolChoice::Named("shell".into())), json!({"namespace_tools": [crm()]}));
+        assert_eq!(body["tools"][1]["type"], "namespace");
+        assert_eq!(body["tool_choice"], json!({"type": "function", "name": "shell"}));
+
+        let undescribed = json!({"name": "crm", "description": "", "tools": ["lookup", "note"]});
+        let body = namespaced_body(None, json!({"namespace_tools": [undescribed]}));
+        assert_eq!(body["tools"][1]["name"], "crm__lookup", "OpenAI requires a namespace's description");
+    }
+
+    #[test]
+    fn two_entries_of_one_namespace_are_one_namespace() {
+        let halves = json!([{"name": "crm", "description": "The CRM.", "tools": ["lookup"]},
+                            {"name": "crm", "description": "", "tools": ["note"]}]);
+        let body = namespaced_body(None, json!({"namespace_tools": halves}));
+        let namespace = &body["tools"][1];
+        assert_eq!(namespace["description"], "The CRM.");
+        let members: Vec<&str> =
+            namespace["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(members, ["lookup", "note"]);
+        assert_eq!(body["tools"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_namespace_naming_a_member_the_request_does_not_hold_is_refused() {
+        let params = CallParams::new("gpt-5", 100);
+        let refused = |fields: Value| encode(&namespaced(None), &params, &native(fields)).unwrap_err();
+        let missing = json!({"name": "crm", "description": "The CRM.", "tools": ["lookup", "delete"]});
+        assert!(
+            matches!(refused(json!({"namespace_tools": [missing]})), CodecError::Unsupported(m) if m.contains("\"crm\""))
+        );
+        assert!(matches!(
+            refused(json!({"namespace_tools": [{"description": "x", "tools": []}]})),
+            CodecError::Unsupported(_)
+        ));
+        assert!(matches!(
+            refused(json!({"namespace_tools": [{"name": "crm", "tools": [3]}]})),
+            CodecError::Unsupported(_)
+        ));
+        assert!(matches!(refused(json!({"namespace_tools": [{"name": "crm"}]})), CodecError::Unsupported(_)));
+        assert!(matches!(refused(json!({"namespace_tools": {"name": "crm"}})), CodecError::Unsupported(_)));
     }
 
     #[test]

@@ -262,6 +262,24 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_call_in_a_namespace_starts_under_its_flattened_name() {
+        let added = json!({"type": "function_call", "id": "fc_1", "call_id": "call_n", "name": "lookup",
+                           "namespace": "crm", "arguments": ""});
+        let done = json!({"type": "function_call", "id": "fc_1", "call_id": "call_n", "name": "lookup",
+                          "namespace": "crm", "arguments": "{\"id\":7}"});
+        let (deltas, _) = run(&[
+            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{\"id\":7}"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+            json!({"type": "response.completed", "response": {"status": "completed", "output": []}}),
+        ]);
+        let start = ToolCallStart { index: 0, id: "call_n".into(), name: "crm__lookup".into() };
+        assert_eq!(deltas[0], StreamDelta::ToolCallStart(start));
+        assert_eq!(deltas[1], StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"id\":7}".into() }));
+        assert_eq!(deltas[2], StreamDelta::ToolCallEnd(0));
+    }
+
+    #[test]
     fn a_custom_tool_calls_text_streams_as_the_input_of_its_arguments() {
         let added =
             json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch", "input": ""});
