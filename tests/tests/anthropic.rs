@@ -274,6 +274,29 @@ async fn a_rejected_key_is_authentication_failed_without_the_provider_text() {
     assert_eq!(upstream.request_count(), 1);
 }
 
+/// The runtime seed: Anthropic's 400 "credit balance is too low" is out of
+/// money (quota), not a bad request: `provider_credit_exhausted`, not retried,
+/// the provider's words only in the log.
+#[tokio::test]
+async fn a_low_credit_balance_is_provider_credit_exhausted_and_never_retried() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(anthropic_wire::error(
+        400,
+        "invalid_request_error",
+        "Your credit balance is too low to access the Anthropic API. SECRET-PROSE Plans & Billing.",
+    ));
+
+    let (status, headers, body) =
+        post(&gateway, &json!({"model": "claude", "messages": [{"role": "user", "content": "Hello"}]})).await;
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(parse(&body)["error"]["type"], "provider_credit_exhausted", "{body}");
+    assert!(!body.contains("SECRET-PROSE") && !body.contains("credit balance is too low"), "{body}");
+    assert_eq!(headers["x-weir-attempts"], "1");
+    assert_eq!(upstream.request_count(), 1, "out of money is never retried");
+    gateway.wait_for_stderr("SECRET-PROSE", Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_stream_with_thinking_text_and_a_tool_call_becomes_openai_chunks() {
     let upstream = FakeUpstream::start().await;

@@ -1,13 +1,18 @@
 //! What a failure means: non-2xx responses, and `error` events inside a 200 stream.
 //!
-//! Categories come from structured fields only: `error.type`, else the HTTP
-//! status. The `message` is prose that Anthropic rewords at will, so it goes to the
-//! log as detail and never picks a category. Two consequences, both deliberate:
+//! Categories come from structured fields: `error.type`, else the HTTP status.
+//! The `message` is prose that Anthropic rewords at will, so it goes to the log
+//! as detail and picks a category in one case only, the one the runtime seed
+//! names:
 //!
 //! * "Your credit balance is too low" arrives as a 400 `invalid_request_error`
-//!   whose only distinguishing mark is its message, so it stays invalid-request
-//!   (which is not retried either). `billing_error` (402) is the structured signal
-//!   for billing and is quota-exhausted.
+//!   whose only distinguishing mark is its message. The seed makes it quota
+//!   (out of money never recovers by retrying, and the caller must be told to
+//!   top up, not to fix the request), so a 400 `invalid_request_error` whose
+//!   message says `credit balance` is quota-exhausted ([`CREDIT_BALANCE`]); if
+//!   Anthropic rewords it, it falls back to invalid-request, which is not
+//!   retried either. `billing_error` (402) is the structured signal for
+//!   billing and is quota-exhausted too.
 //! * An over-long prompt is a 400 `invalid_request_error` ("prompt is too long")
 //!   with no structured field saying so: invalid-request. The one structured
 //!   context signal the API gives is the `model_context_window_exceeded` stop
@@ -28,6 +33,9 @@ use crate::errors::{ErrorFields, class_for_status, truncate};
 use crate::http::{retry_hint, rfc3339_unix_ms};
 use crate::types::{ErrorClass, Headers, HttpResponse, InBandError, Retry, RetryHint};
 
+/// What the message of Anthropic's out-of-credit 400 says (lower case).
+const CREDIT_BALANCE: &str = "credit balance";
+
 /// Classifies a non-2xx response from `surface` (see the module doc for the order).
 pub fn classify(surface: Surface, response: &HttpResponse) -> ErrorClass {
     let fields = ErrorFields::parse(&response.body);
@@ -39,7 +47,17 @@ pub fn classify(surface: Surface, response: &HttpResponse) -> ErrorClass {
         Some(id) => truncate(format!("{} request-id={id}", fields.detail(response.status))),
         None => fields.detail(response.status),
     };
+    if out_of_credit(&fields) {
+        return ErrorClass::QuotaExhausted(detail);
+    }
     class_for(anthropic_status.unwrap_or(response.status), &response.headers, detail)
+}
+
+/// Anthropic's "Your credit balance is too low …": an `invalid_request_error`
+/// that only its message tells apart (see the module doc).
+fn out_of_credit(fields: &ErrorFields) -> bool {
+    fields.kind.as_deref() == Some("invalid_request_error")
+        && fields.message.as_deref().is_some_and(|message| message.to_ascii_lowercase().contains(CREDIT_BALANCE))
 }
 
 /// The HTTP status each documented `error.type` comes with. The type decides when
@@ -177,14 +195,20 @@ mod tests {
     }
 
     #[test]
-    fn credit_balance_and_long_prompts_stay_invalid_requests() {
+    fn a_low_credit_balance_is_quota_and_a_long_prompt_an_invalid_request() {
         let credit = error_body(
             "invalid_request_error",
             "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
         );
-        assert!(matches!(class(400, &[], &credit), ErrorClass::InvalidRequest(d) if d.contains("credit balance")));
+        assert!(matches!(class(400, &[], &credit), ErrorClass::QuotaExhausted(d) if d.contains("credit balance")));
+        // The same words under another type, or another type's words, are not it.
+        let other_type = error_body("api_error", "Your credit balance is too low");
+        assert!(matches!(class(500, &[], &other_type), ErrorClass::Transient(_)));
         let long = error_body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum");
         assert!(matches!(class(400, &[], &long), ErrorClass::InvalidRequest(_)));
+        // On an AWS surface, Anthropic's envelope from the model's service decides the same way.
+        let mantle = super::classify(Surface::Mantle, &response(400, &[], &credit));
+        assert!(matches!(mantle, ErrorClass::QuotaExhausted(_)), "{mantle:?}");
     }
 
     #[test]
