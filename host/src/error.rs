@@ -182,12 +182,7 @@ impl WeirError {
     pub fn category(&self) -> Category {
         match self {
             Self::Unauthenticated(_) => Category::InvalidApiKey,
-            Self::Budget(error) => match error {
-                BudgetError::Exhausted { .. } => Category::BudgetExhausted,
-                BudgetError::CallCeiling { .. } => Category::CallBudgetExceeded,
-                BudgetError::Unpriced { .. } => Category::InvalidRequest,
-                BudgetError::Shared(error) => admission_category(error),
-            },
+            Self::Budget(error) => error.category(),
             Self::LedgerUnavailable(_) => Category::LedgerUnavailable,
             Self::ModelNotPermitted { .. } => Category::PermissionDenied,
             Self::UnknownModel(_) => Category::ModelNotFound,
@@ -224,7 +219,7 @@ impl WeirError {
                 ReachError::SigningService { .. } | ReachError::SigningHost { .. } => Category::ProviderFault,
             },
             Self::Compliance { .. } => Category::ComplianceRefused,
-            Self::Admission(error) => admission_category(error),
+            Self::Admission(error) => error.category(),
             Self::Plugin { source, .. } => match source {
                 PluginError::Fault { .. } => Category::ProviderFault,
                 PluginError::NoFreeInstance { .. } => Category::GatewayBusy,
@@ -401,19 +396,6 @@ impl WeirError {
                 "the gateway cannot record calls right now, so it makes none; see the server log".to_owned()
             }
         }
-    }
-}
-
-/// The category of an admission refusal, wherever it surfaced (the gate, or
-/// a budget hold that met the fleet's shared state down).
-fn admission_category(error: &AdmissionError) -> Category {
-    match error {
-        AdmissionError::NeverFits { .. } => Category::CapacityExceeded,
-        AdmissionError::DeadlineBeforeFit { .. } | AdmissionError::DeadlinePassed { .. } => Category::Timeout,
-        // The gateway's own queue for this model is full: the same advice
-        // as an upstream overload (come back later), with a `retry-after`.
-        AdmissionError::QueueFull { .. } => Category::Overloaded,
-        AdmissionError::SharedStateUnavailable { .. } => Category::SharedStateUnavailable,
     }
 }
 

@@ -37,6 +37,7 @@ use tokio::time::{Duration, Instant};
 use super::Lane;
 use super::lane::InteractiveShare;
 use super::store::{Axis, Demand, Lease, PermitPool, PermitVerdict, RateAccount, Shortfall, Verdict};
+use crate::failure::Category;
 
 /// How often a lane's head asks again for a permit the whole fleet holds: a
 /// release in another gateway cannot wake it.
@@ -60,6 +61,20 @@ pub enum AdmissionError {
     /// refuse rather than risk overspending them.
     #[error("model `{model}`: the fleet's shared limits are unreachable, and the policy is to refuse")]
     SharedStateUnavailable { model: String },
+}
+
+impl AdmissionError {
+    /// The category a caller sees (the call's error answers the same).
+    pub fn category(&self) -> Category {
+        match self {
+            Self::NeverFits { .. } => Category::CapacityExceeded,
+            Self::DeadlineBeforeFit { .. } | Self::DeadlinePassed { .. } => Category::Timeout,
+            // The gateway's own queue for this model is full: the same advice
+            // as an upstream overload (come back later), with a `retry-after`.
+            Self::QueueFull { .. } => Category::Overloaded,
+            Self::SharedStateUnavailable { .. } => Category::SharedStateUnavailable,
+        }
+    }
 }
 
 /// One model's admission queues.

@@ -12,6 +12,7 @@ use super::limits::Limits;
 use crate::accounting::Amount;
 use crate::accounting::{Clock, Kind, Period, Scope, Spend, Timezone};
 use crate::admission::AdmissionError;
+use crate::failure::Category;
 use crate::fleet::{Check, HoldRefused, SharedBudgets, SharedErrorPolicy};
 
 /// Why a budget refused a call; every refusal comes before anything is sent.
@@ -46,6 +47,18 @@ pub enum BudgetError {
     /// The fleet's shared budgets cannot be reached and the policy is to refuse.
     #[error(transparent)]
     Shared(AdmissionError),
+}
+
+impl BudgetError {
+    /// The category a caller sees (the call's error answers the same).
+    pub fn category(&self) -> Category {
+        match self {
+            Self::Exhausted { .. } => Category::BudgetExhausted,
+            Self::CallCeiling { .. } => Category::CallBudgetExceeded,
+            Self::Unpriced { .. } => Category::InvalidRequest,
+            Self::Shared(error) => error.category(),
+        }
+    }
 }
 
 /// Budgets by scope, and what each has spent and holds.
