@@ -173,6 +173,9 @@ pub struct Stamp {
     pub cache_multipliers: Option<CacheMultipliers>,
     /// Native fields and betas the serving provider was not handed.
     pub native_dropped: NativeDropped,
+    /// The entries of the caller's role passed over before the one that
+    /// served (they could not be called now), in the role's order.
+    pub passed_over: Vec<String>,
 }
 
 /// A normalized answer.

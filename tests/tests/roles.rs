@@ -164,8 +164,10 @@ async fn a_role_is_served_by_its_pin() {
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(rig.wire_ids(), ["wire-b"]);
     assert_eq!((header(&answer, "x-weir-model"), header(&answer, "x-weir-role")), ("b", "chat"));
+    assert!(answer.headers.get("x-weir-passed-over").is_none(), "nothing was passed over");
     let record = rig.last_record();
     assert_eq!((record.model.as_str(), record.role.as_deref()), ("b", Some("chat")));
+    assert!(!record.notes.iter().any(|note| note.starts_with("passed_over:")), "{:?}", record.notes);
 }
 
 #[tokio::test]
@@ -180,6 +182,12 @@ async fn an_unpinned_grade_is_served_by_its_first_entry_that_can_be_called() {
     assert_eq!(rig.wire_ids(), ["wire-a"]);
     assert_eq!(rig.upstream.received()[0].header("authorization"), Some("Bearer sk-test"));
     assert_eq!(rig.weir.resolve("chat", None).await.unwrap(), "a");
+    // Never a silent substitution: the answer and the record name what was passed over.
+    assert_eq!((header(&answer, "x-weir-model"), header(&answer, "x-weir-passed-over")), ("a", "gone"));
+    let record = rig.last_record();
+    assert_eq!((record.model.as_str(), record.role.as_deref()), ("a", Some("chat")));
+    let passed: Vec<&String> = record.notes.iter().filter(|note| note.starts_with("passed_over:")).collect();
+    assert_eq!(passed, ["passed_over:gone"], "{:?}", record.notes);
 }
 
 #[tokio::test]

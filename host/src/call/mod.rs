@@ -416,6 +416,7 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         ended_at: SystemTime::now(),
         cache_multipliers: tally.resolved.as_ref().map(|resolved| resolved.multipliers),
         native_dropped: tally.native_dropped.clone(),
+        passed_over: tally.resolved.as_ref().map(|resolved| resolved.passed_over.clone()).unwrap_or_default(),
     }
 }
 
@@ -486,6 +487,7 @@ fn resolved(target: &target::Reached<'_>) -> Resolved {
         endpoint_host: endpoint_host(&target.endpoint),
         prices: model.prices,
         multipliers: CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier },
+        passed_over: target.passed_over.clone(),
     }
 }
 

@@ -45,6 +45,10 @@ pub(super) struct Reached<'a> {
     pub binding: Binding<'a>,
     /// The role the caller named, when it named one.
     pub role: Option<&'a str>,
+    /// The entries of that role passed over before this one because they
+    /// could not be called now (an unpinned role's substitution, never
+    /// silent: recorded, and answered in `x-weir-passed-over`).
+    pub passed_over: Vec<String>,
     /// The call's opening in the record, settled before the first request leaves.
     pub opening: &'a Opening,
 }
@@ -89,6 +93,13 @@ impl<'a> Resolution<'a> {
     pub fn reached(&self) -> &Reached<'a> {
         match self {
             Self::Component(target) => &target.reached,
+            Self::Host(reached) => reached,
+        }
+    }
+
+    fn reached_mut(&mut self) -> &mut Reached<'a> {
+        match self {
+            Self::Component(target) => &mut target.reached,
             Self::Host(reached) => reached,
         }
     }
@@ -204,13 +215,17 @@ async fn resolve_role<'a>(
     let catalog = weir.catalog();
     let mut refused = None;
     let mut unavailable = None;
+    let mut passed_over = Vec::new();
     for id in picks.entries.iter() {
         let Some(model) = catalog.get(id).filter(|model| model.kind == role.kind) else {
             tracing::warn!(role = %role.name, entry = %id, "the picker named an entry the catalog does not have for its kind");
             continue;
         };
         let error = match resolve_entry(weir, model, Some(&role.name), caller, opening).await {
-            Ok(target) => return Ok(target),
+            Ok(mut target) => {
+                target.reached_mut().passed_over = passed_over;
+                return Ok(target);
+            }
             Err(error) => error,
         };
         match error {
@@ -220,6 +235,7 @@ async fn resolve_role<'a>(
             _ if picks.pinned => return Err(role_unavailable(role, error)),
             _ => {
                 tracing::info!(role = %role.name, entry = %model.id, %error, "passed over: cannot be called now");
+                passed_over.push(model.id.clone());
                 unavailable.get_or_insert(error);
             }
         }
@@ -299,6 +315,7 @@ async fn resolve_component_entry<'a>(
         endpoint,
         binding,
         role,
+        passed_over: Vec::new(),
         opening,
     };
     Ok(Target { reached, provider, native: None })
@@ -350,6 +367,7 @@ async fn resolve_decision_entry<'a>(
         endpoint: destination.endpoint,
         binding: Binding::new(weir.config().retention.get(provider), model, weir.compliance()),
         role,
+        passed_over: Vec::new(),
         opening,
     })
 }

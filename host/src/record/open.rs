@@ -22,6 +22,8 @@ pub(crate) struct Resolved {
     pub endpoint_host: Option<String>,
     pub prices: Prices,
     pub multipliers: CacheMultipliers,
+    /// The role's entries passed over before this one (see `call::target`).
+    pub passed_over: Vec<String>,
 }
 
 /// How the call ended, as its record says.
@@ -205,6 +207,9 @@ impl CallLog {
             client: self.client.take(),
             notes: std::mem::take(&mut self.route_notes)
                 .into_iter()
+                .chain(
+                    resolved.into_iter().flat_map(|r| r.passed_over.iter().map(|entry| format!("passed_over:{entry}"))),
+                )
                 .chain(ending.notes.into_iter().map(str::to_owned))
                 .collect(),
             charged_worst_case: ending.charged_worst_case,

@@ -26,7 +26,7 @@
 //! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
 //! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
-//! `x-weir-latency-ms`.
+//! `x-weir-latency-ms` (and `x-weir-role`, `x-weir-passed-over` when they apply).
 
 mod anthropic;
 mod auth;
@@ -98,6 +98,11 @@ pub fn router(weir: Weir) -> Router {
 pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Result<Stopped> {
     edge::serve(weir, listener).await
 }
+
+/// `x-weir-passed-over`: the entries of the caller's role passed over before
+/// the one that served, because they could not be called now (absent when
+/// none was): a role's substitution is never silent.
+const PASSED_OVER_HEADER: &str = "x-weir-passed-over";
 
 /// `x-weir-call-id`: the call's record in the ledger, on every answer and error.
 const CALL_ID_HEADER: &str = "x-weir-call-id";
@@ -354,6 +359,7 @@ fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
         ("x-weir-attempts", Some(stamp.attempts.to_string())),
         ("x-weir-max-tokens", stamp.requested_max_tokens.map(|n| n.to_string())),
         ("x-weir-latency-ms", Some(stamp.latency.as_millis().to_string())),
+        (PASSED_OVER_HEADER, (!stamp.passed_over.is_empty()).then(|| stamp.passed_over.join(", "))),
     ];
     for (name, value) in values {
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {

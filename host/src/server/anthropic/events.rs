@@ -258,6 +258,7 @@ mod tests {
             ended_at: SystemTime::UNIX_EPOCH,
             cache_multipliers: None,
             native_dropped: crate::NativeDropped::default(),
+            passed_over: Vec::new(),
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }

@@ -132,6 +132,7 @@ mod tests {
                 ended_at: SystemTime::UNIX_EPOCH,
                 cache_multipliers: None,
                 native_dropped: crate::NativeDropped::default(),
+                passed_over: Vec::new(),
             },
         }
     }

@@ -233,6 +233,7 @@ pub(super) mod tests {
             ended_at: UNIX_EPOCH,
             cache_multipliers: None,
             native_dropped: crate::NativeDropped::default(),
+            passed_over: Vec::new(),
         }
     }
 
