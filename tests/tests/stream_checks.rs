@@ -81,36 +81,53 @@ const MESSAGES_SSE: &str = "Anthropic Messages (SSE)";
 const CONVERSE: &str = "Bedrock ConverseStream (AWS event stream)";
 const INVOKE: &str = "Anthropic on Bedrock InvokeModelWithResponseStream (AWS event stream)";
 
+/// An embedded component, its streaming keys with the dialect each speaks, and
+/// fixture lines its run must pass.
+struct Streaming {
+    component: &'static str,
+    keys: &'static [(&'static str, &'static str)],
+    fixture_lines: &'static [&'static str],
+}
+
+const IN_REPO: [Streaming; 5] = [
+    Streaming {
+        component: "openai",
+        keys: &[("openai", CHAT_SSE), ("openai-compatible", CHAT_SSE), ("openai-responses", RESPONSES_SSE)],
+        fixture_lines: &["openai: fixture: a stream cut before finish_reason is malformed at finish"],
+    },
+    Streaming {
+        component: "anthropic",
+        keys: &[("anthropic", MESSAGES_SSE)],
+        fixture_lines: &["anthropic: fixture: thinking with its signature, then text"],
+    },
+    Streaming { component: "anthropic-bedrock", keys: &[("anthropic-bedrock", INVOKE)], fixture_lines: &[] },
+    Streaming {
+        component: "anthropic-bedrock-mantle",
+        keys: &[("anthropic-bedrock-mantle", MESSAGES_SSE)],
+        fixture_lines: &[],
+    },
+    Streaming {
+        component: "bedrock-converse",
+        keys: &[("bedrock-converse", CONVERSE)],
+        fixture_lines: &[
+            "bedrock-converse: fixture: reasoning, text, then usage in metadata",
+            "bedrock-converse: fixture: an error frame (message-type error) is transient",
+        ],
+    },
+];
+
 #[test]
 fn every_in_repo_streaming_component_passes_each_stream_check_with_its_stream_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    let components: [(&str, &[(&str, &str)], &[&str]); 5] = [
-        (
-            "openai",
-            &[("openai", CHAT_SSE), ("openai-compatible", CHAT_SSE), ("openai-responses", RESPONSES_SSE)],
-            &["openai: fixture: a stream cut before finish_reason is malformed at finish"],
-        ),
-        ("anthropic", &[("anthropic", MESSAGES_SSE)], &["anthropic: fixture: thinking with its signature, then text"]),
-        ("anthropic-bedrock", &[("anthropic-bedrock", INVOKE)], &[]),
-        ("anthropic-bedrock-mantle", &[("anthropic-bedrock-mantle", MESSAGES_SSE)], &[]),
-        (
-            "bedrock-converse",
-            &[("bedrock-converse", CONVERSE)],
-            &[
-                "bedrock-converse: fixture: reasoning, text, then usage in metadata",
-                "bedrock-converse: fixture: an error frame (message-type error) is transient",
-            ],
-        ),
-    ];
-    for (name, keys, fixture_lines) in components {
-        let output = weir_check(&[&embedded_component(dir.path(), name), "--fixtures", &fixtures(name)]);
+    for Streaming { component, keys, fixture_lines } in IN_REPO {
+        let output = weir_check(&[&embedded_component(dir.path(), component), "--fixtures", &fixtures(component)]);
         let stdout = stdout(&output);
-        assert!(output.status.success() && failures(&stdout).is_empty(), "{name}:\n{stdout}");
+        assert!(output.status.success() && failures(&stdout).is_empty(), "{component}:\n{stdout}");
         for (key, dialect) in keys {
             passes_every_stream_check(&stdout, key, dialect);
         }
         for line in fixture_lines {
-            assert!(stdout.contains(&format!("ok    {line}\n")), "{name}: missing {line:?} in:\n{stdout}");
+            assert!(stdout.contains(&format!("ok    {line}\n")), "{component}: missing {line:?} in:\n{stdout}");
         }
     }
 }
