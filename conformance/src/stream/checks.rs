@@ -2,7 +2,7 @@
 //! fed the kit's samples of its dialect ([`super::samples`]), read from the
 //! streaming request it encodes, and must:
 //!
-//! - stream text in order, then one end-turn stop ([`TEXT`]);
+//! - stream text in order, then one end-turn stop ([`TEXT_IN_ORDER`]);
 //! - join a tool call's arguments split across frames into one whole call ([`TOOL_CALL`]);
 //! - report the usage the upstream sent ([`USAGE`]);
 //! - turn an error frame into an error delta of the class it means ([`IN_BAND_ERROR`]);
