@@ -4,7 +4,8 @@
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
 //! version, mixed versions, no operation, logprobs without chat, wrong function types, another world), the one-operation
 //! components (`tests/operations`: a 0.1.0 chat one, an embeddings-only and a
-//! rerank-only 0.3.0 one), the Python providers (`providers/hermes-py` and the
+//! rerank-only 0.3.0 one), the provider whose stream decoder is broken one way
+//! per key (`tests/broken-streams`), the Python providers (`providers/hermes-py` and the
 //! Python template `providers/template-py`, built with componentize-py), and the
 //! JavaScript template (`providers/template-js`, built with the componentize-js its
 //! `npm ci` installed).
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 15] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 16] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
@@ -30,6 +31,13 @@ const BUILDS: [(&str, Option<&str>, &str, &str, &str); 15] = [
         "WEIR_HOSTILE_NATIVE_WASM",
     ),
     ("weir-reach-provider", None, "weir_reach_provider.wasm", "reach", "WEIR_REACH_WASM"),
+    (
+        "weir-broken-streams-provider",
+        None,
+        "weir_broken_streams_provider.wasm",
+        "broken-streams",
+        "WEIR_BROKEN_STREAMS_WASM",
+    ),
     ("weir-foreign-component", None, "weir_foreign_component.wasm", "wrong-version", "WEIR_WRONG_VERSION_WASM"),
     (
         "weir-foreign-component",
@@ -102,6 +110,7 @@ fn run() -> Result<(), String> {
             "tests/foreign",
             "tests/reach",
             "tests/operations",
+            "tests/broken-streams",
             "tests/build.rs",
             "providers/ollama",
             "sdk",

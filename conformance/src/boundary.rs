@@ -136,8 +136,9 @@ macro_rules! boundary_conversions {
                 }
             }
 
-            pub fn decoded(response: t::ChatResponse) -> n::Decoded {
-                let stop = match response.stop_reason {
+            /// The stop reason in the world's spelling.
+            fn stop_name(reason: t::StopReason) -> &'static str {
+                match reason {
                     t::StopReason::EndTurn => "end-turn",
                     t::StopReason::MaxTokens => "max-tokens",
                     t::StopReason::StopSequence => "stop-sequence",
@@ -146,16 +147,24 @@ macro_rules! boundary_conversions {
                     t::StopReason::Pause => "pause",
                     t::StopReason::ContextWindowExceeded => "context-window-exceeded",
                     t::StopReason::Other => "other",
-                };
-                let mut decoded = n::Decoded::new(response.content.into_iter().map(block_back).collect(), stop.to_owned());
-                decoded.raw_stop = response.raw_stop_reason;
-                decoded.usage = response.usage.map(|usage| n::Usage {
+                }
+            }
+
+            fn usage(usage: t::Usage) -> n::Usage {
+                n::Usage {
                     input: usage.input,
                     output: usage.output,
                     cache_read: usage.cache_read,
                     cache_write: usage.cache_write,
                     reasoning: usage.reasoning,
-                });
+                }
+            }
+
+            pub fn decoded(response: t::ChatResponse) -> n::Decoded {
+                let stop = stop_name(response.stop_reason);
+                let mut decoded = n::Decoded::new(response.content.into_iter().map(block_back).collect(), stop.to_owned());
+                decoded.raw_stop = response.raw_stop_reason;
+                decoded.usage = response.usage.map(usage);
                 decoded.refusal = response.refusal.map(refusal);
                 decoded.served_model = response.served_model;
                 decoded.request_id = response.request_id;
@@ -233,6 +242,42 @@ macro_rules! boundary_conversions {
                 }
             }
 
+            pub fn stream_event(event: &n::StreamEvent) -> t::StreamEvent {
+                t::StreamEvent { name: event.name.clone(), headers: event.headers.clone(), data: event.data.clone() }
+            }
+
+            pub fn deltas(deltas: Vec<t::StreamDelta>) -> Vec<n::Delta> {
+                deltas.into_iter().map(delta).collect()
+            }
+
+            fn delta(delta: t::StreamDelta) -> n::Delta {
+                match delta {
+                    t::StreamDelta::Text(text) => n::Delta::Text(text),
+                    t::StreamDelta::Thinking(text) => n::Delta::Thinking(text),
+                    t::StreamDelta::ThinkingSignature(signature) => n::Delta::ThinkingSignature(signature),
+                    t::StreamDelta::ToolCallStart(start) => {
+                        n::Delta::ToolCallStart { index: start.index, id: start.id, name: start.name }
+                    }
+                    t::StreamDelta::ToolCallFragment(fragment) => {
+                        n::Delta::ToolCallFragment { index: fragment.index, json: fragment.json }
+                    }
+                    t::StreamDelta::ToolCallEnd(index) => n::Delta::ToolCallEnd(index),
+                    t::StreamDelta::Usage(counts) => n::Delta::Usage(usage(counts)),
+                    t::StreamDelta::Stop(stop) => n::Delta::Stop(n::Stop {
+                        reason: stop_name(stop.reason).to_owned(),
+                        raw: stop.raw,
+                        refusal: stop.refusal.map(refusal),
+                    }),
+                    t::StreamDelta::ServedModel(model) => n::Delta::ServedModel(model),
+                    t::StreamDelta::RequestId(id) => n::Delta::RequestId(id),
+                    t::StreamDelta::Error(error) => n::Delta::Error(n::InBand {
+                        status: error.status,
+                        status_from_prose: error.status_from_prose,
+                        class: classified(error.class),
+                    }),
+                }
+            }
+
             pub fn codec_failure(error: t::CodecError) -> n::CodecFailure {
                 match error {
                     t::CodecError::Unsupported(reason) => n::CodecFailure::Unsupported(reason),
@@ -287,6 +332,10 @@ macro_rules! boundary_conversions {
                         _ => None,
                     },
                     streaming: info.capabilities.contains(t::Capabilities::STREAMING),
+                    framing: match info.stream_framing {
+                        t::StreamFraming::Sse => n::Framing::Sse,
+                        t::StreamFraming::AwsEventStream => n::Framing::AwsEventStream,
+                    },
                 }
             }
         }

@@ -32,6 +32,21 @@
 //! {"kind": "rerank_classify", ...}
 //! ```
 //!
+//! A `stream` case gives a stream's body as the upstream sends it, in the key's
+//! framing, and what its decoder must make of it (a JSON subset of
+//! [`crate::stream::DecodedStream`]): SSE text (one string, or an array of the
+//! chunks it arrives in), or AWS event-stream messages (see
+//! [`crate::fixture::EventFrame`]):
+//!
+//! ```json
+//! {"kind": "stream", "name": "...", "provider": "openai",
+//!  "sse": "data: {...}\n\ndata: [DONE]\n\n",
+//!  "expect": {"ending": "complete", "text": "Hello", "stop": "end-turn", "usage": {"input": 9}}}
+//! {"kind": "stream", "name": "...", "provider": "bedrock-converse",
+//!  "event_stream": [{"event": "contentBlockDelta", "json": {...}}, {"exception": "throttlingException", "json": {...}}],
+//!  "expect": {"ending": "in-band-error", "error": {"class": "rate-limited"}}}
+//! ```
+//!
 //! An encode case's wire id must be one its key serves for that operation, and
 //! the generic embeddings and rerank checks run on it too (see [`crate::target`]).
 //!
@@ -45,7 +60,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::fixture::{CodecFailure, Conversation, EmbedParams, Params, RerankParams, Response, WireRequest};
+use crate::fixture::{
+    CodecFailure, Conversation, EmbedParams, EventFrame, Params, ProviderSummary, RerankParams, Response, StreamInput,
+    WireRequest,
+};
 use crate::json::subset;
 use crate::report::Report;
 use crate::subject::{Answer, Operation, Subject};
@@ -113,13 +131,41 @@ pub enum Case {
         response: Response,
         expect: Value,
     },
+    /// A stream's body in (`sse` or `event_stream`, in the key's framing);
+    /// `expect` is a JSON subset of [`crate::stream::DecodedStream`].
+    Stream {
+        name: String,
+        provider: String,
+        #[serde(default)]
+        sse: Option<SseBody>,
+        #[serde(default)]
+        event_stream: Option<Vec<EventFrame>>,
+        expect: Value,
+    },
+}
+
+/// A `stream` case's SSE body: one string, or the chunks it arrives in.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SseBody {
+    Whole(String),
+    Chunks(Vec<String>),
+}
+
+impl SseBody {
+    fn chunks(self) -> Vec<Vec<u8>> {
+        match self {
+            Self::Whole(text) => vec![text.into_bytes()],
+            Self::Chunks(chunks) => chunks.into_iter().map(String::into_bytes).collect(),
+        }
+    }
 }
 
 impl Case {
     /// The operation whose functions the case calls.
     pub fn operation(&self) -> Operation {
         match self {
-            Self::Encode { .. } | Self::Decode { .. } | Self::Classify { .. } => Operation::Chat,
+            Self::Encode { .. } | Self::Decode { .. } | Self::Classify { .. } | Self::Stream { .. } => Operation::Chat,
             Self::EmbeddingsEncode { .. } | Self::EmbeddingsDecode { .. } | Self::EmbeddingsClassify { .. } => {
                 Operation::Embeddings
             }
@@ -190,8 +236,11 @@ pub fn parse(text: &str) -> Result<Vec<Case>, serde_json::Error> {
 /// Runs every case whose provider key the subject serves; a case for a key it does
 /// not serve, or of an operation it does not export, is itself a failure (the
 /// fixture would silently never run). So is an encode case of embeddings or
-/// rerank for a wire id its key does not serve for that operation.
-pub async fn run<S: Subject>(subject: &S, served: &[String], cases: Vec<Case>, report: &mut Report) {
+/// rerank for a wire id its key does not serve for that operation, and a stream
+/// case for a key that does not declare streaming (the host never streams from it).
+pub async fn run<S: Subject>(subject: &S, providers: &[ProviderSummary], cases: Vec<Case>, report: &mut Report) {
+    let served: Vec<String> = providers.iter().map(|provider| provider.key.clone()).collect();
+    let served = served.as_slice();
     let operations = subject.operations();
     for case in cases {
         let operation = case.operation();
@@ -240,6 +289,14 @@ pub async fn run<S: Subject>(subject: &S, served: &[String], cases: Vec<Case>, r
                 let result = exported_and_served(exported, operation, served, &provider, async {
                     wire_id_served(subject, operation, &provider, &params.model).await?;
                     encode_matches(subject.rerank_encode(&provider, &query, &documents, &params).await, &expect)
+                })
+                .await;
+                (provider, name, result)
+            }
+            Case::Stream { name, provider, sse, event_stream, expect } => {
+                let result = exported_and_served(exported, operation, served, &provider, async {
+                    let summary = providers.iter().find(|summary| summary.key == provider);
+                    stream_matches(subject, summary, sse, event_stream, &expect).await
                 })
                 .await;
                 (provider, name, result)
@@ -294,6 +351,28 @@ async fn wire_id_served<S: Subject>(
         Ok(false) => Err(format!("`{provider}` does not serve `{wire_id}` for {operation}")),
         Err(fault) => Err(format!("fault in {operation} serves: {}", fault.0)),
     }
+}
+
+/// Whether the stream `sse` or `event_stream` holds decodes to `expect` through
+/// `provider`'s decoder.
+async fn stream_matches<S: Subject>(
+    subject: &S,
+    provider: Option<&ProviderSummary>,
+    sse: Option<SseBody>,
+    event_stream: Option<Vec<EventFrame>>,
+    expect: &Value,
+) -> Result<(), String> {
+    let provider = provider.ok_or("the component does not serve this key")?;
+    if !provider.streaming {
+        return Err(format!("`{}` does not declare `streaming`: the host never streams from it", provider.key));
+    }
+    let input = match (sse, event_stream) {
+        (Some(body), None) => StreamInput::Sse(body.chunks()),
+        (None, Some(frames)) => StreamInput::EventStream(frames),
+        _ => return Err("a stream case gives exactly one of `sse` and `event_stream`".to_owned()),
+    };
+    let decoded = crate::stream::decode(subject, provider, &input).await?;
+    subset(expect, &serde_json::to_value(decoded).map_err(|e| e.to_string())?)
 }
 
 fn declined_as(expected: Option<&str>, answer_kind: Option<&CodecFailure>) -> Option<Result<(), String>> {

@@ -276,6 +276,172 @@ pub struct ProviderSummary {
     /// The header the host puts the secret in, when the credential is a header.
     pub credential_header: Option<String>,
     pub streaming: bool,
+    /// How the key's streams are framed: what a stream case must give.
+    pub framing: Framing,
+}
+
+// ------------------------------------------------------------------ streams
+
+/// How a provider key's streams are framed (`stream-framing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `text/event-stream`.
+    Sse,
+    /// `application/vnd.amazon.eventstream` (Bedrock).
+    AwsEventStream,
+}
+
+impl Framing {
+    /// The WIT enum case's name, as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sse => "sse",
+            Self::AwsEventStream => "aws-event-stream",
+        }
+    }
+}
+
+/// One transport event as the host hands it to a stream decoder (`stream-event`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEvent {
+    /// SSE `event:` name, or the event-stream `:event-type` (else `:exception-type`).
+    pub name: Option<String>,
+    /// Event-stream headers as text; empty for SSE.
+    pub headers: Vec<(String, String)>,
+    /// SSE `data:` lines joined by `\n`, or the event-stream payload.
+    pub data: Vec<u8>,
+}
+
+/// One AWS event-stream message before the host frames it: string headers and a
+/// payload. A fixture file writes one as `{"event": "contentBlockDelta", "json": {...}}`,
+/// `{"exception": "throttlingException", "json": {...}}` (each adds the three
+/// headers Bedrock sends with it), with optional further `headers` (`[name, value]`
+/// pairs) and the payload as `json` or raw `text`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "EventFrameFixture")]
+pub struct EventFrame {
+    pub headers: Vec<(String, String)>,
+    pub payload: Vec<u8>,
+}
+
+impl EventFrame {
+    /// A normal frame: `:event-type`, `:content-type` JSON, `:message-type` event.
+    pub fn event(event_type: &str, payload: impl Into<Vec<u8>>) -> Self {
+        Self { headers: typed_headers(":event-type", event_type, "event"), payload: payload.into() }
+    }
+
+    /// An error after the 200: `:exception-type`, `:content-type` JSON,
+    /// `:message-type` exception.
+    pub fn exception(exception_type: &str, payload: impl Into<Vec<u8>>) -> Self {
+        Self { headers: typed_headers(":exception-type", exception_type, "exception"), payload: payload.into() }
+    }
+
+    /// The event the host makes of this message: named by its `:event-type`, else
+    /// its `:exception-type`, every header kept, the payload as data.
+    pub fn to_event(&self) -> StreamEvent {
+        let header =
+            |wanted: &str| self.headers.iter().find(|(name, _)| name == wanted).map(|(_, value)| value.clone());
+        StreamEvent {
+            name: header(":event-type").or_else(|| header(":exception-type")),
+            headers: self.headers.clone(),
+            data: self.payload.clone(),
+        }
+    }
+}
+
+fn typed_headers(type_header: &str, type_name: &str, message_type: &str) -> Vec<(String, String)> {
+    vec![
+        (type_header.to_owned(), type_name.to_owned()),
+        (":content-type".to_owned(), "application/json".to_owned()),
+        (":message-type".to_owned(), message_type.to_owned()),
+    ]
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventFrameFixture {
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    exception: Option<String>,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    json: Option<Value>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl From<EventFrameFixture> for EventFrame {
+    fn from(fixture: EventFrameFixture) -> Self {
+        let payload = match (fixture.json, fixture.text) {
+            (Some(json), _) => json.to_string().into_bytes(),
+            (None, Some(text)) => text.into_bytes(),
+            (None, None) => Vec::new(),
+        };
+        let mut frame = match (fixture.event, fixture.exception) {
+            (Some(event), _) => Self::event(&event, payload),
+            (None, Some(exception)) => Self::exception(&exception, payload),
+            (None, None) => Self { headers: Vec::new(), payload },
+        };
+        frame.headers.extend(fixture.headers);
+        frame
+    }
+}
+
+/// A stream's body as the upstream sends it, before the host frames it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamInput {
+    /// `text/event-stream` bytes, in the chunks they arrive in.
+    Sse(Vec<Vec<u8>>),
+    /// AWS event-stream messages, in order.
+    EventStream(Vec<EventFrame>),
+}
+
+impl StreamInput {
+    pub fn framing(&self) -> Framing {
+        match self {
+            Self::Sse(_) => Framing::Sse,
+            Self::EventStream(_) => Framing::AwsEventStream,
+        }
+    }
+}
+
+/// One normalized delta (`stream-delta`). Serialized tagged by its case, e.g.
+/// `{"text": "Hel"}`, `{"tool_call_fragment": {"index": 0, "json": "{\"ci"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delta {
+    Text(String),
+    Thinking(String),
+    ThinkingSignature(String),
+    ToolCallStart { index: u32, id: String, name: String },
+    ToolCallFragment { index: u32, json: String },
+    ToolCallEnd(u32),
+    Usage(Usage),
+    Stop(Stop),
+    ServedModel(String),
+    RequestId(String),
+    Error(InBand),
+}
+
+/// Why the stream stopped (`stop-info`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stop {
+    /// In the world's spelling, e.g. `end-turn`.
+    pub reason: String,
+    pub raw: Option<String>,
+    pub refusal: Option<Refusal>,
+}
+
+/// An error frame inside an HTTP-200 stream (`in-band-error`): its status and
+/// what the component says it means.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InBand {
+    pub status: Option<u16>,
+    pub status_from_prose: bool,
+    #[serde(flatten)]
+    pub class: Classified,
 }
 
 // ------------------------------------------------------------------ embeddings

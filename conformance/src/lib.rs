@@ -9,6 +9,9 @@
 //!   status semantics, bounded error details, ...). They need no fixtures.
 //! - [`embeddings`] and [`rerank`] checks do the same for those operations, on
 //!   each wire id a key serves (the kit's own, or one a fixture names).
+//! - [`stream`] checks feed every key that declares streaming the kit's own
+//!   streams in its dialect (text, a split tool call, usage, an error frame, a
+//!   stream cut short) through its real stream decoder.
 //!
 //! The kit runs the checks of each operation the subject exports, and only
 //! those; the report names the operations it checked.
@@ -35,6 +38,8 @@ pub mod json;
 pub mod native;
 mod report;
 pub mod rerank;
+pub mod sse;
+pub mod stream;
 mod subject;
 pub mod target;
 pub mod wire;
@@ -50,7 +55,10 @@ pub async fn run<S: Subject>(subject: &S, cases: Vec<Case>) -> Report {
     let providers = generic::describe(subject, &mut report).await;
     for operation in report.operations.clone() {
         match operation {
-            Operation::Chat => generic::chat(subject, &providers, &mut report).await,
+            Operation::Chat => {
+                generic::chat(subject, &providers, &mut report).await;
+                stream::checks::run(subject, &providers, &cases, &mut report).await;
+            }
             Operation::Embeddings => {
                 let targets = target::targets(operation, &providers, &cases);
                 embeddings::run(subject, &providers, &targets, &mut report).await;
@@ -61,7 +69,6 @@ pub async fn run<S: Subject>(subject: &S, cases: Vec<Case>) -> Report {
             }
         }
     }
-    let served: Vec<String> = providers.into_iter().map(|provider| provider.key).collect();
-    dialect::run(subject, &served, cases, &mut report).await;
+    dialect::run(subject, &providers, cases, &mut report).await;
     report
 }

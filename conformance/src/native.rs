@@ -13,12 +13,13 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use weir_sdk::{ChatProvider, Describe, EmbeddingProvider, RerankProvider};
+use weir_sdk::{ChatProvider, Describe, EmbeddingProvider, RerankProvider, StreamDecoder};
 
 use crate::fixture::{
-    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params, ProviderSummary,
-    RerankParams, Response, WireRequest,
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, Delta, EmbedParams, EventFrame, Params,
+    ProviderSummary, RerankParams, Response, StreamEvent, StreamInput, WireRequest,
 };
+use crate::stream::{self, StreamRun};
 use crate::subject::{Answer, Fault, Operation, Subject};
 use crate::{FixtureError, Report, dialect};
 
@@ -115,6 +116,35 @@ fn chat_classify<P: ChatProvider>(provider: &str, response: &Response) -> Result
     guarded(|| P::classify(provider, response)).map(boundary::classified)
 }
 
+/// A Rust stream decoder under test: a panic is a fault, as a trap is.
+struct NativeStream<D>(D);
+
+impl<D: StreamDecoder> stream::Decoder for NativeStream<D> {
+    async fn feed(&mut self, event: &StreamEvent) -> Answer<Vec<Delta>> {
+        let event = boundary::stream_event(event);
+        guarded(|| self.0.feed(event)).map(|result| result.map(boundary::deltas).map_err(boundary::codec_failure))
+    }
+
+    async fn finish(&mut self) -> Answer<Vec<Delta>> {
+        guarded(|| self.0.finish()).map(|result| result.map(boundary::deltas).map_err(boundary::codec_failure))
+    }
+}
+
+/// The events the host frames from `input`: the kit's SSE framing (the host's
+/// rules, see [`crate::sse`]), or each event-stream message as the host names it.
+fn framed(input: &StreamInput) -> Vec<StreamEvent> {
+    match input {
+        StreamInput::Sse(chunks) => crate::sse::frame(&chunks.concat()),
+        StreamInput::EventStream(frames) => frames.iter().map(EventFrame::to_event).collect(),
+    }
+}
+
+async fn chat_stream<P: ChatProvider>(provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+    let events = framed(input);
+    let mut decoder = NativeStream(guarded(|| <P::StreamDecoder as StreamDecoder>::new(provider))?);
+    stream::drive(&mut decoder, &events).await
+}
+
 fn embed_encode<P: EmbeddingProvider>(provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
     let params = boundary::embed_params(params);
     guarded(|| P::encode(provider, inputs.to_vec(), params))
@@ -187,6 +217,10 @@ impl<P: ChatProvider> Subject for Native<P> {
         chat_decode::<P>(provider, response)
     }
 
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+        chat_stream::<P>(provider, input).await
+    }
+
     async fn max_batch(&self, _: &str, _: &str) -> Result<u32, Fault> {
         missing(Operation::Embeddings)
     }
@@ -242,6 +276,10 @@ impl<P: Describe + EmbeddingProvider + RerankProvider> Subject for NativeRetriev
     }
 
     async fn decode(&self, _: &str, _: &Response) -> Answer<Decoded> {
+        missing(Operation::Chat)
+    }
+
+    async fn stream(&self, _: &str, _: &StreamInput) -> Result<StreamRun, Fault> {
         missing(Operation::Chat)
     }
 
@@ -307,6 +345,10 @@ impl<P: ChatProvider + EmbeddingProvider + RerankProvider> Subject for NativeAll
 
     async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
         chat_decode::<P>(provider, response)
+    }
+
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+        chat_stream::<P>(provider, input).await
     }
 
     async fn max_batch(&self, provider: &str, wire_id: &str) -> Result<u32, Fault> {

@@ -4,8 +4,9 @@
 
 use crate::fixture::{
     Classified, CodecFailure, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params,
-    ProviderSummary, RerankParams, Response, WireRequest,
+    ProviderSummary, RerankParams, Response, StreamInput, WireRequest,
 };
+use crate::stream::StreamRun;
 
 /// A call that did not return at all: the component trapped, ran out of a limit or
 /// broke the world's contract. Always a conformance failure.
@@ -65,6 +66,12 @@ pub trait Subject {
     async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest>;
 
     async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded>;
+
+    /// Frames `input` as the host frames an upstream body, opens a fresh stream
+    /// decoder of `provider` and feeds it the events as the host does
+    /// ([`crate::stream::drive`]). A fault in the decoder, or a body the framing
+    /// refuses, is a [`Fault`].
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault>;
 
     // ---------------------------------------------------------------- embeddings
 

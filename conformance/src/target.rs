@@ -115,6 +115,7 @@ mod tests {
             default_endpoint: None,
             credential_header: None,
             streaming: false,
+            framing: crate::fixture::Framing::Sse,
         }];
         let embeddings = targets(Operation::Embeddings, &providers, &cases);
         assert_eq!(embeddings, vec![target("p", MODEL), Target { dimensions: Some(512), ..target("p", "embed-1") }]);

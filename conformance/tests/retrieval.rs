@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
+use weir_conformance::fixture::{Framing, ProviderSummary};
 use weir_conformance::{Operation, Outcome, Report, dialect};
 use weir_sdk::types::{
     Capabilities, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse, ErrorClass, HeaderCredential,
@@ -369,7 +370,13 @@ fn a_fixture_of_an_operation_the_provider_lacks_fails() {
     let mut report = Report::default();
     pollster::block_on(dialect::run(
         &weir_conformance::native::Native::<ChatOnly>::default(),
-        &["tidy".to_owned()],
+        &[ProviderSummary {
+            key: "tidy".to_owned(),
+            default_endpoint: None,
+            credential_header: None,
+            streaming: false,
+            framing: Framing::Sse,
+        }],
         cases,
         &mut report,
     ));

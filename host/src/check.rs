@@ -3,37 +3,47 @@
 //! that serve calls, so a component that passes here behaves the same in `serve`.
 //! The kit runs the checks of each operation the component exports (chat,
 //! embeddings, rerank), and only those.
+//!
+//! A stream is checked as `serve` reads one: its body framed by the host's own
+//! framing (SSE, or AWS event-stream messages written as bytes and read back),
+//! each event fed to a stream decoder in its own instance, then `finish`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use aws_smithy_eventstream::frame::write_message_to;
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use tokio::time::Instant;
 use weir_conformance::fixture::{
-    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params, ProviderSummary,
-    RerankParams, Response, WireRequest,
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, Delta, EmbedParams, EventFrame, Params,
+    ProviderSummary, RerankParams, Response, StreamEvent as KitEvent, StreamInput, WireRequest,
 };
+use weir_conformance::stream::{self, StreamRun};
 use weir_conformance::{Answer, Fault, FixtureError, Operation as KitOperation, Report, Subject, dialect};
 
 use crate::plugin::{
-    ComponentSource, LoadedComponent, Operation, PluginEngine, PluginError, Provider, component_digest,
+    ComponentSource, ComponentStream, LoadedComponent, Operation, PluginEngine, PluginError, Provider, component_digest,
 };
 use crate::reach::Trust;
-use crate::types::{ErrorClass, ProviderInfo};
+use crate::stream::framing::FrameDecoder;
+use crate::types::{ErrorClass, ProviderInfo, StreamFraming};
 
 weir_conformance::boundary_conversions!(crate::wit::records);
 
 /// Why a check could not run at all (as opposed to checks that failed).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// (Neither this nor `Fixtures` names its error as a source: the message
+    /// already holds it, and a chain would print it twice.)
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     /// Not a component this host can load: garbage bytes, another world or version,
     /// an import this host does not grant, a `describe` that fails.
     #[error("{path} is rejected: {reason}")]
     Rejected { path: PathBuf, reason: String },
     #[error("fixtures: {0}")]
-    Fixtures(#[from] FixtureError),
+    Fixtures(FixtureError),
     #[error("cannot start the component engine: {0:#}")]
     Engine(anyhow::Error),
 }
@@ -56,9 +66,9 @@ pub async fn check_component(
 ) -> Result<CheckOutcome, CheckError> {
     let mut cases = Vec::new();
     for dir in fixtures {
-        cases.extend(dialect::load_dir(dir)?);
+        cases.extend(dialect::load_dir(dir).map_err(CheckError::Fixtures)?);
     }
-    let bytes = std::fs::read(path).map_err(|source| CheckError::Read { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|error| CheckError::Read { path: path.to_owned(), error })?;
     let engine = PluginEngine::new(cache_dir).map_err(CheckError::Engine)?;
     let digest = component_digest(&bytes);
     let loader = Loader { engine, path: path.to_owned(), bytes, digest: digest.clone() };
@@ -150,6 +160,53 @@ fn classified(result: Result<ErrorClass, PluginError>) -> Result<Classified, Fau
     result.map(boundary::classified).map_err(fault)
 }
 
+/// The events the host's framing makes of `input`, pushed chunk by chunk (an
+/// event-stream message is one chunk), then the end of the body.
+fn framed(input: &StreamInput) -> Result<Vec<KitEvent>, String> {
+    let (framing, chunks) = match input {
+        StreamInput::Sse(chunks) => (StreamFraming::Sse, chunks.clone()),
+        StreamInput::EventStream(frames) => {
+            (StreamFraming::AwsEventStream, frames.iter().map(message_bytes).collect::<Result<_, _>>()?)
+        }
+    };
+    let mut framer = FrameDecoder::new(framing);
+    let mut events = Vec::new();
+    for chunk in chunks {
+        events.extend(framer.push(&chunk).map_err(|error| error.to_string())?);
+    }
+    events.extend(framer.finish().map_err(|error| error.to_string())?);
+    Ok(events
+        .into_iter()
+        .map(|event| KitEvent { name: event.name, headers: event.headers, data: event.data })
+        .collect())
+}
+
+/// One event-stream message as it travels: prelude, string headers, payload, CRCs.
+fn message_bytes(frame: &EventFrame) -> Result<Vec<u8>, String> {
+    let headers = frame
+        .headers
+        .iter()
+        .map(|(name, value)| Header::new(name.clone(), HeaderValue::String(value.clone().into())))
+        .collect();
+    let message = Message::new_from_parts(headers, frame.payload.clone());
+    let mut bytes = Vec::new();
+    write_message_to(&message, &mut bytes).map_err(|error| format!("cannot write an event-stream message: {error}"))?;
+    Ok(bytes)
+}
+
+/// A component's stream decoder, as the kit drives one.
+struct HostStream(ComponentStream);
+
+impl stream::Decoder for HostStream {
+    async fn feed(&mut self, event: &KitEvent) -> Answer<Vec<Delta>> {
+        answer(self.0.feed(&boundary::stream_event(event)).await, boundary::deltas)
+    }
+
+    async fn finish(&mut self) -> Answer<Vec<Delta>> {
+        answer(self.0.finish().await, boundary::deltas)
+    }
+}
+
 /// No deadline of its own: an encode waits for an instance as long as a call may.
 const NO_DEADLINE: Option<Instant> = None;
 
@@ -187,6 +244,12 @@ impl Subject for HostSubject {
     async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
         let result = self.provider(provider)?.decode(&boundary::response(response)).await;
         answer(result, boundary::decoded)
+    }
+
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+        let events = framed(input).map_err(|reason| Fault(format!("the host cannot frame the stream: {reason}")))?;
+        let decoder = self.provider(provider)?.open_stream().await.map_err(fault)?;
+        stream::drive(&mut HostStream(decoder), &events).await
     }
 
     /// Asked of a fresh load each time (see [`Loader`]), so a second question
@@ -227,5 +290,59 @@ impl Subject for HostSubject {
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
         let result = self.provider(provider)?.session().rerank_decode(&boundary::response(response)).await;
         answer(result, boundary::ranking)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_conformance::sse;
+    use weir_conformance::stream::samples::DIALECTS;
+
+    use super::*;
+
+    /// What the native adapter feeds a decoder: the kit's own framing.
+    fn kit_events(input: &StreamInput) -> Vec<KitEvent> {
+        match input {
+            StreamInput::Sse(chunks) => sse::frame(&chunks.concat()),
+            StreamInput::EventStream(frames) => frames.iter().map(EventFrame::to_event).collect(),
+        }
+    }
+
+    /// `cargo test` runs the kit natively with its own framing, `weir check` with
+    /// the host's: both feed a decoder the same events for every built-in sample.
+    #[test]
+    fn the_kits_framing_gives_the_hosts_events_for_every_built_in_sample() {
+        for dialect in &DIALECTS {
+            let sample = dialect.sample();
+            for input in [sample.text.input(), sample.text.cut_short(), sample.tool_call.input(), sample.error.input()]
+            {
+                let host = framed(&input).unwrap();
+                assert!(host.len() >= 3, "{}: {host:?}", dialect.name);
+                assert_eq!(host, kit_events(&input), "{}", dialect.name);
+            }
+        }
+    }
+
+    /// The lines servers really send, cut at every byte: the host reads chunks as
+    /// they arrive, the kit the whole body, and they agree.
+    #[test]
+    fn the_kits_framing_agrees_with_the_hosts_at_every_split() {
+        let body: &[u8] =
+            b"\xEF\xBB\xBF: keep-alive\r\nevent: message_start\r\ndata: {\"a\":\r\ndata:1}\r\nid: 7\r\n\r\n\
+            data: {\"x\":1}\nerror: {\"code\":400}\n{\"error\":{\"message\":\"m\"}}\n\nevent: ping\n\n\rdata: [DONE]";
+        let whole = sse::frame(body);
+        assert_eq!(whole.len(), 6, "{whole:?}");
+        for cut in 0..=body.len() {
+            let input = StreamInput::Sse(vec![body[..cut].to_vec(), body[cut..].to_vec()]);
+            assert_eq!(framed(&input).unwrap(), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_event_stream_message_is_written_and_read_back_as_the_same_event() {
+        let frame = EventFrame::exception("throttlingException", br#"{"message":"slow down"}"#.to_vec());
+        let events = framed(&StreamInput::EventStream(vec![frame.clone()])).unwrap();
+        assert_eq!(events, vec![frame.to_event()]);
+        assert_eq!(events[0].name.as_deref(), Some("throttlingException"));
     }
 }
