@@ -11,6 +11,8 @@
 //! - the call-wide bound on empty answers fires when corrections drift the payload;
 //! - a 200 that fails to decode feeds the throttle no success;
 //! - a Bedrock `ServiceQuotaExceededException` is retried and feeds the throttle;
+//! - a 529 from any dialect and Bedrock's `ServiceUnavailableException` are overload
+//!   (the seed keeps overload for the Anthropic dialects' 529);
 //! - the 402 guidance names the response size;
 //! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
 //!   as well as a role (the gateway seed accepts no model choice from a request body);
@@ -337,6 +339,38 @@ async fn a_bedrock_service_quota_is_retried_and_feeds_the_throttle() {
     let answer = post(&gateway, &hello("nova"), &[("x-weir-max-retries", "0")]).await;
     assert_eq!((answer.status, answer.category().as_str()), (429, "rate_limited"), "{}", answer.body);
     assert_eq!(bedrock.request_count(), 7);
+}
+
+// ------------------------------------------------------------------ 6b. overload beyond Anthropic
+
+/// Deviation (issue 49, item 11): the runtime seed keeps overload (the wider wait,
+/// throttle weight 3) for the Anthropic dialects' dedicated 529. Weir also reads a
+/// 529 from any dialect and Bedrock's `ServiceUnavailableException` as overload;
+/// a plain 503 from the OpenAI dialect stays transient and feeds nothing.
+#[tokio::test]
+async fn a_529_from_any_dialect_and_a_bedrock_service_unavailable_are_overload() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let no_retries = [("x-weir-max-retries", "0")];
+
+    upstream.push(openai_wire::overloaded_503());
+    let answer = post(&gateway, &hello("chat"), &no_retries).await;
+    assert_eq!((answer.status, answer.category().as_str()), (502, "upstream_unavailable"), "{}", answer.body);
+    assert_eq!(coefficient(&gateway, "chat").await, 0.0, "a plain 503 is transient: weight 0");
+
+    upstream
+        .push(openai_wire::json_response(529, &json!({"error": {"message": "RAW-OVERLOAD", "type": "server_error"}})));
+    let answer = post(&gateway, &hello("chat"), &no_retries).await;
+    assert_eq!((answer.status, answer.category().as_str()), (503, "overloaded"), "{}", answer.body);
+    assert!(!answer.body.contains("RAW-OVERLOAD"), "{}", answer.body);
+    assert_eq!(coefficient(&gateway, "chat").await, 1.5, "an OpenAI-dialect 529 is overload: weight 3");
+
+    let bedrock = FakeBedrock::start().await;
+    let gateway = Gateway::start_with(&bedrock_config(&bedrock), &aws_env(), None).await;
+    bedrock.push(bedrock_wire::aws_error(503, "ServiceUnavailableException", "RAW-UNAVAILABLE"));
+    let answer = post(&gateway, &hello("nova"), &no_retries).await;
+    assert_eq!((answer.status, answer.category().as_str()), (503, "overloaded"), "{}", answer.body);
+    assert_eq!(coefficient(&gateway, "nova").await, 1.5, "Bedrock's 503 is overload: weight 3");
 }
 
 // ------------------------------------------------------------------ 7. the 402 guidance
