@@ -13,6 +13,8 @@
 //! - a Bedrock `ServiceQuotaExceededException` is retried and feeds the throttle;
 //! - a 529 from any dialect and Bedrock's `ServiceUnavailableException` are overload
 //!   (the seed keeps overload for the Anthropic dialects' 529);
+//! - no 65,536 output ceiling and no 8,192 window fallback are invented (the gateway
+//!   seed's defaults; see the README's "Defaults the seeds name");
 //! - the 402 guidance names the response size;
 //! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
 //!   as well as a role (the gateway seed accepts no model choice from a request body);
@@ -371,6 +373,36 @@ async fn a_529_from_any_dialect_and_a_bedrock_service_unavailable_are_overload()
     let answer = post(&gateway, &hello("nova"), &no_retries).await;
     assert_eq!((answer.status, answer.category().as_str()), (503, "overloaded"), "{}", answer.body);
     assert_eq!(coefficient(&gateway, "nova").await, 1.5, "Bedrock's 503 is overload: weight 3");
+}
+
+// ------------------------------------------------------------------ 6c. defaults the gateway seed names
+
+/// The gateway seed's `PI_MODEL_MAX_OUTPUT_TOKENS = 65536` is an operator ceiling;
+/// Weir's `max_output_ceiling` is unset by default, so an entry whose own
+/// `max_output_tokens` is larger is asked for more than 65,536 when the call wants it.
+#[tokio::test]
+async fn the_output_ceiling_is_the_entrys_own_with_no_invented_cap() {
+    let upstream = FakeUpstream::start().await;
+    let toml = openai_wire::chat_config(&upstream.base_url())
+        .replace("max_output_tokens = 1000", "max_output_tokens = 128000")
+        .replace("context_window = 10000", "context_window = 400000");
+    let gateway = Gateway::start(&toml).await;
+    upstream.push(openai_wire::completion("long enough"));
+    let body = json!({"model": "chat", "max_tokens": 100000, "messages": [{"role": "user", "content": "Hi"}]});
+    let answer = post(&gateway, &body, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let sent = upstream.received()[0].json();
+    let asked = sent.get("max_tokens").or_else(|| sent.get("max_completion_tokens")).and_then(Value::as_u64);
+    assert_eq!(asked, Some(100_000), "{sent}");
+}
+
+/// `CHAT_CONTEXT_DEFAULT_WINDOW_TOKENS = 8192` is the gateway seed's "assumed window
+/// when unknown"; a chat entry's `context_window` is required, so it is never assumed.
+#[test]
+fn a_chat_entry_without_a_context_window_is_refused_at_load() {
+    let toml = openai_wire::chat_config("http://127.0.0.1:9").replace("context_window = 10000\n", "");
+    let error = weir_host::Config::from_toml(&toml, "weir.toml").unwrap_err().to_string();
+    assert!(error.contains("context_window"), "{error}");
 }
 
 // ------------------------------------------------------------------ 7. the 402 guidance
