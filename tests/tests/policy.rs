@@ -276,6 +276,45 @@ async fn temperature_is_omitted_for_reasoning_families_and_fixed_entries_and_sen
     assert_eq!(sent["model"], "meta-llama/Llama-3.3-70B-Instruct");
 }
 
+/// One rule, on the wire: for `openai` entries, the component gives system text the
+/// `developer` role exactly where the host omits the temperature (the reasoning
+/// families), so the component's copy of the family list cannot drift from the host's.
+#[tokio::test]
+async fn the_developer_role_and_an_omitted_temperature_follow_one_rule() {
+    let upstream = FakeUpstream::start().await;
+    let cases = [
+        ("o3", true),
+        ("gpt-5-mini", true),
+        ("gpt-5.1", true),
+        ("O3-MINI", true),
+        ("gpt-5-chat-latest", false),
+        ("gpt-4.1", false),
+        ("gpt-4o", false),
+    ];
+    let mut toml = String::from("read_timeout_secs = 5\n");
+    for (index, (wire_id, _)) in cases.iter().enumerate() {
+        toml.push_str(&format!(
+            "\n[[model]]\nid = \"m{index}\"\nprovider = \"openai\"\nwire_id = \"{wire_id}\"\nendpoint = \"{}\"\n\
+             credential = \"weir-test-key\"\nmax_output_tokens = 4000\ncontext_window = 32000\noutput_tokens = 50\n\
+             max_retries = 0\n",
+            upstream.base_url()
+        ));
+    }
+    let gateway = Gateway::start_with(&toml, &[("WEIR_TEST_KEY", "sk-test")], None).await;
+    for (index, (wire_id, reasoning)) in cases.iter().enumerate() {
+        upstream.push(completion("ok"));
+        let mut request = openai(&format!("m{index}"), json!("Hi"));
+        request["messages"] = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]);
+        request["temperature"] = json!(0.3);
+        let (status, body) = post(&gateway, "/v1/chat/completions", &request).await;
+        assert_eq!(status, 200, "{wire_id}: {body}");
+        let sent = upstream.received()[index].json();
+        let role = sent["messages"][0]["role"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(role == "developer", *reasoning, "{wire_id}: {sent}");
+        assert_eq!(sent.get("temperature").is_none(), *reasoning, "{wire_id}: {sent}");
+    }
+}
+
 #[tokio::test]
 async fn top_p_is_handled_alike_on_both_routes() {
     let upstream = FakeUpstream::start().await;

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use crate::Weir;
 use crate::admission::{Demand, Feedback, Lane, estimate_input};
+use crate::catalog::ModelSpec;
 use crate::decision::logprobs::{self, Rendered, TOP_CANDIDATES};
 use crate::decision::{DecideRequest, Decision, Question};
 use crate::error::WeirError;
@@ -98,10 +99,13 @@ async fn ask(
 /// One token at temperature 0 (none where the deployment takes only its own).
 fn params(target: &Target<'_>) -> CallParams {
     let model = target.model;
-    CallParams {
-        temperature: (!model.fixed_temperature).then_some(0.0),
-        ..CallParams::new(model.wire_id.clone(), LABEL_TOKENS)
-    }
+    CallParams { temperature: temperature(model), ..CallParams::new(model.wire_id.clone(), LABEL_TOKENS) }
+}
+
+/// 0, unless the entry's sampling is fixed ([`super::policy::fixed_sampling`]:
+/// `fixed_temperature`, or a reasoning family's wire id), where none is sent.
+fn temperature(model: &ModelSpec) -> Option<f32> {
+    (!super::policy::fixed_sampling(model)).then_some(0.0)
 }
 
 /// A question's prompt tokens, refused before anything is admitted or sent
@@ -191,5 +195,26 @@ impl LabelTry<'_, '_> {
             observed.request_id = first.request_id.as_deref().map(bounded);
         }
         Ok(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decision path sets a temperature by the same rule as a call: none
+    /// for a reasoning family or a fixed entry, 0 elsewhere.
+    #[test]
+    fn the_decision_temperature_follows_the_calls_rule() {
+        let entry = |wire_id: &str, fixed_temperature: bool| ModelSpec {
+            wire_id: wire_id.into(),
+            fixed_temperature,
+            ..ModelSpec::sample()
+        };
+        assert_eq!(temperature(&entry("gpt-4.1-mini", false)), Some(0.0));
+        assert_eq!(temperature(&entry("gpt-5-chat-latest", false)), Some(0.0));
+        assert_eq!(temperature(&entry("o3", false)), None);
+        assert_eq!(temperature(&entry("gpt-5-mini", false)), None);
+        assert_eq!(temperature(&entry("llama3.1:8b", true)), None);
     }
 }

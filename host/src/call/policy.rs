@@ -117,8 +117,10 @@ pub(super) fn temperature(model: &ModelSpec, request: &ChatRequest) -> Option<f3
 }
 
 /// The entry accepts only its provider's default sampling: it says so
-/// (`fixed_temperature`), or its wire id is an OpenAI reasoning model's.
-fn fixed_sampling(model: &ModelSpec) -> bool {
+/// (`fixed_temperature`), or its wire id is an OpenAI reasoning model's. The
+/// one rule for every path that sets a temperature (a call's, the decision
+/// path's 0).
+pub(super) fn fixed_sampling(model: &ModelSpec) -> bool {
     model.fixed_temperature || is_reasoning_family(&model.wire_id)
 }
 

@@ -39,10 +39,27 @@ pub fn is_openai_family(wire_id: &str) -> bool {
 }
 
 /// Whether the model is an o-series or GPT-5 reasoning model, which takes its
-/// instructions in a `developer` message.
+/// instructions in a `developer` message and no `logprobs`. The same rule, word
+/// for word, as the host's (`call::policy`), which omits these families'
+/// `temperature`; `tests/tests/policy.rs`
+/// (`the_developer_role_and_an_omitted_temperature_follow_one_rule`) holds the
+/// two to each other on the wire: `gpt-5`, `o1`, `o3`, `o4` and their variants
+/// (`family-…`, `family.…`, `family:…`, `family_…`), after any platform prefix,
+/// without regard to case; `gpt-5-chat-*` is not one.
 pub fn is_reasoning_family(wire_id: &str) -> bool {
-    let id = wire_id.to_ascii_lowercase();
-    is_o_series(&id) || id.starts_with("gpt-5")
+    let id = wire_id.rsplit('/').next().unwrap_or(wire_id);
+    if member_of(id, "gpt-5-chat") {
+        return false;
+    }
+    ["gpt-5", "o1", "o3", "o4"].into_iter().any(|family| member_of(id, family))
+}
+
+/// `id` is `family` itself or a variant of it, compared without regard to ASCII case.
+fn member_of(id: &str, family: &str) -> bool {
+    let (id, family) = (id.as_bytes(), family.as_bytes());
+    id.len() >= family.len()
+        && id[..family.len()].eq_ignore_ascii_case(family)
+        && matches!(id.get(family.len()), None | Some(b'-' | b'.' | b':' | b'_'))
 }
 
 fn is_o_series(id: &str) -> bool {
@@ -83,9 +100,11 @@ mod tests {
 
     #[test]
     fn reasoning_rules() {
-        assert!(is_reasoning_family("o3"));
-        assert!(is_reasoning_family("gpt-5-mini"));
-        assert!(is_reasoning_family("gpt-5-chat-latest"));
-        assert!(!is_reasoning_family("gpt-4.1"));
+        for id in ["o3", "gpt-5-mini", "gpt-5.1", "O3-MINI", "o1", "openai/o3", "o4-mini-2025-04-16"] {
+            assert!(is_reasoning_family(id), "{id}");
+        }
+        for id in ["gpt-5-chat-latest", "gpt-4.1", "gpt-4o", "o1x", "omni-moderation-latest", "gpt-oss-120b"] {
+            assert!(!is_reasoning_family(id), "{id}");
+        }
     }
 }
