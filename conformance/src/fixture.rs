@@ -164,13 +164,19 @@ struct ResponseFixture {
     text: Option<String>,
 }
 
+/// A fixture's body as bytes: its `json` serialized when given (it wins), else
+/// its `text`, else nothing.
+fn body_bytes(json: Option<Value>, text: Option<String>) -> Vec<u8> {
+    match (json, text) {
+        (Some(json), _) => json.to_string().into_bytes(),
+        (None, Some(text)) => text.into_bytes(),
+        (None, None) => Vec::new(),
+    }
+}
+
 impl From<ResponseFixture> for Response {
     fn from(fixture: ResponseFixture) -> Self {
-        let body = match (fixture.json, fixture.text) {
-            (Some(json), _) => json.to_string().into_bytes(),
-            (None, Some(text)) => text.into_bytes(),
-            (None, None) => Vec::new(),
-        };
+        let body = body_bytes(fixture.json, fixture.text);
         Self { status: fixture.status, headers: fixture.headers, body }
     }
 }
@@ -374,11 +380,7 @@ struct EventFrameFixture {
 
 impl From<EventFrameFixture> for EventFrame {
     fn from(fixture: EventFrameFixture) -> Self {
-        let payload = match (fixture.json, fixture.text) {
-            (Some(json), _) => json.to_string().into_bytes(),
-            (None, Some(text)) => text.into_bytes(),
-            (None, None) => Vec::new(),
-        };
+        let payload = body_bytes(fixture.json, fixture.text);
         let mut frame = match (fixture.event, fixture.exception) {
             (Some(event), _) => Self::event(&event, payload),
             (None, Some(exception)) => Self::exception(&exception, payload),

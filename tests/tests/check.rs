@@ -9,34 +9,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use weir_tests::gateway::{shared_cache_dir, weir_binary};
+mod kit;
 
-fn weir_check(args: &[&str]) -> Output {
-    Command::new(weir_binary())
-        .arg("check")
-        .args(args)
-        .env("WEIR_CACHE_DIR", shared_cache_dir())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
+use kit::{embedded_component, weir_check};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// An embedded component exactly as the binary embeds it, written to a file.
-fn embedded_component(dir: &Path, name: &str) -> String {
-    let bytes = weir_host::plugin::embedded_components()
-        .iter()
-        .find(|embedded| embedded.name == name)
-        .unwrap_or_else(|| panic!("`{name}` is embedded"))
-        .bytes;
-    let path = dir.join(format!("{name}.wasm"));
-    std::fs::write(&path, bytes).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 fn openai_component(dir: &Path) -> String {

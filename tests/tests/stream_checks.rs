@@ -11,9 +11,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use weir_tests::gateway::{shared_cache_dir, weir_binary};
+mod kit;
+
+use kit::{embedded_component, weir_check};
 
 /// The built-in stream checks, as the report names them.
 const STREAM_CHECKS: [&str; 5] = [
@@ -24,30 +26,8 @@ const STREAM_CHECKS: [&str; 5] = [
     "stream: a stream cut short (no end) reports no stop",
 ];
 
-fn weir_check(args: &[&str]) -> Output {
-    Command::new(weir_binary())
-        .arg("check")
-        .args(args)
-        .env("WEIR_CACHE_DIR", shared_cache_dir())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// An embedded component exactly as the binary embeds it, written to a file.
-fn embedded_component(dir: &Path, name: &str) -> String {
-    let bytes = weir_host::plugin::embedded_components()
-        .iter()
-        .find(|embedded| embedded.name == name)
-        .unwrap_or_else(|| panic!("`{name}` is embedded"))
-        .bytes;
-    let path = dir.join(format!("{name}.wasm"));
-    std::fs::write(&path, bytes).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 /// A provider's fixture folder, `providers/<name>/conformance`.

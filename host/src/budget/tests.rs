@@ -125,7 +125,7 @@ fn a_worst_case_above_a_per_call_ceiling_is_call_budget_exceeded() {
 fn a_usd_budget_refuses_a_call_it_cannot_price() {
     let book = book_of(&[(member("ana"), Limits { daily_usd: Some(1.0), ..Limits::default() })], clock());
     let error = book.hold(&book.applicable(None, "ana", None), tokens(10), "free-model").unwrap_err();
-    assert_eq!(WeirError::from(error.clone()).category(), Category::InvalidRequest);
+    assert_eq!(error.category(), Category::InvalidRequest);
     assert!(error.to_string().contains("`free-model` declares no prices"), "{error}");
 }
 
@@ -296,7 +296,7 @@ async fn a_top_up_that_does_not_fit_is_refused_whole_and_leaves_the_hold_as_it_w
     let error = hold.top_up(tokens(301), "m").await.unwrap_err();
     let BudgetError::Exhausted { scope, remaining, needed, .. } = &error else { panic!("{error:?}") };
     assert_eq!((scope, *remaining, *needed), (&member("ana"), Amount::Tokens(200), Amount::Tokens(201)));
-    assert_eq!(WeirError::from(error.clone()).category(), Category::BudgetExhausted);
+    assert_eq!(error.category(), Category::BudgetExhausted);
     // Nothing was added to either budget, the key's included.
     assert_eq!(standing(&book, &key("k1"), Period::Day).1, Amount::Tokens(300));
     assert_eq!(standing(&book, &member("ana"), Period::Day).1, Amount::Tokens(300));
@@ -327,7 +327,7 @@ async fn a_top_up_checks_the_per_call_ceiling_against_the_calls_total() {
     let ceiling_only = book_of(&[(key("k1"), Limits { max_call_tokens: Some(50), ..Limits::default() })], clock());
     let mut hold = ceiling_only.hold(&ceiling_only.applicable(Some("k1"), "ana", None), tokens(40), "m").unwrap();
     let error = hold.top_up(tokens(51), "m").await.unwrap_err();
-    assert_eq!(WeirError::from(error.clone()).category(), Category::CallBudgetExceeded);
+    assert_eq!(error.category(), Category::CallBudgetExceeded);
 }
 
 #[tokio::test]
@@ -340,11 +340,7 @@ async fn a_usd_top_up_is_checked_in_usd() {
     let error = hold.top_up(Spend { tokens: 20, usd: Some(1.5) }, "m").await.unwrap_err();
     assert!(matches!(error, BudgetError::Exhausted { remaining: Amount::Usd(_), .. }), "{error:?}");
     let error = hold.top_up(Spend { tokens: 20, usd: None }, "m").await.unwrap_err();
-    assert_eq!(
-        WeirError::from(error.clone()).category(),
-        Category::InvalidRequest,
-        "a USD budget cannot take an unpriced total: {error}"
-    );
+    assert_eq!(error.category(), Category::InvalidRequest, "a USD budget cannot take an unpriced total: {error}");
 }
 
 #[tokio::test]

@@ -42,10 +42,12 @@ impl KeyEntry {
 }
 
 /// Every entry checked, in order; the first failure is the answer. Two
-/// entries may not share a hash (a token would be two keys) or an id.
-pub fn check_keys(entries: &[KeyEntry]) -> Result<(), String> {
+/// entries may not share a hash (a token would be two keys) or an id. The
+/// checked keys come back in the entries' order, for the ring to build from.
+pub fn check_keys(entries: &[KeyEntry]) -> Result<Vec<CheckedKey>, String> {
     let mut digests = BTreeSet::new();
     let mut ids = BTreeSet::new();
+    let mut checked_keys = Vec::with_capacity(entries.len());
     for entry in entries {
         let checked = entry.checked()?;
         if !digests.insert(checked.digest) {
@@ -54,8 +56,9 @@ pub fn check_keys(entries: &[KeyEntry]) -> Result<(), String> {
         if !ids.insert(entry.id.as_str()) {
             return Err(format!("key id `{}` appears twice", entry.id));
         }
+        checked_keys.push(checked);
     }
-    Ok(())
+    Ok(checked_keys)
 }
 
 /// `sha256:<64 hex digits>`, as `weir keys new` prints it.

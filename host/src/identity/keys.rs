@@ -86,10 +86,10 @@ impl KeyRing {
     /// The entries' shape is checked first ([`check_keys`], as the config's
     /// load checks it), so a reload meets the same errors a start does.
     pub fn new(entries: &[KeyEntry], previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Self, String> {
-        check_keys(entries)?;
+        let checked = check_keys(entries)?;
         let mut ring = Self::default();
-        for entry in entries {
-            let key = Arc::new(key(entry, previous, store)?);
+        for (entry, checked) in entries.iter().zip(checked) {
+            let key = Arc::new(key(entry, checked, previous, store));
             ring.by_id.insert(key.id.clone(), Arc::clone(&key));
             ring.by_prefix.entry(prefix(&key.digest)).or_default().push(Arc::clone(&key));
             ring.keys.push(key);
@@ -135,8 +135,8 @@ fn prefix(digest: &[u8; 32]) -> u64 {
     u64::from_le_bytes(bytes)
 }
 
-fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Key, String> {
-    let CheckedKey { digest, expires } = entry.checked()?;
+fn key(entry: &KeyEntry, checked: CheckedKey, previous: Option<&KeyRing>, store: &dyn RateStore) -> Key {
+    let CheckedKey { digest, expires } = checked;
     let limits = Limits { rpm: entry.rpm.map(u64::from), tpm: entry.tpm };
     let reused = previous.and_then(|ring| ring.get(&entry.id)).filter(|old| old.limits == limits);
     let gate = match reused {
@@ -147,7 +147,7 @@ fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> R
         }
         None => None,
     };
-    Ok(Key {
+    Key {
         id: entry.id.clone(),
         member: entry.member.clone(),
         team: entry.team.clone(),
@@ -158,7 +158,7 @@ fn key(entry: &KeyEntry, previous: Option<&KeyRing>, store: &dyn RateStore) -> R
         default_effort: entry.default_effort,
         gate,
         limits,
-    })
+    }
 }
 
 /// A fresh key: the token (shown once) and the `[[key]]` lines that admit it.
