@@ -249,17 +249,24 @@ async fn an_error_frame_after_output_ends_the_stream_with_a_normalized_error() {
     assert_eq!(upstream.request_count(), 1, "nothing is retried after output");
 }
 
+/// A stream the upstream accepted and then dropped before any output ends the
+/// turn (the gateway seed): the request may have been processed and billed, so
+/// neither a retry nor the replay sends it again.
 #[tokio::test]
-async fn a_socket_drop_before_output_is_retried_as_a_stream_not_replayed() {
+async fn a_socket_drop_before_output_ends_the_turn_neither_retried_nor_replayed() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream).await;
     upstream.push(openai_wire::stream_then_drop(vec![role_chunk()]));
-    upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["Again."])));
+    upstream.push(openai_wire::stream(openai_wire::sse_chunks(&["Paid twice."])));
 
-    let (status, _, body) = post(&gateway, &[]).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(streamed_text(&body), "Again.");
-    assert_eq!(stream_flags(&upstream), vec![true, true]);
+    let (status, headers, body) = post(&gateway, &[]).await;
+    assert_eq!(status, 502, "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["type"], "upstream_unavailable", "{body}");
+    assert!(!body.contains("Paid twice."), "{body}");
+    assert_eq!(headers["x-weir-attempts"], "1");
+    assert_eq!(upstream.request_count(), 1, "the second answer was never asked for");
+    assert_eq!(upstream.queued(), 1);
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Before the first output reaches the caller, every failure is the retry loop's
-//! and the gates' like in a whole call. An in-band error frame in an HTTP-200
+//! and the gates' like in a whole call, but one: an accepted stream that breaks
+//! without a frame ends the turn (see [`First::Dropped`]). An in-band error frame in an HTTP-200
 //! stream is classified from its status, and earns one replay of the same request
 //! without streaming when a second attempt could change the outcome; otherwise,
 //! or when the caller opted out of the replay, it is answered from that attempt
@@ -88,6 +89,10 @@ impl Attempt for Streamed {
                 let failed = InBandAttempt { in_band, began, observed };
                 self.after_in_band_error(target, conversation, params, request, spend, failed).await
             }
+            Ok(First::Dropped(error)) => {
+                spend.log.push(began, observed, Ended::Failed(&error));
+                Err(Failure::Settled(error))
+            }
             Err(error) => {
                 spend.log.push(began, observed, Ended::Failed(&error));
                 Err(Failure::Signal(error))
@@ -142,6 +147,12 @@ enum First {
     Complete(DecodedResponse),
     /// An error frame before any output; the upstream and the grant are gone.
     InBand(InBandError),
+    /// The accepted stream broke before any output (the socket dropped, the
+    /// framing broke, the body ended without a stop): the turn ends here. The
+    /// upstream took the request, so it may have been processed and billed; a
+    /// second attempt could pay for it twice. A stall is not a drop: the attempt
+    /// timeout's error stays the retry loop's.
+    Dropped(WeirError),
 }
 
 /// Opens the stream and reads it until its first output: the phase the attempt
@@ -179,6 +190,9 @@ async fn first_output(
                     feed_back(target.gate, Feedback::Success).await;
                     return Ok(First::Live(Box::new(Live::new(target, first, upstream, grant, deadline))));
                 }
+            }
+            Some(Err(failure)) if ends_the_turn(&failure) => {
+                return Ok(First::Dropped(stream_failure(target, failure)));
             }
             Some(Err(failure)) => return Err(stream_failure(target, failure)),
             None => {
@@ -322,6 +336,17 @@ fn plugin(target: &Target<'_>, source: crate::plugin::PluginError) -> WeirError 
 
 /// A stream that broke before any output: transport and framing failures are
 /// transient (the retry loop re-runs them); a component failure is not.
+/// Whether a failure of an accepted stream before any output ends the turn
+/// (see [`First::Dropped`]): every way the body breaks, but not a read that
+/// timed out (a stall, which the retry loop may try again) and not a
+/// component's own failure (nothing says the upstream misbehaved).
+fn ends_the_turn(failure: &StreamFailure) -> bool {
+    match failure {
+        StreamFailure::Transport(TransportError::Timeout) | StreamFailure::Plugin(_) => false,
+        StreamFailure::Transport(_) | StreamFailure::Framing(_) | StreamFailure::EndedWithoutStop => true,
+    }
+}
+
 fn stream_failure(target: &Target<'_>, failure: StreamFailure) -> WeirError {
     let error = Origin::of(target).failure(failure);
     tracing::warn!(model = %target.model.id, provider = target.provider.key(), %error, "upstream stream failed before output");
