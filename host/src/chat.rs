@@ -11,6 +11,26 @@ use crate::types::{
     ContentBlock, Conversation, DecodedResponse, Effort, Refusal, ResponseSchema, StopReason, ToolUse, Usage,
 };
 
+/// What a truncated answer (a max-tokens stop) earns before it reaches the
+/// caller. The two seeds differ here, so both rules are kept, each where its
+/// seed speaks: the runtime's for the library, the gateway's for the gateway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Truncation {
+    /// One re-run at the model's output ceiling, then `output_truncated`: the
+    /// runtime seed's rule, and the library's default.
+    #[default]
+    Escalate,
+    /// An answer that has something — text, or tool calls whose arguments are
+    /// whole JSON — is returned as it is (stop `max_tokens`); one that used its
+    /// whole budget with nothing gets the one re-run at the ceiling, at the same
+    /// effort, then `output_truncated`. The gateway seed's rule, and the
+    /// gateway's default. A call with a response schema escalates as
+    /// [`Truncation::Escalate`] does: a cut-off structure is no answer.
+    KeepPartial,
+    /// Any truncated answer is returned as it is.
+    Accept,
+}
+
 /// One chat call, addressed to a catalog id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
@@ -50,9 +70,10 @@ pub struct ChatRequest {
     /// Correction turns for a structured answer that does not parse or validate;
     /// lowers the catalog entry's limit (else 2), never raises it.
     pub max_corrections: Option<u32>,
-    /// Accept an answer cut off at its output budget (with stop reason
-    /// max-tokens) instead of escalating to the model's ceiling or failing.
-    pub accept_truncated: bool,
+    /// What an answer cut off at its output budget (stop reason max-tokens)
+    /// earns: escalation (the library's default), kept when it has something
+    /// (the gateway's), or accepted as it is.
+    pub truncation: Truncation,
     /// Streams only: an in-band error before any output may replay the request
     /// once without streaming. `false` takes the stream's verdict as is.
     pub stream_replay: bool,
@@ -126,7 +147,7 @@ impl ChatRequest {
             deadline: None,
             max_retries: None,
             max_corrections: None,
-            accept_truncated: false,
+            truncation: Truncation::Escalate,
             stream_replay: true,
             caller: None,
             route: Route::Library,

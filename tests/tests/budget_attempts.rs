@@ -13,6 +13,10 @@ use serde_json::{Value, json};
 use weir_tests::{FakeUpstream, Gateway, openai_wire};
 
 const ANA: &str = "sk-weir-ana-attempts-1";
+/// Every call here asks for the runtime seed's rule, under which any truncated
+/// answer is escalated: the gateway's default escalates only an answer that
+/// has nothing, and the hold must cover an escalation whichever rule asked.
+const TRUNCATION: &str = "x-weir-truncation";
 const OPS: &str = "sk-weir-ops-attempts-1";
 /// The prompt every test sends: the fake counts it as 8 tokens (four
 /// characters a token, [`prompt_tokens`]), the gateway's estimate is larger,
@@ -75,7 +79,14 @@ struct Answer {
 }
 
 async fn post(client: &reqwest::Client, gateway: &Gateway, body: &Value) -> Answer {
-    let response = client.post(gateway.url("/v1/chat/completions")).bearer_auth(ANA).json(body).send().await.unwrap();
+    let response = client
+        .post(gateway.url("/v1/chat/completions"))
+        .bearer_auth(ANA)
+        .header(TRUNCATION, "escalate")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     let status = response.status().as_u16();
     let attempts = response.headers().get("x-weir-attempts").map(|v| v.to_str().unwrap().parse().unwrap());
     Answer { status, attempts, body: response.json().await.unwrap() }
@@ -132,7 +143,14 @@ async fn a_burst_of_max_tokens_1_calls_cannot_outspend_the_daily_budget_through_
         .map(|_| {
             let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
             tokio::spawn(async move {
-                let response = client.post(url).bearer_auth(ANA).json(&ask(1)).send().await.unwrap();
+                let response = client
+                    .post(url)
+                    .bearer_auth(ANA)
+                    .header(TRUNCATION, "escalate")
+                    .json(&ask(1))
+                    .send()
+                    .await
+                    .unwrap();
                 let status = response.status().as_u16();
                 (status, response.json::<Value>().await.unwrap())
             })
@@ -333,8 +351,9 @@ async fn a_call_killed_during_its_escalation_counts_the_topped_up_hold() {
     upstream.push(openai_wire::length_truncated("word"));
     upstream.push(openai_wire::completion("never seen").after(Duration::from_secs(60)));
     let url = gateway.url("/v1/chat/completions");
-    let cut_off =
-        tokio::spawn(async move { reqwest::Client::new().post(url).bearer_auth(ANA).json(&ask(1)).send().await });
+    let cut_off = tokio::spawn(async move {
+        reqwest::Client::new().post(url).bearer_auth(ANA).header(TRUNCATION, "escalate").json(&ask(1)).send().await
+    });
     upstream.wait_for_requests(2, Duration::from_secs(10)).await;
     // The hold rows are committed within the ledger's 2 ms linger.
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -244,7 +244,8 @@ async fn a_correction_past_the_ceiling_fails_as_invalid_response() {
 #[tokio::test(start_paused = true)]
 async fn escalation_and_empty_reruns_count_against_the_ceiling() {
     let rig = rig("", "max_attempts = 1").await;
-    rig.upstream.push(openai_wire::length_truncated("Half an ans"));
+    // Cut off with nothing said: the one answer the gateway's default escalates.
+    rig.upstream.push(openai_wire::length_truncated(""));
     let answer = rig.call(hello(), &[]).await;
     assert_eq!(answer.status, 422, "{}", answer.body);
     assert_eq!(answer.category(), "output_truncated");

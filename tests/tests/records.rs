@@ -224,7 +224,8 @@ async fn a_retried_call_lists_each_attempt_and_sums_their_usage() {
 #[tokio::test]
 async fn a_truncation_escalation_bills_both_attempts() {
     let rig = rig("").await;
-    rig.upstream.push(completion("cut", "length", 10, 100));
+    // The budget went to reasoning: nothing said, the one answer the default escalates.
+    rig.upstream.push(completion("", "length", 10, 100));
     rig.upstream.push(completion("whole answer", "stop", 10, 300));
     let answer = rig.post(hello()).await;
     assert_eq!(answer.status, 200, "{}", answer.body);

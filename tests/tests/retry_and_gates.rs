@@ -213,17 +213,112 @@ async fn quota_exhaustion_is_never_retried_and_names_the_provider_not_the_creden
 
 // ------------------------------------------------------------------ truncation
 
+/// The gateway's default (the gateway seed's rule): an answer cut off with
+/// text is returned as it is, its stop `length`; nothing is re-run.
 #[tokio::test(start_paused = true)]
-async fn a_truncated_answer_is_rerun_once_at_the_ceiling() {
+async fn a_truncated_answer_with_text_is_returned_as_it_is_by_default() {
     let rig = rig("").await;
     rig.upstream.push(completion(json!("Half an ans"), "length", 100));
-    rig.upstream.push(completion(json!("A whole answer."), "stop", 350));
     let answer = rig.hello().await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["choices"][0]["message"]["content"], "Half an ans");
+    assert_eq!(answer.body["choices"][0]["finish_reason"], "length");
+    assert_eq!(answer.attempts, 1);
+    assert_eq!(rig.upstream.request_count(), 1);
+}
+
+/// An answer that spent its whole budget and said nothing (a reasoning model's
+/// budget gone to thinking) gets the one re-run at the ceiling, at the same
+/// effort, by default.
+#[tokio::test(start_paused = true)]
+async fn a_truncated_answer_with_nothing_is_rerun_once_at_the_ceiling() {
+    let rig = rig("").await;
+    rig.upstream.push(completion(json!(""), "length", 100));
+    rig.upstream.push(completion(json!("A whole answer."), "stop", 350));
+    let mut body = hello();
+    body["reasoning_effort"] = json!("high");
+    let answer = rig.call(body, &[]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(answer.body["choices"][0]["message"]["content"], "A whole answer.");
     assert_eq!(answer.attempts, 2);
     assert_eq!(rig.sent(0)["max_tokens"], 100, "the declared output first");
     assert_eq!(rig.sent(1)["max_tokens"], CEILING, "then the model's ceiling, reserved and sent alike");
+    assert_eq!(rig.sent(0)["reasoning_effort"], rig.sent(1)["reasoning_effort"], "at the same effort");
+}
+
+/// A tool call whose arguments were cut off is no answer: an unclosed call
+/// must never reach a tool, so it is re-run like an answer with nothing.
+#[tokio::test(start_paused = true)]
+async fn a_truncated_tool_call_with_cut_off_arguments_is_rerun_not_returned() {
+    let rig = rig("").await;
+    let call = |arguments: &str, finish: &str| {
+        json_answer(
+            200,
+            json!({"id": "chatcmpl-x", "object": "chat.completion", "created": 1, "model": "qwen3",
+                   "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": null,
+                       "tool_calls": [{"id": "call_1", "type": "function",
+                                       "function": {"name": "lookup", "arguments": arguments}}]}}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 100, "total_tokens": 110}}),
+        )
+    };
+    rig.upstream.push(call(r#"{"city": "Par"#, "length"));
+    rig.upstream.push(call(r#"{"city": "Paris"}"#, "tool_calls"));
+    let mut body = hello();
+    body["tools"] = json!([{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]);
+    let answer = rig.call(body, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let arguments = &answer.body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"];
+    assert_eq!(arguments, r#"{"city": "Paris"}"#, "{}", answer.body);
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(rig.sent(1)["max_tokens"], CEILING);
+}
+
+/// With a response schema a cut-off structure is no answer: the default
+/// escalates it as the runtime's rule does.
+#[tokio::test(start_paused = true)]
+async fn a_truncated_structured_answer_is_rerun_at_the_ceiling_by_default() {
+    let rig = rig("").await;
+    rig.upstream.push(completion(json!(r#"{"answer": "Half"#), "length", 100));
+    rig.upstream.push(completion(json!(r#"{"answer": "Whole"}"#), "stop", 300));
+    let mut body = hello();
+    body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}});
+    let answer = rig.call(body, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(rig.sent(1)["max_tokens"], CEILING);
+}
+
+/// `x-weir-truncation: escalate` asks for the runtime seed's rule (the
+/// library's default): any truncated answer is re-run once at the ceiling.
+#[tokio::test(start_paused = true)]
+async fn a_caller_may_ask_for_every_truncation_to_be_escalated() {
+    let rig = rig("").await;
+    rig.upstream.push(completion(json!("Half an ans"), "length", 100));
+    rig.upstream.push(completion(json!("A whole answer."), "stop", 350));
+    let answer = rig.call(hello(), &[("x-weir-truncation", "escalate")]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["choices"][0]["message"]["content"], "A whole answer.");
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(rig.sent(1)["max_tokens"], CEILING);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_truncation_rule_is_a_400_before_any_call() {
+    let rig = rig("").await;
+    let response = rig
+        .client
+        .post(format!("{}/v1/chat/completions", rig.base))
+        .header("x-weir-truncation", "sometimes")
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("x-weir-truncation"), "{body}");
+    assert_eq!(rig.upstream.request_count(), 0);
 }
 
 /// The backstop, for a backend that gives no typed stop reason (here no
@@ -231,7 +326,7 @@ async fn a_truncated_answer_is_rerun_once_at_the_ceiling() {
 #[tokio::test(start_paused = true)]
 async fn output_reaching_the_ceiling_is_truncation_when_the_stop_is_not_typed() {
     let rig = rig("").await;
-    let mut untyped = completion(json!("cut"), "stop", 100);
+    let mut untyped = completion(json!(""), "stop", 100);
     if let Scripted::Respond { body, .. } = &mut untyped {
         let mut value: Value = serde_json::from_slice(body).unwrap();
         value["choices"][0]["finish_reason"] = Value::Null;
@@ -263,7 +358,9 @@ async fn a_stop_answer_that_fills_max_tokens_exactly_is_not_escalated() {
 #[tokio::test(start_paused = true)]
 async fn a_truncation_at_the_ceiling_fails_without_a_second_call() {
     let rig = rig("").await;
-    rig.upstream.push(completion(json!("cut"), "length", u64::from(CEILING)));
+    // Nothing said at the ceiling: the output is exhausted, and a second call
+    // would only repeat it.
+    rig.upstream.push(completion(json!(""), "length", u64::from(CEILING)));
     let mut body = hello();
     body["max_tokens"] = json!(CEILING);
     let answer = rig.call(body, &[]).await;

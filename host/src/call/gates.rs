@@ -12,7 +12,9 @@
 //!   answer that ended naturally (end of turn, a stop sequence, a tool call) is
 //!   never truncated, whatever its length. A call already at the ceiling fails
 //!   at once: a second call would only repeat the truncation. Callers may opt
-//!   out and accept the truncated answer.
+//!   out and accept the truncated answer; the gateway's default keeps an answer
+//!   that has something and escalates only one that has nothing (see
+//!   [`Truncation`]).
 //! - **Emptiness**: no text and no tool call, without reaching the limit, is a
 //!   pre-commit provider failure: re-run, bounded twice. Each payload gets one
 //!   re-run (a correction or an escalation changes the payload and brings a
@@ -33,7 +35,7 @@ use serde_json::Value;
 
 use crate::admission::{OutputReserve, output_reserve};
 use crate::catalog::{ModelSpec, Reasoning};
-use crate::chat::ChatRequest;
+use crate::chat::{ChatRequest, Truncation};
 use crate::error::{Pending, WeirError};
 use crate::record::AttemptReason;
 use crate::types::{CallParams, ContentBlock, DecodedResponse, Effort, StopReason, Turn, text_of};
@@ -140,7 +142,7 @@ async fn gate<A: Attempt>(
         if answer.stop_reason == StopReason::ContentFiltered {
             return Err(refused(model, answer));
         }
-        if was_truncated(&answer, reserve) && !request.accept_truncated {
+        if was_truncated(&answer, reserve) && !keeps_truncated(request, &answer) {
             if spent.escalated || reserve.max_tokens >= model.max_output_tokens {
                 return Err(WeirError::OutputTruncated {
                     model: model.id.clone(),
@@ -245,6 +247,25 @@ fn was_truncated(answer: &DecodedResponse, reserve: OutputReserve) -> bool {
         | StopReason::Pause
         | StopReason::ContextWindowExceeded => false,
     }
+}
+
+/// Whether a truncated answer goes to the caller as it is (see [`Truncation`]).
+fn keeps_truncated(request: &ChatRequest, answer: &DecodedResponse) -> bool {
+    match request.truncation {
+        Truncation::Accept => true,
+        Truncation::Escalate => false,
+        Truncation::KeepPartial => request.response_schema.is_none() && has_whole_content(answer),
+    }
+}
+
+/// Text or a tool call, and no tool call whose arguments were cut off: an
+/// unclosed call must never reach a tool, so such an answer counts as nothing.
+fn has_whole_content(answer: &DecodedResponse) -> bool {
+    let whole_calls = answer.content.iter().all(|block| match block {
+        ContentBlock::ToolUse(call) => serde_json::from_str::<serde::de::IgnoredAny>(&call.input_json).is_ok(),
+        _ => true,
+    });
+    whole_calls && !is_empty(answer)
 }
 
 fn is_empty(answer: &DecodedResponse) -> bool {

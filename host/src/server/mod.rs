@@ -57,7 +57,7 @@ pub use error::ApiError;
 pub use metrics::serve_metrics;
 
 use crate::Weir;
-use crate::chat::{ChatRequest, Stamp};
+use crate::chat::{ChatRequest, Stamp, Truncation};
 use crate::record::Route;
 
 /// The gateway's routes over a configured [`Weir`]. Served alone (without
@@ -324,7 +324,7 @@ fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), Api
     request.deadline = deadline(headers)?;
     request.max_retries = number_header(headers, "x-weir-max-retries")?;
     request.max_corrections = number_header(headers, "x-weir-max-corrections")?;
-    request.accept_truncated = headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true");
+    request.truncation = truncation(headers)?;
     request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
     apply_effort(request, headers)?;
     request.traceparent = traceparent(headers);
@@ -378,6 +378,22 @@ fn number_header<T: std::str::FromStr>(headers: &HeaderMap, name: &str) -> Resul
         .and_then(|text| text.trim().parse().ok())
         .map(Some)
         .ok_or_else(|| ApiError::invalid_request(format!("`{name}` must be a non-negative integer")))
+}
+
+/// The truncation rule (see [`Truncation`]): `x-weir-truncation`, or the
+/// older `x-weir-accept-truncated: true` for `accept`; the gateway's default
+/// is `keep-partial`, the gateway seed's rule.
+fn truncation(headers: &HeaderMap) -> Result<Truncation, ApiError> {
+    if headers.get("x-weir-accept-truncated").is_some_and(|value| value == "true") {
+        return Ok(Truncation::Accept);
+    }
+    let Some(value) = headers.get("x-weir-truncation") else { return Ok(Truncation::KeepPartial) };
+    match value.to_str().map(str::trim) {
+        Ok("escalate") => Ok(Truncation::Escalate),
+        Ok("keep-partial") => Ok(Truncation::KeepPartial),
+        Ok("accept") => Ok(Truncation::Accept),
+        _ => Err(ApiError::invalid_request("`x-weir-truncation` must be `escalate`, `keep-partial` or `accept`")),
+    }
 }
 
 fn deadline(headers: &HeaderMap) -> Result<Option<tokio::time::Instant>, ApiError> {
