@@ -19,7 +19,9 @@
 //! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
 //!   as well as a role (the gateway seed accepts no model choice from a request body);
 //! - an entry that declares no `capabilities` has what its component carries (the seed:
-//!   declared or absent, with a bounded fallback for modality only).
+//!   declared or absent, with a bounded fallback for modality only);
+//! - a call parked on a model's queue keeps its member's budget hold (the seed's parked
+//!   call holds nothing).
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -465,4 +467,64 @@ async fn an_entry_without_a_capability_list_has_what_its_component_carries() {
     let sent = upstream.received()[0].json();
     let parts = sent["messages"][0]["content"].as_array().unwrap().clone();
     assert!(parts.iter().any(|part| part["type"] == "image_url"), "the image went out: {sent}");
+}
+
+/// Kept deviation (README, "Admission"): "a parked call holds nothing of the model's;
+/// it keeps what it took before it parked: its key's rate grant and its member's
+/// budget hold." The seed's parked call holds nothing at all. Here the model admits
+/// one call at a time: while the first is answered, the second parks on the model's
+/// queue with its budget hold counted, so the member's `held` is both calls' and the
+/// upstream has seen one request.
+#[tokio::test]
+async fn a_parked_call_keeps_its_members_budget_hold_while_it_waits() {
+    const ANA: &str = "sk-weir-ana-parked-1";
+    const OPS: &str = "sk-weir-ops-parked-1";
+    let upstream = FakeUpstream::start().await;
+    upstream.push(openai_wire::completion("First.").after(std::time::Duration::from_millis(1_500)));
+    upstream.push(openai_wire::completion("Second."));
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{chat}max_concurrency = 1\n\n[[key]]\nid = \"ana-key\"\nmember = \"ana\"\nhash = \"{ana}\"\n\n[[key]]\n\
+         id = \"ops-key\"\nmember = \"ops\"\nhash = \"{ops}\"\nadmin = true\n\n[member.ana]\ndaily_tokens = 100000\n\n\
+         [ledger]\npath = {ledger:?}\n",
+        chat = config(&upstream),
+        ana = weir_host::identity::hash_of(ANA),
+        ops = weir_host::identity::hash_of(OPS),
+        ledger = dir.path().join("ledger.db").to_str().unwrap(),
+    );
+    let gateway = Gateway::start(&config).await;
+    let client = reqwest::Client::new();
+    let send = |client: reqwest::Client| {
+        let url = gateway.url("/v1/chat/completions");
+        tokio::spawn(
+            async move { client.post(url).bearer_auth(ANA).json(&hello("chat")).send().await.unwrap().status() },
+        )
+    };
+    let held = |client: reqwest::Client| {
+        let url = gateway.url("/v1/usage");
+        async move {
+            let usage: Value = client.get(url).bearer_auth(OPS).send().await.unwrap().json().await.unwrap();
+            let ana = usage["budgets"].as_array().unwrap().iter().find(|b| b["name"] == "ana").unwrap().clone();
+            ana["held"].as_u64().unwrap()
+        }
+    };
+    let first = send(client.clone());
+    upstream.wait_for_requests(1, std::time::Duration::from_secs(10)).await;
+    let one_call = held(client.clone()).await;
+    let second = send(client.clone());
+    // The second call is admitted by its key and held, then parks on the model:
+    // sampled while the first is still being answered.
+    let mut samples = Vec::new();
+    while upstream.request_count() == 1 && !first.is_finished() {
+        let sample = held(client.clone()).await;
+        if upstream.request_count() == 1 {
+            samples.push(sample);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(one_call >= 100, "the call in flight holds its reserve: {one_call}");
+    assert_eq!(samples.iter().max(), Some(&(2 * one_call)), "the parked call's hold is counted beside it: {samples:?}");
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(second.await.unwrap(), 200);
+    assert_eq!(upstream.request_count(), 2);
 }
