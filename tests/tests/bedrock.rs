@@ -687,3 +687,32 @@ async fn each_claude_model_on_bedrock_is_sent_only_the_betas_aws_lists_for_it() 
         ]
     );
 }
+
+/// gpt-oss on Converse is sent the call's effort, as `reasoning_effort` in
+/// `additionalModelRequestFields`, when its entry declares `reasoning = "effort"`
+/// (so the headroom the entry books is for reasoning that was asked for); an entry
+/// that declares none is sent no effort, whatever the caller asks.
+#[tokio::test]
+async fn gpt_oss_on_converse_is_sent_the_calls_effort_only_where_its_entry_declares_one() {
+    let bedrock = FakeBedrock::start().await;
+    let entry = |id: &str, more: &str| {
+        format!(
+            "[[model]]\nid = \"{id}\"\nprovider = \"bedrock-converse\"\nwire_id = \"openai.gpt-oss-120b-1:0\"\n\
+             endpoint = \"{base}\"\nmax_output_tokens = 8000\ncontext_window = 128000\noutput_tokens = 100\n{more}\n",
+            base = bedrock.base_url()
+        )
+    };
+    let toml =
+        ["read_timeout_secs = 5\n".to_owned(), entry("oss", "reasoning = \"effort\""), entry("oss-plain", "")].concat();
+    let gateway = Gateway::start_with(&toml, &aws_env(), None).await;
+    for model in ["oss", "oss-plain"] {
+        bedrock.push(bedrock_wire::converse_text("Reasoned."));
+        let mut request = ask(model);
+        request["reasoning_effort"] = json!("high");
+        let (status, body) = post(&gateway, &request).await;
+        assert_eq!(status, 200, "{model}: {body}");
+    }
+    let sent: Vec<Value> =
+        bedrock.received().iter().map(|r| r.json()["additionalModelRequestFields"].clone()).collect();
+    assert_eq!(sent, [json!({"reasoning_effort": "high"}), Value::Null]);
+}

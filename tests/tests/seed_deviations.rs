@@ -21,7 +21,8 @@
 //! - an entry that declares no `capabilities` has what its component carries (the seed:
 //!   declared or absent, with a bounded fallback for modality only);
 //! - a call parked on a model's queue keeps its member's budget hold (the seed's parked
-//!   call holds nothing).
+//!   call holds nothing);
+//! - `bedrock-converse` sends native tools (the runtime seed's table: none).
 
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -527,4 +528,38 @@ async fn a_parked_call_keeps_its_members_budget_hold_while_it_waits() {
     assert_eq!(first.await.unwrap(), 200);
     assert_eq!(second.await.unwrap(), 200);
     assert_eq!(upstream.request_count(), 2);
+}
+
+/// Kept deviation (README, "Tools without native support"): "`bedrock-converse` carries
+/// native tools (`toolConfig`)", where the runtime seed's table says Converse has none; an
+/// entry listing `prompted_tools` and not `tools` gets the seed's prompted tools instead.
+#[tokio::test]
+async fn converse_sends_native_tools_unless_the_entry_asks_for_prompted_ones() {
+    let bedrock = FakeBedrock::start().await;
+    let base = bedrock.base_url();
+    let entry = |id: &str, more: &str| {
+        format!(
+            "[[model]]\nid = \"{id}\"\nprovider = \"bedrock-converse\"\nwire_id = \"us.amazon.nova-pro-v1:0\"\n\
+             endpoint = \"{base}\"\nmax_output_tokens = 8000\ncontext_window = 200000\noutput_tokens = 100\n{more}\n"
+        )
+    };
+    let toml = [
+        "read_timeout_secs = 5\n".to_owned(),
+        entry("nova", ""),
+        entry("nova-prompted", "capabilities = [\"prompted_tools\"]"),
+    ]
+    .concat();
+    let gateway = Gateway::start_with(&toml, &aws_env(), None).await;
+    for model in ["nova", "nova-prompted"] {
+        bedrock.push(bedrock_wire::converse_text("No tool needed."));
+        let mut request = hello(model);
+        request["tools"] = json!([{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        let answer = post(&gateway, &request, &[]).await;
+        assert_eq!(answer.status, 200, "{model}: {}", answer.body);
+    }
+    let sent: Vec<Value> = bedrock.received().iter().map(|r| r.json()).collect();
+    assert_eq!(sent[0]["toolConfig"]["tools"][0]["toolSpec"]["name"], "get_weather", "native: {}", sent[0]);
+    assert!(sent[1].get("toolConfig").is_none(), "prompted: {}", sent[1]);
+    assert!(sent[1]["system"].to_string().contains("get_weather"), "described in the prompt: {}", sent[1]);
 }

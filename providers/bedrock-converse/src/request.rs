@@ -15,8 +15,11 @@
 //! * images and documents by URL (Converse takes bytes or S3 locations only), and
 //!   media types Converse has no `format` for.
 //!
-//! Not written: `reasoning-effort` (the host turns an effort into a thinking budget,
-//! see above).
+//! `reasoning-effort` goes in `additionalModelRequestFields`, in the spelling of the
+//! model's family: Nova's `reasoningConfig` (`type: enabled`, `maxReasoningEffort`)
+//! for an `amazon.nova` id, else the OpenAI-style `reasoning_effort` that gpt-oss
+//! takes on Converse. The host passes an effort only to an entry that declares
+//! `reasoning = "effort"`; the id picks the spelling, never whether one is sent.
 //!
 //! Tool choice `none` has no Converse form (`auto`, `any`, `tool` only), so it
 //! leaves the tools out: a model that is given no tools calls none. Bedrock rejects
@@ -28,8 +31,8 @@ use weir_sdk::bedrock::model_path;
 use weir_sdk::fallback::block_as_text;
 use weir_sdk::json::{parse_value, to_body};
 use weir_sdk::types::{
-    CallParams, CodecError, ContentBlock, Headers, HttpRequest, LeafBlock, Media, MediaSource, PreparedConversation,
-    Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
+    CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, LeafBlock, Media, MediaSource,
+    PreparedConversation, Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
 
 /// The non-streaming operation, `POST /model/{id}/converse`.
@@ -87,7 +90,33 @@ fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Valu
     if let Some(tool_config) = tool_config {
         body.insert("toolConfig".into(), tool_config);
     }
+    if let Some(effort) = params.reasoning_effort {
+        body.insert("additionalModelRequestFields".into(), effort_fields(&params.wire_model_id, effort));
+    }
     Ok(Value::Object(body))
+}
+
+/// The effort in the model family's field (see the module doc). Both take
+/// `low`, `medium` and `high`: `minimal` is sent as the least there is, `max`
+/// as the most.
+fn effort_fields(wire_model_id: &str, effort: Effort) -> Value {
+    let level = match effort {
+        Effort::Minimal | Effort::Low => "low",
+        Effort::Medium => "medium",
+        Effort::High | Effort::Max => "high",
+    };
+    if is_nova(wire_model_id) {
+        json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": level}})
+    } else {
+        json!({"reasoning_effort": level})
+    }
+}
+
+/// `amazon.nova-…`, or the same behind a cross-region profile (`us.amazon.nova-…`,
+/// `global.amazon.nova-…`).
+fn is_nova(wire_model_id: &str) -> bool {
+    let behind_profile = wire_model_id.split_once('.').is_some_and(|(_, rest)| rest.starts_with("amazon.nova"));
+    wire_model_id.starts_with("amazon.nova") || behind_profile
 }
 
 /// `maxTokens` is the host's output reserve, written exactly.
@@ -428,8 +457,24 @@ mod tests {
             json!({"maxTokens": 4096, "temperature": 0.7, "stopSequences": ["###"]})
         );
         let body = body_of(&hi(), &CallParams { reasoning_effort: Some(Effort::High), ..params() });
-        assert_eq!(body["inferenceConfig"], json!({"maxTokens": 4096}));
-        assert!(body.get("additionalModelRequestFields").is_none());
+        assert_eq!(body["inferenceConfig"], json!({"maxTokens": 4096}), "the effort is not an inference setting");
+        assert!(body_of(&hi(), &params()).get("additionalModelRequestFields").is_none(), "no effort, no field");
+    }
+
+    #[test]
+    fn an_effort_goes_in_the_model_familys_spelling() {
+        let with = |id: &str, effort| {
+            let params = CallParams { wire_model_id: id.into(), reasoning_effort: Some(effort), ..params() };
+            body_of(&hi(), &params)["additionalModelRequestFields"].clone()
+        };
+        assert_eq!(with("openai.gpt-oss-120b-1:0", Effort::Medium), json!({"reasoning_effort": "medium"}));
+        assert_eq!(with("openai.gpt-oss-20b-1:0", Effort::Minimal), json!({"reasoning_effort": "low"}));
+        assert_eq!(with("openai.gpt-oss-20b-1:0", Effort::Max), json!({"reasoning_effort": "high"}));
+        let nova = json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "high"}});
+        assert_eq!(with("amazon.nova-2-lite-v1:0", Effort::High), nova);
+        assert_eq!(with("us.amazon.nova-2-lite-v1:0", Effort::High), nova, "behind a cross-region profile");
+        assert_eq!(with("global.amazon.nova-2-lite-v1:0", Effort::High), nova);
+        assert_eq!(with("meta.llama3-3-70b-instruct-v1:0", Effort::Low), json!({"reasoning_effort": "low"}));
     }
 
     #[test]
