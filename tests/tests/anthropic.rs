@@ -39,11 +39,14 @@ fn endpoint(upstream: &FakeUpstream) -> String {
     format!("http://{}", upstream.addr())
 }
 
-/// One `anthropic` model routed to the fake; `extra` adds keys to the entry.
+/// One `anthropic` model routed to the fake; `extra` adds keys to the entry. Its
+/// prompt cache is `shared`, so the breakpoints these tests read are rendered (the
+/// default, `member`, renders none: see `the_default_prompt_cache_sends_no_breakpoint`).
 fn config(upstream: &FakeUpstream, extra: &str) -> String {
     format!(
         r#"
 read_timeout_secs = 5
+prompt_cache = "shared"
 
 [[model]]
 id = "claude"

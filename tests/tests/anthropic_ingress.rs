@@ -36,6 +36,8 @@ impl Upstreams {
         format!(
             r#"
 read_timeout_secs = 5
+# The breakpoints these tests read are rendered only under `shared`.
+prompt_cache = "shared"
 
 [[model]]
 id = "gpt"

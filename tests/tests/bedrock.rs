@@ -100,7 +100,7 @@ fn streamed_text(events: &[Value]) -> String {
 async fn invoke_model_is_signed_for_the_region_and_speaks_the_bedrock_body() {
     let bedrock = FakeBedrock::start().await;
     bedrock.push(bedrock_wire::invoke_text("Hello from Bedrock"));
-    let gateway = gateway(&bedrock, "", &aws_env()).await;
+    let gateway = gateway(&bedrock, "prompt_cache = \"shared\"", &aws_env()).await;
 
     let (status, body) = post(&gateway, &ask("claude-bedrock")).await;
     assert_eq!(status, 200, "{body}");
@@ -116,7 +116,7 @@ async fn invoke_model_is_signed_for_the_region_and_speaks_the_bedrock_body() {
     assert_eq!(sent["anthropic_version"], "bedrock-2023-05-31");
     assert_eq!(sent["max_tokens"], 100);
     assert!(sent.get("model").is_none() && sent.get("stream").is_none(), "{sent}");
-    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral", "system prefix cached by default: {sent}");
+    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral", "system prefix cached (shared): {sent}");
     assert!(request.header("authorization").unwrap().contains(&format!("/{REGION}/bedrock/aws4_request")));
 }
 
@@ -229,7 +229,7 @@ async fn converse_renders_cache_points_and_maps_cache_usage() {
     let usage = bedrock_wire::converse_usage(30, 8, 1024, 12);
     let content = vec![json!({"text": "Bonjour"})];
     bedrock.push(bedrock_wire::converse(&bedrock_wire::converse_response_body(content, "end_turn", usage)));
-    let gateway = gateway(&bedrock, "", &aws_env()).await;
+    let gateway = gateway(&bedrock, "prompt_cache = \"shared\"", &aws_env()).await;
 
     let (status, body) = post(&gateway, &ask("nova")).await;
     assert_eq!(status, 200, "{body}");

@@ -166,7 +166,7 @@ async fn upstream_failures_on_the_responses_wire_keep_their_categories() {
 
 /// A custom tool (Codex's `apply_patch`, with its grammar) on the Responses route: an
 /// `openai-responses` entry sends it as OpenAI's own `custom` tool with the grammar and
-/// the caller's `prompt_cache_key`, streams the call back as a `custom_tool_call`, and
+/// the caller's `prompt_cache_key` scoped to its member, streams the call back as a `custom_tool_call`, and
 /// sends the call and its output back in their own form on the next turn; a Chat
 /// Completions entry gets the tool described as a function, and only
 /// `prompt_cache_key` is named as dropped (the tool lost nothing).
@@ -202,7 +202,8 @@ async fn a_custom_tool_goes_to_openai_as_its_own_and_elsewhere_as_a_function() {
         json!({"type": "custom", "name": "apply_patch", "description": "Edit files.", "format": grammar})
     );
     assert_eq!(sent["tools"][1]["type"], "function");
-    assert_eq!(sent["prompt_cache_key"], "thread-9");
+    let key = sent["prompt_cache_key"].as_str().unwrap();
+    assert!(key.starts_with("weir-") && !key.contains("thread-9"), "scoped to the member, not as written: {key}");
     let events = sse_events(&body);
     let done = events
         .iter()

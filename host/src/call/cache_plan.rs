@@ -6,15 +6,24 @@
 //! the explicit-breakpoint providers): the last system block first, when the
 //! conversation caches its system prefix (one breakpoint there covers the whole
 //! stable prefix: tools and system), then the turns the caller flagged, in
-//! order. Flags past the limit are dropped, never an error.
+//! order. Flags past the limit are dropped, never an error. An entry whose
+//! `prompt_cache` is not `shared` gets none at all: a breakpoint's cache is the
+//! provider account's, read by every member (see [`PromptCache`]).
 
+use crate::catalog::PromptCache;
 use crate::types::Conversation;
 
 /// Breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
 
-/// Reduces the caller's cache flags to the plan the component renders.
-pub(super) fn plan(conversation: &mut Conversation) {
+/// Reduces the caller's cache flags to the plan the component renders for an
+/// entry whose prompt cache is `mode`.
+pub(super) fn plan(conversation: &mut Conversation, mode: PromptCache) {
+    if !mode.breakpoints() {
+        conversation.cache_system = false;
+        conversation.turns.iter_mut().for_each(|turn| turn.cache = false);
+        return;
+    }
     conversation.cache_system &= !conversation.system.is_empty();
     let mut left = MAX_BREAKPOINTS - usize::from(conversation.cache_system);
     for turn in &mut conversation.turns {
@@ -49,7 +58,7 @@ mod tests {
     #[test]
     fn system_first_then_flagged_turns_in_order_up_to_four() {
         let mut c = conversation(true, &[true, false, true, true, true, true]);
-        plan(&mut c);
+        plan(&mut c, PromptCache::Shared);
         assert!(c.cache_system);
         assert_eq!(flags(&c), [true, false, true, true, false, false]);
     }
@@ -58,7 +67,7 @@ mod tests {
     fn without_system_caching_four_turns_get_breakpoints() {
         let mut c = conversation(true, &[true, true, true, true, true]);
         c.cache_system = false;
-        plan(&mut c);
+        plan(&mut c, PromptCache::Shared);
         assert_eq!(flags(&c), [true, true, true, true, false]);
     }
 
@@ -66,7 +75,7 @@ mod tests {
     fn no_system_blocks_means_no_system_breakpoint() {
         let mut c = conversation(false, &[true, true, true, true]);
         c.cache_system = true;
-        plan(&mut c);
+        plan(&mut c, PromptCache::Shared);
         assert!(!c.cache_system, "nothing to cache");
         assert_eq!(flags(&c), [true, true, true, true]);
     }
@@ -74,8 +83,18 @@ mod tests {
     #[test]
     fn unflagged_turns_stay_unflagged() {
         let mut c = conversation(true, &[false, false]);
-        plan(&mut c);
+        plan(&mut c, PromptCache::Shared);
         assert!(c.cache_system);
         assert_eq!(flags(&c), [false, false]);
+    }
+
+    #[test]
+    fn only_a_shared_prompt_cache_keeps_any_breakpoint() {
+        for mode in [PromptCache::Off, PromptCache::Member] {
+            let mut c = conversation(true, &[true, false, true]);
+            plan(&mut c, mode);
+            assert!(!c.cache_system, "{mode:?}");
+            assert_eq!(flags(&c), [false, false, false], "{mode:?}");
+        }
     }
 }

@@ -182,8 +182,7 @@ impl Tally {
 /// spent and committed before the answer (or the failure) is returned.
 pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
     let mut call = open(weir, &request, false);
-    cache_plan::plan(&mut request.conversation);
-    let result = run(weir, &request, &mut call.tally, &Whole, &call.opening).await;
+    let result = run(weir, &mut request, &mut call.tally, &Whole, &call.opening).await;
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
@@ -204,7 +203,6 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
 /// live stream's record is committed before its end reaches the caller.
 pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result<ChatStream, CallError> {
     let mut call = open(weir, &request, true);
-    cache_plan::plan(&mut request.conversation);
     let attempt = streaming::Streamed::new(request.stream_replay);
     let result = match request.response_schema {
         Some(_) => Err(WeirError::InvalidRequest(
@@ -213,7 +211,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         )),
         // A stream the entry cannot give as it is written is answered whole by
         // `run` (see `policy`) and replayed below.
-        None => run(weir, &request, &mut call.tally, &attempt, &call.opening).await,
+        None => run(weir, &mut request, &mut call.tally, &attempt, &call.opening).await,
     };
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
@@ -425,14 +423,17 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
 /// whole request.
 async fn run<A: Attempt>(
     weir: &Weir,
-    request: &ChatRequest,
+    request: &mut ChatRequest,
     tally: &mut Tally,
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
     let mut target = target::resolve(weir, &Naming::chat(request), opening).await?;
+    // The breakpoints follow the entry that serves the call.
+    cache_plan::plan(&mut request.conversation, target.model.prompt_cache);
+    let request = &*request;
     tally.resolved = Some(resolved(&target));
-    let native = native::plan(&target, request.native.as_deref())?;
+    let native = native::plan(&target, request)?;
     target.native = native.request;
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;

@@ -3,10 +3,20 @@
 //! takes goes to `native.encode`, the rest is dropped and said so (the
 //! record's notes, the stamp's [`NativeDropped`]). The provider's answer only
 //! narrows what the caller sent: a component can never add a field or a beta.
+//!
+//! The entry's prompt cache (see [`PromptCache`]) adds one rule: a provider
+//! that routes its cache by `prompt_cache_key` is sent a key scoped to the
+//! caller's member (the caller's own key, if any, folded into it), so one
+//! member's calls do not land on another's cache entries; `off` sends none and
+//! drops the caller's. Breakpoint settings (`cache_control.ttl`) are dropped
+//! where no breakpoint is rendered.
 
 use std::sync::Arc;
 
-use crate::chat::{NativeAsk, NativeDropped};
+use sha2::{Digest, Sha256};
+
+use crate::catalog::PromptCache;
+use crate::chat::{ChatRequest, NativeAsk, NativeDropped};
 use crate::error::WeirError;
 use crate::types::{NativeRequest, NativeSupport};
 
@@ -14,6 +24,10 @@ use super::target::Target;
 
 /// Any beta, in `native-support.betas`.
 const ANY_BETA: &str = "*";
+/// The field a provider routes its prompt cache by (OpenAI's).
+const PROMPT_CACHE_KEY: &str = "prompt_cache_key";
+/// The longest TTL a caller asked for its breakpoints (Anthropic's).
+const CACHE_TTL: &str = "cache_control.ttl";
 
 /// What one call sends natively, and what it drops.
 #[derive(Debug, Default)]
@@ -23,10 +37,87 @@ pub(super) struct NativePlan {
     pub dropped: NativeDropped,
 }
 
-/// The plan for `ask` on `target`'s provider and wire id.
-pub(super) fn plan(target: &Target<'_>, ask: Option<&NativeAsk>) -> Result<NativePlan, WeirError> {
-    let Some(ask) = ask else { return Ok(NativePlan::default()) };
-    Ok(split(ask, support(target)?.as_deref()))
+/// The plan for `request`'s native fields on `target`'s provider and wire id,
+/// with the prompt-cache key its entry's mode calls for.
+pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativePlan, WeirError> {
+    let mode = target.model.prompt_cache;
+    if request.native.is_none() && mode == PromptCache::Off {
+        return Ok(NativePlan::default());
+    }
+    let support = support(target)?;
+    let mut plan = match request.native.as_deref() {
+        Some(ask) => match withheld(ask, mode) {
+            Some((kept, withheld)) => {
+                let mut plan = split(&kept, support.as_deref());
+                plan.dropped.fields.extend(withheld);
+                plan
+            }
+            None => split(ask, support.as_deref()),
+        },
+        None => NativePlan::default(),
+    };
+    if mode != PromptCache::Off
+        && let Some(support) = support.as_deref().filter(|support| takes(support, PROMPT_CACHE_KEY))
+    {
+        put_cache_key(&mut plan, support, member_cache_key(request));
+    }
+    Ok(plan)
+}
+
+/// `ask` without the cache fields `mode` does not send, and their names;
+/// `None` when it sends every one `ask` has (no copy is made then).
+fn withheld(ask: &NativeAsk, mode: PromptCache) -> Option<(NativeAsk, Vec<String>)> {
+    let withholds = |name: &str| match mode {
+        PromptCache::Off => name == PROMPT_CACHE_KEY || name == CACHE_TTL,
+        PromptCache::Member => name == CACHE_TTL,
+        PromptCache::Shared => false,
+    };
+    if !ask.fields.iter().any(|(name, _)| withholds(name)) {
+        return None;
+    }
+    let (dropped, fields): (Vec<_>, Vec<_>) = ask.fields.iter().cloned().partition(|(name, _)| withholds(name));
+    let kept = NativeAsk { fields, ..ask.clone() };
+    Some((kept, dropped.into_iter().map(|(name, _)| name).collect()))
+}
+
+fn takes(support: &NativeSupport, field: &str) -> bool {
+    support.fields.iter().any(|taken| taken == field)
+}
+
+/// A key no two members share: the member (none for a library call) and the
+/// caller's own `prompt_cache_key` (or none), hashed, so a caller can pick
+/// which of its own conversations share a cache and never land on another
+/// member's. A caller's key never reaches the provider as written.
+fn member_cache_key(request: &ChatRequest) -> String {
+    let member = request.caller.as_ref().map_or("", |caller| caller.member.as_str());
+    let own = request
+        .native
+        .as_deref()
+        .and_then(|ask| ask.fields.iter().find(|(name, _)| name == PROMPT_CACHE_KEY))
+        .map(|(_, value)| value.as_str().map_or_else(|| value.to_string(), str::to_owned))
+        .unwrap_or_default();
+    let mut hasher = Sha256::new();
+    for part in ["weir prompt cache", member, &own] {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    format!("weir-{}", &hex::encode(hasher.finalize())[..32])
+}
+
+/// `key` as the request's `prompt_cache_key`, in `support`'s dialect: the
+/// caller's own (already cut to what the provider takes) is replaced.
+fn put_cache_key(plan: &mut NativePlan, support: &NativeSupport, key: String) {
+    let request = plan.request.get_or_insert_with(|| NativeRequest {
+        dialect: support.dialect.clone(),
+        fields_json: "{}".to_owned(),
+        betas: Vec::new(),
+    });
+    let mut fields = match serde_json::from_str::<serde_json::Value>(&request.fields_json) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert(PROMPT_CACHE_KEY.to_owned(), serde_json::Value::String(key));
+    request.fields_json = serde_json::Value::Object(fields).to_string();
 }
 
 /// What `target`'s provider takes natively for its wire id (asked once and

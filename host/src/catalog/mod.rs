@@ -13,8 +13,8 @@ pub use crate::config::{BudgetFields, TeamEntry};
 pub use crate::config::{
     Config, ConfigError, DEFAULT_ANSWER_RESERVE, DEFAULT_EFFORT, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_QUEUE,
     DEFAULT_SAFETY_MARGIN, DecisionBackend, EMBEDDED_DEFAULT, EmbeddingSettings, HostedTools, KeyEntry, LedgerOnError,
-    LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, Reasoning,
-    ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
+    LedgerOnTampered, LedgerSettings, LedgerSync, MemberEntry, MetricsSettings, ModelChoice, ModelEntry, PromptCache,
+    Reasoning, ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
 pub use crate::config::{KeySource, KeySourceError, read_key};
 
@@ -76,6 +76,9 @@ pub struct ModelSpec {
     pub capabilities: Option<CapabilitySet>,
     /// The deployment takes no explicit `temperature` or `top_p` (`fixed_temperature`).
     pub fixed_temperature: bool,
+    /// Which provider prompt caches its calls may use (the entry's, else the
+    /// configuration's).
+    pub prompt_cache: PromptCache,
     pub cache_read_multiplier: f64,
     pub cache_write_multiplier: f64,
     /// A plain-`http` endpoint off loopback is allowed (see `allow_http`).
@@ -169,6 +172,7 @@ impl ModelSpec {
             native_tools: true,
             capabilities: None,
             fixed_temperature: false,
+            prompt_cache: PromptCache::Member,
             cache_read_multiplier: 1.0,
             cache_write_multiplier: 1.0,
             allow_http: false,
@@ -215,7 +219,7 @@ impl Catalog {
         let mut routes = HashMap::new();
         let mut provider_keys = BTreeSet::new();
         for entry in &config.models {
-            let mut model = spec(entry, config.max_output_ceiling);
+            let mut model = spec(entry, config.max_output_ceiling, config.prompt_cache);
             let route = match route(&model, providers, &config.retention) {
                 Routing::NotServed(message) => return Err(invalid(message)),
                 Routing::Route(route) => route,
@@ -305,7 +309,7 @@ pub fn mantle_rpm(rpm: Option<u32>, tpm: Option<u64>) -> Option<u32> {
     rpm.or_else(|| tpm.map(|tpm| u32::try_from(tpm / 1000).unwrap_or(u32::MAX).max(1)))
 }
 
-fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
+fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptCache) -> ModelSpec {
     let wire_id = entry.wire_id.clone().unwrap_or_else(|| entry.id.clone());
     let window_bound = entry.context_window.saturating_sub(1).max(1);
     let max_output_tokens = entry.max_output_tokens.min(operator_ceiling.unwrap_or(u32::MAX)).min(window_bound);
@@ -331,6 +335,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>) -> ModelSpec {
         native_tools: entry.native_tools.unwrap_or(true),
         capabilities: entry.capabilities.as_ref().map(|declared| CapabilitySet::of(declared.iter().copied())),
         fixed_temperature: entry.fixed_temperature,
+        prompt_cache: entry.prompt_cache.unwrap_or(prompt_cache),
         cache_read_multiplier: entry.cache_read_multiplier.unwrap_or(billing.read),
         cache_write_multiplier: entry.cache_write_multiplier.unwrap_or(billing.write),
         allow_http: entry.allow_http,
@@ -367,7 +372,11 @@ mod tests {
                     [[model]]\nid = \"b\"\nprovider = \"openai\"\nmax_output_tokens = 3000\ncontext_window = 100000\n";
         let config = Config::from_toml(text, "t").unwrap();
         let ceilings = |config: &Config| -> Vec<u32> {
-            config.models.iter().map(|entry| spec(entry, config.max_output_ceiling).max_output_tokens).collect()
+            config
+                .models
+                .iter()
+                .map(|entry| spec(entry, config.max_output_ceiling, config.prompt_cache).max_output_tokens)
+                .collect()
         };
         assert_eq!(ceilings(&config), vec![3_999, 3_000], "one token less than the window");
         let capped = Config::from_toml(&format!("max_output_ceiling = 2000\n{text}"), "t").unwrap();
@@ -380,7 +389,7 @@ mod tests {
             let text = format!(
                 "[[model]]\nid = \"a\"\nprovider = \"{provider}\"\nmax_output_tokens = 10\ncontext_window = 100\n{extra}"
             );
-            let model = spec(&Config::from_toml(&text, "t").unwrap().models[0], None);
+            let model = spec(&Config::from_toml(&text, "t").unwrap().models[0], None, PromptCache::Member);
             (model.cache_read_multiplier, model.cache_write_multiplier)
         };
         assert_eq!(entry("anthropic", ""), (0.1, 1.25));

@@ -101,6 +101,10 @@ pub struct Config {
     /// or only a role (`roles`).
     #[serde(default)]
     pub model_choice: ModelChoice,
+    /// Which provider prompt caches calls may use (`off`, `member`, the
+    /// default, or `shared`); an entry's own `prompt_cache` wins for it.
+    #[serde(default)]
+    pub prompt_cache: PromptCache,
     /// What a hosted tool in a request (a server tool Anthropic or OpenAI runs
     /// itself: web search, code execution, ...) becomes when no provider can
     /// be handed it: `drop` (the default: left out, noted on the record and
@@ -211,6 +215,9 @@ pub struct ModelEntry {
     /// `top_p` are never sent (as for OpenAI reasoning families by wire id).
     #[serde(default)]
     pub fixed_temperature: bool,
+    /// Which provider prompt caches this entry's calls may use (absent: the
+    /// top-level `prompt_cache`).
+    pub prompt_cache: Option<PromptCache>,
     /// The model is served only under provider data sharing; see `compliance`.
     #[serde(default)]
     pub requires_lax: bool,
@@ -270,6 +277,34 @@ pub enum Reasoning {
     Effort,
     /// A thinking token budget per effort, from the entry's `thinking_budget`.
     Thinking,
+}
+
+/// Which provider prompt caches a call may use. A provider's cache is its
+/// account's: a prefix one member's call wrote is read by any call on the same
+/// account that starts the same way (its `cached_tokens` tell the caller so).
+/// Only a cache key the provider routes by can keep members apart.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptCache {
+    /// No breakpoint and no cache key is sent (a caller's own are dropped and
+    /// noted); a provider that caches on its own (OpenAI) still does.
+    Off,
+    /// Members kept apart where the provider allows it: a member-scoped
+    /// `prompt_cache_key` where the provider takes one, and no breakpoint (a
+    /// breakpoint's cache is shared by every member of the account).
+    #[default]
+    Member,
+    /// The member-scoped key, and breakpoints too (the system prefix the host
+    /// plans and the caller's own flags): any member may read what another
+    /// wrote on the same account.
+    Shared,
+}
+
+impl PromptCache {
+    /// Whether breakpoints are rendered.
+    pub fn breakpoints(self) -> bool {
+        self == Self::Shared
+    }
 }
 
 /// Whether a gateway caller may name a catalog entry.
