@@ -531,3 +531,35 @@ async fn a_spent_retry_budget_answers_the_last_signal() {
     assert_eq!(attempts, "2");
     assert_eq!(upstream.request_count(), 2);
 }
+
+/// A response schema to Claude (issue 49, item 9), whichever door it comes in by
+/// (`response_format` here, `output_config.format` on `/v1/messages`): described in the
+/// system prompt, and the answer validated by the structured-answer gate.
+#[tokio::test]
+async fn a_response_schema_to_claude_is_described_in_the_prompt_and_its_answer_validated() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    for _ in 0..2 {
+        upstream.push(anthropic_wire::text_message(r#"{"city": "Paris"}"#));
+    }
+
+    let request = json!({"model": "claude", "max_tokens": 300, "messages": [{"role": "user", "content": "Where?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "place", "schema": schema}}});
+    let (status, _, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse(&body)["choices"][0]["message"]["content"], r#"{"city":"Paris"}"#);
+
+    let messages = json!({"model": "claude", "max_tokens": 300, "messages": [{"role": "user", "content": "Where?"}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}}});
+    let response = reqwest::Client::new().post(gateway.url("/v1/messages")).json(&messages).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["content"][0]["text"], r#"{"city":"Paris"}"#, "{answer}");
+
+    for sent in upstream.received().iter().map(|r| r.json()) {
+        let system = sent["system"].to_string();
+        assert!(system.contains("JSON Schema") && system.contains("\\\"city\\\""), "{sent}");
+        assert!(sent.get("output_config").is_none() && sent.get("tools").is_none(), "{sent}");
+    }
+}

@@ -716,3 +716,33 @@ async fn gpt_oss_on_converse_is_sent_the_calls_effort_only_where_its_entry_decla
         bedrock.received().iter().map(|r| r.json()["additionalModelRequestFields"].clone()).collect();
     assert_eq!(sent, [json!({"reasoning_effort": "high"}), Value::Null]);
 }
+
+/// A response schema to a Converse model (issue 49, item 9): the component carries no
+/// native structured output, so the schema is described in the system prompt and the
+/// answer passes the same gate as a native one — a reply that is not JSON gets a
+/// correction turn, and a schema-echo reply (Nova's habit) is normalized.
+#[tokio::test]
+async fn a_response_schema_to_converse_is_described_in_the_prompt_and_its_answer_validated() {
+    let bedrock = FakeBedrock::start().await;
+    bedrock.push(bedrock_wire::converse_text("Sure! The city is Paris."));
+    bedrock.push(bedrock_wire::converse_text(r#"{"@type": "object", "@fields": {"city": "Paris"}}"#));
+    let gateway = gateway(&bedrock, "", &aws_env()).await;
+
+    let mut request = ask("nova");
+    request["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "place", "schema": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&request).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-weir-attempts"], "2", "the answer that was not JSON was corrected");
+    let answer: Value = response.json().await.unwrap();
+    let content: Value = serde_json::from_str(answer["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"city": "Paris"}), "the echo normalized: {answer}");
+
+    let sent: Vec<Value> = bedrock.received().iter().map(|r| r.json()).collect();
+    let system = sent[0]["system"].to_string();
+    assert!(system.contains("Be terse.") && system.contains("Schema `place`"), "{system}");
+    assert!(sent[0].get("outputConfig").is_none() && sent[0].get("toolConfig").is_none(), "{}", sent[0]);
+    let turns = sent[1]["messages"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "the question, the rejected answer, the correction: {}", sent[1]);
+}

@@ -61,6 +61,14 @@ const MAX_CONSECUTIVE_EMPTY: u32 = 3;
 // could never be the one that fires.
 const _: () = assert!(MAX_CONSECUTIVE_EMPTY > EMPTY_RETRIES_PER_PAYLOAD + 1);
 
+/// What goes on the wire beside the conversation.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Wire {
+    /// The response schema goes to the component (else it is described in the
+    /// prompt, see `call::prompted_schema`, and only the gate reads it).
+    pub schema: bool,
+}
+
 /// What the gates have spent so far in this call.
 #[derive(Debug, Default)]
 struct Spent {
@@ -89,13 +97,14 @@ pub(super) async fn run<A: Attempt>(
     target: &Target<'_>,
     request: &ChatRequest,
     tally: &mut Tally,
+    wire: Wire,
 ) -> Result<Outcome<A::Live>, WeirError> {
     // The hold stays the call's (a call dropped mid-attempt settles it from
     // its record); its attempts borrow it to top it up.
     let Tally { started, requested_max_tokens, notes, hold, .. } = tally;
     let mut spend = Spend::for_call(target.model, request, *started).holding(hold.as_mut());
     let mut noted = Noted { requested_max_tokens, notes };
-    let result = gate(attempt, target, request, &mut noted, &mut spend).await;
+    let result = gate(attempt, target, request, wire, &mut noted, &mut spend).await;
     let (attempts, records) = (spend.attempts(), spend.log.into_records());
     tally.attempts = attempts;
     tally.attempt_records = records;
@@ -112,6 +121,7 @@ async fn gate<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
+    wire: Wire,
     noted: &mut Noted<'_>,
     spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
@@ -133,7 +143,7 @@ async fn gate<A: Attempt>(
     loop {
         let reserve = output_reserve(requested, booked, model, answer_reserve)?;
         *noted.requested_max_tokens = Some(reserve.max_tokens);
-        let params = call_params(request, model, reserve, effort);
+        let params = call_params(request, model, reserve, effort, wire);
         let mut answer = match with_retries(attempt, target, &conversation, &params, request, spend).await? {
             Outcome::Complete(answer) => answer,
             live @ Outcome::Live(_) => return Ok(live),
@@ -195,7 +205,13 @@ const EFFORT_NOT_APPLIED: &str = "effort_not_applied";
 /// The wire parameters. Effort reaches the wire as the entry declares: an
 /// effort field (`reasoning = "effort"`), a thinking budget (`"thinking"`: the
 /// caller's explicit budget, else the effort's headroom), or not at all.
-fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve, effort: Option<Effort>) -> CallParams {
+fn call_params(
+    request: &ChatRequest,
+    model: &ModelSpec,
+    reserve: OutputReserve,
+    effort: Option<Effort>,
+    wire: Wire,
+) -> CallParams {
     let (reasoning_effort, thinking_budget) = match model.reasoning {
         Some(Reasoning::Effort) => (effort, None),
         // A caller's explicit budget counts inside its declared output, so it only
@@ -213,7 +229,7 @@ fn call_params(request: &ChatRequest, model: &ModelSpec, reserve: OutputReserve,
         // Omitted, never rewritten, where the deployment takes only its default.
         temperature: policy::temperature(model, request),
         stop: request.stop.clone(),
-        response_schema: request.response_schema.clone(),
+        response_schema: request.response_schema.clone().filter(|_| wire.schema),
         stream: false,
     }
 }
@@ -315,7 +331,7 @@ mod tests {
     fn params(request: &ChatRequest, model: &ModelSpec, effort: Option<Effort>) -> CallParams {
         let booked = effort.filter(|_| request.thinking_budget.is_none());
         let reserve = output_reserve(request.max_output_tokens, booked, model, 4_096).unwrap();
-        call_params(request, model, reserve, effort)
+        call_params(request, model, reserve, effort, Wire { schema: true })
     }
 
     #[test]

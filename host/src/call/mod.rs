@@ -45,6 +45,7 @@ mod native;
 mod opening;
 mod operation;
 mod policy;
+mod prompted_schema;
 mod prompted_tools;
 mod retrieval;
 mod retry;
@@ -444,30 +445,37 @@ async fn run<A: Attempt>(
     policy.notes.stream_replayed_whole = A::STREAMS && (!policy.streams || policy.prompted_tools);
     tally.notes.extend(policy.notes.names());
     if policy.notes.stream_replayed_whole {
-        return match dispatch(&Whole, &target, request, tally, policy.prompted_tools).await? {
+        return match dispatch(&Whole, &target, request, tally, &policy).await? {
             Outcome::Complete(answer) => Ok(Outcome::Complete(answer)),
             Outcome::Live(never) => match never {},
         };
     }
-    dispatch(attempt, &target, request, tally, policy.prompted_tools).await
+    dispatch(attempt, &target, request, tally, &policy).await
 }
 
 /// Runs the gates with the conversation the model reads: as asked, or with its
 /// tools described in the prompt (see [`prompted_tools`]) and read back out of
-/// the answer.
+/// the answer, or its response schema described there (see [`prompted_schema`]).
 async fn dispatch<A: Attempt>(
     attempt: &A,
     target: &Target<'_>,
     request: &ChatRequest,
     tally: &mut Tally,
-    prompted_tools: bool,
+    policy: &policy::Policy,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    if !prompted_tools {
-        return gates::run(attempt, target, request, tally).await;
+    let wire = gates::Wire { schema: !policy.prompted_schema };
+    if !policy.prompted_tools && !policy.prompted_schema {
+        return gates::run(attempt, target, request, tally, wire).await;
     }
     let mut prompted = request.clone();
+    if let Some(schema) = request.response_schema.as_ref().filter(|_| policy.prompted_schema) {
+        prompted_schema::describe(&mut prompted.conversation, schema);
+    }
+    if !policy.prompted_tools {
+        return gates::run(attempt, target, &prompted, tally, wire).await;
+    }
     let tools = prompted_tools::describe(&mut prompted.conversation);
-    match gates::run(attempt, target, &prompted, tally).await? {
+    match gates::run(attempt, target, &prompted, tally, wire).await? {
         Outcome::Complete(mut answer) => {
             tools.read(&mut answer);
             Ok(Outcome::Complete(answer))

@@ -3,8 +3,10 @@
 //!
 //! - **Capabilities.** A request that needs what the entry does not have — an
 //!   image (`vision`), a document (`documents`), tools where the entry has
-//!   neither native nor prompted tools (`tools`), a response schema
-//!   (`json_schema`), an explicit thinking budget (`thinking`) — fails as
+//!   neither native nor prompted tools (`tools`), a response schema where the
+//!   entry declares other capabilities and not `json_schema` (a component
+//!   without native structured output gets the schema in its prompt instead),
+//!   an explicit thinking budget (`thinking`) — fails as
 //!   `capability_mismatch`. The entry has what it declares narrowed to what its
 //!   provider component carries, or, declaring nothing, its provider's (see
 //!   [`crate::catalog::Capability`]). A model's name never grants anything.
@@ -33,6 +35,9 @@ pub(super) struct Policy {
     /// Tools are in play and the entry has no native tool calling: the host
     /// describes them in the prompt (see `call::prompted_tools`).
     pub prompted_tools: bool,
+    /// The request has a response schema the component cannot carry: the host
+    /// describes it in the prompt (see `call::prompted_schema`).
+    pub prompted_schema: bool,
     /// The entry can stream (its declaration and its provider component).
     pub streams: bool,
     /// What the record notes about the call.
@@ -49,6 +54,8 @@ pub(crate) struct PolicyNotes {
     pub top_p_omitted: bool,
     /// A stream was answered whole and replayed (no streaming, or prompted tools).
     pub stream_replayed_whole: bool,
+    /// The response schema was described in the prompt, not sent as a field.
+    pub schema_prompted: bool,
 }
 
 impl PolicyNotes {
@@ -58,6 +65,7 @@ impl PolicyNotes {
             (self.temperature_omitted, "temperature_omitted"),
             (self.top_p_omitted, "top_p_omitted"),
             (self.stream_replayed_whole, "stream_replayed_whole"),
+            (self.schema_prompted, "schema_prompted"),
         ]
         .into_iter()
         .filter_map(|(noted, name)| noted.then_some(name))
@@ -86,7 +94,11 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
     if tools_in_play && !native_tools && !prompted_allowed {
         return Err(mismatch(Capability::Tools, "the request offers tools or carries tool calls"));
     }
-    if request.response_schema.is_some() && !has.contains(Capability::JsonSchema) {
+    // A model that may answer to a schema but whose component cannot carry one
+    // gets it in the prompt, as tools are.
+    let native_schema = has.contains(Capability::JsonSchema);
+    let prompted_schema = request.response_schema.is_some() && !native_schema;
+    if prompted_schema && !wanted.contains(Capability::JsonSchema) {
         return Err(mismatch(Capability::JsonSchema, "the request asks for a response schema"));
     }
     if request.thinking_budget.is_some() && !has.contains(Capability::Thinking) {
@@ -101,11 +113,13 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
     };
     Ok(Policy {
         prompted_tools: tools_in_play && !native_tools,
+        prompted_schema,
         streams: has.contains(Capability::Streaming),
         notes: PolicyNotes {
             temperature_omitted: fixed && request.temperature.is_some(),
             top_p_omitted,
             stream_replayed_whole: false,
+            schema_prompted: prompted_schema,
         },
     })
 }
@@ -372,8 +386,19 @@ mod tests {
     fn a_schema_and_a_thinking_budget_need_their_capabilities() {
         let mut schema = ChatRequest::new("m", Conversation::user("hi"));
         schema.response_schema = Some(ResponseSchema { name: "s".into(), schema_json: "{}".into() });
-        assert_eq!(refused_for(check(&ModelSpec::sample(), Capabilities::empty(), &schema)), Capability::JsonSchema);
-        assert!(check(&declared(&[Capability::JsonSchema]), Capabilities::STRUCTURED_OUTPUT, &schema).is_ok());
+        let prompted =
+            |model: &ModelSpec, provider| check(model, provider, &schema).map(|policy| policy.prompted_schema);
+        assert_eq!(
+            refused_for(check(&declared(&[Capability::Tools]), Capabilities::all(), &schema)),
+            Capability::JsonSchema
+        );
+        // Native where the component carries it; else in the prompt, declared or not.
+        assert!(!prompted(&declared(&[Capability::JsonSchema]), Capabilities::STRUCTURED_OUTPUT).unwrap());
+        assert!(prompted(&declared(&[Capability::JsonSchema]), Capabilities::empty()).unwrap());
+        assert!(prompted(&ModelSpec::sample(), Capabilities::empty()).unwrap());
+        assert!(!prompted(&ModelSpec::sample(), Capabilities::STRUCTURED_OUTPUT).unwrap());
+        let plain = ChatRequest::new("m", Conversation::user("hi"));
+        assert!(!check(&ModelSpec::sample(), Capabilities::empty(), &plain).unwrap().prompted_schema, "no schema");
         let mut thinking = ChatRequest::new("m", Conversation::user("hi"));
         thinking.thinking_budget = Some(2_048);
         assert_eq!(refused_for(check(&declared(&[]), Capabilities::all(), &thinking)), Capability::Thinking);
