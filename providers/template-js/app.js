@@ -1,9 +1,10 @@
-// The `template-js` provider: a whole non-streaming provider in one ES module.
+// The `template-js` provider: a whole streaming provider in one ES module.
 //
 // Copy this folder to start a provider in JavaScript (see docs/writing-a-provider.md).
 // The dialect is OpenAI-style Chat Completions without tools: `POST /chat/completions`
 // with `model`, `max_tokens` and text `messages`; the answer in
-// `choices[0].message.content`. Replace the four marked places with your dialect's.
+// `choices[0].message.content`; streamed with `stream: true`, `data:` chunks ending in
+// `data: [DONE]`. Replace the five marked places with your dialect's.
 //
 // componentize-js builds this module into a component: the world's exported
 // interfaces are the module's named exports `describe` and `chat`; the
@@ -35,7 +36,7 @@ export const describe = {
     return [
       {
         key: KEY,
-        description: "Chat Completions, text only, no streaming (the JavaScript template)",
+        description: "Chat Completions, text only, streaming (the JavaScript template)",
         // undefined: every catalog entry names its `endpoint`.
         defaultEndpoint: undefined,
         credential: {
@@ -48,9 +49,11 @@ export const describe = {
             required: false,
           },
         },
-        // Flags are an object of booleans; {} is a text-only provider. Leaving out
-        // `streaming: true` tells callers this provider does not stream.
-        capabilities: {},
+        // Flags are an object of booleans; {} is a text-only provider that does not
+        // stream. `streaming: true`: the host asks for streams and hands their events
+        // to `chat.StreamDecoder`; leave it out and a caller's stream is answered
+        // whole and replayed.
+        capabilities: { streaming: true },
         streamFraming: "sse",
       },
     ];
@@ -88,17 +91,22 @@ export const chat = {
       return { tag: "uncorrectable", val: `HTTP ${response.status}: ${KEY} failed to classify: ${error}`.slice(0, 1024) };
     }
   },
-  // This provider does not stream: `encode` refuses a streaming request, and the
-  // decoder refuses every event as `unsupported` (as Rust's `weir_sdk::NoStreaming`).
+  // One decoder per stream (part (5) below); like every export it never lets an
+  // exception out: an event it cannot read is declined as `malformed`.
   StreamDecoder: class StreamDecoder {
     constructor(provider) {
-      this.provider = provider;
+      this.stream = new ChatStream();
     }
     feed(event) {
-      throw unsupported(`${this.provider} does not stream`);
+      try {
+        return this.stream.read(event.name, event.data);
+      } catch (error) {
+        if (error instanceof CodecFailure) throw error;
+        throw malformed(`${KEY} could not read a stream event: ${error}`); // never a trap
+      }
     }
     finish() {
-      throw unsupported(`${this.provider} does not stream`);
+      return this.stream.finish();
     }
   },
 };
@@ -106,11 +114,6 @@ export const chat = {
 // ------------------------------------------------------------------ (2) encode
 
 function encode(conversation, params) {
-  if (params.stream) {
-    // A backstop: the host never asks a provider without `streaming` for a stream
-    // (it answers the caller's stream whole and replays it).
-    throw unsupported(`${KEY} does not stream`);
-  }
   if (conversation.tools.length > 0) {
     throw unsupported(`${KEY} has no tool definitions`);
   }
@@ -121,6 +124,11 @@ function encode(conversation, params) {
   const body = { model: params.wireModelId, max_tokens: params.maxTokens, messages };
   if (params.temperature != null) body.temperature = params.temperature;
   if (params.stop.length > 0) body.stop = params.stop;
+  if (params.stream) {
+    // The usage comes in a last chunk only when asked for.
+    body.stream = true;
+    body.stream_options = { include_usage: true };
+  }
   return {
     method: "POST",
     pathAndQuery: "/chat/completions",
@@ -273,4 +281,109 @@ function retryHint(headers) {
   }
   const at = Date.parse(value);
   return Number.isFinite(at) && at >= 0 ? { tag: "at-unix-ms", val: BigInt(at) } : undefined;
+}
+
+// ------------------------------------------------------------------ (5) the stream
+
+// Chat Completions streams `data: {chunk}` events and ends with `data: [DONE]`: each
+// chunk's `choices[0].delta` carries a piece of the text (or of a tool call's
+// arguments), the chunk with a `finish_reason` says why the answer ended, and the last
+// chunk (asked for with `stream_options.include_usage`) carries the usage. The
+// contract is the guide's section 6. One decoder serves one stream and keeps what it
+// needs between events: whether the stop was sent, and the tool calls opened.
+const STREAM_STOP_REASONS = { ...STOP_REASONS, tool_calls: "tool-use" };
+
+class ChatStream {
+  constructor() {
+    this.stopped = false;
+    this.named = false;
+    this.calls = []; // tool calls opened, by their index in the answer
+  }
+
+  read(name, bytes) {
+    if (new TextDecoder().decode(bytes).trim() === "[DONE]") return [];
+    const chunk = parseJson(bytes);
+    if (!isObject(chunk)) throw malformed("a stream chunk is not a JSON object");
+    if (name === "error" || "error" in chunk) return [inBandError(chunk)];
+    const deltas = [];
+    if (!this.named) {
+      // What the upstream ran and its id, once (as `decode` reads them).
+      this.named = true;
+      if (typeof chunk.model === "string") deltas.push({ tag: "served-model", val: chunk.model });
+      if (typeof chunk.id === "string") deltas.push({ tag: "request-id", val: chunk.id });
+    }
+    if (Array.isArray(chunk.choices) && isObject(chunk.choices[0])) deltas.push(...this.choice(chunk.choices[0]));
+    const usage = chunk.usage;
+    if (isObject(usage) && isCount(usage.prompt_tokens) && isCount(usage.completion_tokens)) {
+      const counts = { input: BigInt(usage.prompt_tokens), output: BigInt(usage.completion_tokens) };
+      deltas.push({ tag: "usage", val: { ...counts, cacheRead: 0n, cacheWrite: 0n, reasoning: undefined } });
+    }
+    return deltas;
+  }
+
+  choice(choice) {
+    const deltas = [];
+    const delta = choice.delta;
+    if (isObject(delta)) {
+      if (typeof delta.content === "string" && delta.content) deltas.push({ tag: "text", val: delta.content });
+      for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) deltas.push(...this.toolCall(call));
+    }
+    const reason = stringOr(choice.finish_reason);
+    if (reason !== undefined && !this.stopped) {
+      this.stopped = true;
+      deltas.push(...this.closeCalls());
+      const stop = Object.hasOwn(STREAM_STOP_REASONS, reason) ? STREAM_STOP_REASONS[reason] : "other";
+      deltas.push({ tag: "stop", val: { reason: stop, raw: reason, refusal: undefined } });
+    }
+    return deltas;
+  }
+
+  // A call's first piece names it (`id`, `function.name`); the others carry more of
+  // its arguments, under the same `index`.
+  toolCall(call) {
+    if (!isObject(call) || !Number.isSafeInteger(call.index) || call.index < 0) {
+      throw malformed("a streamed tool call has no index");
+    }
+    const index = call.index;
+    const fn = isObject(call.function) ? call.function : {};
+    const deltas = [];
+    if (!this.calls.includes(index)) {
+      if (typeof call.id !== "string" || typeof fn.name !== "string") {
+        throw malformed(`tool call ${index} has no id or name in its first piece`);
+      }
+      this.calls.push(index);
+      deltas.push({ tag: "tool-call-start", val: { index, id: call.id, name: fn.name } });
+    }
+    if (typeof fn.arguments === "string" && fn.arguments) {
+      deltas.push({ tag: "tool-call-fragment", val: { index, json: fn.arguments } });
+    }
+    return deltas;
+  }
+
+  closeCalls() {
+    const ended = this.calls.map((index) => ({ tag: "tool-call-end", val: index }));
+    this.calls = [];
+    return ended;
+  }
+
+  // The body ended. Without a `finish_reason` the upstream closed before its end:
+  // decline rather than invent a stop (the host would deliver a cut answer as whole).
+  finish() {
+    if (!this.stopped) throw malformed(`${KEY}: the stream ended before its finish_reason`);
+    return this.closeCalls();
+  }
+}
+
+// An error object inside the 200 stream: its structured `code`, when it is an HTTP
+// status, and the class `classify` gives that status (none: a transient failure). Its
+// words go to the server log only, inside the class.
+function inBandError(chunk) {
+  const error = isObject(chunk.error) ? chunk.error : {};
+  const status = Number.isSafeInteger(error.code) && error.code >= 400 && error.code <= 599 ? error.code : undefined;
+  const message = typeof error.message === "string" ? error.message : "an error frame";
+  const errorClass =
+    status !== undefined
+      ? classify(status, [], new TextEncoder().encode(message))
+      : { tag: "transient", val: { hint: undefined, detail: `in-band: ${message}`.slice(0, 1024) } };
+  return { tag: "error", val: { status, statusFromProse: false, class: errorClass } };
 }

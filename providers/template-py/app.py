@@ -1,9 +1,11 @@
-"""The `template-py` provider: a whole non-streaming provider in one Python module.
+"""The `template-py` provider: a whole streaming provider in two Python modules.
 
 Copy this folder to start a provider in Python (see docs/writing-a-provider.md).
 The dialect is OpenAI-style Chat Completions without tools: `POST /chat/completions`
 with `model`, `max_tokens` and text `messages`; the answer in
-`choices[0].message.content`. Replace the four marked places with your dialect's.
+`choices[0].message.content`; streamed with `stream: true`, `data:` chunks ending in
+`data: [DONE]`. Replace the five marked places with your dialect's: four here, the
+stream decoder (5) in `chat.py`.
 
 componentize-py builds this module into a component: `Describe` and `Chat` are the
 world's exported interfaces; the `stream-decoder` resource lives in `chat.py`, the
@@ -46,7 +48,7 @@ class Describe(exports.Describe):
         return [
             wit.ProviderInfo(
                 key=KEY,
-                description="Chat Completions, text only, no streaming (the Python template)",
+                description="Chat Completions, text only, streaming (the Python template)",
                 # None: every catalog entry names its `endpoint`.
                 default_endpoint=None,
                 credential=wit.CredentialShape_Header(
@@ -58,9 +60,11 @@ class Describe(exports.Describe):
                         required=False,
                     )
                 ),
-                # Flags combine with `|`; no flag (wit.Capabilities(0)) is a text-only provider.
-                # Leaving out STREAMING tells callers this provider does not stream.
-                capabilities=wit.Capabilities(0),
+                # Flags combine with `|`; no flag (wit.Capabilities(0)) is a text-only provider
+                # that does not stream. STREAMING: the host asks for streams and hands
+                # their events to `chat.StreamDecoder`; leave it out and a caller's stream
+                # is answered whole and replayed.
+                capabilities=wit.Capabilities.STREAMING,
                 stream_framing=wit.StreamFraming.SSE,
             )
         ]
@@ -100,10 +104,6 @@ class Chat(exports.Chat):
 
 
 def encode(conversation: wit.PreparedConversation, params: wit.CallParams) -> wit.HttpRequest:
-    if params.stream:
-        # A backstop: the host never asks a provider without STREAMING for a stream
-        # (it answers the caller's stream whole and replays it).
-        raise unsupported(f"{KEY} does not stream")
     if conversation.tools:
         raise unsupported(f"{KEY} has no tool definitions")
     messages = [{"role": "system", "content": text} for text in conversation.system]
@@ -115,6 +115,10 @@ def encode(conversation: wit.PreparedConversation, params: wit.CallParams) -> wi
         body["temperature"] = params.temperature
     if params.stop:
         body["stop"] = list(params.stop)
+    if params.stream:
+        # The usage comes in a last chunk only when asked for.
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     # ensure_ascii=False keeps text as itself; JSON escaping still covers quotes,
     # backslashes and control characters (NUL too).
     data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -108,7 +108,7 @@ async fn walk_through(build: &str, folder: &str, config: &str, key: &str) {
     eprintln!("guide {build} block (build + weir check): {:.1} s", started.elapsed().as_secs_f64());
     assert!(stdout.contains("wrote weir:provider@0.4.0"), "{stdout}");
     assert!(stdout.contains(&format!("ok    {key}: fixture: an answer with every field the kit compares")), "{stdout}");
-    assert!(stdout.contains("47 checks, 47 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
+    assert!(stdout.contains("56 checks, 56 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
     let acme = outside.path().join(folder);
     assert!(acme.join("wit/worlds.wit").is_file() && acme.join("acme.wasm").is_file());
 
@@ -168,27 +168,27 @@ async fn walk_through(build: &str, folder: &str, config: &str, key: &str) {
     assert_eq!(sent["messages"], json!([{"role": "user", "content": "Hello, Acme"}]));
 }
 
-/// The template declares no streaming, so the host never asks it for a stream: a
-/// caller's stream is answered whole (one plain request upstream) and replayed as
-/// server-sent events (what the guide says of a non-streaming Python provider).
+/// The template streams: a caller's stream goes upstream as a stream (with the usage
+/// asked for), and the template's decoder turns the chunks into the caller's events
+/// (what the guide's section 6 says of a Python provider's `chat.py`).
 #[tokio::test]
-async fn the_python_template_is_never_asked_to_stream() {
-    answers_a_stream_whole(Path::new(env!("WEIR_TEMPLATE_PY_WASM")), "template-py").await;
+async fn the_python_template_streams_through_its_decoder() {
+    streams_through_its_decoder(Path::new(env!("WEIR_TEMPLATE_PY_WASM")), "template-py").await;
 }
 
-/// The same for the JavaScript template (what the guide says of a non-streaming
-/// JavaScript provider).
+/// The same for the JavaScript template (its `chat.StreamDecoder`).
 #[tokio::test]
-async fn the_javascript_template_is_never_asked_to_stream() {
-    answers_a_stream_whole(Path::new(env!("WEIR_TEMPLATE_JS_WASM")), "template-js").await;
+async fn the_javascript_template_streams_through_its_decoder() {
+    streams_through_its_decoder(Path::new(env!("WEIR_TEMPLATE_JS_WASM")), "template-js").await;
 }
 
-async fn answers_a_stream_whole(component: &Path, key: &str) {
+async fn streams_through_its_decoder(component: &Path, key: &str) {
     weir_tests::gateway::precompile(component);
     let folder = tempfile::tempdir().unwrap();
     std::fs::copy(component, folder.path().join("template.wasm")).unwrap();
     let upstream = FakeUpstream::start().await;
-    upstream.push(weir_tests::openai_wire::completion("Hello from the template."));
+    upstream
+        .push(weir_tests::openai_wire::stream(weir_tests::openai_wire::sse_chunks(&["Hello from ", "the template."])));
     let config = format!(
         "[[model]]\nid = \"acme\"\nprovider = \"{key}\"\nendpoint = \"{}\"\ncredential = \"acme-api-key\"\n\
          max_output_tokens = 100\ncontext_window = 1000\noutput_tokens = 10\n",
@@ -197,18 +197,21 @@ async fn answers_a_stream_whole(component: &Path, key: &str) {
     let gateway = Gateway::start_with(&config, &[], Some(folder.path())).await;
     let response = reqwest::Client::new()
         .post(gateway.url("/v1/chat/completions"))
-        .json(&json!({"model": "acme", "stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+        .json(&json!({"model": "acme", "stream": true, "stream_options": {"include_usage": true},
+                      "messages": [{"role": "user", "content": "hi"}]}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     let body = response.text().await.unwrap();
-    assert!(body.contains("Hello from the template.") && body.ends_with("data: [DONE]\n\n"), "{body}");
+    assert_eq!(weir_tests::openai_wire::streamed_text(&body), "Hello from the template.", "{body}");
+    assert!(body.contains("\"finish_reason\":\"stop\"") && body.ends_with("data: [DONE]\n\n"), "{body}");
     let received = upstream.received();
-    assert_eq!(received.len(), 1, "one whole request: {received:?}");
-    assert_ne!(received[0].json()["stream"], json!(true), "never asked upstream as a stream");
+    assert_eq!(received.len(), 1, "one streamed request: {received:?}");
+    let sent = received[0].json();
+    assert_eq!((sent["stream"].clone(), sent["stream_options"].clone()), (json!(true), json!({"include_usage": true})));
     let listing = run_cli(&["providers", "--providers-dir", folder.path().to_str().unwrap()], &[]);
     let row = text(&listing.stdout);
     let row = row.lines().find(|line| line.starts_with(&format!("{key} "))).unwrap();
-    assert!(!row.contains("streaming"), "the template does not declare streaming: {row}");
+    assert!(row.contains("streaming"), "the template declares streaming: {row}");
 }

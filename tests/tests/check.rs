@@ -247,13 +247,14 @@ fn the_javascript_template_passes_and_its_refusals_are_reported_as_refusals() {
         "ok    template-js: encode: image (base64): refused as unsupported, not dropped — template-js cannot send an image",
         "ok    template-js: encode: tool use and tool result: sent, natively or as text",
         "ok    template-js: decode: JSON nested 100 000 deep is malformed, not a fault",
-        "ok    template-js: fixture: a streaming request is refused as unsupported",
+        "ok    template-js: fixture: a streaming request asks for the stream and its usage",
+        "ok    template-js: stream: a tool call split across frames is one call with its whole arguments",
         "ok    template-js: fixture: an answer with every field the kit compares",
         "ok    template-js: fixture: a 429 with retry-after is rate-limited with a hint",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
-    assert!(stdout.contains("47 checks, 47 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
+    assert!(stdout.contains("56 checks, 56 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
 }
 
 #[test]
