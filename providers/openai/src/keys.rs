@@ -15,8 +15,10 @@
 //!   `stream_options` and `max_completion_tokens` included; and a tool call id
 //!   that is not 9 characters of `a-z`, `A-Z`, `0-9` with a 400 ("Tool call id
 //!   was … but must be a-z, A-Z, 0-9, with a length of 9").
-//! * DeepSeek returns its reasoning as `reasoning_content` and answers a 400 when
-//!   a request's messages carry it back, so a thinking block is never sent.
+//! * DeepSeek returns its reasoning as `reasoning_content`, beside `content`;
+//!   an assistant message that called tools must carry it back in the same
+//!   field, or the next request is a 400 (api-docs.deepseek.com, "Thinking
+//!   Mode"). So thinking goes back as `reasoning_content`, never as content.
 //! * Groq, xAI and Cerebras document `max_completion_tokens`; Together,
 //!   OpenRouter and DeepSeek document `max_tokens`.
 //! * Together, OpenRouter and Cerebras put usage on the stream's last chunk
@@ -58,6 +60,15 @@ pub enum ToolIds {
     NineAlphanumeric,
 }
 
+/// How an assistant turn's thinking goes back to this key's server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkingBack {
+    /// As its text fallback inside `content` (Chat Completions has no field for it).
+    AsText,
+    /// In the message's own `reasoning_content` field (DeepSeek), never in `content`.
+    ReasoningContent,
+}
+
 /// One provider key: its account facts and its wire's differences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeySpec {
@@ -76,8 +87,7 @@ pub struct KeySpec {
     /// Whether a streamed request asks for usage with `stream_options`.
     pub stream_usage_option: bool,
     pub tool_ids: ToolIds,
-    /// Whether an assistant turn's thinking goes back (as text, the fallback).
-    pub sends_thinking_back: bool,
+    pub thinking_back: ThinkingBack,
     /// Whether the body names the model (an Azure deployment URL already does).
     pub model_in_body: bool,
     pub capabilities: Capabilities,
@@ -105,7 +115,7 @@ const OPENAI: KeySpec = KeySpec {
     max_tokens_field: "max_completion_tokens",
     stream_usage_option: true,
     tool_ids: ToolIds::Verbatim,
-    sends_thinking_back: true,
+    thinking_back: ThinkingBack::AsText,
     model_in_body: true,
     capabilities: CHAT.union(Capabilities::DOCUMENTS),
 };
@@ -149,7 +159,12 @@ const AZURE_V1: KeySpec = KeySpec {
 
 /// A hosted OpenAI-compatible service: the compatible dialect on its own
 /// endpoint and key.
-const fn preset(key: &'static str, description: &'static str, endpoint: &'static str, credential_id: &'static str) -> KeySpec {
+const fn preset(
+    key: &'static str,
+    description: &'static str,
+    endpoint: &'static str,
+    credential_id: &'static str,
+) -> KeySpec {
     KeySpec {
         key,
         description,
@@ -172,7 +187,7 @@ const GROQ: KeySpec = KeySpec {
 };
 
 const DEEPSEEK: KeySpec = KeySpec {
-    sends_thinking_back: false,
+    thinking_back: ThinkingBack::ReasoningContent,
     ..preset("deepseek", "DeepSeek (api.deepseek.com)", "https://api.deepseek.com/v1", "deepseek-api-key")
 };
 
@@ -319,7 +334,10 @@ mod tests {
         );
         for bad in ["", "a/b", "d?x=1", "d e", "d%2F"] {
             let refused = route(azure, bad, "/chat/completions");
-            assert!(matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("not an Azure deployment name")), "{bad}");
+            assert!(
+                matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("not an Azure deployment name")),
+                "{bad}"
+            );
         }
         let v1 = spec("azure-openai-v1").unwrap();
         assert_eq!(route(v1, "any/thing", "/chat/completions").unwrap(), "/openai/v1/chat/completions");

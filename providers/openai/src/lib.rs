@@ -45,9 +45,9 @@ mod responses;
 mod stream;
 
 use weir_sdk::types::{
-    CallParams, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,
-    ErrorClass, FirstToken, HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport,
-    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamFraming,
+    CallParams, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken,
+    HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo,
+    RerankParams, RerankResponse, StreamFraming,
 };
 use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, NativeProvider, RerankProvider};
 

@@ -5,12 +5,12 @@ use serde_json::{Map, Value, json};
 use weir_sdk::fallback::{block_as_text, leaf_as_text};
 use weir_sdk::json::{parse_value, to_body};
 use weir_sdk::types::{
-    CallParams, Capabilities, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource, PreparedConversation,
-    ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
+    CallParams, Capabilities, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource,
+    PreparedConversation, ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
 
 use crate::dialect::{self, Dialect};
-use crate::keys::{self, KeySpec, ToolIds};
+use crate::keys::{self, KeySpec, ThinkingBack, ToolIds};
 
 /// Appended to the endpoint's base URL (which ends in `/v1` for OpenAI).
 pub const PATH: &str = "/chat/completions";
@@ -22,8 +22,8 @@ pub fn encode(
     conversation: &PreparedConversation,
     params: &CallParams,
 ) -> Result<HttpRequest, CodecError> {
-    let spec = keys::spec(provider)
-        .ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))?;
+    let spec =
+        keys::spec(provider).ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))?;
     let path_and_query = path(spec, &params.wire_model_id)?;
     let body = body(spec, conversation, params)?;
     Ok(HttpRequest {
@@ -47,7 +47,11 @@ pub(crate) fn headers(stream: bool) -> Headers {
     headers
 }
 
-pub(crate) fn body(spec: &KeySpec, conversation: &PreparedConversation, params: &CallParams) -> Result<Value, CodecError> {
+pub(crate) fn body(
+    spec: &KeySpec,
+    conversation: &PreparedConversation,
+    params: &CallParams,
+) -> Result<Value, CodecError> {
     let mut body = Map::new();
     if spec.model_in_body {
         body.insert("model".into(), json!(params.wire_model_id));
@@ -243,23 +247,32 @@ fn tool_message(ids: ToolIds, result: &ToolResult) -> Value {
 }
 
 /// An assistant turn: its text (and the text fallback of anything else) joined,
-/// and its tool calls in `tool_calls`. Thinking is left out for a key whose
-/// server refuses its own reasoning sent back (DeepSeek).
+/// and its tool calls in `tool_calls`. Thinking goes in `reasoning_content`
+/// for a key that takes it there (DeepSeek), never in `content`.
 fn assistant_message(spec: &KeySpec, turn: &Turn) -> Result<Value, CodecError> {
     let mut texts = Vec::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in &turn.content {
         match block {
             ContentBlock::Text(text) if text.is_empty() => {}
             ContentBlock::Text(text) => texts.push(text.clone()),
             ContentBlock::ToolUse(call) => calls.push(tool_call(spec.tool_ids, call)?),
-            ContentBlock::Thinking(_) if !spec.sends_thinking_back => {}
+            ContentBlock::Thinking(thinking) if spec.thinking_back == ThinkingBack::ReasoningContent => {
+                // Redacted reasoning is another provider's opaque bytes: no text to send.
+                if !thinking.redacted && !thinking.text.is_empty() {
+                    reasoning.push(thinking.text.as_str());
+                }
+            }
             other => texts.push(block_as_text(other)),
         }
     }
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     message.insert("content".into(), assistant_content(&texts, calls.is_empty()));
+    if !reasoning.is_empty() {
+        message.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
+    }
     if !calls.is_empty() {
         message.insert("tool_calls".into(), Value::Array(calls));
     }
@@ -662,10 +675,7 @@ mod tests {
         let mut p = params("gpt-4o-prod");
         p.stream = true;
         let (request, body) = encode_ok("azure-openai", &conv, &p);
-        assert_eq!(
-            request.path_and_query,
-            "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
-        );
+        assert_eq!(request.path_and_query, "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21");
         assert_eq!(body.get("model"), None);
         assert_eq!(body["max_completion_tokens"], json!(1024));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -752,12 +762,12 @@ mod tests {
     }
 
     #[test]
-    fn deepseek_never_gets_its_reasoning_back() {
-        let body = body_of("deepseek", &tool_loop(), &params("deepseek-reasoner"));
+    fn deepseek_gets_its_reasoning_back_in_reasoning_content_never_in_content() {
+        let body = body_of("deepseek", &tool_loop(), &params("deepseek-v4-pro"));
         let assistant = &body["messages"][1];
-        assert_eq!(assistant["content"], Value::Null, "only the call: the thinking is dropped");
-        assert_eq!(assistant.get("reasoning_content"), None);
-        assert!(!body.to_string().contains("Look it up."));
+        assert_eq!(assistant["content"], Value::Null, "only the call: no thinking in the content");
+        assert_eq!(assistant["reasoning_content"], json!("Look it up."));
+        assert_eq!(body.to_string().matches("Look it up.").count(), 1);
         let compatible = body_of("openai-compatible", &tool_loop(), &params("m"));
         assert!(compatible.to_string().contains("Look it up."), "other keys keep the text fallback");
     }
