@@ -3,7 +3,7 @@
 //! (`--prices FILE`), so a price change needs no rebuild and no catalog edit.
 //!
 //! ```toml
-//! [gpt-4.1]
+//! ["gpt-4.1"]        # quoted: a bare key with a dot would be a nested table
 //! input_price = 2.0
 //! output_price = 8.0
 //! cache_read_price = 0.5
@@ -200,7 +200,7 @@ context_window = 1000
         let message = refused("[chat]\ninput_prize = 1.0\n");
         assert!(message.contains("prices p.toml") && message.contains("input_prize"), "{message}");
         let message = refused("[chat]\ninput_price = \"cheap\"\n");
-        assert!(message.contains("input_price"), "{message}");
+        assert!(message.contains("prices p.toml: line 2") && message.contains("expected f64"), "{message}");
         let message = refused("[unpriced]\ninput_price = 1.0\n");
         assert!(message.contains("model `unpriced`") && message.contains("declared together"), "{message}");
         let message = refused("[chat]\nprices_as_of = \"2026-13-01\"\n");
