@@ -352,6 +352,16 @@ mod tests {
         assert_eq!(refusal.category.as_deref(), Some("content_filter"));
     }
 
+    /// Azure's own error bodies carry a code word (or the status as text) and
+    /// no `type`: a deployment the resource does not have, a wrong key.
+    #[test]
+    fn azure_deployment_not_found_and_a_wrong_key() {
+        let missing = r#"{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."}}"#;
+        assert!(matches!(class(404, &[], missing), ErrorClass::NotFound(_)));
+        let key = r#"{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}"#;
+        assert!(matches!(class(401, &[], key), ErrorClass::Authentication(_)));
+    }
+
     /// Azure's 429 names its wait in `retry-after-ms` and `retry-after`, with
     /// the remaining quota in `x-ratelimit-remaining-*`; the millisecond one wins.
     #[test]
