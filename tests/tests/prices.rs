@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::process::Output;
 
-use weir_tests::run_cli;
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, openai_wire, run_cli};
 
 fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
@@ -140,4 +141,39 @@ fn a_prices_file_with_an_unknown_id_or_a_bad_price_is_refused_naming_the_id() {
     let output = run_cli(&["prices", "check", "--prices", &missing], &[]);
     assert!(!output.status.success());
     assert!(text(&output).1.contains("absent.toml"), "{}", text(&output).1);
+}
+
+/// `weir serve --prices FILE`: the file's prices are the ones `/v1/models`
+/// shows and the ledger's cost is computed from.
+#[tokio::test]
+async fn weir_serve_prices_calls_from_the_prices_file() {
+    let upstream = FakeUpstream::start().await;
+    let config = format!(
+        "{}\n[ledger]\npath = \"ledger.db\"\n",
+        CONFIG.replace(
+            "wire_id = \"gpt-4.1\"",
+            &format!("wire_id = \"gpt-4.1\"\nendpoint = \"{}\"\noutput_tokens = 100", upstream.base_url())
+        )
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let prices = write(
+        dir.path(),
+        "prices.toml",
+        "[priced]\ninput_price = 1000000.0\noutput_price = 2000000.0\nprices_as_of = \"2026-12-06\"\n",
+    );
+    let mut gateway = Gateway::start_with_args(&config, &[("OPENAI_API_KEY", "sk-test")], &["--prices", &prices]).await;
+    let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let priced = models["data"].as_array().unwrap().iter().find(|m| m["id"] == "priced").unwrap();
+    assert_eq!(
+        priced["weir"]["prices"],
+        json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "as_of": "2026-12-06"})
+    );
+    upstream.push(openai_wire::completion_with_usage("Hello.", 3, 2, 0, 0));
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
+    let answer = gateway.post_json("/v1/chat/completions", &body, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(gateway.terminate(std::time::Duration::from_secs(30)).is_some());
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let cost = records.last().unwrap()["cost_usd"].as_f64().unwrap();
+    assert!((cost - 7.0).abs() < 1e-9, "3 input tokens at $1 each and 2 output at $2 each: {cost}");
 }
