@@ -240,3 +240,17 @@ async fn embeddings_go_to_the_embedding_deployment() {
     assert_eq!(sent[0].header("api-key"), Some(SECRET));
     assert_eq!(sent[0].json(), json!({"input": ["the first passage"], "encoding_format": "float", "dimensions": 4}));
 }
+
+/// Neither Azure key declares `documents`: a PDF is refused before anything
+/// is sent.
+#[tokio::test]
+async fn a_pdf_is_refused_before_anything_is_sent() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let file =
+        json!({"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQK"}});
+    let body = json!({"model": "gpt4o", "messages": [{"role": "user", "content": [file, {"type": "text", "text": "Summarize."}]}]});
+    let answer = gateway.post_json("/v1/chat/completions", &body, &[]).await;
+    assert_eq!(answer.body["error"]["code"], "capability_mismatch", "{}", answer.body);
+    assert!(upstream.received().is_empty());
+}
