@@ -84,7 +84,7 @@ mod wit;
 
 pub use call::{CountedBy, InputCount};
 pub use caller::Caller;
-pub use catalog::{Catalog, Config, ConfigError, ModelSpec};
+pub use catalog::{Catalog, Config, ConfigError, ModelSpec, PriceFile};
 pub use chat::{CacheMultipliers, ChatRequest, ChatResponse, NativeAsk, NativeDropped, Stamp, Truncation};
 pub use error::{CallError, Pending, WeirError};
 pub use failure::{Category, SignalPolicy, UpstreamClass};

@@ -73,6 +73,11 @@ pub struct ModelStatus {
     pub linked_provider: Option<String>,
     /// Why it is unavailable, when it is.
     pub unavailable_reason: Option<String>,
+    /// Its prices, USD per million tokens, as declared (an embedding or rerank
+    /// entry's output is free: 0 once it has an input price).
+    pub prices: crate::record::Prices,
+    /// The day the prices were taken, when the entry says.
+    pub prices_as_of: Option<String>,
 }
 
 /// How far a status may look for AWS facts. AWS's default chains end in the EC2
@@ -133,6 +138,8 @@ impl Weir {
                         Some(_) => None,
                         None => Some(format!("provider `{}` is not loaded", model.provider)),
                     },
+                    prices: model.prices,
+                    prices_as_of: model.prices_as_of.clone(),
                 }
             })
             .collect()

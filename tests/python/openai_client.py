@@ -13,6 +13,10 @@ Steps (default: plain,tools):
   embed   embeddings.create of two texts as the client sends it by default (base64, decoded
           by the client); prints {"step":"embed","vectors":[...],"indices":[...],"usage":...}
   embed_float  embeddings.create of one text with encoding_format="float"
+  tool_result  the turn after a tool call: the assistant's call (id call_PTLP8xhu3uwZk4l3nlnrrJha)
+          and its result; prints {"step":"tool_result","text":...,"finish_reason":...}
+  refused  a plain question the gateway is expected to refuse; prints the client's
+          APIStatusError as {"step":"refused","status":...,"error":{...}} (no error: exit 1)
 
 Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
 """
@@ -21,7 +25,7 @@ import argparse
 import json
 import sys
 
-from openai import OpenAI
+from openai import APIStatusError, OpenAI
 
 WEATHER_TOOL = {
     "type": "function",
@@ -141,6 +145,41 @@ def stream_tools(client, model):
     return {"step": "stream_tools", "text": "".join(text), "tool_calls": tool_calls, "finish_reason": finish_reason}
 
 
+FOREIGN_CALL_ID = "call_PTLP8xhu3uwZk4l3nlnrrJha"
+
+
+def tool_result(client, model):
+    response = client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": FOREIGN_CALL_ID,
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": FOREIGN_CALL_ID, "content": "18 degrees and sunny"},
+        ],
+        tools=[WEATHER_TOOL],
+    )
+    choice = response.choices[0]
+    return {"step": "tool_result", "text": choice.message.content, "finish_reason": choice.finish_reason}
+
+
+def refused(client, model):
+    try:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Tell me a story."}])
+    except APIStatusError as error:
+        return {"step": "refused", "status": error.status_code, "error": error.body}
+    raise RuntimeError("the call was answered, not refused")
+
+
 EMBED_INPUTS = ["the first passage", "a second passage"]
 
 
@@ -168,6 +207,8 @@ STEPS = {
     "stream_tools": stream_tools,
     "embed": embed,
     "embed_float": embed_float,
+    "tool_result": tool_result,
+    "refused": refused,
 }
 
 

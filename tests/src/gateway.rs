@@ -232,6 +232,21 @@ impl Gateway {
         env: &[(&str, &str)],
         providers_dir: Option<&Path>,
     ) -> Gateway {
+        Self::start_binary_with_args(binary, config_toml, env, providers_dir, &[]).await
+    }
+
+    /// [`Gateway::start_with`] with more arguments for `weir serve` (`--prices FILE`, ...).
+    pub async fn start_with_args(config_toml: &str, env: &[(&str, &str)], args: &[&str]) -> Gateway {
+        Self::start_binary_with_args(&weir_binary(), config_toml, env, None, args).await
+    }
+
+    async fn start_binary_with_args(
+        binary: &Path,
+        config_toml: &str,
+        env: &[(&str, &str)],
+        providers_dir: Option<&Path>,
+        args: &[&str],
+    ) -> Gateway {
         let dir = tempfile::Builder::new().prefix("weir-gateway-").tempdir().expect("temp dir");
         let config_path = dir.path().join("weir.toml");
         std::fs::write(&config_path, config_toml).expect("write config");
@@ -249,6 +264,7 @@ impl Gateway {
         if let Some(providers) = providers_dir {
             command.arg("--providers-dir").arg(providers);
         }
+        command.args(args);
         apply_env(&mut command, binary, env);
         let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
 

@@ -14,6 +14,7 @@
 
 pub mod agents;
 pub mod anthropic_wire;
+pub mod azure_wire;
 pub mod bedrock_wire;
 pub mod decision_wire;
 pub mod fake_upstream;

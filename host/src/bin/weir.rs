@@ -4,6 +4,7 @@
 //!   `[metrics] listen`, when set)
 //! - `weir providers [--config FILE] [--providers-dir DIR] [--resolve]`
 //! - `weir check FILE.wasm [--fixtures DIR]...`
+//! - `weir prices check [--config FILE] [--prices FILE]`
 //! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
@@ -79,6 +80,11 @@ enum Command {
         /// name are replaced).
         #[arg(long)]
         out: PathBuf,
+    },
+    /// The catalog's prices.
+    Prices {
+        #[command(subcommand)]
+        command: PricesCommand,
     },
     /// Caller keys for the gateway's `[[key]]` list.
     Keys {
@@ -156,6 +162,16 @@ struct LedgerFile {
 }
 
 #[derive(Debug, Subcommand)]
+enum PricesCommand {
+    /// List the entries with no price (exit 1 when a chat entry has none: its
+    /// calls would carry no cost and no USD budget could count them).
+    Check {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum KeysCommand {
     /// Mint a key: prints the token once (give it to the caller) and the
     /// `[[key]]` lines to paste into the config (they hold only its hash).
@@ -179,6 +195,10 @@ struct Common {
     /// Folder of drop-in provider components (overrides the config's `providers_dir`).
     #[arg(long)]
     providers_dir: Option<PathBuf>,
+    /// A prices file (TOML, a table per entry id) applied over the catalog's
+    /// prices: updated without a rebuild or a catalog edit.
+    #[arg(long)]
+    prices: Option<PathBuf>,
 }
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -208,6 +228,7 @@ fn main() -> ExitCode {
         Command::Providers { common, resolve } => providers(common, resolve),
         Command::Check { file, fixtures } => check(&file, &fixtures),
         Command::Wit { out } => write_wit(&out),
+        Command::Prices { command: PricesCommand::Check { common } } => return check_prices(&common),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
     };
@@ -223,15 +244,54 @@ fn main() -> ExitCode {
 /// `keep_ledger`: keep the call ledger even without a `[ledger]` table (what
 /// `weir serve` does; a command that makes no call does not need one).
 fn build(common: Common, keep_ledger: bool) -> anyhow::Result<Weir> {
-    let config = match &common.config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::embedded_default()?,
-    };
+    let config = load_config(&common)?;
     let mut builder = Weir::builder().config(config).ledger_default(keep_ledger);
     if let Some(dir) = common.providers_dir {
         builder = builder.providers_dir(dir);
     }
     Ok(builder.build()?)
+}
+
+/// The config (or the embedded catalog) with the prices file applied.
+fn load_config(common: &Common) -> anyhow::Result<Config> {
+    let mut config = match &common.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::embedded_default()?,
+    };
+    if let Some(path) = &common.prices {
+        config.apply_prices(&weir_host::PriceFile::from_file(path)?)?;
+    }
+    Ok(config)
+}
+
+/// `weir prices check`: every entry without a price, one line each; exit 1
+/// when one is a chat entry.
+fn check_prices(common: &Common) -> ExitCode {
+    let config = match load_config(common) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("weir: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut chat_unpriced = 0_usize;
+    let mut unpriced = 0_usize;
+    for entry in &config.models {
+        let chat = entry.kind == weir_host::catalog::RoleKind::Chat;
+        let missing = entry.input_price.is_none() || (chat && entry.output_price.is_none());
+        if missing {
+            unpriced += 1;
+            chat_unpriced += usize::from(chat);
+            println!("NO PRICE {} ({}, provider `{}`)", entry.id, entry.kind.as_str(), entry.provider);
+        }
+    }
+    println!("{} of {} entries priced", config.models.len() - unpriced, config.models.len());
+    if chat_unpriced > 0 {
+        println!("{chat_unpriced} chat entries have no price: their calls carry no cost");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
@@ -496,6 +556,7 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
                 (kind, Some(width)) => println!("{:<20}   {kind}, {width} wide", ""),
                 (kind, None) => println!("{:<20}   {kind}", ""),
             }
+            println!("{:<20}   prices: {}", "", price_line(model));
         }
     }
     for model in models.iter().filter(|model| !model.available) {
@@ -513,6 +574,27 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
         println!("AWS credentials and region: the secret store only; `--resolve` asks AWS's default chains too");
     }
     Ok(())
+}
+
+/// An entry's prices as `weir providers` shows them.
+fn price_line(model: &weir_host::ModelStatus) -> String {
+    let prices = &model.prices;
+    let (Some(input), Some(output)) = (prices.input, prices.output) else {
+        return "none declared".to_owned();
+    };
+    let mut line = format!("input ${input}, output ${output}");
+    if let Some(read) = prices.cache_read {
+        line.push_str(&format!(", cache read ${read}"));
+    }
+    if let Some(write) = prices.cache_write {
+        line.push_str(&format!(", cache write ${write}"));
+    }
+    line.push_str(" per million tokens");
+    match &model.prices_as_of {
+        Some(date) => line.push_str(&format!(" (as of {date})")),
+        None => line.push_str(" (undated)"),
+    }
+    line
 }
 
 /// The `[pins]` and every role: what it serves and, with `--resolve` (which

@@ -4,7 +4,7 @@
 mod cache_prices;
 mod links;
 
-pub use crate::config::{Capability, CapabilitySet};
+pub use crate::config::{Capability, CapabilitySet, PriceFile, PriceRow};
 pub use cache_prices::provider_cache_multipliers;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -97,6 +97,8 @@ pub struct ModelSpec {
     pub max_attempts: u32,
     /// Declared prices, USD per million tokens (the ledger's cost).
     pub prices: crate::record::Prices,
+    /// The day the prices were taken (`YYYY-MM-DD`), when the entry says.
+    pub prices_as_of: Option<String>,
     /// The rung this entry serves, for roles and pins.
     pub grade: Option<String>,
     /// How effort reaches the wire; `None`: it does not.
@@ -183,6 +185,7 @@ impl ModelSpec {
             max_batch: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             prices: crate::record::Prices::default(),
+            prices_as_of: None,
             grade: None,
             reasoning: Some(Reasoning::Thinking),
             backend: None,
@@ -356,6 +359,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,
         },
+        prices_as_of: entry.prices_as_of.clone(),
         grade: entry.grade.clone(),
         reasoning: entry.reasoning,
         backend: entry.backend,

@@ -16,11 +16,13 @@ mod budgets;
 mod capability;
 mod key_source;
 mod keys;
+mod prices;
 mod settings;
 
 pub use capability::{Capability, CapabilitySet};
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
+pub use prices::{PriceFile, PriceRow};
 pub use settings::{
     ComplianceEnvelope, DECISION_PROVIDER, FleetSettings, Lane, MANTLE, RetentionProjects, SharedErrorPolicy,
     UNBINDABLE_SURFACES, binds_retention,
@@ -248,6 +250,9 @@ pub struct ModelEntry {
     /// USD per million cache-write input tokens (absent: `input_price` at the
     /// entry's `cache_write_multiplier`).
     pub cache_write_price: Option<f64>,
+    /// The day the prices were taken from the provider's published page
+    /// (`YYYY-MM-DD`), shown beside them so a reader knows how old they are.
+    pub prices_as_of: Option<String>,
     /// The rung this entry serves (`fast`, `standard`, `deep`, ...): roles and
     /// pins name grades.
     pub grade: Option<String>,
@@ -1125,6 +1130,11 @@ impl ModelEntry {
         let prices = [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price];
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
+        }
+        if let Some(date) = &self.prices_as_of
+            && !prices::is_date(date)
+        {
+            return Err(format!("`prices_as_of` is a date written YYYY-MM-DD, not `{date}`"));
         }
         let logprobs = self.backend == Some(DecisionBackend::Logprobs);
         if self.kind != RoleKind::Chat && !logprobs && self.output_price.is_some() {

@@ -454,10 +454,23 @@ async fn models(
                     "provider_source": provider.map(|p| p.source.clone()),
                 "provider_digest": provider.map(|p| p.digest.clone()),
                 "admission": admission,
+                "prices": prices(&model),
             },
         }));
     }
     Ok(axum::Json(json!({"object": "list", "data": data})))
+}
+
+/// An entry's prices (USD per million tokens) and the day they were taken;
+/// `null` fields where it declares none.
+fn prices(model: &crate::ModelStatus) -> Value {
+    json!({
+        "input": model.prices.input,
+        "output": model.prices.output,
+        "cache_read": model.prices.cache_read,
+        "cache_write": model.prices.cache_write,
+        "as_of": model.prices_as_of,
+    })
 }
 
 /// Every role with what it resolves to now for `caller` (`null` and the

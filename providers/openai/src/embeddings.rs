@@ -17,7 +17,8 @@ use weir_sdk::json::{from_body, to_body};
 use weir_sdk::types::{CodecError, EmbeddingParams, EmbeddingResponse, HttpRequest, HttpResponse};
 
 use crate::answer::{input_tokens, refuse_error_object, request_id};
-use crate::dialect::Dialect;
+use crate::dialect;
+use crate::keys;
 use crate::response::text;
 
 /// Appended to the endpoint's base URL (which ends in `/v1`), as chat appends
@@ -62,21 +63,47 @@ pub const OPENAI_WIDE_MAX_BATCH: u32 = 128;
 /// 32 × 4096 measured 0.14 × 10⁹ fuel and 3.4 MiB (see [`OPENAI_MAX_BATCH`]).
 pub const COMPATIBLE_MAX_BATCH: u32 = 32;
 
-/// Whether `dialect` embeds with `wire_id`: OpenAI's own embedding models are
-/// all named `text-embedding-*`; a compatible server may serve any name.
-pub fn serves(dialect: Dialect, wire_id: &str) -> bool {
-    match dialect {
-        Dialect::OpenAi => wire_id.starts_with("text-embedding-"),
-        Dialect::Compatible => true,
+/// Which of the keys that embed a call is for: they differ in the ids they
+/// embed with, the batch they take and (Azure) where the request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Embedder {
+    OpenAi,
+    Compatible,
+    /// `azure-openai`: `/openai/deployments/{deployment}/embeddings?api-version=…`,
+    /// no `model` in the body (the URL names the deployment).
+    AzureDeployment,
+}
+
+impl Embedder {
+    /// The embedder of a provider key; `None` for a key that does not embed.
+    pub fn from_key(key: &str) -> Option<Self> {
+        match key {
+            dialect::OPENAI => Some(Self::OpenAi),
+            dialect::COMPATIBLE => Some(Self::Compatible),
+            keys::AZURE_DEPLOYMENT => Some(Self::AzureDeployment),
+            _ => None,
+        }
     }
 }
 
-/// The most inputs one request may carry for this key and model.
-pub fn max_batch(dialect: Dialect, wire_id: &str) -> u32 {
-    match dialect {
-        Dialect::OpenAi if is_1536_wide(wire_id) => OPENAI_MAX_BATCH,
-        Dialect::OpenAi => OPENAI_WIDE_MAX_BATCH,
-        Dialect::Compatible => COMPATIBLE_MAX_BATCH,
+/// Whether this key embeds with `wire_id`: OpenAI's own embedding models are
+/// all named `text-embedding-*`; a compatible server may serve any name, and
+/// an Azure deployment any name its operator gave it.
+pub fn serves(embedder: Embedder, wire_id: &str) -> bool {
+    match embedder {
+        Embedder::OpenAi => wire_id.starts_with("text-embedding-"),
+        Embedder::Compatible | Embedder::AzureDeployment => true,
+    }
+}
+
+/// The most inputs one request may carry for this key and model. An Azure
+/// deployment's width is not known from its name, so it takes the wider
+/// models' budget.
+pub fn max_batch(embedder: Embedder, wire_id: &str) -> u32 {
+    match embedder {
+        Embedder::OpenAi if is_1536_wide(wire_id) => OPENAI_MAX_BATCH,
+        Embedder::OpenAi | Embedder::AzureDeployment => OPENAI_WIDE_MAX_BATCH,
+        Embedder::Compatible => COMPATIBLE_MAX_BATCH,
     }
 }
 
@@ -92,7 +119,8 @@ fn is_1536_wide(wire_id: &str) -> bool {
 /// serving a model without Matryoshka training).
 #[derive(Debug, Serialize)]
 struct Body<'a> {
-    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
     input: &'a [String],
     encoding_format: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,18 +129,21 @@ struct Body<'a> {
 
 /// Builds the request for one batch. The purpose (document or query) is not
 /// sent: this dialect has no field for it. No credential: the host adds it.
-pub fn encode(dialect: Dialect, inputs: &[String], params: &EmbeddingParams) -> Result<HttpRequest, CodecError> {
-    if dialect == Dialect::OpenAi && params.dimensions.is_some() && !takes_dimensions(&params.wire_model_id) {
+pub fn encode(embedder: Embedder, inputs: &[String], params: &EmbeddingParams) -> Result<HttpRequest, CodecError> {
+    if embedder == Embedder::OpenAi && params.dimensions.is_some() && !takes_dimensions(&params.wire_model_id) {
         return Err(CodecError::Unsupported(format!(
             "{} has a fixed width: OpenAI accepts `dimensions` only for text-embedding-3 and later",
             params.wire_model_id
         )));
     }
-    let body =
-        Body { model: &params.wire_model_id, input: inputs, encoding_format: "float", dimensions: params.dimensions };
+    let (path_and_query, model) = match embedder {
+        Embedder::OpenAi | Embedder::Compatible => (PATH.to_owned(), Some(params.wire_model_id.as_str())),
+        Embedder::AzureDeployment => (keys::azure_deployment_route(&params.wire_model_id, PATH)?, None),
+    };
+    let body = Body { model, input: inputs, encoding_format: "float", dimensions: params.dimensions };
     Ok(HttpRequest {
         method: "POST".to_owned(),
-        path_and_query: PATH.to_owned(),
+        path_and_query,
         headers: vec![("content-type".to_owned(), "application/json".to_owned())],
         body: to_body(&body)?,
     })
@@ -247,30 +278,30 @@ mod tests {
 
     #[test]
     fn serves_openai_embedding_ids_only() {
-        assert!(serves(Dialect::OpenAi, "text-embedding-3-small"));
-        assert!(serves(Dialect::OpenAi, "text-embedding-3-large"));
-        assert!(serves(Dialect::OpenAi, "text-embedding-ada-002"));
+        assert!(serves(Embedder::OpenAi, "text-embedding-3-small"));
+        assert!(serves(Embedder::OpenAi, "text-embedding-3-large"));
+        assert!(serves(Embedder::OpenAi, "text-embedding-ada-002"));
         for id in ["gpt-4.1", "o3", "embedding-3", "Text-Embedding-3-small", "omni-moderation-latest"] {
-            assert!(!serves(Dialect::OpenAi, id), "{id}");
+            assert!(!serves(Embedder::OpenAi, id), "{id}");
         }
         for id in ["BAAI/bge-m3", "nomic-embed-text", "text-embedding-3-small", "gpt-4.1"] {
-            assert!(serves(Dialect::Compatible, id), "{id}");
+            assert!(serves(Embedder::Compatible, id), "{id}");
         }
     }
 
     #[test]
     fn batch_limits() {
-        assert_eq!(max_batch(Dialect::OpenAi, "text-embedding-3-small"), 256);
-        assert_eq!(max_batch(Dialect::OpenAi, "text-embedding-ada-002"), 256);
-        assert_eq!(max_batch(Dialect::OpenAi, "text-embedding-3-large"), 128);
-        assert_eq!(max_batch(Dialect::OpenAi, "text-embedding-4-huge"), 128);
-        assert_eq!(max_batch(Dialect::Compatible, "BAAI/bge-m3"), 32);
+        assert_eq!(max_batch(Embedder::OpenAi, "text-embedding-3-small"), 256);
+        assert_eq!(max_batch(Embedder::OpenAi, "text-embedding-ada-002"), 256);
+        assert_eq!(max_batch(Embedder::OpenAi, "text-embedding-3-large"), 128);
+        assert_eq!(max_batch(Embedder::OpenAi, "text-embedding-4-huge"), 128);
+        assert_eq!(max_batch(Embedder::Compatible, "BAAI/bge-m3"), 32);
     }
 
     #[test]
     fn encodes_the_batch_as_floats() {
         let request =
-            encode(Dialect::OpenAi, &inputs(&["first text", "second text"]), &params("text-embedding-3-small", None))
+            encode(Embedder::OpenAi, &inputs(&["first text", "second text"]), &params("text-embedding-3-small", None))
                 .unwrap();
         assert_eq!(request.method, "POST");
         assert_eq!(request.path_and_query, "/embeddings");
@@ -283,12 +314,12 @@ mod tests {
 
     #[test]
     fn encodes_dimensions_only_when_asked() {
-        let request = encode(Dialect::OpenAi, &inputs(&["a"]), &params("text-embedding-3-large", Some(512))).unwrap();
+        let request = encode(Embedder::OpenAi, &inputs(&["a"]), &params("text-embedding-3-large", Some(512))).unwrap();
         assert_eq!(
             body_json(&request),
             json!({"model": "text-embedding-3-large", "input": ["a"], "encoding_format": "float", "dimensions": 512})
         );
-        let compatible = encode(Dialect::Compatible, &inputs(&["a"]), &params("BAAI/bge-m3", Some(256))).unwrap();
+        let compatible = encode(Embedder::Compatible, &inputs(&["a"]), &params("BAAI/bge-m3", Some(256))).unwrap();
         assert_eq!(
             body_json(&compatible),
             json!({"model": "BAAI/bge-m3", "input": ["a"], "encoding_format": "float", "dimensions": 256})
@@ -299,16 +330,16 @@ mod tests {
     fn the_purpose_is_not_sent() {
         let mut query = params("text-embedding-3-small", None);
         query.purpose = EmbeddingPurpose::Query;
-        let for_query = encode(Dialect::OpenAi, &inputs(&["q"]), &query).unwrap();
-        let for_document = encode(Dialect::OpenAi, &inputs(&["q"]), &params("text-embedding-3-small", None)).unwrap();
+        let for_query = encode(Embedder::OpenAi, &inputs(&["q"]), &query).unwrap();
+        let for_document = encode(Embedder::OpenAi, &inputs(&["q"]), &params("text-embedding-3-small", None)).unwrap();
         assert_eq!(for_query.body, for_document.body);
     }
 
     #[test]
     fn ada_refuses_a_width() {
-        let refused = encode(Dialect::OpenAi, &inputs(&["a"]), &params("text-embedding-ada-002", Some(512)));
+        let refused = encode(Embedder::OpenAi, &inputs(&["a"]), &params("text-embedding-ada-002", Some(512)));
         assert!(matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("text-embedding-ada-002")));
-        assert!(encode(Dialect::OpenAi, &inputs(&["a"]), &params("text-embedding-ada-002", None)).is_ok());
+        assert!(encode(Embedder::OpenAi, &inputs(&["a"]), &params("text-embedding-ada-002", None)).is_ok());
     }
 
     #[test]

@@ -340,4 +340,46 @@ mod tests {
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
+
+    /// Azure OpenAI's prompt filter: a 400 whose `code` is `content_filter`,
+    /// with the categories in `innererror.content_filter_result`. A refusal,
+    /// its category the code; the prose stays detail for the log.
+    #[test]
+    fn azure_prompt_filter_400_is_a_refusal() {
+        let body = r#"{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{"hate":{"filtered":false,"severity":"safe"},"jailbreak":{"filtered":true,"detected":true},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":true,"severity":"high"}}}}}"#;
+        let class = class(400, &[], body);
+        let ErrorClass::Refused(refusal) = class else { panic!("{class:?}") };
+        assert_eq!(refusal.category.as_deref(), Some("content_filter"));
+    }
+
+    /// Azure's own error bodies carry a code word (or the status as text) and
+    /// no `type`: a deployment the resource does not have, a wrong key.
+    #[test]
+    fn azure_deployment_not_found_and_a_wrong_key() {
+        let missing = r#"{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."}}"#;
+        assert!(matches!(class(404, &[], missing), ErrorClass::NotFound(_)));
+        let key = r#"{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}"#;
+        assert!(matches!(class(401, &[], key), ErrorClass::Authentication(_)));
+    }
+
+    /// Azure's 429 names its wait in `retry-after-ms` and `retry-after`, with
+    /// the remaining quota in `x-ratelimit-remaining-*`; the millisecond one wins.
+    #[test]
+    fn azure_rate_limit_takes_its_retry_after_ms() {
+        let body = r#"{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds."}}"#;
+        let headers = [
+            ("retry-after-ms", "5850"),
+            ("retry-after", "6"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-remaining-tokens", "0"),
+        ];
+        let class = class(429, &headers, body);
+        let ErrorClass::RateLimited(retry) = class else { panic!("{class:?}") };
+        assert_eq!(retry.hint, Some(RetryHint::DelayMs(5850)));
+        let seconds_only = super::classify(&response(429, &[("retry-after", "6")], body));
+        assert!(
+            matches!(&seconds_only, ErrorClass::RateLimited(r) if r.hint == Some(RetryHint::DelayMs(6000))),
+            "{seconds_only:?}"
+        );
+    }
 }

@@ -1,8 +1,13 @@
 //! # weir-provider-openai
 //!
-//! One component, three provider keys, two wires, four operations:
+//! One component, many provider keys, two wires, four operations:
 //!
 //! * `openai`: api.openai.com's Chat Completions, with its current field names and model rules.
+//! * `azure-openai`, `azure-openai-v1`: the same models on an Azure resource,
+//!   by deployment URL or through Azure's v1 API (see `keys`).
+//! * `mistral`, `groq`, `deepseek`, `xai`, `together`, `openrouter`, `cerebras`:
+//!   hosted OpenAI-compatible services, each with its default endpoint, its
+//!   key and its wire's quirks (see `keys`).
 //! * `openai-responses`: the same models through api.openai.com's Responses API
 //!   (chat only), which carries a reasoning model's encrypted reasoning from one
 //!   turn to the next (see `responses`).
@@ -13,9 +18,11 @@
 //!
 //! | operation | route | keys |
 //! | --- | --- | --- |
-//! | chat | `/chat/completions` | `openai`, `openai-compatible` |
+//! | chat | `/chat/completions` | `openai`, `openai-compatible`, the presets |
+//! | chat | `/openai/deployments/{d}/chat/completions?api-version=…`, `/openai/v1/chat/completions` | `azure-openai`, `azure-openai-v1` |
 //! | chat | `/responses` | `openai-responses` |
 //! | embeddings | `/embeddings` | `openai` for `text-embedding-*` ids, `openai-compatible` for any id |
+//! | embeddings | `/openai/deployments/{d}/embeddings?api-version=…` | `azure-openai`, any deployment |
 //! | rerank | `/rerank` (the Jina / Cohere / vLLM shape) | `openai-compatible` only |
 //! | logprobs | `/chat/completions` with `logprobs`, `top_logprobs` | both (`openai`: not its reasoning families) |
 //!
@@ -28,6 +35,7 @@ mod answer;
 mod dialect;
 mod embeddings;
 mod errors;
+mod keys;
 mod logprobs;
 mod plain;
 mod request;
@@ -37,13 +45,14 @@ mod responses;
 mod stream;
 
 use weir_sdk::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,
-    ErrorClass, FirstToken, HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport,
-    PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamFraming,
+    CallParams, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken,
+    HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo,
+    RerankParams, RerankResponse, StreamFraming,
 };
 use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, NativeProvider, RerankProvider};
 
 use dialect::Dialect;
+use embeddings::Embedder;
 
 /// The component's provider implementation.
 #[derive(Debug)]
@@ -53,13 +62,15 @@ impl ChatProvider for OpenAi {
     type StreamDecoder = ChatStream;
 
     fn providers() -> Vec<ProviderInfo> {
-        vec![openai_info(), compatible_info(), responses_info()]
+        let mut infos: Vec<ProviderInfo> = keys::ALL.iter().map(info).collect();
+        infos.insert(2, responses_info());
+        infos
     }
 
     /// Every key speaks the request shape of any model id: a compatible server may
     /// serve anything, and OpenAI's own ids change too often to list.
     fn serves(provider: &str, _wire_id: &str) -> bool {
-        Dialect::from_key(provider).is_some() || provider == dialect::RESPONSES
+        keys::spec(provider).is_some() || provider == dialect::RESPONSES
     }
 
     /// Only `openai` claims a family: a compatible server can host anything, so it
@@ -79,8 +90,8 @@ impl ChatProvider for OpenAi {
         }
     }
 
-    /// Chat Completions decode the same for both of its keys: leniency costs
-    /// OpenAI nothing.
+    /// Chat Completions decode the same for every key: leniency costs OpenAI
+    /// nothing, and Azure's extra `content_filter_results` are read past.
     fn decode(provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
         match provider {
             dialect::RESPONSES => responses::decode(&response),
@@ -114,17 +125,19 @@ impl LogprobsProvider for OpenAi {
 
 impl EmbeddingProvider for OpenAi {
     fn serves(provider: &str, wire_id: &str) -> bool {
-        Dialect::from_key(provider).is_some_and(|dialect| embeddings::serves(dialect, wire_id))
+        Embedder::from_key(provider).is_some_and(|embedder| embeddings::serves(embedder, wire_id))
     }
 
     /// 1 for a key this component does not serve: the WIT promises at least 1,
     /// and the host never calls a key that `serves` nothing.
     fn max_batch(provider: &str, wire_id: &str) -> u32 {
-        Dialect::from_key(provider).map_or(1, |dialect| embeddings::max_batch(dialect, wire_id))
+        Embedder::from_key(provider).map_or(1, |embedder| embeddings::max_batch(embedder, wire_id))
     }
 
     fn encode(provider: &str, inputs: Vec<String>, params: EmbeddingParams) -> Result<HttpRequest, CodecError> {
-        embeddings::encode(known(provider)?, &inputs, &params)
+        let embedder = Embedder::from_key(provider)
+            .ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))?;
+        embeddings::encode(embedder, &inputs, &params)
     }
 
     fn decode(_provider: &str, response: HttpResponse) -> Result<EmbeddingResponse, CodecError> {
@@ -195,37 +208,26 @@ impl weir_sdk::StreamDecoder for ChatStream {
     }
 }
 
-fn openai_info() -> ProviderInfo {
+/// A Chat Completions key as the host sees it.
+fn info(spec: &keys::KeySpec) -> ProviderInfo {
+    let (header_name, prefix) = spec.credential_header;
     ProviderInfo {
-        key: dialect::OPENAI.to_owned(),
-        description: "OpenAI Chat Completions (api.openai.com)".to_owned(),
-        default_endpoint: Some("https://api.openai.com/v1".to_owned()),
-        credential: bearer("openai-api-key", true),
-        capabilities: Capabilities::STREAMING
-            | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::DOCUMENTS
-            | Capabilities::THINKING
-            | Capabilities::STRUCTURED_OUTPUT,
+        key: spec.key.to_owned(),
+        description: spec.description.to_owned(),
+        default_endpoint: spec.default_endpoint.map(str::to_owned),
+        credential: CredentialShape::Header(HeaderCredential {
+            default_credential_id: spec.credential_id.to_owned(),
+            header_name: header_name.to_owned(),
+            prefix: prefix.to_owned(),
+            required: spec.credential_required,
+        }),
+        capabilities: spec.capabilities,
         stream_framing: StreamFraming::Sse,
     }
 }
 
-/// No documents: file parts are an OpenAI feature; compatible servers get the
-/// text fallback instead.
-fn compatible_info() -> ProviderInfo {
-    ProviderInfo {
-        key: dialect::COMPATIBLE.to_owned(),
-        description: "Any OpenAI-dialect server (vLLM, llama.cpp, Ollama, ...), read leniently".to_owned(),
-        default_endpoint: None,
-        credential: bearer("openai-compatible-api-key", false),
-        capabilities: Capabilities::STREAMING
-            | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::THINKING
-            | Capabilities::STRUCTURED_OUTPUT,
-        stream_framing: StreamFraming::Sse,
-    }
+fn openai_info() -> ProviderInfo {
+    info(keys::of_dialect(Dialect::OpenAi))
 }
 
 /// The same account, key and capabilities as `openai`, on the Responses wire.
@@ -235,15 +237,6 @@ fn responses_info() -> ProviderInfo {
         description: "OpenAI Responses API (api.openai.com): reasoning kept across turns".to_owned(),
         ..openai_info()
     }
-}
-
-fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
-    CredentialShape::Header(HeaderCredential {
-        default_credential_id: default_credential_id.to_owned(),
-        header_name: "authorization".to_owned(),
-        prefix: "Bearer ".to_owned(),
-        required,
-    })
 }
 
 /// The Responses API's own fields, for `openai-responses` alone (see
@@ -286,10 +279,38 @@ weir_sdk::export_provider!(OpenAi, chat, embeddings, rerank, logprobs, native);
 mod tests {
     use super::*;
 
+    use weir_sdk::types::Capabilities;
+
+    fn bearer(default_credential_id: &str, required: bool) -> CredentialShape {
+        CredentialShape::Header(HeaderCredential {
+            default_credential_id: default_credential_id.to_owned(),
+            header_name: "authorization".to_owned(),
+            prefix: "Bearer ".to_owned(),
+            required,
+        })
+    }
+
     #[test]
-    fn describes_the_three_keys() {
+    fn describes_every_key() {
         let infos = OpenAi::providers();
-        assert_eq!(infos.len(), 3);
+        let keys: Vec<&str> = infos.iter().map(|info| info.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "openai",
+                "openai-compatible",
+                "openai-responses",
+                "azure-openai",
+                "azure-openai-v1",
+                "mistral",
+                "groq",
+                "deepseek",
+                "xai",
+                "together",
+                "openrouter",
+                "cerebras"
+            ]
+        );
         let openai = &infos[0];
         assert_eq!(openai.key, "openai");
         assert_eq!(openai.default_endpoint.as_deref(), Some("https://api.openai.com/v1"));
@@ -308,6 +329,20 @@ mod tests {
         assert_eq!(responses.default_endpoint, openai.default_endpoint, "the same account and endpoint");
         assert_eq!(responses.credential, openai.credential, "the same key");
         assert_eq!(responses.capabilities, openai.capabilities);
+        let azure = &infos[3];
+        assert_eq!(azure.default_endpoint, None, "the resource is the deployment's fact");
+        let api_key = CredentialShape::Header(HeaderCredential {
+            default_credential_id: "azure-openai-api-key".to_owned(),
+            header_name: "api-key".to_owned(),
+            prefix: String::new(),
+            required: true,
+        });
+        assert_eq!(azure.credential, api_key);
+        assert_eq!(infos[4].credential, api_key);
+        assert!(!azure.capabilities.contains(Capabilities::DOCUMENTS), "file parts are api.openai.com's");
+        let mistral = &infos[5];
+        assert_eq!(mistral.default_endpoint.as_deref(), Some("https://api.mistral.ai/v1"));
+        assert_eq!(mistral.credential, bearer("mistral-api-key", true));
     }
 
     #[test]
@@ -377,6 +412,36 @@ mod tests {
         let request =
             <OpenAi as EmbeddingProvider>::encode("openai", inputs, embedding_params("text-embedding-3-small"));
         assert_eq!(request.unwrap().path_and_query, "/embeddings");
+    }
+
+    /// Azure's answer adds `prompt_filter_results` and each choice's
+    /// `content_filter_results`; an answer its output filter stopped has no
+    /// content and `finish_reason: "content_filter"`.
+    #[test]
+    fn azure_answers_decode_with_their_filter_results() {
+        let body = br#"{"choices":[{"content_filter_results":{"violence":{"filtered":true,"severity":"high"}},"finish_reason":"content_filter","index":0,"logprobs":null,"message":{"content":null,"refusal":null,"role":"assistant"}}],"created":1733000000,"id":"chatcmpl-AZ2","model":"gpt-4o-2024-11-20","object":"chat.completion","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"violence":{"filtered":false,"severity":"safe"}}}],"system_fingerprint":"fp_1","usage":{"completion_tokens":3,"prompt_tokens":12,"total_tokens":15}}"#;
+        let response = HttpResponse { status: 200, headers: vec![], body: body.to_vec() };
+        let answer = <OpenAi as ChatProvider>::decode("azure-openai", response).unwrap();
+        assert_eq!(answer.stop_reason, weir_sdk::types::StopReason::ContentFiltered);
+        assert_eq!(answer.raw_stop_reason.as_deref(), Some("content_filter"));
+        assert!(answer.content.is_empty(), "{:?}", answer.content);
+    }
+
+    #[test]
+    fn azure_embeddings_go_to_the_deployment() {
+        assert!(<OpenAi as EmbeddingProvider>::serves("azure-openai", "my-embedder"));
+        assert!(!<OpenAi as EmbeddingProvider>::serves("azure-openai-v1", "my-embedder"));
+        assert!(!<OpenAi as EmbeddingProvider>::serves("mistral", "mistral-embed"));
+        assert_eq!(OpenAi::max_batch("azure-openai", "my-embedder"), 128);
+        let inputs = vec!["a".to_owned()];
+        let mut params = embedding_params("my-embedder");
+        params.dimensions = Some(256);
+        let request = <OpenAi as EmbeddingProvider>::encode("azure-openai", inputs.clone(), params).unwrap();
+        assert_eq!(request.path_and_query, "/openai/deployments/my-embedder/embeddings?api-version=2024-10-21");
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body, serde_json::json!({"input": ["a"], "encoding_format": "float", "dimensions": 256}));
+        let refused = <OpenAi as EmbeddingProvider>::encode("azure-openai", inputs, embedding_params("a b"));
+        assert!(matches!(refused, Err(CodecError::Unsupported(m)) if m.contains("not an Azure deployment name")));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use weir_sdk::types::{
 };
 
 use crate::dialect::{self, Dialect};
+use crate::keys;
 use crate::request;
 use crate::response::{first_choice, text, usage};
 
@@ -37,7 +38,7 @@ pub fn encode(
     if top == 0 || top > MAX_TOP {
         return Err(CodecError::Unsupported(format!("`top_logprobs` is 1 to {MAX_TOP}, not {top}")));
     }
-    let mut body = request::body(dialect, conversation, params)?;
+    let mut body = request::body(keys::of_dialect(dialect), conversation, params)?;
     if let Value::Object(fields) = &mut body {
         fields.insert("logprobs".into(), json!(true));
         fields.insert("top_logprobs".into(), json!(top));

@@ -5,11 +5,12 @@ use serde_json::{Map, Value, json};
 use weir_sdk::fallback::{block_as_text, leaf_as_text};
 use weir_sdk::json::{parse_value, to_body};
 use weir_sdk::types::{
-    CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource, PreparedConversation,
-    ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
+    CallParams, Capabilities, CodecError, ContentBlock, Effort, Headers, HttpRequest, Media, MediaSource,
+    PreparedConversation, ResponseSchema, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
 };
 
 use crate::dialect::{self, Dialect};
+use crate::keys::{self, KeySpec, ThinkingBack, ToolIds};
 
 /// Appended to the endpoint's base URL (which ends in `/v1` for OpenAI).
 pub const PATH: &str = "/chat/completions";
@@ -21,15 +22,20 @@ pub fn encode(
     conversation: &PreparedConversation,
     params: &CallParams,
 ) -> Result<HttpRequest, CodecError> {
-    let dialect = Dialect::from_key(provider)
-        .ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))?;
-    let body = body(dialect, conversation, params)?;
+    let spec =
+        keys::spec(provider).ok_or_else(|| CodecError::Unsupported(format!("unknown provider key {provider:?}")))?;
+    let path_and_query = path(spec, &params.wire_model_id)?;
+    let body = body(spec, conversation, params)?;
     Ok(HttpRequest {
         method: "POST".to_owned(),
-        path_and_query: PATH.to_owned(),
+        path_and_query,
         headers: headers(params.stream),
         body: to_body(&body)?,
     })
+}
+
+fn path(spec: &KeySpec, wire_id: &str) -> Result<String, CodecError> {
+    keys::route(spec, wire_id, PATH)
 }
 
 /// Content type, plus `accept` for streams. Never an auth header: the host owns secrets.
@@ -42,13 +48,15 @@ pub(crate) fn headers(stream: bool) -> Headers {
 }
 
 pub(crate) fn body(
-    dialect: Dialect,
+    spec: &KeySpec,
     conversation: &PreparedConversation,
     params: &CallParams,
 ) -> Result<Value, CodecError> {
     let mut body = Map::new();
-    body.insert("model".into(), json!(params.wire_model_id));
-    let messages = messages(dialect, conversation, &params.wire_model_id)?;
+    if spec.model_in_body {
+        body.insert("model".into(), json!(params.wire_model_id));
+    }
+    let messages = messages(spec, conversation, &params.wire_model_id)?;
     body.insert("messages".into(), Value::Array(messages));
     if !conversation.tools.is_empty() {
         body.insert("tools".into(), tools(&conversation.tools)?);
@@ -56,7 +64,7 @@ pub(crate) fn body(
     if let Some(choice) = tool_choice(conversation) {
         body.insert("tool_choice".into(), choice);
     }
-    body.insert(max_tokens_key(dialect).into(), json!(params.max_tokens));
+    body.insert(spec.max_tokens_field.into(), json!(params.max_tokens));
     if let Some(temperature) = temperature(params)? {
         body.insert("temperature".into(), temperature);
     }
@@ -71,18 +79,11 @@ pub(crate) fn body(
     }
     if params.stream {
         body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if spec.stream_usage_option {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
     }
     Ok(Value::Object(body))
-}
-
-/// OpenAI's reasoning models reject the deprecated `max_tokens`; many compatible
-/// servers know only `max_tokens`.
-fn max_tokens_key(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::OpenAi => "max_completion_tokens",
-        Dialect::Compatible => "max_tokens",
-    }
 }
 
 /// The temperature the host sends, as it sends it. Which deployments refuse an
@@ -153,16 +154,16 @@ fn tool_choice(conversation: &PreparedConversation) -> Option<Value> {
 
 // ---------------------------------------------------------------- messages
 
-fn messages(dialect: Dialect, conversation: &PreparedConversation, model: &str) -> Result<Vec<Value>, CodecError> {
+fn messages(spec: &KeySpec, conversation: &PreparedConversation, model: &str) -> Result<Vec<Value>, CodecError> {
     let mut messages = Vec::new();
     if !conversation.system.is_empty() {
         let content = conversation.system.join("\n\n");
-        messages.push(json!({"role": system_role(dialect, model), "content": content}));
+        messages.push(json!({"role": system_role(spec.dialect, model), "content": content}));
     }
     for turn in &conversation.turns {
         match turn.role {
-            TurnRole::User => user_messages(dialect, turn, &mut messages),
-            TurnRole::Assistant => messages.push(assistant_message(turn)?),
+            TurnRole::User => user_messages(spec, turn, &mut messages),
+            TurnRole::Assistant => messages.push(assistant_message(spec, turn)?),
         }
     }
     Ok(messages)
@@ -179,12 +180,12 @@ fn system_role(dialect: Dialect, model: &str) -> &'static str {
 
 /// A user turn. Its tool results become `tool` messages placed first, because
 /// OpenAI requires them right after the assistant message that made the calls.
-fn user_messages(dialect: Dialect, turn: &Turn, out: &mut Vec<Value>) {
+fn user_messages(spec: &KeySpec, turn: &Turn, out: &mut Vec<Value>) {
     let mut parts = Vec::new();
     for block in &turn.content {
         match block {
-            ContentBlock::ToolResult(result) => out.push(tool_message(result)),
-            other => parts.push(user_part(dialect, other)),
+            ContentBlock::ToolResult(result) => out.push(tool_message(spec.tool_ids, result)),
+            other => parts.push(user_part(spec, other)),
         }
     }
     if let Some(content) = user_content(parts) {
@@ -202,12 +203,14 @@ fn user_content(parts: Vec<Value>) -> Option<Value> {
     }
 }
 
-fn user_part(dialect: Dialect, block: &ContentBlock) -> Value {
+/// A document goes as a file part only to a key that reads them (`openai`);
+/// elsewhere as its text fallback.
+fn user_part(spec: &KeySpec, block: &ContentBlock) -> Value {
     match block {
         ContentBlock::Text(text) => text_part(text),
         ContentBlock::Image(media) => image_part(media),
         ContentBlock::Document(Media { mime_type, source: MediaSource::Base64(data) })
-            if dialect == Dialect::OpenAi =>
+            if spec.capabilities.contains(Capabilities::DOCUMENTS) =>
         {
             let file = json!({"filename": "document.pdf", "file_data": data_url(mime_type, data)});
             json!({"type": "file", "file": file})
@@ -236,29 +239,40 @@ pub(crate) fn data_url(mime_type: &str, data: &str) -> String {
 
 /// A tool result as text: tool messages carry no images, so non-text leaves use
 /// their text fallback.
-fn tool_message(result: &ToolResult) -> Value {
+fn tool_message(ids: ToolIds, result: &ToolResult) -> Value {
     let rendered: Vec<String> = result.content.iter().map(leaf_as_text).collect();
     let text = rendered.join("\n");
     let content = if result.is_error { format!("Error: {text}") } else { text };
-    json!({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
+    json!({"role": "tool", "tool_call_id": wire_tool_id(ids, &result.tool_use_id), "content": content})
 }
 
 /// An assistant turn: its text (and the text fallback of anything else) joined,
-/// and its tool calls in `tool_calls`.
-fn assistant_message(turn: &Turn) -> Result<Value, CodecError> {
+/// and its tool calls in `tool_calls`. Thinking goes in `reasoning_content`
+/// for a key that takes it there (DeepSeek), never in `content`.
+fn assistant_message(spec: &KeySpec, turn: &Turn) -> Result<Value, CodecError> {
     let mut texts = Vec::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in &turn.content {
         match block {
             ContentBlock::Text(text) if text.is_empty() => {}
             ContentBlock::Text(text) => texts.push(text.clone()),
-            ContentBlock::ToolUse(call) => calls.push(tool_call(call)?),
+            ContentBlock::ToolUse(call) => calls.push(tool_call(spec.tool_ids, call)?),
+            ContentBlock::Thinking(thinking) if spec.thinking_back == ThinkingBack::ReasoningContent => {
+                // Redacted reasoning is another provider's opaque bytes: no text to send.
+                if !thinking.redacted && !thinking.text.is_empty() {
+                    reasoning.push(thinking.text.as_str());
+                }
+            }
             other => texts.push(block_as_text(other)),
         }
     }
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     message.insert("content".into(), assistant_content(&texts, calls.is_empty()));
+    if !reasoning.is_empty() {
+        message.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
+    }
     if !calls.is_empty() {
         message.insert("tool_calls".into(), Value::Array(calls));
     }
@@ -276,13 +290,21 @@ fn assistant_content(texts: &[String], no_calls: bool) -> Value {
 }
 
 /// The arguments go out as the host's JSON text, verbatim, once we know it is JSON.
-fn tool_call(call: &ToolUse) -> Result<Value, CodecError> {
+fn tool_call(ids: ToolIds, call: &ToolUse) -> Result<Value, CodecError> {
     parse_value(&call.input_json, &format!("input_json of tool_use {:?}", call.id))?;
     Ok(json!({
-        "id": call.id,
+        "id": wire_tool_id(ids, &call.id),
         "type": "function",
         "function": {"name": call.name, "arguments": call.input_json},
     }))
+}
+
+/// A tool call id as this key's server accepts it.
+fn wire_tool_id(ids: ToolIds, id: &str) -> String {
+    match ids {
+        ToolIds::Verbatim => id.to_owned(),
+        ToolIds::NineAlphanumeric => keys::nine_alphanumeric(id),
+    }
 }
 
 #[cfg(test)]
@@ -645,5 +667,108 @@ mod tests {
             &params("gpt-4.1"),
         ));
         assert!(message.contains("unknown provider key"), "{message}");
+    }
+
+    #[test]
+    fn azure_deployment_names_the_deployment_in_the_url_not_the_body() {
+        let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
+        let mut p = params("gpt-4o-prod");
+        p.stream = true;
+        let (request, body) = encode_ok("azure-openai", &conv, &p);
+        assert_eq!(request.path_and_query, "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21");
+        assert_eq!(body.get("model"), None);
+        assert_eq!(body["max_completion_tokens"], json!(1024));
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert!(request.headers.iter().all(|(name, _)| name != "api-key" && name != "authorization"));
+        let refused = unsupported(encode("azure-openai", &conv, &params("../other")));
+        assert!(refused.contains("not an Azure deployment name"), "{refused}");
+    }
+
+    #[test]
+    fn azure_v1_sends_the_deployment_as_the_model() {
+        let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
+        let (request, body) = encode_ok("azure-openai-v1", &conv, &params("o4-mini-prod"));
+        assert_eq!(request.path_and_query, "/openai/v1/chat/completions");
+        assert_eq!(body["model"], json!("o4-mini-prod"));
+        assert_eq!(body["max_completion_tokens"], json!(1024));
+    }
+
+    #[test]
+    fn azure_reads_a_document_as_its_text_fallback() {
+        let document = ContentBlock::Document(Media {
+            mime_type: "application/pdf".into(),
+            source: MediaSource::Base64("JVBERi0=".into()),
+        });
+        let conv = PreparedConversation::of(vec![Turn::user(vec![document.clone(), text("Summarize")])]);
+        let body = body_of("azure-openai", &conv, &params("d"));
+        let parts = &body["messages"][0]["content"];
+        assert_eq!(parts[0], json!({"type": "text", "text": block_as_text(&document)}));
+    }
+
+    #[test]
+    fn presets_field_names_and_stream_usage() {
+        let conv = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
+        let mut p = params("m");
+        p.stream = true;
+        let cases = [
+            ("mistral", "max_tokens", false),
+            ("groq", "max_completion_tokens", true),
+            ("deepseek", "max_tokens", true),
+            ("xai", "max_completion_tokens", true),
+            ("together", "max_tokens", false),
+            ("openrouter", "max_tokens", false),
+            ("cerebras", "max_completion_tokens", false),
+        ];
+        for (key, field, stream_options) in cases {
+            let (request, body) = encode_ok(key, &conv, &p);
+            assert_eq!(request.path_and_query, "/chat/completions", "{key}");
+            assert_eq!(body["model"], json!("m"), "{key}");
+            assert_eq!(body[field], json!(1024), "{key}");
+            let other = if field == "max_tokens" { "max_completion_tokens" } else { "max_tokens" };
+            assert_eq!(body.get(other), None, "{key}");
+            assert_eq!(body.get("stream_options").is_some(), stream_options, "{key}");
+            assert_eq!(body["stream"], json!(true), "{key}");
+        }
+    }
+
+    fn tool_loop() -> PreparedConversation {
+        PreparedConversation::of(vec![
+            Turn::user(vec![text("Weather in Paris?")]),
+            Turn::assistant(vec![
+                ContentBlock::Thinking(Thinking { text: "Look it up.".into(), signature: None, redacted: false }),
+                ContentBlock::ToolUse(ToolUse {
+                    id: "call_PTLP8xhu3uwZk4l3nlnrrJha".into(),
+                    name: "get_weather".into(),
+                    input_json: r#"{"city":"Paris"}"#.into(),
+                }),
+            ]),
+            Turn::user(vec![ContentBlock::ToolResult(ToolResult {
+                tool_use_id: "call_PTLP8xhu3uwZk4l3nlnrrJha".into(),
+                content: vec![LeafBlock::Text("18C".into())],
+                is_error: false,
+            })]),
+        ])
+    }
+
+    #[test]
+    fn mistral_tool_ids_are_nine_alphanumerics_matched_between_call_and_result() {
+        let body = body_of("mistral", &tool_loop(), &params("mistral-large-latest"));
+        let call_id = body["messages"][1]["tool_calls"][0]["id"].as_str().unwrap().to_owned();
+        assert_eq!(call_id.len(), 9);
+        assert!(call_id.bytes().all(|byte| byte.is_ascii_alphanumeric()), "{call_id}");
+        assert_eq!(body["messages"][2]["tool_call_id"], json!(call_id));
+        let openai = body_of("openai", &tool_loop(), &params("gpt-4.1"));
+        assert_eq!(openai["messages"][1]["tool_calls"][0]["id"], json!("call_PTLP8xhu3uwZk4l3nlnrrJha"));
+    }
+
+    #[test]
+    fn deepseek_gets_its_reasoning_back_in_reasoning_content_never_in_content() {
+        let body = body_of("deepseek", &tool_loop(), &params("deepseek-v4-pro"));
+        let assistant = &body["messages"][1];
+        assert_eq!(assistant["content"], Value::Null, "only the call: no thinking in the content");
+        assert_eq!(assistant["reasoning_content"], json!("Look it up."));
+        assert_eq!(body.to_string().matches("Look it up.").count(), 1);
+        let compatible = body_of("openai-compatible", &tool_loop(), &params("m"));
+        assert!(compatible.to_string().contains("Look it up."), "other keys keep the text fallback");
     }
 }

@@ -535,6 +535,43 @@ mod tests {
         assert!(matches!(deltas.last(), Some(StreamDelta::Usage(_))));
     }
 
+    /// Azure's stream: a first chunk with no choices carrying the prompt's
+    /// filter results (and empty `id` / `model`), `content_filter_results` on
+    /// every choice, and a stop its output filter made.
+    #[test]
+    fn azure_filter_results_are_read_past_and_a_filtered_stop_is_content_filtered() {
+        let mut decoder = decoder();
+        let filters = r#"{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}"#;
+        let prompt = format!(
+            r#"{{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{{"prompt_index":0,"content_filter_results":{filters}}}]}}"#
+        );
+        let head = r#""created":1733000000,"id":"chatcmpl-AZ1","model":"gpt-4o-2024-11-20","object":"chat.completion.chunk","system_fingerprint":"fp_1""#;
+        let role = format!(
+            r#"{{"choices":[{{"content_filter_results":{{}},"delta":{{"content":"","refusal":null,"role":"assistant"}},"finish_reason":null,"index":0,"logprobs":null}}],{head}}}"#
+        );
+        let words = format!(
+            r#"{{"choices":[{{"content_filter_results":{filters},"delta":{{"content":"Once"}},"finish_reason":null,"index":0,"logprobs":null}}],{head}}}"#
+        );
+        let filtered = format!(
+            r#"{{"choices":[{{"content_filter_results":{{"violence":{{"filtered":true,"severity":"medium"}}}},"delta":{{}},"finish_reason":"content_filter","index":0,"logprobs":null}}],{head}}}"#
+        );
+        let deltas = feed_all(&mut decoder, &[&prompt, &role, &words, &filtered, "[DONE]"]);
+        assert_eq!(
+            deltas,
+            vec![
+                StreamDelta::ServedModel("gpt-4o-2024-11-20".into()),
+                StreamDelta::RequestId("chatcmpl-AZ1".into()),
+                StreamDelta::Text("Once".into()),
+                StreamDelta::Stop(StopInfo {
+                    reason: StopReason::ContentFiltered,
+                    raw: Some("content_filter".into()),
+                    refusal: None
+                }),
+            ]
+        );
+        assert_eq!(decoder.finish().unwrap(), vec![]);
+    }
+
     #[test]
     fn other_choices_are_ignored() {
         let mut decoder = decoder();
