@@ -77,7 +77,8 @@ fn main() {
     let words: Vec<String> = (0..PIECES).map(|i| format!("word{i} ")).collect();
     let texts: Vec<&str> = words.iter().map(String::as_str).collect();
     let openai: Vec<u8> = openai_wire::sse_chunks(&texts).concat();
-    let gemini: Vec<u8> = gemini_wire::text_stream(&texts, "STOP", gemini_wire::usage(10, PIECES as u64, 0, 0)).concat();
+    let gemini: Vec<u8> =
+        gemini_wire::text_stream(&texts, "STOP", gemini_wire::usage(10, PIECES as u64, 0, 0)).concat();
 
     let (mut on_openai, mut on_gemini) = (Vec::new(), Vec::new());
     let (mut openai_events, mut gemini_events) = (0, 0);

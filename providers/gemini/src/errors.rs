@@ -202,10 +202,13 @@ mod tests {
         assert!(matches!(classified(429, &[], &spent), ErrorClass::QuotaExhausted(_)));
     }
 
+    /// Whether a class is the one a case expects.
+    type Expected = fn(&ErrorClass) -> bool;
+
     #[test]
     fn every_status_has_its_class() {
         let key = r#"[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]"#;
-        let cases: [(u16, &str, &str, &str, fn(&ErrorClass) -> bool); 10] = [
+        let cases: [(u16, &str, &str, &str, Expected); 10] = [
             (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", key, |c| {
                 matches!(c, ErrorClass::Authentication(_))
             }),
