@@ -24,6 +24,7 @@ mod request;
 mod response;
 mod signature;
 mod stream;
+mod wire;
 
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse,

@@ -17,27 +17,25 @@
 //!   candidate (`promptFeedback.blockReason`) is content-filtered.
 //! - Usage: see [`usage`].
 
-use serde_json::{Map, Value};
 use weir_sdk::errors::refusal;
-use weir_sdk::json::from_body;
 use weir_sdk::types::{
     ChatResponse, CodecError, ContentBlock, HttpResponse, Refusal, StopReason, Thinking, ToolUse, Usage,
 };
 
 use crate::signature;
+use crate::wire::{self, Candidate, GenerateContentResponse, UsageMetadata};
 
 /// The prefix of the ids this component makes for calls Gemini gave no id.
 const MADE_CALL_ID: &str = "gemini-call-";
 
 /// Normalizes a successful response.
 pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
-    let body: Value = from_body(&response.body)?;
-    let body = body.as_object().ok_or_else(|| malformed("response is not a JSON object"))?;
-    let response_id = text(body.get("responseId"));
-    let served_model = text(body.get("modelVersion"));
-    let usage = body.get("usageMetadata").and_then(usage);
-    let Some(candidate) = first_candidate(body)? else {
-        let blocked = prompt_block(body).ok_or_else(|| malformed("response has no candidates and no blockReason"))?;
+    let body = GenerateContentResponse::parse(&response.body)?;
+    let response_id = wire::owned(&body.response_id);
+    let served_model = wire::owned(&body.model_version);
+    let usage = body.usage_metadata.as_ref().map(usage);
+    let Some(candidate) = body.candidate() else {
+        let blocked = prompt_block(&body).ok_or_else(|| malformed("response has no candidates and no blockReason"))?;
         return Ok(ChatResponse {
             content: Vec::new(),
             stop_reason: StopReason::ContentFiltered,
@@ -50,8 +48,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     };
     let mut content = Vec::new();
     let mut calls = 0;
-    for (position, part) in parts(candidate)?.iter().enumerate() {
-        let part = part.as_object().ok_or_else(|| malformed(&format!("part {position} is not an object")))?;
+    for part in candidate.parts() {
         match read_part(part, response_id.as_deref(), &mut calls)? {
             Part::Thought { text, signature } => {
                 content.push(ContentBlock::Thinking(Thinking { text, signature, redacted: false }))
@@ -64,7 +61,7 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
             }
         }
     }
-    let raw = text(candidate.get("finishReason"));
+    let raw = wire::owned(&candidate.finish_reason);
     let (stop_reason, refusal) = stop(raw.as_deref(), calls > 0, candidate);
     Ok(ChatResponse {
         content,
@@ -104,33 +101,23 @@ pub(crate) enum Part {
 
 /// Reads one part; `calls` counts the function calls read so far in the
 /// answer, which numbers the ids made for them.
-pub(crate) fn read_part(
-    part: &Map<String, Value>,
-    response_id: Option<&str>,
-    calls: &mut u32,
-) -> Result<Part, CodecError> {
-    let signature = text(part.get("thoughtSignature")).map(|raw| signature::wrap(&raw));
-    if let Some(call) = part.get("functionCall") {
-        let call = call.as_object().ok_or_else(|| malformed("functionCall is not an object"))?;
-        let name = text(call.get("name")).ok_or_else(|| malformed("functionCall has no name"))?;
-        let input_json = match call.get("args") {
-            None | Some(Value::Null) => "{}".to_owned(),
-            Some(args @ Value::Object(_)) => args.to_string(),
+pub(crate) fn read_part(part: &wire::Part<'_>, response_id: Option<&str>, calls: &mut u32) -> Result<Part, CodecError> {
+    let signature = part.thought_signature.as_deref().filter(|raw| !raw.is_empty()).map(signature::wrap);
+    if let Some(call) = &part.function_call {
+        let name = wire::owned(&call.name).ok_or_else(|| malformed("functionCall has no name"))?;
+        let input_json = match &call.args {
+            None | Some(serde_json::Value::Null) => "{}".to_owned(),
+            Some(args @ serde_json::Value::Object(_)) => args.to_string(),
             Some(_) => return Err(malformed("functionCall args is not an object")),
         };
-        let id = call_id(text(call.get("id")).as_deref(), response_id, *calls);
+        let id = call_id(call.id.as_deref().filter(|id| !id.is_empty()), response_id, *calls);
         *calls += 1;
         return Ok(Part::Answer { signature, block: Some(ContentBlock::ToolUse(ToolUse { id, name, input_json })) });
     }
-    let piece = match part.get("text") {
-        None => None,
-        Some(Value::String(piece)) => Some(piece.clone()),
-        Some(_) => return Err(malformed("part text is not a string")),
-    };
-    if part.get("thought").and_then(Value::as_bool) == Some(true) {
-        return Ok(Part::Thought { text: piece.unwrap_or_default(), signature });
+    if part.thought == Some(true) {
+        return Ok(Part::Thought { text: part.text.as_deref().unwrap_or_default().to_owned(), signature });
     }
-    let block = piece.filter(|piece| !piece.is_empty()).map(ContentBlock::Text);
+    let block = wire::owned(&part.text).map(ContentBlock::Text);
     Ok(Part::Answer { signature, block })
 }
 
@@ -150,35 +137,13 @@ pub(crate) fn upstream_call_id(id: &str) -> Option<&str> {
     (!id.starts_with(MADE_CALL_ID) && !id.is_empty()).then_some(id)
 }
 
-/// The first candidate (Weir asks for one), if any.
-pub(crate) fn first_candidate(body: &Map<String, Value>) -> Result<Option<&Map<String, Value>>, CodecError> {
-    match body.get("candidates") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(candidates)) => match candidates.first() {
-            None => Ok(None),
-            Some(Value::Object(candidate)) => Ok(Some(candidate)),
-            Some(_) => Err(malformed("candidate is not an object")),
-        },
-        Some(_) => Err(malformed("candidates is not an array")),
-    }
-}
-
-/// A candidate's parts; none when it has no content (a safety stop).
-pub(crate) fn parts(candidate: &Map<String, Value>) -> Result<&[Value], CodecError> {
-    match candidate.get("content").and_then(|content| content.get("parts")) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(parts)) => Ok(parts),
-        Some(_) => Err(malformed("content.parts is not an array")),
-    }
-}
-
 /// A prompt Gemini blocked before answering: `promptFeedback.blockReason`
 /// (`SAFETY`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `IMAGE_SAFETY`, `OTHER`), its
 /// message as the explanation.
-pub(crate) fn prompt_block(body: &Map<String, Value>) -> Option<Refusal> {
-    let feedback = body.get("promptFeedback")?;
-    let reason = text(feedback.get("blockReason"))?;
-    Some(refusal(Some(reason), text(feedback.get("blockReasonMessage"))))
+pub(crate) fn prompt_block(body: &GenerateContentResponse<'_>) -> Option<Refusal> {
+    let feedback = body.prompt_feedback.as_ref()?;
+    let reason = wire::owned(&feedback.block_reason)?;
+    Some(refusal(Some(reason), wire::owned(&feedback.block_reason_message)))
 }
 
 /// The stop a candidate's `finishReason` means, with the refusal it carries.
@@ -192,10 +157,10 @@ pub(crate) fn prompt_block(body: &Map<String, Value>) -> Option<Refusal> {
 /// and `finishMessage` as its explanation. Anything else (`MALFORMED_FUNCTION_CALL`,
 /// `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS`, `LANGUAGE`, `OTHER`, words
 /// added later) is `other`, the raw word kept.
-pub(crate) fn stop(raw: Option<&str>, called: bool, candidate: &Map<String, Value>) -> (StopReason, Option<Refusal>) {
+pub(crate) fn stop(raw: Option<&str>, called: bool, candidate: &Candidate<'_>) -> (StopReason, Option<Refusal>) {
     let reason = stop_reason(raw, called);
     let refusal = (reason == StopReason::ContentFiltered)
-        .then(|| refusal(raw.map(str::to_owned), text(candidate.get("finishMessage"))));
+        .then(|| refusal(raw.map(str::to_owned), wire::owned(&candidate.finish_message)));
     (reason, refusal)
 }
 
@@ -224,24 +189,18 @@ pub(crate) fn stop_reason(raw: Option<&str>, called: bool) -> StopReason {
 /// Google's own tools) is billed as input and added to it. Thinking is billed
 /// as output (Google's price page: "output price, including thinking tokens")
 /// and is not in `candidatesTokenCount`, so output is candidates + thoughts,
-/// and `reasoning` the thoughts. `None` for a non-object.
-pub(crate) fn usage(value: &Value) -> Option<Usage> {
-    let usage = value.as_object()?;
-    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    let cached = count("cachedContentTokenCount");
-    let thoughts = usage.get("thoughtsTokenCount").and_then(Value::as_u64);
-    Some(Usage {
-        input: count("promptTokenCount").saturating_sub(cached) + count("toolUsePromptTokenCount"),
-        output: count("candidatesTokenCount") + thoughts.unwrap_or(0),
+/// and `reasoning` the thoughts.
+pub(crate) fn usage(usage: &UsageMetadata) -> Usage {
+    let cached = usage.cached_content_token_count.unwrap_or(0);
+    let thoughts = usage.thoughts_token_count;
+    Usage {
+        input: usage.prompt_token_count.unwrap_or(0).saturating_sub(cached)
+            + usage.tool_use_prompt_token_count.unwrap_or(0),
+        output: usage.candidates_token_count.unwrap_or(0) + thoughts.unwrap_or(0),
         cache_read: cached,
         cache_write: 0,
         reasoning: thoughts,
-    })
-}
-
-/// A non-empty string field, owned.
-pub(crate) fn text(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
+    }
 }
 
 pub(crate) fn malformed(what: &str) -> CodecError {

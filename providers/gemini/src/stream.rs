@@ -10,14 +10,15 @@
 //! The stream has ended properly only with a `finishReason` (or a block): a
 //! body that closes without one was cut, and `finish` declines it.
 
-use serde_json::{Map, Value};
 use weir_sdk::StreamDecoder;
 use weir_sdk::types::{
-    CodecError, InBandError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment, ToolCallStart,
+    CodecError, ContentBlock, InBandError, StopInfo, StopReason, StreamDelta, StreamEvent, ToolCallFragment,
+    ToolCallStart,
 };
 
 use crate::errors::{GoogleError, class_of};
-use crate::response::{Part, first_candidate, malformed, parts, prompt_block, read_part, stop, text, usage};
+use crate::response::{Part, prompt_block, read_part, stop, usage};
+use crate::wire::{self, GenerateContentResponse};
 
 /// Per-stream state.
 #[derive(Debug, Default)]
@@ -41,52 +42,49 @@ impl StreamDecoder for GeminiStream {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let value: Value = serde_json::from_slice(data)
-            .map_err(|e| CodecError::Malformed(format!("stream event is not JSON: {e}")))?;
-        let chunk = value.as_object().ok_or_else(|| malformed("stream event is not a JSON object"))?;
-        if chunk.contains_key("error") {
-            return Ok(vec![self.error(&value)]);
+        let chunk = GenerateContentResponse::parse(data)?;
+        if chunk.error.is_some() {
+            return Ok(vec![self.error(data)]);
         }
-        self.chunk(chunk)
+        self.chunk(&chunk)
     }
 
     fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
         if self.stopped || self.error_seen {
             Ok(Vec::new())
         } else {
-            Err(malformed("stream ended before a finishReason"))
+            Err(CodecError::Malformed("stream ended before a finishReason".to_owned()))
         }
     }
 }
 
 impl GeminiStream {
-    fn chunk(&mut self, chunk: &Map<String, Value>) -> Result<Vec<StreamDelta>, CodecError> {
+    fn chunk(&mut self, chunk: &GenerateContentResponse<'_>) -> Result<Vec<StreamDelta>, CodecError> {
         let mut out = Vec::new();
         if self.response_id.is_none()
-            && let Some(id) = text(chunk.get("responseId"))
+            && let Some(id) = wire::owned(&chunk.response_id)
         {
             out.push(StreamDelta::RequestId(id.clone()));
             self.response_id = Some(id);
         }
         if !self.served_model_sent
-            && let Some(model) = text(chunk.get("modelVersion"))
+            && let Some(model) = wire::owned(&chunk.model_version)
         {
             self.served_model_sent = true;
             out.push(StreamDelta::ServedModel(model));
         }
-        let candidate = first_candidate(chunk)?;
+        let candidate = chunk.candidate();
         if let Some(candidate) = candidate {
-            for part in parts(candidate)? {
-                let part = part.as_object().ok_or_else(|| malformed("part is not an object"))?;
+            for part in candidate.parts() {
                 self.part(part, &mut out)?;
             }
         }
-        out.extend(chunk.get("usageMetadata").and_then(usage).map(StreamDelta::Usage));
+        out.extend(chunk.usage_metadata.as_ref().map(|metadata| StreamDelta::Usage(usage(metadata))));
         if self.stopped {
             return Ok(out);
         }
         if let Some(candidate) = candidate
-            && let Some(raw) = text(candidate.get("finishReason"))
+            && let Some(raw) = wire::owned(&candidate.finish_reason)
         {
             let (reason, refusal) = stop(Some(&raw), self.calls > 0, candidate);
             self.stopped = true;
@@ -101,7 +99,7 @@ impl GeminiStream {
         Ok(out)
     }
 
-    fn part(&mut self, part: &Map<String, Value>, out: &mut Vec<StreamDelta>) -> Result<(), CodecError> {
+    fn part(&mut self, part: &wire::Part<'_>, out: &mut Vec<StreamDelta>) -> Result<(), CodecError> {
         let index = self.calls;
         match read_part(part, self.response_id.as_deref(), &mut self.calls)? {
             Part::Thought { text, signature } => {
@@ -113,8 +111,8 @@ impl GeminiStream {
             Part::Answer { signature, block } => {
                 out.extend(signature.map(StreamDelta::ThinkingSignature));
                 match block {
-                    Some(weir_sdk::types::ContentBlock::Text(text)) => out.push(StreamDelta::Text(text)),
-                    Some(weir_sdk::types::ContentBlock::ToolUse(call)) => {
+                    Some(ContentBlock::Text(text)) => out.push(StreamDelta::Text(text)),
+                    Some(ContentBlock::ToolUse(call)) => {
                         out.push(StreamDelta::ToolCallStart(ToolCallStart { index, id: call.id, name: call.name }));
                         out.push(StreamDelta::ToolCallFragment(ToolCallFragment { index, json: call.input_json }));
                         out.push(StreamDelta::ToolCallEnd(index));
@@ -127,9 +125,10 @@ impl GeminiStream {
         Ok(())
     }
 
-    fn error(&mut self, value: &Value) -> StreamDelta {
+    /// An error object after the 200, classed as `classify` would class it.
+    fn error(&mut self, data: &[u8]) -> StreamDelta {
         self.error_seen = true;
-        let error = GoogleError::from_value(value);
+        let error = GoogleError::parse(data);
         StreamDelta::Error(InBandError {
             status: error.code,
             status_from_prose: false,
