@@ -43,6 +43,7 @@ max_output_tokens = 8000
 context_window = 1048576
 output_tokens = 100
 max_retries = 0
+reasoning = "thinking"
 
 [[model]]
 id = "gemini-embed"
@@ -311,6 +312,16 @@ max_output_tokens = 8000
 context_window = 1048576
 output_tokens = 64
 max_retries = 0
+
+[[model]]
+id = "vertex-embed"
+provider = "vertex-gemini"
+wire_id = "gemini-embedding-001"
+kind = "embedding"
+endpoint = "{base}"
+credential = "weir-vertex-token"
+embedding_dimensions = 2
+context_window = 2048
 "#
     );
     let gateway = Gateway::start_with(&config, &[("WEIR_VERTEX_TOKEN", TOKEN)], None).await;
@@ -322,7 +333,28 @@ max_retries = 0
     assert_eq!(steps[1]["text"], "Bonjour.");
     assert_no_secret("the client's answers", &serde_json::to_string(&steps).unwrap());
 
+    // Vertex embeds through `:predict`, one input per request for gemini-embedding-001.
+    for values in [[3.0, 4.0], [0.0, 1.0]] {
+        upstream.push(gemini_wire::json_response(
+            200,
+            &json!({"predictions": [{"embeddings": {"statistics": {"truncated": false, "token_count": 3},
+                                                    "values": values}}]}),
+        ));
+    }
+    let embedded = run_openai_client(&gateway.url("/v1"), "vertex-embed", "embed");
+    assert_eq!(embedded[0]["vectors"].as_array().unwrap().len(), 2, "{embedded:?}");
+    assert_eq!(embedded[0]["usage"]["prompt_tokens"], 6, "the token counts Vertex reported: {embedded:?}");
+
     let received = upstream.received();
+    assert_eq!(received.len(), 4);
+    let embed_path =
+        "/v1/projects/weir-test/locations/us-central1/publishers/google/models/gemini-embedding-001:predict";
+    for request in &received[2..] {
+        assert_eq!(request.path, embed_path);
+        let body = request.json();
+        assert_eq!(body["instances"].as_array().unwrap().len(), 1, "{body}");
+        assert_eq!(body["parameters"], json!({"autoTruncate": false, "outputDimensionality": 2}));
+    }
     let prefix = "/v1/projects/weir-test/locations/us-central1/publishers/google/models/gemini-2.5-pro";
     assert_eq!(received[0].path, format!("{prefix}:generateContent"));
     assert_eq!(
@@ -332,6 +364,8 @@ max_retries = 0
     for request in &received {
         assert_eq!(request.header("authorization"), Some(format!("Bearer {TOKEN}").as_str()));
         assert_eq!(request.header("x-goog-api-key"), None);
+    }
+    for request in &received[..2] {
         assert_eq!(request.json()["generationConfig"]["maxOutputTokens"], 64);
     }
 }
@@ -362,4 +396,43 @@ async fn embeddings_through_v1_embeddings_reach_batch_embed_contents() {
         assert_eq!(request["outputDimensionality"], 2, "the entry's pinned width");
         assert_eq!(request["taskType"], "RETRIEVAL_DOCUMENT", "{request}");
     }
+}
+
+/// A caller's thinking budget (Anthropic's `thinking.budget_tokens`) on an entry declared
+/// `reasoning = "thinking"` goes as `thinkingConfig`, and the thought summary comes back as
+/// a thinking block carrying the answer's signature.
+#[tokio::test]
+async fn a_thinking_budget_becomes_thinking_config_and_thoughts_come_back_signed() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(answer(
+        vec![thought_part("Two and two."), call_part("add", json!({"a": 2, "b": 2}), Some(SIGNATURE))],
+        "STOP",
+        usage(30, 5, 40, 0),
+    ));
+    let request = json!({
+        "model": "flash",
+        "max_tokens": 2048,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "add", "description": "Adds", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "What is 2 + 2?"}]
+    });
+    let response = reqwest::Client::new().post(gateway.url("/v1/messages")).json(&request).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["content"][0],
+        json!({"type": "thinking", "thinking": "Two and two.", "signature": format!("gemini:{SIGNATURE}")}),
+        "{body}"
+    );
+    assert_eq!(body["content"][1]["type"], "tool_use", "{body}");
+    assert_eq!(body["stop_reason"], "tool_use");
+    assert_eq!(body["usage"]["output_tokens"], 45, "thinking is billed as output: {body}");
+
+    let sent = upstream.received()[0].json();
+    assert_eq!(
+        sent["generationConfig"],
+        json!({"maxOutputTokens": 2048, "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true}}),
+        "{sent}"
+    );
 }
