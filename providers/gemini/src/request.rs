@@ -15,7 +15,8 @@
 //!   gave one); tool results → `functionResponse` parts in a user turn, named
 //!   after the call they answer (Gemini matches results to calls by name and
 //!   order, so the name is looked up from the call's id in the history).
-//! * thinking → a `thought: true` text part; a signature this component wrote
+//! * thinking → a `thought: true` text part (redacted thinking, another
+//!   provider's opaque payload, as its text rendering); a signature this component wrote
 //!   (see [`crate::signature`]) goes back as `thoughtSignature` on the part it
 //!   came with: the next non-thinking part of the turn, or the thinking's own
 //!   part when none follows. Another provider's signature is not sent.
@@ -26,6 +27,7 @@
 //! OpenAPI subset `responseSchema` takes), and `thinkingConfig` (see [`thinking`]).
 
 use serde_json::{Map, Value, json};
+use weir_sdk::fallback::block_as_text;
 use weir_sdk::json::{parse_value, to_body};
 use weir_sdk::types::{
     CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, LeafBlock, Media, MediaSource,
@@ -247,7 +249,11 @@ fn model_parts(turn: &Turn) -> Result<Vec<Value>, CodecError> {
         let part = match block {
             ContentBlock::Thinking(thinking) => {
                 let own = thinking.signature.as_deref().and_then(signature::parse).map(str::to_owned);
-                if !thinking.text.is_empty() && !thinking.redacted {
+                if thinking.redacted {
+                    // Another provider's opaque reasoning: Gemini cannot read it, so
+                    // its text rendering stands in for it, never the payload.
+                    parts.push(json!({"text": block_as_text(block), "thought": true}));
+                } else if !thinking.text.is_empty() {
                     parts.push(json!({"text": thinking.text, "thought": true}));
                 }
                 if own.is_some() {
@@ -506,6 +512,7 @@ mod tests {
                     signature: Some("EqQBanthropic".into()),
                     redacted: false,
                 }),
+                ContentBlock::Thinking(Thinking { text: "EmwKopaque".into(), signature: None, redacted: true }),
                 text("Hello"),
                 signed("", "dHJhaWw="),
             ]),
@@ -514,7 +521,8 @@ mod tests {
         let body = body_of(&conversation, &CallParams::new("gemini-2.5-flash", 64));
         assert_eq!(
             body["contents"][1]["parts"],
-            json!([{"text": "Claude's", "thought": true}, {"text": "Hello"},
+            json!([{"text": "Claude's", "thought": true}, {"text": "[redacted reasoning]", "thought": true},
+                   {"text": "Hello"},
                    {"text": "", "thoughtSignature": "dHJhaWw="}])
         );
     }
