@@ -19,7 +19,9 @@
 //!   provider's opaque payload, as its text rendering); a signature this component wrote
 //!   (see [`crate::signature`]) goes back as `thoughtSignature` on the part it
 //!   came with: the next non-thinking part of the turn, or the thinking's own
-//!   part when none follows. Another provider's signature is not sent.
+//!   part when none follows; of joined signatures (see `signature`), the
+//!   earlier go on the thinking's own part. Another provider's signature is
+//!   not sent.
 //!
 //! `generationConfig` carries `maxOutputTokens` (the host's reserve, exactly),
 //! `temperature`, `stopSequences`, a response schema as `responseMimeType:
@@ -248,7 +250,14 @@ fn model_parts(turn: &Turn) -> Result<Vec<Value>, CodecError> {
     for block in &turn.content {
         let part = match block {
             ContentBlock::Thinking(thinking) => {
-                let own = thinking.signature.as_deref().and_then(signature::parse).map(str::to_owned);
+                let mut signatures: Vec<&str> = thinking.signature.as_deref().map(signature::parse).unwrap_or_default();
+                // A new signature: the one still waiting was the previous block's own.
+                if !signatures.is_empty()
+                    && let Some(previous) = pending.take()
+                {
+                    sign_own_part(&mut parts, previous);
+                }
+                let next = signatures.pop();
                 if thinking.redacted {
                     // Another provider's opaque reasoning: Gemini cannot read it, so
                     // its text rendering stands in for it, never the payload.
@@ -256,8 +265,12 @@ fn model_parts(turn: &Turn) -> Result<Vec<Value>, CodecError> {
                 } else if !thinking.text.is_empty() {
                     parts.push(json!({"text": thinking.text, "thought": true}));
                 }
-                if own.is_some() {
-                    pending = own;
+                // Joined signatures: the earlier ones were this block's own parts'.
+                for own in signatures {
+                    sign_own_part(&mut parts, own.to_owned());
+                }
+                if let Some(next) = next {
+                    pending = Some(next.to_owned());
                 }
                 continue;
             }
@@ -277,14 +290,20 @@ fn model_parts(turn: &Turn) -> Result<Vec<Value>, CodecError> {
     }
     if let Some(signature) = pending {
         // No part followed: the signature rides its own (thought or empty) part.
-        match parts.last_mut() {
-            Some(last) if last.get("thought").is_some() && last.get("thoughtSignature").is_none() => {
-                *last = with_signature(last.take(), Some(signature));
-            }
-            _ => parts.push(json!({"text": "", "thoughtSignature": signature})),
-        }
+        sign_own_part(&mut parts, signature);
     }
     Ok(parts)
+}
+
+/// A signature whose part is the thinking just written: on the last thought part
+/// when it has none yet, else on an empty text part of its own.
+fn sign_own_part(parts: &mut Vec<Value>, signature: String) {
+    match parts.last_mut() {
+        Some(last) if last.get("thought").is_some() && last.get("thoughtSignature").is_none() => {
+            *last = with_signature(last.take(), Some(signature));
+        }
+        _ => parts.push(json!({"text": "", "thoughtSignature": signature})),
+    }
 }
 
 fn with_signature(mut part: Value, signature: Option<String>) -> Value {
@@ -524,6 +543,25 @@ mod tests {
             json!([{"text": "Claude's", "thought": true}, {"text": "[redacted reasoning]", "thought": true},
                    {"text": "Hello"},
                    {"text": "", "thoughtSignature": "dHJhaWw="}])
+        );
+    }
+
+    #[test]
+    fn joined_signatures_go_back_on_the_thought_and_the_part_after_it() {
+        let joined = format!("{}{}", signature::wrap("b3du"), signature::wrap("bmV4dA=="));
+        let conversation = PreparedConversation::of(vec![
+            Turn::user(vec![text("Hi")]),
+            Turn::assistant(vec![
+                ContentBlock::Thinking(Thinking { text: "Think.".into(), signature: Some(joined), redacted: false }),
+                text("Hello"),
+            ]),
+            Turn::user(vec![text("Again")]),
+        ]);
+        let body = body_of(&conversation, &CallParams::new("gemini-2.5-flash", 64));
+        assert_eq!(
+            body["contents"][1]["parts"],
+            json!([{"text": "Think.", "thought": true, "thoughtSignature": "b3du"},
+                   {"text": "Hello", "thoughtSignature": "bmV4dA=="}])
         );
     }
 

@@ -51,7 +51,14 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     for part in candidate.parts() {
         match read_part(part, response_id.as_deref(), &mut calls)? {
             Part::Thought { text, signature } => {
-                content.push(ContentBlock::Thinking(Thinking { text, signature, redacted: false }))
+                // As a stream's thinking deltas assemble: into the thinking just read.
+                match content.last_mut() {
+                    Some(ContentBlock::Thinking(thinking)) => thinking.text.push_str(&text),
+                    _ => content.push(ContentBlock::Thinking(Thinking { text, signature: None, redacted: false })),
+                }
+                if let Some(signature) = signature {
+                    sign_last_thinking_or_push(&mut content, signature);
+                }
             }
             Part::Answer { signature, block } => {
                 if let Some(signature) = signature {
@@ -74,13 +81,14 @@ pub fn decode(response: &HttpResponse) -> Result<ChatResponse, CodecError> {
     })
 }
 
-/// A signature for the part that follows: onto the thinking just read when it
-/// has none yet (as the host's stream assembler joins them), else a thinking
-/// block of its own.
+/// A signature for the part that follows, onto the thinking just read (joined
+/// to one it has, as the host's stream assembler joins signature pieces), else
+/// on a thinking block of its own: the same blocks a stream of this answer
+/// assembles into.
 fn sign_last_thinking_or_push(content: &mut Vec<ContentBlock>, signature: String) {
     match content.last_mut() {
-        Some(ContentBlock::Thinking(thinking)) if thinking.signature.is_none() => {
-            thinking.signature = Some(signature);
+        Some(ContentBlock::Thinking(thinking)) => {
+            thinking.signature.get_or_insert_with(String::new).push_str(&signature)
         }
         _ => content.push(ContentBlock::Thinking(Thinking {
             text: String::new(),
