@@ -436,3 +436,27 @@ async fn a_thinking_budget_becomes_thinking_config_and_thoughts_come_back_signed
         "{sent}"
     );
 }
+
+/// A caller's JSON Schema (`response_format`) goes as `responseMimeType` and
+/// `responseJsonSchema`, and the answer Gemini writes to it comes back checked.
+#[tokio::test]
+async fn a_response_schema_goes_as_response_json_schema() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(answer(vec![text_part(r#"{"city": "Paris"}"#)], "STOP", usage(20, 6, 0, 0)));
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                        "additionalProperties": false});
+    let request = json!({
+        "model": "flash",
+        "messages": [{"role": "user", "content": "Name the capital of France."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": true}}
+    });
+    let (status, _, body) = post(&gateway, &request).await;
+    assert_eq!(status, 200, "{body}");
+    let content: Value = serde_json::from_str(body["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"city": "Paris"}));
+
+    let config = &upstream.received()[0].json()["generationConfig"];
+    assert_eq!(config["responseMimeType"], "application/json", "{config}");
+    assert_eq!(config["responseJsonSchema"], schema, "the caller's schema as it is: {config}");
+}
