@@ -5,7 +5,8 @@
 //! One adapter per operation mix a Rust provider can have, since the mix is
 //! which SDK traits it implements: [`Native`] (chat: [`ChatProvider`]),
 //! [`NativeRetrieval`] (embeddings and rerank: [`Describe`] +
-//! [`EmbeddingProvider`] + [`RerankProvider`]) and [`NativeAll`] (all three).
+//! [`EmbeddingProvider`] + [`RerankProvider`]), [`NativeChatEmbeddings`] (chat
+//! and embeddings) and [`NativeAll`] (all three).
 //! Each answers for the operations of its mix only, as a component exports only
 //! its own.
 
@@ -33,6 +34,10 @@ pub struct Native<P>(PhantomData<P>);
 #[derive(Debug)]
 pub struct NativeRetrieval<P>(PhantomData<P>);
 
+/// The kit's view of `P`, which chats and embeds and has no rerank.
+#[derive(Debug)]
+pub struct NativeChatEmbeddings<P>(PhantomData<P>);
+
 /// The kit's view of `P`, which chats, embeds and reranks.
 #[derive(Debug)]
 pub struct NativeAll<P>(PhantomData<P>);
@@ -53,7 +58,7 @@ macro_rules! constructors {
     )+};
 }
 
-constructors!(Native, NativeRetrieval, NativeAll);
+constructors!(Native, NativeRetrieval, NativeChatEmbeddings, NativeAll);
 
 /// The chat checks plus the fixtures in `fixtures` (when given), on `P`.
 pub fn run<P: ChatProvider>(fixtures: Option<&Path>) -> Result<Report, FixtureError> {
@@ -65,6 +70,13 @@ pub fn run_retrieval<P: Describe + EmbeddingProvider + RerankProvider>(
     fixtures: Option<&Path>,
 ) -> Result<Report, FixtureError> {
     run_on(&NativeRetrieval::<P>::new(), fixtures)
+}
+
+/// The chat and embeddings checks plus the fixtures, on `P`.
+pub fn run_chat_embeddings<P: ChatProvider + EmbeddingProvider>(
+    fixtures: Option<&Path>,
+) -> Result<Report, FixtureError> {
+    run_on(&NativeChatEmbeddings::<P>::new(), fixtures)
 }
 
 /// The chat, embeddings and rerank checks plus the fixtures, on `P`.
@@ -311,6 +323,68 @@ impl<P: Describe + EmbeddingProvider + RerankProvider> Subject for NativeRetriev
 
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
         rerank_decode::<P>(provider, response)
+    }
+}
+
+impl<P: ChatProvider + EmbeddingProvider> Subject for NativeChatEmbeddings<P> {
+    async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
+        guarded(|| <P as ChatProvider>::providers().iter().map(boundary::summary).collect())
+    }
+
+    fn operations(&self) -> Vec<Operation> {
+        vec![Operation::Chat, Operation::Embeddings]
+    }
+
+    async fn serves(&self, operation: Operation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        match operation {
+            Operation::Chat => guarded(|| <P as ChatProvider>::serves(provider, wire_id)),
+            Operation::Embeddings => guarded(|| <P as EmbeddingProvider>::serves(provider, wire_id)),
+            Operation::Rerank => missing(operation),
+        }
+    }
+
+    async fn classify(&self, operation: Operation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        match operation {
+            Operation::Chat => chat_classify::<P>(provider, response),
+            Operation::Embeddings => embed_classify::<P>(provider, response),
+            Operation::Rerank => missing(operation),
+        }
+    }
+
+    async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
+        chat_encode::<P>(provider, conversation, params)
+    }
+
+    async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
+        chat_decode::<P>(provider, response)
+    }
+
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+        chat_stream::<P>(provider, input).await
+    }
+
+    async fn max_batch(&self, provider: &str, wire_id: &str) -> Result<u32, Fault> {
+        guarded(|| P::max_batch(provider, wire_id))
+    }
+
+    async fn needs_dimensions(&self, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        guarded(|| P::needs_dimensions(provider, wire_id))
+    }
+
+    async fn embed_encode(&self, provider: &str, inputs: &[String], params: &EmbedParams) -> Answer<WireRequest> {
+        embed_encode::<P>(provider, inputs, params)
+    }
+
+    async fn embed_decode(&self, provider: &str, response: &Response) -> Answer<DecodedEmbeddings> {
+        embed_decode::<P>(provider, response)
+    }
+
+    async fn rerank_encode(&self, _: &str, _: &str, _: &[String], _: &RerankParams) -> Answer<WireRequest> {
+        missing(Operation::Rerank)
+    }
+
+    async fn rerank_decode(&self, _: &str, _: &Response) -> Answer<DecodedRanking> {
+        missing(Operation::Rerank)
     }
 }
 

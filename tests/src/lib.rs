@@ -19,6 +19,7 @@ pub mod bedrock_wire;
 pub mod decision_wire;
 pub mod fake_upstream;
 pub mod gateway;
+pub mod gemini_wire;
 pub mod ledger_tamper;
 pub mod openai_wire;
 pub mod postgres_server;

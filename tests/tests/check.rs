@@ -186,11 +186,11 @@ fn a_broken_embeddings_component_fails_with_each_fault_named() {
     assert!(text(&output.stderr).contains("does not pass the conformance kit"));
 }
 
-/// The Claude family and Converse, each through the host with its own fixtures.
+/// The Claude family, Converse and Gemini, each through the host with its own fixtures.
 #[test]
-fn the_embedded_anthropic_and_bedrock_components_pass_the_kit_with_their_fixtures() {
+fn the_embedded_anthropic_bedrock_and_gemini_components_pass_the_kit_with_their_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "bedrock-converse"] {
+    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "bedrock-converse", "gemini"] {
         let output = weir_check(&[&embedded_component(dir.path(), name), "--fixtures", &fixtures(name)]);
         assert_passes(&output);
         assert!(text(&output.stdout).contains(&format!("ok    {name}: fixture: ")), "{name}: no fixture ran");

@@ -60,6 +60,7 @@ const RESPONSES_SSE: &str = "OpenAI Responses (SSE)";
 const MESSAGES_SSE: &str = "Anthropic Messages (SSE)";
 const CONVERSE: &str = "Bedrock ConverseStream (AWS event stream)";
 const INVOKE: &str = "Anthropic on Bedrock InvokeModelWithResponseStream (AWS event stream)";
+const GEMINI_SSE: &str = "Gemini streamGenerateContent (SSE)";
 
 /// An embedded component, its streaming keys with the dialect each speaks, and
 /// fixture lines its run must pass.
@@ -69,7 +70,7 @@ struct Streaming {
     fixture_lines: &'static [&'static str],
 }
 
-const IN_REPO: [Streaming; 5] = [
+const IN_REPO: [Streaming; 6] = [
     Streaming {
         component: "openai",
         keys: &[("openai", CHAT_SSE), ("openai-compatible", CHAT_SSE), ("openai-responses", RESPONSES_SSE)],
@@ -92,6 +93,14 @@ const IN_REPO: [Streaming; 5] = [
         fixture_lines: &[
             "bedrock-converse: fixture: reasoning, text, then usage in metadata",
             "bedrock-converse: fixture: an error frame (message-type error) is transient",
+        ],
+    },
+    Streaming {
+        component: "gemini",
+        keys: &[("gemini", GEMINI_SSE), ("vertex-gemini", GEMINI_SSE)],
+        fixture_lines: &[
+            "gemini: fixture: thought then text, the signature on an empty closing part, usage with thoughts",
+            "vertex-gemini: fixture: a blocked prompt ends the stream with a refusal",
         ],
     },
 ];

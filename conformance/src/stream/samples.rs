@@ -50,7 +50,7 @@ impl Dialect {
 }
 
 /// Every dialect the kit has samples of.
-pub const DIALECTS: [Dialect; 5] = [
+pub const DIALECTS: [Dialect; 6] = [
     Dialect {
         name: "OpenAI Chat Completions (SSE)",
         framing: Framing::Sse,
@@ -85,6 +85,13 @@ pub const DIALECTS: [Dialect; 5] = [
         path_ends_with: "/invoke-with-response-stream",
         body_key: Some("anthropic_version"),
         sample: bedrock_invoke_anthropic,
+    },
+    Dialect {
+        name: "Gemini streamGenerateContent (SSE)",
+        framing: Framing::Sse,
+        path_ends_with: ":streamGenerateContent",
+        body_key: None,
+        sample: gemini,
     },
 ];
 
@@ -437,6 +444,49 @@ fn bedrock_invoke_anthropic() -> Sample {
     }
 }
 
+// ------------------------------------------------------------------ Gemini
+
+/// One `streamGenerateContent?alt=sse` chunk: a whole GenerateContentResponse
+/// on a `data:` line, no event name and no terminator (Google AI Studio and
+/// Vertex AI alike).
+fn gemini_chunk(parts: Value, finish_reason: Option<&str>, usage: bool) -> String {
+    let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+    if let Some(reason) = finish_reason {
+        candidate["finishReason"] = json!(reason);
+    }
+    let mut chunk = json!({"candidates": [candidate], "modelVersion": "kit-model", "responseId": "kit-response"});
+    if usage {
+        chunk["usageMetadata"] = json!({"promptTokenCount": INPUT_TOKENS, "candidatesTokenCount": OUTPUT_TOKENS,
+                                        "totalTokenCount": INPUT_TOKENS + OUTPUT_TOKENS});
+    }
+    data(&chunk)
+}
+
+fn gemini() -> Sample {
+    let mut text: Vec<String> =
+        TEXT_PIECES.iter().map(|piece| gemini_chunk(json!([{"text": piece}]), None, false)).collect();
+    text.push(gemini_chunk(json!([{"text": ""}]), Some("STOP"), true));
+
+    // A call arrives whole, in one part: the kit's two fragments are one here.
+    let arguments: Value = serde_json::from_str(ARGUMENTS).unwrap_or(Value::Null);
+    let tool_call = vec![
+        gemini_chunk(json!([{"functionCall": {"name": TOOL, "args": arguments}}]), None, false),
+        gemini_chunk(json!([{"text": ""}]), Some("STOP"), true),
+    ];
+
+    let error = vec![
+        gemini_chunk(json!([{"text": TEXT_BEFORE_ERROR}]), None, false),
+        data(&json!({"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
+                               "status": "UNAVAILABLE"}})),
+    ];
+    Sample {
+        text: Script::sse(text, 1),
+        tool_call: Script::sse(tool_call, 1),
+        error: Script::sse(error, 0),
+        error_classes: &["transient", "overloaded"],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,7 +514,11 @@ mod tests {
         );
         assert_eq!(name("/model/m/invoke-with-response-stream", json!({}), Framing::AwsEventStream), None);
         assert_eq!(name("/chat/completions", json!({}), Framing::AwsEventStream), None, "framing must match");
-        assert_eq!(name("/v1beta/models/g:streamGenerateContent?alt=sse", json!({}), Framing::Sse), None);
+        assert_eq!(
+            name("/v1beta/models/g:streamGenerateContent?alt=sse", json!({}), Framing::Sse),
+            Some(DIALECTS[5].name)
+        );
+        assert_eq!(name("/v1beta/models/g:generateContent", json!({}), Framing::Sse), None);
     }
 
     #[test]
