@@ -220,7 +220,7 @@ async fn the_anthropic_client_tool_loop_sends_the_thought_signature_back_on_its_
 }
 
 #[tokio::test]
-async fn safety_blocks_are_refusals_and_max_tokens_escalates_to_the_ceiling() {
+async fn safety_blocks_are_refusals_and_a_max_tokens_stop_with_nothing_escalates_to_the_ceiling() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream).await;
 
@@ -242,20 +242,28 @@ async fn safety_blocks_are_refusals_and_max_tokens_escalates_to_the_ceiling() {
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["refusal"]["category"], "SAFETY", "{body}");
 
-    // Truncated at the declared 100: the gateway escalates once to the entry's ceiling.
+    // Cut at the declared 100 with text: the gateway returns it as it is (its default).
     upstream.push(answer(vec![text_part("Hello, this answer is cut")], "MAX_TOKENS", usage(5, 100, 0, 0)));
+    let (status, headers, body) = post(&gateway, &hello()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "Hello, this answer is cut");
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert_eq!(headers["x-weir-attempts"], "1");
+
+    // Cut with nothing said (the budget went to thoughts): escalated once to the ceiling.
+    upstream.push(answer(vec![], "MAX_TOKENS", usage(5, 0, 100, 0)));
     upstream.push(answer(vec![text_part("Hello, this answer is whole.")], "STOP", usage(5, 7, 0, 0)));
     let (status, headers, body) = post(&gateway, &hello()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "Hello, this answer is whole.");
     assert_eq!(headers["x-weir-attempts"], "2");
     let budgets: Vec<Value> =
-        upstream.received()[2..].iter().map(|r| r.json()["generationConfig"]["maxOutputTokens"].clone()).collect();
+        upstream.received()[3..].iter().map(|r| r.json()["generationConfig"]["maxOutputTokens"].clone()).collect();
     assert_eq!(budgets, [json!(100), json!(8000)]);
 
-    // Truncated at the ceiling too: `output_truncated`, nothing more is tried.
-    upstream.push(answer(vec![text_part("cut")], "MAX_TOKENS", usage(5, 100, 0, 0)));
-    upstream.push(answer(vec![text_part("cut again")], "MAX_TOKENS", usage(5, 8000, 0, 0)));
+    // Nothing said at the ceiling either: `output_truncated`, nothing more is tried.
+    upstream.push(answer(vec![], "MAX_TOKENS", usage(5, 0, 100, 0)));
+    upstream.push(answer(vec![], "MAX_TOKENS", usage(5, 0, 8000, 0)));
     let (status, _, body) = post(&gateway, &hello()).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("output_truncated")), "{body}");
     assert_eq!(upstream.queued(), 0);
