@@ -317,7 +317,8 @@ mod tests {
             for input in [sample.text.input(), sample.text.cut_short(), sample.tool_call.input(), sample.error.input()]
             {
                 let host = framed(&input).unwrap();
-                assert!(host.len() >= 3, "{}: {host:?}", dialect.name);
+                // Two at least: Gemini sends a whole tool call in one chunk, then its end.
+                assert!(host.len() >= 2, "{}: {host:?}", dialect.name);
                 assert_eq!(host, kit_events(&input), "{}", dialect.name);
             }
         }
