@@ -18,10 +18,12 @@
 //!   The wire's own effort knob (`output_config.effort`, adaptive thinking) is
 //!   model-dependent and refused by older models, so guessing one would fail calls
 //!   that work today.
-//! * `response-schema`: refused as `unsupported`. Structured output needs a beta
-//!   header, and the forced-tool workaround would answer with a tool call instead
-//!   of text (which a stateless `decode` cannot tell apart from a real one) and
-//!   cannot be combined with extended thinking.
+//! * `response-schema`: refused as `unsupported`, so the host describes the schema
+//!   in the prompt and validates the answer (`call::prompted_schema`). The API's own
+//!   structured output (`output_config.format`) is model-dependent and refused by
+//!   older models, and the forced-tool workaround would answer with a tool call
+//!   instead of text (which a stateless `decode` cannot tell apart from a real one)
+//!   and cannot be combined with extended thinking.
 
 use serde_json::{Map, Value, json};
 
