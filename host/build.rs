@@ -22,6 +22,7 @@ const PROVIDERS: &[(&str, &str, &str)] = &[
     ),
     ("weir-provider-bedrock-converse", "weir_provider_bedrock_converse.wasm", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
     ("weir-provider-bedrock-retrieval", "weir_provider_bedrock_retrieval.wasm", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL"),
+    ("weir-provider-anthropic-vertex", "weir_provider_anthropic_vertex.wasm", "WEIR_EMBEDDED_ANTHROPIC_VERTEX"),
 ];
 
 fn main() -> ExitCode {
