@@ -45,7 +45,7 @@ pub enum BuildError {
     Transport(anyhow::Error),
     /// A `[credentials.ID]` table's file cannot be read or does not parse.
     #[error("{origin}: {error}")]
-    TokenCredential { origin: String, error: transport::TokenSetupError },
+    TokenCredential { origin: String, error: Box<transport::TokenSetupError> },
     /// The ledger exists but its spend could not be read back: budgets would
     /// start from zero, so the build fails instead.
     #[error("cannot rebuild the budgets from the ledger: {0}")]
@@ -565,7 +565,7 @@ impl WeirBuilder {
             config.models.iter().filter_map(|model| model.credential.as_deref()).chain(client_secrets),
         );
         let tokens = TokenCredentials::from_config(&config)
-            .map_err(|error| BuildError::TokenCredential { origin: config.origin.clone(), error })?;
+            .map_err(|error| BuildError::TokenCredential { origin: config.origin.clone(), error: Box::new(error) })?;
         let registry = RwLock::new(Arc::new(registry));
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())

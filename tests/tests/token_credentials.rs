@@ -420,3 +420,21 @@ async fn a_wrong_client_secret_is_refused_upstream_of_the_model_and_the_secret_n
     let expected = "the client secret `azure-client-secret` is not set (environment variable AZURE_CLIENT_SECRET)";
     gateway.wait_for_stderr(expected, Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_minted_token_never_goes_to_a_components_default_endpoint_off_its_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    // The `openai` component's default endpoint is api.openai.com: no Google token goes there.
+    let config = "[credentials.vertex]\nkind = \"google\"\nmetadata_server = true\n\n[[model]]\nid = \"gpt\"\n\
+                  provider = \"openai\"\nwire_id = \"gpt-4.1\"\ncredential = \"vertex\"\nmax_output_tokens = 10\n\
+                  context_window = 100\n";
+    let path = write(dir.path(), "weir.toml", config);
+    let output = weir_tests::run_cli(&["providers", "--config", path.to_str().unwrap()], &[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("would send a minted google token to host `api.openai.com`")
+            && stderr.contains("`googleapis.com`"),
+        "{stderr}"
+    );
+}

@@ -88,7 +88,7 @@ pub enum CredentialError {
     NotNamed { provider: String },
     /// The credential is minted (`[credentials.ID]`) and no token could be had.
     #[error("credential `{credential}` for provider `{provider}`: no {kind} token: {source}")]
-    Token { provider: String, credential: String, kind: &'static str, source: TokenError },
+    Token { provider: String, credential: String, kind: &'static str, source: Box<TokenError> },
     /// A minted credential is named for a provider that signs with SigV4.
     #[error(
         "credential `{credential}` is a minted {kind} token, and provider `{provider}` signs with AWS SigV4; name an \
@@ -162,7 +162,7 @@ impl Credential {
                         provider: provider.to_owned(),
                         credential: id.to_owned(),
                         kind: source.kind().as_str(),
-                        source: source_error,
+                        source: Box::new(source_error),
                     })?;
                     return Ok(Self::Header {
                         name: TOKEN_HEADER.to_owned(),

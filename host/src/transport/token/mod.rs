@@ -464,4 +464,95 @@ mod tests {
             "the token has already expired"
         );
     }
+
+    /// A store with nothing in it.
+    #[derive(Debug)]
+    struct Empty;
+    impl SecretStore for Empty {
+        fn get(&self, _: &str) -> Option<Secret> {
+            None
+        }
+        fn location(&self, id: &str) -> String {
+            format!("test store `{id}`")
+        }
+    }
+
+    fn sources(tables: &str) -> Result<TokenCredentials, TokenSetupError> {
+        TokenCredentials::from_config(&Config::from_toml(tables, "t.toml").unwrap())
+    }
+
+    #[test]
+    fn workload_identity_without_a_token_file_is_a_setup_error() {
+        if std::env::var_os("AZURE_FEDERATED_TOKEN_FILE").is_some() {
+            return; // The machine's own setting would answer; nothing to test here.
+        }
+        let error = sources(
+            "[credentials.w]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\nworkload_identity = true\n",
+        )
+        .unwrap_err();
+        assert!(matches!(error, TokenSetupError::NoFederatedTokenFile { .. }), "{error}");
+        assert!(error.to_string().contains("AZURE_FEDERATED_TOKEN_FILE"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_federated_token_file_or_an_unset_client_secret_is_a_typed_error() {
+        let tables = "[credentials.w]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\nworkload_identity = true\n\
+                      federated_token_file = \"/nonexistent/weir-token\"\nauthority_host = \"http://127.0.0.1:1\"\n\n\
+                      [credentials.s]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\nclient_secret = \"secret-s\"\n\
+                      authority_host = \"http://127.0.0.1:1\"\n";
+        let sources = sources(tables).unwrap();
+        let error = sources.get("w").unwrap().bearer(&Empty).await.unwrap_err();
+        assert!(
+            matches!(&error, TokenError::Assertion { reason } if reason.contains("/nonexistent/weir-token")),
+            "{error}"
+        );
+        let error = sources.get("s").unwrap().bearer(&Empty).await.unwrap_err();
+        assert_eq!(
+            error,
+            TokenError::SecretMissing { secret_id: "secret-s".into(), location: "test store `secret-s`".into() }
+        );
+        assert!(sources.get("nope").is_none());
+    }
+
+    /// A store holding one client secret.
+    #[derive(Debug)]
+    struct OneSecret;
+    impl SecretStore for OneSecret {
+        fn get(&self, id: &str) -> Option<Secret> {
+            (id == "client-secret").then(|| Secret::new("secret-value"))
+        }
+        fn location(&self, id: &str) -> String {
+            format!("test store `{id}`")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_token_endpoint_that_cannot_be_reached_is_unreachable() {
+        let tables = "[credentials.e]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\n\
+                      client_secret = \"client-secret\"\nauthority_host = \"http://127.0.0.1:1\"\n";
+        let sources = sources(tables).unwrap();
+        let error = sources.get("e").unwrap().bearer(&OneSecret).await.unwrap_err();
+        assert!(matches!(&error, TokenError::Unreachable { reason } if reason.contains("127.0.0.1:1")), "{error}");
+        assert!(!error.to_string().contains("secret-value"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_minted_credential_on_a_signed_provider_is_refused() {
+        let sources = sources("[credentials.g]\nkind = \"google\"\nmetadata_server = true\n").unwrap();
+        let shape = crate::types::CredentialShape::AwsSigv4(crate::types::Sigv4 {
+            service: "bedrock".into(),
+            default_credential_id: "aws-access-key-id".into(),
+        });
+        let error = crate::transport::Credential::resolve(
+            "p",
+            &shape,
+            Some("g"),
+            &Empty,
+            &crate::transport::AwsIdentity::default(),
+            sources.get("g"),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, crate::transport::CredentialError::TokenOnSigned { kind: "google", .. }), "{error}");
+    }
 }
