@@ -423,4 +423,37 @@ mod tests {
             assert!(message.contains("line "), "{text:?}: {message}");
         }
     }
+
+    /// The embedded catalog's Claude on Vertex AI block, uncommented as its
+    /// header says, loads: the entries name the `vertex` token credential,
+    /// share their model's identity and carry prices.
+    #[test]
+    fn the_embedded_vertex_block_loads_once_uncommented() {
+        let catalog = crate::config::EMBEDDED_DEFAULT;
+        let block = catalog.split("# Claude on Vertex AI").nth(1).expect("the block's header");
+        let entries = &block[block.find("# [[model]]").expect("its entries")..];
+        let uncommented: String = entries
+            .lines()
+            .map(|line| line.strip_prefix("# ").unwrap_or(line.trim_start_matches('#')))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let text =
+            format!("{catalog}\n{uncommented}\n[credentials.vertex]\nkind = \"google\"\nmetadata_server = true\n");
+        let config = Config::from_toml(&text, "t.toml").unwrap();
+        for (id, identity, input) in [
+            ("claude-sonnet-4-5-vertex", "claude-sonnet-4-5", 3.0),
+            ("claude-haiku-4-5-vertex", "claude-haiku-4-5", 1.0),
+        ] {
+            let entry = config.models.iter().find(|m| m.id == id).unwrap();
+            assert_eq!(entry.identity.as_deref(), Some(identity));
+            assert_eq!(entry.input_price, Some(input));
+            assert_eq!(config.token_kind(entry.credential.as_deref().unwrap()), Some(TokenKind::Google));
+        }
+        assert!(
+            config
+                .models
+                .iter()
+                .any(|m| m.identity.as_deref() == Some("claude-sonnet-4-5") && m.provider == "anthropic")
+        );
+    }
 }
