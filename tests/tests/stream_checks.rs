@@ -60,6 +60,7 @@ const RESPONSES_SSE: &str = "OpenAI Responses (SSE)";
 const MESSAGES_SSE: &str = "Anthropic Messages (SSE)";
 const CONVERSE: &str = "Bedrock ConverseStream (AWS event stream)";
 const INVOKE: &str = "Anthropic on Bedrock InvokeModelWithResponseStream (AWS event stream)";
+const VERTEX_SSE: &str = "Anthropic Messages on Vertex AI streamRawPredict (SSE)";
 
 /// An embedded component, its streaming keys with the dialect each speaks, and
 /// fixture lines its run must pass.
@@ -69,7 +70,7 @@ struct Streaming {
     fixture_lines: &'static [&'static str],
 }
 
-const IN_REPO: [Streaming; 5] = [
+const IN_REPO: [Streaming; 6] = [
     Streaming {
         component: "openai",
         keys: &[("openai", CHAT_SSE), ("openai-compatible", CHAT_SSE), ("openai-responses", RESPONSES_SSE)],
@@ -85,6 +86,11 @@ const IN_REPO: [Streaming; 5] = [
         component: "anthropic-bedrock-mantle",
         keys: &[("anthropic-bedrock-mantle", MESSAGES_SSE)],
         fixture_lines: &[],
+    },
+    Streaming {
+        component: "anthropic-vertex",
+        keys: &[("anthropic-vertex", VERTEX_SSE)],
+        fixture_lines: &["anthropic-vertex: fixture: streamRawPredict's SSE carries a tool call"],
     },
     Streaming {
         component: "bedrock-converse",
