@@ -339,4 +339,41 @@ mod tests {
         let echoed = "key AKIDEXAMPLE secret wJalrSECRET token FwoGSESSION";
         assert_eq!(Credential::Sigv4(signer).scrub(echoed), "key AKIDEXAMPLE secret <credential> token <credential>");
     }
+
+    /// A minted token replaces whatever header the shape names (`api-key`, as
+    /// Azure's component declares): it goes as `authorization: Bearer`, which the
+    /// credential then owns, and it is scrubbed from upstream text.
+    #[tokio::test]
+    async fn a_minted_token_goes_as_a_bearer_authorization_whatever_the_shape_names() {
+        use weir_tests::token_endpoints::{EntraExpect, FakeTokenEndpoint, TestKey};
+        let expect = EntraExpect {
+            tenant: "t".into(),
+            client_id: "c".into(),
+            client_secret: "s3cret".into(),
+            ..EntraExpect::default()
+        };
+        let entra = FakeTokenEndpoint::entra(&TestKey::generate(), expect).await;
+        let tables = format!(
+            "[credentials.azure]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\nclient_secret = \"known\"\n\
+             authority_host = \"{}\"\n",
+            entra.base_url
+        );
+        let config = crate::config::Config::from_toml(&tables, "t.toml").unwrap();
+        let tokens = super::super::TokenCredentials::from_config(&config).unwrap();
+        let shape = CredentialShape::Header(HeaderCredential {
+            default_credential_id: "azure-openai-key".into(),
+            header_name: "api-key".into(),
+            prefix: String::new(),
+            required: true,
+        });
+        let credential =
+            Credential::resolve("p", &shape, Some("azure"), &OneSecret, &AwsIdentity::default(), tokens.get("azure"))
+                .await
+                .unwrap();
+        let Credential::Header { name, value, .. } = &credential else { panic!("expected a header") };
+        assert_eq!((name.as_str(), value.expose()), ("authorization", "Bearer entra-test-1"));
+        assert!(credential.owns_header("authorization") && !credential.owns_header("api-key"));
+        assert_eq!(credential.scrub("echo entra-test-1"), "echo <credential>");
+        assert_eq!(entra.rejections(), Vec::<String>::new());
+    }
 }
