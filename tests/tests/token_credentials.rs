@@ -438,3 +438,20 @@ async fn a_minted_token_never_goes_to_a_components_default_endpoint_off_its_plat
         "{stderr}"
     );
 }
+
+#[test]
+fn a_metadata_host_that_is_not_a_host_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[credentials.vertex]\nkind = \"google\"\nmetadata_server = true\n\n[[model]]\nid = \"m\"\n\
+         provider = \"anthropic-vertex\"\nwire_id = \"{WIRE_ID}\"\n\
+         endpoint = \"https://us-east5-aiplatform.googleapis.com/v1\"\ncredential = \"vertex\"\n\
+         max_output_tokens = 10\ncontext_window = 100\n"
+    );
+    let path = write(dir.path(), "weir.toml", &config);
+    let output =
+        weir_tests::run_cli(&["providers", "--config", path.to_str().unwrap()], &[("GCE_METADATA_HOST", "not a host")]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("[credentials.vertex]: GCE_METADATA_HOST `not a host` is not a host"), "{stderr}");
+}

@@ -129,7 +129,7 @@ impl EntraFlow {
                     secret: EntraSecret::Managed(managed),
                 })
             }
-            _ => Err(TokenSetupError::Client(format!("[credentials.{id}] is not an Entra ID source"))),
+            _ => Err(TokenSetupError::WrongPlatform { id: id.to_owned(), kind: "Entra ID" }),
         }
     }
 

@@ -96,11 +96,15 @@ impl GoogleFlow {
                 let mut url = reqwest::Url::parse(&format!(
                     "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
                 ))
-                .map_err(|error| TokenSetupError::Client(format!("{METADATA_HOST_VARIABLE} `{host}`: {error}")))?;
+                .map_err(|error| TokenSetupError::MetadataHost {
+                    id: id.to_owned(),
+                    host: host.clone(),
+                    reason: error.to_string(),
+                })?;
                 url.query_pairs_mut().append_pair("scopes", scope);
                 Ok(Self::Metadata { url: url.into() })
             }
-            _ => Err(TokenSetupError::Client(format!("[credentials.{id}] is not a Google source"))),
+            _ => Err(TokenSetupError::WrongPlatform { id: id.to_owned(), kind: "Google" }),
         }
     }
 

@@ -89,6 +89,11 @@ pub enum TokenSetupError {
          AZURE_FEDERATED_TOKEN_FILE"
     )]
     NoFederatedTokenFile { id: String },
+    #[error("[credentials.{id}]: GCE_METADATA_HOST `{host}` is not a host: {reason}")]
+    MetadataHost { id: String, host: String, reason: String },
+    /// A table's source handed to the other platform's flow (a bug, not a config).
+    #[error("[credentials.{id}]: not a {kind} source")]
+    WrongPlatform { id: String, kind: &'static str },
     #[error("cannot build the token client: {0}")]
     Client(String),
 }
@@ -534,6 +539,16 @@ mod tests {
         let error = sources.get("e").unwrap().bearer(&OneSecret).await.unwrap_err();
         assert!(matches!(&error, TokenError::Unreachable { reason } if reason.contains("127.0.0.1:1")), "{error}");
         assert!(!error.to_string().contains("secret-value"), "{error}");
+    }
+
+    #[test]
+    fn a_source_of_the_other_platform_is_refused_by_each_flow() {
+        let entra = TokenSourceSpec::EntraManaged { client_id: None, scope: "s".into() };
+        let error = google::GoogleFlow::from_spec("x", &entra, Path::to_path_buf).unwrap_err();
+        assert!(matches!(error, TokenSetupError::WrongPlatform { kind: "Google", .. }), "{error}");
+        let google = TokenSourceSpec::GoogleMetadata { scope: "s".into() };
+        let error = entra::EntraFlow::from_spec("x", &google, Path::to_path_buf).unwrap_err();
+        assert!(matches!(error, TokenSetupError::WrongPlatform { kind: "Entra ID", .. }), "{error}");
     }
 
     #[tokio::test]
