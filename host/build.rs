@@ -23,6 +23,7 @@ const PROVIDERS: &[(&str, &str, &str)] = &[
     ("weir-provider-bedrock-converse", "weir_provider_bedrock_converse.wasm", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
     ("weir-provider-bedrock-retrieval", "weir_provider_bedrock_retrieval.wasm", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL"),
     ("weir-provider-gemini", "weir_provider_gemini.wasm", "WEIR_EMBEDDED_GEMINI"),
+    ("weir-provider-anthropic-vertex", "weir_provider_anthropic_vertex.wasm", "WEIR_EMBEDDED_ANTHROPIC_VERTEX"),
 ];
 
 fn main() -> ExitCode {

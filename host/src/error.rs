@@ -216,7 +216,9 @@ impl WeirError {
                 | ReachError::BadEndpoint { .. }
                 | ReachError::Fragment { .. }
                 | ReachError::PlainHttp { .. } => Category::ProviderUnavailable,
-                ReachError::SigningService { .. } | ReachError::SigningHost { .. } => Category::ProviderFault,
+                ReachError::SigningService { .. } | ReachError::SigningHost { .. } | ReachError::TokenHost { .. } => {
+                    Category::ProviderFault
+                }
             },
             Self::Compliance { .. } => Category::ComplianceRefused,
             Self::Admission(error) => error.category(),
@@ -418,6 +420,12 @@ fn credential_message(error: &CredentialError) -> &'static str {
         }
         CredentialError::NoRegion { .. } => "no AWS region is chosen for this model's provider; see the server log",
         CredentialError::Aws { .. } => "the gateway found no AWS credentials for this model; see the server log",
+        CredentialError::Token { .. } => {
+            "the gateway could not obtain an access token for this model's provider; see the server log"
+        }
+        CredentialError::TokenOnSigned { .. } => {
+            "the gateway's credential for this model does not fit its provider; see the server log"
+        }
     }
 }
 
@@ -436,6 +444,10 @@ fn reach_message(error: &ReachError) -> &'static str {
         ReachError::SigningService { .. } | ReachError::SigningHost { .. } => {
             "the provider component asked for a signature the gateway does not give; nothing was sent; see the \
              server log"
+        }
+        ReachError::TokenHost { .. } => {
+            "the provider component's endpoint is not one the gateway sends this model's access token to; nothing \
+             was sent; see the server log"
         }
     }
 }

@@ -15,7 +15,8 @@ use crate::plugin::{PluginEngine, ProviderRegistry};
 use crate::record::{CallObserver, Observers};
 use crate::routing::{DefaultPicker, ModelPicker, Roles};
 use crate::transport::{
-    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretCache, SecretStore, TransportSettings,
+    AwsIdentity, ConfiguredIds, EnvSecretStore, HttpClient, ScopedSecrets, SecretCache, SecretStore, TokenCredentials,
+    TransportSettings,
 };
 
 use crate::call::InputCount;
@@ -42,6 +43,9 @@ pub enum BuildError {
     Providers(anyhow::Error),
     #[error("cannot build the HTTP client: {0:#}")]
     Transport(anyhow::Error),
+    /// A `[credentials.ID]` table's file cannot be read or does not parse.
+    #[error("{origin}: {error}")]
+    TokenCredential { origin: String, error: Box<transport::TokenSetupError> },
     /// The ledger exists but its spend could not be read back: budgets would
     /// start from zero, so the build fails instead.
     #[error("cannot rebuild the budgets from the ledger: {0}")]
@@ -88,6 +92,8 @@ struct Inner {
     secret_ids: ConfiguredIds,
     /// AWS's default chains, asked once and cached (credentials until they near expiry).
     aws: AwsIdentity,
+    /// The `[credentials.*]` tables: tokens minted and kept per credential id.
+    tokens: TokenCredentials,
     compliance: ComplianceEnvelope,
     providers_dir: PathBuf,
     /// The caller keys, swapped whole by [`Weir::replace_keys`].
@@ -387,14 +393,20 @@ impl Weir {
         self.inner.secret_ids.scope(self.inner.secrets.as_ref(), &self.inner.secret_cache, trusted)
     }
 
-    /// Drops the kept secret under `credential_id`: an upstream rejected it, so
-    /// the next call reads the store again.
+    /// Drops the kept secret (or minted token) under `credential_id`: an
+    /// upstream rejected it, so the next call reads the store (or mints) again.
     pub(crate) fn forget_secret(&self, credential_id: &str) {
         self.inner.secret_cache.forget(credential_id);
+        self.inner.tokens.forget(credential_id);
     }
 
     pub(crate) fn aws_identity(&self) -> &AwsIdentity {
         &self.inner.aws
+    }
+
+    /// The minted credentials (`[credentials.*]`).
+    pub(crate) fn tokens(&self) -> &TokenCredentials {
+        &self.inner.tokens
     }
 
     /// The compliance envelope sealed when this Weir was built.
@@ -547,7 +559,13 @@ impl WeirBuilder {
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
-        let secret_ids = ConfiguredIds::new(config.models.iter().filter_map(|model| model.credential.as_deref()));
+        // The entries' ids, and the client secrets `[credentials.*]` tables read.
+        let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id());
+        let secret_ids = ConfiguredIds::new(
+            config.models.iter().filter_map(|model| model.credential.as_deref()).chain(client_secrets),
+        );
+        let tokens = TokenCredentials::from_config(&config)
+            .map_err(|error| BuildError::TokenCredential { origin: config.origin.clone(), error: Box::new(error) })?;
         let registry = RwLock::new(Arc::new(registry));
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
@@ -619,6 +637,7 @@ impl WeirBuilder {
             secret_cache: SecretCache::new(self.secret_refresh.unwrap_or(transport::DEFAULT_SECRET_REFRESH)),
             secret_ids,
             aws: AwsIdentity::default(),
+            tokens,
             compliance,
             providers_dir,
             keys: RwLock::new(Arc::new(keys)),

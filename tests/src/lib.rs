@@ -27,6 +27,7 @@ pub mod python;
 pub mod raw_socket;
 pub mod redis_server;
 pub mod responses_wire;
+pub mod token_endpoints;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
 pub use gateway::{Gateway, Posted, closed_records, run_cli, serve_router, weir_binary};

@@ -190,7 +190,7 @@ fn a_broken_embeddings_component_fails_with_each_fault_named() {
 #[test]
 fn the_embedded_anthropic_bedrock_and_gemini_components_pass_the_kit_with_their_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "bedrock-converse", "gemini"] {
+    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "anthropic-vertex", "bedrock-converse", "gemini"] {
         let output = weir_check(&[&embedded_component(dir.path(), name), "--fixtures", &fixtures(name)]);
         assert_passes(&output);
         assert!(text(&output.stdout).contains(&format!("ok    {name}: fixture: ")), "{name}: no fixture ran");

@@ -61,6 +61,7 @@ const MESSAGES_SSE: &str = "Anthropic Messages (SSE)";
 const CONVERSE: &str = "Bedrock ConverseStream (AWS event stream)";
 const INVOKE: &str = "Anthropic on Bedrock InvokeModelWithResponseStream (AWS event stream)";
 const GEMINI_SSE: &str = "Gemini streamGenerateContent (SSE)";
+const VERTEX_SSE: &str = "Anthropic Messages on Vertex AI streamRawPredict (SSE)";
 
 /// An embedded component, its streaming keys with the dialect each speaks, and
 /// fixture lines its run must pass.
@@ -86,6 +87,11 @@ const IN_REPO: [Streaming; 6] = [
         component: "anthropic-bedrock-mantle",
         keys: &[("anthropic-bedrock-mantle", MESSAGES_SSE)],
         fixture_lines: &[],
+    },
+    Streaming {
+        component: "anthropic-vertex",
+        keys: &[("anthropic-vertex", VERTEX_SSE)],
+        fixture_lines: &["anthropic-vertex: fixture: streamRawPredict's SSE carries a tool call"],
     },
     Streaming {
         component: "bedrock-converse",

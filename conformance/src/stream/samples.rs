@@ -50,7 +50,7 @@ impl Dialect {
 }
 
 /// Every dialect the kit has samples of.
-pub const DIALECTS: [Dialect; 6] = [
+pub const DIALECTS: [Dialect; 7] = [
     Dialect {
         name: "OpenAI Chat Completions (SSE)",
         framing: Framing::Sse,
@@ -92,6 +92,15 @@ pub const DIALECTS: [Dialect; 6] = [
         path_ends_with: ":streamGenerateContent",
         body_key: None,
         sample: gemini,
+    },
+    // Claude on Vertex AI: the model and `:streamRawPredict` in the path, and the
+    // Messages events as SSE.
+    Dialect {
+        name: "Anthropic Messages on Vertex AI streamRawPredict (SSE)",
+        framing: Framing::Sse,
+        path_ends_with: ":streamRawPredict",
+        body_key: Some("anthropic_version"),
+        sample: anthropic_messages,
     },
 ];
 
@@ -513,6 +522,8 @@ mod tests {
             Some(DIALECTS[4].name)
         );
         assert_eq!(name("/model/m/invoke-with-response-stream", json!({}), Framing::AwsEventStream), None);
+        let vertex = json!({"anthropic_version": "vertex-2023-10-16", "stream": true});
+        assert_eq!(name("/models/claude-x@1:streamRawPredict", vertex, Framing::Sse), Some(DIALECTS[5].name));
         assert_eq!(name("/chat/completions", json!({}), Framing::AwsEventStream), None, "framing must match");
         assert_eq!(
             name("/v1beta/models/g:streamGenerateContent?alt=sse", json!({}), Framing::Sse),

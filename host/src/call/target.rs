@@ -295,7 +295,8 @@ async fn resolve_component_entry<'a>(
     let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
     let secrets = weir.secrets();
     let credential_id = destination.credential_id.as_deref();
-    let credential = Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity())
+    let minted = destination.minted.and(credential_id).and_then(|id| weir.tokens().get(id));
+    let credential = Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity(), minted)
         .await
         .map_err(credential_error)?;
     let endpoint =
@@ -347,14 +348,21 @@ async fn resolve_decision_entry<'a>(
         entry_named_endpoint: true,
         credential_id: model.credential.clone(),
         signing_service: None,
+        minted: model.minted,
     };
     reach::check_final(&destination, &destination.endpoint, model.allow_http, provider).map_err(refused)?;
     let credential_id = destination.credential_id.as_deref();
     let secrets = weir.secrets();
-    let credential =
-        Credential::resolve(provider, &bearer(credential_id), credential_id, &secrets, weir.aws_identity())
-            .await
-            .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
+    let credential = Credential::resolve(
+        provider,
+        &bearer(credential_id),
+        credential_id,
+        &secrets,
+        weir.aws_identity(),
+        destination.minted.and(credential_id).and_then(|id| weir.tokens().get(id)),
+    )
+    .await
+    .map_err(|source| WeirError::Credential { model: model.id.clone(), source })?;
     Ok(Reached {
         weir,
         model,

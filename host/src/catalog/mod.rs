@@ -54,6 +54,9 @@ pub struct ModelSpec {
     pub endpoint: Option<String>,
     /// The entry's credential id; `None` means a trusted provider's default.
     pub credential: Option<String>,
+    /// The kind of token minted for `credential`, when a `[credentials.ID]`
+    /// table declares it (see [`crate::reach`], rule 4).
+    pub minted: Option<crate::config::TokenKind>,
     /// The output ceiling: the entry's declared `max_output_tokens`, bounded by
     /// the operator's `max_output_ceiling` and by one token less than the
     /// context window (an answer needs at least one token of input room).
@@ -114,6 +117,7 @@ impl ModelSpec {
             endpoint: self.endpoint.as_deref(),
             credential: self.credential.as_deref(),
             allow_http: self.allow_http,
+            minted: self.minted,
         }
     }
 
@@ -159,6 +163,7 @@ impl ModelSpec {
             wire_id: "m".into(),
             endpoint: None,
             credential: None,
+            minted: None,
             max_output_tokens: 1_000,
             context_window: 10_000,
             rpm: None,
@@ -223,6 +228,7 @@ impl Catalog {
         let mut provider_keys = BTreeSet::new();
         for entry in &config.models {
             let mut model = spec(entry, config.max_output_ceiling, config.prompt_cache);
+            model.minted = entry.credential.as_deref().and_then(|id| config.token_kind(id));
             let route = match route(&model, providers, &config.retention) {
                 Routing::NotServed(message) => return Err(invalid(message)),
                 Routing::Route(route) => route,
@@ -324,6 +330,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
         wire_id,
         endpoint: entry.endpoint.clone(),
         credential: entry.credential.clone(),
+        minted: None,
         max_output_tokens,
         context_window: entry.context_window,
         rpm: entry.rpm,

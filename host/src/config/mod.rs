@@ -14,12 +14,14 @@ use crate::types::Effort;
 
 mod budgets;
 mod capability;
+mod credentials;
 mod key_source;
 mod keys;
 mod prices;
 mod settings;
 
 pub use capability::{Capability, CapabilitySet};
+pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
 pub use prices::{PriceFile, PriceRow};
@@ -144,6 +146,13 @@ pub struct Config {
     /// lanes' deadlines.
     #[serde(default)]
     pub embeddings: EmbeddingSettings,
+    /// `[credentials.ID]`: credential ids whose value the host mints (OAuth
+    /// tokens from Google or Microsoft Entra ID; see `credentials`).
+    #[serde(default)]
+    pub credentials: BTreeMap<String, toml::Spanned<TokenCredentialEntry>>,
+    /// The `[credentials.*]` tables, checked: the one source each names.
+    #[serde(skip)]
+    pub token_credentials: BTreeMap<String, TokenSourceSpec>,
     /// Where this configuration came from, for messages.
     #[serde(skip)]
     pub origin: String,
@@ -883,6 +892,12 @@ impl ThinkingBudget {
 }
 
 impl Config {
+    /// The kind of token minted under `credential_id`, when a
+    /// `[credentials.ID]` table declares it (else it is a secret-store id).
+    pub fn token_kind(&self, credential_id: &str) -> Option<TokenKind> {
+        self.token_credentials.get(credential_id).map(TokenSourceSpec::kind)
+    }
+
     /// The embedded default catalog.
     pub fn embedded_default() -> Result<Self, ConfigError> {
         Self::from_toml(EMBEDDED_DEFAULT, "(embedded default)")
@@ -909,6 +924,8 @@ impl Config {
         let mut config: Config = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: parse_message(text, &e) })?;
         config.origin = origin.to_owned();
+        config.token_credentials =
+            credentials::check(text, &config.credentials).map_err(|message| config.invalid(message))?;
         config.validate()?;
         Ok(config)
     }

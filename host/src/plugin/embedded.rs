@@ -26,6 +26,7 @@ pub const EMBEDDED: &[Embedded] = &[
     embedded!("bedrock-converse", "WEIR_EMBEDDED_BEDROCK_CONVERSE"),
     embedded!("bedrock-retrieval", "WEIR_EMBEDDED_BEDROCK_RETRIEVAL"),
     embedded!("gemini", "WEIR_EMBEDDED_GEMINI"),
+    embedded!("anthropic-vertex", "WEIR_EMBEDDED_ANTHROPIC_VERTEX"),
 ];
 
 #[cfg(test)]
@@ -35,7 +36,7 @@ mod tests {
 
     #[test]
     fn each_build_time_digest_is_the_digest_of_the_embedded_bytes() {
-        assert_eq!(EMBEDDED.len(), 7);
+        assert_eq!(EMBEDDED.len(), 8);
         for embedded in EMBEDDED {
             assert_eq!(embedded.digest, component_digest(embedded.bytes), "{}", embedded.name);
         }

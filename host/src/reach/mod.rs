@@ -15,10 +15,15 @@
 //! 3. SigV4 signs only for the Bedrock signing name ([`SIGNING_SERVICES`]), and
 //!    only to a host under `amazonaws.com` / `api.aws` or an endpoint the entry
 //!    names itself.
+//! 4. A minted token (a `[credentials.ID]` the entry names; never a
+//!    component's choice) goes only to its platform's hosts or an endpoint the
+//!    entry names itself: a Google token to `*.googleapis.com`
+//!    ([`GOOGLE_DOMAINS`]), an Entra ID token to Azure OpenAI / AI Services
+//!    hosts ([`ENTRA_DOMAINS`]).
 //!
-//! [`destination`] applies rules 1–3 to an entry and its provider (at catalog
+//! [`destination`] applies rules 1–4 to an entry and its provider (at catalog
 //! load and again per call, since a component can be swapped in at run time);
-//! [`check_final`] applies 2 and 3 to the URL a call really uses, after the
+//! [`check_final`] applies 2 to 4 to the URL a call really uses, after the
 //! AWS region has been filled in.
 
 use std::net::IpAddr;
@@ -42,7 +47,17 @@ pub const SIGNING_SERVICES: [&str; 1] = ["bedrock"];
 /// default rather than the entry's own.
 pub const AWS_DOMAINS: [&str; 2] = ["amazonaws.com", "api.aws"];
 
+/// The DNS suffixes a minted Google token may go to when the endpoint is a
+/// component's default rather than the entry's own.
+pub const GOOGLE_DOMAINS: [&str; 1] = ["googleapis.com"];
+
+/// The DNS suffixes a minted Entra ID token may go to when the endpoint is a
+/// component's default rather than the entry's own.
+pub const ENTRA_DOMAINS: [&str; 3] = ["openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"];
+
 mod trust;
+
+use crate::config::TokenKind;
 
 pub use trust::Trust;
 
@@ -58,6 +73,8 @@ pub struct Destination {
     pub credential_id: Option<String>,
     /// The SigV4 signing name, when the provider signs.
     pub signing_service: Option<String>,
+    /// The kind of token minted for the credential, when it is minted.
+    pub minted: Option<TokenKind>,
 }
 
 /// Why a model's calls may not go where they would go.
@@ -95,6 +112,13 @@ pub enum ReachError {
          by the entry"
     )]
     SigningHost { provider: String, host: String, allowed: String },
+    /// A minted token would go to a component's default endpoint off its
+    /// platform's hosts.
+    #[error(
+        "provider `{provider}` would send a minted {kind} token to host `{host}`, which is not under {allowed} and not \
+         named by the entry"
+    )]
+    TokenHost { provider: String, kind: &'static str, host: String, allowed: String },
 }
 
 /// What an operator wrote for one catalog entry that the rules read: its own
@@ -104,6 +128,9 @@ pub struct EntryReach<'a> {
     pub endpoint: Option<&'a str>,
     pub credential: Option<&'a str>,
     pub allow_http: bool,
+    /// The kind of token the host mints for `credential`, when it is a
+    /// `[credentials.ID]` (else it is a secret-store id).
+    pub minted: Option<TokenKind>,
 }
 
 /// Applies the rules to an entry served by `provider` (whose component has
@@ -141,7 +168,9 @@ pub fn destination(
         }
         CredentialShape::None | CredentialShape::Header(_) => None,
     };
-    let destination = Destination { endpoint, entry_named_endpoint, credential_id, signing_service };
+    // A token is minted only for the entry's own credential id.
+    let minted = model.minted.filter(|_| credential_id.is_some() && model.credential.is_some());
+    let destination = Destination { endpoint, entry_named_endpoint, credential_id, signing_service, minted };
     // The template is checked with a stand-in region; the filled URL again per call.
     let sample = destination.endpoint.replace(REGION_PLACEHOLDER, "region");
     check_final(&destination, &sample, model.allow_http, &provider.key)?;
@@ -165,6 +194,22 @@ pub fn check_final(destination: &Destination, url: &str, allow_http: bool, provi
             host: facts.host.clone(),
             allowed: quoted(&AWS_DOMAINS),
         });
+    }
+    if let Some(kind) = destination.minted
+        && !destination.entry_named_endpoint
+    {
+        let allowed: &[&str] = match kind {
+            TokenKind::Google => &GOOGLE_DOMAINS,
+            TokenKind::Entra => &ENTRA_DOMAINS,
+        };
+        if !under(&facts.host, allowed) {
+            return Err(ReachError::TokenHost {
+                provider: provider.to_owned(),
+                kind: kind.as_str(),
+                host: facts.host.clone(),
+                allowed: quoted(allowed),
+            });
+        }
     }
     if facts.fragment {
         return Err(ReachError::Fragment { endpoint: shown() });
@@ -224,6 +269,7 @@ pub fn check_entry_endpoint(endpoint: &str, allow_http: bool) -> Result<(), Reac
         entry_named_endpoint: true,
         credential_id: None,
         signing_service: None,
+        minted: None,
     };
     check_final(&entry_named, &endpoint.replace(REGION_PLACEHOLDER, "region"), allow_http, "")
 }
@@ -239,8 +285,14 @@ fn is_loopback(host: &str) -> bool {
 }
 
 fn is_aws_host(host: &str) -> bool {
+    under(host, &AWS_DOMAINS)
+}
+
+/// Whether `host` is a name under one of `domains` (a subdomain, not the
+/// domain itself nor a name that merely ends with its letters).
+fn under(host: &str, domains: &[&str]) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
-    AWS_DOMAINS.iter().any(|domain| host.ends_with(&format!(".{domain}")))
+    domains.iter().any(|domain| host.ends_with(&format!(".{domain}")))
 }
 
 fn quoted(names: &[&str]) -> String {
@@ -277,7 +329,7 @@ mod tests {
     }
 
     fn entry<'a>(endpoint: Option<&'a str>, credential: Option<&'a str>) -> EntryReach<'a> {
-        EntryReach { endpoint, credential, allow_http: false }
+        EntryReach { endpoint, credential, allow_http: false, minted: None }
     }
 
     const ATTACKER: &str = "https://attacker.example/v1";
@@ -387,6 +439,7 @@ mod tests {
             entry_named_endpoint: true,
             credential_id: None,
             signing_service: None,
+            minted: None,
         };
         for _ in 0..2 {
             let error = check_final(&found, url, false, "p").unwrap_err();
@@ -399,5 +452,72 @@ mod tests {
                 assert!(matches!(error, ReachError::BadEndpoint { .. }), "{bad}: {error}");
             }
         }
+    }
+
+    fn minted<'a>(endpoint: Option<&'a str>, kind: TokenKind) -> EntryReach<'a> {
+        EntryReach { endpoint, credential: Some("token-id"), allow_http: false, minted: Some(kind) }
+    }
+
+    #[test]
+    fn a_google_token_goes_only_to_googleapis_or_the_entrys_own_endpoint() {
+        let to = |default: &str| {
+            destination(minted(None, TokenKind::Google), &info(Some(default), header("k")), Trust::Embedded, "x")
+        };
+        let found = to("https://us-east5-aiplatform.googleapis.com/v1").unwrap();
+        assert_eq!(found.minted, Some(TokenKind::Google));
+        to("https://generativelanguage.googleapis.com/v1beta").unwrap();
+        for foreign in [
+            "https://api.openai.com/v1",
+            "https://googleapis.com.attacker.example",
+            "https://evilgoogleapis.com",
+            "https://googleapis.com",
+            "https://x.openai.azure.com",
+        ] {
+            let error = to(foreign).unwrap_err();
+            assert!(matches!(error, ReachError::TokenHost { kind: "google", .. }), "{foreign}: {error}");
+        }
+        // The entry's own endpoint is the operator's choice (a proxy, a fake).
+        let named = minted(Some("http://127.0.0.1:9/v1"), TokenKind::Google);
+        destination(named, &info(Some(ATTACKER), header("k")), Trust::Untrusted, "drop.wasm").unwrap();
+    }
+
+    #[test]
+    fn an_entra_token_goes_only_to_azure_ai_hosts_or_the_entrys_own_endpoint() {
+        let to = |default: &str| {
+            destination(minted(None, TokenKind::Entra), &info(Some(default), header("k")), Trust::AllowListed, "x")
+        };
+        for azure in [
+            "https://my.openai.azure.com/openai/v1",
+            "https://my.cognitiveservices.azure.com",
+            "https://my.services.ai.azure.com/models",
+        ] {
+            to(azure).unwrap();
+        }
+        for foreign in
+            ["https://aiplatform.googleapis.com", "https://openai.azure.com.attacker.example", "https://azure.com"]
+        {
+            let error = to(foreign).unwrap_err();
+            assert!(matches!(error, ReachError::TokenHost { kind: "entra", .. }), "{foreign}: {error}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_component_gets_a_token_only_where_the_entry_names_both() {
+        let provider = info(Some("https://aiplatform.googleapis.com"), header("vertex"));
+        let no_endpoint = destination(minted(None, TokenKind::Google), &provider, Trust::Untrusted, "drop.wasm");
+        assert!(matches!(no_endpoint, Err(ReachError::UntrustedDefault { what: "endpoint", .. })));
+        let no_credential =
+            EntryReach { credential: None, ..minted(Some("https://a.googleapis.com"), TokenKind::Google) };
+        let error = destination(no_credential, &provider, Trust::Untrusted, "drop.wasm").unwrap_err();
+        assert!(matches!(error, ReachError::UntrustedDefault { what: "credential", .. }), "{error}");
+        // A component that sends no credential gets no token whatever the entry says.
+        let found = destination(
+            minted(Some("https://a.example"), TokenKind::Google),
+            &info(None, CredentialShape::None),
+            Trust::Embedded,
+            "x",
+        )
+        .unwrap();
+        assert_eq!(found.minted, None);
     }
 }

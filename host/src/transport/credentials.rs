@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::aws::{AwsIdentity, SigV4};
+use super::token::{TokenError, TokenSource};
 use crate::types::CredentialShape;
 
 /// A secret value. Its `Debug` never prints it. Shared, so a kept secret is
@@ -85,6 +86,15 @@ pub enum CredentialError {
     /// names none and the component's default is not trusted).
     #[error("provider `{provider}` sends a credential, and no credential id is named for it")]
     NotNamed { provider: String },
+    /// The credential is minted (`[credentials.ID]`) and no token could be had.
+    #[error("credential `{credential}` for provider `{provider}`: no {kind} token: {source}")]
+    Token { provider: String, credential: String, kind: &'static str, source: Box<TokenError> },
+    /// A minted credential is named for a provider that signs with SigV4.
+    #[error(
+        "credential `{credential}` is a minted {kind} token, and provider `{provider}` signs with AWS SigV4; name an \
+         AWS credential id"
+    )]
+    TokenOnSigned { provider: String, credential: String, kind: &'static str },
 }
 
 impl CredentialShape {
@@ -100,6 +110,9 @@ impl CredentialShape {
 
 /// The headers a SigV4 signature writes (and the payload hash it may use).
 const SIGV4_HEADERS: [&str; 4] = ["authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
+
+/// The header a minted token travels in (as `Bearer <token>`).
+const TOKEN_HEADER: &str = "authorization";
 
 /// What replaces a sent credential's value in upstream text before it is logged.
 pub const CREDENTIAL_MARKER: &str = "<credential>";
@@ -125,18 +138,38 @@ impl Credential {
     /// the id the call's destination chose (the entry's `credential`, or a
     /// trusted component's default; see [`crate::reach::destination`]). The
     /// shape's own default id is never used here.
+    ///
+    /// `minted` is the id's token source when the entry named a
+    /// `[credentials.ID]` (never a component's default: see
+    /// [`crate::reach::Destination::minted`]). The token is then sent as
+    /// `authorization: Bearer <token>` whatever header the shape names, since
+    /// that is how Google and Entra ID tokens are carried.
     pub async fn resolve(
         provider: &str,
         shape: &CredentialShape,
         credential_id: Option<&str>,
         store: &dyn SecretStore,
         aws: &AwsIdentity,
+        minted: Option<&TokenSource>,
     ) -> Result<Self, CredentialError> {
         let named = || credential_id.ok_or_else(|| CredentialError::NotNamed { provider: provider.to_owned() });
         match shape {
             CredentialShape::None => Ok(Self::None),
             CredentialShape::Header(header) => {
                 let id = named()?;
+                if let Some(source) = minted {
+                    let minted = source.bearer(store).await.map_err(|source_error| CredentialError::Token {
+                        provider: provider.to_owned(),
+                        credential: id.to_owned(),
+                        kind: source.kind().as_str(),
+                        source: Box::new(source_error),
+                    })?;
+                    return Ok(Self::Header {
+                        name: TOKEN_HEADER.to_owned(),
+                        value: minted.bearer,
+                        secret: minted.token,
+                    });
+                }
                 match store.get(id) {
                     Some(secret) => Ok(Self::Header {
                         name: header.header_name.to_ascii_lowercase(),
@@ -153,6 +186,13 @@ impl Credential {
             }
             CredentialShape::AwsSigv4(sigv4) => {
                 let id = named()?;
+                if let Some(source) = minted {
+                    return Err(CredentialError::TokenOnSigned {
+                        provider: provider.to_owned(),
+                        credential: id.to_owned(),
+                        kind: source.kind().as_str(),
+                    });
+                }
                 SigV4::resolve(aws, store, provider, &sigv4.service, id).await.map(Self::Sigv4)
             }
         }
@@ -234,7 +274,7 @@ mod tests {
     #[tokio::test]
     async fn header_credential_is_prefixed_and_lowercased() {
         let credential =
-            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default())
+            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default(), None)
                 .await
                 .unwrap();
         let Credential::Header { name, value, .. } = credential else { panic!("expected a header") };
@@ -245,23 +285,25 @@ mod tests {
 
     #[tokio::test]
     async fn missing_required_secret_names_the_id_never_a_value() {
-        let error = Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret, &AwsIdentity::default())
-            .await
-            .unwrap_err();
+        let error =
+            Credential::resolve("p", &header_shape(true), Some("other"), &OneSecret, &AwsIdentity::default(), None)
+                .await
+                .unwrap_err();
         assert_eq!(error.to_string(), "credential `other` for provider `p` is not set (test store `other`)");
     }
 
     #[tokio::test]
     async fn a_credential_shape_with_no_chosen_id_is_refused_not_defaulted() {
-        let error =
-            Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default()).await.unwrap_err();
+        let error = Credential::resolve("p", &header_shape(true), None, &OneSecret, &AwsIdentity::default(), None)
+            .await
+            .unwrap_err();
         assert_eq!(error, CredentialError::NotNamed { provider: "p".into() });
     }
 
     #[tokio::test]
     async fn missing_optional_secret_sends_nothing() {
         let credential =
-            Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret, &AwsIdentity::default())
+            Credential::resolve("p", &header_shape(false), Some("other"), &OneSecret, &AwsIdentity::default(), None)
                 .await
                 .unwrap();
         assert!(matches!(credential, Credential::None));
@@ -270,7 +312,7 @@ mod tests {
     #[tokio::test]
     async fn a_header_credential_is_scrubbed_with_and_without_its_prefix() {
         let credential =
-            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default())
+            Credential::resolve("p", &header_shape(true), Some("known"), &OneSecret, &AwsIdentity::default(), None)
                 .await
                 .unwrap();
         let echoed = r#"{"error": "Incorrect API key: Bearer s3cret (key s3cret)"}"#;
@@ -296,5 +338,42 @@ mod tests {
         };
         let echoed = "key AKIDEXAMPLE secret wJalrSECRET token FwoGSESSION";
         assert_eq!(Credential::Sigv4(signer).scrub(echoed), "key AKIDEXAMPLE secret <credential> token <credential>");
+    }
+
+    /// A minted token replaces whatever header the shape names (`api-key`, as
+    /// Azure's component declares): it goes as `authorization: Bearer`, which the
+    /// credential then owns, and it is scrubbed from upstream text.
+    #[tokio::test]
+    async fn a_minted_token_goes_as_a_bearer_authorization_whatever_the_shape_names() {
+        use weir_tests::token_endpoints::{EntraExpect, FakeTokenEndpoint, TestKey};
+        let expect = EntraExpect {
+            tenant: "t".into(),
+            client_id: "c".into(),
+            client_secret: "s3cret".into(),
+            ..EntraExpect::default()
+        };
+        let entra = FakeTokenEndpoint::entra(&TestKey::generate(), expect).await;
+        let tables = format!(
+            "[credentials.azure]\nkind = \"entra\"\ntenant_id = \"t\"\nclient_id = \"c\"\nclient_secret = \"known\"\n\
+             authority_host = \"{}\"\n",
+            entra.base_url
+        );
+        let config = crate::config::Config::from_toml(&tables, "t.toml").unwrap();
+        let tokens = super::super::TokenCredentials::from_config(&config).unwrap();
+        let shape = CredentialShape::Header(HeaderCredential {
+            default_credential_id: "azure-openai-key".into(),
+            header_name: "api-key".into(),
+            prefix: String::new(),
+            required: true,
+        });
+        let credential =
+            Credential::resolve("p", &shape, Some("azure"), &OneSecret, &AwsIdentity::default(), tokens.get("azure"))
+                .await
+                .unwrap();
+        let Credential::Header { name, value, .. } = &credential else { panic!("expected a header") };
+        assert_eq!((name.as_str(), value.expose()), ("authorization", "Bearer entra-test-1"));
+        assert!(credential.owns_header("authorization") && !credential.owns_header("api-key"));
+        assert_eq!(credential.scrub("echo entra-test-1"), "echo <credential>");
+        assert_eq!(entra.rejections(), Vec::<String>::new());
     }
 }

@@ -7,6 +7,7 @@
 //! - the `credential` of every `[[model]]` entry,
 //! - the default credential ids of trusted components (embedded, or whose digest
 //!   is in `allowed_digests`), as loaded now,
+//! - the client-secret ids `[credentials.*]` tables name (`client_secret`),
 //! - the AWS ids [`super::aws::ACCESS_KEY_ID`] and [`super::REGION_ID`].
 //!
 //! Any other id is unset: nothing is read, and the location says why. An empty
@@ -26,7 +27,8 @@ pub struct ConfiguredIds {
 }
 
 impl ConfiguredIds {
-    /// The entries' credentials, plus the AWS ids.
+    /// The entries' credentials (and the client secrets token tables read),
+    /// plus the AWS ids.
     pub fn new<'a>(entry_credentials: impl IntoIterator<Item = &'a str>) -> Self {
         let mut ids: BTreeSet<String> = entry_credentials.into_iter().map(str::to_owned).collect();
         ids.insert(ACCESS_KEY_ID.to_owned());

@@ -40,7 +40,9 @@ const CREDIT_BALANCE: &str = "credit balance";
 pub fn classify(surface: Surface, response: &HttpResponse) -> ErrorClass {
     let fields = ErrorFields::parse(&response.body);
     let anthropic_status = fields.kind.as_deref().and_then(status_of_type);
-    if anthropic_status.is_none() && surface != Surface::Direct {
+    // AWS's error types come only from the Bedrock surfaces; Vertex's own
+    // envelope (`{"error": {"code", "message", "status"}}`) is classed by status.
+    if anthropic_status.is_none() && matches!(surface, Surface::BedrockInvoke | Surface::Mantle) {
         return bedrock::classify(response);
     }
     let detail = match surface.request_id(&response.headers) {

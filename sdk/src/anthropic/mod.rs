@@ -46,11 +46,19 @@ pub enum Surface {
     /// Messages API under `bedrock-mantle.{region}.api.aws/anthropic`, so requests
     /// and streams are the direct ones; errors come in either envelope.
     Mantle,
+    /// Claude on Google Vertex AI (key `anthropic-vertex`): the model and the
+    /// operation in the path (`/models/{model}:rawPredict`, `:streamRawPredict`),
+    /// `anthropic_version` and `stream` in the body, SSE, Anthropic's errors or
+    /// Google's envelope.
+    Vertex,
 }
 
 /// Bedrock spells a Claude model `anthropic.claude-…`, with or without a profile prefix.
 const BEDROCK_ANTHROPIC: &str = "anthropic.";
 const BEDROCK_CLAUDE: &str = "anthropic.claude-";
+
+/// Vertex AI versions a model after `@` (`claude-sonnet-4-5@20250929`).
+const VERTEX_VERSION: char = '@';
 
 impl Surface {
     /// The provider key of the component serving this surface.
@@ -59,19 +67,20 @@ impl Surface {
             Self::Direct => "anthropic",
             Self::BedrockInvoke => "anthropic-bedrock",
             Self::Mantle => "anthropic-bedrock-mantle",
+            Self::Vertex => "anthropic-vertex",
         }
     }
 
     /// The surface a provider key names, if any.
     pub fn from_key(key: &str) -> Option<Self> {
-        [Self::Direct, Self::BedrockInvoke, Self::Mantle].into_iter().find(|surface| surface.key() == key)
+        [Self::Direct, Self::BedrockInvoke, Self::Mantle, Self::Vertex].into_iter().find(|surface| surface.key() == key)
     }
 
     /// Whether this surface spells a model this way. Each surface refuses the
     /// others' spellings, so a catalog entry cannot reach the wrong endpoint:
     ///
     /// * Direct: any id but Bedrock's forms (`anthropic.…`, a profile prefix, an
-    ///   ARN). Anthropic's ids and aliases change too often to list.
+    ///   ARN) and Vertex's (`…@version`). Anthropic's ids and aliases change too often to list.
     /// * BedrockInvoke: `anthropic.…` bare or behind a profile prefix (`us.`,
     ///   `global.`, …), or an ARN, unless the ARN names another vendor's model.
     ///   An opaque ARN (application inference profile, provisioned model) is
@@ -79,14 +88,22 @@ impl Surface {
     /// * Mantle: bare `anthropic.…` only (Claude, and any other model Anthropic
     ///   serves there, such as `anthropic.fable-5`); it takes no profile ids and
     ///   no ARNs. It claims Claude alone (see [`Surface::claims`]).
+    /// * Vertex: `claude-…` ids, versioned as Google spells them
+    ///   (`claude-sonnet-4-5@20250929`) or not; never Bedrock's forms.
     pub fn serves(self, wire_id: &str) -> bool {
         match self {
-            Self::Direct => !(wire_id.starts_with(BEDROCK_ANTHROPIC) || has_profile_prefix(wire_id) || is_arn(wire_id)),
+            Self::Direct => {
+                !(wire_id.starts_with(BEDROCK_ANTHROPIC)
+                    || has_profile_prefix(wire_id)
+                    || is_arn(wire_id)
+                    || wire_id.contains(VERTEX_VERSION))
+            }
             Self::BedrockInvoke if is_arn(wire_id) => {
                 arn_model(wire_id).is_none_or(|model| without_profile(model).starts_with(BEDROCK_ANTHROPIC))
             }
             Self::BedrockInvoke => without_profile(wire_id).starts_with(BEDROCK_ANTHROPIC),
             Self::Mantle => wire_id.starts_with(BEDROCK_ANTHROPIC),
+            Self::Vertex => wire_id.starts_with("claude-"),
         }
     }
 
@@ -94,7 +111,7 @@ impl Surface {
     /// ARN is served but not claimed: nothing in it says Claude.
     pub fn claims(self, wire_id: &str) -> bool {
         match self {
-            Self::Direct => wire_id.starts_with("claude-"),
+            Self::Direct | Self::Vertex => wire_id.starts_with("claude-"),
             Self::BedrockInvoke if is_arn(wire_id) => {
                 arn_model(wire_id).is_some_and(|model| without_profile(model).starts_with(BEDROCK_CLAUDE))
             }
@@ -108,7 +125,7 @@ impl Surface {
     /// either may come.
     fn request_id(self, headers: &Headers) -> Option<&str> {
         let names: &[&str] = match self {
-            Self::Direct => &["request-id"],
+            Self::Direct | Self::Vertex => &["request-id"],
             Self::BedrockInvoke => &["x-amzn-requestid"],
             Self::Mantle => &["request-id", "x-amzn-requestid"],
         };
@@ -139,7 +156,7 @@ fn without_profile(wire_id: &str) -> &str {
 mod tests {
     use super::*;
 
-    const SURFACES: [Surface; 3] = [Surface::Direct, Surface::BedrockInvoke, Surface::Mantle];
+    const SURFACES: [Surface; 4] = [Surface::Direct, Surface::BedrockInvoke, Surface::Mantle, Surface::Vertex];
 
     #[test]
     fn keys_round_trip() {
@@ -152,11 +169,13 @@ mod tests {
     /// Each id form is served by exactly the surfaces listed.
     #[test]
     fn each_surface_refuses_the_others_id_forms() {
-        use Surface::{BedrockInvoke, Direct, Mantle};
-        let cases: [(&str, &[Surface]); 13] = [
-            ("claude-opus-5", &[Direct]),
+        use Surface::{BedrockInvoke, Direct, Mantle, Vertex};
+        let cases: [(&str, &[Surface]); 15] = [
+            ("claude-opus-5", &[Direct, Vertex]),
             ("anthropic.fable-5", &[BedrockInvoke, Mantle]),
-            ("claude-sonnet-4-5-20250929", &[Direct]),
+            ("claude-sonnet-4-5-20250929", &[Direct, Vertex]),
+            ("claude-sonnet-4-5@20250929", &[Vertex]),
+            ("fable-5", &[Direct]),
             ("anthropic.claude-opus-5", &[BedrockInvoke, Mantle]),
             ("anthropic.claude-3-5-haiku-20241022-v1:0", &[BedrockInvoke, Mantle]),
             ("us.anthropic.claude-opus-5", &[BedrockInvoke]),

@@ -59,6 +59,9 @@ pub fn support(surface: Surface, wire_id: &str) -> Option<NativeSupport> {
         Surface::BedrockInvoke | Surface::Mantle => {
             (owned(&["top_k", "context_management", CACHE_TTL]), owned(bedrock_betas::for_wire_id(wire_id)), false)
         }
+        // Vertex takes the `anthropic-beta` header and answers a beta it does
+        // not serve with its own 400; no list is kept here.
+        Surface::Vertex => (owned(&["top_k", "context_management", CACHE_TTL]), owned(&[ANY_BETA]), false),
     };
     Some(NativeSupport { dialect: DIALECT.to_owned(), fields, betas, count_tokens })
 }
@@ -149,7 +152,9 @@ impl Asked {
             return;
         }
         match surface {
-            Surface::Direct | Surface::Mantle => headers.push(("anthropic-beta".to_owned(), self.betas.join(","))),
+            Surface::Direct | Surface::Mantle | Surface::Vertex => {
+                headers.push(("anthropic-beta".to_owned(), self.betas.join(",")))
+            }
             Surface::BedrockInvoke => drop(body.insert("anthropic_beta".to_owned(), json!(self.betas))),
         }
     }

@@ -46,6 +46,9 @@ const API_VERSION: &str = "2023-06-01";
 /// The API version InvokeModel takes, in the body.
 const BEDROCK_API_VERSION: &str = "bedrock-2023-05-31";
 
+/// The API version Vertex AI takes, in the body.
+const VERTEX_API_VERSION: &str = "vertex-2023-10-16";
+
 /// The smallest `budget_tokens` the API accepts.
 const MIN_THINKING_BUDGET: u32 = 1024;
 
@@ -95,6 +98,12 @@ fn surface_fields(surface: Surface, params: &CallParams, body: &mut Map<String, 
         Surface::BedrockInvoke => {
             body.insert("anthropic_version".into(), json!(BEDROCK_API_VERSION));
         }
+        Surface::Vertex => {
+            body.insert("anthropic_version".into(), json!(VERTEX_API_VERSION));
+            if params.stream {
+                body.insert("stream".into(), json!(true));
+            }
+        }
     }
 }
 
@@ -103,7 +112,26 @@ fn path(surface: Surface, params: &CallParams) -> String {
         Surface::Direct | Surface::Mantle => PATH.to_owned(),
         Surface::BedrockInvoke if params.stream => model_path(&params.wire_model_id, "invoke-with-response-stream"),
         Surface::BedrockInvoke => model_path(&params.wire_model_id, "invoke"),
+        Surface::Vertex if params.stream => vertex_path(&params.wire_model_id, "streamRawPredict"),
+        Surface::Vertex => vertex_path(&params.wire_model_id, "rawPredict"),
     }
+}
+
+/// `/models/{model}:{method}`, appended to the entry's
+/// `…/projects/{project}/locations/{region}/publishers/anthropic`; the model
+/// id escaped as a path segment (`@` stays, as Google spells versions).
+fn vertex_path(wire_id: &str, method: &str) -> String {
+    let mut path = String::from("/models/");
+    for byte in wire_id.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~@".contains(&byte) {
+            path.push(char::from(byte));
+        } else {
+            path.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    path.push(':');
+    path.push_str(method);
+    path
 }
 
 /// Content type, plus the API version and `accept` for streams on the Messages
@@ -124,6 +152,8 @@ fn headers(surface: Surface, stream: bool) -> Headers {
             add("x-amzn-bedrock-accept", "application/json");
         }
         Surface::BedrockInvoke => add("accept", "application/json"),
+        Surface::Vertex if stream => add("accept", "text/event-stream"),
+        Surface::Vertex => {}
     }
     headers
 }
@@ -772,5 +802,23 @@ mod tests {
         let body = json_body(&request);
         assert_eq!((&body["model"], &body["stream"]), (&json!("anthropic.claude-opus-5"), &json!(true)));
         assert!(body.get("anthropic_version").is_none());
+    }
+
+    #[test]
+    fn vertex_names_the_model_and_method_in_the_path_and_its_version_in_the_body() {
+        let vertex = CallParams { wire_model_id: "claude-sonnet-4-5@20250929".into(), ..params() };
+        let request = super::encode(Surface::Vertex, &hi(), &vertex).unwrap();
+        assert_eq!(request.path_and_query, "/models/claude-sonnet-4-5@20250929:rawPredict");
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body["anthropic_version"], json!("vertex-2023-10-16"));
+        assert!(body.get("model").is_none() && body.get("stream").is_none(), "{body}");
+        assert!(!request.headers.iter().any(|(name, _)| name == "anthropic-version" || name == "authorization"));
+        let streaming = CallParams { stream: true, ..vertex };
+        let request = super::encode(Surface::Vertex, &hi(), &streaming).unwrap();
+        assert_eq!(request.path_and_query, "/models/claude-sonnet-4-5@20250929:streamRawPredict");
+        assert!(request.headers.contains(&("accept".to_owned(), "text/event-stream".to_owned())));
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body["stream"], json!(true));
+        assert_eq!(super::vertex_path("a/b c", "rawPredict"), "/models/a%2Fb%20c:rawPredict");
     }
 }

@@ -68,7 +68,7 @@ impl StreamDecoder for AnthropicStream {
 
     fn feed(&mut self, event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
         match self.surface {
-            Some(Surface::Direct | Surface::Mantle) => self.feed_sse(&event),
+            Some(Surface::Direct | Surface::Mantle | Surface::Vertex) => self.feed_sse(&event),
             Some(Surface::BedrockInvoke) => self.feed_event_stream(&event),
             None => Err(unknown_key()),
         }

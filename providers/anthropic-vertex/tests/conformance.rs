@@ -1,0 +1,13 @@
+//! The conformance kit, natively: the generic checks and this provider's fixtures
+//! (`conformance/*.json`), the same cases `weir check` runs on the built component.
+
+use std::path::Path;
+
+use weir_provider_anthropic_vertex::AnthropicVertex;
+
+#[test]
+fn the_anthropic_vertex_provider_passes_the_conformance_kit() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+    let report = weir_conformance::native::run::<AnthropicVertex>(Some(&fixtures)).unwrap();
+    assert!(report.passed(), "{report}");
+}
