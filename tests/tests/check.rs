@@ -188,9 +188,11 @@ fn a_broken_embeddings_component_fails_with_each_fault_named() {
 
 /// The Claude family, Converse and Gemini, each through the host with its own fixtures.
 #[test]
-fn the_embedded_anthropic_bedrock_and_gemini_components_pass_the_kit_with_their_fixtures() {
+fn the_embedded_anthropic_bedrock_vertex_and_gemini_components_pass_the_kit_with_their_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "anthropic-vertex", "bedrock-converse", "gemini"] {
+    for name in
+        ["anthropic", "anthropic-bedrock", "anthropic-bedrock-mantle", "anthropic-vertex", "bedrock-converse", "gemini"]
+    {
         let output = weir_check(&[&embedded_component(dir.path(), name), "--fixtures", &fixtures(name)]);
         assert_passes(&output);
         assert!(text(&output.stdout).contains(&format!("ok    {name}: fixture: ")), "{name}: no fixture ran");

@@ -71,7 +71,7 @@ struct Streaming {
     fixture_lines: &'static [&'static str],
 }
 
-const IN_REPO: [Streaming; 6] = [
+const IN_REPO: [Streaming; 7] = [
     Streaming {
         component: "openai",
         keys: &[("openai", CHAT_SSE), ("openai-compatible", CHAT_SSE), ("openai-responses", RESPONSES_SSE)],
