@@ -455,3 +455,34 @@ fn a_metadata_host_that_is_not_a_host_stops_the_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("[credentials.vertex]: GCE_METADATA_HOST `not a host` is not a host"), "{stderr}");
 }
+
+/// Azure OpenAI with Microsoft Entra ID (issue 47, item 3): the `azure-openai`
+/// component declares the `api-key` header, and an entry whose credential is an
+/// Entra table sends the minted token as `authorization: Bearer` instead — no
+/// `api-key` header at all — to the deployment URL with its `api-version`.
+#[tokio::test]
+async fn azure_openai_with_entra_id_sends_the_minted_token_and_no_api_key() {
+    let key = TestKey::generate();
+    let entra = FakeTokenEndpoint::entra(&key, entra_expect()).await;
+    let upstream = FakeUpstream::start().await;
+    upstream.push(weir_tests::openai_wire::completion("Hello from Azure."));
+    let config = format!(
+        "[credentials.azure]\nkind = \"entra\"\ntenant_id = \"tenant-1\"\nclient_id = \"client-1\"\n\
+         client_secret = \"azure-client-secret\"\nauthority_host = \"{authority}\"\n\n\
+         [[model]]\nid = \"gpt-azure\"\nprovider = \"azure-openai\"\nwire_id = \"gpt-41-prod\"\n\
+         endpoint = \"http://{addr}\"\ncredential = \"azure\"\nmax_output_tokens = 1000\n\
+         context_window = 100000\nmax_retries = 0\n",
+        authority = entra.base_url,
+        addr = upstream.addr(),
+    );
+    let gateway = Gateway::start_with(&config, &[("AZURE_CLIENT_SECRET", "azure-secret-value")], None).await;
+    let body = json!({"model": "gpt-azure", "max_tokens": 20, "messages": [{"role": "user", "content": "Hi"}]});
+    let (status, text) = post(&gateway, &body).await;
+    assert_eq!(status, 200, "{text}\n{}", gateway.stderr());
+    let request = &upstream.received()[0];
+    assert_eq!(request.path, "/openai/deployments/gpt-41-prod/chat/completions");
+    assert!(request.query.as_deref().unwrap_or_default().contains("api-version="), "{:?}", request.query);
+    assert_eq!(request.header("authorization"), Some(bearer(&entra.last_token().unwrap()).as_str()));
+    assert_eq!(request.header("api-key"), None, "the minted token replaces the api-key shape");
+    assert_eq!(entra.grants(), vec!["client_secret"]);
+}

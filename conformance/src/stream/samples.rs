@@ -523,7 +523,7 @@ mod tests {
         );
         assert_eq!(name("/model/m/invoke-with-response-stream", json!({}), Framing::AwsEventStream), None);
         let vertex = json!({"anthropic_version": "vertex-2023-10-16", "stream": true});
-        assert_eq!(name("/models/claude-x@1:streamRawPredict", vertex, Framing::Sse), Some(DIALECTS[5].name));
+        assert_eq!(name("/models/claude-x@1:streamRawPredict", vertex, Framing::Sse), Some(DIALECTS[6].name));
         assert_eq!(name("/chat/completions", json!({}), Framing::AwsEventStream), None, "framing must match");
         assert_eq!(
             name("/v1beta/models/g:streamGenerateContent?alt=sse", json!({}), Framing::Sse),
