@@ -20,22 +20,9 @@ pub const GOOGLE_CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/c
 /// Azure OpenAI's (Cognitive Services') scope: the default of an `entra` table.
 pub const COGNITIVE_SERVICES_SCOPE: &str = "https://cognitiveservices.azure.com/.default";
 
-/// Which identity platform mints a credential's tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TokenKind {
-    Google,
-    Entra,
-}
-
-impl TokenKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Google => "google",
-            Self::Entra => "entra",
-        }
-    }
-}
+/// Which identity platform mints a credential's tokens: `reach`'s, where the
+/// rule of where each may go lives.
+pub use crate::reach::TokenKind;
 
 /// One `[credentials.ID]` table as written. Fields are explicit: each source
 /// has its own field, and [`check`] accepts exactly one.

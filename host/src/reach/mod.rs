@@ -55,9 +55,25 @@ pub const GOOGLE_DOMAINS: [&str; 1] = ["googleapis.com"];
 /// component's default rather than the entry's own.
 pub const ENTRA_DOMAINS: [&str; 3] = ["openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"];
 
-mod trust;
+/// Which identity platform mints a credential's tokens (a `[credentials.ID]`
+/// table's `kind`): it decides which hosts a minted token may go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenKind {
+    Google,
+    Entra,
+}
 
-use crate::config::TokenKind;
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Google => "google",
+            Self::Entra => "entra",
+        }
+    }
+}
+
+mod trust;
 
 pub use trust::Trust;
 
