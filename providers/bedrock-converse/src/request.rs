@@ -29,7 +29,7 @@
 use serde_json::{Map, Value, json};
 use weir_sdk::bedrock::model_path;
 use weir_sdk::fallback::block_as_text;
-use weir_sdk::json::{parse_value, to_body};
+use weir_sdk::json::{parse_value, sampling_number, to_body};
 use weir_sdk::types::{
     CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, LeafBlock, Media, MediaSource,
     PreparedConversation, Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
@@ -124,20 +124,12 @@ fn inference_config(params: &CallParams) -> Result<Value, CodecError> {
     let mut config = Map::new();
     config.insert("maxTokens".into(), json!(params.max_tokens));
     if let Some(temperature) = params.temperature {
-        config.insert("temperature".into(), temperature_value(temperature)?);
+        config.insert("temperature".into(), sampling_number(temperature, "temperature")?);
     }
     if !params.stop.is_empty() {
         config.insert("stopSequences".into(), json!(params.stop));
     }
     Ok(Value::Object(config))
-}
-
-/// Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
-fn temperature_value(temperature: f32) -> Result<Value, CodecError> {
-    let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
-    serde_json::Number::from_f64(wide)
-        .map(Value::Number)
-        .ok_or_else(|| CodecError::Unsupported(format!("temperature {temperature} is not finite")))
 }
 
 /// System text blocks, then a cache point when the host planned one on the last.

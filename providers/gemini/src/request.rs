@@ -30,7 +30,7 @@
 
 use serde_json::{Map, Value, json};
 use weir_sdk::fallback::block_as_text;
-use weir_sdk::json::{parse_value, to_body};
+use weir_sdk::json::{parse_value, sampling_number, to_body};
 use weir_sdk::types::{
     CallParams, CodecError, ContentBlock, Effort, Headers, HttpRequest, LeafBlock, Media, MediaSource,
     PreparedConversation, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
@@ -103,7 +103,7 @@ fn generation_config(params: &CallParams) -> Result<Value, CodecError> {
     let mut config = Map::new();
     config.insert("maxOutputTokens".into(), json!(params.max_tokens));
     if let Some(temperature) = params.temperature {
-        config.insert("temperature".into(), temperature_value(temperature)?);
+        config.insert("temperature".into(), sampling_number(temperature, "temperature")?);
     }
     if !params.stop.is_empty() {
         if params.stop.len() > MAX_STOP_SEQUENCES {
@@ -123,14 +123,6 @@ fn generation_config(params: &CallParams) -> Result<Value, CodecError> {
         config.insert("thinkingConfig".into(), thinking);
     }
     Ok(Value::Object(config))
-}
-
-/// Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
-fn temperature_value(temperature: f32) -> Result<Value, CodecError> {
-    let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
-    serde_json::Number::from_f64(wide)
-        .map(Value::Number)
-        .ok_or_else(|| CodecError::Unsupported(format!("temperature {temperature} is not finite")))
 }
 
 /// `thinkingConfig`: the host's thinking budget as `thinkingBudget` (an entry

@@ -94,11 +94,7 @@ pub(crate) fn temperature(params: &CallParams) -> Result<Option<Value>, CodecErr
     let Some(temperature) = params.temperature else {
         return Ok(None);
     };
-    // Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
-    let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
-    serde_json::Number::from_f64(wide)
-        .map(|number| Some(Value::Number(number)))
-        .ok_or_else(|| CodecError::Unsupported(format!("temperature {temperature} is not finite")))
+    weir_sdk::json::sampling_number(temperature, "temperature").map(Some)
 }
 
 /// OpenAI has no `max` effort; `high` is the most it offers.

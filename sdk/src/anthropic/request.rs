@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use super::Surface;
 use crate::bedrock::model_path;
 use crate::fallback::{block_as_text, leaf_as_text};
-use crate::json::{parse_value, to_body};
+use crate::json::{parse_value, sampling_number, to_body};
 use crate::types::{
     CallParams, CodecError, ContentBlock, Headers, HttpRequest, LeafBlock, Media, MediaSource, PreparedConversation,
     Thinking, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole,
@@ -188,7 +188,7 @@ fn body(conversation: &PreparedConversation, params: &CallParams) -> Result<Map<
         }
         None => {
             if let Some(temperature) = params.temperature {
-                body.insert("temperature".into(), temperature_value(temperature)?);
+                body.insert("temperature".into(), sampling_number(temperature, "temperature")?);
             }
         }
     }
@@ -218,14 +218,6 @@ fn thinking(params: &CallParams) -> Result<Option<Value>, CodecError> {
         )));
     }
     Ok(Some(json!({"type": "enabled", "budget_tokens": budget})))
-}
-
-/// Through its shortest decimal text, so 0.7f32 goes out as 0.7, not 0.699999988.
-fn temperature_value(temperature: f32) -> Result<Value, CodecError> {
-    let wide = temperature.to_string().parse::<f64>().unwrap_or(f64::from(temperature));
-    serde_json::Number::from_f64(wide)
-        .map(Value::Number)
-        .ok_or_else(|| CodecError::Unsupported(format!("temperature {temperature} is not finite")))
 }
 
 /// System content as text blocks (the form that can carry `cache_control`).
