@@ -107,8 +107,10 @@ pub(super) struct AnswerCache {
     max_batch: HashMap<(String, String), u32>,
     /// `embeddings.needs-dimensions`, as answered.
     needs_dimensions: HashMap<(String, String), bool>,
-    /// `native.support`, as answered.
-    native_support: HashMap<(String, String), Option<Arc<NativeSupport>>>,
+    /// `native.support`, as answered, by provider key and then wire id: unlike
+    /// the load-time questions above it is read on every chat call, and a
+    /// nested map is looked up by `&str`, so a hit allocates nothing.
+    native_support: HashMap<String, HashMap<String, Option<Arc<NativeSupport>>>>,
     /// The first fault of a question to this component. Every later question
     /// gets it without a call: a hostile component costs one CPU budget at load,
     /// not one per catalog entry.
@@ -273,11 +275,12 @@ impl Provider {
     /// [`Self::answers`]; `None` when the component does not export `native`.
     pub fn native_support(&self, wire_id: &str) -> Result<Option<Arc<NativeSupport>>, PluginError> {
         let Some(native) = &self.component.exports.native else { return Ok(None) };
-        let key = (self.info.key.clone(), wire_id.to_owned());
+        let key = self.info.key.as_str();
         self.cached(
-            |cache| cache.native_support.get(&key).cloned(),
+            |cache| cache.native_support.get(key).and_then(|by_wire_id| by_wire_id.get(wire_id)).cloned(),
             |cache, support| {
-                cache.native_support.insert(key.clone(), support);
+                let by_wire_id = cache.native_support.entry(key.to_owned()).or_default();
+                by_wire_id.insert(wire_id.to_owned(), support);
             },
             || {
                 let support =
