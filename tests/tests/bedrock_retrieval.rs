@@ -157,3 +157,73 @@ fn a_cohere_entry_that_pins_no_width_is_refused_at_load() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("pin `embedding_dimensions`"), "{stderr}");
 }
+
+const ANA_TOKEN: &str = "sk-weir-ana-rerank";
+
+/// The rerank entry priced by the search (USD 2 per thousand), a ledger,
+/// and member `ana` whose one call may cost at most `max_call_usd`.
+fn search_priced_config(bedrock: &FakeBedrock, max_call_usd: f64) -> String {
+    let rerank = config(bedrock).replace(
+        &format!("wire_id = \"{COHERE_RERANK_V3_5}\""),
+        &format!("wire_id = \"{COHERE_RERANK_V3_5}\"\nsearch_price = 2.0\nprices_as_of = \"2026-12-06\""),
+    );
+    format!(
+        "{rerank}\n[[key]]\nid = \"k\"\nmember = \"ana\"\nhash = \"{}\"\nmodels = [\"cohere-rerank\"]\n\n\
+         [member.ana]\nmax_call_usd = {max_call_usd}\n\n[ledger]\npath = \"ledger.db\"\n",
+        weir_host::identity::hash_of(ANA_TOKEN)
+    )
+}
+
+async fn rerank(gateway: &Gateway, documents: usize) -> (u16, Value) {
+    let documents: Vec<String> = (0..documents).map(|n| format!("document {n} about rivers")).collect();
+    let body = json!({"model": "cohere-rerank", "query": "rivers", "documents": documents, "top_n": 1});
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/rerank")).bearer_auth(ANA_TOKEN).json(&body).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+/// Cohere Rerank billed by the search: the record costs each call its search
+/// units (one per 100 documents) at the entry's `search_price`, and the hold
+/// reserves the searches a call's documents
+/// make, so a call over the member's per-call ceiling is refused unsent.
+#[tokio::test]
+async fn a_ranking_priced_by_the_search_costs_its_searches_and_holds_them() {
+    let bedrock = FakeBedrock::start().await;
+    let mut gateway = Gateway::start_with(&search_priced_config(&bedrock, 0.005), &aws_env(), None).await;
+    assert_eq!(rerank(&gateway, 3).await.0, 200);
+    assert_eq!(rerank(&gateway, 150).await.0, 200);
+    // 250 documents are 3 searches: USD 0.006 over the member's 0.005 a call.
+    let (status, refused) = rerank(&gateway, 250).await;
+    assert_eq!((status, &refused["error"]["code"]), (400, &json!("call_budget_exceeded")), "{refused}");
+    assert_eq!(bedrock.received_for_model(COHERE_RERANK_V3_5).len(), 2, "the refused call sent nothing");
+
+    assert!(gateway.terminate(std::time::Duration::from_secs(30)).is_some());
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let ranked: Vec<&Value> = records.iter().filter(|record| record["category"] == "ok").collect();
+    let costs: Vec<f64> = ranked.iter().map(|record| record["cost_usd"].as_f64().unwrap()).collect();
+    let searches: Vec<&Value> = ranked.iter().map(|record| &record["attempts"][0]["searches"]).collect();
+    assert_eq!(searches, [&json!(1), &json!(2)]);
+    assert!((costs[0] - 0.002).abs() < 1e-12 && (costs[1] - 0.004).abs() < 1e-12, "{costs:?}");
+}
+
+/// `search_price` is a rerank entry's alone, and never beside token prices.
+#[test]
+fn a_search_price_beside_token_prices_or_on_another_kind_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("rerank", "search_price = 2.0\ninput_price = 0.1", "are not declared together"),
+        ("embedding", "search_price = 2.0\nembedding_dimensions = 512", "read only for rerank entries"),
+    ];
+    for (kind, fields, expected) in cases {
+        let path = dir.path().join("weir.toml");
+        let config = format!(
+            "[[model]]\nid = \"m\"\nprovider = \"bedrock-retrieval\"\nkind = \"{kind}\"\nwire_id = \
+             \"{TITAN_EMBED_V2}\"\nendpoint = \"https://bedrock-runtime.us-east-1.amazonaws.com\"\n\
+             context_window = 8192\n{fields}\n"
+        );
+        std::fs::write(&path, config).unwrap();
+        let output = run_cli(&["providers", "--config", path.to_str().unwrap()], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(expected), "{kind}: {stderr}");
+    }
+}

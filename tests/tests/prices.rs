@@ -56,8 +56,7 @@ fn the_embedded_catalog_prices_every_chat_entry() {
     let output = run_cli(&["prices", "check"], &[]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("NO PRICE cohere-rerank-v3-5 (rerank, provider `bedrock-retrieval`)"), "{stdout}");
-    assert!(!stdout.contains("(chat,"), "every chat entry has a price: {stdout}");
+    assert!(!stdout.contains("NO PRICE"), "every entry has a price: {stdout}");
     assert!(stdout.contains("entries priced"), "{stdout}");
 }
 
@@ -166,7 +165,7 @@ async fn weir_serve_prices_calls_from_the_prices_file() {
     let priced = models["data"].as_array().unwrap().iter().find(|m| m["id"] == "priced").unwrap();
     assert_eq!(
         priced["weir"]["prices"],
-        json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "as_of": "2026-12-06"})
+        json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "search": null, "as_of": "2026-12-06"})
     );
     upstream.push(openai_wire::completion_with_usage("Hello.", 3, 2, 0, 0));
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
@@ -176,4 +175,42 @@ async fn weir_serve_prices_calls_from_the_prices_file() {
     let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
     let cost = records.last().unwrap()["cost_usd"].as_f64().unwrap();
     assert!((cost - 7.0).abs() < 1e-9, "3 input tokens at $1 each and 2 output at $2 each: {cost}");
+}
+
+/// A USD budget needs a price on every entry its callers reach, by the rule of
+/// the entry's kind: an embedding entry is priced by `input_price` alone (it
+/// may not declare an output price), a reranker by the search. Before, an
+/// embedding entry counted as unpriced, so any USD budget that could reach
+/// one refused the configuration.
+#[test]
+fn a_usd_budget_counts_an_embedding_priced_by_input_and_a_search_priced_reranker_as_priced() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = "\n[[model]]\nid = \"ranker\"\nprovider = \"openai-compatible\"\nkind = \"rerank\"\nwire_id = \"bge\"\n\
+                  endpoint = \"http://127.0.0.1:9\"\ncontext_window = 8192\n\n[member.ana]\ndaily_usd = 1.0\n";
+    let refused = write(
+        dir.path(),
+        "weir.toml",
+        &format!("{}{budget}", CONFIG.replace("id = \"bare\"", "id = \"bare\"\ninput_price = 1.0\noutput_price = 2.0")),
+    );
+    let output = run_cli(&["providers", "--config", &refused], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stderr.contains("model `embed`") && stderr.contains("declares no price"), "{stderr}");
+
+    let priced = CONFIG
+        .replace("id = \"bare\"", "id = \"bare\"\ninput_price = 1.0\noutput_price = 2.0")
+        .replace("context_window = 8192\n", "context_window = 8192\ninput_price = 0.02\n");
+    let search_priced = budget.replace("context_window = 8192\n\n", "context_window = 8192\nsearch_price = 2.0\n\n");
+    let config = write(dir.path(), "weir.toml", &format!("{priced}{search_priced}"));
+    let output = run_cli(&["providers", "--config", &config], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("prices: $2 per thousand searches (up to 100 documents each) (undated)"), "{stdout}");
+
+    // The prices file sets a search price as it sets the others.
+    let prices = write(dir.path(), "prices.toml", "[cohere-rerank-v3-5]\nsearch_price = 1.5\n");
+    let output = run_cli(&["providers", "--prices", &prices], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("prices: $1.5 per thousand searches (up to 100 documents each) (undated)"), "{stdout}");
 }

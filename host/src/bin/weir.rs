@@ -278,8 +278,7 @@ fn check_prices(common: &Common) -> ExitCode {
     let mut unpriced = 0_usize;
     for entry in &config.models {
         let chat = entry.kind == weir_host::catalog::RoleKind::Chat;
-        let missing = entry.input_price.is_none() || (chat && entry.output_price.is_none());
-        if missing {
+        if !entry.priced() {
             unpriced += 1;
             chat_unpriced += usize::from(chat);
             println!("NO PRICE {} ({}, provider `{}`)", entry.id, entry.kind.as_str(), entry.provider);
@@ -579,9 +578,20 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
 /// An entry's prices as `weir providers` shows them.
 fn price_line(model: &weir_host::ModelStatus) -> String {
     let prices = &model.prices;
-    let (Some(input), Some(output)) = (prices.input, prices.output) else {
-        return "none declared".to_owned();
+    let mut line = match (prices.search, prices.input, prices.output) {
+        (Some(search), ..) => format!("${search} per thousand searches (up to 100 documents each)"),
+        (None, Some(input), Some(output)) => token_prices(prices, input, output),
+        (None, ..) => return "none declared".to_owned(),
     };
+    match &model.prices_as_of {
+        Some(date) => line.push_str(&format!(" (as of {date})")),
+        None => line.push_str(" (undated)"),
+    }
+    line
+}
+
+/// Token prices as `weir providers` shows them.
+fn token_prices(prices: &weir_host::record::Prices, input: f64, output: f64) -> String {
     let mut line = format!("input ${input}, output ${output}");
     if let Some(read) = prices.cache_read {
         line.push_str(&format!(", cache read ${read}"));
@@ -590,10 +600,6 @@ fn price_line(model: &weir_host::ModelStatus) -> String {
         line.push_str(&format!(", cache write ${write}"));
     }
     line.push_str(" per million tokens");
-    match &model.prices_as_of {
-        Some(date) => line.push_str(&format!(" (as of {date})")),
-        None => line.push_str(" (undated)"),
-    }
     line
 }
 

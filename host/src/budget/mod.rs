@@ -67,16 +67,26 @@ pub fn worst_case(model: &ModelSpec, input: u64, output: u32) -> Spend {
     let multipliers = CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier };
     let plain = Tokens { input, output, ..Tokens::default() };
     let written = Tokens { cache_write: input, output, ..Tokens::default() };
-    let usd = match (model.prices.cost(&plain, multipliers), model.prices.cost(&written, multipliers)) {
+    let usd = match (model.prices.cost(&plain, 0, multipliers), model.prices.cost(&written, 0, multipliers)) {
         (Some(plain), Some(written)) => Some(plain.max(written)),
         (plain, written) => plain.or(written),
     };
     Spend { tokens: input.saturating_add(output), usd }
 }
 
+/// A ranking's worst case: its input estimate, priced per search at
+/// `searches` when the entry prices searches (see [`worst_case`] otherwise).
+pub fn worst_case_of_searches(model: &ModelSpec, input: u64, searches: u64) -> Spend {
+    let multipliers = CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier };
+    match model.prices.search {
+        Some(_) => Spend { tokens: input, usd: model.prices.cost(&Tokens::default(), searches, multipliers) },
+        None => worst_case(model, input, 0),
+    }
+}
+
 /// What attempts that reported `usage` spent, priced at the entry's prices
 /// as the call's record prices it.
 pub fn spent(model: &ModelSpec, usage: &Tokens) -> Spend {
     let multipliers = CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier };
-    Spend::of(usage, model.prices.cost(usage, multipliers))
+    Spend::of(usage, model.prices.cost(usage, 0, multipliers))
 }

@@ -47,6 +47,19 @@ pub(super) fn bounded(value: &str) -> String {
     value.chars().take(128).collect()
 }
 
+/// What an answer of another operation billed: tokens, and the search units
+/// of a ranking (`None` for the rest).
+pub(super) struct Bill {
+    pub tokens: Tokens,
+    pub searches: Option<u64>,
+}
+
+impl From<Tokens> for Bill {
+    fn from(tokens: Tokens) -> Self {
+        Self { tokens, searches: None }
+    }
+}
+
 /// How an attempt ended.
 pub(super) enum Ended<'a> {
     /// A whole answer (it may still fail a gate: the gates decide, the record
@@ -56,7 +69,7 @@ pub(super) enum Ended<'a> {
     Live,
     /// An answer of another operation (embeddings, rerank) and what it billed
     /// (its request id, from a header or the body, is already observed).
-    Billed(Tokens),
+    Billed(Bill),
     Failed(&'a WeirError),
 }
 
@@ -84,8 +97,12 @@ impl AttemptLog {
                 ("ok".to_owned(), answer.usage.as_ref().map(Tokens::of), answer.request_id.as_deref())
             }
             Ended::Live => ("ok".to_owned(), None, None),
-            Ended::Billed(usage) => ("ok".to_owned(), Some(*usage), None),
+            Ended::Billed(bill) => ("ok".to_owned(), Some(bill.tokens), None),
             Ended::Failed(error) => (error.category().as_str().to_owned(), None, None),
+        };
+        let searches = match &ended {
+            Ended::Billed(bill) => bill.searches,
+            Ended::Answered(_) | Ended::Live | Ended::Failed(_) => None,
         };
         let status = observed.status.or(match ended {
             Ended::Failed(WeirError::Upstream { status, .. }) => Some(*status),
@@ -100,6 +117,7 @@ impl AttemptLog {
             category,
             request_id: observed.request_id.or_else(|| answer_id.map(bounded)),
             usage,
+            searches,
         });
     }
 

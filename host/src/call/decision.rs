@@ -154,7 +154,7 @@ impl Try for DecideTry<'_, '_> {
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Decision, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
-        logged(spend, attempt, |decision| input_only(decision.input_tokens.unwrap_or(self.estimate))).await
+        logged(spend, attempt, |decision| input_only(decision.input_tokens.unwrap_or(self.estimate)).into()).await
     }
 }
 

@@ -169,7 +169,7 @@ impl Try for LabelTry<'_, '_> {
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<FirstToken, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
-        logged(spend, attempt, |first| billed(first, self.estimate)).await
+        logged(spend, attempt, |first| billed(first, self.estimate).into()).await
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 
+pub(super) use super::attempt_log::Bill;
 use crate::Weir;
 use crate::admission::{Demand, Lane};
 use crate::catalog::ModelSpec;
@@ -83,7 +84,7 @@ pub(super) fn opened<'a>(
 pub(super) async fn logged<T>(
     spend: &mut Spend<'_>,
     attempt: impl AsyncFnOnce(&mut Observed) -> Result<T, WeirError>,
-    billed: impl FnOnce(&T) -> Tokens,
+    billed: impl FnOnce(&T) -> Bill,
 ) -> Result<T, Failure> {
     let began = Instant::now();
     let mut observed = Observed::default();

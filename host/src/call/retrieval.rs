@@ -29,8 +29,8 @@ use super::attempt::{self, feed_back};
 use super::attempt_log::Observed;
 use super::opening::Opening;
 use super::operation::{
-    Answered, ESTIMATED, Sent, counted_within_window, exchange_in, in_order, input_only, logged, opened, recorded,
-    retried, sent,
+    Answered, Bill, ESTIMATED, Sent, counted_within_window, exchange_in, in_order, input_only, logged, opened,
+    recorded, retried, sent,
 };
 use super::retry::Try;
 use super::spend::Spend;
@@ -257,8 +257,12 @@ impl Try for EmbedTry<'_, '_, '_> {
     type Output = Batch;
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Batch, Failure> {
-        logged(spend, async |observed: &mut Observed| self.attempt(observed).await, |batch| input_only(batch.tokens))
-            .await
+        logged(
+            spend,
+            async |observed: &mut Observed| self.attempt(observed).await,
+            |batch| input_only(batch.tokens).into(),
+        )
+        .await
     }
 }
 
@@ -360,10 +364,11 @@ async fn run_rerank(
     let deadline = request.deadline.unwrap_or_else(|| lane_deadline(weir, Lane::Interactive));
     let texts: Vec<String> = std::iter::once(request.query.clone()).chain(request.documents.iter().cloned()).collect();
     let estimate = estimates(&target, &texts)?.iter().sum();
-    let worst = crate::budget::worst_case(target.model, estimate, 0);
+    let searches = crate::record::searches_for(request.documents.len());
+    let worst = crate::budget::worst_case_of_searches(target.model, estimate, searches);
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
-    let attempt = RerankTry { target: &target, request, params, deadline, estimate };
+    let attempt = RerankTry { target: &target, request, params, deadline, estimate, searches };
     let (reranked, reported) = retried(&attempt, &target, request.max_retries, Some(deadline), tally).await?;
     if !reported {
         tally.notes.push(ESTIMATED);
@@ -378,6 +383,9 @@ struct RerankTry<'a, 't> {
     params: RerankParams,
     deadline: tokio::time::Instant,
     estimate: u64,
+    /// The search units the documents make, counted: what the record bills
+    /// when the provider reports none.
+    searches: u64,
 }
 
 impl Try for RerankTry<'_, '_> {
@@ -386,7 +394,11 @@ impl Try for RerankTry<'_, '_> {
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure> {
         let attempt = async |observed: &mut Observed| self.attempt(observed).await;
-        logged(spend, attempt, |(ranked, _)| input_only(ranked.input_tokens.unwrap_or(self.estimate))).await
+        let billed = |(ranked, _): &(Reranked, bool)| Bill {
+            tokens: input_only(ranked.input_tokens.unwrap_or(self.estimate)),
+            searches: Some(ranked.search_units.unwrap_or(self.searches)),
+        };
+        logged(spend, attempt, billed).await
     }
 }
 

@@ -55,14 +55,11 @@ fn usd_needs_prices(
     else {
         return Ok(());
     };
-    match config
-        .models
-        .iter()
-        .find(|entry| reaches(entry) && (entry.input_price.is_none() || entry.output_price.is_none()))
-    {
+    match config.models.iter().find(|entry| reaches(entry) && !entry.priced()) {
         Some(entry) => Err(format!(
-            "{scope} has `{budget}`, and model `{}`, which it can call, declares no `input_price` and \
-             `output_price`: its calls could not be counted against a USD budget (price the entry, or leave it \
+            "{scope} has `{budget}`, and model `{}`, which it can call, declares no price (`input_price` \
+             and `output_price`; `input_price` alone for embeddings; `search_price` for a reranker billed by the \
+             search): its calls could not be counted against a USD budget (price the entry, or leave it \
              out of the key's `models`)",
             entry.id
         )),

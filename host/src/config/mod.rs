@@ -259,6 +259,10 @@ pub struct ModelEntry {
     /// USD per million cache-write input tokens (absent: `input_price` at the
     /// entry's `cache_write_multiplier`).
     pub cache_write_price: Option<f64>,
+    /// USD per thousand searches, for a rerank entry billed by the search
+    /// (Cohere Rerank: one search is a query with up to 100 documents) rather
+    /// than by the token; declared instead of `input_price`.
+    pub search_price: Option<f64>,
     /// The day the prices were taken from the provider's published page
     /// (`YYYY-MM-DD`), shown beside them so a reader knows how old they are.
     pub prices_as_of: Option<String>,
@@ -1048,6 +1052,18 @@ impl Config {
 }
 
 impl ModelEntry {
+    /// Whether every call of this entry gets a cost: an input and an output
+    /// price where calls output tokens (chat, a log-probability decision), an
+    /// input price where they do not (their output is free), or a search
+    /// price for a ranking billed by the search.
+    pub fn priced(&self) -> bool {
+        let outputs = self.kind == RoleKind::Chat || self.backend == Some(DecisionBackend::Logprobs);
+        match outputs {
+            true => self.input_price.is_some() && self.output_price.is_some(),
+            false => self.input_price.is_some() || self.search_price.is_some(),
+        }
+    }
+
     /// What each kind reads: a chat entry's output ceiling; an embedding
     /// entry's width and batch. A field the entry's kind never reads is refused.
     fn validate_kind(&self) -> Result<(), String> {
@@ -1144,9 +1160,24 @@ impl ModelEntry {
         if multipliers.into_iter().flatten().any(|m| !m.is_finite() || m < 0.0) {
             return Err("cache multipliers must be finite and not negative".to_owned());
         }
-        let prices = [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price];
+        let prices =
+            [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price, self.search_price];
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
+        }
+        if self.search_price.is_some() && self.kind != RoleKind::Rerank {
+            return Err(
+                "`search_price` is read only for rerank entries (only a ranking is billed by the search)".to_owned()
+            );
+        }
+        if self.search_price.is_some()
+            && [self.input_price, self.cache_read_price, self.cache_write_price].iter().any(Option::is_some)
+        {
+            return Err(
+                "`search_price` and token prices are not declared together: a ranking is billed by the search or by \
+                 the token, and pricing both would charge it twice"
+                    .to_owned(),
+            );
         }
         if let Some(date) = &self.prices_as_of
             && !prices::is_date(date)

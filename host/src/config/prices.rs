@@ -33,12 +33,17 @@ pub struct PriceRow {
     pub output_price: Option<f64>,
     pub cache_read_price: Option<f64>,
     pub cache_write_price: Option<f64>,
+    pub search_price: Option<f64>,
     pub prices_as_of: Option<String>,
 }
 
 impl PriceRow {
+    fn prices(&self) -> [Option<f64>; 5] {
+        [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price, self.search_price]
+    }
+
     fn sets_a_price(&self) -> bool {
-        [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price].iter().any(Option::is_some)
+        self.prices().iter().any(Option::is_some)
     }
 
     fn apply(&self, entry: &mut ModelEntry) {
@@ -47,6 +52,7 @@ impl PriceRow {
             (self.output_price, &mut entry.output_price),
             (self.cache_read_price, &mut entry.cache_read_price),
             (self.cache_write_price, &mut entry.cache_write_price),
+            (self.search_price, &mut entry.search_price),
         ];
         for (row, field) in prices {
             if row.is_some() {
@@ -93,8 +99,7 @@ impl Config {
     /// whole configuration again (see the module's doc).
     pub fn apply_prices(&mut self, file: &PriceFile) -> Result<(), ConfigError> {
         for (id, row) in &file.rows {
-            let prices = [row.input_price, row.output_price, row.cache_read_price, row.cache_write_price];
-            if prices.into_iter().flatten().any(|price| !price.is_finite() || price < 0.0) {
+            if row.prices().into_iter().flatten().any(|price| !price.is_finite() || price < 0.0) {
                 return Err(file.invalid(format!("`{id}`: prices must be finite and not negative")));
             }
             let Some(entry) = self.models.iter_mut().find(|entry| entry.id == *id) else {

@@ -24,7 +24,7 @@ pub use observer::{Acknowledged, CallObserver, ObserverError, Observers, Pending
 
 pub(crate) use content::{answer as answer_content, stop_reason as stop_reason_name};
 pub(crate) use open::{CallLog, Ending, Opened, Resolved};
-pub use price::{CacheMultipliers, Prices};
+pub use price::{CacheMultipliers, DOCUMENTS_PER_SEARCH, Prices, searches_for};
 pub use refusals::RECORDED_PER_SECOND as REFUSALS_RECORDED_PER_SECOND;
 pub(crate) use refusals::RefusalWindow;
 
@@ -166,6 +166,10 @@ pub struct AttemptRecord {
     /// What the upstream reported this attempt used; absent when it reported nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Tokens>,
+    /// The search units a ranking billed (a reranker priced by the search):
+    /// as the provider reported them, else counted from the documents sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub searches: Option<u64>,
 }
 
 /// How a streamed answer ended.

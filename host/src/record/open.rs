@@ -173,7 +173,8 @@ impl CallLog {
         let mut usage = Tokens::default();
         attempts.iter().filter_map(|attempt| attempt.usage.as_ref()).for_each(|tokens| usage.add(tokens));
         let billable_input = resolved.map(|r| r.multipliers.billable(&usage));
-        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, r.multipliers));
+        let searches = attempts.iter().filter_map(|attempt| attempt.searches).sum();
+        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, searches, r.multipliers));
         let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } =
             (*self.opening).clone();
         let latency = self.started.elapsed();

@@ -1,6 +1,7 @@
 //! What a call cost, from the prices its catalog entry declares (USD per
-//! million tokens). Nothing is guessed: without an input and an output price
-//! there is no cost. Cache reads and writes use their own declared prices,
+//! million tokens, or per thousand searches for a reranker billed by the
+//! search). Nothing is guessed: without an input and an output price (or a
+//! search price) there is no cost. Cache reads and writes use their own declared prices,
 //! else the input price at the entry's cache multipliers (the catalog's
 //! declared billing facts).
 
@@ -16,13 +17,39 @@ pub struct Prices {
     pub output: Option<f64>,
     pub cache_read: Option<f64>,
     pub cache_write: Option<f64>,
+    /// USD per thousand searches (Cohere's search unit: one query with up to
+    /// [`DOCUMENTS_PER_SEARCH`] documents). A rerank entry declares it instead
+    /// of token prices (the configuration refuses both), so a call is priced
+    /// by one rule only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<f64>,
+}
+
+/// The documents one search unit covers (Cohere: "one query with up to 100
+/// documents to be ranked").
+pub const DOCUMENTS_PER_SEARCH: usize = 100;
+
+/// The search units a ranking of `documents` bills, as Cohere counts them
+/// (each document one chunk: Rerank 3.5's default is one chunk per document,
+/// a longer one truncated). What the hold reserves, and what a record counts
+/// when the provider reports no units.
+pub fn searches_for(documents: usize) -> u64 {
+    documents.max(1).div_ceil(DOCUMENTS_PER_SEARCH) as u64
 }
 
 impl Prices {
-    /// The cost of `tokens`, or `None` when the entry declares no input or
-    /// output price. `multipliers` are the entry's cache read and write
-    /// multipliers, used where no cache price is declared.
-    pub fn cost(&self, tokens: &Tokens, multipliers: CacheMultipliers) -> Option<f64> {
+    /// The cost of `tokens` and `searches`, or `None` when the entry declares
+    /// neither a search price nor an input and an output price.
+    /// `multipliers` are the entry's cache read and write multipliers, used
+    /// where no cache price is declared.
+    pub fn cost(&self, tokens: &Tokens, searches: u64, multipliers: CacheMultipliers) -> Option<f64> {
+        if let Some(per_thousand) = self.search {
+            return Some(searches as f64 * per_thousand / 1000.0);
+        }
+        self.token_cost(tokens, multipliers)
+    }
+
+    fn token_cost(&self, tokens: &Tokens, multipliers: CacheMultipliers) -> Option<f64> {
         let input = self.input?;
         let output = self.output?;
         let cache_read = self.cache_read.unwrap_or(input * multipliers.read);
@@ -35,7 +62,7 @@ impl Prices {
     }
 
     pub fn declared(&self) -> bool {
-        self.input.is_some() && self.output.is_some()
+        self.search.is_some() || (self.input.is_some() && self.output.is_some())
     }
 }
 
@@ -69,17 +96,33 @@ mod tests {
     #[test]
     fn no_declared_price_is_no_cost() {
         let tokens = Tokens { input: 1000, output: 1000, ..Tokens::default() };
-        assert_eq!(Prices::default().cost(&tokens, MULTIPLIERS), None);
-        assert_eq!(Prices { input: Some(3.0), ..Prices::default() }.cost(&tokens, MULTIPLIERS), None);
+        assert_eq!(Prices::default().cost(&tokens, 0, MULTIPLIERS), None);
+        assert_eq!(Prices { input: Some(3.0), ..Prices::default() }.cost(&tokens, 0, MULTIPLIERS), None);
     }
 
     #[test]
     fn cost_sums_each_kind_at_its_price() {
-        let prices = Prices { input: Some(3.0), output: Some(15.0), cache_read: None, cache_write: Some(4.0) };
+        let prices =
+            Prices { input: Some(3.0), output: Some(15.0), cache_read: None, cache_write: Some(4.0), search: None };
         let tokens =
             Tokens { input: 1_000_000, output: 100_000, cache_read: 1_000_000, cache_write: 500_000, reasoning: 7 };
         // 3 + 1.5 + 0.3 (3 × 0.1) + 2
-        let cost = prices.cost(&tokens, MULTIPLIERS).unwrap();
+        let cost = prices.cost(&tokens, 0, MULTIPLIERS).unwrap();
         assert!((cost - 6.8).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn a_search_price_prices_the_searches_and_not_the_tokens() {
+        let prices = Prices { search: Some(2.0), ..Prices::default() };
+        let tokens = Tokens { input: 5_000_000, ..Tokens::default() };
+        assert!(prices.declared());
+        assert_eq!(prices.cost(&tokens, 3, MULTIPLIERS), Some(0.006));
+        assert_eq!(prices.cost(&tokens, 0, MULTIPLIERS), Some(0.0));
+    }
+
+    #[test]
+    fn a_search_covers_up_to_a_hundred_documents() {
+        let units: Vec<u64> = [0, 1, 100, 101, 250].into_iter().map(searches_for).collect();
+        assert_eq!(units, [1, 1, 1, 2, 3]);
     }
 }

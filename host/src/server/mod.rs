@@ -461,7 +461,8 @@ async fn models(
     Ok(axum::Json(json!({"object": "list", "data": data})))
 }
 
-/// An entry's prices (USD per million tokens) and the day they were taken;
+/// An entry's prices (USD per million tokens; `search` per thousand
+/// searches) and the day they were taken;
 /// `null` fields where it declares none.
 fn prices(model: &crate::ModelStatus) -> Value {
     json!({
@@ -469,6 +470,7 @@ fn prices(model: &crate::ModelStatus) -> Value {
         "output": model.prices.output,
         "cache_read": model.prices.cache_read,
         "cache_write": model.prices.cache_write,
+        "search": model.prices.search,
         "as_of": model.prices_as_of,
     })
 }
