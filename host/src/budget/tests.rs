@@ -132,7 +132,13 @@ fn a_usd_budget_refuses_a_call_it_cannot_price() {
 #[test]
 fn a_usd_budget_counts_cache_priced_tokens_at_their_price() {
     let mut model = ModelSpec::sample();
-    model.prices = crate::record::Prices { input: Some(3.0), output: Some(15.0), cache_read: None, cache_write: None };
+    model.prices = crate::record::Prices {
+        input: Some(3.0),
+        output: Some(15.0),
+        cache_read: None,
+        cache_write: None,
+        search: None,
+    };
     model.cache_read_multiplier = 0.1;
     model.cache_write_multiplier = 1.25;
     // The worst case prices the whole input at the dearer cache-write price.
@@ -142,7 +148,7 @@ fn a_usd_budget_counts_cache_priced_tokens_at_their_price() {
     // A record of cache reads settles at the read price.
     let read = crate::record::Tokens { input: 0, output: 100_000, cache_read: 1_000_000, ..Default::default() };
     let multipliers = crate::record::CacheMultipliers { read: 0.1, write: 1.25 };
-    let actual = Spend::of(&read, model.prices.cost(&read, multipliers));
+    let actual = Spend::of(&read, model.prices.cost(&read, 0, multipliers));
     let book = book_of(&[(member("ana"), Limits { daily_usd: Some(10.0), ..Limits::default() })], clock());
     book.hold(&book.applicable(None, "ana", None), worst, "m").unwrap().settle(actual);
     let (spent, held, remaining) = standing(&book, &member("ana"), Period::Day);
