@@ -46,6 +46,18 @@ max_retries = 0
 reasoning = "thinking"
 
 [[model]]
+id = "pro3"
+provider = "gemini"
+wire_id = "gemini-3.1-pro-preview"
+endpoint = "http://{addr}/v1beta"
+credential = "weir-gemini-key"
+max_output_tokens = 8000
+context_window = 200000
+output_tokens = 100
+max_retries = 0
+reasoning = "effort"
+
+[[model]]
 id = "gemini-embed"
 provider = "gemini"
 wire_id = "gemini-embedding-001"
@@ -443,6 +455,29 @@ async fn a_thinking_budget_becomes_thinking_config_and_thoughts_come_back_signed
         json!({"maxOutputTokens": 2048, "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true}}),
         "{sent}"
     );
+}
+
+/// On Gemini 3 an effort goes as a `thinkingLevel` (never with a budget), the
+/// level every Gemini 3 model takes: `minimal` as `low`.
+#[tokio::test]
+async fn a_gemini_3_entry_sends_the_callers_effort_as_a_thinking_level() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    for (effort, level) in [("medium", "medium"), ("minimal", "low")] {
+        upstream.push(answer(vec![json!({"text": "Four."})], "STOP", usage(12, 2, 30, 0)));
+        let request = json!({"model": "pro3", "reasoning_effort": effort,
+                             "messages": [{"role": "user", "content": "What is 2 + 2?"}]});
+        let (status, _, body) = post(&gateway, &request).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["message"]["content"], "Four.");
+        let sent = upstream.received().last().unwrap().json();
+        assert_eq!(
+            sent["generationConfig"]["thinkingConfig"],
+            json!({"thinkingLevel": level, "includeThoughts": true}),
+            "{effort}: {sent}"
+        );
+        assert!(upstream.received().last().unwrap().path.contains("gemini-3.1-pro-preview:generateContent"));
+    }
 }
 
 /// A caller's JSON Schema (`response_format`) goes as `responseMimeType` and

@@ -119,27 +119,57 @@ fn generation_config(params: &CallParams) -> Result<Value, CodecError> {
         config.insert("responseMimeType".into(), json!("application/json"));
         config.insert("responseJsonSchema".into(), parse_value(&schema.schema_json, &what)?);
     }
-    if let Some(thinking) = thinking(params) {
+    if let Some(thinking) = thinking(params, &params.wire_model_id) {
         config.insert("thinkingConfig".into(), thinking);
     }
     Ok(Value::Object(config))
 }
 
 /// `thinkingConfig`: the host's thinking budget as `thinkingBudget` (an entry
-/// declared `reasoning = "thinking"`), else an effort (`reasoning = "effort"`)
-/// as the budget Google's OpenAI compatibility layer maps it to (low 1 024,
-/// medium 8 192, high 24 576; minimal as low, max as high), never above the
-/// output reserve, since Gemini counts thinking inside `maxOutputTokens`.
+/// declared `reasoning = "thinking"`), else an effort (`reasoning = "effort"`):
+/// on Gemini 3 and later as a `thinkingLevel` (see [`effort_level`]), on
+/// Gemini 2.5 as the budget Google's OpenAI compatibility layer maps it to
+/// (low 1 024, medium 8 192, high 24 576; minimal as low, max as high), never
+/// above the output reserve, since Gemini counts thinking inside
+/// `maxOutputTokens`. Never both fields: Google refuses a request with both.
 /// Thought summaries are asked for (`includeThoughts`) whenever thinking is
 /// configured, so the answer's reasoning reaches the caller. Neither given:
 /// no `thinkingConfig`, and the model thinks as it does by default.
-fn thinking(params: &CallParams) -> Option<Value> {
-    let budget = match (params.thinking_budget, params.reasoning_effort) {
-        (Some(budget), _) => budget,
-        (None, Some(effort)) => effort_budget(effort).min(params.max_tokens),
-        (None, None) => return None,
-    };
-    Some(json!({"thinkingBudget": budget, "includeThoughts": true}))
+fn thinking(params: &CallParams, wire_id: &str) -> Option<Value> {
+    match (params.thinking_budget, params.reasoning_effort) {
+        (Some(budget), _) => Some(json!({"thinkingBudget": budget, "includeThoughts": true})),
+        (None, Some(effort)) if takes_levels(wire_id) => {
+            Some(json!({"thinkingLevel": effort_level(effort, wire_id), "includeThoughts": true}))
+        }
+        (None, Some(effort)) => {
+            Some(json!({"thinkingBudget": effort_budget(effort).min(params.max_tokens), "includeThoughts": true}))
+        }
+        (None, None) => None,
+    }
+}
+
+/// Whether `wire_id` names a model that takes its thinking as a level:
+/// Gemini 3 and later (`gemini-3-flash-preview`, `gemini-3.1-pro-preview`),
+/// and an alias without a version (`gemini-flash-latest`), which points at the
+/// current family. Gemini 2.5 and older take a budget.
+fn takes_levels(wire_id: &str) -> bool {
+    let Some(rest) = wire_id.strip_prefix("gemini-") else { return false };
+    let major: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    major.parse::<u32>().map_or(true, |major| major >= 3)
+}
+
+/// An effort as a `thinkingLevel` every Gemini 3 model takes: `low`, `medium`
+/// and `high`. `minimal` is sent as `low` (Gemini 3.1 Pro refuses `minimal`),
+/// `max` as `high` (the deepest level the family shares), and `medium` as
+/// `high` on Gemini 3 Pro, which takes only `low` and `high`.
+fn effort_level(effort: Effort, wire_id: &str) -> &'static str {
+    let only_low_and_high = wire_id.starts_with("gemini-3-pro");
+    match effort {
+        Effort::Minimal | Effort::Low => "low",
+        Effort::Medium if only_low_and_high => "high",
+        Effort::Medium => "medium",
+        Effort::High | Effort::Max => "high",
+    }
 }
 
 fn effort_budget(effort: Effort) -> u32 {
@@ -472,6 +502,36 @@ mod tests {
         assert_eq!(body_of(&conversation, &params)["generationConfig"]["thinkingConfig"]["thinkingBudget"], 1024);
         params.stop = (0..6).map(|n| n.to_string()).collect();
         assert!(unsupported(encode(&conversation, &params)).contains("at most 5"));
+    }
+
+    #[test]
+    fn gemini_3_takes_its_effort_as_a_level_and_never_both_fields() {
+        let conversation = PreparedConversation::of(vec![Turn::user(vec![text("Hi")])]);
+        let level = |id: &str, effort: Effort| {
+            let mut params = CallParams::new(id, 4096);
+            params.reasoning_effort = Some(effort);
+            body_of(&conversation, &params)["generationConfig"]["thinkingConfig"].clone()
+        };
+        let cases = [
+            ("gemini-3.1-pro-preview", Effort::Minimal, "low"),
+            ("gemini-3.1-pro-preview", Effort::Medium, "medium"),
+            ("gemini-3.1-pro-preview", Effort::Max, "high"),
+            ("gemini-3-flash-preview", Effort::Low, "low"),
+            ("gemini-3-pro-preview", Effort::Medium, "high"),
+            ("gemini-flash-latest", Effort::High, "high"),
+        ];
+        for (id, effort, expected) in cases {
+            assert_eq!(level(id, effort), json!({"thinkingLevel": expected, "includeThoughts": true}), "{id}");
+        }
+        // Gemini 2.5 keeps the budget; a caller's own budget is sent alone on Gemini 3.
+        assert_eq!(level("gemini-2.5-flash-lite", Effort::Medium)["thinkingBudget"], 4096);
+        let mut params = CallParams::new("gemini-3.1-pro-preview", 4096);
+        params.thinking_budget = Some(2000);
+        params.reasoning_effort = Some(Effort::High);
+        assert_eq!(
+            body_of(&conversation, &params)["generationConfig"]["thinkingConfig"],
+            json!({"thinkingBudget": 2000, "includeThoughts": true})
+        );
     }
 
     #[test]
