@@ -25,15 +25,19 @@ pub struct ErrorFields {
     pub status: Option<u16>,
 }
 
+/// An error body that is not JSON, as its message: its text, unless blank.
+/// What every error parser falls back on (a proxy's HTML page, a plain-text
+/// 502), so a dialect's own parser need not repeat it.
+pub fn text_message(body: &[u8]) -> Option<String> {
+    Some(String::from_utf8_lossy(body).into_owned()).filter(|message| !message.trim().is_empty())
+}
+
 impl ErrorFields {
     /// Reads the fields from a body; a body that is not JSON yields only its text.
     pub fn parse(body: &[u8]) -> Self {
         match serde_json::from_slice::<Value>(body) {
             Ok(value) => Self::from_value(&value),
-            Err(_) => Self {
-                message: Some(String::from_utf8_lossy(body).into_owned()).filter(|m| !m.trim().is_empty()),
-                ..Self::default()
-            },
+            Err(_) => Self { message: text_message(body), ..Self::default() },
         }
     }
 

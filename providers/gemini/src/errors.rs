@@ -18,7 +18,7 @@
 //! maximum: context overflow. Detail strings are for the server log only.
 
 use serde_json::Value;
-use weir_sdk::errors::{class_for_status, truncate};
+use weir_sdk::errors::{class_for_status, text_message, truncate};
 use weir_sdk::http::retry_hint;
 use weir_sdk::types::{ErrorClass, HttpResponse, Retry, RetryHint};
 
@@ -39,10 +39,7 @@ impl GoogleError {
     pub fn parse(body: &[u8]) -> Self {
         match serde_json::from_slice::<Value>(body) {
             Ok(value) => Self::from_value(&value),
-            Err(_) => Self {
-                message: Some(String::from_utf8_lossy(body).into_owned()).filter(|m| !m.trim().is_empty()),
-                ..Self::default()
-            },
+            Err(_) => Self { message: text_message(body), ..Self::default() },
         }
     }
 
