@@ -466,3 +466,40 @@ async fn a_second_signal_during_the_drain_stops_at_once() {
     assert!(slow.await.unwrap().is_err(), "the cut call's connection was closed");
     assert_eq!(upstream.request_count(), 1);
 }
+
+/// `weir serve` started, as from most shells, at a soft open-file limit far
+/// below what `[server]` admits: a soft limit of 300 would fail `accept` past
+/// ~300 connections while `max_connections` says 4,096. The gateway raises its
+/// soft limit to the hard one, and warns when the hard limit itself is below
+/// what its settings may hold (4,096 + 2,048 + 256).
+#[test]
+fn weir_serve_raises_its_open_file_limit_and_warns_when_the_hard_one_is_short() {
+    for (limits, soft, log) in [
+        ("300:20000", "20000", "raised the open-files soft limit"),
+        ("300:1000", "1000", "the open-files hard limit is below what [server] max_connections"),
+    ] {
+        let mut child = std::process::Command::new("prlimit")
+            .arg(format!("--nofile={limits}"))
+            .arg("--")
+            .arg(weir_tests::weir_binary())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("WEIR_CACHE_DIR", weir_tests::gateway::shared_cache_dir())
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("prlimit runs weir serve");
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(line.starts_with("listening on "), "{line}");
+        let proc_limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        let open_files = proc_limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_owned();
+        child.kill().unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let fields: Vec<&str> = open_files.split_whitespace().collect();
+        assert_eq!(fields[3], soft, "{limits}: {open_files}");
+        assert!(stderr.contains(log), "{limits}: {stderr}");
+    }
+}

@@ -334,7 +334,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
              for this process, and items sealed before a restart will not open after it"
         );
     }
-    raise_open_files_limit();
+    let server = &weir.config().server;
+    raise_open_files_limit(open_files_needed(server.max_connections(), server.max_in_flight()));
     // This thread accepts connections and runs the watches and the metrics
     // listener; client connections are served on `serve`'s lanes, one
     // single-threaded runtime per core (src/server/edge/lanes.rs).
@@ -411,14 +412,35 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
 /// fleet's PostgreSQL ledger.
 const SHIP_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Descriptors beyond the connections: the listener, each lane's epoll and
+/// wakers, the ledger's database and journal, the artifact cache, the
+/// providers folder's watch, a fleet's Redis connections.
+const OPEN_FILES_RESERVE: u64 = 256;
+
+/// The descriptors a gateway serving `max_connections` client connections
+/// and `max_in_flight` calls (each with one upstream connection) may hold.
+fn open_files_needed(max_connections: u32, max_in_flight: u32) -> u64 {
+    u64::from(max_connections) + u64::from(max_in_flight) + OPEN_FILES_RESERVE
+}
+
 /// A gateway holds two sockets per call (client and upstream); the usual soft
 /// limit of 1024 open files would refuse connections long before
 /// `max_connections`. The hard limit is the operator's ceiling, so the soft
-/// one is raised to it.
+/// one is raised to it; a hard limit below what the `[server]` settings
+/// (`needed`) may hold is warned of, since past it new connections fail.
 #[cfg(unix)]
-fn raise_open_files_limit() {
+fn raise_open_files_limit(needed: u64) {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
+    // `None` is the kernel's infinity.
+    if limit.maximum.is_some_and(|hard| hard < needed) {
+        tracing::warn!(
+            hard = ?limit.maximum,
+            needed,
+            "the open-files hard limit is below what [server] max_connections and max_in_flight may hold: past it, \
+             new connections fail. Raise it (systemd: LimitNOFILE=; a shell: ulimit -Hn) or lower the settings"
+        );
+    }
     if limit.current.is_some() && limit.current == limit.maximum {
         tracing::info!(soft = ?limit.current, "open-files limit already at its hard limit");
         return;
@@ -431,7 +453,7 @@ fn raise_open_files_limit() {
 }
 
 #[cfg(not(unix))]
-fn raise_open_files_limit() {}
+fn raise_open_files_limit(_needed: u64) {}
 
 /// Where the kernel's transparent huge pages are on (`madvise` or `always`),
 /// `khugepaged` folds the allocator's sparsely used 4 KiB pages into 2 MiB ones.
