@@ -533,7 +533,7 @@ impl WeirBuilder {
             None => PathBuf::from("providers"),
         });
         let cache_dir = self.cache_dir.unwrap_or_else(|| default_cache_dir(&config));
-        let engine = PluginEngine::new(cache_dir).map_err(BuildError::Engine)?;
+        let engine = PluginEngine::with_slots(cache_dir, config.server.max_in_flight()).map_err(BuildError::Engine)?;
         let mut registry =
             ProviderRegistry::load_with(&engine, Some(&providers_dir), config.allowed_digests.as_deref(), None)
                 .map_err(BuildError::Providers)?;

@@ -503,3 +503,48 @@ fn weir_serve_raises_its_open_file_limit_and_warns_when_the_hard_one_is_short() 
         assert!(stderr.contains(log), "{limits}: {stderr}");
     }
 }
+
+/// More live streams than the engine's old fixed pool of 1,000 instances, each
+/// outlasting the 10 s a call waits for a free instance: the pool is sized
+/// from `max_in_flight` (here 1,100), so every stream is served whole and none
+/// is answered `gateway_busy` (with a pool of 1,000, the last 50 were).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_live_streams_than_a_thousand_are_all_served_when_max_in_flight_admits_them() {
+    const STREAMS: usize = 1_050;
+    let upstream = FakeUpstream::start().await;
+    let texts: Vec<String> = (0..12).map(|i| format!("part {i} ")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let stream = Scripted::Stream {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        chunks: openai_wire::sse_chunks(&texts),
+        pause: Duration::from_millis(1_000),
+    };
+    for _ in 0..STREAMS {
+        upstream.push(stream.clone());
+    }
+    let gateway = gateway(&upstream, "max_in_flight = 1100\nmax_connections = 1200").await;
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let body = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "long"}]});
+    let calls: Vec<_> = (0..STREAMS)
+        .map(|_| {
+            let request = client.post(gateway.url("/v1/chat/completions")).json(&body).send();
+            tokio::spawn(async move {
+                let response = request.await.unwrap();
+                (response.status().as_u16(), response.text().await.unwrap_or_default())
+            })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::new();
+    let mut whole = 0;
+    for call in calls {
+        let (status, text) = call.await.unwrap();
+        *statuses.entry(status).or_insert(0) += 1;
+        if status != 200 {
+            eprintln!("{status}: {text}");
+        }
+        whole += usize::from(text.contains("part 11") && text.contains("[DONE]"));
+    }
+    assert_eq!(statuses, std::collections::BTreeMap::from([(200, STREAMS)]), "no stream refused");
+    assert_eq!(whole, STREAMS, "every stream reached its end");
+}

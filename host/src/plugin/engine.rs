@@ -104,7 +104,15 @@ impl PluginEngine {
     /// The engine every gateway serves with: each call runs under the sandbox's
     /// limits (`sandbox::FUEL_PER_CALL`, the memory ceiling, the instance caps).
     pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
-        Self::with_limits(cache_dir, SandboxLimits::Enforced)
+        Self::with_limits(cache_dir, SandboxLimits::Enforced, DEFAULT_SLOTS)
+    }
+
+    /// [`Self::new`] with a pool of `slots` instances (at most
+    /// [`MAX_SLOTS`]): a serving gateway sizes it from `[server] max_in_flight`
+    /// (see [`crate::Config`]), since a call in flight holds one instance at a
+    /// time and a stream holds its decoder's for its whole life.
+    pub fn with_slots(cache_dir: Option<PathBuf>, slots: u32) -> anyhow::Result<Self> {
+        Self::with_limits(cache_dir, SandboxLimits::Enforced, slots.clamp(1, MAX_SLOTS))
     }
 
     /// An engine whose calls run with no fuel and no store limits. It exists
@@ -112,7 +120,7 @@ impl PluginEngine {
     /// cost against a limited engine in the same run. Never serve with it: a
     /// component that loops would hold its worker thread forever.
     pub fn without_limits_for_measurement(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
-        Self::with_limits(cache_dir, SandboxLimits::Off)
+        Self::with_limits(cache_dir, SandboxLimits::Off, DEFAULT_SLOTS)
     }
 
     /// An engine whose calls run under every limit but never yield to the async
@@ -121,14 +129,14 @@ impl PluginEngine {
     /// run. Never serve with it: a looping component would hold its worker
     /// thread for its whole CPU budget.
     pub fn without_yield_for_measurement(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
-        Self::with_limits(cache_dir, SandboxLimits::EnforcedWithoutYield)
+        Self::with_limits(cache_dir, SandboxLimits::EnforcedWithoutYield, DEFAULT_SLOTS)
     }
 
-    fn with_limits(cache_dir: Option<PathBuf>, limits: SandboxLimits) -> anyhow::Result<Self> {
+    fn with_limits(cache_dir: Option<PathBuf>, limits: SandboxLimits, slots: u32) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.cranelift_opt_level(OptLevel::Speed);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         // A CPU budget per call (see `sandbox::FUEL_PER_CALL`): a component that
         // loops fails its own call instead of holding a worker thread forever.
         config.consume_fuel(limits != SandboxLimits::Off);
@@ -138,7 +146,7 @@ impl PluginEngine {
         // Fuel changes the compiled code, so the two kinds of engine never share
         // an artifact: the cache keys on the engine's compatibility hash.
         let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
-        Ok(Self { engine, limits, linker: Arc::new(linker), cache, slots: InstanceSlots::new(SLOTS) })
+        Ok(Self { engine, limits, linker: Arc::new(linker), cache, slots: InstanceSlots::new(slots) })
     }
 
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
@@ -186,10 +194,16 @@ impl PluginEngine {
     }
 }
 
-/// Component instances the pooling allocator holds at once, per engine. Every
-/// instance takes a permit of [`InstanceSlots`] first, so a call that finds the
-/// pool full waits for a slot instead of failing in the allocator.
-const SLOTS: u32 = 1_000;
+/// Component instances the pooling allocator holds at once, per engine, when
+/// nothing sizes the pool (`weir check`, the benches). Every instance takes a
+/// permit of [`InstanceSlots`] first, so a call that finds the pool full waits
+/// for a slot instead of failing in the allocator.
+const DEFAULT_SLOTS: u32 = 1_000;
+
+/// The largest pool an engine is given, whatever `max_in_flight` says: each
+/// slot reserves ~4 GiB of address space (see [`pooling`]), and 16 384 slots
+/// are half of what x86-64 gives a process. Calls beyond it wait for a slot.
+pub const MAX_SLOTS: u32 = 16_384;
 
 /// Instances come from a pool of preallocated slots, and the first 256 KiB of each
 /// slot's memory stay resident between uses (reset in place instead of
@@ -204,18 +218,21 @@ const SLOTS: u32 = 1_000;
 /// instructions per call fell from 1.11 M to 0.74 M under callgrind
 /// (valgrind's memset is slower than the real one, so the real saving is
 /// smaller). Elsewhere it falls back to the memset. The price is resident
-/// memory for slots peak concurrency touched: at most 256 KiB × 1 000 slots.
+/// memory for slots peak concurrency touched: at most 256 KiB per slot.
 /// Each memory slot also reserves (not commits) wasmtime's default 4 GiB of
 /// address space, so that guest bounds checks can be elided: ~4 TiB of
-/// virtual space per engine.
-fn pooling() -> PoolingAllocationConfig {
+/// virtual space per 1 000 slots (x86-64 gives a process 128 TiB).
+fn pooling(slots: u32) -> PoolingAllocationConfig {
     const KEEP_RESIDENT: usize = 256 << 10;
     let mut pooling = PoolingAllocationConfig::default();
     pooling
-        .total_component_instances(SLOTS)
-        .total_core_instances(SLOTS * 8)
-        .total_memories(SLOTS)
-        .total_tables(SLOTS * 4)
+        .total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(8))
+        .total_memories(slots)
+        .total_tables(slots.saturating_mul(4))
+        // A store keeps the last async stack it ran on for its next call, so a
+        // live stream's store holds one: a stack per slot.
+        .total_stacks(slots)
         .max_memories_per_component(2)
         .max_core_instances_per_component(sandbox::CORE_INSTANCES_PER_CALL)
         .max_tables_per_component(8)
