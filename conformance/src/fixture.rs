@@ -115,7 +115,7 @@ pub struct Params {
     #[serde(default)]
     pub effort: Option<Effort>,
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     #[serde(default)]
     pub stop: Vec<String>,
     #[serde(default)]
