@@ -162,7 +162,7 @@ async fn a_0_1_0_chat_component_loads_and_answers_encode_decode_classify_and_str
 async fn the_first_party_components_target_the_current_world() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     let openai = registry.get("openai").unwrap();
-    assert_eq!(openai.component().world_version, "0.4.0");
+    assert_eq!(openai.component().world_version, "0.5.0");
     assert!(openai.exports(Operation::Chat));
     assert!(openai.serves_operation(Operation::Chat, "gpt-4.1").unwrap());
 }

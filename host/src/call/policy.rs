@@ -231,10 +231,26 @@ impl Needs {
     /// not declare, as the capability it falls under and why.
     fn unsupported_source(self, provider: Capabilities) -> Option<(Capability, &'static str)> {
         [
-            (Capabilities::IMAGE_URLS, Capability::Vision, "the conversation holds an image by URL, and the provider component takes images inline only"),
-            (Capabilities::INLINE_IMAGES, Capability::Vision, "the conversation holds an inline image, and the provider component takes images by URL only"),
-            (Capabilities::DOCUMENT_URLS, Capability::Documents, "the conversation holds a document by URL, and the provider component takes documents inline only"),
-            (Capabilities::INLINE_DOCUMENTS, Capability::Documents, "the conversation holds an inline document, and the provider component takes documents by URL only"),
+            (
+                Capabilities::IMAGE_URLS,
+                Capability::Vision,
+                "the conversation holds an image by URL, and the provider component takes images inline only",
+            ),
+            (
+                Capabilities::INLINE_IMAGES,
+                Capability::Vision,
+                "the conversation holds an inline image, and the provider component takes images by URL only",
+            ),
+            (
+                Capabilities::DOCUMENT_URLS,
+                Capability::Documents,
+                "the conversation holds a document by URL, and the provider component takes documents inline only",
+            ),
+            (
+                Capabilities::INLINE_DOCUMENTS,
+                Capability::Documents,
+                "the conversation holds an inline document, and the provider component takes documents by URL only",
+            ),
         ]
         .into_iter()
         .find(|(flag, ..)| self.sources.contains(*flag) && !provider.contains(*flag))

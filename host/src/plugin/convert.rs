@@ -143,7 +143,8 @@ mod tests {
     #[test]
     fn every_listed_version_has_a_record_set() {
         for version in super::super::world::WORLD_VERSIONS {
-            let expected = if *version == super::super::world::WORLD_VERSION { Records::Current } else { Records::V0_4 };
+            let expected =
+                if *version == super::super::world::WORLD_VERSION { Records::Current } else { Records::V0_4 };
             assert_eq!(Records::of(version), expected, "{version}");
         }
     }

@@ -505,8 +505,7 @@ impl LogprobsExports {
 /// `native.count-tokens-encode`.
 type NativeEncode<'a> = Func<(&'a str, &'a PreparedConversation, &'a CallParams, &'a NativeRequest), Encoded>;
 /// [`NativeEncode`] of a 0.4.0 component, with 0.4.0's `call-params`.
-type NativeEncodeV04<'a> =
-    Func<(&'a str, &'a PreparedConversation, &'a v0_4::CallParams, &'a NativeRequest), Encoded>;
+type NativeEncodeV04<'a> = Func<(&'a str, &'a PreparedConversation, &'a v0_4::CallParams, &'a NativeRequest), Encoded>;
 
 impl NativeExports {
     /// Which records the encodes take (see [`Self::encode_v0_4`]).

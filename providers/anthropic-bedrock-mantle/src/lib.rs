@@ -81,7 +81,12 @@ mod tests {
                 default_credential_id: "aws-access-key-id".into()
             })
         );
-        assert!(info.capabilities.contains(Capabilities::STREAMING | Capabilities::THINKING | Capabilities::INLINE_DOCUMENTS | Capabilities::DOCUMENT_URLS));
+        assert!(info.capabilities.contains(
+            Capabilities::STREAMING
+                | Capabilities::THINKING
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
+        ));
         assert!(!info.capabilities.contains(Capabilities::STRUCTURED_OUTPUT));
         assert_eq!(info.stream_framing, StreamFraming::Sse);
     }

@@ -1,0 +1,153 @@
+//! `describe` + `chat` of one world version, the same code for two builds:
+//! feature `chat-0-4` against the frozen `weir:provider@0.4.0` (a component
+//! built before 0.5.0 changed `call-params` and `capabilities`), feature
+//! `chat-0-5` against the current WIT. Key `versioned`; it speaks
+//! `POST /complete` with `{"model", "max_tokens", "temperature", "prompt"}`
+//! and reads `{"text", "input", "output"}`; its stream is one text piece per
+//! event, `[DONE]` the stop, `finish` the usage.
+//!
+//! It writes `temperature` as the number it was given, widened to JSON's
+//! `f64`: 0.4.0 gives it an `f32` (the caller's 0.3 goes out as
+//! 0.30000001192092896), 0.5.0 the caller's `f64` (0.3). The tests read what
+//! crossed the boundary from the body; the bench times the two builds' round
+//! trips side by side (the difference is the host's conversion).
+
+use std::cell::Cell;
+
+use serde_json::{Value, json};
+
+use exports::weir::provider::chat::{Guest as Chat, GuestStreamDecoder};
+use exports::weir::provider::describe::Guest as Describe;
+use weir::provider::types::{
+    CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HttpRequest,
+    HttpResponse, PreparedConversation, ProviderInfo, Retry, StopInfo, StopReason, StreamDelta, StreamEvent,
+    StreamFraming, Usage,
+};
+
+#[cfg(feature = "chat-0-4")]
+wit_bindgen::generate!({
+    path: "../../wit/frozen/0.4.0",
+    world: "chat-provider",
+});
+
+#[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "chat-provider",
+});
+
+/// What it declares: streaming and images. 0.4.0's one `images` flag; in
+/// 0.5.0 both sources, so the host reads the same from either build.
+#[cfg(feature = "chat-0-4")]
+fn capabilities() -> Capabilities {
+    Capabilities::STREAMING | Capabilities::IMAGES
+}
+
+#[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
+fn capabilities() -> Capabilities {
+    Capabilities::STREAMING | Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS
+}
+
+struct Versioned;
+
+impl Describe for Versioned {
+    fn providers() -> Vec<ProviderInfo> {
+        vec![ProviderInfo {
+            key: "versioned".to_owned(),
+            description: "a chat component built against one world version (test suite only)".to_owned(),
+            default_endpoint: None,
+            credential: CredentialShape::None,
+            capabilities: capabilities(),
+            stream_framing: StreamFraming::Sse,
+        }]
+    }
+
+    fn serves(_: String, wire_id: String) -> bool {
+        wire_id != crate::NOT_SERVED
+    }
+
+    fn claims(_: String, _: String) -> bool {
+        false
+    }
+}
+
+impl Chat for Versioned {
+    type StreamDecoder = Decoder;
+
+    fn encode(_: String, conversation: PreparedConversation, params: CallParams) -> Result<HttpRequest, CodecError> {
+        let prompt: String = conversation
+            .turns
+            .iter()
+            .flat_map(|turn| turn.content.iter())
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let body = json!({"model": params.wire_model_id, "max_tokens": params.max_tokens,
+                          "temperature": params.temperature, "stream": params.stream, "prompt": prompt});
+        Ok(HttpRequest {
+            method: "POST".to_owned(),
+            path_and_query: "/complete".to_owned(),
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: crate::body(&body),
+        })
+    }
+
+    fn decode(_: String, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        let value: Value =
+            serde_json::from_slice(&response.body).map_err(|e| CodecError::Malformed(format!("not JSON: {e}")))?;
+        let text = value["text"].as_str().ok_or_else(|| CodecError::Malformed("no `text`".to_owned()))?;
+        Ok(ChatResponse {
+            content: vec![ContentBlock::Text(text.to_owned())],
+            stop_reason: StopReason::EndTurn,
+            raw_stop_reason: None,
+            usage: Some(Usage {
+                input: value["input"].as_u64().unwrap_or(0),
+                output: value["output"].as_u64().unwrap_or(0),
+                cache_read: 0,
+                cache_write: 0,
+                reasoning: None,
+            }),
+            refusal: None,
+            served_model: value["model"].as_str().map(str::to_owned),
+            request_id: crate::header(&response.headers, "x-request-id").map(str::to_owned),
+        })
+    }
+
+    fn classify(_: String, response: HttpResponse) -> ErrorClass {
+        let detail = String::from_utf8_lossy(&response.body).into_owned();
+        match response.status {
+            429 => ErrorClass::RateLimited(Retry { hint: None, detail }),
+            _ => ErrorClass::InvalidRequest(detail),
+        }
+    }
+}
+
+/// Each event's data is a piece of text, `[DONE]` ends the stream; `finish`
+/// reports how many pieces came.
+pub struct Decoder {
+    pieces: Cell<u64>,
+}
+
+impl GuestStreamDecoder for Decoder {
+    fn new(_: String) -> Self {
+        Self { pieces: Cell::new(0) }
+    }
+
+    fn feed(&self, event: StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+        let data = String::from_utf8(event.data).map_err(|_| CodecError::Malformed("not UTF-8".to_owned()))?;
+        if data == "[DONE]" {
+            return Ok(vec![StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None })]);
+        }
+        self.pieces.set(self.pieces.get() + 1);
+        Ok(vec![StreamDelta::Text(data)])
+    }
+
+    fn finish(&self) -> Result<Vec<StreamDelta>, CodecError> {
+        let output = self.pieces.get();
+        Ok(vec![StreamDelta::Usage(Usage { input: 0, output, cache_read: 0, cache_write: 0, reasoning: None })])
+    }
+}
+
+export!(Versioned);
