@@ -64,7 +64,7 @@ fn round_trip(
 /// alternating which goes first.
 fn paired_ratio(mut legacy: impl FnMut(), mut current: impl FnMut()) -> f64 {
     const ROUNDS: usize = 41;
-    let mut time = |call: &mut dyn FnMut()| {
+    let time = |call: &mut dyn FnMut()| {
         let started = Instant::now();
         for _ in 0..100 {
             call();
