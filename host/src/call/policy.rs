@@ -10,6 +10,9 @@
 //!   `capability_mismatch`. The entry has what it declares narrowed to what its
 //!   provider component carries, or, declaring nothing, its provider's (see
 //!   [`crate::catalog::Capability`]). A model's name never grants anything.
+//!   An image or document whose source (inline or URL) the component does not
+//!   declare (WIT 0.5.0's media flags) fails the same way, under `vision` or
+//!   `documents`: the host fetches no caller's URL and cannot make bytes one.
 //! - **Streaming.** An entry that cannot stream is never asked to: the caller's
 //!   stream is answered whole and replayed (the caller decides, see `call::run`).
 //! - **Sampling.** OpenAI's reasoning families accept only their own default
