@@ -17,7 +17,8 @@ use weir_host::plugin::{
 use weir_host::reach::Trust;
 use weir_host::types::{
     CallParams, Capabilities, CodecError, ContentBlock, Conversation, Effort, EmbeddingParams, EmbeddingPurpose,
-    ErrorClass, HttpRequest, HttpResponse, Ranked, RerankParams, RetryHint, StopReason, StreamDelta, StreamEvent,
+    ErrorClass, HttpRequest, HttpResponse, NativeRequest, Ranked, RerankParams, RetryHint, StopReason, StreamDelta,
+    StreamEvent,
 };
 
 fn cache_dir() -> PathBuf {
@@ -172,7 +173,7 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
         let versioned = load(&engine(), path);
         assert_eq!(versioned.key(), "versioned");
         assert_eq!(versioned.component().world_version, version);
-        assert_eq!(versioned.component().operations(), vec![Operation::Chat]);
+        assert_eq!(versioned.component().operations(), vec![Operation::Chat, Operation::Native]);
         assert_eq!(
             versioned.info().capabilities,
             Capabilities::STREAMING | Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS,
@@ -217,6 +218,25 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
             [StreamDelta::Usage(usage)] => assert_eq!(usage.output, 2, "{version}"),
             other => panic!("{version}: {other:?}"),
         }
+
+        // `native`'s encodes take `call-params` too: converted alike.
+        let support = versioned.native_support("versioned-small").unwrap().expect("it exports native");
+        assert_eq!((support.dialect.as_str(), support.fields.as_slice()), ("versioned", &["extra".to_owned()][..]));
+        let native = NativeRequest {
+            dialect: "versioned".to_owned(),
+            fields_json: r#"{"extra":1}"#.to_owned(),
+            betas: Vec::new(),
+        };
+        let conversation = Conversation::user("Hello");
+        let mut session = versioned.session();
+        let sent = session.encode_native(&conversation, &params, &native, None).await.unwrap();
+        let body = json_body(&sent);
+        assert_eq!((sent.path_and_query.as_str(), body["extra"].clone()), ("/complete", serde_json::json!(1)));
+        assert_eq!(body["temperature"], temperature, "{version}: native.encode");
+        let count = session.count_tokens_encode(&conversation, &params, &native, None).await.unwrap();
+        assert_eq!(count.path_and_query, "/count");
+        assert_eq!(json_body(&count)["temperature"], temperature, "{version}: native.count-tokens-encode");
+        assert_eq!(session.count_tokens_decode(&response(200, &[], r#"{"tokens":12}"#)).await.unwrap(), 12);
     }
 }
 

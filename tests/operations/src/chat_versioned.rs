@@ -1,10 +1,13 @@
-//! `describe` + `chat` of one world version, the same code for two builds:
+//! `describe` + `chat` + `native` of one world version, the same code for two builds:
 //! feature `chat-0-4` against the frozen `weir:provider@0.4.0` (a component
 //! built before 0.5.0 changed `call-params` and `capabilities`), feature
 //! `chat-0-5` against the current WIT. Key `versioned`; it speaks
 //! `POST /complete` with `{"model", "max_tokens", "temperature", "prompt"}`
 //! and reads `{"text", "input", "output"}`; its stream is one text piece per
-//! event, `[DONE]` the stop, `finish` the usage.
+//! event, `[DONE]` the stop, `finish` the usage. `native` (dialect `versioned`)
+//! takes the field `extra` and counts tokens: its encodes write the same body
+//! with the fields merged in (to `/complete` and `/count`), and the count is
+//! `{"tokens"}`.
 //!
 //! It writes `temperature` as the number it was given, widened to JSON's
 //! `f64`: 0.4.0 gives it an `f32` (the caller's 0.3 goes out as
@@ -18,22 +21,23 @@ use serde_json::{Value, json};
 
 use exports::weir::provider::chat::{Guest as Chat, GuestStreamDecoder};
 use exports::weir::provider::describe::Guest as Describe;
+use exports::weir::provider::native::Guest as Native;
 use weir::provider::types::{
     CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HttpRequest,
-    HttpResponse, PreparedConversation, ProviderInfo, Retry, StopInfo, StopReason, StreamDelta, StreamEvent,
-    StreamFraming, Usage,
+    HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, Retry, StopInfo, StopReason,
+    StreamDelta, StreamEvent, StreamFraming, Usage,
 };
 
 #[cfg(feature = "chat-0-4")]
 wit_bindgen::generate!({
     path: "../../wit/frozen/0.4.0",
-    world: "chat-provider",
+    world: "chat-native-provider",
 });
 
 #[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "chat-provider",
+    world: "chat-native-provider",
 });
 
 /// What it declares: streaming and images. 0.4.0's one `images` flag; in
@@ -75,23 +79,7 @@ impl Chat for Versioned {
     type StreamDecoder = Decoder;
 
     fn encode(_: String, conversation: PreparedConversation, params: CallParams) -> Result<HttpRequest, CodecError> {
-        let prompt: String = conversation
-            .turns
-            .iter()
-            .flat_map(|turn| turn.content.iter())
-            .filter_map(|block| match block {
-                ContentBlock::Text(text) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let body = json!({"model": params.wire_model_id, "max_tokens": params.max_tokens,
-                          "temperature": params.temperature, "stream": params.stream, "prompt": prompt});
-        Ok(HttpRequest {
-            method: "POST".to_owned(),
-            path_and_query: "/complete".to_owned(),
-            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
-            body: crate::body(&body),
-        })
+        Ok(request("/complete", &body(&conversation, &params)))
     }
 
     fn decode(_: String, response: HttpResponse) -> Result<ChatResponse, CodecError> {
@@ -121,6 +109,75 @@ impl Chat for Versioned {
             429 => ErrorClass::RateLimited(Retry { hint: None, detail }),
             _ => ErrorClass::InvalidRequest(detail),
         }
+    }
+}
+
+/// The body every encode writes: what crossed the boundary, as it came.
+fn body(conversation: &PreparedConversation, params: &CallParams) -> Value {
+    let prompt: String = conversation
+        .turns
+        .iter()
+        .flat_map(|turn| turn.content.iter())
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    json!({"model": params.wire_model_id, "max_tokens": params.max_tokens,
+           "temperature": params.temperature, "stream": params.stream, "prompt": prompt})
+}
+
+fn request(path: &str, body: &Value) -> HttpRequest {
+    HttpRequest {
+        method: "POST".to_owned(),
+        path_and_query: path.to_owned(),
+        headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+        body: crate::body(body),
+    }
+}
+
+/// `body` with the caller's native fields merged in.
+fn with_native(mut body: Value, native: &NativeRequest) -> Result<Value, CodecError> {
+    let fields: serde_json::Map<String, Value> = serde_json::from_str(&native.fields_json)
+        .map_err(|e| CodecError::Unsupported(format!("native fields are not a JSON object: {e}")))?;
+    if let Value::Object(map) = &mut body {
+        map.extend(fields);
+    }
+    Ok(body)
+}
+
+impl Native for Versioned {
+    fn support(_: String, _: String) -> Option<NativeSupport> {
+        Some(NativeSupport {
+            dialect: "versioned".to_owned(),
+            fields: vec!["extra".to_owned()],
+            betas: Vec::new(),
+            count_tokens: true,
+        })
+    }
+
+    fn encode(
+        _: String,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        Ok(request("/complete", &with_native(body(&conversation, &params), &native)?))
+    }
+
+    fn count_tokens_encode(
+        _: String,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        Ok(request("/count", &with_native(body(&conversation, &params), &native)?))
+    }
+
+    fn count_tokens_decode(_: String, response: HttpResponse) -> Result<u64, CodecError> {
+        let value: Value =
+            serde_json::from_slice(&response.body).map_err(|e| CodecError::Malformed(format!("not JSON: {e}")))?;
+        value["tokens"].as_u64().ok_or_else(|| CodecError::Malformed("no `tokens`".to_owned()))
     }
 }
 
