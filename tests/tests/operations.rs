@@ -173,7 +173,7 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
         let versioned = load(&engine(), path);
         assert_eq!(versioned.key(), "versioned");
         assert_eq!(versioned.component().world_version, version);
-        assert_eq!(versioned.component().operations(), vec![Operation::Chat, Operation::Native]);
+        assert_eq!(versioned.component().operations(), vec![Operation::Chat, Operation::Logprobs, Operation::Native]);
         assert_eq!(
             versioned.info().capabilities,
             Capabilities::STREAMING | Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS,
@@ -237,6 +237,14 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
         assert_eq!(count.path_and_query, "/count");
         assert_eq!(json_body(&count)["temperature"], temperature, "{version}: native.count-tokens-encode");
         assert_eq!(session.count_tokens_decode(&response(200, &[], r#"{"tokens":12}"#)).await.unwrap(), 12);
+
+        // And `logprobs.encode`.
+        let sent = session.logprobs_encode(&conversation, &params, 5, None).await.unwrap();
+        let body = json_body(&sent);
+        assert_eq!((body["temperature"].clone(), body["top_logprobs"].clone()), (temperature, serde_json::json!(5)));
+        let first = session.logprobs_decode(&response(200, &[], r#"{"candidates":[["yes",-0.25]]}"#)).await.unwrap();
+        assert_eq!(first.candidates.len(), 1);
+        assert_eq!((first.candidates[0].token.as_str(), first.candidates[0].logprob), ("yes", -0.25));
     }
 }
 

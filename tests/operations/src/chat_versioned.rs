@@ -1,4 +1,4 @@
-//! `describe` + `chat` + `native` of one world version, the same code for two builds:
+//! `describe` + `chat` + `native` + `logprobs` of one world version, the same code for two builds:
 //! feature `chat-0-4` against the frozen `weir:provider@0.4.0` (a component
 //! built before 0.5.0 changed `call-params` and `capabilities`), feature
 //! `chat-0-5` against the current WIT. Key `versioned`; it speaks
@@ -7,7 +7,8 @@
 //! event, `[DONE]` the stop, `finish` the usage. `native` (dialect `versioned`)
 //! takes the field `extra` and counts tokens: its encodes write the same body
 //! with the fields merged in (to `/complete` and `/count`), and the count is
-//! `{"tokens"}`.
+//! `{"tokens"}`. `logprobs` writes the chat body with `top_logprobs` to
+//! `/complete` and reads `{"candidates": [[token, logprob], ...]}`.
 //!
 //! It writes `temperature` as the number it was given, widened to JSON's
 //! `f64`: 0.4.0 gives it an `f32` (the caller's 0.3 goes out as
@@ -21,23 +22,42 @@ use serde_json::{Value, json};
 
 use exports::weir::provider::chat::{Guest as Chat, GuestStreamDecoder};
 use exports::weir::provider::describe::Guest as Describe;
+use exports::weir::provider::logprobs::Guest as Logprobs;
 use exports::weir::provider::native::Guest as Native;
 use weir::provider::types::{
-    CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HttpRequest,
-    HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, Retry, StopInfo, StopReason,
-    StreamDelta, StreamEvent, StreamFraming, Usage,
+    CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, FirstToken,
+    HttpRequest, HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, Retry, StopInfo,
+    StopReason, StreamDelta, StreamEvent, StreamFraming, TokenCandidate, Usage,
 };
 
+// One world with every interface `call-params` crosses: chat, native and
+// logprobs (the package defines no such mix, so it is written here).
 #[cfg(feature = "chat-0-4")]
 wit_bindgen::generate!({
     path: "../../wit/frozen/0.4.0",
-    world: "chat-native-provider",
+    inline: "package weir:versioned-test;
+        world versioned {
+            export weir:provider/describe@0.4.0;
+            export weir:provider/chat@0.4.0;
+            export weir:provider/native@0.4.0;
+            export weir:provider/logprobs@0.4.0;
+        }",
+    world: "weir:versioned-test/versioned",
+    generate_all,
 });
 
 #[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "chat-native-provider",
+    inline: "package weir:versioned-test;
+        world versioned {
+            export weir:provider/describe@0.5.0;
+            export weir:provider/chat@0.5.0;
+            export weir:provider/native@0.5.0;
+            export weir:provider/logprobs@0.5.0;
+        }",
+    world: "weir:versioned-test/versioned",
+    generate_all,
 });
 
 /// What it declares: streaming and images. 0.4.0's one `images` flag; in
@@ -178,6 +198,38 @@ impl Native for Versioned {
         let value: Value =
             serde_json::from_slice(&response.body).map_err(|e| CodecError::Malformed(format!("not JSON: {e}")))?;
         value["tokens"].as_u64().ok_or_else(|| CodecError::Malformed("no `tokens`".to_owned()))
+    }
+}
+
+impl Logprobs for Versioned {
+    fn serves(_: String, wire_id: String) -> bool {
+        wire_id != crate::NOT_SERVED
+    }
+
+    fn encode(
+        _: String,
+        conversation: PreparedConversation,
+        params: CallParams,
+        top: u8,
+    ) -> Result<HttpRequest, CodecError> {
+        let mut body = body(&conversation, &params);
+        body["top_logprobs"] = json!(top);
+        Ok(request("/complete", &body))
+    }
+
+    fn decode(_: String, response: HttpResponse) -> Result<FirstToken, CodecError> {
+        let value: Value =
+            serde_json::from_slice(&response.body).map_err(|e| CodecError::Malformed(format!("not JSON: {e}")))?;
+        let candidates = value["candidates"]
+            .as_array()
+            .ok_or_else(|| CodecError::Malformed("no `candidates`".to_owned()))?
+            .iter()
+            .map(|pair| match (pair[0].as_str(), pair[1].as_f64()) {
+                (Some(token), Some(logprob)) => Ok(TokenCandidate { token: token.to_owned(), logprob }),
+                _ => Err(CodecError::Malformed("a candidate is not [token, logprob]".to_owned())),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(FirstToken { candidates, usage: None, served_model: None, request_id: None })
     }
 }
 
