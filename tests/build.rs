@@ -3,8 +3,8 @@
 //! and `v2` features), the component that tries to choose where secrets go
 //! (`tests/reach`), the foreign components (`tests/foreign`: another world
 //! version, mixed versions, no operation, logprobs without chat, wrong function types, another world), the one-operation
-//! components (`tests/operations`: a 0.1.0 chat one, an embeddings-only and a
-//! rerank-only 0.3.0 one), the provider whose stream decoder is broken one way
+//! components (`tests/operations`: a 0.1.0 chat one, one chat component built
+//! against 0.4.0 and against 0.5.0, an embeddings-only and a rerank-only 0.3.0 one), the provider whose stream decoder is broken one way
 //! per key (`tests/broken-streams`), the Python providers (`providers/hermes-py` and the
 //! Python template `providers/template-py`, built with componentize-py), and the
 //! JavaScript template (`providers/template-js`, built with the componentize-js its
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 16] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 18] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
@@ -75,6 +75,8 @@ const BUILDS: [(&str, Option<&str>, &str, &str, &str); 16] = [
         "WEIR_WRONG_TYPES_WASM",
     ),
     ("weir-operations-provider", Some("chat-0-1"), "weir_operations_provider.wasm", "chat-0-1", "WEIR_CHAT_0_1_WASM"),
+    ("weir-operations-provider", Some("chat-0-4"), "weir_operations_provider.wasm", "chat-0-4", "WEIR_CHAT_0_4_WASM"),
+    ("weir-operations-provider", Some("chat-0-5"), "weir_operations_provider.wasm", "chat-0-5", "WEIR_CHAT_0_5_WASM"),
     (
         "weir-operations-provider",
         Some("embeddings"),

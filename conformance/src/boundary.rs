@@ -332,6 +332,13 @@ macro_rules! boundary_conversions {
                         _ => None,
                     },
                     streaming: info.capabilities.contains(t::Capabilities::STREAMING),
+                    media: n::MediaSources {
+                        inline_images: info.capabilities.contains(t::Capabilities::INLINE_IMAGES),
+                        image_urls: info.capabilities.contains(t::Capabilities::IMAGE_URLS),
+                        inline_documents: info.capabilities.contains(t::Capabilities::INLINE_DOCUMENTS),
+                        document_urls: info.capabilities.contains(t::Capabilities::DOCUMENT_URLS),
+                    },
+                    thinking: info.capabilities.contains(t::Capabilities::THINKING),
                     framing: match info.stream_framing {
                         t::StreamFraming::Sse => n::Framing::Sse,
                         t::StreamFraming::AwsEventStream => n::Framing::AwsEventStream,

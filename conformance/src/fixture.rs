@@ -115,7 +115,7 @@ pub struct Params {
     #[serde(default)]
     pub effort: Option<Effort>,
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     #[serde(default)]
     pub stop: Vec<String>,
     #[serde(default)]
@@ -284,6 +284,53 @@ pub struct ProviderSummary {
     pub streaming: bool,
     /// How the key's streams are framed: what a stream case must give.
     pub framing: Framing,
+    /// Which media sources the key declares it takes (weir:provider 0.5.0's
+    /// `inline-images`, `image-urls`, `inline-documents`, `document-urls`):
+    /// what each media case's outcome is compared with.
+    pub media: MediaSources,
+    /// Whether the key declares `thinking`.
+    pub thinking: bool,
+}
+
+/// The media flags of a key's declaration, by their WIT names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaSources {
+    pub inline_images: bool,
+    pub image_urls: bool,
+    pub inline_documents: bool,
+    pub document_urls: bool,
+}
+
+/// One media flag (see [`MediaSources`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaFlag {
+    InlineImages,
+    ImageUrls,
+    InlineDocuments,
+    DocumentUrls,
+}
+
+impl MediaFlag {
+    /// The flag's WIT name, as reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InlineImages => "inline-images",
+            Self::ImageUrls => "image-urls",
+            Self::InlineDocuments => "inline-documents",
+            Self::DocumentUrls => "document-urls",
+        }
+    }
+}
+
+impl MediaSources {
+    pub fn declares(self, flag: MediaFlag) -> bool {
+        match flag {
+            MediaFlag::InlineImages => self.inline_images,
+            MediaFlag::ImageUrls => self.image_urls,
+            MediaFlag::InlineDocuments => self.inline_documents,
+            MediaFlag::DocumentUrls => self.document_urls,
+        }
+    }
 }
 
 // ------------------------------------------------------------------ streams

@@ -9,6 +9,9 @@
 //!   host's output reserve are on the wire exactly; text survives JSON byte for byte,
 //!   whole at 1 MiB; no block kind is silently dropped (it is encoded, rendered as
 //!   text, or explicitly refused as `unsupported`, and the report says which);
+//!   an image or document from a source the key declares (`inline-images`,
+//!   `image-urls`, `inline-documents`, `document-urls`) is carried, never
+//!   refused, and a refusal of an undeclared one is named as the declaration's;
 //!   streaming changes the request.
 //! - decode: garbage (empty, not JSON, invalid UTF-8, truncated, absurdly nested)
 //!   is `malformed`, never a fault and never an answer.
@@ -18,8 +21,8 @@
 use serde_json::{Value, json};
 
 use crate::fixture::{
-    Block, CodecFailure, Conversation, Leaf, Media, Params, ProviderSummary, Role, Source, Tool, ToolChoice, Turn,
-    WireRequest,
+    Block, CodecFailure, Conversation, Leaf, Media, MediaFlag, Params, ProviderSummary, Role, Source, Tool, ToolChoice,
+    Turn, WireRequest,
 };
 use crate::json::{excerpt, has_key, has_number, mentions};
 use crate::report::Report;
@@ -191,19 +194,14 @@ async fn encode_checks<S: Subject>(subject: &S, provider: &ProviderSummary, repo
     .await;
     report.record(key, "encode: a 1 MiB message is sent whole", result);
 
-    for (name, conversation, markers) in block_cases() {
+    for (name, conversation, markers, flag) in block_cases() {
         let result = encode_or_refuse(subject, provider, &conversation, &params(), |body, _| {
             markers.iter().try_for_each(|any_of| {
                 require(any_of.iter().any(|marker| mentions(body, marker)), &format!("any of {any_of:?}"))
             })
         })
         .await;
-        report.record_or_refused(
-            key,
-            &format!("encode: {name}: sent, natively or as text"),
-            &format!("encode: {name}: refused as unsupported, not dropped"),
-            result,
-        );
+        record_block_case(report, provider, name, flag, result);
     }
 
     let result = encode_or_refuse(subject, provider, &tools_conversation(), &params(), |body, _| {
@@ -227,14 +225,55 @@ async fn encode_checks<S: Subject>(subject: &S, provider: &ProviderSummary, repo
     }
 }
 
-/// (name, conversation, markers): every inner list names alternatives, any one of
-/// which in the body proves the block was carried (natively or as text).
-fn block_cases() -> Vec<(&'static str, Conversation, Vec<Vec<&'static str>>)> {
+/// Records one block case. A media case is compared with the key's declaration
+/// (its flag): a declared source must be carried — refusing it fails, since the
+/// host sends such blocks to the component — and an undeclared one may be
+/// refused, which the report names as the declaration's (the host refuses such
+/// a block itself before any encode). Any other case may be sent or refused.
+fn record_block_case(
+    report: &mut Report,
+    provider: &ProviderSummary,
+    name: &str,
+    flag: Option<MediaFlag>,
+    result: Result<Option<String>, String>,
+) {
+    let key = &provider.key;
+    let sent = format!("encode: {name}: sent, natively or as text");
+    match flag {
+        None => report.record_or_refused(
+            key,
+            &sent,
+            &format!("encode: {name}: refused as unsupported, not dropped"),
+            result,
+        ),
+        Some(flag) if provider.media.declares(flag) => {
+            let declared = format!("encode: {name}: sent, as `{}` declares", flag.name());
+            let result = match result {
+                Ok(None) => Ok(()),
+                Ok(Some(reason)) => {
+                    Err(format!("it declares `{}` but refused this as unsupported: {reason}", flag.name()))
+                }
+                Err(reason) => Err(reason),
+            };
+            report.record(key, declared, result);
+        }
+        Some(flag) => report.record_or_refused(
+            key,
+            &sent,
+            &format!("encode: {name}: refused as unsupported, as declared (no `{}`)", flag.name()),
+            result,
+        ),
+    }
+}
+
+/// A block case: its name, its conversation, its markers (every inner list
+/// names alternatives, any one of which in the body proves the block was
+/// carried, natively or as text) and, for media, the flag that declares it.
+type BlockCase = (&'static str, Conversation, Vec<Vec<&'static str>>, Option<MediaFlag>);
+
+fn block_cases() -> Vec<BlockCase> {
     let image = |source| Block::Image(Media { mime_type: "image/png".to_owned(), source });
-    let document = Block::Document(Media {
-        mime_type: "application/pdf".to_owned(),
-        source: Source::Base64(PDF_BASE64.to_owned()),
-    });
+    let document = |source| Block::Document(Media { mime_type: "application/pdf".to_owned(), source });
     let ask = || text("Describe the attachment.");
     let tool_use = Block::ToolUse {
         id: "call_conf_1".to_owned(),
@@ -264,23 +303,38 @@ fn block_cases() -> Vec<(&'static str, Conversation, Vec<Vec<&'static str>>)> {
             "image (base64)",
             user(vec![ask(), image(Source::Base64(PNG_BASE64.to_owned()))]),
             vec![vec![PNG_BASE64, "image/png"]],
+            Some(MediaFlag::InlineImages),
         ),
         (
             "image (URL)",
             user(vec![ask(), image(Source::Url("https://example.com/cat.png".to_owned()))]),
             vec![vec!["https://example.com/cat.png"]],
+            Some(MediaFlag::ImageUrls),
         ),
-        ("document", user(vec![ask(), document]), vec![vec![PDF_BASE64, "application/pdf"]]),
+        (
+            "document",
+            user(vec![ask(), document(Source::Base64(PDF_BASE64.to_owned()))]),
+            vec![vec![PDF_BASE64, "application/pdf"]],
+            Some(MediaFlag::InlineDocuments),
+        ),
+        (
+            "document (URL)",
+            user(vec![ask(), document(Source::Url("https://example.com/report.pdf".to_owned()))]),
+            vec![vec!["https://example.com/report.pdf"]],
+            Some(MediaFlag::DocumentUrls),
+        ),
         (
             "tool use and tool result",
             exchange(vec![tool_use], vec![tool_result]),
             // Not the call id: some dialects (Ollama) have none on the wire.
             vec![vec!["get_weather"], vec!["Paris"], vec!["18 degrees and sunny"]],
+            None,
         ),
         (
             "thinking in history",
             exchange(vec![thinking, text("It is sunny.")], vec![text("Thanks.")]),
             vec![vec!["Considering the weather first."], vec!["It is sunny."]],
+            None,
         ),
     ]
 }

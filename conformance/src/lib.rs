@@ -45,7 +45,7 @@ pub mod target;
 pub mod wire;
 
 pub use dialect::{Case, FixtureError};
-pub use report::{Check, Outcome, Report};
+pub use report::{Check, Outcome, Report, Warning};
 pub use subject::{Answer, Fault, Operation, Subject};
 
 /// Runs the describe checks, the generic checks of each operation `subject`

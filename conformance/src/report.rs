@@ -21,11 +21,22 @@ pub struct Check {
     pub outcome: Outcome,
 }
 
+/// Something the report says that is no check's failure: what a component
+/// declares that nothing may ever use (e.g. `thinking` no catalog entry
+/// reaches). A warning never fails the report; it is printed after the
+/// checks, before the summary line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub provider: String,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     /// The operations whose checks ran: those the component exports.
     pub operations: Vec<Operation>,
     pub checks: Vec<Check>,
+    pub warnings: Vec<Warning>,
 }
 
 impl Report {
@@ -56,6 +67,11 @@ impl Report {
         self.checks.push(Check { provider: provider.to_owned(), name: name.to_owned(), outcome });
     }
 
+    /// Adds a warning (it does not fail the report).
+    pub fn warn(&mut self, provider: &str, message: impl Into<String>) {
+        self.warnings.push(Warning { provider: provider.to_owned(), message: message.into() });
+    }
+
     pub fn passed(&self) -> bool {
         !self.checks.is_empty() && self.failures().next().is_none()
     }
@@ -83,6 +99,9 @@ impl fmt::Display for Report {
                 Outcome::Refused(reason) => writeln!(f, "ok    {}: {} — {reason}", check.provider, check.name)?,
                 Outcome::Failed(reason) => writeln!(f, "FAIL  {}: {} — {reason}", check.provider, check.name)?,
             }
+        }
+        for warning in &self.warnings {
+            writeln!(f, "warn  {}: {}", warning.provider, warning.message)?;
         }
         let failed = self.failures().count();
         let refused = self.checks.iter().filter(|check| matches!(check.outcome, Outcome::Refused(_))).count();

@@ -116,6 +116,8 @@ mod tests {
             credential_header: None,
             streaming: false,
             framing: crate::fixture::Framing::Sse,
+            media: crate::fixture::MediaSources::default(),
+            thinking: false,
         }];
         let embeddings = targets(Operation::Embeddings, &providers, &cases);
         assert_eq!(embeddings, vec![target("p", MODEL), Target { dimensions: Some(512), ..target("p", "embed-1") }]);

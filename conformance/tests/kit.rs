@@ -6,12 +6,12 @@
 
 use std::path::Path;
 
-use weir_conformance::fixture::{Framing, ProviderSummary};
+use weir_conformance::fixture::{Framing, MediaSources, ProviderSummary};
 use weir_conformance::{Outcome, Report, dialect};
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HeaderCredential,
-    HttpRequest, HttpResponse, PreparedConversation, ProviderInfo, Retry, StopReason, StreamFraming,
+    HttpRequest, HttpResponse, MediaSource, PreparedConversation, ProviderInfo, Retry, StopReason, StreamFraming,
 };
 
 /// Two keys, each with its own flaws:
@@ -98,6 +98,8 @@ fn summary(info: &ProviderInfo) -> ProviderSummary {
         credential_header: Some("authorization".to_owned()),
         streaming: false,
         framing: Framing::Sse,
+        media: MediaSources::default(),
+        thinking: false,
     }
 }
 
@@ -248,7 +250,11 @@ fn a_refusal_passes_and_is_reported_as_a_refusal_not_as_sent() {
         &Outcome::Refused("no tools in this dialect".to_owned())
     );
     assert_eq!(
-        outcome(&report, "declining", "encode: image (base64): refused as unsupported, not dropped"),
+        outcome(
+            &report,
+            "declining",
+            "encode: image (base64): refused as unsupported, as declared (no `inline-images`)"
+        ),
         &Outcome::Refused("text only".to_owned())
     );
     assert!(report.find("declining", "encode: tool definitions and tool choice are sent").is_none());
@@ -260,5 +266,109 @@ fn a_refusal_passes_and_is_reported_as_a_refusal_not_as_sent() {
         "{printed}"
     );
     assert!(!printed.contains("are sent"), "nothing refused is reported as sent:\n{printed}");
-    assert!(printed.ends_with("passed (6 by refusing as unsupported), 0 failed"), "{printed}");
+    assert!(printed.ends_with("passed (7 by refusing as unsupported), 0 failed"), "{printed}");
+}
+
+/// Media declared by source (weir:provider 0.5.0), two keys:
+/// - `says-inline` declares `inline-images` and refuses every image;
+/// - `inline-only` declares `inline-images` and `inline-documents`, sends
+///   inline media and refuses media by URL.
+struct MediaBySource;
+
+impl ChatProvider for MediaBySource {
+    type StreamDecoder = weir_sdk::NoStreaming;
+
+    fn providers() -> Vec<ProviderInfo> {
+        let with = |key: &str, capabilities| ProviderInfo { capabilities, ..info(key) };
+        vec![
+            with("says-inline", Capabilities::INLINE_IMAGES),
+            with("inline-only", Capabilities::INLINE_IMAGES | Capabilities::INLINE_DOCUMENTS),
+        ]
+    }
+
+    fn encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+    ) -> Result<HttpRequest, CodecError> {
+        let mut parts = Vec::new();
+        for block in conversation.turns.iter().flat_map(|turn| turn.content.iter()) {
+            match block {
+                ContentBlock::Text(text) => parts.push(serde_json::json!({"text": text})),
+                ContentBlock::Image(_) if provider == "says-inline" => {
+                    return Err(CodecError::Unsupported("no images after all".to_owned()));
+                }
+                ContentBlock::Image(media) | ContentBlock::Document(media) => match &media.source {
+                    MediaSource::Base64(data) => {
+                        parts.push(serde_json::json!({"inline": {"mime": media.mime_type, "data": data}}));
+                    }
+                    MediaSource::Url(_) => return Err(CodecError::Unsupported("inline media only".to_owned())),
+                },
+                _ => return Err(CodecError::Unsupported("text and media only".to_owned())),
+            }
+        }
+        if !conversation.tools.is_empty() {
+            return Err(CodecError::Unsupported("no tools".to_owned()));
+        }
+        let body = serde_json::json!({"model": params.wire_model_id, "max_tokens": params.max_tokens,
+                                      "system": conversation.system, "parts": parts});
+        Ok(HttpRequest {
+            method: "POST".into(),
+            path_and_query: "/chat".into(),
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: body.to_string().into(),
+        })
+    }
+
+    fn decode(provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        Declining::decode(provider, response)
+    }
+
+    fn classify(provider: &str, response: HttpResponse) -> ErrorClass {
+        Declining::classify(provider, response)
+    }
+}
+
+/// The kit compares each media refusal with the key's declaration: refusing a
+/// declared source fails under the check that names the flag; refusing an
+/// undeclared one passes, named as the declaration's.
+#[test]
+fn each_media_refusal_is_compared_with_the_declaration() {
+    let report = weir_conformance::native::run::<MediaBySource>(None).unwrap();
+    assert!(!report.passed(), "{report}");
+    failed_with(
+        &report,
+        "says-inline",
+        "encode: image (base64): sent, as `inline-images` declares",
+        "it declares `inline-images` but refused this as unsupported: no images after all",
+    );
+    // Not declared: its refusal of an image by URL passes, named as the declaration's.
+    assert_eq!(
+        outcome(&report, "says-inline", "encode: image (URL): refused as unsupported, as declared (no `image-urls`)"),
+        &Outcome::Refused("no images after all".to_owned())
+    );
+    assert_eq!(
+        outcome(&report, "inline-only", "encode: image (base64): sent, as `inline-images` declares"),
+        &Outcome::Passed
+    );
+    assert_eq!(
+        outcome(&report, "inline-only", "encode: document: sent, as `inline-documents` declares"),
+        &Outcome::Passed
+    );
+    for (name, flag) in [("image (URL)", "image-urls"), ("document (URL)", "document-urls")] {
+        assert_eq!(
+            outcome(
+                &report,
+                "inline-only",
+                &format!("encode: {name}: refused as unsupported, as declared (no `{flag}`)")
+            ),
+            &Outcome::Refused("inline media only".to_owned())
+        );
+    }
+    let failing: Vec<&str> = report.failures().map(|check| check.name.as_str()).collect();
+    assert!(
+        report.failures().all(|check| check.provider == "says-inline"),
+        "only the key whose refusal contradicts its declaration fails: {failing:?}\n{report}"
+    );
+    assert_eq!(failing, ["encode: image (base64): sent, as `inline-images` declares"], "{report}");
 }

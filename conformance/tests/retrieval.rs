@@ -376,6 +376,8 @@ fn a_fixture_of_an_operation_the_provider_lacks_fails() {
             credential_header: None,
             streaming: false,
             framing: Framing::Sse,
+            media: weir_conformance::fixture::MediaSources::default(),
+            thinking: false,
         }],
         cases,
         &mut report,

@@ -51,7 +51,7 @@ pub struct ChatRequest {
     /// `max_output_tokens`, as Anthropic's does inside `max_tokens`: nothing is
     /// added to the reserve for it.
     pub thinking_budget: Option<u32>,
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Nucleus sampling as the caller asked. WIT 0.1.0's call parameters have no
     /// field for it, so it is never sent: absent or exactly 1.0 is accepted (a
     /// no-op), dropped on an entry whose sampling is fixed, and refused anywhere

@@ -22,12 +22,14 @@ use weir_conformance::fixture::{
 use weir_conformance::stream::{self, StreamRun};
 use weir_conformance::{Answer, Fault, FixtureError, Operation as KitOperation, Report, Subject, dialect};
 
+use crate::catalog::{Capability, CapabilitySet, declared_capabilities};
+use crate::catalog::{ModelEntry, Reasoning, RoleKind};
 use crate::plugin::{
     ComponentSource, ComponentStream, LoadedComponent, Operation, PluginEngine, PluginError, Provider, component_digest,
 };
 use crate::reach::Trust;
 use crate::stream::framing::FrameDecoder;
-use crate::types::{ErrorClass, ProviderInfo, StreamFraming};
+use crate::types::{Capabilities, ErrorClass, ProviderInfo, StreamFraming};
 
 weir_conformance::boundary_conversions!(crate::wit::records);
 
@@ -58,11 +60,14 @@ pub struct CheckOutcome {
 }
 
 /// Loads `path` as a provider component and runs the generic checks of each
-/// operation it exports plus the cases of every folder in `fixtures`, in order.
+/// operation it exports plus the cases of every folder in `fixtures`, in order;
+/// then warns of each key that declares `thinking` no entry of `models` (the
+/// catalog it would serve) could reach ([`thinking_reachable`]).
 pub async fn check_component(
     path: &Path,
     fixtures: &[PathBuf],
     cache_dir: Option<PathBuf>,
+    models: &[ModelEntry],
 ) -> Result<CheckOutcome, CheckError> {
     let mut cases = Vec::new();
     for dir in fixtures {
@@ -75,8 +80,46 @@ pub async fn check_component(
     let component = loader.load().map_err(|reason| CheckError::Rejected { path: path.to_owned(), reason })?;
     let world_version = component.world_version;
     let subject = HostSubject { providers: providers_of(&component), component, loader };
-    let report = weir_conformance::run(&subject, cases).await;
+    let mut report = weir_conformance::run(&subject, cases).await;
+    warn_of_unreachable_thinking(&subject.component.providers, models, &mut report);
     Ok(CheckOutcome { digest, world_version, report })
+}
+
+/// Whether a chat entry of `models` could reach the `thinking` that key `key`
+/// declares (`component`'s flags). The host puts a thinking budget in
+/// `call-params` only for an entry with `reasoning = "thinking"` (the caller's
+/// explicit budget, else the one its `thinking_budget` books for the call's
+/// effort; see `call::gates`), and refuses a caller's explicit budget unless
+/// the entry's capabilities, narrowed to the component's, hold `thinking`
+/// (`call::policy`). So an entry reaches it when it names `key` as its
+/// provider, is a chat entry, says `reasoning = "thinking"`, and declares
+/// `thinking` or no capabilities at all. (`reasoning = "effort"` sends an
+/// effort, never a budget.)
+pub fn thinking_reachable(models: &[ModelEntry], key: &str, component: Capabilities) -> bool {
+    models.iter().any(|entry| {
+        let declared = entry.capabilities.as_ref().map(|declared| CapabilitySet::of(declared.iter().copied()));
+        let has = declared_capabilities(declared, entry.native_tools.unwrap_or(true))
+            .intersection(CapabilitySet::carried_by(component));
+        entry.provider == key
+            && entry.kind == RoleKind::Chat
+            && entry.reasoning == Some(Reasoning::Thinking)
+            && has.contains(Capability::Thinking)
+    })
+}
+
+fn warn_of_unreachable_thinking(providers: &[ProviderInfo], models: &[ModelEntry], report: &mut Report) {
+    for info in providers {
+        if info.capabilities.contains(Capabilities::THINKING)
+            && !thinking_reachable(models, &info.key, info.capabilities)
+        {
+            report.warn(
+                &info.key,
+                "declares `thinking`, but no catalog entry could reach it: a thinking budget reaches the component \
+                 only through a chat entry with `provider` this key, `reasoning = \"thinking\"` (its \
+                 `thinking_budget` books one per effort) and `thinking` among its capabilities (or none declared)",
+            );
+        }
+    }
 }
 
 /// Everything needed to load the component again: the host keeps a component's
@@ -299,6 +342,60 @@ mod tests {
     use weir_conformance::stream::samples::DIALECTS;
 
     use super::*;
+
+    fn models(toml: &str) -> Vec<ModelEntry> {
+        crate::Config::from_toml(toml, "t.toml").unwrap().models
+    }
+
+    const ENTRY: &str = "[[model]]\nid = \"m\"\nprovider = \"k\"\nmax_output_tokens = 100\ncontext_window = 1000\n";
+
+    /// An entry reaches a key's `thinking` only with the key as its provider,
+    /// `reasoning = "thinking"`, and `thinking` among its capabilities (or
+    /// none declared), narrowed to what the component carries.
+    #[test]
+    fn thinking_is_reachable_only_through_a_thinking_entry_of_the_key() {
+        let thinking = Capabilities::THINKING | Capabilities::STREAMING;
+        let reaches =
+            |extra: &str, key: &str, component| thinking_reachable(&models(&format!("{ENTRY}{extra}")), key, component);
+        assert!(reaches("reasoning = \"thinking\"\n", "k", thinking));
+        assert!(reaches("reasoning = \"thinking\"\ncapabilities = [\"thinking\"]\n", "k", thinking));
+        assert!(!reaches("reasoning = \"thinking\"\n", "other", thinking), "another key's entry");
+        assert!(!reaches("reasoning = \"effort\"\n", "k", thinking), "an effort entry sends no budget");
+        assert!(!reaches("", "k", thinking), "an entry without `reasoning` sends none");
+        assert!(
+            !reaches("reasoning = \"thinking\"\ncapabilities = [\"streaming\"]\n", "k", thinking),
+            "a declaration without `thinking` refuses the caller's budget"
+        );
+        assert!(!reaches("reasoning = \"thinking\"\n", "k", Capabilities::STREAMING), "the component carries none");
+        assert!(!thinking_reachable(&[], "k", thinking), "an empty catalog reaches nothing");
+    }
+
+    #[test]
+    fn a_key_declaring_thinking_no_entry_reaches_is_warned_of_and_passes() {
+        let info = |key: &str, capabilities| ProviderInfo {
+            key: key.to_owned(),
+            description: String::new(),
+            default_endpoint: None,
+            credential: crate::types::CredentialShape::None,
+            capabilities,
+            stream_framing: StreamFraming::Sse,
+        };
+        let providers = [
+            info("k", Capabilities::THINKING),
+            info("lone", Capabilities::THINKING),
+            info("plain", Capabilities::empty()),
+        ];
+        let mut report = Report::default();
+        report.record("k", "a check", Ok(()));
+        warn_of_unreachable_thinking(&providers, &models(&format!("{ENTRY}reasoning = \"thinking\"\n")), &mut report);
+        assert_eq!(report.warnings.len(), 1, "{report}");
+        assert_eq!(report.warnings[0].provider, "lone");
+        assert!(report.warnings[0].message.contains("reasoning = \"thinking\""), "{report}");
+        assert!(report.passed(), "a warning fails nothing");
+        let printed = report.to_string();
+        assert!(printed.contains("warn  lone: declares `thinking`, but no catalog entry could reach it"), "{printed}");
+        assert!(printed.ends_with("1 checks, 1 passed, 0 failed"), "{printed}");
+    }
 
     /// What the native adapter feeds a decoder: the kit's own framing.
     fn kit_events(input: &StreamInput) -> Vec<KitEvent> {

@@ -271,8 +271,10 @@ fn capability_names(capabilities: Capabilities) -> Vec<&'static str> {
     [
         (Capabilities::STREAMING, "streaming"),
         (Capabilities::NATIVE_TOOLS, "native-tools"),
-        (Capabilities::IMAGES, "images"),
-        (Capabilities::DOCUMENTS, "documents"),
+        (Capabilities::INLINE_IMAGES, "inline-images"),
+        (Capabilities::IMAGE_URLS, "image-urls"),
+        (Capabilities::INLINE_DOCUMENTS, "inline-documents"),
+        (Capabilities::DOCUMENT_URLS, "document-urls"),
         (Capabilities::THINKING, "thinking"),
         (Capabilities::PROMPT_CACHE, "prompt-cache"),
         (Capabilities::STRUCTURED_OUTPUT, "structured-output"),

@@ -20,3 +20,20 @@ wasmtime::component::bindgen!({
 pub(crate) mod records {
     pub use super::weir::provider::types::*;
 }
+
+/// The records of the retired `weir:provider@0.4.0` (`wit/frozen/0.4.0`), for
+/// the components of 0.1.0 to 0.4.0: each of those versions only added to the
+/// one before, so their records are 0.4.0's, unchanged, and this one binding
+/// set types all four. Only the records 0.5.0 changed are used
+/// (`plugin::convert` converts them); every other record is structurally the
+/// same as the current one and is passed as that.
+pub(crate) mod v0_4 {
+    #![allow(dead_code, reason = "only the records 0.5.0 changed are used; see above")]
+
+    wasmtime::component::bindgen!({
+        path: "../wit/frozen/0.4.0",
+        world: "provider",
+    });
+
+    pub use self::weir::provider::types::*;
+}

@@ -21,13 +21,13 @@ pub fn parse_value(text: &str, what: &str) -> Result<serde_json::Value, CodecErr
     serde_json::from_str(text).map_err(|e| CodecError::Unsupported(format!("{what} is not valid JSON: {e}")))
 }
 
-/// A sampling number as JSON, through its shortest decimal text: the call
-/// parameters carry an `f32`, so 0.7 arrives as 0.699999988079071 in `f64`, and
-/// a component that wrote that would send a number the caller never wrote.
-/// `0.7f32` goes out as `0.7`. A number that is not finite is refused.
-pub fn sampling_number(value: f32, what: &str) -> Result<serde_json::Value, CodecError> {
-    let wide = value.to_string().parse::<f64>().unwrap_or(f64::from(value));
-    serde_json::Number::from_f64(wide)
+/// A sampling number as JSON, exactly as the host handed it. Since
+/// weir:provider 0.5.0 the call parameters carry an `f64`, the caller's own
+/// number, so the caller's 0.3 is written as 0.3 (serde_json prints the
+/// shortest decimal that reads back as the same `f64`). One helper for every
+/// component so that each refuses a number that is not finite alike.
+pub fn sampling_number(value: f64, what: &str) -> Result<serde_json::Value, CodecError> {
+    serde_json::Number::from_f64(value)
         .map(serde_json::Value::Number)
         .ok_or_else(|| CodecError::Unsupported(format!("{what} {value} is not finite")))
 }
@@ -38,11 +38,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sampling_number_goes_out_as_its_shortest_decimal() {
+    fn a_sampling_number_goes_out_as_the_caller_wrote_it() {
         assert_eq!(sampling_number(0.7, "temperature").unwrap().to_string(), "0.7");
         assert_eq!(sampling_number(0.3, "temperature").unwrap().to_string(), "0.3");
         assert_eq!(sampling_number(1.0, "temperature").unwrap().to_string(), "1.0");
-        let refused = sampling_number(f32::NAN, "top_p").unwrap_err();
+        // What an f32 made of 0.3 is written as what it is: the helper adds
+        // nothing and takes nothing away.
+        assert_eq!(sampling_number(f64::from(0.3_f32), "temperature").unwrap().to_string(), "0.30000001192092896");
+        let refused = sampling_number(f64::NAN, "top_p").unwrap_err();
         assert!(matches!(refused, CodecError::Unsupported(ref reason) if reason.contains("top_p")), "{refused:?}");
     }
 }

@@ -31,7 +31,7 @@ pub use provider::{
 };
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.4.0";
+pub const WORLD_VERSION: &str = "0.5.0";
 
 /// The generated bindings, for the one world the crate's features select: a
 /// component exports `describe` and the operations it implements, never stubs

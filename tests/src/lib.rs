@@ -33,3 +33,12 @@ pub use fake_upstream::{FakeUpstream, Received, Scripted};
 pub use gateway::{Gateway, Posted, closed_records, run_cli, serve_router, weir_binary};
 pub use postgres_server::PostgresServer;
 pub use redis_server::RedisServer;
+
+/// The test components `tests/build.rs` builds that other crates' benches load too.
+pub mod components {
+    /// `tests/operations`' versioned chat component built against the frozen
+    /// `weir:provider@0.4.0` (its changed records cross through the host's conversion).
+    pub const CHAT_0_4: &str = env!("WEIR_CHAT_0_4_WASM");
+    /// The same component built against the current `weir:provider@0.5.0`.
+    pub const CHAT_0_5: &str = env!("WEIR_CHAT_0_5_WASM");
+}

@@ -30,7 +30,7 @@ fn fixtures(provider: &str) -> String {
 }
 
 fn assert_passes(output: &Output) {
-    assert_passes_as(output, "0.4.0");
+    assert_passes_as(output, "0.5.0");
 }
 
 /// [`assert_passes`] for a component of world `version` (the operations
@@ -199,6 +199,73 @@ fn the_embedded_anthropic_bedrock_vertex_and_gemini_components_pass_the_kit_with
     }
 }
 
+/// weir:provider 0.5.0's media flags, compared by the kit through the host on
+/// real components: Converse and Gemini declare inline images and documents
+/// only; Converse refuses both by URL, which passes, named as the
+/// declaration's; the Claude component declares all four and carries each.
+#[test]
+fn each_media_refusal_is_compared_with_the_components_declaration() {
+    let dir = tempfile::tempdir().unwrap();
+    let converse =
+        weir_check(&[&embedded_component(dir.path(), "bedrock-converse"), "--fixtures", &fixtures("bedrock-converse")]);
+    assert_passes(&converse);
+    let stdout = text(&converse.stdout);
+    for line in [
+        "ok    bedrock-converse: encode: image (base64): sent, as `inline-images` declares",
+        "ok    bedrock-converse: encode: document: sent, as `inline-documents` declares",
+        "ok    bedrock-converse: encode: image (URL): refused as unsupported, as declared (no `image-urls`) — ",
+        "ok    bedrock-converse: encode: document (URL): refused as unsupported, as declared (no `document-urls`) — ",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    let gemini = weir_check(&[&embedded_component(dir.path(), "gemini"), "--fixtures", &fixtures("gemini")]);
+    assert_passes(&gemini);
+    assert!(text(&gemini.stdout).contains("ok    gemini: encode: image (base64): sent, as `inline-images` declares"));
+    let anthropic = weir_check(&[&embedded_component(dir.path(), "anthropic"), "--fixtures", &fixtures("anthropic")]);
+    assert_passes(&anthropic);
+    let stdout = text(&anthropic.stdout);
+    for (name, flag) in [
+        ("image (base64)", "inline-images"),
+        ("image (URL)", "image-urls"),
+        ("document", "inline-documents"),
+        ("document (URL)", "document-urls"),
+    ] {
+        let line = format!("ok    anthropic: encode: {name}: sent, as `{flag}` declares");
+        assert!(stdout.contains(&line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
+/// `weir check` warns of a key declaring `thinking` that no entry of the
+/// catalog it is given (`--config`, default the embedded one) could reach,
+/// and still passes. Gemini's embedded entries say `reasoning = "thinking"`;
+/// a catalog whose Gemini entry does not leaves its `thinking` unreachable.
+#[test]
+fn thinking_no_catalog_entry_could_reach_is_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let gemini = embedded_component(dir.path(), "gemini");
+    let warning = "warn  gemini: declares `thinking`, but no catalog entry could reach it";
+    let gemini_fixtures = fixtures("gemini");
+    let reached = weir_check(&[&gemini, "--fixtures", &gemini_fixtures]);
+    assert_passes(&reached);
+    assert!(!text(&reached.stdout).contains(warning), "{}", text(&reached.stdout));
+
+    let config = dir.path().join("weir.toml");
+    let entry = "[[model]]\nid = \"flash\"\nprovider = \"gemini\"\nwire_id = \"gemini-2.5-flash\"\n\
+                 max_output_tokens = 1000\ncontext_window = 100000\n";
+    std::fs::write(&config, entry).unwrap();
+    let unreached = weir_check(&[&gemini, "--fixtures", &gemini_fixtures, "--config", config.to_str().unwrap()]);
+    assert_passes(&unreached);
+    let stdout = text(&unreached.stdout);
+    assert!(stdout.contains(warning) && stdout.contains("`reasoning = \"thinking\"`"), "{stdout}");
+
+    std::fs::write(&config, format!("{entry}reasoning = \"thinking\"\n")).unwrap();
+    let reached = weir_check(&[&gemini, "--fixtures", &gemini_fixtures, "--config", config.to_str().unwrap()]);
+    assert!(!text(&reached.stdout).contains(warning), "{}", text(&reached.stdout));
+    std::fs::write(&config, format!("{entry}reasoning = \"thinking\"\ncapabilities = [\"streaming\"]\n")).unwrap();
+    let undeclared = weir_check(&[&gemini, "--fixtures", &gemini_fixtures, "--config", config.to_str().unwrap()]);
+    assert!(text(&undeclared.stdout).contains(warning), "an entry without `thinking`: {}", text(&undeclared.stdout));
+}
+
 #[test]
 fn the_template_component_passes_the_kit_with_its_fixtures() {
     assert_passes(&weir_check(&[env!("WEIR_TEMPLATE_WASM"), "--fixtures", &fixtures("ollama")]));
@@ -223,14 +290,15 @@ fn the_python_template_passes_and_its_refusals_are_reported_as_refusals() {
     let stdout = text(&output.stdout);
     for line in [
         "ok    template-py: encode: tool definitions and tool choice are refused as unsupported — template-py has no tool definitions",
-        "ok    template-py: encode: image (base64): refused as unsupported, not dropped — template-py cannot send an image",
+        "ok    template-py: encode: image (base64): refused as unsupported, as declared (no `inline-images`) — template-py cannot send an image",
+        "ok    template-py: encode: document (URL): refused as unsupported, as declared (no `document-urls`) — template-py cannot send a document",
         "ok    template-py: encode: tool use and tool result: sent, natively or as text",
         "ok    template-py: fixture: an answer with every field the kit compares",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
     assert!(!stdout.contains("template-py: encode: tool definitions and tool choice are sent"), "{stdout}");
-    assert!(stdout.contains("passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
+    assert!(stdout.contains("passed (5 by refusing as unsupported), 0 failed"), "{stdout}");
 }
 
 /// The JavaScript template (`providers/template-js`, componentize-js) passes with its
@@ -246,7 +314,8 @@ fn the_javascript_template_passes_and_its_refusals_are_reported_as_refusals() {
         "ok    template-js: encode: a 1 MiB message is sent whole",
         "ok    template-js: encode: quotes, escapes, NUL and emoji survive JSON exactly",
         "ok    template-js: encode: tool definitions and tool choice are refused as unsupported — template-js has no tool definitions",
-        "ok    template-js: encode: image (base64): refused as unsupported, not dropped — template-js cannot send an image",
+        "ok    template-js: encode: image (base64): refused as unsupported, as declared (no `inline-images`) — template-js cannot send an image",
+        "ok    template-js: encode: document (URL): refused as unsupported, as declared (no `document-urls`) — template-js cannot send a document",
         "ok    template-js: encode: tool use and tool result: sent, natively or as text",
         "ok    template-js: decode: JSON nested 100 000 deep is malformed, not a fault",
         "ok    template-js: fixture: a streaming request asks for the stream and its usage",
@@ -256,7 +325,7 @@ fn the_javascript_template_passes_and_its_refusals_are_reported_as_refusals() {
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
-    assert!(stdout.contains("56 checks, 56 passed (4 by refusing as unsupported), 0 failed"), "{stdout}");
+    assert!(stdout.contains("57 checks, 57 passed (5 by refusing as unsupported), 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -299,7 +368,7 @@ fn files_that_are_not_provider_components_are_rejected_with_the_reason() {
         (garbage.to_str().unwrap(), "is rejected: not a valid component"),
         (
             env!("WEIR_WRONG_VERSION_WASM"),
-            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0 and 0.4.0",
+            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0",
         ),
         (env!("WEIR_WRONG_WORLD_WASM"), "is rejected"),
         (env!("WEIR_HOSTILE_FS_WASM"), "imports something this host does not grant"),

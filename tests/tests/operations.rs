@@ -16,8 +16,9 @@ use weir_host::plugin::{
 };
 use weir_host::reach::Trust;
 use weir_host::types::{
-    CallParams, CodecError, ContentBlock, Conversation, EmbeddingParams, EmbeddingPurpose, ErrorClass, HttpRequest,
-    HttpResponse, Ranked, RerankParams, RetryHint, StopReason, StreamDelta, StreamEvent,
+    CallParams, Capabilities, CodecError, ContentBlock, Conversation, Effort, EmbeddingParams, EmbeddingPurpose,
+    ErrorClass, HttpRequest, HttpResponse, NativeRequest, Ranked, RerankParams, RetryHint, StopReason, StreamDelta,
+    StreamEvent,
 };
 
 fn cache_dir() -> PathBuf {
@@ -158,11 +159,100 @@ async fn a_0_1_0_chat_component_loads_and_answers_encode_decode_classify_and_str
     assert!(reason.contains("does not export `embeddings`"), "{reason}");
 }
 
+/// The same chat component built against the frozen 0.4.0 WIT and against
+/// 0.5.0: the first takes 0.4.0's `call-params` and gives 0.4.0's
+/// `provider-info` through the host's conversion, so its `temperature` is the
+/// `f32` it always got and its one `images` flag reads as both sources; the
+/// second gets the caller's `f64`. Both encode, decode, classify and stream.
+#[tokio::test]
+async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperature() {
+    for (path, version, temperature) in [
+        (env!("WEIR_CHAT_0_4_WASM"), "0.4.0", serde_json::json!(f64::from(0.3_f32))),
+        (env!("WEIR_CHAT_0_5_WASM"), "0.5.0", serde_json::json!(0.3)),
+    ] {
+        let versioned = load(&engine(), path);
+        assert_eq!(versioned.key(), "versioned");
+        assert_eq!(versioned.component().world_version, version);
+        assert_eq!(versioned.component().operations(), vec![Operation::Chat, Operation::Logprobs, Operation::Native]);
+        assert_eq!(
+            versioned.info().capabilities,
+            Capabilities::STREAMING | Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS,
+            "{version}: 0.4.0's `images` is both sources"
+        );
+        assert!(versioned.serves("versioned-small").unwrap() && !versioned.serves("not-served").unwrap());
+
+        let params = CallParams {
+            temperature: Some(0.3),
+            reasoning_effort: Some(Effort::High),
+            thinking_budget: Some(2048),
+            stop: vec!["END".to_owned()],
+            ..CallParams::new("versioned-small", 9)
+        };
+        let request = versioned.encode(&Conversation::user("Hello"), &params).await.unwrap();
+        let body = json_body(&request);
+        assert_eq!(body["temperature"], temperature, "{version}: {body}");
+        assert_eq!(
+            (body["model"].clone(), body["max_tokens"].clone()),
+            (serde_json::json!("versioned-small"), serde_json::json!(9))
+        );
+        assert_eq!(body["prompt"], "Hello");
+        let text = String::from_utf8(request.body.clone()).unwrap();
+        match version {
+            "0.4.0" => assert!(text.contains("\"temperature\":0.30000001192092896"), "{text}"),
+            _ => assert!(text.contains("\"temperature\":0.3") && !text.contains("0.30000001"), "{text}"),
+        }
+        let streaming = CallParams { stream: true, ..params.clone() };
+        assert_eq!(json_body(&versioned.encode(&Conversation::user("Hi"), &streaming).await.unwrap())["stream"], true);
+
+        let decoded =
+            versioned.decode(&response(200, &[], r#"{"text":"hi back","input":3,"output":2}"#)).await.unwrap();
+        assert_eq!(decoded.content, vec![ContentBlock::Text("hi back".to_owned())]);
+        assert_eq!(decoded.usage.map(|usage| (usage.input, usage.output)), Some((3, 2)));
+        assert!(matches!(versioned.classify(&response(429, &[], "slow")).await.unwrap(), ErrorClass::RateLimited(_)));
+
+        let mut stream = versioned.open_stream().await.unwrap();
+        assert_eq!(stream.feed(&sse("Hel")).await.unwrap(), vec![StreamDelta::Text("Hel".to_owned())]);
+        assert_eq!(stream.feed(&sse("lo")).await.unwrap(), vec![StreamDelta::Text("lo".to_owned())]);
+        assert!(matches!(stream.feed(&sse("[DONE]")).await.unwrap().as_slice(), [StreamDelta::Stop(_)]));
+        match stream.finish().await.unwrap().as_slice() {
+            [StreamDelta::Usage(usage)] => assert_eq!(usage.output, 2, "{version}"),
+            other => panic!("{version}: {other:?}"),
+        }
+
+        // `native`'s encodes take `call-params` too: converted alike.
+        let support = versioned.native_support("versioned-small").unwrap().expect("it exports native");
+        assert_eq!((support.dialect.as_str(), support.fields.as_slice()), ("versioned", &["extra".to_owned()][..]));
+        let native = NativeRequest {
+            dialect: "versioned".to_owned(),
+            fields_json: r#"{"extra":1}"#.to_owned(),
+            betas: Vec::new(),
+        };
+        let conversation = Conversation::user("Hello");
+        let mut session = versioned.session();
+        let sent = session.encode_native(&conversation, &params, &native, None).await.unwrap();
+        let body = json_body(&sent);
+        assert_eq!((sent.path_and_query.as_str(), body["extra"].clone()), ("/complete", serde_json::json!(1)));
+        assert_eq!(body["temperature"], temperature, "{version}: native.encode");
+        let count = session.count_tokens_encode(&conversation, &params, &native, None).await.unwrap();
+        assert_eq!(count.path_and_query, "/count");
+        assert_eq!(json_body(&count)["temperature"], temperature, "{version}: native.count-tokens-encode");
+        assert_eq!(session.count_tokens_decode(&response(200, &[], r#"{"tokens":12}"#)).await.unwrap(), 12);
+
+        // And `logprobs.encode`.
+        let sent = session.logprobs_encode(&conversation, &params, 5, None).await.unwrap();
+        let body = json_body(&sent);
+        assert_eq!((body["temperature"].clone(), body["top_logprobs"].clone()), (temperature, serde_json::json!(5)));
+        let first = session.logprobs_decode(&response(200, &[], r#"{"candidates":[["yes",-0.25]]}"#)).await.unwrap();
+        assert_eq!(first.candidates.len(), 1);
+        assert_eq!((first.candidates[0].token.as_str(), first.candidates[0].logprob), ("yes", -0.25));
+    }
+}
+
 #[tokio::test]
 async fn the_first_party_components_target_the_current_world() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     let openai = registry.get("openai").unwrap();
-    assert_eq!(openai.component().world_version, "0.4.0");
+    assert_eq!(openai.component().world_version, "0.5.0");
     assert!(openai.exports(Operation::Chat));
     assert!(openai.serves_operation(Operation::Chat, "gpt-4.1").unwrap());
 }

@@ -104,6 +104,41 @@ async fn an_image_to_an_entry_without_vision_is_refused_before_anything_is_sent_
     assert!(upstream.received().is_empty(), "nothing was sent: {:?}", upstream.received());
 }
 
+/// WIT 0.5.0's media by source: the Gemini component declares images and
+/// documents inline only, so an image or a document by URL is refused under
+/// `vision` / `documents`, saying which source, before anything is sent, on
+/// both routes (the host fetches no caller's URL).
+#[tokio::test]
+async fn media_by_url_to_an_inline_only_component_is_refused_before_anything_is_sent() {
+    let upstream = FakeUpstream::start().await;
+    let config = format!(
+        "read_timeout_secs = 5\n\n[[model]]\nid = \"flash\"\nprovider = \"gemini\"\nwire_id = \"gemini-2.5-flash\"\n\
+         endpoint = \"http://{}/v1beta\"\ncredential = \"weir-gemini-key\"\nmax_output_tokens = 8000\n\
+         context_window = 1048576\noutput_tokens = 100\nmax_retries = 0\n",
+        upstream.addr()
+    );
+    let gateway = Gateway::start_with(&config, &[("WEIR_GEMINI_KEY", "gemini-test-key")], None).await;
+
+    let image = json!([{"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]);
+    let (status, body) = post(&gateway, "/v1/chat/completions", &openai("flash", image)).await;
+    assert_openai_mismatch(status, &body, "flash", "vision");
+    assert!(body.contains("image by URL") && body.contains("inline only"), "{body}");
+
+    let image = json!([{"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}}]);
+    let (status, body) = post(&gateway, "/v1/messages", &anthropic("flash", image)).await;
+    assert_anthropic_mismatch(status, &body, "flash", "vision");
+
+    let pdf = json!([{"type": "text", "text": "Summarize."},
+        {"type": "document", "source": {"type": "url", "url": "https://example.com/report.pdf"}}]);
+    let (status, body) = post(&gateway, "/v1/messages", &anthropic("flash", pdf)).await;
+    assert_anthropic_mismatch(status, &body, "flash", "documents");
+    assert!(body.contains("document by URL"), "{body}");
+
+    assert!(upstream.received().is_empty(), "nothing was sent: {:?}", upstream.received());
+}
+
 #[tokio::test]
 async fn a_pdf_to_an_entry_without_documents_is_refused_before_anything_is_sent_on_both_routes() {
     let upstream = FakeUpstream::start().await;

@@ -302,7 +302,10 @@ fn refusal_reason(bytes_var: &str, name: &str) -> String {
 #[test]
 fn a_component_for_another_world_version_is_refused_naming_both() {
     let reason = refusal_reason(env!("WEIR_WRONG_VERSION_WASM"), "future.wasm");
-    assert_eq!(reason, "it targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0 and 0.4.0");
+    assert_eq!(
+        reason,
+        "it targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0"
+    );
 }
 
 #[test]

@@ -72,6 +72,11 @@ enum Command {
         /// generic checks; repeat it to run the cases of several folders.
         #[arg(long)]
         fixtures: Vec<PathBuf>,
+        /// The config whose catalog the component would serve (default: the
+        /// embedded default catalog): a key declaring `thinking` that none of
+        /// its entries could reach is warned of.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Write the WIT package this binary speaks (`weir:provider`), the files a
     /// provider component is built against, into a folder.
@@ -226,7 +231,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { common, listen } => serve(common, listen),
         Command::Providers { common, resolve } => providers(common, resolve),
-        Command::Check { file, fixtures } => check(&file, &fixtures),
+        Command::Check { file, fixtures, config } => check(&file, &fixtures, config.as_deref()),
         Command::Wit { out } => write_wit(&out),
         Command::Prices { command: PricesCommand::Check { common } } => return check_prices(&common),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
@@ -683,10 +688,14 @@ fn write_wit(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check(file: &std::path::Path, fixtures: &[PathBuf]) -> anyhow::Result<()> {
-    let cache_dir = weir_host::default_cache_dir(&Config::embedded_default()?);
+fn check(file: &std::path::Path, fixtures: &[PathBuf], config: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let config = match config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::embedded_default()?,
+    };
+    let cache_dir = weir_host::default_cache_dir(&config);
     let runtime = tokio::runtime::Runtime::new()?;
-    let outcome = runtime.block_on(weir_host::check::check_component(file, fixtures, cache_dir))?;
+    let outcome = runtime.block_on(weir_host::check::check_component(file, fixtures, cache_dir, &config.models))?;
     println!("{}: world {}, sha256 {}", file.display(), outcome.world_version, outcome.digest);
     println!("{}", outcome.report);
     if outcome.report.passed() { Ok(()) } else { anyhow::bail!("{} does not pass the conformance kit", file.display()) }

@@ -104,7 +104,7 @@ fn params(target: &Target<'_>) -> CallParams {
 
 /// 0, unless the entry's sampling is fixed ([`super::policy::fixed_sampling`]:
 /// `fixed_temperature`, or a reasoning family's wire id), where none is sent.
-fn temperature(model: &ModelSpec) -> Option<f32> {
+fn temperature(model: &ModelSpec) -> Option<f64> {
     (!super::policy::fixed_sampling(model)).then_some(0.0)
 }
 

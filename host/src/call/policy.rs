@@ -10,6 +10,9 @@
 //!   `capability_mismatch`. The entry has what it declares narrowed to what its
 //!   provider component carries, or, declaring nothing, its provider's (see
 //!   [`crate::catalog::Capability`]). A model's name never grants anything.
+//!   An image or document whose source (inline or URL) the component does not
+//!   declare (WIT 0.5.0's media flags) fails the same way, under `vision` or
+//!   `documents`: the host fetches no caller's URL and cannot make bytes one.
 //! - **Streaming.** An entry that cannot stream is never asked to: the caller's
 //!   stream is answered whole and replayed (the caller decides, see `call::run`).
 //! - **Sampling.** OpenAI's reasoning families accept only their own default
@@ -27,7 +30,7 @@
 use crate::catalog::{Capability, ModelSpec};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
-use crate::types::{Capabilities, ContentBlock, Conversation, LeafBlock};
+use crate::types::{Capabilities, ContentBlock, Conversation, LeafBlock, Media, MediaSource};
 
 /// What the policy decided for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +89,12 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
     if needs.document && !has.contains(Capability::Documents) {
         return Err(mismatch(Capability::Documents, "the conversation holds a document"));
     }
+    // The component carries the kind, but perhaps not from this source: the
+    // host fetches no caller's URL (that would make it a proxy to wherever the
+    // caller points) and cannot make bytes a URL, so it refuses.
+    if let Some((capability, needed_for)) = needs.unsupported_source(provider) {
+        return Err(mismatch(capability, needed_for));
+    }
     let native_tools = has.contains(Capability::Tools);
     let tools_in_play = needs.tool_blocks || !request.conversation.tools.is_empty();
     // A model that can call tools but whose component cannot carry native calls
@@ -126,7 +135,7 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
 
 /// The temperature a call sends: the caller's, except on an entry whose
 /// sampling is fixed (where nothing is sent).
-pub(super) fn temperature(model: &ModelSpec, request: &ChatRequest) -> Option<f32> {
+pub(super) fn temperature(model: &ModelSpec, request: &ChatRequest) -> Option<f64> {
     request.temperature.filter(|_| !fixed_sampling(model))
 }
 
@@ -170,28 +179,31 @@ fn member_of(id: &str, family: &str) -> bool {
 }
 
 /// What a conversation's blocks need, from one pass over them.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Needs {
     image: bool,
     document: bool,
+    /// Which media sources the blocks use: the component flags that must carry
+    /// them (`inline-images`, `image-urls`, ...).
+    sources: Capabilities,
     /// Earlier tool calls or results (which need tools even with none offered).
     tool_blocks: bool,
 }
 
 impl Needs {
     fn of(conversation: &Conversation) -> Self {
-        let mut needs = Self::default();
+        let mut needs = Self { image: false, document: false, sources: Capabilities::empty(), tool_blocks: false };
         for block in conversation.turns.iter().flat_map(|turn| &turn.content) {
             match block {
-                ContentBlock::Image(_) => needs.image = true,
-                ContentBlock::Document(_) => needs.document = true,
+                ContentBlock::Image(media) => needs.image(media),
+                ContentBlock::Document(media) => needs.document(media),
                 ContentBlock::ToolUse(_) => needs.tool_blocks = true,
                 ContentBlock::ToolResult(result) => {
                     needs.tool_blocks = true;
                     for leaf in &result.content {
                         match leaf {
-                            LeafBlock::Image(_) => needs.image = true,
-                            LeafBlock::Document(_) => needs.document = true,
+                            LeafBlock::Image(media) => needs.image(media),
+                            LeafBlock::Document(media) => needs.document(media),
                             LeafBlock::Text(_) => {}
                         }
                     }
@@ -200,6 +212,52 @@ impl Needs {
             }
         }
         needs
+    }
+
+    fn image(&mut self, media: &Media) {
+        self.image = true;
+        self.sources |= match media.source {
+            MediaSource::Base64(_) => Capabilities::INLINE_IMAGES,
+            MediaSource::Url(_) => Capabilities::IMAGE_URLS,
+        };
+    }
+
+    fn document(&mut self, media: &Media) {
+        self.document = true;
+        self.sources |= match media.source {
+            MediaSource::Base64(_) => Capabilities::INLINE_DOCUMENTS,
+            MediaSource::Url(_) => Capabilities::DOCUMENT_URLS,
+        };
+    }
+
+    /// The first media source the blocks use that `provider`'s component does
+    /// not declare, as the capability it falls under and why.
+    fn unsupported_source(self, provider: Capabilities) -> Option<(Capability, &'static str)> {
+        [
+            (
+                Capabilities::IMAGE_URLS,
+                Capability::Vision,
+                "the conversation holds an image by URL, and the provider component takes images inline only",
+            ),
+            (
+                Capabilities::INLINE_IMAGES,
+                Capability::Vision,
+                "the conversation holds an inline image, and the provider component takes images by URL only",
+            ),
+            (
+                Capabilities::DOCUMENT_URLS,
+                Capability::Documents,
+                "the conversation holds a document by URL, and the provider component takes documents inline only",
+            ),
+            (
+                Capabilities::INLINE_DOCUMENTS,
+                Capability::Documents,
+                "the conversation holds an inline document, and the provider component takes documents by URL only",
+            ),
+        ]
+        .into_iter()
+        .find(|(flag, ..)| self.sources.contains(*flag) && !provider.contains(*flag))
+        .map(|(_, capability, needed_for)| (capability, needed_for))
     }
 }
 
@@ -347,7 +405,7 @@ mod tests {
         let sees = declared(&[Capability::Vision]);
         assert_eq!(refused_for(check(&sees, Capabilities::empty(), &image)), Capability::Vision);
         let undeclared = ModelSpec::sample();
-        assert!(check(&undeclared, Capabilities::IMAGES, &image).is_ok());
+        assert!(check(&undeclared, Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS, &image).is_ok());
         assert_eq!(refused_for(check(&undeclared, Capabilities::empty(), &image)), Capability::Vision);
         let plain = ChatRequest::new("m", Conversation::user("hi"));
         assert!(check(&undeclared, Capabilities::STREAMING, &plain).unwrap().streams);
@@ -403,6 +461,45 @@ mod tests {
         thinking.thinking_budget = Some(2_048);
         assert_eq!(refused_for(check(&declared(&[]), Capabilities::all(), &thinking)), Capability::Thinking);
         assert!(check(&ModelSpec::sample(), Capabilities::THINKING, &thinking).is_ok());
+    }
+
+    /// 0.5.0's media flags: a component that takes images (documents) from
+    /// one source only has a block from the other refused before any encode,
+    /// also inside a tool result; one with both flags (a legacy `images`)
+    /// takes either.
+    #[test]
+    fn a_media_source_the_component_does_not_declare_is_refused() {
+        let by_url = |mime: &str| Media { mime_type: mime.into(), source: MediaSource::Url("https://x/a".into()) };
+        let url_image = request_with(vec![ContentBlock::Image(by_url("image/png"))]);
+        let inline_image = request_with(vec![ContentBlock::Image(media("image/png"))]);
+        let url_pdf = request_with(vec![ContentBlock::Document(by_url("application/pdf"))]);
+        let inline_pdf = request_with(vec![ContentBlock::Document(media("application/pdf"))]);
+        let gemini_like = Capabilities::INLINE_IMAGES | Capabilities::INLINE_DOCUMENTS;
+        let entry = ModelSpec::sample();
+        assert!(check(&entry, gemini_like, &inline_image).is_ok());
+        assert!(check(&entry, gemini_like, &inline_pdf).is_ok());
+        match check(&entry, gemini_like, &url_image) {
+            Err(WeirError::CapabilityMismatch { capability, needed_for, .. }) => {
+                assert_eq!(capability, Capability::Vision);
+                assert!(needed_for.contains("image by URL") && needed_for.contains("inline only"), "{needed_for}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(refused_for(check(&entry, gemini_like, &url_pdf)), Capability::Documents);
+        let nested = request_with(vec![ContentBlock::ToolResult(ToolResult {
+            tool_use_id: "t".into(),
+            content: vec![LeafBlock::Image(by_url("image/png"))],
+            is_error: false,
+        })]);
+        assert_eq!(refused_for(check(&entry, gemini_like, &nested)), Capability::Vision);
+        let urls_only = Capabilities::IMAGE_URLS | Capabilities::DOCUMENT_URLS;
+        assert!(check(&entry, urls_only, &url_image).is_ok());
+        assert_eq!(refused_for(check(&entry, urls_only, &inline_image)), Capability::Vision);
+        assert_eq!(refused_for(check(&entry, urls_only, &inline_pdf)), Capability::Documents);
+        let both = gemini_like | urls_only;
+        for request in [&url_image, &inline_image, &url_pdf, &inline_pdf] {
+            assert!(check(&entry, both, request).is_ok());
+        }
     }
 
     #[test]

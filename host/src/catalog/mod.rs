@@ -130,11 +130,7 @@ impl ModelSpec {
     /// What the entry declares it may be asked for: its `capabilities`, else
     /// everything (without native tools when `native_tools = false`).
     pub fn declared_capabilities(&self) -> CapabilitySet {
-        match self.capabilities {
-            Some(declared) => declared,
-            None if self.native_tools => CapabilitySet::all(),
-            None => CapabilitySet::all().without(Capability::Tools),
-        }
+        declared_capabilities(self.capabilities, self.native_tools)
     }
 
     /// What the entry may be asked for when a component declaring `provider`
@@ -316,6 +312,17 @@ fn report(model: &ModelSpec, route: &Route) {
 /// least one), as the runtime seed derives it. A declared `rpm` stays.
 pub fn mantle_rpm(rpm: Option<u32>, tpm: Option<u64>) -> Option<u32> {
     rpm.or_else(|| tpm.map(|tpm| u32::try_from(tpm / 1000).unwrap_or(u32::MAX).max(1)))
+}
+
+/// What an entry asks of its provider: its `capabilities` declaration, else
+/// everything (less native tools when `native_tools = false`, the older
+/// spelling). The one rule for a resolved entry and a config's (`weir check`).
+pub fn declared_capabilities(declared: Option<CapabilitySet>, native_tools: bool) -> CapabilitySet {
+    match declared {
+        Some(declared) => declared,
+        None if native_tools => CapabilitySet::all(),
+        None => CapabilitySet::all().without(Capability::Tools),
+    }
 }
 
 fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptCache) -> ModelSpec {

@@ -86,17 +86,20 @@ impl CapabilitySet {
     }
 
     /// What a provider component can carry, by its WIT flags. Prompted tools
-    /// are the host's own work, so every component carries them.
+    /// are the host's own work, so every component carries them. Images by
+    /// either source give `vision` (documents likewise); which source a call's
+    /// media may have is checked per block (`call::policy`).
     pub fn carried_by(provider: Capabilities) -> Self {
         let mapped = [
-            (Capabilities::IMAGES, Capability::Vision),
-            (Capabilities::DOCUMENTS, Capability::Documents),
+            (Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS, Capability::Vision),
+            (Capabilities::INLINE_DOCUMENTS | Capabilities::DOCUMENT_URLS, Capability::Documents),
             (Capabilities::NATIVE_TOOLS, Capability::Tools),
             (Capabilities::THINKING, Capability::Thinking),
             (Capabilities::STRUCTURED_OUTPUT, Capability::JsonSchema),
             (Capabilities::STREAMING, Capability::Streaming),
         ];
-        let carried = mapped.into_iter().filter(|(flag, _)| provider.contains(*flag)).map(|(_, capability)| capability);
+        let carried =
+            mapped.into_iter().filter(|(flags, _)| provider.intersects(*flags)).map(|(_, capability)| capability);
         Self::of(carried).with(Capability::PromptedTools)
     }
 
@@ -133,7 +136,7 @@ mod tests {
     fn the_provider_flags_map_one_to_one_and_prompted_tools_are_always_carried() {
         let none = CapabilitySet::carried_by(Capabilities::empty());
         assert_eq!(none, CapabilitySet::of([Capability::PromptedTools]));
-        let ollama = CapabilitySet::carried_by(Capabilities::NATIVE_TOOLS | Capabilities::IMAGES);
+        let ollama = CapabilitySet::carried_by(Capabilities::NATIVE_TOOLS | Capabilities::INLINE_IMAGES);
         assert_eq!(ollama.names().collect::<Vec<_>>(), ["vision", "tools", "prompted_tools"]);
         assert_eq!(CapabilitySet::carried_by(Capabilities::all()), CapabilitySet::all());
     }

@@ -12,6 +12,7 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use super::cache::ArtifactCache;
+use super::convert::Records;
 use super::exports::Exports;
 use super::sandbox::{self, CallEngine, CallState, SandboxLimits, new_store};
 use super::world::{self, Operation};
@@ -298,15 +299,21 @@ fn describe(
         let mut store = new_store(engine);
         let instance = pre.instantiate_async(&mut store).await.map_err(|e| format!("cannot be instantiated: {e:#}"))?;
         exports.typecheck(&mut store, &instance).map_err(|e| format!("does not match the provider world: {e}"))?;
-        let providers = exports
-            .describe
-            .providers(&mut store, &instance)
-            .map_err(|e| format!("does not match the provider world: {e:#}"))?;
-        let (providers,) = providers
-            .call_async(&mut store, ())
-            .await
-            .map_err(|e| format!("trapped in `describe.providers`: {e:#}"))?;
-        Ok(providers)
+        let mismatch = |e: wasmtime::Error| format!("does not match the provider world: {e:#}");
+        let trapped = |e: wasmtime::Error| format!("trapped in `describe.providers`: {e:#}");
+        match exports.describe.records() {
+            Records::Current => {
+                let providers = exports.describe.providers(&mut store, &instance).map_err(mismatch)?;
+                let (providers,) = providers.call_async(&mut store, ()).await.map_err(trapped)?;
+                Ok(providers)
+            }
+            Records::V0_4 => {
+                // 0.4.0's `provider-info`, converted once at load (see `super::convert`).
+                let providers = exports.describe.providers_v0_4(&mut store, &instance).map_err(mismatch)?;
+                let (providers,) = providers.call_async(&mut store, ()).await.map_err(trapped)?;
+                Ok(providers.into_iter().map(ProviderInfo::from).collect())
+            }
+        }
     })
 }
 

@@ -7,8 +7,11 @@
 //! typed functions. The types below are the WIT records `bindgen!` generates
 //! (`crate::wit`); each `encode` result is lifted as a capped
 //! [`EncodedRequest`] (see [`super::bounded`]). The component model checks a
-//! typed function's type structurally, so the same Rust types fit a 0.1.0
-//! component's `describe` and `chat`, whose types did not change in 0.2.0, 0.3.0 or 0.4.0.
+//! typed function's type structurally, so the same Rust types fit every
+//! function whose records did not change since 0.1.0. The few that take or
+//! give a record 0.5.0 changed (`call-params`, `provider-info`) have a second
+//! typing with frozen 0.4.0's records (the `*_v0_4` functions), used for a
+//! 0.1.0–0.4.0 component ([`Records`]); the caller converts (`super::convert`).
 //! [`Exports::typecheck`] checks every function once at load, so a component
 //! whose functions have other types is refused then, not on its first call.
 
@@ -16,6 +19,7 @@ use wasmtime::Store;
 use wasmtime::component::{Component, ComponentExportIndex, Instance, ResourceAny, TypedFunc};
 
 use super::bounded::EncodedRequest;
+use super::convert::Records;
 use super::sandbox::CallState;
 use super::world::{Operation, Targets, export_name};
 use crate::types::{
@@ -23,6 +27,7 @@ use crate::types::{
     NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta,
     StreamEvent,
 };
+use crate::wit::v0_4;
 
 type Call<'s> = &'s mut Store<CallState>;
 
@@ -80,6 +85,7 @@ pub(super) struct Exports {
 #[derive(Debug, Clone)]
 pub(super) struct DescribeExports {
     typed: Typed,
+    records: Records,
     providers: ComponentExportIndex,
     serves: ComponentExportIndex,
     claims: ComponentExportIndex,
@@ -88,6 +94,7 @@ pub(super) struct DescribeExports {
 #[derive(Debug, Clone)]
 pub(super) struct ChatExports {
     typed: Typed,
+    records: Records,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
     classify: ComponentExportIndex,
@@ -119,6 +126,7 @@ pub(super) struct RerankExports {
 #[derive(Debug, Clone)]
 pub(super) struct LogprobsExports {
     typed: Typed,
+    records: Records,
     serves: ComponentExportIndex,
     encode: ComponentExportIndex,
     decode: ComponentExportIndex,
@@ -127,6 +135,7 @@ pub(super) struct LogprobsExports {
 #[derive(Debug, Clone)]
 pub(super) struct NativeExports {
     typed: Typed,
+    records: Records,
     support: ComponentExportIndex,
     encode: ComponentExportIndex,
     count_encode: ComponentExportIndex,
@@ -158,9 +167,11 @@ impl Exports {
     /// The export indices of `describe` and of every operation `targets` names.
     pub fn find(component: &Component, targets: &Targets) -> Result<Self, String> {
         let version = targets.version;
+        let records = Records::of(version);
         let describe = Lookup::new(component, "describe", version)?;
         let describe = DescribeExports {
             typed: Typed::Unchecked,
+            records,
             providers: describe.func("providers")?,
             serves: describe.func("serves")?,
             claims: describe.func("claims")?,
@@ -175,6 +186,7 @@ impl Exports {
             .map(|chat| -> Result<_, String> {
                 Ok(ChatExports {
                     typed: Typed::Unchecked,
+                    records,
                     encode: chat.func("encode")?,
                     decode: chat.func("decode")?,
                     classify: chat.func("classify")?,
@@ -212,6 +224,7 @@ impl Exports {
             .map(|logprobs| -> Result<_, String> {
                 Ok(LogprobsExports {
                     typed: Typed::Unchecked,
+                    records,
                     serves: logprobs.func("serves")?,
                     encode: logprobs.func("encode")?,
                     decode: logprobs.func("decode")?,
@@ -222,6 +235,7 @@ impl Exports {
             .map(|native| -> Result<_, String> {
                 Ok(NativeExports {
                     typed: Typed::Unchecked,
+                    records,
                     support: native.func("support")?,
                     encode: native.func("encode")?,
                     count_encode: native.func("count-tokens-encode")?,
@@ -267,11 +281,17 @@ impl Exports {
             result.map_err(|e| format!("`{what}` does not have the world's type: {e:#}"))
         };
         let d = &self.describe;
-        check("describe.providers", d.providers(store, instance).map(drop))?;
+        match d.records {
+            Records::Current => check("describe.providers", d.providers(store, instance).map(drop))?,
+            Records::V0_4 => check("describe.providers", d.providers_v0_4(store, instance).map(drop))?,
+        }
         check("describe.serves", d.serves(store, instance).map(drop))?;
         check("describe.claims", d.claims(store, instance).map(drop))?;
         if let Some(c) = &self.chat {
-            check("chat.encode", c.encode(store, instance).map(drop))?;
+            match c.records {
+                Records::Current => check("chat.encode", c.encode(store, instance).map(drop))?,
+                Records::V0_4 => check("chat.encode", c.encode_v0_4(store, instance).map(drop))?,
+            }
             check("chat.decode", c.decode(store, instance).map(drop))?;
             check("chat.classify", c.classify(store, instance).map(drop))?;
             check("chat.stream-decoder", c.stream_new(store, instance).map(drop))?;
@@ -294,13 +314,24 @@ impl Exports {
         }
         if let Some(l) = &self.logprobs {
             check("logprobs.serves", l.serves(store, instance).map(drop))?;
-            check("logprobs.encode", l.encode(store, instance).map(drop))?;
+            match l.records {
+                Records::Current => check("logprobs.encode", l.encode(store, instance).map(drop))?,
+                Records::V0_4 => check("logprobs.encode", l.encode_v0_4(store, instance).map(drop))?,
+            }
             check("logprobs.decode", l.decode(store, instance).map(drop))?;
         }
         if let Some(n) = &self.native {
             check("native.support", n.support(store, instance).map(drop))?;
-            check("native.encode", n.encode(store, instance).map(drop))?;
-            check("native.count-tokens-encode", n.count_encode(store, instance).map(drop))?;
+            match n.records {
+                Records::Current => {
+                    check("native.encode", n.encode(store, instance).map(drop))?;
+                    check("native.count-tokens-encode", n.count_encode(store, instance).map(drop))?;
+                }
+                Records::V0_4 => {
+                    check("native.encode", n.encode_v0_4(store, instance).map(drop))?;
+                    check("native.count-tokens-encode", n.count_encode_v0_4(store, instance).map(drop))?;
+                }
+            }
             check("native.count-tokens-decode", n.count_decode(store, instance).map(drop))?;
         }
         Ok(())
@@ -308,7 +339,17 @@ impl Exports {
 }
 
 impl DescribeExports {
+    /// Which records `providers` gives (see [`Self::providers_v0_4`]).
+    pub fn records(&self) -> Records {
+        self.records
+    }
+
     pub fn providers(&self, store: Call<'_>, instance: &Instance) -> Func<(), Vec<ProviderInfo>> {
+        typed(self.typed, store, instance, self.providers)
+    }
+
+    /// `providers` of a 0.1.0–0.4.0 component, with 0.4.0's `provider-info`.
+    pub fn providers_v0_4(&self, store: Call<'_>, instance: &Instance) -> Func<(), Vec<v0_4::ProviderInfo>> {
         typed(self.typed, store, instance, self.providers)
     }
 
@@ -322,11 +363,25 @@ impl DescribeExports {
 }
 
 impl ChatExports {
+    /// Which records `encode` takes (see [`Self::encode_v0_4`]).
+    pub fn records(&self) -> Records {
+        self.records
+    }
+
     pub fn encode<'a>(
         &self,
         store: Call<'_>,
         instance: &Instance,
     ) -> Func<(&'a str, &'a PreparedConversation, &'a CallParams), Encoded> {
+        typed(self.typed, store, instance, self.encode)
+    }
+
+    /// `encode` of a 0.1.0–0.4.0 component, with 0.4.0's `call-params`.
+    pub fn encode_v0_4<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a PreparedConversation, &'a v0_4::CallParams), Encoded> {
         typed(self.typed, store, instance, self.encode)
     }
 
@@ -415,6 +470,20 @@ impl RerankExports {
 }
 
 impl LogprobsExports {
+    /// Which records `encode` takes (see [`Self::encode_v0_4`]).
+    pub fn records(&self) -> Records {
+        self.records
+    }
+
+    /// `encode` of a 0.3.0 or 0.4.0 component, with 0.4.0's `call-params`.
+    pub fn encode_v0_4<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str, &'a PreparedConversation, &'a v0_4::CallParams, u8), Encoded> {
+        typed(self.typed, store, instance, self.encode)
+    }
+
     pub fn serves<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, bool> {
         typed(self.typed, store, instance, self.serves)
     }
@@ -435,8 +504,23 @@ impl LogprobsExports {
 /// `(provider, conversation, params, native) -> request`: `native.encode` and
 /// `native.count-tokens-encode`.
 type NativeEncode<'a> = Func<(&'a str, &'a PreparedConversation, &'a CallParams, &'a NativeRequest), Encoded>;
+/// [`NativeEncode`] of a 0.4.0 component, with 0.4.0's `call-params`.
+type NativeEncodeV04<'a> = Func<(&'a str, &'a PreparedConversation, &'a v0_4::CallParams, &'a NativeRequest), Encoded>;
 
 impl NativeExports {
+    /// Which records the encodes take (see [`Self::encode_v0_4`]).
+    pub fn records(&self) -> Records {
+        self.records
+    }
+
+    pub fn encode_v0_4<'a>(&self, store: Call<'_>, instance: &Instance) -> NativeEncodeV04<'a> {
+        typed(self.typed, store, instance, self.encode)
+    }
+
+    pub fn count_encode_v0_4<'a>(&self, store: Call<'_>, instance: &Instance) -> NativeEncodeV04<'a> {
+        typed(self.typed, store, instance, self.count_encode)
+    }
+
     pub fn support<'a>(&self, store: Call<'_>, instance: &Instance) -> Question<'a, Option<NativeSupport>> {
         typed(self.typed, store, instance, self.support)
     }

@@ -10,6 +10,7 @@
 
 mod bounded;
 mod cache;
+mod convert;
 mod embedded;
 mod engine;
 mod exports;

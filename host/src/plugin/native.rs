@@ -1,4 +1,4 @@
-//! A provider's `native` interface (0.4.0) in an attempt's [`Session`]: the
+//! A provider's `native` interface (0.4.0 on) in an attempt's [`Session`]: the
 //! chat request with a dialect's own fields added, and the provider's own
 //! token count. Each `encode`'s request is capped while it is lifted, as
 //! chat's is ([`super::bounded`]); what `native.support` answered is kept with
@@ -6,11 +6,16 @@
 
 use tokio::time::Instant;
 
+use super::convert::Records;
 use super::exports::NativeExports;
 use super::provider::{PluginError, Provider};
 use super::session::Session;
 use super::world::Operation;
 use crate::types::{CallParams, HttpRequest, HttpResponse, NativeRequest, PreparedConversation};
+use crate::wit::v0_4;
+use wasmtime::component::Instance;
+
+type Call<'s> = &'s mut wasmtime::Store<super::sandbox::CallState>;
 
 impl Session<'_> {
     /// [`Session::encode`]'s request with `native`'s fields and betas, as the
@@ -24,14 +29,19 @@ impl Session<'_> {
         deadline: Option<Instant>,
     ) -> Result<HttpRequest, PluginError> {
         let exports = self.provider().native()?;
-        let result = self
-            .call(
-                "native.encode",
-                deadline,
-                |store, instance| exports.encode(store, instance),
-                (self.provider().key(), conversation, params, native),
-            )
-            .await?;
+        let key = self.provider().key();
+        let during = "native.encode";
+        let result = match exports.records() {
+            Records::Current => {
+                let encode = |store: Call<'_>, instance: &Instance| exports.encode(store, instance);
+                self.call(during, deadline, encode, (key, conversation, params, native)).await?
+            }
+            Records::V0_4 => {
+                let legacy = v0_4::CallParams::from(params);
+                let encode = |store: Call<'_>, instance: &Instance| exports.encode_v0_4(store, instance);
+                self.call(during, deadline, encode, (key, conversation, &legacy, native)).await?
+            }
+        };
         result.map(HttpRequest::from).map_err(|error| self.provider().codec(error))
     }
 
@@ -44,14 +54,19 @@ impl Session<'_> {
         deadline: Option<Instant>,
     ) -> Result<HttpRequest, PluginError> {
         let exports = self.provider().native()?;
-        let result = self
-            .call(
-                "native.count-tokens-encode",
-                deadline,
-                |store, instance| exports.count_encode(store, instance),
-                (self.provider().key(), conversation, params, native),
-            )
-            .await?;
+        let key = self.provider().key();
+        let during = "native.count-tokens-encode";
+        let result = match exports.records() {
+            Records::Current => {
+                let encode = |store: Call<'_>, instance: &Instance| exports.count_encode(store, instance);
+                self.call(during, deadline, encode, (key, conversation, params, native)).await?
+            }
+            Records::V0_4 => {
+                let legacy = v0_4::CallParams::from(params);
+                let encode = |store: Call<'_>, instance: &Instance| exports.count_encode_v0_4(store, instance);
+                self.call(during, deadline, encode, (key, conversation, &legacy, native)).await?
+            }
+        };
         result.map(HttpRequest::from).map_err(|error| self.provider().codec(error))
     }
 

@@ -7,6 +7,7 @@
 
 use tokio::time::Instant;
 
+use super::convert::Records;
 use super::exports::{EmbeddingExports, LogprobsExports, RerankExports};
 use super::provider::{PluginError, Provider};
 use super::session::Session;
@@ -15,6 +16,10 @@ use crate::types::{
     CallParams, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpRequest, HttpResponse,
     PreparedConversation, RerankParams, RerankResponse,
 };
+use crate::wit::v0_4;
+use wasmtime::component::Instance;
+
+type Call<'s> = &'s mut wasmtime::Store<super::sandbox::CallState>;
 
 impl Session<'_> {
     /// The HTTP request for one batch of `inputs`, without credentials. The
@@ -122,14 +127,19 @@ impl Session<'_> {
         deadline: Option<Instant>,
     ) -> Result<HttpRequest, PluginError> {
         let logprobs = self.provider().logprobs()?;
-        let result = self
-            .call(
-                "logprobs.encode",
-                deadline,
-                |store, instance| logprobs.encode(store, instance),
-                (self.provider().key(), conversation, params, top),
-            )
-            .await?;
+        let key = self.provider().key();
+        let during = "logprobs.encode";
+        let result = match logprobs.records() {
+            Records::Current => {
+                let encode = |store: Call<'_>, instance: &Instance| logprobs.encode(store, instance);
+                self.call(during, deadline, encode, (key, conversation, params, top)).await?
+            }
+            Records::V0_4 => {
+                let legacy = v0_4::CallParams::from(params);
+                let encode = |store: Call<'_>, instance: &Instance| logprobs.encode_v0_4(store, instance);
+                self.call(during, deadline, encode, (key, conversation, &legacy, top)).await?
+            }
+        };
         result.map(HttpRequest::from).map_err(|error| self.provider().codec(error))
     }
 

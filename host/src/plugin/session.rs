@@ -27,9 +27,11 @@ use tokio::time::Instant;
 use wasmtime::Store;
 use wasmtime::component::{ComponentNamedList, ComponentType, Instance as ComponentInstance, Lift, Lower, TypedFunc};
 
+use super::convert::Records;
 use super::provider::{CallInstance, ComponentStream, PluginError, Provider};
 use super::sandbox::{CallState, refuel};
 use crate::types::{CallParams, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation};
+use crate::wit::v0_4;
 
 /// Longest an attempt keeps its instance while its request is upstream. An
 /// answer within it is decoded in the instance that encoded the request; a
@@ -119,9 +121,19 @@ impl<'p> Session<'p> {
         // request no upstream would take is the component's fault, caught
         // before anything is sent or even copied out of the guest.
         let key = self.provider.key();
-        let result = self
-            .call("chat.encode", deadline, |store, instance| chat.encode(store, instance), (key, conversation, params))
-            .await?;
+        let result = match chat.records() {
+            Records::Current => {
+                let encode = |store: &mut Store<CallState>, instance: &ComponentInstance| chat.encode(store, instance);
+                self.call("chat.encode", deadline, encode, (key, conversation, params)).await?
+            }
+            Records::V0_4 => {
+                // A 0.1.0–0.4.0 component takes 0.4.0's record (see `super::convert`).
+                let legacy = v0_4::CallParams::from(params);
+                let encode =
+                    |store: &mut Store<CallState>, instance: &ComponentInstance| chat.encode_v0_4(store, instance);
+                self.call("chat.encode", deadline, encode, (key, conversation, &legacy)).await?
+            }
+        };
         result.map(HttpRequest::from).map_err(|error| self.provider.codec(error))
     }
 

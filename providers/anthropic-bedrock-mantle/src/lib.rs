@@ -44,8 +44,10 @@ impl SurfaceProvider for AnthropicBedrockMantle {
             credential: bedrock::credential_shape(),
             capabilities: Capabilities::STREAMING
                 | Capabilities::NATIVE_TOOLS
-                | Capabilities::IMAGES
-                | Capabilities::DOCUMENTS
+                | Capabilities::INLINE_IMAGES
+                | Capabilities::IMAGE_URLS
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
                 | Capabilities::THINKING
                 | Capabilities::PROMPT_CACHE,
             stream_framing: StreamFraming::Sse,
@@ -79,7 +81,12 @@ mod tests {
                 default_credential_id: "aws-access-key-id".into()
             })
         );
-        assert!(info.capabilities.contains(Capabilities::STREAMING | Capabilities::THINKING | Capabilities::DOCUMENTS));
+        assert!(info.capabilities.contains(
+            Capabilities::STREAMING
+                | Capabilities::THINKING
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
+        ));
         assert!(!info.capabilities.contains(Capabilities::STRUCTURED_OUTPUT));
         assert_eq!(info.stream_framing, StreamFraming::Sse);
     }

@@ -49,8 +49,10 @@ impl SurfaceProvider for AnthropicVertex {
             }),
             capabilities: Capabilities::STREAMING
                 | Capabilities::NATIVE_TOOLS
-                | Capabilities::IMAGES
-                | Capabilities::DOCUMENTS
+                | Capabilities::INLINE_IMAGES
+                | Capabilities::IMAGE_URLS
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
                 | Capabilities::THINKING
                 | Capabilities::PROMPT_CACHE,
             stream_framing: StreamFraming::Sse,

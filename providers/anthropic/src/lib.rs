@@ -37,8 +37,10 @@ impl SurfaceProvider for Anthropic {
             }),
             capabilities: Capabilities::STREAMING
                 | Capabilities::NATIVE_TOOLS
-                | Capabilities::IMAGES
-                | Capabilities::DOCUMENTS
+                | Capabilities::INLINE_IMAGES
+                | Capabilities::IMAGE_URLS
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
                 | Capabilities::THINKING
                 | Capabilities::PROMPT_CACHE,
             stream_framing: StreamFraming::Sse,
@@ -75,8 +77,10 @@ mod tests {
         assert!(info.capabilities.contains(
             Capabilities::STREAMING
                 | Capabilities::NATIVE_TOOLS
-                | Capabilities::IMAGES
-                | Capabilities::DOCUMENTS
+                | Capabilities::INLINE_IMAGES
+                | Capabilities::IMAGE_URLS
+                | Capabilities::INLINE_DOCUMENTS
+                | Capabilities::DOCUMENT_URLS
                 | Capabilities::THINKING
                 | Capabilities::PROMPT_CACHE
         ));

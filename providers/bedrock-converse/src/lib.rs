@@ -95,8 +95,8 @@ fn info() -> ProviderInfo {
         credential: bedrock::credential_shape(),
         capabilities: Capabilities::STREAMING
             | Capabilities::NATIVE_TOOLS
-            | Capabilities::IMAGES
-            | Capabilities::DOCUMENTS
+            | Capabilities::INLINE_IMAGES
+            | Capabilities::INLINE_DOCUMENTS
             | Capabilities::PROMPT_CACHE,
         stream_framing: StreamFraming::AwsEventStream,
     }
@@ -128,8 +128,8 @@ mod tests {
             info.capabilities,
             Capabilities::STREAMING
                 | Capabilities::NATIVE_TOOLS
-                | Capabilities::IMAGES
-                | Capabilities::DOCUMENTS
+                | Capabilities::INLINE_IMAGES
+                | Capabilities::INLINE_DOCUMENTS
                 | Capabilities::PROMPT_CACHE
         );
         assert_eq!(info.stream_framing, StreamFraming::AwsEventStream);

@@ -133,8 +133,8 @@ impl EmbeddingProvider for Gemini {
 fn capabilities() -> Capabilities {
     Capabilities::STREAMING
         | Capabilities::NATIVE_TOOLS
-        | Capabilities::IMAGES
-        | Capabilities::DOCUMENTS
+        | Capabilities::INLINE_IMAGES
+        | Capabilities::INLINE_DOCUMENTS
         | Capabilities::THINKING
         | Capabilities::STRUCTURED_OUTPUT
 }

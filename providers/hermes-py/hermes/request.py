@@ -2,7 +2,6 @@
 request. The request never carries a credential; the host adds it."""
 
 import math
-import struct
 
 from .fallback import block_as_text
 from .model import CallParams, CodecError, Conversation, HttpRequest, ToolUse, Turn
@@ -53,15 +52,11 @@ def body(conversation: Conversation, params: CallParams) -> dict:
 
 
 def temperature(value: float):
-    """The temperature through its shortest float32 text, so 0.7 goes out as 0.7
-    and not as the 0.699999988 the host's f32 widens to."""
+    """The temperature as the host sends it: weir:provider 0.5.0 carries the
+    caller's own number (an `f64`, a Python float), so 0.3 goes out as 0.3.
+    A number that is not finite is refused."""
     if not math.isfinite(value):
         raise CodecError("unsupported", f"temperature {value} is not finite")
-    single = struct.pack("<f", value)
-    for digits in range(1, 10):
-        shortest = float(f"{value:.{digits}g}")
-        if struct.pack("<f", shortest) == single:
-            return shortest
     return value
 
 

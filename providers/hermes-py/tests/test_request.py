@@ -45,11 +45,12 @@ class Encode(unittest.TestCase):
         self.assertEqual(body["messages"][1]["content"], tricky)
 
     def test_stream_temperature_stop_and_effort(self):
-        sent, body = encode(Conversation(turns=[user(("text", "hi"))]), stream=True, temperature=0.699999988079071,
+        sent, body = encode(Conversation(turns=[user(("text", "hi"))]), stream=True, temperature=0.3,
                             stop=["END"], reasoning_effort="max")
         self.assertEqual(body["stream"], True)
         self.assertEqual(body["stream_options"], {"include_usage": True})
-        self.assertEqual(body["temperature"], 0.7)
+        self.assertEqual(body["temperature"], 0.3)
+        self.assertIn(b'"temperature":0.3,', sent.body)
         self.assertEqual(body["stop"], ["END"])
         self.assertEqual(body["reasoning_effort"], "high")
         self.assertIn(("accept", "text/event-stream"), sent.headers)

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use weir_sdk::errors::{ErrorFields, class_for_status};
 use weir_sdk::fallback::block_as_text;
-use weir_sdk::json::{from_body, parse_value, to_body};
+use weir_sdk::json::{from_body, parse_value, sampling_number, to_body};
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HeaderCredential,
     HttpRequest, HttpResponse, MediaSource, PreparedConversation, ProviderInfo, StopReason, StreamFraming, ToolUse,
@@ -35,7 +35,7 @@ impl ChatProvider for Ollama {
                 prefix: "Bearer ".to_owned(),
                 required: false,
             }),
-            capabilities: Capabilities::NATIVE_TOOLS | Capabilities::IMAGES,
+            capabilities: Capabilities::NATIVE_TOOLS | Capabilities::INLINE_IMAGES,
             stream_framing: StreamFraming::Sse,
         }]
     }
@@ -48,7 +48,7 @@ impl ChatProvider for Ollama {
         }
         let mut options = json!({"num_predict": params.max_tokens, "stop": params.stop});
         if let Some(temperature) = params.temperature {
-            options["temperature"] = json!(temperature);
+            options["temperature"] = sampling_number(temperature, "temperature")?;
         }
         let tools = conversation.tools.iter().map(|tool| {
             let parameters = parse_value(&tool.parameters_json, "tool parameters")?;

@@ -98,7 +98,8 @@ const AZURE_KEY: (&str, &str) = ("api-key", "");
 
 const CHAT: Capabilities = Capabilities::STREAMING
     .union(Capabilities::NATIVE_TOOLS)
-    .union(Capabilities::IMAGES)
+    .union(Capabilities::INLINE_IMAGES)
+    .union(Capabilities::IMAGE_URLS)
     .union(Capabilities::THINKING)
     .union(Capabilities::STRUCTURED_OUTPUT);
 
@@ -117,7 +118,7 @@ const OPENAI: KeySpec = KeySpec {
     tool_ids: ToolIds::Verbatim,
     thinking_back: ThinkingBack::AsText,
     model_in_body: true,
-    capabilities: CHAT.union(Capabilities::DOCUMENTS),
+    capabilities: CHAT.union(Capabilities::INLINE_DOCUMENTS),
 };
 
 /// Any other server of the dialect: no default endpoint (we never invent one),

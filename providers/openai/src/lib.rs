@@ -315,13 +315,13 @@ mod tests {
         assert_eq!(openai.key, "openai");
         assert_eq!(openai.default_endpoint.as_deref(), Some("https://api.openai.com/v1"));
         assert_eq!(openai.credential, bearer("openai-api-key", true));
-        assert!(openai.capabilities.contains(Capabilities::DOCUMENTS | Capabilities::THINKING));
+        assert!(openai.capabilities.contains(Capabilities::INLINE_DOCUMENTS | Capabilities::THINKING));
         assert!(!openai.capabilities.contains(Capabilities::PROMPT_CACHE));
         let compatible = &infos[1];
         assert_eq!(compatible.key, "openai-compatible");
         assert_eq!(compatible.default_endpoint, None);
         assert_eq!(compatible.credential, bearer("openai-compatible-api-key", false));
-        assert!(!compatible.capabilities.contains(Capabilities::DOCUMENTS));
+        assert!(!compatible.capabilities.contains(Capabilities::INLINE_DOCUMENTS));
         assert!(compatible.capabilities.contains(Capabilities::STREAMING | Capabilities::NATIVE_TOOLS));
         assert_eq!(compatible.stream_framing, StreamFraming::Sse);
         let responses = &infos[2];
@@ -339,7 +339,7 @@ mod tests {
         });
         assert_eq!(azure.credential, api_key);
         assert_eq!(infos[4].credential, api_key);
-        assert!(!azure.capabilities.contains(Capabilities::DOCUMENTS), "file parts are api.openai.com's");
+        assert!(!azure.capabilities.contains(Capabilities::INLINE_DOCUMENTS), "file parts are api.openai.com's");
         let mistral = &infos[5];
         assert_eq!(mistral.default_endpoint.as_deref(), Some("https://api.mistral.ai/v1"));
         assert_eq!(mistral.credential, bearer("mistral-api-key", true));

@@ -206,7 +206,7 @@ fn user_part(spec: &KeySpec, block: &ContentBlock) -> Value {
         ContentBlock::Text(text) => text_part(text),
         ContentBlock::Image(media) => image_part(media),
         ContentBlock::Document(Media { mime_type, source: MediaSource::Base64(data) })
-            if spec.capabilities.contains(Capabilities::DOCUMENTS) =>
+            if spec.capabilities.contains(Capabilities::INLINE_DOCUMENTS) =>
         {
             let file = json!({"filename": "document.pdf", "file_data": data_url(mime_type, data)});
             json!({"type": "file", "file": file})

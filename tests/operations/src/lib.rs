@@ -4,6 +4,9 @@
 //!
 //! - `chat-0-1`: `describe` + `chat` of the frozen `weir:provider@0.1.0`, key
 //!   `legacy`, with a stateful stream decoder;
+//! - `chat-0-4` / `chat-0-5`: one chat (+ native, logprobs) component, key `versioned`, built against
+//!   the frozen 0.4.0 and against the current 0.5.0 (the records 0.5.0
+//!   changed cross through the host's conversion in the first);
 //! - `embeddings`: `describe` + `embeddings` of 0.3.0, key `embed-only`;
 //! - `rerank`: `describe` + `rerank` of 0.3.0, key `rerank-only`.
 //!
@@ -34,6 +37,10 @@ pub const ABSURD_HEADER_COUNT: usize = 100_000;
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod chat_0_1;
 
+#[cfg(all(target_arch = "wasm32", any(feature = "chat-0-4", feature = "chat-0-5")))]
+#[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
+mod chat_versioned;
+
 #[cfg(all(target_arch = "wasm32", feature = "embeddings"))]
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod embeddings;
@@ -49,7 +56,10 @@ fn body(value: &serde_json::Value) -> Vec<u8> {
 }
 
 /// The value of header `name` (case-insensitive).
-#[cfg(all(target_arch = "wasm32", any(feature = "chat-0-1", feature = "embeddings", feature = "rerank")))]
+#[cfg(all(
+    target_arch = "wasm32",
+    any(feature = "chat-0-1", feature = "chat-0-4", feature = "chat-0-5", feature = "embeddings", feature = "rerank")
+))]
 fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
     headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
 }

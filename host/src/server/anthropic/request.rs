@@ -47,7 +47,7 @@ struct Body {
     system: Option<Value>,
     #[serde(default)]
     stop_sequences: Vec<String>,
-    temperature: Option<f32>,
+    temperature: Option<f64>,
     #[serde(default)]
     stream: bool,
     #[serde(default)]

@@ -21,7 +21,7 @@ struct Body {
     tool_choice: Option<Value>,
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
-    temperature: Option<f32>,
+    temperature: Option<f64>,
     top_p: Option<f32>,
     stop: Option<Stop>,
     response_format: Option<Value>,

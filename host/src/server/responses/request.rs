@@ -62,7 +62,7 @@ pub struct Body {
     text: Option<Value>,
     reasoning: Option<Value>,
     max_output_tokens: Option<u32>,
-    temperature: Option<f32>,
+    temperature: Option<f64>,
     top_p: Option<f32>,
     #[serde(default)]
     stream: Option<bool>,
