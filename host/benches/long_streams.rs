@@ -178,7 +178,7 @@ fn gateway_config(upstream: std::net::SocketAddr, count: usize) -> String {
     format!(
         "read_timeout_secs = 30\n\n[server]\nmax_in_flight = {in_flight}\nmax_connections = {connections}\n\n\
          [[model]]\nid = \"long\"\nprovider = \"openai-compatible\"\nwire_id = \"m\"\n\
-         endpoint = \"http://{upstream}/v1\"\nmax_output_tokens = 1000\ncontext_window = 100000\n",
+         endpoint = \"http://{upstream}/v1\"\nmax_output_tokens = 1000\ncontext_window = 100000\noutput_tokens = 200\n",
         in_flight = count + 100,
         connections = count + 200,
     )
