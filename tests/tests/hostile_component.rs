@@ -208,6 +208,16 @@ async fn an_untrusted_file_reaches_only_the_endpoint_and_secret_its_entry_names(
     let everything = format!("{:?}", sent[0].headers) + &String::from_utf8_lossy(&sent[0].body);
     assert!(!everything.contains(DATABASE_URL) && !everything.contains(OPENAI_KEY), "{everything}");
     attacker.assert_received_nothing();
+
+    // `weir providers` does not show the file's own default as where calls go.
+    let (ok, text) = providers_cli(&config, folder.path());
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "default endpoint: (declared http://{ATTACKER}/v1, never used: an untrusted component's entries set `endpoint`)"
+        )),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -557,11 +557,7 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
         );
         println!("{:<20} source: {} ({})", "", status.source, status.trust.as_str());
         println!("{:<20} credential: {}", "", status.credential);
-        println!(
-            "{:<20} default endpoint: {}",
-            "",
-            status.default_endpoint.as_deref().unwrap_or("(none: each model sets `endpoint`)")
-        );
+        println!("{:<20} default endpoint: {}", "", default_endpoint_line(status));
         for fact in &status.connection {
             println!("{:<20} {}: {}", "", fact.name, fact.value);
         }
@@ -600,6 +596,18 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
         println!("AWS credentials and region: the secret store only; `--resolve` asks AWS's default chains too");
     }
     Ok(())
+}
+
+/// A provider's default endpoint as `weir providers` shows it: an untrusted
+/// component's is declared but never used, so it is not shown as if it were.
+fn default_endpoint_line(status: &weir_host::ProviderStatus) -> String {
+    match (&status.default_endpoint, status.trust.honours_defaults()) {
+        (None, _) => "(none: each model sets `endpoint`)".to_owned(),
+        (Some(endpoint), true) => endpoint.clone(),
+        (Some(endpoint), false) => {
+            format!("(declared {endpoint}, never used: an untrusted component's entries set `endpoint`)")
+        }
+    }
 }
 
 /// An entry's prices as `weir providers` shows them.
