@@ -56,6 +56,7 @@ pub mod check;
 pub mod compliance;
 mod config;
 pub mod decision;
+pub mod deployment;
 mod error;
 mod estimate;
 mod failure;

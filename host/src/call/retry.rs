@@ -17,8 +17,10 @@ use crate::record::AttemptReason;
 use crate::types::{CallParams, Conversation, RetryHint};
 
 use super::spend::Spend;
-use super::target::{Reached, Target};
+use super::target::{self, Deployed, Reached, Target};
 use super::{Attempt, Failure, Outcome};
+use crate::deployment::{Tried, affinity_of, answered, judge};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
@@ -29,6 +31,12 @@ pub(super) trait Try {
     type Output;
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure>;
+
+    /// Whether the next attempt goes somewhere the last one did not (another
+    /// deployment): it is then sent at once, with no wait.
+    fn moves_on(&self) -> bool {
+        false
+    }
 }
 
 /// A chat attempt with its payload, as the retry loop re-runs it.
@@ -38,13 +46,67 @@ struct ChatTry<'x, 't, A> {
     conversation: &'x Conversation,
     params: &'x CallParams,
     request: &'x ChatRequest,
+    /// The conversation's affinity, for an entry with deployments.
+    affinity: Option<u64>,
+    /// The deployments this call's attempts failed on with a retryable signal.
+    tried: AtomicU64,
 }
 
 impl<A: Attempt> Try for ChatTry<'_, '_, A> {
     type Output = Outcome<A::Live>;
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure> {
-        self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await
+        let Some(deployed) = self.target.deployment else {
+            return self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await;
+        };
+        let tried = Tried::from_bits(self.tried.load(Ordering::Relaxed));
+        let Some(index) = deployed.pool.choose(self.affinity, tried) else {
+            return Err(Failure::Settled(target::every_deployment_unavailable(deployed.entry)));
+        };
+        let Some(deployment) = deployed.pool.get(index) else {
+            return Err(Failure::Settled(target::every_deployment_unavailable(deployed.entry)));
+        };
+        let chosen = Deployed { index, ..deployed };
+        let retargeted;
+        let target = if index == deployed.index {
+            self.target
+        } else {
+            match target::for_deployment(self.target, chosen).await {
+                Ok(found) => {
+                    retargeted = found;
+                    &retargeted
+                }
+                Err(error) => {
+                    // It could not even be addressed: as good as failed.
+                    deployment.health.failed(None);
+                    self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
+                    return Err(Failure::Settled(error));
+                }
+            }
+        };
+        let logged_before = spend.log.len();
+        let result = {
+            let _in_flight = deployment.health.start();
+            self.attempt.run(target, self.conversation, self.params, self.request, spend).await
+        };
+        spend.log.mark_deployment(logged_before, &deployment.id);
+        let failure = match &result {
+            Ok(_) => {
+                answered(&deployed.entry.id, deployment);
+                return result;
+            }
+            Err(Failure::Signal(error) | Failure::Settled(error)) => error,
+        };
+        if judge(&deployed.entry.id, deployment, failure) {
+            self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn moves_on(&self) -> bool {
+        self.target
+            .deployment
+            .is_some_and(|deployed| deployed.pool.has_untried(Tried::from_bits(self.tried.load(Ordering::Relaxed))))
     }
 }
 
@@ -56,7 +118,14 @@ pub(super) async fn with_retries<A: Attempt>(
     request: &ChatRequest,
     spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let chat = ChatTry { attempt, target, conversation, params, request };
+    let affinity = target.deployment.and_then(|_| {
+        let caller = request.caller.as_ref().and_then(|caller| caller.key_id.as_deref());
+        let cache_key = request.native.as_ref().and_then(|native| {
+            native.fields.iter().find(|(name, _)| name == "prompt_cache_key").and_then(|(_, value)| value.as_str())
+        });
+        affinity_of(caller, cache_key, conversation.system.first().map(String::as_str))
+    });
+    let chat = ChatTry { attempt, target, conversation, params, request, affinity, tried: AtomicU64::new(0) };
     retrying(&chat, target, request.deadline, spend).await
 }
 
@@ -77,7 +146,7 @@ pub(super) async fn retrying<T: Try>(
             Err(Failure::Signal(error)) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };
-        let wait = wait_before_retry(&error, policy, spend.retries());
+        let wait = if attempt.moves_on() { Duration::ZERO } else { wait_before_retry(&error, policy, spend.retries()) };
         let past_deadline = deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
         if past_deadline || !spend.take_retry() {
             return Err(WeirError::RetriesExhausted { attempts: spend.attempts(), last: Box::new(error) });

@@ -15,6 +15,7 @@ use crate::types::Effort;
 mod budgets;
 mod capability;
 mod credentials;
+mod deployments;
 mod key_source;
 mod keys;
 mod prices;
@@ -22,6 +23,7 @@ mod settings;
 
 pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
+pub use deployments::DeploymentEntry;
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
 pub use prices::{PriceFile, PriceRow};
@@ -272,6 +274,15 @@ pub struct ModelEntry {
     /// wire (`provider = "decision"`); `logprobs`, the entry's chat model,
     /// asked through its provider component for token log-probabilities.
     pub backend: Option<DecisionBackend>,
+    /// The same model on several endpoints (`[[model.deployment]]`); empty:
+    /// the entry is its one endpoint.
+    #[serde(default, rename = "deployment")]
+    pub deployments: Vec<DeploymentEntry>,
+    /// Consecutive retryable failures that open a deployment's circuit
+    /// (default 5; read only with deployments).
+    pub circuit_failures: Option<u32>,
+    /// How long an open circuit stays open before one probe may go (default 30).
+    pub circuit_open_secs: Option<u64>,
 }
 
 /// What answers a decision entry's questions.
@@ -1183,6 +1194,24 @@ impl ModelEntry {
         }
         if self.thinking_budget.is_some() && self.reasoning.is_none() {
             return Err("`thinking_budget` is read only with `reasoning = \"effort\"` or `\"thinking\"`".to_owned());
+        }
+        let entry_fields = deployments::EntryFields {
+            endpoint: self.endpoint.is_some(),
+            credential: self.credential.is_some(),
+            rpm: self.rpm.is_some(),
+            tpm: self.tpm.is_some(),
+            max_concurrency: self.max_concurrency.is_some(),
+        };
+        let chat = self.kind == RoleKind::Chat;
+        deployments::validate(&self.deployments, chat, &entry_fields, self.allow_http)?;
+        let circuit_set = self.circuit_failures.is_some() || self.circuit_open_secs.is_some();
+        if circuit_set && self.deployments.is_empty() {
+            return Err(
+                "`circuit_failures` and `circuit_open_secs` are read only for an entry with deployments".to_owned()
+            );
+        }
+        if self.circuit_failures == Some(0) || self.circuit_open_secs == Some(0) {
+            return Err("`circuit_failures` and `circuit_open_secs` must be positive when set".to_owned());
         }
         if self.capabilities.is_some() && self.native_tools.is_some() {
             return Err("`native_tools` and `capabilities` are not combined: list `tools` (native tool calling) \

@@ -33,6 +33,7 @@ fn attempt(reason: AttemptReason, category: &str, wait_ms: u64) -> AttemptRecord
         category: category.to_owned(),
         request_id: None,
         usage: None,
+        deployment: None,
     }
 }
 

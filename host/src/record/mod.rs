@@ -166,6 +166,9 @@ pub struct AttemptRecord {
     /// What the upstream reported this attempt used; absent when it reported nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Tokens>,
+    /// The deployment it went to, when its entry has deployments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
 }
 
 /// How a streamed answer ended.

@@ -282,6 +282,7 @@ pub(crate) mod tests {
                     category: "rate_limited".to_owned(),
                     request_id: None,
                     usage: None,
+                    deployment: None,
                 },
                 AttemptRecord {
                     reason: AttemptReason::Retry,
@@ -292,6 +293,7 @@ pub(crate) mod tests {
                     category: "ok".to_owned(),
                     request_id: Some("req_abc".to_owned()),
                     usage: Some(Tokens { input: 12, output: 34, cache_read: 5, cache_write: 1, reasoning: 0 }),
+                    deployment: None,
                 },
             ],
             usage: Tokens { input: 12, output: 34, cache_read: 5, cache_write: 1, reasoning: 0 },

@@ -1,0 +1,187 @@
+//! Deployments through the real gateway: one catalog entry served by three
+//! fake upstreams as its `[[model.deployment]]`s. The spread follows the
+//! weights; a deployment answering 500, 429 or closing connections costs no
+//! call, and its circuit opens and closes again; an authentication failure
+//! benches its deployment; a stream moves before its first byte, never after.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, Scripted, openai_wire};
+
+/// An entry `m` whose deployments are the upstreams, with these weights.
+fn config(upstreams: &[&FakeUpstream], weights: &[u32], extra: &str) -> String {
+    let mut text = format!(
+        r#"
+[[model]]
+id = "m"
+provider = "openai-compatible"
+wire_id = "any"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 20
+{extra}
+"#
+    );
+    for (index, (upstream, weight)) in upstreams.iter().zip(weights).enumerate() {
+        text.push_str(&format!(
+            "\n[[model.deployment]]\nid = \"d{index}\"\nendpoint = \"{}\"\nweight = {weight}\n",
+            upstream.base_url()
+        ));
+    }
+    text
+}
+
+fn hello() -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})
+}
+
+async fn three() -> (FakeUpstream, FakeUpstream, FakeUpstream) {
+    (FakeUpstream::start().await, FakeUpstream::start().await, FakeUpstream::start().await)
+}
+
+/// Sixty calls without a conversation to keep together: each deployment
+/// takes some, the one of weight 6 the most; each attempt's deployment is in
+/// the ledger's record.
+#[tokio::test]
+async fn the_spread_follows_the_weights_and_the_record_names_each_deployment() {
+    let (a, b, c) = three().await;
+    let text = format!("{}\n[ledger]\npath = \"ledger.db\"\n", config(&[&a, &b, &c], &[1, 1, 6], ""));
+    let gateway = Gateway::start(&text).await;
+    for _ in 0..60 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let counts = [a.request_count(), b.request_count(), c.request_count()];
+    assert_eq!(counts.iter().sum::<usize>(), 60, "{counts:?}");
+    assert!(counts[2] > counts[0] && counts[2] > counts[1], "weight 6 of 8 takes the most: {counts:?}");
+    assert!(counts[0] > 0 && counts[1] > 0, "every deployment takes some: {counts:?}");
+
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records.len(), 60);
+    let mut recorded = [0_usize; 3];
+    for record in &records {
+        let deployment = record["attempts"][0]["deployment"].as_str().unwrap();
+        recorded[deployment.trim_start_matches('d').parse::<usize>().unwrap()] += 1;
+    }
+    assert_eq!(recorded, counts, "the record names where each call went");
+}
+
+/// A conversation (one system prompt, one caller) stays on one deployment.
+#[tokio::test]
+async fn a_conversation_stays_on_one_deployment() {
+    let (a, b, c) = three().await;
+    let gateway = Gateway::start(&config(&[&a, &b, &c], &[1, 1, 1], "")).await;
+    let body = json!({"model": "m", "messages": [
+        {"role": "system", "content": "You are the reviewer of pull request 48."},
+        {"role": "user", "content": "Hello"}]});
+    for _ in 0..12 {
+        let answer = gateway.post_json("/v1/chat/completions", &body, &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let mut counts = [a.request_count(), b.request_count(), c.request_count()];
+    counts.sort_unstable();
+    assert_eq!(counts, [0, 0, 12], "the provider's prompt cache keeps hitting on one deployment");
+}
+
+/// One deployment answers 500, 429 and resets: 50 concurrent callers all get
+/// their answer, its circuit opens, and once it answers again a probe closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_deployment_costs_no_call_and_its_circuit_opens_then_closes() {
+    let (bad, b, c) = three().await;
+    for round in 0..10 {
+        bad.push(match round % 3 {
+            0 => openai_wire::server_error(),
+            1 => openai_wire::rate_limited(5),
+            _ => Scripted::Drop,
+        });
+    }
+    let extra = "max_retries = 4\ncircuit_failures = 3\ncircuit_open_secs = 1\n";
+    let gateway = Gateway::start(&config(&[&bad, &b, &c], &[1, 1, 1], extra)).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
+            tokio::spawn(async move {
+                let response = client.post(url).json(&hello()).send().await.unwrap();
+                response.status().as_u16()
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), 200, "no call failed");
+    }
+    gateway.wait_for_stderr("deployment circuit opened", Duration::from_secs(10)).await;
+    assert!(bad.request_count() < 50, "the open circuit kept calls away: {}", bad.request_count());
+
+    // Once its scripted failures are spent it answers again: a probe closes it.
+    let mut closed = false;
+    for _ in 0..80 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        if gateway.stderr().contains("deployment circuit closed") {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(closed, "the circuit closed after a probe answered");
+    assert_eq!(bad.queued(), 0, "every scripted failure was met");
+}
+
+/// One deployment's credential is refused: that call fails (an invalid
+/// credential is not a signal to retry), the deployment takes no call again,
+/// the others go on.
+#[tokio::test]
+async fn an_authentication_failure_benches_its_deployment() {
+    let (bad, b, c) = three().await;
+    for _ in 0..5 {
+        bad.push(openai_wire::invalid_api_key());
+    }
+    let gateway = Gateway::start(&config(&[&bad, &b, &c], &[50, 1, 1], "")).await;
+    let mut failed = 0;
+    for _ in 0..20 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        if answer.status != 200 {
+            assert_eq!(answer.body["error"]["type"], "authentication_failed", "{}", answer.body);
+            failed += 1;
+        }
+    }
+    assert_eq!(bad.request_count(), 1, "benched after its first refusal");
+    assert_eq!(failed, 1, "only the call that met it failed");
+    assert_eq!(b.request_count() + c.request_count(), 19);
+    gateway.wait_for_stderr("it takes no calls until the catalog is reloaded", Duration::from_secs(5)).await;
+}
+
+async fn stream(gateway: &Gateway) -> (u16, String) {
+    let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "Hello"}]});
+    let response = reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// A stream whose deployment fails before its first byte moves to another;
+/// one that fails after its first byte reached the client does not.
+#[tokio::test]
+async fn a_stream_moves_before_its_first_byte_and_not_after() {
+    let (first, other) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    let gateway = Gateway::start(&config(&[&first, &other], &[100_000, 1], "")).await;
+
+    first.push(openai_wire::server_error());
+    let (status, body) = stream(&gateway).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("[DONE]"), "the other deployment answered whole: {body}");
+    assert_eq!((first.request_count(), other.request_count()), (1, 1), "moved once, before any byte");
+
+    // The role frame and two text frames, then the connection is cut.
+    let frames = openai_wire::sse_chunks(&["Hel", "lo"]);
+    first.push(openai_wire::stream_then_drop(frames[..3].to_vec()));
+    let (status, body) = stream(&gateway).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hel"), "the first bytes reached the client: {body}");
+    assert!(!body.contains("[DONE]"), "the stream ended in an error, not a finish: {body}");
+    assert_eq!((first.request_count(), other.request_count()), (2, 1), "not moved after its first byte");
+}
