@@ -108,6 +108,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 category: "rate_limited".to_owned(),
                 request_id: Some("req_1".to_owned()),
                 usage: None,
+                deployment: None,
             },
             AttemptRecord {
                 reason: AttemptReason::Retry,
@@ -118,6 +119,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 category: "ok".to_owned(),
                 request_id: Some("req_2".to_owned()),
                 usage: Some(usage),
+                deployment: None,
             },
         ],
         usage,

@@ -298,7 +298,9 @@ async fn resolve_component_entry<'a>(
     let Admitted { gate, key_gate, counts_tokens } = admitted(weir, model, role, caller)?;
     // The entry's own provider or the one it is linked to, as of this registry.
     let provider = weir.registry().provider_for(&model.id).cloned().ok_or_else(|| unavailable(model))?;
-    if let Some(pool) = weir.admission().pool(&model.id) {
+    if !model.deployments.is_empty()
+        && let Some(pool) = weir.admission().pool(&model.id)
+    {
         // Resolved against its first deployment that may take calls: each
         // attempt then goes to the one it chooses (see [`for_deployment`]).
         let index = pool.first_usable().ok_or_else(|| every_deployment_unavailable(model))?;

@@ -70,6 +70,11 @@ impl Pool {
         Self { entry: model.id.clone(), deployments }
     }
 
+    /// A pool of deployments already built (benchmarks and tests).
+    pub fn with_deployments(entry: impl Into<String>, deployments: Vec<Deployment>) -> Self {
+        Self { entry: entry.into(), deployments: deployments.into_boxed_slice() }
+    }
+
     /// The catalog id of the entry.
     pub fn entry(&self) -> &str {
         &self.entry
