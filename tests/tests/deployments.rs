@@ -185,3 +185,80 @@ async fn a_stream_moves_before_its_first_byte_and_not_after() {
     assert!(!body.contains("[DONE]"), "the stream ended in an error, not a finish: {body}");
     assert_eq!((first.request_count(), other.request_count()), (2, 1), "not moved after its first byte");
 }
+
+/// One deployment answers slowly: it holds more attempts in flight, so its
+/// share of the calls drops below each fast one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_deployment_gets_a_smaller_share() {
+    let (slow, b, c) = three().await;
+    slow.delay_answers(Duration::from_millis(800));
+    let gateway = Gateway::start(&config(&[&slow, &b, &c], &[1, 1, 1], "")).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let workers: Vec<_> = (0..10)
+        .map(|_| {
+            let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
+            tokio::spawn(async move {
+                for _ in 0..6 {
+                    let response = client.post(&url).json(&hello()).send().await.unwrap();
+                    assert_eq!(response.status().as_u16(), 200);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let counts = [slow.request_count(), b.request_count(), c.request_count()];
+    assert_eq!(counts.iter().sum::<usize>(), 60, "{counts:?}");
+    assert!(counts[0] < counts[1] && counts[0] < counts[2], "the slow one takes the least: {counts:?}");
+    assert!(counts[0] < 20, "below an even third: {counts:?}");
+}
+
+/// The circuit's state is visible: `/v1/models` (a keyless gateway shows the
+/// operator's view), `/metrics`, and `weir providers` lists the deployments.
+#[tokio::test]
+async fn an_open_circuit_shows_in_models_metrics_and_providers() {
+    let (bad, b) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    for _ in 0..20 {
+        bad.push(openai_wire::server_error());
+    }
+    let extra = "max_retries = 2\ncircuit_failures = 2\ncircuit_open_secs = 600\n";
+    let gateway = Gateway::start(&config(&[&bad, &b], &[1, 1], extra)).await;
+    // Until the bad deployment has failed twice in a row (each call still answers).
+    for _ in 0..40 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        if bad.request_count() >= 2 {
+            break;
+        }
+    }
+    assert_eq!(bad.request_count(), 2, "the circuit opened after its second failure");
+    for _ in 0..10 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    assert_eq!(bad.request_count(), 2, "an open circuit takes no attempt");
+
+    let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let entry = models["data"].as_array().unwrap().iter().find(|model| model["id"] == "m").unwrap();
+    let deployments = entry["weir"]["deployments"].as_array().unwrap();
+    assert_eq!(deployments[0]["id"], "d0");
+    assert_eq!(deployments[0]["circuit"], "open", "{entry}");
+    assert!(deployments[0]["circuit_open_secs_left"].as_u64().unwrap() > 500);
+    assert_eq!(deployments[0]["consecutive_failures"], 2);
+    assert_eq!(deployments[1]["circuit"], "closed");
+    assert_eq!(deployments[1]["benched"], false);
+
+    let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"weir_deployment_circuit_state{model="m",deployment="d0"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"weir_deployment_circuit_state{model="m",deployment="d1"} 0"#), "{metrics}");
+    let failed = r#"weir_deployment_attempts_total{model="m",deployment="d0",category="upstream_unavailable"} 2"#;
+    assert!(metrics.contains(failed), "{metrics}");
+
+    let config = gateway.config_path().to_str().unwrap().to_owned();
+    let listing = weir_tests::run_cli(&["providers", "--config", &config], &[]);
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.status.success(), "{text}");
+    assert!(text.contains("deployment d0: endpoint http://127.0.0.1:"), "{text}");
+    assert!(text.contains("deployment d1: endpoint"), "{text}");
+}

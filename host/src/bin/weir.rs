@@ -557,6 +557,18 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
                 (kind, None) => println!("{:<20}   {kind}", ""),
             }
             println!("{:<20}   prices: {}", "", price_line(model));
+            for deployment in &model.deployments {
+                println!(
+                    "{:<20}   deployment {}: endpoint {}, wire id {}, weight {}, circuit {}{}",
+                    "",
+                    deployment.id,
+                    deployment.endpoint.as_deref().unwrap_or("(none)"),
+                    deployment.wire_id,
+                    deployment.weight,
+                    deployment.circuit,
+                    if deployment.benched { ", benched (credential refused)" } else { "" }
+                );
+            }
         }
     }
     for model in models.iter().filter(|model| !model.available) {

@@ -455,10 +455,34 @@ async fn models(
                 "provider_digest": provider.map(|p| p.digest.clone()),
                 "admission": admission,
                 "prices": prices(&model),
+                "deployments": deployments(&model),
             },
         }));
     }
     Ok(axum::Json(json!({"object": "list", "data": data})))
+}
+
+/// An entry's deployments and each one's health in this gateway (`[]` for an
+/// entry that is one endpoint).
+fn deployments(model: &crate::ModelStatus) -> Value {
+    model
+        .deployments
+        .iter()
+        .map(|deployment| {
+            json!({
+                "id": deployment.id,
+                "endpoint": deployment.endpoint,
+                "wire_id": deployment.wire_id,
+                "region": deployment.region,
+                "weight": deployment.weight,
+                "circuit": deployment.circuit,
+                "circuit_open_secs_left": deployment.circuit_open_secs_left,
+                "consecutive_failures": deployment.consecutive_failures,
+                "benched": deployment.benched,
+                "in_flight": deployment.in_flight,
+            })
+        })
+        .collect()
 }
 
 /// An entry's prices (USD per million tokens) and the day they were taken;
