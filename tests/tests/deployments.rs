@@ -68,6 +68,15 @@ async fn the_spread_follows_the_weights_and_the_record_names_each_deployment() {
         recorded[deployment.trim_start_matches('d').parse::<usize>().unwrap()] += 1;
     }
     assert_eq!(recorded, counts, "the record names where each call went");
+
+    let usage: Value = reqwest::get(gateway.url("/v1/usage?group_by=deployment")).await.unwrap().json().await.unwrap();
+    let groups = usage["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3, "{usage}");
+    for (index, count) in counts.iter().enumerate() {
+        let group = groups.iter().find(|group| group["deployment"] == format!("d{index}")).unwrap();
+        assert_eq!(group["calls"].as_u64().unwrap(), *count as u64, "{usage}");
+    }
+    assert_eq!(usage["total"]["calls"], 60);
 }
 
 /// A conversation (one system prompt, one caller) stays on one deployment.
@@ -261,4 +270,31 @@ async fn an_open_circuit_shows_in_models_metrics_and_providers() {
     assert!(listing.status.success(), "{text}");
     assert!(text.contains("deployment d0: endpoint http://127.0.0.1:"), "{text}");
     assert!(text.contains("deployment d1: endpoint"), "{text}");
+}
+
+/// With the fleet's PostgreSQL ledger, `/v1/usage?group_by=deployment` reads
+/// the shipped records and groups them by the deployment that served each.
+#[tokio::test]
+async fn usage_groups_by_deployment_in_the_fleets_postgres_ledger() {
+    let server = weir_tests::PostgresServer::start();
+    let (a, b) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    let ledger = format!("\n[ledger]\npath = \"ledger.db\"\npostgres_url = \"{}\"\n", server.url());
+    let gateway = Gateway::start(&format!("{}{ledger}", config(&[&a, &b], &[1, 1], ""))).await;
+    for _ in 0..12 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.try_integer("SELECT COUNT(*) FROM ledger WHERE kind = 'close'").unwrap_or(0) < 12 {
+        assert!(std::time::Instant::now() < deadline, "the records reached PostgreSQL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let usage: Value = reqwest::get(gateway.url("/v1/usage?group_by=deployment")).await.unwrap().json().await.unwrap();
+    let calls = |name: &str| {
+        let groups = usage["groups"].as_array().unwrap();
+        groups.iter().find(|group| group["deployment"] == name).map_or(0, |group| group["calls"].as_u64().unwrap())
+    };
+    assert_eq!(calls("d0"), a.request_count() as u64, "{usage}");
+    assert_eq!(calls("d1"), b.request_count() as u64, "{usage}");
+    assert_eq!(usage["total"]["calls"], 12);
 }
