@@ -97,6 +97,8 @@ pub struct DeploymentStatus {
     pub circuit_open_secs_left: Option<u64>,
     /// Retryable failures in a row (what opens the circuit at the entry's `circuit_failures`).
     pub consecutive_failures: u32,
+    /// The failed share of the current window's attempts (what opens it at `circuit_error_rate`).
+    pub window_error_rate: f64,
     /// Its credential was refused: it takes no calls until the catalog is reloaded.
     pub benched: bool,
     pub in_flight: u32,
@@ -191,6 +193,7 @@ impl Weir {
                         _ => None,
                     },
                     consecutive_failures: health.consecutive_failures(),
+                    window_error_rate: health.window_error_rate(),
                     benched: health.benched(),
                     in_flight: health.in_flight(),
                 }

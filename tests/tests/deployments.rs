@@ -255,6 +255,7 @@ async fn an_open_circuit_shows_in_models_metrics_and_providers() {
     assert_eq!(deployments[0]["circuit"], "open", "{entry}");
     assert!(deployments[0]["circuit_open_secs_left"].as_u64().unwrap() > 500);
     assert_eq!(deployments[0]["consecutive_failures"], 2);
+    assert_eq!(deployments[0]["window_error_rate"], 1.0, "both its attempts failed");
     assert_eq!(deployments[1]["circuit"], "closed");
     assert_eq!(deployments[1]["benched"], false);
 

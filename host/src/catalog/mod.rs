@@ -417,6 +417,10 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
             open: entry
                 .circuit_open_secs
                 .map_or(crate::deployment::CircuitSettings::DEFAULT_OPEN, std::time::Duration::from_secs),
+            error_rate: entry.circuit_error_rate.unwrap_or(crate::deployment::CircuitSettings::DEFAULT_ERROR_RATE),
+            window: entry
+                .circuit_window_secs
+                .map_or(crate::deployment::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
         },
     }
 }

@@ -194,6 +194,9 @@ mod tests {
             ),
             ("circuit_failures = 3", "", "read only for an entry with deployments"),
             ("circuit_open_secs = 0", TWO, "must be positive when set"),
+            ("circuit_error_rate = 0.0", TWO, "a share above 0 and at most 1"),
+            ("circuit_error_rate = 1.5", TWO, "a share above 0 and at most 1"),
+            ("circuit_window_secs = 30", "", "read only for an entry with deployments"),
         ];
         for (fields, deployments, expected) in cases {
             let error = entry(fields, deployments).unwrap_err();

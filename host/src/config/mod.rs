@@ -283,6 +283,11 @@ pub struct ModelEntry {
     pub circuit_failures: Option<u32>,
     /// How long an open circuit stays open before one probe may go (default 30).
     pub circuit_open_secs: Option<u64>,
+    /// The share of a window's attempts failing that opens a deployment's
+    /// circuit, in `(0, 1]` (default 0.5; judged from 10 attempts).
+    pub circuit_error_rate: Option<f64>,
+    /// The window the error rate is judged over, in seconds (default 60).
+    pub circuit_window_secs: Option<u64>,
 }
 
 /// What answers a decision entry's questions.
@@ -1204,14 +1209,22 @@ impl ModelEntry {
         };
         let chat = self.kind == RoleKind::Chat;
         deployments::validate(&self.deployments, chat, &entry_fields, self.allow_http)?;
-        let circuit_set = self.circuit_failures.is_some() || self.circuit_open_secs.is_some();
+        let circuit_set = self.circuit_failures.is_some()
+            || self.circuit_open_secs.is_some()
+            || self.circuit_error_rate.is_some()
+            || self.circuit_window_secs.is_some();
         if circuit_set && self.deployments.is_empty() {
-            return Err(
-                "`circuit_failures` and `circuit_open_secs` are read only for an entry with deployments".to_owned()
-            );
+            return Err("`circuit_failures`, `circuit_open_secs`, `circuit_error_rate` and `circuit_window_secs` are \
+                        read only for an entry with deployments"
+                .to_owned());
         }
-        if self.circuit_failures == Some(0) || self.circuit_open_secs == Some(0) {
-            return Err("`circuit_failures` and `circuit_open_secs` must be positive when set".to_owned());
+        if self.circuit_failures == Some(0) || self.circuit_open_secs == Some(0) || self.circuit_window_secs == Some(0)
+        {
+            return Err("`circuit_failures`, `circuit_open_secs` and `circuit_window_secs` must be positive when set"
+                .to_owned());
+        }
+        if self.circuit_error_rate.is_some_and(|rate| !(rate > 0.0 && rate <= 1.0)) {
+            return Err("`circuit_error_rate` is a share above 0 and at most 1".to_owned());
         }
         if self.capabilities.is_some() && self.native_tools.is_some() {
             return Err("`native_tools` and `capabilities` are not combined: list `tools` (native tool calling) \

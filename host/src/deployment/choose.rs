@@ -194,7 +194,11 @@ mod tests {
                     None,
                     None,
                 ),
-                health: Health::new(CircuitSettings { failures: 2, open: Duration::from_secs(30) }),
+                health: Health::new(CircuitSettings {
+                    failures: 2,
+                    open: Duration::from_secs(30),
+                    ..CircuitSettings::default()
+                }),
             })
             .collect();
         Pool { entry: "m".into(), deployments }

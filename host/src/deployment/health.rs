@@ -3,9 +3,12 @@
 //! bench after an authentication failure, and its circuit.
 //!
 //! The circuit opens after `failures` consecutive retryable failures (5xx,
-//! 429, overload, timeouts, connection failures) and stays open for `open`;
-//! then it is half-open: exactly one attempt (the probe) may go, and its
-//! success closes the circuit while its failure opens it again for `open`.
+//! 429, overload, timeouts, connection failures), or when at least
+//! [`MIN_WINDOW_ATTEMPTS`] attempts in the current `window` failed at
+//! `error_rate` or more, and stays open for `open`; then it is half-open:
+//! exactly one attempt (the probe) may go, and its success closes the circuit
+//! while its failure opens it again for `open`. The window is a fixed one,
+//! restarted by the first outcome after it ends.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,20 +17,34 @@ use tokio::time::Instant;
 
 /// When a circuit opens and for how long (the entry's `circuit_failures` and
 /// `circuit_open_secs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CircuitSettings {
     pub failures: u32,
     pub open: Duration,
+    /// The share of failed attempts in a window that opens the circuit.
+    pub error_rate: f64,
+    pub window: Duration,
 }
+
+/// Attempts a window needs before its error rate may open the circuit: a
+/// rate over two attempts says nothing.
+pub const MIN_WINDOW_ATTEMPTS: u32 = 10;
 
 impl CircuitSettings {
     pub const DEFAULT_FAILURES: u32 = 5;
     pub const DEFAULT_OPEN: Duration = Duration::from_secs(30);
+    pub const DEFAULT_ERROR_RATE: f64 = 0.5;
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 }
 
 impl Default for CircuitSettings {
     fn default() -> Self {
-        Self { failures: Self::DEFAULT_FAILURES, open: Self::DEFAULT_OPEN }
+        Self {
+            failures: Self::DEFAULT_FAILURES,
+            open: Self::DEFAULT_OPEN,
+            error_rate: Self::DEFAULT_ERROR_RATE,
+            window: Self::DEFAULT_WINDOW,
+        }
     }
 }
 
@@ -69,6 +86,10 @@ pub struct Health {
     open_until: AtomicU64,
     /// The half-open probe is on its way.
     probing: AtomicBool,
+    /// Milliseconds after `epoch` when the current window began.
+    window_start: AtomicU64,
+    window_attempts: AtomicU32,
+    window_failures: AtomicU32,
 }
 
 impl Health {
@@ -82,7 +103,42 @@ impl Health {
             consecutive_failures: AtomicU32::new(0),
             open_until: AtomicU64::new(0),
             probing: AtomicBool::new(false),
+            window_start: AtomicU64::new(0),
+            window_attempts: AtomicU32::new(0),
+            window_failures: AtomicU32::new(0),
         }
+    }
+
+    /// Counts one outcome in the current window (restarting it when it has
+    /// ended) and answers whether the window's error rate opens the circuit.
+    fn count_in_window(&self, failed: bool) -> bool {
+        let now = self.now_ms();
+        let window = u64::try_from(self.settings.window.as_millis()).unwrap_or(u64::MAX);
+        let start = self.window_start.load(Ordering::Acquire);
+        if now.saturating_sub(start) >= window
+            && self.window_start.compare_exchange(start, now, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            self.window_attempts.store(0, Ordering::Relaxed);
+            self.window_failures.store(0, Ordering::Relaxed);
+        }
+        let attempts = self.window_attempts.fetch_add(1, Ordering::AcqRel).saturating_add(1);
+        let failures = if failed {
+            self.window_failures.fetch_add(1, Ordering::AcqRel).saturating_add(1)
+        } else {
+            self.window_failures.load(Ordering::Acquire)
+        };
+        failed
+            && attempts >= MIN_WINDOW_ATTEMPTS
+            && f64::from(failures) >= self.settings.error_rate * f64::from(attempts)
+    }
+
+    /// The failed share of the current window's attempts (0 without any).
+    pub fn window_error_rate(&self) -> f64 {
+        let attempts = self.window_attempts.load(Ordering::Relaxed);
+        if attempts == 0 {
+            return 0.0;
+        }
+        f64::from(self.window_failures.load(Ordering::Relaxed)) / f64::from(attempts)
     }
 
     /// Milliseconds since the epoch; at least 1, so 0 can mean "never".
@@ -149,6 +205,7 @@ impl Health {
     /// An answer came: the circuit closes and the failure count restarts.
     /// Answers whether this closed an open circuit.
     pub fn succeeded(&self) -> bool {
+        self.count_in_window(false);
         self.consecutive_failures.store(0, Ordering::Relaxed);
         self.probing.store(false, Ordering::Release);
         self.open_until.swap(0, Ordering::AcqRel) != 0
@@ -164,7 +221,8 @@ impl Health {
         }
         let failures = self.consecutive_failures.fetch_add(1, Ordering::AcqRel).saturating_add(1);
         let probe_failed = self.probing.swap(false, Ordering::AcqRel);
-        if probe_failed || failures >= self.settings.failures {
+        let rate_exceeded = self.count_in_window(true);
+        if probe_failed || failures >= self.settings.failures || rate_exceeded {
             let was = self.open_until.swap(self.later_ms(self.settings.open), Ordering::AcqRel);
             return was == 0 || probe_failed;
         }
@@ -201,7 +259,47 @@ mod tests {
     use super::*;
 
     fn health(failures: u32, open: Duration) -> Health {
-        Health::new(CircuitSettings { failures, open })
+        Health::new(CircuitSettings { failures, open, ..CircuitSettings::default() })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_rate_over_the_window_opens_the_circuit_without_a_run_of_failures() {
+        let health = Health::new(CircuitSettings {
+            failures: 100,
+            open: Duration::from_secs(5),
+            error_rate: 0.5,
+            window: Duration::from_secs(60),
+        });
+        // Alternating: never two failures in a row, half of them failed.
+        for _ in 0..4 {
+            assert!(!health.failed(None));
+            health.succeeded();
+        }
+        assert!(!health.failed(None), "9 attempts: too few to judge");
+        assert_eq!(health.circuit(), CircuitState::Closed);
+        health.succeeded();
+        assert!(health.failed(None), "6 of 11 failed: over half");
+        assert!(matches!(health.circuit(), CircuitState::Open { .. }));
+        assert!(health.window_error_rate() > 0.5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_window_forgets_the_old_ones_failures() {
+        let health = Health::new(CircuitSettings {
+            failures: 100,
+            open: Duration::from_secs(5),
+            error_rate: 0.5,
+            window: Duration::from_secs(10),
+        });
+        for _ in 0..9 {
+            health.failed(None);
+        }
+        tokio::time::advance(Duration::from_secs(11)).await;
+        for _ in 0..9 {
+            health.succeeded();
+        }
+        assert!(!health.failed(None), "1 of 10 in this window");
+        assert_eq!(health.circuit(), CircuitState::Closed);
     }
 
     #[tokio::test(start_paused = true)]

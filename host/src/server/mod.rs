@@ -478,6 +478,7 @@ fn deployments(model: &crate::ModelStatus) -> Value {
                 "circuit": deployment.circuit,
                 "circuit_open_secs_left": deployment.circuit_open_secs_left,
                 "consecutive_failures": deployment.consecutive_failures,
+                "window_error_rate": deployment.window_error_rate,
                 "benched": deployment.benched,
                 "in_flight": deployment.in_flight,
             })
