@@ -299,3 +299,46 @@ async fn usage_groups_by_deployment_in_the_fleets_postgres_ledger() {
     assert_eq!(calls("d1"), b.request_count() as u64, "{usage}");
     assert_eq!(usage["total"]["calls"], 12);
 }
+
+/// With `[fleet]`, a circuit one gateway opened is open in the others: the
+/// second gateway sends the dead deployment nothing.
+#[tokio::test]
+async fn with_a_fleet_one_gateways_open_circuit_is_seen_by_the_others() {
+    let redis = weir_tests::RedisServer::start().await;
+    let (bad, good) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    for _ in 0..20 {
+        bad.push(openai_wire::server_error());
+    }
+    let extra = "max_retries = 2\ncircuit_failures = 2\ncircuit_open_secs = 600\n";
+    let fleet = format!("\n[fleet]\nredis_url = \"{}\"\n", redis.url());
+    let text = format!("{}{fleet}", config(&[&bad, &good], &[1, 1], extra));
+    let (first, second) = (Gateway::start(&text).await, Gateway::start(&text).await);
+    for _ in 0..40 {
+        let answer = first.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        if bad.request_count() >= 2 {
+            break;
+        }
+    }
+    assert_eq!(bad.request_count(), 2, "the first gateway opened the circuit");
+
+    let circuit = |models: &Value| {
+        let entry = models["data"].as_array().unwrap().iter().find(|model| model["id"] == "m").unwrap().clone();
+        entry["weir"]["deployments"][0]["circuit"].as_str().unwrap().to_owned()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let models: Value = reqwest::get(second.url("/v1/models")).await.unwrap().json().await.unwrap();
+        if circuit(&models) == "open" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the second gateway never saw the circuit open");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..10 {
+        let answer = second.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    assert_eq!(bad.request_count(), 2, "the second gateway sent the dead deployment nothing");
+    second.wait_for_stderr("deployment circuit opened by another gateway of the fleet", Duration::from_secs(5)).await;
+}

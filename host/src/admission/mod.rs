@@ -64,9 +64,8 @@ impl Admission {
             .models()
             .filter(|model| !model.deployments.is_empty())
             .map(|model| {
-                let pool = Pool::new(model, model.circuit, |deployment, spec| {
-                    gate(spec, &format!("model:{}/deployment:{deployment}", model.id), store)
-                });
+                let key = |deployment: &str| format!("model:{}/deployment:{deployment}", model.id);
+                let pool = Pool::new(model, store.circuits(), key, |key, spec| gate(spec, key, store));
                 (model.id.clone(), Arc::new(pool))
             })
             .collect();
@@ -85,6 +84,18 @@ impl Admission {
     /// Every entry's deployments.
     pub fn pools(&self) -> impl Iterator<Item = &Arc<Pool>> {
         self.pools.values()
+    }
+
+    /// Follows the fleet's open circuits (see [`crate::deployment::follow`])
+    /// on the current runtime, when some entry's deployments share them:
+    /// until this admission's pools are gone.
+    pub fn follow_fleet_circuits(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let shared: Vec<_> = self.pools.values().filter(|pool| pool.shared()).map(Arc::downgrade).collect();
+        if shared.is_empty() {
+            return None;
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(runtime.spawn(crate::deployment::follow(shared, crate::deployment::FOLLOW_EVERY)))
     }
 }
 

@@ -372,6 +372,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         );
         // Detached: it runs for the life of the server.
         drop(tokio::spawn(purge_freed_memory()));
+        // Detached: with `[fleet]`, other gateways' open circuits open here too.
+        drop(weir.admission().follow_fleet_circuits());
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
         if watch_every > 0 {
             // Detached: it runs for the life of the server.

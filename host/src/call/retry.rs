@@ -19,7 +19,7 @@ use crate::types::{CallParams, Conversation, RetryHint};
 use super::spend::Spend;
 use super::target::{self, Deployed, Reached, Target};
 use super::{Attempt, Failure, Outcome};
-use crate::deployment::{Tried, affinity_of, answered, judge};
+use crate::deployment::{Tried, affinity_of};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// No single wait is longer than this, whatever an upstream asks.
@@ -92,12 +92,12 @@ impl<A: Attempt> Try for ChatTry<'_, '_, A> {
         spend.log.mark_deployment(logged_before, &deployment.id);
         let failure = match &result {
             Ok(_) => {
-                answered(&deployed.entry.id, deployment);
+                deployed.pool.answered(index);
                 return result;
             }
             Err(Failure::Signal(error) | Failure::Settled(error)) => error,
         };
-        if judge(&deployed.entry.id, deployment, failure) {
+        if deployed.pool.judge(index, failure) {
             self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
         }
         result

@@ -201,7 +201,7 @@ mod tests {
                 }),
             })
             .collect();
-        Pool { entry: "m".into(), deployments }
+        Pool::with_deployments("m", deployments)
     }
 
     fn shares(pool: &Pool, calls: usize, affinity: impl Fn(usize) -> Option<u64>) -> Vec<usize> {

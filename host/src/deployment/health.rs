@@ -229,6 +229,15 @@ impl Health {
         false
     }
 
+    /// The fleet holds this circuit open for `remaining` more: open here at
+    /// least as long. Answers whether it was not open here before.
+    pub fn open_for(&self, remaining: Duration) -> bool {
+        let until = self.later_ms(remaining);
+        let was = self.open_until.fetch_max(until, Ordering::AcqRel);
+        self.probing.store(false, Ordering::Release);
+        was == 0 || was <= self.now_ms()
+    }
+
     /// An authentication failure: the credential is refused here, so no call
     /// goes here again until the catalog is reloaded.
     pub fn bench(&self) -> bool {
@@ -322,6 +331,17 @@ mod tests {
         assert!(health.succeeded(), "the probe closed it");
         assert_eq!(health.circuit(), CircuitState::Closed);
         assert!(health.claim());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fleet_opens_a_circuit_here_for_as_long_as_it_holds_it() {
+        let health = health(5, Duration::from_secs(30));
+        assert!(health.open_for(Duration::from_secs(4)), "it was closed here");
+        assert!(!health.open_for(Duration::from_secs(2)), "already open: never shortened");
+        assert!(matches!(health.circuit(), CircuitState::Open { remaining } if remaining > Duration::from_secs(3)));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(health.circuit(), CircuitState::HalfOpen);
+        assert!(health.claim(), "a probe goes from here too");
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,12 +16,15 @@
 mod affinity;
 mod choose;
 mod health;
+mod shared;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use affinity::affinity_of;
 pub use choose::Tried;
-pub use health::{CircuitSettings, CircuitState, Health, InFlight};
+pub use health::{CircuitSettings, CircuitState, Health, InFlight, MIN_WINDOW_ATTEMPTS};
+pub use shared::{CircuitBoard, FOLLOW_EVERY, follow};
 
 use crate::admission::ModelGate;
 use crate::catalog::ModelSpec;
@@ -46,16 +49,23 @@ pub struct Deployment {
 pub struct Pool {
     entry: String,
     deployments: Box<[Deployment]>,
+    /// Where the fleet shares its circuits, when `[fleet]` is on.
+    board: Option<Arc<dyn CircuitBoard>>,
+    /// Each deployment's name in the fleet's store (its account's key).
+    shared_keys: Box<[String]>,
 }
 
 impl Pool {
-    /// The pool of `model` (whose `deployments` are not empty), with a gate
-    /// per deployment made by `gate`.
+    /// The pool of `model` (whose `deployments` are not empty): each
+    /// deployment's gate and its name in the fleet's store come from `key`
+    /// and `gate`; `board` shares its circuits when the fleet is on.
     pub fn new(
         model: &ModelSpec,
-        settings: CircuitSettings,
-        mut gate: impl FnMut(&str, &ModelSpec) -> Arc<ModelGate>,
+        board: Option<Arc<dyn CircuitBoard>>,
+        key: impl Fn(&str) -> String,
+        gate: impl Fn(&str, &ModelSpec) -> Arc<ModelGate>,
     ) -> Self {
+        let shared_keys = model.deployments.iter().map(|deployment| key(&deployment.id)).collect();
         let deployments = model
             .deployments
             .iter()
@@ -63,16 +73,22 @@ impl Pool {
                 id: deployment.id.clone(),
                 weight: deployment.weight,
                 max_concurrency: deployment.spec.max_concurrency,
-                gate: gate(&deployment.id, &deployment.spec),
-                health: Health::new(settings),
+                gate: gate(&key(&deployment.id), &deployment.spec),
+                health: Health::new(model.circuit),
             })
             .collect();
-        Self { entry: model.id.clone(), deployments }
+        Self { entry: model.id.clone(), deployments, board, shared_keys }
     }
 
     /// A pool of deployments already built (benchmarks and tests).
     pub fn with_deployments(entry: impl Into<String>, deployments: Vec<Deployment>) -> Self {
-        Self { entry: entry.into(), deployments: deployments.into_boxed_slice() }
+        let shared_keys = deployments.iter().map(|deployment| deployment.id.clone()).collect();
+        Self { entry: entry.into(), deployments: deployments.into_boxed_slice(), board: None, shared_keys }
+    }
+
+    /// Whether the fleet shares this pool's circuits.
+    pub fn shared(&self) -> bool {
+        self.board.is_some()
     }
 
     /// The catalog id of the entry.
@@ -95,10 +111,30 @@ impl Pool {
     }
 }
 
-/// An answer came from `deployment`: its circuit closes.
-pub fn answered(entry: &str, deployment: &Deployment) {
-    if deployment.health.succeeded() {
-        tracing::info!(model = entry, deployment = %deployment.id, "deployment circuit closed: its probe answered");
+impl Pool {
+    /// An answer came from the `index`-th deployment: its circuit closes (and
+    /// the fleet is told, when it shares circuits).
+    pub fn answered(&self, index: usize) {
+        let Some(deployment) = self.deployments.get(index) else { return };
+        if deployment.health.succeeded() {
+            tracing::info!(model = %self.entry, deployment = %deployment.id, "deployment circuit closed: its probe answered");
+            self.tell(index, None);
+        }
+    }
+
+    /// Tells the fleet (when it shares circuits) that the `index`-th
+    /// deployment's circuit opened for `open_for`, or closed (`None`), without
+    /// holding up the call: the store is written by a task of its own.
+    fn tell(&self, index: usize, open_for: Option<Duration>) {
+        let (Some(board), Some(key)) = (&self.board, self.shared_keys.get(index)) else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (board, key) = (Arc::clone(board), key.clone());
+        drop(runtime.spawn(async move {
+            match open_for {
+                Some(open_for) => board.opened(&key, open_for).await,
+                None => board.closed(&key).await,
+            }
+        }));
     }
 }
 
@@ -110,26 +146,33 @@ pub fn answered(entry: &str, deployment: &Deployment) {
 /// failure benches it until the catalog is reloaded (the call itself is not
 /// retried); anything else (an invalid request, a refusal, the call's own
 /// quota) says nothing about the deployment.
-pub fn judge(entry: &str, deployment: &Deployment, error: &WeirError) -> bool {
-    if error.category() == Category::AuthenticationFailed {
-        if deployment.health.bench() {
-            tracing::warn!(
-                model = entry,
-                deployment = %deployment.id,
-                "the deployment's credential was refused: it takes no calls until the catalog is reloaded"
-            );
+impl Pool {
+    pub fn judge(&self, index: usize, error: &WeirError) -> bool {
+        let Some(deployment) = self.deployments.get(index) else { return false };
+        if error.category() == Category::AuthenticationFailed {
+            if deployment.health.bench() {
+                tracing::warn!(
+                    model = %self.entry,
+                    deployment = %deployment.id,
+                    "the deployment's credential was refused: it takes no calls until the catalog is reloaded"
+                );
+            }
+            return false;
         }
-        return false;
+        let Some(policy) = error.retry_policy() else { return false };
+        let cool_for = (policy.backpressure_weight > 0).then_some(policy.jitter_max);
+        if deployment.health.failed(cool_for) {
+            tracing::warn!(
+                model = %self.entry,
+                deployment = %deployment.id,
+                failures = deployment.health.consecutive_failures(),
+                error_rate = deployment.health.window_error_rate(),
+                "deployment circuit opened"
+            );
+            if let crate::deployment::CircuitState::Open { remaining } = deployment.health.circuit() {
+                self.tell(index, Some(remaining));
+            }
+        }
+        true
     }
-    let Some(policy) = error.retry_policy() else { return false };
-    let cool_for = (policy.backpressure_weight > 0).then_some(policy.jitter_max);
-    if deployment.health.failed(cool_for) {
-        tracing::warn!(
-            model = entry,
-            deployment = %deployment.id,
-            failures = deployment.health.consecutive_failures(),
-            "deployment circuit opened"
-        );
-    }
-    true
 }
