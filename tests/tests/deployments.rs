@@ -63,9 +63,12 @@ async fn the_spread_follows_the_weights_and_the_record_names_each_deployment() {
     let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
     assert_eq!(records.len(), 60);
     let mut recorded = [0_usize; 3];
+    let hosts = [a.addr().to_string(), b.addr().to_string(), c.addr().to_string()];
     for record in &records {
         let deployment = record["attempts"][0]["deployment"].as_str().unwrap();
-        recorded[deployment.trim_start_matches('d').parse::<usize>().unwrap()] += 1;
+        let index = deployment.trim_start_matches('d').parse::<usize>().unwrap();
+        recorded[index] += 1;
+        assert_eq!(record["endpoint_host"], hosts[index], "the record names the serving deployment's host");
     }
     assert_eq!(recorded, counts, "the record names where each call went");
 
@@ -341,4 +344,33 @@ async fn with_a_fleet_one_gateways_open_circuit_is_seen_by_the_others() {
     }
     assert_eq!(bad.request_count(), 2, "the second gateway sent the dead deployment nothing");
     second.wait_for_stderr("deployment circuit opened by another gateway of the fleet", Duration::from_secs(5)).await;
+}
+
+/// Each deployment keeps its own `max_concurrency`, and the entry admits their
+/// sum: eight callers at once against two deployments of one slot each never
+/// have more than one call in flight on either, and all are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_deployment_keeps_its_own_concurrency_and_admission_sees_the_sum() {
+    let (a, b) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    a.delay_answers(Duration::from_millis(200));
+    b.delay_answers(Duration::from_millis(200));
+    let mut text = config(&[&a, &b], &[1, 1], "");
+    text = text.replace("weight = 1\n", "weight = 1\nmax_concurrency = 1\n");
+    let gateway = Gateway::start(&text).await;
+    let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let entry = models["data"].as_array().unwrap().iter().find(|model| model["id"] == "m").unwrap().clone();
+    assert_eq!(entry["weir"]["deployments"].as_array().unwrap().len(), 2, "{entry}");
+
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
+            tokio::spawn(async move { client.post(url).json(&hello()).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), 200);
+    }
+    assert_eq!(a.request_count() + b.request_count(), 8);
+    assert!(a.most_concurrent() <= 1 && b.most_concurrent() <= 1, "{} {}", a.most_concurrent(), b.most_concurrent());
 }

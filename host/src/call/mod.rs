@@ -222,7 +222,10 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
             let tally = &mut call.tally;
             let record = streaming::StreamRecord {
                 observers: weir.observers().clone(),
-                resolved: tally.resolved.take(),
+                resolved: tally.resolved.take().map(|mut resolved| {
+                    served_by(weir, &mut resolved, &tally.attempt_records);
+                    resolved
+                }),
                 attempts: std::mem::take(&mut tally.attempt_records),
                 max_tokens: tally.requested_max_tokens,
                 first_output: stamp.latency,
@@ -334,6 +337,9 @@ impl<'w> Running<'w> {
     fn record(&mut self, ending: Ending) -> CallRecord {
         self.closed = true;
         let attempts = std::mem::take(&mut self.tally.attempt_records);
+        if let Some(resolved) = &mut self.tally.resolved {
+            served_by(self.weir, resolved, &attempts);
+        }
         self.log.close(self.tally.resolved.as_ref(), attempts, ending)
     }
 }
@@ -498,6 +504,20 @@ fn resolved(target: &target::Reached<'_>) -> Resolved {
         multipliers: CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier },
         passed_over: target.passed_over.clone(),
     }
+}
+
+/// An entry with deployments is recorded with the wire id and endpoint host
+/// of the deployment its last attempt went to (each attempt names its own).
+fn served_by(weir: &Weir, resolved: &mut Resolved, attempts: &[AttemptRecord]) {
+    let Some(name) = attempts.last().and_then(|attempt| attempt.deployment.as_deref()) else { return };
+    let catalog = weir.catalog();
+    let Some(model) = catalog.get(&resolved.model) else { return };
+    let Some(deployment) = model.deployments.iter().find(|deployment| deployment.id == name) else { return };
+    resolved.wire_id.clone_from(&deployment.spec.wire_id);
+    resolved.endpoint_host = deployment.spec.endpoint.as_deref().and_then(|endpoint| match &deployment.region {
+        Some(region) => endpoint_host(&endpoint.replace(REGION_PLACEHOLDER, region)),
+        None => endpoint_host(endpoint),
+    });
 }
 
 /// The host (and port) of an endpoint URL: no scheme, user info, path or query.
