@@ -39,6 +39,7 @@ mod count;
 mod decision;
 mod decision_logprobs;
 mod effort;
+mod fallback;
 mod gates;
 mod hold;
 mod native;
@@ -422,6 +423,7 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         cache_multipliers: tally.resolved.as_ref().map(|resolved| resolved.multipliers),
         native_dropped: tally.native_dropped.clone(),
         passed_over: tally.resolved.as_ref().map(|resolved| resolved.passed_over.clone()).unwrap_or_default(),
+        fallback_from: tally.resolved.as_ref().and_then(|resolved| resolved.fallback_from.clone()),
     }
 }
 
@@ -435,7 +437,26 @@ async fn run<A: Attempt>(
     attempt: &A,
     opening: &Opening,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let mut target = target::resolve(weir, &Naming::chat(request), opening).await?;
+    let target = match target::resolve(weir, &Naming::chat(request), opening).await {
+        Ok(target) => target,
+        Err(error) => return fallback::after(weir, request, tally, attempt, opening, error).await,
+    };
+    match serve(weir, request, tally, attempt, opening, target).await {
+        Ok(outcome) => Ok(outcome),
+        Err(error) => fallback::after(weir, request, tally, attempt, opening, error).await,
+    }
+}
+
+/// Serves the call with the entry `target` resolved to: its policy, its
+/// budget hold, its gates and attempts.
+async fn serve<A: Attempt>(
+    weir: &Weir,
+    request: &mut ChatRequest,
+    tally: &mut Tally,
+    attempt: &A,
+    opening: &Opening,
+    mut target: Target<'_>,
+) -> Result<Outcome<A::Live>, WeirError> {
     // The breakpoints follow the entry that serves the call.
     cache_plan::plan(&mut request.conversation, target.model.prompt_cache);
     let request = &*request;
@@ -503,6 +524,7 @@ fn resolved(target: &target::Reached<'_>) -> Resolved {
         prices: model.prices,
         multipliers: CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier },
         passed_over: target.passed_over.clone(),
+        fallback_from: None,
     }
 }
 

@@ -191,6 +191,34 @@ pub(super) async fn resolve_any<'a>(
     resolve_entry(weir, model, None, caller, opening).await
 }
 
+/// A role's fallback entry `id`, resolved for `caller` (see `call::fallback`):
+/// the caller's key must list the entry itself (the role's name does not
+/// carry over to its fallbacks), then every check of [`resolve_entry`].
+pub(super) async fn resolve_fallback<'a>(
+    weir: &'a Weir,
+    id: &str,
+    role: &'a Role,
+    caller: Option<&Caller>,
+    opening: &'a Opening,
+) -> Result<Target<'a>, WeirError> {
+    let model = weir
+        .catalog()
+        .get(id)
+        .filter(|model| model.kind == role.kind)
+        .ok_or_else(|| WeirError::UnknownModel(id.to_owned()))?;
+    if let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) {
+        let keys = weir.keys();
+        let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
+        if !key.permits(&model.id) {
+            return Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: model.id.clone() });
+        }
+    }
+    match resolve_entry(weir, model, Some(&role.name), caller, opening).await? {
+        Resolution::Component(target) => Ok(target),
+        Resolution::Host(reached) => Err(resolved_for_another_kind(reached.model)),
+    }
+}
+
 /// A key restricted to some models learns nothing of the others: a name it
 /// may not call (an entry, a role, or nothing the gateway has), whatever its
 /// kind, is refused the same way, `permission_denied` naming the key and the

@@ -395,6 +395,10 @@ pub struct RoleEntry {
     /// (default) or `bulk`.
     #[serde(default, deserialize_with = "lane_word")]
     pub lane: Option<Lane>,
+    /// Entries that serve the role, in order, once the entry it resolved to
+    /// is exhausted (chat roles; see `call::fallback`).
+    #[serde(default)]
+    pub fallback: Vec<String>,
 }
 
 /// `lane = "interactive" | "bulk"`.
@@ -1045,6 +1049,19 @@ impl Config {
             if role.lane.is_some() && role.kind != RoleKind::Embedding {
                 return Err(format!("role `{name}`: `lane` is read only for embedding roles"));
             }
+            if !role.fallback.is_empty() && role.kind != RoleKind::Chat {
+                return Err(format!("role `{name}`: `fallback` is read only for chat roles"));
+            }
+            for (index, entry) in role.fallback.iter().enumerate() {
+                if !self.models.iter().any(|m| &m.id == entry && m.kind == RoleKind::Chat) {
+                    return Err(format!("role `{name}`: fallback `{entry}` is not a chat entry of the catalog"));
+                }
+                if role.model.as_ref() == Some(entry) || role.fallback[..index].contains(entry) {
+                    return Err(format!(
+                        "role `{name}`: fallback `{entry}` is named twice (or is the role's own entry)"
+                    ));
+                }
+            }
         }
         for (grade, target) in &self.pins {
             if !has_grade(grade) {
@@ -1568,5 +1585,37 @@ mod tests {
         }
         let unknown = Config::from_toml("[server]\nmax_bodies = 1\n", "t.toml").unwrap_err().to_string();
         assert!(unknown.contains("max_bodies"), "{unknown}");
+    }
+}
+
+#[cfg(test)]
+mod role_fallback_tests {
+    use crate::config::Config;
+
+    fn roles(role: &str) -> Result<Config, String> {
+        let text = format!(
+            "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 10\ncontext_window = 100\n\
+             [[model]]\nid = \"b\"\nprovider = \"openai\"\nmax_output_tokens = 10\ncontext_window = 100\n\
+             [[model]]\nid = \"e\"\nprovider = \"openai\"\nkind = \"embedding\"\ncontext_window = 100\n\
+             embedding_dimensions = 8\n{role}"
+        );
+        Config::from_toml(&text, "t").map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn a_role_names_its_fallbacks_among_the_catalogs_chat_entries() {
+        let config = roles("[role.chat]\nmodel = \"a\"\nfallback = [\"b\"]\n").unwrap();
+        assert_eq!(config.roles["chat"].fallback, vec!["b".to_owned()]);
+        let cases = [
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"zz\"]\n", "fallback `zz` is not a chat entry"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"e\"]\n", "fallback `e` is not a chat entry"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"a\"]\n", "named twice (or is the role's own entry)"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"b\", \"b\"]\n", "named twice"),
+            ("[role.emb]\nmodel = \"e\"\nkind = \"embedding\"\nfallback = [\"b\"]\n", "read only for chat roles"),
+        ];
+        for (role, expected) in cases {
+            let error = roles(role).unwrap_err();
+            assert!(error.contains(expected), "{role}: {error}");
+        }
     }
 }
