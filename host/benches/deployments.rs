@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use weir_host::admission::deployment::{CircuitSettings, Deployment, Health, Pool, Tried};
 use weir_host::admission::{InProcessAccount, Limits, ModelGate, RateAccount};
-use weir_host::deployment::{CircuitSettings, Deployment, Health, Pool, Tried};
 
 fn pool(count: usize) -> Pool {
     let deployments = (0..count)

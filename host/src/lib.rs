@@ -56,7 +56,6 @@ pub mod check;
 pub mod compliance;
 mod config;
 pub mod decision;
-pub mod deployment;
 mod error;
 mod estimate;
 mod failure;

@@ -187,7 +187,7 @@ impl Weir {
                     weight: spec.weight,
                     circuit: circuit.as_str(),
                     circuit_open_secs_left: match circuit {
-                        crate::deployment::CircuitState::Open { remaining } => {
+                        crate::admission::deployment::CircuitState::Open { remaining } => {
                             Some(remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0))
                         }
                         _ => None,

@@ -13,6 +13,7 @@
 
 mod bucket;
 mod budget;
+pub mod deployment;
 mod gate;
 mod lane;
 mod store;
@@ -41,7 +42,7 @@ pub use store::{
 pub use throttle::Throttle;
 
 use crate::catalog::{Catalog, ModelSpec};
-use crate::deployment::Pool;
+use deployment::Pool;
 
 /// Every model's gate, and every deployment's, built once from the catalog.
 #[derive(Debug, Default)]
@@ -86,7 +87,7 @@ impl Admission {
         self.pools.values()
     }
 
-    /// Follows the fleet's open circuits (see [`crate::deployment::follow`])
+    /// Follows the fleet's open circuits (see [`deployment::follow`])
     /// on the current runtime, when some entry's deployments share them:
     /// until this admission's pools are gone.
     pub fn follow_fleet_circuits(&self) -> Option<tokio::task::JoinHandle<()>> {
@@ -95,7 +96,7 @@ impl Admission {
             return None;
         }
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        Some(runtime.spawn(crate::deployment::follow(shared, crate::deployment::FOLLOW_EVERY)))
+        Some(runtime.spawn(deployment::follow(shared, deployment::FOLLOW_EVERY)))
     }
 }
 

@@ -126,7 +126,7 @@ pub trait RateStore: Send + Sync + Debug {
 
     /// Where deployments' circuits are shared with other processes; `None`
     /// (the default): each gateway keeps its own.
-    fn circuits(&self) -> Option<Arc<dyn crate::deployment::CircuitBoard>> {
+    fn circuits(&self) -> Option<Arc<dyn crate::admission::deployment::CircuitBoard>> {
         None
     }
 }

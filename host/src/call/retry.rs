@@ -19,7 +19,7 @@ use crate::types::{CallParams, Conversation, RetryHint};
 use super::spend::Spend;
 use super::target::{self, Deployed, Reached, Target};
 use super::{Attempt, Failure, Outcome};
-use crate::deployment::{Tried, affinity_of};
+use crate::admission::deployment::{Tried, affinity_of};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// No single wait is longer than this, whatever an upstream asks.
@@ -97,7 +97,7 @@ impl<A: Attempt> Try for ChatTry<'_, '_, A> {
             }
             Err(Failure::Signal(error) | Failure::Settled(error)) => error,
         };
-        if deployed.pool.judge(index, failure) {
+        if deployed.pool.judge(index, failure.category(), failure.retry_policy()) {
             self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
         }
         result

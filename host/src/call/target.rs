@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use crate::Weir;
 use crate::admission::ModelGate;
+use crate::admission::deployment::Pool;
 use crate::caller::Caller;
 use crate::catalog::{ModelChoice, ModelSpec, RoleKind};
 use crate::chat::ChatRequest;
 use crate::compliance::Binding;
-use crate::deployment::Pool;
 use crate::error::WeirError;
 use crate::identity::AuthError;
 use crate::plugin::Provider;

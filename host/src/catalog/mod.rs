@@ -114,7 +114,7 @@ pub struct ModelSpec {
     /// its own one endpoint, and its limits are its own.
     pub deployments: Vec<DeploymentSpec>,
     /// When a deployment's circuit opens and for how long.
-    pub circuit: crate::deployment::CircuitSettings,
+    pub circuit: crate::config::CircuitSettings,
 }
 
 impl ModelSpec {
@@ -202,7 +202,7 @@ impl ModelSpec {
             reasoning: Some(Reasoning::Thinking),
             backend: None,
             deployments: Vec::new(),
-            circuit: crate::deployment::CircuitSettings::default(),
+            circuit: crate::config::CircuitSettings::default(),
         }
     }
 }
@@ -412,15 +412,15 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
         reasoning: entry.reasoning,
         backend: entry.backend,
         deployments: Vec::new(),
-        circuit: crate::deployment::CircuitSettings {
-            failures: entry.circuit_failures.unwrap_or(crate::deployment::CircuitSettings::DEFAULT_FAILURES),
+        circuit: crate::config::CircuitSettings {
+            failures: entry.circuit_failures.unwrap_or(crate::config::CircuitSettings::DEFAULT_FAILURES),
             open: entry
                 .circuit_open_secs
-                .map_or(crate::deployment::CircuitSettings::DEFAULT_OPEN, std::time::Duration::from_secs),
-            error_rate: entry.circuit_error_rate.unwrap_or(crate::deployment::CircuitSettings::DEFAULT_ERROR_RATE),
+                .map_or(crate::config::CircuitSettings::DEFAULT_OPEN, std::time::Duration::from_secs),
+            error_rate: entry.circuit_error_rate.unwrap_or(crate::config::CircuitSettings::DEFAULT_ERROR_RATE),
             window: entry
                 .circuit_window_secs
-                .map_or(crate::deployment::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
+                .map_or(crate::config::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
         },
     }
 }

@@ -1,13 +1,49 @@
 //! `[[model.deployment]]`: the same model served on several endpoints, each
 //! with its own credential, region, wire id and limits. Parsed and checked
 //! here; the catalog turns each into a spec and admission gives each its own
-//! buckets and throttle (see `crate::deployment`).
+//! buckets and throttle (see `crate::admission::deployment`).
+
+use std::time::Duration;
 
 use serde::Deserialize;
 
 /// The most deployments one entry may have: a call remembers which it has
 /// tried in one 64-bit mask, so choosing allocates nothing.
 pub const MAX_DEPLOYMENTS: usize = 64;
+
+/// When a deployment's circuit opens and for how long (the entry's
+/// `circuit_failures`, `circuit_open_secs`, `circuit_error_rate` and
+/// `circuit_window_secs`; see `crate::admission::deployment`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CircuitSettings {
+    pub failures: u32,
+    pub open: Duration,
+    /// The share of failed attempts in a window that opens the circuit.
+    pub error_rate: f64,
+    pub window: Duration,
+}
+
+/// Attempts a window needs before its error rate may open the circuit: a
+/// rate over two attempts says nothing.
+pub const MIN_WINDOW_ATTEMPTS: u32 = 10;
+
+impl CircuitSettings {
+    pub const DEFAULT_FAILURES: u32 = 5;
+    pub const DEFAULT_OPEN: Duration = Duration::from_secs(30);
+    pub const DEFAULT_ERROR_RATE: f64 = 0.5;
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+}
+
+impl Default for CircuitSettings {
+    fn default() -> Self {
+        Self {
+            failures: Self::DEFAULT_FAILURES,
+            open: Self::DEFAULT_OPEN,
+            error_rate: Self::DEFAULT_ERROR_RATE,
+            window: Self::DEFAULT_WINDOW,
+        }
+    }
+}
 
 /// One `[[model.deployment]]` of a catalog entry.
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -1,5 +1,5 @@
 //! Deployments' circuits shared through Redis (see
-//! [`crate::deployment::CircuitBoard`]): an open circuit is the key
+//! [`crate::admission::deployment::CircuitBoard`]): an open circuit is the key
 //! `{prefix}:circuit:{model:<id>/deployment:<name>}`, set with the time it
 //! stays open as its expiry (`SET … PX`), read back with `PTTL`, deleted when
 //! a probe closes it. A Redis that is out leaves each gateway its own
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::redis_store::Shared;
 use crate::admission::BoxFuture;
-use crate::deployment::CircuitBoard;
+use crate::admission::deployment::CircuitBoard;
 
 pub(super) struct RedisCircuits {
     shared: Arc<Shared>,

@@ -138,7 +138,7 @@ impl RateStore for RedisStore {
         Some(Arc::new(self.redis_permits(key, max)))
     }
 
-    fn circuits(&self) -> Option<Arc<dyn crate::deployment::CircuitBoard>> {
+    fn circuits(&self) -> Option<Arc<dyn crate::admission::deployment::CircuitBoard>> {
         Some(Arc::new(super::circuits::RedisCircuits::new(Arc::clone(&self.shared))))
     }
 }

@@ -26,7 +26,7 @@ use crate::admission::Admission;
 use crate::catalog::{Catalog, MetricsSettings};
 use crate::ledger::LedgerMeter;
 
-use crate::deployment::CircuitState;
+use crate::admission::deployment::CircuitState;
 use labels::{DeploymentLabels, Labels, ModelLabels};
 use series::Series;
 

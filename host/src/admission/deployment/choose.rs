@@ -177,8 +177,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::admission::deployment::{CircuitSettings, Health};
     use crate::admission::{InProcessAccount, Limits, ModelGate};
-    use crate::deployment::{CircuitSettings, Health};
 
     fn pool(weights: &[u32]) -> Pool {
         let deployments = weights

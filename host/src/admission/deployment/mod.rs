@@ -28,8 +28,7 @@ pub use shared::{CircuitBoard, FOLLOW_EVERY, follow};
 
 use crate::admission::ModelGate;
 use crate::catalog::ModelSpec;
-use crate::error::WeirError;
-use crate::failure::Category;
+use crate::failure::{Category, SignalPolicy};
 
 /// One deployment of an entry, as admission and the call path hold it.
 #[derive(Debug)]
@@ -138,7 +137,8 @@ impl Pool {
     }
 }
 
-/// What a failed attempt says of the deployment it went to, and whether the
+/// What a failed attempt (its failure's category and retry policy) says of
+/// the deployment it went to, and whether the
 /// call's next attempt should go elsewhere (`true`): an upstream signal the
 /// retry loop re-runs (a rate limit, an overload, a 5xx, a timeout, a
 /// connection failure) counts toward its circuit (a slow-down also cools it
@@ -147,9 +147,9 @@ impl Pool {
 /// retried); anything else (an invalid request, a refusal, the call's own
 /// quota) says nothing about the deployment.
 impl Pool {
-    pub fn judge(&self, index: usize, error: &WeirError) -> bool {
+    pub fn judge(&self, index: usize, category: Category, retry_policy: Option<SignalPolicy>) -> bool {
         let Some(deployment) = self.deployments.get(index) else { return false };
-        if error.category() == Category::AuthenticationFailed {
+        if category == Category::AuthenticationFailed {
             if deployment.health.bench() {
                 tracing::warn!(
                     model = %self.entry,
@@ -159,7 +159,7 @@ impl Pool {
             }
             return false;
         }
-        let Some(policy) = error.retry_policy() else { return false };
+        let Some(policy) = retry_policy else { return false };
         let cool_for = (policy.backpressure_weight > 0).then_some(policy.jitter_max);
         if deployment.health.failed(cool_for) {
             tracing::warn!(
@@ -169,7 +169,7 @@ impl Pool {
                 error_rate = deployment.health.window_error_rate(),
                 "deployment circuit opened"
             );
-            if let crate::deployment::CircuitState::Open { remaining } = deployment.health.circuit() {
+            if let crate::admission::deployment::CircuitState::Open { remaining } = deployment.health.circuit() {
                 self.tell(index, Some(remaining));
             }
         }

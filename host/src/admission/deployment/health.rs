@@ -15,38 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// When a circuit opens and for how long (the entry's `circuit_failures` and
-/// `circuit_open_secs`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CircuitSettings {
-    pub failures: u32,
-    pub open: Duration,
-    /// The share of failed attempts in a window that opens the circuit.
-    pub error_rate: f64,
-    pub window: Duration,
-}
-
-/// Attempts a window needs before its error rate may open the circuit: a
-/// rate over two attempts says nothing.
-pub const MIN_WINDOW_ATTEMPTS: u32 = 10;
-
-impl CircuitSettings {
-    pub const DEFAULT_FAILURES: u32 = 5;
-    pub const DEFAULT_OPEN: Duration = Duration::from_secs(30);
-    pub const DEFAULT_ERROR_RATE: f64 = 0.5;
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
-}
-
-impl Default for CircuitSettings {
-    fn default() -> Self {
-        Self {
-            failures: Self::DEFAULT_FAILURES,
-            open: Self::DEFAULT_OPEN,
-            error_rate: Self::DEFAULT_ERROR_RATE,
-            window: Self::DEFAULT_WINDOW,
-        }
-    }
-}
+pub use crate::config::{CircuitSettings, MIN_WINDOW_ATTEMPTS};
 
 /// A circuit's state, as the status and metrics show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
