@@ -374,3 +374,41 @@ async fn each_deployment_keeps_its_own_concurrency_and_admission_sees_the_sum() 
     assert_eq!(a.request_count() + b.request_count(), 8);
     assert!(a.most_concurrent() <= 1 && b.most_concurrent() <= 1, "{} {}", a.most_concurrent(), b.most_concurrent());
 }
+
+/// A deployment whose secret is not set cannot be addressed: calls go to the
+/// others, nothing is sent to it, and nothing fails.
+#[tokio::test]
+async fn a_deployment_without_its_secret_is_passed_over() {
+    let (unset, set) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    let text = format!(
+        r#"
+[[model]]
+id = "m"
+provider = "openai"
+wire_id = "gpt-4.1-mini"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 20
+
+[[model.deployment]]
+id = "unset"
+endpoint = "{unset}"
+credential = "weir_deployment_test_unset_key"
+weight = 100
+
+[[model.deployment]]
+id = "set"
+endpoint = "{set}"
+credential = "weir_deployment_test_set_key"
+"#,
+        unset = unset.base_url(),
+        set = set.base_url()
+    );
+    let gateway = Gateway::start_with(&text, &[("WEIR_DEPLOYMENT_TEST_SET_KEY", "sk-test-set")], None).await;
+    for _ in 0..5 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    assert_eq!((unset.request_count(), set.request_count()), (0, 5));
+    assert_eq!(set.received()[0].header("authorization"), Some("Bearer sk-test-set"), "its own credential");
+}

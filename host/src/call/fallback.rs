@@ -22,7 +22,7 @@ use crate::record::Tokens;
 use crate::routing::RoleTarget;
 
 use super::opening::Opening;
-use super::{Attempt, Outcome, Tally, serve, target};
+use super::{Attempt, Outcome, Tally, run, target};
 
 /// Serves the call from the role's fallback entries after `error`, or
 /// answers `error` when no fallback applies or none can serve.
@@ -68,7 +68,7 @@ pub(super) async fn after<A: Attempt>(
             reason = %last,
             "the role's entry is exhausted: its fallback serves the call"
         );
-        let result = serve(weir, request, tally, attempt, opening, target).await;
+        let result = run(weir, request, tally, attempt, opening, Some(target)).await;
         if let Some(resolved) = &mut tally.resolved {
             resolved.fallback_from = Some(primary.clone());
         }

@@ -184,7 +184,12 @@ impl Tally {
 /// spent and committed before the answer (or the failure) is returned.
 pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
     let mut call = open(weir, &request, false);
-    let result = run(weir, &mut request, &mut call.tally, &Whole, &call.opening).await;
+    let result = match run(weir, &mut request, &mut call.tally, &Whole, &call.opening, None).await {
+        Err(error) => {
+            Box::pin(fallback::after(weir, &mut request, &mut call.tally, &Whole, &call.opening, error)).await
+        }
+        served => served,
+    };
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
@@ -213,7 +218,12 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         )),
         // A stream the entry cannot give as it is written is answered whole by
         // `run` (see `policy`) and replayed below.
-        None => run(weir, &mut request, &mut call.tally, &attempt, &call.opening).await,
+        None => match run(weir, &mut request, &mut call.tally, &attempt, &call.opening, None).await {
+            Err(error) => {
+                Box::pin(fallback::after(weir, &mut request, &mut call.tally, &attempt, &call.opening, error)).await
+            }
+            served => served,
+        },
     };
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
@@ -427,36 +437,22 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
     }
 }
 
-/// Resolves the call once, applies the policy (capabilities, sampling), and
-/// runs the gates: a stream the entry cannot give as it is written goes as a
-/// whole request.
+/// Resolves the call once (unless a role's fallback already resolved it: see
+/// [`fallback`]), applies the policy (capabilities, sampling), takes the
+/// budget hold and runs the gates: a stream the entry cannot give as it is
+/// written goes as a whole request.
 async fn run<A: Attempt>(
     weir: &Weir,
     request: &mut ChatRequest,
     tally: &mut Tally,
     attempt: &A,
     opening: &Opening,
+    resolved_by_fallback: Option<Target<'_>>,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let target = match target::resolve(weir, &Naming::chat(request), opening).await {
-        Ok(target) => target,
-        Err(error) => return fallback::after(weir, request, tally, attempt, opening, error).await,
+    let mut target = match resolved_by_fallback {
+        Some(target) => target,
+        None => target::resolve(weir, &Naming::chat(request), opening).await?,
     };
-    match serve(weir, request, tally, attempt, opening, target).await {
-        Ok(outcome) => Ok(outcome),
-        Err(error) => fallback::after(weir, request, tally, attempt, opening, error).await,
-    }
-}
-
-/// Serves the call with the entry `target` resolved to: its policy, its
-/// budget hold, its gates and attempts.
-async fn serve<A: Attempt>(
-    weir: &Weir,
-    request: &mut ChatRequest,
-    tally: &mut Tally,
-    attempt: &A,
-    opening: &Opening,
-    mut target: Target<'_>,
-) -> Result<Outcome<A::Live>, WeirError> {
     // The breakpoints follow the entry that serves the call.
     cache_plan::plan(&mut request.conversation, target.model.prompt_cache);
     let request = &*request;

@@ -59,30 +59,12 @@ impl<A: Attempt> Try for ChatTry<'_, '_, A> {
         let Some(deployed) = self.target.deployment else {
             return self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await;
         };
-        let tried = Tried::from_bits(self.tried.load(Ordering::Relaxed));
-        let Some(index) = deployed.pool.choose(self.affinity, tried) else {
-            return Err(Failure::Settled(target::every_deployment_unavailable(deployed.entry)));
-        };
+        // Boxed: resolving another deployment's target is a future of its own
+        // this state need not hold inline (only entries with deployments pay it).
+        let (index, retargeted) = Box::pin(self.addressed(deployed)).await?;
+        let target = retargeted.as_ref().unwrap_or(self.target);
         let Some(deployment) = deployed.pool.get(index) else {
             return Err(Failure::Settled(target::every_deployment_unavailable(deployed.entry)));
-        };
-        let chosen = Deployed { index, ..deployed };
-        let retargeted;
-        let target = if index == deployed.index {
-            self.target
-        } else {
-            match target::for_deployment(self.target, chosen).await {
-                Ok(found) => {
-                    retargeted = found;
-                    &retargeted
-                }
-                Err(error) => {
-                    // It could not even be addressed: as good as failed.
-                    deployment.health.failed(None);
-                    self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
-                    return Err(Failure::Settled(error));
-                }
-            }
         };
         let logged_before = spend.log.len();
         let result = {
@@ -107,6 +89,34 @@ impl<A: Attempt> Try for ChatTry<'_, '_, A> {
         self.target
             .deployment
             .is_some_and(|deployed| deployed.pool.has_untried(Tried::from_bits(self.tried.load(Ordering::Relaxed))))
+    }
+}
+
+impl<'t, A> ChatTry<'_, 't, A> {
+    /// The deployment this attempt goes to, and its target when it is not
+    /// the one the call resolved to. A deployment that cannot be addressed (a
+    /// secret or region missing, a reach rule broken) counts as failed and
+    /// another is chosen, nothing sent; when none is left, the last reason.
+    async fn addressed(&self, deployed: Deployed<'t>) -> Result<(usize, Option<Target<'t>>), Failure> {
+        let mut unaddressable = None;
+        for _ in 0..deployed.pool.deployments().len() {
+            let tried = Tried::from_bits(self.tried.load(Ordering::Relaxed));
+            let Some(index) = deployed.pool.choose(self.affinity, tried) else { break };
+            if index == deployed.index {
+                return Ok((index, None));
+            }
+            match target::for_deployment(self.target, Deployed { index, ..deployed }).await {
+                Ok(found) => return Ok((index, Some(found))),
+                Err(error) => {
+                    if let Some(deployment) = deployed.pool.get(index) {
+                        deployment.health.failed(None);
+                    }
+                    self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
+                    unaddressable = Some(error);
+                }
+            }
+        }
+        Err(Failure::Settled(unaddressable.unwrap_or_else(|| target::every_deployment_unavailable(deployed.entry))))
     }
 }
 

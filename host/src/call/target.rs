@@ -329,10 +329,9 @@ async fn resolve_component_entry<'a>(
     if !model.deployments.is_empty()
         && let Some(pool) = weir.admission().pool(&model.id)
     {
-        // Resolved against its first deployment that may take calls: each
-        // attempt then goes to the one it chooses (see [`for_deployment`]).
-        let index = pool.first_usable().ok_or_else(|| every_deployment_unavailable(model))?;
-        let deployed = Deployed { entry: model, pool, index, entry_gate: gate };
+        // Resolved against its first deployment that may take calls and can
+        // be addressed: each attempt then goes to the one it chooses (see
+        // [`for_deployment`]).
         let reached = Reached {
             weir,
             model,
@@ -350,7 +349,14 @@ async fn resolve_component_entry<'a>(
             deployment: None,
         };
         let entry = Target { reached, provider, native: None };
-        return for_deployment(&entry, deployed).await;
+        let mut unaddressable = None;
+        for index in pool.usable() {
+            match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
+                Ok(target) => return Ok(target),
+                Err(error) => unaddressable = Some(error),
+            }
+        }
+        return Err(unaddressable.unwrap_or_else(|| every_deployment_unavailable(model)));
     }
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");

@@ -103,10 +103,14 @@ impl Pool {
         self.deployments.get(index)
     }
 
-    /// The first deployment, in the entry's order, that is not benched and
-    /// whose circuit lets an attempt through (nothing is claimed).
-    pub fn first_usable(&self) -> Option<usize> {
-        self.deployments.iter().position(|deployment| !deployment.health.benched() && deployment.health.admits())
+    /// The deployments, in the entry's order, that are not benched and whose
+    /// circuit lets an attempt through (nothing is claimed).
+    pub fn usable(&self) -> impl Iterator<Item = usize> + '_ {
+        self.deployments
+            .iter()
+            .enumerate()
+            .filter(|(_, deployment)| !deployment.health.benched() && deployment.health.admits())
+            .map(|(index, _)| index)
     }
 }
 
