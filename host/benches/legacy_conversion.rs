@@ -103,7 +103,7 @@ fn legacy_conversion(c: &mut Criterion) {
         headers: vec![("x-request-id".into(), "req_1".into())],
         body: br#"{"text":"A short answer.","input":900,"output":4}"#.to_vec(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
 
     let mut group = c.benchmark_group("legacy_conversion_4k");
     group.measurement_time(Duration::from_secs(4));

@@ -197,6 +197,9 @@ pub struct Stamp {
     /// The entries of the caller's role passed over before the one that
     /// served (they could not be called now), in the role's order.
     pub passed_over: Vec<String>,
+    /// The entry the role's fallback stood in for, when the operator's
+    /// `fallback` served the call (`model` is the fallback that served).
+    pub fallback_from: Option<String>,
 }
 
 /// A normalized answer.

@@ -561,8 +561,16 @@ impl WeirBuilder {
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
         // The entries' ids, and the client secrets `[credentials.*]` tables read.
         let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id());
+        // Each deployment's credential is configured as an entry's is.
+        let deployment_secrets =
+            config.models.iter().flat_map(|model| &model.deployments).filter_map(|d| d.credential.as_deref());
         let secret_ids = ConfiguredIds::new(
-            config.models.iter().filter_map(|model| model.credential.as_deref()).chain(client_secrets),
+            config
+                .models
+                .iter()
+                .filter_map(|model| model.credential.as_deref())
+                .chain(deployment_secrets)
+                .chain(client_secrets),
         );
         let tokens = TokenCredentials::from_config(&config)
             .map_err(|error| BuildError::TokenCredential { origin: config.origin.clone(), error: Box::new(error) })?;

@@ -78,6 +78,30 @@ pub struct ModelStatus {
     pub prices: crate::record::Prices,
     /// The day the prices were taken, when the entry says.
     pub prices_as_of: Option<String>,
+    /// Its deployments and their health in this gateway (empty: one endpoint).
+    pub deployments: Vec<DeploymentStatus>,
+}
+
+/// One deployment of an entry, as `/v1/models` (admin) and `weir providers` show it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeploymentStatus {
+    pub id: String,
+    /// Without its query's values ([`crate::redact::redacted_endpoint`]).
+    pub endpoint: Option<String>,
+    pub wire_id: String,
+    pub region: Option<String>,
+    pub weight: u32,
+    /// `closed`, `open` or `half_open`.
+    pub circuit: &'static str,
+    /// How long an open circuit stays open, in whole seconds (rounded up).
+    pub circuit_open_secs_left: Option<u64>,
+    /// Retryable failures in a row (what opens the circuit at the entry's `circuit_failures`).
+    pub consecutive_failures: u32,
+    /// The failed share of the current window's attempts (what opens it at `circuit_error_rate`).
+    pub window_error_rate: f64,
+    /// Its credential was refused: it takes no calls until the catalog is reloaded.
+    pub benched: bool,
+    pub in_flight: u32,
 }
 
 /// How far a status may look for AWS facts. AWS's default chains end in the EC2
@@ -140,6 +164,38 @@ impl Weir {
                     },
                     prices: model.prices,
                     prices_as_of: model.prices_as_of.clone(),
+                    deployments: self.deployment_statuses(model),
+                }
+            })
+            .collect()
+    }
+
+    fn deployment_statuses(&self, model: &crate::catalog::ModelSpec) -> Vec<DeploymentStatus> {
+        let Some(pool) = self.admission().pool(&model.id) else { return Vec::new() };
+        model
+            .deployments
+            .iter()
+            .zip(pool.deployments())
+            .map(|(spec, deployment)| {
+                let health = &deployment.health;
+                let circuit = health.circuit();
+                DeploymentStatus {
+                    id: spec.id.clone(),
+                    endpoint: spec.spec.endpoint.as_deref().map(redacted_endpoint),
+                    wire_id: spec.spec.wire_id.clone(),
+                    region: spec.region.clone(),
+                    weight: spec.weight,
+                    circuit: circuit.as_str(),
+                    circuit_open_secs_left: match circuit {
+                        crate::admission::deployment::CircuitState::Open { remaining } => {
+                            Some(remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0))
+                        }
+                        _ => None,
+                    },
+                    consecutive_failures: health.consecutive_failures(),
+                    window_error_rate: health.window_error_rate(),
+                    benched: health.benched(),
+                    in_flight: health.in_flight(),
                 }
             })
             .collect()

@@ -109,6 +109,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 request_id: Some("req_1".to_owned()),
                 usage: None,
                 searches: None,
+                deployment: None,
             },
             AttemptRecord {
                 reason: AttemptReason::Retry,
@@ -120,6 +121,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 request_id: Some("req_2".to_owned()),
                 usage: Some(usage),
                 searches: None,
+                deployment: None,
             },
         ],
         usage,

@@ -123,6 +123,12 @@ pub trait RateStore: Send + Sync + Debug {
     fn permits(&self, _key: &str, _max: u32) -> Option<Arc<dyn PermitPool>> {
         None
     }
+
+    /// Where deployments' circuits are shared with other processes; `None`
+    /// (the default): each gateway keeps its own.
+    fn circuits(&self) -> Option<Arc<dyn crate::admission::deployment::CircuitBoard>> {
+        None
+    }
 }
 
 /// A permit held in a [`PermitPool`], returned when its call ends.

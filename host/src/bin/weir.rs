@@ -377,6 +377,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         );
         // Detached: it runs for the life of the server.
         drop(tokio::spawn(purge_freed_memory()));
+        // Detached: with `[fleet]`, other gateways' open circuits open here too.
+        drop(weir.admission().follow_fleet_circuits());
         let watch_every = weir.config().watch_interval_ms.unwrap_or(DEFAULT_WATCH_MS);
         if watch_every > 0 {
             // Detached: it runs for the life of the server.
@@ -579,6 +581,18 @@ fn providers(common: Common, resolve: bool) -> anyhow::Result<()> {
                 (kind, None) => println!("{:<20}   {kind}", ""),
             }
             println!("{:<20}   prices: {}", "", price_line(model));
+            for deployment in &model.deployments {
+                println!(
+                    "{:<20}   deployment {}: endpoint {}, wire id {}, weight {}, circuit {}{}",
+                    "",
+                    deployment.id,
+                    deployment.endpoint.as_deref().unwrap_or("(none)"),
+                    deployment.wire_id,
+                    deployment.weight,
+                    deployment.circuit,
+                    if deployment.benched { ", benched (credential refused)" } else { "" }
+                );
+            }
         }
     }
     for model in models.iter().filter(|model| !model.available) {

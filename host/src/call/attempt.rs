@@ -145,17 +145,30 @@ pub(super) async fn admit_and_finalize(
 
 /// The demand admitted in `lane`: the caller key's buckets first (a call
 /// parked on the model then holds only its own key's budget, never the
-/// model's), then the model's; the two grants are tied.
+/// model's), then the model's; the grants are tied. A deployment's call is
+/// admitted by its entry's gate (the sum of the deployments: a call that fits
+/// none waits there), then by the deployment's own.
 pub(super) async fn admit(
     target: &Reached<'_>,
     demand: Demand,
     deadline: Option<tokio::time::Instant>,
     lane: Lane,
 ) -> Result<Grant, WeirError> {
-    let key_grant = match &target.key_gate {
+    let mut key_grant = match &target.key_gate {
         Some(gate) => Some(gate.admit_in(demand, deadline, lane).await?),
         None => None,
     };
+    if let Some(deployed) = &target.deployment {
+        match deployed.entry_gate.admit_in(demand, deadline, lane).await {
+            Ok(grant) => key_grant = Some(grant.with_companion(key_grant)),
+            Err(error) => {
+                if let Some(key_grant) = key_grant {
+                    key_grant.rollback().await;
+                }
+                return Err(error.into());
+            }
+        }
+    }
     match target.gate.admit_in(demand, deadline, lane).await {
         Ok(grant) => Ok(grant.with_companion(key_grant)),
         Err(error) => {

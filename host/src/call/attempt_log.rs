@@ -118,7 +118,20 @@ impl AttemptLog {
             request_id: observed.request_id.or_else(|| answer_id.map(bounded)),
             usage,
             searches,
+            deployment: None,
         });
+    }
+
+    /// How many attempts are logged.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Names the deployment the attempts logged from `from` on went to.
+    pub fn mark_deployment(&mut self, from: usize, deployment: &str) {
+        for record in self.records.iter_mut().skip(from) {
+            record.deployment = Some(deployment.to_owned());
+        }
     }
 
     /// What the attempts so far reported spending, every kind summed apart.

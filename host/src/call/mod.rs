@@ -39,6 +39,7 @@ mod count;
 mod decision;
 mod decision_logprobs;
 mod effort;
+mod fallback;
 mod gates;
 mod hold;
 mod native;
@@ -183,7 +184,12 @@ impl Tally {
 /// spent and committed before the answer (or the failure) is returned.
 pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatResponse, CallError> {
     let mut call = open(weir, &request, false);
-    let result = run(weir, &mut request, &mut call.tally, &Whole, &call.opening).await;
+    let result = match run(weir, &mut request, &mut call.tally, &Whole, &call.opening, None).await {
+        Err(error) => {
+            Box::pin(fallback::after(weir, &mut request, &mut call.tally, &Whole, &call.opening, error)).await
+        }
+        served => served,
+    };
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
@@ -212,7 +218,12 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         )),
         // A stream the entry cannot give as it is written is answered whole by
         // `run` (see `policy`) and replayed below.
-        None => run(weir, &mut request, &mut call.tally, &attempt, &call.opening).await,
+        None => match run(weir, &mut request, &mut call.tally, &attempt, &call.opening, None).await {
+            Err(error) => {
+                Box::pin(fallback::after(weir, &mut request, &mut call.tally, &attempt, &call.opening, error)).await
+            }
+            served => served,
+        },
     };
     call.log.add_route_notes(call.tally.native_dropped.notes());
     let stamp = stamp(&call.log, &request.model, &call.tally);
@@ -222,7 +233,10 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
             let tally = &mut call.tally;
             let record = streaming::StreamRecord {
                 observers: weir.observers().clone(),
-                resolved: tally.resolved.take(),
+                resolved: tally.resolved.take().map(|mut resolved| {
+                    served_by(weir, &mut resolved, &tally.attempt_records);
+                    resolved
+                }),
                 attempts: std::mem::take(&mut tally.attempt_records),
                 max_tokens: tally.requested_max_tokens,
                 first_output: stamp.latency,
@@ -334,6 +348,9 @@ impl<'w> Running<'w> {
     fn record(&mut self, ending: Ending) -> CallRecord {
         self.closed = true;
         let attempts = std::mem::take(&mut self.tally.attempt_records);
+        if let Some(resolved) = &mut self.tally.resolved {
+            served_by(self.weir, resolved, &attempts);
+        }
         self.log.close(self.tally.resolved.as_ref(), attempts, ending)
     }
 }
@@ -416,20 +433,26 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         cache_multipliers: tally.resolved.as_ref().map(|resolved| resolved.multipliers),
         native_dropped: tally.native_dropped.clone(),
         passed_over: tally.resolved.as_ref().map(|resolved| resolved.passed_over.clone()).unwrap_or_default(),
+        fallback_from: tally.resolved.as_ref().and_then(|resolved| resolved.fallback_from.clone()),
     }
 }
 
-/// Resolves the call once, applies the policy (capabilities, sampling), and
-/// runs the gates: a stream the entry cannot give as it is written goes as a
-/// whole request.
+/// Resolves the call once (unless a role's fallback already resolved it: see
+/// [`fallback`]), applies the policy (capabilities, sampling), takes the
+/// budget hold and runs the gates: a stream the entry cannot give as it is
+/// written goes as a whole request.
 async fn run<A: Attempt>(
     weir: &Weir,
     request: &mut ChatRequest,
     tally: &mut Tally,
     attempt: &A,
     opening: &Opening,
+    resolved_by_fallback: Option<Target<'_>>,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let mut target = target::resolve(weir, &Naming::chat(request), opening).await?;
+    let mut target = match resolved_by_fallback {
+        Some(target) => target,
+        None => target::resolve(weir, &Naming::chat(request), opening).await?,
+    };
     // The breakpoints follow the entry that serves the call.
     cache_plan::plan(&mut request.conversation, target.model.prompt_cache);
     let request = &*request;
@@ -497,7 +520,22 @@ fn resolved(target: &target::Reached<'_>) -> Resolved {
         prices: model.prices,
         multipliers: CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier },
         passed_over: target.passed_over.clone(),
+        fallback_from: None,
     }
+}
+
+/// An entry with deployments is recorded with the wire id and endpoint host
+/// of the deployment its last attempt went to (each attempt names its own).
+fn served_by(weir: &Weir, resolved: &mut Resolved, attempts: &[AttemptRecord]) {
+    let Some(name) = attempts.last().and_then(|attempt| attempt.deployment.as_deref()) else { return };
+    let catalog = weir.catalog();
+    let Some(model) = catalog.get(&resolved.model) else { return };
+    let Some(deployment) = model.deployments.iter().find(|deployment| deployment.id == name) else { return };
+    resolved.wire_id.clone_from(&deployment.spec.wire_id);
+    resolved.endpoint_host = deployment.spec.endpoint.as_deref().and_then(|endpoint| match &deployment.region {
+        Some(region) => endpoint_host(&endpoint.replace(REGION_PLACEHOLDER, region)),
+        None => endpoint_host(endpoint),
+    });
 }
 
 /// The host (and port) of an endpoint URL: no scheme, user info, path or query.

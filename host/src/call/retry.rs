@@ -17,8 +17,10 @@ use crate::record::AttemptReason;
 use crate::types::{CallParams, Conversation, RetryHint};
 
 use super::spend::Spend;
-use super::target::{Reached, Target};
+use super::target::{self, Deployed, Reached, Target};
 use super::{Attempt, Failure, Outcome};
+use crate::admission::deployment::{Tried, affinity_of};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// No single wait is longer than this, whatever an upstream asks.
 const MAX_WAIT: Duration = Duration::from_secs(120);
@@ -29,6 +31,12 @@ pub(super) trait Try {
     type Output;
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure>;
+
+    /// Whether the next attempt goes somewhere the last one did not (another
+    /// deployment): it is then sent at once, with no wait.
+    fn moves_on(&self) -> bool {
+        false
+    }
 }
 
 /// A chat attempt with its payload, as the retry loop re-runs it.
@@ -38,13 +46,77 @@ struct ChatTry<'x, 't, A> {
     conversation: &'x Conversation,
     params: &'x CallParams,
     request: &'x ChatRequest,
+    /// The conversation's affinity, for an entry with deployments.
+    affinity: Option<u64>,
+    /// The deployments this call's attempts failed on with a retryable signal.
+    tried: AtomicU64,
 }
 
 impl<A: Attempt> Try for ChatTry<'_, '_, A> {
     type Output = Outcome<A::Live>;
 
     async fn run(&self, spend: &mut Spend<'_>) -> Result<Self::Output, Failure> {
-        self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await
+        let Some(deployed) = self.target.deployment else {
+            return self.attempt.run(self.target, self.conversation, self.params, self.request, spend).await;
+        };
+        // Boxed: resolving another deployment's target is a future of its own
+        // this state need not hold inline (only entries with deployments pay it).
+        let (index, retargeted) = Box::pin(self.addressed(deployed)).await?;
+        let target = retargeted.as_ref().unwrap_or(self.target);
+        let Some(deployment) = deployed.pool.get(index) else {
+            return Err(Failure::Settled(target::every_deployment_unavailable(deployed.entry)));
+        };
+        let logged_before = spend.log.len();
+        let result = {
+            let _in_flight = deployment.health.start();
+            self.attempt.run(target, self.conversation, self.params, self.request, spend).await
+        };
+        spend.log.mark_deployment(logged_before, &deployment.id);
+        let failure = match &result {
+            Ok(_) => {
+                deployed.pool.answered(index);
+                return result;
+            }
+            Err(Failure::Signal(error) | Failure::Settled(error)) => error,
+        };
+        if deployed.pool.judge(index, failure.category(), failure.retry_policy()) {
+            self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn moves_on(&self) -> bool {
+        self.target
+            .deployment
+            .is_some_and(|deployed| deployed.pool.has_untried(Tried::from_bits(self.tried.load(Ordering::Relaxed))))
+    }
+}
+
+impl<'t, A> ChatTry<'_, 't, A> {
+    /// The deployment this attempt goes to, and its target when it is not
+    /// the one the call resolved to. A deployment that cannot be addressed (a
+    /// secret or region missing, a reach rule broken) counts as failed and
+    /// another is chosen, nothing sent; when none is left, the last reason.
+    async fn addressed(&self, deployed: Deployed<'t>) -> Result<(usize, Option<Target<'t>>), Failure> {
+        let mut unaddressable = None;
+        for _ in 0..deployed.pool.deployments().len() {
+            let tried = Tried::from_bits(self.tried.load(Ordering::Relaxed));
+            let Some(index) = deployed.pool.choose(self.affinity, tried) else { break };
+            if index == deployed.index {
+                return Ok((index, None));
+            }
+            match target::for_deployment(self.target, Deployed { index, ..deployed }).await {
+                Ok(found) => return Ok((index, Some(found))),
+                Err(error) => {
+                    if let Some(deployment) = deployed.pool.get(index) {
+                        deployment.health.failed(None);
+                    }
+                    self.tried.fetch_or(Tried::default().with(index).bits(), Ordering::Relaxed);
+                    unaddressable = Some(error);
+                }
+            }
+        }
+        Err(Failure::Settled(unaddressable.unwrap_or_else(|| target::every_deployment_unavailable(deployed.entry))))
     }
 }
 
@@ -56,7 +128,14 @@ pub(super) async fn with_retries<A: Attempt>(
     request: &ChatRequest,
     spend: &mut Spend<'_>,
 ) -> Result<Outcome<A::Live>, WeirError> {
-    let chat = ChatTry { attempt, target, conversation, params, request };
+    let affinity = target.deployment.and_then(|_| {
+        let caller = request.caller.as_ref().and_then(|caller| caller.key_id.as_deref());
+        let cache_key = request.native.as_ref().and_then(|native| {
+            native.fields.iter().find(|(name, _)| name == "prompt_cache_key").and_then(|(_, value)| value.as_str())
+        });
+        affinity_of(caller, cache_key, conversation.system.first().map(String::as_str))
+    });
+    let chat = ChatTry { attempt, target, conversation, params, request, affinity, tried: AtomicU64::new(0) };
     retrying(&chat, target, request.deadline, spend).await
 }
 
@@ -77,7 +156,7 @@ pub(super) async fn retrying<T: Try>(
             Err(Failure::Signal(error)) => error,
         };
         let Some(policy) = error.retry_policy() else { return Err(error) };
-        let wait = wait_before_retry(&error, policy, spend.retries());
+        let wait = if attempt.moves_on() { Duration::ZERO } else { wait_before_retry(&error, policy, spend.retries()) };
         let past_deadline = deadline.is_some_and(|deadline| tokio::time::Instant::now() + wait > deadline);
         if past_deadline || !spend.take_retry() {
             return Err(WeirError::RetriesExhausted { attempts: spend.attempts(), last: Box::new(error) });

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::Weir;
 use crate::admission::ModelGate;
+use crate::admission::deployment::Pool;
 use crate::caller::Caller;
 use crate::catalog::{ModelChoice, ModelSpec, RoleKind};
 use crate::chat::ChatRequest;
@@ -51,6 +52,19 @@ pub(super) struct Reached<'a> {
     pub passed_over: Vec<String>,
     /// The call's opening in the record, settled before the first request leaves.
     pub opening: &'a Opening,
+    /// The deployment this target goes to, when the entry has deployments:
+    /// `model` and `gate` are then that deployment's.
+    pub deployment: Option<Deployed<'a>>,
+}
+
+/// A target's deployment: which one of which entry, and the entry's own gate
+/// (the sum of its deployments' limits) that admits a call first.
+#[derive(Clone, Copy)]
+pub(super) struct Deployed<'a> {
+    pub entry: &'a ModelSpec,
+    pub pool: &'a Pool,
+    pub index: usize,
+    pub entry_gate: &'a Arc<ModelGate>,
 }
 
 impl Reached<'_> {
@@ -177,6 +191,34 @@ pub(super) async fn resolve_any<'a>(
     resolve_entry(weir, model, None, caller, opening).await
 }
 
+/// A role's fallback entry `id`, resolved for `caller` (see `call::fallback`):
+/// the caller's key must list the entry itself (the role's name does not
+/// carry over to its fallbacks), then every check of [`resolve_entry`].
+pub(super) async fn resolve_fallback<'a>(
+    weir: &'a Weir,
+    id: &str,
+    role: &'a Role,
+    caller: Option<&Caller>,
+    opening: &'a Opening,
+) -> Result<Target<'a>, WeirError> {
+    let model = weir
+        .catalog()
+        .get(id)
+        .filter(|model| model.kind == role.kind)
+        .ok_or_else(|| WeirError::UnknownModel(id.to_owned()))?;
+    if let Some(key_id) = caller.and_then(|caller| caller.key_id.as_deref()) {
+        let keys = weir.keys();
+        let key = keys.get(key_id).ok_or(WeirError::Unauthenticated(AuthError::Unknown))?;
+        if !key.permits(&model.id) {
+            return Err(WeirError::ModelNotPermitted { key: key.id.clone(), model: model.id.clone() });
+        }
+    }
+    match resolve_entry(weir, model, Some(&role.name), caller, opening).await? {
+        Resolution::Component(target) => Ok(target),
+        Resolution::Host(reached) => Err(resolved_for_another_kind(reached.model)),
+    }
+}
+
 /// A key restricted to some models learns nothing of the others: a name it
 /// may not call (an entry, a role, or nothing the gateway has), whatever its
 /// kind, is refused the same way, `permission_denied` naming the key and the
@@ -284,6 +326,38 @@ async fn resolve_component_entry<'a>(
     let Admitted { gate, key_gate, counts_tokens } = admitted(weir, model, role, caller)?;
     // The entry's own provider or the one it is linked to, as of this registry.
     let provider = weir.registry().provider_for(&model.id).cloned().ok_or_else(|| unavailable(model))?;
+    if !model.deployments.is_empty()
+        && let Some(pool) = weir.admission().pool(&model.id)
+    {
+        // Resolved against its first deployment that may take calls and can
+        // be addressed: each attempt then goes to the one it chooses (see
+        // [`for_deployment`]).
+        let reached = Reached {
+            weir,
+            model,
+            provider_key: provider.shared_key(),
+            gate,
+            key_gate,
+            counts_tokens,
+            credential: Credential::None,
+            credential_id: None,
+            endpoint: String::new(),
+            binding: Binding::new(None, model, weir.compliance()),
+            role,
+            passed_over: Vec::new(),
+            opening,
+            deployment: None,
+        };
+        let entry = Target { reached, provider, native: None };
+        let mut unaddressable = None;
+        for index in pool.usable() {
+            match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
+                Ok(target) => return Ok(target),
+                Err(error) => unaddressable = Some(error),
+            }
+        }
+        return Err(unaddressable.unwrap_or_else(|| every_deployment_unavailable(model)));
+    }
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
@@ -318,8 +392,70 @@ async fn resolve_component_entry<'a>(
         role,
         passed_over: Vec::new(),
         opening,
+        deployment: None,
     };
     Ok(Target { reached, provider, native: None })
+}
+
+/// `target` (a call to an entry with deployments) sent to the deployment
+/// `deployed` names: its endpoint, credential, region, wire id and gate, the
+/// same reach rules as any entry's. The caller's key, the envelope and the
+/// policy were settled for the entry and hold for each of its deployments.
+pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'a>) -> Result<Target<'a>, WeirError> {
+    let weir = target.weir;
+    let deployment = deployed.entry.deployments.get(deployed.index).ok_or_else(|| unavailable(deployed.entry))?;
+    let gate = &deployed.pool.get(deployed.index).ok_or_else(|| unavailable(deployed.entry))?.gate;
+    let model = &deployment.spec;
+    let provider = &target.provider;
+    let refused = |source: reach::ReachError| {
+        tracing::error!(model = %model.id, deployment = %deployment.id, reason = %source, "call refused before sending");
+        WeirError::Reach { model: model.id.clone(), source }
+    };
+    let source = &provider.component().source;
+    let destination = reach::destination(model.reach(), provider.info(), provider.trust(), source).map_err(refused)?;
+    let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
+    let secrets = weir.secrets();
+    let credential_id = destination.credential_id.as_deref();
+    let minted = destination.minted.and(credential_id).and_then(|id| weir.tokens().get(id));
+    let shape = &provider.info().credential;
+    let mut credential =
+        Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity(), minted)
+            .await
+            .map_err(credential_error)?;
+    let endpoint = match (&deployment.region, &mut credential) {
+        (Some(region), Credential::Sigv4(signer)) => {
+            signer.region.clone_from(region);
+            destination.endpoint.replace(REGION_PLACEHOLDER, region)
+        }
+        (Some(region), _) => destination.endpoint.replace(REGION_PLACEHOLDER, region),
+        (None, _) => {
+            fill_region(weir, &secrets, provider.key(), &destination, &credential).await.map_err(credential_error)?
+        }
+    };
+    reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
+    let reached = Reached {
+        weir,
+        model,
+        provider_key: provider.shared_key(),
+        gate,
+        key_gate: target.key_gate.clone(),
+        counts_tokens: target.counts_tokens || model.tpm.is_some(),
+        credential,
+        credential_id: destination.credential_id,
+        endpoint,
+        binding: Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance()),
+        role: target.role,
+        passed_over: target.passed_over.clone(),
+        opening: target.opening,
+        deployment: Some(deployed),
+    };
+    Ok(Target { reached, provider: Arc::clone(provider), native: target.native.clone() })
+}
+
+/// Every deployment of the entry is benched or its circuit open.
+pub(super) fn every_deployment_unavailable(model: &ModelSpec) -> WeirError {
+    tracing::warn!(model = %model.id, "no deployment of the entry may take calls now");
+    unavailable(model)
 }
 
 /// Resolves an entry whose wire the host speaks (a decision entry): the same
@@ -377,6 +513,7 @@ async fn resolve_decision_entry<'a>(
         role,
         passed_over: Vec::new(),
         opening,
+        deployment: None,
     })
 }
 

@@ -2,10 +2,12 @@
 //! that are loaded.
 
 mod cache_prices;
+mod deployments;
 mod links;
 
 pub use crate::config::{Capability, CapabilitySet, PriceFile, PriceRow};
 pub use cache_prices::provider_cache_multipliers;
+pub use deployments::DeploymentSpec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use crate::config::TelemetrySettings;
@@ -108,6 +110,11 @@ pub struct ModelSpec {
     pub reasoning: Option<Reasoning>,
     /// A decision entry's backend: `None` is the decision wire, spoken by the host.
     pub backend: Option<DecisionBackend>,
+    /// The entry's deployments (`[[model.deployment]]`); empty: the entry is
+    /// its own one endpoint, and its limits are its own.
+    pub deployments: Vec<DeploymentSpec>,
+    /// When a deployment's circuit opens and for how long.
+    pub circuit: crate::config::CircuitSettings,
 }
 
 impl ModelSpec {
@@ -190,6 +197,8 @@ impl ModelSpec {
             grade: None,
             reasoning: Some(Reasoning::Thinking),
             backend: None,
+            deployments: Vec::new(),
+            circuit: crate::config::CircuitSettings::default(),
         }
     }
 }
@@ -229,7 +238,10 @@ impl Catalog {
                 Routing::NotServed(message) => return Err(invalid(message)),
                 Routing::Route(route) => route,
             };
-            if let Route::Direct(provider) = &route {
+            // An entry with deployments goes only where they name (checked below).
+            if let Route::Direct(provider) = &route
+                && entry.deployments.is_empty()
+            {
                 let source = &provider.component().source;
                 reach::destination(model.reach(), provider.info(), provider.trust(), source)
                     .map_err(|reason| invalid(format!("model `{}`: {reason}", entry.id)))?;
@@ -247,6 +259,13 @@ impl Catalog {
             let serving = route.provider().map_or(model.provider.as_str(), |provider| provider.key());
             if serving == MANTLE || model.provider == MANTLE {
                 model.rpm = mantle_rpm(model.rpm, model.tpm);
+            }
+            if !entry.deployments.is_empty() {
+                model.deployments = deployments::specs(entry, &model, config);
+                check_deployments(&model, &route).map_err(invalid)?;
+                model.rpm = deployments::sum(&model.deployments, |spec| spec.rpm);
+                model.tpm = deployments::sum(&model.deployments, |spec| spec.tpm);
+                model.max_concurrency = deployments::sum(&model.deployments, |spec| spec.max_concurrency);
             }
             provider_keys.insert(model.provider.clone());
             provider_keys.insert(serving.to_owned());
@@ -290,6 +309,28 @@ impl Catalog {
     pub fn provider_keys(&self) -> impl Iterator<Item = &str> {
         self.provider_keys.iter().map(String::as_str)
     }
+}
+
+/// Each deployment of an entry served by a loaded component may go where it
+/// names (see [`crate::reach`]) and speaks a wire id the component serves: a
+/// configuration error naming the entry and the deployment otherwise. An
+/// entry left unavailable fails its calls as any entry does.
+fn check_deployments(model: &ModelSpec, route: &Route) -> Result<(), String> {
+    let Some(provider) = route.provider() else { return Ok(()) };
+    let source = &provider.component().source;
+    for deployment in &model.deployments {
+        let named = |reason: String| format!("model `{}`, deployment `{}`: {reason}", model.id, deployment.id);
+        reach::destination(deployment.spec.reach(), provider.info(), provider.trust(), source)
+            .map_err(|reason| named(reason.to_string()))?;
+        if deployment.spec.wire_id != model.wire_id && matches!(provider.serves(&deployment.spec.wire_id), Ok(false)) {
+            return Err(named(format!(
+                "provider `{}` does not serve wire id `{}`",
+                provider.key(),
+                deployment.spec.wire_id
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Says at load what is not plain: a link, and an entry left unavailable.
@@ -378,6 +419,17 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
         grade: entry.grade.clone(),
         reasoning: entry.reasoning,
         backend: entry.backend,
+        deployments: Vec::new(),
+        circuit: crate::config::CircuitSettings {
+            failures: entry.circuit_failures.unwrap_or(crate::config::CircuitSettings::DEFAULT_FAILURES),
+            open: entry
+                .circuit_open_secs
+                .map_or(crate::config::CircuitSettings::DEFAULT_OPEN, std::time::Duration::from_secs),
+            error_rate: entry.circuit_error_rate.unwrap_or(crate::config::CircuitSettings::DEFAULT_ERROR_RATE),
+            window: entry
+                .circuit_window_secs
+                .map_or(crate::config::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
+        },
     }
 }
 

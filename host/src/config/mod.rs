@@ -15,6 +15,7 @@ use crate::types::Effort;
 mod budgets;
 mod capability;
 mod credentials;
+mod deployments;
 mod key_source;
 mod keys;
 mod prices;
@@ -22,6 +23,7 @@ mod settings;
 
 pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
+pub use deployments::{CircuitSettings, DeploymentEntry, MIN_WINDOW_ATTEMPTS};
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
 pub use prices::{PriceFile, PriceRow};
@@ -276,6 +278,20 @@ pub struct ModelEntry {
     /// wire (`provider = "decision"`); `logprobs`, the entry's chat model,
     /// asked through its provider component for token log-probabilities.
     pub backend: Option<DecisionBackend>,
+    /// The same model on several endpoints (`[[model.deployment]]`); empty:
+    /// the entry is its one endpoint.
+    #[serde(default, rename = "deployment")]
+    pub deployments: Vec<DeploymentEntry>,
+    /// Consecutive retryable failures that open a deployment's circuit
+    /// (default 5; read only with deployments).
+    pub circuit_failures: Option<u32>,
+    /// How long an open circuit stays open before one probe may go (default 30).
+    pub circuit_open_secs: Option<u64>,
+    /// The share of a window's attempts failing that opens a deployment's
+    /// circuit, in `(0, 1]` (default 0.5; judged from 10 attempts).
+    pub circuit_error_rate: Option<f64>,
+    /// The window the error rate is judged over, in seconds (default 60).
+    pub circuit_window_secs: Option<u64>,
 }
 
 /// What answers a decision entry's questions.
@@ -383,6 +399,10 @@ pub struct RoleEntry {
     /// (default) or `bulk`.
     #[serde(default, deserialize_with = "lane_word")]
     pub lane: Option<Lane>,
+    /// Entries that serve the role, in order, once the entry it resolved to
+    /// is exhausted (chat roles; see `call::fallback`).
+    #[serde(default)]
+    pub fallback: Vec<String>,
 }
 
 /// `lane = "interactive" | "bulk"`.
@@ -1033,6 +1053,19 @@ impl Config {
             if role.lane.is_some() && role.kind != RoleKind::Embedding {
                 return Err(format!("role `{name}`: `lane` is read only for embedding roles"));
             }
+            if !role.fallback.is_empty() && role.kind != RoleKind::Chat {
+                return Err(format!("role `{name}`: `fallback` is read only for chat roles"));
+            }
+            for (index, entry) in role.fallback.iter().enumerate() {
+                if !self.models.iter().any(|m| &m.id == entry && m.kind == RoleKind::Chat) {
+                    return Err(format!("role `{name}`: fallback `{entry}` is not a chat entry of the catalog"));
+                }
+                if role.model.as_ref() == Some(entry) || role.fallback[..index].contains(entry) {
+                    return Err(format!(
+                        "role `{name}`: fallback `{entry}` is named twice (or is the role's own entry)"
+                    ));
+                }
+            }
         }
         for (grade, target) in &self.pins {
             if !has_grade(grade) {
@@ -1214,6 +1247,32 @@ impl ModelEntry {
         }
         if self.thinking_budget.is_some() && self.reasoning.is_none() {
             return Err("`thinking_budget` is read only with `reasoning = \"effort\"` or `\"thinking\"`".to_owned());
+        }
+        let entry_fields = deployments::EntryFields {
+            endpoint: self.endpoint.is_some(),
+            credential: self.credential.is_some(),
+            rpm: self.rpm.is_some(),
+            tpm: self.tpm.is_some(),
+            max_concurrency: self.max_concurrency.is_some(),
+        };
+        let chat = self.kind == RoleKind::Chat;
+        deployments::validate(&self.deployments, chat, &entry_fields, self.allow_http)?;
+        let circuit_set = self.circuit_failures.is_some()
+            || self.circuit_open_secs.is_some()
+            || self.circuit_error_rate.is_some()
+            || self.circuit_window_secs.is_some();
+        if circuit_set && self.deployments.is_empty() {
+            return Err("`circuit_failures`, `circuit_open_secs`, `circuit_error_rate` and `circuit_window_secs` are \
+                        read only for an entry with deployments"
+                .to_owned());
+        }
+        if self.circuit_failures == Some(0) || self.circuit_open_secs == Some(0) || self.circuit_window_secs == Some(0)
+        {
+            return Err("`circuit_failures`, `circuit_open_secs` and `circuit_window_secs` must be positive when set"
+                .to_owned());
+        }
+        if self.circuit_error_rate.is_some_and(|rate| !(rate > 0.0 && rate <= 1.0)) {
+            return Err("`circuit_error_rate` is a share above 0 and at most 1".to_owned());
         }
         if self.capabilities.is_some() && self.native_tools.is_some() {
             return Err("`native_tools` and `capabilities` are not combined: list `tools` (native tool calling) \
@@ -1557,5 +1616,37 @@ mod tests {
         }
         let unknown = Config::from_toml("[server]\nmax_bodies = 1\n", "t.toml").unwrap_err().to_string();
         assert!(unknown.contains("max_bodies"), "{unknown}");
+    }
+}
+
+#[cfg(test)]
+mod role_fallback_tests {
+    use crate::config::Config;
+
+    fn roles(role: &str) -> Result<Config, String> {
+        let text = format!(
+            "[[model]]\nid = \"a\"\nprovider = \"openai\"\nmax_output_tokens = 10\ncontext_window = 100\n\
+             [[model]]\nid = \"b\"\nprovider = \"openai\"\nmax_output_tokens = 10\ncontext_window = 100\n\
+             [[model]]\nid = \"e\"\nprovider = \"openai\"\nkind = \"embedding\"\ncontext_window = 100\n\
+             embedding_dimensions = 8\n{role}"
+        );
+        Config::from_toml(&text, "t").map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn a_role_names_its_fallbacks_among_the_catalogs_chat_entries() {
+        let config = roles("[role.chat]\nmodel = \"a\"\nfallback = [\"b\"]\n").unwrap();
+        assert_eq!(config.roles["chat"].fallback, vec!["b".to_owned()]);
+        let cases = [
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"zz\"]\n", "fallback `zz` is not a chat entry"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"e\"]\n", "fallback `e` is not a chat entry"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"a\"]\n", "named twice (or is the role's own entry)"),
+            ("[role.chat]\nmodel = \"a\"\nfallback = [\"b\", \"b\"]\n", "named twice"),
+            ("[role.emb]\nmodel = \"e\"\nkind = \"embedding\"\nfallback = [\"b\"]\n", "read only for chat roles"),
+        ];
+        for (role, expected) in cases {
+            let error = roles(role).unwrap_err();
+            assert!(error.contains(expected), "{role}: {error}");
+        }
     }
 }

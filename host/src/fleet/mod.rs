@@ -15,6 +15,7 @@
 //! the shared state without a restart.
 
 mod budgets;
+mod circuits;
 mod permits;
 mod redis_store;
 

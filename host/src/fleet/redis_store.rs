@@ -137,6 +137,10 @@ impl RateStore for RedisStore {
     fn permits(&self, key: &str, max: u32) -> Option<Arc<dyn PermitPool>> {
         Some(Arc::new(self.redis_permits(key, max)))
     }
+
+    fn circuits(&self) -> Option<Arc<dyn crate::admission::deployment::CircuitBoard>> {
+        Some(Arc::new(super::circuits::RedisCircuits::new(Arc::clone(&self.shared))))
+    }
 }
 
 /// One gateway's part of each limit, rounded down (a share that rounds to
@@ -314,6 +318,21 @@ impl Shared {
             Ok(answer) => answer,
             Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
         }
+    }
+
+    /// Runs a command (or a pipeline) on the gateway's connection, bounded by
+    /// [`OPERATION_TIMEOUT`] (connecting included).
+    pub(super) async fn query<T: redis::FromRedisValue>(&self, command: &redis::Pipeline) -> redis::RedisResult<T> {
+        let bounded = async { command.query_async(&mut self.connection().await?).await };
+        match tokio::time::timeout(OPERATION_TIMEOUT, bounded).await {
+            Ok(answer) => answer,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
+        }
+    }
+
+    /// The keys' prefix (`[fleet] key_prefix`, default `weir`).
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The gateway's one connection (multiplexed, reconnecting by itself once made).

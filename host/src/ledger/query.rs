@@ -48,23 +48,19 @@ pub enum GroupBy {
     Member,
     Model,
     Key,
+    /// The deployment that served the call (its last attempt's), for entries
+    /// with deployments; calls of other entries group under none.
+    Deployment,
 }
 
 impl GroupBy {
-    /// The name in queries and JSON (`member`, `model`, `key`).
+    /// The name in queries and JSON (`member`, `model`, `key`, `deployment`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Member => "member",
             Self::Model => "model",
             Self::Key => "key",
-        }
-    }
-
-    pub(super) fn column(self) -> &'static str {
-        match self {
-            Self::Member => "member",
-            Self::Model => "model",
-            Self::Key => "key_id",
+            Self::Deployment => "deployment",
         }
     }
 }
@@ -77,7 +73,8 @@ impl std::str::FromStr for GroupBy {
             "member" => Ok(Self::Member),
             "model" => Ok(Self::Model),
             "key" => Ok(Self::Key),
-            other => Err(format!("cannot group by `{other}`: use member, model or key")),
+            "deployment" => Ok(Self::Deployment),
+            other => Err(format!("cannot group by `{other}`: use member, model, key or deployment")),
         }
     }
 }

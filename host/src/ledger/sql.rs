@@ -32,6 +32,18 @@ impl Dialect {
         }
     }
 
+    /// What a sums query groups by: a column, or (the deployment) the body's
+    /// last attempt's `deployment`, read from the JSON body each store keeps.
+    fn group_column(self, by: GroupBy) -> &'static str {
+        match (by, self) {
+            (GroupBy::Member, _) => "member",
+            (GroupBy::Model, _) => "model",
+            (GroupBy::Key, _) => "key_id",
+            (GroupBy::Deployment, Self::Sqlite) => "json_extract(body, '$.attempts[#-1].deployment')",
+            (GroupBy::Deployment, Self::Postgres) => "(CAST(body AS jsonb) -> 'attempts' -> -1 ->> 'deployment')",
+        }
+    }
+
     /// Where a row is, for an error about it: its place in the file, or its call.
     fn row_label(self) -> &'static str {
         match self {
@@ -116,7 +128,7 @@ pub(super) fn spend_by_caller(since: SystemTime, cut_off_holds: bool, dialect: D
 pub(super) fn sums(filter: &Filter, group_by: Option<GroupBy>, dialect: Dialect) -> Query {
     let (conditions, params) = conditions(filter, dialect);
     let (column, grouping) = match group_by {
-        Some(by) => (by.column(), format!(" GROUP BY {0} ORDER BY {0}", by.column())),
+        Some(by) => (dialect.group_column(by), format!(" GROUP BY {0} ORDER BY {0}", dialect.group_column(by))),
         // PostgreSQL needs the NULL's type to read it back.
         None => ("CAST(NULL AS TEXT)", String::new()),
     };

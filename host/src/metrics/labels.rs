@@ -38,6 +38,8 @@ pub(super) struct Labels {
     pub(super) categories: Interner,
     pub(super) members: Interner,
     pub(super) keys: Interner,
+    /// Deployment names: only the catalog's reach a record, capped all the same.
+    pub(super) deployments: Interner,
 }
 
 pub(super) type Label = Arc<str>;
@@ -61,7 +63,8 @@ impl Labels {
             none: Arc::clone(&none),
             categories: Interner::new(CATEGORY_CAP, Arc::clone(&none)),
             members: Interner::new(IDENTITY_CAP, Arc::clone(&none)),
-            keys: Interner::new(IDENTITY_CAP, none),
+            keys: Interner::new(IDENTITY_CAP, Arc::clone(&none)),
+            deployments: Interner::new(IDENTITY_CAP, none),
         }
     }
 
@@ -171,4 +174,20 @@ pub(super) struct ReasonLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub(super) struct ProviderLabels {
     pub(super) provider: Label,
+}
+
+/// A deployment's series: its entry and its name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(super) struct DeploymentLabels {
+    pub(super) model: Label,
+    pub(super) deployment: Label,
+}
+
+/// A deployment's attempts, by how each ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(super) struct DeploymentAttemptLabels {
+    pub(super) model: Label,
+    pub(super) deployment: Label,
+    /// `ok`, or the attempt's failure category.
+    pub(super) category: Label,
 }

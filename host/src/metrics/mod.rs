@@ -26,7 +26,8 @@ use crate::admission::Admission;
 use crate::catalog::{Catalog, MetricsSettings};
 use crate::ledger::LedgerMeter;
 
-use labels::{Labels, ModelLabels};
+use crate::admission::deployment::CircuitState;
+use labels::{DeploymentLabels, Labels, ModelLabels};
 use series::Series;
 
 /// The `Content-Type` of [`Metrics::render`]'s text.
@@ -87,6 +88,23 @@ impl Metrics {
             series.permits_held.get_or_create(&by_model).set(i64::from(gate.in_flight()));
             let coefficient = gate.account().coefficient().await;
             series.throttle.get_or_create(&by_model).set(coefficient);
+        }
+        for pool in admission.pools() {
+            let model = labels.model(pool.entry());
+            for deployment in pool.deployments() {
+                let by_deployment = DeploymentLabels {
+                    model: Arc::clone(&model),
+                    deployment: labels.deployments.get(Some(&deployment.id)),
+                };
+                let circuit = match deployment.health.circuit() {
+                    CircuitState::Closed => 0,
+                    CircuitState::HalfOpen => 1,
+                    CircuitState::Open { .. } => 2,
+                };
+                series.deployment_circuit.get_or_create(&by_deployment).set(circuit);
+                series.deployment_in_flight.get_or_create(&by_deployment).set(i64::from(deployment.health.in_flight()));
+                series.deployment_benched.get_or_create(&by_deployment).set(i64::from(deployment.health.benched()));
+            }
         }
     }
 

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use super::Metrics;
-use super::labels::{CallLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels, TokenLabels};
+use super::labels::{
+    CallLabels, DeploymentAttemptLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels, TokenLabels,
+};
 use crate::failure::Category;
 use crate::record::{Acknowledged, AttemptReason, CallObserver, CallOpening, CallRecord, acknowledged};
 
@@ -74,6 +76,14 @@ impl Metrics {
             }
             if attempt.category == fault {
                 series.component_faults.get_or_create(&ProviderLabels { provider: Arc::clone(&provider) }).inc();
+            }
+            if let Some(deployment) = attempt.deployment.as_deref() {
+                let by_deployment = DeploymentAttemptLabels {
+                    model: Arc::clone(&model),
+                    deployment: labels.deployments.get(Some(deployment)),
+                    category: labels.categories.get(Some(&attempt.category)),
+                };
+                series.deployment_attempts.get_or_create(&by_deployment).inc();
             }
             previous = Some(attempt.category.as_str());
         }

@@ -10,7 +10,10 @@ use prometheus_client::registry::{Registry, Unit};
 
 use std::sync::atomic::AtomicU64;
 
-use super::labels::{CallLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels, TokenLabels};
+use super::labels::{
+    CallLabels, DeploymentAttemptLabels, DeploymentLabels, ModelLabels, ProviderLabels, ReasonLabels, RetryLabels,
+    TokenLabels,
+};
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -39,6 +42,10 @@ pub(super) struct Series {
     pub(super) ledger_ship_lag: Histogram,
     pub(super) ledger_ship_failures: Counter,
     pub(super) shared_state_failures: Counter,
+    pub(super) deployment_attempts: Family<DeploymentAttemptLabels, Counter>,
+    pub(super) deployment_circuit: Family<DeploymentLabels, Gauge>,
+    pub(super) deployment_in_flight: Family<DeploymentLabels, Gauge>,
+    pub(super) deployment_benched: Family<DeploymentLabels, Gauge>,
 }
 
 /// A model call: from a fast cached answer to a long reasoning run.
@@ -89,6 +96,10 @@ impl Series {
             ledger_ship_lag: Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 300.0]),
             ledger_ship_failures: Counter::default(),
             shared_state_failures: Counter::default(),
+            deployment_attempts: Family::default(),
+            deployment_circuit: Family::default(),
+            deployment_in_flight: Family::default(),
+            deployment_benched: Family::default(),
         };
         let r = registry;
         r.register("calls", "Calls closed, by outcome category", series.calls.clone());
@@ -166,6 +177,26 @@ impl Series {
             "shared_state_failures",
             "Operations on the fleet's shared state (Redis) that failed and took the declared policy",
             series.shared_state_failures.clone(),
+        );
+        r.register(
+            "deployment_attempts",
+            "Upstream attempts per deployment of an entry, by outcome category",
+            series.deployment_attempts.clone(),
+        );
+        r.register(
+            "deployment_circuit_state",
+            "A deployment's circuit: 0 closed, 1 half-open, 2 open",
+            series.deployment_circuit.clone(),
+        );
+        r.register(
+            "deployment_in_flight",
+            "Attempts in flight on a deployment (until a stream's first output)",
+            series.deployment_in_flight.clone(),
+        );
+        r.register(
+            "deployment_benched",
+            "1 when a deployment's credential was refused and it takes no calls until a reload",
+            series.deployment_benched.clone(),
         );
         series
     }

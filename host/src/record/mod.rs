@@ -170,6 +170,9 @@ pub struct AttemptRecord {
     /// as the provider reported them, else counted from the documents sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub searches: Option<u64>,
+    /// The deployment it went to, when its entry has deployments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
 }
 
 /// How a streamed answer ended.

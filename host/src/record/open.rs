@@ -24,6 +24,8 @@ pub(crate) struct Resolved {
     pub multipliers: CacheMultipliers,
     /// The role's entries passed over before this one (see `call::target`).
     pub passed_over: Vec<String>,
+    /// The entry the role's fallback stood in for, when it did (see `call::fallback`).
+    pub fallback_from: Option<String>,
 }
 
 /// How the call ended, as its record says.
@@ -211,6 +213,7 @@ impl CallLog {
                 .chain(
                     resolved.into_iter().flat_map(|r| r.passed_over.iter().map(|entry| format!("passed_over:{entry}"))),
                 )
+                .chain(resolved.and_then(|r| r.fallback_from.as_ref()).map(|entry| format!("fallback_from:{entry}")))
                 .chain(ending.notes.into_iter().map(str::to_owned))
                 .collect(),
             charged_worst_case: ending.charged_worst_case,

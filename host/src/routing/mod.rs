@@ -25,6 +25,8 @@ pub struct Role {
     pub serves: RoleTarget,
     /// An embedding role's lane when the caller names none.
     pub lane: Option<crate::admission::Lane>,
+    /// The operator's fallback entries, in order (see `call::fallback`).
+    pub fallback: Vec<String>,
 }
 
 /// What a role is served by.
@@ -54,7 +56,16 @@ impl Roles {
                     (None, Some(model)) => RoleTarget::Entry(model.clone()),
                     (None, None) => return None,
                 };
-                Some((name.clone(), Role { name: name.clone(), kind: entry.kind, serves, lane: entry.lane }))
+                Some((
+                    name.clone(),
+                    Role {
+                        name: name.clone(),
+                        kind: entry.kind,
+                        serves,
+                        lane: entry.lane,
+                        fallback: entry.fallback.clone(),
+                    },
+                ))
             })
             .collect();
         Self { by_name }

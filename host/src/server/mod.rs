@@ -26,7 +26,8 @@
 //! `x-weir-accept-truncated: true`, `x-weir-stream-replay: false`. Every answer
 //! and error (a stream's: as of its first output) carries the stamp as
 //! `x-weir-model`, `x-weir-provider`, `x-weir-attempts`, `x-weir-max-tokens`,
-//! `x-weir-latency-ms` (and `x-weir-role`, `x-weir-passed-over` when they apply).
+//! `x-weir-latency-ms` (and `x-weir-role`, `x-weir-passed-over`, `x-weir-fallback-from` when
+//! they apply).
 
 mod anthropic;
 mod auth;
@@ -103,6 +104,9 @@ pub async fn serve(weir: Weir, listener: tokio::net::TcpListener) -> std::io::Re
 /// the one that served, because they could not be called now (absent when
 /// none was): a role's substitution is never silent.
 const PASSED_OVER_HEADER: &str = "x-weir-passed-over";
+/// `x-weir-fallback-from`: the entry the role's fallback stood in for (the
+/// operator's `fallback`); `x-weir-model` names the fallback that served.
+const FALLBACK_FROM_HEADER: &str = "x-weir-fallback-from";
 
 /// `x-weir-call-id`: the call's record in the ledger, on every answer and error.
 const CALL_ID_HEADER: &str = "x-weir-call-id";
@@ -360,6 +364,7 @@ fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
         ("x-weir-max-tokens", stamp.requested_max_tokens.map(|n| n.to_string())),
         ("x-weir-latency-ms", Some(stamp.latency.as_millis().to_string())),
         (PASSED_OVER_HEADER, (!stamp.passed_over.is_empty()).then(|| stamp.passed_over.join(", "))),
+        (FALLBACK_FROM_HEADER, stamp.fallback_from.clone()),
     ];
     for (name, value) in values {
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
@@ -455,10 +460,35 @@ async fn models(
                 "provider_digest": provider.map(|p| p.digest.clone()),
                 "admission": admission,
                 "prices": prices(&model),
+                "deployments": deployments(&model),
             },
         }));
     }
     Ok(axum::Json(json!({"object": "list", "data": data})))
+}
+
+/// An entry's deployments and each one's health in this gateway (`[]` for an
+/// entry that is one endpoint).
+fn deployments(model: &crate::ModelStatus) -> Value {
+    model
+        .deployments
+        .iter()
+        .map(|deployment| {
+            json!({
+                "id": deployment.id,
+                "endpoint": deployment.endpoint,
+                "wire_id": deployment.wire_id,
+                "region": deployment.region,
+                "weight": deployment.weight,
+                "circuit": deployment.circuit,
+                "circuit_open_secs_left": deployment.circuit_open_secs_left,
+                "consecutive_failures": deployment.consecutive_failures,
+                "window_error_rate": deployment.window_error_rate,
+                "benched": deployment.benched,
+                "in_flight": deployment.in_flight,
+            })
+        })
+        .collect()
 }
 
 /// An entry's prices (USD per million tokens; `search` per thousand

@@ -4,7 +4,7 @@
 //!
 //! Query: `member`, `key`, `model`, `category`, `since`, `until` (RFC 3339 or a
 //! duration back from now, on the call's start) and `group_by` (`member`,
-//! `model` or `key`). Answers `{"groups": [...], "total": {...}}`, each with
+//! `model`, `key` or `deployment`). Answers `{"groups": [...], "total": {...}}`, each with
 //! calls, tokens by kind, the known cost and how many calls had none; and,
 //! when budgets are configured, `"budgets"`: each budget as it stands now
 //! (scope, name, period, kind, limit, spent, held, remaining, resets_at),

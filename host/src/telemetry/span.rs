@@ -180,6 +180,9 @@ fn attempt_attributes(attempt: &AttemptRecord) -> Vec<KeyValue> {
     if let Some(id) = &attempt.request_id {
         attributes.push(string("gen_ai.response.id", id));
     }
+    if let Some(deployment) = &attempt.deployment {
+        attributes.push(string("weir.deployment", deployment));
+    }
     if let Some(tokens) = &attempt.usage {
         attributes.extend(usage(tokens));
     }
@@ -283,6 +286,7 @@ pub(crate) mod tests {
                     request_id: None,
                     usage: None,
                     searches: None,
+                    deployment: None,
                 },
                 AttemptRecord {
                     reason: AttemptReason::Retry,
@@ -294,6 +298,7 @@ pub(crate) mod tests {
                     request_id: Some("req_abc".to_owned()),
                     usage: Some(Tokens { input: 12, output: 34, cache_read: 5, cache_write: 1, reasoning: 0 }),
                     searches: None,
+                    deployment: Some("eastus".to_owned()),
                 },
             ],
             usage: Tokens { input: 12, output: 34, cache_read: 5, cache_write: 1, reasoning: 0 },
@@ -374,6 +379,8 @@ pub(crate) mod tests {
         assert_eq!(text(retry, "weir.attempt.reason"), "retry");
         assert_eq!(text(retry, "gen_ai.response.id"), "req_abc");
         assert_eq!(number(retry, "gen_ai.usage.output_tokens"), 34);
+        assert_eq!(text(retry, "weir.deployment"), "eastus", "the deployment it went to");
+        assert_eq!(attribute(first, "weir.deployment"), None, "an entry without deployments names none");
     }
 
     #[test]

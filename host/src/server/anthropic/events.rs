@@ -259,6 +259,7 @@ mod tests {
             cache_multipliers: None,
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
+            fallback_from: None,
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }

@@ -135,6 +135,7 @@ mod tests {
             cache_multipliers: None,
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
+            fallback_from: None,
         };
         ChunkWriter::new(&stamp, include_usage)
     }

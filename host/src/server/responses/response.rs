@@ -234,6 +234,7 @@ pub(super) mod tests {
             cache_multipliers: None,
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
+            fallback_from: None,
         }
     }
 

@@ -1,0 +1,55 @@
+//! Choosing a deployment: the cost of one choice per attempt at 3 and at 64
+//! deployments, with and without a conversation's affinity, while a few
+//! attempts are in flight (the bound: 1 µs at 3, 5 µs at 64).
+
+// Benchmark setup: a failed step should stop the run with its message.
+#![allow(clippy::expect_used, reason = "benchmark setup")]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use weir_host::admission::deployment::{CircuitSettings, Deployment, Health, Pool, Tried};
+use weir_host::admission::{InProcessAccount, Limits, ModelGate, RateAccount};
+
+fn pool(count: usize) -> Pool {
+    let deployments = (0..count)
+        .map(|index| {
+            let account = Arc::new(InProcessAccount::new(Limits::default(), tokio::time::Instant::now()));
+            Deployment {
+                id: format!("d{index}"),
+                weight: 1 + u32::try_from(index % 4).expect("small"),
+                max_concurrency: Some(64),
+                gate: ModelGate::new("bench", account as Arc<dyn RateAccount>, Some(64), None),
+                health: Health::new(CircuitSettings::default()),
+            }
+        })
+        .collect();
+    Pool::with_deployments("bench", deployments)
+}
+
+fn choosing(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+    let _entered = runtime.enter();
+    for count in [3, 64] {
+        let pool = pool(count);
+        // A few attempts in flight, so headroom differs between deployments.
+        let _busy: Vec<_> = pool.deployments().iter().step_by(2).map(|deployment| deployment.health.start()).collect();
+        c.bench_function(&format!("choose/{count}/no-affinity"), |b| {
+            b.iter(|| black_box(pool.choose(None, Tried::default())));
+        });
+        let mut conversation = 0_u64;
+        c.bench_function(&format!("choose/{count}/affinity"), |b| {
+            b.iter(|| {
+                conversation = conversation.wrapping_add(1);
+                black_box(pool.choose(Some(conversation), Tried::default()))
+            });
+        });
+        c.bench_function(&format!("choose/{count}/after-a-failure"), |b| {
+            b.iter(|| black_box(pool.choose(Some(7), Tried::default().with(0))));
+        });
+    }
+}
+
+criterion_group!(benches, choosing);
+criterion_main!(benches);
