@@ -329,34 +329,8 @@ async fn resolve_component_entry<'a>(
     if !model.deployments.is_empty()
         && let Some(pool) = weir.admission().pool(&model.id)
     {
-        // Resolved against its first deployment that may take calls and can
-        // be addressed: each attempt then goes to the one it chooses (see
-        // [`for_deployment`]).
-        let reached = Reached {
-            weir,
-            model,
-            provider_key: provider.shared_key(),
-            gate,
-            key_gate,
-            counts_tokens,
-            credential: Credential::None,
-            credential_id: None,
-            endpoint: String::new(),
-            binding: Binding::new(None, model, weir.compliance()),
-            role,
-            passed_over: Vec::new(),
-            opening,
-            deployment: None,
-        };
-        let entry = Target { reached, provider, native: None };
-        let mut unaddressable = None;
-        for index in pool.usable() {
-            match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
-                Ok(target) => return Ok(target),
-                Err(error) => unaddressable = Some(error),
-            }
-        }
-        return Err(unaddressable.unwrap_or_else(|| every_deployment_unavailable(model)));
+        let admitted = Admitted { gate, key_gate, counts_tokens };
+        return resolve_deployed_entry(weir, model, provider, admitted, role, opening, pool).await;
     }
     let refused = |source: reach::ReachError| {
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
@@ -395,6 +369,46 @@ async fn resolve_component_entry<'a>(
         deployment: None,
     };
     Ok(Target { reached, provider, native: None })
+}
+
+/// [`resolve_component_entry`] for an entry with deployments: resolved against
+/// its first deployment that may take calls and can be addressed; each attempt
+/// then goes to the one it chooses (see [`for_deployment`]).
+async fn resolve_deployed_entry<'a>(
+    weir: &'a Weir,
+    model: &'a ModelSpec,
+    provider: Arc<Provider>,
+    admitted: Admitted<'a>,
+    role: Option<&'a str>,
+    opening: &'a Opening,
+    pool: &'a Pool,
+) -> Result<Target<'a>, WeirError> {
+    let Admitted { gate, key_gate, counts_tokens } = admitted;
+    let reached = Reached {
+        weir,
+        model,
+        provider_key: provider.shared_key(),
+        gate,
+        key_gate,
+        counts_tokens,
+        credential: Credential::None,
+        credential_id: None,
+        endpoint: String::new(),
+        binding: Binding::new(None, model, weir.compliance()),
+        role,
+        passed_over: Vec::new(),
+        opening,
+        deployment: None,
+    };
+    let entry = Target { reached, provider, native: None };
+    let mut unaddressable = None;
+    for index in pool.usable() {
+        match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
+            Ok(target) => return Ok(target),
+            Err(error) => unaddressable = Some(error),
+        }
+    }
+    Err(unaddressable.unwrap_or_else(|| every_deployment_unavailable(model)))
 }
 
 /// `target` (a call to an entry with deployments) sent to the deployment
