@@ -336,21 +336,7 @@ async fn resolve_component_entry<'a>(
         tracing::error!(model = %model.id, provider = provider.key(), reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
     };
-    // The component's name is formatted only if the call is refused: not per call.
-    let source = &provider.component().source;
-    let destination = reach::destination(model.reach(), provider.info(), provider.trust(), source).map_err(refused)?;
-    let shape = &provider.info().credential;
-    let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
-    let secrets = weir.secrets();
-    let credential_id = destination.credential_id.as_deref();
-    let minted = destination.minted.and(credential_id).and_then(|id| weir.tokens().get(id));
-    let credential = Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity(), minted)
-        .await
-        .map_err(credential_error)?;
-    let endpoint =
-        fill_region(weir, &secrets, provider.key(), &destination, &credential).await.map_err(credential_error)?;
-    reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
-    let credential_id = destination.credential_id;
+    let Addressed { credential, credential_id, endpoint } = address(weir, model, &provider, None, refused).await?;
     let binding = Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance());
     let reached = Reached {
         weir,
@@ -425,8 +411,50 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         tracing::error!(model = %model.id, deployment = %deployment.id, reason = %source, "call refused before sending");
         WeirError::Reach { model: model.id.clone(), source }
     };
+    let region = deployment.region.as_deref();
+    let Addressed { credential, credential_id, endpoint } = address(weir, model, provider, region, refused).await?;
+    let reached = Reached {
+        weir,
+        model,
+        provider_key: provider.shared_key(),
+        gate,
+        key_gate: target.key_gate.clone(),
+        counts_tokens: target.counts_tokens || model.tpm.is_some(),
+        credential,
+        credential_id,
+        endpoint,
+        binding: Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance()),
+        role: target.role,
+        passed_over: target.passed_over.clone(),
+        opening: target.opening,
+        deployment: Some(deployed),
+    };
+    Ok(Target { reached, provider: Arc::clone(provider), native: target.native.clone() })
+}
+
+/// Where a call goes and what it carries, as [`address`] settled them.
+struct Addressed {
+    credential: Credential,
+    /// The credential's id, named in quota messages (never its value).
+    credential_id: Option<String>,
+    endpoint: String,
+}
+
+/// Where a call to `model` on `provider` goes and what it carries: the reach
+/// rules' destination, the credential (a minted token where the entry names
+/// one), the endpoint with its region (`region` when a deployment names its
+/// own, else resolved as [`fill_region`] does) and the final check. One path
+/// for an entry and for each of its deployments, so both obey the same rules.
+async fn address(
+    weir: &Weir,
+    model: &ModelSpec,
+    provider: &Provider,
+    region: Option<&str>,
+    refused: impl Fn(reach::ReachError) -> WeirError,
+) -> Result<Addressed, WeirError> {
+    // The component's name is formatted only if the call is refused: not per call.
     let source = &provider.component().source;
-    let destination = reach::destination(model.reach(), provider.info(), provider.trust(), source).map_err(refused)?;
+    let destination = reach::destination(model.reach(), provider.info(), provider.trust(), source).map_err(&refused)?;
     let credential_error = |source| WeirError::Credential { model: model.id.clone(), source };
     let secrets = weir.secrets();
     let credential_id = destination.credential_id.as_deref();
@@ -436,9 +464,9 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         Credential::resolve(provider.key(), shape, credential_id, &secrets, weir.aws_identity(), minted)
             .await
             .map_err(credential_error)?;
-    let endpoint = match (&deployment.region, &mut credential) {
+    let endpoint = match (region, &mut credential) {
         (Some(region), Credential::Sigv4(signer)) => {
-            signer.region.clone_from(region);
+            region.clone_into(&mut signer.region);
             destination.endpoint.replace(REGION_PLACEHOLDER, region)
         }
         (Some(region), _) => destination.endpoint.replace(REGION_PLACEHOLDER, region),
@@ -446,24 +474,8 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
             fill_region(weir, &secrets, provider.key(), &destination, &credential).await.map_err(credential_error)?
         }
     };
-    reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(refused)?;
-    let reached = Reached {
-        weir,
-        model,
-        provider_key: provider.shared_key(),
-        gate,
-        key_gate: target.key_gate.clone(),
-        counts_tokens: target.counts_tokens || model.tpm.is_some(),
-        credential,
-        credential_id: destination.credential_id,
-        endpoint,
-        binding: Binding::new(weir.config().retention.get(provider.key()), model, weir.compliance()),
-        role: target.role,
-        passed_over: target.passed_over.clone(),
-        opening: target.opening,
-        deployment: Some(deployed),
-    };
-    Ok(Target { reached, provider: Arc::clone(provider), native: target.native.clone() })
+    reach::check_final(&destination, &endpoint, model.allow_http, provider.key()).map_err(&refused)?;
+    Ok(Addressed { credential, credential_id: destination.credential_id, endpoint })
 }
 
 /// Every deployment of the entry is benched or its circuit open.
