@@ -136,9 +136,7 @@ impl AttemptLog {
 
     /// What the attempts so far reported spending, every kind summed apart.
     pub fn usage(&self) -> Tokens {
-        let mut usage = Tokens::default();
-        self.records.iter().filter_map(|record| record.usage.as_ref()).for_each(|tokens| usage.add(tokens));
-        usage
+        crate::record::Billed::of(&self.records).tokens
     }
 
     pub fn into_records(self) -> Vec<AttemptRecord> {

@@ -18,7 +18,6 @@
 use crate::Weir;
 use crate::chat::ChatRequest;
 use crate::error::{Pending, WeirError};
-use crate::record::Tokens;
 use crate::routing::RoleTarget;
 
 use super::opening::Opening;
@@ -103,12 +102,9 @@ fn exhausted(error: &WeirError) -> bool {
 fn close_leg(tally: &mut Tally, records: &mut Vec<crate::record::AttemptRecord>, attempts: &mut u32) {
     let leg = std::mem::take(&mut tally.attempt_records);
     if let Some(hold) = tally.hold.take() {
-        let mut usage = Tokens::default();
-        leg.iter().filter_map(|record| record.usage.as_ref()).for_each(|tokens| usage.add(tokens));
-        let searches = leg.iter().filter_map(|record| record.searches).sum();
-        let cost =
-            tally.resolved.as_ref().and_then(|resolved| resolved.prices.cost(&usage, searches, resolved.multipliers));
-        hold.settle(crate::budget::Spend::of(&usage, cost));
+        let billed = crate::record::Billed::of(&leg);
+        let cost = tally.resolved.as_ref().and_then(|resolved| resolved.cost(&billed));
+        hold.settle(crate::budget::Spend::of(&billed.tokens, cost));
     }
     *attempts += tally.attempts;
     tally.attempts = 0;

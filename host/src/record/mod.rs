@@ -126,6 +126,28 @@ pub struct Tokens {
     pub reasoning: u64,
 }
 
+/// What a call's attempts billed together: their tokens, every kind summed
+/// apart, and a ranking's search units. What a record's cost and a budget's
+/// settlement are priced from.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Billed {
+    pub tokens: Tokens,
+    pub searches: u64,
+}
+
+impl Billed {
+    pub fn of(attempts: &[AttemptRecord]) -> Self {
+        let mut billed = Self::default();
+        for attempt in attempts {
+            if let Some(tokens) = &attempt.usage {
+                billed.tokens.add(tokens);
+            }
+            billed.searches += attempt.searches.unwrap_or(0);
+        }
+        billed
+    }
+}
+
 impl Tokens {
     pub fn of(usage: &crate::types::Usage) -> Self {
         Self {

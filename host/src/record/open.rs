@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::CacheMultipliers;
 use super::{
-    AttemptRecord, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Tokens, Who, new_call_id,
+    AttemptRecord, Billed, CallOpening, CallRecord, Operation, Prices, RecordedContent, StreamEnd, Who, new_call_id,
 };
 
 /// What the call resolved to: where it went and what it is billed at.
@@ -26,6 +26,13 @@ pub(crate) struct Resolved {
     pub passed_over: Vec<String>,
     /// The entry the role's fallback stood in for, when it did (see `call::fallback`).
     pub fallback_from: Option<String>,
+}
+
+impl Resolved {
+    /// What `billed` costs at the entry's declared prices (`None`: it declares none).
+    pub fn cost(&self, billed: &Billed) -> Option<f64> {
+        self.prices.cost(&billed.tokens, billed.searches, self.multipliers)
+    }
 }
 
 /// How the call ended, as its record says.
@@ -172,11 +179,10 @@ impl CallLog {
     /// holding the log can close it on drop; the opening's fields are copied
     /// and the recorded request taken, so call it once.
     pub fn close(&mut self, resolved: Option<&Resolved>, attempts: Vec<AttemptRecord>, ending: Ending) -> CallRecord {
-        let mut usage = Tokens::default();
-        attempts.iter().filter_map(|attempt| attempt.usage.as_ref()).for_each(|tokens| usage.add(tokens));
+        let billed = Billed::of(&attempts);
+        let usage = billed.tokens;
         let billable_input = resolved.map(|r| r.multipliers.billable(&usage));
-        let searches = attempts.iter().filter_map(|attempt| attempt.searches).sum();
-        let cost_usd = resolved.and_then(|r| r.prices.cost(&usage, searches, r.multipliers));
+        let cost_usd = resolved.and_then(|r| r.cost(&billed));
         let CallOpening { call_id, started_at, who, route, operation, model, stream, traceparent } =
             (*self.opening).clone();
         let latency = self.started.elapsed();
