@@ -10,12 +10,18 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use weir_host::admission::deployment::{CircuitSettings, Deployment, Health, Pool, Tried};
-use weir_host::admission::{InProcessAccount, Limits, ModelGate, RateAccount};
+use weir_host::admission::{Demand, InProcessAccount, Limits, ModelGate, RateAccount};
+
+/// One request of a thousand tokens.
+const DEMAND: Demand = Demand { requests: 1, tokens: 1_000 };
 
 fn pool(count: usize) -> Pool {
     let deployments = (0..count)
         .map(|index| {
-            let account = Arc::new(InProcessAccount::new(Limits::default(), tokio::time::Instant::now()));
+            let account = Arc::new(InProcessAccount::new(
+                Limits { rpm: Some(10_000), tpm: Some(2_000_000) },
+                tokio::time::Instant::now(),
+            ));
             Deployment {
                 id: format!("d{index}"),
                 weight: 1 + u32::try_from(index % 4).expect("small"),
@@ -36,17 +42,17 @@ fn choosing(c: &mut Criterion) {
         // A few attempts in flight, so headroom differs between deployments.
         let _busy: Vec<_> = pool.deployments().iter().step_by(2).map(|deployment| deployment.health.start()).collect();
         c.bench_function(&format!("choose/{count}/no-affinity"), |b| {
-            b.iter(|| black_box(pool.choose(None, Tried::default())));
+            b.iter(|| black_box(pool.choose(None, Tried::default(), DEMAND)));
         });
         let mut conversation = 0_u64;
         c.bench_function(&format!("choose/{count}/affinity"), |b| {
             b.iter(|| {
                 conversation = conversation.wrapping_add(1);
-                black_box(pool.choose(Some(conversation), Tried::default()))
+                black_box(pool.choose(Some(conversation), Tried::default(), DEMAND))
             });
         });
         c.bench_function(&format!("choose/{count}/after-a-failure"), |b| {
-            b.iter(|| black_box(pool.choose(Some(7), Tried::default().with(0))));
+            b.iter(|| black_box(pool.choose(Some(7), Tried::default().with(0), DEMAND)));
         });
     }
 }

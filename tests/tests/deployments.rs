@@ -412,3 +412,42 @@ credential = "weir_deployment_test_set_key"
     assert_eq!((unset.request_count(), set.request_count()), (0, 5));
     assert_eq!(set.received()[0].header("authorization"), Some("Bearer sk-test-set"), "its own credential");
 }
+
+/// A deployment whose requests per minute are spent is passed over while
+/// another has room, instead of holding calls at its gate until it refills:
+/// the heavier deployment takes its two requests, the rest go to the other at
+/// once, and no call waited in admission.
+#[tokio::test]
+async fn a_deployment_whose_rpm_is_spent_is_passed_over_without_a_wait() {
+    rpm_spent_is_passed_over("").await;
+}
+
+/// The same with the buckets in Redis (`[fleet]`): the gateway reads the
+/// levels its own last take left there, so it asks Redis nothing more to choose.
+#[tokio::test]
+async fn with_a_fleet_a_deployment_whose_rpm_is_spent_is_passed_over_without_a_wait() {
+    let redis = weir_tests::RedisServer::start().await;
+    rpm_spent_is_passed_over(&format!("\n[fleet]\nredis_url = \"{}\"\n", redis.url())).await;
+}
+
+async fn rpm_spent_is_passed_over(fleet: &str) {
+    let (small, large) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    let mut text = config(&[&small, &large], &[10, 1], "");
+    text = text.replacen("weight = 10\n", "weight = 10\nrpm = 2\n", 1).replacen(
+        "weight = 1\n",
+        "weight = 1\nrpm = 100\n",
+        1,
+    );
+    let gateway = Gateway::start(&format!("{text}\n[ledger]\npath = \"ledger.db\"\n{fleet}")).await;
+    for _ in 0..20 {
+        let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    assert_eq!((small.request_count(), large.request_count()), (2, 18), "two calls spend d0's minute");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records.len(), 20);
+    for record in &records {
+        let wait = record["attempts"][0]["admission_wait_ms"].as_u64().unwrap();
+        assert!(wait < 1_000, "no call waits for d0's refill (30 s a request): {record}");
+    }
+}

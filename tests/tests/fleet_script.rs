@@ -103,7 +103,16 @@ async fn same_answers(store: &RedisStore, limits: Limits, ops: Vec<(u64, Op)>) -
                     Verdict::Unavailable => unreachable!("the in-process account always answers"),
                 };
                 let got = account.take_at(demand, share(bulk), at).await.unwrap();
-                prop_assert_eq!(got, expected, "step {} take {:?} bulk {}", step, demand, bulk);
+                prop_assert_eq!(&got, &expected, "step {} take {:?} bulk {}", step, demand, bulk);
+                if got == ScriptVerdict::Granted {
+                    // What the take left, as the gateway reads it to choose a deployment.
+                    let stretch = local.throttle.stretch_tenths();
+                    let left = |bucket: &Option<weir_host::admission::Bucket>| {
+                        bucket.as_ref().map(|bucket| bucket.level(now, stretch))
+                    };
+                    let expected = (left(&local.requests), left(&local.tokens));
+                    prop_assert_eq!(account.last_left(), Some(expected), "step {} levels after the take", step);
+                }
             }
             Op::Forecast(demand, bulk) => {
                 // A forecast is asked only for demands each of which fits (a

@@ -106,6 +106,52 @@ pub enum Verdict {
     Unavailable,
 }
 
+/// What an account knows of its room for a demand without taking anything or
+/// asking anyone: read when an attempt chooses among an entry's deployments,
+/// so it goes where the demand fits now rather than waiting at a full one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Room {
+    /// The demand fits now; `free` is the smallest free share (0–1) of a
+    /// limited axis (1 when nothing is limited).
+    Now { free: f64 },
+    /// A shared account that has not said otherwise: taken as fitting.
+    Unknown,
+    /// Not before this instant (the buckets refill to it).
+    Later(Instant),
+    /// Every concurrency permit is held: when one frees is not known.
+    Busy,
+    /// The demand never fits (it exceeds a bucket's capacity).
+    Never,
+}
+
+impl Room {
+    /// Whether an attempt sent there now would be admitted without waiting,
+    /// as far as is known.
+    pub fn fits(self) -> bool {
+        matches!(self, Self::Now { .. } | Self::Unknown)
+    }
+
+    /// The free share headroom is weighted by (1 where not known).
+    pub fn free(self) -> f64 {
+        match self {
+            Self::Now { free } => free,
+            Self::Unknown => 1.0,
+            Self::Later(_) | Self::Busy | Self::Never => 0.0,
+        }
+    }
+
+    /// Orders rooms that do not fit by how soon they might: a known instant
+    /// first (the earliest first), then held permits, then never.
+    pub fn wait_rank(self) -> (u8, Option<Instant>) {
+        match self {
+            Self::Now { .. } | Self::Unknown => (0, None),
+            Self::Later(at) => (1, Some(at)),
+            Self::Busy => (2, None),
+            Self::Never => (3, None),
+        }
+    }
+}
+
 /// An upstream's verdict, fed to the throttle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feedback {
@@ -178,6 +224,11 @@ pub trait RateAccount: Send + Sync + Debug {
     fn give(&self, demand: Demand) -> BoxFuture<'_, ()>;
     fn feedback(&self, signal: Feedback) -> BoxFuture<'_, ()>;
     fn coefficient(&self) -> BoxFuture<'_, f64>;
+    /// Its room for `demand` now, as far as it knows without asking anyone
+    /// (never a remote call): [`Room::Unknown`] unless an account says more.
+    fn room(&self, _demand: Demand) -> Room {
+        Room::Unknown
+    }
 }
 
 /// Accounts in this process's memory.
@@ -257,6 +308,20 @@ impl AccountState {
         Verdict::Granted
     }
 
+    /// Its room for `demand` at `now` (the whole capacity open: a chat call
+    /// is interactive), nothing taken.
+    pub fn room(&self, demand: Demand, now: Instant) -> Room {
+        let stretch = self.throttle.stretch_tenths();
+        let (mut at, mut free) = (now, 1.0_f64);
+        for (bucket, amount) in [(&self.requests, demand.requests), (&self.tokens, demand.tokens)] {
+            let Some(bucket) = bucket else { continue };
+            let Some(fits_at) = bucket.earliest_fit(amount, now, stretch) else { return Room::Never };
+            at = at.max(fits_at);
+            free = free.min(bucket.level(now, stretch) as f64 / bucket.capacity().max(1) as f64);
+        }
+        if at > now { Room::Later(at) } else { Room::Now { free } }
+    }
+
     pub fn forecast(&self, demand: Demand, now: Instant) -> Instant {
         self.forecast_reserving(demand, InteractiveShare::NONE, now)
     }
@@ -293,6 +358,10 @@ impl AccountState {
 }
 
 impl RateAccount for InProcessAccount {
+    fn room(&self, demand: Demand) -> Room {
+        self.with(|state| state.room(demand, Instant::now()))
+    }
+
     fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict> {
         let verdict = self.with(|state| state.try_take_reserving(demand, share, Instant::now()));
         Box::pin(std::future::ready(verdict))

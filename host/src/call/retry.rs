@@ -20,6 +20,7 @@ use super::spend::Spend;
 use super::target::{self, Deployed, Reached, Target};
 use super::{Attempt, Failure, Outcome};
 use crate::admission::deployment::{Tried, affinity_of};
+use crate::admission::{Demand, input_bound};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// No single wait is longer than this, whatever an upstream asks.
@@ -93,15 +94,24 @@ impl<A: Attempt> Try for ChatTry<'_, '_, A> {
 }
 
 impl<'t, A> ChatTry<'_, 't, A> {
+    /// The demand a deployment's room is judged by: one request, and the
+    /// input's byte bound (never below its token count) plus the output
+    /// reserve — so a deployment said to have room has room for the demand
+    /// admission will take, without tokenizing before the choice.
+    fn demand(&self) -> Demand {
+        Demand { requests: 1, tokens: input_bound(self.conversation) + u64::from(self.params.max_tokens) }
+    }
+
     /// The deployment this attempt goes to, and its target when it is not
     /// the one the call resolved to. A deployment that cannot be addressed (a
     /// secret or region missing, a reach rule broken) counts as failed and
     /// another is chosen, nothing sent; when none is left, the last reason.
     async fn addressed(&self, deployed: Deployed<'t>) -> Result<(usize, Option<Target<'t>>), Failure> {
         let mut unaddressable = None;
+        let demand = self.demand();
         for _ in 0..deployed.pool.deployments().len() {
             let tried = Tried::from_bits(self.tried.load(Ordering::Relaxed));
-            let Some(index) = deployed.pool.choose(self.affinity, tried) else { break };
+            let Some(index) = deployed.pool.choose(self.affinity, tried, demand) else { break };
             if index == deployed.index {
                 return Ok((index, None));
             }

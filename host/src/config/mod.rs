@@ -23,7 +23,7 @@ mod settings;
 
 pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
-pub use deployments::{CircuitSettings, DeploymentEntry, MIN_WINDOW_ATTEMPTS};
+pub use deployments::{CircuitSettings, DeploymentEntry, MAX_DEPLOYMENTS, MIN_WINDOW_ATTEMPTS};
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
 pub use prices::{PriceFile, PriceRow};

@@ -7,7 +7,7 @@
 -- ARGV     op, clock seconds, clock nanoseconds ("" "": Redis's own TIME),
 --          rpm, tpm ("" = unlimited), then the op's arguments:
 --   take      requests, tokens, interactive share (millionths)
---             -> {0, tenths} granted | {1, wait_ns, tenths} | {2, axis (1 requests, 2 tokens), demand, limit, reserved}
+--             -> {0, tenths, requests left, tokens left (-1: unlimited)} granted | {1, wait_ns, tenths} | {2, axis (1 requests, 2 tokens), demand, limit, reserved}
 --   forecast  requests, tokens, share        -> {wait_ns}
 --   give      requests, tokens               -> {}
 --   feedback  backpressure weight, or s (a success) -> {tenths}
@@ -236,6 +236,13 @@ local function save()
   redis.call('EXPIRE', key, IDLE_EXPIRY_S)
 end
 
+-- Whole requests (or tokens) left in `b`, rounded down; -1 for an unlimited
+-- axis. Two exact divisions: by 10^6, then by 600 000 (UNITS_PER_TOKEN).
+local function left(b)
+  if b == nil then return -1 end
+  return small(divmod(divmod(b.level, BASE), UNITS_PER_TOKEN[2]))
+end
+
 local function axes(demand_requests, demand_tokens)
   return {{requests, demand_requests, 1}, {tokens, demand_tokens, 2}}
 end
@@ -267,7 +274,7 @@ if op == 'take' or op == 'forecast' then
     end
   end
   save()
-  return {0, tenths}
+  return {0, tenths, left(requests), left(tokens)}
 end
 
 if op == 'give' then

@@ -15,7 +15,7 @@ use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
 use crate::admission::{
     Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount, RateStore,
-    Shortfall, Verdict,
+    Room, Shortfall, Verdict,
 };
 use crate::redact::redacted;
 
@@ -125,6 +125,7 @@ impl RedisStore {
             limits,
             local,
             last_tenths: AtomicI64::new(0),
+            seen: Mutex::new(Seen::Nothing),
         }
     }
 }
@@ -175,6 +176,26 @@ pub struct RedisAccount {
     local: Option<InProcessAccount>,
     /// The shared coefficient in tenths, as the script last answered it.
     last_tenths: AtomicI64,
+    /// What this gateway's last take learned of the shared buckets, so an
+    /// attempt choosing among deployments can judge this one's room without
+    /// asking Redis ([`RateAccount::room`]).
+    seen: Mutex<Seen>,
+}
+
+/// The shared buckets as this gateway's last take found them. Other gateways
+/// take from them too, so this is what one gateway knows, not the fleet's
+/// level: a deployment it believes has room may still make a call wait.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Seen {
+    Nothing,
+    /// Requests and tokens left (`None`: unlimited) after a granted take at `at`.
+    Left {
+        requests: Option<u64>,
+        tokens: Option<u64>,
+        at: Instant,
+    },
+    /// A take was told to wait until then.
+    FullUntil(Instant),
 }
 
 impl std::fmt::Debug for RedisAccount {
@@ -228,12 +249,15 @@ impl RedisAccount {
     ) -> redis::RedisResult<ScriptVerdict> {
         let answer = self.invoke("take", at, &Self::demand_args(demand, Some(share))).await?;
         match answer.as_slice() {
-            [0, tenths] => {
+            [0, tenths, requests, tokens] => {
                 self.saw(*tenths);
+                let left = |n: i64| u64::try_from(n).ok();
+                self.learned(Seen::Left { requests: left(*requests), tokens: left(*tokens), at: Instant::now() });
                 Ok(ScriptVerdict::Granted)
             }
             [1, wait, tenths] => {
                 self.saw(*tenths);
+                self.learned(Seen::FullUntil(Instant::now() + wait_of(*wait)));
                 Ok(ScriptVerdict::Wait(wait_of(*wait)))
             }
             [2, axis, demand, limit, reserved] => {
@@ -290,6 +314,41 @@ impl RedisAccount {
     /// Keeps the shared coefficient the script last answered.
     fn saw(&self, tenths: i64) {
         self.last_tenths.store(tenths, Ordering::Relaxed);
+    }
+
+    fn learned(&self, seen: Seen) {
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+    }
+
+    /// The requests and tokens (`None`: unlimited) the last granted take
+    /// left, if the last take was granted.
+    pub fn last_left(&self) -> Option<(Option<u64>, Option<u64>)> {
+        match *self.seen.lock().unwrap_or_else(PoisonError::into_inner) {
+            Seen::Left { requests, tokens, .. } => Some((requests, tokens)),
+            Seen::Nothing | Seen::FullUntil(_) => None,
+        }
+    }
+
+    /// The room for `demand` at `now` from what was left at `at`, refilled at
+    /// the throttle's stretch as last answered (an estimate: floats, and other
+    /// gateways' takes unseen).
+    fn room_from_left(&self, left: [Option<u64>; 2], at: Instant, demand: Demand, now: Instant) -> Room {
+        let stretch = 10.0 + self.last_tenths.load(Ordering::Relaxed).max(0) as f64;
+        let elapsed = now.saturating_duration_since(at).as_secs_f64();
+        let axes = [(self.limits.rpm, left[0], demand.requests), (self.limits.tpm, left[1], demand.tokens)];
+        let (mut wait, mut free) = (0.0_f64, 1.0_f64);
+        for (capacity, left, amount) in axes {
+            let (Some(capacity), Some(left)) = (capacity, left) else { continue };
+            if amount > capacity {
+                return Room::Never;
+            }
+            // A bucket refills its capacity in a minute, `stretch / 10` times slower.
+            let per_second = capacity as f64 / 60.0 * 10.0 / stretch;
+            let level = (left as f64 + per_second * elapsed).min(capacity as f64);
+            wait = wait.max((amount as f64 - level) / per_second);
+            free = free.min(level / capacity.max(1) as f64);
+        }
+        if wait > 0.0 { Room::Later(now + Duration::from_secs_f64(wait)) } else { Room::Now { free } }
     }
 
     /// A success moves nothing while the coefficient is 0 (it stays 0, and
@@ -424,6 +483,20 @@ impl RateAccount for RedisAccount {
                 },
             }
         })
+    }
+
+    /// From what this gateway's last take learned: the levels it left,
+    /// refilled since, or the wait it was told; nothing known before a take.
+    fn room(&self, demand: Demand) -> Room {
+        if self.unlimited() {
+            return Room::Now { free: 1.0 };
+        }
+        let now = Instant::now();
+        match *self.seen.lock().unwrap_or_else(PoisonError::into_inner) {
+            Seen::FullUntil(until) if until > now => Room::Later(until),
+            Seen::Left { requests, tokens, at } => self.room_from_left([requests, tokens], at, demand, now),
+            Seen::Nothing | Seen::FullUntil(_) => Room::Unknown,
+        }
     }
 
     /// While Redis is out under `refuse`, a give is lost: the fleet then has

@@ -1,23 +1,30 @@
 //! Which deployment an attempt goes to.
 //!
-//! In order of preference, among deployments not benched and whose circuit
-//! lets an attempt through:
+//! Each deployment's room for the attempt's demand is read once
+//! ([`Deployment::room`]: its concurrency permits, and its buckets' levels as
+//! far as they are known without asking anyone). Among deployments not
+//! benched and whose circuit lets an attempt through, in order of preference:
 //! 1. those this call has not tried and that are not cooling down after a
 //!    slow-down signal (their throttle engaged);
 //! 2. those this call has not tried;
 //! 3. any, a deployment that failed this call included (only when nothing
 //!    else is left).
 //!
-//! Within the first tier that has any, a call with an affinity (see
-//! [`super::affinity_of`]) goes to its conversation's deployment — the
-//! weighted rendezvous hash of the affinity, stable while the deployments are
-//! — as long as that one has a free concurrency slot; otherwise, and for a
-//! call without affinity, the deployment is drawn at random weighted by its
-//! headroom: `weight × free share of its concurrency / (1 + attempts in
-//! flight)`. A slow deployment holds more attempts in flight, so its share
-//! drops.
+//! The first tier with a deployment where the demand fits now wins: a call
+//! with an affinity (see [`super::affinity_of`]) goes to its conversation's
+//! deployment — the weighted rendezvous hash of the affinity over the tier's
+//! deployments, stable while the deployments are — as long as the demand fits
+//! there now; otherwise, and for a call without affinity, the deployment is
+//! drawn at random weighted by its headroom: `weight × the smallest free share
+//! of its concurrency, requests and tokens / (1 + attempts in flight)`. A slow
+//! deployment holds more attempts in flight, so its share drops. Only when the
+//! demand fits nowhere now does the attempt go, in the same tier order, to the
+//! deployment whose room comes soonest (its buckets' refill, then a held
+//! permit), and wait there.
 
+use super::super::{Demand, Room};
 use super::{Deployment, Pool};
+use crate::config::MAX_DEPLOYMENTS;
 
 /// The deployments a call has tried (bit `i`: the `i`-th), so the next
 /// attempt goes elsewhere while another has headroom.
@@ -54,16 +61,41 @@ enum Tier {
     Any,
 }
 
+/// Each deployment's room for one attempt's demand, read once per choice.
+type Rooms = [Room; MAX_DEPLOYMENTS];
+
+impl Deployment {
+    /// Its room for `demand` now: [`Room::Busy`] while every concurrency
+    /// permit is held, else what its account knows of its buckets, with the
+    /// free share of its permits folded in.
+    pub fn room(&self, demand: Demand) -> Room {
+        let in_flight = self.health.in_flight();
+        let permits_free = match self.max_concurrency {
+            Some(max) if in_flight >= max => return Room::Busy,
+            Some(max) => f64::from(max - in_flight) / f64::from(max),
+            None => 1.0,
+        };
+        match self.gate.account().room(demand) {
+            Room::Now { free } => Room::Now { free: free.min(permits_free) },
+            Room::Unknown if permits_free < 1.0 => Room::Now { free: permits_free },
+            room => room,
+        }
+    }
+}
+
 impl Pool {
-    /// The deployment the next attempt of a call goes to (its index), or
-    /// `None` when none may take it (every one benched or its circuit open).
-    /// The probe of a half-open circuit is claimed by the attempt it is chosen for.
-    pub fn choose(&self, affinity: Option<u64>, tried: Tried) -> Option<usize> {
+    /// The deployment the next attempt of a call goes to (its index), for an
+    /// attempt asking `demand`, or `None` when none may take it (every one
+    /// benched or its circuit open). The probe of a half-open circuit is
+    /// claimed by the attempt it is chosen for.
+    pub fn choose(&self, affinity: Option<u64>, tried: Tried, demand: Demand) -> Option<usize> {
+        let rooms: Rooms =
+            std::array::from_fn(|index| self.deployments.get(index).map_or(Room::Never, |d| d.room(demand)));
         let mut passed = Tried::default();
         // Each pass either returns or passes over one deployment whose probe
         // another attempt claimed first: bounded by the number of deployments.
         for _ in 0..=self.deployments.len() {
-            let index = self.candidate(affinity, tried, passed)?;
+            let index = self.candidate(affinity, tried, passed, &rooms)?;
             if self.deployments.get(index).is_some_and(|deployment| deployment.health.claim()) {
                 return Some(index);
             }
@@ -79,7 +111,7 @@ impl Pool {
         })
     }
 
-    fn candidate(&self, affinity: Option<u64>, tried: Tried, passed: Tried) -> Option<usize> {
+    fn candidate(&self, affinity: Option<u64>, tried: Tried, passed: Tried, rooms: &Rooms) -> Option<usize> {
         let usable = |index: usize, deployment: &Deployment| {
             !passed.contains(index) && !deployment.health.benched() && deployment.health.admits()
         };
@@ -91,21 +123,24 @@ impl Pool {
                     Tier::Any => true,
                 }
         };
+        let fits = |index: usize| rooms.get(index).is_some_and(|room| room.fits());
         for tier in [Tier::Fresh, Tier::Untried, Tier::Any] {
-            let eligible = |index: usize, deployment: &Deployment| in_tier(tier, index, deployment);
+            let eligible = |index: usize, deployment: &Deployment| in_tier(tier, index, deployment) && fits(index);
             if let Some(affinity) = affinity
                 && let Some(index) = self.conversation_home(affinity, eligible)
             {
                 return Some(index);
             }
-            if let Some(index) = self.by_headroom(eligible) {
+            if let Some(index) = self.by_headroom(eligible, rooms) {
                 return Some(index);
             }
         }
-        None
+        [Tier::Fresh, Tier::Untried, Tier::Any]
+            .into_iter()
+            .find_map(|tier| self.soonest(|index, deployment| in_tier(tier, index, deployment), rooms))
     }
 
-    /// The eligible deployment the conversation hashes to, if it has room now.
+    /// The eligible deployment the conversation hashes to.
     fn conversation_home(&self, affinity: u64, eligible: impl Fn(usize, &Deployment) -> bool) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
         for (index, deployment) in self.deployments.iter().enumerate() {
@@ -117,16 +152,16 @@ impl Pool {
                 best = Some((index, score));
             }
         }
-        let (index, _) = best?;
-        let home = self.deployments.get(index)?;
-        let has_room = home.max_concurrency.is_none_or(|max| home.health.in_flight() < max);
-        has_room.then_some(index)
+        best.map(|(index, _)| index)
     }
 
     /// An eligible deployment drawn at random, weighted by its headroom.
-    fn by_headroom(&self, eligible: impl Fn(usize, &Deployment) -> bool) -> Option<usize> {
+    fn by_headroom(&self, eligible: impl Fn(usize, &Deployment) -> bool, rooms: &Rooms) -> Option<usize> {
+        let headroom = |index: usize, deployment: &Deployment| {
+            headroom(deployment, rooms.get(index).copied().unwrap_or(Room::Never))
+        };
         let total: f64 =
-            self.deployments.iter().enumerate().filter(|(i, d)| eligible(*i, d)).map(|(_, d)| headroom(d)).sum();
+            self.deployments.iter().enumerate().filter(|(i, d)| eligible(*i, d)).map(|(i, d)| headroom(i, d)).sum();
         let mut last = None;
         let mut left = fastrand::f64() * total;
         for (index, deployment) in self.deployments.iter().enumerate() {
@@ -134,24 +169,31 @@ impl Pool {
                 continue;
             }
             last = Some(index);
-            left -= headroom(deployment);
+            left -= headroom(index, deployment);
             if left < 0.0 {
                 return Some(index);
             }
         }
         last
     }
+
+    /// The eligible deployment whose room comes soonest (the first listed of equals).
+    fn soonest(&self, eligible: impl Fn(usize, &Deployment) -> bool, rooms: &Rooms) -> Option<usize> {
+        self.deployments
+            .iter()
+            .enumerate()
+            .filter(|(index, deployment)| eligible(*index, deployment))
+            .filter_map(|(index, _)| rooms.get(index).map(|room| (index, room.wait_rank())))
+            .min_by_key(|(_, rank)| *rank)
+            .map(|(index, _)| index)
+    }
 }
 
-/// A deployment's weighted headroom; a full one keeps a sliver, so a call
-/// finds one (and waits in its gate) when every deployment is full.
-fn headroom(deployment: &Deployment) -> f64 {
+/// A deployment's weighted headroom; a full one keeps a sliver, so its share
+/// never reaches exactly nothing.
+fn headroom(deployment: &Deployment, room: Room) -> f64 {
     let in_flight = deployment.health.in_flight();
-    let free = match deployment.max_concurrency {
-        Some(max) => f64::from(max.saturating_sub(in_flight)) / f64::from(max),
-        None => 1.0,
-    };
-    (f64::from(deployment.weight) * free / (1.0 + f64::from(in_flight))).max(1e-6)
+    (f64::from(deployment.weight) * room.free() / (1.0 + f64::from(in_flight))).max(1e-6)
 }
 
 /// Weighted rendezvous hashing: each deployment draws a stable number from
@@ -180,18 +222,26 @@ mod tests {
     use crate::admission::deployment::{CircuitSettings, Health};
     use crate::admission::{InProcessAccount, Limits, ModelGate};
 
+    /// One request of ten tokens.
+    const ONE: Demand = Demand { requests: 1, tokens: 10 };
+
     fn pool(weights: &[u32]) -> Pool {
-        let deployments = weights
+        limited(&weights.iter().map(|weight| (*weight, Limits::default(), None)).collect::<Vec<_>>())
+    }
+
+    /// A pool whose deployments have these weights, limits and concurrency.
+    fn limited(deployments: &[(u32, Limits, Option<u32>)]) -> Pool {
+        let deployments = deployments
             .iter()
             .enumerate()
-            .map(|(index, weight)| Deployment {
+            .map(|(index, (weight, limits, max_concurrency))| Deployment {
                 id: format!("d{index}"),
                 weight: *weight,
-                max_concurrency: None,
+                max_concurrency: *max_concurrency,
                 gate: ModelGate::new(
                     "m",
-                    Arc::new(InProcessAccount::new(Limits::default(), tokio::time::Instant::now())),
-                    None,
+                    Arc::new(InProcessAccount::new(*limits, tokio::time::Instant::now())),
+                    *max_concurrency,
                     None,
                 ),
                 health: Health::new(CircuitSettings {
@@ -204,10 +254,16 @@ mod tests {
         Pool::with_deployments("m", deployments)
     }
 
+    /// Takes `demand` from the `index`-th deployment's buckets, as a call admitted there would.
+    async fn take(pool: &Pool, index: usize, demand: Demand) {
+        let verdict = pool.deployments[index].gate.account().try_take(demand).await;
+        assert_eq!(verdict, crate::admission::Verdict::Granted);
+    }
+
     fn shares(pool: &Pool, calls: usize, affinity: impl Fn(usize) -> Option<u64>) -> Vec<usize> {
         let mut counts = vec![0; pool.deployments.len()];
         for call in 0..calls {
-            counts[pool.choose(affinity(call), Tried::default()).unwrap()] += 1;
+            counts[pool.choose(affinity(call), Tried::default(), ONE).unwrap()] += 1;
         }
         counts
     }
@@ -224,11 +280,11 @@ mod tests {
     #[tokio::test]
     async fn a_conversation_stays_on_one_deployment_while_it_can() {
         let pool = pool(&[1, 1, 1]);
-        let home = pool.choose(Some(42), Tried::default()).unwrap();
+        let home = pool.choose(Some(42), Tried::default(), ONE).unwrap();
         for _ in 0..50 {
-            assert_eq!(pool.choose(Some(42), Tried::default()), Some(home));
+            assert_eq!(pool.choose(Some(42), Tried::default(), ONE), Some(home));
         }
-        let elsewhere = pool.choose(Some(42), Tried::default().with(home)).unwrap();
+        let elsewhere = pool.choose(Some(42), Tried::default().with(home), ONE).unwrap();
         assert_ne!(elsewhere, home, "after it failed this call, the next attempt goes elsewhere");
     }
 
@@ -239,13 +295,13 @@ mod tests {
         pool.deployments[1].health.failed(None);
         pool.deployments[1].health.failed(None);
         for _ in 0..50 {
-            assert_eq!(pool.choose(None, Tried::default()), Some(2));
+            assert_eq!(pool.choose(None, Tried::default(), ONE), Some(2));
         }
         pool.deployments[2].health.failed(Some(Duration::from_secs(60)));
-        assert_eq!(pool.choose(None, Tried::default()), Some(2), "cooling is passed over only for another");
-        assert_eq!(pool.choose(None, Tried::default().with(2)), Some(2), "tried, but nothing else is left");
+        assert_eq!(pool.choose(None, Tried::default(), ONE), Some(2), "cooling is passed over only for another");
+        assert_eq!(pool.choose(None, Tried::default().with(2), ONE), Some(2), "tried, but nothing else is left");
         pool.deployments[2].health.bench();
-        assert_eq!(pool.choose(None, Tried::default()), None, "none may take it");
+        assert_eq!(pool.choose(None, Tried::default(), ONE), None, "none may take it");
     }
 
     #[tokio::test]
@@ -261,5 +317,70 @@ mod tests {
         let tried = Tried::default().with(0).with(63);
         assert!(tried.contains(0) && tried.contains(63) && !tried.contains(1));
         assert!(!Tried::default().with(64).contains(64), "out of range is never marked");
+    }
+
+    fn rpm(rpm: u64) -> Limits {
+        Limits { rpm: Some(rpm), ..Limits::default() }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deployment_whose_requests_are_spent_is_passed_over_for_one_with_room() {
+        let pool = limited(&[(1, rpm(2), None), (1, rpm(100), None)]);
+        take(&pool, 0, Demand { requests: 2, tokens: 0 }).await;
+        for call in 0..50 {
+            assert_eq!(pool.choose(Some(call), Tried::default(), ONE), Some(1), "d0 has no request left");
+        }
+        // A minute later d0 is full again and takes its share.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let counts = shares(&pool, 400, |_| None);
+        assert!(counts[0] > 100, "both have room again: {counts:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_spread_reads_the_buckets_levels() {
+        let tokens = |tpm| Limits { tpm: Some(tpm), ..Limits::default() };
+        let pool = limited(&[(1, tokens(10_000), None), (1, tokens(10_000), None)]);
+        take(&pool, 0, Demand { requests: 1, tokens: 9_000 }).await;
+        let counts = shares(&pool, 2000, |_| None);
+        assert!(counts[1] > counts[0] * 5, "d0 keeps a tenth of its tokens: {counts:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_demand_no_deployment_takes_now_waits_where_room_comes_soonest() {
+        let pool = limited(&[(1, rpm(60), None), (1, rpm(6), None), (1, rpm(60), Some(1))]);
+        take(&pool, 0, Demand { requests: 60, tokens: 0 }).await;
+        take(&pool, 1, Demand { requests: 6, tokens: 0 }).await;
+        let _busy = pool.deployments[2].health.start();
+        // d0 refills one request a second, d1 one in ten seconds, d2's one permit is held.
+        for call in 0..20 {
+            assert_eq!(pool.choose(Some(call), Tried::default(), ONE), Some(0));
+        }
+        assert_eq!(pool.choose(None, Tried::default().with(0), ONE), Some(1), "an untried deployment first");
+    }
+
+    #[tokio::test]
+    async fn a_deployment_that_can_never_take_the_demand_is_passed_over() {
+        let tokens = |tpm| Limits { tpm: Some(tpm), ..Limits::default() };
+        let pool = limited(&[(5, tokens(1_000), None), (1, tokens(100_000), None)]);
+        let large = Demand { requests: 1, tokens: 5_000 };
+        for call in 0..30 {
+            assert_eq!(pool.choose(Some(call), Tried::default(), large), Some(1));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_conversation_whose_home_is_full_goes_to_the_same_second_home() {
+        let pool = limited(&[
+            (1, Limits::default(), Some(1)),
+            (1, Limits::default(), Some(1)),
+            (1, Limits::default(), Some(1)),
+        ]);
+        let home = pool.choose(Some(9), Tried::default(), ONE).unwrap();
+        let _busy = pool.deployments[home].health.start();
+        let second = pool.choose(Some(9), Tried::default(), ONE).unwrap();
+        assert_ne!(second, home, "its home's one permit is held");
+        for _ in 0..20 {
+            assert_eq!(pool.choose(Some(9), Tried::default(), ONE), Some(second), "stable while the home is full");
+        }
     }
 }

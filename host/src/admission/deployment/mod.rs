@@ -10,8 +10,10 @@
 //!         next attempt elsewhere; an authentication failure benches it
 //! ```
 //!
-//! Everything an attempt reads here is atomics and the deployments' fixed
-//! list, built once per catalog: choosing takes no lock and allocates nothing.
+//! An attempt reads the deployments' fixed list (built once per catalog), their
+//! health's atomics, and each one's room for its demand: an in-process
+//! account's levels under its lock (arithmetic only), a fleet account's from
+//! its own last take (never Redis). Choosing allocates nothing.
 
 mod affinity;
 mod choose;
