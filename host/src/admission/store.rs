@@ -119,7 +119,8 @@ pub enum Room {
     /// Not before this instant (the buckets refill to it).
     Later(Instant),
     /// Every concurrency permit is held: when one frees is not known.
-    Busy,
+    /// `waiting` attempts beyond its `slots` are already assigned to it.
+    Busy { waiting: u32, slots: u32 },
     /// The demand never fits (it exceeds a bucket's capacity).
     Never,
 }
@@ -136,18 +137,19 @@ impl Room {
         match self {
             Self::Now { free } => free,
             Self::Unknown => 1.0,
-            Self::Later(_) | Self::Busy | Self::Never => 0.0,
+            Self::Later(_) | Self::Busy { .. } | Self::Never => 0.0,
         }
     }
 
     /// Orders rooms that do not fit by how soon they might: a known instant
-    /// first (the earliest first), then held permits, then never.
-    pub fn wait_rank(self) -> (u8, Option<Instant>) {
+    /// first (the earliest first), then held permits (the fewest attempts
+    /// waiting per slot first, so waiting calls spread), then never.
+    pub fn wait_rank(self) -> (u8, Option<Instant>, u64) {
         match self {
-            Self::Now { .. } | Self::Unknown => (0, None),
-            Self::Later(at) => (1, Some(at)),
-            Self::Busy => (2, None),
-            Self::Never => (3, None),
+            Self::Now { .. } | Self::Unknown => (0, None, 0),
+            Self::Later(at) => (1, Some(at), 0),
+            Self::Busy { waiting, slots } => (2, None, u64::from(waiting) * 1_000_000 / u64::from(slots.max(1))),
+            Self::Never => (3, None, 0),
         }
     }
 }

@@ -19,8 +19,9 @@
 //! of its concurrency, requests and tokens / (1 + attempts in flight)`. A slow
 //! deployment holds more attempts in flight, so its share drops. Only when the
 //! demand fits nowhere now does the attempt go, in the same tier order, to the
-//! deployment whose room comes soonest (its buckets' refill, then a held
-//! permit), and wait there.
+//! deployment whose room comes soonest (its buckets' refill first; then, among
+//! those whose permits are all held, the one with the fewest attempts already
+//! waiting per permit), and wait there.
 
 use super::super::{Demand, Room};
 use super::{Deployment, Pool};
@@ -65,13 +66,14 @@ enum Tier {
 type Rooms = [Room; MAX_DEPLOYMENTS];
 
 impl Deployment {
-    /// Its room for `demand` now: [`Room::Busy`] while every concurrency
-    /// permit is held, else what its account knows of its buckets, with the
+    /// Its room for `demand` now: [`Room::Busy`] while as many attempts as it
+    /// has concurrency permits are assigned to it (those waiting at its gate
+    /// count), else what its account knows of its buckets, with the
     /// free share of its permits folded in.
     pub fn room(&self, demand: Demand) -> Room {
         let in_flight = self.health.in_flight();
         let permits_free = match self.max_concurrency {
-            Some(max) if in_flight >= max => return Room::Busy,
+            Some(max) if in_flight >= max => return Room::Busy { waiting: in_flight - max, slots: max },
             Some(max) => f64::from(max - in_flight) / f64::from(max),
             None => 1.0,
         };
@@ -382,5 +384,17 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(pool.choose(Some(9), Tried::default(), ONE), Some(second), "stable while the home is full");
         }
+    }
+
+    #[tokio::test]
+    async fn when_every_slot_is_held_an_attempt_waits_where_fewest_wait_per_slot() {
+        let pool = limited(&[(1, Limits::default(), Some(1)), (1, Limits::default(), Some(2))]);
+        let _held: Vec<_> = (0..3).map(|_| pool.deployments[0].health.start()).collect();
+        let _also: Vec<_> = (0..3).map(|_| pool.deployments[1].health.start()).collect();
+        // d0: two waiting on one slot; d1: one waiting on two slots.
+        assert_eq!(pool.deployments[0].room(ONE), Room::Busy { waiting: 2, slots: 1 });
+        assert_eq!(pool.choose(None, Tried::default(), ONE), Some(1));
+        let _more: Vec<_> = (0..4).map(|_| pool.deployments[1].health.start()).collect();
+        assert_eq!(pool.choose(None, Tried::default(), ONE), Some(0), "d1 now has 2.5 waiting per slot");
     }
 }
