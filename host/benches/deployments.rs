@@ -1,6 +1,7 @@
 //! Choosing a deployment: the cost of one choice per attempt at 3 and at 64
-//! deployments, with and without a conversation's affinity, while a few
-//! attempts are in flight (the bound: 1 µs at 3, 5 µs at 64).
+//! deployments, unlimited and with `rpm` / `tpm` buckets (read on every
+//! choice), with and without a conversation's affinity, while a few attempts
+//! are in flight (the bound: 1 µs at 3, 5 µs at 64).
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, reason = "benchmark setup")]
@@ -15,13 +16,11 @@ use weir_host::admission::{Demand, InProcessAccount, Limits, ModelGate, RateAcco
 /// One request of a thousand tokens.
 const DEMAND: Demand = Demand { requests: 1, tokens: 1_000 };
 
-fn pool(count: usize) -> Pool {
+/// `count` deployments, each with `limits` (its buckets read on every choice).
+fn pool(count: usize, limits: Limits) -> Pool {
     let deployments = (0..count)
         .map(|index| {
-            let account = Arc::new(InProcessAccount::new(
-                Limits { rpm: Some(10_000), tpm: Some(2_000_000) },
-                tokio::time::Instant::now(),
-            ));
+            let account = Arc::new(InProcessAccount::new(limits, tokio::time::Instant::now()));
             Deployment {
                 id: format!("d{index}"),
                 weight: 1 + u32::try_from(index % 4).expect("small"),
@@ -37,23 +36,27 @@ fn pool(count: usize) -> Pool {
 fn choosing(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
     let _entered = runtime.enter();
-    for count in [3, 64] {
-        let pool = pool(count);
-        // A few attempts in flight, so headroom differs between deployments.
-        let _busy: Vec<_> = pool.deployments().iter().step_by(2).map(|deployment| deployment.health.start()).collect();
-        c.bench_function(&format!("choose/{count}/no-affinity"), |b| {
-            b.iter(|| black_box(pool.choose(None, Tried::default(), DEMAND)));
-        });
-        let mut conversation = 0_u64;
-        c.bench_function(&format!("choose/{count}/affinity"), |b| {
-            b.iter(|| {
-                conversation = conversation.wrapping_add(1);
-                black_box(pool.choose(Some(conversation), Tried::default(), DEMAND))
+    let limited = Limits { rpm: Some(10_000), tpm: Some(2_000_000) };
+    for (name, limits) in [("choose", Limits::default()), ("choose-rpm-tpm", limited)] {
+        for count in [3, 64] {
+            let pool = pool(count, limits);
+            // A few attempts in flight, so headroom differs between deployments.
+            let _busy: Vec<_> =
+                pool.deployments().iter().step_by(2).map(|deployment| deployment.health.start()).collect();
+            c.bench_function(&format!("{name}/{count}/no-affinity"), |b| {
+                b.iter(|| black_box(pool.choose(None, Tried::default(), DEMAND)));
             });
-        });
-        c.bench_function(&format!("choose/{count}/after-a-failure"), |b| {
-            b.iter(|| black_box(pool.choose(Some(7), Tried::default().with(0), DEMAND)));
-        });
+            let mut conversation = 0_u64;
+            c.bench_function(&format!("{name}/{count}/affinity"), |b| {
+                b.iter(|| {
+                    conversation = conversation.wrapping_add(1);
+                    black_box(pool.choose(Some(conversation), Tried::default(), DEMAND))
+                });
+            });
+            c.bench_function(&format!("{name}/{count}/after-a-failure"), |b| {
+                b.iter(|| black_box(pool.choose(Some(7), Tried::default().with(0), DEMAND)));
+            });
+        }
     }
 }
 

@@ -113,6 +113,27 @@ impl Bucket {
         now.max(self.updated) + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
+    /// The free share of the capacity at `now`, and when `demand` fits (`now`
+    /// when it does), or `None` when it never does. In floating point: an
+    /// estimate for choosing where to send an attempt (one of several read per
+    /// choice), never for taking, which stays exact.
+    pub fn room_estimate(&self, demand: u64, now: Instant, tenths: u32) -> Option<(f64, Instant)> {
+        if demand > self.capacity {
+            return None;
+        }
+        let max = self.max_units() as f64;
+        let per_ns = (self.capacity as f64 * 100.0 / f64::from(tenths.max(10))).max(f64::MIN_POSITIVE);
+        let elapsed = now.saturating_duration_since(self.updated).as_nanos() as f64;
+        let level = (self.level as f64 + elapsed * per_ns).min(max);
+        let needed = demand as f64 * UNITS_PER_TOKEN as f64;
+        let at = if level >= needed {
+            now
+        } else {
+            now.max(self.updated) + Duration::from_secs_f64((needed - level) / per_ns / 1e9)
+        };
+        Some((level / max.max(1.0), at))
+    }
+
     /// Takes `demand` tokens if they are there now.
     pub fn try_take(&mut self, demand: u64, now: Instant, tenths: u32) -> bool {
         self.try_take_keeping(demand, InteractiveShare::NONE, now, tenths)
@@ -223,5 +244,24 @@ mod tests {
         let mut expected = before;
         expected.settle(later, NORMAL);
         assert_eq!(bucket, expected);
+    }
+
+    #[test]
+    fn the_room_estimate_agrees_with_the_exact_arithmetic() {
+        let start = Instant::now();
+        let mut bucket = Bucket::per_minute(600, start);
+        assert!(bucket.try_take(500, start, 10));
+        for (after_ms, demand, tenths) in
+            [(0, 50, 10), (0, 300, 10), (250, 300, 10), (1_000, 600, 25), (90_000, 10, 10)]
+        {
+            let now = start + Duration::from_millis(after_ms);
+            let (free, at) = bucket.room_estimate(demand, now, tenths).unwrap();
+            let exact = bucket.earliest_fit(demand, now, tenths).unwrap();
+            let gap = if at > exact { at - exact } else { exact - at };
+            assert!(gap < Duration::from_micros(1), "{after_ms} ms, {demand}: {at:?} against {exact:?}");
+            let level = bucket.level(now, tenths) as f64 / 600.0;
+            assert!((free - level).abs() < 1.0 / 600.0, "{after_ms} ms: {free} against {level}");
+        }
+        assert_eq!(bucket.room_estimate(601, start, 10), None, "above the capacity it never fits");
     }
 }

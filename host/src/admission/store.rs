@@ -226,9 +226,9 @@ pub trait RateAccount: Send + Sync + Debug {
     fn give(&self, demand: Demand) -> BoxFuture<'_, ()>;
     fn feedback(&self, signal: Feedback) -> BoxFuture<'_, ()>;
     fn coefficient(&self) -> BoxFuture<'_, f64>;
-    /// Its room for `demand` now, as far as it knows without asking anyone
-    /// (never a remote call): [`Room::Unknown`] unless an account says more.
-    fn room(&self, _demand: Demand) -> Room {
+    /// Its room for `demand` at `now`, as far as it knows without asking
+    /// anyone (never a remote call): [`Room::Unknown`] unless an account says more.
+    fn room(&self, _demand: Demand, _now: Instant) -> Room {
         Room::Unknown
     }
 }
@@ -247,6 +247,8 @@ impl RateStore for InProcessStore {
 #[derive(Debug)]
 pub struct InProcessAccount {
     state: Mutex<AccountState>,
+    /// Whether it has a bucket at all: an unlimited account's room needs no lock.
+    limited: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,7 +265,8 @@ impl InProcessAccount {
             tokens: limits.tpm.map(|tpm| Bucket::per_minute(tpm, now)),
             throttle: Throttle::default(),
         };
-        Self { state: Mutex::new(state) }
+        let limited = limits.rpm.is_some() || limits.tpm.is_some();
+        Self { state: Mutex::new(state), limited }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut AccountState) -> T) -> T {
@@ -311,15 +314,15 @@ impl AccountState {
     }
 
     /// Its room for `demand` at `now` (the whole capacity open: a chat call
-    /// is interactive), nothing taken.
+    /// is interactive), nothing taken: an estimate ([`Bucket::room_estimate`]).
     pub fn room(&self, demand: Demand, now: Instant) -> Room {
         let stretch = self.throttle.stretch_tenths();
         let (mut at, mut free) = (now, 1.0_f64);
         for (bucket, amount) in [(&self.requests, demand.requests), (&self.tokens, demand.tokens)] {
             let Some(bucket) = bucket else { continue };
-            let Some(fits_at) = bucket.earliest_fit(amount, now, stretch) else { return Room::Never };
+            let Some((bucket_free, fits_at)) = bucket.room_estimate(amount, now, stretch) else { return Room::Never };
             at = at.max(fits_at);
-            free = free.min(bucket.level(now, stretch) as f64 / bucket.capacity().max(1) as f64);
+            free = free.min(bucket_free);
         }
         if at > now { Room::Later(at) } else { Room::Now { free } }
     }
@@ -360,8 +363,11 @@ impl AccountState {
 }
 
 impl RateAccount for InProcessAccount {
-    fn room(&self, demand: Demand) -> Room {
-        self.with(|state| state.room(demand, Instant::now()))
+    fn room(&self, demand: Demand, now: Instant) -> Room {
+        if !self.limited {
+            return Room::Now { free: 1.0 };
+        }
+        self.with(|state| state.room(demand, now))
     }
 
     fn try_take_reserving(&self, demand: Demand, share: InteractiveShare) -> BoxFuture<'_, Verdict> {

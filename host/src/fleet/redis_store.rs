@@ -487,11 +487,10 @@ impl RateAccount for RedisAccount {
 
     /// From what this gateway's last take learned: the levels it left,
     /// refilled since, or the wait it was told; nothing known before a take.
-    fn room(&self, demand: Demand) -> Room {
+    fn room(&self, demand: Demand, now: Instant) -> Room {
         if self.unlimited() {
             return Room::Now { free: 1.0 };
         }
-        let now = Instant::now();
         match *self.seen.lock().unwrap_or_else(PoisonError::into_inner) {
             Seen::FullUntil(until) if until > now => Room::Later(until),
             Seen::Left { requests, tokens, at } => self.room_from_left([requests, tokens], at, demand, now),

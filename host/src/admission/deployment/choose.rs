@@ -23,6 +23,8 @@
 //! those whose permits are all held, the one with the fewest attempts already
 //! waiting per permit), and wait there.
 
+use tokio::time::Instant;
+
 use super::super::{Demand, Room};
 use super::{Deployment, Pool};
 use crate::config::MAX_DEPLOYMENTS;
@@ -62,25 +64,51 @@ enum Tier {
     Any,
 }
 
-/// Each deployment's room for one attempt's demand, read once per choice.
-type Rooms = [Room; MAX_DEPLOYMENTS];
+/// What one choice reads of a deployment, once: the passes over the tiers
+/// then read only this (a clock or a lock per pass would cost more than the
+/// choice).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// Not benched, and its circuit lets an attempt through.
+    usable: bool,
+    cooling: bool,
+    in_flight: u32,
+    room: Room,
+}
+
+const NOT_THERE: Seen = Seen { usable: false, cooling: false, in_flight: 0, room: Room::Never };
+
+type Snapshot = [Seen; MAX_DEPLOYMENTS];
 
 impl Deployment {
-    /// Its room for `demand` now: [`Room::Busy`] while as many attempts as it
-    /// has concurrency permits are assigned to it (those waiting at its gate
-    /// count), else what its account knows of its buckets, with the
-    /// free share of its permits folded in.
-    pub fn room(&self, demand: Demand) -> Room {
-        let in_flight = self.health.in_flight();
+    /// Its room for `demand` at `now`: [`Room::Busy`] while as many attempts
+    /// as it has concurrency permits are assigned to it (those waiting at its
+    /// gate count), else what its account knows of its buckets, with the free
+    /// share of its permits folded in.
+    pub fn room(&self, demand: Demand, now: Instant) -> Room {
+        self.room_with(self.health.in_flight(), demand, now)
+    }
+
+    fn room_with(&self, in_flight: u32, demand: Demand, now: Instant) -> Room {
         let permits_free = match self.max_concurrency {
             Some(max) if in_flight >= max => return Room::Busy { waiting: in_flight - max, slots: max },
             Some(max) => f64::from(max - in_flight) / f64::from(max),
             None => 1.0,
         };
-        match self.gate.account().room(demand) {
+        match self.gate.account().room(demand, now) {
             Room::Now { free } => Room::Now { free: free.min(permits_free) },
             Room::Unknown if permits_free < 1.0 => Room::Now { free: permits_free },
             room => room,
+        }
+    }
+
+    fn seen(&self, demand: Demand, now: Instant) -> Seen {
+        let in_flight = self.health.in_flight();
+        Seen {
+            usable: !self.health.benched() && self.health.admits(),
+            cooling: self.health.cooling(),
+            in_flight,
+            room: self.room_with(in_flight, demand, now),
         }
     }
 }
@@ -91,17 +119,23 @@ impl Pool {
     /// benched or its circuit open). The probe of a half-open circuit is
     /// claimed by the attempt it is chosen for.
     pub fn choose(&self, affinity: Option<u64>, tried: Tried, demand: Demand) -> Option<usize> {
-        let rooms: Rooms =
-            std::array::from_fn(|index| self.deployments.get(index).map_or(Room::Never, |d| d.room(demand)));
-        let mut passed = Tried::default();
+        let now = Instant::now();
+        let mut seen: Snapshot = [NOT_THERE; MAX_DEPLOYMENTS];
+        for (slot, deployment) in seen.iter_mut().zip(self.deployments.iter()) {
+            *slot = deployment.seen(demand, now);
+        }
+        let count = self.deployments.len().min(MAX_DEPLOYMENTS);
+        let seen = &mut seen[..count];
         // Each pass either returns or passes over one deployment whose probe
         // another attempt claimed first: bounded by the number of deployments.
-        for _ in 0..=self.deployments.len() {
-            let index = self.candidate(affinity, tried, passed, &rooms)?;
+        for _ in 0..=count {
+            let index = self.candidate(affinity, tried, seen)?;
             if self.deployments.get(index).is_some_and(|deployment| deployment.health.claim()) {
                 return Some(index);
             }
-            passed = passed.with(index);
+            if let Some(passed) = seen.get_mut(index) {
+                passed.usable = false;
+            }
         }
         None
     }
@@ -113,40 +147,41 @@ impl Pool {
         })
     }
 
-    fn candidate(&self, affinity: Option<u64>, tried: Tried, passed: Tried, rooms: &Rooms) -> Option<usize> {
-        let usable = |index: usize, deployment: &Deployment| {
-            !passed.contains(index) && !deployment.health.benched() && deployment.health.admits()
-        };
-        let in_tier = |tier: Tier, index: usize, deployment: &Deployment| {
-            usable(index, deployment)
+    fn candidate(&self, affinity: Option<u64>, tried: Tried, seen: &[Seen]) -> Option<usize> {
+        let in_tier = |tier: Tier, index: usize, seen: &Seen| {
+            seen.usable
                 && match tier {
-                    Tier::Fresh => !tried.contains(index) && !deployment.health.cooling(),
+                    Tier::Fresh => !tried.contains(index) && !seen.cooling,
                     Tier::Untried => !tried.contains(index),
                     Tier::Any => true,
                 }
         };
-        let fits = |index: usize| rooms.get(index).is_some_and(|room| room.fits());
         for tier in [Tier::Fresh, Tier::Untried, Tier::Any] {
-            let eligible = |index: usize, deployment: &Deployment| in_tier(tier, index, deployment) && fits(index);
+            let eligible = |index: usize, seen: &Seen| in_tier(tier, index, seen) && seen.room.fits();
             if let Some(affinity) = affinity
-                && let Some(index) = self.conversation_home(affinity, eligible)
+                && let Some(index) = self.conversation_home(affinity, seen, eligible)
             {
                 return Some(index);
             }
-            if let Some(index) = self.by_headroom(eligible, rooms) {
+            if let Some(index) = self.by_headroom(seen, eligible) {
                 return Some(index);
             }
         }
         [Tier::Fresh, Tier::Untried, Tier::Any]
             .into_iter()
-            .find_map(|tier| self.soonest(|index, deployment| in_tier(tier, index, deployment), rooms))
+            .find_map(|tier| soonest(seen, |index, seen| in_tier(tier, index, seen)))
     }
 
     /// The eligible deployment the conversation hashes to.
-    fn conversation_home(&self, affinity: u64, eligible: impl Fn(usize, &Deployment) -> bool) -> Option<usize> {
+    fn conversation_home(
+        &self,
+        affinity: u64,
+        seen: &[Seen],
+        eligible: impl Fn(usize, &Seen) -> bool,
+    ) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
-        for (index, deployment) in self.deployments.iter().enumerate() {
-            if !eligible(index, deployment) {
+        for (index, (deployment, seen)) in self.deployments.iter().zip(seen).enumerate() {
+            if !eligible(index, seen) {
                 continue;
             }
             let score = rendezvous(affinity, index, deployment.weight);
@@ -158,44 +193,36 @@ impl Pool {
     }
 
     /// An eligible deployment drawn at random, weighted by its headroom.
-    fn by_headroom(&self, eligible: impl Fn(usize, &Deployment) -> bool, rooms: &Rooms) -> Option<usize> {
-        let headroom = |index: usize, deployment: &Deployment| {
-            headroom(deployment, rooms.get(index).copied().unwrap_or(Room::Never))
-        };
-        let total: f64 =
-            self.deployments.iter().enumerate().filter(|(i, d)| eligible(*i, d)).map(|(i, d)| headroom(i, d)).sum();
+    fn by_headroom(&self, seen: &[Seen], eligible: impl Fn(usize, &Seen) -> bool) -> Option<usize> {
+        let candidates =
+            || self.deployments.iter().zip(seen).enumerate().filter(|(index, (_, seen))| eligible(*index, seen));
+        let total: f64 = candidates().map(|(_, (deployment, seen))| headroom(deployment, seen)).sum();
         let mut last = None;
         let mut left = fastrand::f64() * total;
-        for (index, deployment) in self.deployments.iter().enumerate() {
-            if !eligible(index, deployment) {
-                continue;
-            }
+        for (index, (deployment, seen)) in candidates() {
             last = Some(index);
-            left -= headroom(index, deployment);
+            left -= headroom(deployment, seen);
             if left < 0.0 {
                 return Some(index);
             }
         }
         last
     }
+}
 
-    /// The eligible deployment whose room comes soonest (the first listed of equals).
-    fn soonest(&self, eligible: impl Fn(usize, &Deployment) -> bool, rooms: &Rooms) -> Option<usize> {
-        self.deployments
-            .iter()
-            .enumerate()
-            .filter(|(index, deployment)| eligible(*index, deployment))
-            .filter_map(|(index, _)| rooms.get(index).map(|room| (index, room.wait_rank())))
-            .min_by_key(|(_, rank)| *rank)
-            .map(|(index, _)| index)
-    }
+/// The eligible deployment whose room comes soonest (the first listed of equals).
+fn soonest(seen: &[Seen], eligible: impl Fn(usize, &Seen) -> bool) -> Option<usize> {
+    seen.iter()
+        .enumerate()
+        .filter(|(index, seen)| eligible(*index, seen))
+        .min_by_key(|(_, seen)| seen.room.wait_rank())
+        .map(|(index, _)| index)
 }
 
 /// A deployment's weighted headroom; a full one keeps a sliver, so its share
 /// never reaches exactly nothing.
-fn headroom(deployment: &Deployment, room: Room) -> f64 {
-    let in_flight = deployment.health.in_flight();
-    (f64::from(deployment.weight) * room.free() / (1.0 + f64::from(in_flight))).max(1e-6)
+fn headroom(deployment: &Deployment, seen: &Seen) -> f64 {
+    (f64::from(deployment.weight) * seen.room.free() / (1.0 + f64::from(seen.in_flight))).max(1e-6)
 }
 
 /// Weighted rendezvous hashing: each deployment draws a stable number from
@@ -392,7 +419,7 @@ mod tests {
         let _held: Vec<_> = (0..3).map(|_| pool.deployments[0].health.start()).collect();
         let _also: Vec<_> = (0..3).map(|_| pool.deployments[1].health.start()).collect();
         // d0: two waiting on one slot; d1: one waiting on two slots.
-        assert_eq!(pool.deployments[0].room(ONE), Room::Busy { waiting: 2, slots: 1 });
+        assert_eq!(pool.deployments[0].room(ONE, Instant::now()), Room::Busy { waiting: 2, slots: 1 });
         assert_eq!(pool.choose(None, Tried::default(), ONE), Some(1));
         let _more: Vec<_> = (0..4).map(|_| pool.deployments[1].health.start()).collect();
         assert_eq!(pool.choose(None, Tried::default(), ONE), Some(0), "d1 now has 2.5 waiting per slot");

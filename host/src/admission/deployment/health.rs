@@ -130,7 +130,9 @@ impl Health {
 
     /// Cooling down after a slow-down signal.
     pub fn cooling(&self) -> bool {
-        self.cooling_until.load(Ordering::Relaxed) > self.now_ms()
+        // Never cooled: no clock to read (a choice asks this of every deployment).
+        let until = self.cooling_until.load(Ordering::Relaxed);
+        until != 0 && until > self.now_ms()
     }
 
     pub fn consecutive_failures(&self) -> u32 {
