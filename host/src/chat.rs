@@ -4,6 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::answer_cache::{CacheAsk, CacheMark};
 use crate::caller::Caller;
 pub use crate::record::CacheMultipliers;
 use crate::record::{ClientFacts, Route};
@@ -95,6 +96,9 @@ pub struct ChatRequest {
     /// `context_management`, ...): sent to a provider whose component takes
     /// them (`native.support`), dropped with a note for any other.
     pub native: Option<std::sync::Arc<NativeAsk>>,
+    /// What the caller's `cache-control` asked of the answer cache: it can
+    /// skip the lookup or the store, never turn caching on (see [`crate::answer_cache`]).
+    pub cache: CacheAsk,
 }
 
 /// A provider dialect's own request fields, as a caller on that dialect's
@@ -155,6 +159,7 @@ impl ChatRequest {
             route_notes: Vec::new(),
             client: None,
             native: None,
+            cache: CacheAsk::Use,
         }
     }
 
@@ -200,6 +205,9 @@ pub struct Stamp {
     /// The entry the role's fallback stood in for, when the operator's
     /// `fallback` served the call (`model` is the fallback that served).
     pub fallback_from: Option<String>,
+    /// What the answer cache did (`x-weir-cache`); `None` when the entry does
+    /// not cache (or the call failed before its lookup).
+    pub cache: Option<CacheMark>,
 }
 
 /// A normalized answer.

@@ -47,6 +47,7 @@
 
 mod accounting;
 pub mod admission;
+pub mod answer_cache;
 pub mod budget;
 mod call;
 mod caller;

@@ -1,0 +1,159 @@
+//! The call's side of the answer cache (see [`crate::answer_cache`]): where in
+//! the funnel a call looks up and stores, and which answers are worth storing.
+//!
+//! The lookup runs in [`super::run`] after every stage that can refuse the
+//! caller — the key, its model list, the role, the policy, and the budget
+//! hold — so the cache never answers a caller who could not have made the
+//! call. A hit then skips admission and the attempts; its hold is settled
+//! from its record, which bills nothing (no attempt), so it spends nothing.
+//! A miss goes on as any call: held, admitted, sent and settled as before,
+//! and only then stored. Only a complete answer is stored: a stop at the end
+//! of its turn, a stop sequence or a tool call, from first attempts and
+//! retries of upstream signals alone — never a truncated, refused, escalated,
+//! corrected, re-run, failed or cut-off answer.
+
+use std::time::Duration;
+
+use crate::Weir;
+use crate::answer_cache::{CacheAsk, CacheKey, CacheMark, KeyWriter, NotStored, ScopeName, StoredAnswer};
+use crate::chat::ChatRequest;
+use crate::error::WeirError;
+use crate::record::{AttemptReason, AttemptRecord};
+use crate::types::{DecodedResponse, StopReason};
+
+use super::Tally;
+use super::gates::{self, Wire};
+use super::policy::Policy;
+use super::target::Target;
+
+/// A miss the call may store once it has a complete answer.
+#[derive(Debug, Clone)]
+pub(crate) struct ToStore {
+    key: CacheKey,
+    ttl: Duration,
+}
+
+/// Looks the call up when its entry caches: a hit's answer, or `None` (the
+/// call goes on). Sets the stamp's mark and, for a miss the caller lets be
+/// stored, what to store under.
+pub(super) async fn look_up(
+    weir: &Weir,
+    target: &Target<'_>,
+    request: &ChatRequest,
+    policy: &Policy,
+    tally: &mut Tally,
+) -> Result<Option<DecodedResponse>, WeirError> {
+    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return Ok(None) };
+    let mark = if request.cache == CacheAsk::NoStore {
+        CacheMark::Bypass
+    } else {
+        let key = key(target, request, policy)?;
+        tally.to_store = Some(ToStore { key, ttl: caching.ttl });
+        if request.cache == CacheAsk::NoRead {
+            CacheMark::Bypass
+        } else if let Some(StoredAnswer { answer, call_id }) = cache.get(&key).await {
+            tally.to_store = None;
+            tally.cached_from = Some(call_id);
+            tally.cache_mark = Some(CacheMark::Hit);
+            cache.mark(CacheMark::Hit);
+            return Ok(Some(answer));
+        } else {
+            CacheMark::Miss
+        }
+    };
+    tally.cache_mark = Some(mark);
+    cache.mark(mark);
+    Ok(None)
+}
+
+/// The key of the request as it would be sent (see [`crate::answer_cache::KeyWriter`]).
+fn key(target: &Target<'_>, request: &ChatRequest, policy: &Policy) -> Result<CacheKey, WeirError> {
+    let caching = target.model.answer_cache.map(|caching| caching.scope).unwrap_or_default();
+    let scope = ScopeName::of(caching, request.caller.as_ref());
+    let mut writer = KeyWriter::new("chat", &target.model.id, &scope);
+    let mut params = gates::first_params(target, request, Wire { schema: !policy.prompted_schema })?;
+    // The entry, not the deployment: every deployment serves the entry's model.
+    params.wire_model_id.clear();
+    writer.record(&params);
+    writer.record(&request.conversation);
+    writer.record(&(policy.prompted_tools, policy.prompted_schema));
+    writer.record(&target.native);
+    Ok(writer.finish())
+}
+
+/// What to store once the call ends, when its attempts leave its answer
+/// worth storing (see the module's comment): `None` otherwise.
+pub(super) fn pending(tally: &mut Tally) -> Option<ToStore> {
+    let plain = tally.attempt_records.iter().all(plain_attempt);
+    tally.to_store.take().filter(|_| plain)
+}
+
+/// Stores a whole call's `answer` under `to_store`, if it is complete.
+pub(super) async fn store(weir: &Weir, to_store: ToStore, answer: &DecodedResponse, call_id: &str) {
+    if !complete(answer) {
+        return;
+    }
+    let Some(cache) = weir.answer_cache() else { return };
+    let stored = StoredAnswer { answer: answer.clone(), call_id: call_id.to_owned() };
+    match cache.put(to_store.key, stored, to_store.ttl).await {
+        Ok(()) => {}
+        Err(NotStored::TooLarge) => tracing::debug!(call_id, "answer above [cache] max_entry_bytes: not stored"),
+        Err(NotStored::Unencodable) => tracing::debug!(call_id, "answer holds what is never stored: not stored"),
+    }
+}
+
+/// An attempt whose answer is the request's own: a first attempt, a retry
+/// of an upstream signal, or a stream's replay without streaming.
+fn plain_attempt(attempt: &AttemptRecord) -> bool {
+    match attempt.reason {
+        AttemptReason::First | AttemptReason::Retry | AttemptReason::Replay => true,
+        AttemptReason::Escalation | AttemptReason::Correction | AttemptReason::EmptyRerun => false,
+    }
+}
+
+/// A stop that ends a whole answer.
+fn complete(answer: &DecodedResponse) -> bool {
+    let stopped = match answer.stop_reason {
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => true,
+        StopReason::MaxTokens
+        | StopReason::ContentFiltered
+        | StopReason::Pause
+        | StopReason::ContextWindowExceeded
+        | StopReason::Other => false,
+    };
+    stopped && answer.refusal.is_none() && !answer.content.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ContentBlock;
+
+    fn answer(stop_reason: StopReason) -> DecodedResponse {
+        DecodedResponse {
+            content: vec![ContentBlock::Text("a".into())],
+            stop_reason,
+            raw_stop_reason: None,
+            usage: None,
+            refusal: None,
+            served_model: None,
+            request_id: None,
+        }
+    }
+
+    #[test]
+    fn only_a_whole_answer_is_complete() {
+        assert!(complete(&answer(StopReason::EndTurn)));
+        assert!(complete(&answer(StopReason::ToolUse)));
+        assert!(complete(&answer(StopReason::StopSequence)));
+        for cut in [StopReason::MaxTokens, StopReason::ContentFiltered, StopReason::Pause, StopReason::Other] {
+            assert!(!complete(&answer(cut)), "{cut:?}");
+        }
+        let mut empty = answer(StopReason::EndTurn);
+        empty.content.clear();
+        assert!(!complete(&empty));
+        let mut refused = answer(StopReason::EndTurn);
+        refused.refusal = Some(crate::types::Refusal { category: None, explanation: None });
+        assert!(!complete(&refused));
+    }
+}
