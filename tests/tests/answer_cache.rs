@@ -1,0 +1,461 @@
+//! The answer cache (issue 51) through the real gateway binary: callers with
+//! keys, the fake OpenAI upstream (its echo answers each request from its
+//! last user turn, with usage), and the ledger. Each test asserts how many
+//! requests reached the upstream and what the ledger recorded.
+
+// Test code: a failed step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use weir_tests::{FakeUpstream, Gateway, Posted, RedisServer, closed_records, openai_wire};
+
+const ANA: &str = "sk-weir-ana-1";
+const ANA_OTHER_KEY: &str = "sk-weir-ana-2";
+const BOB: &str = "sk-weir-bob-1";
+
+fn hash(token: &str) -> String {
+    weir_host::identity::hash_of(token)
+}
+
+/// Entry `cached` (caching for 300 s, `cached_fields` added), entry `plain`
+/// (no caching), members `ana` (two keys) and `bob` (admin, for `/metrics`),
+/// `[cache]` with `cache_fields`, and `tail` (budgets, `[fleet]`, the ledger).
+fn config(upstream: &FakeUpstream, cached_fields: &str, cache_fields: &str, tail: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "cached"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{url}"
+max_output_tokens = 4000
+context_window = 100000
+input_price = 2.0
+output_price = 8.0
+max_retries = 0
+cache_ttl_secs = 300
+{cached_fields}
+
+[[model]]
+id = "plain"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{url}"
+max_output_tokens = 4000
+context_window = 100000
+max_retries = 0
+
+[[key]]
+id = "k1"
+member = "ana"
+team = "search"
+hash = "{ana}"
+
+[[key]]
+id = "k2"
+member = "ana"
+team = "search"
+hash = "{ana2}"
+
+[[key]]
+id = "k3"
+member = "bob"
+team = "search"
+hash = "{bob}"
+admin = true
+
+[cache]
+{cache_fields}
+
+{tail}
+"#,
+        url = upstream.base_url(),
+        ana = hash(ANA),
+        ana2 = hash(ANA_OTHER_KEY),
+        bob = hash(BOB),
+    )
+}
+
+fn ledger_table(dir: &tempfile::TempDir) -> String {
+    format!("[ledger]\npath = {:?}\n", ledger_path(dir).to_str().unwrap())
+}
+
+fn ledger_path(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("ledger.db")
+}
+
+fn ask(model: &str, text: &str) -> Value {
+    json!({"model": model, "max_tokens": 200, "messages": [{"role": "user", "content": text}]})
+}
+
+async fn post(gateway: &Gateway, token: &str, body: &Value, headers: &[(&str, &str)]) -> Posted {
+    let auth = format!("Bearer {token}");
+    let mut all = vec![("authorization", auth.as_str())];
+    all.extend_from_slice(headers);
+    gateway.post_json("/v1/chat/completions", body, &all).await
+}
+
+fn mark(posted: &Posted) -> Option<&str> {
+    posted.headers.get("x-weir-cache").map(|value| value.to_str().unwrap())
+}
+
+fn call_id(posted: &Posted) -> &str {
+    posted.headers.get("x-weir-call-id").unwrap().to_str().unwrap()
+}
+
+fn text(posted: &Posted) -> &str {
+    posted.body["choices"][0]["message"]["content"].as_str().unwrap_or_else(|| panic!("no text in {}", posted.body))
+}
+
+/// The record whose call id is `id`.
+fn record<'a>(records: &'a [Value], id: &str) -> &'a Value {
+    records.iter().find(|record| record["call_id"] == id).unwrap_or_else(|| panic!("no record {id}"))
+}
+
+fn total_tokens(record: &Value) -> u64 {
+    let usage = &record["usage"];
+    ["input", "output", "cache_read", "cache_write"].iter().map(|kind| usage[kind].as_u64().unwrap()).sum()
+}
+
+/// Identical calls from one member (by either of its keys) reach the upstream
+/// once; the same body from another member is its own miss. The hit's record
+/// is marked, names the call that paid, and bills nothing.
+#[tokio::test]
+async fn identical_calls_from_one_member_reach_the_upstream_once_and_never_cross_members() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(&config(&upstream, "", "", &ledger_table(&dir))).await;
+    let body = ask("cached", "What is the capital of France?");
+
+    let first = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(mark(&first), Some("miss"));
+    let again = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(mark(&again), Some("hit"));
+    assert_eq!(again.headers.get("x-weir-attempts").unwrap(), "0");
+    assert_eq!(text(&again), text(&first));
+    assert_eq!(again.body["usage"], first.body["usage"], "the answer as it was, usage included");
+    let other_key = post(&gateway, ANA_OTHER_KEY, &body, &[]).await;
+    assert_eq!(mark(&other_key), Some("hit"), "the member's scope covers its keys");
+    assert_eq!(upstream.request_count(), 1);
+
+    let bob = post(&gateway, BOB, &body, &[]).await;
+    assert_eq!(bob.status, 200, "{}", bob.body);
+    assert_eq!(mark(&bob), Some("miss"), "another member never reads ana's answer");
+    assert_eq!(upstream.request_count(), 2);
+
+    let records = closed_records(&ledger_path(&dir));
+    let paid = record(&records, call_id(&first));
+    assert!(paid.get("cached").is_none(), "{paid}");
+    assert!(total_tokens(paid) > 0);
+    for hit in [&again, &other_key] {
+        let row = record(&records, call_id(hit));
+        assert_eq!(row["cached"], true, "{row}");
+        assert_eq!(row["cached_from"], call_id(&first));
+        assert_eq!(row["category"], "ok");
+        assert_eq!(row["operation"], "chat");
+        assert_eq!(row["member"], "ana");
+        assert_eq!(row["attempts"].as_array().unwrap().len(), 0, "no attempt, no admission");
+        assert_eq!(total_tokens(row), 0);
+        assert_eq!(row["cost_usd"], 0.0);
+    }
+    assert_eq!(record(&records, call_id(&other_key))["key_id"], "k2");
+    assert!(record(&records, call_id(&bob)).get("cached").is_none());
+}
+
+/// `cache-control: no-store` neither reads nor stores; `no-cache` skips the
+/// read and still stores the answer.
+#[tokio::test]
+async fn no_store_skips_both_and_no_cache_skips_only_the_read() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&config(&upstream, "", "", "[ledger]\nenabled = false\n")).await;
+    let first = ask("cached", "first question");
+    let second = ask("cached", "second question");
+
+    let unstored = post(&gateway, ANA, &first, &[("cache-control", "no-store")]).await;
+    assert_eq!(unstored.status, 200, "{}", unstored.body);
+    assert_eq!(mark(&unstored), Some("bypass"));
+    let after = post(&gateway, ANA, &first, &[]).await;
+    assert_eq!(mark(&after), Some("miss"), "no-store stored nothing");
+    assert_eq!(upstream.request_count(), 2);
+    let stored_anyway = post(&gateway, ANA, &first, &[("cache-control", "no-store")]).await;
+    assert_eq!(mark(&stored_anyway), Some("bypass"), "no-store does not read what is there");
+    assert_eq!(upstream.request_count(), 3);
+
+    let fresh = post(&gateway, ANA, &second, &[("cache-control", "max-age=0, no-cache")]).await;
+    assert_eq!(mark(&fresh), Some("bypass"));
+    assert_eq!(upstream.request_count(), 4);
+    let hit = post(&gateway, ANA, &second, &[]).await;
+    assert_eq!(mark(&hit), Some("hit"), "no-cache still stored its answer");
+    assert_eq!(upstream.request_count(), 4);
+    let refreshed = post(&gateway, ANA, &second, &[("cache-control", "no-cache")]).await;
+    assert_eq!(mark(&refreshed), Some("bypass"));
+    assert_eq!(upstream.request_count(), 5, "no-cache skips the read");
+}
+
+/// An entry without `cache_ttl_secs` never caches, whatever the caller's
+/// `cache-control` says; its answers carry no `x-weir-cache`.
+#[tokio::test]
+async fn an_entry_without_caching_never_caches_whatever_the_caller_asks() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(&config(&upstream, "", "", &ledger_table(&dir))).await;
+    let body = ask("plain", "same question");
+    for headers in [&[][..], &[("cache-control", "max-age=3600")][..], &[("cache-control", "only-if-cached")][..]] {
+        let answer = post(&gateway, ANA, &body, headers).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(mark(&answer), None);
+    }
+    assert_eq!(upstream.request_count(), 3);
+    let records = closed_records(&ledger_path(&dir));
+    assert_eq!(records.len(), 3);
+    assert!(records.iter().all(|record| record.get("cached").is_none() && total_tokens(record) > 0));
+}
+
+/// A failed, a refused, a truncated and an oversize answer are not stored:
+/// the same request goes upstream again.
+#[tokio::test]
+async fn a_failed_refused_truncated_or_oversize_answer_is_not_stored() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(&config(&upstream, "", "max_entry_bytes = 600", &ledger_table(&dir))).await;
+
+    let body = ask("cached", "fails first");
+    upstream.push(openai_wire::server_error());
+    let failed = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(failed.status, 502, "{}", failed.body);
+    assert_eq!(mark(&failed), Some("miss"));
+    let retried = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!((retried.status, mark(&retried)), (200, Some("miss")), "{}", retried.body);
+    assert_eq!(upstream.request_count(), 2);
+
+    let body = ask("cached", "refused first");
+    upstream.push(openai_wire::content_filtered("no"));
+    let refused = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(mark(&post(&gateway, ANA, &body, &[]).await), Some("miss"));
+    assert_eq!(upstream.request_count(), 4);
+
+    let body = ask("cached", "truncated first");
+    upstream.push(openai_wire::length_truncated("cut sh"));
+    let cut = post(&gateway, ANA, &body, &[("x-weir-truncation", "accept")]).await;
+    assert_eq!(cut.status, 200, "{}", cut.body);
+    assert_eq!(cut.body["choices"][0]["finish_reason"], "length");
+    assert_eq!(mark(&post(&gateway, ANA, &body, &[]).await), Some("miss"), "a truncated answer is not stored");
+    assert_eq!(upstream.request_count(), 6);
+
+    let body = ask("cached", "long answer");
+    upstream.push(openai_wire::completion(&"word ".repeat(200)));
+    let long = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!((long.status, mark(&long)), (200, Some("miss")), "{}", long.body);
+    assert_eq!(mark(&post(&gateway, ANA, &body, &[]).await), Some("miss"), "above max_entry_bytes: not stored");
+    assert_eq!(upstream.request_count(), 8);
+
+    let records = closed_records(&ledger_path(&dir));
+    assert!(records.iter().all(|record| record.get("cached").is_none()), "no hit at all");
+}
+
+/// A whole call stores the neutral answer; the same request streamed is a hit
+/// replayed as chunks, with the usage chunk and `[DONE]`.
+#[tokio::test]
+async fn a_whole_answer_serves_the_same_request_streamed() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = Gateway::start(&config(&upstream, "", "", "[ledger]\nenabled = false\n")).await;
+    let body = ask("cached", "stream me later");
+    let whole = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(mark(&whole), Some("miss"));
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let response = reqwest::Client::new()
+        .post(gateway.url("/v1/chat/completions"))
+        .bearer_auth(ANA)
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers().get("x-weir-cache").unwrap(), "hit");
+    let sse = response.text().await.unwrap();
+    let chunks: Vec<Value> = sse
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let replayed: String =
+        chunks.iter().filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str()).collect::<String>();
+    assert_eq!(replayed, text(&whole));
+    assert_eq!(chunks.last().unwrap()["usage"], whole.body["usage"], "the usage chunk closes the stream");
+    assert!(sse.trim_end().ends_with("data: [DONE]"), "{sse}");
+    assert_eq!(upstream.request_count(), 1);
+}
+
+/// A stream served from the cache parses in the official `openai` and
+/// `anthropic` clients: each client's second run is a hit (one upstream
+/// request each) with the same text and usage as its first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_from_the_cache_parses_in_the_official_clients() {
+    let upstream = FakeUpstream::start().await;
+    let toml = format!(
+        r#"
+allow_unauthenticated = true
+
+[[model]]
+id = "cached"
+provider = "openai-compatible"
+endpoint = "{url}"
+max_output_tokens = 4000
+context_window = 100000
+output_tokens = 500
+cache_ttl_secs = 60
+
+[cache]
+
+[ledger]
+enabled = false
+"#,
+        url = upstream.base_url()
+    );
+    let gateway = Gateway::start(&toml).await;
+    let base = gateway.url("/v1");
+    let first = weir_tests::python::run_openai_client(&base, "cached", "stream");
+    assert_eq!(upstream.request_count(), 1);
+    let second = weir_tests::python::run_openai_client(&base, "cached", "stream");
+    assert_eq!(upstream.request_count(), 1, "the second stream came from the cache");
+    assert_eq!(second[0]["text"], first[0]["text"]);
+    assert!(second[0]["usage"].is_object(), "{}", second[0]);
+    assert_eq!(second[0]["usage"], first[0]["usage"]);
+
+    let root = gateway.url("");
+    let first = weir_tests::python::run_anthropic_client(&root, "cached", "stream");
+    assert_eq!(upstream.request_count(), 2);
+    let second = weir_tests::python::run_anthropic_client(&root, "cached", "stream");
+    assert_eq!(upstream.request_count(), 2, "the second stream came from the cache");
+    assert_eq!(second[0]["text"], first[0]["text"]);
+    assert_eq!(second[0]["usage"], first[0]["usage"]);
+
+    let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
+    let count = |name: &str| -> f64 {
+        let line = metrics.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(count("weir_answer_cache_hits_total"), 2.0);
+    assert_eq!(count("weir_answer_cache_misses_total"), 2.0);
+    assert!(count("weir_answer_cache_stored_bytes_total") > 0.0);
+}
+
+/// A member's budget after hits: a hit spends nothing (the ledger's usage
+/// and the member's spend count the misses only), and a caller whose budget
+/// cannot hold the call's worst case gets no hit either: the cache never
+/// answers a caller who could not have made the call.
+#[tokio::test]
+async fn hits_spend_no_budget_and_a_caller_over_budget_gets_no_hit() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let tail = format!("[member.ana]\ndaily_tokens = 2500\n\n{}", ledger_table(&dir));
+    let gateway = Gateway::start(&config(&upstream, "", "", &tail)).await;
+    let budgeted =
+        |text: &str| json!({"model": "cached", "max_tokens": 1000, "messages": [{"role": "user", "content": text}]});
+    let (first_body, second_body) = (budgeted("first"), budgeted("second"));
+
+    upstream.push(openai_wire::completion_with_usage("Hello", 10, 990, 0, 0));
+    let first = post(&gateway, ANA, &first_body, &[]).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    let mut hits = Vec::new();
+    for _ in 0..3 {
+        let hit = post(&gateway, ANA, &first_body, &[]).await;
+        assert_eq!((hit.status, mark(&hit)), (200, Some("hit")), "{}", hit.body);
+        hits.push(hit);
+    }
+    // Had the hits spent, 4 000 tokens would be gone and this refused.
+    upstream.push(openai_wire::completion_with_usage("Hello again", 10, 990, 0, 0));
+    let second = post(&gateway, ANA, &second_body, &[]).await;
+    assert_eq!((second.status, mark(&second)), (200, Some("miss")), "{}", second.body);
+    assert_eq!(upstream.request_count(), 2);
+
+    // 500 tokens left: less than the call's worst case, so no hit.
+    let refused = post(&gateway, ANA, &first_body, &[]).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "budget_exhausted");
+    assert_eq!(mark(&refused), None, "refused before the lookup");
+    assert_eq!(upstream.request_count(), 2);
+
+    let records = closed_records(&ledger_path(&dir));
+    let spent: u64 = records.iter().map(total_tokens).sum();
+    assert_eq!(spent, 2000, "only the two misses spent");
+    for hit in &hits {
+        let row = record(&records, call_id(hit));
+        assert_eq!((row["cached"].as_bool(), total_tokens(row)), (Some(true), 0), "{row}");
+    }
+    assert_eq!(record(&records, call_id(&refused))["category"], "budget_exhausted");
+}
+
+/// Three gateways sharing one Redis share a hit. A value damaged in Redis is
+/// a miss (answered, counted), and Redis going away is a miss too, never a
+/// failed call: the answer is then kept in the gateway's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_with_redis_share_a_hit_and_survive_a_bad_or_absent_redis() {
+    let mut redis = RedisServer::start().await;
+    let upstream = FakeUpstream::start().await;
+    let fleet = format!(
+        "[ledger]\nenabled = false\n\n[fleet]\nredis_url = \"{}\"\non_shared_error = \"local\"\nfleet_size = 3\n",
+        redis.url()
+    );
+    let toml = config(&upstream, "", "", &fleet);
+    let gateways = [Gateway::start(&toml).await, Gateway::start(&toml).await, Gateway::start(&toml).await];
+    let body = ask("cached", "shared question");
+
+    let first = post(&gateways[0], ANA, &body, &[]).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    for gateway in &gateways[1..] {
+        let hit = post(gateway, ANA, &body, &[]).await;
+        assert_eq!((hit.status, mark(&hit)), (200, Some("hit")), "{}", hit.body);
+        assert_eq!(text(&hit), text(&first));
+    }
+    assert_eq!(upstream.request_count(), 1, "three gateways, one upstream request");
+    let bob = post(&gateways[2], BOB, &body, &[]).await;
+    assert_eq!(mark(&bob), Some("miss"), "no member reads another's answer through Redis either");
+    assert_eq!(upstream.request_count(), 2);
+
+    // Damage ana's value: gateway 1 (which holds nothing in memory) misses.
+    let mut connection = redis.connection().await;
+    let keys: Vec<String> = redis::cmd("KEYS").arg("weir:answer:*").query_async(&mut connection).await.unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in &keys {
+        let () = redis::cmd("SET").arg(key).arg("not an answer").query_async(&mut connection).await.unwrap();
+    }
+    let damaged = post(&gateways[1], ANA, &body, &[]).await;
+    assert_eq!((damaged.status, mark(&damaged)), (200, Some("miss")), "{}", damaged.body);
+    assert_eq!(upstream.request_count(), 3);
+    let metrics = reqwest::Client::new()
+        .get(gateways[1].url("/metrics"))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let failures = metrics.lines().find(|line| line.starts_with("weir_answer_cache_shared_failures_total")).unwrap();
+    assert_eq!(failures.rsplit(' ').next().unwrap(), "1", "{failures}");
+    // The miss stored a good value again, which the others read.
+    let healed = post(&gateways[2], ANA, &body, &[]).await;
+    assert_eq!(mark(&healed), Some("hit"));
+    assert_eq!(upstream.request_count(), 3);
+
+    // Redis gone: a miss, answered; kept in the gateway's memory.
+    redis.stop();
+    let body = ask("cached", "asked while redis is down");
+    let without = post(&gateways[2], ANA, &body, &[]).await;
+    assert_eq!((without.status, mark(&without)), (200, Some("miss")), "{}", without.body);
+    let from_memory = post(&gateways[2], ANA, &body, &[]).await;
+    assert_eq!((from_memory.status, mark(&from_memory)), (200, Some("hit")), "{}", from_memory.body);
+    let elsewhere = post(&gateways[0], ANA, &body, &[]).await;
+    assert_eq!((elsewhere.status, mark(&elsewhere)), (200, Some("miss")), "{}", elsewhere.body);
+    assert_eq!(upstream.request_count(), 5);
+}
