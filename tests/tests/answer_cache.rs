@@ -459,3 +459,62 @@ async fn three_gateways_with_redis_share_a_hit_and_survive_a_bad_or_absent_redis
     assert_eq!((elsewhere.status, mark(&elsewhere)), (200, Some("miss")), "{}", elsewhere.body);
     assert_eq!(upstream.request_count(), 5);
 }
+
+/// Embeddings are cached per input: a batch of ten with three already
+/// embedded sends only the seven others (in batches of four), and the answer
+/// keeps the input order; the same ten again send nothing, and that call's
+/// record is a hit that billed nothing.
+#[tokio::test]
+async fn embeddings_with_a_partial_hit_send_only_the_misses_and_keep_the_order() {
+    use weir_tests::fake_upstream::fake_embedding;
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let entry = openai_wire::embeddings_config(&upstream.base_url(), 64)
+        .replace("embedding_dimensions = 64", "embedding_dimensions = 64\nmax_batch = 4\ncache_ttl_secs = 60");
+    let toml = format!("{entry}\n[cache]\n\n{}", ledger_table(&dir));
+    let gateway = Gateway::start(&toml).await;
+    let inputs: Vec<String> = (0..10).map(|i| format!("passage number {i} about rivers")).collect();
+    let embeddings = |upstream: &FakeUpstream| -> Vec<Value> {
+        upstream.received().into_iter().filter(|r| r.path == "/v1/embeddings").map(|r| r.json()).collect()
+    };
+
+    let some: Vec<&String> = [2, 5, 8].iter().map(|i| &inputs[*i]).collect();
+    let first = gateway.post_json("/v1/embeddings", &json!({"model": "embed", "input": some}), &[]).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    assert_eq!(embeddings(&upstream).len(), 1);
+
+    let all = gateway.post_json("/v1/embeddings", &json!({"model": "embed", "input": inputs}), &[]).await;
+    assert_eq!((all.status, mark(&all)), (200, Some("miss")), "{}", all.body);
+    let sent = embeddings(&upstream);
+    assert_eq!(sent.len(), 3, "seven misses in batches of four");
+    let mut texts: Vec<String> = sent[1..]
+        .iter()
+        .flat_map(|body| body["input"].as_array().unwrap().clone())
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    texts.sort();
+    let mut misses: Vec<String> =
+        inputs.iter().enumerate().filter(|(i, _)| ![2, 5, 8].contains(i)).map(|(_, t)| t.clone()).collect();
+    misses.sort();
+    assert_eq!(texts, misses, "only the inputs not cached were sent");
+    let vectors = openai_wire::embedding_vectors(&all.body);
+    assert_eq!(vectors.len(), 10);
+    for (vector, text) in vectors.iter().zip(&inputs) {
+        let want = fake_embedding(text, 64);
+        assert!(vector.iter().zip(&want).all(|(got, want)| (got - want).abs() < 1e-5), "{text}: order kept");
+    }
+    let miss_tokens: u64 = misses.iter().map(|text| openai_wire::approx_tokens(text)).sum();
+    assert_eq!(all.body["usage"]["prompt_tokens"], miss_tokens, "only what was sent is billed");
+
+    let again = gateway.post_json("/v1/embeddings", &json!({"model": "embed", "input": inputs}), &[]).await;
+    assert_eq!((again.status, mark(&again)), (200, Some("hit")), "{}", again.body);
+    assert_eq!(openai_wire::embedding_vectors(&again.body), vectors);
+    assert_eq!(embeddings(&upstream).len(), 3, "every input cached: nothing sent");
+
+    let records = closed_records(&ledger_path(&dir));
+    let hit = record(&records, call_id(&again));
+    assert_eq!((hit["cached"].as_bool(), hit["operation"].as_str()), (Some(true), Some("embeddings")), "{hit}");
+    assert_eq!(hit["cached_from"], call_id(&all), "the last call that embedded is named");
+    assert_eq!((hit["attempts"].as_array().unwrap().len(), total_tokens(hit)), (0, 0));
+    assert!(record(&records, call_id(&all)).get("cached").is_none());
+}

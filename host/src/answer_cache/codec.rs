@@ -15,6 +15,31 @@ pub struct StoredAnswer {
     pub call_id: String,
 }
 
+/// An embedding's vector as stored (one per input text), and the call that
+/// paid for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVector {
+    pub vector: Vec<f32>,
+    pub call_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct VectorWire {
+    call_id: String,
+    vector: Vec<f32>,
+}
+
+/// A vector as bytes.
+pub fn encode_vector(stored: &StoredVector) -> Option<Vec<u8>> {
+    serde_json::to_vec(&VectorWire { call_id: stored.call_id.clone(), vector: stored.vector.clone() }).ok()
+}
+
+/// Bytes [`encode_vector`] wrote, back as the vector.
+pub fn decode_vector(bytes: &[u8]) -> Result<StoredVector, DecodeError> {
+    let wire: VectorWire = serde_json::from_slice(bytes)?;
+    Ok(StoredVector { vector: wire.vector, call_id: wire.call_id })
+}
+
 /// Why stored bytes could not be read back (a value another version wrote,
 /// or one damaged in Redis): the lookup is a miss.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +210,13 @@ mod tests {
             is_error: false,
         }));
         assert!(encode(&odd).is_none());
+    }
+
+    #[test]
+    fn a_vector_comes_back_as_it_was_stored() {
+        let stored = StoredVector { vector: vec![0.25, -1.0, 3.5e-8], call_id: "c2".into() };
+        assert_eq!(decode_vector(&encode_vector(&stored).unwrap()).unwrap(), stored);
+        assert!(decode_vector(&encode(&answer()).unwrap()).is_err(), "an answer is not a vector");
     }
 
     #[test]

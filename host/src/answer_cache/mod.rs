@@ -22,7 +22,7 @@ mod shared;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use codec::StoredAnswer;
+pub use codec::{StoredAnswer, StoredVector};
 pub use key::{CacheKey, KeyWriter, ScopeName};
 
 use crate::config::{AnswerCacheSettings, CacheScope, FleetSettings};
@@ -90,9 +90,15 @@ pub trait AnswerCacheMeter: Send + Sync {
     fn shared_failed(&self);
 }
 
-/// One stored answer in memory.
+/// What memory holds under a key: a chat answer or an input's vector.
+enum Value {
+    Answer(StoredAnswer),
+    Vector(StoredVector),
+}
+
+/// One stored value in memory.
 struct Held {
-    answer: StoredAnswer,
+    value: Value,
     /// The weight moka bounds the memory by (the encoded size and the key).
     bytes: u32,
     ttl: Duration,
@@ -161,10 +167,29 @@ impl AnswerCache {
     /// failure or a value that does not decode is a miss (logged, counted).
     pub async fn get(&self, key: &CacheKey) -> Option<StoredAnswer> {
         if let Some(held) = self.memory.get(key) {
-            return Some(held.answer.clone());
+            return match &held.value {
+                Value::Answer(answer) => Some(answer.clone()),
+                Value::Vector(_) => None,
+            };
         }
-        let shared = self.shared.as_ref()?;
-        match shared.get(key).await {
+        let found = self.shared.as_ref()?.get(key).await;
+        self.shared_found(found)
+    }
+
+    /// The vector stored under `key`, as [`Self::get`] finds an answer.
+    pub async fn get_vector(&self, key: &CacheKey) -> Option<StoredVector> {
+        if let Some(held) = self.memory.get(key) {
+            return match &held.value {
+                Value::Vector(vector) => Some(vector.clone()),
+                Value::Answer(_) => None,
+            };
+        }
+        let found = self.shared.as_ref()?.get_vector(key).await;
+        self.shared_found(found)
+    }
+
+    fn shared_found<T>(&self, found: Result<Option<T>, shared::SharedError>) -> Option<T> {
+        match found {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(%error, "the answer cache's Redis lookup failed: a miss");
@@ -178,12 +203,22 @@ impl AnswerCache {
     /// bounded by its timeout; a failure is logged and counted, never the call's).
     pub async fn put(&self, key: CacheKey, answer: StoredAnswer, ttl: Duration) -> Result<(), NotStored> {
         let json = codec::encode(&answer).ok_or(NotStored::Unencodable)?;
+        self.put_encoded(key, Value::Answer(answer), json, ttl).await
+    }
+
+    /// Stores one input's `vector` under `key` for `ttl`, as [`Self::put`].
+    pub async fn put_vector(&self, key: CacheKey, vector: StoredVector, ttl: Duration) -> Result<(), NotStored> {
+        let json = codec::encode_vector(&vector).ok_or(NotStored::Unencodable)?;
+        self.put_encoded(key, Value::Vector(vector), json, ttl).await
+    }
+
+    async fn put_encoded(&self, key: CacheKey, value: Value, json: Vec<u8>, ttl: Duration) -> Result<(), NotStored> {
         let bytes = json.len() as u64 + std::mem::size_of::<CacheKey>() as u64;
         if bytes > self.max_entry_bytes {
             return Err(NotStored::TooLarge);
         }
         let weight = u32::try_from(bytes).map_err(|_| NotStored::TooLarge)?;
-        self.memory.insert(key, Arc::new(Held { answer, bytes: weight, ttl }));
+        self.memory.insert(key, Arc::new(Held { value, bytes: weight, ttl }));
         if let Some(meter) = &self.meter {
             meter.stored(bytes);
         }
@@ -198,8 +233,15 @@ impl AnswerCache {
 
     /// Counts a lookup's mark.
     pub fn mark(&self, mark: CacheMark) {
+        self.mark_many(mark, 1);
+    }
+
+    /// Counts `count` lookups of one mark (an embeddings call's inputs).
+    pub fn mark_many(&self, mark: CacheMark, count: usize) {
         if let Some(meter) = &self.meter {
-            meter.looked_up(mark);
+            for _ in 0..count {
+                meter.looked_up(mark);
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
-use super::codec::{self, StoredAnswer};
+use super::codec::{self, StoredAnswer, StoredVector};
 use super::key::CacheKey;
 use crate::redact::redacted;
 
@@ -74,13 +74,24 @@ impl SharedAnswers {
 
     /// The answer under `key`: `Ok(None)` when there is none.
     pub async fn get(&self, key: &CacheKey) -> Result<Option<StoredAnswer>, SharedError> {
+        let Some(json) = self.get_bytes(key).await? else { return Ok(None) };
+        Ok(Some(codec::decode(&json)?))
+    }
+
+    /// The vector under `key`: `Ok(None)` when there is none.
+    pub async fn get_vector(&self, key: &CacheKey) -> Result<Option<StoredVector>, SharedError> {
+        let Some(json) = self.get_bytes(key).await? else { return Ok(None) };
+        Ok(Some(codec::decode_vector(&json)?))
+    }
+
+    /// The decompressed value under `key`.
+    async fn get_bytes(&self, key: &CacheKey) -> Result<Option<Vec<u8>>, SharedError> {
         let name = self.redis_key(key);
         let bytes: Option<Vec<u8>> = self
             .run(|mut connection| async move { redis::cmd("GET").arg(name).query_async(&mut connection).await })
             .await?;
         let Some(bytes) = bytes else { return Ok(None) };
-        let json = lz4_flex::block::decompress_size_prepended(&bytes)?;
-        Ok(Some(codec::decode(&json)?))
+        Ok(Some(lz4_flex::block::decompress_size_prepended(&bytes)?))
     }
 
     /// Stores `json` (an encoded answer) under `key` for `ttl`.

@@ -102,6 +102,104 @@ pub(super) async fn store(weir: &Weir, to_store: ToStore, answer: &DecodedRespon
     }
 }
 
+/// An embeddings call's lookups, one per input: the vectors found, and
+/// where to store the others once embedded.
+pub(super) struct InputLookups {
+    keys: Vec<CacheKey>,
+    pub found: Vec<Option<Vec<f32>>>,
+    ttl: Duration,
+}
+
+impl InputLookups {
+    /// The positions of the inputs that must be sent, in input order.
+    pub fn misses(&self) -> Vec<usize> {
+        self.found.iter().enumerate().filter(|(_, found)| found.is_none()).map(|(index, _)| index).collect()
+    }
+}
+
+/// Looks up each input of an embeddings call whose entry caches: keyed by the
+/// entry, the scope, the wire parameters (the deployment's wire id left out),
+/// the width the vectors leave at, and the text. `None` when the entry does
+/// not cache. The stamp's mark: `hit` when every input was found, `miss` when
+/// any was not, `bypass` when the caller's `cache-control` skipped the lookup.
+pub(super) async fn look_up_inputs(
+    weir: &Weir,
+    target: &Target<'_>,
+    request: &crate::retrieval::EmbedRequest,
+    params: &crate::types::EmbeddingParams,
+    width: u32,
+    tally: &mut Tally,
+) -> Option<InputLookups> {
+    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return None };
+    let inputs = request.inputs.len();
+    if request.cache == CacheAsk::NoStore {
+        tally.cache_mark = Some(CacheMark::Bypass);
+        cache.mark_many(CacheMark::Bypass, inputs);
+        return None;
+    }
+    let scope = ScopeName::of(caching.scope, request.caller.as_ref());
+    let mut wire = params.clone();
+    wire.wire_model_id.clear();
+    let keys: Vec<CacheKey> = request
+        .inputs
+        .iter()
+        .map(|text| {
+            let mut writer = KeyWriter::new("embeddings", &target.model.id, &scope);
+            writer.record(&wire);
+            writer.record(&width);
+            writer.part(text);
+            writer.finish()
+        })
+        .collect();
+    let mut found = Vec::with_capacity(inputs);
+    let mut origin = None;
+    for key in &keys {
+        let vector = match request.cache {
+            CacheAsk::Use => cache.get_vector(key).await,
+            CacheAsk::NoRead | CacheAsk::NoStore => None,
+        };
+        if let Some(stored) = vector {
+            origin.get_or_insert(stored.call_id);
+            found.push(Some(stored.vector));
+        } else {
+            found.push(None);
+        }
+    }
+    let hits = found.iter().filter(|found| found.is_some()).count();
+    let mark = match request.cache {
+        CacheAsk::NoRead | CacheAsk::NoStore => CacheMark::Bypass,
+        CacheAsk::Use if hits == inputs => CacheMark::Hit,
+        CacheAsk::Use => CacheMark::Miss,
+    };
+    let unfound = if request.cache == CacheAsk::Use { CacheMark::Miss } else { CacheMark::Bypass };
+    cache.mark_many(CacheMark::Hit, hits);
+    cache.mark_many(unfound, inputs - hits);
+    tally.cache_mark = Some(mark);
+    if mark == CacheMark::Hit {
+        tally.cached_from = origin;
+    }
+    Some(InputLookups { keys, found, ttl: caching.ttl })
+}
+
+/// Stores the vectors the call embedded (`embedded[i]` is input
+/// `misses[i]`'s), once the whole call succeeded.
+pub(super) async fn store_inputs(
+    weir: &Weir,
+    lookups: &InputLookups,
+    misses: &[usize],
+    embedded: &[Vec<f32>],
+    call_id: &str,
+) {
+    let Some(cache) = weir.answer_cache() else { return };
+    for (index, vector) in misses.iter().zip(embedded) {
+        let Some(key) = lookups.keys.get(*index) else { continue };
+        let stored = crate::answer_cache::StoredVector { vector: vector.clone(), call_id: call_id.to_owned() };
+        if let Err(reason) = cache.put_vector(*key, stored, lookups.ttl).await {
+            tracing::debug!(call_id, ?reason, "an input's vector was not stored");
+        }
+    }
+}
+
 /// An attempt whose answer is the request's own: a first attempt, a retry
 /// of an upstream signal, or a stream's replay without streaming.
 fn plain_attempt(attempt: &AttemptRecord) -> bool {

@@ -153,11 +153,31 @@ async fn run_embed(
         purpose: request.purpose,
         dimensions: target.model.embedding_dimensions,
     };
-    let plan =
-        Plan { target: &target, params, deadline, lane, max_retries: request.max_retries, started: tally.started };
-    let per_request = batch_size(&target)?;
-    let batches = send_batches(&plan, &request.inputs, &estimates, per_request, tally).await?;
-    assemble(&target, batches, width, tally)
+    // Only the inputs the answer cache has no vector for are sent (see `answer_cache`).
+    let lookups = super::answer_cache::look_up_inputs(weir, &target, request, &params, width, tally).await;
+    let misses = lookups.as_ref().map_or_else(|| (0..request.inputs.len()).collect(), |found| found.misses());
+    let embedded = if misses.is_empty() {
+        Embedded { vectors: Vec::new(), width, input_tokens: 0, estimated: false, served_model: None }
+    } else {
+        let plan =
+            Plan { target: &target, params, deadline, lane, max_retries: request.max_retries, started: tally.started };
+        let per_request = batch_size(&target)?;
+        let inputs: Vec<String> = misses.iter().map(|index| request.inputs[*index].clone()).collect();
+        let estimates: Vec<u64> = misses.iter().map(|index| estimates[*index]).collect();
+        let batches = send_batches(&plan, &inputs, &estimates, per_request, tally).await?;
+        assemble(&target, batches, width, tally)?
+    };
+    let Some(lookups) = lookups else { return Ok(embedded) };
+    super::answer_cache::store_inputs(weir, &lookups, &misses, &embedded.vectors, opening.call_id()).await;
+    Ok(merged(lookups.found, embedded))
+}
+
+/// The cached vectors and the embedded ones (in the order of the inputs
+/// that were sent), back in input order.
+fn merged(found: Vec<Option<Vec<f32>>>, mut embedded: Embedded) -> Embedded {
+    let mut sent = std::mem::take(&mut embedded.vectors).into_iter();
+    embedded.vectors = found.into_iter().filter_map(|found| found.or_else(|| sent.next())).collect();
+    embedded
 }
 
 /// The width every vector of this entry leaves at: its pinned one, else the

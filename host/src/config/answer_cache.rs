@@ -71,8 +71,8 @@ impl CacheScope {
 
 /// The cache settings read together: an entry's `cache_ttl_secs` needs
 /// `[cache]` and stays within its `max_ttl_secs`; `cache_scope` is read only
-/// beside `cache_ttl_secs`; only chat entries cache (embedding, rerank and
-/// decision entries are not cached by this gateway).
+/// beside `cache_ttl_secs`; only chat and embedding entries cache (rerank and
+/// decision calls are not cached by this gateway).
 pub(super) fn validate(config: &Config) -> Result<(), String> {
     if let Some(cache) = &config.cache {
         if cache.max_bytes == Some(0) || cache.max_ttl_secs == Some(0) || cache.max_entry_bytes == Some(0) {
@@ -103,11 +103,59 @@ pub(super) fn validate(config: &Config) -> Result<(), String> {
                     cache.max_ttl_secs()
                 ));
             }
-            (Some(_), Some(_)) if model.kind != RoleKind::Chat || model.backend.is_some() => {
-                return Err(format!("model `{id}`: `cache_ttl_secs` is read only for chat entries"));
+            (Some(_), Some(_)) if !matches!(model.kind, RoleKind::Chat | RoleKind::Embedding) => {
+                return Err(format!(
+                    "model `{id}`: `cache_ttl_secs` is read only for chat and embedding entries (rerank and decision \
+                     calls are not cached)"
+                ));
             }
             (Some(_), Some(_)) => {}
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    /// One entry (a chat entry unless `entry` names its kind) with `entry`'s
+    /// lines, then `cache`.
+    fn config(entry: &str, cache: &str) -> Result<Config, String> {
+        let output = if entry.contains("kind") { "" } else { "max_output_tokens = 10\n" };
+        let toml = format!(
+            "[[model]]\nid = \"m\"\nprovider = \"openai-compatible\"\nendpoint = \"http://127.0.0.1:1/v1\"\n\
+             {output}context_window = 1000\n{entry}\n{cache}\n"
+        );
+        Config::from_toml(&toml, "test").map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn an_entry_caches_with_its_ttl_and_scope_under_a_cache_table() {
+        let config = config("cache_ttl_secs = 60\ncache_scope = \"team\"", "[cache]\nmax_bytes = 10000000").unwrap();
+        let cache = config.cache.as_ref().unwrap();
+        assert_eq!((cache.max_bytes(), cache.max_ttl_secs()), (10_000_000, super::DEFAULT_MAX_TTL_SECS));
+        let entry = &config.models[0];
+        assert_eq!((entry.cache_ttl_secs, entry.cache_scope), (Some(60), Some(super::CacheScope::Team)));
+        let plain = self::config("", "[cache]").unwrap();
+        assert_eq!(plain.cache.as_ref().unwrap().max_entry_bytes(), super::DEFAULT_MAX_ENTRY_BYTES);
+        assert!(plain.models[0].cache_ttl_secs.is_none());
+    }
+
+    #[test]
+    fn the_cache_settings_are_checked_together_at_load() {
+        let refused = |entry: &str, cache: &str, needle: &str| {
+            let error = config(entry, cache).unwrap_err();
+            assert!(error.contains(needle), "{needle}: {error}");
+        };
+        refused("cache_ttl_secs = 60", "", "needs a `[cache]` table");
+        refused("cache_scope = \"global\"", "[cache]", "read only with `cache_ttl_secs`");
+        refused("cache_ttl_secs = 0", "[cache]", "must be positive");
+        refused("cache_ttl_secs = 100", "[cache]\nmax_ttl_secs = 50", "above `[cache] max_ttl_secs` 50");
+        refused("cache_ttl_secs = 60", "[cache]\nmax_bytes = 0", "must be positive when set");
+        refused("cache_ttl_secs = 60", "[cache]\nmax_bytes = 10\nmax_entry_bytes = 20", "cannot be above");
+        refused("cache_ttl_secs = 60\nkind = \"rerank\"", "[cache]", "read only for chat and embedding");
+        refused("cache_ttl_secs = 60", "[cache]\nsize = 10", "unknown field `size`");
+        refused("cache_ttl_secs = 60\ncache_scope = \"everyone\"", "[cache]", "unknown variant `everyone`");
+    }
 }

@@ -33,6 +33,9 @@ pub struct EmbedRequest {
     pub caller: Option<Caller>,
     pub route: Route,
     pub traceparent: Option<String>,
+    /// What the caller's `cache-control` asked of the answer cache (see
+    /// [`crate::answer_cache`]): each input's vector is looked up and stored apart.
+    pub cache: crate::answer_cache::CacheAsk,
 }
 
 impl EmbedRequest {
@@ -48,6 +51,7 @@ impl EmbedRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            cache: crate::answer_cache::CacheAsk::Use,
         }
     }
 
