@@ -4,7 +4,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::answer_cache::{CacheAsk, CacheMark};
 use crate::caller::Caller;
 pub use crate::record::CacheMultipliers;
 use crate::record::{ClientFacts, Route};
@@ -173,6 +172,40 @@ impl ChatRequest {
     pub fn caller(mut self, caller: Caller) -> Self {
         self.caller = Some(caller);
         self
+    }
+}
+
+/// What the caller's `cache-control` asked of the cache for its call. It can
+/// only narrow what the entry does: a caller never turns caching on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheAsk {
+    /// Read and store as the entry does.
+    #[default]
+    Use,
+    /// `no-cache`: do not answer from the cache; a complete answer is still stored.
+    NoRead,
+    /// `no-store`: neither read nor store.
+    NoStore,
+}
+
+/// What the cache did for a call: the answer's `x-weir-cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMark {
+    /// Answered from the cache.
+    Hit,
+    /// Looked up, not found: the upstream answered.
+    Miss,
+    /// The caller's `cache-control` skipped the lookup.
+    Bypass,
+}
+
+impl CacheMark {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Bypass => "bypass",
+        }
     }
 }
 

@@ -25,49 +25,10 @@ use std::time::Duration;
 pub use codec::{StoredAnswer, StoredVector};
 pub use key::{CacheKey, KeyWriter, ScopeName};
 
-use crate::config::{AnswerCacheSettings, CacheScope, FleetSettings};
+pub use crate::chat::{CacheAsk, CacheMark};
+pub use crate::config::EntryCaching;
+use crate::config::{AnswerCacheSettings, FleetSettings};
 use shared::SharedAnswers;
-
-/// How an entry caches: set from its `cache_ttl_secs` and `cache_scope`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryCaching {
-    pub ttl: Duration,
-    pub scope: CacheScope,
-}
-
-/// What the caller's `cache-control` asked of the cache for its call. It can
-/// only narrow what the entry does: a caller never turns caching on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum CacheAsk {
-    /// Read and store as the entry does.
-    #[default]
-    Use,
-    /// `no-cache`: do not answer from the cache; a complete answer is still stored.
-    NoRead,
-    /// `no-store`: neither read nor store.
-    NoStore,
-}
-
-/// What the cache did for a call: the answer's `x-weir-cache`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheMark {
-    /// Answered from the cache.
-    Hit,
-    /// Looked up, not found: the upstream answered.
-    Miss,
-    /// The caller's `cache-control` skipped the lookup.
-    Bypass,
-}
-
-impl CacheMark {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Hit => "hit",
-            Self::Miss => "miss",
-            Self::Bypass => "bypass",
-        }
-    }
-}
 
 /// Why an answer was not stored; logged at debug, counted nowhere else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -117,7 +117,7 @@ pub struct ModelSpec {
     pub circuit: crate::config::CircuitSettings,
     /// How the entry's complete answers are kept for a repeat (`cache_ttl_secs`,
     /// `cache_scope`); `None`: the entry does not cache.
-    pub answer_cache: Option<crate::answer_cache::EntryCaching>,
+    pub answer_cache: Option<crate::config::EntryCaching>,
 }
 
 impl ModelSpec {
@@ -434,7 +434,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
                 .circuit_window_secs
                 .map_or(crate::config::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
         },
-        answer_cache: entry.cache_ttl_secs.map(|ttl| crate::answer_cache::EntryCaching {
+        answer_cache: entry.cache_ttl_secs.map(|ttl| crate::config::EntryCaching {
             ttl: std::time::Duration::from_secs(ttl),
             scope: entry.cache_scope.unwrap_or_default(),
         }),

@@ -41,6 +41,13 @@ impl AnswerCacheSettings {
     }
 }
 
+/// How an entry caches: set from its `cache_ttl_secs` and `cache_scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryCaching {
+    pub ttl: std::time::Duration,
+    pub scope: CacheScope,
+}
+
 /// `cache_scope`: who shares an entry's cached answers. Never wider than the
 /// operator wrote for the entry.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]

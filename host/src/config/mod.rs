@@ -22,7 +22,7 @@ mod keys;
 mod prices;
 mod settings;
 
-pub use answer_cache::{AnswerCacheSettings, CacheScope};
+pub use answer_cache::{AnswerCacheSettings, CacheScope, EntryCaching};
 pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
 pub use deployments::{CircuitSettings, DeploymentEntry, MIN_WINDOW_ATTEMPTS};
