@@ -518,3 +518,68 @@ async fn embeddings_with_a_partial_hit_send_only_the_misses_and_keep_the_order()
     assert_eq!((hit["attempts"].as_array().unwrap().len(), total_tokens(hit)), (0, 0));
     assert!(record(&records, call_id(&all)).get("cached").is_none());
 }
+
+/// The operator's `cache_scope` decides who shares: `team` (ana and bob are
+/// both in team `search`), `key` (ana's two keys apart), `global` (everyone).
+#[tokio::test]
+async fn the_entrys_scope_decides_who_shares_an_answer() {
+    let body = ask("cached", "scoped question");
+    for (scope, second, shared) in [("team", BOB, true), ("key", ANA_OTHER_KEY, false), ("global", BOB, true)] {
+        let upstream = FakeUpstream::start().await;
+        let fields = format!("cache_scope = \"{scope}\"");
+        let gateway = Gateway::start(&config(&upstream, &fields, "", "[ledger]\nenabled = false\n")).await;
+        let first = post(&gateway, ANA, &body, &[]).await;
+        assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{scope}: {}", first.body);
+        let other = post(&gateway, second, &body, &[]).await;
+        let expected = if shared { "hit" } else { "miss" };
+        assert_eq!(mark(&other), Some(expected), "{scope}");
+        assert_eq!(upstream.request_count(), if shared { 1 } else { 2 }, "{scope}");
+    }
+}
+
+/// On the Responses route a hit is a response of its own: `store: true`
+/// keeps it under its own id (readable back), and a continuation by
+/// `previous_response_id` is keyed by the whole conversation it makes.
+#[tokio::test]
+async fn the_responses_route_stores_and_continues_a_hit() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(&config(&upstream, "", "", &ledger_table(&dir))).await;
+    let auth = format!("Bearer {ANA}");
+    let headers = [("authorization", auth.as_str())];
+    let create = |body: Value| {
+        let gateway = &gateway;
+        async move { gateway.post_json("/v1/responses", &body, &headers).await }
+    };
+    let output_text = |posted: &Posted| posted.body["output"][0]["content"][0]["text"].as_str().unwrap().to_owned();
+
+    let question =
+        json!({"model": "cached", "input": "What is two plus two?", "store": true, "max_output_tokens": 200});
+    let first = create(question.clone()).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    let again = create(question).await;
+    assert_eq!((again.status, mark(&again)), (200, Some("hit")), "{}", again.body);
+    assert_eq!(output_text(&again), output_text(&first));
+    assert_ne!(again.body["id"], first.body["id"], "a response of its own");
+    assert_eq!(again.body["store"], true);
+    assert_eq!(upstream.request_count(), 1);
+
+    let id = again.body["id"].as_str().unwrap();
+    let read =
+        reqwest::Client::new().get(gateway.url(&format!("/v1/responses/{id}"))).bearer_auth(ANA).send().await.unwrap();
+    assert_eq!(read.status(), 200, "the hit was stored");
+    let stored: Value = read.json().await.unwrap();
+    assert_eq!(stored["id"], id);
+
+    let follow_up = json!({"model": "cached", "input": "And three plus three?", "previous_response_id": id, "max_output_tokens": 200});
+    let continued = create(follow_up.clone()).await;
+    assert_eq!((continued.status, mark(&continued)), (200, Some("miss")), "{}", continued.body);
+    assert_eq!(upstream.request_count(), 2);
+    let sent = upstream.received().last().unwrap().json();
+    let sent_text = sent["messages"].to_string();
+    assert!(sent_text.contains("two plus two") && sent_text.contains("three plus three"), "{sent_text}");
+    let repeated = create(follow_up).await;
+    assert_eq!((repeated.status, mark(&repeated)), (200, Some("hit")), "{}", repeated.body);
+    assert_eq!(output_text(&repeated), output_text(&continued));
+    assert_eq!(upstream.request_count(), 2);
+}
