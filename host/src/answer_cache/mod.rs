@@ -26,8 +26,8 @@ pub use codec::{StoredAnswer, StoredVector};
 pub use key::{CacheKey, KeyWriter, ScopeName};
 
 pub use crate::chat::{CacheAsk, CacheMark};
-pub use crate::config::EntryCaching;
 use crate::config::{AnswerCacheSettings, FleetSettings};
+pub use crate::config::{CacheScope, EntryCaching};
 use shared::SharedAnswers;
 
 /// Why an answer was not stored; logged at debug, counted nowhere else.
