@@ -583,3 +583,64 @@ async fn the_responses_route_stores_and_continues_a_hit() {
     assert_eq!(output_text(&repeated), output_text(&continued));
     assert_eq!(upstream.request_count(), 2);
 }
+
+/// A role's fallback serves from its own entry: the primary's miss is not
+/// filled with the fallback's answer (which is not stored at all when the
+/// fallback does not cache), and the next call asks the primary again.
+#[tokio::test]
+async fn a_fallbacks_answer_is_never_stored_under_the_primarys_key() {
+    let (primary, backup) = (FakeUpstream::start().await, FakeUpstream::start().await);
+    let toml = format!(
+        r#"
+[[model]]
+id = "primary"
+provider = "openai-compatible"
+endpoint = "{primary}"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 20
+max_retries = 0
+cache_ttl_secs = 60
+
+[[model]]
+id = "backup"
+provider = "openai-compatible"
+endpoint = "{backup}"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 20
+
+[role.chat]
+model = "primary"
+fallback = ["backup"]
+
+[[key]]
+id = "k1"
+member = "ana"
+hash = "{ana}"
+
+[cache]
+
+[ledger]
+enabled = false
+"#,
+        primary = primary.base_url(),
+        backup = backup.base_url(),
+        ana = hash(ANA),
+    );
+    let gateway = Gateway::start(&toml).await;
+    let body = ask("chat", "fall back once");
+    primary.push(openai_wire::server_error());
+    let fell_back = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!(fell_back.status, 200, "{}", fell_back.body);
+    assert_eq!(fell_back.headers.get("x-weir-model").unwrap(), "backup");
+    assert_eq!(mark(&fell_back), None, "the entry that served does not cache");
+
+    let next = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!((next.status, mark(&next)), (200, Some("miss")), "{}", next.body);
+    assert_eq!(next.headers.get("x-weir-model").unwrap(), "primary");
+    assert_eq!((primary.request_count(), backup.request_count()), (2, 1));
+    let hit = post(&gateway, ANA, &body, &[]).await;
+    assert_eq!((mark(&hit), text(&hit)), (Some("hit"), text(&next)), "the primary's own answer is stored");
+    assert_eq!((primary.request_count(), backup.request_count()), (2, 1));
+}

@@ -43,6 +43,10 @@ pub(super) async fn look_up(
     policy: &Policy,
     tally: &mut Tally,
 ) -> Result<Option<DecodedResponse>, WeirError> {
+    // A role's fallback runs the call again on its own entry: what the first
+    // entry looked up is not this one's.
+    tally.to_store = None;
+    tally.cache_mark = None;
     let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return Ok(None) };
     let mark = if request.cache == CacheAsk::NoStore {
         CacheMark::Bypass
@@ -76,6 +80,8 @@ fn key(target: &Target<'_>, request: &ChatRequest, policy: &Policy) -> Result<Ca
     params.wire_model_id.clear();
     writer.record(&params);
     writer.record(&request.conversation);
+    // A schema described in the prompt is not in the wire parameters.
+    writer.record(&request.response_schema);
     writer.record(&(policy.prompted_tools, policy.prompted_schema));
     writer.record(&target.native);
     Ok(writer.finish())
