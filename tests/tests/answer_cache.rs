@@ -644,3 +644,40 @@ enabled = false
     assert_eq!((mark(&hit), text(&hit)), (Some("hit"), text(&next)), "the primary's own answer is stored");
     assert_eq!((primary.request_count(), backup.request_count()), (2, 1));
 }
+
+/// A rerank call is cached whole: the same query, documents and `top_n` from
+/// the same member are answered from the cache (the same ranking, the
+/// documents written back as asked); another `top_n` is its own call.
+#[tokio::test]
+async fn a_repeated_rerank_is_answered_from_the_cache() {
+    let upstream = FakeUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let entry = openai_wire::embeddings_config(&upstream.base_url(), 16)
+        .replace("wire_id = \"bge-reranker-v2-m3\"", "wire_id = \"bge-reranker-v2-m3\"\ncache_ttl_secs = 60");
+    let gateway = Gateway::start(&format!("{entry}\n[cache]\n\n{}", ledger_table(&dir))).await;
+    let documents: Vec<String> =
+        ["rivers and lakes", "mountains", "rivers of the north and lakes"].map(str::to_owned).to_vec();
+    let body = json!({"model": "rerank", "query": "northern rivers and lakes", "documents": documents, "top_n": 2,
+                      "return_documents": true});
+    let reranks = |upstream: &FakeUpstream| upstream.received().iter().filter(|r| r.path == "/v1/rerank").count();
+
+    let first = gateway.post_json("/v1/rerank", &body, &[]).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    let again = gateway.post_json("/v1/rerank", &body, &[]).await;
+    assert_eq!((again.status, mark(&again)), (200, Some("hit")), "{}", again.body);
+    assert_eq!(openai_wire::rerank_results(&again.body), openai_wire::rerank_results(&first.body));
+    assert_eq!(again.body["results"][0]["document"], first.body["results"][0]["document"]);
+    assert_eq!(reranks(&upstream), 1);
+
+    let mut three = body.clone();
+    three["top_n"] = json!(3);
+    let other = gateway.post_json("/v1/rerank", &three, &[]).await;
+    assert_eq!((other.status, mark(&other)), (200, Some("miss")), "{}", other.body);
+    assert_eq!(reranks(&upstream), 2);
+
+    let records = closed_records(&ledger_path(&dir));
+    let hit = record(&records, call_id(&again));
+    assert_eq!((hit["cached"].as_bool(), hit["operation"].as_str()), (Some(true), Some("rerank")), "{hit}");
+    assert_eq!(hit["cached_from"], call_id(&first));
+    assert_eq!(hit["attempts"].as_array().unwrap().len(), 0);
+}

@@ -40,6 +40,37 @@ pub fn decode_vector(bytes: &[u8]) -> Result<StoredVector, DecodeError> {
     Ok(StoredVector { vector: wire.vector, call_id: wire.call_id })
 }
 
+/// A ranking as stored (the documents' positions and scores, best first),
+/// and the call that paid for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRanking {
+    pub results: Vec<crate::types::Ranked>,
+    pub call_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RankingWire {
+    call_id: String,
+    ranking: Vec<(u32, f64)>,
+}
+
+/// A ranking as bytes.
+pub fn encode_ranking(stored: &StoredRanking) -> Option<Vec<u8>> {
+    let ranking = stored.results.iter().map(|ranked| (ranked.index, ranked.relevance_score)).collect();
+    serde_json::to_vec(&RankingWire { call_id: stored.call_id.clone(), ranking }).ok()
+}
+
+/// Bytes [`encode_ranking`] wrote, back as the ranking.
+pub fn decode_ranking(bytes: &[u8]) -> Result<StoredRanking, DecodeError> {
+    let wire: RankingWire = serde_json::from_slice(bytes)?;
+    let results = wire
+        .ranking
+        .into_iter()
+        .map(|(index, relevance_score)| crate::types::Ranked { index, relevance_score })
+        .collect();
+    Ok(StoredRanking { results, call_id: wire.call_id })
+}
+
 /// Why stored bytes could not be read back (a value another version wrote,
 /// or one damaged in Redis): the lookup is a miss.
 #[derive(Debug, thiserror::Error)]
@@ -217,6 +248,17 @@ mod tests {
         let stored = StoredVector { vector: vec![0.25, -1.0, 3.5e-8], call_id: "c2".into() };
         assert_eq!(decode_vector(&encode_vector(&stored).unwrap()).unwrap(), stored);
         assert!(decode_vector(&encode(&answer()).unwrap()).is_err(), "an answer is not a vector");
+    }
+
+    #[test]
+    fn a_ranking_comes_back_as_it_was_stored() {
+        let results = vec![
+            crate::types::Ranked { index: 2, relevance_score: 0.875 },
+            crate::types::Ranked { index: 0, relevance_score: -1.5e-3 },
+        ];
+        let stored = StoredRanking { results, call_id: "c3".into() };
+        assert_eq!(decode_ranking(&encode_ranking(&stored).unwrap()).unwrap(), stored);
+        assert!(decode_ranking(b"{\"call_id\":\"c\",\"ranking\":[[1]]}").is_err());
     }
 
     #[test]

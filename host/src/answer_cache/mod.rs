@@ -22,7 +22,7 @@ mod shared;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use codec::{StoredAnswer, StoredVector};
+pub use codec::{StoredAnswer, StoredRanking, StoredVector};
 pub use key::{CacheKey, KeyWriter, ScopeName};
 
 pub use crate::chat::{CacheAsk, CacheMark};
@@ -51,10 +51,11 @@ pub trait AnswerCacheMeter: Send + Sync {
     fn shared_failed(&self);
 }
 
-/// What memory holds under a key: a chat answer or an input's vector.
+/// What memory holds under a key: a chat answer, an input's vector or a ranking.
 enum Value {
     Answer(StoredAnswer),
     Vector(StoredVector),
+    Ranking(StoredRanking),
 }
 
 /// One stored value in memory.
@@ -130,7 +131,7 @@ impl AnswerCache {
         if let Some(held) = self.memory.get(key) {
             return match &held.value {
                 Value::Answer(answer) => Some(answer.clone()),
-                Value::Vector(_) => None,
+                Value::Vector(_) | Value::Ranking(_) => None,
             };
         }
         let found = self.shared.as_ref()?.get(key).await;
@@ -142,10 +143,22 @@ impl AnswerCache {
         if let Some(held) = self.memory.get(key) {
             return match &held.value {
                 Value::Vector(vector) => Some(vector.clone()),
-                Value::Answer(_) => None,
+                Value::Answer(_) | Value::Ranking(_) => None,
             };
         }
         let found = self.shared.as_ref()?.get_vector(key).await;
+        self.shared_found(found)
+    }
+
+    /// The ranking stored under `key`, as [`Self::get`] finds an answer.
+    pub async fn get_ranking(&self, key: &CacheKey) -> Option<StoredRanking> {
+        if let Some(held) = self.memory.get(key) {
+            return match &held.value {
+                Value::Ranking(ranking) => Some(ranking.clone()),
+                Value::Answer(_) | Value::Vector(_) => None,
+            };
+        }
+        let found = self.shared.as_ref()?.get_ranking(key).await;
         self.shared_found(found)
     }
 
@@ -171,6 +184,12 @@ impl AnswerCache {
     pub async fn put_vector(&self, key: CacheKey, vector: StoredVector, ttl: Duration) -> Result<(), NotStored> {
         let json = codec::encode_vector(&vector).ok_or(NotStored::Unencodable)?;
         self.put_encoded(key, Value::Vector(vector), json, ttl).await
+    }
+
+    /// Stores a ranking under `key` for `ttl`, as [`Self::put`].
+    pub async fn put_ranking(&self, key: CacheKey, ranking: StoredRanking, ttl: Duration) -> Result<(), NotStored> {
+        let json = codec::encode_ranking(&ranking).ok_or(NotStored::Unencodable)?;
+        self.put_encoded(key, Value::Ranking(ranking), json, ttl).await
     }
 
     async fn put_encoded(&self, key: CacheKey, value: Value, json: Vec<u8>, ttl: Duration) -> Result<(), NotStored> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
-use super::codec::{self, StoredAnswer, StoredVector};
+use super::codec::{self, StoredAnswer, StoredRanking, StoredVector};
 use super::key::CacheKey;
 use crate::redact::redacted;
 
@@ -82,6 +82,12 @@ impl SharedAnswers {
     pub async fn get_vector(&self, key: &CacheKey) -> Result<Option<StoredVector>, SharedError> {
         let Some(json) = self.get_bytes(key).await? else { return Ok(None) };
         Ok(Some(codec::decode_vector(&json)?))
+    }
+
+    /// The ranking under `key`: `Ok(None)` when there is none.
+    pub async fn get_ranking(&self, key: &CacheKey) -> Result<Option<StoredRanking>, SharedError> {
+        let Some(json) = self.get_bytes(key).await? else { return Ok(None) };
+        Ok(Some(codec::decode_ranking(&json)?))
     }
 
     /// The decompressed value under `key`.

@@ -206,6 +206,61 @@ pub(super) async fn store_inputs(
     }
 }
 
+/// A rerank call's lookup: the ranking found, and where to store one.
+pub(super) struct RankingLookup {
+    key: CacheKey,
+    ttl: Duration,
+    store: bool,
+    pub found: Option<Vec<crate::types::Ranked>>,
+}
+
+/// Looks up a rerank call whose entry caches, keyed by the entry, the scope,
+/// the wire parameters (`top_n`; the deployment's wire id left out), the query
+/// and the documents in order. `None` when the entry does not cache.
+pub(super) async fn look_up_ranking(
+    weir: &Weir,
+    target: &Target<'_>,
+    request: &crate::retrieval::RerankRequest,
+    params: &crate::types::RerankParams,
+    tally: &mut Tally,
+) -> Option<RankingLookup> {
+    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return None };
+    let scope = ScopeName::of(caching.scope, request.caller.as_ref());
+    let mut wire = params.clone();
+    wire.wire_model_id.clear();
+    let mut writer = KeyWriter::new("rerank", &target.model.id, &scope);
+    writer.record(&wire);
+    writer.part(&request.query);
+    writer.record(&request.documents);
+    let key = writer.finish();
+    let found = match request.cache {
+        CacheAsk::Use => cache.get_ranking(&key).await,
+        CacheAsk::NoRead | CacheAsk::NoStore => None,
+    };
+    let mark = match (&found, request.cache) {
+        (Some(_), _) => CacheMark::Hit,
+        (None, CacheAsk::Use) => CacheMark::Miss,
+        (None, CacheAsk::NoRead | CacheAsk::NoStore) => CacheMark::Bypass,
+    };
+    cache.mark(mark);
+    tally.cache_mark = Some(mark);
+    let found = found.map(|stored| {
+        tally.cached_from = Some(stored.call_id);
+        stored.results
+    });
+    let store = request.cache != CacheAsk::NoStore && found.is_none();
+    Some(RankingLookup { key, ttl: caching.ttl, store, found })
+}
+
+/// Stores a rerank call's ranking, once the call succeeded.
+pub(super) async fn store_ranking(weir: &Weir, lookup: RankingLookup, results: &[crate::types::Ranked], call_id: &str) {
+    let Some(cache) = weir.answer_cache().filter(|_| lookup.store) else { return };
+    let stored = crate::answer_cache::StoredRanking { results: results.to_vec(), call_id: call_id.to_owned() };
+    if let Err(reason) = cache.put_ranking(lookup.key, stored, lookup.ttl).await {
+        tracing::debug!(call_id, ?reason, "a ranking was not stored");
+    }
+}
+
 /// An attempt whose answer is the request's own: a first attempt, a retry
 /// of an upstream signal, or a stream's replay without streaming.
 fn plain_attempt(attempt: &AttemptRecord) -> bool {

@@ -388,10 +388,18 @@ async fn run_rerank(
     let worst = crate::budget::worst_case_of_searches(target.model, estimate, searches);
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
+    let mut lookup = super::answer_cache::look_up_ranking(weir, &target, request, &params, tally).await;
+    if let Some(results) = lookup.as_mut().and_then(|lookup| lookup.found.take()) {
+        // A hit: nothing sent, so nothing billed.
+        return Ok(Reranked { results, input_tokens: Some(0), search_units: Some(0), served_model: None });
+    }
     let attempt = RerankTry { target: &target, request, params, deadline, estimate, searches };
     let (reranked, reported) = retried(&attempt, &target, request.max_retries, Some(deadline), tally).await?;
     if !reported {
         tally.notes.push(ESTIMATED);
+    }
+    if let Some(lookup) = lookup {
+        super::answer_cache::store_ranking(weir, lookup, &reranked.results, opening.call_id()).await;
     }
     Ok(reranked)
 }

@@ -78,8 +78,7 @@ impl CacheScope {
 
 /// The cache settings read together: an entry's `cache_ttl_secs` needs
 /// `[cache]` and stays within its `max_ttl_secs`; `cache_scope` is read only
-/// beside `cache_ttl_secs`; only chat and embedding entries cache (rerank and
-/// decision calls are not cached by this gateway).
+/// beside `cache_ttl_secs`; decision entries do not cache.
 pub(super) fn validate(config: &Config) -> Result<(), String> {
     if let Some(cache) = &config.cache {
         if cache.max_bytes == Some(0) || cache.max_ttl_secs == Some(0) || cache.max_entry_bytes == Some(0) {
@@ -110,10 +109,10 @@ pub(super) fn validate(config: &Config) -> Result<(), String> {
                     cache.max_ttl_secs()
                 ));
             }
-            (Some(_), Some(_)) if !matches!(model.kind, RoleKind::Chat | RoleKind::Embedding) => {
+            (Some(_), Some(_)) if model.kind == RoleKind::Decision => {
                 return Err(format!(
-                    "model `{id}`: `cache_ttl_secs` is read only for chat and embedding entries (rerank and decision \
-                     calls are not cached)"
+                    "model `{id}`: `cache_ttl_secs` is not read for decision entries (a decision's probability is \
+                     asked afresh)"
                 ));
             }
             (Some(_), Some(_)) => {}
@@ -161,7 +160,8 @@ mod tests {
         refused("cache_ttl_secs = 100", "[cache]\nmax_ttl_secs = 50", "above `[cache] max_ttl_secs` 50");
         refused("cache_ttl_secs = 60", "[cache]\nmax_bytes = 0", "must be positive when set");
         refused("cache_ttl_secs = 60", "[cache]\nmax_bytes = 10\nmax_entry_bytes = 20", "cannot be above");
-        refused("cache_ttl_secs = 60\nkind = \"rerank\"", "[cache]", "read only for chat and embedding");
+        let decision = "cache_ttl_secs = 60\nkind = \"decision\"\nbackend = \"logprobs\"";
+        refused(decision, "[cache]", "not read for decision entries");
         refused("cache_ttl_secs = 60", "[cache]\nsize = 10", "unknown field `size`");
         refused("cache_ttl_secs = 60\ncache_scope = \"everyone\"", "[cache]", "unknown variant `everyone`");
     }

@@ -96,6 +96,9 @@ pub struct RerankRequest {
     pub caller: Option<Caller>,
     pub route: Route,
     pub traceparent: Option<String>,
+    /// What the caller's `cache-control` asked of the answer cache (see
+    /// [`crate::answer_cache`]).
+    pub cache: crate::answer_cache::CacheAsk,
 }
 
 impl RerankRequest {
@@ -110,6 +113,7 @@ impl RerankRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            cache: crate::answer_cache::CacheAsk::Use,
         }
     }
 }

@@ -182,6 +182,7 @@ pub(super) async fn rerank(
     request.caller = caller;
     request.route = Route::Rerank;
     request.traceparent = traceparent(&headers);
+    request.cache = cache_ask(&headers);
     let documents = body.return_documents.then(|| request.documents.clone());
     let answer = weir.rerank(request).await?;
     let mut response = Json(rerank_body(&answer, documents.as_deref())).into_response();
