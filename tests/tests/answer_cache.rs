@@ -681,3 +681,27 @@ async fn a_repeated_rerank_is_answered_from_the_cache() {
     assert_eq!(hit["cached_from"], call_id(&first));
     assert_eq!(hit["attempts"].as_array().unwrap().len(), 0);
 }
+
+/// A role may opt its calls in: naming role `fast` (whose entry `plain` does
+/// not cache) caches, keyed by the entry that served; naming `plain` itself
+/// does not.
+#[tokio::test]
+async fn a_role_opts_its_calls_in_and_the_entry_named_directly_stays_uncached() {
+    let upstream = FakeUpstream::start().await;
+    let role = "[role.fast]\nmodel = \"plain\"\ncache_ttl_secs = 60\n\n[ledger]\nenabled = false\n";
+    let gateway = Gateway::start(&config(&upstream, "", "", role)).await;
+    let by_role = ask("fast", "role question");
+    let first = post(&gateway, ANA, &by_role, &[]).await;
+    assert_eq!((first.status, mark(&first)), (200, Some("miss")), "{}", first.body);
+    assert_eq!(first.headers.get("x-weir-model").unwrap(), "plain");
+    let again = post(&gateway, ANA, &by_role, &[]).await;
+    assert_eq!((again.status, mark(&again)), (200, Some("hit")), "{}", again.body);
+    assert_eq!(upstream.request_count(), 1);
+
+    let direct = ask("plain", "role question");
+    for _ in 0..2 {
+        let answer = post(&gateway, ANA, &direct, &[]).await;
+        assert_eq!((answer.status, mark(&answer)), (200, None), "{}", answer.body);
+    }
+    assert_eq!(upstream.request_count(), 3, "the entry named directly does not cache");
+}

@@ -15,7 +15,9 @@
 use std::time::Duration;
 
 use crate::Weir;
-use crate::answer_cache::{CacheAsk, CacheKey, CacheMark, KeyWriter, NotStored, ScopeName, StoredAnswer};
+use crate::answer_cache::{
+    AnswerCache, CacheAsk, CacheKey, CacheMark, EntryCaching, KeyWriter, NotStored, ScopeName, StoredAnswer,
+};
 use crate::chat::ChatRequest;
 use crate::error::WeirError;
 use crate::record::{AttemptReason, AttemptRecord};
@@ -25,6 +27,14 @@ use super::Tally;
 use super::gates::{self, Wire};
 use super::policy::Policy;
 use super::target::Target;
+
+/// How a call on `target` caches: its entry's `cache_ttl_secs`, else the
+/// role's the caller named; `None` when neither caches, or no `[cache]`.
+fn caching<'w>(weir: &'w Weir, target: &Target<'_>) -> Option<(EntryCaching, &'w AnswerCache)> {
+    let cache = weir.answer_cache()?;
+    let role = || target.role.and_then(|name| weir.config().roles.get(name)).and_then(|role| role.caching());
+    Some((target.model.answer_cache.or_else(role)?, cache))
+}
 
 /// A miss the call may store once it has a complete answer.
 #[derive(Debug, Clone)]
@@ -47,11 +57,11 @@ pub(super) async fn look_up(
     // entry looked up is not this one's.
     tally.to_store = None;
     tally.cache_mark = None;
-    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return Ok(None) };
+    let Some((caching, cache)) = caching(weir, target) else { return Ok(None) };
     let mark = if request.cache == CacheAsk::NoStore {
         CacheMark::Bypass
     } else {
-        let key = key(target, request, policy)?;
+        let key = key(target, request, policy, caching.scope)?;
         tally.to_store = Some(ToStore { key, ttl: caching.ttl });
         if request.cache == CacheAsk::NoRead {
             CacheMark::Bypass
@@ -71,9 +81,13 @@ pub(super) async fn look_up(
 }
 
 /// The key of the request as it would be sent (see [`crate::answer_cache::KeyWriter`]).
-fn key(target: &Target<'_>, request: &ChatRequest, policy: &Policy) -> Result<CacheKey, WeirError> {
-    let caching = target.model.answer_cache.map(|caching| caching.scope).unwrap_or_default();
-    let scope = ScopeName::of(caching, request.caller.as_ref());
+fn key(
+    target: &Target<'_>,
+    request: &ChatRequest,
+    policy: &Policy,
+    scope: crate::config::CacheScope,
+) -> Result<CacheKey, WeirError> {
+    let scope = ScopeName::of(scope, request.caller.as_ref());
     let mut writer = KeyWriter::new("chat", &target.model.id, &scope);
     let mut params = gates::first_params(target, request, Wire { schema: !policy.prompted_schema })?;
     // The entry, not the deployment: every deployment serves the entry's model.
@@ -136,7 +150,7 @@ pub(super) async fn look_up_inputs(
     width: u32,
     tally: &mut Tally,
 ) -> Option<InputLookups> {
-    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return None };
+    let (caching, cache) = caching(weir, target)?;
     let inputs = request.inputs.len();
     if request.cache == CacheAsk::NoStore {
         tally.cache_mark = Some(CacheMark::Bypass);
@@ -224,7 +238,7 @@ pub(super) async fn look_up_ranking(
     params: &crate::types::RerankParams,
     tally: &mut Tally,
 ) -> Option<RankingLookup> {
-    let (Some(caching), Some(cache)) = (target.model.answer_cache, weir.answer_cache()) else { return None };
+    let (caching, cache) = caching(weir, target)?;
     let scope = ScopeName::of(caching.scope, request.caller.as_ref());
     let mut wire = params.clone();
     wire.wire_model_id.clear();

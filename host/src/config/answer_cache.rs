@@ -76,6 +76,25 @@ impl CacheScope {
     }
 }
 
+/// One entry's or role's `cache_ttl_secs` and `cache_scope`, against `[cache]`.
+fn check_opt_in(what: &str, ttl: Option<u64>, scoped: bool, kind: RoleKind, config: &Config) -> Result<(), String> {
+    match (ttl, &config.cache) {
+        (None, _) if scoped => {
+            Err(format!("{what}: `cache_scope` is read only with `cache_ttl_secs` (nothing caches without it)"))
+        }
+        (None, _) => Ok(()),
+        (Some(_), None) => Err(format!("{what}: `cache_ttl_secs` needs a `[cache]` table (its size and TTL bound)")),
+        (Some(0), Some(_)) => Err(format!("{what}: `cache_ttl_secs` must be positive")),
+        (Some(ttl), Some(cache)) if ttl > cache.max_ttl_secs() => {
+            Err(format!("{what}: `cache_ttl_secs` {ttl} is above `[cache] max_ttl_secs` {}", cache.max_ttl_secs()))
+        }
+        (Some(_), Some(_)) if kind == RoleKind::Decision => Err(format!(
+            "{what}: `cache_ttl_secs` is not read for decision entries (a decision's probability is asked afresh)"
+        )),
+        (Some(_), Some(_)) => Ok(()),
+    }
+}
+
 /// The cache settings read together: an entry's `cache_ttl_secs` needs
 /// `[cache]` and stays within its `max_ttl_secs`; `cache_scope` is read only
 /// beside `cache_ttl_secs`; decision entries do not cache.
@@ -91,32 +110,12 @@ pub(super) fn validate(config: &Config) -> Result<(), String> {
         }
     }
     for model in &config.models {
-        let id = &model.id;
-        match (model.cache_ttl_secs, &config.cache) {
-            (None, _) if model.cache_scope.is_some() => {
-                return Err(format!(
-                    "model `{id}`: `cache_scope` is read only with `cache_ttl_secs` (the entry does not cache)"
-                ));
-            }
-            (None, _) => {}
-            (Some(_), None) => {
-                return Err(format!("model `{id}`: `cache_ttl_secs` needs a `[cache]` table (its size and TTL bound)"));
-            }
-            (Some(0), Some(_)) => return Err(format!("model `{id}`: `cache_ttl_secs` must be positive")),
-            (Some(ttl), Some(cache)) if ttl > cache.max_ttl_secs() => {
-                return Err(format!(
-                    "model `{id}`: `cache_ttl_secs` {ttl} is above `[cache] max_ttl_secs` {}",
-                    cache.max_ttl_secs()
-                ));
-            }
-            (Some(_), Some(_)) if model.kind == RoleKind::Decision => {
-                return Err(format!(
-                    "model `{id}`: `cache_ttl_secs` is not read for decision entries (a decision's probability is \
-                     asked afresh)"
-                ));
-            }
-            (Some(_), Some(_)) => {}
-        }
+        let what = format!("model `{}`", model.id);
+        check_opt_in(&what, model.cache_ttl_secs, model.cache_scope.is_some(), model.kind, config)?;
+    }
+    for (name, role) in &config.roles {
+        let what = format!("[role.{name}]");
+        check_opt_in(&what, role.cache_ttl_secs, role.cache_scope.is_some(), role.kind, config)?;
     }
     Ok(())
 }
@@ -162,6 +161,19 @@ mod tests {
         refused("cache_ttl_secs = 60", "[cache]\nmax_bytes = 10\nmax_entry_bytes = 20", "cannot be above");
         let decision = "cache_ttl_secs = 60\nkind = \"decision\"\nbackend = \"logprobs\"";
         refused(decision, "[cache]", "not read for decision entries");
+        refused(
+            "",
+            "[role.fast]\nmodel = \"m\"\ncache_ttl_secs = 60",
+            "[role.fast]: `cache_ttl_secs` needs a `[cache]`",
+        );
+        refused(
+            "",
+            "[cache]\n[role.fast]\nmodel = \"m\"\ncache_scope = \"team\"",
+            "[role.fast]: `cache_scope` is read only",
+        );
+        let role = config("", "[cache]\n[role.fast]\nmodel = \"m\"\ncache_ttl_secs = 30").unwrap();
+        let caching = role.roles["fast"].caching().unwrap();
+        assert_eq!((caching.ttl.as_secs(), caching.scope), (30, super::CacheScope::Member));
         refused("cache_ttl_secs = 60", "[cache]\nsize = 10", "unknown field `size`");
         refused("cache_ttl_secs = 60\ncache_scope = \"everyone\"", "[cache]", "unknown variant `everyone`");
     }

@@ -413,6 +413,19 @@ pub struct RoleEntry {
     /// is exhausted (chat roles; see `call::fallback`).
     #[serde(default)]
     pub fallback: Vec<String>,
+    /// Calls naming the role cache the entry's answers this long, when the
+    /// entry has no `cache_ttl_secs` of its own (see [`crate::answer_cache`]).
+    pub cache_ttl_secs: Option<u64>,
+    /// Who shares them (default `member`).
+    pub cache_scope: Option<CacheScope>,
+}
+
+impl RoleEntry {
+    /// How calls naming this role cache, when it says.
+    pub fn caching(&self) -> Option<EntryCaching> {
+        let ttl = std::time::Duration::from_secs(self.cache_ttl_secs?);
+        Some(EntryCaching { ttl, scope: self.cache_scope.unwrap_or_default() })
+    }
 }
 
 /// `lane = "interactive" | "bulk"`.
