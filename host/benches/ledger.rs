@@ -70,6 +70,8 @@ fn record(n: usize) -> Arc<CallRecord> {
         content: None,
         client: None,
         charged_worst_case: false,
+        cached: false,
+        cached_from: None,
     })
 }
 

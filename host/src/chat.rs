@@ -95,6 +95,9 @@ pub struct ChatRequest {
     /// `context_management`, ...): sent to a provider whose component takes
     /// them (`native.support`), dropped with a note for any other.
     pub native: Option<std::sync::Arc<NativeAsk>>,
+    /// What the caller's `cache-control` asked of the answer cache: it can
+    /// skip the lookup or the store, never turn caching on (see [`crate::answer_cache`]).
+    pub cache: CacheAsk,
 }
 
 /// A provider dialect's own request fields, as a caller on that dialect's
@@ -155,6 +158,7 @@ impl ChatRequest {
             route_notes: Vec::new(),
             client: None,
             native: None,
+            cache: CacheAsk::Use,
         }
     }
 
@@ -168,6 +172,40 @@ impl ChatRequest {
     pub fn caller(mut self, caller: Caller) -> Self {
         self.caller = Some(caller);
         self
+    }
+}
+
+/// What the caller's `cache-control` asked of the cache for its call. It can
+/// only narrow what the entry does: a caller never turns caching on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheAsk {
+    /// Read and store as the entry does.
+    #[default]
+    Use,
+    /// `no-cache`: do not answer from the cache; a complete answer is still stored.
+    NoRead,
+    /// `no-store`: neither read nor store.
+    NoStore,
+}
+
+/// What the cache did for a call: the answer's `x-weir-cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMark {
+    /// Answered from the cache.
+    Hit,
+    /// Looked up, not found: the upstream answered.
+    Miss,
+    /// The caller's `cache-control` skipped the lookup.
+    Bypass,
+}
+
+impl CacheMark {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Bypass => "bypass",
+        }
     }
 }
 
@@ -200,6 +238,9 @@ pub struct Stamp {
     /// The entry the role's fallback stood in for, when the operator's
     /// `fallback` served the call (`model` is the fallback that served).
     pub fallback_from: Option<String>,
+    /// What the answer cache did (`x-weir-cache`); `None` when the entry does
+    /// not cache (or the call failed before its lookup).
+    pub cache: Option<CacheMark>,
 }
 
 /// A normalized answer.

@@ -29,7 +29,7 @@
 //!             stream, retrieval, decision, status, error (the call's error,
 //!             composing every layer's own)
 //! state       admission, identity (the key ring), fleet, budget, ledger, stored,
-//!             metrics, telemetry, routing (roles and the picker)
+//!             metrics, telemetry, routing (roles and the picker), answer_cache
 //! catalog     catalog (resolved entries and links), compliance, seal
 //! boundaries  plugin (provider components), transport (HTTP, credentials, SigV4)
 //! vocabulary  types, wit (the WIT records), failure (categories and retry policy
@@ -47,6 +47,7 @@
 
 mod accounting;
 pub mod admission;
+pub mod answer_cache;
 pub mod budget;
 mod call;
 mod caller;

@@ -8,6 +8,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::admission::{Admission, InProcessStore, RateStore};
+use crate::answer_cache::{AnswerCache, AnswerCacheMeter};
 use crate::compliance::ComplianceEnvelope;
 use crate::identity::KeyRing;
 use crate::ledger::Ledger;
@@ -110,6 +111,8 @@ struct Inner {
     /// The stored responses: beside the ledger, so only with one (and not
     /// under `[responses] retention_secs = 0`).
     stored_responses: Option<stored::ResponseStore>,
+    /// Complete answers kept for a repeat of the same request (`[cache]`).
+    answer_cache: Option<AnswerCache>,
     /// The Prometheus exposition; one of the observers.
     /// `None` under `[metrics] enabled = false`.
     metrics: Option<Metrics>,
@@ -345,6 +348,11 @@ impl Weir {
     /// without a ledger or under `[responses] retention_secs = 0`.
     pub fn stored_responses(&self) -> Option<&stored::ResponseStore> {
         self.inner.stored_responses.as_ref()
+    }
+
+    /// The answer cache, when `[cache]` is configured.
+    pub fn answer_cache(&self) -> Option<&AnswerCache> {
+        self.inner.answer_cache.as_ref()
     }
 
     /// Sends the spans still queued, when spans are exported (`weir serve`
@@ -630,6 +638,15 @@ impl WeirBuilder {
             .filter(stored::ResponseStore::enabled);
         let reasoning_seal = seal::ReasoningSeal::from_config(&config)
             .map_err(|error| BuildError::SealKey { origin: config.origin.clone(), error })?;
+        let answer_cache = match &config.cache {
+            Some(settings) => {
+                let meter = metrics.clone().map(|metrics| Arc::new(metrics) as Arc<dyn AnswerCacheMeter>);
+                let cache = AnswerCache::new(settings, config.fleet.as_ref(), meter)
+                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+                Some(cache)
+            }
+            None => None,
+        };
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
         let inner = Inner {
@@ -654,6 +671,7 @@ impl WeirBuilder {
             refusals: record::RefusalWindow::default(),
             ledger,
             stored_responses,
+            answer_cache,
             metrics,
             telemetry,
             budgets,

@@ -37,7 +37,21 @@ const LAYERS: [(&str, &[&str]); 6] = [
     ),
     ("boundaries", &["plugin", "transport"]),
     ("catalog", &["catalog", "compliance", "seal"]),
-    ("state", &["admission", "identity", "fleet", "budget", "ledger", "stored", "metrics", "telemetry", "routing"]),
+    (
+        "state",
+        &[
+            "admission",
+            "answer_cache",
+            "identity",
+            "fleet",
+            "budget",
+            "ledger",
+            "stored",
+            "metrics",
+            "telemetry",
+            "routing",
+        ],
+    ),
     ("operations", &["error", "stream", "retrieval", "decision", "call", "runtime", "status"]),
     ("surfaces", &["server", "check"]),
 ];

@@ -56,6 +56,8 @@ fn record(call_id: &str, member: &str, started_at: SystemTime, cost_usd: Option<
         content: None,
         client: None,
         charged_worst_case: false,
+        cached: false,
+        cached_from: None,
     })
 }
 

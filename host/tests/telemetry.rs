@@ -135,6 +135,8 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
         content: None,
         client: None,
         charged_worst_case: false,
+        cached: false,
+        cached_from: None,
     })
 }
 

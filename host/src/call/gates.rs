@@ -198,6 +198,17 @@ async fn gate<A: Attempt>(
     }
 }
 
+/// The first attempt's wire parameters, exactly as [`gate`] builds them (the
+/// caller's budget, the effort after every default, the entry's sampling
+/// rule): what the answer cache keys a request by.
+pub(super) fn first_params(target: &Target<'_>, request: &ChatRequest, wire: Wire) -> Result<CallParams, WeirError> {
+    let model = target.model;
+    let effort = effort::effective(target.weir, request);
+    let booked = effort.filter(|_| request.thinking_budget.is_none());
+    let reserve = output_reserve(request.max_output_tokens, booked, model, target.weir.config().answer_reserve())?;
+    Ok(call_params(request, model, reserve, effort, wire))
+}
+
 /// The record's note for a call whose effort did not reach the wire: its entry
 /// declares no `reasoning`.
 const EFFORT_NOT_APPLIED: &str = "effort_not_applied";

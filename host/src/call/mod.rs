@@ -31,6 +31,7 @@
 //!   everything before it is classified, retried and gated like a whole call;
 //!   after it nothing is retried (the first-chunk rule).
 
+mod answer_cache;
 mod attempt;
 mod attempt_log;
 mod cache_plan;
@@ -163,6 +164,12 @@ pub(crate) struct Tally {
     pub hold: Option<crate::budget::Hold>,
     /// The caller's native fields and betas the serving provider was not handed.
     pub native_dropped: crate::chat::NativeDropped,
+    /// What the answer cache did, for the stamp (`None`: the entry does not cache).
+    pub cache_mark: Option<crate::answer_cache::CacheMark>,
+    /// A hit: the call whose answer it is.
+    pub cached_from: Option<String>,
+    /// A miss the call may store its answer under (see [`answer_cache`]).
+    pub to_store: Option<answer_cache::ToStore>,
 }
 
 impl Tally {
@@ -176,6 +183,9 @@ impl Tally {
             notes: Vec::new(),
             hold: None,
             native_dropped: crate::chat::NativeDropped::default(),
+            cache_mark: None,
+            cached_from: None,
+            to_store: None,
         }
     }
 }
@@ -197,6 +207,7 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
         Ok(Outcome::Live(never)) => match never {},
         Err(error) => Err(error),
     };
+    store_whole(weir, &result, &mut call).await;
     let ending = ending(&result, &call.log, &call.tally);
     let closed = call.close(ending).await;
     match (result, closed) {
@@ -242,6 +253,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 first_output: stamp.latency,
                 notes: std::mem::take(&mut tally.notes),
                 hold: tally.hold.take(),
+                store: answer_cache::pending(tally).map(|to_store| (weir.clone(), to_store)),
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -249,11 +261,21 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         Ok(Outcome::Complete(answer)) => Ok(answer),
         Err(error) => Err(error),
     };
+    store_whole(weir, &result, &mut call).await;
     let ending = ending(&result, &call.log, &call.tally);
     let closed = call.close(ending).await;
     match (result, closed) {
         (Ok(answer), Ok(())) => Ok(streaming::replayed(answer, stamp)),
         (Ok(_), Err(error)) | (Err(error), _) => Err(CallError { error, stamp }),
+    }
+}
+
+/// Stores a whole answer the call may store (see [`answer_cache`]), before its
+/// record closes: a hit served right after this call finds it.
+async fn store_whole(weir: &Weir, result: &Result<DecodedResponse, WeirError>, call: &mut Running<'_>) {
+    let Ok(answer) = result else { return };
+    if let Some(to_store) = answer_cache::pending(&mut call.tally) {
+        answer_cache::store(weir, to_store, answer, call.log.call_id()).await;
     }
 }
 
@@ -409,6 +431,7 @@ fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Ta
             max_tokens: tally.requested_max_tokens,
             answer: log.records_content().then(|| record::answer_content(&answer.content)),
             notes: tally.notes.clone(),
+            cached_from: tally.cached_from.clone(),
             ..Ending::default()
         },
         Err(error) => Ending {
@@ -434,6 +457,7 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         native_dropped: tally.native_dropped.clone(),
         passed_over: tally.resolved.as_ref().map(|resolved| resolved.passed_over.clone()).unwrap_or_default(),
         fallback_from: tally.resolved.as_ref().and_then(|resolved| resolved.fallback_from.clone()),
+        cache: tally.cache_mark,
     }
 }
 
@@ -462,6 +486,10 @@ async fn run<A: Attempt>(
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
+    // Every check that refuses a caller has run: only now may the cache answer.
+    if let Some(answer) = answer_cache::look_up(weir, &target, request, &policy, tally).await? {
+        return Ok(Outcome::Complete(answer));
+    }
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.

@@ -32,6 +32,11 @@ impl Opening {
         Self { pending: Mutex::new(None), settled: OnceLock::new(), call: None }
     }
 
+    /// The call's id (empty for a preview, which records nothing).
+    pub fn call_id(&self) -> &str {
+        self.call.as_deref().map_or("", |call| call.call_id.as_str())
+    }
+
     /// Tells the observers this call's budget hold of `worst` was taken (the
     /// ledger keeps it, so a call a crash cuts off still counts). A refusal
     /// fails the call before it is sent, as `ledger_unavailable`.

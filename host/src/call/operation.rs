@@ -58,6 +58,7 @@ pub(super) async fn recorded<T: Answered>(
             served_model: answer.served_model(),
             answer: call.log.records_content().then(|| answer.recorded()),
             notes,
+            cached_from: call.tally.cached_from.clone(),
             ..Ending::default()
         },
         Err(error) => Ending { category: error.category().as_str().to_owned(), notes, ..Ending::default() },

@@ -153,11 +153,31 @@ async fn run_embed(
         purpose: request.purpose,
         dimensions: target.model.embedding_dimensions,
     };
-    let plan =
-        Plan { target: &target, params, deadline, lane, max_retries: request.max_retries, started: tally.started };
-    let per_request = batch_size(&target)?;
-    let batches = send_batches(&plan, &request.inputs, &estimates, per_request, tally).await?;
-    assemble(&target, batches, width, tally)
+    // Only the inputs the answer cache has no vector for are sent (see `answer_cache`).
+    let lookups = super::answer_cache::look_up_inputs(weir, &target, request, &params, width, tally).await;
+    let misses = lookups.as_ref().map_or_else(|| (0..request.inputs.len()).collect(), |found| found.misses());
+    let embedded = if misses.is_empty() {
+        Embedded { vectors: Vec::new(), width, input_tokens: 0, estimated: false, served_model: None }
+    } else {
+        let plan =
+            Plan { target: &target, params, deadline, lane, max_retries: request.max_retries, started: tally.started };
+        let per_request = batch_size(&target)?;
+        let inputs: Vec<String> = misses.iter().map(|index| request.inputs[*index].clone()).collect();
+        let estimates: Vec<u64> = misses.iter().map(|index| estimates[*index]).collect();
+        let batches = send_batches(&plan, &inputs, &estimates, per_request, tally).await?;
+        assemble(&target, batches, width, tally)?
+    };
+    let Some(lookups) = lookups else { return Ok(embedded) };
+    super::answer_cache::store_inputs(weir, &lookups, &misses, &embedded.vectors, opening.call_id()).await;
+    Ok(merged(lookups.found, embedded))
+}
+
+/// The cached vectors and the embedded ones (in the order of the inputs
+/// that were sent), back in input order.
+fn merged(found: Vec<Option<Vec<f32>>>, mut embedded: Embedded) -> Embedded {
+    let mut sent = std::mem::take(&mut embedded.vectors).into_iter();
+    embedded.vectors = found.into_iter().filter_map(|found| found.or_else(|| sent.next())).collect();
+    embedded
 }
 
 /// The width every vector of this entry leaves at: its pinned one, else the
@@ -368,10 +388,18 @@ async fn run_rerank(
     let worst = crate::budget::worst_case_of_searches(target.model, estimate, searches);
     tally.hold = hold::take_worst(weir, request.caller.as_ref(), &target, worst, opening).await?;
     let params = RerankParams { wire_model_id: target.model.wire_id.clone(), top_n: request.top_n };
+    let mut lookup = super::answer_cache::look_up_ranking(weir, &target, request, &params, tally).await;
+    if let Some(results) = lookup.as_mut().and_then(|lookup| lookup.found.take()) {
+        // A hit: nothing sent, so nothing billed.
+        return Ok(Reranked { results, input_tokens: Some(0), search_units: Some(0), served_model: None });
+    }
     let attempt = RerankTry { target: &target, request, params, deadline, estimate, searches };
     let (reranked, reported) = retried(&attempt, &target, request.max_retries, Some(deadline), tally).await?;
     if !reported {
         tally.notes.push(ESTIMATED);
+    }
+    if let Some(lookup) = lookup {
+        super::answer_cache::store_ranking(weir, lookup, &reranked.results, opening.call_id()).await;
     }
     Ok(reranked)
 }

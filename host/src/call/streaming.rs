@@ -410,7 +410,7 @@ impl Live {
 
     async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>, record: StreamRecord) {
         let Self { first, mut upstream, grant, gate, origin, deadline } = self;
-        let mut seen = Seen::new(record.log.records_content());
+        let mut seen = Seen::new(record.log.records_content() || record.store.is_some());
         let mut delivered: u64 = 0;
         let relay = Relay { gate: &gate, origin: &origin, sender: &sender, deadline };
         let ended = relay.run(first, &mut upstream, &mut seen, &mut delivered).await;
@@ -563,14 +563,25 @@ pub(super) struct StreamRecord {
     /// The call's budget hold, settled from the record (a stream the caller
     /// left: from what the upstream reported).
     pub hold: Option<crate::budget::Hold>,
+    /// Where to store the stream's answer, once whole (see `call::answer_cache`).
+    pub store: Option<(crate::Weir, super::answer_cache::ToStore)>,
 }
 
 impl StreamRecord {
     /// Closes the record with what the stream reported (its usage is the last
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
-        let Self { mut log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold } = self;
+        let Self { mut log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold, store } = self;
         let reported = seen.usage.is_some();
+        // The assembled answer: the cache's (a stream that reached its end)
+        // and the record's (only when it records content).
+        let answer = seen.content.map(Assembler::finish);
+        if let (Some((weir, to_store)), Some(answer)) = (store, &answer)
+            && category == "ok"
+            && stream_end.completed
+        {
+            super::answer_cache::store(&weir, to_store, answer, log.call_id()).await;
+        }
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);
             if last.request_id.is_none() {
@@ -584,9 +595,10 @@ impl StreamRecord {
             max_tokens,
             first_output: Some(first_output),
             stream_end: Some(stream_end),
-            answer: seen.content.map(|content| record::answer_content(&content.finish().content)),
+            answer: answer.filter(|_| log.records_content()).map(|answer| record::answer_content(&answer.content)),
             notes,
             charged_worst_case: hold.is_some() && !reported,
+            cached_from: None,
         };
         let record = log.close(resolved.as_ref(), attempts, ending);
         super::settle(hold, &record, reported);

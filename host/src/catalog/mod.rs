@@ -115,6 +115,9 @@ pub struct ModelSpec {
     pub deployments: Vec<DeploymentSpec>,
     /// When a deployment's circuit opens and for how long.
     pub circuit: crate::config::CircuitSettings,
+    /// How the entry's complete answers are kept for a repeat (`cache_ttl_secs`,
+    /// `cache_scope`); `None`: the entry does not cache.
+    pub answer_cache: Option<crate::config::EntryCaching>,
 }
 
 impl ModelSpec {
@@ -198,6 +201,7 @@ impl ModelSpec {
             reasoning: Some(Reasoning::Thinking),
             backend: None,
             deployments: Vec::new(),
+            answer_cache: None,
             circuit: crate::config::CircuitSettings::default(),
         }
     }
@@ -430,6 +434,10 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
                 .circuit_window_secs
                 .map_or(crate::config::CircuitSettings::DEFAULT_WINDOW, std::time::Duration::from_secs),
         },
+        answer_cache: entry.cache_ttl_secs.map(|ttl| crate::config::EntryCaching {
+            ttl: std::time::Duration::from_secs(ttl),
+            scope: entry.cache_scope.unwrap_or_default(),
+        }),
     }
 }
 

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::estimate::Tokenizer;
 use crate::types::Effort;
 
+mod answer_cache;
 mod budgets;
 mod capability;
 mod credentials;
@@ -21,6 +22,7 @@ mod keys;
 mod prices;
 mod settings;
 
+pub use answer_cache::{AnswerCacheSettings, CacheScope, EntryCaching};
 pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
 pub use deployments::{CircuitSettings, DeploymentEntry, MAX_DEPLOYMENTS, MIN_WINDOW_ATTEMPTS};
@@ -93,6 +95,9 @@ pub struct Config {
     /// `[fleet]`: the limits shared by several gateways (Redis). Absent: this
     /// process's memory holds them.
     pub fleet: Option<FleetSettings>,
+    /// `[cache]`: the answer cache's size and longest TTL. Absent: no entry
+    /// caches (see [`crate::answer_cache`]).
+    pub cache: Option<AnswerCacheSettings>,
     /// `[metrics]`: the Prometheus exposition.
     #[serde(default)]
     pub metrics: MetricsSettings,
@@ -292,6 +297,11 @@ pub struct ModelEntry {
     pub circuit_error_rate: Option<f64>,
     /// The window the error rate is judged over, in seconds (default 60).
     pub circuit_window_secs: Option<u64>,
+    /// How long this entry's complete answers are kept for a repeat of the
+    /// same request (see [`crate::answer_cache`]); absent: not cached. Needs `[cache]`.
+    pub cache_ttl_secs: Option<u64>,
+    /// Who shares the entry's cached answers (default `member`).
+    pub cache_scope: Option<CacheScope>,
 }
 
 /// What answers a decision entry's questions.
@@ -403,6 +413,19 @@ pub struct RoleEntry {
     /// is exhausted (chat roles; see `call::fallback`).
     #[serde(default)]
     pub fallback: Vec<String>,
+    /// Calls naming the role cache the entry's answers this long, when the
+    /// entry has no `cache_ttl_secs` of its own (see [`crate::answer_cache`]).
+    pub cache_ttl_secs: Option<u64>,
+    /// Who shares them (default `member`).
+    pub cache_scope: Option<CacheScope>,
+}
+
+impl RoleEntry {
+    /// How calls naming this role cache, when it says.
+    pub fn caching(&self) -> Option<EntryCaching> {
+        let ttl = std::time::Duration::from_secs(self.cache_ttl_secs?);
+        Some(EntryCaching { ttl, scope: self.cache_scope.unwrap_or_default() })
+    }
 }
 
 /// `lane = "interactive" | "bulk"`.
@@ -1020,6 +1043,7 @@ impl Config {
             }
         }
         self.validate_roles().map_err(|message| self.invalid(message))?;
+        answer_cache::validate(self).map_err(|message| self.invalid(message))?;
         budgets::validate(self).map_err(|message| self.invalid(message))
     }
 

@@ -81,6 +81,8 @@ pub(crate) fn record(call_id: &str, member: &str, model: &str, start: u64, cost_
         content: None,
         client: None,
         charged_worst_case: false,
+        cached: false,
+        cached_from: None,
     })
 }
 

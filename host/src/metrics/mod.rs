@@ -11,6 +11,7 @@
 //! Every label value is bounded (see `labels.rs`): a scanner sending garbage
 //! model names moves `model="unknown"`, never the number of series.
 
+mod answer_cache;
 mod labels;
 mod ledger;
 mod observer;
@@ -46,6 +47,7 @@ struct Inner {
     settings: MetricsSettings,
     labels: Labels,
     series: Series,
+    answer_cache: answer_cache::AnswerCacheSeries,
     registry: Registry,
 }
 
@@ -61,7 +63,8 @@ impl Metrics {
     pub fn new(settings: &MetricsSettings, catalog: &Catalog) -> Metrics {
         let mut registry = Registry::with_prefix("weir");
         let series = Series::register(&mut registry);
-        let inner = Inner { settings: settings.clone(), labels: Labels::new(catalog), series, registry };
+        let answer_cache = answer_cache::AnswerCacheSeries::register(&mut registry);
+        let inner = Inner { settings: settings.clone(), labels: Labels::new(catalog), series, answer_cache, registry };
         Metrics { inner: Arc::new(inner) }
     }
 

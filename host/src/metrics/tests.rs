@@ -83,6 +83,8 @@ fn record(model: &str) -> CallRecord {
         content: None,
         client: None,
         charged_worst_case: false,
+        cached: false,
+        cached_from: None,
     }
 }
 

@@ -371,6 +371,13 @@ pub struct CallRecord {
     /// call's hold row instead of its usage, as the running book did.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub charged_worst_case: bool,
+    /// Answered from the answer cache: no attempt, no admission, no cost, no
+    /// budget spent (see [`crate::answer_cache`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// A cached answer's origin: the call whose upstream answer it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_from: Option<String>,
 }
 
 impl CallRecord {

@@ -52,6 +52,8 @@ pub(crate) struct Ending {
     /// The budgets are charged the held worst case (see
     /// [`super::CallRecord::charged_worst_case`]).
     pub charged_worst_case: bool,
+    /// Answered from the answer cache: the call whose answer it is.
+    pub cached_from: Option<String>,
 }
 
 /// What a call's opening says: who, by which door, what operation, which name.
@@ -223,6 +225,8 @@ impl CallLog {
                 .chain(ending.notes.into_iter().map(str::to_owned))
                 .collect(),
             charged_worst_case: ending.charged_worst_case,
+            cached: ending.cached_from.is_some(),
+            cached_from: ending.cached_from,
         }
     }
 }

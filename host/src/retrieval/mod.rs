@@ -33,6 +33,9 @@ pub struct EmbedRequest {
     pub caller: Option<Caller>,
     pub route: Route,
     pub traceparent: Option<String>,
+    /// What the caller's `cache-control` asked of the answer cache (see
+    /// [`crate::answer_cache`]): each input's vector is looked up and stored apart.
+    pub cache: crate::answer_cache::CacheAsk,
 }
 
 impl EmbedRequest {
@@ -48,6 +51,7 @@ impl EmbedRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            cache: crate::answer_cache::CacheAsk::Use,
         }
     }
 
@@ -92,6 +96,9 @@ pub struct RerankRequest {
     pub caller: Option<Caller>,
     pub route: Route,
     pub traceparent: Option<String>,
+    /// What the caller's `cache-control` asked of the answer cache (see
+    /// [`crate::answer_cache`]).
+    pub cache: crate::answer_cache::CacheAsk,
 }
 
 impl RerankRequest {
@@ -106,6 +113,7 @@ impl RerankRequest {
             caller: None,
             route: Route::Library,
             traceparent: None,
+            cache: crate::answer_cache::CacheAsk::Use,
         }
     }
 }

@@ -108,6 +108,11 @@ const PASSED_OVER_HEADER: &str = "x-weir-passed-over";
 /// operator's `fallback`); `x-weir-model` names the fallback that served.
 const FALLBACK_FROM_HEADER: &str = "x-weir-fallback-from";
 
+/// `x-weir-cache`: what the answer cache did for the call (`hit`, `miss`, or
+/// `bypass` when the caller's `cache-control` skipped the lookup); absent
+/// when the entry does not cache.
+const CACHE_HEADER: &str = "x-weir-cache";
+
 /// `x-weir-call-id`: the call's record in the ledger, on every answer and error.
 const CALL_ID_HEADER: &str = "x-weir-call-id";
 
@@ -332,7 +337,31 @@ fn apply_knobs(request: &mut ChatRequest, headers: &HeaderMap) -> Result<(), Api
     request.stream_replay = headers.get("x-weir-stream-replay").is_none_or(|value| value != "false");
     apply_effort(request, headers)?;
     request.traceparent = traceparent(headers);
+    request.cache = cache_ask(headers);
     Ok(())
+}
+
+/// `cache-control` on a request: `no-store` skips the answer cache's lookup
+/// and its store, `no-cache` only the lookup (a complete answer is still
+/// stored); anything else (`max-age`, `private`, ...) is not read. A caller
+/// can only narrow what the entry does: nothing here turns caching on.
+fn cache_ask(headers: &HeaderMap) -> crate::answer_cache::CacheAsk {
+    use crate::answer_cache::CacheAsk;
+    let directives = headers
+        .get_all("cache-control")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|directive| directive.trim().to_ascii_lowercase());
+    let mut ask = CacheAsk::Use;
+    for directive in directives {
+        match directive.as_str() {
+            "no-store" => return CacheAsk::NoStore,
+            "no-cache" => ask = CacheAsk::NoRead,
+            _ => {}
+        }
+    }
+    ask
 }
 
 /// `x-weir-effort`: the call's effort (`minimal` … `max`), or `none` to turn
@@ -365,6 +394,7 @@ fn stamp_headers(headers: &mut HeaderMap, stamp: &Stamp) {
         ("x-weir-latency-ms", Some(stamp.latency.as_millis().to_string())),
         (PASSED_OVER_HEADER, (!stamp.passed_over.is_empty()).then(|| stamp.passed_over.join(", "))),
         (FALLBACK_FROM_HEADER, stamp.fallback_from.clone()),
+        (CACHE_HEADER, stamp.cache.map(|mark| mark.as_str().to_owned())),
     ];
     for (name, value) in values {
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {

@@ -16,7 +16,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, Authenticated, deadline, number_header, stamp_headers, traceparent};
+use super::{ApiError, Authenticated, cache_ask, deadline, number_header, stamp_headers, traceparent};
 use crate::Weir;
 use crate::admission::Lane;
 use crate::record::Route;
@@ -66,6 +66,7 @@ pub(super) async fn embeddings(
     request.caller = caller;
     request.route = Route::OpenaiEmbeddings;
     request.traceparent = traceparent(&headers);
+    request.cache = cache_ask(&headers);
     let answer = weir.embed(request).await?;
     let mut response = Json(embeddings_body(&answer, base64)).into_response();
     stamp_headers(response.headers_mut(), &answer.stamp);
@@ -181,6 +182,7 @@ pub(super) async fn rerank(
     request.caller = caller;
     request.route = Route::Rerank;
     request.traceparent = traceparent(&headers);
+    request.cache = cache_ask(&headers);
     let documents = body.return_documents.then(|| request.documents.clone());
     let answer = weir.rerank(request).await?;
     let mut response = Json(rerank_body(&answer, documents.as_deref())).into_response();

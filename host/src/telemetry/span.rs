@@ -312,6 +312,8 @@ pub(crate) mod tests {
             content: None,
             client: None,
             charged_worst_case: false,
+            cached: false,
+            cached_from: None,
         }
     }
 

@@ -134,6 +134,7 @@ mod tests {
                 native_dropped: crate::NativeDropped::default(),
                 passed_over: Vec::new(),
                 fallback_from: None,
+                cache: None,
             },
         }
     }
