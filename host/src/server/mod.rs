@@ -155,7 +155,7 @@ async fn messages(
 ) -> Result<Response, anthropic::AnthropicError> {
     let caller = caller.caller()?;
     let ingress = anthropic::into_chat_request(&body, weir.config().hosted_tools, anthropic::Purpose::Call)?;
-    let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields, dropped_tools } = ingress;
+    let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields } = ingress;
     request.caller = caller;
     request.route = Route::AnthropicMessages;
     anthropic::take_betas(&mut request, &headers);
@@ -164,15 +164,23 @@ async fn messages(
     let (mut answer, native_dropped) = if stream {
         let stream = weir.chat_stream(request).await?;
         let native_dropped = stream.stamp().native_dropped.clone();
-        let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
-        (sse::sse_response(stream, writer), native_dropped)
+        // An answer with the provider's own blocks was taken whole: it is
+        // written block by block in the provider's order.
+        let answer = match anthropic::OwnBlockEvents::for_stamp(stream.stamp(), stop.clone(), omit_thinking) {
+            Some(writer) => sse::sse_response(stream, writer),
+            None => {
+                let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
+                sse::sse_response(stream, writer)
+            }
+        };
+        (answer, native_dropped)
     } else {
         let response = weir.chat(request).await?;
         let mut answer = axum::Json(anthropic::message_body(&response, &stop, omit_thinking)).into_response();
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };
-    let dropped = Dropped { fields: &dropped_fields, tools: &dropped_tools, native: &native_dropped };
+    let dropped = Dropped { fields: &dropped_fields, tools: &[], native: &native_dropped };
     dropped.headers(answer.headers_mut());
     Ok(answer)
 }
@@ -216,8 +224,7 @@ async fn count_tokens(
     if let Ok(model) = HeaderValue::from_str(&count.model) {
         headers.insert("x-weir-model", model);
     }
-    Dropped { fields: &ingress.dropped_fields, tools: &ingress.dropped_tools, native: &count.native_dropped }
-        .headers(headers);
+    Dropped { fields: &ingress.dropped_fields, tools: &[], native: &count.native_dropped }.headers(headers);
     Ok(answer)
 }
 
@@ -239,7 +246,10 @@ impl Dropped<'_> {
         let lists = [
             ("x-weir-dropped-fields", fields.join(", ")),
             ("x-weir-dropped-betas", self.native.betas.join(", ")),
-            ("x-weir-dropped-tools", self.tools.join(", ")),
+            (
+                "x-weir-dropped-tools",
+                self.tools.iter().chain(&self.native.tools).cloned().collect::<Vec<_>>().join(", "),
+            ),
         ];
         for (name, list) in lists {
             if let Some(value) = Some(list).filter(|list| !list.is_empty()).and_then(|v| HeaderValue::from_str(&v).ok())

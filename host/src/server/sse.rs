@@ -177,6 +177,7 @@ mod tests {
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
             fallback_from: None,
+            native_answer: None,
         }
     }
 

@@ -48,7 +48,7 @@ wit_bindgen::generate!({
 
 #[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/frozen/0.5.0",
     inline: "package weir:versioned-test;
         world versioned {
             export weir:provider/describe@0.5.0;

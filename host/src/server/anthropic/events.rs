@@ -260,6 +260,7 @@ mod tests {
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
             fallback_from: None,
+            native_answer: None,
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }

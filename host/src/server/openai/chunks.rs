@@ -136,6 +136,7 @@ mod tests {
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
             fallback_from: None,
+            native_answer: None,
         };
         ChunkWriter::new(&stamp, include_usage)
     }

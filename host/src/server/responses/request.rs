@@ -258,8 +258,15 @@ fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&
         fields.push(("prompt_cache_key".to_owned(), json!(key)));
     }
     let rendered_neutrally: &'static [&'static str] = &["custom_tools", "namespace_tools"];
-    (!fields.is_empty())
-        .then(|| Arc::new(NativeAsk { dialect: DIALECT, fields, betas: Vec::new(), rendered_neutrally }))
+    (!fields.is_empty()).then(|| {
+        Arc::new(NativeAsk {
+            dialect: DIALECT,
+            fields,
+            betas: Vec::new(),
+            rendered_neutrally,
+            refuse_hosted_tools: false,
+        })
+    })
 }
 
 /// What the `response` object repeats of the request.

@@ -235,6 +235,7 @@ pub(super) mod tests {
             native_dropped: crate::NativeDropped::default(),
             passed_over: Vec::new(),
             fallback_from: None,
+            native_answer: None,
         }
     }
 
