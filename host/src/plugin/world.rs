@@ -160,7 +160,7 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<Targets, 
     Ok(Targets { version, operations })
 }
 
-/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0, 0.3.0, 0.4.0 and 0.5.0".
+/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0".
 fn spoken() -> String {
     match WORLD_VERSIONS.split_last() {
         Some((last, [])) => (*last).to_owned(),
