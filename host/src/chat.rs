@@ -128,6 +128,17 @@ pub const HOSTED_TOOL_FIELD: &str = "server_tools.";
 /// there when `replaces` (a text block that carries `citations`).
 pub const NATIVE_BLOCKS_FIELD: &str = "native_blocks";
 
+/// How many of `placed` (entries of [`NATIVE_BLOCKS_FIELD`]) are inserted into
+/// turn `turn`, not in place of a neutral block: what a later block of that
+/// turn counts past, since a turn's positions count both kinds.
+pub fn inserted_into(placed: &[serde_json::Value], turn: usize) -> usize {
+    let of_turn =
+        |entry: &&serde_json::Value| entry.get("turn").and_then(serde_json::Value::as_u64) == Some(turn as u64);
+    let inserted =
+        |entry: &&serde_json::Value| entry.get("replaces").and_then(serde_json::Value::as_bool) != Some(true);
+    placed.iter().filter(of_turn).filter(inserted).count()
+}
+
 /// The blocks of a provider's answer the neutral records have no case for,
 /// in place (`native.decode-native`), for the route of the same dialect.
 #[derive(Debug, Clone, PartialEq)]

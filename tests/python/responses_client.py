@@ -23,6 +23,9 @@ Steps:
                 $WEIR_OTHER_MODEL; prints the client's error
   hosted        a web_search tool beside a function tool; prints the x-weir-dropped-tools header
                 and the response
+  web_search    a web_search tool alone: the output items as the client parsed them (`to_dict()`),
+                its output_text and x-weir-dropped-tools; then a second turn sending those items
+                back as input; prints {"items", "output_text", "dropped", "answer"}
   unknown_field an unknown top-level field (extra_body); prints the client's error
   error         a plain question expected to fail; prints the client's error
   agent         an openai-agents Agent with one function tool on its default Responses model
@@ -213,6 +216,25 @@ def hosted(client, model):
     }
 
 
+def web_search(client, model):
+    question = {"role": "user", "content": "What is Weir? Search the web."}
+    raw = client.responses.with_raw_response.create(model=model, input=[question], tools=[{"type": "web_search"}])
+    response = raw.parse()
+    items = [item.to_dict() for item in response.output]
+    follow_up = client.responses.create(
+        model=model,
+        input=[question, *items, {"role": "user", "content": "Thanks. In one word?"}],
+        tools=[{"type": "web_search"}],
+    )
+    return {
+        "step": "web_search",
+        "items": items,
+        "output_text": response.output_text,
+        "dropped": raw.headers.get("x-weir-dropped-tools"),
+        "answer": follow_up.output_text,
+    }
+
+
 def hosted_refused(client, model):
     call = lambda: client.responses.create(model=model, input="Search.", tools=[{"type": "web_search"}])
     return {"step": "hosted_refused", "error": error_of(call)}
@@ -272,6 +294,7 @@ def stored(client, model):
 
 
 STEPS = {
+    "web_search": web_search,
     "stored": stored,
     "create": create,
     "stream": stream,

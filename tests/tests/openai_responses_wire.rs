@@ -375,3 +375,77 @@ async fn a_namespace_goes_to_openai_as_its_own_and_elsewhere_as_functions() {
         .collect();
     assert!(!notes.iter().any(|note| note.contains("dropped")), "nothing dropped: {notes:?}");
 }
+
+/// What OpenAI answers a web search with: the search's call and the cited message.
+fn searched_output() -> Vec<Value> {
+    vec![
+        json!({"type": "web_search_call", "id": "ws_01", "status": "completed",
+               "action": {"type": "search", "query": "weir gateway"}}),
+        json!({"type": "message", "id": "msg_01", "role": "assistant", "status": "completed", "content": [
+            {"type": "output_text", "text": "Weir is an LLM gateway.", "annotations": [
+                {"type": "url_citation", "url": "https://weir.example/", "title": "Weir", "start_index": 0, "end_index": 4}
+            ]}
+        ]}),
+    ]
+}
+
+#[tokio::test]
+async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_next_turn() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
+    upstream.push(response(vec![message_item("msg_02", "Gateway.")], usage(80, 3, 0, 0)));
+    let base = gateway.url("/v1");
+    let lines =
+        tokio::task::spawn_blocking(move || weir_tests::python::run_responses_client(&base, "gpt5", "web_search", &[]))
+            .await
+            .unwrap();
+    let line = &lines[0];
+
+    // What the upstream received: the hosted tool as the caller wrote it.
+    let first = upstream.received()[0].json();
+    assert_eq!(first["tools"], json!([{"type": "web_search"}]), "{first}");
+    // What the client parsed: both items in place, the annotations with them.
+    assert_eq!(line["items"], json!(searched_output()), "{line}");
+    assert_eq!(line["output_text"], "Weir is an LLM gateway.");
+    assert_eq!(line["dropped"], Value::Null, "nothing was dropped");
+    assert_eq!(line["answer"], "Gateway.");
+    // The next turn: the items the client sent back reach OpenAI as it wrote them.
+    let second = upstream.received()[1].json();
+    let input = second["input"].as_array().unwrap();
+    assert_eq!(input.len(), 4, "{second}");
+    assert_eq!(input[1], searched_output()[0], "{second}");
+    assert_eq!(input[2], searched_output()[1], "{second}");
+    assert_eq!(input[3]["role"], "user");
+
+    // The ledger records the items in the provider's order.
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records.len(), 2);
+    assert!(
+        records[0]["notes"]
+            .as_array()
+            .is_none_or(|notes| notes.iter().all(|n| !n.as_str().unwrap().starts_with("tool_dropped")))
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_web_search_is_still_dropped_and_named_and_elsewhere_refused() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(responses_wire::stream(stream_events(&[message_item("msg_1", "No search.")], usage(9, 2, 0, 0))));
+    let body = json!({"model": "gpt5", "input": "What is Weir?", "stream": true, "tools": [{"type": "web_search"}]});
+    let (status, headers, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers.get("x-weir-dropped-tools").unwrap(), "web_search");
+    assert!(text.contains("response.completed"), "{text}");
+    assert!(upstream.received()[0].json().get("tools").is_none(), "the stream's hosted tool is not sent");
+
+    // A hosted tool's item in a streamed request's history is refused, never forwarded.
+    let body = json!({"model": "gpt5", "stream": true, "input": [
+        {"role": "user", "content": "What is Weir?"}, searched_output()[0], {"role": "user", "content": "Thanks."}
+    ]});
+    let (status, _, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("`web_search_call` is not supported"), "{text}");
+    assert_eq!(upstream.request_count(), 1);
+}

@@ -241,6 +241,7 @@ mod tests {
             fields: fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
             betas: vec!["context-management-2025-06-27".into(), "claude-code-20250219".into()],
             rendered_neutrally: &[],
+            refuse_hosted_tools: false,
         }
     }
 
@@ -295,6 +296,7 @@ mod tests {
             ],
             betas: Vec::new(),
             rendered_neutrally: &["custom_tools"],
+            refuse_hosted_tools: false,
         };
         let plan = split(&ask, None);
         assert!(plan.request.is_none());
@@ -307,5 +309,40 @@ mod tests {
         let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
         assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
         assert_eq!(plan.dropped, NativeDropped::default());
+    }
+
+    #[test]
+    fn a_hosted_tool_not_taken_is_dropped_as_a_tool_and_taken_one_is_sent() {
+        let ask = NativeAsk {
+            dialect: "anthropic-messages",
+            fields: vec![
+                ("server_tools.web_search_20250305".into(), json!([{"type": "web_search_20250305"}])),
+                ("server_tools.bash_20250124".into(), json!([{"type": "bash_20250124"}])),
+            ],
+            ..NativeAsk::default()
+        };
+        let plan = split(&ask, Some(&support(&["server_tools.web_search_20250305"], &[])));
+        let fields: serde_json::Value = serde_json::from_str(&plan.request.unwrap().fields_json).unwrap();
+        assert_eq!(fields, json!({"server_tools.web_search_20250305": [{"type": "web_search_20250305"}]}));
+        assert_eq!(plan.dropped.tools, ["bash_20250124"]);
+        assert!(plan.dropped.fields.is_empty());
+        assert_eq!(plan.dropped.notes().collect::<Vec<_>>(), ["tool_dropped:bash_20250124"]);
+    }
+
+    #[test]
+    fn own_usage_becomes_bounded_notes() {
+        let own = |usage: serde_json::Value| crate::chat::NativeBlocks {
+            dialect: "anthropic-messages".into(),
+            blocks: Vec::new(),
+            content: Vec::new(),
+            usage: Some(usage),
+        };
+        let notes = own_usage_notes(Some(&own(json!({"server_tool_use": {"web_search_requests": 2, "note": "x"}}))));
+        assert_eq!(notes, ["server_tool_use.web_search_requests=2"]);
+        let many: serde_json::Map<String, serde_json::Value> = (0..20).map(|n| (format!("k{n}"), json!(n))).collect();
+        assert_eq!(own_usage_notes(Some(&own(json!({"g": many})))).len(), MAX_USAGE_NOTES);
+        let long = "x".repeat(80);
+        assert!(own_usage_notes(Some(&own(json!({"g": {long: 1}})))).is_empty());
+        assert!(own_usage_notes(None).is_empty());
     }
 }

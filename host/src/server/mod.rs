@@ -323,6 +323,8 @@ async fn responses_create(
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };
+    // A stream's hosted tools are the route's to drop; a whole answer's are
+    // the serving provider's (`native_dropped.tools`).
     Dropped { fields: &[], tools: &hosted_tools, native: &native_dropped }.headers(answer.headers_mut());
     Ok(answer)
 }

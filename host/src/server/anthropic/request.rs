@@ -418,7 +418,10 @@ fn add_message(conversation: &mut Conversation, message: Message, own_blocks: &m
     // Where this message's blocks land: merged into the last turn when it
     // has the same role, else a turn of its own.
     let (turn, offset) = match conversation.turns.last() {
-        Some(last) if last.role == role => (conversation.turns.len() - 1, last.content.len()),
+        Some(last) if last.role == role => {
+            let turn = conversation.turns.len() - 1;
+            (turn, last.content.len() + crate::chat::inserted_into(own_blocks, turn))
+        }
         _ => (conversation.turns.len(), 0),
     };
     let (blocks, cache) = match message.content {

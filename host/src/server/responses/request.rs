@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::catalog::HostedTools;
-use crate::chat::{ChatRequest, NativeAsk};
+use crate::chat::{ChatRequest, NATIVE_BLOCKS_FIELD, NativeAsk};
 use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
 use crate::server::error::ApiError;
@@ -186,8 +186,11 @@ pub fn into_chat_request(
             )));
         }
     }
-    let MappedTools { definitions, names, echoed, hosted, custom, namespaces } =
-        tools::map_tools(&body.tools, hosted_tools)?;
+    let stream = body.stream.unwrap_or(false);
+    // A whole answer can carry a hosted tool's items; a stream cannot yet.
+    let natively = !stream;
+    let MappedTools { definitions, names, echoed, hosted, hosted_fields, custom, namespaces } =
+        tools::map_tools(&body.tools, hosted_tools, natively)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -195,15 +198,18 @@ pub fn into_chat_request(
         tools: definitions,
         tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
     };
+    let mut own_items = Vec::new();
     match &body.input {
         Some(Value::String(text)) => {
             conversation.push_turn(TurnRole::User, vec![ContentBlock::Text(text.clone())], false)
         }
         Some(Value::Array(items)) => {
+            let mut own = natively.then(Vec::new);
             for (index, item) in items.iter().enumerate() {
-                add_item(&mut conversation, item, unseal)
+                add_item(&mut conversation, item, unseal, own.as_mut())
                     .map_err(|e| ApiError::invalid_request(format!("input[{index}]: {e}")))?;
             }
+            own_items = own.unwrap_or_default();
         }
         None | Some(Value::Null) => return Err(ApiError::invalid_request("`input` is required")),
         Some(_) => return Err(ApiError::invalid_request("`input` must be a string or an array of items")),
@@ -230,13 +236,13 @@ pub fn into_chat_request(
             })?);
         }
     }
-    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref());
+    let own = Own { tools: hosted_fields, items: own_items, refuse: hosted_tools == HostedTools::Refuse };
+    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref(), own);
     let (client, note) = client_facts(&body);
     request.client = client;
     request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
     request.route_notes.extend(note.map(str::to_owned));
     let echo = echo(&body, echoed, &request);
-    let stream = body.stream.unwrap_or(false);
     Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
 }
 
@@ -246,8 +252,13 @@ pub const DIALECT: &str = "openai-responses";
 /// The Responses API's own fields a provider may take natively: the custom
 /// tools and the namespaces (both rendered as functions for every provider,
 /// so not dropped where they are not taken) and `prompt_cache_key`.
-fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&str>) -> Option<Arc<NativeAsk>> {
-    let mut fields = Vec::new();
+fn native(
+    custom: Vec<Value>,
+    namespaces: Vec<Value>,
+    prompt_cache_key: Option<&str>,
+    own: Own,
+) -> Option<Arc<NativeAsk>> {
+    let mut fields = own.tools;
     if !custom.is_empty() {
         fields.push(("custom_tools".to_owned(), Value::Array(custom)));
     }
@@ -257,6 +268,9 @@ fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&
     if let Some(key) = prompt_cache_key {
         fields.push(("prompt_cache_key".to_owned(), json!(key)));
     }
+    if !own.items.is_empty() {
+        fields.push((NATIVE_BLOCKS_FIELD.to_owned(), Value::Array(own.items)));
+    }
     let rendered_neutrally: &'static [&'static str] = &["custom_tools", "namespace_tools"];
     (!fields.is_empty()).then(|| {
         Arc::new(NativeAsk {
@@ -264,9 +278,43 @@ fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&
             fields,
             betas: Vec::new(),
             rendered_neutrally,
-            refuse_hosted_tools: false,
+            refuse_hosted_tools: own.refuse,
         })
     })
+}
+
+/// A whole request's hosted tools and history items (see `tools` and
+/// [`add_item`]), and whether a hosted tool the provider does not take
+/// refuses the call.
+struct Own {
+    tools: Vec<(String, Value)>,
+    items: Vec<Value>,
+    refuse: bool,
+}
+
+/// The output items of OpenAI's hosted tools, sent back as input as they came.
+const OWN_ITEM_TYPES: &[&str] = &[
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+];
+
+/// Where the next assistant block lands: (turn, neutral blocks before it). A turn is opened
+/// for it when the last one is not the assistant's, so the items that follow
+/// merge into it.
+fn assistant_place(conversation: &mut Conversation) -> (usize, usize) {
+    match conversation.turns.last() {
+        Some(last) if last.role == TurnRole::Assistant => (conversation.turns.len() - 1, last.content.len()),
+        _ => {
+            conversation.push_turn(TurnRole::Assistant, Vec::new(), false);
+            (conversation.turns.len() - 1, 0)
+        }
+    }
 }
 
 /// What the `response` object repeats of the request.
@@ -327,7 +375,30 @@ fn client_facts(body: &Body) -> (Option<ClientFacts>, Option<&'static str>) {
     (Some(ClientFacts { metadata: Some(facts), betas: Vec::new() }), None)
 }
 
-fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal<'_>>) -> Result<(), String> {
+/// Adds one input item. With `own` (a whole request), a hosted tool's item
+/// goes there, placed by turn and position, and an assistant message whose
+/// text carries `annotations` goes there too, over its neutral text (one
+/// text block, so it is one item on the provider's side).
+fn add_item(
+    conversation: &mut Conversation,
+    item: &Value,
+    unseal: Option<Unseal<'_>>,
+    own: Option<&mut Vec<Value>>,
+) -> Result<(), String> {
+    if let Some(own) = own {
+        let annotated_reply = kind(item) == "message" && text(item, "role") == Some("assistant") && annotated(item);
+        if OWN_ITEM_TYPES.contains(&kind(item)) || annotated_reply {
+            let (turn, neutral) = assistant_place(conversation);
+            let at = neutral + crate::chat::inserted_into(own, turn);
+            own.push(json!({"turn": turn, "at": at, "block": item, "replaces": annotated_reply}));
+            if annotated_reply {
+                let texts = item.get("content").and_then(Value::as_array).into_iter().flatten();
+                let text: String = texts.filter_map(|part| part.get("text").and_then(Value::as_str)).collect();
+                conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::Text(text)], false);
+            }
+            return Ok(());
+        }
+    }
     let required = |field: &str| text(item, field).ok_or_else(|| format!("a `{}` item needs `{field}`", kind(item)));
     match kind(item) {
         "message" | "" if item.get("role").is_some() => add_message(conversation, item),
@@ -382,6 +453,12 @@ fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal
         "" => Err("an item needs `type` (or `role` for a message)".to_owned()),
         other => Err(format!("input item type `{other}` is not supported")),
     }
+}
+
+/// A message one of whose text parts carries annotations (a search's citations).
+fn annotated(item: &Value) -> bool {
+    let parts = item.get("content").and_then(Value::as_array).into_iter().flatten();
+    parts.filter_map(|part| part.get("annotations").and_then(Value::as_array)).any(|notes| !notes.is_empty())
 }
 
 fn add_message(conversation: &mut Conversation, item: &Value) -> Result<(), String> {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::tools::{ToolKind, ToolNames, custom_input};
 use crate::chat::{ChatResponse, Stamp};
 use crate::seal::ReasoningSeal;
-use crate::types::{ContentBlock, Refusal, StopReason, Thinking, Usage};
+use crate::types::{AnswerBlock, ContentBlock, Refusal, StopReason, Thinking, Usage};
 
 /// The response id of a call: `resp_` and the call id's hex digits, so the
 /// ledger's record (and a stored response, later) can be found from it.
@@ -164,7 +164,37 @@ pub fn usage_json(usage: &Usage) -> Value {
     })
 }
 
-/// The whole answer as a `response` object.
+/// One piece of the answer's output: a neutral block, or an item of
+/// OpenAI's own (a hosted tool's call, a message with annotations) as it came.
+enum Piece<'a> {
+    Neutral(&'a ContentBlock),
+    Own(Value),
+}
+
+/// The answer's pieces in the provider's order: with its own items in place
+/// when it was decoded with them (`native.decode-native`), else its blocks.
+fn pieces(response: &ChatResponse) -> Vec<Piece<'_>> {
+    let own = response.stamp.native_answer.as_deref().filter(|own| own.dialect == super::request::DIALECT);
+    let Some(own) = own else { return response.content.iter().map(Piece::Neutral).collect() };
+    own.blocks
+        .iter()
+        .filter_map(|block| match block {
+            AnswerBlock::Neutral(index) => {
+                usize::try_from(*index).ok().and_then(|index| response.content.get(index)).map(Piece::Neutral)
+            }
+            AnswerBlock::Native(json) => match serde_json::from_str::<Value>(json) {
+                Ok(item @ Value::Object(_)) => Some(Piece::Own(item)),
+                _ => {
+                    tracing::warn!("a provider's own output item is not a JSON object; left out");
+                    None
+                }
+            },
+        })
+        .collect()
+}
+
+/// The whole answer as a `response` object. OpenAI's own items (see
+/// [`pieces`]) go in their places, as OpenAI wrote them.
 pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
     let mut output = Vec::new();
     let mut thinking: Vec<Thinking> = Vec::new();
@@ -181,7 +211,15 @@ pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
             text.clear();
         }
     };
-    for block in &response.content {
+    for piece in pieces(response) {
+        let block = match piece {
+            Piece::Neutral(block) => block,
+            Piece::Own(item) => {
+                flush(&mut output, &mut thinking, &mut text);
+                output.push(item);
+                continue;
+            }
+        };
         match block {
             ContentBlock::Thinking(block) => {
                 if !text.is_empty() {
@@ -243,7 +281,8 @@ pub(super) mod tests {
         let tools = json!([{"type": "custom", "name": "apply_patch"},
             {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
         let mapped =
-            super::super::tools::map_tools(tools.as_array().unwrap(), crate::catalog::HostedTools::Drop).unwrap();
+            super::super::tools::map_tools(tools.as_array().unwrap(), crate::catalog::HostedTools::Drop, false)
+                .unwrap();
         let mut echo = Map::new();
         echo.insert("store".into(), json!(false));
         Answer::new(&stamp(), echo, mapped.names, seal.clone())
