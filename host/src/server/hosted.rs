@@ -1,9 +1,11 @@
 //! Hosted tools — ones a provider would run itself (web search, code
-//! execution, file search, MCP, ...) — on every route that takes them. No
-//! provider is handed one through the neutral request, so each is dropped
-//! (named in `x-weir-dropped-tools`, the record noting `tool_dropped:TYPE`) or,
-//! under `hosted_tools = "refuse"`, the request is refused with
-//! `capability_mismatch` before any call. One policy, whichever dialect named it.
+//! execution, file search, MCP, ...) — that a route drops itself: those of a
+//! streamed Responses call (its writer has no events for their items yet).
+//! Each is dropped (named in `x-weir-dropped-tools`, the record noting
+//! `tool_dropped:TYPE`) or, under `hosted_tools = "refuse"`, the request is
+//! refused with `capability_mismatch` before any call. Every other hosted
+//! tool is a native field (`server_tools.<type>`) whose provider decides, with
+//! the same policy (`call::native`).
 
 use super::ApiError;
 use crate::catalog::HostedTools;

@@ -146,7 +146,8 @@ async fn chat_completions(
 /// carried as native betas (see `anthropic::take_betas`). Fields, betas and
 /// hosted tools the request carries that the serving provider was not handed
 /// are named in `x-weir-dropped-fields`, `x-weir-dropped-betas` and
-/// `x-weir-dropped-tools`.
+/// `x-weir-dropped-tools`. An answer with the provider's own blocks (server
+/// tools) is written with them in place, whole or as a replayed stream.
 async fn messages(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -262,9 +263,10 @@ impl Dropped<'_> {
 
 /// The Responses API. A continuation's stored items come first
 /// (`previous_response_id`); sealed reasoning in the input is opened for the
-/// entry the model resolves to (so it needs resolving first); hosted tools are
-/// dropped, or refused under `hosted_tools = "refuse"` (as on `/v1/messages`)
-/// before any upstream call; `store: true` keeps the answer (see `stored`).
+/// entry the model resolves to (so it needs resolving first); hosted tools go
+/// to a provider that runs them on a whole call (its items answered in place)
+/// and are dropped, or refused under `hosted_tools = "refuse"` (as on
+/// `/v1/messages`), for any other and on a stream, before any upstream call; `store: true` keeps the answer (see `stored`).
 async fn responses_create(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,

@@ -1190,8 +1190,8 @@ mod tests {
             ),
             (
                 json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
-                    {"type": "server_tool_use"}]}]}),
-                "`server_tool_use` is not supported",
+                    {"type": "mid_conv_system"}]}]}),
+                "`mid_conv_system` is not supported",
             ),
             (
                 json!({"model": "m", "max_tokens": 5, "tools": [{"name": "s"}], "messages": user}),

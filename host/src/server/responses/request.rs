@@ -687,10 +687,11 @@ mod tests {
                 {"type": "custom_tool_call_output", "call_id": "call_3", "output": "done"}
             ]
         }));
-        assert_eq!(ingress.hosted_tools, ["web_search"]);
+        assert!(ingress.hosted_tools.is_empty(), "a whole request's hosted tool is the provider's to drop");
         let native = ingress.request.native.as_deref().unwrap();
         let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
-        assert_eq!(fields[1], ("namespace_tools", &json!([{"name": "crm", "description": "", "tools": ["lookup"]}])));
+        assert_eq!(fields[0], ("server_tools.web_search", &json!([{"type": "web_search"}])));
+        assert_eq!(fields[2], ("namespace_tools", &json!([{"name": "crm", "description": "", "tools": ["lookup"]}])));
         assert_eq!(native.rendered_neutrally, ["custom_tools", "namespace_tools"], "both go as functions elsewhere");
         let conversation = &ingress.request.conversation;
         assert_eq!(conversation.system, vec!["No emoji.".to_owned(), "Be kind.".to_owned()]);
@@ -754,7 +755,11 @@ mod tests {
             (json!({"model": "m", "input": []}), "holds no user or assistant item"),
             (json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}), "input[0]: unknown role"),
             (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "`previous_response_id`"),
-            (json!({"model": "m", "input": [{"type": "web_search_call"}]}), "`web_search_call` is not supported"),
+            (
+                json!({"model": "m", "stream": true, "input": [{"type": "web_search_call"}]}),
+                "`web_search_call` is not supported",
+            ),
+            (json!({"model": "m", "input": [{"type": "computer_call"}]}), "`computer_call` is not supported"),
             (json!({"model": "m", "input": [{"type": "function_call", "name": "f"}]}), "needs `arguments`"),
             (
                 json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}),

@@ -147,7 +147,6 @@ pub fn map_tools(tools: &[Value], hosted_tools: HostedTools, natively: bool) -> 
                     Some((_, Value::Array(definitions))) => definitions.push(tool.clone()),
                     _ => mapped.hosted_fields.push((field, Value::Array(vec![tool.clone()]))),
                 }
-                mapped.echoed.push(tool.clone());
             }
             hosted => {
                 crate::server::hosted::admit(hosted_tools, index, hosted)?;
