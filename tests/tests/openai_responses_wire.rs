@@ -429,23 +429,83 @@ async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_
 }
 
 #[tokio::test]
-async fn a_streamed_web_search_is_still_dropped_and_named_and_elsewhere_refused() {
+async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_elsewhere() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream).await;
-    upstream.push(responses_wire::stream(stream_events(&[message_item("msg_1", "No search.")], usage(9, 2, 0, 0))));
-    let body = json!({"model": "gpt5", "input": "What is Weir?", "stream": true, "tools": [{"type": "web_search"}]});
-    let (status, headers, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
-    assert_eq!(status, 200, "{text}");
-    assert_eq!(headers.get("x-weir-dropped-tools").unwrap(), "web_search");
-    assert!(text.contains("response.completed"), "{text}");
-    assert!(upstream.received()[0].json().get("tools").is_none(), "the stream's hosted tool is not sent");
+    upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
+    let base = gateway.url("/v1");
+    let lines = tokio::task::spawn_blocking(move || {
+        weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[])
+    })
+    .await
+    .unwrap();
+    let line = &lines[0];
+    // Sent whole (the stream decoder has no case for the items), with the tool.
+    let sent = upstream.received()[0].json();
+    assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
+    assert_ne!(sent["stream"], json!(true));
+    // What the client parsed: the items in place, from the typed events in order (the
+    // stream helper adds its own `parsed: null` to a text part).
+    let mut items = line["items"].clone();
+    for part in items[1]["content"].as_array_mut().unwrap() {
+        assert_eq!(part.as_object_mut().unwrap().remove("parsed"), Some(Value::Null));
+    }
+    assert_eq!(items, json!(searched_output()), "{line}");
+    let events: Vec<(&str, u64)> = line["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| (event[0].as_str().unwrap(), event[1].as_u64().unwrap()))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|(kind, _)| *kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.web_search_call.in_progress",
+            "response.web_search_call.searching",
+            "response.web_search_call.completed",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.annotation.added",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ],
+        "{line}"
+    );
+    let numbers: Vec<u64> = events.iter().map(|(_, number)| *number).collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "sequence numbers count from 0");
 
-    // A hosted tool's item in a streamed request's history is refused, never forwarded.
-    let body = json!({"model": "gpt5", "stream": true, "input": [
+    // A hosted tool's item in the history of a call to an entry that cannot read it is
+    // refused, never forwarded.
+    let other = FakeUpstream::start().await;
+    let config = format!(
+        "{}
+[[model]]
+id = \"gpt\"
+provider = \"openai\"
+wire_id = \"gpt-4.1\"
+endpoint = \"{}\"
+credential = \"weir-test-key\"
+max_output_tokens = 8000
+context_window = 100000
+max_retries = 0
+",
+        config(&upstream),
+        other.base_url()
+    );
+    let both = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    let body = json!({"model": "gpt", "input": [
         {"role": "user", "content": "What is Weir?"}, searched_output()[0], {"role": "user", "content": "Thanks."}
     ]});
-    let (status, _, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
+    let (status, _, text) = post_with_headers(&both, "/v1/responses", &body).await;
     assert_eq!(status, 400, "{text}");
-    assert!(text.contains("`web_search_call` is not supported"), "{text}");
-    assert_eq!(upstream.request_count(), 1);
+    assert!(text.contains("capability_mismatch") && text.contains("web_search_call"), "{text}");
+    assert_eq!(other.request_count(), 0);
 }

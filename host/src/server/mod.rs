@@ -34,7 +34,6 @@ mod auth;
 mod decisions;
 mod edge;
 mod error;
-mod hosted;
 mod metrics;
 mod openai;
 mod responses;
@@ -264,9 +263,9 @@ impl Dropped<'_> {
 /// The Responses API. A continuation's stored items come first
 /// (`previous_response_id`); sealed reasoning in the input is opened for the
 /// entry the model resolves to (so it needs resolving first); hosted tools go
-/// to a provider that runs them on a whole call (its items answered in place)
-/// and are dropped, or refused under `hosted_tools = "refuse"` (as on
-/// `/v1/messages`), for any other and on a stream, before any upstream call; `store: true` keeps the answer (see `stored`).
+/// to a provider that runs them (its items answered in place, whole or as a
+/// replayed stream) and are dropped, or refused under `hosted_tools =
+/// "refuse"` (as on `/v1/messages`), for any other, before any upstream call; `store: true` keeps the answer (see `stored`).
 async fn responses_create(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -292,7 +291,7 @@ async fn responses_create(
         false => None,
     };
     let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
-    let responses::Ingress { mut request, stream, mut echo, names, hosted_tools } =
+    let responses::Ingress { mut request, stream, mut echo, names } =
         responses::into_chat_request(body, unseal, weir.config().hosted_tools)?;
     echo.insert("store".to_owned(), json!(keep));
     request.caller = caller.clone();
@@ -305,7 +304,7 @@ async fn responses_create(
         let stream = weir.chat_stream(request).await?;
         let native_dropped = stream.stamp().native_dropped.clone();
         let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
-        let mut events = responses::Events::new(answer);
+        let mut events = responses::Events::new(answer).replaying(stream.stamp());
         if keep {
             let weir = weir.clone();
             events = events.on_end(move |response| {
@@ -325,9 +324,7 @@ async fn responses_create(
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };
-    // A stream's hosted tools are the route's to drop; a whole answer's are
-    // the serving provider's (`native_dropped.tools`).
-    Dropped { fields: &[], tools: &hosted_tools, native: &native_dropped }.headers(answer.headers_mut());
+    Dropped { fields: &[], tools: &[], native: &native_dropped }.headers(answer.headers_mut());
     Ok(answer)
 }
 

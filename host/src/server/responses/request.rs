@@ -157,12 +157,11 @@ pub struct Ingress {
     /// The request's settings as the answer's `response` object echoes them.
     pub echo: Map<String, Value>,
     pub names: tools::ToolNames,
-    /// Hosted tools the request named, by type (left out of the call).
-    pub hosted_tools: Vec<String>,
 }
 
 /// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`];
-/// `hosted_tools` decides what a hosted tool in the request does.
+/// `hosted_tools` decides what a hosted tool the serving provider does not
+/// take does (see `call::native`).
 pub fn into_chat_request(
     body: Body,
     unseal: Option<Unseal<'_>>,
@@ -187,10 +186,7 @@ pub fn into_chat_request(
         }
     }
     let stream = body.stream.unwrap_or(false);
-    // A whole answer can carry a hosted tool's items; a stream cannot yet.
-    let natively = !stream;
-    let MappedTools { definitions, names, echoed, hosted, hosted_fields, custom, namespaces } =
-        tools::map_tools(&body.tools, hosted_tools, natively)?;
+    let MappedTools { definitions, names, echoed, hosted_fields, custom, namespaces } = tools::map_tools(&body.tools)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -204,12 +200,10 @@ pub fn into_chat_request(
             conversation.push_turn(TurnRole::User, vec![ContentBlock::Text(text.clone())], false)
         }
         Some(Value::Array(items)) => {
-            let mut own = natively.then(Vec::new);
             for (index, item) in items.iter().enumerate() {
-                add_item(&mut conversation, item, unseal, own.as_mut())
+                add_item(&mut conversation, item, unseal, &mut own_items)
                     .map_err(|e| ApiError::invalid_request(format!("input[{index}]: {e}")))?;
             }
-            own_items = own.unwrap_or_default();
         }
         None | Some(Value::Null) => return Err(ApiError::invalid_request("`input` is required")),
         Some(_) => return Err(ApiError::invalid_request("`input` must be a string or an array of items")),
@@ -240,10 +234,9 @@ pub fn into_chat_request(
     request.native = native(custom, namespaces, body.prompt_cache_key.as_deref(), own);
     let (client, note) = client_facts(&body);
     request.client = client;
-    request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
     request.route_notes.extend(note.map(str::to_owned));
     let echo = echo(&body, echoed, &request);
-    Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
+    Ok(Ingress { request, stream, echo, names })
 }
 
 /// The dialect name `native.support` answers for the Responses API's fields.
@@ -375,29 +368,27 @@ fn client_facts(body: &Body) -> (Option<ClientFacts>, Option<&'static str>) {
     (Some(ClientFacts { metadata: Some(facts), betas: Vec::new() }), None)
 }
 
-/// Adds one input item. With `own` (a whole request), a hosted tool's item
-/// goes there, placed by turn and position, and an assistant message whose
-/// text carries `annotations` goes there too, over its neutral text (one
-/// text block, so it is one item on the provider's side).
+/// Adds one input item. A hosted tool's item goes to `own`, placed by turn
+/// and position, and an assistant message whose text carries `annotations`
+/// goes there too, over its neutral text (one text block, so it is one item
+/// on the provider's side).
 fn add_item(
     conversation: &mut Conversation,
     item: &Value,
     unseal: Option<Unseal<'_>>,
-    own: Option<&mut Vec<Value>>,
+    own: &mut Vec<Value>,
 ) -> Result<(), String> {
-    if let Some(own) = own {
-        let annotated_reply = kind(item) == "message" && text(item, "role") == Some("assistant") && annotated(item);
-        if OWN_ITEM_TYPES.contains(&kind(item)) || annotated_reply {
-            let (turn, neutral) = assistant_place(conversation);
-            let at = neutral + crate::chat::inserted_into(own, turn);
-            own.push(json!({"turn": turn, "at": at, "block": item, "replaces": annotated_reply}));
-            if annotated_reply {
-                let texts = item.get("content").and_then(Value::as_array).into_iter().flatten();
-                let text: String = texts.filter_map(|part| part.get("text").and_then(Value::as_str)).collect();
-                conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::Text(text)], false);
-            }
-            return Ok(());
+    let annotated_reply = kind(item) == "message" && text(item, "role") == Some("assistant") && annotated(item);
+    if OWN_ITEM_TYPES.contains(&kind(item)) || annotated_reply {
+        let (turn, neutral) = assistant_place(conversation);
+        let at = neutral + crate::chat::inserted_into(own, turn);
+        own.push(json!({"turn": turn, "at": at, "block": item, "replaces": annotated_reply}));
+        if annotated_reply {
+            let texts = item.get("content").and_then(Value::as_array).into_iter().flatten();
+            let text: String = texts.filter_map(|part| part.get("text").and_then(Value::as_str)).collect();
+            conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::Text(text)], false);
         }
+        return Ok(());
     }
     let required = |field: &str| text(item, field).ok_or_else(|| format!("a `{}` item needs `{field}`", kind(item)));
     match kind(item) {
@@ -755,10 +746,6 @@ mod tests {
             (json!({"model": "m", "input": []}), "holds no user or assistant item"),
             (json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}), "input[0]: unknown role"),
             (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "`previous_response_id`"),
-            (
-                json!({"model": "m", "stream": true, "input": [{"type": "web_search_call"}]}),
-                "`web_search_call` is not supported",
-            ),
             (json!({"model": "m", "input": [{"type": "computer_call"}]}), "`computer_call` is not supported"),
             (json!({"model": "m", "input": [{"type": "function_call", "name": "f"}]}), "needs `arguments`"),
             (
