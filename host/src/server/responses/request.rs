@@ -652,6 +652,30 @@ mod tests {
     }
 
     #[test]
+    fn a_hosted_tools_items_are_placed_in_the_assistant_turn_they_follow() {
+        let search = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+        let cited = json!({"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Cited.", "annotations": [{"type": "url_citation"}]}]});
+        let ingress = map(json!({"model": "m", "input": [
+            {"role": "user", "content": "q"}, search, cited, {"role": "user", "content": "thanks"}
+        ]}));
+        let turns = &ingress.request.conversation.turns;
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[1].content, [ContentBlock::Text("Cited.".into())], "the annotated text, neutrally");
+        let native = ingress.request.native.as_deref().unwrap();
+        assert_eq!(
+            native.fields,
+            [(
+                "native_blocks".to_owned(),
+                json!([
+                    {"turn": 1, "at": 0, "block": search, "replaces": false},
+                    {"turn": 1, "at": 1, "block": cited, "replaces": true}
+                ])
+            )]
+        );
+    }
+
+    #[test]
     fn items_map_to_turns_tools_and_results() {
         let ingress = map(json!({
             "model": "m",
@@ -678,7 +702,6 @@ mod tests {
                 {"type": "custom_tool_call_output", "call_id": "call_3", "output": "done"}
             ]
         }));
-        assert!(ingress.hosted_tools.is_empty(), "a whole request's hosted tool is the provider's to drop");
         let native = ingress.request.native.as_deref().unwrap();
         let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
         assert_eq!(fields[0], ("server_tools.web_search", &json!([{"type": "web_search"}])));
