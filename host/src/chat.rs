@@ -115,6 +115,47 @@ pub struct NativeAsk {
     /// custom tool, described as a function): a provider that does not take
     /// one loses nothing, so it is not named as dropped.
     pub rendered_neutrally: &'static [&'static str],
+    /// `hosted_tools = "refuse"`: a hosted tool (a [`HOSTED_TOOL_FIELD`]
+    /// field) the serving provider does not take refuses the call instead of
+    /// being dropped.
+    pub refuse_hosted_tools: bool,
+}
+
+/// The prefix of a native field carrying one hosted tool type, its value the
+/// caller's definitions of that type (`server_tools.web_search_20250305`).
+pub const HOSTED_TOOL_FIELD: &str = "server_tools.";
+
+/// The native field carrying a history's own blocks, each
+/// `{turn, at, block, replaces}`: the dialect's block at position `at` of
+/// the neutral turn `turn`, inserted there, or in place of the neutral block
+/// there when `replaces` (a text block that carries `citations`).
+pub const NATIVE_BLOCKS_FIELD: &str = "native_blocks";
+
+/// How many of `placed` (entries of [`NATIVE_BLOCKS_FIELD`]) are inserted into
+/// turn `turn`, not in place of a neutral block: what a later block of that
+/// turn counts past, since a turn's positions count both kinds.
+pub fn inserted_into(placed: &[serde_json::Value], turn: usize) -> usize {
+    let of_turn =
+        |entry: &&serde_json::Value| entry.get("turn").and_then(serde_json::Value::as_u64) == Some(turn as u64);
+    let inserted =
+        |entry: &&serde_json::Value| entry.get("replaces").and_then(serde_json::Value::as_bool) != Some(true);
+    placed.iter().filter(of_turn).filter(inserted).count()
+}
+
+/// The blocks of a provider's answer the neutral records have no case for,
+/// in place (`native.decode-native`), for the route of the same dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeBlocks {
+    /// The dialect the native blocks are written in.
+    pub dialect: String,
+    /// The answer's content in the provider's order.
+    pub blocks: Vec<crate::types::AnswerBlock>,
+    /// The neutral blocks `blocks` points into, as decoded: a stream writes
+    /// from them (its replayed deltas merge adjacent texts).
+    pub content: Vec<ContentBlock>,
+    /// The provider's own usage beyond the token counts, a JSON object
+    /// (Anthropic's `{"server_tool_use": {...}}`).
+    pub usage: Option<serde_json::Value>,
 }
 
 /// What a caller asked natively that the serving provider was not handed:
@@ -124,13 +165,16 @@ pub struct NativeAsk {
 pub struct NativeDropped {
     pub fields: Vec<String>,
     pub betas: Vec<String>,
+    /// Hosted tools, by type (`x-weir-dropped-tools`, `tool_dropped:TYPE`).
+    pub tools: Vec<String>,
 }
 
 impl NativeDropped {
     /// The record's notes for what was dropped.
     pub fn notes(&self) -> impl Iterator<Item = String> + '_ {
         let fields = self.fields.iter().map(|field| format!("field_dropped:{field}"));
-        fields.chain(self.betas.iter().map(|beta| format!("beta_dropped:{beta}")))
+        let betas = self.betas.iter().map(|beta| format!("beta_dropped:{beta}"));
+        fields.chain(betas).chain(self.tools.iter().map(|tool| format!("tool_dropped:{tool}")))
     }
 }
 
@@ -241,6 +285,9 @@ pub struct Stamp {
     /// What the answer cache did (`x-weir-cache`); `None` when the entry does
     /// not cache (or the call failed before its lookup).
     pub cache: Option<CacheMark>,
+    /// The answer's own blocks in place, when the provider was sent hosted
+    /// tools or a history's own blocks and answered with `decode-native`.
+    pub native_answer: Option<std::sync::Arc<NativeBlocks>>,
 }
 
 /// A normalized answer.

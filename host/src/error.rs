@@ -98,6 +98,12 @@ pub enum WeirError {
     /// before admission, nothing sent.
     #[error("model `{model}` does not have the capability `{capability}` this request needs ({needed_for})")]
     CapabilityMismatch { model: String, capability: Capability, needed_for: &'static str },
+    /// The request carries a dialect's own part (a hosted tool under
+    /// `hosted_tools = "refuse"`, or a history block only that dialect's
+    /// provider reads) that the serving provider does not take; refused
+    /// before admission, nothing sent. `what` is the caller's own words.
+    #[error("model `{model}`: {what} cannot be handed to its provider")]
+    NativeNotTaken { model: String, what: String },
     #[error("model `{model}`: provider `{provider}` is not loaded")]
     ProviderUnavailable { model: String, provider: String },
     #[error("model `{model}`: {source}")]
@@ -207,7 +213,7 @@ impl WeirError {
             Self::MidStream { source, .. } if source.backpressure_weight() > 0 => Category::UpstreamError,
             Self::MidStream { source, .. } => source.category(),
             Self::InvalidRequest(_) | Self::Reserve(_) => Category::InvalidRequest,
-            Self::CapabilityMismatch { .. } => Category::CapabilityMismatch,
+            Self::CapabilityMismatch { .. } | Self::NativeNotTaken { .. } => Category::CapabilityMismatch,
             Self::ProviderUnavailable { .. } => Category::ProviderUnavailable,
             Self::Credential { .. } => Category::CredentialMissing,
             Self::Reach { source, .. } => match source {
@@ -305,6 +311,7 @@ impl WeirError {
             | Self::InvalidRequest(_)
             | Self::Reserve(_)
             | Self::CapabilityMismatch { .. }
+            | Self::NativeNotTaken { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Credential { .. }
             | Self::Reach { .. }
@@ -341,6 +348,7 @@ impl WeirError {
             | Self::InvalidRequest(_)
             | Self::Reserve(_)
             | Self::CapabilityMismatch { .. }
+            | Self::NativeNotTaken { .. }
             | Self::ProviderUnavailable { .. }
             | Self::Compliance { .. }
             | Self::Admission(_)
@@ -680,6 +688,7 @@ mod tests {
                 | WeirError::InvalidRequest(_)
                 | WeirError::Reserve(_)
                 | WeirError::CapabilityMismatch { .. }
+                | WeirError::NativeNotTaken { .. }
                 | WeirError::ProviderUnavailable { .. }
                 | WeirError::Credential { .. }
                 | WeirError::Reach { .. }

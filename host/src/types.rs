@@ -3,12 +3,12 @@
 //! gateway's ingress to the component, with no lossy copy in between.
 
 pub use crate::wit::records::{
-    CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape, Effort,
-    EmbeddingParams, EmbeddingPurpose, EmbeddingResponse, ErrorClass, FirstToken, HeaderCredential, HttpRequest,
-    HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeRequest, NativeSupport, PreparedConversation,
-    ProviderInfo, Ranked, Refusal, RerankParams, RerankResponse, ResponseSchema, Retry, RetryHint, Sigv4, StopInfo,
-    StopReason, StreamDelta, StreamEvent, StreamFraming, Thinking, TokenCandidate, ToolCallFragment, ToolCallStart,
-    ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
+    AnswerBlock, CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape,
+    Effort, EmbeddingParams, EmbeddingPurpose, EmbeddingResponse, ErrorClass, FirstToken, HeaderCredential,
+    HttpRequest, HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeAnswer, NativeRequest, NativeSupport,
+    PreparedConversation, ProviderInfo, Ranked, Refusal, RerankParams, RerankResponse, ResponseSchema, Retry,
+    RetryHint, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, StreamFraming, Thinking, TokenCandidate,
+    ToolCallFragment, ToolCallStart, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
 };
 
 /// A conversation in the shape providers render: system content apart from the

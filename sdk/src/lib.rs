@@ -31,7 +31,7 @@ pub use provider::{
 };
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.5.0";
+pub const WORLD_VERSION: &str = "0.6.0";
 
 /// The generated bindings, for the one world the crate's features select: a
 /// component exports `describe` and the operations it implements, never stubs
@@ -328,6 +328,12 @@ macro_rules! __weir_part {
                 response: $crate::types::HttpResponse,
             ) -> ::std::result::Result<u64, $crate::types::CodecError> {
                 <$provider as $crate::NativeProvider>::count_tokens_decode(&provider, response)
+            }
+            fn decode_native(
+                provider: ::std::string::String,
+                response: $crate::types::HttpResponse,
+            ) -> ::std::result::Result<$crate::types::NativeAnswer, $crate::types::CodecError> {
+                <$provider as $crate::NativeProvider>::decode_native(&provider, response)
             }
         }
     };

@@ -4,9 +4,9 @@
 use std::cell::RefCell;
 
 use crate::types::{
-    CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpRequest,
-    HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse,
-    StreamDelta, StreamEvent,
+    AnswerBlock, CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken,
+    HttpRequest, HttpResponse, NativeAnswer, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo,
+    RerankParams, RerankResponse, StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the
@@ -175,6 +175,20 @@ pub trait NativeProvider: ChatProvider {
 
     /// The input tokens a 2xx count response reports.
     fn count_tokens_decode(provider: &str, response: HttpResponse) -> Result<u64, CodecError>;
+
+    /// A 2xx answer to a request that carried hosted tools or the dialect's
+    /// own history blocks (0.6.0): the neutral answer and every block in the
+    /// provider's order. The default is for a dialect with no blocks of its
+    /// own: [`ChatProvider::decode`]'s answer, every block neutral.
+    fn decode_native(provider: &str, response: HttpResponse) -> Result<NativeAnswer, CodecError> {
+        let response = Self::decode(provider, response)?;
+        Ok(NativeAnswer { blocks: neutral_blocks(&response), response, usage_json: None })
+    }
+}
+
+/// Every block of `response` as a neutral one, in order.
+pub fn neutral_blocks(response: &ChatResponse) -> Vec<AnswerBlock> {
+    (0..response.content.len()).filter_map(|index| u32::try_from(index).ok()).map(AnswerBlock::Neutral).collect()
 }
 
 /// Adapts a [`StreamDecoder`] to the WIT resource, whose methods take `&self`.

@@ -23,6 +23,14 @@ Steps (default: plain,tools):
           `display: "omitted"` and `metadata.user_id`, as Claude Code sends them; prints
           {"step":"beta","text":...,"blocks":[{"type","thinking","signature"}...],
           "dropped_fields":<x-weir-dropped-fields>}
+  web_search  `client.messages.create` with Anthropic's `web_search_20250305` server tool; the
+          answer's blocks as the client parsed them (`to_dict()`: the fields the answer set), then a
+          second turn that sends those blocks back as the assistant's history; prints
+          {"step":"web_search","blocks":[...],"usage":{...},"dropped_tools":<x-weir-dropped-tools>,
+          "answer":<the second turn's text>}
+  stream_web_search  the same first turn through `client.messages.stream(...)`; prints
+          {"step":"stream_web_search","blocks":[final message's blocks],"events":[...],
+          "deltas":[content_block_delta types in order],"usage":{...}}
   count   `client.messages.count_tokens` and `client.beta.messages.count_tokens` (with betas,
           `context_management` and a tool); prints {"step":"count","input_tokens":...,
           "marked":<x-weir-token-count>,"beta_input_tokens":...,"beta_dropped_fields":...}
@@ -197,7 +205,68 @@ def count(client, model):
     }
 
 
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
+WEB_SEARCH_QUESTION = "What is Weir? Search the web."
+
+
+def web_search(client, model):
+    raw = client.messages.with_raw_response.create(
+        model=model,
+        max_tokens=500,
+        tools=[WEB_SEARCH_TOOL],
+        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
+    )
+    message = raw.parse()
+    blocks = [block.to_dict() for block in message.content]
+    follow_up = client.messages.create(
+        model=model,
+        max_tokens=500,
+        tools=[WEB_SEARCH_TOOL],
+        messages=[
+            {"role": "user", "content": WEB_SEARCH_QUESTION},
+            {"role": "assistant", "content": blocks},
+            {"role": "user", "content": "Thanks. In one word?"},
+        ],
+    )
+    return {
+        "step": "web_search",
+        "blocks": blocks,
+        "stop_reason": message.stop_reason,
+        "usage": usage_dict(message.usage),
+        "dropped_tools": raw.headers.get("x-weir-dropped-tools"),
+        "answer": text_of(follow_up),
+    }
+
+
+def stream_web_search(client, model):
+    events = []
+    deltas = []
+    with client.messages.stream(
+        model=model,
+        max_tokens=500,
+        tools=[WEB_SEARCH_TOOL],
+        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
+    ) as stream:
+        for event in stream:
+            if event.type in ("message_start", "content_block_start", "content_block_delta",
+                              "content_block_stop", "message_delta", "message_stop"):
+                events.append(event.type)
+            if event.type == "content_block_delta":
+                deltas.append(event.delta.type)
+        final = stream.get_final_message()
+    return {
+        "step": "stream_web_search",
+        "blocks": [block.to_dict() for block in final.content],
+        "stop_reason": final.stop_reason,
+        "events": events,
+        "deltas": deltas,
+        "usage": usage_dict(final.usage),
+    }
+
+
 STEPS = {
+    "web_search": web_search,
+    "stream_web_search": stream_web_search,
     "plain": plain,
     "tools": tools,
     "stream": stream,
@@ -211,7 +280,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080")
     parser.add_argument("model", help="the model id to ask for")
-    parser.add_argument("--steps", default="plain,tools", help="comma-separated: plain,tools,stream,stream_tools,beta,count")
+    parser.add_argument("--steps", default="plain,tools",
+                        help="comma-separated: plain,tools,stream,stream_tools,beta,count,web_search,stream_web_search")
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]

@@ -23,6 +23,12 @@ Steps:
                 $WEIR_OTHER_MODEL; prints the client's error
   hosted        a web_search tool beside a function tool; prints the x-weir-dropped-tools header
                 and the response
+  web_search    a web_search tool alone: the output items as the client parsed them (`to_dict()`),
+                its output_text and x-weir-dropped-tools; then a second turn sending those items
+                back as input; prints {"items", "output_text", "dropped", "answer"}
+  stream_web_search  the same first turn through `responses.stream`; prints the event types
+                with their sequence numbers and the final response's output items
+                {"events": [[type, seq]...], "items": [...]}
   unknown_field an unknown top-level field (extra_body); prints the client's error
   error         a plain question expected to fail; prints the client's error
   agent         an openai-agents Agent with one function tool on its default Responses model
@@ -213,6 +219,38 @@ def hosted(client, model):
     }
 
 
+def web_search(client, model):
+    question = {"role": "user", "content": "What is Weir? Search the web."}
+    raw = client.responses.with_raw_response.create(model=model, input=[question], tools=[{"type": "web_search"}])
+    response = raw.parse()
+    items = [item.to_dict() for item in response.output]
+    follow_up = client.responses.create(
+        model=model,
+        input=[question, *items, {"role": "user", "content": "Thanks. In one word?"}],
+        tools=[{"type": "web_search"}],
+    )
+    return {
+        "step": "web_search",
+        "items": items,
+        "output_text": response.output_text,
+        "dropped": raw.headers.get("x-weir-dropped-tools"),
+        "answer": follow_up.output_text,
+    }
+
+
+def stream_web_search(client, model):
+    events = []
+    with client.responses.stream(
+        model=model,
+        input=[{"role": "user", "content": "What is Weir? Search the web."}],
+        tools=[{"type": "web_search"}],
+    ) as stream:
+        for event in stream:
+            events.append([event.type, event.sequence_number])
+        final = stream.get_final_response()
+    return {"step": "stream_web_search", "events": events, "items": [item.to_dict() for item in final.output]}
+
+
 def hosted_refused(client, model):
     call = lambda: client.responses.create(model=model, input="Search.", tools=[{"type": "web_search"}])
     return {"step": "hosted_refused", "error": error_of(call)}
@@ -272,6 +310,8 @@ def stored(client, model):
 
 
 STEPS = {
+    "web_search": web_search,
+    "stream_web_search": stream_web_search,
     "stored": stored,
     "create": create,
     "stream": stream,

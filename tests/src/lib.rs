@@ -39,6 +39,6 @@ pub mod components {
     /// `tests/operations`' versioned chat component built against the frozen
     /// `weir:provider@0.4.0` (its changed records cross through the host's conversion).
     pub const CHAT_0_4: &str = env!("WEIR_CHAT_0_4_WASM");
-    /// The same component built against the current `weir:provider@0.5.0`.
+    /// The same component built against the frozen `weir:provider@0.5.0` (`wit/frozen/0.5.0`).
     pub const CHAT_0_5: &str = env!("WEIR_CHAT_0_5_WASM");
 }

@@ -20,7 +20,7 @@ use weir_tests::anthropic_wire::{
 use weir_tests::bedrock_wire::{
     self, ACCESS_KEY_ID, FakeBedrock, Operation, REGION, SECRET_ACCESS_KEY, converse_event, converse_usage,
 };
-use weir_tests::responses_wire::{self, function_call_item, reasoning_item, stream_events, usage};
+use weir_tests::responses_wire::{self, function_call_item, reasoning_item, usage};
 use weir_tests::{FakeUpstream, Gateway, Scripted, closed_records, openai_wire};
 
 const CALLER: &str = "weir-codex-caller-0123456789abcdef";
@@ -292,11 +292,11 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
         reasoning_item("rs_codex_1", "enc-codex-secret"),
         function_call_item("call_codex_1", "exec_command", &arguments),
     ];
-    upstream.push(responses_wire::stream(stream_events(&turn_one, usage(60, 30, 0, 20))));
-    upstream.push(responses_wire::stream(stream_events(
-        &[responses_wire::message_item("msg_2", FINAL)],
-        usage(90, 10, 0, 0),
-    )));
+    // Codex streams and offers its hosted `web_search`, which goes to OpenAI: its turns are
+    // sent whole and replayed to Codex as streams (the stream decoder has no case for a
+    // hosted tool's items).
+    upstream.push(responses_wire::response(turn_one.to_vec(), usage(60, 30, 0, 20)));
+    upstream.push(responses_wire::response(vec![responses_wire::message_item("msg_2", FINAL)], usage(90, 10, 0, 0)));
     let config = format!(
         "read_timeout_secs = 20\n{}{}",
         entry(
@@ -318,7 +318,11 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0]["store"], false);
     let names: Vec<&str> = sent[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"exec_command") && !names.contains(&"web_search"), "{names:?}");
+    assert!(names.contains(&"exec_command"), "{names:?}");
+    let hosted: Vec<&Value> =
+        sent[0]["tools"].as_array().unwrap().iter().filter(|t| t["type"] == "web_search").collect();
+    assert_eq!(hosted.len(), 1, "Codex's hosted web_search reaches OpenAI as written: {}", sent[0]);
+    assert_ne!(sent[0]["stream"], true, "taken whole and replayed");
     // Codex's namespace tools reach OpenAI as its own `namespace` tools, members under
     // their own names (none flattened to `<namespace>__<name>`).
     let namespaces: Vec<&Value> =

@@ -375,3 +375,137 @@ async fn a_namespace_goes_to_openai_as_its_own_and_elsewhere_as_functions() {
         .collect();
     assert!(!notes.iter().any(|note| note.contains("dropped")), "nothing dropped: {notes:?}");
 }
+
+/// What OpenAI answers a web search with: the search's call and the cited message.
+fn searched_output() -> Vec<Value> {
+    vec![
+        json!({"type": "web_search_call", "id": "ws_01", "status": "completed",
+               "action": {"type": "search", "query": "weir gateway"}}),
+        json!({"type": "message", "id": "msg_01", "role": "assistant", "status": "completed", "content": [
+            {"type": "output_text", "text": "Weir is an LLM gateway.", "annotations": [
+                {"type": "url_citation", "url": "https://weir.example/", "title": "Weir", "start_index": 0, "end_index": 4}
+            ]}
+        ]}),
+    ]
+}
+
+#[tokio::test]
+async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_next_turn() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
+    upstream.push(response(vec![message_item("msg_02", "Gateway.")], usage(80, 3, 0, 0)));
+    let base = gateway.url("/v1");
+    let lines =
+        tokio::task::spawn_blocking(move || weir_tests::python::run_responses_client(&base, "gpt5", "web_search", &[]))
+            .await
+            .unwrap();
+    let line = &lines[0];
+
+    // What the upstream received: the hosted tool as the caller wrote it.
+    let first = upstream.received()[0].json();
+    assert_eq!(first["tools"], json!([{"type": "web_search"}]), "{first}");
+    // What the client parsed: both items in place, the annotations with them.
+    assert_eq!(line["items"], json!(searched_output()), "{line}");
+    assert_eq!(line["output_text"], "Weir is an LLM gateway.");
+    assert_eq!(line["dropped"], Value::Null, "nothing was dropped");
+    assert_eq!(line["answer"], "Gateway.");
+    // The next turn: the items the client sent back reach OpenAI as it wrote them.
+    let second = upstream.received()[1].json();
+    let input = second["input"].as_array().unwrap();
+    assert_eq!(input.len(), 4, "{second}");
+    assert_eq!(input[1], searched_output()[0], "{second}");
+    assert_eq!(input[2], searched_output()[1], "{second}");
+    assert_eq!(input[3]["role"], "user");
+
+    // The ledger records the items in the provider's order.
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records.len(), 2);
+    assert!(
+        records[0]["notes"]
+            .as_array()
+            .is_none_or(|notes| notes.iter().all(|n| !n.as_str().unwrap().starts_with("tool_dropped")))
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_elsewhere() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream).await;
+    upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
+    let base = gateway.url("/v1");
+    let lines = tokio::task::spawn_blocking(move || {
+        weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[])
+    })
+    .await
+    .unwrap();
+    let line = &lines[0];
+    // Sent whole (the stream decoder has no case for the items), with the tool.
+    let sent = upstream.received()[0].json();
+    assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
+    assert_ne!(sent["stream"], json!(true));
+    // What the client parsed: the items in place, from the typed events in order (the
+    // stream helper adds its own `parsed: null` to a text part).
+    let mut items = line["items"].clone();
+    for part in items[1]["content"].as_array_mut().unwrap() {
+        assert_eq!(part.as_object_mut().unwrap().remove("parsed"), Some(Value::Null));
+    }
+    assert_eq!(items, json!(searched_output()), "{line}");
+    let events: Vec<(&str, u64)> = line["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| (event[0].as_str().unwrap(), event[1].as_u64().unwrap()))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|(kind, _)| *kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.web_search_call.in_progress",
+            "response.web_search_call.searching",
+            "response.web_search_call.completed",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.annotation.added",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ],
+        "{line}"
+    );
+    let numbers: Vec<u64> = events.iter().map(|(_, number)| *number).collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "sequence numbers count from 0");
+
+    // A hosted tool's item in the history of a call to an entry that cannot read it is
+    // refused, never forwarded.
+    let other = FakeUpstream::start().await;
+    let config = format!(
+        "{}
+[[model]]
+id = \"gpt\"
+provider = \"openai\"
+wire_id = \"gpt-4.1\"
+endpoint = \"{}\"
+credential = \"weir-test-key\"
+max_output_tokens = 8000
+context_window = 100000
+max_retries = 0
+",
+        config(&upstream),
+        other.base_url()
+    );
+    let both = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    let body = json!({"model": "gpt", "input": [
+        {"role": "user", "content": "What is Weir?"}, searched_output()[0], {"role": "user", "content": "Thanks."}
+    ]});
+    let (status, _, text) = post_with_headers(&both, "/v1/responses", &body).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("capability_mismatch") && text.contains("web_search_call"), "{text}");
+    assert_eq!(other.request_count(), 0);
+}

@@ -102,9 +102,11 @@ fn key(
 }
 
 /// What to store once the call ends, when its attempts leave its answer
-/// worth storing (see the module's comment): `None` otherwise.
+/// worth storing (see the module's comment): `None` otherwise. An answer with
+/// the provider's own blocks (hosted tools, `decode-native`) is never stored:
+/// the stored value holds the neutral answer only, so a hit would lose them.
 pub(super) fn pending(tally: &mut Tally) -> Option<ToStore> {
-    let plain = tally.attempt_records.iter().all(plain_attempt);
+    let plain = tally.attempt_records.iter().all(plain_attempt) && tally.native_answer.is_none();
     tally.to_store.take().filter(|_| plain)
 }
 
@@ -328,5 +330,22 @@ mod tests {
         let mut refused = answer(StopReason::EndTurn);
         refused.refusal = Some(crate::types::Refusal { category: None, explanation: None });
         assert!(!complete(&refused));
+    }
+
+    #[test]
+    fn an_answer_with_the_providers_own_blocks_is_not_stored() {
+        let to_store = || Some(ToStore { key: CacheKey([7; 32]), ttl: Duration::from_secs(60) });
+        let mut tally = Tally::new(std::time::Instant::now());
+        tally.to_store = to_store();
+        assert!(pending(&mut tally).is_some(), "a plain answer is stored");
+        let mut tally = Tally::new(std::time::Instant::now());
+        tally.to_store = to_store();
+        tally.native_answer = Some(std::sync::Arc::new(crate::chat::NativeBlocks {
+            dialect: "anthropic-messages".into(),
+            blocks: Vec::new(),
+            content: Vec::new(),
+            usage: None,
+        }));
+        assert!(pending(&mut tally).is_none());
     }
 }

@@ -37,11 +37,29 @@ pub(super) async fn run(
     if !(200..300).contains(&response.status) {
         return Err(upstream_failure(target, &mut session, &response).await);
     }
-    let answer = session.decode(&response).await.map_err(|source| classify::plugin_failure(target, source))?;
+    let answer = match target.native_answer {
+        true => {
+            let native = session.decode_native(&response).await;
+            let native = native.map_err(|source| classify::plugin_failure(target, source))?;
+            observed.native = Some(own_blocks(target, &native));
+            native.response
+        }
+        false => session.decode(&response).await.map_err(|source| classify::plugin_failure(target, source))?,
+    };
     // Only an answer that decodes is a success: a 200 the component cannot read
     // (`malformed`) says nothing about the rate the upstream is willing to serve.
     feed_back(target.gate, Feedback::Success).await;
     Ok(answer)
+}
+
+/// What the route of the answer's dialect writes beside the neutral answer.
+fn own_blocks(target: &Target<'_>, answer: &crate::types::NativeAnswer) -> crate::chat::NativeBlocks {
+    let dialect = target.native.as_ref().map(|native| native.dialect.clone()).unwrap_or_default();
+    // A usage object that is not JSON is the component's slip; the tokens
+    // are still in the neutral usage, so only the extra is lost.
+    let usage = answer.usage_json.as_deref().and_then(|usage| serde_json::from_str(usage).ok());
+    let content = answer.response.content.clone();
+    crate::chat::NativeBlocks { dialect, blocks: answer.blocks.clone(), content, usage }
 }
 
 /// Sends an admitted, encoded request and reads its whole response, within

@@ -22,6 +22,8 @@ pub(super) struct Observed {
     pub admission_wait: Duration,
     pub status: Option<u16>,
     pub request_id: Option<String>,
+    /// The answer's own blocks, when it was decoded with them.
+    pub native: Option<crate::chat::NativeBlocks>,
 }
 
 impl Observed {
@@ -78,11 +80,18 @@ pub(super) struct AttemptLog {
     call_started: Instant,
     next: AttemptReason,
     records: Vec<AttemptRecord>,
+    /// The last answer's own blocks (see [`Observed::native`]).
+    native: Option<crate::chat::NativeBlocks>,
 }
 
 impl AttemptLog {
     pub fn new(call_started: Instant) -> Self {
-        Self { call_started, next: AttemptReason::First, records: Vec::new() }
+        Self { call_started, next: AttemptReason::First, records: Vec::new(), native: None }
+    }
+
+    /// The own blocks of the last attempt that answered, if it had any.
+    pub fn take_native(&mut self) -> Option<crate::chat::NativeBlocks> {
+        self.native.take()
     }
 
     /// Why the next attempt runs.
@@ -91,7 +100,10 @@ impl AttemptLog {
     }
 
     /// Adds the attempt that began at `began`.
-    pub fn push(&mut self, began: Instant, observed: Observed, ended: Ended<'_>) {
+    pub fn push(&mut self, began: Instant, mut observed: Observed, ended: Ended<'_>) {
+        if let Ended::Answered(_) = ended {
+            self.native = observed.native.take();
+        }
         let (category, usage, answer_id) = match &ended {
             Ended::Answered(answer) => {
                 ("ok".to_owned(), answer.usage.as_ref().map(Tokens::of), answer.request_id.as_deref())

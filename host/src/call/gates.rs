@@ -105,6 +105,7 @@ pub(super) async fn run<A: Attempt>(
     let mut spend = Spend::for_call(target.model, request, *started).holding(hold.as_mut());
     let mut noted = Noted { requested_max_tokens, notes };
     let result = gate(attempt, target, request, wire, &mut noted, &mut spend).await;
+    tally.native_answer = spend.log.take_native().map(std::sync::Arc::new);
     let (attempts, records) = (spend.attempts(), spend.log.into_records());
     tally.attempts = attempts;
     tally.attempt_records = records;
@@ -167,7 +168,9 @@ async fn gate<A: Attempt>(
             requested = Some(model.max_output_tokens);
             continue;
         }
-        if is_empty(&answer) && answer.stop_reason != StopReason::MaxTokens {
+        // A paused server-tool turn may carry nothing but the provider's own blocks.
+        let paused = answer.stop_reason == StopReason::Pause;
+        if is_empty(&answer) && answer.stop_reason != StopReason::MaxTokens && !paused {
             spent.empty_this_payload += 1;
             spent.empty_in_a_row += 1;
             if spent.empty_this_payload > EMPTY_RETRIES_PER_PAYLOAD || spent.empty_in_a_row >= MAX_CONSECUTIVE_EMPTY {

@@ -170,6 +170,8 @@ pub(crate) struct Tally {
     pub cached_from: Option<String>,
     /// A miss the call may store its answer under (see [`answer_cache`]).
     pub to_store: Option<answer_cache::ToStore>,
+    /// The answering attempt's own blocks (see [`crate::chat::NativeBlocks`]).
+    pub native_answer: Option<std::sync::Arc<crate::chat::NativeBlocks>>,
 }
 
 impl Tally {
@@ -186,6 +188,7 @@ impl Tally {
             cache_mark: None,
             cached_from: None,
             to_store: None,
+            native_answer: None,
         }
     }
 }
@@ -201,6 +204,7 @@ pub(crate) async fn chat(weir: &Weir, mut request: ChatRequest) -> Result<ChatRe
         served => served,
     };
     call.log.add_route_notes(call.tally.native_dropped.notes());
+    call.log.add_route_notes(native::own_usage_notes(call.tally.native_answer.as_deref()));
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Complete(answer)) => Ok(answer),
@@ -237,6 +241,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
         },
     };
     call.log.add_route_notes(call.tally.native_dropped.notes());
+    call.log.add_route_notes(native::own_usage_notes(call.tally.native_answer.as_deref()));
     let stamp = stamp(&call.log, &request.model, &call.tally);
     let result = match result {
         Ok(Outcome::Live(live)) => {
@@ -429,7 +434,10 @@ fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Ta
             stop_reason: Some(record::stop_reason_name(answer.stop_reason).to_owned()),
             served_model: answer.served_model.clone(),
             max_tokens: tally.requested_max_tokens,
-            answer: log.records_content().then(|| record::answer_content(&answer.content)),
+            answer: log.records_content().then(|| match tally.native_answer.as_deref() {
+                Some(own) => record::content::answer_with_own(&answer.content, own),
+                None => record::answer_content(&answer.content),
+            }),
             notes: tally.notes.clone(),
             cached_from: tally.cached_from.clone(),
             ..Ending::default()
@@ -458,6 +466,7 @@ fn stamp(log: &CallLog, model: &str, tally: &Tally) -> Stamp {
         passed_over: tally.resolved.as_ref().map(|resolved| resolved.passed_over.clone()).unwrap_or_default(),
         fallback_from: tally.resolved.as_ref().and_then(|resolved| resolved.fallback_from.clone()),
         cache: tally.cache_mark,
+        native_answer: tally.native_answer.clone(),
     }
 }
 
@@ -483,6 +492,7 @@ async fn run<A: Attempt>(
     tally.resolved = Some(resolved(&target));
     let native = native::plan(&target, request)?;
     target.native = native.request;
+    target.native_answer = native.answer_native;
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
@@ -493,7 +503,10 @@ async fn run<A: Attempt>(
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.
-    policy.notes.stream_replayed_whole = A::STREAMS && (!policy.streams || policy.prompted_tools);
+    // Nor can a provider's own blocks yet (only a whole answer is decoded
+    // with them in place: `native.decode-native`).
+    policy.notes.stream_replayed_whole =
+        A::STREAMS && (!policy.streams || policy.prompted_tools || target.native_answer);
     tally.notes.extend(policy.notes.names());
     if policy.notes.stream_replayed_whole {
         return match dispatch(&Whole, &target, request, tally, &policy).await? {

@@ -4,6 +4,15 @@
 //! record's notes, the stamp's [`NativeDropped`]). The provider's answer only
 //! narrows what the caller sent: a component can never add a field or a beta.
 //!
+//! Hosted tools (`server_tools.<type>` fields) follow the same cut: one the
+//! provider does not take is dropped and named as a tool (`tool_dropped:TYPE`),
+//! or, under `hosted_tools = "refuse"`, refuses the call. A history's own
+//! blocks (`native_blocks`) reach only a provider that takes them: for any
+//! other the call is refused, except for a cited text, whose neutral text the
+//! conversation already holds (its citations are then left out, as before).
+//! A call that sends either has its answer decoded with its own blocks in
+//! place (`native.decode-native`) when the component has that function.
+//!
 //! The entry's prompt cache (see [`PromptCache`]) adds one rule: a provider
 //! that routes its cache by `prompt_cache_key` is sent a key scoped to the
 //! caller's member (the caller's own key, if any, folded into it), so one
@@ -16,11 +25,16 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::PromptCache;
-use crate::chat::{ChatRequest, NativeAsk, NativeDropped};
+use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk, NativeDropped};
 use crate::error::WeirError;
 use crate::types::{NativeRequest, NativeSupport};
 
 use super::target::Target;
+
+/// The most own-usage notes one record takes (see [`own_usage_notes`]).
+const MAX_USAGE_NOTES: usize = 8;
+/// The longest own-usage name a note takes.
+const MAX_USAGE_NAME: usize = 64;
 
 /// Any beta, in `native-support.betas`.
 const ANY_BETA: &str = "*";
@@ -35,6 +49,9 @@ pub(super) struct NativePlan {
     /// `None` when nothing is sent natively: the call encodes with `chat.encode`.
     pub request: Option<NativeRequest>,
     pub dropped: NativeDropped,
+    /// The request carries hosted tools or a history's own blocks, so the
+    /// answer is decoded with its own blocks in place.
+    pub answer_native: bool,
 }
 
 /// The plan for `request`'s native fields on `target`'s provider and wire id,
@@ -61,7 +78,61 @@ pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativeP
     {
         put_cache_key(&mut plan, support, member_cache_key(request));
     }
+    if let Some(ask) = request.native.as_deref() {
+        refuse_what_cannot_go(target, ask, &mut plan)?;
+    }
+    plan.answer_native = plan.request.as_ref().is_some_and(carries_own_parts) && target.provider.decodes_native();
     Ok(plan)
+}
+
+/// A hosted tool dropped under `hosted_tools = "refuse"`, or a history block
+/// the provider cannot take (a cited text aside: see the module's comment).
+fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut NativePlan) -> Result<(), WeirError> {
+    let refused = |what: String| WeirError::NativeNotTaken { model: target.model.id.clone(), what };
+    if let Some(tool) = plan.dropped.tools.first().filter(|_| ask.refuse_hosted_tools) {
+        return Err(refused(format!("the hosted tool `{tool}` (`hosted_tools = \"refuse\"`)")));
+    }
+    let Some(at) = plan.dropped.fields.iter().position(|field| field == NATIVE_BLOCKS_FIELD) else { return Ok(()) };
+    let blocks =
+        ask.fields.iter().filter(|(name, _)| name == NATIVE_BLOCKS_FIELD).filter_map(|(_, value)| value.as_array());
+    let unreadable =
+        blocks.flatten().find(|placed| placed.get("replaces").and_then(serde_json::Value::as_bool) != Some(true));
+    if let Some(placed) = unreadable {
+        let kind = placed.pointer("/block/type").and_then(serde_json::Value::as_str).unwrap_or("unknown");
+        return Err(refused(format!("the history's `{kind}` block, which only its own provider reads,")));
+    }
+    plan.dropped.fields.remove(at);
+    Ok(())
+}
+
+/// The record's notes for the provider's own usage counts beside the tokens,
+/// one per number: `server_tool_use.web_search_requests=2`. Not priced: a
+/// catalog entry has no price for a server tool's use. A component's answer
+/// is not trusted to be small: at most [`MAX_USAGE_NOTES`] notes, each name
+/// at most [`MAX_USAGE_NAME`] characters.
+pub(super) fn own_usage_notes(own: Option<&crate::chat::NativeBlocks>) -> Vec<String> {
+    let Some(serde_json::Value::Object(usage)) = own.and_then(|own| own.usage.as_ref()) else { return Vec::new() };
+    let mut notes = Vec::new();
+    for (group, counts) in usage {
+        let Some(counts) = counts.as_object() else { continue };
+        for (name, count) in counts {
+            let named = group.chars().count() + name.chars().count() <= MAX_USAGE_NAME;
+            if let Some(count) = count.as_u64().filter(|_| named && notes.len() < MAX_USAGE_NOTES) {
+                notes.push(format!("{group}.{name}={count}"));
+            }
+        }
+    }
+    notes
+}
+
+/// Whether a native request sends hosted tools or a history's own blocks.
+fn carries_own_parts(request: &NativeRequest) -> bool {
+    match serde_json::from_str::<serde_json::Value>(&request.fields_json) {
+        Ok(serde_json::Value::Object(fields)) => {
+            fields.keys().any(|name| name.starts_with(HOSTED_TOOL_FIELD) || name == NATIVE_BLOCKS_FIELD)
+        }
+        _ => false,
+    }
 }
 
 /// `ask` without the cache fields `mode` does not send, and their names;
@@ -139,7 +210,10 @@ pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativeP
         match takes_field(name) {
             true => drop(fields.insert(name.clone(), value.clone())),
             false if ask.rendered_neutrally.contains(&name.as_str()) => {}
-            false => dropped.fields.push(name.clone()),
+            false => match name.strip_prefix(HOSTED_TOOL_FIELD) {
+                Some(tool) => dropped.tools.push(tool.to_owned()),
+                None => dropped.fields.push(name.clone()),
+            },
         }
     }
     let (betas, dropped_betas): (Vec<String>, Vec<String>) =
@@ -150,7 +224,7 @@ pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativeP
         fields_json: serde_json::Value::Object(fields).to_string(),
         betas,
     });
-    NativePlan { request, dropped }
+    NativePlan { request, dropped, answer_native: false }
 }
 
 #[cfg(test)]
@@ -167,6 +241,7 @@ mod tests {
             fields: fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
             betas: vec!["context-management-2025-06-27".into(), "claude-code-20250219".into()],
             rendered_neutrally: &[],
+            refuse_hosted_tools: false,
         }
     }
 
@@ -221,6 +296,7 @@ mod tests {
             ],
             betas: Vec::new(),
             rendered_neutrally: &["custom_tools"],
+            refuse_hosted_tools: false,
         };
         let plan = split(&ask, None);
         assert!(plan.request.is_none());
@@ -233,5 +309,40 @@ mod tests {
         let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
         assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
         assert_eq!(plan.dropped, NativeDropped::default());
+    }
+
+    #[test]
+    fn a_hosted_tool_not_taken_is_dropped_as_a_tool_and_taken_one_is_sent() {
+        let ask = NativeAsk {
+            dialect: "anthropic-messages",
+            fields: vec![
+                ("server_tools.web_search_20250305".into(), json!([{"type": "web_search_20250305"}])),
+                ("server_tools.bash_20250124".into(), json!([{"type": "bash_20250124"}])),
+            ],
+            ..NativeAsk::default()
+        };
+        let plan = split(&ask, Some(&support(&["server_tools.web_search_20250305"], &[])));
+        let fields: serde_json::Value = serde_json::from_str(&plan.request.unwrap().fields_json).unwrap();
+        assert_eq!(fields, json!({"server_tools.web_search_20250305": [{"type": "web_search_20250305"}]}));
+        assert_eq!(plan.dropped.tools, ["bash_20250124"]);
+        assert!(plan.dropped.fields.is_empty());
+        assert_eq!(plan.dropped.notes().collect::<Vec<_>>(), ["tool_dropped:bash_20250124"]);
+    }
+
+    #[test]
+    fn own_usage_becomes_bounded_notes() {
+        let own = |usage: serde_json::Value| crate::chat::NativeBlocks {
+            dialect: "anthropic-messages".into(),
+            blocks: Vec::new(),
+            content: Vec::new(),
+            usage: Some(usage),
+        };
+        let notes = own_usage_notes(Some(&own(json!({"server_tool_use": {"web_search_requests": 2, "note": "x"}}))));
+        assert_eq!(notes, ["server_tool_use.web_search_requests=2"]);
+        let many: serde_json::Map<String, serde_json::Value> = (0..20).map(|n| (format!("k{n}"), json!(n))).collect();
+        assert_eq!(own_usage_notes(Some(&own(json!({"g": many})))).len(), MAX_USAGE_NOTES);
+        let long = "x".repeat(80);
+        assert!(own_usage_notes(Some(&own(json!({"g": {long: 1}})))).is_empty());
+        assert!(own_usage_notes(None).is_empty());
     }
 }

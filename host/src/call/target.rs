@@ -85,6 +85,10 @@ pub(super) struct Target<'a> {
     /// The caller's native fields this provider takes, sent with
     /// `native.encode` (see `call::native`); `None`: `chat.encode`.
     pub native: Option<crate::types::NativeRequest>,
+    /// The native request carries hosted tools or a history's own blocks and
+    /// the provider decodes its answer with its own blocks in place
+    /// (`native.decode-native`): the answer is decoded that way.
+    pub native_answer: bool,
 }
 
 impl<'a> std::ops::Deref for Target<'a> {
@@ -354,7 +358,7 @@ async fn resolve_component_entry<'a>(
         opening,
         deployment: None,
     };
-    Ok(Target { reached, provider, native: None })
+    Ok(Target { reached, provider, native: None, native_answer: false })
 }
 
 /// [`resolve_component_entry`] for an entry with deployments: resolved against
@@ -386,7 +390,7 @@ async fn resolve_deployed_entry<'a>(
         opening,
         deployment: None,
     };
-    let entry = Target { reached, provider, native: None };
+    let entry = Target { reached, provider, native: None, native_answer: false };
     let mut unaddressable = None;
     for index in pool.usable() {
         match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
@@ -429,7 +433,12 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         opening: target.opening,
         deployment: Some(deployed),
     };
-    Ok(Target { reached, provider: Arc::clone(provider), native: target.native.clone() })
+    Ok(Target {
+        reached,
+        provider: Arc::clone(provider),
+        native: target.native.clone(),
+        native_answer: target.native_answer,
+    })
 }
 
 /// Where a call goes and what it carries, as [`address`] settled them.

@@ -24,8 +24,8 @@ use super::sandbox::CallState;
 use super::world::{Operation, Targets, export_name};
 use crate::types::{
     CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpResponse,
-    NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse, StreamDelta,
-    StreamEvent,
+    NativeAnswer, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse,
+    StreamDelta, StreamEvent,
 };
 use crate::wit::v0_4;
 
@@ -140,6 +140,8 @@ pub(super) struct NativeExports {
     encode: ComponentExportIndex,
     count_encode: ComponentExportIndex,
     count_decode: ComponentExportIndex,
+    /// `decode-native` (0.6.0 on); `None` for a 0.4.0 or 0.5.0 component.
+    decode_native: Option<ComponentExportIndex>,
 }
 
 /// Finds the functions of one exported interface by name.
@@ -240,6 +242,10 @@ impl Exports {
                     encode: native.func("encode")?,
                     count_encode: native.func("count-tokens-encode")?,
                     count_decode: native.func("count-tokens-decode")?,
+                    decode_native: match has_decode_native(version) {
+                        true => Some(native.func("decode-native")?),
+                        false => None,
+                    },
                 })
             })
             .transpose()?;
@@ -333,6 +339,9 @@ impl Exports {
                 }
             }
             check("native.count-tokens-decode", n.count_decode(store, instance).map(drop))?;
+            if let Some(decode_native) = n.decode_native(store, instance) {
+                check("native.decode-native", decode_native.map(drop))?;
+            }
         }
         Ok(())
     }
@@ -536,4 +545,23 @@ impl NativeExports {
     pub fn count_decode<'a>(&self, store: Call<'_>, instance: &Instance) -> Reading<'a, Result<u64, CodecError>> {
         typed(self.typed, store, instance, self.count_decode)
     }
+
+    /// Whether the component answers `decode-native` (0.6.0 on).
+    pub fn decodes_native(&self) -> bool {
+        self.decode_native.is_some()
+    }
+
+    /// `decode-native`, when the component has it.
+    pub fn decode_native<'a>(
+        &self,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Option<Reading<'a, Result<NativeAnswer, CodecError>>> {
+        self.decode_native.map(|index| typed(self.typed, store, instance, index))
+    }
+}
+
+/// `native.decode-native` came with 0.6.0; `native` itself with 0.4.0.
+fn has_decode_native(version: &str) -> bool {
+    !matches!(version, "0.1.0" | "0.2.0" | "0.3.0" | "0.4.0" | "0.5.0")
 }

@@ -11,7 +11,7 @@ use super::exports::NativeExports;
 use super::provider::{PluginError, Provider};
 use super::session::Session;
 use super::world::Operation;
-use crate::types::{CallParams, HttpRequest, HttpResponse, NativeRequest, PreparedConversation};
+use crate::types::{CallParams, HttpRequest, HttpResponse, NativeAnswer, NativeRequest, PreparedConversation};
 use crate::wit::v0_4;
 use wasmtime::component::Instance;
 
@@ -85,7 +85,31 @@ impl Session<'_> {
     }
 }
 
+impl Session<'_> {
+    /// Decodes a successful answer to a request that carried hosted tools or
+    /// the dialect's own blocks: the neutral answer and every block in the
+    /// provider's order (`native.decode-native`, 0.6.0 on). Waited for like
+    /// [`Session::decode`].
+    pub async fn decode_native(&mut self, response: &HttpResponse) -> Result<NativeAnswer, PluginError> {
+        let exports = self.provider().native()?;
+        if !exports.decodes_native() {
+            return Err(self.provider().missing_function(Operation::Native, "decode-native"));
+        }
+        let decode = |store: Call<'_>, instance: &Instance| {
+            exports.decode_native(store, instance).unwrap_or_else(|| Err(wasmtime::Error::msg("no decode-native")))
+        };
+        let result = self.call("native.decode-native", None, decode, (self.provider().key(), response)).await?;
+        result.map_err(|error| self.provider().codec(error))
+    }
+}
+
 impl Provider {
+    /// Whether the component answers `native.decode-native` (0.6.0 on): only
+    /// such a provider is sent hosted tools or a dialect's own blocks.
+    pub fn decodes_native(&self) -> bool {
+        self.component().exports.native.as_ref().is_some_and(NativeExports::decodes_native)
+    }
+
     fn native(&self) -> Result<&NativeExports, PluginError> {
         self.component().exports.native.as_ref().ok_or_else(|| self.missing(Operation::Native))
     }

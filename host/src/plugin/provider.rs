@@ -442,6 +442,16 @@ impl Provider {
         PluginError::Fault { provider: self.info.key.clone(), reason }
     }
 
+    /// A function of `operation` that the component's version does not have.
+    pub(super) fn missing_function(&self, operation: Operation, function: &str) -> PluginError {
+        let reason = format!(
+            "its component ({}, weir:provider@{}) has no `{operation}.{function}`",
+            self.component.source, self.component.world_version
+        );
+        tracing::warn!(provider = %self.info.key, %reason, "function not exported");
+        PluginError::Fault { provider: self.info.key.clone(), reason }
+    }
+
     /// A fresh store and instance in a slot of the pool, waiting for a slot until
     /// the earlier of `deadline` and [`SLOT_WAIT`] from now.
     pub(super) async fn instantiate(&self, deadline: Option<Instant>) -> Result<CallInstance, PluginError> {

@@ -34,7 +34,6 @@ mod auth;
 mod decisions;
 mod edge;
 mod error;
-mod hosted;
 mod metrics;
 mod openai;
 mod responses;
@@ -151,7 +150,8 @@ async fn chat_completions(
 /// carried as native betas (see `anthropic::take_betas`). Fields, betas and
 /// hosted tools the request carries that the serving provider was not handed
 /// are named in `x-weir-dropped-fields`, `x-weir-dropped-betas` and
-/// `x-weir-dropped-tools`.
+/// `x-weir-dropped-tools`. An answer with the provider's own blocks (server
+/// tools) is written with them in place, whole or as a replayed stream.
 async fn messages(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -160,7 +160,7 @@ async fn messages(
 ) -> Result<Response, anthropic::AnthropicError> {
     let caller = caller.caller()?;
     let ingress = anthropic::into_chat_request(&body, weir.config().hosted_tools, anthropic::Purpose::Call)?;
-    let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields, dropped_tools } = ingress;
+    let anthropic::Ingress { mut request, stream, omit_thinking, dropped_fields } = ingress;
     request.caller = caller;
     request.route = Route::AnthropicMessages;
     anthropic::take_betas(&mut request, &headers);
@@ -169,15 +169,23 @@ async fn messages(
     let (mut answer, native_dropped) = if stream {
         let stream = weir.chat_stream(request).await?;
         let native_dropped = stream.stamp().native_dropped.clone();
-        let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
-        (sse::sse_response(stream, writer), native_dropped)
+        // An answer with the provider's own blocks was taken whole: it is
+        // written block by block in the provider's order.
+        let answer = match anthropic::OwnBlockEvents::for_stamp(stream.stamp(), stop.clone(), omit_thinking) {
+            Some(writer) => sse::sse_response(stream, writer),
+            None => {
+                let writer = anthropic::Events::new(stream.stamp(), stop, omit_thinking);
+                sse::sse_response(stream, writer)
+            }
+        };
+        (answer, native_dropped)
     } else {
         let response = weir.chat(request).await?;
         let mut answer = axum::Json(anthropic::message_body(&response, &stop, omit_thinking)).into_response();
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };
-    let dropped = Dropped { fields: &dropped_fields, tools: &dropped_tools, native: &native_dropped };
+    let dropped = Dropped { fields: &dropped_fields, tools: &[], native: &native_dropped };
     dropped.headers(answer.headers_mut());
     Ok(answer)
 }
@@ -221,8 +229,7 @@ async fn count_tokens(
     if let Ok(model) = HeaderValue::from_str(&count.model) {
         headers.insert("x-weir-model", model);
     }
-    Dropped { fields: &ingress.dropped_fields, tools: &ingress.dropped_tools, native: &count.native_dropped }
-        .headers(headers);
+    Dropped { fields: &ingress.dropped_fields, tools: &[], native: &count.native_dropped }.headers(headers);
     Ok(answer)
 }
 
@@ -244,7 +251,10 @@ impl Dropped<'_> {
         let lists = [
             ("x-weir-dropped-fields", fields.join(", ")),
             ("x-weir-dropped-betas", self.native.betas.join(", ")),
-            ("x-weir-dropped-tools", self.tools.join(", ")),
+            (
+                "x-weir-dropped-tools",
+                self.tools.iter().chain(&self.native.tools).cloned().collect::<Vec<_>>().join(", "),
+            ),
         ];
         for (name, list) in lists {
             if let Some(value) = Some(list).filter(|list| !list.is_empty()).and_then(|v| HeaderValue::from_str(&v).ok())
@@ -257,9 +267,10 @@ impl Dropped<'_> {
 
 /// The Responses API. A continuation's stored items come first
 /// (`previous_response_id`); sealed reasoning in the input is opened for the
-/// entry the model resolves to (so it needs resolving first); hosted tools are
-/// dropped, or refused under `hosted_tools = "refuse"` (as on `/v1/messages`)
-/// before any upstream call; `store: true` keeps the answer (see `stored`).
+/// entry the model resolves to (so it needs resolving first); hosted tools go
+/// to a provider that runs them (its items answered in place, whole or as a
+/// replayed stream) and are dropped, or refused under `hosted_tools =
+/// "refuse"` (as on `/v1/messages`), for any other, before any upstream call; `store: true` keeps the answer (see `stored`).
 async fn responses_create(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
@@ -285,7 +296,7 @@ async fn responses_create(
         false => None,
     };
     let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
-    let responses::Ingress { mut request, stream, mut echo, names, hosted_tools } =
+    let responses::Ingress { mut request, stream, mut echo, names } =
         responses::into_chat_request(body, unseal, weir.config().hosted_tools)?;
     echo.insert("store".to_owned(), json!(keep));
     request.caller = caller.clone();
@@ -298,7 +309,7 @@ async fn responses_create(
         let stream = weir.chat_stream(request).await?;
         let native_dropped = stream.stamp().native_dropped.clone();
         let answer = responses::Answer::new(stream.stamp(), echo, names, seal);
-        let mut events = responses::Events::new(answer);
+        let mut events = responses::Events::new(answer).replaying(stream.stamp());
         if keep {
             let weir = weir.clone();
             events = events.on_end(move |response| {
@@ -318,7 +329,7 @@ async fn responses_create(
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };
-    Dropped { fields: &[], tools: &hosted_tools, native: &native_dropped }.headers(answer.headers_mut());
+    Dropped { fields: &[], tools: &[], native: &native_dropped }.headers(answer.headers_mut());
     Ok(answer)
 }
 

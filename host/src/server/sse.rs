@@ -178,6 +178,7 @@ mod tests {
             passed_over: Vec::new(),
             fallback_from: None,
             cache: None,
+            native_answer: None,
         }
     }
 

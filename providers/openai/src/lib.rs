@@ -46,8 +46,8 @@ mod stream;
 
 use weir_sdk::types::{
     CallParams, ChatResponse, CodecError, CredentialShape, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken,
-    HeaderCredential, HttpRequest, HttpResponse, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo,
-    RerankParams, RerankResponse, StreamFraming,
+    HeaderCredential, HttpRequest, HttpResponse, NativeAnswer, NativeRequest, NativeSupport, PreparedConversation,
+    ProviderInfo, RerankParams, RerankResponse, StreamFraming,
 };
 use weir_sdk::{ChatProvider, EmbeddingProvider, LogprobsProvider, NativeProvider, RerankProvider};
 
@@ -269,6 +269,15 @@ impl NativeProvider for OpenAi {
 
     fn count_tokens_decode(provider: &str, _response: HttpResponse) -> Result<u64, CodecError> {
         Err(CodecError::Unsupported(format!("{provider} has no token count")))
+    }
+
+    /// OpenAI's hosted tools' items in place, for `openai-responses` (see
+    /// [`responses::hosted`]); the Chat Completions keys are never sent any.
+    fn decode_native(provider: &str, response: HttpResponse) -> Result<NativeAnswer, CodecError> {
+        match provider {
+            dialect::RESPONSES => responses::hosted::decode_native(&response),
+            other => Err(CodecError::Unsupported(format!("{other} takes no hosted tools"))),
+        }
     }
 }
 

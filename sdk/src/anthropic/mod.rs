@@ -15,6 +15,7 @@
 
 mod bedrock_betas;
 mod errors;
+pub mod hosted;
 mod invoke_stream;
 pub mod native;
 mod request;

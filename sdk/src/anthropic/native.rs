@@ -20,6 +20,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::hosted::{self, NATIVE_BLOCKS};
 use super::request::encode_with;
 use super::{Surface, bedrock_betas};
 use crate::json::{from_body, parse_value};
@@ -52,7 +53,18 @@ pub fn support(surface: Surface, wire_id: &str) -> Option<NativeSupport> {
     let owned = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
     let (fields, betas, count_tokens) = match surface {
         Surface::Direct => (
-            owned(&["top_k", "context_management", "container", "mcp_servers", "service_tier", CACHE_TTL]),
+            owned(&[
+                "top_k",
+                "context_management",
+                "container",
+                "mcp_servers",
+                "service_tier",
+                CACHE_TTL,
+                NATIVE_BLOCKS,
+            ])
+            .into_iter()
+            .chain(hosted::server_tool_fields())
+            .collect(),
             owned(&[ANY_BETA]),
             true,
         ),
@@ -73,8 +85,9 @@ pub fn encode(
     params: &CallParams,
     native: &NativeRequest,
 ) -> Result<HttpRequest, CodecError> {
-    let asked = Asked::checked(surface, params, native)?;
+    let mut asked = Asked::checked(surface, params, native)?;
     encode_with(surface, conversation, params, |body, headers| {
+        hosted::apply(&mut asked.fields, body)?;
         asked.apply(surface, body, headers);
         Ok(())
     })
@@ -91,9 +104,10 @@ pub fn count_tokens_encode(
     if surface != Surface::Direct {
         return Err(CodecError::Unsupported(format!("{} has no token count through this component", surface.key())));
     }
-    let asked = Asked::checked(surface, params, native)?;
+    let mut asked = Asked::checked(surface, params, native)?;
     let whole = CallParams { stream: false, ..params.clone() };
     let mut request = encode_with(surface, conversation, &whole, |body, headers| {
+        hosted::apply(&mut asked.fields, body)?;
         asked.apply(surface, body, headers);
         body.retain(|name, _| COUNTED_FIELDS.contains(&name.as_str()));
         Ok(())
@@ -217,6 +231,22 @@ mod tests {
             dialect: DIALECT.into(),
             fields_json: fields.to_string(),
             betas: betas.iter().map(|beta| (*beta).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_direct_api_takes_server_tools_and_history_blocks() {
+        let wire_ids = [
+            (Surface::Direct, "claude-sonnet-4-5"),
+            (Surface::BedrockInvoke, "anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            (Surface::Mantle, "anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            (Surface::Vertex, "claude-sonnet-4-5@20250929"),
+        ];
+        for (surface, wire_id) in wire_ids {
+            let fields = support(surface, wire_id).unwrap().fields;
+            let takes = fields.iter().any(|field| field == "server_tools.web_search_20250305");
+            assert_eq!(takes, surface == Surface::Direct, "{surface:?}");
+            assert_eq!(fields.iter().any(|field| field == NATIVE_BLOCKS), surface == Surface::Direct, "{surface:?}");
         }
     }
 

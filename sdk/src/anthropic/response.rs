@@ -50,7 +50,7 @@ pub fn decode(surface: Surface, response: &HttpResponse) -> Result<ChatResponse,
 /// One block of `content`. Types this component never asks for (server tools,
 /// their results) are skipped: the API adds block types over time, and a client
 /// that did not enable a feature is told to ignore what it does not know.
-fn content_block(position: usize, block: &Value) -> Result<Option<ContentBlock>, CodecError> {
+pub(super) fn content_block(position: usize, block: &Value) -> Result<Option<ContentBlock>, CodecError> {
     let field = |key: &str| {
         block
             .get(key)

@@ -2,10 +2,10 @@
 //! [`SurfaceProvider`] makes a type a whole [`ChatProvider`] over the shared codec,
 //! so the components cannot differ in anything but their description.
 
-use super::{AnthropicStream, Surface, classify, decode, encode, native};
+use super::{AnthropicStream, Surface, classify, decode, encode, hosted, native};
 use crate::types::{
-    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, NativeRequest, NativeSupport,
-    PreparedConversation, ProviderInfo,
+    CallParams, ChatResponse, CodecError, ErrorClass, HttpRequest, HttpResponse, NativeAnswer, NativeRequest,
+    NativeSupport, PreparedConversation, ProviderInfo,
 };
 use crate::{ChatProvider, NativeProvider};
 
@@ -82,6 +82,10 @@ impl<T: SurfaceProvider> NativeProvider for T {
 
     fn count_tokens_decode(_provider: &str, response: HttpResponse) -> Result<u64, CodecError> {
         native::count_tokens_decode(&response)
+    }
+
+    fn decode_native(_provider: &str, response: HttpResponse) -> Result<NativeAnswer, CodecError> {
+        hosted::decode_native(T::SURFACE, &response)
     }
 }
 

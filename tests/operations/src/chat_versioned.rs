@@ -1,7 +1,7 @@
 //! `describe` + `chat` + `native` + `logprobs` of one world version, the same code for two builds:
 //! feature `chat-0-4` against the frozen `weir:provider@0.4.0` (a component
 //! built before 0.5.0 changed `call-params` and `capabilities`), feature
-//! `chat-0-5` against the current WIT. Key `versioned`; it speaks
+//! `chat-0-5` against the frozen `weir:provider@0.5.0` (0.6.0 only added). Key `versioned`; it speaks
 //! `POST /complete` with `{"model", "max_tokens", "temperature", "prompt"}`
 //! and reads `{"text", "input", "output"}`; its stream is one text piece per
 //! event, `[DONE]` the stop, `finish` the usage. `native` (dialect `versioned`)
@@ -48,7 +48,7 @@ wit_bindgen::generate!({
 
 #[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/frozen/0.5.0",
     inline: "package weir:versioned-test;
         world versioned {
             export weir:provider/describe@0.5.0;

@@ -5,7 +5,7 @@
 //! - `chat-0-1`: `describe` + `chat` of the frozen `weir:provider@0.1.0`, key
 //!   `legacy`, with a stateful stream decoder;
 //! - `chat-0-4` / `chat-0-5`: one chat (+ native, logprobs) component, key `versioned`, built against
-//!   the frozen 0.4.0 and against the current 0.5.0 (the records 0.5.0
+//!   the frozen 0.4.0 and against the frozen 0.5.0 (the records 0.5.0
 //!   changed cross through the host's conversion in the first);
 //! - `embeddings`: `describe` + `embeddings` of 0.3.0, key `embed-only`;
 //! - `rerank`: `describe` + `rerank` of 0.3.0, key `rerank-only`.

@@ -261,6 +261,7 @@ mod tests {
             passed_over: Vec::new(),
             fallback_from: None,
             cache: None,
+            native_answer: None,
         };
         Events::new(&stamp, stop_sequences.iter().map(|s| (*s).to_owned()).collect(), omit_thinking)
     }

@@ -6,11 +6,13 @@
 mod betas;
 mod error;
 mod events;
+mod own_blocks;
 mod request;
 mod response;
 
 pub use betas::take_betas;
 pub use error::AnthropicError;
 pub use events::Events;
+pub use own_blocks::OwnBlockEvents;
 pub use request::{DIALECT, Ingress, Purpose, into_chat_request};
 pub use response::message_body;

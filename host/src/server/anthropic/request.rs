@@ -14,8 +14,12 @@
 //! other, and for the fields never sent, the call's record notes it
 //! (`field_dropped:NAME`) and the answer names it in `x-weir-dropped-fields`.
 //! Hosted tools (server tools Anthropic runs, and its schema-less tool types)
-//! are dropped the same way (`tool_dropped:TYPE`, `x-weir-dropped-tools`) or,
-//! under `hosted_tools = "refuse"`, refused. A top-level field that is not
+//! are native too (`server_tools.<type>`): sent to a provider that runs them
+//! (the direct API's server tools), dropped for any other (`tool_dropped:TYPE`,
+//! `x-weir-dropped-tools`) or, under `hosted_tools = "refuse"`, refused. A
+//! history's own blocks (`server_tool_use`, `web_search_tool_result`, ..., and
+//! a text's `citations`) are native as well (`native_blocks`, in place; see
+//! [`own_block`]). A top-level field that is not
 //! Anthropic's is a 400 naming it: it may change what the caller is asking for.
 //! Inside blocks and tools, unknown keys (`citations`, `title`, ...) are
 //! ignored as the reference advises.
@@ -26,7 +30,7 @@ use serde_json::{Value, json};
 use crate::catalog::HostedTools;
 use std::sync::Arc;
 
-use crate::chat::{ChatRequest, NativeAsk};
+use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk};
 use crate::failure::Category;
 use crate::record::ClientFacts;
 use crate::server::error::ApiError;
@@ -186,11 +190,9 @@ pub struct Ingress {
     /// their text, signatures kept (as Anthropic answers them).
     pub omit_thinking: bool,
     /// Top-level (and `tools[].`, `output_config.`) fields accepted and never
-    /// sent, for `x-weir-dropped-fields`; the native fields the serving
-    /// provider does not take are added from the call's stamp.
+    /// sent, for `x-weir-dropped-fields`; the native fields and hosted tools
+    /// the serving provider does not take are added from the call's stamp.
     pub dropped_fields: Vec<&'static str>,
-    /// Hosted tools left out, by type, for `x-weir-dropped-tools`.
-    pub dropped_tools: Vec<String>,
 }
 
 /// Parses and maps a request body. Errors quote only the caller's own input.
@@ -218,10 +220,10 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     let metadata = user_id.map(|id| json!({"user_id": id.chars().take(MAX_USER_ID_CHARS).collect::<String>()}));
     let thinking = thinking(body.thinking.as_ref(), max_tokens)?;
     let (effort, schema) = output_config(body.output_config, body.output_format.as_ref(), &mut dropped_fields)?;
-    let Tools { offered, dropped: dropped_tools, dropped_names } =
-        tools(body.tools, hosted_tools, &mut dropped_fields)?;
+    let Tools { offered, hosted, hosted_names } = tools(body.tools, &mut dropped_fields)?;
+    native_fields.extend(hosted);
     let tool_choice = body.tool_choice.as_ref().map(tool_choice).transpose()?;
-    refuse_choice_of_dropped(tool_choice.as_ref(), &offered, &dropped_names)?;
+    refuse_choice_of_hosted(tool_choice.as_ref(), &offered, &hosted_names)?;
     let mut conversation = Conversation {
         system: system(body.system.as_ref())?,
         // As on the OpenAI route: the host plans a breakpoint on the system prompt
@@ -232,10 +234,14 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
         tool_choice,
     };
     let mut system_as_user = false;
+    let mut own_blocks = Vec::new();
     for (index, message) in body.messages.into_iter().enumerate() {
         system_as_user |= message.role == "system";
-        add_message(&mut conversation, message)
+        add_message(&mut conversation, message, &mut own_blocks)
             .map_err(|e| ApiError::invalid_request(format!("messages[{index}]: {e}")))?;
+    }
+    if !own_blocks.is_empty() {
+        native_fields.push((NATIVE_BLOCKS_FIELD.to_owned(), Value::Array(own_blocks)));
     }
     if conversation.turns.is_empty() {
         return Err(ApiError::invalid_request("`messages` is empty"));
@@ -257,15 +263,16 @@ pub fn into_chat_request(body: &[u8], hosted_tools: HostedTools, purpose: Purpos
     request.route_notes = dropped_fields
         .iter()
         .map(|field| format!("field_dropped:{field}"))
-        .chain(dropped_tools.iter().map(|tool| crate::server::hosted::dropped_note(tool)))
         .chain(system_as_user.then(|| SYSTEM_MESSAGE_AS_USER.to_owned()))
         .chain(metadata_truncated.then(|| METADATA_TRUNCATED.to_owned()))
         .collect();
     request.client = Some(ClientFacts { metadata, betas: Vec::new() });
     if !native_fields.is_empty() {
-        request.native = Some(Arc::new(NativeAsk { dialect: DIALECT, fields: native_fields, ..NativeAsk::default() }));
+        let refuse_hosted_tools = hosted_tools == HostedTools::Refuse;
+        let ask = NativeAsk { dialect: DIALECT, fields: native_fields, refuse_hosted_tools, ..NativeAsk::default() };
+        request.native = Some(Arc::new(ask));
     }
-    Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields, dropped_tools })
+    Ok(Ingress { request, stream: body.stream, omit_thinking: thinking.omitted, dropped_fields })
 }
 
 /// The record's note for a request with a mid-conversation `system` message,
@@ -399,28 +406,83 @@ fn system(system: Option<&Value>) -> Result<Vec<String>, ApiError> {
     }
 }
 
-fn add_message(conversation: &mut Conversation, message: Message) -> Result<(), String> {
+/// Adds a message to the conversation; its own blocks (see [`own_block`])
+/// go to `own_blocks`, placed by turn and position.
+fn add_message(conversation: &mut Conversation, message: Message, own_blocks: &mut Vec<Value>) -> Result<(), String> {
     let role = match message.role.as_str() {
         "user" => TurnRole::User,
         "assistant" => TurnRole::Assistant,
         "system" => return add_system_message(conversation, &message.content),
         other => return Err(format!("unknown role `{other}` (expected `user`, `assistant` or `system`)")),
     };
+    // Where this message's blocks land: merged into the last turn when it
+    // has the same role, else a turn of its own.
+    let (turn, offset) = match conversation.turns.last() {
+        Some(last) if last.role == role => {
+            let turn = conversation.turns.len() - 1;
+            (turn, last.content.len() + crate::chat::inserted_into(own_blocks, turn))
+        }
+        _ => (conversation.turns.len(), 0),
+    };
     let (blocks, cache) = match message.content {
         Value::String(text) => (vec![ContentBlock::Text(text)], false),
         Value::Array(blocks) => {
             let cache = blocks.iter().any(has_cache_control);
-            let blocks = blocks
-                .iter()
-                .enumerate()
-                .map(|(index, block)| content_block(block, role).map_err(|e| format!("content[{index}]: {e}")))
-                .collect::<Result<_, _>>()?;
-            (blocks, cache)
+            let mut neutral = Vec::with_capacity(blocks.len());
+            for (index, block) in blocks.iter().enumerate() {
+                let at = offset + index;
+                match own_block(block) {
+                    Some(OwnBlock::Alone) => {
+                        own_blocks.push(json!({"turn": turn, "at": at, "block": block, "replaces": false}));
+                        continue;
+                    }
+                    Some(OwnBlock::OverNeutral) => {
+                        own_blocks.push(json!({"turn": turn, "at": at, "block": block, "replaces": true}));
+                    }
+                    None => {}
+                }
+                neutral.push(content_block(block, role).map_err(|e| format!("content[{index}]: {e}"))?);
+            }
+            (neutral, cache)
         }
         _ => return Err("`content` must be a string or an array of blocks".to_owned()),
     };
     conversation.push_turn(role, blocks, cache);
     Ok(())
+}
+
+/// The blocks only Anthropic's own API reads: server tools' calls and
+/// results (the block types of the `anthropic` SDK's `ContentBlock` that the
+/// neutral records have no case for, and MCP's), sent back as the caller
+/// wrote them.
+const OWN_BLOCK_TYPES: &[&str] = &[
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "container_upload",
+    "mcp_tool_use",
+    "mcp_tool_result",
+];
+
+/// How a history block of Anthropic's own goes.
+enum OwnBlock {
+    /// Only as itself: a provider that does not read it cannot be sent the call.
+    Alone,
+    /// In place of its neutral rendering (a text with `citations`): a provider
+    /// that does not read it gets the text.
+    OverNeutral,
+}
+
+fn own_block(block: &Value) -> Option<OwnBlock> {
+    match kind(block) {
+        "text" if present(block.get("citations")) => Some(OwnBlock::OverNeutral),
+        own if OWN_BLOCK_TYPES.contains(&own) => Some(OwnBlock::Alone),
+        _ => None,
+    }
 }
 
 /// A mid-conversation `system` message (Anthropic's beta: privileged context
@@ -584,31 +646,31 @@ fn tool_result_content(content: Option<&Value>) -> Result<Vec<LeafBlock>, String
     }
 }
 
-/// The tools the model is offered, and the hosted ones left out.
+/// The tools the model is offered, and the hosted ones.
 struct Tools {
     offered: Vec<ToolDefinition>,
-    /// By type, for the header and the record.
-    dropped: Vec<String>,
+    /// One native field per hosted tool type (`server_tools.<type>`), its
+    /// value the caller's definitions of that type, in order.
+    hosted: Vec<(String, Value)>,
     /// By name, to check `tool_choice` against.
-    dropped_names: Vec<String>,
+    hosted_names: Vec<String>,
 }
 
 /// The longest hosted tool type accepted: every Anthropic type is a short
 /// identifier, and the type is echoed in a header and the record.
 const MAX_TOOL_TYPE_LEN: usize = 64;
 
-/// A `tool_choice` that can only be met by a dropped hosted tool is refused:
-/// the provider would be asked to call a tool it was not offered.
-fn refuse_choice_of_dropped(
+/// A `tool_choice` that can only be met by a hosted tool is refused: the
+/// neutral choice names a function, and a provider that drops the hosted tool
+/// would be asked to call a tool it was not offered.
+fn refuse_choice_of_hosted(
     choice: Option<&ToolChoice>,
     offered: &[ToolDefinition],
-    dropped_names: &[String],
+    hosted_names: &[String],
 ) -> Result<(), ApiError> {
     let unmet = match choice {
-        Some(ToolChoice::Named(name)) => {
-            dropped_names.contains(name).then(|| format!("names the hosted tool `{name}`"))
-        }
-        Some(ToolChoice::Required) if offered.is_empty() && !dropped_names.is_empty() => {
+        Some(ToolChoice::Named(name)) => hosted_names.contains(name).then(|| format!("names the hosted tool `{name}`")),
+        Some(ToolChoice::Required) if offered.is_empty() && !hosted_names.is_empty() => {
             Some("is `any`, and every tool offered is a hosted one".to_owned())
         }
         _ => None,
@@ -636,30 +698,30 @@ const CLIENT_TOOL_EXTRAS: [(&str, &str); 5] = [
 /// Client tools (no `type`, or `custom`: a name and an `input_schema`) are
 /// offered; every other type is a tool Anthropic defines and runs or
 /// schemas itself (web search, code execution, tool search, MCP toolsets,
-/// bash, text editor, ...), which no provider can be handed through the
-/// neutral request: dropped, or refused under `hosted_tools = "refuse"`.
-fn tools(
-    tools: Vec<Value>,
-    hosted_tools: HostedTools,
-    dropped_fields: &mut Vec<&'static str>,
-) -> Result<Tools, ApiError> {
+/// bash, text editor, ...), which goes as a native field: to a provider
+/// that takes its type as written, dropped (or refused under
+/// `hosted_tools = "refuse"`) for any other (see `call::native`).
+fn tools(tools: Vec<Value>, dropped_fields: &mut Vec<&'static str>) -> Result<Tools, ApiError> {
     let mut offered = Vec::with_capacity(tools.len());
-    let mut dropped = Vec::new();
-    let mut dropped_names = Vec::new();
+    let mut hosted: Vec<(String, Value)> = Vec::new();
+    let mut hosted_names = Vec::new();
     for (index, tool) in tools.into_iter().enumerate() {
         match tool.get("type").and_then(Value::as_str) {
             None | Some("custom") => {}
-            Some(hosted) => {
+            Some(kind) => {
                 let identifier = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
-                if hosted.len() > MAX_TOOL_TYPE_LEN || !hosted.chars().all(identifier) {
+                if kind.len() > MAX_TOOL_TYPE_LEN || !kind.chars().all(identifier) {
                     return Err(ApiError::invalid_request(format!(
                         "tools[{index}]: `type` must be `custom` or one of Anthropic's tool types (a lower-case \
                          identifier)"
                     )));
                 }
-                crate::server::hosted::admit(hosted_tools, index, hosted)?;
-                dropped.push(hosted.to_owned());
-                dropped_names.extend(text_at(&tool, "name").map(str::to_owned));
+                hosted_names.extend(text_at(&tool, "name").map(str::to_owned));
+                let field = format!("{HOSTED_TOOL_FIELD}{kind}");
+                match hosted.iter_mut().find(|(name, _)| *name == field) {
+                    Some((_, Value::Array(definitions))) => definitions.push(tool),
+                    _ => hosted.push((field, Value::Array(vec![tool]))),
+                }
                 continue;
             }
         }
@@ -679,7 +741,7 @@ fn tools(
         let description = text_at(&tool, "description").unwrap_or_default().to_owned();
         offered.push(ToolDefinition { name, description, parameters_json: schema.to_string() });
     }
-    Ok(Tools { offered, dropped, dropped_names })
+    Ok(Tools { offered, hosted, hosted_names })
 }
 
 /// `auto`, `any` (some tool: required), `tool` (that one), `none`. Limiting the
@@ -987,7 +1049,35 @@ mod tests {
     }
 
     #[test]
-    fn hosted_tools_are_dropped_by_default_and_refused_on_request() {
+    fn a_historys_own_blocks_are_placed_by_turn_and_position() {
+        let search = json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}});
+        let result = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []});
+        let cited = json!({"type": "text", "text": "Cited.", "citations": [{"type": "web_search_result_location"}]});
+        let body = json!({"model": "m", "max_tokens": 10, "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Looking."}, search]},
+            {"role": "assistant", "content": [result, cited]},
+            {"role": "user", "content": "thanks"}
+        ]});
+        let ingress = parse(body);
+        let turns = &ingress.request.conversation.turns;
+        assert_eq!(turns.len(), 3, "the two assistant messages merge");
+        assert_eq!(turns[1].content, [ContentBlock::Text("Looking.".into()), ContentBlock::Text("Cited.".into())]);
+        let native = ingress.request.native.as_deref().unwrap();
+        let (name, placed) = &native.fields[0];
+        assert_eq!(name, "native_blocks");
+        assert_eq!(
+            placed,
+            &json!([
+                {"turn": 1, "at": 1, "block": search, "replaces": false},
+                {"turn": 1, "at": 2, "block": result, "replaces": false},
+                {"turn": 1, "at": 3, "block": cited, "replaces": true}
+            ])
+        );
+    }
+
+    #[test]
+    fn hosted_tools_go_natively_by_type_and_refusal_is_asked_of_the_plan() {
         let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
         "tools": [
             {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
@@ -996,16 +1086,22 @@ mod tests {
             {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
         ]});
         let ingress = parse(body.clone());
-        assert_eq!(ingress.dropped_tools, ["web_search_20250305", "tool_search_tool_regex_20251119"]);
         assert_eq!(ingress.dropped_fields, ["tools.defer_loading"]);
         let native = ingress.request.native.as_deref().unwrap();
-        assert_eq!(native.fields, [("cache_control.ttl".to_owned(), json!("1h"))], "carried natively");
+        assert_eq!(
+            native.fields,
+            [
+                ("cache_control.ttl".to_owned(), json!("1h")),
+                ("server_tools.web_search_20250305".to_owned(), json!([body["tools"][0]])),
+                ("server_tools.tool_search_tool_regex_20251119".to_owned(), json!([body["tools"][2]])),
+            ],
+            "carried natively, by type"
+        );
+        assert!(!native.refuse_hosted_tools);
         assert_eq!(ingress.request.conversation.tools.len(), 1);
         assert_eq!(ingress.request.conversation.tools[0].name, "f");
-        assert!(ingress.request.route_notes.contains(&"tool_dropped:web_search_20250305".to_owned()));
-        let refused = into_chat_request(body.to_string().as_bytes(), HostedTools::Refuse, Purpose::Call).unwrap_err();
-        assert_eq!(refused.category, Category::CapabilityMismatch);
-        assert!(refused.message.contains("web_search_20250305"), "{}", refused.message);
+        let refusing = into_chat_request(body.to_string().as_bytes(), HostedTools::Refuse, Purpose::Call).unwrap();
+        assert!(refusing.request.native.as_deref().unwrap().refuse_hosted_tools, "the plan refuses what is dropped");
 
         let search = json!({"type": "web_search_20250305", "name": "web_search"});
         let choosing = |choice: Value, tools: Value| {
@@ -1094,8 +1190,8 @@ mod tests {
             ),
             (
                 json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
-                    {"type": "server_tool_use"}]}]}),
-                "`server_tool_use` is not supported",
+                    {"type": "mid_conv_system"}]}]}),
+                "`mid_conv_system` is not supported",
             ),
             (
                 json!({"model": "m", "max_tokens": 5, "tools": [{"name": "s"}], "messages": user}),

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::ChatResponse;
-use crate::types::{ContentBlock, StopReason, Thinking, ToolUse, Usage};
+use crate::chat::{ChatResponse, NativeBlocks};
+use crate::types::{AnswerBlock, ContentBlock, StopReason, Thinking, ToolUse, Usage};
 
 /// A fresh message id: `msg_` and letters and digits, unique across a fleet
 /// (a time-ordered UUID with random bits, not a per-process counter, which two
@@ -17,22 +17,75 @@ pub(super) fn message_id() -> String {
 /// The whole answer. `stop` is the request's `stop_sequences`, to name the one
 /// that matched when that is unambiguous; `omit_thinking` (`thinking.display:
 /// "omitted"`) answers thinking blocks without their text, signatures kept.
+///
+/// An answer decoded with its own blocks ([`own_blocks`]) is written in the
+/// provider's order with them in place, and its usage carries the provider's
+/// own counts (`server_tool_use`).
 pub fn message_body(response: &ChatResponse, stop: &[String], omit_thinking: bool) -> Value {
+    let (content, usage) = match own_blocks(response.stamp.native_answer.as_deref()) {
+        Some(own) => (
+            in_provider_order(&response.content, own, omit_thinking),
+            usage_with(response.usage.as_ref(), own.usage.as_ref()),
+        ),
+        None => (
+            response.content.iter().filter_map(|block| content_block(block, omit_thinking)).collect(),
+            usage(response.usage.as_ref()),
+        ),
+    };
     json!({
         "id": message_id(),
         "type": "message",
         "role": "assistant",
         "model": response.stamp.model,
-        "content": response.content.iter().filter_map(|block| content_block(block, omit_thinking)).collect::<Vec<_>>(),
+        "content": content,
         "stop_reason": stop_reason(response.stop_reason),
         "stop_sequence": stop_sequence(response.stop_reason, stop),
-        "usage": usage(response.usage.as_ref()),
+        "usage": usage,
     })
+}
+
+/// The answer's own blocks, when they are written in this dialect (another
+/// dialect's never reach this route's caller).
+pub(super) fn own_blocks(native: Option<&NativeBlocks>) -> Option<&NativeBlocks> {
+    native.filter(|native| native.dialect == super::DIALECT)
+}
+
+/// `content`'s blocks and the provider's own, in the provider's order. A
+/// neutral index past `content` (never written by a component that keeps its
+/// promise) is left out; an own block that is not a JSON object likewise.
+pub(super) fn in_provider_order(content: &[ContentBlock], own: &NativeBlocks, omit_thinking: bool) -> Vec<Value> {
+    own.blocks
+        .iter()
+        .filter_map(|block| match block {
+            AnswerBlock::Neutral(index) => usize::try_from(*index)
+                .ok()
+                .and_then(|index| content.get(index))
+                .and_then(|block| content_block(block, omit_thinking)),
+            AnswerBlock::Native(json) => match serde_json::from_str::<Value>(json) {
+                Ok(block @ Value::Object(_)) => Some(block),
+                _ => {
+                    tracing::warn!("a provider's own answer block is not a JSON object; left out");
+                    None
+                }
+            },
+        })
+        .collect()
+}
+
+/// [`usage`] with the provider's own counts beside the tokens.
+pub(super) fn usage_with(tokens: Option<&Usage>, own: Option<&Value>) -> Value {
+    let mut written = usage(tokens);
+    if let (Value::Object(written), Some(Value::Object(own))) = (&mut written, own) {
+        for (name, value) in own {
+            written.entry(name.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    written
 }
 
 /// An answer block as the Messages API shows it; inputs (images, documents,
 /// tool results) never appear in an answer.
-fn content_block(block: &ContentBlock, omit_thinking: bool) -> Option<Value> {
+pub(super) fn content_block(block: &ContentBlock, omit_thinking: bool) -> Option<Value> {
     match block {
         ContentBlock::Text(text) => Some(json!({"type": "text", "text": text})),
         ContentBlock::ToolUse(call) => Some(tool_use(call)),
@@ -135,6 +188,7 @@ mod tests {
                 passed_over: Vec::new(),
                 fallback_from: None,
                 cache: None,
+                native_answer: None,
             },
         }
     }

@@ -137,6 +137,7 @@ mod tests {
             passed_over: Vec::new(),
             fallback_from: None,
             cache: None,
+            native_answer: None,
         };
         ChunkWriter::new(&stamp, include_usage)
     }

@@ -20,11 +20,24 @@
 //!
 //! One item is open at a time; a new one starts when the kind of delta
 //! changes, a tool call starts, or thinking continues after its signature.
+//!
+//! An answer with OpenAI's own items (a hosted tool's call, a message with
+//! annotations; see [`Events::replaying`]) was taken whole: its deltas are a
+//! replay, so the writer reads only their usage and stop, and writes every
+//! item at the end in the provider's order, each with its events — a hosted
+//! tool's typed progress (`response.web_search_call.in_progress`,
+//! `.searching`, `.completed`, and the like for file search, code interpreter,
+//! image generation and MCP), a message's text (and one
+//! `response.output_text.annotation.added` per annotation), a call's
+//! arguments.
 
 use serde_json::{Value, json};
 
-use super::response::{Answer, message_item, output_text, refusal_item, status};
+use std::sync::Arc;
+
+use super::response::{Answer, message_item, output_of, output_text, own_items, refusal_item, status};
 use super::tools::ToolKind;
+use crate::chat::{NativeBlocks, Stamp};
 use crate::error::WeirError;
 use crate::server::sse::{EventWriter, named_event};
 use crate::types::{StopInfo, StreamDelta, Thinking, ToolCallFragment, ToolCallStart, Usage};
@@ -50,6 +63,8 @@ pub struct Events {
     /// Handed the final response once `response.completed` (or
     /// `.incomplete`) is written: how the route stores it.
     on_end: Option<OnEnd>,
+    /// The answer's own items, when it has them: written whole at the end.
+    own: Option<Arc<NativeBlocks>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -72,6 +87,91 @@ impl Events {
             usage: None,
             stop: None,
             on_end: None,
+            own: None,
+        }
+    }
+
+    /// Writes `stamp`'s answer from its own copy when it carries OpenAI's own
+    /// items (see the module's comment); otherwise changes nothing.
+    pub fn replaying(mut self, stamp: &Stamp) -> Self {
+        self.own = stamp.native_answer.clone().filter(|own| own_items(Some(own)).is_some());
+        self
+    }
+
+    /// One whole item at `index`, with the events the Responses API streams
+    /// for its kind between `output_item.added` and `output_item.done`.
+    fn whole_item(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = item.get("id").cloned().unwrap_or(Value::Null);
+        let at = json!({"item_id": id, "output_index": index});
+        let mut added = item.clone();
+        match kind.as_str() {
+            "message" => {
+                added["status"] = json!("in_progress");
+                added["content"] = json!([]);
+            }
+            "function_call" => added["arguments"] = json!(""),
+            "custom_tool_call" => added["input"] = json!(""),
+            _ if added.get("status").is_some() => added["status"] = json!("in_progress"),
+            _ => {}
+        }
+        self.added(events, index, added);
+        match kind.as_str() {
+            "message" => self.whole_message(events, &at, &item),
+            "function_call" => {
+                let arguments = item.get("arguments").cloned().unwrap_or_else(|| json!(""));
+                self.with(events, "response.function_call_arguments.delta", &at, "delta", arguments.clone());
+                self.with(events, "response.function_call_arguments.done", &at, "arguments", arguments);
+            }
+            "custom_tool_call" => {
+                let input = item.get("input").cloned().unwrap_or_else(|| json!(""));
+                self.with(events, "response.custom_tool_call_input.delta", &at, "delta", input.clone());
+                self.with(events, "response.custom_tool_call_input.done", &at, "input", input);
+            }
+            hosted => {
+                for stage in progress(hosted) {
+                    self.event(events, &format!("response.{hosted}.{stage}"), at.clone());
+                }
+            }
+        }
+        self.done(events, index, item);
+    }
+
+    /// `at` with `key: value`, as the event `kind`.
+    fn with(&mut self, events: &mut Vec<String>, kind: &str, at: &Value, key: &str, value: Value) {
+        let mut data = at.clone();
+        data[key] = value;
+        self.event(events, kind, data);
+    }
+
+    /// A message's parts: each text with its delta, its annotations, its done.
+    fn whole_message(&mut self, events: &mut Vec<String>, at: &Value, item: &Value) {
+        let parts = item.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+        for (content_index, part) in parts.into_iter().enumerate() {
+            let mut at = at.clone();
+            at["content_index"] = json!(content_index);
+            let text = part.get("text").cloned().unwrap_or_else(|| json!(""));
+            let mut empty = part.clone();
+            if empty.get("text").is_some() {
+                empty["text"] = json!("");
+            }
+            if empty.get("annotations").is_some() {
+                empty["annotations"] = json!([]);
+            }
+            self.with(events, "response.content_part.added", &at, "part", empty);
+            self.with(events, "response.output_text.delta", &at, "delta", text.clone());
+            let annotations = part.get("annotations").and_then(Value::as_array).cloned().unwrap_or_default();
+            for (annotation_index, annotation) in annotations.into_iter().enumerate() {
+                let mut data = at.clone();
+                data["annotation_index"] = json!(annotation_index);
+                data["annotation"] = annotation;
+                self.event(events, "response.output_text.annotation.added", data);
+            }
+            let mut done = at.clone();
+            done["text"] = text;
+            done["logprobs"] = json!([]);
+            self.event(events, "response.output_text.done", done);
+            self.with(events, "response.content_part.done", &at, "part", part);
         }
     }
 
@@ -282,6 +382,14 @@ impl Events {
 
 impl EventWriter for Events {
     fn delta(&mut self, delta: StreamDelta) -> Vec<String> {
+        if self.own.is_some() {
+            match delta {
+                StreamDelta::Usage(usage) => self.usage = Some(usage),
+                StreamDelta::Stop(stop) => self.stop = Some(stop),
+                _ => {}
+            }
+            return Vec::new();
+        }
         match delta {
             StreamDelta::Text(text) => self.text(text),
             StreamDelta::Thinking(text) => self.thinking(text),
@@ -310,10 +418,19 @@ impl EventWriter for Events {
         let mut events = Vec::new();
         self.start(&mut events);
         self.close(&mut events);
+        // A replayed answer's refusal is written with its items.
+        let replayed = self.own.is_some();
+        if let Some(own) = self.own.take() {
+            let refusal = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref());
+            let items = output_of(&own.content, Some(&own), refusal, &self.answer);
+            for (index, item) in items.into_iter().enumerate() {
+                self.whole_item(&mut events, index, item);
+            }
+        }
         let stop = self.stop.as_ref().map(|stop| stop.reason);
         let status = status(stop);
         let mut output = std::mem::take(&mut self.output);
-        if let Some(refusal) = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref()) {
+        if let Some(refusal) = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref()).filter(|_| !replayed) {
             let id = self.answer.item_id("msg", output.len());
             output.push(refusal_item(&id, refusal));
         }
@@ -335,6 +452,19 @@ impl EventWriter for Events {
             self.answer.failed(output, self.usage.as_ref(), error.category().as_str(), &error.safe_message());
         self.event(&mut events, "response.failed", json!({"response": response}));
         events
+    }
+}
+
+/// The progress events a hosted tool's item streams between its
+/// `output_item.added` and `.done`, as the Responses API names them
+/// (`response.<type>.<stage>`); none for a type without any.
+fn progress(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "web_search_call" | "file_search_call" => &["in_progress", "searching", "completed"],
+        "code_interpreter_call" => &["in_progress", "interpreting", "completed"],
+        "image_generation_call" => &["in_progress", "generating", "completed"],
+        "mcp_call" | "mcp_list_tools" => &["in_progress", "completed"],
+        _ => &[],
     }
 }
 

@@ -6,8 +6,9 @@
 //! [`crate::chat::ChatRequest`] and the answer maps back.
 //!
 //! Reasoning a provider returns is sealed by the gateway ([`crate::seal`]) into
-//! `reasoning` items and opened on the next turn; hosted tools are dropped or
-//! refused by the top-level `hosted_tools` (see `tools`).
+//! `reasoning` items and opened on the next turn; hosted tools go natively to a
+//! provider that runs them (`openai-responses`), whose items come back in
+//! place, and are dropped or refused elsewhere (see `tools`).
 
 mod events;
 mod request;

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::catalog::HostedTools;
-use crate::chat::{ChatRequest, NativeAsk};
+use crate::chat::{ChatRequest, NATIVE_BLOCKS_FIELD, NativeAsk};
 use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
 use crate::server::error::ApiError;
@@ -157,12 +157,11 @@ pub struct Ingress {
     /// The request's settings as the answer's `response` object echoes them.
     pub echo: Map<String, Value>,
     pub names: tools::ToolNames,
-    /// Hosted tools the request named, by type (left out of the call).
-    pub hosted_tools: Vec<String>,
 }
 
 /// Maps a parsed body. `unseal` is needed when [`Body::carries_sealed_reasoning`];
-/// `hosted_tools` decides what a hosted tool in the request does.
+/// `hosted_tools` decides what a hosted tool the serving provider does not
+/// take does (see `call::native`).
 pub fn into_chat_request(
     body: Body,
     unseal: Option<Unseal<'_>>,
@@ -186,8 +185,8 @@ pub fn into_chat_request(
             )));
         }
     }
-    let MappedTools { definitions, names, echoed, hosted, custom, namespaces } =
-        tools::map_tools(&body.tools, hosted_tools)?;
+    let stream = body.stream.unwrap_or(false);
+    let MappedTools { definitions, names, echoed, hosted_fields, custom, namespaces } = tools::map_tools(&body.tools)?;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
@@ -195,13 +194,14 @@ pub fn into_chat_request(
         tools: definitions,
         tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
     };
+    let mut own_items = Vec::new();
     match &body.input {
         Some(Value::String(text)) => {
             conversation.push_turn(TurnRole::User, vec![ContentBlock::Text(text.clone())], false)
         }
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                add_item(&mut conversation, item, unseal)
+                add_item(&mut conversation, item, unseal, &mut own_items)
                     .map_err(|e| ApiError::invalid_request(format!("input[{index}]: {e}")))?;
             }
         }
@@ -230,14 +230,13 @@ pub fn into_chat_request(
             })?);
         }
     }
-    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref());
+    let own = Own { tools: hosted_fields, items: own_items, refuse: hosted_tools == HostedTools::Refuse };
+    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref(), own);
     let (client, note) = client_facts(&body);
     request.client = client;
-    request.route_notes = hosted.iter().map(|tool| crate::server::hosted::dropped_note(tool)).collect();
     request.route_notes.extend(note.map(str::to_owned));
     let echo = echo(&body, echoed, &request);
-    let stream = body.stream.unwrap_or(false);
-    Ok(Ingress { request, stream, echo, names, hosted_tools: hosted })
+    Ok(Ingress { request, stream, echo, names })
 }
 
 /// The dialect name `native.support` answers for the Responses API's fields.
@@ -246,8 +245,13 @@ pub const DIALECT: &str = "openai-responses";
 /// The Responses API's own fields a provider may take natively: the custom
 /// tools and the namespaces (both rendered as functions for every provider,
 /// so not dropped where they are not taken) and `prompt_cache_key`.
-fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&str>) -> Option<Arc<NativeAsk>> {
-    let mut fields = Vec::new();
+fn native(
+    custom: Vec<Value>,
+    namespaces: Vec<Value>,
+    prompt_cache_key: Option<&str>,
+    own: Own,
+) -> Option<Arc<NativeAsk>> {
+    let mut fields = own.tools;
     if !custom.is_empty() {
         fields.push(("custom_tools".to_owned(), Value::Array(custom)));
     }
@@ -257,9 +261,53 @@ fn native(custom: Vec<Value>, namespaces: Vec<Value>, prompt_cache_key: Option<&
     if let Some(key) = prompt_cache_key {
         fields.push(("prompt_cache_key".to_owned(), json!(key)));
     }
+    if !own.items.is_empty() {
+        fields.push((NATIVE_BLOCKS_FIELD.to_owned(), Value::Array(own.items)));
+    }
     let rendered_neutrally: &'static [&'static str] = &["custom_tools", "namespace_tools"];
-    (!fields.is_empty())
-        .then(|| Arc::new(NativeAsk { dialect: DIALECT, fields, betas: Vec::new(), rendered_neutrally }))
+    (!fields.is_empty()).then(|| {
+        Arc::new(NativeAsk {
+            dialect: DIALECT,
+            fields,
+            betas: Vec::new(),
+            rendered_neutrally,
+            refuse_hosted_tools: own.refuse,
+        })
+    })
+}
+
+/// A whole request's hosted tools and history items (see `tools` and
+/// [`add_item`]), and whether a hosted tool the provider does not take
+/// refuses the call.
+struct Own {
+    tools: Vec<(String, Value)>,
+    items: Vec<Value>,
+    refuse: bool,
+}
+
+/// The output items of OpenAI's hosted tools, sent back as input as they came.
+const OWN_ITEM_TYPES: &[&str] = &[
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+];
+
+/// Where the next assistant block lands: (turn, neutral blocks before it). A turn is opened
+/// for it when the last one is not the assistant's, so the items that follow
+/// merge into it.
+fn assistant_place(conversation: &mut Conversation) -> (usize, usize) {
+    match conversation.turns.last() {
+        Some(last) if last.role == TurnRole::Assistant => (conversation.turns.len() - 1, last.content.len()),
+        _ => {
+            conversation.push_turn(TurnRole::Assistant, Vec::new(), false);
+            (conversation.turns.len() - 1, 0)
+        }
+    }
 }
 
 /// What the `response` object repeats of the request.
@@ -320,7 +368,28 @@ fn client_facts(body: &Body) -> (Option<ClientFacts>, Option<&'static str>) {
     (Some(ClientFacts { metadata: Some(facts), betas: Vec::new() }), None)
 }
 
-fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal<'_>>) -> Result<(), String> {
+/// Adds one input item. A hosted tool's item goes to `own`, placed by turn
+/// and position, and an assistant message whose text carries `annotations`
+/// goes there too, over its neutral text (one text block, so it is one item
+/// on the provider's side).
+fn add_item(
+    conversation: &mut Conversation,
+    item: &Value,
+    unseal: Option<Unseal<'_>>,
+    own: &mut Vec<Value>,
+) -> Result<(), String> {
+    let annotated_reply = kind(item) == "message" && text(item, "role") == Some("assistant") && annotated(item);
+    if OWN_ITEM_TYPES.contains(&kind(item)) || annotated_reply {
+        let (turn, neutral) = assistant_place(conversation);
+        let at = neutral + crate::chat::inserted_into(own, turn);
+        own.push(json!({"turn": turn, "at": at, "block": item, "replaces": annotated_reply}));
+        if annotated_reply {
+            let texts = item.get("content").and_then(Value::as_array).into_iter().flatten();
+            let text: String = texts.filter_map(|part| part.get("text").and_then(Value::as_str)).collect();
+            conversation.push_turn(TurnRole::Assistant, vec![ContentBlock::Text(text)], false);
+        }
+        return Ok(());
+    }
     let required = |field: &str| text(item, field).ok_or_else(|| format!("a `{}` item needs `{field}`", kind(item)));
     match kind(item) {
         "message" | "" if item.get("role").is_some() => add_message(conversation, item),
@@ -375,6 +444,12 @@ fn add_item(conversation: &mut Conversation, item: &Value, unseal: Option<Unseal
         "" => Err("an item needs `type` (or `role` for a message)".to_owned()),
         other => Err(format!("input item type `{other}` is not supported")),
     }
+}
+
+/// A message one of whose text parts carries annotations (a search's citations).
+fn annotated(item: &Value) -> bool {
+    let parts = item.get("content").and_then(Value::as_array).into_iter().flatten();
+    parts.filter_map(|part| part.get("annotations").and_then(Value::as_array)).any(|notes| !notes.is_empty())
 }
 
 fn add_message(conversation: &mut Conversation, item: &Value) -> Result<(), String> {
@@ -577,6 +652,30 @@ mod tests {
     }
 
     #[test]
+    fn a_hosted_tools_items_are_placed_in_the_assistant_turn_they_follow() {
+        let search = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+        let cited = json!({"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Cited.", "annotations": [{"type": "url_citation"}]}]});
+        let ingress = map(json!({"model": "m", "input": [
+            {"role": "user", "content": "q"}, search, cited, {"role": "user", "content": "thanks"}
+        ]}));
+        let turns = &ingress.request.conversation.turns;
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[1].content, [ContentBlock::Text("Cited.".into())], "the annotated text, neutrally");
+        let native = ingress.request.native.as_deref().unwrap();
+        assert_eq!(
+            native.fields,
+            [(
+                "native_blocks".to_owned(),
+                json!([
+                    {"turn": 1, "at": 0, "block": search, "replaces": false},
+                    {"turn": 1, "at": 1, "block": cited, "replaces": true}
+                ])
+            )]
+        );
+    }
+
+    #[test]
     fn items_map_to_turns_tools_and_results() {
         let ingress = map(json!({
             "model": "m",
@@ -603,10 +702,10 @@ mod tests {
                 {"type": "custom_tool_call_output", "call_id": "call_3", "output": "done"}
             ]
         }));
-        assert_eq!(ingress.hosted_tools, ["web_search"]);
         let native = ingress.request.native.as_deref().unwrap();
         let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
-        assert_eq!(fields[1], ("namespace_tools", &json!([{"name": "crm", "description": "", "tools": ["lookup"]}])));
+        assert_eq!(fields[0], ("server_tools.web_search", &json!([{"type": "web_search"}])));
+        assert_eq!(fields[2], ("namespace_tools", &json!([{"name": "crm", "description": "", "tools": ["lookup"]}])));
         assert_eq!(native.rendered_neutrally, ["custom_tools", "namespace_tools"], "both go as functions elsewhere");
         let conversation = &ingress.request.conversation;
         assert_eq!(conversation.system, vec!["No emoji.".to_owned(), "Be kind.".to_owned()]);
@@ -670,7 +769,7 @@ mod tests {
             (json!({"model": "m", "input": []}), "holds no user or assistant item"),
             (json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}), "input[0]: unknown role"),
             (json!({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}), "`previous_response_id`"),
-            (json!({"model": "m", "input": [{"type": "web_search_call"}]}), "`web_search_call` is not supported"),
+            (json!({"model": "m", "input": [{"type": "computer_call"}]}), "`computer_call` is not supported"),
             (json!({"model": "m", "input": [{"type": "function_call", "name": "f"}]}), "needs `arguments`"),
             (
                 json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}),

@@ -13,9 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value, json};
 
 use super::tools::{ToolKind, ToolNames, custom_input};
-use crate::chat::{ChatResponse, Stamp};
+use crate::chat::{ChatResponse, NativeBlocks, Stamp};
 use crate::seal::ReasoningSeal;
-use crate::types::{ContentBlock, Refusal, StopReason, Thinking, Usage};
+use crate::types::{AnswerBlock, ContentBlock, Refusal, StopReason, Thinking, Usage};
 
 /// The response id of a call: `resp_` and the call id's hex digits, so the
 /// ledger's record (and a stored response, later) can be found from it.
@@ -164,8 +164,56 @@ pub fn usage_json(usage: &Usage) -> Value {
     })
 }
 
-/// The whole answer as a `response` object.
+/// One piece of the answer's output: a neutral block, or an item of
+/// OpenAI's own (a hosted tool's call, a message with annotations) as it came.
+enum Piece<'a> {
+    Neutral(&'a ContentBlock),
+    Own(Value),
+}
+
+/// The answer's own items, when it was decoded with them in this dialect.
+pub(super) fn own_items(own: Option<&NativeBlocks>) -> Option<&NativeBlocks> {
+    own.filter(|own| own.dialect == super::request::DIALECT)
+}
+
+/// The answer's pieces in the provider's order: with its own items in place
+/// when it was decoded with them (`native.decode-native`), else its blocks.
+fn pieces<'a>(content: &'a [ContentBlock], own: Option<&NativeBlocks>) -> Vec<Piece<'a>> {
+    let Some(own) = own_items(own) else { return content.iter().map(Piece::Neutral).collect() };
+    own.blocks
+        .iter()
+        .filter_map(|block| match block {
+            AnswerBlock::Neutral(index) => {
+                usize::try_from(*index).ok().and_then(|index| content.get(index)).map(Piece::Neutral)
+            }
+            AnswerBlock::Native(json) => match serde_json::from_str::<Value>(json) {
+                Ok(item @ Value::Object(_)) => Some(Piece::Own(item)),
+                _ => {
+                    tracing::warn!("a provider's own output item is not a JSON object; left out");
+                    None
+                }
+            },
+        })
+        .collect()
+}
+
+/// The whole answer as a `response` object. OpenAI's own items (see
+/// [`pieces`]) go in their places, as OpenAI wrote them.
 pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
+    let own = response.stamp.native_answer.as_deref();
+    let output = output_of(&response.content, own, response.refusal.as_ref(), answer);
+    let stop = Some(response.stop_reason);
+    answer.response(status(stop), output, response.usage.as_ref(), stop)
+}
+
+/// The output items of an answer's content (and its own items, when it has
+/// them), then its refusal.
+pub(super) fn output_of(
+    content: &[ContentBlock],
+    own: Option<&NativeBlocks>,
+    refusal: Option<&Refusal>,
+    answer: &Answer,
+) -> Vec<Value> {
     let mut output = Vec::new();
     let mut thinking: Vec<Thinking> = Vec::new();
     let mut text = String::new();
@@ -181,7 +229,15 @@ pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
             text.clear();
         }
     };
-    for block in &response.content {
+    for piece in pieces(content, own) {
+        let block = match piece {
+            Piece::Neutral(block) => block,
+            Piece::Own(item) => {
+                flush(&mut output, &mut thinking, &mut text);
+                output.push(item);
+                continue;
+            }
+        };
         match block {
             ContentBlock::Thinking(block) => {
                 if !text.is_empty() {
@@ -204,12 +260,11 @@ pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
         }
     }
     flush(&mut output, &mut thinking, &mut text);
-    if let Some(refusal) = &response.refusal {
+    if let Some(refusal) = refusal {
         let id = answer.item_id("msg", output.len());
         output.push(refusal_item(&id, refusal));
     }
-    let stop = Some(response.stop_reason);
-    answer.response(status(stop), output, response.usage.as_ref(), stop)
+    output
 }
 
 #[cfg(test)]
@@ -236,14 +291,14 @@ pub(super) mod tests {
             passed_over: Vec::new(),
             fallback_from: None,
             cache: None,
+            native_answer: None,
         }
     }
 
     pub(crate) fn answer(seal: &ReasoningSeal) -> Answer {
         let tools = json!([{"type": "custom", "name": "apply_patch"},
             {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
-        let mapped =
-            super::super::tools::map_tools(tools.as_array().unwrap(), crate::catalog::HostedTools::Drop).unwrap();
+        let mapped = super::super::tools::map_tools(tools.as_array().unwrap()).unwrap();
         let mut echo = Map::new();
         echo.insert("store".into(), json!(false));
         Answer::new(&stamp(), echo, mapped.names, seal.clone())

@@ -13,9 +13,10 @@
 //!   regroups those flattened tools and names calls by the same
 //!   `<namespace>__<name>`, so the way back is one for every provider.
 //! - anything else is a hosted tool (`web_search`, `file_search`, `mcp`, ...)
-//!   the provider would run: no provider runs one through Weir, so it is
-//!   dropped (and named) or, under `hosted_tools = "refuse"` (top level, as for `/v1/messages`),
-//!   refused by the route.
+//!   the provider would run, carried as a native field (`server_tools.<type>`,
+//!   see `call::native`): sent to a provider that runs that type
+//!   (`openai-responses`), dropped (and named) or, under `hosted_tools =
+//!   "refuse"`, refused for any other.
 //!
 //! The way back is a table kept from the request, not a parse of the name, so
 //! a function whose own name contains `__` is not mistaken for a namespaced one.
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::catalog::HostedTools;
+use crate::chat::HOSTED_TOOL_FIELD;
 use crate::server::error::ApiError;
 use crate::types::ToolDefinition;
 
@@ -77,6 +78,9 @@ pub fn wire_name(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
+/// The longest hosted tool type carried: it is echoed in a header and the record.
+const MAX_TOOL_TYPE_LEN: usize = 64;
+
 /// The request's tools mapped: definitions for the provider, the way back,
 /// and the hosted tools left out (by type, in order).
 #[derive(Debug, Default)]
@@ -85,7 +89,9 @@ pub struct MappedTools {
     pub names: ToolNames,
     /// The caller's tools as echoed in the answer (the hosted ones left out).
     pub echoed: Vec<Value>,
-    pub hosted: Vec<String>,
+    /// The hosted tools, carried natively: one native field per type, its
+    /// value the caller's definitions of that type, in order.
+    pub hosted_fields: Vec<(String, Value)>,
     /// The custom tools as a provider that takes them natively is sent them
     /// (the `custom_tools` native field): `{name, description, format}` under
     /// their wire names.
@@ -97,9 +103,9 @@ pub struct MappedTools {
     pub namespaces: Vec<Value>,
 }
 
-/// Maps `tools`; an error names the tool by its place. A hosted tool is
-/// dropped, or refused under `hosted_tools = "refuse"` (see `server::hosted`).
-pub fn map_tools(tools: &[Value], hosted_tools: HostedTools) -> Result<MappedTools, ApiError> {
+/// Maps `tools`; an error names the tool by its place. A hosted tool goes
+/// natively (the serving provider takes it, or `call::native` drops or refuses it).
+pub fn map_tools(tools: &[Value]) -> Result<MappedTools, ApiError> {
     let mut mapped = MappedTools::default();
     for (index, tool) in tools.iter().enumerate() {
         let place = |message: String| ApiError::invalid_request(format!("tools[{index}]: {message}"));
@@ -126,8 +132,15 @@ pub fn map_tools(tools: &[Value], hosted_tools: HostedTools) -> Result<MappedToo
             }
             "" => return Err(place("a tool needs `type`".to_owned())),
             hosted => {
-                crate::server::hosted::admit(hosted_tools, index, hosted)?;
-                mapped.hosted.push(hosted.to_owned());
+                let identifier = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+                if hosted.len() > MAX_TOOL_TYPE_LEN || !hosted.chars().all(identifier) {
+                    return Err(place("`type` must be a lower-case identifier of at most 64 characters".to_owned()));
+                }
+                let field = format!("{HOSTED_TOOL_FIELD}{hosted}");
+                match mapped.hosted_fields.iter_mut().find(|(name, _)| *name == field) {
+                    Some((_, Value::Array(definitions))) => definitions.push(tool.clone()),
+                    _ => mapped.hosted_fields.push((field, Value::Array(vec![tool.clone()]))),
+                }
             }
         }
     }
@@ -237,10 +250,14 @@ mod tests {
             {"type": "web_search"},
             {"type": "mcp", "server_label": "x", "server_url": "https://x"}
         ]);
-        let mapped = map_tools(tools.as_array().unwrap(), HostedTools::Drop).unwrap();
+        let mapped = map_tools(tools.as_array().unwrap()).unwrap();
         let names: Vec<&str> = mapped.definitions.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["get_weather", "apply_patch", "crm__lookup", "crm__note"]);
-        assert_eq!(mapped.hosted, ["web_search", "mcp"]);
+        let hosted = [
+            ("server_tools.web_search".to_owned(), json!([{"type": "web_search"}])),
+            ("server_tools.mcp".to_owned(), json!([{"type": "mcp", "server_label": "x", "server_url": "https://x"}])),
+        ];
+        assert_eq!(mapped.hosted_fields, hosted, "carried natively, by type");
         assert_eq!(mapped.echoed.len(), 3, "hosted tools are not echoed");
         let custom: Value = serde_json::from_str(&mapped.definitions[1].parameters_json).unwrap();
         assert_eq!(custom["properties"]["input"]["type"], "string");
@@ -278,7 +295,7 @@ mod tests {
             ),
         ];
         for (tools, expected) in cases {
-            let message = map_tools(tools.as_array().unwrap(), HostedTools::Drop).unwrap_err().message;
+            let message = map_tools(tools.as_array().unwrap()).unwrap_err().message;
             assert!(message.contains(expected), "{tools}: {message}");
         }
     }

@@ -11,6 +11,7 @@
 //! the conversation, and the encrypted reasoning is what makes that work.
 
 mod answer;
+pub mod hosted;
 pub mod native;
 mod request;
 pub mod signature;

@@ -49,6 +49,7 @@ use serde_json::{Map, Value, json};
 use weir_sdk::json::parse_value;
 use weir_sdk::types::{CallParams, CodecError, HttpRequest, NativeRequest, NativeSupport, PreparedConversation};
 
+use super::hosted::{self, Hosted};
 use super::request::encode_with;
 
 /// The dialect name the host's Responses route gives these fields.
@@ -66,7 +67,11 @@ pub(super) const NAMESPACE_SEPARATOR: &str = "__";
 pub fn support() -> NativeSupport {
     NativeSupport {
         dialect: DIALECT.to_owned(),
-        fields: vec![CUSTOM_TOOLS.to_owned(), NAMESPACE_TOOLS.to_owned(), PROMPT_CACHE_KEY.to_owned()],
+        fields: [CUSTOM_TOOLS, NAMESPACE_TOOLS, PROMPT_CACHE_KEY, hosted::NATIVE_BLOCKS]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(hosted::hosted_tool_fields())
+            .collect(),
         betas: Vec::new(),
         count_tokens: false,
     }
@@ -79,7 +84,10 @@ pub fn encode(
     native: &NativeRequest,
 ) -> Result<HttpRequest, CodecError> {
     let asked = Asked::checked(native)?;
-    encode_with(conversation, params, |body| asked.apply(body))
+    encode_with(conversation, params, |body| {
+        asked.apply(body)?;
+        asked.hosted.apply(conversation, body)
+    })
 }
 
 /// A native request checked against [`support`].
@@ -87,6 +95,8 @@ struct Asked {
     custom: Vec<Map<String, Value>>,
     namespaces: Vec<Namespace>,
     prompt_cache_key: Option<Value>,
+    /// Hosted tools and a history's own items (see `super::hosted`).
+    hosted: Hosted,
 }
 
 /// One `namespace_tools` entry.
@@ -167,10 +177,11 @@ impl Asked {
             Some(_) => return Err(CodecError::Unsupported("`namespace_tools` is not a list".to_owned())),
         };
         let prompt_cache_key = fields.remove(PROMPT_CACHE_KEY);
+        let hosted = Hosted::take(&mut fields)?;
         if let Some(name) = fields.keys().next() {
             return Err(CodecError::Unsupported(format!("the Responses API component does not take {name:?}")));
         }
-        Ok(Self { custom, namespaces, prompt_cache_key })
+        Ok(Self { custom, namespaces, prompt_cache_key, hosted })
     }
 
     fn apply(&self, body: &mut Map<String, Value>) -> Result<(), CodecError> {

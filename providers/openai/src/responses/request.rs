@@ -114,6 +114,20 @@ fn tool_choice(conversation: &PreparedConversation) -> Option<Value> {
     }
 }
 
+/// How many `input` items each turn renders to, in order.
+pub(super) fn items_per_turn(conversation: &PreparedConversation) -> Result<Vec<usize>, CodecError> {
+    let mut counts = Vec::with_capacity(conversation.turns.len());
+    for turn in &conversation.turns {
+        let mut items = Vec::new();
+        match turn.role {
+            TurnRole::User => user_items(turn, &mut items),
+            TurnRole::Assistant => assistant_items(turn, &mut items)?,
+        }
+        counts.push(items.len());
+    }
+    Ok(counts)
+}
+
 /// The turns as items, in order.
 fn input(conversation: &PreparedConversation) -> Result<Vec<Value>, CodecError> {
     let mut items = Vec::new();
