@@ -346,7 +346,9 @@ enabled = false
     };
     assert_eq!(count("weir_answer_cache_hits_total"), 2.0);
     assert_eq!(count("weir_answer_cache_misses_total"), 2.0);
-    assert!(count("weir_answer_cache_stored_bytes_total") > 0.0);
+    let stored = count("weir_answer_cache_stored_bytes_total");
+    assert!(stored > 0.0);
+    assert_eq!(count("weir_answer_cache_held_bytes"), stored, "both answers are still held");
 }
 
 /// A member's budget after hits: a hit spends nothing (the ledger's usage

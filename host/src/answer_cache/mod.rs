@@ -43,8 +43,9 @@ pub enum NotStored {
 pub trait AnswerCacheMeter: Send + Sync {
     /// A call's lookup, by its mark.
     fn looked_up(&self, mark: CacheMark);
-    /// An answer stored, its size in bytes.
-    fn stored(&self, bytes: u64);
+    /// An answer stored, its size in bytes, and the bytes memory holds after
+    /// it (evictions by expiry since show at the next store).
+    fn stored(&self, bytes: u64, held: u64);
     /// An answer evicted from memory for room.
     fn evicted(&self);
     /// Redis failed (unreachable, slow) or held a value that did not decode.
@@ -200,7 +201,9 @@ impl AnswerCache {
         let weight = u32::try_from(bytes).map_err(|_| NotStored::TooLarge)?;
         self.memory.insert(key, Arc::new(Held { value, bytes: weight, ttl }));
         if let Some(meter) = &self.meter {
-            meter.stored(bytes);
+            // Pending inserts and evictions applied first, so the size is
+            // current (a store is a miss's, far rarer than lookups).
+            meter.stored(bytes, self.memory_bytes());
         }
         if let Some(shared) = &self.shared
             && let Err(error) = shared.set(&key, &json, ttl).await

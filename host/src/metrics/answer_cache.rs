@@ -1,7 +1,8 @@
 //! The answer cache's series (see [`crate::answer_cache`]): lookups by what
-//! they found, the bytes stored, evictions for room, and Redis failures.
+//! they found, the bytes stored and held, evictions for room, and Redis failures.
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::Metrics;
@@ -13,6 +14,7 @@ pub(super) struct AnswerCacheSeries {
     misses: Counter,
     bypasses: Counter,
     stored_bytes: Counter,
+    held_bytes: Gauge,
     evictions: Counter,
     shared_failures: Counter,
 }
@@ -24,6 +26,7 @@ impl AnswerCacheSeries {
             misses: Counter::default(),
             bypasses: Counter::default(),
             stored_bytes: Counter::default(),
+            held_bytes: Gauge::default(),
             evictions: Counter::default(),
             shared_failures: Counter::default(),
         };
@@ -40,6 +43,12 @@ impl AnswerCacheSeries {
             "Bytes of answers stored in the answer cache",
             Unit::Bytes,
             series.stored_bytes.clone(),
+        );
+        r.register_with_unit(
+            "answer_cache_held",
+            "Bytes of answers the answer cache's memory holds, as of its last store",
+            Unit::Bytes,
+            series.held_bytes.clone(),
         );
         r.register(
             "answer_cache_evictions",
@@ -65,8 +74,9 @@ impl AnswerCacheMeter for Metrics {
         };
     }
 
-    fn stored(&self, bytes: u64) {
+    fn stored(&self, bytes: u64, held: u64) {
         self.inner.answer_cache.stored_bytes.inc_by(bytes);
+        self.inner.answer_cache.held_bytes.set(i64::try_from(held).unwrap_or(i64::MAX));
     }
 
     fn evicted(&self) {
