@@ -509,3 +509,29 @@ max_retries = 0
     assert!(text.contains("capability_mismatch") && text.contains("web_search_call"), "{text}");
     assert_eq!(other.request_count(), 0);
 }
+
+/// Under `hosted_tool_streams = "live"` a streamed call with `web_search` streams from
+/// OpenAI as it comes: the text reaches the caller, the hosted item does not (the live
+/// decoder passes over it), and the record says so instead of `stream_replayed_whole`.
+/// The answer cache is not consulted for such a call.
+#[tokio::test]
+async fn under_live_hosted_tool_streams_a_web_search_streams_without_its_items() {
+    let upstream = FakeUpstream::start().await;
+    let config = format!("hosted_tool_streams = \"live\"\n{}\n[cache]\n", config(&upstream))
+        .replace("reasoning = \"effort\"\n", "reasoning = \"effort\"\ncache_ttl_secs = 60\n");
+    let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    upstream.push(responses_wire::stream(stream_events(&searched_output(), usage(50, 20, 0, 0))));
+    let body = json!({"model": "gpt5", "input": "What is Weir?", "tools": [{"type": "web_search"}], "stream": true});
+    let (status, headers, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers.get("x-weir-cache").unwrap(), "bypass", "an entry that caches does not for this call");
+    let sent = upstream.received()[0].json();
+    assert_eq!(sent["stream"], json!(true), "{sent}");
+    assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
+    assert!(text.contains("response.output_text.delta") && text.contains("Weir is an LLM gateway."), "{text}");
+    assert!(!text.contains("web_search_call"), "the hosted item is not relayed: {text}");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    let notes: Vec<&str> = records[0]["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(notes.contains(&"hosted_items_not_streamed"), "{notes:?}");
+    assert!(!notes.contains(&"stream_replayed_whole"), "{notes:?}");
+}

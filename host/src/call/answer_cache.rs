@@ -58,7 +58,10 @@ pub(super) async fn look_up(
     tally.to_store = None;
     tally.cache_mark = None;
     let Some((caching, cache)) = caching(weir, target) else { return Ok(None) };
-    let mark = if request.cache == CacheAsk::NoStore {
+    // A call whose provider may answer with its own blocks (hosted tools, a
+    // history's own blocks) is neither read nor stored: the stored value holds
+    // the neutral answer only, so a hit would lose them.
+    let mark = if request.cache == CacheAsk::NoStore || target.native_answer {
         CacheMark::Bypass
     } else {
         let key = key(target, request, policy, caching.scope)?;

@@ -504,9 +504,13 @@ async fn run<A: Attempt>(
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.
     // Nor can a provider's own blocks yet (only a whole answer is decoded
-    // with them in place: `native.decode-native`).
+    // with them in place: `native.decode-native`), unless the operator chose
+    // a live stream without them (`hosted_tool_streams = "live"`).
+    let own_blocks_live =
+        target.native_answer && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live;
     policy.notes.stream_replayed_whole =
-        A::STREAMS && (!policy.streams || policy.prompted_tools || target.native_answer);
+        A::STREAMS && (!policy.streams || policy.prompted_tools || (target.native_answer && !own_blocks_live));
+    policy.notes.hosted_items_not_streamed = A::STREAMS && own_blocks_live && !policy.notes.stream_replayed_whole;
     tally.notes.extend(policy.notes.names());
     if policy.notes.stream_replayed_whole {
         return match dispatch(&Whole, &target, request, tally, &policy).await? {

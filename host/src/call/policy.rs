@@ -59,6 +59,9 @@ pub(crate) struct PolicyNotes {
     pub stream_replayed_whole: bool,
     /// The response schema was described in the prompt, not sent as a field.
     pub schema_prompted: bool,
+    /// A live stream whose provider runs hosted tools: their own blocks are
+    /// not relayed (`hosted_tool_streams = "live"`).
+    pub hosted_items_not_streamed: bool,
 }
 
 impl PolicyNotes {
@@ -69,6 +72,7 @@ impl PolicyNotes {
             (self.top_p_omitted, "top_p_omitted"),
             (self.stream_replayed_whole, "stream_replayed_whole"),
             (self.schema_prompted, "schema_prompted"),
+            (self.hosted_items_not_streamed, "hosted_items_not_streamed"),
         ]
         .into_iter()
         .filter_map(|(noted, name)| noted.then_some(name))
@@ -129,6 +133,7 @@ pub(super) fn check(model: &ModelSpec, provider: Capabilities, request: &ChatReq
             top_p_omitted,
             stream_replayed_whole: false,
             schema_prompted: prompted_schema,
+            hosted_items_not_streamed: false,
         },
     })
 }

@@ -122,6 +122,15 @@ pub struct Config {
     /// in `x-weir-dropped-tools`) or `refuse` (`capability_mismatch`).
     #[serde(default)]
     pub hosted_tools: HostedTools,
+    /// How a streamed call is served when its hosted tools (or a history's
+    /// own blocks) go to the provider that runs them: `whole` (the default:
+    /// the answer is taken whole and replayed as a stream, its own blocks in
+    /// place; nothing reaches the caller until it is complete) or `live` (the
+    /// upstream streams and the caller gets text, reasoning and tool calls as
+    /// they come, but not the provider's own blocks, which the stream decoder
+    /// has no case for; the record notes `hosted_items_not_streamed`).
+    #[serde(default)]
+    pub hosted_tool_streams: HostedToolStreams,
     /// `[pins]`: grade → the entry id (or the `identity`) that serves it.
     #[serde(default)]
     pub pins: BTreeMap<String, String>,
@@ -369,6 +378,15 @@ pub enum HostedTools {
     #[default]
     Drop,
     Refuse,
+}
+
+/// See [`Config::hosted_tool_streams`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HostedToolStreams {
+    #[default]
+    Whole,
+    Live,
 }
 
 /// What a role serves.
@@ -1571,6 +1589,10 @@ mod tests {
     #[test]
     fn hosted_tools_drop_by_default_and_refuse_when_asked() {
         assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tools, HostedTools::Drop);
+        assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tool_streams, HostedToolStreams::Whole);
+        let live = Config::from_toml(&format!("hosted_tool_streams = \"live\"\n{GRADED}"), "t").unwrap();
+        assert_eq!(live.hosted_tool_streams, HostedToolStreams::Live);
+        assert!(Config::from_toml("hosted_tool_streams = \"partly\"\n", "t").is_err());
         let refuse = Config::from_toml(&format!("hosted_tools = \"refuse\"\n{GRADED}"), "t").unwrap();
         assert_eq!(refuse.hosted_tools, HostedTools::Refuse);
         let unknown = Config::from_toml("hosted_tools = \"forward\"\n", "t").unwrap_err().to_string();
