@@ -435,7 +435,7 @@ fn ending(result: &Result<DecodedResponse, WeirError>, log: &CallLog, tally: &Ta
             served_model: answer.served_model.clone(),
             max_tokens: tally.requested_max_tokens,
             answer: log.records_content().then(|| match tally.native_answer.as_deref() {
-                Some(own) => record::content::answer_with_own(&answer.content, own),
+                Some(own) => record::content::answer_with_own(&answer.content, &own.blocks, &own.dialect),
                 None => record::answer_content(&answer.content),
             }),
             notes: tally.notes.clone(),

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::types::{ContentBlock, Conversation, LeafBlock, Media, MediaSource, StopReason, TurnRole};
+use crate::types::{AnswerBlock, ContentBlock, Conversation, LeafBlock, Media, MediaSource, StopReason, TurnRole};
 
 /// The request's system text, turns and tool names.
 pub(crate) fn request(conversation: &Conversation) -> Value {
@@ -31,15 +31,13 @@ pub(crate) fn answer(content: &[ContentBlock]) -> Value {
 /// An answer with the provider's own blocks, in the provider's order: the
 /// neutral ones as [`answer`] writes them, each own block as the provider
 /// wrote it under `native` (with its `type` and the `dialect` beside it).
-pub(crate) fn answer_with_own(content: &[ContentBlock], own: &crate::chat::NativeBlocks) -> Value {
-    let written = own.blocks.iter().filter_map(|placed| match placed {
-        crate::types::AnswerBlock::Neutral(index) => {
-            usize::try_from(*index).ok().and_then(|index| content.get(index)).map(block)
-        }
-        crate::types::AnswerBlock::Native(raw) => {
+pub(crate) fn answer_with_own(content: &[ContentBlock], own: &[AnswerBlock], dialect: &str) -> Value {
+    let written = own.iter().filter_map(|placed| match placed {
+        AnswerBlock::Neutral(index) => usize::try_from(*index).ok().and_then(|index| content.get(index)).map(block),
+        AnswerBlock::Native(raw) => {
             let native = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
             let kind = native.get("type").cloned().unwrap_or(Value::Null);
-            Some(json!({"type": kind, "dialect": own.dialect, "native": native}))
+            Some(json!({"type": kind, "dialect": dialect, "native": native}))
         }
     });
     Value::Array(written.collect())
