@@ -30,6 +30,12 @@ impl Bucket {
         Self { capacity, level: u128::from(capacity) * UNITS_PER_TOKEN, updated: now }
     }
 
+    /// A bucket of `capacity` holding `tokens` (at most its capacity) at
+    /// `at`: one another process reported, read here to estimate its room.
+    pub fn holding(capacity: u64, tokens: u64, at: Instant) -> Self {
+        Self { capacity, level: u128::from(tokens.min(capacity)) * UNITS_PER_TOKEN, updated: at }
+    }
+
     pub fn capacity(&self) -> u64 {
         self.capacity
     }

@@ -37,7 +37,7 @@ pub use gate::{AdmissionError, Grant, ModelGate};
 pub use lane::{InteractiveShare, ShareOutOfRange};
 pub use store::{
     AccountState, Axis, BoxFuture, Demand, Feedback, InProcessAccount, InProcessStore, Lease, Limits, PermitPool,
-    PermitVerdict, RateAccount, RateStore, Room, Shortfall, Verdict,
+    PermitVerdict, RateAccount, RateStore, Room, Shortfall, Verdict, room_in,
 };
 pub use throttle::Throttle;
 

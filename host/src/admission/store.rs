@@ -316,15 +316,7 @@ impl AccountState {
     /// Its room for `demand` at `now` (the whole capacity open: a chat call
     /// is interactive), nothing taken: an estimate ([`Bucket::room_estimate`]).
     pub fn room(&self, demand: Demand, now: Instant) -> Room {
-        let stretch = self.throttle.stretch_tenths();
-        let (mut at, mut free) = (now, 1.0_f64);
-        for (bucket, amount) in [(&self.requests, demand.requests), (&self.tokens, demand.tokens)] {
-            let Some(bucket) = bucket else { continue };
-            let Some((bucket_free, fits_at)) = bucket.room_estimate(amount, now, stretch) else { return Room::Never };
-            at = at.max(fits_at);
-            free = free.min(bucket_free);
-        }
-        if at > now { Room::Later(at) } else { Room::Now { free } }
+        room_in(self.requests.as_ref(), self.tokens.as_ref(), demand, now, self.throttle.stretch_tenths())
     }
 
     pub fn forecast(&self, demand: Demand, now: Instant) -> Instant {
@@ -360,6 +352,20 @@ impl AccountState {
             Feedback::Success => self.throttle.record_success(now),
         }
     }
+}
+
+/// The room for `demand` in a requests and a tokens bucket (`None`:
+/// unlimited) at `now`, refilling at stretch `tenths`: both axes must fit,
+/// and the free share is the smaller.
+pub fn room_in(requests: Option<&Bucket>, tokens: Option<&Bucket>, demand: Demand, now: Instant, tenths: u32) -> Room {
+    let (mut at, mut free) = (now, 1.0_f64);
+    for (bucket, amount) in [(requests, demand.requests), (tokens, demand.tokens)] {
+        let Some(bucket) = bucket else { continue };
+        let Some((bucket_free, fits_at)) = bucket.room_estimate(amount, now, tenths) else { return Room::Never };
+        at = at.max(fits_at);
+        free = free.min(bucket_free);
+    }
+    if at > now { Room::Later(at) } else { Room::Now { free } }
 }
 
 impl RateAccount for InProcessAccount {

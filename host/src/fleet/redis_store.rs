@@ -14,8 +14,8 @@ use super::budgets::SharedBudgets;
 use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
 use crate::admission::{
-    Axis, BoxFuture, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount, RateStore,
-    Room, Shortfall, Verdict,
+    Axis, BoxFuture, Bucket, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount,
+    RateStore, Room, Shortfall, Verdict, room_in,
 };
 use crate::redact::redacted;
 
@@ -330,25 +330,13 @@ impl RedisAccount {
     }
 
     /// The room for `demand` at `now` from what was left at `at`, refilled at
-    /// the throttle's stretch as last answered (an estimate: floats, and other
-    /// gateways' takes unseen).
+    /// the throttle's stretch as last answered: the in-process estimate over
+    /// buckets holding those levels (other gateways' takes since are unseen).
     fn room_from_left(&self, left: [Option<u64>; 2], at: Instant, demand: Demand, now: Instant) -> Room {
-        let stretch = 10.0 + self.last_tenths.load(Ordering::Relaxed).max(0) as f64;
-        let elapsed = now.saturating_duration_since(at).as_secs_f64();
-        let axes = [(self.limits.rpm, left[0], demand.requests), (self.limits.tpm, left[1], demand.tokens)];
-        let (mut wait, mut free) = (0.0_f64, 1.0_f64);
-        for (capacity, left, amount) in axes {
-            let (Some(capacity), Some(left)) = (capacity, left) else { continue };
-            if amount > capacity {
-                return Room::Never;
-            }
-            // A bucket refills its capacity in a minute, `stretch / 10` times slower.
-            let per_second = capacity as f64 / 60.0 * 10.0 / stretch;
-            let level = (left as f64 + per_second * elapsed).min(capacity as f64);
-            wait = wait.max((amount as f64 - level) / per_second);
-            free = free.min(level / capacity.max(1) as f64);
-        }
-        if wait > 0.0 { Room::Later(now + Duration::from_secs_f64(wait)) } else { Room::Now { free } }
+        let held = |capacity: Option<u64>, left: Option<u64>| Some(Bucket::holding(capacity?, left?, at));
+        let (requests, tokens) = (held(self.limits.rpm, left[0]), held(self.limits.tpm, left[1]));
+        let tenths = 10 + u32::try_from(self.last_tenths.load(Ordering::Relaxed)).unwrap_or(0);
+        room_in(requests.as_ref(), tokens.as_ref(), demand, now, tenths)
     }
 
     /// A success moves nothing while the coefficient is 0 (it stays 0, and

@@ -105,7 +105,7 @@ impl Deployment {
     fn seen(&self, demand: Demand, now: Instant) -> Seen {
         let in_flight = self.health.in_flight();
         Seen {
-            usable: !self.health.benched() && self.health.admits(),
+            usable: self.health.usable(),
             cooling: self.health.cooling(),
             in_flight,
             room: self.room_with(in_flight, demand, now),
@@ -142,9 +142,10 @@ impl Pool {
 
     /// Whether a deployment this call has not tried may take its next attempt.
     pub fn has_untried(&self, tried: Tried) -> bool {
-        self.deployments.iter().enumerate().any(|(index, deployment)| {
-            !tried.contains(index) && !deployment.health.benched() && deployment.health.admits()
-        })
+        self.deployments
+            .iter()
+            .enumerate()
+            .any(|(index, deployment)| !tried.contains(index) && deployment.health.usable())
     }
 
     fn candidate(&self, affinity: Option<u64>, tried: Tried, seen: &[Seen]) -> Option<usize> {

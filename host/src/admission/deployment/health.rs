@@ -161,6 +161,12 @@ impl Health {
         }
     }
 
+    /// Whether it may take an attempt now: not benched, and its circuit lets
+    /// one through.
+    pub fn usable(&self) -> bool {
+        !self.benched() && self.admits()
+    }
+
     /// Takes the attempt chosen for this deployment: the probe of a half-open
     /// circuit is claimed here (one attempt wins it; `false` for the others).
     pub(super) fn claim(&self) -> bool {

@@ -108,11 +108,7 @@ impl Pool {
     /// The deployments, in the entry's order, that are not benched and whose
     /// circuit lets an attempt through (nothing is claimed).
     pub fn usable(&self) -> impl Iterator<Item = usize> + '_ {
-        self.deployments
-            .iter()
-            .enumerate()
-            .filter(|(_, deployment)| !deployment.health.benched() && deployment.health.admits())
-            .map(|(index, _)| index)
+        self.deployments.iter().enumerate().filter(|(_, deployment)| deployment.health.usable()).map(|(index, _)| index)
     }
 }
 
