@@ -1,7 +1,8 @@
 //! Choosing a deployment: the cost of one choice per attempt at 3 and at 64
 //! deployments, unlimited and with `rpm` / `tpm` buckets (read on every
 //! choice), with and without a conversation's affinity, while a few attempts
-//! are in flight (the bound: 1 µs at 3, 5 µs at 64).
+//! are in flight (the bound: 1 µs at 3, 5 µs at 64), and the worst
+//! case of the headroom draw (every deployment nearly full).
 
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, reason = "benchmark setup")]
@@ -58,6 +59,16 @@ fn choosing(c: &mut Criterion) {
             });
         }
     }
+    // The worst case of the headroom draw: every deployment's tokens nearly
+    // spent, so the draws by rejection fail and every room is read.
+    let pool = pool(64, limited);
+    for deployment in pool.deployments() {
+        let spent = Demand { requests: 1, tokens: 1_990_000 };
+        runtime.block_on(deployment.gate.account().try_take(spent));
+    }
+    c.bench_function("choose-nearly-full/64/no-affinity", |b| {
+        b.iter(|| black_box(pool.choose(None, Tried::default(), DEMAND)));
+    });
 }
 
 criterion_group!(benches, choosing);

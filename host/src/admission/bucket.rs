@@ -131,7 +131,7 @@ impl Bucket {
         let max = self.capacity as f64 * UNITS_PER_TOKEN as f64;
         let per_ns = (self.capacity as f64 * 100.0 / f64::from(tenths.max(10))).max(f64::MIN_POSITIVE);
         let elapsed = now.saturating_duration_since(self.updated).as_secs_f64() * 1e9;
-        let stored = u64::try_from(self.level).map_or(self.level as f64, |level| level as f64);
+        let stored = u64::try_from(self.level).map_or_else(|_| self.level as f64, |level| level as f64);
         let level = (stored + elapsed * per_ns).min(max);
         let needed = demand as f64 * UNITS_PER_TOKEN as f64;
         let at = if level >= needed {

@@ -17,11 +17,16 @@
 //! there now; otherwise, and for a call without affinity, the deployment is
 //! drawn at random weighted by its headroom: `weight × the smallest free share
 //! of its concurrency, requests and tokens / (1 + attempts in flight)`. A slow
-//! deployment holds more attempts in flight, so its share drops. Only when the
+//! deployment holds more attempts in flight, so its share drops. A room (a
+//! lock and its buckets' arithmetic) is read only when a pass needs it: the
+//! conversation's home first, and the headroom draw by rejection (see
+//! [`View::by_headroom`]), so most choices read one or two. Only when the
 //! demand fits nowhere now does the attempt go, in the same tier order, to the
 //! deployment whose room comes soonest (its buckets' refill first; then, among
 //! those whose permits are all held, the one with the fewest attempts already
 //! waiting per permit), and wait there.
+
+use std::cell::Cell;
 
 use tokio::time::Instant;
 
@@ -64,21 +69,73 @@ enum Tier {
     Any,
 }
 
-/// What one choice reads of a deployment, once: the passes over the tiers
-/// then read only this (a clock or a lock per pass would cost more than the
-/// choice).
-#[derive(Debug, Clone, Copy)]
+const TIERS: [Tier; 3] = [Tier::Fresh, Tier::Untried, Tier::Any];
+
+/// How many headroom draws read a drawn deployment's buckets before the
+/// choice reads every deployment's (see [`Pool::by_headroom`]).
+const DRAWS: usize = 4;
+
+/// What one choice reads of a deployment: its atomics once, up front; its
+/// room (a lock and its buckets' arithmetic) only when a pass needs it, and
+/// then once. Most choices read one or two deployments' buckets, not all.
+#[derive(Debug, Clone)]
 struct Seen {
     /// Not benched, and its circuit lets an attempt through.
     usable: bool,
     cooling: bool,
     in_flight: u32,
-    room: Room,
+    room: Cell<Option<Room>>,
 }
 
-const NOT_THERE: Seen = Seen { usable: false, cooling: false, in_flight: 0, room: Room::Never };
-
 type Snapshot = [Seen; MAX_DEPLOYMENTS];
+
+impl Seen {
+    /// A slot past the pool's deployments.
+    fn not_there() -> Self {
+        Self { usable: false, cooling: false, in_flight: 0, room: Cell::new(Some(Room::Never)) }
+    }
+}
+
+/// One choice's view of the pool: what it has read, and what it asks.
+struct View<'a> {
+    pool: &'a Pool,
+    seen: &'a [Seen],
+    demand: Demand,
+    now: Instant,
+}
+
+impl View<'_> {
+    fn room(&self, index: usize) -> Room {
+        let Some(seen) = self.seen.get(index) else { return Room::Never };
+        if let Some(room) = seen.room.get() {
+            return room;
+        }
+        let room = match self.pool.deployments.get(index) {
+            Some(deployment) => deployment.room_with(seen.in_flight, self.demand, self.now),
+            None => Room::Never,
+        };
+        seen.room.set(Some(room));
+        room
+    }
+
+    fn fits(&self, index: usize) -> bool {
+        self.room(index).fits()
+    }
+
+    /// The deployments that pass `eligible`, with their places.
+    fn candidates<'v>(
+        &'v self,
+        eligible: &'v impl Fn(usize, &Seen) -> bool,
+    ) -> impl Iterator<Item = (usize, &'v Deployment, &'v Seen)> + 'v {
+        self.pool
+            .deployments
+            .iter()
+            .zip(self.seen)
+            .enumerate()
+            .filter(move |(index, (_, seen))| eligible(*index, seen))
+            .map(|(index, (deployment, seen))| (index, deployment, seen))
+    }
+}
 
 impl Deployment {
     /// Its room for `demand` at `now`: [`Room::Busy`] while as many attempts
@@ -102,13 +159,12 @@ impl Deployment {
         }
     }
 
-    fn seen(&self, demand: Demand, now: Instant) -> Seen {
-        let in_flight = self.health.in_flight();
+    fn seen(&self) -> Seen {
         Seen {
             usable: self.health.usable(),
             cooling: self.health.cooling(),
-            in_flight,
-            room: self.room_with(in_flight, demand, now),
+            in_flight: self.health.in_flight(),
+            room: Cell::new(None),
         }
     }
 }
@@ -119,17 +175,16 @@ impl Pool {
     /// benched or its circuit open). The probe of a half-open circuit is
     /// claimed by the attempt it is chosen for.
     pub fn choose(&self, affinity: Option<u64>, tried: Tried, demand: Demand) -> Option<usize> {
-        let now = Instant::now();
-        let mut seen: Snapshot = [NOT_THERE; MAX_DEPLOYMENTS];
-        for (slot, deployment) in seen.iter_mut().zip(self.deployments.iter()) {
-            *slot = deployment.seen(demand, now);
-        }
+        let mut seen: Snapshot =
+            std::array::from_fn(|index| self.deployments.get(index).map_or_else(Seen::not_there, Deployment::seen));
         let count = self.deployments.len().min(MAX_DEPLOYMENTS);
         let seen = &mut seen[..count];
+        let now = Instant::now();
         // Each pass either returns or passes over one deployment whose probe
         // another attempt claimed first: bounded by the number of deployments.
         for _ in 0..=count {
-            let index = self.candidate(affinity, tried, seen)?;
+            let view = View { pool: self, seen, demand, now };
+            let index = view.candidate(affinity, tried)?;
             if self.deployments.get(index).is_some_and(|deployment| deployment.health.claim()) {
                 return Some(index);
             }
@@ -147,8 +202,10 @@ impl Pool {
             .enumerate()
             .any(|(index, deployment)| !tried.contains(index) && deployment.health.usable())
     }
+}
 
-    fn candidate(&self, affinity: Option<u64>, tried: Tried, seen: &[Seen]) -> Option<usize> {
+impl View<'_> {
+    fn candidate(&self, affinity: Option<u64>, tried: Tried) -> Option<usize> {
         let in_tier = |tier: Tier, index: usize, seen: &Seen| {
             seen.usable
                 && match tier {
@@ -157,34 +214,31 @@ impl Pool {
                     Tier::Any => true,
                 }
         };
-        for tier in [Tier::Fresh, Tier::Untried, Tier::Any] {
-            let eligible = |index: usize, seen: &Seen| in_tier(tier, index, seen) && seen.room.fits();
-            if let Some(affinity) = affinity
-                && let Some(index) = self.conversation_home(affinity, seen, eligible)
-            {
-                return Some(index);
+        for tier in TIERS {
+            let in_this_tier = |index: usize, seen: &Seen| in_tier(tier, index, seen);
+            if let Some(affinity) = affinity {
+                // The home first: only its buckets are read when the demand
+                // fits there; else the best-hashed one where it fits.
+                let home = self.conversation_home(affinity, &in_this_tier);
+                if let Some(home) = home.filter(|home| self.fits(*home)) {
+                    return Some(home);
+                }
+                let fitting = |index: usize, seen: &Seen| in_this_tier(index, seen) && self.fits(index);
+                if let Some(index) = home.and_then(|_| self.conversation_home(affinity, &fitting)) {
+                    return Some(index);
+                }
             }
-            if let Some(index) = self.by_headroom(seen, eligible) {
+            if let Some(index) = self.by_headroom(&in_this_tier) {
                 return Some(index);
             }
         }
-        [Tier::Fresh, Tier::Untried, Tier::Any]
-            .into_iter()
-            .find_map(|tier| soonest(seen, |index, seen| in_tier(tier, index, seen)))
+        TIERS.into_iter().find_map(|tier| self.soonest(|index, seen| in_tier(tier, index, seen)))
     }
 
     /// The eligible deployment the conversation hashes to.
-    fn conversation_home(
-        &self,
-        affinity: u64,
-        seen: &[Seen],
-        eligible: impl Fn(usize, &Seen) -> bool,
-    ) -> Option<usize> {
+    fn conversation_home(&self, affinity: u64, eligible: &impl Fn(usize, &Seen) -> bool) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
-        for (index, (deployment, seen)) in self.deployments.iter().zip(seen).enumerate() {
-            if !eligible(index, seen) {
-                continue;
-            }
+        for (index, deployment, _) in self.candidates(eligible) {
             let score = rendezvous(affinity, index, deployment.weight);
             if best.is_none_or(|(_, top)| score > top) {
                 best = Some((index, score));
@@ -193,37 +247,81 @@ impl Pool {
         best.map(|(index, _)| index)
     }
 
-    /// An eligible deployment drawn at random, weighted by its headroom.
-    fn by_headroom(&self, seen: &[Seen], eligible: impl Fn(usize, &Seen) -> bool) -> Option<usize> {
-        let candidates =
-            || self.deployments.iter().zip(seen).enumerate().filter(|(index, (_, seen))| eligible(*index, seen));
-        let total: f64 = candidates().map(|(_, (deployment, seen))| headroom(deployment, seen)).sum();
-        let mut last = None;
-        let mut left = fastrand::f64() * total;
-        for (index, (deployment, seen)) in candidates() {
-            last = Some(index);
-            left -= headroom(deployment, seen);
-            if left < 0.0 {
+    /// An eligible deployment where the demand fits now, drawn at random
+    /// weighted by its headroom (`weight × free share / (1 + in flight)`).
+    ///
+    /// Drawn by rejection first: a deployment is drawn by `weight / (1 + in
+    /// flight)`, which needs no bucket, and kept with its free share as the
+    /// probability (0 where the demand does not fit) — exactly the headroom
+    /// draw, reading one deployment's buckets per draw. After [`DRAWS`]
+    /// rejections (most deployments nearly full, or none fitting) every
+    /// eligible deployment's room is read and the draw is made over them.
+    fn by_headroom(&self, eligible: &impl Fn(usize, &Seen) -> bool) -> Option<usize> {
+        let shares = Draw::new(self.candidates(eligible).map(|(index, deployment, seen)| {
+            (index, f64::from(deployment.weight) / (1.0 + f64::from(seen.in_flight)))
+        }));
+        for _ in 0..DRAWS {
+            let index = shares.draw()?;
+            if fastrand::f64() < self.room(index).free() {
                 return Some(index);
             }
         }
-        last
+        // A full one keeps a sliver, so its share never reaches exactly nothing.
+        let headrooms = Draw::new(
+            shares
+                .entries()
+                .filter(|(index, _)| self.fits(*index))
+                .map(|(index, share)| (index, (share * self.room(index).free()).max(1e-6))),
+        );
+        headrooms.draw()
+    }
+
+    /// The eligible deployment whose room comes soonest (the first listed of equals).
+    fn soonest(&self, eligible: impl Fn(usize, &Seen) -> bool) -> Option<usize> {
+        self.candidates(&eligible).map(|(index, _, _)| index).min_by_key(|index| self.room(*index).wait_rank())
     }
 }
 
-/// The eligible deployment whose room comes soonest (the first listed of equals).
-fn soonest(seen: &[Seen], eligible: impl Fn(usize, &Seen) -> bool) -> Option<usize> {
-    seen.iter()
-        .enumerate()
-        .filter(|(index, seen)| eligible(*index, seen))
-        .min_by_key(|(_, seen)| seen.room.wait_rank())
-        .map(|(index, _)| index)
+/// Places with their weights and running sums (on the stack), for draws
+/// at random by weight.
+struct Draw {
+    places: [usize; MAX_DEPLOYMENTS],
+    weights: [f64; MAX_DEPLOYMENTS],
+    sums: [f64; MAX_DEPLOYMENTS],
+    len: usize,
 }
 
-/// A deployment's weighted headroom; a full one keeps a sliver, so its share
-/// never reaches exactly nothing.
-fn headroom(deployment: &Deployment, seen: &Seen) -> f64 {
-    (f64::from(deployment.weight) * seen.room.free() / (1.0 + f64::from(seen.in_flight))).max(1e-6)
+impl Draw {
+    /// The first [`MAX_DEPLOYMENTS`] of `weighted`.
+    fn new(weighted: impl Iterator<Item = (usize, f64)>) -> Self {
+        let mut draw = Self {
+            places: [0; MAX_DEPLOYMENTS],
+            weights: [0.0; MAX_DEPLOYMENTS],
+            sums: [0.0; MAX_DEPLOYMENTS],
+            len: 0,
+        };
+        let mut sum = 0.0;
+        for ((place, weight), slot) in weighted.zip(0..MAX_DEPLOYMENTS) {
+            sum += weight;
+            draw.places[slot] = place;
+            draw.weights[slot] = weight;
+            draw.sums[slot] = sum;
+            draw.len = slot + 1;
+        }
+        draw
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.places.iter().copied().zip(self.weights.iter().copied()).take(self.len)
+    }
+
+    /// A place drawn at random by its weight; `None` when there is none.
+    fn draw(&self) -> Option<usize> {
+        let sums = self.sums.get(..self.len)?;
+        let target = fastrand::f64() * sums.last()?;
+        let slot = sums.partition_point(|sum| *sum <= target).min(self.len.checked_sub(1)?);
+        self.places.get(slot).copied()
+    }
 }
 
 /// Weighted rendezvous hashing: each deployment draws a stable number from
@@ -373,6 +471,30 @@ mod tests {
         take(&pool, 0, Demand { requests: 1, tokens: 9_000 }).await;
         let counts = shares(&pool, 2000, |_| None);
         assert!(counts[1] > counts[0] * 5, "d0 keeps a tenth of its tokens: {counts:?}");
+    }
+
+    /// The draw by rejection (most deployments with room) and the draw over
+    /// every room (all nearly full, so draws are rejected) give the same
+    /// shares: weight × free share / (1 + in flight).
+    #[tokio::test(start_paused = true)]
+    async fn the_headroom_draw_gives_each_its_share_whether_or_not_draws_are_rejected() {
+        let tokens = |tpm| Limits { tpm: Some(tpm), ..Limits::default() };
+        let pool = limited(&[(1, tokens(10_000), None), (1, tokens(10_000), None), (2, tokens(10_000), None)]);
+        take(&pool, 1, Demand { requests: 1, tokens: 5_000 }).await;
+        take(&pool, 2, Demand { requests: 1, tokens: 9_000 }).await;
+        // Headrooms 1, 0.5 and 2 × 0.1: shares 1/1.7, 0.5/1.7, 0.2/1.7.
+        let counts = shares(&pool, 6000, |_| None);
+        for (count, expected) in counts.iter().zip([1.0 / 1.7, 0.5 / 1.7, 0.2 / 1.7]) {
+            let share = *count as f64 / 6000.0;
+            assert!((share - expected).abs() < 0.03, "{counts:?} against {expected}");
+        }
+        let nearly_full = limited(&[(1, tokens(10_000), None), (1, tokens(10_000), None)]);
+        take(&nearly_full, 0, Demand { requests: 1, tokens: 9_800 }).await;
+        take(&nearly_full, 1, Demand { requests: 1, tokens: 9_900 }).await;
+        // Free shares 0.02 and 0.01: almost every draw is rejected.
+        let counts = shares(&nearly_full, 3000, |_| None);
+        let share = counts[0] as f64 / 3000.0;
+        assert!((share - 2.0 / 3.0).abs() < 0.04, "two to one: {counts:?}");
     }
 
     #[tokio::test(start_paused = true)]
