@@ -46,6 +46,7 @@
 //! composes them for the caller, with the categories of `failure`.
 
 mod accounting;
+pub mod admin;
 pub mod admission;
 pub mod answer_cache;
 pub mod budget;
