@@ -3,8 +3,8 @@
 //! cheap to clone, that the call template runs on and the surfaces (the
 //! library's callers, the gateway's routes) call through.
 
-use std::path::PathBuf;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -30,8 +30,8 @@ use crate::failure::Category;
 use crate::metrics::Metrics;
 use crate::stream::ChatStream;
 use crate::{
-    admin, budget, call, catalog, decision, fleet, ledger, plugin, reach, record, redact, retrieval, seal, stored, telemetry,
-    transport, types,
+    admin, budget, call, catalog, decision, fleet, ledger, plugin, reach, record, redact, retrieval, seal, stored,
+    telemetry, transport, types,
 };
 
 /// Why a [`Weir`] could not be built.
@@ -331,10 +331,10 @@ impl Weir {
     /// Builds and installs the ring of the file's `entries` and the plane's `state`.
     fn build_ring(&self, entries: &[catalog::KeyEntry], state: &admin::State) -> Result<Arc<KeyRing>, String> {
         let now = std::time::SystemTime::now();
-        let runtime: Vec<_> = state.keys.values().filter(|key| key.revoked_ms.is_none()).map(|key| key.entry(now)).collect();
+        let runtime: Vec<_> =
+            state.keys.values().filter(|key| key.revoked_ms.is_none()).map(|key| key.entry(now)).collect();
         let previous = self.keys();
-        let next =
-            Arc::new(KeyRing::with_runtime(entries, &runtime, Some(&previous), self.inner.rate_store.as_ref())?);
+        let next = Arc::new(KeyRing::with_runtime(entries, &runtime, Some(&previous), self.inner.rate_store.as_ref())?);
         *self.inner.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
         Ok(next)
     }

@@ -120,7 +120,8 @@ async fn a_key_created_at_run_time_calls_and_once_revoked_is_refused_at_once() {
     let upstream = FakeUpstream::start().await;
     let gateway = gateway(&upstream, "").await;
 
-    let (status, created) = post(&gateway, "/admin/v1/keys", ROOT, json!({"id": "ana-key", "member": "ana", "team": "search"})).await;
+    let (status, created) =
+        post(&gateway, "/admin/v1/keys", ROOT, json!({"id": "ana-key", "member": "ana", "team": "search"})).await;
     assert_eq!(status, 201, "{created}");
     let token = created["token"].as_str().unwrap().to_owned();
     assert!(token.starts_with("weir-") && token.len() == 69, "{token}");
@@ -155,7 +156,11 @@ async fn a_key_created_at_run_time_calls_and_once_revoked_is_refused_at_once() {
         let path = entry.unwrap().path();
         if path.file_name().unwrap().to_string_lossy().starts_with("admin.db") {
             let bytes = std::fs::read(&path).unwrap();
-            assert!(!bytes.windows(token.len()).any(|window| window == token.as_bytes()), "{} holds the token", path.display());
+            assert!(
+                !bytes.windows(token.len()).any(|window| window == token.as_bytes()),
+                "{} holds the token",
+                path.display()
+            );
         }
     }
     let connection = rusqlite::Connection::open(gateway.dir().join("admin.db")).unwrap();
@@ -177,7 +182,8 @@ async fn a_rotation_keeps_both_tokens_for_its_grace_then_only_the_new_one() {
     assert!(rotated["key"]["rotation_grace_until"].is_string(), "{rotated}");
     assert_eq!(call(&gateway, &old, "gpt").await.0, 200, "the old token works during the grace");
     assert_eq!(call(&gateway, &new, "gpt").await.0, 200);
-    until(Duration::from_secs(4), "the end of the grace", || async { call(&gateway, &old, "gpt").await.0 == 401 }).await;
+    until(Duration::from_secs(4), "the end of the grace", || async { call(&gateway, &old, "gpt").await.0 == 401 })
+        .await;
     assert_eq!(call(&gateway, &new, "gpt").await.0, 200, "the new token outlives the grace");
 
     // A revoke during a grace ends both tokens at once.
@@ -218,7 +224,8 @@ async fn model_lists_and_limits_changed_at_run_time_hold_from_the_next_call() {
     let (status, refused) = call(&gateway, &token, "gpt").await;
     assert_eq!(status, 403, "{refused}");
 
-    let (status, updated) = post(&gateway, "/admin/v1/keys/narrow", ROOT, json!({"models": ["gpt", "gpt-mini"], "rpm": 1})).await;
+    let (status, updated) =
+        post(&gateway, "/admin/v1/keys/narrow", ROOT, json!({"models": ["gpt", "gpt-mini"], "rpm": 1})).await;
     assert_eq!(status, 200, "{updated}");
     assert_eq!(updated["key"]["rpm"], 1);
     let (status, answer) = call(&gateway, &token, "gpt").await;
@@ -378,9 +385,17 @@ async fn a_file_defining_a_runtime_keys_id_is_refused_at_reload_and_at_start() {
     std::fs::write(gateway.config_path(), &clashing).unwrap();
     assert!(gateway.signal("HUP"));
     gateway.wait_for_stderr("caller keys not reloaded", Duration::from_secs(5)).await;
-    assert!(gateway.stderr().contains("defined both in the config file and through the admin API"), "{}", gateway.stderr());
+    assert!(
+        gateway.stderr().contains("defined both in the config file and through the admin API"),
+        "{}",
+        gateway.stderr()
+    );
     assert_eq!(call(&gateway, &token, "gpt").await.0, 200, "the runtime key stays");
-    assert_eq!(call(&gateway, "weir-eve-token-0123456789abcdef", "gpt").await.0, 401, "the file's clash is not in force");
+    assert_eq!(
+        call(&gateway, "weir-eve-token-0123456789abcdef", "gpt").await.0,
+        401,
+        "the file's clash is not in force"
+    );
 
     // A reload racing runtime changes keeps both: the file's and the plane's.
     std::fs::write(gateway.config_path(), &original).unwrap();
@@ -438,7 +453,11 @@ async fn every_change_is_an_audit_row_that_weir_ledger_verify_proves() {
     drop(connection);
     let broken = run_cli(&["ledger", "verify", "--path", ledger.to_str().unwrap()], &[]);
     assert!(!broken.status.success());
-    assert!(String::from_utf8_lossy(&broken.stderr).contains("admin change 2"), "{}", String::from_utf8_lossy(&broken.stderr));
+    assert!(
+        String::from_utf8_lossy(&broken.stderr).contains("admin change 2"),
+        "{}",
+        String::from_utf8_lossy(&broken.stderr)
+    );
 }
 
 #[tokio::test]

@@ -366,8 +366,12 @@ pub fn put_budget(
     if in_file {
         return Err(AdminError::DefinedInFile { kind: kind.as_str(), id: name });
     }
-    let entry =
-        ScopeBudget { name: name.clone(), budget: request.budget, updated_ms: context.now_ms(), updated_by: context.actor.clone() };
+    let entry = ScopeBudget {
+        name: name.clone(),
+        budget: request.budget,
+        updated_ms: context.now_ms(),
+        updated_by: context.actor.clone(),
+    };
     Ok(move |state: &State| {
         let before = state.body(kind, &name);
         let action = match kind {

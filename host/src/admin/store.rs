@@ -173,7 +173,12 @@ impl AdminStore {
 
     /// The changes after `after` (a sequence number), oldest first, at most
     /// `limit`, of one target's when `target` is given (blocking).
-    pub fn changes(&self, after: i64, limit: i64, target: Option<(Kind, String)>) -> Result<Vec<ChangeRow>, StoreError> {
+    pub fn changes(
+        &self,
+        after: i64,
+        limit: i64,
+        target: Option<(Kind, String)>,
+    ) -> Result<Vec<ChangeRow>, StoreError> {
         match &*self.backend {
             Backend::Sqlite { .. } => self.with_sqlite(|connection| sqlite_changes(connection, after, limit, target)),
             Backend::Postgres { .. } => self.with_postgres(|client| postgres_changes(client, after, limit, target)),

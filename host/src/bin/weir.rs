@@ -1065,22 +1065,6 @@ fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
     line(out, "total", &sums.total)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::MI_OPTION_PURGE_DELAY;
-
-    /// mimalloc numbers its options by their place in an enum that has changed
-    /// between versions: the index `serve` sets must be mimalloc 3's purge
-    /// delay, whose default is a second.
-    #[test]
-    fn the_purge_delay_option_is_mimalloc_3s() {
-        #[allow(unsafe_code, reason = "mimalloc's options are read through its C API")]
-        // SAFETY: a read of mimalloc's option table; nothing in this test binary sets options.
-        let delay_ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(delay_ms, 1_000);
-    }
-}
-
 /// `weir admin ...`: one request to the admin API; the answer's JSON is
 /// printed (an error's on stderr, exit 1).
 fn admin(args: AdminArgs) -> ExitCode {
@@ -1102,10 +1086,8 @@ fn admin(args: AdminArgs) -> ExitCode {
 
 fn admin_request(args: AdminArgs) -> anyhow::Result<(u16, serde_json::Value)> {
     use serde_json::json;
-    let url = args
-        .url
-        .or_else(|| std::env::var("WEIR_ADMIN_URL").ok())
-        .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+    let url =
+        args.url.or_else(|| std::env::var("WEIR_ADMIN_URL").ok()).unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
     let token = args
         .token
         .or_else(|| std::env::var("WEIR_ADMIN_TOKEN").ok())
@@ -1116,13 +1098,17 @@ fn admin_request(args: AdminArgs) -> anyhow::Result<(u16, serde_json::Value)> {
             AdminKeysCommand::Create { member, id, team, models, admin, expires } => (
                 "POST",
                 "/admin/v1/keys".to_owned(),
-                Some(json!({"member": member, "id": id, "team": team, "models": models, "admin": admin, "expires": expires})),
+                Some(
+                    json!({"member": member, "id": id, "team": team, "models": models, "admin": admin, "expires": expires}),
+                ),
             ),
             AdminKeysCommand::Rotate { id, grace_secs } => {
                 ("POST", format!("/admin/v1/keys/{id}/rotate"), Some(json!({"grace_secs": grace_secs})))
             }
             AdminKeysCommand::Revoke { id } => ("POST", format!("/admin/v1/keys/{id}/revoke"), Some(json!({}))),
-            AdminKeysCommand::Expire { id, at } => ("POST", format!("/admin/v1/keys/{id}/expire"), Some(json!({"at": at}))),
+            AdminKeysCommand::Expire { id, at } => {
+                ("POST", format!("/admin/v1/keys/{id}/expire"), Some(json!({"at": at})))
+            }
         },
         AdminCommand::Budget {
             scope,
@@ -1160,4 +1146,20 @@ fn admin_request(args: AdminArgs) -> anyhow::Result<(u16, serde_json::Value)> {
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     Ok(runtime.block_on(weir_host::admin::client::request(&url, &token, method, &path, body.as_ref()))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MI_OPTION_PURGE_DELAY;
+
+    /// mimalloc numbers its options by their place in an enum that has changed
+    /// between versions: the index `serve` sets must be mimalloc 3's purge
+    /// delay, whose default is a second.
+    #[test]
+    fn the_purge_delay_option_is_mimalloc_3s() {
+        #[allow(unsafe_code, reason = "mimalloc's options are read through its C API")]
+        // SAFETY: a read of mimalloc's option table; nothing in this test binary sets options.
+        let delay_ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(delay_ms, 1_000);
+    }
 }

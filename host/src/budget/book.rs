@@ -210,7 +210,11 @@ impl BudgetBook {
     /// memory while Redis is out.
     pub fn share_through(&self, budgets: SharedBudgets, fleet_size: u32) {
         let local_share = (budgets.policy() == SharedErrorPolicy::Local).then(|| {
-            BudgetBook::new(shares(&self.shared.limits(), fleet_size), self.shared.timezone, Arc::clone(&self.shared.clock))
+            BudgetBook::new(
+                shares(&self.shared.limits(), fleet_size),
+                self.shared.timezone,
+                Arc::clone(&self.shared.clock),
+            )
         });
         if self.shared.fleet.set(FleetBudgets { budgets, local_share, fleet_size }).is_err() {
             tracing::warn!("the budget book was already shared; the first fleet is kept");

@@ -140,8 +140,7 @@ impl KeyRing {
                 both.entry.id
             ));
         }
-        let entries: Vec<KeyEntry> =
-            file.iter().cloned().chain(runtime.iter().map(|key| key.entry.clone())).collect();
+        let entries: Vec<KeyEntry> = file.iter().cloned().chain(runtime.iter().map(|key| key.entry.clone())).collect();
         let checked = check_keys(&entries)?;
         let mut digests: std::collections::HashSet<[u8; 32]> = checked.iter().map(|key| key.digest).collect();
         let mut ring = Self::default();
@@ -150,7 +149,8 @@ impl KeyRing {
             if let Some(runtime) = index.checked_sub(file.len()).and_then(|at| runtime.get(at)) {
                 key.source = KeySource::Runtime;
                 if let Some((hash, until)) = &runtime.previous {
-                    let old = crate::config::parse_hash(hash).map_err(|error| format!("key `{}`: {error}", entry.id))?;
+                    let old =
+                        crate::config::parse_hash(hash).map_err(|error| format!("key `{}`: {error}", entry.id))?;
                     if !digests.insert(old) {
                         return Err(format!("key `{}`: the same hash appears on two keys", entry.id));
                     }
@@ -369,5 +369,36 @@ mod tests {
         let ring =
             KeyRing::new(&[KeyEntry { hash: a.hash.clone(), ..entry("a", "unused") }], None, &InProcessStore).unwrap();
         assert!(ring.authenticate(Some(&a.token), SystemTime::now()).is_ok());
+    }
+
+    #[test]
+    fn a_rotated_keys_old_token_works_until_its_grace_ends() {
+        let now = SystemTime::now();
+        let rotated = RuntimeKeyEntry {
+            entry: entry("svc", "tok-new"),
+            previous: Some((hash_of("tok-old"), now + Duration::from_secs(60))),
+        };
+        let ring = KeyRing::with_runtime(&[entry("file", "tok-file")], &[rotated], None, &InProcessStore).unwrap();
+        assert_eq!(ring.authenticate(Some("tok-new"), now).unwrap().id, "svc");
+        let old = ring.authenticate(Some("tok-old"), now).unwrap();
+        assert_eq!((old.id.as_str(), old.source), ("svc", KeySource::Runtime));
+        assert_eq!(ring.authenticate(Some("tok-file"), now).unwrap().source, KeySource::File);
+        let later = now + Duration::from_secs(61);
+        assert_eq!(ring.authenticate(Some("tok-old"), later).unwrap_err(), AuthError::Unknown);
+        assert!(ring.authenticate(Some("tok-new"), later).is_ok());
+    }
+
+    #[test]
+    fn an_id_or_a_token_of_both_sources_is_refused() {
+        let runtime = |id: &str, token: &str| RuntimeKeyEntry { entry: entry(id, token), previous: None };
+        let same_id =
+            KeyRing::with_runtime(&[entry("dup", "a")], &[runtime("dup", "b")], None, &InProcessStore).unwrap_err();
+        assert!(same_id.contains("defined both in the config file and through the admin API"), "{same_id}");
+        let same_token =
+            KeyRing::with_runtime(&[entry("f", "a")], &[runtime("r", "a")], None, &InProcessStore).unwrap_err();
+        assert!(same_token.contains("same hash"), "{same_token}");
+        let old_is_file = RuntimeKeyEntry { entry: entry("r", "b"), previous: Some((hash_of("a"), SystemTime::now())) };
+        let clash = KeyRing::with_runtime(&[entry("f", "a")], &[old_is_file], None, &InProcessStore).unwrap_err();
+        assert!(clash.contains("same hash"), "{clash}");
     }
 }

@@ -116,10 +116,7 @@ fn limit(pairs: &BTreeMap<String, String>) -> Result<usize, AdminError> {
 
 /// A runtime key as the API shows it (never a hash or a token).
 fn runtime_view(key: &RuntimeKey, now: SystemTime) -> Value {
-    let grace = key
-        .previous_until_ms
-        .filter(|until| admin::model::from_ms(*until) > now)
-        .map(admin::model::rfc3339_ms);
+    let grace = key.previous_until_ms.filter(|until| admin::model::from_ms(*until) > now).map(admin::model::rfc3339_ms);
     json!({
         "id": key.id,
         "source": "runtime",
@@ -192,11 +189,13 @@ pub(super) async fn list_keys(
 ) -> Answer {
     admin_key(&caller)?;
     let pairs = query_pairs(query.as_deref());
-    for (name, allowed) in
-        [("status", &["active", "expired", "revoked"][..]), ("source", &["file", "runtime"][..])]
-    {
+    for (name, allowed) in [("status", &["active", "expired", "revoked"][..]), ("source", &["file", "runtime"][..])] {
         if let Some(value) = pairs.get(name).filter(|value| !allowed.contains(&value.as_str())) {
-            return Err(AdminError::Invalid { field: if name == "status" { "status" } else { "source" }, message: format!("`{value}` is not one of {}", allowed.join(", ")) }.into());
+            return Err(AdminError::Invalid {
+                field: if name == "status" { "status" } else { "source" },
+                message: format!("`{value}` is not one of {}", allowed.join(", ")),
+            }
+            .into());
         }
     }
     let matches = |row: &Value| {
@@ -330,8 +329,12 @@ pub(super) async fn list_scopes(
         .collect();
     let config = weir.config();
     let file: Vec<(String, admin::Budget)> = match kind {
-        Kind::Member => config.members.iter().map(|(name, m)| (name.clone(), admin::Budget::from_fields(&m.budget()))).collect(),
-        Kind::Team | Kind::Key => config.teams.iter().map(|(name, t)| (name.clone(), admin::Budget::from_fields(t))).collect(),
+        Kind::Member => {
+            config.members.iter().map(|(name, m)| (name.clone(), admin::Budget::from_fields(&m.budget()))).collect()
+        }
+        Kind::Team | Kind::Key => {
+            config.teams.iter().map(|(name, t)| (name.clone(), admin::Budget::from_fields(t))).collect()
+        }
     };
     for (name, budget) in file {
         rows.insert(name.clone(), json!({"name": name, "source": "file", "budget": budget}));
@@ -398,8 +401,9 @@ pub(super) async fn changes(
         }
         (None, None) => None,
         _ => {
-            return Err(AdminError::Invalid { field: "kind", message: "`kind` and `target` go together".to_owned() }
-                .into());
+            return Err(
+                AdminError::Invalid { field: "kind", message: "`kind` and `target` go together".to_owned() }.into()
+            );
         }
     };
     let store = store(&weir)?;

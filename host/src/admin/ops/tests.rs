@@ -73,7 +73,8 @@ fn an_admin_key_cannot_revoke_expire_or_demote_itself() {
 #[test]
 fn a_rotation_keeps_one_old_hash_for_its_grace_and_a_revoke_ends_it() {
     let root = context("root");
-    let state = state_with(create_key(&root, request("ana"), "sha256:first".into()).unwrap()(&State::default()).unwrap());
+    let state =
+        state_with(create_key(&root, request("ana"), "sha256:first".into()).unwrap()(&State::default()).unwrap());
     let long = Rotate { grace_secs: MAX_GRACE.as_secs() + 1 };
     assert!(matches!(rotate_key(&root, "k1".into(), long, "x".into()), Err(AdminError::Invalid { .. })));
     let rotated = rotate_key(&root, "k1".into(), Rotate { grace_secs: 60 }, "sha256:second".into()).unwrap()(&state);
