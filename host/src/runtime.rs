@@ -109,6 +109,8 @@ struct Inner {
     sources: Mutex<KeySources>,
     /// The admin plane's store: beside the ledger, so only with one.
     admin: Option<admin::AdminStore>,
+    /// The fleet's channel of admin changes, under `[fleet]` with an admin plane.
+    admin_notices: Option<fleet::AdminNotices>,
     /// The budgets the config file sets; the plane's are added to them.
     file_limits: HashMap<budget::Scope, budget::Limits>,
     /// Where key buckets live (the same store as the models').
@@ -347,6 +349,11 @@ impl Weir {
     /// The admin plane's store (`None` without a ledger).
     pub fn admin_store(&self) -> Option<&admin::AdminStore> {
         self.inner.admin.as_ref()
+    }
+
+    /// The fleet's channel of admin changes (`[fleet]` with an admin plane).
+    pub fn admin_notices(&self) -> Option<&fleet::AdminNotices> {
+        self.inner.admin_notices.as_ref()
     }
 
     /// The admin plane's state in force on this gateway.
@@ -801,6 +808,7 @@ impl WeirBuilder {
             providers_dir,
             sources: Mutex::new(KeySources { file_keys, state: Arc::new(admin_state) }),
             keys: RwLock::new(Arc::new(keys)),
+            admin_notices: admin.as_ref().and(fleet_store.as_ref()).map(fleet::RedisStore::admin_notices),
             admin,
             file_limits,
             rate_store,

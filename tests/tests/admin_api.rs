@@ -533,4 +533,18 @@ async fn two_gateways_sharing_postgres_honour_each_others_changes_within_a_secon
     })
     .await;
     assert_eq!(server.try_integer("SELECT COUNT(*) FROM admin_changes"), Ok(3));
+    // Three changes, heard through Redis (the poll could win a race once, not three times).
+    assert!(second.stderr().contains("via=\"redis\""), "{}", second.stderr());
+
+    // Redis out: the poll carries a change to the other gateway, within a second too.
+    let mut redis = redis;
+    redis.stop();
+    let (status, created) =
+        post(&first, "/admin/v1/keys", ROOT, json!({"id": "while-redis-is-out", "member": "ana"})).await;
+    assert_eq!(status, 201, "{created}");
+    until(Duration::from_secs(1), "the key on the second gateway by its poll", || async {
+        get(&second, "/admin/v1/keys/while-redis-is-out", ROOT).await.0 == 200
+    })
+    .await;
+    second.wait_for_stderr("via=\"poll\"", Duration::from_secs(2)).await;
 }

@@ -82,6 +82,7 @@ where
     F: FnOnce(&PlaneState) -> Result<admin::Edit, AdminError> + Send + 'static,
 {
     let store = store(weir)?;
+    let weir_notices = weir.admin_notices().cloned();
     let (weir, actor) = (weir.clone(), actor.to_owned());
     let now_ms = admin::model::to_ms(SystemTime::now());
     let done = tokio::task::spawn_blocking(move || {
@@ -93,7 +94,13 @@ where
     })
     .await
     .map_err(|error| AdminError::Store(error.to_string()))?;
-    Ok(done?)
+    let (edit, state) = done?;
+    if let Some(notices) = weir_notices {
+        // Detached: the answer does not wait on Redis; a lost notice leaves the others their poll.
+        let version = state.version;
+        drop(tokio::spawn(async move { notices.announce(version).await }));
+    }
+    Ok((edit, state))
 }
 
 fn json_answer(status: StatusCode, body: Value) -> Response {
