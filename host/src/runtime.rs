@@ -390,6 +390,7 @@ impl Weir {
         if state.version < sources.state.version {
             return Ok(());
         }
+        budget_clash(&self.inner.config, &state)?;
         self.build_ring(&sources.file_keys, &state)?;
         let added = self.inner.budgets.replace_limits(self.limits_with(&state));
         sources.state = Arc::new(state);
@@ -892,20 +893,34 @@ fn load_admin(store: &admin::AdminStore, config: &Config) -> Result<admin::State
     let failed = |reason: String| BuildError::Admin { place: store.describe(), reason };
     let loaded = std::thread::scope(|scope| scope.spawn(|| store.load()).join());
     let state = match loaded {
-        Ok(loaded) => loaded.map_err(|error| failed(error.to_string()))?,
+        // A store that cannot be read (the fleet's PostgreSQL not up yet, an
+        // unwritable folder, as the ledger's own file may be) does not stop
+        // the gateway: it starts with the file's keys alone, failing closed,
+        // and the poll applies the plane once it can be read.
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the admin plane cannot be read yet: only the config file's keys are in force until it is");
+            admin::State::default()
+        }
+        Ok(Ok(state)) => state,
         Err(_) => return Err(failed("reading it panicked".to_owned())),
     };
+    budget_clash(config, &state).map_err(failed)?;
+    Ok(state)
+}
+
+/// A member or team budget both the file and the plane define.
+fn budget_clash(config: &Config, state: &admin::State) -> Result<(), String> {
     if let Some(name) = state.members.keys().find(|name| config.members.contains_key(*name)) {
-        return Err(failed(format!(
+        return Err(format!(
             "member `{name}` has a budget both in the config file and through the admin API; remove one of them"
-        )));
+        ));
     }
     if let Some(name) = state.teams.keys().find(|name| config.teams.contains_key(*name)) {
-        return Err(failed(format!(
+        return Err(format!(
             "team `{name}` has a budget both in the config file and through the admin API; remove one of them"
-        )));
+        ));
     }
-    Ok(state)
+    Ok(())
 }
 
 /// `file`'s budget limits with the plane's `state`'s.

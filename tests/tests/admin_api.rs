@@ -548,3 +548,31 @@ async fn two_gateways_sharing_postgres_honour_each_others_changes_within_a_secon
     .await;
     second.wait_for_stderr("via=\"poll\"", Duration::from_secs(2)).await;
 }
+
+/// A gateway that starts while the fleet's PostgreSQL is down starts with
+/// the file's keys alone (a runtime key is refused, never guessed), and its
+/// poll applies the plane once PostgreSQL is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_started_while_postgres_is_down_takes_the_plane_once_it_is_back() {
+    let mut server = PostgresServer::start();
+    let upstream = FakeUpstream::start().await;
+    let text = config(&upstream, &format!("postgres_url = \"{}\"", server.url()), "");
+    let env = [("WEIR_TEST_KEY", "sk-upstream-0123456789")];
+    let first = Gateway::start_with(&text, &env, None).await;
+    let token = create(&first, json!({"id": "made-before", "member": "ana"})).await;
+    drop(first);
+    // The test cluster commits without waiting for its WAL (`synchronous_commit = off`) and
+    // stops like a crash: a moment for the WAL writer (every 200 ms) to write the change.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    server.stop();
+    let late = Gateway::start_with(&text, &env, None).await;
+    assert!(late.stderr().contains("the admin plane cannot be read yet"), "{}", late.stderr());
+    assert_eq!(call(&late, PLAIN, "gpt").await.0, 200, "the file's keys work");
+    assert_eq!(call(&late, &token, "gpt").await.0, 401, "the plane's key is not known yet");
+    server.resume();
+    until(Duration::from_secs(10), "the plane applied after PostgreSQL came back", || async {
+        call(&late, &token, "gpt").await.0 == 200
+    })
+    .await;
+}
