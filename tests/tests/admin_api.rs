@@ -533,6 +533,10 @@ async fn two_gateways_sharing_postgres_honour_each_others_changes_within_a_secon
     })
     .await;
     assert_eq!(server.try_integer("SELECT COUNT(*) FROM admin_changes"), Ok(3));
+    let verified = run_cli(&["ledger", "verify", "--config", first.config_path().to_str().unwrap()], &[]);
+    let stdout = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{stdout}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(stdout.contains("ok: admin changes: 3 rows, chain intact (the fleet's PostgreSQL)"), "{stdout}");
     // Three changes, heard through Redis (the poll could win a race once, not three times).
     assert!(second.stderr().contains("via=\"redis\""), "{}", second.stderr());
 

@@ -1,7 +1,8 @@
 //! The admin plane: caller keys, member and team budgets changed at run
 //! time through `/admin/v1/...` (see `server::admin`) and `weir admin ...`,
 //! kept beside the ledger ([`store`]) and applied to every gateway that
-//! shares the store within a poll ([`sync`]).
+//! shares the store at a fleet's notice or within a poll
+//! (`server::watch_admin`).
 //!
 //! ```text
 //! request ─► an admin key (403 otherwise) ─► body parsed (typed 400s)
@@ -22,13 +23,15 @@ pub mod client;
 pub mod model;
 pub mod ops;
 pub mod store;
-pub mod sync;
 
 pub use chain::{ChainBreak, ChangeRow};
 pub use model::{Budget, Kind, RuntimeKey, ScopeBudget, State};
 pub use ops::Context;
 pub use store::{AdminStore, StoreError};
-pub use sync::{POLL_EVERY, watch};
+
+/// How often a gateway asks the store whether the plane changed (see
+/// `server::watch_admin`).
+pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One change as decided: what it does to which object, the object before
 /// and after (`None`: absent). The token of a created or rotated key is

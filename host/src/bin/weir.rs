@@ -475,7 +475,7 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         // Detached: other gateways' admin changes (and an expired rotation
         // grace) are applied here within a poll.
         if weir.admin_store().is_some() {
-            drop(weir_host::admin::watch(weir.clone(), weir_host::admin::POLL_EVERY));
+            drop(weir_host::server::watch_admin(weir.clone(), weir_host::admin::POLL_EVERY));
         }
         if let Some(path) = config_path {
             let every = std::time::Duration::from_millis(watch_every.max(KEYS_WATCH_MIN_MS));

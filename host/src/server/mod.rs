@@ -53,6 +53,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+pub use admin::watch as watch_admin;
 use auth::Authenticated;
 pub use edge::Stopped;
 pub use error::ApiError;
