@@ -580,3 +580,25 @@ async fn a_gateway_started_while_postgres_is_down_takes_the_plane_once_it_is_bac
     })
     .await;
 }
+
+/// A key made through the admin API serves the official OpenAI client (its
+/// Responses API) like a key of the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_client_calls_with_a_key_made_at_run_time() {
+    let upstream = FakeUpstream::start().await;
+    let gateway = gateway(&upstream, "").await;
+    let token = create(&gateway, json!({"id": "python", "member": "ana", "models": ["gpt"]})).await;
+    let base = gateway.url("/v1");
+    let steps = tokio::task::spawn_blocking(move || {
+        weir_tests::python::run_responses_client(&base, "gpt", "create", &[("WEIR_CALLER_KEY", &token)])
+    })
+    .await
+    .unwrap();
+    assert_eq!(steps[0]["step"], "create", "{steps:?}");
+    assert!(steps[0]["output_text"].as_str().is_some_and(|text| !text.is_empty()), "{steps:?}");
+    let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
+    assert!(
+        records.iter().any(|record| record["key_id"] == "python" && record["member"] == "ana"),
+        "the call is the key's: {records:?}"
+    );
+}

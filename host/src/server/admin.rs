@@ -197,13 +197,12 @@ pub(super) async fn list_keys(
 ) -> Answer {
     admin_key(&caller)?;
     let pairs = query_pairs(query.as_deref());
-    for (name, allowed) in [("status", &["active", "expired", "revoked"][..]), ("source", &["file", "runtime"][..])] {
-        if let Some(value) = pairs.get(name).filter(|value| !allowed.contains(&value.as_str())) {
-            return Err(AdminError::Invalid {
-                field: if name == "status" { "status" } else { "source" },
-                message: format!("`{value}` is not one of {}", allowed.join(", ")),
-            }
-            .into());
+    let choices: [(&'static str, &[&str]); 2] =
+        [("status", &["active", "expired", "revoked"]), ("source", &["file", "runtime"])];
+    for (field, allowed) in choices {
+        if let Some(value) = pairs.get(field).filter(|value| !allowed.contains(&value.as_str())) {
+            let message = format!("`{value}` is not one of {}", allowed.join(", "));
+            return Err(AdminError::Invalid { field, message }.into());
         }
     }
     let matches = |row: &Value| {
