@@ -320,9 +320,8 @@ impl Weir {
 
     /// Replaces the caller keys for new calls (a key removed is refused from
     /// the next call on; unchanged keys keep their buckets). A list that does not
-    /// validate changes nothing and says why.
-    /// The admin plane's keys stay; a file that defines one of their ids
-    /// is refused.
+    /// validate changes nothing and says why. The admin plane's keys stay; a
+    /// list that defines one of their ids is refused.
     pub fn replace_keys(&self, entries: &[catalog::KeyEntry]) -> Result<Arc<KeyRing>, String> {
         let mut sources = self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner);
         let next = self.build_ring(entries, &sources.state)?;

@@ -9,14 +9,19 @@
 //!   ─► ops: the change decided against the state as of now, in the store's
 //!      exclusive transaction (409s: exists, defined in the file, own key)
 //!   ─► the object written, the change appended to its hash chain (`chain`)
-//!   ─► this gateway applies the new state at once (ring, budgets);
-//!      every other gateway sharing the store within one poll
+//!   ─► this gateway applies the new state at once (ring, budgets) and,
+//!      under `[fleet]`, announces it through Redis; every other gateway
+//!      sharing the store applies it at the notice, or within one poll
 //! ```
 //!
 //! The config file and the plane each own what they define: a key id (or a
 //! member or team budget) defined in both is refused — by the API when it
 //! would create one, at start and at a reload of the file when the file
 //! would (the reload keeps the previous keys, as for any invalid file).
+//!
+//! Here: the errors and the decided change; `model`: the stored objects and
+//! the state; `ops`: request bodies and each operation; `store`: SQLite or
+//! PostgreSQL; `chain`: the changes' hash chain; `client`: `weir admin`.
 
 pub mod chain;
 pub mod client;
