@@ -602,3 +602,29 @@ async fn the_official_openai_client_calls_with_a_key_made_at_run_time() {
         "the call is the key's: {records:?}"
     );
 }
+
+/// A keyless gateway has no admin key to accept (403), and a gateway that
+/// keeps no ledger has no admin plane (503 `admin_unavailable`).
+#[tokio::test]
+async fn no_admin_plane_without_keys_or_without_a_ledger() {
+    let upstream = FakeUpstream::start().await;
+    let env = [("WEIR_TEST_KEY", "sk-upstream-0123456789")];
+    let full = config(&upstream, "", "");
+    let keyless: String = {
+        let start = full.find("[[key]]").unwrap();
+        let end = full.find("[ledger]").unwrap();
+        format!("{}{}", &full[..start], &full[end..])
+    };
+    let open = Gateway::start_with(&keyless, &env, None).await;
+    let (status, refused) = post(&open, "/admin/v1/keys", "anything", json!({"member": "ana", "admin": true})).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (403, Some("permission_denied")), "{refused}");
+    assert_eq!(get(&open, "/admin/v1/keys", "anything").await.0, 403);
+    drop(open);
+
+    let unledgered = Gateway::start_with(&config(&upstream, "enabled = false", ""), &env, None).await;
+    let (status, refused) = post(&unledgered, "/admin/v1/keys", ROOT, json!({"member": "ana"})).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (503, Some("admin_unavailable")), "{refused}");
+    let (status, listed) = get(&unledgered, "/admin/v1/keys", ROOT).await;
+    assert_eq!(status, 200, "the file's keys are still listed: {listed}");
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+}
