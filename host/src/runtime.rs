@@ -928,15 +928,7 @@ fn limits_with(
     state: &admin::State,
 ) -> HashMap<budget::Scope, budget::Limits> {
     let mut limits = file.clone();
-    for key in state.keys.values().filter(|key| key.revoked_ms.is_none()) {
-        limits.insert(budget::Scope::Key(key.id.clone()), budget::Limits::from_fields(&key.budget.fields()));
-    }
-    for (name, member) in &state.members {
-        limits.insert(budget::Scope::Member(name.clone()), budget::Limits::from_fields(&member.budget.fields()));
-    }
-    for (name, team) in &state.teams {
-        limits.insert(budget::Scope::Team(name.clone()), budget::Limits::from_fields(&team.budget.fields()));
-    }
+    limits.extend(state.limits());
     limits
 }
 

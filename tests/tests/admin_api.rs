@@ -269,6 +269,12 @@ async fn a_budget_raised_at_run_time_admits_the_call_it_refused() {
     let carla = budgets["data"].as_array().unwrap().iter().find(|b| b["name"] == "carla").unwrap().clone();
     assert_eq!(carla["limit"], 1_000_000, "{budgets}");
     assert!(carla["spent"].as_u64().unwrap() > 0, "{carla}");
+    // `weir ledger query --config` shows the plane's budgets beside the file's.
+    let queried = run_cli(&["ledger", "query", "--config", gateway.config_path().to_str().unwrap()], &[]);
+    let stdout = String::from_utf8_lossy(&queried.stdout);
+    assert!(queried.status.success(), "{stdout}{}", String::from_utf8_lossy(&queried.stderr));
+    let line = stdout.lines().find(|line| line.starts_with("member") && line.contains("carla")).unwrap_or_default();
+    assert!(line.contains("1000000"), "{stdout}");
 
     // A team budget, and its removal.
     post(&gateway, "/admin/v1/teams/lab", ROOT, json!({"budget": {"max_call_tokens": 10}})).await;

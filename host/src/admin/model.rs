@@ -215,6 +215,18 @@ impl State {
         Ok(state)
     }
 
+    /// The budget limits the plane sets, by scope (a revoked key's are gone).
+    pub fn limits(&self) -> std::collections::HashMap<crate::budget::Scope, crate::budget::Limits> {
+        use crate::budget::{Limits, Scope};
+        let keys = self.keys.values().filter(|key| key.revoked_ms.is_none());
+        let keys = keys.map(|key| (Scope::Key(key.id.clone()), Limits::from_fields(&key.budget.fields())));
+        let members =
+            self.members.iter().map(|(name, m)| (Scope::Member(name.clone()), Limits::from_fields(&m.budget.fields())));
+        let teams =
+            self.teams.iter().map(|(name, t)| (Scope::Team(name.clone()), Limits::from_fields(&t.budget.fields())));
+        keys.chain(members).chain(teams).collect()
+    }
+
     /// The stored body of one object, when it exists.
     pub fn body(&self, kind: Kind, id: &str) -> Option<serde_json::Value> {
         let value = match kind {

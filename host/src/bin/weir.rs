@@ -1009,6 +1009,15 @@ fn budgets_from_ledger(file: &LedgerFile, reader: &dyn LedgerRead) -> anyhow::Re
     let config = Config::from_file(path)?;
     let book = weir_host::budget::book(&config, std::sync::Arc::new(weir_host::budget::SystemClock))
         .map_err(|message| anyhow::anyhow!("{}: {message}", config.origin))?;
+    // The admin plane's budgets join the file's, as a gateway's book has them.
+    if let Some(settings) = weir_host::ledger::ledger_config(&config, true)?
+        && (settings.postgres.is_some() || settings.path.with_file_name(weir_host::admin::store::FILE_NAME).exists())
+    {
+        let state = weir_host::admin::AdminStore::new(&settings.path, settings.postgres).load()?;
+        let mut limits = weir_host::budget::file_limits(&config);
+        limits.extend(state.limits());
+        book.replace_limits(limits);
+    }
     if book.is_empty() {
         return Ok(None);
     }
