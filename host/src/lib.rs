@@ -29,7 +29,8 @@
 //!             stream, retrieval, decision, status, error (the call's error,
 //!             composing every layer's own)
 //! state       admission, identity (the key ring), fleet, budget, ledger, stored,
-//!             metrics, telemetry, routing (roles and the picker), answer_cache
+//!             metrics, telemetry, routing (roles and the picker), answer_cache,
+//!             admin (the admin plane's store, its chain and its changes)
 //! catalog     catalog (resolved entries and links), compliance, seal
 //! boundaries  plugin (provider components), transport (HTTP, credentials, SigV4)
 //! vocabulary  types, wit (the WIT records), failure (categories and retry policy
@@ -46,6 +47,7 @@
 //! composes them for the caller, with the categories of `failure`.
 
 mod accounting;
+pub mod admin;
 pub mod admission;
 pub mod answer_cache;
 pub mod budget;

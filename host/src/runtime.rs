@@ -3,8 +3,9 @@
 //! cheap to clone, that the call template runs on and the surfaces (the
 //! library's callers, the gateway's routes) call through.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::admission::{Admission, InProcessStore, RateStore};
@@ -29,8 +30,8 @@ use crate::failure::Category;
 use crate::metrics::Metrics;
 use crate::stream::ChatStream;
 use crate::{
-    budget, call, catalog, decision, fleet, ledger, plugin, reach, record, redact, retrieval, seal, stored, telemetry,
-    transport, types,
+    admin, budget, call, catalog, decision, fleet, ledger, plugin, reach, record, redact, retrieval, seal, stored,
+    telemetry, transport, types,
 };
 
 /// Why a [`Weir`] could not be built.
@@ -64,6 +65,9 @@ pub enum BuildError {
          starts anyway)"
     )]
     TamperedLedger { path: String, reason: String },
+    /// The admin plane's state cannot be read, or conflicts with the file.
+    #[error("the admin plane ({place}): {reason}")]
+    Admin { place: String, reason: String },
 }
 
 /// A configured Weir: the catalog, the loaded providers, the transport. Cheap
@@ -99,6 +103,16 @@ struct Inner {
     providers_dir: PathBuf,
     /// The caller keys, swapped whole by [`Weir::replace_keys`].
     keys: RwLock<Arc<KeyRing>>,
+    /// What the ring is built from: the config file's keys (replaced by a
+    /// reload) and the admin plane's state (replaced by a change). One lock,
+    /// so a reload and a change never build from a stale copy of the other.
+    sources: Mutex<KeySources>,
+    /// The admin plane's store: beside the ledger, so only with one.
+    admin: Option<admin::AdminStore>,
+    /// The fleet's channel of admin changes, under `[fleet]` with an admin plane.
+    admin_notices: Option<fleet::AdminNotices>,
+    /// The budgets the config file sets; the plane's are added to them.
+    file_limits: HashMap<budget::Scope, budget::Limits>,
     /// Where key buckets live (the same store as the models').
     rate_store: Arc<dyn RateStore>,
     /// Who receives every call's opening and record (see [`record`]): the
@@ -122,6 +136,12 @@ struct Inner {
     budgets: budget::BudgetBook,
     /// The key `POST /v1/responses` seals reasoning items with (see [`seal`]).
     reasoning_seal: seal::ReasoningSeal,
+}
+
+/// The two sources of keys and budgets.
+struct KeySources {
+    file_keys: Vec<catalog::KeyEntry>,
+    state: Arc<admin::State>,
 }
 
 impl std::fmt::Debug for Weir {
@@ -300,14 +320,114 @@ impl Weir {
 
     /// Replaces the caller keys for new calls (a key removed is refused from
     /// the next call on; unchanged keys keep their buckets). A list that does not
-    /// validate changes nothing and says why.
+    /// validate changes nothing and says why. The admin plane's keys stay; a
+    /// list that defines one of their ids is refused.
     pub fn replace_keys(&self, entries: &[catalog::KeyEntry]) -> Result<Arc<KeyRing>, String> {
+        let mut sources = self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = self.build_ring(entries, &sources.state)?;
+        sources.file_keys = entries.to_vec();
+        Ok(next)
+    }
+
+    /// Builds and installs the ring of the file's `entries` and the plane's `state`.
+    fn build_ring(&self, entries: &[catalog::KeyEntry], state: &admin::State) -> Result<Arc<KeyRing>, String> {
+        let now = std::time::SystemTime::now();
+        let runtime: Vec<_> =
+            state.keys.values().filter(|key| key.revoked_ms.is_none()).map(|key| key.entry(now)).collect();
         let previous = self.keys();
-        let next = Arc::new(KeyRing::new(entries, Some(&previous), self.inner.rate_store.as_ref())?);
+        let next = Arc::new(KeyRing::with_runtime(entries, &runtime, Some(&previous), self.inner.rate_store.as_ref())?);
         *self.inner.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&next);
         Ok(next)
     }
 
+    /// The config file's keys in force (as of its last good reload).
+    pub fn file_keys(&self) -> Vec<catalog::KeyEntry> {
+        self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner).file_keys.clone()
+    }
+
+    /// The admin plane's store (`None` without a ledger).
+    pub fn admin_store(&self) -> Option<&admin::AdminStore> {
+        self.inner.admin.as_ref()
+    }
+
+    /// The fleet's channel of admin changes (`[fleet]` with an admin plane).
+    pub fn admin_notices(&self) -> Option<&fleet::AdminNotices> {
+        self.inner.admin_notices.as_ref()
+    }
+
+    /// The admin plane's state in force on this gateway.
+    pub fn admin_state(&self) -> Arc<admin::State> {
+        Arc::clone(&self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner).state)
+    }
+
+    /// What a change by the admin key `actor` is checked against here.
+    pub fn admin_context(&self, actor: &str) -> admin::Context {
+        let sources = self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let config = &self.inner.config;
+        admin::Context {
+            actor: actor.to_owned(),
+            now: None,
+            file_keys: sources.file_keys.iter().map(|key| key.id.clone()).collect(),
+            file_members: config.members.keys().cloned().collect(),
+            file_teams: config.teams.keys().cloned().collect(),
+            models: self
+                .inner
+                .catalog
+                .models()
+                .map(|model| model.id.clone())
+                .chain(self.inner.roles.iter().map(|role| role.name.clone()))
+                .collect(),
+        }
+    }
+
+    /// Applies the plane's `state` (blocking: a budget given at run time reads
+    /// the period's spend back from the ledger's file): the ring and the
+    /// budgets. A state older than the one in force is ignored. The ring is
+    /// rebuilt whole, so an expired rotation grace ends here too.
+    pub fn apply_admin(&self, state: admin::State) -> Result<(), String> {
+        let mut sources = self.inner.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.version < sources.state.version {
+            return Ok(());
+        }
+        budget_clash(&self.inner.config, &state)?;
+        self.build_ring(&sources.file_keys, &state)?;
+        let added = self.inner.budgets.replace_limits(self.limits_with(&state));
+        sources.state = Arc::new(state);
+        drop(sources);
+        if added.is_empty() || self.inner.budgets.is_shared() {
+            return Ok(());
+        }
+        if let Some(ledger) = &self.inner.ledger {
+            match ledger.reader() {
+                Ok(reader) => budget::rebuild_scopes(&self.inner.budgets, &reader, &added)
+                    .map_err(|error| format!("the new budgets' spend cannot be read back: {error}"))?,
+                Err(ledger::ReadError::Missing(_)) => {}
+                Err(error) => return Err(format!("the new budgets' spend cannot be read back: {error}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the store's newest change number and applies a newer state
+    /// (blocking). Whether it applied one.
+    pub fn refresh_admin(&self) -> Result<bool, String> {
+        let Some(store) = &self.inner.admin else { return Ok(false) };
+        let version = store.version().map_err(|error| error.to_string())?;
+        if version == self.admin_state().version {
+            return Ok(false);
+        }
+        let state = store.load().map_err(|error| error.to_string())?;
+        self.apply_admin(state)?;
+        Ok(true)
+    }
+
+    /// The file's budget limits with the plane's.
+    fn limits_with(&self, state: &admin::State) -> HashMap<budget::Scope, budget::Limits> {
+        limits_with(&self.inner.file_limits, state)
+    }
+}
+
+impl Weir {
     /// Who receives every call's record.
     pub(crate) fn observers(&self) -> &Observers {
         &self.inner.observers
@@ -628,6 +748,26 @@ impl WeirBuilder {
             };
             budgets.share_through(shared, fleet.fleet_size());
         }
+        // The admin plane's keys and budgets join the file's before the
+        // spend is read back, so their budgets count it too.
+        let file_limits = budget::file_limits(&config);
+        let admin = ledger.as_ref().map(|ledger| admin::AdminStore::new(ledger.path(), ledger.postgres().cloned()));
+        let (keys, admin_state) = match &admin {
+            Some(store) => {
+                let state = load_admin(store, &config)?;
+                let runtime: Vec<_> = state
+                    .keys
+                    .values()
+                    .filter(|key| key.revoked_ms.is_none())
+                    .map(|key| key.entry(std::time::SystemTime::now()))
+                    .collect();
+                let keys = KeyRing::with_runtime(&config.keys, &runtime, None, rate_store.as_ref())
+                    .map_err(|reason| BuildError::Admin { place: store.describe(), reason })?;
+                budgets.replace_limits(limits_with(&file_limits, &state));
+                (keys, state)
+            }
+            None => (keys, admin::State::default()),
+        };
         // A restart resets no budget: the current periods' spend is read back.
         if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
             rebuild_budgets(&budgets, ledger)?;
@@ -649,6 +789,7 @@ impl WeirBuilder {
         };
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
+        let file_keys = config.keys.clone();
         let inner = Inner {
             config,
             catalog,
@@ -665,7 +806,11 @@ impl WeirBuilder {
             tokens,
             compliance,
             providers_dir,
+            sources: Mutex::new(KeySources { file_keys, state: Arc::new(admin_state) }),
             keys: RwLock::new(Arc::new(keys)),
+            admin_notices: admin.as_ref().and(fleet_store.as_ref()).map(fleet::RedisStore::admin_notices),
+            admin,
+            file_limits,
             rate_store,
             observers,
             refusals: record::RefusalWindow::default(),
@@ -738,6 +883,53 @@ fn rebuild_budgets(budgets: &budget::BudgetBook, ledger: &Ledger) -> Result<(), 
         Err(ledger::ReadError::Missing(_)) => Ok(()),
         Err(error) => Err(BuildError::Budgets(error)),
     }
+}
+
+/// The admin plane's state at start, read on a thread of its own (the
+/// blocking PostgreSQL client must not run on a tokio worker). A member or
+/// team budget the file also defines is refused.
+fn load_admin(store: &admin::AdminStore, config: &Config) -> Result<admin::State, BuildError> {
+    let failed = |reason: String| BuildError::Admin { place: store.describe(), reason };
+    let loaded = std::thread::scope(|scope| scope.spawn(|| store.load()).join());
+    let state = match loaded {
+        // A store that cannot be read (the fleet's PostgreSQL not up yet, an
+        // unwritable folder, as the ledger's own file may be) does not stop
+        // the gateway: it starts with the file's keys alone, failing closed,
+        // and the poll applies the plane once it can be read.
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the admin plane cannot be read yet: only the config file's keys are in force until it is");
+            admin::State::default()
+        }
+        Ok(Ok(state)) => state,
+        Err(_) => return Err(failed("reading it panicked".to_owned())),
+    };
+    budget_clash(config, &state).map_err(failed)?;
+    Ok(state)
+}
+
+/// A member or team budget both the file and the plane define.
+fn budget_clash(config: &Config, state: &admin::State) -> Result<(), String> {
+    if let Some(name) = state.members.keys().find(|name| config.members.contains_key(*name)) {
+        return Err(format!(
+            "member `{name}` has a budget both in the config file and through the admin API; remove one of them"
+        ));
+    }
+    if let Some(name) = state.teams.keys().find(|name| config.teams.contains_key(*name)) {
+        return Err(format!(
+            "team `{name}` has a budget both in the config file and through the admin API; remove one of them"
+        ));
+    }
+    Ok(())
+}
+
+/// `file`'s budget limits with the plane's `state`'s.
+fn limits_with(
+    file: &HashMap<budget::Scope, budget::Limits>,
+    state: &admin::State,
+) -> HashMap<budget::Scope, budget::Limits> {
+    let mut limits = file.clone();
+    limits.extend(state.limits());
+    limits
 }
 
 /// How long a starting gateway waits for its file's rows to reach

@@ -50,6 +50,7 @@ const LAYERS: [(&str, &[&str]); 6] = [
             "metrics",
             "telemetry",
             "routing",
+            "admin",
         ],
     ),
     ("operations", &["error", "stream", "retrieval", "decision", "call", "runtime", "status"]),

@@ -8,6 +8,7 @@
 //! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
+//! - `weir admin [--url URL] [--token TOKEN] keys|budget|changes|call ...` (the admin API)
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
 use std::io::Write;
@@ -100,6 +101,92 @@ enum Command {
     Ledger {
         #[command(subcommand)]
         command: LedgerCommand,
+    },
+    /// Change keys and budgets on a running gateway through its admin API.
+    Admin(AdminArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminArgs {
+    /// The gateway (default: `WEIR_ADMIN_URL`, else http://127.0.0.1:8080).
+    #[arg(long)]
+    url: Option<String>,
+    /// An admin key's token (default: `WEIR_ADMIN_TOKEN`).
+    #[arg(long)]
+    token: Option<String>,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Runtime keys: list, create (the token is printed once), rotate, revoke, expire.
+    Keys {
+        #[command(subcommand)]
+        command: AdminKeysCommand,
+    },
+    /// Sets a member's or team's budget (`member NAME` or `team NAME`).
+    Budget {
+        /// `member` or `team`.
+        scope: String,
+        name: String,
+        #[arg(long)]
+        daily_tokens: Option<u64>,
+        #[arg(long)]
+        monthly_tokens: Option<u64>,
+        #[arg(long)]
+        daily_usd: Option<f64>,
+        #[arg(long)]
+        monthly_usd: Option<f64>,
+        #[arg(long)]
+        max_call_tokens: Option<u64>,
+        #[arg(long)]
+        max_call_usd: Option<f64>,
+    },
+    /// The audit rows of every change.
+    Changes,
+    /// Any admin route: `call GET /admin/v1/budgets`, `call POST PATH --body JSON`.
+    Call {
+        method: String,
+        path: String,
+        #[arg(long)]
+        body: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminKeysCommand {
+    List,
+    Create {
+        #[arg(long)]
+        member: String,
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        team: Option<String>,
+        /// Catalog ids or roles the key may call, comma-separated (default: every model).
+        #[arg(long, value_delimiter = ',')]
+        models: Option<Vec<String>>,
+        #[arg(long)]
+        admin: bool,
+        /// RFC 3339.
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    Rotate {
+        id: String,
+        /// How long the old token keeps working (at most 86400).
+        #[arg(long, default_value_t = 0)]
+        grace_secs: u64,
+    },
+    Revoke {
+        id: String,
+    },
+    Expire {
+        id: String,
+        /// RFC 3339 (default: now).
+        #[arg(long)]
+        at: Option<String>,
     },
 }
 
@@ -236,6 +323,7 @@ fn main() -> ExitCode {
         Command::Prices { command: PricesCommand::Check { common } } => return check_prices(&common),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
+        Command::Admin(args) => return admin(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -383,6 +471,11 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         if watch_every > 0 {
             // Detached: it runs for the life of the server.
             drop(weir.watch_providers(std::time::Duration::from_millis(watch_every)));
+        }
+        // Detached: other gateways' admin changes (and an expired rotation
+        // grace) are applied here within a poll.
+        if weir.admin_store().is_some() {
+            drop(weir_host::server::watch_admin(weir.clone(), weir_host::admin::POLL_EVERY));
         }
         if let Some(path) = config_path {
             let every = std::time::Duration::from_millis(watch_every.max(KEYS_WATCH_MIN_MS));
@@ -821,7 +914,8 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
                 }
                 writeln!(out, "ok: {} source file(s) in the fleet's ledger", sources.len())?;
                 writeln!(out, "anchors: {}", macs_checked(key.is_some()))?;
-                return Ok(());
+                let ledger_path = configured.as_ref().map(|settings| settings.path.clone()).unwrap_or_default();
+                return verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, Some(url)));
             }
             let AnchoredReport { chain, anchor } = open_ledger(&file)?.verify_anchored(key.as_ref())?;
             writeln!(out, "ok: {} rows, {} calls", chain.rows, chain.calls)?;
@@ -835,13 +929,31 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
                      its end cannot be seen; a gateway opening it anchors it from then on"
                 ),
             }
-            Ok(())
+            let ledger_path = match (&file.path, &configured) {
+                (Some(path), _) => path.clone(),
+                (None, Some(settings)) => settings.path.clone(),
+                (None, None) => return Ok(()),
+            };
+            let admin_file = ledger_path.with_file_name(weir_host::admin::store::FILE_NAME);
+            if !admin_file.exists() {
+                return Ok(());
+            }
+            verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, None))
         }
         LedgerCommand::Export { file, since } => {
             open_ledger(&file)?.export(since, &mut out)?;
             Ok(())
         }
     }
+}
+
+/// The admin plane's chain of changes, beside the ledger's.
+fn verify_admin(out: &mut impl Write, store: weir_host::admin::AdminStore) -> anyhow::Result<()> {
+    match store.verify()? {
+        Ok(rows) => writeln!(out, "ok: admin changes: {rows} rows, chain intact ({})", store.describe())?,
+        Err(broken) => anyhow::bail!("the admin changes' chain is broken: {broken}"),
+    }
+    Ok(())
 }
 
 /// How an anchor's MACs were treated.
@@ -897,6 +1009,15 @@ fn budgets_from_ledger(file: &LedgerFile, reader: &dyn LedgerRead) -> anyhow::Re
     let config = Config::from_file(path)?;
     let book = weir_host::budget::book(&config, std::sync::Arc::new(weir_host::budget::SystemClock))
         .map_err(|message| anyhow::anyhow!("{}: {message}", config.origin))?;
+    // The admin plane's budgets join the file's, as a gateway's book has them.
+    if let Some(settings) = weir_host::ledger::ledger_config(&config, true)?
+        && (settings.postgres.is_some() || settings.path.with_file_name(weir_host::admin::store::FILE_NAME).exists())
+    {
+        let state = weir_host::admin::AdminStore::new(&settings.path, settings.postgres).load()?;
+        let mut limits = weir_host::budget::file_limits(&config);
+        limits.extend(state.limits());
+        book.replace_limits(limits);
+    }
     if book.is_empty() {
         return Ok(None);
     }
@@ -951,6 +1072,89 @@ fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
         line(out, &label, &group.totals)?;
     }
     line(out, "total", &sums.total)
+}
+
+/// `weir admin ...`: one request to the admin API; the answer's JSON is
+/// printed (an error's on stderr, exit 1).
+fn admin(args: AdminArgs) -> ExitCode {
+    match admin_request(args) {
+        Ok((status, answer)) if (200..300).contains(&status) => {
+            println!("{}", serde_json::to_string_pretty(&answer).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok((status, answer)) => {
+            eprintln!("error: {status}: {}", serde_json::to_string_pretty(&answer).unwrap_or_default());
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn admin_request(args: AdminArgs) -> anyhow::Result<(u16, serde_json::Value)> {
+    use serde_json::json;
+    let url =
+        args.url.or_else(|| std::env::var("WEIR_ADMIN_URL").ok()).unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+    let token = args
+        .token
+        .or_else(|| std::env::var("WEIR_ADMIN_TOKEN").ok())
+        .context("an admin token is needed: --token or WEIR_ADMIN_TOKEN")?;
+    let (method, path, body) = match args.command {
+        AdminCommand::Keys { command } => match command {
+            AdminKeysCommand::List => ("GET", "/admin/v1/keys".to_owned(), None),
+            AdminKeysCommand::Create { member, id, team, models, admin, expires } => (
+                "POST",
+                "/admin/v1/keys".to_owned(),
+                Some(
+                    json!({"member": member, "id": id, "team": team, "models": models, "admin": admin, "expires": expires}),
+                ),
+            ),
+            AdminKeysCommand::Rotate { id, grace_secs } => {
+                ("POST", format!("/admin/v1/keys/{id}/rotate"), Some(json!({"grace_secs": grace_secs})))
+            }
+            AdminKeysCommand::Revoke { id } => ("POST", format!("/admin/v1/keys/{id}/revoke"), Some(json!({}))),
+            AdminKeysCommand::Expire { id, at } => {
+                ("POST", format!("/admin/v1/keys/{id}/expire"), Some(json!({"at": at})))
+            }
+        },
+        AdminCommand::Budget {
+            scope,
+            name,
+            daily_tokens,
+            monthly_tokens,
+            daily_usd,
+            monthly_usd,
+            max_call_tokens,
+            max_call_usd,
+        } => {
+            let collection = match scope.as_str() {
+                "member" => "members",
+                "team" => "teams",
+                other => anyhow::bail!("`{other}`: a budget's scope is `member` or `team`"),
+            };
+            let budget = json!({
+                "daily_tokens": daily_tokens, "monthly_tokens": monthly_tokens,
+                "daily_usd": daily_usd, "monthly_usd": monthly_usd,
+                "max_call_tokens": max_call_tokens, "max_call_usd": max_call_usd,
+            });
+            ("POST", format!("/admin/v1/{collection}/{name}"), Some(json!({"budget": budget})))
+        }
+        AdminCommand::Changes => ("GET", "/admin/v1/changes".to_owned(), None),
+        AdminCommand::Call { method, path, body } => {
+            let body = body.map(|text| serde_json::from_str(&text)).transpose().context("--body is not JSON")?;
+            let method: &'static str = match method.to_ascii_uppercase().as_str() {
+                "GET" => "GET",
+                "POST" => "POST",
+                "DELETE" => "DELETE",
+                other => anyhow::bail!("`{other}`: the admin API takes GET, POST and DELETE"),
+            };
+            (method, path, body)
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(runtime.block_on(weir_host::admin::client::request(&url, &token, method, &path, body.as_ref()))?)
 }
 
 #[cfg(test)]

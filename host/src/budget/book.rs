@@ -5,7 +5,7 @@
 //! would allow.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use super::limits::Limits;
@@ -68,7 +68,9 @@ pub struct BudgetBook {
 }
 
 struct Shared {
-    limits: HashMap<Scope, Limits>,
+    /// Replaced whole when the admin plane changes a budget
+    /// ([`BudgetBook::replace_limits`]); each hold reads one snapshot.
+    limits: RwLock<Arc<HashMap<Scope, Limits>>>,
     timezone: Timezone,
     clock: Arc<dyn Clock>,
     accounts: Mutex<HashMap<(Scope, Period), Account>>,
@@ -81,6 +83,7 @@ struct FleetBudgets {
     /// Under `on_shared_error = "local"`: this gateway's share of every
     /// budget, held in memory while Redis is out.
     local_share: Option<BudgetBook>,
+    fleet_size: u32,
 }
 
 /// One scope's spend in one period. A new period starts from zero: the
@@ -190,14 +193,14 @@ impl BudgetStatus {
 
 impl std::fmt::Debug for BudgetBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BudgetBook").field("scopes", &self.shared.limits.len()).finish()
+        f.debug_struct("BudgetBook").field("scopes", &self.shared.limits().len()).finish()
     }
 }
 
 impl BudgetBook {
     /// A book over `limits` (scopes without any limit are left out).
     pub fn new(limits: HashMap<Scope, Limits>, timezone: Timezone, clock: Arc<dyn Clock>) -> Self {
-        let limits = limits.into_iter().filter(|(_, limits)| !limits.is_unlimited()).collect();
+        let limits = RwLock::new(Arc::new(limited(limits)));
         let accounts = Mutex::new(HashMap::new());
         Self { shared: Arc::new(Shared { limits, timezone, clock, accounts, fleet: OnceLock::new() }) }
     }
@@ -207,12 +210,40 @@ impl BudgetBook {
     /// memory while Redis is out.
     pub fn share_through(&self, budgets: SharedBudgets, fleet_size: u32) {
         let local_share = (budgets.policy() == SharedErrorPolicy::Local).then(|| {
-            let limits = self.shared.limits.iter().map(|(scope, limits)| (scope.clone(), limits.share(fleet_size)));
-            BudgetBook::new(limits.collect(), self.shared.timezone, Arc::clone(&self.shared.clock))
+            BudgetBook::new(
+                shares(&self.shared.limits(), fleet_size),
+                self.shared.timezone,
+                Arc::clone(&self.shared.clock),
+            )
         });
-        if self.shared.fleet.set(FleetBudgets { budgets, local_share }).is_err() {
+        if self.shared.fleet.set(FleetBudgets { budgets, local_share, fleet_size }).is_err() {
             tracing::warn!("the budget book was already shared; the first fleet is kept");
         }
+    }
+
+    /// Replaces every scope's limits (the admin plane changed a budget): the
+    /// next hold is checked against them. Holds already taken stay and settle
+    /// as they would: a budget lowered under what is held refuses new calls
+    /// until spend and holds fit under it again. Answers the scopes that had
+    /// no limit before; their accounts start empty (see
+    /// [`Self::restore`] to count the period's spend the ledger holds).
+    pub fn replace_limits(&self, limits: HashMap<Scope, Limits>) -> Vec<Scope> {
+        let limits = limited(limits);
+        let before = self.shared.limits();
+        let added: Vec<Scope> = limits.keys().filter(|scope| !before.contains_key(*scope)).cloned().collect();
+        if let Some(fleet) = self.shared.fleet.get()
+            && let Some(local) = &fleet.local_share
+        {
+            local.replace_limits(shares(&limits, fleet.fleet_size));
+        }
+        {
+            // A scope that had no limit kept no account: one left from an
+            // earlier limit is stale, and starts again from the ledger.
+            let mut accounts = self.shared.lock();
+            accounts.retain(|(scope, _), _| !added.contains(scope));
+        }
+        *self.shared.limits.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(limits);
+        added
     }
 
     /// Whether holds and spend live in the fleet's Redis.
@@ -222,7 +253,7 @@ impl BudgetBook {
 
     /// Whether any budget is declared at all.
     pub fn is_empty(&self) -> bool {
-        self.shared.limits.is_empty()
+        self.shared.limits().is_empty()
     }
 
     pub fn timezone(&self) -> Timezone {
@@ -243,12 +274,14 @@ impl BudgetBook {
             Some(Scope::Member(member.to_owned())),
             team.map(|team| Scope::Team(team.to_owned())),
         ];
-        candidates.into_iter().flatten().filter(|scope| self.shared.limits.contains_key(scope)).collect()
+        let limits = self.shared.limits();
+        candidates.into_iter().flatten().filter(|scope| limits.contains_key(scope)).collect()
     }
 
     /// The limits of any scope in `scopes` are counted in USD.
     pub fn counts_usd(&self, scopes: &[Scope]) -> bool {
-        scopes.iter().filter_map(|scope| self.shared.limits.get(scope)).any(Limits::counts_usd)
+        let limits = self.shared.limits();
+        scopes.iter().filter_map(|scope| limits.get(scope)).any(Limits::counts_usd)
     }
 
     /// Holds `worst` against every period budget of every scope in `scopes`,
@@ -292,9 +325,10 @@ impl BudgetBook {
     /// Every period budget of `scopes` at `now`, in the order a hold checks them.
     fn checks(&self, scopes: &[Scope], now: SystemTime) -> Vec<Check> {
         let shared = &self.shared;
+        let every = shared.limits();
         let mut checks = Vec::new();
         for scope in scopes {
-            let Some(limits) = shared.limits.get(scope) else { continue };
+            let Some(limits) = every.get(scope) else { continue };
             for (period, limit) in limits.periodic() {
                 let (start, end) = shared.timezone.bounds(period, now);
                 checks.push(Check { scope: scope.clone(), period, start, end, limit });
@@ -308,9 +342,10 @@ impl BudgetBook {
         let now = shared.clock.now();
         let usd = worst.usd.unwrap_or(0.0);
         let mut parts = Vec::new();
+        let every = shared.limits();
         let mut accounts = shared.lock();
         for scope in scopes {
-            let Some(limits) = shared.limits.get(scope) else { continue };
+            let Some(limits) = every.get(scope) else { continue };
             for (period, limit) in limits.periodic() {
                 let (start, end) = shared.timezone.bounds(period, now);
                 let account = account(&mut accounts, scope, period, start);
@@ -338,7 +373,8 @@ impl BudgetBook {
     /// that is not the current one.
     pub fn restore(&self, scope: &Scope, period: Period, start: SystemTime, spent: Spend) {
         let shared = &self.shared;
-        let Some(limits) = shared.limits.get(scope) else { return };
+        let every = shared.limits();
+        let Some(limits) = every.get(scope) else { return };
         if !limits.periodic().any(|(p, _)| p == period) {
             return;
         }
@@ -357,7 +393,8 @@ impl BudgetBook {
     pub fn status(&self) -> Vec<BudgetStatus> {
         let shared = &self.shared;
         let now = shared.clock.now();
-        let mut scopes: Vec<(&Scope, &Limits)> = shared.limits.iter().collect();
+        let every = shared.limits();
+        let mut scopes: Vec<(&Scope, &Limits)> = every.iter().collect();
         scopes.sort_by(|a, b| a.0.cmp(b.0));
         let mut accounts = shared.lock();
         let mut out = Vec::new();
@@ -382,7 +419,8 @@ impl BudgetBook {
     pub async fn current_status(&self) -> Vec<BudgetStatus> {
         let Some(fleet) = self.shared.fleet.get() else { return self.status() };
         let now = self.shared.clock.now();
-        let mut scopes: Vec<&Scope> = self.shared.limits.keys().collect();
+        let every = self.shared.limits();
+        let mut scopes: Vec<&Scope> = every.keys().collect();
         scopes.sort();
         let owned: Vec<Scope> = scopes.into_iter().cloned().collect();
         let checks = self.checks(&owned, now);
@@ -428,6 +466,11 @@ impl BudgetBook {
 }
 
 impl Shared {
+    /// The limits as of now (one snapshot per use).
+    fn limits(&self) -> Arc<HashMap<Scope, Limits>> {
+        Arc::clone(&self.limits.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<(Scope, Period), Account>> {
         // The map stays consistent across a panic (every update is a few
         // additions), so a poisoned lock is still used.
@@ -448,8 +491,9 @@ impl Shared {
     /// A USD budget the call cannot be priced under, or a per-call ceiling
     /// below its worst case, refuses it before any budget is touched.
     fn check_ceilings(&self, scopes: &[Scope], worst: Spend, model: &str) -> Result<(), BudgetError> {
+        let every = self.limits();
         for scope in scopes {
-            let Some(limits) = self.limits.get(scope) else { continue };
+            let Some(limits) = every.get(scope) else { continue };
             if limits.counts_usd() && worst.usd.is_none() {
                 return Err(BudgetError::Unpriced { model: model.to_owned(), scope: scope.clone() });
             }
@@ -471,6 +515,16 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// The scopes of `limits` that limit anything.
+fn limited(limits: HashMap<Scope, Limits>) -> HashMap<Scope, Limits> {
+    limits.into_iter().filter(|(_, limits)| !limits.is_unlimited()).collect()
+}
+
+/// One gateway's share of every scope's limits in a fleet of `fleet_size`.
+fn shares(limits: &HashMap<Scope, Limits>, fleet_size: u32) -> HashMap<Scope, Limits> {
+    limits.iter().map(|(scope, limits)| (scope.clone(), limits.share(fleet_size))).collect()
 }
 
 /// `amount` in a budget's `kind`.
@@ -636,12 +690,13 @@ impl Hold {
     fn top_up_in_memory(&mut self, extra: Spend) -> Result<(), BudgetError> {
         let shared = Arc::clone(&self.shared);
         let now = shared.clock.now();
+        let every = shared.limits();
         let mut accounts = shared.lock();
         let current = |accounts: &HashMap<(Scope, Period), Account>, part: &HeldPart| {
             accounts.get(&(part.scope.clone(), part.period)).copied().filter(|account| account.start == part.start)
         };
         for part in &self.parts {
-            let Some(limits) = shared.limits.get(&part.scope) else { continue };
+            let Some(limits) = every.get(&part.scope) else { continue };
             let Some(account) = current(&accounts, part) else { continue };
             for (period, limit) in limits.periodic().filter(|(period, _)| *period == part.period) {
                 let needed = needed(limit.kind(), extra);

@@ -32,7 +32,7 @@ pub use crate::accounting::{
 };
 pub use book::{BudgetBook, BudgetError, BudgetStatus, Hold};
 pub use limits::Limits;
-pub use rebuild::{FleetLedgerSpend, rebuild, spent_by};
+pub use rebuild::{FleetLedgerSpend, rebuild, rebuild_scopes, spent_by};
 
 use crate::catalog::{Config, ModelSpec};
 use crate::record::CacheMultipliers;
@@ -41,6 +41,11 @@ use crate::record::Tokens;
 /// The book of a (validated) configuration's budgets.
 pub fn book(config: &Config, clock: Arc<dyn Clock>) -> Result<BudgetBook, String> {
     let timezone = timezone(config)?;
+    Ok(BudgetBook::new(file_limits(config), timezone, clock))
+}
+
+/// The limits the config file sets, by scope (the admin plane adds its own).
+pub fn file_limits(config: &Config) -> HashMap<Scope, Limits> {
     let mut limits = HashMap::new();
     for key in &config.keys {
         limits.insert(Scope::Key(key.id.clone()), Limits::from_fields(&key.budget()));
@@ -51,7 +56,7 @@ pub fn book(config: &Config, clock: Arc<dyn Clock>) -> Result<BudgetBook, String
     for (name, team) in &config.teams {
         limits.insert(Scope::Team(name.clone()), Limits::from_fields(team));
     }
-    Ok(BudgetBook::new(limits, timezone, clock))
+    limits
 }
 
 fn timezone(config: &Config) -> Result<Timezone, String> {

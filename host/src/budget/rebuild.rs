@@ -14,6 +14,16 @@ use crate::ledger::{LedgerRead, PostgresTarget, ReadError, SharedReader};
 /// Adds the ledger's spend in the current periods to `book`, per key, member
 /// and team. A ledger file that does not exist yet has nothing to add.
 pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadError> {
+    rebuild_where(book, reader, |_| true)
+}
+
+/// [`rebuild`] for `scopes` alone: the budgets the admin plane just gave a
+/// limit, whose spend this period was not being counted.
+pub fn rebuild_scopes(book: &BudgetBook, reader: &dyn LedgerRead, scopes: &[Scope]) -> Result<(), ReadError> {
+    rebuild_where(book, reader, |scope| scopes.contains(scope))
+}
+
+fn rebuild_where(book: &BudgetBook, reader: &dyn LedgerRead, wanted: impl Fn(&Scope) -> bool) -> Result<(), ReadError> {
     if book.is_empty() {
         return Ok(());
     }
@@ -23,7 +33,7 @@ pub fn rebuild(book: &BudgetBook, reader: &dyn LedgerRead) -> Result<(), ReadErr
         for row in reader.spend_by_caller(start, true)? {
             let spent = Spend { tokens: total_tokens(&row.tokens), usd: Some(row.cost_usd) };
             let scopes = [row.key_id.map(Scope::Key), row.member.map(Scope::Member), row.team.map(Scope::Team)];
-            for scope in scopes.into_iter().flatten() {
+            for scope in scopes.into_iter().flatten().filter(|scope| wanted(scope)) {
                 book.restore(&scope, period, start, spent);
             }
         }

@@ -372,3 +372,40 @@ async fn a_top_up_counts_in_the_period_the_call_started_in() {
     hold.settle(tokens(120));
     assert_eq!(standing(&book, &member("ana"), Period::Day).0, Amount::Tokens(0));
 }
+
+#[test]
+fn a_budget_lowered_under_its_holds_refuses_new_calls_and_lets_the_held_ones_settle() {
+    let book = book_of(&[(member("ana"), daily_tokens(1_000))], clock());
+    let scopes = book.applicable(None, "ana", None);
+    let held = book.hold(&scopes, tokens(600), "m").unwrap();
+    let added = book.replace_limits([(member("ana"), daily_tokens(500))].into_iter().collect());
+    assert!(added.is_empty(), "ana had a budget already");
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(0), Amount::Tokens(600), Amount::Tokens(0)),
+        "held over the new limit: nothing remains, nothing goes negative"
+    );
+    assert!(matches!(book.hold(&scopes, tokens(1), "m"), Err(BudgetError::Exhausted { .. })));
+    held.settle(tokens(200));
+    assert_eq!(
+        standing(&book, &member("ana"), Period::Day),
+        (Amount::Tokens(200), Amount::Tokens(0), Amount::Tokens(300))
+    );
+    assert!(book.hold(&scopes, tokens(300), "m").is_ok(), "room again once it fits");
+}
+
+#[test]
+fn a_scope_given_a_budget_at_run_time_starts_a_fresh_account_and_a_removed_one_is_unlimited() {
+    let book = book_of(&[(member("ana"), daily_tokens(1_000))], clock());
+    book.hold(&book.applicable(None, "ana", None), tokens(300), "m").unwrap().settle(tokens(300));
+    let added =
+        book.replace_limits([(member("ana"), daily_tokens(1_000)), (key("k"), daily_tokens(50))].into_iter().collect());
+    assert_eq!(added, vec![key("k")]);
+    assert_eq!(book.applicable(Some("k"), "ana", None), vec![key("k"), member("ana")]);
+    assert_eq!(standing(&book, &member("ana"), Period::Day).0, Amount::Tokens(300), "ana's account is kept");
+    book.restore(&key("k"), Period::Day, at("2026-12-01T00:00:00Z"), tokens(40));
+    assert!(matches!(book.hold(&[key("k")], tokens(20), "m"), Err(BudgetError::Exhausted { .. })));
+    let added = book.replace_limits([(key("k"), daily_tokens(50))].into_iter().collect());
+    assert!(added.is_empty());
+    assert!(book.applicable(None, "ana", None).is_empty(), "ana's budget is gone: unlimited");
+}

@@ -62,7 +62,7 @@ pub fn check_keys(entries: &[KeyEntry]) -> Result<Vec<CheckedKey>, String> {
 }
 
 /// `sha256:<64 hex digits>`, as `weir keys new` prints it.
-fn parse_hash(text: &str) -> Result<[u8; 32], String> {
+pub fn parse_hash(text: &str) -> Result<[u8; 32], String> {
     let hex_digits = text
         .strip_prefix(HASH_PREFIX)
         .ok_or_else(|| format!("`hash` must be `{HASH_PREFIX}<64 hex digits>` (see `weir keys new`)"))?;

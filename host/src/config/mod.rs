@@ -27,7 +27,7 @@ pub use capability::{Capability, CapabilitySet};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
 pub use deployments::{CircuitSettings, DeploymentEntry, MAX_DEPLOYMENTS, MIN_WINDOW_ATTEMPTS};
 pub use key_source::{KeySource, KeySourceError, read_key};
-pub use keys::{CheckedKey, HASH_PREFIX, check_keys};
+pub use keys::{CheckedKey, HASH_PREFIX, check_keys, parse_hash};
 pub use prices::{PriceFile, PriceRow};
 pub use settings::{
     ComplianceEnvelope, DECISION_PROVIDER, FleetSettings, Lane, MANTLE, RetentionProjects, SharedErrorPolicy,

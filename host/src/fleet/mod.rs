@@ -16,11 +16,13 @@
 
 mod budgets;
 mod circuits;
+mod notices;
 mod permits;
 mod redis_store;
 
 pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
+pub use notices::AdminNotices;
 pub use permits::RedisPermits;
 pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
 

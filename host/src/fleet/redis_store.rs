@@ -102,6 +102,11 @@ impl RedisStore {
         SharedBudgets::new(Arc::clone(&self.shared), self.shared.prefix.clone())
     }
 
+    /// The fleet's channel of admin changes.
+    pub fn admin_notices(&self) -> super::AdminNotices {
+        super::AdminNotices::new(Arc::clone(&self.shared))
+    }
+
     /// How many gateways share the limits (1 unless `fleet_size` says).
     pub fn fleet_size(&self) -> u32 {
         self.shared.fleet_size
@@ -375,6 +380,11 @@ impl Shared {
             Ok(answer) => answer,
             Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
         }
+    }
+
+    /// The client, for a connection of its own (a subscription).
+    pub(super) fn client(&self) -> &redis::Client {
+        &self.client
     }
 
     /// The keys' prefix (`[fleet] key_prefix`, default `weir`).

@@ -29,6 +29,11 @@ pub struct Key {
     /// The catalog ids this key may call; `None`: every model.
     models: Option<BTreeSet<String>>,
     expires: Option<SystemTime>,
+    /// A rotated runtime key's old digest and the instant its grace ends:
+    /// until then the old token is this key too.
+    previous: Option<([u8; 32], SystemTime)>,
+    /// Where the key is defined: the config file or the admin plane.
+    pub source: KeySource,
     pub admin: bool,
     /// The effort this key's calls run at when they name none.
     pub default_effort: Option<crate::types::Effort>,
@@ -54,10 +59,41 @@ impl Key {
         self.models.as_ref().is_none_or(|models| models.contains(model))
     }
 
+    /// Whether the key may be used at `now` (not past its expiry).
+    pub fn live_at(&self, now: SystemTime) -> bool {
+        self.expires.is_none_or(|expires| now < expires)
+    }
+
     /// The key's admission gate, when it has rate limits.
     pub fn gate(&self) -> Option<&Arc<ModelGate>> {
         self.gate.as_ref()
     }
+}
+
+/// Where a key is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource {
+    /// A `[[key]]` in the config file (reloaded on change or SIGHUP).
+    File,
+    /// Created through the admin API (`/admin/v1/keys`), kept beside the ledger.
+    Runtime,
+}
+
+impl KeySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Runtime => "runtime",
+        }
+    }
+}
+
+/// A key the admin plane defines: its `[[key]]`-shaped entry, and the old
+/// hash a rotation keeps working until its grace ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeKeyEntry {
+    pub entry: KeyEntry,
+    pub previous: Option<(String, SystemTime)>,
 }
 
 /// Why a presented token was not accepted. The token never appears in it.
@@ -86,15 +122,58 @@ impl KeyRing {
     /// The entries' shape is checked first ([`check_keys`], as the config's
     /// load checks it), so a reload meets the same errors a start does.
     pub fn new(entries: &[KeyEntry], previous: Option<&KeyRing>, store: &dyn RateStore) -> Result<Self, String> {
-        let checked = check_keys(entries)?;
+        Self::with_runtime(entries, &[], previous, store)
+    }
+
+    /// The ring of the file's keys and the admin plane's. An id defined in
+    /// both is refused (neither source silently wins), as is a token hash
+    /// that two keys share, a rotated key's old hash included.
+    pub fn with_runtime(
+        file: &[KeyEntry],
+        runtime: &[RuntimeKeyEntry],
+        previous: Option<&KeyRing>,
+        store: &dyn RateStore,
+    ) -> Result<Self, String> {
+        if let Some(both) = runtime.iter().find(|key| file.iter().any(|entry| entry.id == key.entry.id)) {
+            return Err(format!(
+                "key `{}` is defined both in the config file and through the admin API; remove one of them",
+                both.entry.id
+            ));
+        }
+        let entries: Vec<KeyEntry> = file.iter().cloned().chain(runtime.iter().map(|key| key.entry.clone())).collect();
+        let checked = check_keys(&entries)?;
+        let mut digests: std::collections::HashSet<[u8; 32]> = checked.iter().map(|key| key.digest).collect();
         let mut ring = Self::default();
-        for (entry, checked) in entries.iter().zip(checked) {
-            let key = Arc::new(key(entry, checked, previous, store));
+        for (index, (entry, checked)) in entries.iter().zip(checked).enumerate() {
+            let mut key = key(entry, checked, previous, store);
+            if let Some(runtime) = index.checked_sub(file.len()).and_then(|at| runtime.get(at)) {
+                key.source = KeySource::Runtime;
+                if let Some((hash, until)) = &runtime.previous {
+                    let old =
+                        crate::config::parse_hash(hash).map_err(|error| format!("key `{}`: {error}", entry.id))?;
+                    if !digests.insert(old) {
+                        return Err(format!("key `{}`: the same hash appears on two keys", entry.id));
+                    }
+                    key.previous = Some((old, *until));
+                }
+            }
+            let key = Arc::new(key);
             ring.by_id.insert(key.id.clone(), Arc::clone(&key));
             ring.by_prefix.entry(prefix(&key.digest)).or_default().push(Arc::clone(&key));
+            if let Some((old, _)) = &key.previous {
+                let candidates = ring.by_prefix.entry(prefix(old)).or_default();
+                if !candidates.iter().any(|candidate| Arc::ptr_eq(candidate, &key)) {
+                    candidates.push(Arc::clone(&key));
+                }
+            }
             ring.keys.push(key);
         }
         Ok(ring)
+    }
+
+    /// Every key, the file's first.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Key>> {
+        self.keys.iter()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -117,7 +196,10 @@ impl KeyRing {
         let candidates = self.by_prefix.get(&prefix(&digest)).map_or(&[][..], Vec::as_slice);
         let mut found = None;
         for key in candidates {
-            if bool::from(key.digest.ct_eq(&digest)) {
+            let current = bool::from(key.digest.ct_eq(&digest));
+            // The old token of a rotation counts until its grace ends.
+            let old = key.previous.is_some_and(|(old, until)| bool::from(old.ct_eq(&digest)) && now < until);
+            if current || old {
                 found = Some(key);
             }
         }
@@ -154,6 +236,8 @@ fn key(entry: &KeyEntry, checked: CheckedKey, previous: Option<&KeyRing>, store:
         digest,
         models: entry.models.as_ref().map(|models| models.iter().cloned().collect()),
         expires,
+        previous: None,
+        source: KeySource::File,
         admin: entry.admin,
         default_effort: entry.default_effort,
         gate,
@@ -285,5 +369,36 @@ mod tests {
         let ring =
             KeyRing::new(&[KeyEntry { hash: a.hash.clone(), ..entry("a", "unused") }], None, &InProcessStore).unwrap();
         assert!(ring.authenticate(Some(&a.token), SystemTime::now()).is_ok());
+    }
+
+    #[test]
+    fn a_rotated_keys_old_token_works_until_its_grace_ends() {
+        let now = SystemTime::now();
+        let rotated = RuntimeKeyEntry {
+            entry: entry("svc", "tok-new"),
+            previous: Some((hash_of("tok-old"), now + Duration::from_secs(60))),
+        };
+        let ring = KeyRing::with_runtime(&[entry("file", "tok-file")], &[rotated], None, &InProcessStore).unwrap();
+        assert_eq!(ring.authenticate(Some("tok-new"), now).unwrap().id, "svc");
+        let old = ring.authenticate(Some("tok-old"), now).unwrap();
+        assert_eq!((old.id.as_str(), old.source), ("svc", KeySource::Runtime));
+        assert_eq!(ring.authenticate(Some("tok-file"), now).unwrap().source, KeySource::File);
+        let later = now + Duration::from_secs(61);
+        assert_eq!(ring.authenticate(Some("tok-old"), later).unwrap_err(), AuthError::Unknown);
+        assert!(ring.authenticate(Some("tok-new"), later).is_ok());
+    }
+
+    #[test]
+    fn an_id_or_a_token_of_both_sources_is_refused() {
+        let runtime = |id: &str, token: &str| RuntimeKeyEntry { entry: entry(id, token), previous: None };
+        let same_id =
+            KeyRing::with_runtime(&[entry("dup", "a")], &[runtime("dup", "b")], None, &InProcessStore).unwrap_err();
+        assert!(same_id.contains("defined both in the config file and through the admin API"), "{same_id}");
+        let same_token =
+            KeyRing::with_runtime(&[entry("f", "a")], &[runtime("r", "a")], None, &InProcessStore).unwrap_err();
+        assert!(same_token.contains("same hash"), "{same_token}");
+        let old_is_file = RuntimeKeyEntry { entry: entry("r", "b"), previous: Some((hash_of("a"), SystemTime::now())) };
+        let clash = KeyRing::with_runtime(&[entry("f", "a")], &[old_is_file], None, &InProcessStore).unwrap_err();
+        assert!(clash.contains("same hash"), "{clash}");
     }
 }

@@ -4,7 +4,7 @@
 mod keys;
 mod reload;
 
-pub use keys::{AuthError, Key, KeyRing, NewKey, hash_of, new_key};
+pub use keys::{AuthError, Key, KeyRing, KeySource, NewKey, RuntimeKeyEntry, hash_of, new_key};
 pub use reload::{KeyHolder, reload_keys, watch_keys};
 
 pub use crate::caller::Caller;

@@ -11,6 +11,7 @@
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
 //! - `GET /health`
+//! - `/admin/v1/...` — the admin plane: keys, member and team budgets, the audit (`admin` keys; see `admin`)
 //! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`]; absent
 //!   under `[metrics] enabled = false`)
 //!
@@ -29,6 +30,7 @@
 //! `x-weir-latency-ms` (and `x-weir-role`, `x-weir-passed-over`, `x-weir-fallback-from` when
 //! they apply).
 
+mod admin;
 mod anthropic;
 mod auth;
 mod decisions;
@@ -51,6 +53,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+pub use admin::watch as watch_admin;
 use auth::Authenticated;
 pub use edge::Stopped;
 pub use error::ApiError;
@@ -77,7 +80,14 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))
-        .route("/health", get(health));
+        .route("/health", get(health))
+        .route("/admin/v1/keys", get(admin::list_keys).post(admin::create_key))
+        .route("/admin/v1/keys/{id}", get(admin::get_key).post(admin::update_key))
+        .route("/admin/v1/keys/{id}/{action}", post(admin::key_action))
+        .route("/admin/v1/budgets", get(admin::budgets))
+        .route("/admin/v1/changes", get(admin::changes))
+        .route("/admin/v1/{kind}", get(admin::list_scopes))
+        .route("/admin/v1/{kind}/{name}", post(admin::put_scope).delete(admin::delete_scope));
     // Under `[metrics] enabled = false` there is nothing to expose: 404, as for any unknown path.
     let routes = if weir.metrics().is_some() { routes.route("/metrics", get(metrics::for_admin)) } else { routes };
     // Served behind the edge, every request arrives authenticated; served
