@@ -109,6 +109,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 request_id: Some("req_1".to_owned()),
                 usage: None,
                 searches: None,
+                web_searches: None,
                 deployment: None,
             },
             AttemptRecord {
@@ -121,6 +122,7 @@ fn record(traceparent: Option<&str>) -> Arc<CallRecord> {
                 request_id: Some("req_2".to_owned()),
                 usage: Some(usage),
                 searches: None,
+                web_searches: None,
                 deployment: None,
             },
         ],

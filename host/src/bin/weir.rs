@@ -742,6 +742,9 @@ fn token_prices(prices: &weir_host::record::Prices, input: f64, output: f64) -> 
         line.push_str(&format!(", cache write ${write}"));
     }
     line.push_str(" per million tokens");
+    if let Some(web_search) = prices.web_search {
+        line.push_str(&format!(", web search ${web_search} per thousand searches"));
+    }
     line
 }
 

@@ -3,7 +3,8 @@
 //! admission, so concurrent calls cannot overspend them.
 //!
 //! ```text
-//! run: target ─► policy ─► worst case (input estimate + output reserve, priced)
+//! run: target ─► policy ─► worst case (input estimate + output reserve, priced,
+//!        plus a web search tool's bound at the entry's web search price)
 //!   ─► BudgetBook::hold over every budget that applies (key, member, team): whole or nothing
 //!   ─► the first attempt
 //!   ─► each later attempt (retry, escalation, correction, empty re-run):
@@ -94,4 +95,11 @@ pub fn worst_case_of_searches(model: &ModelSpec, input: u64, searches: u64) -> S
 pub fn spent(model: &ModelSpec, usage: &Tokens) -> Spend {
     let multipliers = CacheMultipliers { read: model.cache_read_multiplier, write: model.cache_write_multiplier };
     Spend::of(usage, model.prices.cost(usage, 0, multipliers))
+}
+
+/// `spend` with `searches` web searches added at the entry's web search price:
+/// nothing added at an entry without one, nor to a spend that is not priced
+/// (an entry without token prices stays unpriced, as a USD budget must see).
+pub fn with_web_searches(model: &ModelSpec, spend: Spend, searches: u64) -> Spend {
+    Spend { usd: spend.usd.map(|usd| usd + model.prices.web_search_cost(searches)), ..spend }
 }

@@ -138,6 +138,7 @@ fn a_usd_budget_counts_cache_priced_tokens_at_their_price() {
         cache_read: None,
         cache_write: None,
         search: None,
+        web_search: None,
     };
     model.cache_read_multiplier = 0.1;
     model.cache_write_multiplier = 1.25;

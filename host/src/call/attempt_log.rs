@@ -101,7 +101,9 @@ impl AttemptLog {
 
     /// Adds the attempt that began at `began`.
     pub fn push(&mut self, began: Instant, mut observed: Observed, ended: Ended<'_>) {
+        let mut web_searches = None;
         if let Ended::Answered(_) = ended {
+            web_searches = super::web_search::count(observed.native.as_ref());
             self.native = observed.native.take();
         }
         let (category, usage, answer_id) = match &ended {
@@ -130,6 +132,7 @@ impl AttemptLog {
             request_id: observed.request_id.or_else(|| answer_id.map(bounded)),
             usage,
             searches,
+            web_searches,
             deployment: None,
         });
     }
@@ -149,6 +152,11 @@ impl AttemptLog {
     /// What the attempts so far reported spending, every kind summed apart.
     pub fn usage(&self) -> Tokens {
         crate::record::Billed::of(&self.records).tokens
+    }
+
+    /// The web searches the attempts so far ran (see [`super::web_search`]).
+    pub fn web_searches(&self) -> u64 {
+        crate::record::Billed::of(&self.records).web_searches
     }
 
     pub fn into_records(self) -> Vec<AttemptRecord> {

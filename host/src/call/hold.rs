@@ -24,10 +24,12 @@ use crate::types::Conversation;
 use super::effort;
 use super::opening::Opening;
 use super::target::{Reached, Target};
+use super::web_search;
 
 /// Holds the call's worst case — its input estimate plus the output reserve
-/// the gates will send (the same formula), priced at the entry's prices —
-/// or refuses the call. `None` for a caller without budgets.
+/// the gates will send (the same formula), priced at the entry's prices, and
+/// the most web searches its web search tools may run (their `max_uses`) at
+/// the entry's web search price — or refuses the call. `None` for a caller without budgets.
 pub(super) async fn take(
     weir: &Weir,
     request: &ChatRequest,
@@ -42,7 +44,8 @@ pub(super) async fn take(
     let booked = effort::effective(weir, request).filter(|_| request.thinking_budget.is_none());
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
-    let worst = budget::worst_case(model, input, reserve.max_tokens);
+    let searches = web_search::bound(target.native.as_ref());
+    let worst = budget::with_web_searches(model, budget::worst_case(model, input, reserve.max_tokens), searches);
     take_worst(weir, Some(caller), target, worst, opening).await
 }
 
@@ -72,23 +75,37 @@ pub(super) async fn take_worst(
     Ok(Some(hold))
 }
 
+/// What a call's attempts spent so far, and the web searches each attempt
+/// may run, for [`top_up`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Searched {
+    pub tokens: Tokens,
+    /// The web searches the attempts so far ran.
+    pub web_searches: u64,
+    /// The most web searches one attempt may run (its tools' `max_uses`).
+    pub search_bound: u64,
+}
+
 /// Tops `hold` up before an attempt after the first: to what the call's
-/// attempts reported spending (`spent`) plus the worst case of the attempt
-/// about to go — the input estimate of `conversation` as it will be sent and
-/// its output budget `max_tokens`, priced at the entry's prices. What it adds
+/// attempts reported spending (`spent`, with the web searches they ran) plus
+/// the worst case of the attempt about to go — the input estimate of
+/// `conversation` as it will be sent and its output budget `max_tokens`,
+/// priced at the entry's prices, and its web search bound. What it adds
 /// is recorded as one more hold row. Refused (the amount does not fit a
 /// budget, or the total passes a per-call ceiling), the attempt is not sent
 /// and the call ends with that category.
 pub(super) async fn top_up(
     target: &Reached<'_>,
     hold: &mut Hold,
-    spent: &Tokens,
+    spent: &Searched,
     conversation: &Conversation,
     max_tokens: u32,
 ) -> Result<(), WeirError> {
     let model = target.model;
     let next = budget::worst_case(model, estimate_input(model.tokenizer, conversation), max_tokens);
-    let total = budget::spent(model, spent).plus(next);
+    let next = budget::with_web_searches(model, next, spent.search_bound);
+    let spent_so_far = budget::with_web_searches(model, budget::spent(model, &spent.tokens), spent.web_searches);
+    let total = spent_so_far.plus(next);
     let added = match hold.top_up(total, &model.id).await {
         Ok(added) => added,
         Err(error) => {

@@ -55,6 +55,7 @@ mod schema;
 mod spend;
 mod streaming;
 mod target;
+mod web_search;
 
 use std::convert::Infallible;
 use std::sync::Arc;

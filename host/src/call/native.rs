@@ -78,6 +78,7 @@ pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativeP
     {
         put_cache_key(&mut plan, support, member_cache_key(request));
     }
+    super::web_search::cut(target, request, &mut plan)?;
     if let Some(ask) = request.native.as_deref() {
         refuse_what_cannot_go(target, ask, &mut plan)?;
     }
@@ -106,8 +107,9 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Native
 }
 
 /// The record's notes for the provider's own usage counts beside the tokens,
-/// one per number: `server_tool_use.web_search_requests=2`. Not priced: a
-/// catalog entry has no price for a server tool's use. A component's answer
+/// one per number: `server_tool_use.web_search_requests=2` (web searches are
+/// also counted on the attempt's record and priced: see
+/// [`super::web_search`]). A component's answer
 /// is not trusted to be small: at most [`MAX_USAGE_NOTES`] notes, each name
 /// at most [`MAX_USAGE_NAME`] characters.
 pub(super) fn own_usage_notes(own: Option<&crate::chat::NativeBlocks>) -> Vec<String> {

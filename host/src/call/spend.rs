@@ -56,6 +56,8 @@ pub(super) struct Spend<'h> {
 struct Covered<'h> {
     hold: &'h mut Hold,
     attempts: u32,
+    /// The most web searches one attempt may run (see `call::web_search`).
+    search_bound: u64,
 }
 
 impl<'h> Spend<'h> {
@@ -94,9 +96,10 @@ impl<'h> Spend<'h> {
     }
 
     /// The call's budget hold, which covers its first attempt; every later
-    /// attempt tops it up before it is sent ([`Self::cover`]).
-    pub fn holding(self, hold: Option<&'h mut Hold>) -> Self {
-        Self { budget: hold.map(|hold| Covered { hold, attempts: 1 }), ..self }
+    /// attempt tops it up before it is sent ([`Self::cover`]), with up to
+    /// `search_bound` web searches of its own.
+    pub fn holding(self, hold: Option<&'h mut Hold>, search_bound: u64) -> Self {
+        Self { budget: hold.map(|hold| Covered { hold, attempts: 1, search_bound }), ..self }
     }
 
     /// Called as an attempt is about to be sent with `conversation` and an
@@ -117,7 +120,11 @@ impl<'h> Spend<'h> {
             return Ok(());
         }
         budget.attempts = self.attempts;
-        let spent = self.log.usage();
+        let spent = hold::Searched {
+            tokens: self.log.usage(),
+            web_searches: self.log.web_searches(),
+            search_bound: budget.search_bound,
+        };
         hold::top_up(target, budget.hold, &spent, conversation, max_tokens).await
     }
 

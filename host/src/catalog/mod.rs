@@ -418,6 +418,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
             cache_read: entry.cache_read_price,
             cache_write: entry.cache_write_price,
             search: entry.search_price,
+            web_search: entry.web_search_price,
         },
         prices_as_of: entry.prices_as_of.clone(),
         grade: entry.grade.clone(),

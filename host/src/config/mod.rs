@@ -279,6 +279,12 @@ pub struct ModelEntry {
     /// (Cohere Rerank: one search is a query with up to 100 documents) rather
     /// than by the token; declared instead of `input_price`.
     pub search_price: Option<f64>,
+    /// USD per thousand web searches a chat entry's provider runs itself
+    /// (Anthropic's `web_search` server tool, OpenAI's hosted `web_search`),
+    /// billed on top of the tokens: the record's cost adds them, and a budget
+    /// holds and settles them (absent: the searches cost nothing here, and a
+    /// caller under a USD budget is refused a web search on this entry).
+    pub web_search_price: Option<f64>,
     /// The day the prices were taken from the provider's published page
     /// (`YYYY-MM-DD`), shown beside them so a reader knows how old they are.
     pub prices_as_of: Option<String>,
@@ -1235,14 +1241,25 @@ impl ModelEntry {
         if multipliers.into_iter().flatten().any(|m| !m.is_finite() || m < 0.0) {
             return Err("cache multipliers must be finite and not negative".to_owned());
         }
-        let prices =
-            [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price, self.search_price];
+        let prices = [
+            self.input_price,
+            self.output_price,
+            self.cache_read_price,
+            self.cache_write_price,
+            self.search_price,
+            self.web_search_price,
+        ];
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
         }
         if self.search_price.is_some() && self.kind != RoleKind::Rerank {
             return Err(
                 "`search_price` is read only for rerank entries (only a ranking is billed by the search)".to_owned()
+            );
+        }
+        if self.web_search_price.is_some() && self.kind != RoleKind::Chat {
+            return Err(
+                "`web_search_price` is read only for chat entries (only a chat call runs a web search)".to_owned()
             );
         }
         if self.search_price.is_some()

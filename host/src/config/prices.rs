@@ -34,12 +34,20 @@ pub struct PriceRow {
     pub cache_read_price: Option<f64>,
     pub cache_write_price: Option<f64>,
     pub search_price: Option<f64>,
+    pub web_search_price: Option<f64>,
     pub prices_as_of: Option<String>,
 }
 
 impl PriceRow {
-    fn prices(&self) -> [Option<f64>; 5] {
-        [self.input_price, self.output_price, self.cache_read_price, self.cache_write_price, self.search_price]
+    fn prices(&self) -> [Option<f64>; 6] {
+        [
+            self.input_price,
+            self.output_price,
+            self.cache_read_price,
+            self.cache_write_price,
+            self.search_price,
+            self.web_search_price,
+        ]
     }
 
     fn sets_a_price(&self) -> bool {
@@ -53,6 +61,7 @@ impl PriceRow {
             (self.cache_read_price, &mut entry.cache_read_price),
             (self.cache_write_price, &mut entry.cache_write_price),
             (self.search_price, &mut entry.search_price),
+            (self.web_search_price, &mut entry.web_search_price),
         ];
         for (row, field) in prices {
             if row.is_some() {
@@ -210,6 +219,33 @@ context_window = 1000
         assert!(message.contains("model `unpriced`") && message.contains("declared together"), "{message}");
         let message = refused("[chat]\nprices_as_of = \"2026-13-01\"\n");
         assert!(message.contains("model `chat`") && message.contains("prices_as_of"), "{message}");
+    }
+
+    #[test]
+    fn a_web_search_price_is_kept_for_a_chat_entry_and_refused_when_bad() {
+        let config = applied("[chat]\nweb_search_price = 10.0\n").unwrap();
+        let chat = entry(&config, "chat");
+        assert_eq!((chat.web_search_price, chat.input_price), (Some(10.0), Some(1.0)));
+        for bad in ["-1.0", "nan", "inf"] {
+            let message = refused(&format!("[chat]\nweb_search_price = {bad}\n"));
+            assert!(message.contains("`chat`: prices must be finite and not negative"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_web_search_price_in_the_catalog_is_validated_like_the_others() {
+        let entry =
+            |extra: &str| format!("[[model]]\nid = \"m\"\nprovider = \"anthropic\"\ncontext_window = 1000\n{extra}\n");
+        let chat = entry("max_output_tokens = 100\ninput_price = 3.0\noutput_price = 15.0\nweb_search_price = 10.0");
+        let config = Config::from_toml(&chat, "t").unwrap();
+        assert_eq!(config.models[0].web_search_price, Some(10.0));
+        let negative = entry("max_output_tokens = 100\nweb_search_price = -10.0");
+        let message = Config::from_toml(&negative, "t").unwrap_err().to_string();
+        assert!(message.contains("prices must be finite and not negative"), "{message}");
+        let embedding =
+            entry("kind = \"embedding\"\nembedding_dimensions = 8\ninput_price = 0.1\nweb_search_price = 10.0");
+        let message = Config::from_toml(&embedding, "t").unwrap_err().to_string();
+        assert!(message.contains("`web_search_price` is read only for chat entries"), "{message}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn attempt(reason: AttemptReason, category: &str, wait_ms: u64) -> AttemptRecord
         request_id: None,
         usage: None,
         searches: None,
+        web_searches: None,
         deployment: None,
     }
 }

@@ -127,12 +127,13 @@ pub struct Tokens {
 }
 
 /// What a call's attempts billed together: their tokens, every kind summed
-/// apart, and a ranking's search units. What a record's cost and a budget's
+/// apart, a ranking's search units and a chat call's web searches. What a record's cost and a budget's
 /// settlement are priced from.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Billed {
     pub tokens: Tokens,
     pub searches: u64,
+    pub web_searches: u64,
 }
 
 impl Billed {
@@ -143,6 +144,7 @@ impl Billed {
                 billed.tokens.add(tokens);
             }
             billed.searches += attempt.searches.unwrap_or(0);
+            billed.web_searches += attempt.web_searches.unwrap_or(0);
         }
         billed
     }
@@ -192,6 +194,11 @@ pub struct AttemptRecord {
     /// as the provider reported them, else counted from the documents sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub searches: Option<u64>,
+    /// The web searches the provider ran itself for a chat answer (Anthropic's
+    /// `usage.server_tool_use.web_search_requests`, OpenAI Responses'
+    /// `web_search_call` items), billed per search on top of the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_searches: Option<u64>,
     /// The deployment it went to, when its entry has deployments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,

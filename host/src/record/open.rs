@@ -29,9 +29,11 @@ pub(crate) struct Resolved {
 }
 
 impl Resolved {
-    /// What `billed` costs at the entry's declared prices (`None`: it declares none).
+    /// What `billed` costs at the entry's declared prices (`None`: it declares
+    /// none): its tokens (or a ranking's searches) plus its web searches.
     pub fn cost(&self, billed: &Billed) -> Option<f64> {
-        self.prices.cost(&billed.tokens, billed.searches, self.multipliers)
+        let cost = self.prices.cost(&billed.tokens, billed.searches, self.multipliers)?;
+        Some(cost + self.prices.web_search_cost(billed.web_searches))
     }
 }
 

@@ -23,6 +23,11 @@ pub struct Prices {
     /// by one rule only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<f64>,
+    /// USD per thousand web searches a chat call's provider ran itself
+    /// (Anthropic's `web_search` server tool, OpenAI's hosted `web_search`),
+    /// billed on top of the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_search: Option<f64>,
 }
 
 /// The documents one search unit covers (Cohere: "one query with up to 100
@@ -59,6 +64,12 @@ impl Prices {
             + tokens.cache_read as f64 * cache_read
             + tokens.cache_write as f64 * cache_write;
         Some(micro / 1_000_000.0)
+    }
+
+    /// What `searches` web searches add to a call's cost: nothing at an entry
+    /// that declares no web search price.
+    pub fn web_search_cost(&self, searches: u64) -> f64 {
+        self.web_search.map_or(0.0, |per_thousand| searches as f64 * per_thousand / 1000.0)
     }
 
     pub fn declared(&self) -> bool {
@@ -102,8 +113,7 @@ mod tests {
 
     #[test]
     fn cost_sums_each_kind_at_its_price() {
-        let prices =
-            Prices { input: Some(3.0), output: Some(15.0), cache_read: None, cache_write: Some(4.0), search: None };
+        let prices = Prices { input: Some(3.0), output: Some(15.0), cache_write: Some(4.0), ..Prices::default() };
         let tokens =
             Tokens { input: 1_000_000, output: 100_000, cache_read: 1_000_000, cache_write: 500_000, reasoning: 7 };
         // 3 + 1.5 + 0.3 (3 × 0.1) + 2
@@ -118,6 +128,14 @@ mod tests {
         assert!(prices.declared());
         assert_eq!(prices.cost(&tokens, 3, MULTIPLIERS), Some(0.006));
         assert_eq!(prices.cost(&tokens, 0, MULTIPLIERS), Some(0.0));
+    }
+
+    #[test]
+    fn web_searches_cost_their_price_per_thousand_and_nothing_unpriced() {
+        let prices = Prices { input: Some(3.0), output: Some(15.0), web_search: Some(10.0), ..Prices::default() };
+        assert!((prices.web_search_cost(3) - 0.03).abs() < 1e-12);
+        assert_eq!(prices.web_search_cost(0), 0.0);
+        assert_eq!(Prices::default().web_search_cost(5), 0.0);
     }
 
     #[test]

@@ -542,8 +542,8 @@ fn deployments(model: &crate::ModelStatus) -> Value {
         .collect()
 }
 
-/// An entry's prices (USD per million tokens; `search` per thousand
-/// searches) and the day they were taken;
+/// An entry's prices (USD per million tokens; `search` and `web_search`
+/// per thousand searches) and the day they were taken;
 /// `null` fields where it declares none.
 fn prices(model: &crate::ModelStatus) -> Value {
     json!({
@@ -552,6 +552,7 @@ fn prices(model: &crate::ModelStatus) -> Value {
         "cache_read": model.prices.cache_read,
         "cache_write": model.prices.cache_write,
         "search": model.prices.search,
+        "web_search": model.prices.web_search,
         "as_of": model.prices_as_of,
     })
 }

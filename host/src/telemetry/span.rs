@@ -286,6 +286,7 @@ pub(crate) mod tests {
                     request_id: None,
                     usage: None,
                     searches: None,
+                    web_searches: None,
                     deployment: None,
                 },
                 AttemptRecord {
@@ -298,6 +299,7 @@ pub(crate) mod tests {
                     request_id: Some("req_abc".to_owned()),
                     usage: Some(Tokens { input: 12, output: 34, cache_read: 5, cache_write: 1, reasoning: 0 }),
                     searches: None,
+                    web_searches: None,
                     deployment: Some("eastus".to_owned()),
                 },
             ],
