@@ -31,17 +31,25 @@ Steps (default: plain,tools):
   stream_web_search  the same first turn through `client.messages.stream(...)`; prints
           {"step":"stream_web_search","blocks":[final message's blocks],"events":[...],
           "deltas":[content_block_delta types in order],"usage":{...}}
+  budgeted_web_search  one `client.messages.create` with the `web_search_20250305` tool, its
+          `max_uses` from $WEIR_MAX_USES (`none`: the tool has none); a refusal is caught, not
+          raised; prints {"step":"budgeted_web_search","status":<HTTP status>,"category":
+          <error's weir_category, or null>,"usage":{...},"dropped_tools":<x-weir-dropped-tools>}
   count   `client.messages.count_tokens` and `client.beta.messages.count_tokens` (with betas,
           `context_management` and a tool); prints {"step":"count","input_tokens":...,
           "marked":<x-weir-token-count>,"beta_input_tokens":...,"beta_dropped_fields":...}
+
+The caller key is $WEIR_CALLER_KEY when set (a gateway with keys and budgets).
 
 Exits non-zero on any exception, so a caller can treat the exit code as the verdict.
 """
 
 import argparse
 import json
+import os
 import sys
 
+import anthropic
 from anthropic import Anthropic
 
 WEATHER_TOOL = {
@@ -264,7 +272,39 @@ def stream_web_search(client, model):
     }
 
 
+def budgeted_web_search(client, model):
+    tool = {"type": "web_search_20250305", "name": "web_search"}
+    max_uses = os.environ.get("WEIR_MAX_USES", "2")
+    if max_uses != "none":
+        tool["max_uses"] = int(max_uses)
+    try:
+        raw = client.messages.with_raw_response.create(
+            model=model,
+            max_tokens=500,
+            tools=[tool],
+            messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
+        )
+    except anthropic.APIStatusError as error:
+        body = error.body if isinstance(error.body, dict) else {}
+        inner = body.get("error", body) if isinstance(body, dict) else {}
+        return {
+            "step": "budgeted_web_search",
+            "status": error.status_code,
+            "category": inner.get("weir_category") if isinstance(inner, dict) else None,
+            "message": inner.get("message") if isinstance(inner, dict) else None,
+        }
+    message = raw.parse()
+    return {
+        "step": "budgeted_web_search",
+        "status": raw.status_code,
+        "category": None,
+        "usage": usage_dict(message.usage),
+        "dropped_tools": raw.headers.get("x-weir-dropped-tools"),
+    }
+
+
 STEPS = {
+    "budgeted_web_search": budgeted_web_search,
     "web_search": web_search,
     "stream_web_search": stream_web_search,
     "plain": plain,
@@ -281,7 +321,8 @@ def main():
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080")
     parser.add_argument("model", help="the model id to ask for")
     parser.add_argument("--steps", default="plain,tools",
-                        help="comma-separated: plain,tools,stream,stream_tools,beta,count,web_search,stream_web_search")
+                        help="comma-separated: plain,tools,stream,stream_tools,beta,count,web_search,stream_web_search,"
+                             "budgeted_web_search")
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]
@@ -289,7 +330,8 @@ def main():
         parser.error(f"unknown steps: {unknown}")
 
     # max_retries=0: a retry inside the client would hide the gateway's own retry behaviour.
-    client = Anthropic(base_url=args.base_url, api_key="unused-by-weir", max_retries=0, timeout=60)
+    api_key = os.environ.get("WEIR_CALLER_KEY", "unused-by-weir")
+    client = Anthropic(base_url=args.base_url, api_key=api_key, max_retries=0, timeout=60)
     try:
         for step in steps:
             print(json.dumps(STEPS[step](client, args.model)), flush=True)

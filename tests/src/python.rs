@@ -57,6 +57,13 @@ pub fn run_anthropic_client(base_url: &str, model: &str, steps: &str) -> Vec<Val
     run_client("anthropic", base_url, model, steps)
 }
 
+/// [`run_anthropic_client`] with `env` added to the script's environment (`WEIR_CALLER_KEY`:
+/// the caller key it sends; `WEIR_MAX_USES`: the `budgeted_web_search` step's bound).
+#[must_use]
+pub fn run_anthropic_client_with(base_url: &str, model: &str, steps: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    run_script("anthropic_client.py", "anthropic", base_url, model, steps, env)
+}
+
 /// Parses an OpenMetrics exposition with the `prometheus_client` package's strict parser
 /// (`tests/python/parse_metrics.py`) and returns its families as JSON: `[{"name", "type",
 /// "unit", "samples": [{"name", "labels", "value"}]}]`. Fails the test if the text does not

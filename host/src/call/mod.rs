@@ -507,8 +507,13 @@ async fn run<A: Attempt>(
     // Nor can a provider's own blocks yet (only a whole answer is decoded
     // with them in place: `native.decode-native`), unless the operator chose
     // a live stream without them (`hosted_tool_streams = "live"`).
-    let own_blocks_live =
-        target.native_answer && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live;
+    // A live stream carries no search count (only a whole answer's own usage
+    // and items say how many searches ran): a call whose budget holds web
+    // searches is taken whole, so the budget is charged the searches it ran.
+    let searches_held = tally.hold.is_some() && web_search::bound(target.native.as_ref()) > 0;
+    let own_blocks_live = target.native_answer
+        && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live
+        && !searches_held;
     policy.notes.stream_replayed_whole =
         A::STREAMS && (!policy.streams || policy.prompted_tools || (target.native_answer && !own_blocks_live));
     policy.notes.hosted_items_not_streamed = A::STREAMS && own_blocks_live && !policy.notes.stream_replayed_whole;
