@@ -102,6 +102,16 @@ fn weir_providers_shows_the_entry_price_and_the_file_price_over_it() {
     assert!(output.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("prices: input $1.75, output $6.5 per million tokens (as of 2026-12-01)"), "{stdout}");
 
+    // A web search price shows after the token prices.
+    let prices = write(dir.path(), "search.toml", "[priced]\nweb_search_price = 10.0\n");
+    let output = run_cli(&["providers", "--config", &config, "--prices", &prices], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("prices: input $1.75, output $7 per million tokens, web search $10 per thousand searches"),
+        "{stdout}"
+    );
+
     // Over the embedded catalog, without a config.
     let prices = write(dir.path(), "gpt.toml", "[\"gpt-4.1\"]\ninput_price = 1.9\ncache_read_price = 0.45\n");
     let output = run_cli(&["providers", "--prices", &prices], &[]);
@@ -158,14 +168,15 @@ async fn weir_serve_prices_calls_from_the_prices_file() {
     let prices = write(
         dir.path(),
         "prices.toml",
-        "[priced]\ninput_price = 1000000.0\noutput_price = 2000000.0\nprices_as_of = \"2026-12-06\"\n",
+        "[priced]\ninput_price = 1000000.0\noutput_price = 2000000.0\nweb_search_price = 10.0\nprices_as_of = \"2026-12-06\"\n",
     );
     let mut gateway = Gateway::start_with_args(&config, &[("OPENAI_API_KEY", "sk-test")], &["--prices", &prices]).await;
     let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
     let priced = models["data"].as_array().unwrap().iter().find(|m| m["id"] == "priced").unwrap();
     assert_eq!(
         priced["weir"]["prices"],
-        json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "search": null, "as_of": "2026-12-06"})
+        json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "search": null,
+            "web_search": 10.0, "as_of": "2026-12-06"})
     );
     upstream.push(openai_wire::completion_with_usage("Hello.", 3, 2, 0, 0));
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
