@@ -222,6 +222,50 @@ async fn an_unbounded_search_under_a_usd_budget_is_dropped_or_refused_and_an_unp
     assert_eq!(anthropic.request_count(), 2, "nothing sent");
 }
 
+/// A truncated answer's escalation is held for what the first attempt spent, its searches
+/// included, plus its own worst case and bound: a per-call ceiling that the tokens alone
+/// would fit refuses the escalation before it is sent.
+#[tokio::test]
+async fn an_escalation_tops_the_hold_up_with_the_searches_already_spent() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    // First hold: ~$0.0016 of tokens + $0.02 of searches. The escalation to the entry's
+    // 8 000 output tokens: ~$0.1204 + $0.02 of searches, plus the first attempt's $0.0019 of
+    // tokens = ~$0.142 (fits $0.15), plus its 2 searches = ~$0.162 (does not).
+    let gateway = gateway(&config(
+        &anthropic,
+        &openai,
+        "",
+        "[member.ana]
+max_call_usd = 0.15
+",
+    ))
+    .await;
+    let mut usage = usage_json(120, 100, 0, 0);
+    usage["server_tool_use"] = json!({"web_search_requests": 2});
+    let truncated = vec![json!({"type": "text", "text": "Weir is"})];
+    anthropic.push(anthropic_wire::message(truncated, "max_tokens", usage));
+    let body = json!({"model": "claude", "max_tokens": 100,
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
+        "messages": [{"role": "user", "content": "What is Weir?"}]});
+    let headers = [("x-api-key", ANA), ("anthropic-version", "2023-06-01"), ("x-weir-truncation", "escalate")];
+    let answer = gateway.post_json("/v1/messages", &body, &headers).await;
+    assert_eq!(answer.status, 400, "{:?}", answer.body);
+    assert_eq!(answer.body["error"]["weir_category"], "call_budget_exceeded", "{:?}", answer.body);
+    assert_eq!(anthropic.request_count(), 1, "the escalation was not sent");
+
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    let attempts = records[0]["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["web_searches"], 2, "{}", records[0]);
+    assert_eq!(
+        (attempts[1]["reason"].as_str(), attempts[1]["category"].as_str()),
+        (Some("escalation"), Some("call_budget_exceeded"))
+    );
+    let cost = records[0]["cost_usd"].as_f64().unwrap();
+    let first = (120.0 * 3.0 + 100.0 * 15.0) / 1_000_000.0 + 2.0 * WEB_SEARCH_PRICE / 1000.0;
+    assert!(close(cost, first), "the first attempt's searches are charged: {cost}");
+}
+
 /// What OpenAI answers two web searches with: the two calls and the message.
 fn searched_output() -> Vec<Value> {
     vec![
