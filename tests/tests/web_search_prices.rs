@@ -266,6 +266,51 @@ max_call_usd = 0.15
     assert!(close(cost, first), "the first attempt's searches are charged: {cost}");
 }
 
+/// Under `hosted_tool_streams = "live"`, a streamed call whose budget holds web searches is
+/// still taken whole (a live stream does not say how many searches ran) and charged them;
+/// without a budget it streams live.
+#[tokio::test]
+async fn a_live_hosted_stream_under_a_budget_is_taken_whole_and_charged_its_searches() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    let live = "hosted_tool_streams = \"live\"";
+    let gateway = gateway(&config(&anthropic, &openai, live, "[member.ana]\ndaily_usd = 5.0\n")).await;
+    anthropic.push(searched_message(2));
+    let body = json!({"model": "claude", "max_tokens": 500, "stream": true,
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
+        "messages": [{"role": "user", "content": "What is Weir?"}]});
+    let response = reqwest::Client::new()
+        .post(gateway.url("/v1/messages"))
+        .header("x-api-key", ANA)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("web_search_tool_result"), "replayed with its blocks: {text}");
+    assert_ne!(anthropic.received()[0].json()["stream"], json!(true), "sent whole");
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    let notes = records[0]["notes"].as_array().unwrap();
+    assert!(notes.contains(&json!("stream_replayed_whole")), "{}", records[0]);
+    assert_eq!(records[0]["attempts"][0]["web_searches"], 2, "{}", records[0]);
+
+    // Bob has no budget: his stream goes live.
+    anthropic.push(anthropic_wire::stream(anthropic_wire::sse_text_events(&["Weir is a gateway."], "end_turn", 10, 5)));
+    let response = reqwest::Client::new()
+        .post(gateway.url("/v1/messages"))
+        .header("x-api-key", BOB)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let _ = response.text().await.unwrap();
+    assert_eq!(anthropic.received()[1].json()["stream"], json!(true), "streamed live");
+}
+
 /// What OpenAI answers two web searches with: the two calls and the message.
 fn searched_output() -> Vec<Value> {
     vec![
