@@ -1,7 +1,9 @@
 //! What a call cost, from the prices its catalog entry declares (USD per
 //! million tokens, or per thousand searches for a reranker billed by the
 //! search). Nothing is guessed: without an input and an output price (or a
-//! search price) there is no cost. Cache reads and writes use their own declared prices,
+//! search price) there is no cost. A chat call's web searches (a provider's hosted
+//! search, billed per search) add their own price per thousand to the tokens'
+//! cost, nothing where the entry declares none. Cache reads and writes use their own declared prices,
 //! else the input price at the entry's cache multipliers (the catalog's
 //! declared billing facts).
 
