@@ -8,7 +8,14 @@
 //! - `weir wit --out DIR`
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
+//! - `weir config check [FILE]`, `weir config show [--config FILE] [--json]`, `weir config schema`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
+
+// The subcommands' own modules live in `weir/` beside this file.
+#[path = "weir/config_cmd.rs"]
+mod config_cmd;
+#[path = "weir/load.rs"]
+mod load;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -100,6 +107,11 @@ enum Command {
     Ledger {
         #[command(subcommand)]
         command: LedgerCommand,
+    },
+    /// Check a configuration, show what it resolves to, print its JSON Schema.
+    Config {
+        #[command(subcommand)]
+        command: config_cmd::ConfigCommand,
     },
 }
 
@@ -206,7 +218,6 @@ struct Common {
     prices: Option<PathBuf>,
 }
 
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// How often the providers folder is checked for changes, unless configured.
 const DEFAULT_WATCH_MS: u64 = 2_000;
 /// The config file is polled for key changes at least this often, even with the
@@ -236,6 +247,7 @@ fn main() -> ExitCode {
         Command::Prices { command: PricesCommand::Check { common } } => return check_prices(&common),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
+        Command::Config { command } => return config_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -303,41 +315,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     return_freed_memory_sooner();
     refuse_transparent_huge_pages();
     let weir = build(common, true)?;
-    let address = match listen.or(weir.config().listen) {
-        Some(address) => address,
-        None => DEFAULT_LISTEN.parse()?,
-    };
-    // Beyond loopback, a gateway without keys spends the operator's credit for
-    // anyone who reaches the port: only an explicit choice allows it.
-    let open_allowed = address.ip().is_loopback() || weir.config().allow_unauthenticated;
-    if weir.keys().is_empty() && !open_allowed {
-        anyhow::bail!(
-            "refusing to listen on {address} with no [[key]]: anyone who reaches it could call every model. \
-             Add keys (`weir keys new --member NAME`), listen on loopback, or set `allow_unauthenticated = true`"
-        );
-    }
-    // `[metrics] listen` serves without a key: on the gateway's own address it
-    // would stand in for the gateway, keyless.
-    let metrics_listen = weir.config().metrics.listen;
-    if metrics_listen == Some(address) {
-        anyhow::bail!(
-            "[metrics] listen is {address}, the gateway's own address: give the metrics their own address \
-             (one only the scraper reaches), or remove it and scrape the gateway's /metrics with an admin key"
-        );
-    }
-    if !weir.providers_dir().is_dir() {
-        // Not an error (the embedded providers serve), but a typo here would
-        // otherwise look like a drop-in that never loads.
-        tracing::warn!(
-            providers_dir = %weir.providers_dir().display(),
-            "the providers folder does not exist: only the embedded providers are loaded until it is created"
-        );
-    }
-    if weir.reasoning_seal().is_ephemeral() {
-        tracing::warn!(
-            "no `[responses] seal_key_env` or `seal_key_file`: reasoning items are sealed with a random key drawn \
-             for this process, and items sealed before a restart will not open after it"
-        );
+    let load::ListenPlan { address, open_allowed, metrics: metrics_listen, warnings } =
+        load::listen_plan(&weir, listen)?;
+    for warning in &warnings {
+        tracing::warn!("{warning}");
     }
     let server = &weir.config().server;
     raise_open_files_limit(open_files_needed(server.max_connections(), server.max_in_flight()));
