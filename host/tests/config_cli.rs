@@ -272,3 +272,14 @@ fn show_prints_the_resolved_catalog() {
     assert!(check.status.success(), "{check:?}");
     assert!(text(&check.stdout).contains("warning: model `orphan` is unavailable"), "{check:?}");
 }
+
+/// `weir config schema` prints the JSON Schema the library generates.
+#[test]
+fn schema_prints_the_generated_json_schema() {
+    let output = weir(&["config", "schema"], &[]);
+    assert!(output.status.success(), "{output:?}");
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(printed, weir_host::catalog::config_schema());
+    assert_eq!(printed["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(printed["additionalProperties"], false, "unknown keys are refused, as the parser refuses them");
+}

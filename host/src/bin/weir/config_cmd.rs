@@ -239,5 +239,6 @@ fn show(file: Option<PathBuf>, load: LoadArgs, json: bool) -> anyhow::Result<()>
 }
 
 fn schema() -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+    writeln!(std::io::stdout().lock(), "{:#}", weir_host::catalog::config_schema())?;
+    Ok(())
 }
