@@ -9,9 +9,12 @@
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
 //! - `weir config check [FILE]`, `weir config show [--config FILE] [--json]`, `weir config schema`
+//! - `weir --version`, `weir completions SHELL`, `weir man`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
 
 // The subcommands' own modules live in `weir/` beside this file.
+#[path = "weir/about.rs"]
+mod about;
 #[path = "weir/config_cmd.rs"]
 mod config_cmd;
 #[path = "weir/load.rs"]
@@ -24,7 +27,7 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
 use weir_host::ledger::{
     AnchorState, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals,
@@ -41,6 +44,7 @@ use weir_host::{Config, Resolution, Weir};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
+// The version texts are set at run time (see `about::command`).
 #[command(name = "weir", version, about = "One funnel for model calls; providers are WebAssembly components.")]
 struct Cli {
     #[command(subcommand)]
@@ -112,6 +116,19 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: config_cmd::ConfigCommand,
+    },
+    /// Print a shell completion script (e.g. `weir completions bash >
+    /// /usr/share/bash-completion/completions/weir`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; e.g. `weir man > /usr/share/man/man1/weir.1`).
+    Man {
+        /// Write one page per command (`weir.1`, `weir-serve.1`, ...) into this
+        /// folder instead (created if missing).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -225,7 +242,10 @@ const DEFAULT_WATCH_MS: u64 = 2_000;
 const KEYS_WATCH_MIN_MS: u64 = 250;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&about::command::<Cli>().get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     // `check` prints every fault in its report; its log would say each twice.
     let default_filter = if matches!(cli.command, Command::Check { .. }) { "off" } else { "info" };
     // Every control character a caller's text brings into an event is written
@@ -248,6 +268,8 @@ fn main() -> ExitCode {
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
         Command::Config { command } => return config_cmd::run(command),
+        Command::Completions { shell } => about::completions::<Cli>(shell),
+        Command::Man { out } => about::man::<Cli>(out.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
