@@ -29,14 +29,14 @@ fn errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Ve
 #[test]
 fn every_example_config_validates_against_the_schema() {
     let validator = validator();
-    let mut files = vec![repo_root().join("host/catalog/default.toml")];
+    let mut files = vec![repo_root().join("host/catalog/default.toml"), repo_root().join("deploy/weir.toml")];
     for entry in std::fs::read_dir(repo_root().join("host/examples")).expect("read host/examples") {
         let path = entry.expect("dir entry").path();
         if path.extension().is_some_and(|ext| ext == "toml") {
             files.push(path);
         }
     }
-    assert!(files.len() >= 3, "{files:?}");
+    assert!(files.len() >= 4, "{files:?}");
     for path in files {
         let text = std::fs::read_to_string(&path).expect("read example");
         let found = errors(&validator, &as_json(&text));
