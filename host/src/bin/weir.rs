@@ -39,7 +39,7 @@ use weir_host::{Config, Resolution, Weir};
 
 /// mimalloc: the gateway allocates and frees many small buffers per call,
 /// across threads; measured against the system allocator in the gateway bench
-/// (see the README's Performance section).
+/// (see the book's performance chapter, docs/src/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

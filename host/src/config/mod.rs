@@ -851,7 +851,7 @@ pub struct ServerSettings {
     /// Microseconds a connection lane out of work watches for I/O before its
     /// thread sleeps (default 50; 0: sleep at once; at most 1000). Each sleep
     /// and wake-up costs more than the watch where the next event comes soon,
-    /// as it does at low load; see the README's performance section.
+    /// as it does at low load; see the book's performance chapter, docs/src/performance.md.
     pub poll_before_sleep_us: Option<u64>,
 }
 
