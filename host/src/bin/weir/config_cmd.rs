@@ -191,11 +191,11 @@ fn show(file: Option<PathBuf>, load: LoadArgs, json: bool) -> anyhow::Result<()>
         )?;
     }
     writeln!(out, "\nROLES")?;
-    writeln!(out, "{:<20} {:<9} {:<24} {:<28} CANDIDATES", "NAME", "KIND", "SERVES", "RESOLVES TO")?;
+    writeln!(out, "{:<20} {:<9} {:<32} {:<28} CANDIDATES", "NAME", "KIND", "SERVES", "RESOLVES TO")?;
     for role in &roles {
         writeln!(
             out,
-            "{:<20} {:<9} {:<24} {:<28} {}{}",
+            "{:<20} {:<9} {:<32} {:<28} {}{}",
             role.name,
             role.kind,
             role.serves,
