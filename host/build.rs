@@ -1,9 +1,13 @@
 //! Builds the first-party provider components (`providers/*`) for `wasm32-wasip2`
 //! and tells the crate where they are and their SHA-256 digests, so the `weir`
-//! binary embeds them and runs with no providers folder at all.
+//! binary embeds them and runs with no providers folder at all; and names the
+//! commit it was built from, for `weir --version`.
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
+
+#[path = "../build-support/git_revision.rs"]
+mod git_revision;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,6 +46,12 @@ fn run() -> Result<(), String> {
         &workspace,
         &["providers", "sdk", "wit", "build-support", "Cargo.lock", "Cargo.toml", ".cargo/config.toml"],
     );
+    println!("cargo:rerun-if-env-changed=WEIR_GIT_REVISION");
+    let revision = git_revision::git_revision(&workspace, std::env::var("WEIR_GIT_REVISION").ok());
+    for path in &revision.watch {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    println!("cargo:rustc-env=WEIR_GIT_REVISION={}", revision.name);
     println!("cargo:rerun-if-env-changed=WEIR_PROVIDERS_TARGET_DIR");
     let target_dir = std::env::var_os("WEIR_PROVIDERS_TARGET_DIR")
         .map(PathBuf::from)

@@ -26,7 +26,7 @@ const PER_TOOL: u64 = 8;
 const PER_IMAGE: u64 = 1_445;
 
 /// How a model's input is counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Tokenizer {
     /// GPT-4o, GPT-4.1, GPT-5, o-series.

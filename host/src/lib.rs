@@ -93,5 +93,7 @@ pub use error::{CallError, Pending, WeirError};
 pub use failure::{Category, SignalPolicy, UpstreamClass};
 pub use metrics::Metrics;
 pub use runtime::{BuildError, Weir, WeirBuilder, default_cache_dir};
-pub use status::{ConnectionFact, DeploymentStatus, ModelStatus, ProviderStatus, Resolution};
+pub use status::{
+    ConnectionFact, DeploymentStatus, ModelStatus, ProviderStatus, Resolution, RoleStatus, UnsetCredential,
+};
 pub use stream::ChatStream;

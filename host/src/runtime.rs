@@ -652,6 +652,23 @@ impl WeirBuilder {
     /// Loads the components and resolves the catalog. CPU-heavy on a cold
     /// artifact cache: call it at startup, not per request.
     pub fn build(self) -> Result<Weir, BuildError> {
+        self.prepare()?.start()
+    }
+
+    /// Everything [`build`](Self::build) checks (the config, the components,
+    /// the catalog and its links, the keys, the budgets, the ledger's and the
+    /// fleet's settings, the seal key, the credentials' files), with nothing
+    /// opened: no ledger file, no connection, no listener. The [`Weir`] it
+    /// returns records nothing and shares nothing (no ledger, no fleet spend
+    /// read back): it is for commands that look at a configuration
+    /// (`weir config check|show`), not for calls.
+    pub fn inspect(self) -> Result<Weir, BuildError> {
+        Ok(self.prepare()?.assemble(Recording::default()))
+    }
+
+    /// The checking half of the build: every step that can refuse a
+    /// configuration and opens nothing.
+    fn prepare(self) -> Result<Prepared, BuildError> {
         let config = match self.config {
             Some(config) => config,
             None => Config::embedded_default()?,
@@ -667,6 +684,7 @@ impl WeirBuilder {
                 .map_err(BuildError::Providers)?;
         let catalog = Catalog::resolve(&config, &mut registry)?;
         let metrics = config.metrics.enabled.then(|| Metrics::new(&config.metrics, &catalog));
+        // The Redis client connects on first use, not here.
         let fleet_store = match &config.fleet {
             Some(fleet) => {
                 fleet::check_limits(&config)
@@ -687,95 +705,23 @@ impl WeirBuilder {
         let settings = self.transport.unwrap_or_else(|| transport_settings(&config));
         let transport = HttpClient::new(settings).map_err(BuildError::Transport)?;
         let secrets = self.secrets.unwrap_or_else(|| Arc::new(EnvSecretStore));
-        // The entries' ids, and the client secrets `[credentials.*]` tables read.
-        let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id());
-        // Each deployment's credential is configured as an entry's is.
-        let deployment_secrets =
-            config.models.iter().flat_map(|model| &model.deployments).filter_map(|d| d.credential.as_deref());
-        let secret_ids = ConfiguredIds::new(
-            config
-                .models
-                .iter()
-                .filter_map(|model| model.credential.as_deref())
-                .chain(deployment_secrets)
-                .chain(client_secrets),
-        );
+        let secret_ids = ConfiguredIds::new(configured_secret_ids(&config));
+        // Reads the credentials' key files; a token is minted at the first call.
         let tokens = TokenCredentials::from_config(&config)
             .map_err(|error| BuildError::TokenCredential { origin: config.origin.clone(), error: Box::new(error) })?;
-        let registry = RwLock::new(Arc::new(registry));
         let compliance = self.compliance.unwrap_or(config.compliance);
         let keys = KeyRing::new(&config.keys, None, rate_store.as_ref())
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
         check_shared_ledger(&config)?;
-        // The configuration's observers first — the ledger (whose commit a call
-        // waits for), the metrics, the spans when `[telemetry]` names a
-        // collector (their exporter starts on the first record's tokio
-        // runtime: `build` itself needs none) — then the builder's.
-        let meter = metrics.as_ref().map(Metrics::ledger_meter);
-        let ledger = ledger::ledger_config(&config, self.ledger_default)
-            .map_err(|error| BuildError::LedgerConfig { origin: config.origin.clone(), error })?
-            .map(|settings| Ledger::open(settings, meter));
-        if let Some(ledger) = &ledger {
-            refuse_tampered(ledger)?;
-        }
+        let ledger_settings = ledger::ledger_config(&config, self.ledger_default)
+            .map_err(|error| BuildError::LedgerConfig { origin: config.origin.clone(), error })?;
+        // Its exporter starts on the first record's tokio runtime.
         let telemetry = telemetry::Telemetry::start(&config.telemetry)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?
             .map(Arc::new);
-        let mut observers = Observers::default();
-        if let Some(ledger) = &ledger {
-            observers.push(Arc::new(ledger.clone()));
-        }
-        if let Some(metrics) = &metrics {
-            observers.push(Arc::new(metrics.clone()));
-        }
-        if let Some(telemetry) = &telemetry {
-            observers.push(Arc::clone(telemetry) as Arc<dyn CallObserver>);
-        }
-        for observer in self.observers {
-            observers.push(observer);
-        }
         let clock = self.clock.unwrap_or_else(|| Arc::new(budget::SystemClock));
         let budgets = budget::book(&config, clock)
             .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
-        // Under `[fleet]` the fleet's spend lives in Redis (this gateway's
-        // ledger holds only its own calls), so nothing is read back here; with
-        // the fleet's PostgreSQL ledger, an account Redis does not hold is
-        // seeded from it at its first hold.
-        if let Some(fleet) = &fleet_store {
-            let shared = match ledger.as_ref().and_then(Ledger::postgres) {
-                Some(target) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(target.clone()))),
-                None => fleet.budgets(),
-            };
-            budgets.share_through(shared, fleet.fleet_size());
-        }
-        // The admin plane's keys and budgets join the file's before the
-        // spend is read back, so their budgets count it too.
-        let file_limits = budget::file_limits(&config);
-        let admin = ledger.as_ref().map(|ledger| admin::AdminStore::new(ledger.path(), ledger.postgres().cloned()));
-        let (keys, admin_state) = match &admin {
-            Some(store) => {
-                let state = load_admin(store, &config)?;
-                let runtime: Vec<_> = state
-                    .keys
-                    .values()
-                    .filter(|key| key.revoked_ms.is_none())
-                    .map(|key| key.entry(std::time::SystemTime::now()))
-                    .collect();
-                let keys = KeyRing::with_runtime(&config.keys, &runtime, None, rate_store.as_ref())
-                    .map_err(|reason| BuildError::Admin { place: store.describe(), reason })?;
-                budgets.replace_limits(limits_with(&file_limits, &state));
-                (keys, state)
-            }
-            None => (keys, admin::State::default()),
-        };
-        // A restart resets no budget: the current periods' spend is read back.
-        if let Some(ledger) = ledger.as_ref().filter(|_| !budgets.is_empty() && !budgets.is_shared()) {
-            rebuild_budgets(&budgets, ledger)?;
-        }
-        let stored_responses = ledger
-            .as_ref()
-            .map(|ledger| stored::ResponseStore::new(ledger.path(), ledger.postgres().cloned(), &config.responses))
-            .filter(stored::ResponseStore::enabled);
         let reasoning_seal = seal::ReasoningSeal::from_config(&config)
             .map_err(|error| BuildError::SealKey { origin: config.origin.clone(), error })?;
         let answer_cache = match &config.cache {
@@ -789,8 +735,7 @@ impl WeirBuilder {
         };
         let roles = Roles::from_config(&config);
         let picker = self.picker.unwrap_or_else(|| Arc::new(DefaultPicker::new(&config)));
-        let file_keys = config.keys.clone();
-        let inner = Inner {
+        Ok(Prepared {
             config,
             catalog,
             roles,
@@ -800,30 +745,174 @@ impl WeirBuilder {
             engine,
             transport,
             secrets,
-            secret_cache: SecretCache::new(self.secret_refresh.unwrap_or(transport::DEFAULT_SECRET_REFRESH)),
+            secret_refresh: self.secret_refresh,
             secret_ids,
-            aws: AwsIdentity::default(),
             tokens,
             compliance,
             providers_dir,
-            sources: Mutex::new(KeySources { file_keys, state: Arc::new(admin_state) }),
-            keys: RwLock::new(Arc::new(keys)),
-            admin_notices: admin.as_ref().and(fleet_store.as_ref()).map(fleet::RedisStore::admin_notices),
-            admin,
-            file_limits,
+            keys,
             rate_store,
-            observers,
-            refusals: record::RefusalWindow::default(),
-            ledger,
-            stored_responses,
+            fleet_store,
+            ledger_settings,
             answer_cache,
             metrics,
             telemetry,
             budgets,
             reasoning_seal,
-        };
-        Ok(Weir { inner: Arc::new(inner) })
+            observers: self.observers,
+        })
     }
+}
+
+/// A configuration every check of the build has passed, nothing opened yet.
+struct Prepared {
+    config: Config,
+    catalog: Catalog,
+    roles: Roles,
+    picker: Arc<dyn ModelPicker>,
+    registry: ProviderRegistry,
+    admission: Admission,
+    engine: PluginEngine,
+    transport: HttpClient,
+    secrets: Arc<dyn SecretStore>,
+    secret_refresh: Option<Duration>,
+    secret_ids: ConfiguredIds,
+    tokens: TokenCredentials,
+    compliance: ComplianceEnvelope,
+    providers_dir: PathBuf,
+    keys: KeyRing,
+    rate_store: Arc<dyn RateStore>,
+    fleet_store: Option<fleet::RedisStore>,
+    ledger_settings: Option<ledger::LedgerConfig>,
+    answer_cache: Option<AnswerCache>,
+    metrics: Option<Metrics>,
+    telemetry: Option<Arc<telemetry::Telemetry>>,
+    budgets: budget::BudgetBook,
+    reasoning_seal: seal::ReasoningSeal,
+    /// The builder's observers (after the configuration's).
+    observers: Vec<Arc<dyn CallObserver>>,
+}
+
+/// What a started Weir records into: the ledger and the responses stored
+/// beside it. An inspecting Weir has neither.
+#[derive(Default)]
+struct Recording {
+    ledger: Option<Ledger>,
+    stored_responses: Option<stored::ResponseStore>,
+    /// The admin plane's store (beside the ledger) and its state at start.
+    admin: Option<admin::AdminStore>,
+    admin_state: admin::State,
+}
+
+impl Prepared {
+    /// The opening half of the build: the ledger file is opened (and its tail
+    /// checked), the budgets are shared through the fleet and read back.
+    fn start(mut self) -> Result<Weir, BuildError> {
+        let meter = self.metrics.as_ref().map(Metrics::ledger_meter);
+        let ledger = self.ledger_settings.clone().map(|settings| Ledger::open(settings, meter));
+        if let Some(ledger) = &ledger {
+            refuse_tampered(ledger)?;
+        }
+        // Under `[fleet]` the fleet's spend lives in Redis (this gateway's
+        // ledger holds only its own calls), so nothing is read back here; with
+        // the fleet's PostgreSQL ledger, an account Redis does not hold is
+        // seeded from it at its first hold.
+        if let Some(fleet) = &self.fleet_store {
+            let shared = match ledger.as_ref().and_then(Ledger::postgres) {
+                Some(target) => fleet.budgets().seeded_from(Arc::new(budget::FleetLedgerSpend::new(target.clone()))),
+                None => fleet.budgets(),
+            };
+            self.budgets.share_through(shared, fleet.fleet_size());
+        }
+        // The admin plane's keys and budgets join the file's before the
+        // spend is read back, so their budgets count it too.
+        let admin = ledger.as_ref().map(|ledger| admin::AdminStore::new(ledger.path(), ledger.postgres().cloned()));
+        let mut admin_state = admin::State::default();
+        if let Some(store) = &admin {
+            admin_state = load_admin(store, &self.config)?;
+            let now = std::time::SystemTime::now();
+            let runtime: Vec<_> =
+                admin_state.keys.values().filter(|key| key.revoked_ms.is_none()).map(|key| key.entry(now)).collect();
+            self.keys = KeyRing::with_runtime(&self.config.keys, &runtime, None, self.rate_store.as_ref())
+                .map_err(|reason| BuildError::Admin { place: store.describe(), reason })?;
+            self.budgets.replace_limits(limits_with(&budget::file_limits(&self.config), &admin_state));
+        }
+        // A restart resets no budget: the current periods' spend is read back.
+        if let Some(ledger) = ledger.as_ref().filter(|_| !self.budgets.is_empty() && !self.budgets.is_shared()) {
+            rebuild_budgets(&self.budgets, ledger)?;
+        }
+        let stored_responses = ledger
+            .as_ref()
+            .map(|ledger| stored::ResponseStore::new(ledger.path(), ledger.postgres().cloned(), &self.config.responses))
+            .filter(stored::ResponseStore::enabled);
+        Ok(self.assemble(Recording { ledger, stored_responses, admin, admin_state }))
+    }
+
+    fn assemble(self, recording: Recording) -> Weir {
+        let Recording { ledger, stored_responses, admin, admin_state } = recording;
+        let file_limits = budget::file_limits(&self.config);
+        let file_keys = self.config.keys.clone();
+        let admin_notices = admin.as_ref().and(self.fleet_store.as_ref()).map(fleet::RedisStore::admin_notices);
+        // The configuration's observers first — the ledger (whose commit a
+        // call waits for), the metrics, the spans when `[telemetry]` names a
+        // collector — then the builder's.
+        let mut observers = Observers::default();
+        if let Some(ledger) = &ledger {
+            observers.push(Arc::new(ledger.clone()));
+        }
+        if let Some(metrics) = &self.metrics {
+            observers.push(Arc::new(metrics.clone()));
+        }
+        if let Some(telemetry) = &self.telemetry {
+            observers.push(Arc::clone(telemetry) as Arc<dyn CallObserver>);
+        }
+        for observer in self.observers {
+            observers.push(observer);
+        }
+        let inner = Inner {
+            config: self.config,
+            catalog: self.catalog,
+            roles: self.roles,
+            picker: self.picker,
+            registry: RwLock::new(Arc::new(self.registry)),
+            admission: self.admission,
+            engine: self.engine,
+            transport: self.transport,
+            secrets: self.secrets,
+            secret_cache: SecretCache::new(self.secret_refresh.unwrap_or(transport::DEFAULT_SECRET_REFRESH)),
+            secret_ids: self.secret_ids,
+            aws: AwsIdentity::default(),
+            tokens: self.tokens,
+            compliance: self.compliance,
+            providers_dir: self.providers_dir,
+            keys: RwLock::new(Arc::new(self.keys)),
+            sources: Mutex::new(KeySources { file_keys, state: Arc::new(admin_state) }),
+            admin,
+            admin_notices,
+            file_limits,
+            rate_store: self.rate_store,
+            observers,
+            refusals: record::RefusalWindow::default(),
+            ledger,
+            stored_responses,
+            answer_cache: self.answer_cache,
+            metrics: self.metrics,
+            telemetry: self.telemetry,
+            budgets: self.budgets,
+            reasoning_seal: self.reasoning_seal,
+        };
+        Weir { inner: Arc::new(inner) }
+    }
+}
+
+/// The secret-store ids a configuration names: its entries' and deployments'
+/// credentials, and the client secrets `[credentials.*]` tables read. The
+/// only ids the store is ever asked for.
+pub(crate) fn configured_secret_ids(config: &Config) -> impl Iterator<Item = &str> {
+    let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id());
+    let deployment_secrets =
+        config.models.iter().flat_map(|model| &model.deployments).filter_map(|d| d.credential.as_deref());
+    config.models.iter().filter_map(|model| model.credential.as_deref()).chain(deployment_secrets).chain(client_secrets)
 }
 
 /// `[ledger] postgres_url` parses (its error shown without the password),

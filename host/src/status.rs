@@ -340,3 +340,141 @@ fn capability_names(capabilities: Capabilities) -> Vec<&'static str> {
     .map(|(_, name)| name)
     .collect()
 }
+
+/// A secret the configuration needs that the secret store does not hold now
+/// (`weir config check` warns of it): by id and where it is looked for,
+/// never a value.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UnsetCredential {
+    pub credential_id: String,
+    /// Where the store looks for it (e.g. `environment variable OPENAI_API_KEY`).
+    pub location: String,
+    /// The entries (`id` or `id/deployment`) and `[credentials.*]` tables
+    /// whose calls need it.
+    pub needed_by: Vec<String>,
+    /// An AWS key pair: at a call, AWS's default chain (environment, profile,
+    /// role) is asked when the store has none, so it may still be found.
+    pub aws_chain: bool,
+}
+
+impl Weir {
+    /// Every secret-store id a call could need that is unset now, from the
+    /// store alone (no AWS chain, no token endpoint: no network). An id a
+    /// `[credentials.*]` table mints is not a secret; the client secret it
+    /// reads is.
+    pub fn unset_credentials(&self) -> Vec<UnsetCredential> {
+        let registry = self.registry();
+        let secrets = self.secrets();
+        let mut unset: std::collections::BTreeMap<String, UnsetCredential> = std::collections::BTreeMap::new();
+        let mut note = |id: &str, needed_by: String, aws_chain: bool| {
+            let present = match aws_chain {
+                true => secrets.get_pair(id).is_some(),
+                false => secrets.get(id).is_some(),
+            };
+            if present {
+                return;
+            }
+            unset
+                .entry(id.to_owned())
+                .or_insert_with(|| UnsetCredential {
+                    credential_id: id.to_owned(),
+                    location: secrets.location(id),
+                    needed_by: Vec::new(),
+                    aws_chain,
+                })
+                .needed_by
+                .push(needed_by);
+        };
+        for model in self.catalog().models() {
+            let Some(provider) = registry.provider_for(&model.id) else { continue };
+            let shape = &provider.info().credential;
+            let aws_chain = matches!(shape, CredentialShape::AwsSigv4(_));
+            let needed = |credential: Option<&str>| -> Option<String> {
+                // An id the entry names is one the operator means to be
+                // used, even where the component's own header is optional.
+                let id = match (credential, shape) {
+                    (_, CredentialShape::None) => return None,
+                    (Some(id), _) => id,
+                    (None, CredentialShape::Header(header)) if !header.required => return None,
+                    // An untrusted component's default is never looked up (its
+                    // entries are refused at load without their own).
+                    (None, _) if !provider.trust().honours_defaults() => return None,
+                    (None, shape) => shape.default_credential_id()?,
+                };
+                self.config().token_kind(id).is_none().then(|| id.to_owned())
+            };
+            if model.deployments.is_empty()
+                && let Some(id) = needed(model.credential.as_deref())
+            {
+                note(&id, model.id.clone(), aws_chain);
+            }
+            for deployment in &model.deployments {
+                if let Some(id) = needed(deployment.spec.credential.as_deref()) {
+                    note(&id, format!("{}/{}", model.id, deployment.id), aws_chain);
+                }
+            }
+        }
+        for (table, spec) in &self.config().token_credentials {
+            if let Some(id) = spec.secret_id() {
+                note(id, format!("[credentials.{table}]"), false);
+            }
+        }
+        unset.into_values().collect()
+    }
+}
+
+/// One `[role.*]` and what it resolves to, as `weir config show` lists it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RoleStatus {
+    pub name: String,
+    /// `chat`, `embedding` or `rerank`.
+    pub kind: &'static str,
+    /// `grade NAME` or `entry ID`.
+    pub serves: String,
+    /// The entries the picker offers, best first.
+    pub candidates: Vec<String>,
+    /// Whether the first permitted candidate serves or nothing does (a pin).
+    pub pinned: bool,
+    /// The candidate a call without a caller's restrictions would take now,
+    /// judged by the secret store alone: the first whose provider is loaded
+    /// and whose credential is set (only the first, when pinned). `None`:
+    /// none is callable.
+    pub resolves_to: Option<String>,
+    /// The operator's fallback entries, in order.
+    pub fallback: Vec<String>,
+}
+
+impl Weir {
+    /// Every role with its candidates (see [`RoleStatus`]); no network.
+    pub fn role_statuses(&self) -> Vec<RoleStatus> {
+        let registry = self.registry();
+        let unset = self.unset_credentials();
+        let callable = |id: &str| {
+            registry.provider_for(id).is_some()
+                && !unset.iter().any(|credential| {
+                    !credential.aws_chain
+                        && credential.needed_by.iter().any(|by| by == id || by.starts_with(&format!("{id}/")))
+                })
+        };
+        self.roles()
+            .iter()
+            .map(|role| {
+                let picks = self.picker().pick(role, None);
+                let candidates = picks.entries.to_vec();
+                let considered = if picks.pinned { &candidates[..candidates.len().min(1)] } else { &candidates[..] };
+                RoleStatus {
+                    name: role.name.clone(),
+                    kind: role.kind.as_str(),
+                    serves: match &role.serves {
+                        crate::routing::RoleTarget::Grade(grade) => format!("grade {grade}"),
+                        crate::routing::RoleTarget::Entry(entry) => format!("entry {entry}"),
+                    },
+                    resolves_to: considered.iter().find(|id| callable(id)).cloned(),
+                    pinned: picks.pinned,
+                    candidates,
+                    fallback: role.fallback.clone(),
+                }
+            })
+            .collect()
+    }
+}

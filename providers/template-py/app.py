@@ -1,6 +1,6 @@
 """The `template-py` provider: a whole streaming provider in two Python modules.
 
-Copy this folder to start a provider in Python (see docs/writing-a-provider.md).
+Copy this folder to start a provider in Python (see docs/src/providers/writing-a-provider.md).
 The dialect is OpenAI-style Chat Completions without tools: `POST /chat/completions`
 with `model`, `max_tokens` and text `messages`; the answer in
 `choices[0].message.content`; streamed with `stream: true`, `data:` chunks ending in

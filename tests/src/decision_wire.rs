@@ -1,4 +1,4 @@
-//! The decision wire (`docs/decision-wire.md`) as a fake endpoint speaks it:
+//! The decision wire (`docs/src/providers/decision-wire.md`) as a fake endpoint speaks it:
 //! a deterministic answer to any valid request ([`fake_decision`], what the
 //! fake upstream's `POST /v1/decisions` answers when nothing is scripted), and
 //! builders for scripted answers — a chosen distribution, an error status with

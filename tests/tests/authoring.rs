@@ -1,4 +1,4 @@
-//! `docs/writing-a-provider.md`, sections 1 and 2, run word for word from a temporary
+//! `docs/src/providers/writing-a-provider.md`, sections 1 and 2, run word for word from a temporary
 //! folder outside the repository, as a new user would with only the `weir` binary and
 //! Python and componentize-py (section 1) or Node and npm (section 2): the guide's shell
 //! blocks (marked `<!-- tested: NAME -->`) build the Python or JavaScript template
@@ -30,7 +30,7 @@ fn repository() -> PathBuf {
 
 /// The fenced block right after `<!-- tested: NAME -->` in the guide.
 fn guide_block(name: &str) -> String {
-    let guide = std::fs::read_to_string(repository().join("docs/writing-a-provider.md")).unwrap();
+    let guide = std::fs::read_to_string(repository().join("docs/src/providers/writing-a-provider.md")).unwrap();
     let marker = format!("<!-- tested: {name} -->");
     let after = &guide[guide.find(&marker).unwrap_or_else(|| panic!("no {marker} in the guide")) + marker.len()..];
     let fence = after.find("```").unwrap();

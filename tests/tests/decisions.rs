@@ -1,5 +1,5 @@
 //! Decisions through the real `weir serve` to a fake decision endpoint over
-//! loopback (`POST /v1/decisions` on both sides, `docs/decision-wire.md`):
+//! loopback (`POST /v1/decisions` on both sides, `docs/src/providers/decision-wire.md`):
 //! what the caller got and what the endpoint received, the wire's error
 //! statuses through the one retry loop, every kind of malformed answer, an
 //! unknown host, the throttle, the ledger's record and a budget.

@@ -14,7 +14,7 @@
 //! - a 529 from any dialect and Bedrock's `ServiceUnavailableException` are overload
 //!   (the seed keeps overload for the Anthropic dialects' 529);
 //! - no 65,536 output ceiling and no 8,192 window fallback are invented (the gateway
-//!   seed's defaults; see the README's "Defaults the seeds name");
+//!   seed's defaults; see the book's "Defaults the seeds name", docs/src/seed-deviations.md);
 //! - the 402 guidance names the response size;
 //! - the embedded catalog keeps `model_choice = "any"`: a caller may name a catalog id
 //!   as well as a role (the gateway seed accepts no model choice from a request body);

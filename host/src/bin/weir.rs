@@ -9,7 +9,19 @@
 //! - `weir keys new --member NAME [--id ID] [--team TEAM]`
 //! - `weir ledger query|verify|export [--config FILE | --path FILE.db] ...`
 //! - `weir admin [--url URL] [--token TOKEN] keys|budget|changes|call ...` (the admin API)
+//! - `weir config check [FILE]`, `weir config show [--config FILE] [--json]`, `weir config schema`
+//! - `weir --version`, `weir completions SHELL`, `weir man`
 #![allow(clippy::print_stdout, reason = "a CLI prints its results")]
+
+// The subcommands' own modules live in `weir/` beside this file.
+#[path = "weir/about.rs"]
+mod about;
+#[path = "weir/admin_cmd.rs"]
+mod admin_cmd;
+#[path = "weir/config_cmd.rs"]
+mod config_cmd;
+#[path = "weir/load.rs"]
+mod load;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,7 +30,7 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
 use weir_host::ledger::{
     AnchorState, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals,
@@ -30,11 +42,12 @@ use weir_host::{Config, Resolution, Weir};
 
 /// mimalloc: the gateway allocates and frees many small buffers per call,
 /// across threads; measured against the system allocator in the gateway bench
-/// (see the README's Performance section).
+/// (see the book's performance chapter, docs/src/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
+// The version texts are set at run time (see `about::command`).
 #[command(name = "weir", version, about = "One funnel for model calls; providers are WebAssembly components.")]
 struct Cli {
     #[command(subcommand)]
@@ -102,92 +115,26 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
-    /// Change keys and budgets on a running gateway through its admin API.
-    Admin(AdminArgs),
-}
-
-#[derive(Debug, Args)]
-struct AdminArgs {
-    /// The gateway (default: `WEIR_ADMIN_URL`, else http://127.0.0.1:8080).
-    #[arg(long)]
-    url: Option<String>,
-    /// An admin key's token (default: `WEIR_ADMIN_TOKEN`).
-    #[arg(long)]
-    token: Option<String>,
-    #[command(subcommand)]
-    command: AdminCommand,
-}
-
-#[derive(Debug, Subcommand)]
-enum AdminCommand {
-    /// Runtime keys: list, create (the token is printed once), rotate, revoke, expire.
-    Keys {
+    /// Check a configuration, show what it resolves to, print its JSON Schema.
+    Config {
         #[command(subcommand)]
-        command: AdminKeysCommand,
+        command: config_cmd::ConfigCommand,
     },
-    /// Sets a member's or team's budget (`member NAME` or `team NAME`).
-    Budget {
-        /// `member` or `team`.
-        scope: String,
-        name: String,
-        #[arg(long)]
-        daily_tokens: Option<u64>,
-        #[arg(long)]
-        monthly_tokens: Option<u64>,
-        #[arg(long)]
-        daily_usd: Option<f64>,
-        #[arg(long)]
-        monthly_usd: Option<f64>,
-        #[arg(long)]
-        max_call_tokens: Option<u64>,
-        #[arg(long)]
-        max_call_usd: Option<f64>,
+    /// Print a shell completion script (e.g. `weir completions bash >
+    /// /usr/share/bash-completion/completions/weir`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
-    /// The audit rows of every change.
-    Changes,
-    /// Any admin route: `call GET /admin/v1/budgets`, `call POST PATH --body JSON`.
-    Call {
-        method: String,
-        path: String,
+    /// Print the man page (roff; e.g. `weir man > /usr/share/man/man1/weir.1`).
+    Man {
+        /// Write one page per command (`weir.1`, `weir-serve.1`, ...) into this
+        /// folder instead (created if missing).
         #[arg(long)]
-        body: Option<String>,
+        out: Option<PathBuf>,
     },
-}
-
-#[derive(Debug, Subcommand)]
-enum AdminKeysCommand {
-    List,
-    Create {
-        #[arg(long)]
-        member: String,
-        #[arg(long)]
-        id: Option<String>,
-        #[arg(long)]
-        team: Option<String>,
-        /// Catalog ids or roles the key may call, comma-separated (default: every model).
-        #[arg(long, value_delimiter = ',')]
-        models: Option<Vec<String>>,
-        #[arg(long)]
-        admin: bool,
-        /// RFC 3339.
-        #[arg(long)]
-        expires: Option<String>,
-    },
-    Rotate {
-        id: String,
-        /// How long the old token keeps working (at most 86400).
-        #[arg(long, default_value_t = 0)]
-        grace_secs: u64,
-    },
-    Revoke {
-        id: String,
-    },
-    Expire {
-        id: String,
-        /// RFC 3339 (default: now).
-        #[arg(long)]
-        at: Option<String>,
-    },
+    /// Change keys and budgets on a running gateway through its admin API.
+    Admin(admin_cmd::AdminArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -293,7 +240,6 @@ struct Common {
     prices: Option<PathBuf>,
 }
 
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// How often the providers folder is checked for changes, unless configured.
 const DEFAULT_WATCH_MS: u64 = 2_000;
 /// The config file is polled for key changes at least this often, even with the
@@ -301,7 +247,10 @@ const DEFAULT_WATCH_MS: u64 = 2_000;
 const KEYS_WATCH_MIN_MS: u64 = 250;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&about::command::<Cli>().get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     // `check` prints every fault in its report; its log would say each twice.
     let default_filter = if matches!(cli.command, Command::Check { .. }) { "off" } else { "info" };
     // Every control character a caller's text brings into an event is written
@@ -323,7 +272,10 @@ fn main() -> ExitCode {
         Command::Prices { command: PricesCommand::Check { common } } => return check_prices(&common),
         Command::Keys { command: KeysCommand::New { member, id, team } } => new_key(&member, id, team.as_deref()),
         Command::Ledger { command } => ledger(command),
-        Command::Admin(args) => return admin(args),
+        Command::Admin(args) => return admin_cmd::run(args),
+        Command::Config { command } => return config_cmd::run(command),
+        Command::Completions { shell } => about::completions::<Cli>(shell),
+        Command::Man { out } => about::man::<Cli>(out.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -391,41 +343,10 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
     return_freed_memory_sooner();
     refuse_transparent_huge_pages();
     let weir = build(common, true)?;
-    let address = match listen.or(weir.config().listen) {
-        Some(address) => address,
-        None => DEFAULT_LISTEN.parse()?,
-    };
-    // Beyond loopback, a gateway without keys spends the operator's credit for
-    // anyone who reaches the port: only an explicit choice allows it.
-    let open_allowed = address.ip().is_loopback() || weir.config().allow_unauthenticated;
-    if weir.keys().is_empty() && !open_allowed {
-        anyhow::bail!(
-            "refusing to listen on {address} with no [[key]]: anyone who reaches it could call every model. \
-             Add keys (`weir keys new --member NAME`), listen on loopback, or set `allow_unauthenticated = true`"
-        );
-    }
-    // `[metrics] listen` serves without a key: on the gateway's own address it
-    // would stand in for the gateway, keyless.
-    let metrics_listen = weir.config().metrics.listen;
-    if metrics_listen == Some(address) {
-        anyhow::bail!(
-            "[metrics] listen is {address}, the gateway's own address: give the metrics their own address \
-             (one only the scraper reaches), or remove it and scrape the gateway's /metrics with an admin key"
-        );
-    }
-    if !weir.providers_dir().is_dir() {
-        // Not an error (the embedded providers serve), but a typo here would
-        // otherwise look like a drop-in that never loads.
-        tracing::warn!(
-            providers_dir = %weir.providers_dir().display(),
-            "the providers folder does not exist: only the embedded providers are loaded until it is created"
-        );
-    }
-    if weir.reasoning_seal().is_ephemeral() {
-        tracing::warn!(
-            "no `[responses] seal_key_env` or `seal_key_file`: reasoning items are sealed with a random key drawn \
-             for this process, and items sealed before a restart will not open after it"
-        );
+    let load::ListenPlan { address, open_allowed, metrics: metrics_listen, warnings } =
+        load::listen_plan(&weir, listen)?;
+    for warning in &warnings {
+        tracing::warn!("{warning}");
     }
     let server = &weir.config().server;
     raise_open_files_limit(open_files_needed(server.max_connections(), server.max_in_flight()));
@@ -1075,89 +996,6 @@ fn write_sums(out: &mut impl Write, sums: &Sums) -> std::io::Result<()> {
         line(out, &label, &group.totals)?;
     }
     line(out, "total", &sums.total)
-}
-
-/// `weir admin ...`: one request to the admin API; the answer's JSON is
-/// printed (an error's on stderr, exit 1).
-fn admin(args: AdminArgs) -> ExitCode {
-    match admin_request(args) {
-        Ok((status, answer)) if (200..300).contains(&status) => {
-            println!("{}", serde_json::to_string_pretty(&answer).unwrap_or_default());
-            ExitCode::SUCCESS
-        }
-        Ok((status, answer)) => {
-            eprintln!("error: {status}: {}", serde_json::to_string_pretty(&answer).unwrap_or_default());
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn admin_request(args: AdminArgs) -> anyhow::Result<(u16, serde_json::Value)> {
-    use serde_json::json;
-    let url =
-        args.url.or_else(|| std::env::var("WEIR_ADMIN_URL").ok()).unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
-    let token = args
-        .token
-        .or_else(|| std::env::var("WEIR_ADMIN_TOKEN").ok())
-        .context("an admin token is needed: --token or WEIR_ADMIN_TOKEN")?;
-    let (method, path, body) = match args.command {
-        AdminCommand::Keys { command } => match command {
-            AdminKeysCommand::List => ("GET", "/admin/v1/keys".to_owned(), None),
-            AdminKeysCommand::Create { member, id, team, models, admin, expires } => (
-                "POST",
-                "/admin/v1/keys".to_owned(),
-                Some(
-                    json!({"member": member, "id": id, "team": team, "models": models, "admin": admin, "expires": expires}),
-                ),
-            ),
-            AdminKeysCommand::Rotate { id, grace_secs } => {
-                ("POST", format!("/admin/v1/keys/{id}/rotate"), Some(json!({"grace_secs": grace_secs})))
-            }
-            AdminKeysCommand::Revoke { id } => ("POST", format!("/admin/v1/keys/{id}/revoke"), Some(json!({}))),
-            AdminKeysCommand::Expire { id, at } => {
-                ("POST", format!("/admin/v1/keys/{id}/expire"), Some(json!({"at": at})))
-            }
-        },
-        AdminCommand::Budget {
-            scope,
-            name,
-            daily_tokens,
-            monthly_tokens,
-            daily_usd,
-            monthly_usd,
-            max_call_tokens,
-            max_call_usd,
-        } => {
-            let collection = match scope.as_str() {
-                "member" => "members",
-                "team" => "teams",
-                other => anyhow::bail!("`{other}`: a budget's scope is `member` or `team`"),
-            };
-            let budget = json!({
-                "daily_tokens": daily_tokens, "monthly_tokens": monthly_tokens,
-                "daily_usd": daily_usd, "monthly_usd": monthly_usd,
-                "max_call_tokens": max_call_tokens, "max_call_usd": max_call_usd,
-            });
-            ("POST", format!("/admin/v1/{collection}/{name}"), Some(json!({"budget": budget})))
-        }
-        AdminCommand::Changes => ("GET", "/admin/v1/changes".to_owned(), None),
-        AdminCommand::Call { method, path, body } => {
-            let body = body.map(|text| serde_json::from_str(&text)).transpose().context("--body is not JSON")?;
-            let method: &'static str = match method.to_ascii_uppercase().as_str() {
-                "GET" => "GET",
-                "POST" => "POST",
-                "DELETE" => "DELETE",
-                other => anyhow::bail!("`{other}`: the admin API takes GET, POST and DELETE"),
-            };
-            (method, path, body)
-        }
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    Ok(runtime.block_on(weir_host::admin::client::request(&url, &token, method, &path, body.as_ref()))?)
 }
 
 #[cfg(test)]

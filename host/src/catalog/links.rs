@@ -2,7 +2,7 @@
 //! when it speaks the entry's wire id, else — when no loaded component has the
 //! entry's provider key — a provider *linked* by what the components declare.
 //!
-//! The rule (also in `wit/README.md` and the README):
+//! The rule (also in `wit/README.md` and the book's docs/src/configuration/catalog.md):
 //!
 //! - A provider's **addressing** is the endpoint family its wire ids are spelled
 //!   for. WIT 0.1.0 has no field for it, so the host derives it: the host of the

@@ -19,6 +19,7 @@ pub use crate::config::{
     Reasoning, ResponsesSettings, ResponsesVisibility, RoleEntry, RoleKind, ServerSettings, ThinkingBudget,
 };
 pub use crate::config::{KeySource, KeySourceError, read_key};
+pub use crate::config::{config_reference, config_schema};
 
 use crate::estimate::Tokenizer;
 

@@ -14,7 +14,7 @@ pub const DEFAULT_MAX_TTL_SECS: u64 = 24 * 60 * 60;
 pub const DEFAULT_MAX_ENTRY_BYTES: u64 = 1024 * 1024;
 
 /// `[cache]`: the answer cache as a whole. Without it no entry caches.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerCacheSettings {
     /// The answers kept in this process's memory, in bytes (default 64 MiB);
@@ -50,7 +50,7 @@ pub struct EntryCaching {
 
 /// `cache_scope`: who shares an entry's cached answers. Never wider than the
 /// operator wrote for the entry.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheScope {
     /// The caller's member (the default): one member's answers are never

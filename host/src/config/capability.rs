@@ -13,7 +13,7 @@ use crate::types::Capabilities;
 
 /// One capability a `[[model]]` may declare. The names are the config's (a
 /// strict enum: an unknown name is a config error naming its line).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
     /// Images in the conversation (the provider's `images`).

@@ -26,9 +26,10 @@ pub use crate::reach::TokenKind;
 
 /// One `[credentials.ID]` table as written. Fields are explicit: each source
 /// has its own field, and [`check`] accepts exactly one.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenCredentialEntry {
+    /// Which identity platform mints the tokens: `google` or `entra`.
     pub kind: TokenKind,
     /// google: a service-account key file (JSON, `"type": "service_account"`).
     pub service_account_file: Option<PathBuf>,

@@ -46,7 +46,7 @@ impl Default for CircuitSettings {
 }
 
 /// One `[[model.deployment]]` of a catalog entry.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeploymentEntry {
     /// The deployment's name, unique in its entry: what the record, the logs

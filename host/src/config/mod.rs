@@ -20,6 +20,7 @@ mod deployments;
 mod key_source;
 mod keys;
 mod prices;
+mod schema;
 mod settings;
 
 pub use answer_cache::{AnswerCacheSettings, CacheScope, EntryCaching};
@@ -29,6 +30,7 @@ pub use deployments::{CircuitSettings, DeploymentEntry, MAX_DEPLOYMENTS, MIN_WIN
 pub use key_source::{KeySource, KeySourceError, read_key};
 pub use keys::{CheckedKey, HASH_PREFIX, check_keys, parse_hash};
 pub use prices::{PriceFile, PriceRow};
+pub use schema::{config_reference, config_schema};
 pub use settings::{
     ComplianceEnvelope, DECISION_PROVIDER, FleetSettings, Lane, MANTLE, RetentionProjects, SharedErrorPolicy,
     UNBINDABLE_SURFACES, binds_retention,
@@ -49,7 +51,7 @@ pub enum ConfigError {
 }
 
 /// A whole configuration file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address `weir serve` binds, e.g. `127.0.0.1:8080`.
@@ -74,6 +76,8 @@ pub struct Config {
     /// Retention projects by provider key, for surfaces that bind one per request.
     #[serde(default)]
     pub retention: BTreeMap<String, RetentionProjects>,
+    /// The catalog (`[[model]]`): each entry is a model on one endpoint
+    /// (or several deployments), under the id callers use.
     #[serde(default, rename = "model")]
     pub models: Vec<ModelEntry>,
     /// The callers allowed through the gateway (`[[key]]`). With none, `weir
@@ -149,6 +153,7 @@ pub struct Config {
     /// The effort a call runs at when neither it, its key nor its member says
     /// (default `medium`, as the gateway seed's `LLM_DEFAULT_EFFORT`).
     #[serde(default, deserialize_with = "effort_word")]
+    #[schemars(with = "Option<schema::EffortWord>")]
     pub default_effort: Option<Effort>,
     /// Output tokens an answer keeps when the model's ceiling cuts a reservation
     /// that includes reasoning: reasoning is cut first (default 4096).
@@ -165,6 +170,7 @@ pub struct Config {
     /// `[credentials.ID]`: credential ids whose value the host mints (OAuth
     /// tokens from Google or Microsoft Entra ID; see `credentials`).
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, TokenCredentialEntry>")]
     pub credentials: BTreeMap<String, toml::Spanned<TokenCredentialEntry>>,
     /// The `[credentials.*]` tables, checked: the one source each names.
     #[serde(skip)]
@@ -178,7 +184,7 @@ pub struct Config {
 }
 
 /// One `[[model]]`: a model on one endpoint, under the id callers use.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     /// The name callers use.
@@ -320,7 +326,7 @@ pub struct ModelEntry {
 }
 
 /// What answers a decision entry's questions.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DecisionBackend {
     /// A chat model's first-token log-probabilities over single-token labels.
@@ -328,7 +334,7 @@ pub enum DecisionBackend {
 }
 
 /// How a call's effort reaches a model.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Reasoning {
     /// An effort field on the wire (OpenAI's `reasoning_effort`); the entry's
@@ -342,7 +348,7 @@ pub enum Reasoning {
 /// account's: a prefix one member's call wrote is read by any call on the same
 /// account that starts the same way (its `cached_tokens` tell the caller so).
 /// Only a cache key the provider routes by can keep members apart.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptCache {
     /// No breakpoint and no cache key is sent (a caller's own are dropped and
@@ -367,7 +373,7 @@ impl PromptCache {
 }
 
 /// Whether a gateway caller may name a catalog entry.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelChoice {
     /// A role or a catalog id.
@@ -378,7 +384,7 @@ pub enum ModelChoice {
 }
 
 /// See [`Config::hosted_tools`].
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostedTools {
     #[default]
@@ -387,7 +393,7 @@ pub enum HostedTools {
 }
 
 /// See [`Config::hosted_tool_streams`].
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostedToolStreams {
     #[default]
@@ -396,7 +402,7 @@ pub enum HostedToolStreams {
 }
 
 /// What a role serves.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RoleKind {
     #[default]
@@ -421,17 +427,21 @@ impl RoleKind {
 
 /// One `[role.NAME]`: a grade (served through the pins and the picker) or one
 /// entry, and its kind.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleEntry {
+    /// A grade: the role is served by its pin, else the grade's first
+    /// callable entry (exactly one of `grade` and `model`).
     pub grade: Option<String>,
     /// A catalog id: the role is that entry and nothing else.
     pub model: Option<String>,
+    /// What the role serves (default chat); its entries must be of this kind.
     #[serde(default)]
     pub kind: RoleKind,
     /// An embedding role's lane when the caller names none: `interactive`
     /// (default) or `bulk`.
     #[serde(default, deserialize_with = "lane_word")]
+    #[schemars(with = "Option<schema::LaneWord>")]
     pub lane: Option<Lane>,
     /// Entries that serve the role, in order, once the entry it resolved to
     /// is exhausted (chat roles; see `call::fallback`).
@@ -461,11 +471,12 @@ fn lane_word<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option
 }
 
 /// One `[member.NAME]`: defaults for every key of that member.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberEntry {
     /// The member's effort when a call names none (below a key's own).
     #[serde(default, deserialize_with = "effort_word")]
+    #[schemars(with = "Option<schema::EffortWord>")]
     pub default_effort: Option<Effort>,
     /// Tokens per day (every kind summed); absent or 0: unlimited.
     pub daily_tokens: Option<u64>,
@@ -483,7 +494,7 @@ pub struct MemberEntry {
 
 /// The budget fields of a `[[key]]`, `[member.NAME]` or `[team.NAME]`, read
 /// together (see [`crate::budget`]); a `[team.NAME]` is nothing else.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFields {
     /// Tokens per day (every kind summed); absent or 0: unlimited.
@@ -543,13 +554,14 @@ pub const DEFAULT_SAFETY_MARGIN: u32 = 512;
 
 /// One `[[key]]`: a caller of the gateway. The token itself is never stored,
 /// only its SHA-256.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyEntry {
     /// Shown in logs and records; never the secret.
     pub id: String,
     /// The member (person or service) the key belongs to.
     pub member: String,
+    /// The team the key belongs to (its `[team.NAME]` budgets apply).
     pub team: Option<String>,
     /// `sha256:<64 hex>` of the token.
     pub hash: String,
@@ -567,6 +579,7 @@ pub struct KeyEntry {
     /// The effort this key's calls run at when they name none (above the
     /// member's and the config's defaults).
     #[serde(default, deserialize_with = "effort_word")]
+    #[schemars(with = "Option<schema::EffortWord>")]
     pub default_effort: Option<Effort>,
     /// Tokens per day (every kind summed); absent or 0: unlimited.
     pub daily_tokens: Option<u64>,
@@ -586,7 +599,7 @@ pub struct KeyEntry {
 /// cannot be written. `weir serve` keeps a ledger unless `enabled = false`; a
 /// library [`crate::Weir`] keeps one only when the config has this table.
 /// Its `Debug` shows `postgres_url` redacted ([`crate::redact`]).
-#[derive(Clone, Default, Deserialize, PartialEq)]
+#[derive(Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerSettings {
     /// Default true where the table is present.
@@ -644,7 +657,7 @@ impl std::fmt::Debug for LedgerSettings {
 }
 
 /// How hard a ledger commit is pushed to the disk.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LedgerSync {
     #[default]
@@ -653,7 +666,7 @@ pub enum LedgerSync {
 }
 
 /// What a call does when the ledger cannot be written.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LedgerOnError {
     /// New calls answer 503 `ledger_unavailable`: an unrecorded call cannot be accounted.
@@ -665,7 +678,7 @@ pub enum LedgerOnError {
 
 /// What a starting gateway does with a ledger whose tail its anchor does not
 /// vouch for (rows cut from its end, a recomputed chain, a forged anchor).
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LedgerOnTampered {
     /// Logs why and does not start: budgets would be rebuilt from a ledger
@@ -678,7 +691,7 @@ pub enum LedgerOnTampered {
 }
 
 /// `[embeddings]`: what every embedding call shares.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingSettings {
     /// The width every vector is returned at when its entry pins none (required
@@ -719,7 +732,7 @@ impl EmbeddingSettings {
 }
 
 /// `[responses]`: the Responses API route's own policy.
-#[derive(Clone, Default, Deserialize, PartialEq)]
+#[derive(Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResponsesSettings {
     /// The environment variable holding the key (32 bytes, hex or base64) that
@@ -753,7 +766,7 @@ impl std::fmt::Debug for ResponsesSettings {
 
 /// `[metrics]`: the Prometheus exposition at `/metrics` (for `admin` keys, or
 /// anyone on `listen`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSettings {
     /// False: no metrics are kept (no observer, no meter) and `/metrics`
@@ -796,7 +809,7 @@ impl MetricsSettings {
 }
 
 /// `[telemetry]`: OpenTelemetry spans, one per call and one per attempt.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySettings {
     /// The OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`
@@ -807,7 +820,7 @@ pub struct TelemetrySettings {
 }
 
 /// `[responses] visible_to`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResponsesVisibility {
     #[default]
@@ -817,7 +830,7 @@ pub enum ResponsesVisibility {
 
 /// `[server]`: what the gateway's edge allows a client. Every limit has a
 /// default; see each field.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSettings {
     /// Largest request body, in bytes (default 32 MiB: real images and PDFs).
@@ -844,7 +857,7 @@ pub struct ServerSettings {
     /// Microseconds a connection lane out of work watches for I/O before its
     /// thread sleeps (default 50; 0: sleep at once; at most 1000). Each sleep
     /// and wake-up costs more than the watch where the next event comes soon,
-    /// as it does at low load; see the README's performance section.
+    /// as it does at low load; see the book's performance chapter, docs/src/performance.md.
     pub poll_before_sleep_us: Option<u64>,
 }
 
@@ -940,13 +953,18 @@ impl ServerSettings {
 
 /// Tokens of reasoning a call books for its effort. An effort with no entry
 /// books none: nothing is invented.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThinkingBudget {
+    /// Reasoning tokens booked at effort `minimal`.
     pub minimal: Option<u32>,
+    /// Reasoning tokens booked at effort `low`.
     pub low: Option<u32>,
+    /// Reasoning tokens booked at effort `medium`.
     pub medium: Option<u32>,
+    /// Reasoning tokens booked at effort `high`.
     pub high: Option<u32>,
+    /// Reasoning tokens booked at effort `max`.
     pub max: Option<u32>,
 }
 

@@ -53,7 +53,7 @@ impl fmt::Display for Lane {
 /// The application's one compliance domain, fixed when the [`crate::Weir`] is
 /// built. The default refuses every model that requires data sharing: no
 /// application shares data by omission.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComplianceEnvelope {
     /// Whether models served only under provider data sharing may be called.
@@ -86,7 +86,7 @@ pub fn binds_retention(provider_key: &str) -> bool {
 }
 
 /// A provider's retention projects (`[retention.<provider>]` in the config).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionProjects {
     /// The header that names the project, e.g. `anthropic-workspace-id`.
@@ -99,7 +99,7 @@ pub struct RetentionProjects {
 
 /// `[fleet]`: where the fleet's shared state lives. Its `Debug` shows
 /// `redis_url` redacted ([`crate::redact`]).
-#[derive(Clone, Deserialize, PartialEq)]
+#[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FleetSettings {
     /// `redis://[user:password@]host:port[/db]` (`rediss://` for TLS is not
@@ -134,7 +134,7 @@ impl std::fmt::Debug for FleetSettings {
 }
 
 /// `on_shared_error`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SharedErrorPolicy {
     /// Calls answer `shared_state_unavailable` (503): no gateway can overspend.

@@ -1,7 +1,7 @@
 //! The log-probability backend's own part: a question rendered as a prompt
 //! whose answers are single-token labels, and the label distribution read
 //! back from the first output token's most likely candidates
-//! (`docs/decision-wire.md`, "Decisions from log-probabilities").
+//! (`docs/src/providers/decision-wire.md`, "Decisions from log-probabilities").
 //!
 //! Labels are capital letters, one token in every byte-pair vocabulary in
 //! use: a `choice`'s options are `A`, `B`, ... in their declared order; a

@@ -1,5 +1,5 @@
 //! Decisions: typed questions about a state, answered with a probability over
-//! the outcomes the caller declared (`docs/decision-wire.md`). Every decision
+//! the outcomes the caller declared (`docs/src/providers/decision-wire.md`). Every decision
 //! endpoint speaks one wire, so its vocabulary and its codec live here, in the
 //! host, not in a component: a decision entry (`provider = "decision"`)
 //! carries only its endpoint and credential.

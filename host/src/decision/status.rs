@@ -1,5 +1,5 @@
 //! A decision endpoint's error status, classified by the host (the wire's
-//! table in `docs/decision-wire.md`): the same classes a component returns for
+//! table in `docs/src/providers/decision-wire.md`): the same classes a component returns for
 //! its provider, so the retry loop and the throttle treat decisions like every
 //! other call. The endpoint's message is kept only as the log's detail.
 

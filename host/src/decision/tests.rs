@@ -1,4 +1,4 @@
-//! The decision wire's checks, on the examples of `docs/decision-wire.md` and
+//! The decision wire's checks, on the examples of `docs/src/providers/decision-wire.md` and
 //! on each way a request or an answer can break the wire.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
-const DOC: &str = include_str!("../../../docs/decision-wire.md");
+const DOC: &str = include_str!("../../../docs/src/providers/decision-wire.md");
 
 /// The document's `n`th JSON example.
 fn example(n: usize) -> Value {

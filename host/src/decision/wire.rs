@@ -1,4 +1,4 @@
-//! The decision wire's JSON and its checks (see `docs/decision-wire.md`).
+//! The decision wire's JSON and its checks (see `docs/src/providers/decision-wire.md`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -340,7 +340,7 @@ impl Decision {
 }
 
 /// Parses an endpoint's body and checks it against `request` (see
-/// `docs/decision-wire.md`): exactly one answer per question, each over exactly
+/// `docs/src/providers/decision-wire.md`): exactly one answer per question, each over exactly
 /// its outcomes, every probability finite and not negative, each sum 1 within
 /// [`SUM_TOLERANCE`]. Nothing is repaired.
 pub fn check_answer(request: &DecisionRequest, body: &[u8]) -> Result<Decision, Malformed> {

@@ -24,7 +24,7 @@ mod world;
 
 pub use crate::config::DECISION_PROVIDER;
 pub use crate::reach::Trust;
-pub use embedded::Embedded;
+pub use embedded::{EMBEDDED, Embedded};
 pub use engine::{ComponentSource, LoadedComponent, PluginEngine, component_digest};
 pub use provider::{ComponentStream, PluginError, Provider, WireAnswers, addressing_of};
 pub use registry::{LoadFailure, ProviderRegistry, Route, folder_fingerprint};

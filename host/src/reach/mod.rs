@@ -57,7 +57,7 @@ pub const ENTRA_DOMAINS: [&str; 3] = ["openai.azure.com", "cognitiveservices.azu
 
 /// Which identity platform mints a credential's tokens (a `[credentials.ID]`
 /// table's `kind`): it decides which hosts a minted token may go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenKind {
     Google,

@@ -1,4 +1,4 @@
-//! `POST /v1/decisions`: the decision wire's request in (`docs/decision-wire.md`,
+//! `POST /v1/decisions`: the decision wire's request in (`docs/src/providers/decision-wire.md`,
 //! its `model` a decision role or entry), [`Weir::decide`], the wire's answer
 //! out. Errors answer in OpenAI's envelope, as the other non-Anthropic routes
 //! do; knobs ride in the same headers (`x-weir-deadline-ms`,

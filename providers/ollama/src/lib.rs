@@ -2,7 +2,7 @@
 //!
 //! A whole provider for a simple dialect in one page: Ollama's native chat API
 //! (`POST /api/chat`, `stream: false`). Copy this crate to start a new one; see
-//! `docs/writing-a-provider.md`. Images go natively; every other block the dialect
+//! `docs/src/providers/writing-a-provider.md`. Images go natively; every other block the dialect
 //! has no field for becomes faithful text (`block_as_text`), never nothing.
 
 use serde::Deserialize;

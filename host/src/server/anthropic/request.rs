@@ -7,7 +7,7 @@
 //! Every top-level field the Messages API defines (its beta surface included,
 //! as the `anthropic` SDK's `MessageCreateParams` lists them) is accepted, and
 //! then translated into the neutral request, carried as a native field, or
-//! dropped with a note — the README's per-field table says which. A native
+//! dropped with a note — the book's per-field table (docs/src/routes/anthropic.md) says which. A native
 //! field ([`NativeAsk`]: `top_k`, `context_management`, `container`,
 //! `mcp_servers`, `service_tier`, the cache TTL) goes to a provider whose
 //! component takes it (WIT 0.4.0's `native`: Anthropic's surfaces); for any

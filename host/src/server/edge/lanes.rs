@@ -11,7 +11,7 @@
 //! work-stealing runtime each wake-up can unpark the other worker, which
 //! searches, finds nothing or steals the task to another core, and parks
 //! again: at one caller that cost ~50 µs per call and ~15 % of the CPU per
-//! call (the README's performance section has the figures). A connection
+//! call (the book's performance chapter, docs/src/performance.md has the figures). A connection
 //! that stays on one thread wakes no other. The price: a connection whose
 //! request holds its thread (a large prompt being encoded) delays the other
 //! connections of that lane, which a work-stealing runtime would move; the

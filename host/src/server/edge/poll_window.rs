@@ -16,7 +16,7 @@
 //! rarely runs out of tasks, so it rarely polls; otherwise it polls one window
 //! per wake-up, and tokio's timers tick in milliseconds, so a lane woken by
 //! timers alone spends at most 5 % of a core watching (idle for 20 s, the
-//! gateway used no CPU tick). Measured figures are in the README's
+//! gateway used no CPU tick). Measured figures are in the book's
 //! performance section.
 //!
 //! tokio does not expose its epoll instance. It is found by registering a
