@@ -236,3 +236,85 @@ async fn a_caller_that_leaves_mid_call_is_recorded_as_client_left() {
     let metrics = reqwest::get(gateway.url("/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|line| line == "weir_calls_in_flight 0"), "{metrics}");
 }
+
+/// Sends `count` calls at once and waits for their answers.
+async fn load(gateway: &Gateway, count: usize) {
+    let client = reqwest::Client::new();
+    let mut calls = Vec::new();
+    for _ in 0..count {
+        let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
+        calls.push(tokio::spawn(async move {
+            let response = client.post(&url).json(&hello()).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+        }));
+    }
+    for call in calls {
+        call.await.unwrap();
+    }
+}
+
+/// `sqlite3 SOURCE ".backup DEST"`: SQLite's online backup of a file in use.
+fn sqlite_backup(source: &Path, dest: &Path) {
+    let output = std::process::Command::new("sqlite3")
+        .arg(source)
+        .arg(format!(".backup '{}'", dest.display()))
+        .output()
+        .expect("the sqlite3 command (Debian's sqlite3 package)");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// The book's backup of a live ledger (docs/src/operations.md): the anchor
+/// file copied first, then SQLite's online backup of the database, taken
+/// while calls are recorded. The copy verifies on its own. Taken the other
+/// way round, with rows anchored after the database was copied, the copy's
+/// anchor names rows the copy lacks, and verify says so.
+#[tokio::test]
+async fn a_backup_taken_while_calls_are_recorded_verifies_when_its_anchor_is_copied_first() {
+    let upstream = FakeUpstream::start().await;
+    for _ in 0..240 {
+        upstream.push(openai_wire::completion_with_usage("Hi", 10, 5, 0, 0).after(Duration::from_millis(20)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.db");
+    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    load(&gateway, 40).await;
+    let anchor = ledger.with_file_name("ledger.db.anchor");
+    assert!(anchor.is_file(), "the anchor file is beside the ledger");
+
+    // The right order, with calls still being recorded meanwhile.
+    let good = dir.path().join("good");
+    std::fs::create_dir(&good).unwrap();
+    let during = tokio::spawn({
+        let client = reqwest::Client::new();
+        let url = gateway.url("/v1/chat/completions");
+        async move {
+            for _ in 0..60 {
+                let response = client.post(&url).json(&hello()).send().await.unwrap();
+                assert_eq!(response.status(), 200);
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::copy(&anchor, good.join("ledger.db.anchor")).unwrap();
+    sqlite_backup(&ledger, &good.join("ledger.db"));
+    during.await.unwrap();
+    let (ok, stdout, stderr) = ledger_cli(&["ledger", "verify", "--path", good.join("ledger.db").to_str().unwrap()]);
+    assert!(ok, "the backup verifies against its own anchor: {stdout}{stderr}");
+    let copied = closed_in(&good.join("ledger.db"));
+    assert!(copied >= 40, "the backup holds the calls recorded before it: {copied}");
+
+    // The wrong order: the database first, then more calls, then the anchor.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    sqlite_backup(&ledger, &bad.join("ledger.db"));
+    load(&gateway, 40).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::copy(&anchor, bad.join("ledger.db.anchor")).unwrap();
+    let (ok, stdout, stderr) = ledger_cli(&["ledger", "verify", "--path", bad.join("ledger.db").to_str().unwrap()]);
+    assert!(!ok, "an anchor newer than the copied rows fails: {stdout}{stderr}");
+    assert!(stdout.contains("anchor") || stderr.contains("anchor"), "verify names the anchor: {stdout}{stderr}");
+}
+
+fn closed_in(ledger: &Path) -> usize {
+    query(ledger, &[])["records"].as_array().unwrap().len()
+}
