@@ -136,6 +136,8 @@ struct Inner {
     budgets: budget::BudgetBook,
     /// The key `POST /v1/responses` seals reasoning items with (see [`seal`]).
     reasoning_seal: seal::ReasoningSeal,
+    /// The console's signed-in sessions (in this process's memory only).
+    console_sessions: crate::server::ConsoleSessions,
 }
 
 /// The two sources of keys and budgets.
@@ -203,6 +205,11 @@ impl Weir {
     /// The key reasoning items are sealed with on `POST /v1/responses`.
     pub fn reasoning_seal(&self) -> &seal::ReasoningSeal {
         &self.inner.reasoning_seal
+    }
+
+    /// The console's signed-in sessions (see `server::console`).
+    pub(crate) fn console_sessions(&self) -> &crate::server::ConsoleSessions {
+        &self.inner.console_sessions
     }
 
     pub fn config(&self) -> &Config {
@@ -900,6 +907,7 @@ impl Prepared {
             telemetry: self.telemetry,
             budgets: self.budgets,
             reasoning_seal: self.reasoning_seal,
+            console_sessions: crate::server::ConsoleSessions::default(),
         };
         Weir { inner: Arc::new(inner) }
     }

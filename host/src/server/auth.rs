@@ -21,6 +21,7 @@ use axum::http::{HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::Response;
 
+use super::console;
 use super::error::Dialect;
 use super::{ApiError, traceparent};
 use crate::Weir;
@@ -58,6 +59,18 @@ impl Authenticated {
         Ok(self.key()?.map(|key| key.caller()))
     }
 
+    /// For an admin-plane request: an `admin` key, also refused on a keyless
+    /// gateway (as `/admin/v1/...` is: the plane acts as a key).
+    pub(super) fn require_admin_key(&self) -> Result<(), ApiError> {
+        match self.key()? {
+            Some(_) => self.require_admin(),
+            None => Err(ApiError::new(
+                Category::PermissionDenied,
+                "the admin API needs an `admin` key; this gateway has no keys".to_owned(),
+            )),
+        }
+    }
+
     /// For an operator request: an `admin` key when the gateway has keys.
     pub(super) fn require_admin(&self) -> Result<(), ApiError> {
         match self.key()? {
@@ -70,10 +83,12 @@ impl Authenticated {
     }
 }
 
-/// Whether a request needs a key: all but `/health` (a load balancer's probe)
-/// and a CORS preflight (`OPTIONS`: a browser sends no credentials with it).
+/// Whether a request needs a key: all but `/health` (a load balancer's probe),
+/// a CORS preflight (`OPTIONS`: a browser sends no credentials with it) and
+/// the console's own paths (its page, its assets and its sign-in, which checks
+/// the token itself; `/console/api/...` is authenticated by its session).
 fn needs_key(method: &Method, path: &str) -> bool {
-    path != "/health" && method != Method::OPTIONS
+    path != "/health" && method != Method::OPTIONS && !console::is_console_path(path)
 }
 
 /// The route a refused call is recorded under: the POST routes that make calls.
@@ -98,6 +113,9 @@ fn call_route(method: &Method, path: &str) -> Option<Route> {
 /// once for this request (the edge also decides the `Host` check from it).
 pub(super) async fn authenticate(weir: &Weir, keys: &KeyRing, head: &Parts) -> Result<Authenticated, ApiError> {
     let path = head.uri.path();
+    if console::is_api_path(path) {
+        return console::session_key(weir, keys, head).map(Authenticated::Key);
+    }
     if !needs_key(&head.method, path) {
         return Ok(Authenticated::NotChecked);
     }
@@ -178,6 +196,9 @@ mod tests {
         assert!(needs_key(&Method::HEAD, "/v1/models"));
         assert!(needs_key(&Method::GET, "/v1/usage"));
         assert!(needs_key(&Method::POST, "/no/such/path"));
+        assert!(!needs_key(&Method::GET, "/console"), "the console's page and sign-in check for themselves");
+        assert!(!needs_key(&Method::POST, "/console/session"));
+        assert!(needs_key(&Method::GET, "/consoles"));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! - `GET /v1/providers` — loaded providers and rejected component files
 //! - `GET /v1/usage` — the ledger's sums of calls, tokens and cost (`admin`)
 //! - `GET /health`
-//! - `/admin/v1/...` — the admin plane: keys, member and team budgets, the audit (`admin` keys; see `admin`)
+//! - `/admin/v1/...` — the admin plane: keys, member and team budgets, the audit, the ledger's
+//!   calls (`admin` keys; see `admin`, `calls`)
+//! - `/console` — the operator's pages, signed in with an `admin` key (see `console`); the
+//!   operator's routes again under `/console/api`, for the console's session
 //! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`]; absent
 //!   under `[metrics] enabled = false`)
 //!
@@ -33,6 +36,8 @@
 mod admin;
 mod anthropic;
 mod auth;
+mod calls;
+mod console;
 mod decisions;
 mod edge;
 mod error;
@@ -55,6 +60,7 @@ use serde_json::{Value, json};
 
 pub use admin::watch as watch_admin;
 use auth::Authenticated;
+pub(crate) use console::Sessions as ConsoleSessions;
 pub use edge::Stopped;
 pub use error::ApiError;
 pub use metrics::serve_metrics;
@@ -67,6 +73,7 @@ use crate::record::Route;
 /// [`serve`]'s edge), they authenticate each request themselves; none of the
 /// edge's limits apply.
 pub fn router(weir: Weir) -> Router {
+    let operator = operator_routes(&weir);
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
@@ -77,22 +84,40 @@ pub fn router(weir: Weir) -> Router {
         .route("/v1/embeddings", post(retrieval::embeddings))
         .route("/v1/rerank", post(retrieval::rerank))
         .route("/v1/decisions", post(decisions::decisions))
+        .route("/health", get(health))
+        .route("/console", get(console::index))
+        .route("/console/console.js", get(console::script))
+        .route("/console/console.css", get(console::style))
+        .route("/console/session", get(console::current).post(console::sign_in).delete(console::sign_out))
+        // The console's page calls the operator's routes with its session (see `console`).
+        .nest("/console/api", operator.clone())
+        .merge(operator);
+    // Served behind the edge, every request arrives authenticated; served
+    // without it, this authenticates each one (see `auth`).
+    routes
+        .layer(axum::middleware::from_fn_with_state(weir.clone(), auth::layer))
+        .layer(axum::middleware::from_fn(console::secure_headers))
+        .with_state(weir)
+}
+
+/// The operator's routes: what callers with an `admin` key read and change,
+/// also served to the console under `/console/api`.
+fn operator_routes(weir: &Weir) -> Router<Weir> {
+    let routes = Router::new()
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route("/v1/usage", get(usage::usage))
-        .route("/health", get(health))
         .route("/admin/v1/keys", get(admin::list_keys).post(admin::create_key))
         .route("/admin/v1/keys/{id}", get(admin::get_key).post(admin::update_key))
         .route("/admin/v1/keys/{id}/{action}", post(admin::key_action))
         .route("/admin/v1/budgets", get(admin::budgets))
         .route("/admin/v1/changes", get(admin::changes))
+        .route("/admin/v1/calls", get(calls::search))
+        .route("/admin/v1/calls/{id}", get(calls::detail))
         .route("/admin/v1/{kind}", get(admin::list_scopes))
         .route("/admin/v1/{kind}/{name}", post(admin::put_scope).delete(admin::delete_scope));
     // Under `[metrics] enabled = false` there is nothing to expose: 404, as for any unknown path.
-    let routes = if weir.metrics().is_some() { routes.route("/metrics", get(metrics::for_admin)) } else { routes };
-    // Served behind the edge, every request arrives authenticated; served
-    // without it, this authenticates each one (see `auth`).
-    routes.layer(axum::middleware::from_fn_with_state(weir.clone(), auth::layer)).with_state(weir)
+    if weir.metrics().is_some() { routes.route("/metrics", get(metrics::for_admin)) } else { routes }
 }
 
 /// Serves the gateway on `listener` behind its edge (client timeouts, head and

@@ -236,7 +236,13 @@ pub(super) fn check_head(head: &Parts, settings: &ServerSettings, loopback_only:
             format!("the request line and headers are larger than the gateway's limit of {MAX_HEAD_BYTES} bytes"),
         ));
     }
-    if let Some(origin) = head.headers.get(ORIGIN)
+    // The console's pages are the gateway's own: they answer their own origin
+    // and no other, whatever `cors_origins` allows (see `console`).
+    if crate::server::console::is_console_path(head.uri.path()) {
+        if !crate::server::console::same_origin(head) {
+            return Err(crate::server::console::foreign_origin());
+        }
+    } else if let Some(origin) = head.headers.get(ORIGIN)
         && !settings.allows_origin(origin.as_bytes())
     {
         return Err(ApiError::new(
