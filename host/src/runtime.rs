@@ -137,7 +137,7 @@ struct Inner {
     /// The key `POST /v1/responses` seals reasoning items with (see [`seal`]).
     reasoning_seal: seal::ReasoningSeal,
     /// The console's signed-in sessions (in this process's memory only).
-    console_sessions: crate::server::ConsoleSessions,
+    console_sessions: crate::identity::ConsoleSessions,
 }
 
 /// The two sources of keys and budgets.
@@ -207,8 +207,8 @@ impl Weir {
         &self.inner.reasoning_seal
     }
 
-    /// The console's signed-in sessions (see `server::console`).
-    pub(crate) fn console_sessions(&self) -> &crate::server::ConsoleSessions {
+    /// The console's signed-in sessions (see `identity::console_sessions`).
+    pub(crate) fn console_sessions(&self) -> &crate::identity::ConsoleSessions {
         &self.inner.console_sessions
     }
 
@@ -907,7 +907,7 @@ impl Prepared {
             telemetry: self.telemetry,
             budgets: self.budgets,
             reasoning_seal: self.reasoning_seal,
-            console_sessions: crate::server::ConsoleSessions::default(),
+            console_sessions: crate::identity::ConsoleSessions::default(),
         };
         Weir { inner: Arc::new(inner) }
     }

@@ -60,7 +60,6 @@ use serde_json::{Value, json};
 
 pub use admin::watch as watch_admin;
 use auth::Authenticated;
-pub(crate) use console::Sessions as ConsoleSessions;
 pub use edge::Stopped;
 pub use error::ApiError;
 pub use metrics::serve_metrics;

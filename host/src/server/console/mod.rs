@@ -19,8 +19,6 @@
 //! `Origin` other than the gateway's own (its `Host`) is refused, whatever
 //! `cors_origins` allows.
 
-mod session;
-
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -34,7 +32,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-pub(crate) use session::Sessions;
 
 use super::ApiError;
 use crate::Weir;
@@ -209,7 +206,7 @@ pub(super) async fn sign_in(State(weir): State<Weir>, request: Request) -> Resul
     let cookie = format!(
         "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path={PREFIX}; Max-Age={}",
         opened.id,
-        session::SESSION_LIFETIME.as_secs()
+        crate::identity::console_sessions::SESSION_LIFETIME.as_secs()
     );
     let mut answer = Json(session_json(&opened.session)).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -218,7 +215,7 @@ pub(super) async fn sign_in(State(weir): State<Weir>, request: Request) -> Resul
     Ok(answer)
 }
 
-fn session_json(session: &session::Session) -> serde_json::Value {
+fn session_json(session: &crate::identity::console_sessions::Session) -> serde_json::Value {
     json!({
         "key": session.key_id,
         "csrf": session.csrf,
