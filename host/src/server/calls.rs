@@ -91,24 +91,7 @@ fn summary(record: &CallRecord) -> Value {
 }
 
 async fn read(weir: &Weir, filter: Filter) -> Result<Vec<CallRecord>, ApiError> {
-    let Some(ledger) = weir.ledger().cloned() else {
-        return Err(unavailable("this gateway keeps no ledger"));
-    };
-    match tokio::task::spawn_blocking(move || ledger.shared_or_local()?.records(&filter)).await {
-        Ok(Ok(records)) => Ok(records),
-        Ok(Err(error)) => {
-            tracing::error!(%error, "cannot read the ledger for /admin/v1/calls");
-            Err(unavailable("the call ledger cannot be read"))
-        }
-        Err(error) => {
-            tracing::error!(%error, "the ledger read task failed");
-            Err(unavailable("the call ledger cannot be read"))
-        }
-    }
-}
-
-fn unavailable(message: &str) -> ApiError {
-    ApiError::new(Category::LedgerUnavailable, message.to_owned())
+    super::usage::read_ledger(weir, "/admin/v1/calls", move |reader| reader.records(&filter)).await
 }
 
 #[cfg(test)]

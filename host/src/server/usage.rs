@@ -19,7 +19,7 @@ use super::{ApiError, Authenticated};
 use crate::Weir;
 use crate::budget::BudgetStatus;
 use crate::failure::Category;
-use crate::ledger::{Filter, GroupBy, parse_time};
+use crate::ledger::{Filter, GroupBy, LedgerRead, ReadError, parse_time};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,20 +51,30 @@ pub(super) async fn usage(
     };
     let group_by: Option<GroupBy> =
         query.group_by.map(|text| text.parse()).transpose().map_err(ApiError::invalid_request)?;
+    let sums = read_ledger(&weir, "/v1/usage", move |reader| reader.sums(&filter, group_by)).await?;
+    let mut body = serde_json::to_value(sums).unwrap_or_default();
+    if !weir.budgets().is_empty() {
+        body["budgets"] = weir.budgets().current_status().await.iter().map(BudgetStatus::to_json).collect();
+    }
+    Ok(axum::Json(body))
+}
+
+/// Reads the ledger the operator routes answer from (the fleet's PostgreSQL
+/// ledger under `[ledger] postgres_url`, else this gateway's file) on a
+/// blocking thread: 503 when none is kept or it cannot be read (the reason
+/// logged for `route`).
+pub(super) async fn read_ledger<T: Send + 'static>(
+    weir: &Weir,
+    route: &'static str,
+    read: impl FnOnce(&dyn LedgerRead) -> Result<T, ReadError> + Send + 'static,
+) -> Result<T, ApiError> {
     let Some(ledger) = weir.ledger().cloned() else {
         return Err(unavailable("this gateway keeps no ledger"));
     };
-    let read = tokio::task::spawn_blocking(move || ledger.shared_or_local()?.sums(&filter, group_by)).await;
-    match read {
-        Ok(Ok(sums)) => {
-            let mut body = serde_json::to_value(sums).unwrap_or_default();
-            if !weir.budgets().is_empty() {
-                body["budgets"] = weir.budgets().current_status().await.iter().map(BudgetStatus::to_json).collect();
-            }
-            Ok(axum::Json(body))
-        }
+    match tokio::task::spawn_blocking(move || read(ledger.shared_or_local()?.as_ref())).await {
+        Ok(Ok(answer)) => Ok(answer),
         Ok(Err(error)) => {
-            tracing::error!(%error, "cannot read the ledger for /v1/usage");
+            tracing::error!(%error, "cannot read the ledger for {route}");
             Err(unavailable("the call ledger cannot be read"))
         }
         Err(error) => {

@@ -32,7 +32,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-
 use super::ApiError;
 use crate::Weir;
 use crate::failure::Category;
