@@ -125,6 +125,15 @@ pub struct NativeAsk {
 /// caller's definitions of that type (`server_tools.web_search_20250305`).
 pub const HOSTED_TOOL_FIELD: &str = "server_tools.";
 
+/// The native field (dialect `openai-responses`) carrying the caller's bound on
+/// the calls to hosted tools in one response (OpenAI's `max_tool_calls`).
+pub const MAX_TOOL_CALLS_FIELD: &str = "max_tool_calls";
+
+/// The native field (dialect `openai-responses`) carrying a `tool_choice` that
+/// forces one of the request's hosted tools: a provider that does not take it,
+/// or is not sent the tool, cannot honour it, so the call is refused.
+pub const HOSTED_TOOL_CHOICE_FIELD: &str = "hosted_tool_choice";
+
 /// The native field carrying a history's own blocks, each
 /// `{turn, at, block, replaces}`: the dialect's block at position `at` of
 /// the neutral turn `turn`, inserted there, or in place of the neutral block

@@ -535,3 +535,47 @@ async fn under_live_hosted_tool_streams_a_web_search_streams_without_its_items()
     assert!(notes.contains(&"hosted_items_not_streamed"), "{notes:?}");
     assert!(!notes.contains(&"stream_replayed_whole"), "{notes:?}");
 }
+
+/// `tool_choice` forcing a hosted tool reaches OpenAI as its own `tool_choice`, with the
+/// tool; on a Chat Completions entry (which cannot run it) the call is refused
+/// `capability_mismatch` before anything is sent, not sent with the choice gone.
+/// `allowed_tools` cuts the tools every provider is sent to the listed ones.
+#[tokio::test]
+async fn a_forced_hosted_tool_goes_to_openai_and_is_refused_elsewhere_and_allowed_tools_cut_the_tools() {
+    let upstream = FakeUpstream::start().await;
+    let chat_entry = "\n[[model]]\nid = \"gpt5-chat\"\nprovider = \"openai\"\nwire_id = \"gpt-5\"\n\
+                      endpoint = \"{url}\"\ncredential = \"weir-test-key\"\nmax_output_tokens = 8000\n\
+                      output_tokens = 1000\ncontext_window = 400000\nmax_retries = 0\n";
+    let config = config(&upstream) + &chat_entry.replace("{url}", &upstream.base_url());
+    let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
+    let search = json!({"type": "file_search", "vector_store_ids": ["vs_1"]});
+    let shell = json!({"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {}}});
+    let mut forced = json!({"model": "gpt5", "store": false, "input": "Find the runbook",
+                            "tools": [shell.clone(), search.clone()], "tool_choice": {"type": "file_search"}});
+
+    upstream.push(response(vec![message_item("msg_01", "Found.")], usage(50, 3, 0, 0)));
+    let (status, _, body) = post_with_headers(&gateway, "/v1/responses", &forced).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = upstream.received()[0].json();
+    assert_eq!(sent["tool_choice"], json!({"type": "file_search"}), "{sent}");
+    assert_eq!(sent["tools"][1], search, "{sent}");
+    assert!(sent.get("hosted_tool_choice").is_none(), "{sent}");
+
+    forced["model"] = json!("gpt5-chat");
+    let (status, _, body) = post_with_headers(&gateway, "/v1/responses", &forced).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("capability_mismatch") && body.contains("`file_search`"), "{body}");
+    assert_eq!(upstream.request_count(), 1, "nothing sent");
+
+    let allowed = json!({"model": "gpt5-chat", "store": false, "input": "Run it",
+        "tools": [shell, {"type": "function", "name": "deploy", "parameters": {"type": "object"}}, search],
+        "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "shell"}]}});
+    upstream.push(openai_wire::completion("Done."));
+    let (status, _, body) = post_with_headers(&gateway, "/v1/responses", &allowed).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = upstream.received()[1].json();
+    let names: Vec<&str> =
+        sent["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["shell"], "{sent}");
+    assert_eq!(sent["tool_choice"], "required", "{sent}");
+}

@@ -4,7 +4,8 @@
 //! speaking its provider's wire. The ledger row's cost is the tokens plus the searches at
 //! the entry's `web_search_price`; a USD budget holds the tool's `max_uses` searches before
 //! anything is sent and is charged the searches the answer reports; a web search it cannot
-//! bound is dropped (or refused under `hosted_tools = "refuse"`), and one on an entry that
+//! bound (`max_uses`; OpenAI's `max_tool_calls`) is dropped (or refused under
+//! `hosted_tools = "refuse"`), and one on an entry that
 //! does not price searches is refused.
 
 // Test code: a failed step should stop the test with its message.
@@ -343,7 +344,7 @@ async fn a_responses_web_search_is_costed_per_call_and_cut_under_a_usd_budget() 
     let cost = records[0]["cost_usd"].as_f64().unwrap();
     assert!(close(cost, tokens + 2.0 * WEB_SEARCH_PRICE / 1000.0), "{cost}");
 
-    // Under a USD budget: the Responses route carries no bound, so the tool is dropped.
+    // Under a USD budget: without `max_tool_calls` the search has no bound, so the tool is dropped.
     openai.push(response(vec![message_item("msg_03", "Weir is a gateway.")], responses_wire::usage(50, 20, 0, 0)));
     let body = json!({"model": "gpt5", "input": "What is Weir?", "max_output_tokens": 500,
         "tools": [{"type": "web_search"}]});
@@ -361,4 +362,50 @@ async fn a_responses_web_search_is_costed_per_call_and_cut_under_a_usd_budget() 
     assert_eq!(refused.status, 400, "{:?}", refused.body);
     assert!(refused.body.to_string().contains("capability_mismatch"), "{:?}", refused.body);
     assert_eq!(openai.request_count(), 3, "nothing sent");
+}
+
+/// With `max_tool_calls`, an OpenAI web search has a bound: under a USD budget it is sent
+/// with the bound, held at the bound's searches, and charged the searches made; a second
+/// call whose bound no longer fits what is left is refused before sending, while a smaller
+/// bound fits. On a Claude entry the bound is OpenAI's own field: dropped and noted.
+#[tokio::test]
+async fn a_responses_web_search_bounded_by_max_tool_calls_is_held_at_the_bound() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    // Held: $0.005 of tokens (500 output at $10/M) plus the bound's searches at $0.01 each.
+    let gateway = gateway(&config(&anthropic, &openai, "", "[member.ana]\ndaily_usd = 0.04\n")).await;
+    let auth = format!("Bearer {ANA}");
+    let ask = |calls: u64| {
+        json!({"model": "gpt5", "input": "What is Weir?", "max_output_tokens": 500,
+               "tools": [{"type": "web_search"}], "max_tool_calls": calls})
+    };
+    openai.push(response(searched_output(), responses_wire::usage(50, 20, 0, 0)));
+    let first = gateway.post_json("/v1/responses", &ask(2), &[("authorization", &auth)]).await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(first.body["max_tool_calls"], 2, "echoed");
+    let sent = openai.received()[0].json();
+    assert_eq!((&sent["tools"], &sent["max_tool_calls"]), (&json!([{"type": "web_search"}]), &json!(2)));
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    assert_eq!(records[0]["attempts"][0]["web_searches"], 2, "{}", records[0]);
+    let tokens = (50.0 * 1.25 + 20.0 * 10.0) / 1_000_000.0;
+    assert!(close(records[0]["cost_usd"].as_f64().unwrap(), tokens + 0.02), "{}", records[0]);
+
+    // ~$0.0197 is left: a bound of 2 holds ~$0.025 and is refused, a bound of 1 (~$0.015) fits.
+    let refused = gateway.post_json("/v1/responses", &ask(2), &[("authorization", &auth)]).await;
+    assert_eq!(refused.status, 429, "{:?}", refused.body);
+    assert!(refused.body.to_string().contains("budget_exhausted"), "{:?}", refused.body);
+    assert_eq!(openai.request_count(), 1, "the refused call sent nothing");
+    openai.push(response(vec![message_item("msg_02", "Gateway.")], responses_wire::usage(50, 3, 0, 0)));
+    let smaller = gateway.post_json("/v1/responses", &ask(1), &[("authorization", &auth)]).await;
+    assert_eq!(smaller.status, 200, "{:?}", smaller.body);
+    assert_eq!(openai.received()[1].json()["max_tool_calls"], 1);
+
+    anthropic.push(anthropic_wire::text_message("Weir is a gateway."));
+    let body = json!({"model": "claude", "input": "What is Weir?", "max_output_tokens": 500, "max_tool_calls": 2});
+    let claude = gateway.post_json("/v1/responses", &body, &[("authorization", &format!("Bearer {BOB}"))]).await;
+    assert_eq!(claude.status, 200, "{:?}", claude.body);
+    assert!(anthropic.received()[0].json().get("max_tool_calls").is_none());
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    let notes = records.last().unwrap()["notes"].as_array().unwrap().clone();
+    assert!(notes.contains(&json!("field_dropped:max_tool_calls")), "{notes:?}");
 }

@@ -25,7 +25,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::PromptCache;
-use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk, NativeDropped};
+use crate::chat::{
+    ChatRequest, HOSTED_TOOL_CHOICE_FIELD, HOSTED_TOOL_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk, NativeDropped,
+};
 use crate::error::WeirError;
 use crate::types::{NativeRequest, NativeSupport};
 
@@ -93,6 +95,9 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Native
     if let Some(tool) = plan.dropped.tools.first().filter(|_| ask.refuse_hosted_tools) {
         return Err(refused(format!("the hosted tool `{tool}` (`hosted_tools = \"refuse\"`)")));
     }
+    if let Some(forced) = unsendable_choice(ask, plan) {
+        return Err(refused(format!("a `tool_choice` forcing the hosted tool `{forced}`")));
+    }
     let Some(at) = plan.dropped.fields.iter().position(|field| field == NATIVE_BLOCKS_FIELD) else { return Ok(()) };
     let blocks =
         ask.fields.iter().filter(|(name, _)| name == NATIVE_BLOCKS_FIELD).filter_map(|(_, value)| value.as_array());
@@ -104,6 +109,23 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Native
     }
     plan.dropped.fields.remove(at);
     Ok(())
+}
+
+/// The hosted tool a `tool_choice` forces (`HOSTED_TOOL_CHOICE_FIELD`) when
+/// the plan does not send both the choice and that tool: the provider cannot
+/// be made to use it (or the budget's cut left it out), and a call sent with
+/// the choice silently gone would not be the one asked for.
+fn unsendable_choice(ask: &NativeAsk, plan: &NativePlan) -> Option<String> {
+    let (_, choice) = ask.fields.iter().find(|(name, _)| name == HOSTED_TOOL_CHOICE_FIELD)?;
+    let forced = choice.get("type").and_then(serde_json::Value::as_str).unwrap_or("unknown").to_owned();
+    let sent = plan.request.as_ref().and_then(|request| serde_json::from_str(&request.fields_json).ok());
+    let sent: serde_json::Map<String, serde_json::Value> = match sent {
+        Some(serde_json::Value::Object(fields)) => fields,
+        _ => return Some(forced),
+    };
+    let taken =
+        sent.contains_key(HOSTED_TOOL_CHOICE_FIELD) && sent.contains_key(&format!("{HOSTED_TOOL_FIELD}{forced}"));
+    (!taken).then_some(forced)
 }
 
 /// The record's notes for the provider's own usage counts beside the tokens,

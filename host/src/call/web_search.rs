@@ -6,19 +6,21 @@
 //! native plan ─► cut: under a USD budget, a web search tool on an entry
 //!                without `web_search_price` refuses the call (the budget
 //!                cannot count it); one without a bound (Anthropic's
-//!                `max_uses`) is a hosted tool this entry does not take:
+//!                `max_uses`, OpenAI's `max_tool_calls`) is a hosted tool
+//!                this entry does not take:
 //!                dropped, or refused under `hosted_tools = "refuse"`
 //!   ─► hold: the worst case adds bound × price (each attempt's)
 //!   ─► each answer: its searches counted ([`count`]) on its attempt record
 //!   ─► the record's cost adds searches × price; the budget settles with it
 //! ```
 //!
-//! OpenAI's Responses route does not carry a caller's `max_tool_calls`
-//! upstream, so an OpenAI web search has no bound and is cut under a USD budget.
+//! An OpenAI web search is bounded by the request's `max_tool_calls` (which
+//! the Responses route carries upstream); without it, it has no bound and is
+//! cut under a USD budget.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, NativeBlocks};
+use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, MAX_TOOL_CALLS_FIELD, NativeBlocks};
 use crate::error::WeirError;
 use crate::types::{AnswerBlock, NativeRequest};
 
@@ -30,6 +32,8 @@ use super::target::Target;
 const WEB_SEARCH: &str = "web_search";
 /// The dialect whose web search tool declares its bound as `max_uses`.
 const ANTHROPIC: &str = "anthropic-messages";
+/// The dialect whose hosted tool calls are bounded by `max_tool_calls`.
+const OPENAI: &str = "openai-responses";
 /// The output item OpenAI answers each web search call with.
 const WEB_SEARCH_CALL: &str = "web_search_call";
 
@@ -60,19 +64,49 @@ fn is_web_search_call(block: &AnswerBlock) -> bool {
 pub(super) fn bound(request: Option<&NativeRequest>) -> u64 {
     let Some(request) = request else { return 0 };
     let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&request.fields_json) else { return 0 };
-    fields
-        .iter()
-        .filter(|(name, _)| is_web_search(name))
-        .filter_map(|(_, tools)| tool_bound(&request.dialect, tools))
-        .fold(0, u64::saturating_add)
+    bounds(&request.dialect, &fields).most
 }
 
-/// The bound of one tool field's definitions (a list, or one object): the sum
-/// of their `max_uses`, `None` when one has none or the dialect has no bound.
-fn tool_bound(dialect: &str, tools: &Value) -> Option<u64> {
-    if dialect != ANTHROPIC {
-        return None;
+/// A request's web search tools against their bounds.
+#[derive(Debug, PartialEq)]
+struct Bounds {
+    /// The most searches the bounded tools may run together.
+    most: u64,
+    /// The fields of the tools without a bound.
+    unbounded: Vec<String>,
+}
+
+/// Anthropic bounds each web search tool by its `max_uses`; OpenAI bounds
+/// every hosted tool call of a response together by the request's
+/// `max_tool_calls`, so that one number bounds its web searches however many
+/// web search tools the request names. Another dialect has no bound.
+fn bounds(dialect: &str, fields: &Map<String, Value>) -> Bounds {
+    let searches = fields.iter().filter(|(name, _)| is_web_search(name));
+    let mut bounds = Bounds { most: 0, unbounded: Vec::new() };
+    match dialect {
+        ANTHROPIC => {
+            for (name, tools) in searches {
+                match max_uses(tools) {
+                    Some(uses) => bounds.most = bounds.most.saturating_add(uses),
+                    None => bounds.unbounded.push(name.clone()),
+                }
+            }
+        }
+        _ => {
+            let names: Vec<String> = searches.map(|(name, _)| name.clone()).collect();
+            let calls = fields.get(MAX_TOOL_CALLS_FIELD).and_then(Value::as_u64).filter(|_| dialect == OPENAI);
+            match calls {
+                Some(calls) if !names.is_empty() => bounds.most = calls,
+                _ => bounds.unbounded = names,
+            }
+        }
     }
+    bounds
+}
+
+/// The bound of one Anthropic tool field's definitions (a list, or one
+/// object): the sum of their `max_uses`, `None` when one has none.
+fn max_uses(tools: &Value) -> Option<u64> {
     let definitions = match tools {
         Value::Array(definitions) => definitions.iter().collect(),
         definition => vec![definition],
@@ -105,11 +139,7 @@ pub(super) fn cut(target: &Target<'_>, request: &ChatRequest, plan: &mut NativeP
             target.model.id
         )));
     }
-    let unbounded: Vec<String> = fields
-        .iter()
-        .filter(|(name, tools)| is_web_search(name) && tool_bound(&native.dialect, tools).is_none())
-        .map(|(name, _)| name.clone())
-        .collect();
+    let unbounded = bounds(&native.dialect, &fields).unbounded;
     if unbounded.is_empty() {
         return Ok(());
     }
@@ -169,7 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bound_is_the_sum_of_max_uses_and_only_anthropic_has_one() {
+    fn anthropics_bound_is_the_sum_of_max_uses() {
         let tools = json!({
             "server_tools.web_search_20250305": [
                 {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
@@ -181,16 +211,37 @@ mod tests {
         assert_eq!(bound(Some(&request(ANTHROPIC, tools))), 5);
         let unbounded = json!({"server_tools.web_search_20250305": [{"type": "web_search_20250305"}]});
         assert_eq!(bound(Some(&request(ANTHROPIC, unbounded))), 0);
-        let openai = json!({"server_tools.web_search": [{"type": "web_search", "max_uses": 2}]});
-        assert_eq!(bound(Some(&request("openai-responses", openai))), 0);
         assert_eq!(bound(None), 0);
+    }
+
+    /// OpenAI's bound is the request's `max_tool_calls`, once for all its web
+    /// search tools (two tools under a bound of 3 run at most 3 searches); a
+    /// `max_uses` in an OpenAI tool is not OpenAI's and bounds nothing.
+    #[test]
+    fn openais_bound_is_max_tool_calls_once_for_every_web_search_tool() {
+        let tools = json!({
+            "server_tools.web_search": [{"type": "web_search"}],
+            "server_tools.web_search_preview": [{"type": "web_search_preview"}],
+            "max_tool_calls": 3
+        });
+        assert_eq!(bound(Some(&request(OPENAI, tools))), 3);
+        let unbounded = json!({"server_tools.web_search": [{"type": "web_search", "max_uses": 2}]});
+        assert_eq!(bound(Some(&request(OPENAI, unbounded.clone()))), 0);
+        let Value::Object(fields) = unbounded else { unreachable!() };
+        assert_eq!(bounds(OPENAI, &fields).unbounded, ["server_tools.web_search"]);
+        let no_search = json!({"server_tools.file_search": [{"type": "file_search"}], "max_tool_calls": 3});
+        assert_eq!(bound(Some(&request(OPENAI, no_search))), 0, "no web search: nothing to hold");
+        let Value::Object(elsewhere) = json!({"server_tools.web_search": [{}], "max_tool_calls": 3}) else {
+            unreachable!()
+        };
+        assert_eq!(bounds("other-dialect", &elsewhere).unbounded, ["server_tools.web_search"]);
     }
 
     #[test]
     fn a_tool_bound_needs_every_definition_bounded() {
         let mixed = json!([{"max_uses": 2}, {"name": "web_search"}]);
-        assert_eq!(tool_bound(ANTHROPIC, &mixed), None);
-        assert_eq!(tool_bound(ANTHROPIC, &json!({"max_uses": 4})), Some(4));
+        assert_eq!(max_uses(&mixed), None);
+        assert_eq!(max_uses(&json!({"max_uses": 4})), Some(4));
         assert!(is_web_search("server_tools.web_search_preview"));
         assert!(!is_web_search("server_tools.web_fetch_20250910"));
     }

@@ -10,6 +10,7 @@
 //! provider that runs them (`openai-responses`), whose items come back in
 //! place, and are dropped or refused elsewhere (see `tools`).
 
+mod choice;
 mod events;
 mod request;
 mod response;

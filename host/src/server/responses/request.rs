@@ -27,15 +27,15 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 
+use super::choice::Choice;
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::catalog::HostedTools;
-use crate::chat::{ChatRequest, NATIVE_BLOCKS_FIELD, NativeAsk};
+use crate::chat::{ChatRequest, HOSTED_TOOL_CHOICE_FIELD, MAX_TOOL_CALLS_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk};
 use crate::record::ClientFacts;
 use crate::seal::ReasoningSeal;
 use crate::server::error::ApiError;
 use crate::types::{
-    ContentBlock, Conversation, LeafBlock, Media, MediaSource, ResponseSchema, ToolChoice, ToolResult, ToolUse,
-    TurnRole,
+    ContentBlock, Conversation, LeafBlock, Media, MediaSource, ResponseSchema, ToolResult, ToolUse, TurnRole,
 };
 
 /// `include` values that only add detail to items of hosted tools, which no
@@ -83,6 +83,18 @@ pub struct Body {
     #[serde(rename = "service_tier")]
     _service_tier: Option<IgnoredAny>,
     truncation: Option<String>,
+    /// OpenAI's bound on the calls to its hosted tools in one response: sent
+    /// natively, and the bound a web search is held at under a USD budget.
+    max_tool_calls: Option<u32>,
+    /// OpenAI's server-side compaction settings: sent natively, dropped (and
+    /// noted) for a provider that has no such thing.
+    context_management: Option<Value>,
+    /// Fields OpenAI defines that the gateway cannot honour for any provider:
+    /// refused with a reason, not taken as unknown (see [`UNSERVED`]).
+    conversation: Option<IgnoredAny>,
+    prompt: Option<IgnoredAny>,
+    moderation: Option<IgnoredAny>,
+    top_logprobs: Option<u32>,
 }
 
 impl Body {
@@ -172,6 +184,9 @@ pub fn into_chat_request(
             "`background: true` is not supported: the gateway answers while the connection is open",
         ));
     }
+    if let Some(reason) = unserved(&body) {
+        return Err(ApiError::invalid_request(reason));
+    }
     if let Some(truncation) = body.truncation.as_deref().filter(|t| *t != "disabled") {
         return Err(ApiError::invalid_request(format!(
             "`truncation: {truncation}` is not supported: the gateway never drops input items; use `disabled`"
@@ -186,13 +201,17 @@ pub fn into_chat_request(
         }
     }
     let stream = body.stream.unwrap_or(false);
-    let MappedTools { definitions, names, echoed, hosted_fields, custom, namespaces } = tools::map_tools(&body.tools)?;
+    let mut mapped = tools::map_tools(&body.tools)?;
+    let choice = body.tool_choice.as_ref().map(Choice::parse).transpose()?;
+    let hosted_choice = choice.as_ref().and_then(Choice::hosted);
+    let tool_choice = choice.map(|choice| choice.apply(&mut mapped)).transpose()?.flatten();
+    let MappedTools { definitions, names, echoed, hosted_fields, custom, namespaces } = mapped;
     let mut conversation = Conversation {
         system: body.instructions.iter().filter(|text| !text.is_empty()).cloned().collect(),
         cache_system: true,
         turns: Vec::new(),
         tools: definitions,
-        tool_choice: body.tool_choice.as_ref().map(tool_choice).transpose()?,
+        tool_choice,
     };
     let mut own_items = Vec::new();
     match &body.input {
@@ -231,7 +250,8 @@ pub fn into_chat_request(
         }
     }
     let own = Own { tools: hosted_fields, items: own_items, refuse: hosted_tools == HostedTools::Refuse };
-    request.native = native(custom, namespaces, body.prompt_cache_key.as_deref(), own);
+    let settings = Settings { hosted_choice, ..Settings::of(&body)? };
+    request.native = native(custom, namespaces, settings, own);
     let (client, note) = client_facts(&body);
     request.client = client;
     request.route_notes.extend(note.map(str::to_owned));
@@ -239,18 +259,37 @@ pub fn into_chat_request(
     Ok(Ingress { request, stream, echo, names })
 }
 
+/// Why a request asks what the gateway cannot do for any provider (each of
+/// these is OpenAI's own state or service), or `None`. Refused by name, so a
+/// caller learns what to send instead of reading "unknown field".
+fn unserved(body: &Body) -> Option<&'static str> {
+    if body.conversation.is_some() {
+        return Some(
+            "`conversation` is not supported: the gateway keeps no conversations; continue one with `previous_response_id`",
+        );
+    }
+    if body.prompt.is_some() {
+        return Some(
+            "`prompt` (a prompt template stored with OpenAI) is not supported: send its text as `instructions` and `input`",
+        );
+    }
+    if body.moderation.is_some() {
+        return Some("`moderation` is not supported: the gateway runs no moderation of its own");
+    }
+    if body.top_logprobs.is_some_and(|top| top > 0) {
+        return Some("`top_logprobs` is not supported: answers through the gateway carry no log probabilities");
+    }
+    None
+}
+
 /// The dialect name `native.support` answers for the Responses API's fields.
 pub const DIALECT: &str = "openai-responses";
 
 /// The Responses API's own fields a provider may take natively: the custom
 /// tools and the namespaces (both rendered as functions for every provider,
-/// so not dropped where they are not taken) and `prompt_cache_key`.
-fn native(
-    custom: Vec<Value>,
-    namespaces: Vec<Value>,
-    prompt_cache_key: Option<&str>,
-    own: Own,
-) -> Option<Arc<NativeAsk>> {
+/// so not dropped where they are not taken), `prompt_cache_key`,
+/// `max_tool_calls` and `context_management` (the request's [`Settings`]).
+fn native(custom: Vec<Value>, namespaces: Vec<Value>, settings: Settings, own: Own) -> Option<Arc<NativeAsk>> {
     let mut fields = own.tools;
     if !custom.is_empty() {
         fields.push(("custom_tools".to_owned(), Value::Array(custom)));
@@ -258,8 +297,17 @@ fn native(
     if !namespaces.is_empty() {
         fields.push(("namespace_tools".to_owned(), Value::Array(namespaces)));
     }
-    if let Some(key) = prompt_cache_key {
+    if let Some(key) = settings.prompt_cache_key {
         fields.push(("prompt_cache_key".to_owned(), json!(key)));
+    }
+    if let Some(bound) = settings.max_tool_calls {
+        fields.push((MAX_TOOL_CALLS_FIELD.to_owned(), json!(bound)));
+    }
+    if let Some(compaction) = settings.context_management {
+        fields.push(("context_management".to_owned(), compaction));
+    }
+    if let Some(choice) = settings.hosted_choice {
+        fields.push((HOSTED_TOOL_CHOICE_FIELD.to_owned(), choice));
     }
     if !own.items.is_empty() {
         fields.push((NATIVE_BLOCKS_FIELD.to_owned(), Value::Array(own.items)));
@@ -274,6 +322,34 @@ fn native(
             refuse_hosted_tools: own.refuse,
         })
     })
+}
+
+/// The request's settings sent as native fields.
+struct Settings {
+    prompt_cache_key: Option<String>,
+    max_tool_calls: Option<u32>,
+    /// A list (checked by [`Settings::of`]).
+    context_management: Option<Value>,
+    /// A forced hosted tool (see `choice`).
+    hosted_choice: Option<Value>,
+}
+
+impl Settings {
+    fn of(body: &Body) -> Result<Self, ApiError> {
+        if body.max_tool_calls == Some(0) {
+            return Err(ApiError::invalid_request("`max_tool_calls` must be at least 1"));
+        }
+        let context_management = body.context_management.clone().filter(|value| !value.is_null());
+        if context_management.as_ref().is_some_and(|value| !value.is_array()) {
+            return Err(ApiError::invalid_request("`context_management` must be a list"));
+        }
+        Ok(Self {
+            prompt_cache_key: body.prompt_cache_key.clone(),
+            max_tool_calls: body.max_tool_calls,
+            context_management,
+            hosted_choice: None,
+        })
+    }
 }
 
 /// A whole request's hosted tools and history items (see `tools` and
@@ -335,6 +411,7 @@ fn echo(body: &Body, tools: Vec<Value>, request: &ChatRequest) -> Map<String, Va
     put("background", json!(false));
     put("truncation", json!("disabled"));
     put("service_tier", json!("default"));
+    put(MAX_TOOL_CALLS_FIELD, json!(body.max_tool_calls));
     echo
 }
 
@@ -556,29 +633,6 @@ fn tool_output(output: Option<&Value>) -> Result<Vec<LeafBlock>, String> {
     }
 }
 
-/// `auto`, `none`, `required`, or one function or custom tool by name.
-fn tool_choice(choice: &Value) -> Result<ToolChoice, ApiError> {
-    match choice {
-        Value::String(word) => match word.as_str() {
-            "auto" => Ok(ToolChoice::Auto),
-            "none" => Ok(ToolChoice::None),
-            "required" => Ok(ToolChoice::Required),
-            other => Err(ApiError::invalid_request(format!(
-                "unknown tool_choice `{other}` (auto, none, required, or a function)"
-            ))),
-        },
-        Value::Object(_) => match kind(choice) {
-            "function" | "custom" => text(choice, "name")
-                .map(|name| ToolChoice::Named(wire_name(text(choice, "namespace"), name)))
-                .ok_or_else(|| ApiError::invalid_request("a `tool_choice` naming a tool needs `name`")),
-            other => Err(ApiError::invalid_request(format!(
-                "tool_choice type `{other}` is not supported (auto, none, required, function or custom)"
-            ))),
-        },
-        _ => Err(ApiError::invalid_request("tool_choice must be a string or an object")),
-    }
-}
-
 /// `text.format`: `text` (none), `json_object`, or `json_schema` through the
 /// structured-answer gate.
 fn response_schema(format: &Value) -> Result<Option<ResponseSchema>, ApiError> {
@@ -606,7 +660,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::types::{Effort, Thinking};
+    use crate::types::{Effort, Thinking, ToolChoice};
 
     fn map(body: Value) -> Ingress {
         into_chat_request(Body::parse(body.to_string().as_bytes()).unwrap(), None, HostedTools::Drop).unwrap()
@@ -649,6 +703,22 @@ mod tests {
         );
         let off = map(json!({"model": "m", "input": "x", "reasoning": {"effort": "none"}})).request;
         assert!(off.reasoning_off);
+    }
+
+    /// `max_tool_calls` and `context_management` go as native fields (a
+    /// provider that does not take them has them dropped and noted), the bound
+    /// is echoed, and the fields OpenAI sends empty by default are accepted.
+    #[test]
+    fn max_tool_calls_and_context_management_go_natively() {
+        let compaction = json!([{"type": "compaction", "compact_threshold": 1000}]);
+        let ingress = map(json!({"model": "m", "input": "x", "max_tool_calls": 2, "context_management": compaction,
+                                 "conversation": null, "prompt": null, "top_logprobs": 0}));
+        let native = ingress.request.native.as_deref().unwrap();
+        let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
+        assert_eq!(fields, [("max_tool_calls", &json!(2)), ("context_management", &compaction)]);
+        assert_eq!(native.dialect, DIALECT);
+        assert_eq!(ingress.echo["max_tool_calls"], json!(2));
+        assert_eq!(map(json!({"model": "m", "input": "x"})).echo["max_tool_calls"], Value::Null);
     }
 
     #[test]
@@ -760,6 +830,13 @@ mod tests {
             (json!({"model": "m", "input": "x", "frequency_penalty": 1}), "unknown field `frequency_penalty`"),
             (json!({"model": "m", "input": "x", "background": true}), "`background: true` is not supported"),
             (json!({"model": "m", "input": "x", "truncation": "auto"}), "`truncation: auto`"),
+            (json!({"model": "m", "input": "x", "conversation": "conv_1"}), "continue one with `previous_response_id`"),
+            (json!({"model": "m", "input": "x", "prompt": {"id": "pmpt_1"}}), "send its text as `instructions`"),
+            (json!({"model": "m", "input": "x", "moderation": {"mode": "block"}}), "`moderation` is not supported"),
+            (json!({"model": "m", "input": "x", "top_logprobs": 3}), "carry no log probabilities"),
+            (json!({"model": "m", "input": "x", "max_tool_calls": 0}), "`max_tool_calls` must be at least 1"),
+            (json!({"model": "m", "input": "x", "max_tool_calls": -1}), "invalid body"),
+            (json!({"model": "m", "input": "x", "context_management": {}}), "`context_management` must be a list"),
             (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}), "not supported"),
             (json!({"model": "m", "input": "x", "top_p": 2}), "`top_p` 2 is outside"),
             (json!({"model": "m", "input": "x", "reasoning": {"effort": "huge"}}), "unknown `reasoning.effort`"),

@@ -23,6 +23,14 @@
 //!   needed): the host's way back is one for every provider.
 //! * `prompt_cache_key`: sent as written (OpenAI routes a prompt's cache by
 //!   it; it changes nothing of the answer or its price).
+//! * `max_tool_calls`: the caller's bound on the calls to hosted tools in one
+//!   response (a positive integer), sent as written: the host holds a web
+//!   search's price against a budget by it.
+//! * `context_management`: OpenAI's server-side compaction settings (a list),
+//!   sent as written.
+//! * `hosted_tool_choice`: a `tool_choice` forcing one of the request's hosted
+//!   tools (an object such as `{"type": "file_search"}`), sent as the
+//!   request's `tool_choice` (the host sends it only with that tool).
 //!
 //! OpenAI's wire for namespaces, as checked in openai-python (`src/openai/
 //! types/responses`, release 2.45 and after): `NamespaceToolParam` is
@@ -58,20 +66,32 @@ pub const DIALECT: &str = "openai-responses";
 const CUSTOM_TOOLS: &str = "custom_tools";
 const NAMESPACE_TOOLS: &str = "namespace_tools";
 const PROMPT_CACHE_KEY: &str = "prompt_cache_key";
+const MAX_TOOL_CALLS: &str = "max_tool_calls";
+const CONTEXT_MANAGEMENT: &str = "context_management";
+const HOSTED_TOOL_CHOICE: &str = "hosted_tool_choice";
 
 /// What joins a namespace and a member's name in the host's flattened tool
 /// name (`crm__lookup`), the name a namespaced call decodes to.
 pub(super) const NAMESPACE_SEPARATOR: &str = "__";
 
-/// What the `openai-responses` key takes: the three fields, no beta, no count.
+/// What the `openai-responses` key takes: the fields above, hosted tools and
+/// a history's own items; no beta, no count.
 pub fn support() -> NativeSupport {
     NativeSupport {
         dialect: DIALECT.to_owned(),
-        fields: [CUSTOM_TOOLS, NAMESPACE_TOOLS, PROMPT_CACHE_KEY, hosted::NATIVE_BLOCKS]
-            .into_iter()
-            .map(str::to_owned)
-            .chain(hosted::hosted_tool_fields())
-            .collect(),
+        fields: [
+            CUSTOM_TOOLS,
+            NAMESPACE_TOOLS,
+            PROMPT_CACHE_KEY,
+            MAX_TOOL_CALLS,
+            CONTEXT_MANAGEMENT,
+            HOSTED_TOOL_CHOICE,
+            hosted::NATIVE_BLOCKS,
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(hosted::hosted_tool_fields())
+        .collect(),
         betas: Vec::new(),
         count_tokens: false,
     }
@@ -94,9 +114,32 @@ pub fn encode(
 struct Asked {
     custom: Vec<Map<String, Value>>,
     namespaces: Vec<Namespace>,
-    prompt_cache_key: Option<Value>,
+    /// `prompt_cache_key`, `max_tool_calls`, `context_management` and the
+    /// forced hosted tool (as `tool_choice`), each checked and sent as written.
+    settings: Vec<(&'static str, Value)>,
     /// Hosted tools and a history's own items (see `super::hosted`).
     hosted: Hosted,
+}
+
+/// The settings sent as written, taken out of `fields`, each of its shape:
+/// `max_tool_calls` a positive integer, `context_management` a list, a forced
+/// hosted tool an object with a `type`.
+fn settings(fields: &mut Map<String, Value>) -> Result<Vec<(&'static str, Value)>, CodecError> {
+    let mut settings = Vec::new();
+    let shapes: [(&'static str, fn(&Value) -> bool); 4] = [
+        (PROMPT_CACHE_KEY, |_| true),
+        (MAX_TOOL_CALLS, |value| value.as_u64().is_some_and(|calls| calls > 0)),
+        (CONTEXT_MANAGEMENT, Value::is_array),
+        (HOSTED_TOOL_CHOICE, |value| value.get("type").is_some_and(Value::is_string)),
+    ];
+    for (name, shaped) in shapes {
+        match fields.remove(name) {
+            None => {}
+            Some(value) if shaped(&value) => settings.push((name, value)),
+            Some(_) => return Err(CodecError::Unsupported(format!("the native field {name:?} is not of its shape"))),
+        }
+    }
+    Ok(settings)
 }
 
 /// One `namespace_tools` entry.
@@ -176,17 +219,18 @@ impl Asked {
             Some(Value::Array(entries)) => Namespace::merged(entries)?,
             Some(_) => return Err(CodecError::Unsupported("`namespace_tools` is not a list".to_owned())),
         };
-        let prompt_cache_key = fields.remove(PROMPT_CACHE_KEY);
+        let settings = settings(&mut fields)?;
         let hosted = Hosted::take(&mut fields)?;
         if let Some(name) = fields.keys().next() {
             return Err(CodecError::Unsupported(format!("the Responses API component does not take {name:?}")));
         }
-        Ok(Self { custom, namespaces, prompt_cache_key, hosted })
+        Ok(Self { custom, namespaces, settings, hosted })
     }
 
     fn apply(&self, body: &mut Map<String, Value>) -> Result<(), CodecError> {
-        if let Some(key) = &self.prompt_cache_key {
-            body.insert(PROMPT_CACHE_KEY.to_owned(), key.clone());
+        for (name, value) in &self.settings {
+            let name = if *name == HOSTED_TOOL_CHOICE { "tool_choice" } else { name };
+            body.insert(name.to_owned(), value.clone());
         }
         self.apply_custom(body);
         self.apply_namespaces(body)
@@ -403,6 +447,32 @@ mod tests {
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["input"][1]["type"], "function_call");
         assert_eq!(body["prompt_cache_key"], "k");
+    }
+
+    #[test]
+    fn settings_go_as_written_and_a_bad_shape_is_refused() {
+        let body_with = |fields: Value| body(&native(fields));
+        let compaction = json!([{"type": "compaction", "compact_threshold": 200000}]);
+        let body = body_with(json!({"max_tool_calls": 3, "context_management": compaction}));
+        assert_eq!(body["max_tool_calls"], 3);
+        assert_eq!(body["context_management"], compaction);
+        assert!(support().fields.iter().any(|field| field == "max_tool_calls"));
+        let forced = body_with(json!({"hosted_tool_choice": {"type": "file_search"}}));
+        assert_eq!(forced["tool_choice"], json!({"type": "file_search"}));
+        assert!(forced.get("hosted_tool_choice").is_none());
+        let bad = [
+            json!({"max_tool_calls": 0}),
+            json!({"max_tool_calls": "3"}),
+            json!({"context_management": {}}),
+            json!({"hosted_tool_choice": "file_search"}),
+        ];
+        for bad in bad {
+            let refused = encode(&conversation(), &CallParams::new("gpt-5", 100), &native(bad.clone())).unwrap_err();
+            assert!(
+                matches!(&refused, CodecError::Unsupported(message) if message.contains("not of its shape")),
+                "{bad}: {refused:?}"
+            );
+        }
     }
 
     fn function(name: &str) -> ToolDefinition {
