@@ -26,7 +26,7 @@ fn cache() -> std::path::PathBuf {
 fn weir(upstream: &FakeUpstream, folder: &std::path::Path) -> Weir {
     std::fs::write(folder.join("hostile.wasm"), hostile_component()).unwrap();
     let mut toml = String::new();
-    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide", "memory"] {
+    for key in ["loop", "alloc", "panic", "env", "header", "utf8", "huge", "wide", "memory", "alias"] {
         toml.push_str(&format!(
             "[[model]]\nid = \"{key}\"\nprovider = \"hostile-{key}\"\nendpoint = \"{url}\"\nmax_output_tokens = 10\ncontext_window = 10000\noutput_tokens = 5\nmax_retries = 0\n\n",
             url = upstream.base_url()
@@ -91,6 +91,11 @@ async fn each_misbehaviour_fails_only_its_own_call() {
     // copies any of it (`host/src/plugin/bounded.rs`).
     assert_fault(call(&weir, "huge").await, "hostile-huge", "returned 100001 headers (at most 64)");
     assert_fault(call(&weir, "wide").await, "hostile-wide", "returned 1048576 bytes in a method, path or header");
+
+    // A decode whose 100 strings alias one 1 MiB buffer claims 100 MiB: the lift stops
+    // at the host's per-call bound (`LIFT_BYTES_PER_CALL`, 96 MiB; wasmtime's default
+    // of 128 would let it through) instead of copying it all.
+    assert_fault(call(&weir, "alias").await, "hostile-alias", "too much data");
 
     assert_eq!(background.await.unwrap(), 40, "every good call succeeded meanwhile");
     // The same component's other keys still work after its faults.

@@ -7,6 +7,11 @@
 //! the canonical ABI lets every string of a list point at the same bytes, so
 //! 100 000 headers whose values all alias one 1 MiB string cost the guest
 //! ~2.6 MiB and the host ~200 GiB. A check after the lift comes too late.
+//! Every result's lift (decode's, a stream's deltas, decode-native's) is
+//! bounded as a whole by wasmtime's hostcall fuel
+//! ([`super::sandbox::LIFT_BYTES_PER_CALL`]); an encode's is also capped here
+//! field by field, so an absurd request fails naming what was absurd, before
+//! anything is copied.
 //!
 //! So every `encode`'s result (`chat`, `embeddings` and `rerank` all return an
 //! `http-request`) is lifted as [`EncodedRequest`], whose strings and

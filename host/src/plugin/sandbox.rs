@@ -17,6 +17,15 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Memory a single call may grow its linear memories to.
 pub const MEMORY_LIMIT_BYTES: usize = 64 << 20;
+/// The most a component's result may make the host allocate as it is lifted
+/// (wasmtime's hostcall fuel: every string's bytes and every list's elements
+/// count). The canonical ABI lets a result's strings alias one buffer, so a
+/// guest within its memory ceiling can claim any size: this bounds the copy.
+/// One and a half times the largest upstream body a decode reads
+/// (`transport`'s 64 MiB) and nearly three times an encode's largest request,
+/// so no honest result comes near it; below wasmtime's default (128 MiB), which
+/// would otherwise apply.
+pub const LIFT_BYTES_PER_CALL: usize = 96 << 20;
 /// Tables and memories one call may create.
 const TABLE_AND_MEMORY_LIMIT: usize = 16;
 /// Core module instances one call's component may hold. A Rust component has a
@@ -142,6 +151,7 @@ pub fn new_store(engine: &CallEngine) -> Store<CallState> {
         return store;
     }
     store.limiter(|state| &mut state.limits);
+    store.set_hostcall_fuel(LIFT_BYTES_PER_CALL);
     // Both fail only for an engine built without fuel, which `PluginEngine`
     // builds only with `SandboxLimits::Off`; say so loudly if that ever changes.
     // Every call into a component is `call_async` (`provider.rs`), as yielding requires.

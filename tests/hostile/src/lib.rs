@@ -13,7 +13,7 @@ use weir_sdk::types::{
 };
 
 /// Each key's misbehaviour in `encode`.
-pub const KEYS: [&str; 10] = [
+pub const KEYS: [&str; 11] = [
     "hostile-loop",
     "hostile-alloc",
     "hostile-panic",
@@ -24,6 +24,7 @@ pub const KEYS: [&str; 10] = [
     "hostile-huge",
     "hostile-wide",
     "hostile-memory",
+    "hostile-alias",
 ];
 
 /// The wire id `describe.serves` panics on, for every key: the catalog's load
@@ -36,6 +37,10 @@ pub const NOT_SERVED: &str = "not-served";
 const ABSURD_HEADER_COUNT: usize = 100_000;
 /// The length of the one header value `hostile-wide` returns: absurd too.
 const ABSURD_HEADER_BYTES: usize = 1 << 20;
+/// How many text blocks `hostile-alias`'s decode returns, every one the same
+/// 1 MiB of its memory: 100 MiB for the host to copy, from 1 MiB of the
+/// guest's, over the host's 96 MiB bound and under wasmtime's default 128.
+const ALIASED_BLOCKS: usize = 100;
 
 pub struct Hostile;
 
@@ -100,8 +105,12 @@ impl ChatProvider for Hostile {
             "hostile-memory" => format!("{version}kept:{}", kept()),
             _ => format!("{version}{}", String::from_utf8_lossy(&response.body)),
         };
+        let content = match provider {
+            "hostile-alias" => aliased_blocks(),
+            _ => vec![ContentBlock::Text(text)],
+        };
         Ok(ChatResponse {
-            content: vec![ContentBlock::Text(text)],
+            content,
             stop_reason: StopReason::EndTurn,
             raw_stop_reason: None,
             usage: None,
@@ -146,6 +155,21 @@ fn not_utf8() -> String {
     // SAFETY: deliberately violated; the string is only handed to the host, which
     // must validate it, and never read as text inside this component.
     unsafe { String::from_utf8_unchecked(vec![b'/', 0xff, 0xfe, b'x']) }
+}
+
+/// [`ALIASED_BLOCKS`] text blocks whose strings all point at one 1 MiB buffer:
+/// the canonical ABI lets a result's strings alias, so the result claims 100 MiB
+/// while the guest holds 1 MiB. The host must refuse it before copying it all.
+/// (Were it lifted and the call to end, freeing the aliases would trap in the
+/// guest: only the refusal is ever reached.)
+fn aliased_blocks() -> Vec<ContentBlock> {
+    let mut buffer = std::mem::ManuallyDrop::new("a".repeat(ABSURD_HEADER_BYTES).into_bytes());
+    let (pointer, length, capacity) = (buffer.as_mut_ptr(), buffer.len(), buffer.capacity());
+    (0..ALIASED_BLOCKS)
+        // SAFETY: deliberately violated: every String owns the same buffer. They
+        // are only handed to the host, never read, grown or dropped here.
+        .map(|_| ContentBlock::Text(unsafe { String::from_raw_parts(pointer, length, capacity) }))
+        .collect()
 }
 
 /// Loops until the host stops it.
