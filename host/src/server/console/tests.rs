@@ -166,60 +166,41 @@ async fn a_session_reads_with_its_cookie_and_changes_only_with_its_csrf_token() 
     .await;
     assert_eq!(status, 403, "a foreign origin is refused even with the cookie");
 
-    let create = |csrf: Option<&'static str>| Ask {
-        cookie: None,
+    let create = |csrf| Ask {
+        cookie: Some(&opened.id),
         csrf,
-        body: Some(json!({"member": "alice", "id": "alice-key"})),
+        body: Some(json!({"member": "dora", "id": "dora-key"})),
         ..Ask::new("POST", "/console/api/admin/v1/keys")
     };
-    let (status, _, body) = Ask { cookie: Some(&cookie), ..create(None) }.send(&weir).await;
-    assert_eq!((status, body["error"]["type"].as_str()), (403, Some("permission_denied")), "{body}");
-    let (status, _, _) = Ask { cookie: Some(&cookie), ..create(Some("weir-wrong")) }.send(&weir).await;
-    assert_eq!(status, 403, "a wrong CSRF token");
-    let (status, _, body) = Ask { cookie: Some(&cookie), csrf: Some(&csrf), ..create(None) }.send(&weir).await;
+    assert_eq!(create(None).send(&weir).await.0, 403, "a change needs the CSRF token");
+    let (status, _, body) = create(Some(opened.session.csrf.as_str())).send(&weir).await;
     assert_eq!(status, 201, "{body}");
-    assert!(body["token"].as_str().unwrap().starts_with("weir-"));
-
-    let (status, _, body) = Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/session") }.send(&weir).await;
-    assert_eq!((status, body["csrf"].as_str(), body["key"].as_str()), (200, Some(csrf.as_str()), Some("ops")));
-    let (status, _, _) = Ask { cookie: Some(&cookie), ..Ask::new("DELETE", "/console/session") }.send(&weir).await;
-    assert_eq!(status, 403, "signing out is a change: it needs the CSRF token");
-    let (status, response, _) =
-        Ask { cookie: Some(&cookie), csrf: Some(&csrf), ..Ask::new("DELETE", "/console/session") }.send(&weir).await;
-    assert_eq!(status, 204);
-    assert!(response.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
-    let (status, _, _) =
-        Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/api/admin/v1/keys") }.send(&weir).await;
-    assert_eq!(status, 401, "signed out");
-    let (status, _, _) = Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/session") }.send(&weir).await;
-    assert_eq!(status, 401);
+    assert_eq!(body["key"]["created_by"], "oidc:s-42 <ana@example.com>");
+    let (_, _, changes) =
+        Ask { cookie: Some(&opened.id), ..Ask::new("GET", "/console/api/admin/v1/changes") }.send(&weir).await;
+    assert_eq!(changes["data"][0]["actor"], "oidc:s-42 <ana@example.com>", "{changes}");
 }
 
 #[tokio::test]
-async fn a_session_ends_when_its_key_is_revoked() {
+async fn key_sign_in_can_be_turned_off_beside_single_sign_on() {
     let dir = tempfile::tempdir().unwrap();
-    let weir = weir(dir.path());
-    let (cookie, csrf) = sign_in(&weir, ADMIN).await;
-    let made = Ask {
-        cookie: Some(&cookie),
-        csrf: Some(&csrf),
-        body: Some(json!({"member": "second", "id": "second-admin", "admin": true})),
-        ..Ask::new("POST", "/console/api/admin/v1/keys")
-    };
-    let (status, _, body) = made.send(&weir).await;
-    assert_eq!(status, 201, "{body}");
-    let (second, _) = sign_in(&weir, body["token"].as_str().unwrap()).await;
-    let (status, _, _) =
-        Ask { cookie: Some(&second), ..Ask::new("GET", "/console/api/admin/v1/budgets") }.send(&weir).await;
-    assert_eq!(status, 200);
-    let revoke = Ask {
-        cookie: Some(&cookie),
-        csrf: Some(&csrf),
-        body: Some(json!({})),
-        ..Ask::new("POST", "/console/api/admin/v1/keys/second-admin/revoke")
-    };
-    assert_eq!(revoke.send(&weir).await.0, 200);
-    let (status, _, body) =
-        Ask { cookie: Some(&second), ..Ask::new("GET", "/console/api/admin/v1/budgets") }.send(&weir).await;
-    assert_eq!(status, 401, "{body}");
+    let toml = format!(
+        "[ledger]\npath = {:?}\n[[key]]\nid = \"ops\"\nmember = \"ops\"\nadmin = true\nhash = \"{}\"\n\
+         [console]\nkey_sign_in = false\n[console.oidc]\nissuer = \"https://idp.example\"\nclient_id = \"weir\"\n\
+         client_secret = \"weir-oidc-secret\"\nredirect_uri = \"https://weir.example/console/oidc/callback\"\n\
+         admin_groups = [\"weir-admins\"]\n",
+        dir.path().join("ledger.db").to_str().unwrap(),
+        hash_of(ADMIN),
+    );
+    let config = Config::from_toml(&toml, "console test").unwrap();
+    let weir =
+        Weir::builder().config(config).providers_dir("/nonexistent-weir-console-test").cache_dir(None).build().unwrap();
+    let (status, response, body) =
+        Ask { body: Some(json!({"token": ADMIN})), ..Ask::new("POST", "/console/session") }.send(&weir).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (403, Some("permission_denied")), "{body}");
+    assert!(response.headers().get("set-cookie").is_none());
+    let (status, _, body) = Ask::new("GET", "/console/sign-in").send(&weir).await;
+    assert_eq!((status, body), (200, json!({"key": false, "oidc": true})));
+    let refused = Config::from_toml("[console]\nkey_sign_in = false\n", "console test").unwrap_err();
+    assert!(refused.to_string().contains("needs `[console.oidc]`"), "{refused}");
 }
