@@ -8,7 +8,8 @@ use serde::Deserialize;
 /// `redirect_uri` must end with it.
 pub const OIDC_CALLBACK_PATH: &str = "/console/oidc/callback";
 
-/// `[console]`.
+/// `[console]`: how operators sign in to the console: an `admin` key's
+/// token, single sign-on (`[console.oidc]`), or both.
 #[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleSettings {

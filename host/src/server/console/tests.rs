@@ -166,6 +166,79 @@ async fn a_session_reads_with_its_cookie_and_changes_only_with_its_csrf_token() 
     .await;
     assert_eq!(status, 403, "a foreign origin is refused even with the cookie");
 
+    let create = |csrf: Option<&'static str>| Ask {
+        cookie: None,
+        csrf,
+        body: Some(json!({"member": "alice", "id": "alice-key"})),
+        ..Ask::new("POST", "/console/api/admin/v1/keys")
+    };
+    let (status, _, body) = Ask { cookie: Some(&cookie), ..create(None) }.send(&weir).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (403, Some("permission_denied")), "{body}");
+    let (status, _, _) = Ask { cookie: Some(&cookie), ..create(Some("weir-wrong")) }.send(&weir).await;
+    assert_eq!(status, 403, "a wrong CSRF token");
+    let (status, _, body) = Ask { cookie: Some(&cookie), csrf: Some(&csrf), ..create(None) }.send(&weir).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(body["token"].as_str().unwrap().starts_with("weir-"));
+
+    let (status, _, body) = Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/session") }.send(&weir).await;
+    assert_eq!((status, body["csrf"].as_str(), body["key"].as_str()), (200, Some(csrf.as_str()), Some("ops")));
+    let (status, _, _) = Ask { cookie: Some(&cookie), ..Ask::new("DELETE", "/console/session") }.send(&weir).await;
+    assert_eq!(status, 403, "signing out is a change: it needs the CSRF token");
+    let (status, response, _) =
+        Ask { cookie: Some(&cookie), csrf: Some(&csrf), ..Ask::new("DELETE", "/console/session") }.send(&weir).await;
+    assert_eq!(status, 204);
+    assert!(response.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    let (status, _, _) =
+        Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/api/admin/v1/keys") }.send(&weir).await;
+    assert_eq!(status, 401, "signed out");
+    let (status, _, _) = Ask { cookie: Some(&cookie), ..Ask::new("GET", "/console/session") }.send(&weir).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn a_session_ends_when_its_key_is_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = weir(dir.path());
+    let (cookie, csrf) = sign_in(&weir, ADMIN).await;
+    let made = Ask {
+        cookie: Some(&cookie),
+        csrf: Some(&csrf),
+        body: Some(json!({"member": "second", "id": "second-admin", "admin": true})),
+        ..Ask::new("POST", "/console/api/admin/v1/keys")
+    };
+    let (status, _, body) = made.send(&weir).await;
+    assert_eq!(status, 201, "{body}");
+    let (second, _) = sign_in(&weir, body["token"].as_str().unwrap()).await;
+    let (status, _, _) =
+        Ask { cookie: Some(&second), ..Ask::new("GET", "/console/api/admin/v1/budgets") }.send(&weir).await;
+    assert_eq!(status, 200);
+    let revoke = Ask {
+        cookie: Some(&cookie),
+        csrf: Some(&csrf),
+        body: Some(json!({})),
+        ..Ask::new("POST", "/console/api/admin/v1/keys/second-admin/revoke")
+    };
+    assert_eq!(revoke.send(&weir).await.0, 200);
+    let (status, _, body) =
+        Ask { cookie: Some(&second), ..Ask::new("GET", "/console/api/admin/v1/budgets") }.send(&weir).await;
+    assert_eq!(status, 401, "{body}");
+}
+
+#[tokio::test]
+async fn a_signed_on_session_acts_as_an_admin_named_in_the_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = weir(dir.path());
+    let person = crate::identity::console_sessions::SignedOn {
+        subject: "s-42".to_owned(),
+        email: Some("ana@example.com".to_owned()),
+    };
+    let opened = weir
+        .console_sessions()
+        .open(crate::identity::console_sessions::Principal::SignOn(person), std::time::SystemTime::now())
+        .unwrap();
+    let (status, _, body) = Ask { cookie: Some(&opened.id), ..Ask::new("GET", "/console/session") }.send(&weir).await;
+    assert_eq!((status, body["via"].as_str(), body["key"].clone()), (200, Some("oidc"), Value::Null), "{body}");
+    assert_eq!(body["who"], "oidc:s-42 <ana@example.com>");
     let create = |csrf| Ask {
         cookie: Some(&opened.id),
         csrf,
