@@ -18,13 +18,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 use weir_tests::fake_idp::{CLIENT_ID, CLIENT_SECRET, FakeIdp, IDP_RAW_TEXT, IdpMode, IdpUser};
-use weir_tests::python::python_with;
+use weir_tests::python::run_browser_script;
 use weir_tests::{FakeUpstream, Gateway, free_port};
 
 const ROOT: &str = "weir-root-oidc-token-0123456789abcdef";
@@ -368,25 +367,8 @@ async fn single_sign_on_and_editing_in_a_real_browser() {
 
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     std::fs::create_dir_all(&out).unwrap();
-    let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        std::path::Path::new(&chromium).is_file(),
-        "{chromium} is missing: install Debian's `chromium` package (`.ci/run` does)"
-    );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/console_sso_browser.py");
-    let args = json!({"base": gateway.url(""), "out": out.to_str().unwrap(), "chromium": chromium});
-    let python = python_with("playwright");
-    let output = tokio::task::spawn_blocking(move || Command::new(python).arg(script).arg(args.to_string()).output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "console_sso_browser.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let args = json!({"base": gateway.url(""), "out": out.to_str().unwrap()});
+    let seen = tokio::task::spawn_blocking(move || run_browser_script("console_sso_browser.py", args)).await.unwrap();
 
     // The sign-in page offered both ways; the outsider was refused on the gateway's page.
     assert_eq!((seen["sign_on_link_visible"].as_bool(), seen["key_form_visible"].as_bool()), (Some(true), Some(true)));

@@ -40,7 +40,7 @@ use crate::Weir;
 use crate::config::OidcSettings;
 use crate::identity::console_sessions::{Principal, SignedOn};
 use crate::identity::sign_ons::SIGN_ON_LIFETIME;
-use crate::transport::SecretStore;
+use crate::transport::{SecretStore, error_chain};
 
 /// The cookie that binds a sign-on's `state` to the browser that started it.
 /// `SameSite=Lax`: the provider's redirect back is a cross-site navigation,
@@ -404,18 +404,6 @@ async fn send(http: reqwest::Client, request: HttpRequest) -> Result<HttpRespons
         body.extend_from_slice(&chunk);
     }
     answer.body(body).map_err(|error| ProviderHttpError::Build(error.to_string()))
-}
-
-/// An error and its sources, for the log.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn state_cookie(state: &str) -> HeaderValue {
