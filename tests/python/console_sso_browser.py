@@ -9,33 +9,14 @@ every step's result against the gateway's admin API.
 
 import json
 import sys
-import urllib.error
-import urllib.request
 
 from playwright.sync_api import sync_playwright
+
+from console_pages import chat, wait_loaded
 
 ARGS = json.loads(sys.argv[1])
 BASE = ARGS["base"].rstrip("/")
 WIDTHS = [(1280, 900), (390, 844)]
-
-
-def chat(token, model):
-    """One chat call with `token` to `model`; its HTTP status."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20})
-    request = urllib.request.Request(
-        BASE + "/v1/chat/completions",
-        data=body.encode(),
-        headers={"content-type": "application/json", "authorization": "Bearer " + token},
-    )
-    try:
-        with urllib.request.urlopen(request) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-def wait_loaded(page, name):
-    page.wait_for_selector(f'body[data-loaded="{name}"]', timeout=15000)
 
 
 def shoot(page, name, result):
@@ -100,7 +81,7 @@ def main():
         page.click("#key-form button[type=submit]")
         page.wait_for_selector("#new-token:not([hidden])")
         token = page.text_content("#new-token-value")
-        result["before_edit"] = {"gpt-mini": chat(token, "gpt-mini"), "gpt": chat(token, "gpt")}
+        result["before_edit"] = {"gpt-mini": chat(BASE, token, "gpt-mini"), "gpt": chat(BASE, token, "gpt")}
         page.click('[data-key="dev-key"] >> text=Edit')
         page.wait_for_selector("#key-edit-form:not([hidden])")
         result["edit_prefilled_models"] = page.input_value("#key-edit-models")
@@ -109,7 +90,7 @@ def main():
         shoot(page, "keys-edit", result)
         page.click("#key-edit-form button[type=submit]")
         page.wait_for_selector("#key-edit-form", state="hidden")
-        result["after_edit"] = {"gpt-mini": chat(token, "gpt-mini"), "gpt": chat(token, "gpt")}
+        result["after_edit"] = {"gpt-mini": chat(BASE, token, "gpt-mini"), "gpt": chat(BASE, token, "gpt")}
 
         # A member's budget and a team's, set in the page; the team's then deleted.
         visit(page, "members")

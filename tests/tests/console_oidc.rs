@@ -96,6 +96,10 @@ struct Finished {
 }
 
 impl Finished {
+    async fn read(answer: reqwest::Response) -> Self {
+        Self { status: answer.status(), headers: answer.headers().clone(), body: answer.text().await.unwrap() }
+    }
+
     /// The failure page's `data-code`.
     fn code(&self) -> &str {
         let start = self.body.find("data-code=\"").map(|at| at + "data-code=\"".len()).unwrap_or(0);
@@ -142,8 +146,7 @@ async fn finish(callback: &str, cookie: Option<&str>) -> Finished {
     if let Some(cookie) = cookie {
         request = request.header("cookie", cookie);
     }
-    let answer = request.send().await.unwrap();
-    Finished { status: answer.status(), headers: answer.headers().clone(), body: answer.text().await.unwrap() }
+    Finished::read(request.send().await.unwrap()).await
 }
 
 /// A whole sign-on as a browser makes it.
@@ -288,8 +291,7 @@ async fn a_provider_that_cannot_be_reached_or_a_missing_secret_is_a_clear_page()
     let gateway =
         Gateway::start_on(listen, &config(&nowhere, listen, true), &[("WEIR_OIDC_SECRET", CLIENT_SECRET)]).await;
     let login = client().get(gateway.url("/console/oidc/login")).send().await.unwrap();
-    let finished =
-        Finished { status: login.status(), headers: login.headers().clone(), body: login.text().await.unwrap() };
+    let finished = Finished::read(login).await;
     finished.assert_refused(502, "provider_unreachable");
     assert!(!finished.body.contains(&nowhere[7..]), "the page does not name the provider's address: {}", finished.body);
     drop(gateway);
@@ -299,8 +301,7 @@ async fn a_provider_that_cannot_be_reached_or_a_missing_secret_is_a_clear_page()
     let idp = FakeIdp::start(&format!("http://{listen}/console/oidc/callback"), admin()).await;
     let gateway = Gateway::start_on(listen, &config(&idp.issuer, listen, true), &[]).await;
     let login = client().get(gateway.url("/console/oidc/login")).send().await.unwrap();
-    let finished =
-        Finished { status: login.status(), headers: login.headers().clone(), body: login.text().await.unwrap() };
+    let finished = Finished::read(login).await;
     finished.assert_refused(500, "secret_missing");
     assert_eq!(idp.token_requests(), 0);
 }
@@ -330,8 +331,7 @@ async fn without_single_sign_on_its_routes_say_so() {
     ))
     .await;
     let login = client().get(gateway.url("/console/oidc/login")).send().await.unwrap();
-    let finished =
-        Finished { status: login.status(), headers: login.headers().clone(), body: login.text().await.unwrap() };
+    let finished = Finished::read(login).await;
     finished.assert_refused(404, "not_configured");
     let methods: Value = client().get(gateway.url("/console/sign-in")).send().await.unwrap().json().await.unwrap();
     assert_eq!(methods, json!({"key": true, "oidc": false}));
