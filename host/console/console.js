@@ -180,6 +180,8 @@
         if (k.source !== "runtime" || k.status === "revoked") return "";
         const cell = el("span");
         cell.append(
+          actionButton("Edit", async () => editKey(k)),
+          " ",
           actionButton("Rotate", async () => {
             const rotated = await api("POST", `/admin/v1/keys/${encodeURIComponent(k.id)}/rotate`, {});
             showToken(rotated.token);
@@ -207,6 +209,95 @@
     showToken(created.token);
     $("key-form").reset();
     await loadKeys();
+  }
+
+  // A key's model list and limits, edited in place (POST /admin/v1/keys/{id}:
+  // a field sent as null clears it).
+  function editKey(key) {
+    $("key-edit-id").textContent = key.id;
+    $("key-edit-models").value = (key.models || []).join(", ");
+    $("key-edit-rpm").value = key.rpm == null ? "" : String(key.rpm);
+    $("key-edit-tpm").value = key.tpm == null ? "" : String(key.tpm);
+    $("key-edit-form").hidden = false;
+    $("key-edit-models").focus();
+  }
+
+  const wholeOrNull = (text) => text.trim() === "" ? null : Number(text);
+
+  async function saveKeyEdit() {
+    const id = $("key-edit-id").textContent;
+    const models = $("key-edit-models").value.split(",").map((m) => m.trim()).filter(Boolean);
+    await api("POST", `/admin/v1/keys/${encodeURIComponent(id)}`, {
+      models: models.length ? models : null,
+      rpm: wholeOrNull($("key-edit-rpm").value),
+      tpm: wholeOrNull($("key-edit-tpm").value),
+    });
+    $("key-edit-form").hidden = true;
+    await loadKeys();
+  }
+
+  // --- Members and teams -------------------------------------------------
+  // A scope's budget fields, as /admin/v1/members and /teams take them (absent: unlimited).
+  const BUDGET_FIELDS = [
+    ["daily_tokens", "Daily tokens"], ["monthly_tokens", "Monthly tokens"],
+    ["daily_usd", "Daily USD"], ["monthly_usd", "Monthly USD"],
+    ["max_call_tokens", "Tokens a call"], ["max_call_usd", "USD a call"],
+  ];
+
+  function budgetForm(form) {
+    const kind = form.dataset.kind;
+    for (const [field, label] of BUDGET_FIELDS) {
+      const input = el("input");
+      input.id = `${kind}-${field}`;
+      input.type = "number";
+      input.min = "0";
+      input.step = field.endsWith("_usd") ? "any" : "1";
+      input.placeholder = "no limit";
+      const wrapper = el("label", label);
+      wrapper.append(input);
+      form.append(wrapper);
+    }
+    const save = el("button", "Save budget");
+    save.type = "submit";
+    form.append(save);
+    form.addEventListener("submit", (event) => { event.preventDefault(); run(() => saveScope(kind)); });
+  }
+
+  async function loadScopes(kind) {
+    const answer = await api("GET", `/admin/v1/${kind}?limit=1000`);
+    fillTable($(`${kind}-table`), [
+      ["name", (s) => s.name],
+      ["source", (s) => s.source],
+      ...BUDGET_FIELDS.map(([field, label]) => [label, (s) => s.budget[field] == null ? "" : s.budget[field], true]),
+      ["", (s) => {
+        if (s.source !== "runtime") return "";
+        const cell = el("span");
+        cell.dataset.scope = s.name;
+        cell.append(
+          actionButton("Edit", async () => {
+            $(`${kind}-name`).value = s.name;
+            for (const [field] of BUDGET_FIELDS) $(`${kind}-${field}`).value = s.budget[field] == null ? "" : s.budget[field];
+          }),
+          " ",
+          actionButton("Delete", async () => {
+            await api("DELETE", `/admin/v1/${kind}/${encodeURIComponent(s.name)}`);
+            await loadScopes(kind);
+          }));
+        return cell;
+      }],
+    ], answer.data);
+  }
+
+  async function saveScope(kind) {
+    const name = $(`${kind}-name`).value.trim();
+    const budget = {};
+    for (const [field] of BUDGET_FIELDS) {
+      const text = $(`${kind}-${field}`).value.trim();
+      if (text !== "") budget[field] = Number(text);
+    }
+    await api("POST", `/admin/v1/${kind}/${encodeURIComponent(name)}`, { budget });
+    $(`${kind}-form`).reset();
+    await loadScopes(kind);
   }
 
   // --- Budgets -----------------------------------------------------------
@@ -312,7 +403,10 @@
   }
 
   // --- Pages and session ---------------------------------------------------
-  const loaders = { usage: loadUsage, keys: loadKeys, budgets: loadBudgets, calls: searchCalls, providers: loadProviders };
+  const loaders = {
+    usage: loadUsage, keys: loadKeys, members: () => loadScopes("members"), teams: () => loadScopes("teams"),
+    budgets: loadBudgets, calls: searchCalls, providers: loadProviders,
+  };
 
   async function run(action) {
     showError("");
@@ -336,16 +430,26 @@
     }
   }
 
-  function signedOut() {
+  // The sign-in page offers the ways this gateway allows: an admin key, single sign-on, or both.
+  async function signedOut() {
     state.csrf = null;
     $("nav").hidden = true;
+    $("who").textContent = "";
     show("sign-in");
+    try {
+      const methods = await request("GET", "/console/sign-in");
+      $("sign-in-form").hidden = !methods.key;
+      $("sign-on").hidden = !methods.oidc;
+    } catch (error) {
+      showError(error.message);
+    }
     document.body.dataset.loaded = "sign-in";
   }
 
   function signedIn(session) {
     state.csrf = session.csrf;
     $("nav").hidden = false;
+    $("who").textContent = session.who || "";
     const page = location.hash.slice(1);
     show(loaders[page] ? page : "usage");
   }
@@ -370,6 +474,9 @@
     }));
     $("usage-form").addEventListener("submit", (event) => { event.preventDefault(); show("usage"); });
     $("key-form").addEventListener("submit", (event) => { event.preventDefault(); run(createKey); });
+    $("key-edit-form").addEventListener("submit", (event) => { event.preventDefault(); run(saveKeyEdit); });
+    $("key-edit-cancel").addEventListener("click", () => { $("key-edit-form").hidden = true; });
+    for (const form of document.querySelectorAll(".budget-form")) budgetForm(form);
     $("calls-form").addEventListener("submit", (event) => { event.preventDefault(); run(searchCalls); });
     $("copy-token").addEventListener("click", () => {
       const text = $("new-token-value").textContent;

@@ -138,6 +138,8 @@ struct Inner {
     reasoning_seal: seal::ReasoningSeal,
     /// The console's signed-in sessions (in this process's memory only).
     console_sessions: crate::identity::ConsoleSessions,
+    /// The console's single sign-ons between the redirect to the provider and its answer.
+    sign_ons: crate::identity::PendingSignOns,
 }
 
 /// The two sources of keys and budgets.
@@ -210,6 +212,11 @@ impl Weir {
     /// The console's signed-in sessions (see `identity::console_sessions`).
     pub(crate) fn console_sessions(&self) -> &crate::identity::ConsoleSessions {
         &self.inner.console_sessions
+    }
+
+    /// The console's single sign-ons in flight (see `identity::sign_ons`).
+    pub(crate) fn sign_ons(&self) -> &crate::identity::PendingSignOns {
+        &self.inner.sign_ons
     }
 
     pub fn config(&self) -> &Config {
@@ -908,16 +915,18 @@ impl Prepared {
             budgets: self.budgets,
             reasoning_seal: self.reasoning_seal,
             console_sessions: crate::identity::ConsoleSessions::default(),
+            sign_ons: crate::identity::PendingSignOns::default(),
         };
         Weir { inner: Arc::new(inner) }
     }
 }
 
 /// The secret-store ids a configuration names: its entries' and deployments'
-/// credentials, and the client secrets `[credentials.*]` tables read. The
-/// only ids the store is ever asked for.
+/// credentials, the client secrets `[credentials.*]` tables read, and the
+/// console's single sign-on client secret. The only ids the store is ever asked for.
 pub(crate) fn configured_secret_ids(config: &Config) -> impl Iterator<Item = &str> {
-    let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id());
+    let sign_on_secret = config.console.oidc.as_ref().map(|oidc| oidc.client_secret.as_str());
+    let client_secrets = config.token_credentials.values().filter_map(|spec| spec.secret_id()).chain(sign_on_secret);
     let deployment_secrets =
         config.models.iter().flat_map(|model| &model.deployments).filter_map(|d| d.credential.as_deref());
     config.models.iter().filter_map(|model| model.credential.as_deref()).chain(deployment_secrets).chain(client_secrets)

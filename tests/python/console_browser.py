@@ -9,34 +9,15 @@ the numbers shown with `/v1/usage` and checks every step's result.
 
 import json
 import sys
-import urllib.error
-import urllib.request
 
 from playwright.sync_api import sync_playwright
+
+from console_pages import chat, wait_loaded
 
 ARGS = json.loads(sys.argv[1])
 BASE = ARGS["base"].rstrip("/")
 PAGES = ["usage", "keys", "budgets", "calls", "providers"]
 WIDTHS = [(1280, 900), (390, 844)]
-
-
-def chat(token):
-    """One chat call with `token`; its HTTP status."""
-    body = json.dumps({"model": "gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20})
-    request = urllib.request.Request(
-        BASE + "/v1/chat/completions",
-        data=body.encode(),
-        headers={"content-type": "application/json", "authorization": "Bearer " + token},
-    )
-    try:
-        with urllib.request.urlopen(request) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-def wait_loaded(page, name):
-    page.wait_for_selector(f'body[data-loaded="{name}"]', timeout=15000)
 
 
 def visit(page, name, result):
@@ -101,13 +82,13 @@ def main():
         page.click("#copy-token")
         result["new_token_prefix"] = token[:5]
         page.wait_for_selector('[data-key="carol-key"]')
-        result["call_with_new_key"] = chat(token)
+        result["call_with_new_key"] = chat(BASE, token)
         page.click('[data-key="carol-key"] >> text=Revoke')
         page.wait_for_function(
             "() => [...document.querySelectorAll('#keys-table tbody tr')]"
             ".some((row) => row.cells[0].textContent === 'carol-key' && row.cells[4].textContent === 'revoked')"
         )
-        result["call_after_revoke"] = chat(token)
+        result["call_after_revoke"] = chat(BASE, token)
         page.screenshot(path=f'{ARGS["out"]}/keys-created-1280.png', full_page=True)
 
         visit(page, "budgets", result)

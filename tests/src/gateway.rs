@@ -240,6 +240,12 @@ impl Gateway {
         Self::start_binary_with_args(&weir_binary(), config_toml, env, None, args).await
     }
 
+    /// [`Gateway::start_with`] on an address chosen before the start (see [`free_port`]): for
+    /// a config that must name the gateway's own URL, such as a single sign-on's redirect URI.
+    pub async fn start_on(listen: SocketAddr, config_toml: &str, env: &[(&str, &str)]) -> Gateway {
+        Self::start_binary_with_args(&weir_binary(), config_toml, env, None, &["--listen", &listen.to_string()]).await
+    }
+
     async fn start_binary_with_args(
         binary: &Path,
         config_toml: &str,
@@ -252,15 +258,11 @@ impl Gateway {
         std::fs::write(&config_path, config_toml).expect("write config");
 
         let mut command = Command::new(binary);
-        command
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--listen", "127.0.0.1:0"])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.arg("serve").arg("--config").arg(&config_path);
+        if !args.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        command.current_dir(dir.path()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         if let Some(providers) = providers_dir {
             command.arg("--providers-dir").arg(providers);
         }
@@ -488,6 +490,14 @@ fn drain_stdout(pipe: impl Read, lines: &Mutex<Vec<String>>, listening: tokio::s
 
 /// Serves an in-process gateway router on a fresh loopback port, on the
 /// caller's runtime; answers its base URL (`http://127.0.0.1:PORT`).
+/// A loopback address no one listens on now (bound, then released): for a gateway that must
+/// know its own URL before it starts ([`Gateway::start_on`]).
+#[must_use]
+pub fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.local_addr().expect("the bound address")
+}
+
 pub async fn serve_router(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
     let base = format!("http://{}", listener.local_addr().expect("the bound address"));

@@ -17,6 +17,7 @@ pub mod anthropic_wire;
 pub mod azure_wire;
 pub mod bedrock_wire;
 pub mod decision_wire;
+pub mod fake_idp;
 pub mod fake_upstream;
 pub mod gateway;
 pub mod gemini_wire;
@@ -30,7 +31,7 @@ pub mod responses_wire;
 pub mod token_endpoints;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
-pub use gateway::{Gateway, Posted, closed_records, run_cli, serve_router, weir_binary};
+pub use gateway::{Gateway, Posted, closed_records, free_port, run_cli, serve_router, weir_binary};
 pub use postgres_server::PostgresServer;
 pub use redis_server::RedisServer;
 

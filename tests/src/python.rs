@@ -41,6 +41,29 @@ pub fn python_with(module: &str) -> PathBuf {
     }
 }
 
+/// Runs the Playwright script `tests/python/{script}` with `args` (a JSON object; `chromium` is
+/// added: `$WEIR_CHROMIUM`, else Debian's `/usr/bin/chromium`) and returns the one JSON object
+/// it prints. Fails the test when the browser is missing or the script fails. Blocking: an
+/// async test calls it through `spawn_blocking`.
+#[must_use]
+pub fn run_browser_script(script: &str, mut args: Value) -> Value {
+    let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(
+        std::path::Path::new(&chromium).is_file(),
+        "{chromium} is missing: install Debian's `chromium` package (`.ci/run` does)"
+    );
+    args["chromium"] = Value::String(chromium);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python").join(script);
+    let output = Command::new(python_with("playwright")).arg(path).arg(args.to_string()).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Runs the OpenAI client script's `steps` (`plain`, `tools`, `stream`, `stream_tools`)
 /// against `base_url` (ending in `/v1`) for `model`, and returns one JSON object per step.
 /// Fails the test if the script fails.

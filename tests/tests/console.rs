@@ -11,11 +11,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weir_tests::python::python_with;
+use weir_tests::python::run_browser_script;
 use weir_tests::{FakeUpstream, Gateway};
 
 const ROOT: &str = "weir-root-console-token-0123456789abcdef";
@@ -198,31 +197,8 @@ async fn the_console_in_a_real_browser() {
     let by_member: Value = by_member.json().await.unwrap();
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     std::fs::create_dir_all(&out).unwrap();
-    let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    assert!(
-        std::path::Path::new(&chromium).is_file(),
-        "{chromium} is missing: install Debian's `chromium` package (`.ci/run` does)"
-    );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/console_browser.py");
-    let args = json!({
-        "base": gateway.url(""),
-        "admin": ROOT,
-        "plain": PLAIN,
-        "out": out.to_str().unwrap(),
-        "chromium": chromium,
-    });
-    let python = python_with("playwright");
-    let output = tokio::task::spawn_blocking(move || Command::new(python).arg(script).arg(args.to_string()).output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "console_browser.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let args = json!({"base": gateway.url(""), "admin": ROOT, "plain": PLAIN, "out": out.to_str().unwrap()});
+    let seen = tokio::task::spawn_blocking(move || run_browser_script("console_browser.py", args)).await.unwrap();
 
     // A non-admin key was refused, and the token field emptied after each try.
     assert!(seen["plain_sign_in_error"].as_str().unwrap().contains("not `admin`"), "{seen}");

@@ -15,6 +15,7 @@ use crate::types::Effort;
 mod answer_cache;
 mod budgets;
 mod capability;
+mod console;
 mod credentials;
 mod deployments;
 mod key_source;
@@ -25,6 +26,7 @@ mod settings;
 
 pub use answer_cache::{AnswerCacheSettings, CacheScope, EntryCaching};
 pub use capability::{Capability, CapabilitySet};
+pub use console::{ConsoleSettings, OIDC_CALLBACK_PATH, OidcSettings};
 pub use credentials::{TokenCredentialEntry, TokenKind, TokenSourceSpec};
 pub use deployments::{CircuitSettings, DeploymentEntry, MAX_DEPLOYMENTS, MIN_WINDOW_ATTEMPTS};
 pub use key_source::{KeySource, KeySourceError, read_key};
@@ -91,6 +93,10 @@ pub struct Config {
     /// The gateway's edge: client timeouts, body limit, origins, caps, drain.
     #[serde(default)]
     pub server: ServerSettings,
+    /// `[console]`: how operators sign in to `/console` (an admin key, and
+    /// single sign-on through `[console.oidc]`).
+    #[serde(default)]
+    pub console: ConsoleSettings,
     /// Longest a single upstream attempt may take in all (a whole answer: until
     /// its body is read; a stream: until its first output), in seconds.
     pub attempt_timeout_secs: Option<u64>,
@@ -1045,6 +1051,7 @@ impl Config {
         self.server.validate().map_err(|message| self.invalid(format!("[server]: {message}")))?;
         self.embeddings.validate().map_err(|message| self.invalid(format!("[embeddings]: {message}")))?;
         self.metrics.validate().map_err(|message| self.invalid(format!("[metrics]: {message}")))?;
+        self.console.check().map_err(|message| self.invalid(message))?;
         let unpinned = self.models.iter().find(|m| m.kind == RoleKind::Embedding && m.embedding_dimensions.is_none());
         if let Some(model) = unpinned
             && self.embeddings.dimensions.is_none()

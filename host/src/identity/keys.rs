@@ -43,6 +43,28 @@ pub struct Key {
 }
 
 impl Key {
+    /// The admin a console session opened by single sign-on acts as: `id`
+    /// names the person (the admin audit's actor). It is in no ring, so no
+    /// token is ever this key (its digest is no token's hash); it may call no
+    /// model and has no buckets: it reads and changes through the admin
+    /// routes only.
+    pub(crate) fn signed_on_admin(id: String) -> Self {
+        Key {
+            member: id.clone(),
+            id,
+            team: None,
+            digest: [0; 32],
+            models: Some(BTreeSet::new()),
+            expires: None,
+            previous: None,
+            source: KeySource::Runtime,
+            admin: true,
+            default_effort: None,
+            gate: None,
+            limits: Limits::default(),
+        }
+    }
+
     /// The identity a call made with this key carries.
     pub fn caller(&self) -> Caller {
         Caller { key_id: Some(self.id.clone()), member: self.member.clone(), team: self.team.clone() }
@@ -290,6 +312,14 @@ mod tests {
             max_call_tokens: None,
             max_call_usd: None,
         }
+    }
+
+    #[test]
+    fn a_signed_on_admin_calls_no_model_and_no_token_is_it() {
+        let key = Key::signed_on_admin("oidc:s-1 <ana@example.com>".to_owned());
+        assert!(key.admin && key.live_at(SystemTime::now()));
+        assert!(!key.permits("gpt-4.1") && key.gate().is_none());
+        assert_eq!(key.caller().member, "oidc:s-1 <ana@example.com>");
     }
 
     #[test]

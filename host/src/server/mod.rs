@@ -13,8 +13,9 @@
 //! - `GET /health`
 //! - `/admin/v1/...` — the admin plane: keys, member and team budgets, the audit, the ledger's
 //!   calls (`admin` keys; see `admin`, `calls`)
-//! - `/console` — the operator's pages, signed in with an `admin` key (see `console`); the
-//!   operator's routes again under `/console/api`, for the console's session
+//! - `/console` — the operator's pages, signed in with an `admin` key or by single sign-on
+//!   (`[console.oidc]`; see `console`); the operator's routes again under `/console/api`, for
+//!   the console's session
 //! - `GET /metrics` — the Prometheus exposition (`admin` keys; see [`serve_metrics`]; absent
 //!   under `[metrics] enabled = false`)
 //!
@@ -88,6 +89,9 @@ pub fn router(weir: Weir) -> Router {
         .route("/console/console.js", get(console::script))
         .route("/console/console.css", get(console::style))
         .route("/console/session", get(console::current).post(console::sign_in).delete(console::sign_out))
+        .route("/console/sign-in", get(console::sign_in_methods))
+        .route("/console/oidc/login", get(console::sign_on_start))
+        .route(crate::config::OIDC_CALLBACK_PATH, get(console::sign_on_callback))
         // The console's page calls the operator's routes with its session (see `console`).
         .nest("/console/api", operator.clone())
         .merge(operator);

@@ -422,7 +422,7 @@ fn is_certificate_error(error: &(dyn std::error::Error + 'static)) -> bool {
 
 /// The error with its causes, so "connection refused" is not lost behind
 /// "error sending request".
-pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

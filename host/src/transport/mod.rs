@@ -9,6 +9,7 @@ mod secret_cache;
 mod token;
 
 pub use aws::{ACCESS_KEY_ID, AwsIdentity, IdentitySource, REGION_ID, RETRY_AFTER_FAILURE, SigV4};
+pub(crate) use client::error_chain;
 pub use client::{BodyStream, HttpClient, TransportError, TransportSettings};
 pub use credentials::{Credential, CredentialError, EnvSecretStore, Secret, SecretStore};
 pub use scope::{ConfiguredIds, ScopedSecrets};

@@ -7,6 +7,11 @@
 //!   sets the session cookie, answers the CSRF token
 //! - `GET /console/session` — the signed-in session's key, CSRF token and expiry (401 without one)
 //! - `DELETE /console/session` — signs out (needs the CSRF token)
+//! - `GET /console/sign-in` — which ways in this gateway offers (`key`, `oidc`);
+//!   `[console] key_sign_in = false` turns the key's sign-in off
+//! - `GET /console/oidc/login`, `/console/oidc/callback` — single sign-on through
+//!   the OpenID Connect provider `[console.oidc]` names (see [`oidc`]); it opens
+//!   the same session a key's sign-in opens
 //! - `/console/api/...` — the routes the page reads and changes through, with
 //!   the session instead of a key: `/admin/v1/...`, `/v1/usage`, `/v1/models`,
 //!   `/v1/providers` under this prefix (see [`session_key`])
@@ -35,6 +40,7 @@ use serde_json::json;
 use super::ApiError;
 use crate::Weir;
 use crate::failure::Category;
+use crate::identity::console_sessions::{Opened, Principal, SESSION_LIFETIME, Session};
 use crate::identity::{Key, KeyRing};
 
 /// The path every console route is under.
@@ -119,13 +125,18 @@ fn signed_out() -> ApiError {
 
 /// The session cookie's value, when the request carries one.
 fn cookie(headers: &HeaderMap) -> Option<&str> {
+    cookie_named(headers, COOKIE_NAME)
+}
+
+/// The value of the cookie `name`, when the request carries one.
+fn cookie_named<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE_NAME).then_some(value))
+        .find_map(|(found, value)| (found == name).then_some(value))
 }
 
 /// The admin key a `/console/api/...` request acts as: its cookie's live
@@ -139,17 +150,22 @@ pub(super) fn session_key(weir: &Weir, keys: &KeyRing, head: &Parts) -> Result<A
     let now = SystemTime::now();
     let id = cookie(&head.headers).ok_or_else(signed_out)?;
     let session = weir.console_sessions().find(id, now).ok_or_else(signed_out)?;
-    let key = keys.get(&session.key_id).filter(|key| key.admin && key.live_at(now)).ok_or_else(|| {
-        ApiError::new(
-            Category::InvalidApiKey,
-            format!("the key `{}` this session signed in with is no longer an active admin key", session.key_id),
-        )
-    })?;
+    let key = match &session.principal {
+        Principal::Key(key_id) => {
+            Arc::clone(keys.get(key_id).filter(|key| key.admin && key.live_at(now)).ok_or_else(|| {
+                ApiError::new(
+                    Category::InvalidApiKey,
+                    format!("the key `{key_id}` this session signed in with is no longer an active admin key"),
+                )
+            })?)
+        }
+        Principal::SignOn(person) => Arc::new(Key::signed_on_admin(person.actor())),
+    };
     let reads = head.method == Method::GET || head.method == Method::HEAD;
     if !reads && !session.csrf_matches(csrf_header(&head.headers)) {
         return Err(missing_csrf());
     }
-    Ok(Arc::clone(key))
+    Ok(key)
 }
 
 fn csrf_header(headers: &HeaderMap) -> Option<&str> {
@@ -180,6 +196,12 @@ pub(super) async fn sign_in(State(weir): State<Weir>, request: Request) -> Resul
         .map_err(|_| ApiError::invalid_request("the sign-in body could not be read"))?;
     let sign_in: SignIn = serde_json::from_slice(&body)
         .map_err(|_| ApiError::invalid_request("the sign-in body must be {\"token\": \"...\"}"))?;
+    if !weir.config().console.key_sign_in {
+        return Err(ApiError::new(
+            Category::PermissionDenied,
+            "signing in with a key is turned off on this gateway: sign in with single sign-on".to_owned(),
+        ));
+    }
     let keys = weir.keys();
     if keys.is_empty() {
         return Err(ApiError::new(
@@ -198,28 +220,48 @@ pub(super) async fn sign_in(State(weir): State<Weir>, request: Request) -> Resul
             format!("the API key `{}` may not sign in to the console (it is not `admin`)", key.id),
         ));
     }
-    let opened = weir.console_sessions().open(&key.id, now).map_err(|error| {
-        tracing::error!(%error, "a console session could not be opened");
-        ApiError::new(Category::GatewayBusy, "a console session could not be opened; retry shortly".to_owned())
-    })?;
-    let cookie = format!(
-        "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path={PREFIX}; Max-Age={}",
-        opened.id,
-        crate::identity::console_sessions::SESSION_LIFETIME.as_secs()
-    );
+    let opened = open_session(&weir, Principal::Key(key.id.clone()), now)?;
     let mut answer = Json(session_json(&opened.session)).into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        answer.headers_mut().insert(SET_COOKIE, value);
-    }
+    answer.headers_mut().insert(SET_COOKIE, session_cookie(&opened.id));
     Ok(answer)
 }
 
-fn session_json(session: &crate::identity::console_sessions::Session) -> serde_json::Value {
+/// Opens a console session for `principal` (a key's sign-in or a single sign-on's).
+fn open_session(weir: &Weir, principal: Principal, now: SystemTime) -> Result<Opened, ApiError> {
+    weir.console_sessions().open(principal, now).map_err(|error| {
+        tracing::error!(%error, "a console session could not be opened");
+        ApiError::new(Category::GatewayBusy, "a console session could not be opened; retry shortly".to_owned())
+    })
+}
+
+/// The `Set-Cookie` that hands a browser its session: the same for either
+/// way of signing in.
+fn session_cookie(id: &str) -> HeaderValue {
+    let cookie =
+        format!("{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path={PREFIX}; Max-Age={}", SESSION_LIFETIME.as_secs());
+    // A session id is `weir-` and hex: always a valid header value.
+    HeaderValue::from_str(&cookie).unwrap_or_else(|_| HeaderValue::from_static("weir_console=; Max-Age=0"))
+}
+
+fn session_json(session: &Session) -> serde_json::Value {
+    let (key, who, via) = match &session.principal {
+        Principal::Key(key_id) => (Some(key_id.clone()), key_id.clone(), "key"),
+        Principal::SignOn(person) => (None, person.actor(), "oidc"),
+    };
     json!({
-        "key": session.key_id,
+        "key": key,
+        "who": who,
+        "via": via,
         "csrf": session.csrf,
         "expires_at": crate::admin::model::rfc3339_ms(crate::admin::model::to_ms(session.expires)),
     })
+}
+
+/// `GET /console/sign-in`: which ways of signing in this gateway offers, so
+/// the page shows the key form, the single sign-on link, or both.
+pub(super) async fn sign_in_methods(State(weir): State<Weir>) -> Response {
+    let console = &weir.config().console;
+    Json(json!({"key": console.key_sign_in, "oidc": console.oidc.is_some()})).into_response()
 }
 
 /// `GET /console/session`: the session the cookie names, for a page (re)loaded.
@@ -250,6 +292,10 @@ pub(super) async fn sign_out(State(weir): State<Weir>, request: Request) -> Resu
     }
     Ok(answer)
 }
+
+mod oidc;
+
+pub(super) use oidc::{sign_on_callback, sign_on_start};
 
 #[cfg(test)]
 mod tests;

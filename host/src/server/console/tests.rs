@@ -223,3 +223,57 @@ async fn a_session_ends_when_its_key_is_revoked() {
         Ask { cookie: Some(&second), ..Ask::new("GET", "/console/api/admin/v1/budgets") }.send(&weir).await;
     assert_eq!(status, 401, "{body}");
 }
+
+#[tokio::test]
+async fn a_signed_on_session_acts_as_an_admin_named_in_the_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = weir(dir.path());
+    let person = crate::identity::console_sessions::SignedOn {
+        subject: "s-42".to_owned(),
+        email: Some("ana@example.com".to_owned()),
+    };
+    let opened = weir
+        .console_sessions()
+        .open(crate::identity::console_sessions::Principal::SignOn(person), std::time::SystemTime::now())
+        .unwrap();
+    let (status, _, body) = Ask { cookie: Some(&opened.id), ..Ask::new("GET", "/console/session") }.send(&weir).await;
+    assert_eq!((status, body["via"].as_str(), body["key"].clone()), (200, Some("oidc"), Value::Null), "{body}");
+    assert_eq!(body["who"], "oidc:s-42 <ana@example.com>");
+    let create = |csrf| Ask {
+        cookie: Some(&opened.id),
+        csrf,
+        body: Some(json!({"member": "dora", "id": "dora-key"})),
+        ..Ask::new("POST", "/console/api/admin/v1/keys")
+    };
+    assert_eq!(create(None).send(&weir).await.0, 403, "a change needs the CSRF token");
+    let (status, _, body) = create(Some(opened.session.csrf.as_str())).send(&weir).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["key"]["created_by"], "oidc:s-42 <ana@example.com>");
+    let (_, _, changes) =
+        Ask { cookie: Some(&opened.id), ..Ask::new("GET", "/console/api/admin/v1/changes") }.send(&weir).await;
+    assert_eq!(changes["data"][0]["actor"], "oidc:s-42 <ana@example.com>", "{changes}");
+}
+
+#[tokio::test]
+async fn key_sign_in_can_be_turned_off_beside_single_sign_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[ledger]\npath = {:?}\n[[key]]\nid = \"ops\"\nmember = \"ops\"\nadmin = true\nhash = \"{}\"\n\
+         [console]\nkey_sign_in = false\n[console.oidc]\nissuer = \"https://idp.example\"\nclient_id = \"weir\"\n\
+         client_secret = \"weir-oidc-secret\"\nredirect_uri = \"https://weir.example/console/oidc/callback\"\n\
+         admin_groups = [\"weir-admins\"]\n",
+        dir.path().join("ledger.db").to_str().unwrap(),
+        hash_of(ADMIN),
+    );
+    let config = Config::from_toml(&toml, "console test").unwrap();
+    let weir =
+        Weir::builder().config(config).providers_dir("/nonexistent-weir-console-test").cache_dir(None).build().unwrap();
+    let (status, response, body) =
+        Ask { body: Some(json!({"token": ADMIN})), ..Ask::new("POST", "/console/session") }.send(&weir).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (403, Some("permission_denied")), "{body}");
+    assert!(response.headers().get("set-cookie").is_none());
+    let (status, _, body) = Ask::new("GET", "/console/sign-in").send(&weir).await;
+    assert_eq!((status, body), (200, json!({"key": false, "oidc": true})));
+    let refused = Config::from_toml("[console]\nkey_sign_in = false\n", "console test").unwrap_err();
+    assert!(refused.to_string().contains("needs `[console.oidc]`"), "{refused}");
+}
