@@ -47,7 +47,7 @@ fn call(n: u64, total: u64) -> CallRecord {
     let spread = mix(n);
     let member = spread % 50;
     let model = (spread >> 8) % 8;
-    let failed = (spread >> 16) % 50 == 0;
+    let failed = (spread >> 16).is_multiple_of(50);
     let latency_ms = 50 + (spread >> 20) % 20_000;
     let category = if failed { "timeout" } else { "ok" };
     let started = UNIX_EPOCH + Duration::from_millis(started_ms);
@@ -102,6 +102,8 @@ fn call(n: u64, total: u64) -> CallRecord {
         stream_end: None,
         content: None,
         client: None,
+        cached: false,
+        cached_from: None,
         charged_worst_case: false,
     }
 }

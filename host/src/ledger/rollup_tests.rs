@@ -418,7 +418,7 @@ async fn the_fleets_table_keeps_the_same_rollups() {
         let mut shipped = Vec::new();
         for (name, part) in [("a.db", &calls[..100]), ("b.db", &calls[100..])] {
             let path = dir.path().join(name);
-            let part: Vec<Call> = part.iter().cloned().map(|call| Call { writer: 0, ..call }).collect();
+            let part: Vec<Call> = part.iter().map(|call| Call { writer: 0, ..call.clone() }).collect();
             append_all(&path, name, &part, 9);
             let reader = Reader::open(&path).unwrap();
             let rows = reader.rows_after(0, 100_000).unwrap();

@@ -207,10 +207,13 @@ fn at_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// A caller: key, member and team.
+type Caller = (Option<String>, Option<String>, Option<String>);
+
 /// The callers' spend from the rows of a plan's spend queries, one per
 /// (key, member, team).
 pub(super) fn merge_spend(rows: Vec<CallerSpend>) -> Vec<CallerSpend> {
-    let mut merged: BTreeMap<(Option<String>, Option<String>, Option<String>), (Tokens, f64)> = BTreeMap::new();
+    let mut merged: BTreeMap<Caller, (Tokens, f64)> = BTreeMap::new();
     for row in rows {
         let (tokens, cost) = merged.entry((row.key_id, row.member, row.team)).or_default();
         add_tokens(tokens, &row.tokens);
