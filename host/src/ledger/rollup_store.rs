@@ -187,3 +187,17 @@ pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
     write(connection, &rollup)?;
     Ok(walked)
 }
+
+/// Builds the roll-ups afresh from the rows, in one transaction: when a
+/// gateway starts on a ledger whose tail failed its anchor check
+/// (`on_tampered = "start"`), the rows it goes on with are what budgets and
+/// usage read, as they were before roll-ups.
+pub(super) fn rebuild(connection: &Connection) -> rusqlite::Result<u64> {
+    let transaction = connection.unchecked_transaction()?;
+    transaction.execute_batch(
+        "DELETE FROM ledger_rollup; DELETE FROM ledger_rollup_latency; DELETE FROM ledger_rollup_dims;",
+    )?;
+    let rows = build(&transaction)?;
+    transaction.commit()?;
+    Ok(rows)
+}
