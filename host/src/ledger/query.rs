@@ -571,7 +571,7 @@ impl LedgerRead for Reader {
     }
 
     fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
-        self.spend(&Plan::of(Span { from: Some(store::unix_ms(since)), to: None }), cut_off_holds)
+        self.spend(&Plan::of(Span::since(since)), cut_off_holds)
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
@@ -594,7 +594,7 @@ impl Reader {
         since: SystemTime,
         cut_off_holds: bool,
     ) -> Result<Vec<CallerSpend>, ReadError> {
-        self.spend(&Plan::rows_only(Span { from: Some(store::unix_ms(since)), to: None }), cut_off_holds)
+        self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
     }
 
     fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {

@@ -175,6 +175,11 @@ impl Span {
     pub(super) fn of(filter: &Filter) -> Self {
         Self { from: filter.since.map(store::unix_ms), to: filter.until.map(store::unix_ms) }
     }
+
+    /// Every start from `since` on.
+    pub(super) fn since(since: std::time::SystemTime) -> Self {
+        Self { from: Some(store::unix_ms(since)), to: None }
+    }
 }
 
 /// A usage query's bucket of time as an expression on `column` (ms):

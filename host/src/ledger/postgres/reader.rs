@@ -14,7 +14,7 @@ use crate::ledger::query::{
     VerifyReport, parse_body,
 };
 use crate::ledger::sql::{self, Dialect, Param, Span};
-use crate::ledger::store::{self, Kind, Row};
+use crate::ledger::store::{Kind, Row};
 use crate::ledger::summary::{self, LatencyRow, Plan, SumRow};
 use crate::record::{CallOpening, CallRecord, Tokens};
 
@@ -296,7 +296,7 @@ impl SharedReader {
         since: SystemTime,
         cut_off_holds: bool,
     ) -> Result<Vec<CallerSpend>, ReadError> {
-        self.spend(&Plan::rows_only(Span { from: Some(store::unix_ms(since)), to: None }), cut_off_holds)
+        self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
     }
 
     fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
@@ -323,7 +323,7 @@ impl LedgerRead for SharedReader {
     }
 
     fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
-        self.spend(&Plan::of(Span { from: Some(store::unix_ms(since)), to: None }), cut_off_holds)
+        self.spend(&Plan::of(Span::since(since)), cut_off_holds)
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
