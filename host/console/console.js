@@ -113,15 +113,29 @@
     return { start, end };
   }
 
+  // Latency percentiles as /v1/usage gives them (ms, a histogram bucket's bound).
+  function ms(value) { return value == null ? "–" : String(value); }
+
+  function errorCount(totals) { return Object.values(totals.errors).reduce((sum, n) => sum + n, 0); }
+
+  function errorList(totals) {
+    return Object.entries(totals.errors).map(([category, n]) => `${category} ${n}`).join(", ");
+  }
+
+  // One request answers the page: the totals, the groups and the series.
   async function loadUsage() {
     const { start, end } = usageRange();
     const group = $("usage-group").value;
+    const bucket = $("usage-bucket").value;
     $("usage-group-name").textContent = group;
     const range = `since=${encodeURIComponent(start.toISOString())}&until=${encodeURIComponent(end.toISOString())}`;
-    const sums = await api("GET", `/v1/usage?group_by=${group}&${range}`);
+    const sums = await api("GET", `/v1/usage?group_by=${group}&bucket=${bucket}&${range}`);
     $("usage-total-calls").textContent = String(sums.total.calls);
     $("usage-total-tokens").textContent = String(tokensOf(sums.total.tokens));
     $("usage-total-cost").textContent = usd(sums.total.cost_usd);
+    $("usage-total-p50").textContent = ms(sums.total.latency_ms.p50);
+    $("usage-total-p99").textContent = ms(sums.total.latency_ms.p99);
+    $("usage-total-errors").textContent = String(errorCount(sums.total));
     fillTable($("usage-table"), [
       [group, (g) => g[group] == null ? "(none)" : g[group]],
       ["calls", (g) => g.calls, true],
@@ -130,24 +144,31 @@
       ["cache read", (g) => g.tokens.cache_read, true],
       ["USD", (g) => usd(g.cost_usd), true],
       ["calls without a price", (g) => g.calls_without_cost, true],
+      ["p50 ms", (g) => ms(g.latency_ms.p50), true],
+      ["p99 ms", (g) => ms(g.latency_ms.p99), true],
+      ["errors", (g) => errorList(g)],
     ], sums.groups);
+    fillTable($("usage-errors"), [["category", (e) => e[0]], ["calls", (e) => e[1], true]],
+      Object.entries(sums.total.errors));
     barChart($("usage-group-chart"), sums.groups.map((g) => ({
       label: g[group] == null ? "(none)" : g[group], value: g.calls,
       title: `${g[group]}: ${g.calls} calls, ${tokensOf(g.tokens)} tokens, $${usd(g.cost_usd)}`,
     })));
-    // Over time: one sum per hour or day of the range.
-    const size = $("usage-bucket").value === "hour" ? 3600000 : 86400000;
+    // Over time: a bar per hour or day of the range, from the series (buckets without calls are absent there).
+    const size = bucket === "hour" ? 3600000 : 86400000;
+    const points = new Map(sums.series.map((point) => [Date.parse(point.start), point.total]));
     const buckets = [];
-    for (let at = start.getTime(); at < end.getTime() && buckets.length < 200; at += size) buckets.push(at);
-    const series = await Promise.all(buckets.map((at) => api("GET",
-      `/v1/usage?since=${encodeURIComponent(new Date(at).toISOString())}&until=${encodeURIComponent(new Date(Math.min(at + size, end.getTime())).toISOString())}`)));
-    barChart($("usage-chart"), series.map((sum, index) => {
-      const at = new Date(buckets[index]);
-      const label = size === 3600000 ? at.toISOString().slice(0, 13).replace("T", " ") + "h" : isoDay(at);
+    for (let at = start.getTime() - (start.getTime() % size); at < end.getTime() && buckets.length < 400; at += size) {
+      buckets.push(at);
+    }
+    barChart($("usage-chart"), buckets.map((at) => {
+      const total = points.get(at) || { calls: 0, tokens: null, cost_usd: 0 };
+      const day = new Date(at);
+      const label = size === 3600000 ? day.toISOString().slice(0, 13).replace("T", " ") + "h" : isoDay(day);
       return {
-        label, short: size === 3600000 ? at.toISOString().slice(11, 13) : isoDay(at).slice(5),
-        value: sum.total.calls,
-        title: `${label}: ${sum.total.calls} calls, ${tokensOf(sum.total.tokens)} tokens, $${usd(sum.total.cost_usd)}`,
+        label, short: size === 3600000 ? day.toISOString().slice(11, 13) : isoDay(day).slice(5),
+        value: total.calls,
+        title: `${label}: ${total.calls} calls, ${tokensOf(total.tokens)} tokens, $${usd(total.cost_usd)}`,
       };
     }));
   }

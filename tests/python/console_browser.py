@@ -69,7 +69,19 @@ def main():
                 "[...document.querySelectorAll('#usage-chart rect')].reduce((s, r) => s + Number(r.dataset.value), 0)"
             ),
             "group_chart_bars": page.locator("#usage-group-chart rect").count(),
+            "p50": page.text_content("#usage-total-p50"),
+            "p99": page.text_content("#usage-total-p99"),
+            "errors": page.text_content("#usage-total-errors"),
+            "error_rows": page.locator("#usage-errors tbody tr").count(),
         }
+        # By team: the same page, grouped again.
+        page.select_option("#usage-group", "team")
+        page.click("#usage-form button[type=submit]")
+        page.wait_for_function("() => document.querySelector('#usage-table th')?.textContent === 'team'")
+        result["usage"]["team_rows"] = page.locator("#usage-table tbody tr").count()
+        result["usage"]["team_names"] = page.evaluate(
+            "[...document.querySelectorAll('#usage-table tbody tr')].map((row) => row.cells[0].textContent)"
+        )
         visit(page, "usage", result)
 
         # Keys: create one (its token shown once), call with it, revoke it.

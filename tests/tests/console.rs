@@ -195,6 +195,9 @@ async fn the_console_in_a_real_browser() {
     let by_member =
         reqwest::Client::new().get(gateway.url("/v1/usage?group_by=member")).bearer_auth(ROOT).send().await.unwrap();
     let by_member: Value = by_member.json().await.unwrap();
+    let by_team =
+        reqwest::Client::new().get(gateway.url("/v1/usage?group_by=team")).bearer_auth(ROOT).send().await.unwrap();
+    let by_team: Value = by_team.json().await.unwrap();
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     std::fs::create_dir_all(&out).unwrap();
     let args = json!({"base": gateway.url(""), "admin": ROOT, "plain": PLAIN, "out": out.to_str().unwrap()});
@@ -222,6 +225,21 @@ async fn the_console_in_a_real_browser() {
         (seen["usage"]["group_rows"].as_u64(), seen["usage"]["group_chart_bars"].as_u64()),
         (Some(groups as u64), Some(groups as u64))
     );
+    let shown = |value: &Value| value.as_f64().map_or("–".to_owned(), |ms| ms.to_string());
+    assert_eq!(seen["usage"]["p50"], shown(&total["latency_ms"]["p50"]), "{seen}");
+    assert_eq!(seen["usage"]["p99"], shown(&total["latency_ms"]["p99"]), "{seen}");
+    assert!(total["latency_ms"]["p99"].as_f64().is_some(), "the seeded calls have latencies: {expected}");
+    let errors = total["errors"].as_object().unwrap();
+    assert_eq!(seen["usage"]["errors"], errors.values().map(|n| n.as_u64().unwrap()).sum::<u64>().to_string());
+    assert_eq!(seen["usage"]["error_rows"], errors.len());
+    let teams: Vec<String> = by_team["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|group| group["team"].as_str().unwrap_or("(none)").to_owned())
+        .collect();
+    assert_eq!(teams, ["(none)", "search"], "ana's team and the calls of no team: {by_team}");
+    assert_eq!(seen["usage"]["team_names"], json!(teams), "{seen}");
 
     // A key made in the page called, and once revoked there was refused.
     assert_eq!(seen["new_token_prefix"], "weir-");

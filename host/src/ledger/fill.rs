@@ -36,6 +36,7 @@ use super::anchor::AnchorLog;
 use super::config::LedgerConfig;
 use super::log;
 use super::query::{AnchorState, Reader, VerifyError};
+use super::rollup_store;
 use super::shipper::Signal;
 use super::store::{self, Row, Run};
 use super::writer::WriteError;
@@ -241,7 +242,8 @@ impl Filler {
     /// unless tampering was found and `on_tampered` is `refuse`, anchors the
     /// head as it is (so the rows an older weir wrote, and those a catch-up
     /// applied, are anchored from now on) and records in the file that
-    /// anchoring started.
+    /// anchoring started. Starting on a tampered tail rebuilds the roll-ups
+    /// from the rows (the budgets and usage read what the gateway goes on with).
     fn check_tail(&mut self, connection: &Connection) -> Result<(), WriteError> {
         let path = self.config.path.display().to_string();
         let found = Reader::open_file(&self.config.path)
@@ -269,6 +271,9 @@ impl Filler {
                 let kept = kept.map_or_else(|| "(none)".to_owned(), |kept| kept.display().to_string());
                 tracing::error!(%path, %reason, %kept,
                     "the ledger's tail does not match its anchor; starting anyway (on_tampered = start): the anchor file is kept aside and anchoring starts afresh from the current head");
+                let rows = rollup_store::rebuild(connection)
+                    .map_err(|error| WriteError::from(format!("cannot rebuild the roll-ups from the rows: {error}")))?;
+                tracing::warn!(%path, rows, "the ledger's roll-ups were rebuilt from the rows it starts with");
                 true
             }
             (TailCheck::Tampered(reason), LedgerOnTampered::Refuse) => {

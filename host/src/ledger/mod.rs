@@ -24,15 +24,20 @@
 //! logs the loss and lets it go on.
 
 mod anchor;
+#[doc(hidden)]
+pub mod bench;
 mod config;
 mod fill;
 mod log;
 mod modes;
 mod postgres;
 mod query;
+mod rollup;
+mod rollup_store;
 mod shipper;
 mod sql;
 mod store;
+mod summary;
 mod writer;
 
 use std::path::Path;
@@ -50,8 +55,8 @@ pub use postgres::{
     check_url as check_postgres_url,
 };
 pub use query::{
-    AnchorState, AnchoredReport, CallerSpend, ChainBreak, Filter, Group, GroupBy, LedgerRead, ReadError, Reader, Sums,
-    Totals, VerifyError, VerifyReport, parse_time,
+    AnchorState, AnchoredReport, Bucket, CallerSpend, ChainBreak, Filter, Group, GroupBy, Latency, LedgerRead, Point,
+    ReadError, Reader, Sums, Totals, UsageQuery, VerifyError, VerifyReport, parse_time,
 };
 
 use crate::catalog::{LedgerOnError, LedgerOnTampered, LedgerSync};
@@ -415,3 +420,5 @@ pub(crate) mod tests;
 
 #[cfg(test)]
 mod anchor_tests;
+#[cfg(test)]
+mod rollup_tests;

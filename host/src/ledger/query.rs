@@ -2,7 +2,7 @@
 //! an export. A [`Reader`] opens the file read-only; with WAL it reads a
 //! consistent snapshot while a gateway keeps writing.
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -14,8 +14,9 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
 use super::log;
-use super::sql::{self, Dialect, Param};
+use super::sql::{self, Dialect, Param, Span};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
+use super::summary::{self, LatencyRow, Plan, SumRow};
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
@@ -51,6 +52,10 @@ pub enum GroupBy {
     /// The deployment that served the call (its last attempt's), for entries
     /// with deployments; calls of other entries group under none.
     Deployment,
+    Team,
+    /// The provider that served the call (none for a call refused before
+    /// its model resolved).
+    Provider,
 }
 
 impl GroupBy {
@@ -61,6 +66,20 @@ impl GroupBy {
             Self::Model => "model",
             Self::Key => "key",
             Self::Deployment => "deployment",
+            Self::Team => "team",
+            Self::Provider => "provider",
+        }
+    }
+
+    /// The roll-ups' dims column (`d`) this groups by.
+    pub(super) fn dims_column(self) -> &'static str {
+        match self {
+            Self::Member => "d.member",
+            Self::Model => "d.model",
+            Self::Key => "d.key_id",
+            Self::Deployment => "d.deployment",
+            Self::Team => "d.team",
+            Self::Provider => "d.provider",
         }
     }
 }
@@ -74,9 +93,48 @@ impl std::str::FromStr for GroupBy {
             "model" => Ok(Self::Model),
             "key" => Ok(Self::Key),
             "deployment" => Ok(Self::Deployment),
-            other => Err(format!("cannot group by `{other}`: use member, model, key or deployment")),
+            "team" => Ok(Self::Team),
+            "provider" => Ok(Self::Provider),
+            other => Err(format!("cannot group by `{other}`: use member, model, key, team, provider or deployment")),
         }
     }
+}
+
+/// The width of a usage series' buckets (UTC hours and days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    Hour,
+    Day,
+}
+
+impl std::str::FromStr for Bucket {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "hour" => Ok(Self::Hour),
+            "day" => Ok(Self::Day),
+            other => Err(format!("cannot bucket by `{other}`: use hour or day")),
+        }
+    }
+}
+
+/// What a usage query asks: which calls, grouped how, and (with `bucket`)
+/// as a series over time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageQuery {
+    pub filter: Filter,
+    pub group_by: Option<GroupBy>,
+    pub bucket: Option<Bucket>,
+}
+
+/// The closed calls' latency (end minus start) at two percentiles, in ms:
+/// the upper bound of the histogram bucket holding each, so at most 19 %
+/// above it (see `rollup`). `None` without calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Latency {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
 }
 
 /// Closed calls summed.
@@ -88,6 +146,9 @@ pub struct Totals {
     pub cost_usd: f64,
     /// Calls whose entry declares no price: when not zero, `cost_usd` is partial.
     pub calls_without_cost: u64,
+    /// The failed calls, by category (every category but `ok`).
+    pub errors: BTreeMap<String, u64>,
+    pub latency_ms: Latency,
 }
 
 /// The totals of one member, model or key (`None`: calls without one).
@@ -100,38 +161,45 @@ pub struct Group {
 
 impl Serialize for Group {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(5))?;
+        let mut map = serializer.serialize_map(Some(7))?;
         map.serialize_entry(self.by.as_str(), &self.value)?;
         map.serialize_entry("calls", &self.totals.calls)?;
         map.serialize_entry("tokens", &self.totals.tokens)?;
         map.serialize_entry("cost_usd", &self.totals.cost_usd)?;
         map.serialize_entry("calls_without_cost", &self.totals.calls_without_cost)?;
+        map.serialize_entry("errors", &self.totals.errors)?;
+        map.serialize_entry("latency_ms", &self.totals.latency_ms)?;
         map.end()
     }
 }
 
-/// One row of a sums query: the group's value (`None` without grouping, or
-/// for calls without one) and its totals.
-pub(super) type GroupTotals = (Option<String>, Totals);
-
 /// Sums over the closed calls a filter selects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Sums {
-    /// One per value of the grouping, ordered by it; empty without one.
+    /// One per value of the grouping, ordered by it (calls without one
+    /// first); empty without one.
     pub groups: Vec<Group>,
     pub total: Totals,
+    /// With a bucket: one point per bucket that holds calls, in time order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<Point>>,
 }
 
-impl Sums {
-    /// The sums from the ungrouped query's rows (one, or none) and, when
-    /// grouped, the grouped query's.
-    pub(super) fn assemble(total: Vec<GroupTotals>, grouped: Option<(GroupBy, Vec<GroupTotals>)>) -> Self {
-        let total = total.into_iter().next().map(|(_, totals)| totals).unwrap_or_default();
-        let groups = match grouped {
-            Some((by, rows)) => rows.into_iter().map(|(value, totals)| Group { by, value, totals }).collect(),
-            None => Vec::new(),
-        };
-        Self { groups, total }
+/// One bucket of a usage series: its start, its totals and (grouped) its groups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub start: SystemTime,
+    pub total: Totals,
+    pub groups: Vec<Group>,
+}
+
+impl Serialize for Point {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("start", &humantime::format_rfc3339(self.start).to_string())?;
+        map.serialize_entry("total", &self.total)?;
+        map.serialize_entry("groups", &self.groups)?;
+        map.end()
     }
 }
 
@@ -158,7 +226,7 @@ pub enum ReadError {
     #[error("no ledger at {0}")]
     Missing(PathBuf),
     #[error(
-        "{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION}; a version 1 \
+        "{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION}; an older \
          file is migrated in place the first time a gateway or library opens it to write)"
     )]
     Schema { path: PathBuf, version: i64 },
@@ -211,7 +279,8 @@ pub enum VerifyError {
 }
 
 /// Every column, in the table's order (the indices [`stored_row`] reads).
-const ALL_COLUMNS: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+pub(super) const ALL_COLUMNS: &str =
+    "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
     input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst FROM ledger";
 
 /// A row as the file holds it: its place in the chain and its content.
@@ -283,7 +352,8 @@ impl Reader {
             let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
             chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
         }
-        Ok(chain.report())
+        let calls = distinct_calls(&transaction)?;
+        Ok(chain.report(calls))
     }
 
     /// [`Self::verify`], and the anchor's check (`weir ledger verify`): every
@@ -321,7 +391,8 @@ impl Reader {
             Some((_, newest)) => AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() },
             None => AnchorState::Empty,
         };
-        Ok(AnchoredReport { chain: chain.report(), anchor })
+        let calls = distinct_calls(&transaction)?;
+        Ok(AnchoredReport { chain: chain.report(calls), anchor })
     }
 
     /// The check a starting gateway makes, reading only the tail: the newest
@@ -481,8 +552,13 @@ pub trait LedgerRead {
     /// With `cut_off_holds`, a call held and never closed (a crash cut it off)
     /// counts its worst case.
     fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError>;
-    /// Calls, tokens by kind and cost over the closed calls, grouped or not.
-    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError>;
+    /// Calls, tokens by kind, cost, errors by category and latency over the
+    /// closed calls, grouped or not, and as a series with a bucket.
+    fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError>;
+    /// [`Self::usage`] without a series.
+    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
+        self.usage(&UsageQuery { filter: filter.clone(), group_by, bucket: None })
+    }
 }
 
 impl LedgerRead for Reader {
@@ -495,28 +571,94 @@ impl LedgerRead for Reader {
     }
 
     fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
-        let query = sql::spend_by_caller(since, cut_off_holds, Dialect::Sqlite);
-        let mut statement = self.connection.prepare(&query.sql)?;
-        let rows = statement.query_map(params_from_iter(values(query.params)), |row| {
-            Ok(CallerSpend {
-                key_id: row.get(0)?,
-                member: row.get(1)?,
-                team: row.get(2)?,
-                tokens: tokens_from(row, 3)?,
-                cost_usd: row.get(8)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.spend(&Plan::of(Span::since(since)), cut_off_holds)
     }
 
-    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
-        let transaction = self.connection.unchecked_transaction()?;
-        let read = |group_by| sum_rows(&transaction, filter, group_by);
-        let sums =
-            Sums::assemble(read(None)?, group_by.map(|by| Ok::<_, ReadError>((by, read(Some(by))?))).transpose()?);
-        transaction.finish()?;
-        Ok(sums)
+    fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
+        self.usage_as_planned(query, &Plan::of(Span::of(&query.filter)))
     }
+}
+
+impl Reader {
+    /// [`LedgerRead::usage`] read from every row in its range, none from the
+    /// roll-ups: the baseline the roll-ups answer as (the benchmark's and the
+    /// tests' reference).
+    pub fn usage_from_rows(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
+        self.usage_as_planned(query, &Plan::rows_only(Span::of(&query.filter)))
+    }
+
+    /// [`LedgerRead::spend_by_caller`] read from every row since `since`.
+    #[cfg(test)]
+    pub(super) fn spend_from_rows(
+        &self,
+        since: SystemTime,
+        cut_off_holds: bool,
+    ) -> Result<Vec<CallerSpend>, ReadError> {
+        self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
+    }
+
+    fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
+        let (sum_queries, latency_queries) = plan.usage_queries(query, Dialect::Sqlite);
+        let transaction = self.connection.unchecked_transaction()?;
+        let mut sums = Vec::new();
+        for query in sum_queries {
+            sums.extend(run(&transaction, query, sum_row)?);
+        }
+        let mut latency = Vec::new();
+        for query in latency_queries {
+            latency.extend(run(&transaction, query, latency_row)?);
+        }
+        transaction.finish()?;
+        Ok(summary::assemble(query, &sums, &latency))
+    }
+
+    fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
+        let transaction = self.connection.unchecked_transaction()?;
+        let mut rows = Vec::new();
+        for query in plan.spend_queries(cut_off_holds, Dialect::Sqlite) {
+            rows.extend(run(&transaction, query, caller_spend)?);
+        }
+        transaction.finish()?;
+        Ok(summary::merge_spend(rows))
+    }
+}
+
+/// Runs `query`, each row read by `read`.
+fn run<T>(
+    connection: &Connection,
+    query: sql::Query,
+    read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, ReadError> {
+    let mut statement = connection.prepare(&query.sql)?;
+    let rows = statement.query_map(params_from_iter(values(query.params)), read)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn caller_spend(row: &rusqlite::Row<'_>) -> rusqlite::Result<CallerSpend> {
+    Ok(CallerSpend {
+        key_id: row.get(0)?,
+        member: row.get(1)?,
+        team: row.get(2)?,
+        tokens: tokens_from(row, 3)?,
+        cost_usd: row.get(8)?,
+    })
+}
+
+fn sum_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SumRow> {
+    Ok(SumRow {
+        bucket: row.get(0)?,
+        group: row.get(1)?,
+        category: row.get(2)?,
+        latency_ms: row.get(3)?,
+        calls: row.get(4)?,
+        tokens: tokens_from(row, 5)?,
+        cost_usd: row.get(10)?,
+        calls_without_cost: row.get(11)?,
+    })
+}
+
+fn latency_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LatencyRow> {
+    Ok(LatencyRow { bucket: row.get(0)?, group: row.get(1)?, latency_bucket: row.get(2)?, calls: row.get(3)? })
 }
 
 /// A row's place in its chain.
@@ -530,25 +672,31 @@ pub(super) struct Link {
 /// Walks one chain, row by row in order: `seq` without a gap from 1, each
 /// `prev_hash` the previous row's `hash`, each `hash` recomputed from the
 /// row, and the columns equal to the body's fields. Shared by the file's
-/// check and the fleet table's (one chain per source file).
+/// check and the fleet table's (one chain per source file). It holds the
+/// last row's link only, so a walk's memory does not grow with the chain
+/// (the distinct calls are counted apart: [`DISTINCT_CALLS`]).
 #[derive(Debug)]
 pub(super) struct ChainCheck {
     previous: (i64, String),
-    calls: HashSet<String>,
 }
 
 impl Default for ChainCheck {
     fn default() -> Self {
-        Self { previous: (0, GENESIS.to_owned()), calls: HashSet::new() }
+        Self { previous: (0, GENESIS.to_owned()) }
     }
 }
 
+/// The distinct calls of the rows: every row of a call carries the call's
+/// start (the chain's check holds each row's columns to its body), so the
+/// calls are the distinct `(started_ms, call_id)`, which SQLite counts by
+/// walking its index on them in order, one key in memory at a time.
+pub(super) const DISTINCT_CALLS: &str = "SELECT COUNT(*) FROM (SELECT DISTINCT started_ms, call_id FROM ledger)";
+
 impl ChainCheck {
     /// A check that starts after row `seq` whose hash is `hash` (the start's
-    /// check of the rows after the anchored one). Its report counts the
-    /// calls of the rows it walked only.
+    /// check of the rows after the anchored one).
     pub(super) fn after(seq: i64, hash: String) -> Self {
-        Self { previous: (seq, hash), calls: HashSet::new() }
+        Self { previous: (seq, hash) }
     }
 
     /// The `seq` of the last row that checked out (0 before any).
@@ -587,14 +735,19 @@ impl ChainCheck {
             Err(error) => return Err(broken(format!("its body does not parse: {error}"))),
             Ok(_) => return Err(broken("its columns do not match its body".to_owned())),
         }
-        self.calls.insert(call_id.to_owned());
         self.previous = (seq, hash);
         Ok(())
     }
 
-    pub(super) fn report(&self) -> VerifyReport {
-        VerifyReport { rows: u64::try_from(self.previous.0).unwrap_or(0), calls: self.calls.len() as u64 }
+    /// The report of a walk whose rows hold `calls` distinct calls.
+    pub(super) fn report(&self, calls: u64) -> VerifyReport {
+        VerifyReport { rows: u64::try_from(self.previous.0).unwrap_or(0), calls }
     }
+}
+
+/// The file's distinct calls ([`DISTINCT_CALLS`]).
+fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
+    Ok(connection.query_row(DISTINCT_CALLS, [], |row| row.get(0))?)
 }
 
 /// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as
@@ -609,7 +762,12 @@ fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, O
 }
 
 /// The row as its columns hold it (`None` for an unknown kind).
-fn stored_row(row: &rusqlite::Row<'_>, kind: &str, call_id: &str, body: &str) -> rusqlite::Result<Option<Row>> {
+pub(super) fn stored_row(
+    row: &rusqlite::Row<'_>,
+    kind: &str,
+    call_id: &str,
+    body: &str,
+) -> rusqlite::Result<Option<Row>> {
     let Some(kind) = Kind::parse(kind) else { return Ok(None) };
     Ok(Some(Row {
         kind,
@@ -648,28 +806,6 @@ fn same_columns(stored: &Row, derived: &Row) -> bool {
         (a, b) => a.is_none() && b.is_none(),
     };
     close && Row { cost_usd: None, ..stored.clone() } == Row { cost_usd: None, ..derived.clone() }
-}
-
-/// One `(group value, totals)` per group, or a single row without grouping.
-fn sum_rows(
-    connection: &Connection,
-    filter: &Filter,
-    group_by: Option<GroupBy>,
-) -> Result<Vec<GroupTotals>, ReadError> {
-    let query = sql::sums(filter, group_by, Dialect::Sqlite);
-    let mut statement = connection.prepare(&query.sql)?;
-    let rows = statement.query_map(params_from_iter(values(query.params)), |row| {
-        Ok((
-            row.get(0)?,
-            Totals {
-                calls: row.get(1)?,
-                tokens: tokens_from(row, 2)?,
-                cost_usd: row.get(7)?,
-                calls_without_cost: row.get(8)?,
-            },
-        ))
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// A time as the CLI and `/v1/usage` take it: RFC 3339

@@ -2,10 +2,8 @@
 //! the fleet's PostgreSQL table hold the same columns, and differ only in how
 //! a parameter is written and which column orders rows of one start time.
 
-use std::time::SystemTime;
-
-use super::query::{Filter, GroupBy};
-use super::store;
+use super::query::{Bucket, Filter, GroupBy, UsageQuery};
+use super::{rollup, store};
 
 /// Which store a query is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +37,9 @@ impl Dialect {
             (GroupBy::Member, _) => "member",
             (GroupBy::Model, _) => "model",
             (GroupBy::Key, _) => "key_id",
+            (GroupBy::Team, _) => "team",
+            (GroupBy::Provider, Self::Sqlite) => "json_extract(body, '$.provider')",
+            (GroupBy::Provider, Self::Postgres) => "(CAST(body AS jsonb) ->> 'provider')",
             (GroupBy::Deployment, Self::Sqlite) => "json_extract(body, '$.attempts[#-1].deployment')",
             (GroupBy::Deployment, Self::Postgres) => "(CAST(body AS jsonb) -> 'attempts' -> -1 ->> 'deployment')",
         }
@@ -66,14 +67,6 @@ pub(super) struct Query {
     pub sql: String,
     pub params: Vec<Param>,
 }
-
-/// The sums' columns after the group's value: calls, the five token kinds,
-/// the known cost and the calls without one. Integer sums are cast back to
-/// BIGINT (PostgreSQL sums a BIGINT column as NUMERIC).
-const SUMS: &str = "COUNT(*), CAST(COALESCE(SUM(input), 0) AS BIGINT), CAST(COALESCE(SUM(output), 0) AS BIGINT),
-    CAST(COALESCE(SUM(cache_read), 0) AS BIGINT), CAST(COALESCE(SUM(cache_write), 0) AS BIGINT),
-    CAST(COALESCE(SUM(reasoning), 0) AS BIGINT), COALESCE(SUM(cost_usd), 0.0),
-    COUNT(*) FILTER (WHERE cost_usd IS NULL)";
 
 /// The closed calls, by start time: where each row is (column 0, for an
 /// error) and its body (column 1).
@@ -105,38 +98,47 @@ const CHARGED: &str = "((kind = 'close' AND charged_worst = 0)
         AND closed.call_id = spent.call_id AND closed.kind = 'close' AND closed.charged_worst = 0)))";
 
 /// Per (key, member, team): the five token sums and the cost (columns 3–8)
-/// of the calls closed that started at or after `since`, and, with
+/// of the calls closed that started in `span` (from its start, read from
+/// the rows), and, with
 /// `cut_off_holds`, what the budgets were charged instead: the worst case
 /// held by calls that never closed (a crash cut them off: what they spent is
 /// not known, what they could spend is) or whose usage was never reported.
-pub(super) fn spend_by_caller(since: SystemTime, cut_off_holds: bool, dialect: Dialect) -> Query {
+pub(super) fn spend_by_caller_in(span: Span, cut_off_holds: bool, dialect: Dialect) -> Query {
     let rows = match cut_off_holds {
         true => CHARGED,
         false => "kind = 'close'",
     };
+    let mut params = vec![Param::Integer(span.from.unwrap_or(0))];
+    let mut until = String::new();
+    if let Some(to) = span.to {
+        params.push(Param::Integer(to));
+        until = format!(" AND started_ms < {}", dialect.parameter(2));
+    }
     let sql = format!(
         "SELECT key_id, member, team, CAST(COALESCE(SUM(input), 0) AS BIGINT), CAST(COALESCE(SUM(output), 0) AS BIGINT),
                 CAST(COALESCE(SUM(cache_read), 0) AS BIGINT), CAST(COALESCE(SUM(cache_write), 0) AS BIGINT),
                 CAST(COALESCE(SUM(reasoning), 0) AS BIGINT), COALESCE(SUM(cost_usd), 0.0)
-         FROM ledger AS spent WHERE {rows} AND started_ms >= {} GROUP BY key_id, member, team",
+         FROM ledger AS spent WHERE {rows} AND started_ms >= {}{until} GROUP BY key_id, member, team",
         dialect.parameter(1)
     );
-    Query { sql, params: vec![Param::Integer(store::unix_ms(since))] }
+    Query { sql, params }
 }
 
-/// The group's value (column 0, NULL without grouping), then [`SUMS`].
-pub(super) fn sums(filter: &Filter, group_by: Option<GroupBy>, dialect: Dialect) -> Query {
-    let (conditions, params) = conditions(filter, dialect);
-    let (column, grouping) = match group_by {
-        Some(by) => (dialect.group_column(by), format!(" GROUP BY {0} ORDER BY {0}", dialect.group_column(by))),
-        // PostgreSQL needs the NULL's type to read it back.
-        None => ("CAST(NULL AS TEXT)", String::new()),
-    };
-    Query { sql: format!("SELECT {column}, {SUMS} FROM ledger WHERE kind = 'close'{conditions}{grouping}"), params }
-}
-
-/// The filter as ` AND ...` conditions and their parameters.
+/// The filter as ` AND ...` conditions and their parameters, on the row
+/// columns and the call's start.
 fn conditions(filter: &Filter, dialect: Dialect) -> (String, Vec<Param>) {
+    conditions_on(filter, "", "started_ms", Span::of(filter), dialect)
+}
+
+/// The filter's member, key, model and category as conditions on columns
+/// named with `prefix`, and `span` on `time_column`.
+fn conditions_on(
+    filter: &Filter,
+    prefix: &str,
+    time_column: &str,
+    span: Span,
+    dialect: Dialect,
+) -> (String, Vec<Param>) {
     let mut sql = String::new();
     let mut params = Vec::new();
     let texts = [
@@ -148,17 +150,125 @@ fn conditions(filter: &Filter, dialect: Dialect) -> (String, Vec<Param>) {
     for (column, value) in texts {
         if let Some(value) = value {
             params.push(Param::Text(value.clone()));
-            sql.push_str(&format!(" AND {column} = {}", dialect.parameter(params.len())));
+            sql.push_str(&format!(" AND {prefix}{column} = {}", dialect.parameter(params.len())));
         }
     }
-    let times = [(">=", filter.since), ("<", filter.until)];
-    for (operator, time) in times {
-        if let Some(time) = time {
-            params.push(Param::Integer(store::unix_ms(time)));
-            sql.push_str(&format!(" AND started_ms {operator} {}", dialect.parameter(params.len())));
+    for (operator, bound) in [(">=", span.from), ("<", span.to)] {
+        if let Some(bound) = bound {
+            params.push(Param::Integer(bound));
+            sql.push_str(&format!(" AND {time_column} {operator} {}", dialect.parameter(params.len())));
         }
     }
     (sql, params)
+}
+
+/// Start times from `from` (inclusive) to `to` (exclusive), in ms since the
+/// epoch; `None`: unbounded on that side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Span {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl Span {
+    /// The filter's `since` and `until`.
+    pub(super) fn of(filter: &Filter) -> Self {
+        Self { from: filter.since.map(store::unix_ms), to: filter.until.map(store::unix_ms) }
+    }
+
+    /// Every start from `since` on.
+    pub(super) fn since(since: std::time::SystemTime) -> Self {
+        Self { from: Some(store::unix_ms(since)), to: None }
+    }
+}
+
+/// A usage query's bucket of time as an expression on `column` (ms):
+/// NULL without buckets.
+fn bucket_start(bucket: Option<Bucket>, column: &str) -> String {
+    let width = match bucket {
+        None => return "CAST(NULL AS BIGINT)".to_owned(),
+        Some(Bucket::Hour) => rollup::HOUR_MS,
+        Some(Bucket::Day) => rollup::DAY_MS,
+    };
+    format!("({column} - ({column} % {width}))")
+}
+
+/// The sums' columns after the bucket, the group, the category and the
+/// latency: calls, the five token kinds, the known cost and the calls
+/// without one, over the raw rows. Integer sums are cast back to BIGINT
+/// (PostgreSQL sums a BIGINT column as NUMERIC).
+const ROW_SUMS: &str = "COUNT(*), CAST(COALESCE(SUM(input), 0) AS BIGINT), CAST(COALESCE(SUM(output), 0) AS BIGINT),
+    CAST(COALESCE(SUM(cache_read), 0) AS BIGINT), CAST(COALESCE(SUM(cache_write), 0) AS BIGINT),
+    CAST(COALESCE(SUM(reasoning), 0) AS BIGINT), COALESCE(SUM(cost_usd), 0.0),
+    COUNT(*) FILTER (WHERE cost_usd IS NULL)";
+
+/// The same columns over roll-up rows (`r`).
+const ROLLUP_SUMS: &str = "CAST(SUM(r.calls) AS BIGINT), CAST(SUM(r.input) AS BIGINT), CAST(SUM(r.output) AS BIGINT),
+    CAST(SUM(r.cache_read) AS BIGINT), CAST(SUM(r.cache_write) AS BIGINT), CAST(SUM(r.reasoning) AS BIGINT),
+    COALESCE(SUM(r.cost_usd), 0.0), CAST(SUM(r.calls_without_cost) AS BIGINT)";
+
+/// The closed calls of `span` read from their rows: per bucket (column 0),
+/// group (1), category (2) and latency in ms (3), then the sums.
+pub(super) fn row_sums(query: &UsageQuery, span: Span, dialect: Dialect) -> Query {
+    let (conditions, params) = conditions_on(&query.filter, "", "started_ms", span, dialect);
+    let bucket = bucket_start(query.bucket, "started_ms");
+    let group = query.group_by.map_or("CAST(NULL AS TEXT)", |by| dialect.group_column(by));
+    let sql = format!(
+        "SELECT {bucket}, {group}, category, at_ms - started_ms, {ROW_SUMS}
+         FROM ledger WHERE kind = 'close'{conditions} GROUP BY 1, 2, 3, 4"
+    );
+    Query { sql, params }
+}
+
+/// The roll-ups' join of a roll-up table (`alias`) with its dims (`d`).
+fn rollup_join(table: &str, alias: &str) -> String {
+    format!("{table} AS {alias} JOIN ledger_rollup_dims AS d ON d.id = {alias}.dims")
+}
+
+/// [`row_sums`]'s columns from the roll-ups of the whole hours of `span`
+/// (column 3, the latency, NULL: see [`rollup_latency`]).
+pub(super) fn rollup_sums(query: &UsageQuery, span: Span, dialect: Dialect) -> Query {
+    let (conditions, params) = conditions_on(&query.filter, "d.", "r.hour_ms", span, dialect);
+    let bucket = bucket_start(query.bucket, "r.hour_ms");
+    let group = query.group_by.map_or("CAST(NULL AS TEXT)", GroupBy::dims_column);
+    let from = rollup_join("ledger_rollup", "r");
+    let sql = format!(
+        "SELECT {bucket}, {group}, d.category, CAST(NULL AS BIGINT), {ROLLUP_SUMS}
+         FROM {from} WHERE r.calls > 0{conditions} GROUP BY 1, 2, 3"
+    );
+    Query { sql, params }
+}
+
+/// The latency histogram of the whole hours of `span`: per bucket of time
+/// (column 0) and group (1), the latency bucket (2) and its calls (3).
+pub(super) fn rollup_latency(query: &UsageQuery, span: Span, dialect: Dialect) -> Query {
+    let (conditions, params) = conditions_on(&query.filter, "d.", "l.hour_ms", span, dialect);
+    let bucket = bucket_start(query.bucket, "l.hour_ms");
+    let group = query.group_by.map_or("CAST(NULL AS TEXT)", GroupBy::dims_column);
+    let from = rollup_join("ledger_rollup_latency", "l");
+    let sql = format!(
+        "SELECT {bucket}, {group}, l.bucket, CAST(SUM(l.calls) AS BIGINT)
+         FROM {from} WHERE l.calls > 0{conditions} GROUP BY 1, 2, 3"
+    );
+    Query { sql, params }
+}
+
+/// [`spend_by_caller_in`]'s columns from the roll-ups of the hours from `from` on.
+pub(super) fn rollup_spend_by_caller(from: i64, cut_off_holds: bool, dialect: Dialect) -> Query {
+    let (prefix, counted) = match cut_off_holds {
+        true => ("charged_", "r.charged_rows"),
+        false => ("", "r.calls"),
+    };
+    let sums = ["input", "output", "cache_read", "cache_write", "reasoning"]
+        .map(|column| format!("CAST(SUM(r.{prefix}{column}) AS BIGINT)"))
+        .join(", ");
+    let join = rollup_join("ledger_rollup", "r");
+    let sql = format!(
+        "SELECT d.key_id, d.member, d.team, {sums}, COALESCE(SUM(r.{prefix}cost_usd), 0.0)
+         FROM {join} WHERE r.hour_ms >= {} GROUP BY d.key_id, d.member, d.team HAVING SUM({counted}) > 0",
+        dialect.parameter(1)
+    );
+    Query { sql, params: vec![Param::Integer(from)] }
 }
 
 #[cfg(test)]

@@ -14,13 +14,17 @@ use serde::ser::SerializeTuple;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
+use super::rollup::Rollup;
+use super::rollup_store;
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// The schema this code writes and reads (`PRAGMA user_version`). A version 1
-/// file (no hold rows, no `charged_worst`) is migrated when a writer opens it;
-/// a reader refuses it until then.
-pub(super) const SCHEMA_VERSION: i64 = 2;
+/// file (no hold rows, no `charged_worst`) or 2 (no roll-ups) is migrated
+/// when a writer opens it; a reader refuses it until then. (Version 3 keeps
+/// the rows as 2 wrote them and adds the roll-ups: a weir that writes
+/// version 2 refuses the file, since it would append rows the roll-ups miss.)
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -304,9 +308,11 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     Ok(connection)
 }
 
-/// Creates the schema in a new file, or migrates a version 1 file (inside a
-/// write transaction, so two processes starting together do not both do it),
-/// and refuses a file of a newer version; then sees to the [`INDEXES`].
+/// Creates the schema in a new file, or migrates a version 1 or 2 file
+/// (inside a write transaction, so two processes starting together do not
+/// both do it), and refuses a file of a newer version; then sees to the
+/// [`INDEXES`]. A file without roll-ups gets them built from its rows
+/// ([`rollup_store::build`]: one walk of its holds and closings).
 fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -320,10 +326,17 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        SCHEMA_VERSION => {}
+        2 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
     transaction.execute_batch(INDEXES)?;
+    transaction.execute_batch(rollup_store::SCHEMA)?;
+    if (1..SCHEMA_VERSION).contains(&version) {
+        let started = std::time::Instant::now();
+        let rows = rollup_store::build(&transaction)?;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(rows, elapsed_ms, "built the ledger's roll-ups from its rows");
+    }
     if version != SCHEMA_VERSION {
         transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
@@ -363,8 +376,18 @@ pub(super) fn append_logged<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
 ) -> Result<Filled, rusqlite::Error> {
+    append_logged_with(connection, runs, true)
+}
+
+/// [`append_logged`], with the roll-ups' upkeep or (for the benchmark's
+/// comparison only: `bench`) without it.
+pub(super) fn append_logged_with<'a>(
+    connection: &Connection,
+    runs: impl IntoIterator<Item = Run<'a>>,
+    keep_rollups: bool,
+) -> Result<Filled, rusqlite::Error> {
     connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let appended = insert_runs(connection, runs)
+    let appended = insert_runs(connection, runs, keep_rollups)
         .and_then(|inserted| connection.prepare_cached("COMMIT")?.execute([]).map(|_| inserted));
     if appended.is_err() && !connection.is_autocommit() {
         // The writer answers every row of the batch with the error: none may stay.
@@ -373,11 +396,12 @@ pub(super) fn append_logged<'a>(
     appended
 }
 
-/// Inserts what `runs` add after the chain's end, inside [`append_logged`]'s
-/// transaction.
+/// Inserts what `runs` add after the chain's end, and their change to the
+/// roll-ups, inside [`append_logged`]'s transaction.
 fn insert_runs<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
+    keep_rollups: bool,
 ) -> Result<Filled, rusqlite::Error> {
     let (mut seq, mut prev_hash) = chain_end(connection)?;
     let mut insert = connection.prepare_cached(INSERT)?;
@@ -387,6 +411,7 @@ fn insert_runs<'a>(
          ON CONFLICT (segment) DO UPDATE SET lines = excluded.lines",
     )?;
     let mut inserted = 0;
+    let mut rollup = Rollup::default();
     for run in runs {
         let applied: u64 = applied_lines.query_row([run.segment], |row| row.get(0)).optional()?.unwrap_or(0);
         let end = run.first_line + run.rows.len() as u64;
@@ -396,11 +421,19 @@ fn insert_runs<'a>(
         let skip = usize::try_from(applied.saturating_sub(run.first_line)).unwrap_or(usize::MAX);
         for row in run.rows.iter().skip(skip).flatten() {
             seq += 1;
+            let earlier = match keep_rollups {
+                true => rollup_store::earlier(connection, row, seq)?,
+                false => Vec::new(),
+            };
             prev_hash = insert_row(&mut insert, seq, &prev_hash, row)?;
+            if keep_rollups {
+                rollup.apply(row, &earlier);
+            }
             inserted += 1;
         }
         set_applied.execute(params![run.segment, end])?;
     }
+    rollup_store::write(connection, &rollup)?;
     Ok(Filled { rows: inserted, head: (seq, prev_hash) })
 }
 
@@ -582,10 +615,11 @@ CREATE INDEX IF NOT EXISTS ledger_started ON ledger (started_ms);
 CREATE INDEX IF NOT EXISTS ledger_call ON ledger (call_id, kind);
 ";
 
-    /// The file's indexes, by name.
+    /// The indexes of the `ledger` table, by name.
     pub(crate) fn indexes(connection: &Connection) -> Vec<String> {
-        let mut names =
-            connection.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name").unwrap();
+        let mut names = connection
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' ORDER BY name")
+            .unwrap();
         names.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
     }
 

@@ -600,7 +600,7 @@ async fn rows_shipped_twice_are_stored_once() {
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 5, "the migrations, each applied once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 6, "the migrations, each applied once");
 }
 
 /// Each source file's chain walks in the fleet's table as in its file, and an
@@ -786,7 +786,7 @@ async fn a_version_1_file_is_migrated_with_its_chain() {
     assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 4, calls: 2 });
     let version: i64 =
         rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, store::SCHEMA_VERSION);
     let file = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(store::tests::indexes(&file), ["ledger_started_call"], "the old indexes are replaced");
     let refused = file.execute("DELETE FROM ledger", []).unwrap_err();
@@ -832,7 +832,11 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
         rows.map(Result::unwrap).collect::<Vec<_>>()
     };
     let unclosed = plan(sql::unclosed(&Filter::default(), sql::Dialect::Sqlite));
-    let held = plan(sql::spend_by_caller(at(0), true, sql::Dialect::Sqlite));
+    let held = plan(sql::spend_by_caller_in(
+        sql::Span { from: Some(store::unix_ms(at(0))), to: None },
+        true,
+        sql::Dialect::Sqlite,
+    ));
     for steps in [unclosed, held] {
         let inner = steps.iter().find(|step| step.contains("closed")).unwrap_or_else(|| panic!("{steps:?}"));
         assert!(inner.starts_with("SEARCH closed USING") && inner.contains("INDEX ledger_started_call"), "{steps:?}");

@@ -3,9 +3,13 @@
 //! gateway's calls), else this gateway's own file.
 //!
 //! Query: `member`, `key`, `model`, `category`, `since`, `until` (RFC 3339 or a
-//! duration back from now, on the call's start) and `group_by` (`member`,
-//! `model`, `key` or `deployment`). Answers `{"groups": [...], "total": {...}}`, each with
-//! calls, tokens by kind, the known cost and how many calls had none; and,
+//! duration back from now, on the call's start), `group_by` (`member`,
+//! `model`, `key`, `team`, `provider` or `deployment`) and `bucket` (`hour`
+//! or `day`, UTC: adds `"series"`, one point per bucket holding calls, each
+//! with its total and groups). Answers `{"groups": [...], "total": {...}}`,
+//! each with calls, tokens by kind, the known cost and how many calls had
+//! none, the failed calls by category (`errors`) and the latency's p50 and
+//! p99 (`latency_ms`, read from a histogram: at most 19 % above); and,
 //! when budgets are configured, `"budgets"`: each budget as it stands now
 //! (scope, name, period, kind, limit, spent, held, remaining, resets_at),
 //! whatever the query's filter.
@@ -19,11 +23,11 @@ use super::{ApiError, Authenticated};
 use crate::Weir;
 use crate::budget::BudgetStatus;
 use crate::failure::Category;
-use crate::ledger::{Filter, GroupBy, LedgerRead, ReadError, parse_time};
+use crate::ledger::{Bucket, Filter, GroupBy, LedgerRead, ReadError, UsageQuery, parse_time};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct UsageQuery {
+pub(super) struct UsageParams {
     member: Option<String>,
     key: Option<String>,
     model: Option<String>,
@@ -31,12 +35,13 @@ pub(super) struct UsageQuery {
     since: Option<String>,
     until: Option<String>,
     group_by: Option<String>,
+    bucket: Option<String>,
 }
 
 pub(super) async fn usage(
     State(weir): State<Weir>,
     Extension(caller): Extension<Authenticated>,
-    query: Result<Query<UsageQuery>, QueryRejection>,
+    query: Result<Query<UsageParams>, QueryRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.require_admin()?;
     let Query(query) = query.map_err(|rejection| ApiError::invalid_request(rejection.body_text()))?;
@@ -51,7 +56,10 @@ pub(super) async fn usage(
     };
     let group_by: Option<GroupBy> =
         query.group_by.map(|text| text.parse()).transpose().map_err(ApiError::invalid_request)?;
-    let sums = read_ledger(&weir, "/v1/usage", move |reader| reader.sums(&filter, group_by)).await?;
+    let bucket: Option<Bucket> =
+        query.bucket.map(|text| text.parse()).transpose().map_err(ApiError::invalid_request)?;
+    let query = UsageQuery { filter, group_by, bucket };
+    let sums = read_ledger(&weir, "/v1/usage", move |reader| reader.usage(&query)).await?;
     let mut body = serde_json::to_value(sums).unwrap_or_default();
     if !weir.budgets().is_empty() {
         body["budgets"] = weir.budgets().current_status().await.iter().map(BudgetStatus::to_json).collect();
@@ -155,6 +163,43 @@ mod tests {
         assert_eq!((budgets[1]["scope"].as_str(), budgets[1]["period"].as_str()), (Some("team"), Some("month")));
     }
 
+    /// One request answers a series by hour, grouped by team, with each
+    /// total's latency percentiles and errors by category.
+    #[tokio::test]
+    async fn admins_read_a_series_with_latency_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let weir = weir(&format!("[ledger]\npath = {:?}\n", path.to_str().unwrap()));
+        let ledger = weir.ledger().expect("the config keeps a ledger");
+        let failed = crate::record::CallRecord {
+            category: "timeout".to_owned(),
+            ..(*record("c", "bob", "m", 3700, None)).clone()
+        };
+        for call in
+            [record("a", "alice", "m", 10, Some(0.5)), record("b", "alice", "m", 20, None), std::sync::Arc::new(failed)]
+        {
+            ledger.closed(&call).await.unwrap();
+        }
+        let (status, body) =
+            get(&weir, "/v1/usage?group_by=team&bucket=hour&since=2027-01-15T07:00:00Z", "weir-test-admin-token").await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["groups"][0]["team"], "t", "{body}");
+        assert_eq!(body["total"]["errors"], serde_json::json!({"timeout": 1}), "{body}");
+        // 1,234 ms each: the bucket up to 2^10.5 ms.
+        assert_eq!(body["total"]["latency_ms"], serde_json::json!({"p50": 1448.2, "p99": 1448.2}), "{body}");
+        let series = body["series"].as_array().unwrap();
+        let points: Vec<_> = series
+            .iter()
+            .map(|point| (point["start"].as_str().unwrap(), point["total"]["calls"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(points, [("2027-01-15T08:00:00Z", 2), ("2027-01-15T09:00:00Z", 1)], "{body}");
+        assert_eq!(series[1]["groups"][0]["errors"]["timeout"], 1, "{body}");
+        let (_, daily) = get(&weir, "/v1/usage?bucket=day&group_by=provider", "weir-test-admin-token").await;
+        assert_eq!(daily["series"][0]["start"], "2027-01-15T00:00:00Z", "{daily}");
+        assert_eq!(daily["groups"][0]["provider"], "openai", "{daily}");
+        assert_eq!(daily["groups"][0]["calls"], 3, "{daily}");
+    }
+
     #[tokio::test]
     async fn admins_read_the_sums() {
         let dir = tempfile::tempdir().unwrap();
@@ -178,8 +223,12 @@ mod tests {
 
         let (status, body) = get(&weir, "/v1/usage", "weir-test-plain-token").await;
         assert_eq!(status, 403, "{body}");
-        let (status, body) = get(&weir, "/v1/usage?group_by=team", admin).await;
+        let (status, body) = get(&weir, "/v1/usage?group_by=weekday", admin).await;
         assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_request")), "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("team, provider"), "{body}");
+        let (status, body) = get(&weir, "/v1/usage?bucket=week", admin).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_request")), "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("hour or day"), "{body}");
         let (status, body) = get(&weir, "/v1/usage?since=yesterday", admin).await;
         assert_eq!(status, 400, "{body}");
         let (status, body) = get(&weir, "/v1/usage?bogus=1", admin).await;

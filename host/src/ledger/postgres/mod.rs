@@ -13,6 +13,7 @@
 //! shipper's statements; `reader.rs`: the queries and the chains' check.
 
 mod reader;
+mod rollup;
 mod ship;
 
 use std::path::{Path, PathBuf};

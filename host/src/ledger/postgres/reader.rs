@@ -10,11 +10,12 @@ use postgres::types::ToSql;
 use super::{PostgresTarget, SharedError, connect};
 use crate::ledger::anchor::{Anchor, AnchorKey, AnchorLines, Tampering};
 use crate::ledger::query::{
-    CallerSpend, ChainBreak, ChainCheck, Filter, GroupBy, GroupTotals, LedgerRead, Link, ReadError, Sums, Totals,
-    VerifyError, VerifyReport, parse_body,
+    CallerSpend, ChainBreak, ChainCheck, Filter, LedgerRead, Link, ReadError, Sums, UsageQuery, VerifyError,
+    VerifyReport, parse_body,
 };
-use crate::ledger::sql::{self, Dialect, Param};
+use crate::ledger::sql::{self, Dialect, Param, Span};
 use crate::ledger::store::{Kind, Row};
+use crate::ledger::summary::{self, LatencyRow, Plan, SumRow};
 use crate::record::{CallOpening, CallRecord, Tokens};
 
 /// A count read back (never negative: the table holds what [`signed`] wrote).
@@ -170,7 +171,15 @@ impl SharedReader {
                     let rows = chain.last_seq();
                     return Err(tampered(Tampering::Shorter { rows, anchored: anchor.seq }));
                 }
-                reports.push(SourceReport { source, report: chain.report() });
+                let calls: i64 = transaction
+                    .query_one(
+                        "SELECT COUNT(*) FROM (SELECT DISTINCT started_ms, call_id FROM ledger WHERE source = $1) AS calls",
+                        &[&source],
+                    )
+                    .map_err(read)?
+                    .try_get(0)
+                    .map_err(read)?;
+                reports.push(SourceReport { source, report: chain.report(unsigned(calls)) });
             }
             Ok(reports)
         })
@@ -232,14 +241,76 @@ fn tokens_at(row: &postgres::Row, first: usize) -> Result<Tokens, postgres::Erro
     })
 }
 
-fn totals_at(row: &postgres::Row) -> Result<GroupTotals, postgres::Error> {
-    let totals = Totals {
-        calls: unsigned(row.try_get(1)?),
-        tokens: tokens_at(row, 2)?,
-        cost_usd: row.try_get(7)?,
-        calls_without_cost: unsigned(row.try_get(8)?),
-    };
-    Ok((row.try_get(0)?, totals))
+fn sum_row(row: &postgres::Row) -> Result<SumRow, postgres::Error> {
+    Ok(SumRow {
+        bucket: row.try_get(0)?,
+        group: row.try_get(1)?,
+        category: row.try_get(2)?,
+        latency_ms: row.try_get(3)?,
+        calls: unsigned(row.try_get(4)?),
+        tokens: tokens_at(row, 5)?,
+        cost_usd: row.try_get(10)?,
+        calls_without_cost: unsigned(row.try_get(11)?),
+    })
+}
+
+fn latency_row(row: &postgres::Row) -> Result<LatencyRow, postgres::Error> {
+    Ok(LatencyRow {
+        bucket: row.try_get(0)?,
+        group: row.try_get(1)?,
+        latency_bucket: row.try_get(2)?,
+        calls: unsigned(row.try_get(3)?),
+    })
+}
+
+fn caller_spend(row: &postgres::Row) -> Result<CallerSpend, postgres::Error> {
+    Ok(CallerSpend {
+        key_id: row.try_get(0)?,
+        member: row.try_get(1)?,
+        team: row.try_get(2)?,
+        tokens: tokens_at(row, 3)?,
+        cost_usd: row.try_get(8)?,
+    })
+}
+
+/// Each answer's rows read by `read`.
+fn read_all<T>(
+    answers: Vec<Vec<postgres::Row>>,
+    read: fn(&postgres::Row) -> Result<T, postgres::Error>,
+) -> Result<Vec<T>, ReadError> {
+    let rows = answers.iter().flatten().map(read).collect::<Result<_, _>>();
+    Ok(rows.map_err(SharedError::from)?)
+}
+
+impl SharedReader {
+    /// [`LedgerRead::usage`] read from every row in its range, none from
+    /// the roll-ups (the tests' reference).
+    pub fn usage_from_rows(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
+        self.usage_as_planned(query, &Plan::rows_only(Span::of(&query.filter)))
+    }
+
+    /// [`LedgerRead::spend_by_caller`] read from every row since `since`.
+    #[cfg(test)]
+    pub(in crate::ledger) fn spend_from_rows(
+        &self,
+        since: SystemTime,
+        cut_off_holds: bool,
+    ) -> Result<Vec<CallerSpend>, ReadError> {
+        self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
+    }
+
+    fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
+        let (sums, latency) = plan.usage_queries(query, Dialect::Postgres);
+        let count = sums.len();
+        let mut answers = self.query_all(sums.into_iter().chain(latency).collect())?;
+        let latency = answers.split_off(count);
+        Ok(summary::assemble(query, &read_all(answers, sum_row)?, &read_all(latency, latency_row)?))
+    }
+
+    fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
+        let answers = self.query_all(plan.spend_queries(cut_off_holds, Dialect::Postgres))?;
+        Ok(summary::merge_spend(read_all(answers, caller_spend)?))
+    }
 }
 
 impl LedgerRead for SharedReader {
@@ -252,31 +323,10 @@ impl LedgerRead for SharedReader {
     }
 
     fn spend_by_caller(&self, since: SystemTime, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
-        let spend = |row: &postgres::Row| -> Result<CallerSpend, postgres::Error> {
-            Ok(CallerSpend {
-                key_id: row.try_get(0)?,
-                member: row.try_get(1)?,
-                team: row.try_get(2)?,
-                tokens: tokens_at(row, 3)?,
-                cost_usd: row.try_get(8)?,
-            })
-        };
-        let rows = self.query(sql::spend_by_caller(since, cut_off_holds, Dialect::Postgres))?;
-        Ok(rows.iter().map(spend).collect::<Result<_, _>>().map_err(SharedError::from)?)
+        self.spend(&Plan::of(Span::since(since)), cut_off_holds)
     }
 
-    fn sums(&self, filter: &Filter, group_by: Option<GroupBy>) -> Result<Sums, ReadError> {
-        let mut queries = vec![sql::sums(filter, None, Dialect::Postgres)];
-        queries.extend(group_by.map(|by| sql::sums(filter, Some(by), Dialect::Postgres)));
-        let totals = |rows: Vec<postgres::Row>| -> Result<Vec<GroupTotals>, ReadError> {
-            Ok(rows.iter().map(totals_at).collect::<Result<_, _>>().map_err(SharedError::from)?)
-        };
-        let mut answers = self.query_all(queries)?.into_iter();
-        let total = totals(answers.next().unwrap_or_default())?;
-        let grouped = match (group_by, answers.next()) {
-            (Some(by), Some(rows)) => Some((by, totals(rows)?)),
-            _ => None,
-        };
-        Ok(Sums::assemble(total, grouped))
+    fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
+        self.usage_as_planned(query, &Plan::of(Span::of(&query.filter)))
     }
 }

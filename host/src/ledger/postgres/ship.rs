@@ -1,10 +1,12 @@
 //! The shipper's statements: where a file's rows end in the table, and a
 //! batch appended in one statement.
 
+use std::collections::HashSet;
+
 use postgres::Client;
 use postgres::types::ToSql;
 
-use super::{PostgresTarget, SharedError, connect};
+use super::{PostgresTarget, SharedError, connect, rollup};
 use crate::ledger::anchor::AnchorKey;
 use crate::ledger::query::Committed;
 use crate::record::Tokens;
@@ -30,8 +32,8 @@ pub(in crate::ledger) fn shipped_through(client: &mut Client, source: &str) -> R
 /// Appends `rows` of `source` in one statement and transaction; a row whose
 /// call already has that kind of row is skipped (shipped before). In the
 /// same transaction, the batch's last row is anchored (`ledger_anchor`: its
-/// `source_seq` and hash, and their MAC with `key`). Returns how many rows
-/// were new.
+/// `source_seq` and hash, and their MAC with `key`), and the roll-ups take
+/// the new rows' change (see `rollup`). Returns how many rows were new.
 pub(in crate::ledger) fn ship(
     client: &mut Client,
     source: &str,
@@ -67,7 +69,8 @@ pub(in crate::ledger) fn ship(
         &rows.iter().map(|c| i32::from(c.row.charged_worst)).collect::<Vec<_>>(),
     ];
     let mut transaction = client.transaction()?;
-    let inserted = transaction.execute(
+    let earlier = rollup::earlier(&mut transaction, rows)?;
+    let inserted = transaction.query(
         "INSERT INTO ledger (call_id, kind, source, source_seq, at_ms, started_ms, key_id, member, team, model,
              category, input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash,
              charged_worst)
@@ -75,9 +78,12 @@ pub(in crate::ledger) fn ship(
              $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[],
              $14::bigint[], $15::bigint[], $16::bigint[], $17::float8[], $18::text[], $19::text[], $20::text[],
              $21::int4[])
-         ON CONFLICT DO NOTHING",
+         ON CONFLICT DO NOTHING RETURNING source_seq",
         &params,
     )?;
+    let taken = inserted.iter().map(|row| row.try_get(0)).collect::<Result<HashSet<i64>, _>>()?;
+    let new_rows: Vec<&Committed> = rows.iter().filter(|row| taken.contains(&row.seq)).collect();
+    rollup::add(&mut transaction, &new_rows, earlier)?;
     if let Some(last) = rows.last() {
         let mac = key.map(|key| key.mac(last.seq, &last.hash));
         transaction.execute(
@@ -86,7 +92,7 @@ pub(in crate::ledger) fn ship(
         )?;
     }
     transaction.commit()?;
-    Ok(inserted)
+    Ok(new_rows.len() as u64)
 }
 
 /// Token counts are far below 2^63; a count beyond it is stored as the most.

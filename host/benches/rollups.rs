@@ -1,0 +1,238 @@
+//! The ledger's roll-ups: `/v1/usage`'s reads over a year of calls answered
+//! from the roll-ups against the same reads from the raw rows, in the same
+//! run (grouped by member, by model, and a day series over the year), at
+//! each size in `WEIR_ROLLUP_BENCH_CALLS` (default `1000000,10000000`);
+//! the append's rows per second with the roll-ups' upkeep on and off; and the
+//! one-off build of the roll-ups over a file written before them. The files
+//! are built by appending closing rows straight into SQLite (no gateway, no
+//! log), in the benchmark's temporary folder (or `WEIR_ROLLUP_BENCH_DIR`).
+//! Prints p50 / p99 per read, and the load average beside the figures.
+
+#![allow(clippy::expect_used, clippy::print_stderr, clippy::print_stdout, reason = "a benchmark reports")]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use weir_host::ledger::bench::BenchFile;
+use weir_host::ledger::{Bucket, Filter, GroupBy, LedgerRead, Reader, UsageQuery};
+use weir_host::record::{AttemptReason, AttemptRecord, CallRecord, Operation, Route, Tokens, Who};
+
+/// Rows per append (one transaction), as a busy ledger thread's batches.
+const BATCH: usize = 10_000;
+
+/// The year the calls spread over, ending at this hour.
+const YEAR_END_MS: u64 = 1_800_000_000_000;
+const YEAR_MS: u64 = 365 * 86_400_000;
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A cheap deterministic spread (no RNG crate needed for shapes).
+fn mix(n: u64) -> u64 {
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 31;
+    x.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 17
+}
+
+/// The `n`th of `total` calls: in time order over the year, 50 members in
+/// 5 teams, 8 models over 3 providers, 2 % failed, latencies 50 ms – 20 s.
+fn call(n: u64, total: u64) -> CallRecord {
+    let started_ms = YEAR_END_MS - YEAR_MS + n * (YEAR_MS / total.max(1));
+    let spread = mix(n);
+    let member = spread % 50;
+    let model = (spread >> 8) % 8;
+    let failed = (spread >> 16).is_multiple_of(50);
+    let latency_ms = 50 + (spread >> 20) % 20_000;
+    let category = if failed { "timeout" } else { "ok" };
+    let started = UNIX_EPOCH + Duration::from_millis(started_ms);
+    CallRecord {
+        role: None,
+        notes: Vec::new(),
+        call_id: format!("bench-{n}"),
+        started_at: started,
+        ended_at: started + Duration::from_millis(latency_ms),
+        who: Who {
+            key_id: Some(format!("key-{member}")),
+            member: Some(format!("member-{member}")),
+            team: Some(format!("team-{}", member % 5)),
+        },
+        route: Route::OpenaiChat,
+        operation: Operation::Chat,
+        model: format!("model-{model}"),
+        identity: None,
+        provider: Some(format!("provider-{}", model % 3)),
+        wire_id: None,
+        endpoint_host: None,
+        served_model: None,
+        stream: false,
+        traceparent: None,
+        max_tokens: None,
+        attempts: vec![AttemptRecord {
+            reason: AttemptReason::First,
+            started_ms: 0,
+            latency_ms,
+            admission_wait_ms: 0,
+            status: Some(if failed { 504 } else { 200 }),
+            category: category.to_owned(),
+            request_id: None,
+            usage: None,
+            searches: None,
+            web_searches: None,
+            deployment: None,
+        }],
+        usage: Tokens {
+            input: 100 + spread % 900,
+            output: 20 + spread % 300,
+            cache_read: 0,
+            cache_write: 0,
+            reasoning: 0,
+        },
+        billable_input: None,
+        cost_usd: Some(0.001 * f64::from(u32::try_from(spread % 100).unwrap_or(0))),
+        category: category.to_owned(),
+        stop_reason: None,
+        latency_ms,
+        first_output_ms: None,
+        stream_end: None,
+        content: None,
+        client: None,
+        cached: false,
+        cached_from: None,
+        charged_worst_case: false,
+    }
+}
+
+/// Appends calls `from..to` of `total`; the time spent.
+fn append(file: &mut BenchFile, from: u64, to: u64, total: u64, keep_rollups: bool) -> Duration {
+    let mut spent = Duration::ZERO;
+    let mut next = from;
+    while next < to {
+        let end = (next + BATCH as u64).min(to);
+        let records: Vec<CallRecord> = (next..end).map(|n| call(n, total)).collect();
+        let started = Instant::now();
+        file.append(&records, keep_rollups).expect("append");
+        spent += started.elapsed();
+        next = end;
+    }
+    spent
+}
+
+/// `rows` per second.
+fn rate(rows: u64, spent: Duration) -> f64 {
+    rows as f64 / spent.as_secs_f64().max(1e-9)
+}
+
+/// The append's cost with the upkeep on and off: the same rows into two
+/// fresh files, alternating batches so the machine's load falls on both.
+fn append_cost(dir: &Path) {
+    let rows = 200_000;
+    let mut on = BenchFile::open(&dir.join("append-on.db")).expect("open");
+    let mut off = BenchFile::open(&dir.join("append-off.db")).expect("open");
+    let (mut spent_on, mut spent_off) = (Duration::ZERO, Duration::ZERO);
+    let step = BATCH as u64;
+    for from in (0..rows).step_by(BATCH) {
+        spent_off += append(&mut off, from, from + step, rows, false);
+        spent_on += append(&mut on, from, from + step, rows, true);
+    }
+    let (with, without) = (rate(rows, spent_on), rate(rows, spent_off));
+    println!(
+        "append ({rows} closing rows, batches of {BATCH}): roll-ups on {with:.0} rows/s, off {without:.0} rows/s, \
+         ratio {:.3} (load {})",
+        with / without,
+        load()
+    );
+}
+
+/// p50 and p99 of `times`.
+fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
+    times.sort();
+    let at = |percent: usize| times[((times.len() * percent).div_ceil(100)).saturating_sub(1).min(times.len() - 1)];
+    (at(50), at(99))
+}
+
+fn timed(runs: usize, mut read: impl FnMut() -> u64) -> (Duration, Duration, u64) {
+    let mut times = Vec::with_capacity(runs);
+    let mut calls = 0;
+    for _ in 0..runs {
+        let started = Instant::now();
+        calls = read();
+        times.push(started.elapsed());
+    }
+    let (p50, p99) = percentiles(times);
+    (p50, p99, calls)
+}
+
+fn reads(path: &Path, total: u64) {
+    let reader = Reader::open(path).expect("reader");
+    let year = Filter {
+        since: Some(UNIX_EPOCH + Duration::from_millis(YEAR_END_MS - YEAR_MS - 1)),
+        until: Some(UNIX_EPOCH + Duration::from_millis(YEAR_END_MS + 1)),
+        ..Filter::default()
+    };
+    let cases = [
+        ("by member", UsageQuery { filter: year.clone(), group_by: Some(GroupBy::Member), bucket: None }),
+        ("by model", UsageQuery { filter: year.clone(), group_by: Some(GroupBy::Model), bucket: None }),
+        ("day series", UsageQuery { filter: year, group_by: None, bucket: Some(Bucket::Day) }),
+    ];
+    let raw_runs = if total > 2_000_000 { 3 } else { 5 };
+    for (name, query) in cases {
+        let rolled = timed(50, || reader.usage(&query).expect("read").total.calls);
+        let raw = timed(raw_runs, || reader.usage_from_rows(&query).expect("read").total.calls);
+        assert_eq!(rolled.2, raw.2, "{name}: the roll-ups and the rows disagree");
+        println!(
+            "{total} calls, {name}: roll-ups p50 {:.2} ms p99 {:.2} ms (50 runs); rows p50 {:.0} ms p99 {:.0} ms \
+             ({raw_runs} runs); rows / roll-ups at p50 {:.0}x (load {})",
+            ms(rolled.0),
+            ms(rolled.1),
+            ms(raw.0),
+            ms(raw.1),
+            raw.0.as_secs_f64() / rolled.0.as_secs_f64().max(1e-9),
+            load()
+        );
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let sizes: Vec<u64> = std::env::var("WEIR_ROLLUP_BENCH_CALLS")
+        .unwrap_or_else(|_| "1000000,10000000".to_owned())
+        .split(',')
+        .map(|size| size.trim().parse().expect("WEIR_ROLLUP_BENCH_CALLS: sizes, comma-separated"))
+        .collect();
+    let dir = std::env::var("WEIR_ROLLUP_BENCH_DIR")
+        .map_or_else(|_| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rollups-bench"), PathBuf::from);
+    std::fs::create_dir_all(&dir).expect("the bench's folder");
+    println!("rollups bench at {} (load {})", humantime::format_rfc3339_seconds(SystemTime::now()), load());
+    append_cost(&dir);
+    for total in sizes {
+        let path = dir.join(format!("ledger-{total}.db"));
+        let _ = std::fs::remove_file(&path);
+        let mut file = BenchFile::open(&path).expect("open");
+        let spent = append(&mut file, 0, total, total, true);
+        println!("{total} calls appended with roll-ups: {:.0} rows/s (load {})", rate(total, spent), load());
+        drop(file);
+        reads(&path, total);
+        if total <= 2_000_000 {
+            BenchFile::open(&path).expect("open").forget_rollups().expect("forget");
+            let started = Instant::now();
+            drop(BenchFile::open(&path).expect("the upgrade"));
+            println!(
+                "{total} calls: the roll-ups built once on upgrade in {:.1} s (load {})",
+                started.elapsed().as_secs_f64(),
+                load()
+            );
+        }
+        let bytes = std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0);
+        println!("{total} calls: the file is {:.2} GB", bytes as f64 / 1e9);
+        let _ = std::fs::remove_file(&path);
+    }
+}

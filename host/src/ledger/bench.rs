@@ -1,0 +1,52 @@
+//! Rows appended straight into a ledger file, as the ledger's thread appends
+//! them (`store::append_logged`), for the roll-ups' benchmark
+//! (`benches/rollups.rs`): a large file built without the gateway's log, and
+//! the append's cost with and without the roll-ups' upkeep. Not an API for
+//! anything else: a file appended to without the upkeep no longer agrees with
+//! its roll-ups.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::store::{self, Row, Run};
+use crate::catalog::LedgerSync;
+use crate::record::CallRecord;
+
+/// A ledger file a benchmark appends closing rows to.
+#[doc(hidden)]
+pub struct BenchFile {
+    connection: Connection,
+    lines: u64,
+}
+
+impl BenchFile {
+    /// Opens (creating, or migrating) the file as a writer does.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let connection = store::open_writer(path, LedgerSync::Normal, None).map_err(|error| error.to_string())?;
+        Ok(Self { connection, lines: 0 })
+    }
+
+    /// Appends `records`' closing rows in one transaction, with the
+    /// roll-ups' upkeep or (`keep_rollups` false) without it; the rows appended.
+    pub fn append(&mut self, records: &[CallRecord], keep_rollups: bool) -> Result<usize, String> {
+        let rows =
+            records.iter().map(Row::closing).collect::<Result<Vec<_>, _>>().map_err(|error| error.to_string())?;
+        let run = Run { segment: "bench", first_line: self.lines, rows: rows.iter().map(Some).collect() };
+        let filled =
+            store::append_logged_with(&self.connection, [run], keep_rollups).map_err(|error| error.to_string())?;
+        self.lines += rows.len() as u64;
+        Ok(filled.rows)
+    }
+
+    /// Drops the roll-ups and marks the file as version 2 wrote it, so the
+    /// next [`BenchFile::open`] builds them from the rows (the upgrade's cost).
+    pub fn forget_rollups(self) -> Result<(), String> {
+        self.connection
+            .execute_batch(
+                "DROP TABLE ledger_rollup; DROP TABLE ledger_rollup_latency; DROP TABLE ledger_rollup_dims;
+                 PRAGMA user_version = 2;",
+            )
+            .map_err(|error| error.to_string())
+    }
+}

@@ -1,0 +1,246 @@
+//! The ledger's hourly roll-ups: what `GET /v1/usage` and the budgets'
+//! rebuild read instead of scanning every call's row.
+//!
+//! A roll-up row sums the rows of one hour (of the calls' start, UTC) and one
+//! set of [`Dims`] (key, member, team, model, provider, deployment,
+//! category): the closed calls (calls, the five token kinds, the known cost
+//! and the calls without one) and what the budgets were charged (the rows
+//! `sql.rs`'s `CHARGED` selects, kept as they change: a hold counts until its
+//! call closes at its usage, then it is taken back). Closed calls' latencies
+//! (end minus start) go into a histogram of fixed log-scaled buckets
+//! ([`latency_bucket`]).
+//!
+//! The roll-ups change only in the transaction that inserts the rows they sum
+//! (`store::insert_runs`, the shipper's for PostgreSQL), so no crash can
+//! leave them apart. [`Rollup`] gathers one batch's changes in memory; each
+//! store writes them with its own statements.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{Kind, Row};
+use crate::record::Tokens;
+
+/// An hour, in milliseconds.
+pub(super) const HOUR_MS: i64 = 3_600_000;
+
+/// A day (UTC), in milliseconds.
+pub(super) const DAY_MS: i64 = 86_400_000;
+
+/// Latency buckets per doubling: bucket `i` holds latencies up to
+/// `2^(i / 4)` ms, so a percentile read back is at most 19 % above the
+/// latency it stands for (`2^(1/4)` = 1.189).
+const BUCKETS_PER_DOUBLING: f64 = 4.0;
+
+/// The last bucket: `2^(127/4)` ms is ~40 days; anything longer lands in it.
+pub(super) const LAST_BUCKET: i64 = 127;
+
+/// The start of the hour holding `ms`.
+pub(super) fn hour_of(ms: i64) -> i64 {
+    ms - ms.rem_euclid(HOUR_MS)
+}
+
+/// The latency bucket of `ms` (0 for 1 ms and less).
+pub(super) fn latency_bucket(ms: i64) -> i64 {
+    if ms <= 1 {
+        return 0;
+    }
+    // Latencies are far below 2^53 ms: the cast is exact.
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let bucket = ((ms as f64).log2() * BUCKETS_PER_DOUBLING).ceil() as i64;
+    bucket.clamp(0, LAST_BUCKET)
+}
+
+/// The largest latency bucket `bucket` holds, in ms: what a percentile in it reads as.
+pub(super) fn bucket_upper_ms(bucket: i64) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    let exponent = bucket as f64 / BUCKETS_PER_DOUBLING;
+    (exponent.exp2() * 10.0).round() / 10.0
+}
+
+/// What a roll-up row is keyed by besides its hour. Holds carry the
+/// caller and model only (no provider, deployment or category).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub(super) struct Dims {
+    pub key_id: Option<String>,
+    pub member: Option<String>,
+    pub team: Option<String>,
+    pub model: String,
+    pub provider: Option<String>,
+    pub deployment: Option<String>,
+    pub category: Option<String>,
+}
+
+impl Dims {
+    /// The dims as one text (a JSON array): what the dims table is unique
+    /// on, since a UNIQUE over columns that may be NULL lets equal rows in.
+    pub(super) fn signature(&self) -> String {
+        let values =
+            (&self.key_id, &self.member, &self.team, &self.model, &self.provider, &self.deployment, &self.category);
+        serde_json::to_string(&values).unwrap_or_default()
+    }
+
+    /// A hold's dims: its caller and model.
+    fn of_hold(row: &Row) -> Self {
+        Self {
+            key_id: row.key_id.clone(),
+            member: row.member.clone(),
+            team: row.team.clone(),
+            model: row.model.clone(),
+            provider: None,
+            deployment: None,
+            category: None,
+        }
+    }
+
+    /// A closing row's dims: the provider and the last attempt's deployment
+    /// are read from its body, as the row queries read them
+    /// (`$.provider`, `$.attempts[#-1].deployment`).
+    fn of_close(row: &Row) -> Self {
+        let served: Served = serde_json::from_str(&row.body).unwrap_or_default();
+        Self {
+            provider: served.provider,
+            deployment: served.attempts.last().and_then(|attempt| attempt.deployment.clone()),
+            category: row.category.clone(),
+            ..Self::of_hold(row)
+        }
+    }
+}
+
+/// The part of a closing row's body the dims need.
+#[derive(Debug, Default, Deserialize)]
+struct Served {
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    attempts: Vec<ServedAttempt>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ServedAttempt {
+    #[serde(default)]
+    deployment: Option<String>,
+}
+
+/// One roll-up row's change: the closed calls' sums, and the budgets' charge.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Measures {
+    pub calls: i64,
+    pub tokens: [i64; 5],
+    pub cost_usd: f64,
+    pub calls_without_cost: i64,
+    /// Rows the charge counts (a hold taken back counts -1).
+    pub charged_rows: i64,
+    pub charged: [i64; 5],
+    pub charged_cost_usd: f64,
+}
+
+/// Token counts as the roll-ups' five columns (far below 2^63).
+pub(super) fn token_columns(tokens: &Tokens) -> [i64; 5] {
+    let signed = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
+    [
+        signed(tokens.input),
+        signed(tokens.output),
+        signed(tokens.cache_read),
+        signed(tokens.cache_write),
+        signed(tokens.reasoning),
+    ]
+}
+
+/// One batch's changes to the roll-ups, gathered before they are written.
+#[derive(Debug, Default)]
+pub(super) struct Rollup {
+    pub measures: HashMap<(i64, Dims), Measures>,
+    /// Calls per (hour, dims, latency bucket).
+    pub latency: HashMap<(i64, Dims, i64), i64>,
+}
+
+impl Rollup {
+    /// Whether nothing changed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.measures.is_empty() && self.latency.is_empty()
+    }
+
+    /// Adds `row`'s change; `earlier`: the rows of its call before it that
+    /// are holds or closings (how a charge changes depends on them).
+    pub(super) fn apply(&mut self, row: &Row, earlier: &[Row]) {
+        let closed_at_usage = |row: &Row| row.kind == Kind::Close && !row.charged_worst;
+        let already_closed = earlier.iter().any(closed_at_usage);
+        match row.kind {
+            Kind::Open => {}
+            Kind::Hold if already_closed => {}
+            Kind::Hold => self.charge(row, 1),
+            Kind::Close => {
+                self.close(row);
+                if !row.charged_worst && !already_closed {
+                    for hold in earlier.iter().filter(|earlier| earlier.kind == Kind::Hold) {
+                        self.charge(hold, -1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, row: &Row) {
+        let hour = hour_of(row.started_ms);
+        let dims = Dims::of_close(row);
+        let tokens = token_columns(&row.tokens);
+        let measures = self.measures.entry((hour, dims.clone())).or_default();
+        measures.calls += 1;
+        add(&mut measures.tokens, &tokens, 1);
+        measures.cost_usd += row.cost_usd.unwrap_or(0.0);
+        measures.calls_without_cost += i64::from(row.cost_usd.is_none());
+        if !row.charged_worst {
+            measures.charged_rows += 1;
+            add(&mut measures.charged, &tokens, 1);
+            measures.charged_cost_usd += row.cost_usd.unwrap_or(0.0);
+        }
+        let bucket = latency_bucket(row.at_ms - row.started_ms);
+        *self.latency.entry((hour, dims, bucket)).or_default() += 1;
+    }
+
+    /// Counts a hold's worst case towards the charge (`sign` 1), or takes it back (-1).
+    fn charge(&mut self, hold: &Row, sign: i64) {
+        let measures = self.measures.entry((hour_of(hold.started_ms), Dims::of_hold(hold))).or_default();
+        measures.charged_rows += sign;
+        add(&mut measures.charged, &token_columns(&hold.tokens), sign);
+        #[allow(clippy::cast_precision_loss)]
+        let signed_cost = hold.cost_usd.unwrap_or(0.0) * sign as f64;
+        measures.charged_cost_usd += signed_cost;
+    }
+}
+
+fn add(sums: &mut [i64; 5], tokens: &[i64; 5], sign: i64) {
+    for (sum, count) in sums.iter_mut().zip(tokens) {
+        *sum += count * sign;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_buckets_are_log_scaled_and_read_back_within_19_percent() {
+        assert_eq!(latency_bucket(-5), 0);
+        assert_eq!(latency_bucket(1), 0);
+        assert_eq!(latency_bucket(2), 4);
+        assert_eq!(latency_bucket(1024), 40);
+        assert_eq!(latency_bucket(i64::MAX), LAST_BUCKET);
+        for ms in [2_i64, 3, 7, 100, 999, 1234, 60_000, 3_600_000] {
+            let upper = bucket_upper_ms(latency_bucket(ms));
+            #[allow(clippy::cast_precision_loss)]
+            let ms = ms as f64;
+            assert!(upper >= ms - 0.05 && upper <= ms * 1.19 + 0.05, "{ms} ms reads as {upper}");
+        }
+    }
+
+    #[test]
+    fn hours_start_on_the_hour() {
+        assert_eq!(hour_of(0), 0);
+        assert_eq!(hour_of(HOUR_MS - 1), 0);
+        assert_eq!(hour_of(HOUR_MS), HOUR_MS);
+        assert_eq!(hour_of(-1), -HOUR_MS);
+    }
+}

@@ -1,0 +1,203 @@
+//! The roll-ups in the ledger's SQLite file: their tables, a batch's
+//! changes written inside the transaction that inserts its rows, the rows of
+//! a call the changes depend on, and the roll-ups built once over a file
+//! written before they existed. (The fleet's PostgreSQL tables take the same
+//! statements: `postgres/ship.rs`.)
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, params};
+
+use super::query::{self, ALL_COLUMNS};
+use super::rollup::{Dims, Measures, Rollup};
+use super::store::{Kind, Row};
+
+/// The roll-ups' tables. `ledger_rollup_dims` names each set of dims once
+/// (by its signature); `ledger_rollup` holds an hour's sums per dims, and
+/// `ledger_rollup_latency` its latency histogram. Their primary keys lead
+/// with the hour, so a range of hours is one range of each table.
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ledger_rollup_dims (
+    id INTEGER PRIMARY KEY,
+    signature TEXT NOT NULL UNIQUE,
+    key_id TEXT, member TEXT, team TEXT, model TEXT NOT NULL, provider TEXT, deployment TEXT, category TEXT
+);
+CREATE TABLE IF NOT EXISTS ledger_rollup (
+    hour_ms INTEGER NOT NULL,
+    dims INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    input INTEGER NOT NULL, output INTEGER NOT NULL, cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL, reasoning INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    calls_without_cost INTEGER NOT NULL,
+    charged_rows INTEGER NOT NULL,
+    charged_input INTEGER NOT NULL, charged_output INTEGER NOT NULL, charged_cache_read INTEGER NOT NULL,
+    charged_cache_write INTEGER NOT NULL, charged_reasoning INTEGER NOT NULL,
+    charged_cost_usd REAL NOT NULL,
+    PRIMARY KEY (hour_ms, dims)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_rollup_latency (
+    hour_ms INTEGER NOT NULL,
+    dims INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    PRIMARY KEY (hour_ms, dims, bucket)
+) WITHOUT ROWID;
+";
+
+/// A set of dims named (kept when already named). `$n` parameters bind by
+/// position in both SQLite and PostgreSQL, so the statements below serve both.
+pub(super) const INSERT_DIMS: &str = "INSERT INTO ledger_rollup_dims
+    (signature, key_id, member, team, model, provider, deployment, category)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (signature) DO NOTHING";
+
+pub(super) const DIMS_ID: &str = "SELECT id FROM ledger_rollup_dims WHERE signature = $1";
+
+/// An hour's sums changed by a batch's.
+pub(super) const ADD_MEASURES: &str = "INSERT INTO ledger_rollup (hour_ms, dims, calls, input, output, cache_read,
+        cache_write, reasoning, cost_usd, calls_without_cost, charged_rows, charged_input, charged_output,
+        charged_cache_read, charged_cache_write, charged_reasoning, charged_cost_usd)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+    ON CONFLICT (hour_ms, dims) DO UPDATE SET
+        calls = ledger_rollup.calls + excluded.calls,
+        input = ledger_rollup.input + excluded.input,
+        output = ledger_rollup.output + excluded.output,
+        cache_read = ledger_rollup.cache_read + excluded.cache_read,
+        cache_write = ledger_rollup.cache_write + excluded.cache_write,
+        reasoning = ledger_rollup.reasoning + excluded.reasoning,
+        cost_usd = ledger_rollup.cost_usd + excluded.cost_usd,
+        calls_without_cost = ledger_rollup.calls_without_cost + excluded.calls_without_cost,
+        charged_rows = ledger_rollup.charged_rows + excluded.charged_rows,
+        charged_input = ledger_rollup.charged_input + excluded.charged_input,
+        charged_output = ledger_rollup.charged_output + excluded.charged_output,
+        charged_cache_read = ledger_rollup.charged_cache_read + excluded.charged_cache_read,
+        charged_cache_write = ledger_rollup.charged_cache_write + excluded.charged_cache_write,
+        charged_reasoning = ledger_rollup.charged_reasoning + excluded.charged_reasoning,
+        charged_cost_usd = ledger_rollup.charged_cost_usd + excluded.charged_cost_usd";
+
+/// An hour's latency bucket changed by a batch's calls.
+pub(super) const ADD_LATENCY: &str = "INSERT INTO ledger_rollup_latency (hour_ms, dims, bucket, calls)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (hour_ms, dims, bucket) DO UPDATE SET calls = ledger_rollup_latency.calls + excluded.calls";
+
+/// The holds and closings of a call before a row (by the index on
+/// `(started_ms, call_id)`): what [`Rollup::apply`] needs.
+const EARLIER: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, '' AS body, prev_hash, hash, charged_worst
+    FROM ledger WHERE started_ms = ?1 AND call_id = ?2 AND seq < ?3 AND kind <> 'open'";
+
+/// Rows between two writes of the build's changes (bounds its memory).
+const BUILD_BATCH: u64 = 100_000;
+
+/// The rows of `row`'s call before `seq` that its roll-up change depends on
+/// (none for an opening, which changes nothing).
+pub(super) fn earlier(connection: &Connection, row: &Row, seq: i64) -> rusqlite::Result<Vec<Row>> {
+    if row.kind == Kind::Open {
+        return Ok(Vec::new());
+    }
+    let mut statement = connection.prepare_cached(EARLIER)?;
+    let mut rows = statement.query(params![row.started_ms, row.call_id, seq])?;
+    let mut earlier = Vec::new();
+    while let Some(found) = rows.next()? {
+        let kind: String = found.get(1)?;
+        earlier.extend(query::stored_row(found, &kind, &row.call_id, "")?);
+    }
+    Ok(earlier)
+}
+
+/// Writes a batch's changes, inside its transaction.
+pub(super) fn write(connection: &Connection, rollup: &Rollup) -> rusqlite::Result<()> {
+    if rollup.is_empty() {
+        return Ok(());
+    }
+    let mut ids: HashMap<&Dims, i64> = HashMap::new();
+    let mut add_measures = connection.prepare_cached(ADD_MEASURES)?;
+    for ((hour, dims), measures) in &rollup.measures {
+        let id = dims_id(connection, &mut ids, dims)?;
+        let Measures { calls, tokens: t, cost_usd, calls_without_cost, charged_rows, charged: c, charged_cost_usd } =
+            *measures;
+        add_measures.execute(params![
+            hour,
+            id,
+            calls,
+            t[0],
+            t[1],
+            t[2],
+            t[3],
+            t[4],
+            cost_usd,
+            calls_without_cost,
+            charged_rows,
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            charged_cost_usd
+        ])?;
+    }
+    let mut add_latency = connection.prepare_cached(ADD_LATENCY)?;
+    for ((hour, dims, bucket), calls) in &rollup.latency {
+        let id = dims_id(connection, &mut ids, dims)?;
+        add_latency.execute(params![hour, id, bucket, calls])?;
+    }
+    Ok(())
+}
+
+/// The id naming `dims`, named first when new.
+fn dims_id<'a>(connection: &Connection, ids: &mut HashMap<&'a Dims, i64>, dims: &'a Dims) -> rusqlite::Result<i64> {
+    if let Some(id) = ids.get(dims) {
+        return Ok(*id);
+    }
+    let signature = dims.signature();
+    connection.prepare_cached(INSERT_DIMS)?.execute(params![
+        signature,
+        dims.key_id,
+        dims.member,
+        dims.team,
+        dims.model,
+        dims.provider,
+        dims.deployment,
+        dims.category
+    ])?;
+    let id = connection.prepare_cached(DIMS_ID)?.query_row([&signature], |row| row.get(0))?;
+    ids.insert(dims, id);
+    Ok(id)
+}
+
+/// Builds the roll-ups of every row already in the file (a file written
+/// before roll-ups existed), inside the migration's transaction: one walk
+/// of the holds and closings in order, with one index lookup each. Returns
+/// the rows walked.
+pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
+    let mut statement = connection.prepare(&format!("{ALL_COLUMNS} WHERE kind <> 'open' ORDER BY seq"))?;
+    let mut rows = statement.query([])?;
+    let mut rollup = Rollup::default();
+    let mut walked = 0;
+    while let Some(found) = rows.next()? {
+        let (seq, kind, call_id, body): (i64, String, String, String) =
+            (found.get(0)?, found.get(1)?, found.get(2)?, found.get(16)?);
+        let Some(row) = query::stored_row(found, &kind, &call_id, &body)? else { continue };
+        rollup.apply(&row, &earlier(connection, &row, seq)?);
+        walked += 1;
+        if walked % BUILD_BATCH == 0 {
+            write(connection, &std::mem::take(&mut rollup))?;
+        }
+    }
+    write(connection, &rollup)?;
+    Ok(walked)
+}
+
+/// Builds the roll-ups afresh from the rows, in one transaction: when a
+/// gateway starts on a ledger whose tail failed its anchor check
+/// (`on_tampered = "start"`), the rows it goes on with are what budgets and
+/// usage read, as they were before roll-ups.
+pub(super) fn rebuild(connection: &Connection) -> rusqlite::Result<u64> {
+    let transaction = connection.unchecked_transaction()?;
+    transaction.execute_batch(
+        "DELETE FROM ledger_rollup; DELETE FROM ledger_rollup_latency; DELETE FROM ledger_rollup_dims;",
+    )?;
+    let rows = build(&transaction)?;
+    transaction.commit()?;
+    Ok(rows)
+}
