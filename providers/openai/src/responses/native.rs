@@ -121,12 +121,15 @@ struct Asked {
     hosted: Hosted,
 }
 
+/// Whether a native field's value has the shape its name calls for.
+type Shape = fn(&Value) -> bool;
+
 /// The settings sent as written, taken out of `fields`, each of its shape:
 /// `max_tool_calls` a positive integer, `context_management` a list, a forced
 /// hosted tool an object with a `type`.
 fn settings(fields: &mut Map<String, Value>) -> Result<Vec<(&'static str, Value)>, CodecError> {
     let mut settings = Vec::new();
-    let shapes: [(&'static str, fn(&Value) -> bool); 4] = [
+    let shapes: [(&'static str, Shape); 4] = [
         (PROMPT_CACHE_KEY, |_| true),
         (MAX_TOOL_CALLS, |value| value.as_u64().is_some_and(|calls| calls > 0)),
         (CONTEXT_MANAGEMENT, Value::is_array),
