@@ -12,27 +12,17 @@ import sys
 
 from playwright.sync_api import sync_playwright
 
-from console_pages import chat, wait_loaded
+from console_pages import WIDTHS, chat, shoot, wait_loaded
 
 ARGS = json.loads(sys.argv[1])
 BASE = ARGS["base"].rstrip("/")
 PAGES = ["usage", "keys", "budgets", "calls", "providers"]
-WIDTHS = [(1280, 900), (390, 844)]
 
 
 def visit(page, name, result):
     page.click(f'#nav [data-page="{name}"]')
     wait_loaded(page, name)
-    shots = {}
-    for width, height in WIDTHS:
-        page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(100)
-        path = f'{ARGS["out"]}/{name}-{width}.png'
-        page.screenshot(path=path, full_page=True)
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        shots[str(width)] = {"path": path, "overflow": overflow}
-    page.set_viewport_size({"width": 1280, "height": 900})
-    result["pages"][name] = shots
+    shoot(page, ARGS["out"], name, result)
 
 
 def main():

@@ -12,24 +12,10 @@ import sys
 
 from playwright.sync_api import sync_playwright
 
-from console_pages import chat, wait_loaded
+from console_pages import chat, shoot, wait_loaded
 
 ARGS = json.loads(sys.argv[1])
 BASE = ARGS["base"].rstrip("/")
-WIDTHS = [(1280, 900), (390, 844)]
-
-
-def shoot(page, name, result):
-    shots = {}
-    for width, height in WIDTHS:
-        page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(100)
-        path = f'{ARGS["out"]}/{name}-{width}.png'
-        page.screenshot(path=path, full_page=True)
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        shots[str(width)] = {"path": path, "overflow": overflow}
-    page.set_viewport_size({"width": 1280, "height": 900})
-    result["pages"][name] = shots
 
 
 def visit(page, name):
@@ -51,7 +37,7 @@ def main():
         wait_loaded(page, "sign-in")
         result["sign_on_link_visible"] = page.is_visible("#sign-on-link")
         result["key_form_visible"] = page.is_visible("#sign-in-form")
-        shoot(page, "sso-sign-in", result)
+        shoot(page, ARGS["out"], "sso-sign-in", result)
 
         # The first person is in no admin group: the gateway's page says so.
         page.click("#sign-on-link")
@@ -61,7 +47,7 @@ def main():
             "text": page.text_content("#sign-on-error"),
             "path": page.evaluate("location.pathname"),
         }
-        shoot(page, "sso-refused", result)
+        shoot(page, ARGS["out"], "sso-refused", result)
         page.click("text=Back to the console")
         wait_loaded(page, "sign-in")
         result["nav_hidden_after_refusal"] = page.is_hidden("#nav")
@@ -87,7 +73,7 @@ def main():
         result["edit_prefilled_models"] = page.input_value("#key-edit-models")
         page.fill("#key-edit-models", "gpt")
         page.fill("#key-edit-rpm", "30")
-        shoot(page, "keys-edit", result)
+        shoot(page, ARGS["out"], "keys-edit", result)
         page.click("#key-edit-form button[type=submit]")
         page.wait_for_selector("#key-edit-form", state="hidden")
         result["after_edit"] = {"gpt-mini": chat(BASE, token, "gpt-mini"), "gpt": chat(BASE, token, "gpt")}
@@ -99,7 +85,7 @@ def main():
         page.click("#members-form button[type=submit]")
         page.wait_for_selector('[data-scope="dev"]')
         result["member_row"] = page.text_content('#members-table tr:has([data-scope="dev"])')
-        shoot(page, "members", result)
+        shoot(page, ARGS["out"], "members", result)
         visit(page, "teams")
         page.fill("#teams-name", "search")
         page.fill("#teams-daily_usd", "2.5")
@@ -110,7 +96,7 @@ def main():
         page.fill("#teams-monthly_tokens", "100000")
         page.click("#teams-form button[type=submit]")
         page.wait_for_selector('[data-scope="research"]')
-        shoot(page, "teams", result)
+        shoot(page, ARGS["out"], "teams", result)
         page.click('[data-scope="search"] >> text=Delete')
         page.wait_for_selector('[data-scope="search"]', state="detached")
         result["team_rows_after_delete"] = page.locator("#teams-table tbody tr").count()
