@@ -78,13 +78,7 @@ fn counting_request(
     else {
         return Ok(None);
     };
-    let plan = native::split(ask, Some(&support));
-    let request = plan.request.unwrap_or_else(|| NativeRequest {
-        dialect: ask.dialect.to_owned(),
-        fields_json: "{}".to_owned(),
-        betas: Vec::new(),
-    });
-    Ok(Some((request, plan.dropped)))
+    Ok(Some(native::split_request(ask, &support)))
 }
 
 /// Why the provider's count was not had; logged, never a caller's error (the

@@ -24,7 +24,6 @@ use crate::types::Conversation;
 use super::effort;
 use super::opening::Opening;
 use super::target::{Reached, Target};
-use super::web_search;
 
 /// Holds the call's worst case — its input estimate plus the output reserve
 /// the gates will send (the same formula), priced at the entry's prices, and
@@ -44,8 +43,8 @@ pub(super) async fn take(
     let booked = effort::effective(weir, request).filter(|_| request.thinking_budget.is_none());
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
-    let searches = web_search::bound(target.native.as_ref());
-    let worst = budget::with_web_searches(model, budget::worst_case(model, input, reserve.max_tokens), searches);
+    let worst =
+        budget::with_web_searches(model, budget::worst_case(model, input, reserve.max_tokens), target.search_bound);
     take_worst(weir, Some(caller), target, worst, opening).await
 }
 

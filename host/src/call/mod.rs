@@ -494,6 +494,7 @@ async fn run<A: Attempt>(
     let native = native::plan(&target, request)?;
     target.native = native.request;
     target.native_answer = native.answer_native;
+    target.search_bound = native.search_bound;
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
@@ -510,7 +511,7 @@ async fn run<A: Attempt>(
     // A live stream carries no search count (only a whole answer's own usage
     // and items say how many searches ran): a call whose budget holds web
     // searches is taken whole, so the budget is charged the searches it ran.
-    let searches_held = tally.hold.is_some() && web_search::bound(target.native.as_ref()) > 0;
+    let searches_held = tally.hold.is_some() && target.search_bound > 0;
     let own_blocks_live = target.native_answer
         && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live
         && !searches_held;

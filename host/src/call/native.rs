@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::PromptCache;
@@ -54,6 +55,42 @@ pub(super) struct NativePlan {
     /// The request carries hosted tools or a history's own blocks, so the
     /// answer is decoded with its own blocks in place.
     pub answer_native: bool,
+    /// The most web searches one attempt may run (see [`super::web_search::bound`]).
+    pub search_bound: u64,
+}
+
+/// A native request while it is planned: its fields stay a map until the plan
+/// is done, so each step (the cache key, the web search cut, the checks)
+/// reads and edits them without parsing them again, and they are serialized
+/// once, into the [`NativeRequest`] the component is given.
+#[derive(Debug)]
+pub(super) struct Draft {
+    pub dialect: String,
+    pub fields: Map<String, Value>,
+    pub betas: Vec<String>,
+}
+
+impl Draft {
+    fn empty(dialect: &str) -> Self {
+        Self { dialect: dialect.to_owned(), fields: Map::new(), betas: Vec::new() }
+    }
+
+    /// Whether it sends anything: a field or a beta.
+    pub fn sends(&self) -> bool {
+        !self.fields.is_empty() || !self.betas.is_empty()
+    }
+
+    fn into_request(self) -> NativeRequest {
+        NativeRequest { dialect: self.dialect, fields_json: Value::Object(self.fields).to_string(), betas: self.betas }
+    }
+}
+
+/// The caller's native ask cut to what a provider takes.
+#[derive(Debug, Default)]
+pub(super) struct Cut {
+    /// `None` when nothing is sent natively.
+    pub draft: Option<Draft>,
+    pub dropped: NativeDropped,
 }
 
 /// The plan for `request`'s native fields on `target`'s provider and wire id,
@@ -64,33 +101,38 @@ pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativeP
         return Ok(NativePlan::default());
     }
     let support = support(target)?;
-    let mut plan = match request.native.as_deref() {
+    let mut cut = match request.native.as_deref() {
         Some(ask) => match withheld(ask, mode) {
             Some((kept, withheld)) => {
-                let mut plan = split(&kept, support.as_deref());
-                plan.dropped.fields.extend(withheld);
-                plan
+                let mut cut = split(&kept, support.as_deref());
+                cut.dropped.fields.extend(withheld);
+                cut
             }
             None => split(ask, support.as_deref()),
         },
-        None => NativePlan::default(),
+        None => Cut::default(),
     };
     if mode != PromptCache::Off
         && let Some(support) = support.as_deref().filter(|support| takes(support, PROMPT_CACHE_KEY))
     {
-        put_cache_key(&mut plan, support, member_cache_key(request));
+        put_cache_key(&mut cut, support, member_cache_key(request));
     }
-    super::web_search::cut(target, request, &mut plan)?;
+    super::web_search::cut(target, request, &mut cut)?;
     if let Some(ask) = request.native.as_deref() {
-        refuse_what_cannot_go(target, ask, &mut plan)?;
+        refuse_what_cannot_go(target, ask, &mut cut)?;
     }
-    plan.answer_native = plan.request.as_ref().is_some_and(carries_own_parts) && target.provider.decodes_native();
-    Ok(plan)
+    let Cut { draft, dropped } = cut;
+    Ok(NativePlan {
+        answer_native: draft.as_ref().is_some_and(carries_own_parts) && target.provider.decodes_native(),
+        search_bound: draft.as_ref().map_or(0, super::web_search::bound),
+        request: draft.map(Draft::into_request),
+        dropped,
+    })
 }
 
 /// A hosted tool dropped under `hosted_tools = "refuse"`, or a history block
 /// the provider cannot take (a cited text aside: see the module's comment).
-fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut NativePlan) -> Result<(), WeirError> {
+fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Cut) -> Result<(), WeirError> {
     let refused = |what: String| WeirError::NativeNotTaken { model: target.model.id.clone(), what };
     if let Some(tool) = plan.dropped.tools.first().filter(|_| ask.refuse_hosted_tools) {
         return Err(refused(format!("the hosted tool `{tool}` (`hosted_tools = \"refuse\"`)")));
@@ -115,14 +157,10 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Native
 /// the plan does not send both the choice and that tool: the provider cannot
 /// be made to use it (or the budget's cut left it out), and a call sent with
 /// the choice silently gone would not be the one asked for.
-fn unsendable_choice(ask: &NativeAsk, plan: &NativePlan) -> Option<String> {
+fn unsendable_choice(ask: &NativeAsk, plan: &Cut) -> Option<String> {
     let (_, choice) = ask.fields.iter().find(|(name, _)| name == HOSTED_TOOL_CHOICE_FIELD)?;
     let forced = choice.get("type").and_then(serde_json::Value::as_str).unwrap_or("unknown").to_owned();
-    let sent = plan.request.as_ref().and_then(|request| serde_json::from_str(&request.fields_json).ok());
-    let sent: serde_json::Map<String, serde_json::Value> = match sent {
-        Some(serde_json::Value::Object(fields)) => fields,
-        _ => return Some(forced),
-    };
+    let Some(sent) = plan.draft.as_ref().map(|draft| &draft.fields) else { return Some(forced) };
     let taken =
         sent.contains_key(HOSTED_TOOL_CHOICE_FIELD) && sent.contains_key(&format!("{HOSTED_TOOL_FIELD}{forced}"));
     (!taken).then_some(forced)
@@ -150,13 +188,8 @@ pub(super) fn own_usage_notes(own: Option<&crate::chat::NativeBlocks>) -> Vec<St
 }
 
 /// Whether a native request sends hosted tools or a history's own blocks.
-fn carries_own_parts(request: &NativeRequest) -> bool {
-    match serde_json::from_str::<serde_json::Value>(&request.fields_json) {
-        Ok(serde_json::Value::Object(fields)) => {
-            fields.keys().any(|name| name.starts_with(HOSTED_TOOL_FIELD) || name == NATIVE_BLOCKS_FIELD)
-        }
-        _ => false,
-    }
+fn carries_own_parts(draft: &Draft) -> bool {
+    draft.fields.keys().any(|name| name.starts_with(HOSTED_TOOL_FIELD) || name == NATIVE_BLOCKS_FIELD)
 }
 
 /// `ask` without the cache fields `mode` does not send, and their names;
@@ -201,18 +234,9 @@ fn member_cache_key(request: &ChatRequest) -> String {
 
 /// `key` as the request's `prompt_cache_key`, in `support`'s dialect: the
 /// caller's own (already cut to what the provider takes) is replaced.
-fn put_cache_key(plan: &mut NativePlan, support: &NativeSupport, key: String) {
-    let request = plan.request.get_or_insert_with(|| NativeRequest {
-        dialect: support.dialect.clone(),
-        fields_json: "{}".to_owned(),
-        betas: Vec::new(),
-    });
-    let mut fields = match serde_json::from_str::<serde_json::Value>(&request.fields_json) {
-        Ok(serde_json::Value::Object(fields)) => fields,
-        _ => serde_json::Map::new(),
-    };
-    fields.insert(PROMPT_CACHE_KEY.to_owned(), serde_json::Value::String(key));
-    request.fields_json = serde_json::Value::Object(fields).to_string();
+fn put_cache_key(cut: &mut Cut, support: &NativeSupport, key: String) {
+    let draft = cut.draft.get_or_insert_with(|| Draft::empty(&support.dialect));
+    draft.fields.insert(PROMPT_CACHE_KEY.to_owned(), Value::String(key));
 }
 
 /// What `target`'s provider takes natively for its wire id (asked once and
@@ -223,12 +247,12 @@ pub(super) fn support(target: &Target<'_>) -> Result<Option<Arc<NativeSupport>>,
 }
 
 /// Cuts `ask` to what `support` takes (nothing when it is another dialect's).
-pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativePlan {
+pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> Cut {
     let support = support.filter(|support| support.dialect == ask.dialect);
     let takes_field = |name: &str| support.is_some_and(|support| support.fields.iter().any(|field| field == name));
     let takes_beta =
         |name: &str| support.is_some_and(|support| support.betas.iter().any(|beta| beta == ANY_BETA || beta == name));
-    let mut fields = serde_json::Map::new();
+    let mut fields = Map::new();
     let mut dropped = NativeDropped::default();
     for (name, value) in &ask.fields {
         match takes_field(name) {
@@ -243,12 +267,16 @@ pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> NativeP
     let (betas, dropped_betas): (Vec<String>, Vec<String>) =
         ask.betas.iter().cloned().partition(|beta| takes_beta(beta));
     dropped.betas = dropped_betas;
-    let request = (!fields.is_empty() || !betas.is_empty()).then(|| NativeRequest {
-        dialect: ask.dialect.to_owned(),
-        fields_json: serde_json::Value::Object(fields).to_string(),
-        betas,
-    });
-    NativePlan { request, dropped, answer_native: false }
+    let draft = Draft { dialect: ask.dialect.to_owned(), fields, betas };
+    Cut { draft: draft.sends().then_some(draft), dropped }
+}
+
+/// [`split`] for a request sent as it is (a token count): the fields the
+/// provider takes as one [`NativeRequest`] (empty when it takes none), and
+/// what it leaves out.
+pub(super) fn split_request(ask: &NativeAsk, support: &NativeSupport) -> (NativeRequest, NativeDropped) {
+    let Cut { draft, dropped } = split(ask, Some(support));
+    (draft.unwrap_or_else(|| Draft::empty(ask.dialect)).into_request(), dropped)
 }
 
 #[cfg(test)]
@@ -281,9 +309,8 @@ mod tests {
     #[test]
     fn what_the_provider_takes_is_sent_and_the_rest_dropped() {
         let plan = split(&ask(), Some(&support(&["top_k", "context_management"], &["context-management-2025-06-27"])));
-        let request = plan.request.unwrap();
-        let fields: serde_json::Value = serde_json::from_str(&request.fields_json).unwrap();
-        assert_eq!(fields, json!({"top_k": 5, "context_management": {"edits": []}}));
+        let request = plan.draft.unwrap();
+        assert_eq!(Value::Object(request.fields), json!({"top_k": 5, "context_management": {"edits": []}}));
         assert_eq!(request.betas, ["context-management-2025-06-27"]);
         assert_eq!(plan.dropped.fields, ["container"]);
         assert_eq!(plan.dropped.betas, ["claude-code-20250219"]);
@@ -294,7 +321,7 @@ mod tests {
     #[test]
     fn any_beta_passes_every_beta_the_caller_named() {
         let plan = split(&ask(), Some(&support(&[], &["*"])));
-        assert_eq!(plan.request.unwrap().betas, ["context-management-2025-06-27", "claude-code-20250219"]);
+        assert_eq!(plan.draft.unwrap().betas, ["context-management-2025-06-27", "claude-code-20250219"]);
         assert_eq!(plan.dropped.fields.len(), 3);
     }
 
@@ -304,7 +331,7 @@ mod tests {
         other.dialect = "openai-responses".into();
         for support in [None, Some(&other)] {
             let plan = split(&ask(), support);
-            assert!(plan.request.is_none());
+            assert!(plan.draft.is_none());
             assert_eq!(plan.dropped.fields.len(), 3);
             assert_eq!(plan.dropped.betas.len(), 2);
         }
@@ -323,7 +350,7 @@ mod tests {
             refuse_hosted_tools: false,
         };
         let plan = split(&ask, None);
-        assert!(plan.request.is_none());
+        assert!(plan.draft.is_none());
         assert_eq!(plan.dropped.fields, ["prompt_cache_key"], "the custom tool went as a function");
     }
 
@@ -331,7 +358,7 @@ mod tests {
     fn a_provider_answer_cannot_add_what_the_caller_did_not_ask() {
         let ask = NativeAsk { dialect: "anthropic-messages", ..NativeAsk::default() };
         let plan = split(&ask, Some(&support(&["top_k", "mcp_servers"], &["*"])));
-        assert!(plan.request.is_none(), "nothing asked, nothing sent natively");
+        assert!(plan.draft.is_none(), "nothing asked, nothing sent natively");
         assert_eq!(plan.dropped, NativeDropped::default());
     }
 
@@ -346,7 +373,7 @@ mod tests {
             ..NativeAsk::default()
         };
         let plan = split(&ask, Some(&support(&["server_tools.web_search_20250305"], &[])));
-        let fields: serde_json::Value = serde_json::from_str(&plan.request.unwrap().fields_json).unwrap();
+        let fields = Value::Object(plan.draft.unwrap().fields);
         assert_eq!(fields, json!({"server_tools.web_search_20250305": [{"type": "web_search_20250305"}]}));
         assert_eq!(plan.dropped.tools, ["bash_20250124"]);
         assert!(plan.dropped.fields.is_empty());

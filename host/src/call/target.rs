@@ -89,6 +89,9 @@ pub(super) struct Target<'a> {
     /// the provider decodes its answer with its own blocks in place
     /// (`native.decode-native`): the answer is decoded that way.
     pub native_answer: bool,
+    /// The most web searches one attempt may run (see `call::web_search`):
+    /// the hold and the gates add their price to the worst case.
+    pub search_bound: u64,
 }
 
 impl<'a> std::ops::Deref for Target<'a> {
@@ -358,7 +361,7 @@ async fn resolve_component_entry<'a>(
         opening,
         deployment: None,
     };
-    Ok(Target { reached, provider, native: None, native_answer: false })
+    Ok(Target { reached, provider, native: None, native_answer: false, search_bound: 0 })
 }
 
 /// [`resolve_component_entry`] for an entry with deployments: resolved against
@@ -390,7 +393,7 @@ async fn resolve_deployed_entry<'a>(
         opening,
         deployment: None,
     };
-    let entry = Target { reached, provider, native: None, native_answer: false };
+    let entry = Target { reached, provider, native: None, native_answer: false, search_bound: 0 };
     let mut unaddressable = None;
     for index in pool.usable() {
         match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
@@ -438,6 +441,7 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         provider: Arc::clone(provider),
         native: target.native.clone(),
         native_answer: target.native_answer,
+        search_bound: target.search_bound,
     })
 }
 

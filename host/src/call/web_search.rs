@@ -22,9 +22,9 @@ use serde_json::{Map, Value};
 
 use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, MAX_TOOL_CALLS_FIELD, NativeBlocks};
 use crate::error::WeirError;
-use crate::types::{AnswerBlock, NativeRequest};
+use crate::types::AnswerBlock;
 
-use super::native::NativePlan;
+use super::native::{Cut, Draft};
 use super::target::Target;
 
 /// The type every web search tool's name starts with, in both dialects
@@ -61,10 +61,8 @@ fn is_web_search_call(block: &AnswerBlock) -> bool {
 /// The most web searches one attempt of `request` may run, summed over its
 /// web search tools; 0 when it sends none. Only what [`cut`] kept is sent, so
 /// under a USD budget every tool sent has its bound.
-pub(super) fn bound(request: Option<&NativeRequest>) -> u64 {
-    let Some(request) = request else { return 0 };
-    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&request.fields_json) else { return 0 };
-    bounds(&request.dialect, &fields).most
+pub(super) fn bound(draft: &Draft) -> u64 {
+    bounds(&draft.dialect, &draft.fields).most
 }
 
 /// A request's web search tools against their bounds.
@@ -126,10 +124,9 @@ fn is_web_search(field: &str) -> bool {
 /// bound is moved to the plan's dropped tools (the caller's
 /// `hosted_tools = "refuse"` then refuses the call, as for any hosted tool the
 /// entry does not take).
-pub(super) fn cut(target: &Target<'_>, request: &ChatRequest, plan: &mut NativePlan) -> Result<(), WeirError> {
-    let Some(native) = plan.request.as_mut() else { return Ok(()) };
-    let Ok(Value::Object(mut fields)) = serde_json::from_str::<Value>(&native.fields_json) else { return Ok(()) };
-    if !fields.keys().any(|name| is_web_search(name)) || !under_usd_budget(target, request) {
+pub(super) fn cut(target: &Target<'_>, request: &ChatRequest, plan: &mut Cut) -> Result<(), WeirError> {
+    let Some(native) = plan.draft.as_mut() else { return Ok(()) };
+    if !native.fields.keys().any(|name| is_web_search(name)) || !under_usd_budget(target, request) {
         return Ok(());
     }
     if target.model.prices.web_search.is_none() {
@@ -139,21 +136,20 @@ pub(super) fn cut(target: &Target<'_>, request: &ChatRequest, plan: &mut NativeP
             target.model.id
         )));
     }
-    let unbounded = bounds(&native.dialect, &fields).unbounded;
+    let unbounded = bounds(&native.dialect, &native.fields).unbounded;
     if unbounded.is_empty() {
         return Ok(());
     }
     for name in &unbounded {
-        fields.remove(name);
+        native.fields.remove(name);
         if let Some(tool) = name.strip_prefix(HOSTED_TOOL_FIELD) {
             plan.dropped.tools.push(tool.to_owned());
         }
     }
     tracing::info!(model = %target.model.id, tools = ?unbounded,
         "a web search without a bound cannot be held against the caller's USD budget: not sent");
-    native.fields_json = Value::Object(fields).to_string();
-    if native.fields_json == "{}" && native.betas.is_empty() {
-        plan.request = None;
+    if !native.sends() {
+        plan.draft = None;
     }
     Ok(())
 }
@@ -182,8 +178,9 @@ mod tests {
         }
     }
 
-    fn request(dialect: &str, fields: Value) -> NativeRequest {
-        NativeRequest { dialect: dialect.into(), fields_json: fields.to_string(), betas: Vec::new() }
+    fn request(dialect: &str, fields: Value) -> Draft {
+        let Value::Object(fields) = fields else { unreachable!("a test's fields are an object") };
+        Draft { dialect: dialect.into(), fields, betas: Vec::new() }
     }
 
     #[test]
@@ -208,10 +205,9 @@ mod tests {
             "server_tools.bash_20250124": [{"type": "bash_20250124"}],
             "top_k": 5
         });
-        assert_eq!(bound(Some(&request(ANTHROPIC, tools))), 5);
+        assert_eq!(bound(&request(ANTHROPIC, tools)), 5);
         let unbounded = json!({"server_tools.web_search_20250305": [{"type": "web_search_20250305"}]});
-        assert_eq!(bound(Some(&request(ANTHROPIC, unbounded))), 0);
-        assert_eq!(bound(None), 0);
+        assert_eq!(bound(&request(ANTHROPIC, unbounded)), 0);
     }
 
     /// OpenAI's bound is the request's `max_tool_calls`, once for all its web
@@ -224,13 +220,13 @@ mod tests {
             "server_tools.web_search_preview": [{"type": "web_search_preview"}],
             "max_tool_calls": 3
         });
-        assert_eq!(bound(Some(&request(OPENAI, tools))), 3);
+        assert_eq!(bound(&request(OPENAI, tools)), 3);
         let unbounded = json!({"server_tools.web_search": [{"type": "web_search", "max_uses": 2}]});
-        assert_eq!(bound(Some(&request(OPENAI, unbounded.clone()))), 0);
+        assert_eq!(bound(&request(OPENAI, unbounded.clone())), 0);
         let Value::Object(fields) = unbounded else { unreachable!() };
         assert_eq!(bounds(OPENAI, &fields).unbounded, ["server_tools.web_search"]);
         let no_search = json!({"server_tools.file_search": [{"type": "file_search"}], "max_tool_calls": 3});
-        assert_eq!(bound(Some(&request(OPENAI, no_search))), 0, "no web search: nothing to hold");
+        assert_eq!(bound(&request(OPENAI, no_search)), 0, "no web search: nothing to hold");
         let Value::Object(elsewhere) = json!({"server_tools.web_search": [{}], "max_tool_calls": 3}) else {
             unreachable!()
         };
