@@ -105,12 +105,17 @@
   // --- Usage -------------------------------------------------------------
   function isoDay(date) { return date.toISOString().slice(0, 10); }
 
+  // The range asked for. With no end date the query is left open-ended (no
+  // `until`), and a default start is taken back to its hour: every hour of the
+  // range is then whole, so the gateway answers it from its hourly roll-ups
+  // instead of reading the calls of the hours at its edges one by one.
   function usageRange() {
     const since = $("usage-since").value ? new Date($("usage-since").value + "T00:00:00Z") : null;
     const until = $("usage-until").value ? new Date($("usage-until").value + "T00:00:00Z") : null;
     const end = until ? new Date(until.getTime() + 86400000) : new Date();
-    const start = since || new Date(end.getTime() - 7 * 86400000);
-    return { start, end };
+    const hour = 3600000;
+    const start = since || new Date(Math.floor((end.getTime() - 7 * 86400000) / hour) * hour);
+    return { start, end, open: !until };
   }
 
   // Latency percentiles as /v1/usage gives them (ms, a histogram bucket's bound).
@@ -124,11 +129,12 @@
 
   // One request answers the page: the totals, the groups and the series.
   async function loadUsage() {
-    const { start, end } = usageRange();
+    const { start, end, open } = usageRange();
     const group = $("usage-group").value;
     const bucket = $("usage-bucket").value;
     $("usage-group-name").textContent = group;
-    const range = `since=${encodeURIComponent(start.toISOString())}&until=${encodeURIComponent(end.toISOString())}`;
+    const range = `since=${encodeURIComponent(start.toISOString())}` +
+      (open ? "" : `&until=${encodeURIComponent(end.toISOString())}`);
     const sums = await api("GET", `/v1/usage?group_by=${group}&bucket=${bucket}&${range}`);
     $("usage-total-calls").textContent = String(sums.total.calls);
     $("usage-total-tokens").textContent = String(tokensOf(sums.total.tokens));

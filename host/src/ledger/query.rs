@@ -523,6 +523,21 @@ impl Reader {
     }
 }
 
+/// One closed call by its id, from the window its id names (see
+/// [`sql::closed_call`]) and, when it is not there, from every closing row.
+pub(super) fn closed_call(
+    call_id: &str,
+    dialect: Dialect,
+    bodies: impl Fn(sql::Query) -> Result<Vec<CallRecord>, ReadError>,
+) -> Result<Option<CallRecord>, ReadError> {
+    if let Some(query) = sql::closed_call(call_id, dialect)
+        && let Some(record) = bodies(query)?.pop()
+    {
+        return Ok(Some(record));
+    }
+    Ok(bodies(sql::any_closed_call(call_id, dialect))?.pop())
+}
+
 /// A row's body, or which row holds one that does not parse.
 pub(super) fn parse_body<T: serde::de::DeserializeOwned>(at: String, body: &str) -> Result<T, ReadError> {
     serde_json::from_str(body).map_err(|error| ReadError::Body { at, error })
@@ -544,6 +559,10 @@ pub(super) fn values(params: Vec<Param>) -> Vec<Value> {
 pub trait LedgerRead {
     /// The closed calls, by start time.
     fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError>;
+    /// The newest `limit` closed calls the filter selects, newest first.
+    fn newest(&self, filter: &Filter, limit: usize) -> Result<Vec<CallRecord>, ReadError>;
+    /// One closed call by its id.
+    fn closed_call(&self, call_id: &str) -> Result<Option<CallRecord>, ReadError>;
     /// The calls that opened and never closed: what a crash (or a call still
     /// running) leaves.
     fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError>;
@@ -564,6 +583,14 @@ pub trait LedgerRead {
 impl LedgerRead for Reader {
     fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
         self.bodies(sql::records(filter, Dialect::Sqlite))
+    }
+
+    fn newest(&self, filter: &Filter, limit: usize) -> Result<Vec<CallRecord>, ReadError> {
+        self.bodies(sql::newest(filter, limit, Dialect::Sqlite))
+    }
+
+    fn closed_call(&self, call_id: &str) -> Result<Option<CallRecord>, ReadError> {
+        closed_call(call_id, Dialect::Sqlite, |query| self.bodies(query))
     }
 
     fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {

@@ -77,6 +77,61 @@ pub(super) fn records(filter: &Filter, dialect: Dialect) -> Query {
     Query { sql, params }
 }
 
+/// The newest `limit` closed calls the filter selects, newest first: the
+/// `(started_ms, call_id)` index read backwards, so a search reads the rows it
+/// answers (and, under a filter, the newer ones it passes over), not every
+/// closed call.
+pub(super) fn newest(filter: &Filter, limit: usize, dialect: Dialect) -> Query {
+    let (conditions, mut params) = conditions(filter, dialect);
+    let (label, tie) = (dialect.row_label(), dialect.tie_break());
+    params.push(Param::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    let limit = dialect.parameter(params.len());
+    let sql = format!(
+        "SELECT {label}, body FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms DESC, {tie} DESC LIMIT {limit}"
+    );
+    Query { sql, params }
+}
+
+/// How far a call's start may lie from the instant its id names (see
+/// [`closed_call`]): the id is made just before the start time is read, from
+/// the same clock.
+const ID_CLOCK_WINDOW_MS: i64 = 1_000;
+
+/// One call's closing row, looked for where it can be found fast: a Weir call
+/// id is a UUID v7, whose first 48 bits are the millisecond it was made in,
+/// just before the call's start time was read; so for such an id the row is
+/// looked for among the calls that started within [`ID_CLOCK_WINDOW_MS`] of
+/// it, through the `(started_ms, call_id)` index (the file keeps no index by
+/// call id: see `store::INDEXES`). `None` for another id: [`any_closed_call`]
+/// then reads every closing row.
+pub(super) fn closed_call(call_id: &str, dialect: Dialect) -> Option<Query> {
+    let made_ms = id_time_ms(call_id)?;
+    let mut query = any_closed_call(call_id, dialect);
+    for (operator, bound) in [(">=", made_ms - ID_CLOCK_WINDOW_MS), ("<=", made_ms + ID_CLOCK_WINDOW_MS)] {
+        query.params.push(Param::Integer(bound));
+        query.sql.push_str(&format!(" AND started_ms {operator} {}", dialect.parameter(query.params.len())));
+    }
+    Some(query)
+}
+
+/// One call's closing row, wherever its start lies (also where its id is not
+/// a UUID v7, or its start lies outside the window [`closed_call`] reads).
+pub(super) fn any_closed_call(call_id: &str, dialect: Dialect) -> Query {
+    let label = dialect.row_label();
+    let sql = format!("SELECT {label}, body FROM ledger WHERE kind = 'close' AND call_id = {}", dialect.parameter(1));
+    Query { sql, params: vec![Param::Text(call_id.to_owned())] }
+}
+
+/// The millisecond a UUID v7 call id was made in; `None` for any other id.
+fn id_time_ms(call_id: &str) -> Option<i64> {
+    let id = uuid::Uuid::parse_str(call_id).ok()?;
+    let (seconds, nanos) = id.get_timestamp()?.to_unix();
+    (id.get_version_num() == 7)
+        .then(|| i64::try_from(seconds).ok())
+        .flatten()
+        .map(|s| s * 1000 + i64::from(nanos / 1_000_000))
+}
+
 /// The openings of calls never closed, by start time, as [`records`] reads them.
 pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
     let (conditions, params) = conditions(filter, dialect);
@@ -276,6 +331,25 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+
+    #[test]
+    fn a_uuid_v7_call_id_names_the_millisecond_it_was_made_in() {
+        let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+        let made = id_time_ms(&crate::record::new_call_id()).unwrap();
+        let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+        assert!((before as i64..=after as i64).contains(&made), "{before} <= {made} <= {after}");
+        assert_eq!(id_time_ms(&uuid::Uuid::new_v4().to_string()), None, "a v4 id names no instant");
+        assert_eq!(id_time_ms("call-1"), None);
+        let query = closed_call(&crate::record::new_call_id(), Dialect::Postgres).unwrap();
+        assert!(query.sql.ends_with("AND started_ms >= $2 AND started_ms <= $3"), "{}", query.sql);
+        assert_eq!(query.params[2], Param::Integer(made_plus(&query.params[1], 2 * ID_CLOCK_WINDOW_MS)));
+        assert!(closed_call("call-1", Dialect::Sqlite).is_none());
+    }
+
+    fn made_plus(param: &Param, ms: i64) -> i64 {
+        let Param::Integer(from) = param else { panic!("a bound is an integer") };
+        from + ms
+    }
 
     #[test]
     fn both_dialects_number_the_same_parameters() {

@@ -351,6 +351,45 @@ async fn records_sums_and_groups_follow_the_filter() {
     assert_eq!(none.total, Totals::default());
 }
 
+/// A UUID v7 call id made at `secs` (as [`at`] reads it), as calls are given.
+fn v7_id_at(secs: u64) -> String {
+    let made = at(secs).duration_since(UNIX_EPOCH).unwrap();
+    let timestamp = uuid::Timestamp::from_unix(uuid::NoContext, made.as_secs(), made.subsec_nanos());
+    uuid::Uuid::new_v7(timestamp).to_string()
+}
+
+/// The search reads the newest calls first and stops at its limit; one call is
+/// found by its id: a UUID v7 near the instant it names, any other id (or a v7
+/// whose call started far from its instant) by every closing row.
+#[tokio::test]
+async fn the_newest_calls_and_one_call_by_id_are_read_without_reading_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    let (first, second, far) = (v7_id_at(10), v7_id_at(20), v7_id_at(7_200));
+    let calls = [
+        (first.as_str(), "alice", "m1", 10, Some(0.25)),
+        (second.as_str(), "bob", "m1", 20, None),
+        ("legacy-id", "alice", "m2", 30, None),
+        (far.as_str(), "alice", "m2", 40, None),
+    ];
+    write_calls(&ledger, &calls).await;
+    let reader = ledger.reader().unwrap();
+    let ids = |records: Vec<CallRecord>| records.into_iter().map(|r| r.call_id).collect::<Vec<_>>();
+    assert_eq!(ids(reader.newest(&Filter::default(), 2).unwrap()), [far.as_str(), "legacy-id"]);
+    let alice = Filter { member: Some("alice".to_owned()), ..Filter::default() };
+    let mut oldest_first = ids(reader.records(&alice).unwrap());
+    oldest_first.reverse();
+    assert_eq!(ids(reader.newest(&alice, 10).unwrap()), oldest_first);
+    let window = Filter { since: Some(at(15)), until: Some(at(35)), ..Filter::default() };
+    assert_eq!(ids(reader.newest(&window, 10).unwrap()), ["legacy-id", second.as_str()]);
+    for (id, member, ..) in calls {
+        let found = reader.closed_call(id).unwrap().unwrap_or_else(|| panic!("{id} is found"));
+        assert_eq!((found.call_id.as_str(), found.who.member.as_deref()), (id, Some(member)));
+    }
+    assert!(reader.closed_call(&v7_id_at(20)).unwrap().is_none(), "a v7 id in the window, never written");
+    assert!(reader.closed_call("no-such-call").unwrap().is_none());
+}
+
 #[tokio::test]
 async fn unclosed_calls_are_the_ones_opened_and_never_closed() {
     let dir = tempfile::tempdir().unwrap();
@@ -543,6 +582,10 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
     let all = Filter::default();
     let (records, unclosed, sums, cut_off) = blocking(move || {
         let cut_off = shared.spend_by_caller(at(0), true).unwrap();
+        let newest: Vec<_> = shared.newest(&all, 2).unwrap().into_iter().map(|record| record.call_id).collect();
+        assert_eq!(newest, ["b1", "a2"], "newest first, across both files");
+        assert_eq!(shared.closed_call("a2").unwrap().and_then(|record| record.who.member), Some("bob".to_owned()));
+        assert!(shared.closed_call("a3").unwrap().is_none(), "opened, never closed");
         (
             shared.records(&all).unwrap(),
             shared.unclosed(&all).unwrap(),

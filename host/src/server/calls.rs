@@ -9,14 +9,18 @@
 //! counts them). One call's answer is its whole record: attempts, category,
 //! timings, notes, tokens, cost, and its content when it was recorded.
 //!
-//! Both read every closed call the filter selects (one call: every closed
-//! call) and keep what they answer: no index serves a call id yet.
+//! Neither reads more than it answers where an index serves it: a search
+//! reads the `(started_ms, call_id)` index backwards and stops at `limit`
+//! (under a filter, it also passes over the newer calls the filter leaves
+//! out, so a rare member or category reads further back); one call is found
+//! near the instant its id names (see `ledger::sql::closed_call`).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::usage::read_ledger;
 use super::{ApiError, Authenticated};
 use crate::Weir;
 use crate::failure::Category;
@@ -26,6 +30,8 @@ use crate::record::CallRecord;
 /// How many calls a search answers when it says nothing, and at most.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 500;
+/// The route a failed read is logged under.
+const ROUTE: &str = "/admin/v1/calls";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,8 +66,8 @@ pub(super) async fn search(
         since: time(query.since)?,
         until: time(query.until)?,
     };
-    let records = read(&weir, filter).await?;
-    let calls: Vec<Value> = records.iter().rev().take(limit).map(summary).collect();
+    let records = read_ledger(&weir, ROUTE, move |reader| reader.newest(&filter, limit)).await?;
+    let calls: Vec<Value> = records.iter().map(summary).collect();
     Ok(axum::Json(json!({"calls": calls})))
 }
 
@@ -72,11 +78,10 @@ pub(super) async fn detail(
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.require_admin_key()?;
-    let records = read(&weir, Filter::default()).await?;
-    let record = records
-        .iter()
-        .find(|record| record.call_id == id)
-        .ok_or_else(|| ApiError::new(Category::NotFound, format!("no closed call `{id}` in the ledger")))?;
+    let wanted = id.clone();
+    let found = read_ledger(&weir, ROUTE, move |reader| reader.closed_call(&wanted)).await?;
+    let record =
+        found.ok_or_else(|| ApiError::new(Category::NotFound, format!("no closed call `{id}` in the ledger")))?;
     Ok(axum::Json(serde_json::to_value(record).unwrap_or_default()))
 }
 
@@ -88,10 +93,6 @@ fn summary(record: &CallRecord) -> Value {
         object.insert("attempts".to_owned(), json!(record.attempts.len()));
     }
     value
-}
-
-async fn read(weir: &Weir, filter: Filter) -> Result<Vec<CallRecord>, ApiError> {
-    super::usage::read_ledger(weir, "/admin/v1/calls", move |reader| reader.records(&filter)).await
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::{PostgresTarget, SharedError, connect};
 use crate::ledger::anchor::{Anchor, AnchorKey, AnchorLines, Tampering};
 use crate::ledger::query::{
     CallerSpend, ChainBreak, ChainCheck, Filter, LedgerRead, Link, ReadError, Sums, UsageQuery, VerifyError,
-    VerifyReport, parse_body,
+    VerifyReport, closed_call, parse_body,
 };
 use crate::ledger::sql::{self, Dialect, Param, Span};
 use crate::ledger::store::{Kind, Row};
@@ -316,6 +316,14 @@ impl SharedReader {
 impl LedgerRead for SharedReader {
     fn records(&self, filter: &Filter) -> Result<Vec<CallRecord>, ReadError> {
         self.bodies(sql::records(filter, Dialect::Postgres))
+    }
+
+    fn newest(&self, filter: &Filter, limit: usize) -> Result<Vec<CallRecord>, ReadError> {
+        self.bodies(sql::newest(filter, limit, Dialect::Postgres))
+    }
+
+    fn closed_call(&self, call_id: &str) -> Result<Option<CallRecord>, ReadError> {
+        closed_call(call_id, Dialect::Postgres, |query| self.bodies(query))
     }
 
     fn unclosed(&self, filter: &Filter) -> Result<Vec<CallOpening>, ReadError> {
