@@ -565,6 +565,8 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
     write_calls(&first, &[("a1", "alice", "m1", 1, Some(0.1)), ("a2", "bob", "m2", 2, None)]).await;
     first.opened(&opening("a3", "alice", "m1", 3)).await.unwrap();
     first.held(&hold("a3", "alice", 3, 700)).await.unwrap();
+    // A top-up: the call's second hold row (its output budget escalated).
+    first.held(&hold("a3", "alice", 3, 300)).await.unwrap();
     let second = shipping(&dir.path().join("b.db"), &server);
     write_calls(&second, &[("b1", "alice", "m2", 4, Some(0.25))]).await;
     assert!(
@@ -574,7 +576,7 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
         })
         .await
     );
-    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 8);
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 9, "the top-up is a row of its own");
     assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), 2);
 
     let url = server.url();
@@ -599,7 +601,18 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
         .filter(|row| row.member.as_deref() == Some("alice"))
         .map(|row| crate::budget::total_tokens(&row.tokens))
         .sum();
-    assert_eq!(alice, 135 * 2 + 700, "her two closed calls and the cut-off one's hold");
+    assert_eq!(alice, 135 * 2 + 700 + 300, "her two closed calls and the cut-off one's hold and top-up");
+    let from_file = blocking({
+        let first = first.clone();
+        move || first.reader().unwrap().spend_by_caller(at(0), true).unwrap()
+    })
+    .await;
+    let alice_in_file: u64 = from_file
+        .iter()
+        .filter(|row| row.member.as_deref() == Some("alice"))
+        .map(|row| crate::budget::total_tokens(&row.tokens))
+        .sum();
+    assert_eq!(alice_in_file, 135 + 700 + 300, "the first file charges the hold and the top-up as the fleet does");
     let ids: Vec<_> = records.iter().map(|record| record.call_id.as_str()).collect();
     assert_eq!(ids, ["a1", "a2", "b1"], "both files' calls, by start time");
     assert_eq!(unclosed.iter().map(|opening| opening.call_id.as_str()).collect::<Vec<_>>(), ["a3"]);
