@@ -111,3 +111,14 @@ pub fn effort_from_word(word: &str) -> Option<Effort> {
         _ => None,
     }
 }
+
+/// An effort's word, as [`effort_from_word`] reads it back.
+pub fn effort_name(effort: Effort) -> &'static str {
+    match effort {
+        Effort::Minimal => "minimal",
+        Effort::Low => "low",
+        Effort::Medium => "medium",
+        Effort::High => "high",
+        Effort::Max => "max",
+    }
+}

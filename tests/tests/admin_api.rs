@@ -251,6 +251,33 @@ async fn model_lists_and_limits_changed_at_run_time_hold_from_the_next_call() {
     assert_eq!((status, unknown["error"]["code"].as_str()), (400, Some("unknown_model")), "{unknown}");
 }
 
+/// A runtime key's `default_effort` reaches the wire as a file key's does,
+/// changes from the next call, and an unknown word is a typed 400.
+#[tokio::test]
+async fn a_runtime_keys_default_effort_reaches_the_wire_and_changes_at_run_time() {
+    let upstream = FakeUpstream::start().await;
+    let reasoning = format!(
+        "[[model]]\nid = \"o3\"\nprovider = \"openai\"\nwire_id = \"o3\"\nendpoint = \"{}\"\n\
+         credential = \"weir-test-key\"\nmax_output_tokens = 1000\ncontext_window = 100000\noutput_tokens = 100\n\
+         max_retries = 0\nreasoning = \"effort\"\n",
+        upstream.base_url()
+    );
+    let gateway = gateway(&upstream, &reasoning).await;
+    let token = create(&gateway, json!({"id": "thinker", "member": "ana", "default_effort": "low"})).await;
+    let sent_effort = || upstream.received().last().unwrap().json()["reasoning_effort"].clone();
+    assert_eq!(call(&gateway, &token, "o3").await.0, 200);
+    assert_eq!(sent_effort(), json!("low"), "the key's default");
+
+    let (status, updated) = post(&gateway, "/admin/v1/keys/thinker", ROOT, json!({"default_effort": "high"})).await;
+    assert_eq!((status, &updated["key"]["default_effort"]), (200, &json!("high")), "{updated}");
+    assert_eq!(call(&gateway, &token, "o3").await.0, 200);
+    assert_eq!(sent_effort(), json!("high"), "changed from the next call");
+
+    let (status, refused) = post(&gateway, "/admin/v1/keys/thinker", ROOT, json!({"default_effort": "loud"})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("default_effort"), "{refused}");
+}
+
 #[tokio::test]
 async fn a_budget_raised_at_run_time_admits_the_call_it_refused() {
     let upstream = FakeUpstream::start().await;

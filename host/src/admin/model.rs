@@ -113,6 +113,11 @@ pub struct RuntimeKey {
     pub expires: Option<String>,
     #[serde(default)]
     pub admin: bool,
+    /// The effort its calls run at when they name none (a word
+    /// `types::effort_from_word` reads; checked when written). Left out of
+    /// the stored body when unset, so keys written before it hash the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_effort: Option<String>,
     #[serde(default)]
     pub budget: Budget,
     pub created_ms: i64,
@@ -157,7 +162,7 @@ impl RuntimeKey {
                 tpm: self.tpm,
                 expires: self.expires.clone(),
                 admin: self.admin,
-                default_effort: None,
+                default_effort: self.default_effort.as_deref().and_then(crate::types::effort_from_word),
                 daily_tokens: fields.daily_tokens,
                 monthly_tokens: fields.monthly_tokens,
                 daily_usd: fields.daily_usd,

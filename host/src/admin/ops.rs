@@ -59,6 +59,8 @@ pub struct CreateKey {
     #[serde(default)]
     pub admin: bool,
     #[serde(default)]
+    pub default_effort: Option<String>,
+    #[serde(default)]
     pub budget: Budget,
 }
 
@@ -81,6 +83,8 @@ pub struct UpdateKey {
     pub expires: Option<Option<String>>,
     #[serde(default)]
     pub admin: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    pub default_effort: Option<Option<String>>,
     #[serde(default)]
     pub budget: Option<Budget>,
 }
@@ -158,6 +162,16 @@ fn check_expires(expires: Option<&String>) -> Result<(), AdminError> {
     }
 }
 
+fn check_effort(effort: Option<&String>) -> Result<(), AdminError> {
+    match effort {
+        Some(word) if crate::types::effort_from_word(word).is_none() => Err(AdminError::Invalid {
+            field: "default_effort",
+            message: format!("unknown effort `{word}` (minimal, low, medium, high or max)"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn check_limits(rpm: Option<u32>, tpm: Option<u64>) -> Result<(), AdminError> {
     if rpm == Some(0) || tpm == Some(0) {
         return Err(AdminError::Invalid { field: "rpm", message: "`rpm` and `tpm` must be positive when set".into() });
@@ -199,6 +213,7 @@ pub fn create_key(
     check_models(context, request.models.as_ref())?;
     check_expires(request.expires.as_ref())?;
     check_limits(request.rpm, request.tpm)?;
+    check_effort(request.default_effort.as_ref())?;
     check_budget(&request.budget)?;
     if context.file_keys.contains(&id) {
         return Err(AdminError::DefinedInFile { kind: "key", id });
@@ -215,6 +230,7 @@ pub fn create_key(
         tpm: request.tpm,
         expires: request.expires,
         admin: request.admin,
+        default_effort: request.default_effort,
         budget: request.budget,
         created_ms: context.now_ms(),
         created_by: context.actor.clone(),
@@ -243,6 +259,7 @@ pub fn update_key(
     check_models(context, request.models.as_ref().and_then(Option::as_ref))?;
     check_expires(request.expires.as_ref().and_then(Option::as_ref))?;
     check_limits(request.rpm.flatten(), request.tpm.flatten())?;
+    check_effort(request.default_effort.as_ref().and_then(Option::as_ref))?;
     if let Some(budget) = &request.budget {
         check_budget(budget)?;
     }
@@ -260,7 +277,7 @@ pub fn update_key(
             return Err(AdminError::Revoked(id));
         }
         let mut key = old.clone();
-        let UpdateKey { member, team, models, rpm, tpm, expires, admin, budget } = request;
+        let UpdateKey { member, team, models, rpm, tpm, expires, admin, default_effort, budget } = request;
         key.member = member.unwrap_or(key.member);
         key.team = team.unwrap_or(key.team);
         key.models = models.unwrap_or(key.models);
@@ -268,6 +285,7 @@ pub fn update_key(
         key.tpm = tpm.unwrap_or(key.tpm);
         key.expires = expires.unwrap_or(key.expires);
         key.admin = admin.unwrap_or(key.admin);
+        key.default_effort = default_effort.unwrap_or(key.default_effort);
         key.budget = budget.unwrap_or(key.budget);
         Ok(Edit { action: "key.update", kind: Kind::Key, id, before: body(old), after: body(&key) })
     })

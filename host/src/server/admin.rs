@@ -135,6 +135,7 @@ fn runtime_view(key: &RuntimeKey, now: SystemTime) -> Value {
         "tpm": key.tpm,
         "expires": key.expires,
         "admin": key.admin,
+        "default_effort": key.default_effort,
         "budget": key.budget,
         "status": key.status(now),
         "created_at": admin::model::rfc3339_ms(key.created_ms),
@@ -161,6 +162,7 @@ fn file_view(entry: &KeyEntry, now: SystemTime) -> Value {
         "tpm": entry.tpm,
         "expires": entry.expires,
         "admin": entry.admin,
+        "default_effort": entry.default_effort.map(crate::types::effort_name),
         "budget": admin::Budget::from_fields(&entry.budget()),
         "status": if expired { "expired" } else { "active" },
     })

@@ -101,3 +101,26 @@ fn a_budget_of_the_file_is_the_file_s() {
     let gone = delete_budget(&root, Kind::Team, "t".into()).unwrap()(&State::default());
     assert!(matches!(gone, Err(AdminError::NotFound { .. })));
 }
+
+#[test]
+fn a_runtime_keys_default_effort_is_checked_kept_and_given_to_the_ring() {
+    let mut unknown = request("ana");
+    unknown.default_effort = Some("extreme".into());
+    let refused = create_key(&context("root"), unknown, "h".into()).err().unwrap();
+    assert!(matches!(refused, AdminError::Invalid { field: "default_effort", .. }), "{refused:?}");
+    let mut low = request("ana");
+    low.default_effort = Some("low".into());
+    let edit = create_key(&context("root"), low, "h".into()).unwrap()(&State::default()).unwrap();
+    let state = state_with(edit);
+    let now = SystemTime::now();
+    assert_eq!(state.keys["k1"].entry(now).entry.default_effort, Some(crate::types::Effort::Low));
+
+    let bad: UpdateKey = parse(br#"{"default_effort": "loud"}"#).unwrap();
+    assert!(update_key(&context("root"), "k1".into(), bad).is_err());
+    let cleared: UpdateKey = parse(br#"{"default_effort": null}"#).unwrap();
+    let edit = update_key(&context("root"), "k1".into(), cleared).unwrap()(&state).unwrap();
+    let key: RuntimeKey = serde_json::from_value(edit.after.unwrap()).unwrap();
+    assert_eq!(key.entry(now).entry.default_effort, None, "null clears it");
+    let stored = serde_json::to_value(&key).unwrap();
+    assert!(stored.get("default_effort").is_none(), "an unset effort is left out of the stored body");
+}
