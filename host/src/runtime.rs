@@ -840,7 +840,9 @@ impl Prepared {
         }
         // The admin plane's keys and budgets join the file's before the
         // spend is read back, so their budgets count it too.
-        let admin = ledger.as_ref().map(|ledger| admin::AdminStore::new(ledger.path(), ledger.postgres().cloned()));
+        let admin = ledger.as_ref().map(|ledger| {
+            admin::AdminStore::new(ledger.path(), ledger.postgres().cloned()).keyed(ledger.anchor_key().cloned())
+        });
         let mut admin_state = admin::State::default();
         if let Some(store) = &admin {
             admin_state = load_admin(store, &self.config)?;

@@ -479,6 +479,15 @@ async fn every_change_is_an_audit_row_that_weir_ledger_verify_proves() {
     let stdout = String::from_utf8_lossy(&verified.stdout);
     assert!(verified.status.success(), "{stdout}{}", String::from_utf8_lossy(&verified.stderr));
     assert!(stdout.contains("ok: admin changes: 4 rows, chain intact"), "{stdout}");
+    assert!(stdout.contains("admin anchor: the newest anchored head, change 4, matches"), "{stdout}");
+
+    // The newest change cut from the end: the chain alone still holds, the anchor does not.
+    let connection = rusqlite::Connection::open(gateway.dir().join("admin.db")).unwrap();
+    connection.execute("DELETE FROM admin_changes WHERE seq = 4", []).unwrap();
+    drop(connection);
+    let cut = run_cli(&["ledger", "verify", "--path", ledger.to_str().unwrap()], &[]);
+    let stderr = String::from_utf8_lossy(&cut.stderr);
+    assert!(!cut.status.success() && stderr.contains("rows were deleted from its end"), "{stderr}");
 
     // An edited row breaks the chain.
     let connection = rusqlite::Connection::open(gateway.dir().join("admin.db")).unwrap();

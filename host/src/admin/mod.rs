@@ -32,7 +32,7 @@ pub mod store;
 pub use chain::{ChainBreak, ChangeRow};
 pub use model::{Budget, Kind, RuntimeKey, ScopeBudget, State};
 pub use ops::Context;
-pub use store::{AdminStore, StoreError};
+pub use store::{AdminBreak, AdminReport, AdminStore, StoreError};
 
 /// How often a gateway asks the store whether the plane changed (see
 /// `server::watch_admin`).

@@ -10,6 +10,16 @@
 //! `BEGIN IMMEDIATE`; PostgreSQL: `LOCK TABLE admin_changes IN EXCLUSIVE
 //! MODE`): it reads the state, checks the change against it, writes the
 //! object and appends the change's row to the chain. Readers are not blocked.
+//!
+//! The chain shows a row edited, removed or reordered in its middle, but not
+//! rows cut from its end (or the whole chain recomputed). So, as the calls'
+//! ledger does, each committed change's head is appended to an anchor file
+//! beside the ledger (`admin.db.anchor`, keyed with `[ledger]`'s anchor key
+//! when one is set; see `ledger::ChainAnchor`), and `weir ledger verify`
+//! checks the chain reaches its newest line. The file records that anchoring
+//! started (`admin_anchored`), so a removed anchor file is told from a
+//! plane written before anchors existed. In a fleet the anchor is each
+//! gateway's own: the changes it made, checked against the shared chain.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,12 +30,17 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use super::chain::{self, ChainBreak, ChangeRow, GENESIS};
 use super::model::{Kind, State};
 use super::{AdminError, Edit};
-use crate::ledger::PostgresTarget;
+use crate::ledger::{AnchorKey, AnchorVerdict, ChainAnchor, PostgresTarget, Tampering};
 
 /// The file beside the ledger's that holds the admin plane.
 pub const FILE_NAME: &str = "admin.db";
 
 const SCHEMA: &str = include_str!("../../migrations/V5__admin.sql");
+
+/// The file's record of the change its anchoring started from (see the
+/// module's comment).
+const ANCHORED: &str =
+    "CREATE TABLE IF NOT EXISTS admin_anchored (id INTEGER PRIMARY KEY CHECK (id = 1), since_seq INTEGER NOT NULL)";
 
 /// How long a change waits for another process's write on the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,6 +58,24 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the admin store's worker stopped: {0}")]
     Worker(String),
+    #[error("the admin changes' anchor file: {0}")]
+    Anchor(std::io::Error),
+}
+
+/// What `weir ledger verify` found of the admin changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminReport {
+    pub rows: usize,
+    pub anchor: AnchorVerdict,
+}
+
+/// Where the admin changes do not hold together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminBreak {
+    #[error(transparent)]
+    Chain(#[from] ChainBreak),
+    #[error("admin changes: {0}")]
+    Anchor(#[from] Tampering),
 }
 
 impl From<postgres::Error> for StoreError {
@@ -55,6 +88,7 @@ impl From<postgres::Error> for StoreError {
 #[derive(Clone)]
 pub struct AdminStore {
     backend: Arc<Backend>,
+    anchor: Arc<ChainAnchor>,
 }
 
 impl std::fmt::Debug for AdminStore {
@@ -86,17 +120,27 @@ trait Tx {
     fn objects(&mut self) -> Result<Vec<(String, String, String)>, StoreError>;
     fn put(&mut self, kind: &str, id: &str, body: Option<&str>) -> Result<(), StoreError>;
     fn append(&mut self, row: &ChangeRow) -> Result<(), StoreError>;
+    /// Records, once, that the chain is anchored from `seq` on (the file
+    /// only: a fleet's anchors are each gateway's own).
+    fn mark_anchored(&mut self, seq: i64) -> Result<(), StoreError>;
 }
 
 impl AdminStore {
     /// The store beside the ledger at `ledger_file`, or in `postgres`.
     /// Nothing is opened until first used.
     pub fn new(ledger_file: &Path, postgres: Option<PostgresTarget>) -> Self {
+        let file = ledger_file.with_file_name(FILE_NAME);
+        let anchor = Arc::new(ChainAnchor::new(&file, None));
         let backend = match postgres {
             Some(target) => Backend::Postgres { target: Box::new(target), client: Mutex::new(None) },
-            None => Backend::Sqlite { path: ledger_file.with_file_name(FILE_NAME), connection: Mutex::new(None) },
+            None => Backend::Sqlite { path: file, connection: Mutex::new(None) },
         };
-        Self { backend: Arc::new(backend) }
+        Self { backend: Arc::new(backend), anchor }
+    }
+
+    /// The store with its anchor lines keyed by `key` (`[ledger]`'s anchor key).
+    pub fn keyed(self, key: Option<AnchorKey>) -> Self {
+        Self { anchor: Arc::new(self.anchor.keyed(key)), ..self }
     }
 
     /// Where the plane is kept, for messages.
@@ -130,7 +174,11 @@ impl AdminStore {
         now_ms: i64,
         op: impl FnOnce(&State) -> Result<Edit, AdminError>,
     ) -> Result<(Edit, State), AdminError> {
+        // The anchor file exists before the first change is marked anchored,
+        // so a change committed just before a crash never reads as a removed file.
+        self.anchor.append_nothing().map_err(|error| AdminError::store(StoreError::Anchor(error)))?;
         let mut decided: Option<Result<Edit, AdminError>> = None;
+        let mut new_head = None;
         let state = self
             .with_tx(true, |tx| {
                 let (seq, head) = tx.head()?;
@@ -159,11 +207,18 @@ impl AdminStore {
                 };
                 row.hash = row.expected_hash();
                 tx.append(&row)?;
+                tx.mark_anchored(row.seq)?;
                 let state = State::from_rows(seq + 1, tx.objects()?).map_err(StoreError::Corrupt)?;
                 decided = Some(Ok(edit));
+                new_head = Some((row.seq, row.hash));
                 Ok(Some(state))
             })
             .map_err(AdminError::store)?;
+        if let Some((seq, hash)) = new_head
+            && let Err(error) = self.anchor.append(seq, &hash)
+        {
+            tracing::error!(%error, seq, "the admin change is made, and its head cannot be anchored");
+        }
         match (decided, state) {
             (Some(Ok(edit)), Some(state)) => Ok((edit, state)),
             (Some(Err(refused)), _) => Err(refused),
@@ -185,10 +240,44 @@ impl AdminStore {
         }
     }
 
-    /// Checks the whole chain of changes (blocking): how many rows it holds.
-    pub fn verify(&self) -> Result<Result<usize, ChainBreak>, StoreError> {
+    /// Checks the whole chain of changes and its anchor (blocking), the
+    /// anchor's MACs with `key` when given.
+    pub fn verify(&self, key: Option<&AnchorKey>) -> Result<Result<AdminReport, AdminBreak>, StoreError> {
         let rows = self.changes(0, i64::MAX, None)?;
-        Ok(chain::verify(&rows))
+        let count = match chain::verify(&rows) {
+            Ok(count) => count,
+            Err(broken) => return Ok(Err(broken.into())),
+        };
+        let last = rows.last().map_or(0, |row| row.seq);
+        let hash_at = |seq: i64| rows.iter().find(|row| row.seq == seq).map(|row| row.hash.clone());
+        let verdict = match self.anchor.check_chain(key, last, hash_at).map_err(StoreError::Anchor)? {
+            Ok(verdict) => verdict,
+            Err(tampering) => return Ok(Err(tampering.into())),
+        };
+        if verdict == AnchorVerdict::NoFile
+            && let Some(since) = self.anchored_since()?.filter(|since| *since <= last)
+        {
+            let path = self.anchor.path().display().to_string();
+            return Ok(Err(Tampering::MissingAnchorFile { since, path }.into()));
+        }
+        Ok(Ok(AdminReport { rows: count, anchor: verdict }))
+    }
+
+    /// The change from which the file's chain is anchored (`None`: not yet,
+    /// or a fleet's, whose anchors are each gateway's own).
+    fn anchored_since(&self) -> Result<Option<i64>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite { .. } => self.with_sqlite(|connection| {
+                let since =
+                    connection.query_row("SELECT since_seq FROM admin_anchored WHERE id = 1", [], |row| row.get(0));
+                match since {
+                    Ok(since) => Ok(Some(since)),
+                    Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+                    Err(error) => Err(error.into()),
+                }
+            }),
+            Backend::Postgres { .. } => Ok(None),
+        }
     }
 
     fn with_tx<T>(
@@ -272,6 +361,7 @@ fn open_sqlite(path: &Path) -> Result<Connection, StoreError> {
     if !exists {
         connection.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} COMMIT;"))?;
     }
+    connection.execute_batch(ANCHORED)?;
     Ok(connection)
 }
 
@@ -326,6 +416,11 @@ impl Tx for SqliteTx<'_> {
         )?;
         Ok(())
     }
+
+    fn mark_anchored(&mut self, seq: i64) -> Result<(), StoreError> {
+        self.0.execute("INSERT OR IGNORE INTO admin_anchored (id, since_seq) VALUES (1, ?1)", params![seq])?;
+        Ok(())
+    }
 }
 
 struct PostgresTx<'a>(postgres::Transaction<'a>);
@@ -373,6 +468,10 @@ impl Tx for PostgresTx<'_> {
                 &row.hash,
             ],
         )?;
+        Ok(())
+    }
+
+    fn mark_anchored(&mut self, _seq: i64) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -436,4 +535,84 @@ fn postgres_changes(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// Sets member `name`'s budget, as `POST /admin/v1/members/{name}` does.
+    fn set_budget(store: &AdminStore, name: &str, tokens: u64) {
+        let after = json!({"name": name, "budget": {"daily_tokens": tokens}, "updated_ms": 1, "updated_by": "root"});
+        let edit = |_: &State| {
+            Ok(Edit { action: "member.put", kind: Kind::Member, id: name.to_owned(), before: None, after: Some(after) })
+        };
+        store.change("root", 1, edit).unwrap();
+    }
+
+    fn sqlite(path: &Path, sql: &str) {
+        Connection::open(path).unwrap().execute_batch(sql).unwrap();
+    }
+
+    /// Rows cut from the chain's end, a chain recomputed after an edit, and a
+    /// removed anchor file are each seen; none of them breaks the chain itself.
+    #[test]
+    fn the_anchor_shows_what_the_chain_alone_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AdminStore::new(&dir.path().join("ledger.db"), None);
+        let file = dir.path().join(FILE_NAME);
+        for (name, tokens) in [("ana", 10), ("bob", 20), ("cy", 30)] {
+            set_budget(&store, name, tokens);
+        }
+        let verified = store.verify(None).unwrap().unwrap();
+        assert_eq!(verified, AdminReport { rows: 3, anchor: AnchorVerdict::Anchored { seq: 3 } });
+
+        sqlite(&file, "DELETE FROM admin_changes WHERE seq = 3");
+        let cut = store.verify(None).unwrap().unwrap_err();
+        assert_eq!(cut, AdminBreak::Anchor(Tampering::Shorter { rows: 2, anchored: 3 }));
+        assert!(cut.to_string().contains("deleted from its end"), "{cut}");
+
+        // Row 2 edited and its hash recomputed: a valid chain, not the one anchored.
+        set_budget(&store, "dee", 40);
+        let rows = store.changes(0, 10, None).unwrap();
+        let mut forged = rows[2].clone();
+        forged.actor = "someone".to_owned();
+        forged.hash = forged.expected_hash();
+        sqlite(&file, &format!("UPDATE admin_changes SET actor = 'someone', hash = '{}' WHERE seq = 3", forged.hash));
+        let recomputed = store.verify(None).unwrap().unwrap_err();
+        assert_eq!(recomputed, AdminBreak::Anchor(Tampering::HeadMismatch { seq: 3 }));
+
+        std::fs::remove_file(dir.path().join("admin.db.anchor")).unwrap();
+        let missing = store.verify(None).unwrap().unwrap_err();
+        assert!(matches!(missing, AdminBreak::Anchor(Tampering::MissingAnchorFile { since: 1, .. })), "{missing}");
+    }
+
+    /// Lines written with the anchor key verify with it, and not with another.
+    #[test]
+    fn keyed_anchor_lines_verify_only_with_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |fill: u8| AnchorKey::new(&[fill; 40]).unwrap();
+        let store = AdminStore::new(&dir.path().join("ledger.db"), None).keyed(Some(key(b'k')));
+        set_budget(&store, "ana", 10);
+        assert_eq!(store.verify(Some(&key(b'k'))).unwrap().unwrap().anchor, AnchorVerdict::Anchored { seq: 1 });
+        let forged = store.verify(Some(&key(b'x'))).unwrap().unwrap_err();
+        assert_eq!(forged, AdminBreak::Anchor(Tampering::BadMac { line: 1 }));
+    }
+
+    /// A plane written before anchors existed (no marker, no file) verifies,
+    /// saying it has no anchor.
+    #[test]
+    fn a_plane_from_before_anchors_verifies_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AdminStore::new(&dir.path().join("ledger.db"), None);
+        set_budget(&store, "ana", 10);
+        sqlite(&dir.path().join(FILE_NAME), "DROP TABLE admin_anchored");
+        std::fs::remove_file(dir.path().join("admin.db.anchor")).unwrap();
+        let fresh = AdminStore::new(&dir.path().join("ledger.db"), None);
+        assert_eq!(fresh.verify(None).unwrap().unwrap(), AdminReport { rows: 1, anchor: AnchorVerdict::NoFile });
+    }
 }

@@ -33,8 +33,8 @@ use anyhow::Context;
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
 use weir_host::ledger::{
-    AnchorState, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums, Totals,
-    parse_time,
+    AnchorState, AnchorVerdict, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums,
+    Totals, parse_time,
 };
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
@@ -839,7 +839,8 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
                 writeln!(out, "ok: {} source file(s) in the fleet's ledger", sources.len())?;
                 writeln!(out, "anchors: {}", macs_checked(key.is_some()))?;
                 let ledger_path = configured.as_ref().map(|settings| settings.path.clone()).unwrap_or_default();
-                return verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, Some(url)));
+                let store = weir_host::admin::AdminStore::new(&ledger_path, Some(url));
+                return verify_admin(&mut out, store, key.as_ref());
             }
             let AnchoredReport { chain, anchor } = open_ledger(&file)?.verify_anchored(key.as_ref())?;
             writeln!(out, "ok: {} rows, {} calls", chain.rows, chain.calls)?;
@@ -862,7 +863,7 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             if !admin_file.exists() {
                 return Ok(());
             }
-            verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, None))
+            verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, None), key.as_ref())
         }
         LedgerCommand::Export { file, since } => {
             open_ledger(&file)?.export(since, &mut out)?;
@@ -871,11 +872,28 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
     }
 }
 
-/// The admin plane's chain of changes, beside the ledger's.
-fn verify_admin(out: &mut impl Write, store: weir_host::admin::AdminStore) -> anyhow::Result<()> {
-    match store.verify()? {
-        Ok(rows) => writeln!(out, "ok: admin changes: {rows} rows, chain intact ({})", store.describe())?,
+/// The admin plane's chain of changes, beside the ledger's, and its anchor.
+fn verify_admin(
+    out: &mut impl Write,
+    store: weir_host::admin::AdminStore,
+    key: Option<&weir_host::ledger::AnchorKey>,
+) -> anyhow::Result<()> {
+    let report = match store.verify(key)? {
+        Ok(report) => report,
         Err(broken) => anyhow::bail!("the admin changes' chain is broken: {broken}"),
+    };
+    writeln!(out, "ok: admin changes: {} rows, chain intact ({})", report.rows, store.describe())?;
+    match report.anchor {
+        AnchorVerdict::Anchored { seq } => writeln!(
+            out,
+            "admin anchor: the newest anchored head, change {seq}, matches ({})",
+            macs_checked(key.is_some())
+        )?,
+        AnchorVerdict::Empty => writeln!(out, "admin anchor: none yet (the anchor file holds no line)")?,
+        AnchorVerdict::NoFile => eprintln!(
+            "warning: the admin changes have no anchor file (made before anchoring, or by another gateway of the \
+             fleet), so changes cut from their end cannot be seen"
+        ),
     }
     Ok(())
 }

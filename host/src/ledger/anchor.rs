@@ -380,6 +380,82 @@ fn scan(
     Ok(Ok(AnchorScan { newest }))
 }
 
+/// The anchor of another chain than the calls' (the admin plane's changes,
+/// see `admin::store`): the same lines, file naming and MACs, one line per
+/// change the chain commits (each `fdatasync`ed: changes are rare), checked
+/// against the chain's rows by [`check_chain`].
+pub struct ChainAnchor {
+    db: PathBuf,
+    log: std::sync::Mutex<AnchorLog>,
+}
+
+impl std::fmt::Debug for ChainAnchor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainAnchor").field("path", &self.path()).finish_non_exhaustive()
+    }
+}
+
+impl ChainAnchor {
+    /// The anchor of the chain kept in (or named after) `db`: `<db>.anchor`.
+    pub fn new(db: &Path, key: Option<AnchorKey>) -> Self {
+        Self { db: db.to_owned(), log: std::sync::Mutex::new(AnchorLog::new(db, key, true)) }
+    }
+
+    /// The same anchor, its lines keyed by `key`.
+    pub fn keyed(&self, key: Option<AnchorKey>) -> Self {
+        Self::new(&self.db, key)
+    }
+
+    /// Creates the anchor file when it is missing (appending nothing).
+    pub fn append_nothing(&self) -> io::Result<()> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).open()
+    }
+
+    /// Appends the chain's head after a change.
+    pub fn append(&self, seq: i64, hash: &str) -> io::Result<()> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).append(seq, hash)
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).path().to_owned()
+    }
+
+    /// Checks the chain whose newest row is `last` (its sequence), and whose
+    /// row `seq` has the hash `hash_at(seq)`, against the newest line of this
+    /// anchor: a chain cut at its end, or recomputed, does not reach it.
+    pub fn check_chain(
+        &self,
+        key: Option<&AnchorKey>,
+        last: i64,
+        hash_at: impl Fn(i64) -> Option<String>,
+    ) -> io::Result<Result<AnchorVerdict, Tampering>> {
+        let scan = match read_all(&self.path(), key)? {
+            None => return Ok(Ok(AnchorVerdict::NoFile)),
+            Some(Err(tampering)) => return Ok(Err(tampering)),
+            Some(Ok(scan)) => scan,
+        };
+        let Some((_, newest)) = scan.newest else { return Ok(Ok(AnchorVerdict::Empty)) };
+        if newest.seq > last {
+            return Ok(Err(Tampering::Shorter { rows: last, anchored: newest.seq }));
+        }
+        if hash_at(newest.seq).as_deref() != Some(newest.hash.as_str()) {
+            return Ok(Err(Tampering::HeadMismatch { seq: newest.seq }));
+        }
+        Ok(Ok(AnchorVerdict::Anchored { seq: newest.seq }))
+    }
+}
+
+/// What a chain's anchor vouches for (see [`ChainAnchor::check_chain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnchorVerdict {
+    /// The newest anchored head is in the chain, as anchored.
+    Anchored { seq: i64 },
+    /// The anchor file holds no line yet.
+    Empty,
+    /// There is no anchor file.
+    NoFile,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

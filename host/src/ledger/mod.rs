@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-pub use anchor::{AnchorKey, AnchorKeyError, MIN_KEY_BYTES, Tampering, anchor_path};
+pub use anchor::{AnchorKey, AnchorKeyError, AnchorVerdict, ChainAnchor, MIN_KEY_BYTES, Tampering, anchor_path};
 pub use config::{LedgerConfig, LedgerConfigError, ledger_config};
 pub use postgres::{
     PostgresTarget, SharedError, SharedReader, SourceBreak, SourceReport, SourceTampered,
@@ -127,6 +127,8 @@ pub struct Ledger {
     /// What the tail's check found at open (see [`Ledger::tail_check`]).
     tail: Option<TailCheck>,
     on_tampered: LedgerOnTampered,
+    /// `[ledger]`'s anchor key, which the admin plane's anchor is keyed with too.
+    anchor_key: Option<AnchorKey>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -150,6 +152,7 @@ impl Ledger {
         let (on_error, postgres, max_bytes) = (config.on_error, config.postgres.clone(), config.max_bytes);
         let stored = Arc::new(AtomicBool::new(false));
         let on_tampered = config.on_tampered;
+        let anchor_key = config.anchor_key.clone();
         let mut filler = Filler::new(config, meter.clone(), shipper.clone(), stored.clone());
         let mut log = log::Log::new(&ledger_path, sync == LedgerSync::Full);
         let opened = filler.open().and_then(|()| log.open().map_err(|error| WriteError::from(error.to_string())));
@@ -184,7 +187,13 @@ impl Ledger {
             postgres,
             tail,
             on_tampered,
+            anchor_key,
         }
+    }
+
+    /// The anchor key `[ledger]` names, if any.
+    pub fn anchor_key(&self) -> Option<&AnchorKey> {
+        self.anchor_key.as_ref()
     }
 
     /// What the check of the file's tail against its anchor found when the
