@@ -77,17 +77,20 @@ pub(super) fn records(filter: &Filter, dialect: Dialect) -> Query {
     Query { sql, params }
 }
 
-/// The newest `limit` closed calls the filter selects, newest first: the
-/// `(started_ms, call_id)` index read backwards, so a search reads the rows it
-/// answers (and, under a filter, the newer ones it passes over), not every
-/// closed call.
+/// The newest `limit` closed calls the filter selects, newest first (calls
+/// of one millisecond by their ids, which are time-ordered): the file's
+/// `(started_ms, call_id)` index read backwards, so a search reads the rows
+/// it answers (and, under a filter, the newer ones it passes over), not every
+/// closed call. (Ordered by the file's `seq` instead, SQLite sorted every
+/// closed call first: 4.7 s on a million.)
 pub(super) fn newest(filter: &Filter, limit: usize, dialect: Dialect) -> Query {
     let (conditions, mut params) = conditions(filter, dialect);
-    let (label, tie) = (dialect.row_label(), dialect.tie_break());
+    let label = dialect.row_label();
     params.push(Param::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
     let limit = dialect.parameter(params.len());
     let sql = format!(
-        "SELECT {label}, body FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms DESC, {tie} DESC LIMIT {limit}"
+        "SELECT {label}, body FROM ledger WHERE kind = 'close'{conditions} \
+         ORDER BY started_ms DESC, call_id DESC LIMIT {limit}"
     );
     Query { sql, params }
 }
