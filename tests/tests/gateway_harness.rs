@@ -94,7 +94,7 @@ while true; do sleep 0.05; done"#,
     let mut gateway = Gateway::start_binary(&binary, "", &[], None).await;
     let status = gateway.terminate(Duration::from_secs(5)).unwrap();
     assert!(status.success(), "{status:?}");
-    assert!(gateway.stderr().contains("got-term"));
+    gateway.wait_for_stderr("got-term", Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
