@@ -203,6 +203,7 @@
       ["admin", (k) => k.admin ? "yes" : ""],
       ["models", (k) => (k.models || []).join(", ")],
       ["expires", (k) => k.expires],
+      ["effort", (k) => k.default_effort],
       ["", (k) => {
         if (k.source !== "runtime" || k.status === "revoked") return "";
         const cell = el("span");
@@ -238,13 +239,21 @@
     await loadKeys();
   }
 
-  // A key's model list and limits, edited in place (POST /admin/v1/keys/{id}:
-  // a field sent as null clears it).
+  // A key's model list, limits, team, expiry and default effort, edited in
+  // place (POST /admin/v1/keys/{id}: a field sent as null clears it). The
+  // team, expiry and effort are sent only when changed, so saving a key's
+  // limits never re-sends its expiry (the gateway refuses an admin key
+  // setting its own).
+  const TEXT_FIELDS = [["team", "key-edit-team"], ["expires", "key-edit-expires"], ["default_effort", "key-edit-effort"]];
+  let editing = null;
+
   function editKey(key) {
+    editing = key;
     $("key-edit-id").textContent = key.id;
     $("key-edit-models").value = (key.models || []).join(", ");
     $("key-edit-rpm").value = key.rpm == null ? "" : String(key.rpm);
     $("key-edit-tpm").value = key.tpm == null ? "" : String(key.tpm);
+    for (const [field, input] of TEXT_FIELDS) $(input).value = key[field] || "";
     $("key-edit-form").hidden = false;
     $("key-edit-models").focus();
   }
@@ -254,11 +263,16 @@
   async function saveKeyEdit() {
     const id = $("key-edit-id").textContent;
     const models = $("key-edit-models").value.split(",").map((m) => m.trim()).filter(Boolean);
-    await api("POST", `/admin/v1/keys/${encodeURIComponent(id)}`, {
+    const body = {
       models: models.length ? models : null,
       rpm: wholeOrNull($("key-edit-rpm").value),
       tpm: wholeOrNull($("key-edit-tpm").value),
-    });
+    };
+    for (const [field, input] of TEXT_FIELDS) {
+      const value = $(input).value.trim();
+      if (value !== (editing[field] || "")) body[field] = value === "" ? null : value;
+    }
+    await api("POST", `/admin/v1/keys/${encodeURIComponent(id)}`, body);
     $("key-edit-form").hidden = true;
     await loadKeys();
   }
