@@ -239,7 +239,7 @@
     await loadKeys();
   }
 
-  // A key's model list, limits, team, expiry and default effort, edited in
+  // A key's model list, limits, budget, team, expiry and default effort, edited in
   // place (POST /admin/v1/keys/{id}: a field sent as null clears it). The
   // team, expiry and effort are sent only when changed, so saving a key's
   // limits never re-sends its expiry (the gateway refuses an admin key
@@ -254,6 +254,7 @@
     $("key-edit-rpm").value = key.rpm == null ? "" : String(key.rpm);
     $("key-edit-tpm").value = key.tpm == null ? "" : String(key.tpm);
     for (const [field, input] of TEXT_FIELDS) $(input).value = key[field] || "";
+    fillBudget("key-edit", key.budget || {});
     $("key-edit-form").hidden = false;
     $("key-edit-models").focus();
   }
@@ -267,6 +268,7 @@
       models: models.length ? models : null,
       rpm: wholeOrNull($("key-edit-rpm").value),
       tpm: wholeOrNull($("key-edit-tpm").value),
+      budget: readBudget("key-edit"),
     };
     for (const [field, input] of TEXT_FIELDS) {
       const value = $(input).value.trim();
@@ -285,19 +287,38 @@
     ["max_call_tokens", "Tokens a call"], ["max_call_usd", "USD a call"],
   ];
 
-  function budgetForm(form) {
-    const kind = form.dataset.kind;
+  // The budget fields' inputs (ids `${prefix}-${field}`), appended to `parent`.
+  function budgetInputs(parent, prefix) {
     for (const [field, label] of BUDGET_FIELDS) {
       const input = el("input");
-      input.id = `${kind}-${field}`;
+      input.id = `${prefix}-${field}`;
       input.type = "number";
       input.min = "0";
       input.step = field.endsWith("_usd") ? "any" : "1";
       input.placeholder = "no limit";
       const wrapper = el("label", label);
       wrapper.append(input);
-      form.append(wrapper);
+      parent.append(wrapper);
     }
+  }
+
+  // A budget as the API takes it, from the inputs `budgetInputs` made (empty: no limit).
+  function readBudget(prefix) {
+    const budget = {};
+    for (const [field] of BUDGET_FIELDS) {
+      const text = $(`${prefix}-${field}`).value.trim();
+      if (text !== "") budget[field] = Number(text);
+    }
+    return budget;
+  }
+
+  function fillBudget(prefix, budget) {
+    for (const [field] of BUDGET_FIELDS) $(`${prefix}-${field}`).value = budget[field] == null ? "" : budget[field];
+  }
+
+  function budgetForm(form) {
+    const kind = form.dataset.kind;
+    budgetInputs(form, kind);
     const save = el("button", "Save budget");
     save.type = "submit";
     form.append(save);
@@ -317,7 +338,7 @@
         cell.append(
           actionButton("Edit", async () => {
             $(`${kind}-name`).value = s.name;
-            for (const [field] of BUDGET_FIELDS) $(`${kind}-${field}`).value = s.budget[field] == null ? "" : s.budget[field];
+            fillBudget(kind, s.budget);
           }),
           " ",
           actionButton("Delete", async () => {
@@ -331,12 +352,7 @@
 
   async function saveScope(kind) {
     const name = $(`${kind}-name`).value.trim();
-    const budget = {};
-    for (const [field] of BUDGET_FIELDS) {
-      const text = $(`${kind}-${field}`).value.trim();
-      if (text !== "") budget[field] = Number(text);
-    }
-    await api("POST", `/admin/v1/${kind}/${encodeURIComponent(name)}`, { budget });
+    await api("POST", `/admin/v1/${kind}/${encodeURIComponent(name)}`, { budget: readBudget(kind) });
     $(`${kind}-form`).reset();
     await loadScopes(kind);
   }
@@ -518,6 +534,9 @@
     $("key-edit-form").addEventListener("submit", (event) => { event.preventDefault(); run(saveKeyEdit); });
     $("key-edit-cancel").addEventListener("click", () => { $("key-edit-form").hidden = true; });
     for (const form of document.querySelectorAll(".budget-form")) budgetForm(form);
+    const keyBudget = document.createDocumentFragment();
+    budgetInputs(keyBudget, "key-edit");
+    $("key-edit-form").insertBefore(keyBudget, $("key-edit-save"));
     $("calls-form").addEventListener("submit", (event) => { event.preventDefault(); run(searchCalls); });
     $("copy-token").addEventListener("click", () => {
       const text = $("new-token-value").textContent;

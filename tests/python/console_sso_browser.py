@@ -76,6 +76,7 @@ def main():
         page.fill("#key-edit-team", "search")
         page.fill("#key-edit-expires", "2099-01-31T00:00:00Z")
         page.select_option("#key-edit-effort", "low")
+        page.fill("#key-edit-daily_tokens", "9000")
         shoot(page, ARGS["out"], "keys-edit", result)
         page.click("#key-edit-form button[type=submit]")
         page.wait_for_selector("#key-edit-form", state="hidden")

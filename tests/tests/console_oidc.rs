@@ -390,6 +390,7 @@ async fn single_sign_on_and_editing_in_a_real_browser() {
     assert_eq!((key["models"].clone(), key["rpm"].clone()), (json!(["gpt"]), json!(30)), "{key}");
     let edited = (key["team"].clone(), key["expires"].clone(), key["default_effort"].clone());
     assert_eq!(edited, (json!("search"), json!("2099-01-31T00:00:00Z"), json!("low")), "{key}");
+    assert_eq!(key["budget"], json!({"daily_tokens": 9000}), "{key}");
     assert!(seen["bad_edit_error"].as_str().unwrap().contains("no-such-model"), "{seen}");
     assert_eq!(
         admin_get(&gateway, "/admin/v1/keys/dev-key").await["models"],
