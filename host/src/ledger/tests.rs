@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::catalog::LedgerSync;
-use crate::ledger::query::LedgerRead;
+use crate::ledger::query::{CallerSpend, LedgerRead};
 use crate::record::{Operation, Route, Tokens, Who};
 
 /// The batch sizes the writer reports.
@@ -596,23 +596,20 @@ async fn the_fleets_ledger_holds_each_row_once_and_answers_as_the_files_do() {
         )
     })
     .await;
-    let alice: u64 = cut_off
-        .iter()
-        .filter(|row| row.member.as_deref() == Some("alice"))
-        .map(|row| crate::budget::total_tokens(&row.tokens))
-        .sum();
-    assert_eq!(alice, 135 * 2 + 700 + 300, "her two closed calls and the cut-off one's hold and top-up");
+    let alice = |spend: &[CallerSpend]| -> u64 {
+        spend
+            .iter()
+            .filter(|row| row.member.as_deref() == Some("alice"))
+            .map(|row| crate::budget::total_tokens(&row.tokens))
+            .sum()
+    };
+    assert_eq!(alice(&cut_off), 135 * 2 + 700 + 300, "her two closed calls and the cut-off one's hold and top-up");
     let from_file = blocking({
         let first = first.clone();
         move || first.reader().unwrap().spend_by_caller(at(0), true).unwrap()
     })
     .await;
-    let alice_in_file: u64 = from_file
-        .iter()
-        .filter(|row| row.member.as_deref() == Some("alice"))
-        .map(|row| crate::budget::total_tokens(&row.tokens))
-        .sum();
-    assert_eq!(alice_in_file, 135 + 700 + 300, "the first file charges the hold and the top-up as the fleet does");
+    assert_eq!(alice(&from_file), 135 + 700 + 300, "the first file charges the hold and the top-up as the fleet does");
     let ids: Vec<_> = records.iter().map(|record| record.call_id.as_str()).collect();
     assert_eq!(ids, ["a1", "a2", "b1"], "both files' calls, by start time");
     assert_eq!(unclosed.iter().map(|opening| opening.call_id.as_str()).collect::<Vec<_>>(), ["a3"]);
