@@ -573,6 +573,131 @@ mod tests {
         assert_eq!(completed["usage"]["total_tokens"], 7);
     }
 
+    /// What a recording keeps of an event: everything but the time and the
+    /// sealed bytes (random each run; opened in the tests above).
+    fn recorded(mut value: Value) -> Value {
+        match &mut value {
+            Value::Object(map) => {
+                for (key, field) in map.iter_mut() {
+                    match key.as_str() {
+                        "created_at" => *field = json!(0),
+                        "encrypted_content" if field.is_string() => *field = json!("<sealed>"),
+                        _ => *field = recorded(field.take()),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| *item = recorded(item.take())),
+            _ => {}
+        }
+        value
+    }
+
+    /// Every kind of stream the writer knows (reasoning, text, a namespaced
+    /// call, a custom call, a refusal, a failure, a replayed answer with
+    /// OpenAI's own items) and a whole answer, each event as its data.
+    fn every_rendering() -> Value {
+        use crate::chat::{ChatResponse, NativeBlocks};
+        use crate::server::responses::response::{response_body, tests::stamp};
+        use crate::types::{AnswerBlock, ContentBlock, Refusal};
+        let seal = ReasoningSeal::random().unwrap();
+        let datas = |events: Vec<(String, Value)>| Value::Array(events.into_iter().map(|(_, data)| data).collect());
+        let usage = Usage { input: 3, output: 4, cache_read: 1, cache_write: 0, reasoning: Some(2) };
+        let mixed = run(
+            &mut Events::new(answer(&seal)),
+            vec![
+                StreamDelta::Thinking("Hmm".into()),
+                StreamDelta::ThinkingSignature("sig".into()),
+                StreamDelta::Thinking("More".into()),
+                StreamDelta::Text("Hi".into()),
+                StreamDelta::Text(" there".into()),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
+                StreamDelta::ToolCallEnd(0),
+                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
+                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
+                StreamDelta::ToolCallEnd(1),
+                StreamDelta::Usage(usage.clone()),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
+            ],
+        );
+        let refusal = crate::types::Refusal { category: None, explanation: Some("No.".into()) };
+        let refused = run(
+            &mut Events::new(answer(&seal)),
+            vec![
+                StreamDelta::Text("I".into()),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ContentFiltered, raw: None, refusal: Some(refusal) }),
+            ],
+        );
+        let mut failing = Events::new(answer(&seal));
+        let mut raw = failing.delta(StreamDelta::Text("Hi".into()));
+        raw.extend(failing.delta(StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None })));
+        raw.extend(failing.error(&WeirError::DeadlineExceeded { model: "claude".into() }));
+        let failed = parse(&raw);
+        let search = r#"{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}}"#;
+        let noted = r#"{"id":"msg_9","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"See [1].","annotations":[{"type":"url_citation","url":"https://example.com","start_index":4,"end_index":7}],"logprobs":[]}]}"#;
+        let content = vec![ContentBlock::Text("Looking.".into()), ContentBlock::Text("See [1].".into())];
+        let own = NativeBlocks {
+            dialect: "openai-responses".into(),
+            blocks: vec![
+                AnswerBlock::Neutral(0),
+                AnswerBlock::Native(search.into()),
+                AnswerBlock::Native(noted.into()),
+            ],
+            content: content.clone(),
+            usage: None,
+        };
+        let mut replay_stamp = stamp();
+        replay_stamp.native_answer = Some(Arc::new(own));
+        let replayed = run(
+            &mut Events::new(answer(&seal)).replaying(&replay_stamp),
+            vec![
+                StreamDelta::Text("Looking.See [1].".into()),
+                StreamDelta::Usage(usage.clone()),
+                StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None }),
+            ],
+        );
+        let whole = ChatResponse {
+            content: vec![
+                ContentBlock::Thinking(Thinking { text: "Hmm".into(), signature: Some("s".into()), redacted: false }),
+                ContentBlock::Text("Hello".into()),
+                ContentBlock::ToolUse(crate::types::ToolUse {
+                    id: "t1".into(),
+                    name: "crm__lookup".into(),
+                    input_json: "{\"q\":1}".into(),
+                }),
+            ],
+            stop_reason: StopReason::MaxTokens,
+            raw_stop_reason: None,
+            usage: Some(usage),
+            refusal: Some(Refusal { category: None, explanation: None }),
+            served_model: None,
+            request_id: None,
+            stamp: stamp(),
+        };
+        let body = serde_json::to_value(response_body(&whole, &answer(&seal))).unwrap();
+        recorded(json!({
+            "mixed": datas(mixed), "refused": datas(refused), "failed": datas(failed),
+            "replayed": datas(replayed), "whole": body,
+        }))
+    }
+
+    /// The events as recorded from the writer that built `serde_json::Value`
+    /// maps (before the typed events): the same fields and values, whatever
+    /// their order. `WEIR_BLESS=1` records them anew.
+    #[test]
+    fn every_rendering_matches_its_recording() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/server/responses/testdata/renderings.json");
+        let now = every_rendering();
+        if std::env::var_os("WEIR_BLESS").is_some() {
+            std::fs::write(path, serde_json::to_string_pretty(&now).unwrap() + "\n").unwrap();
+        }
+        let recording: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for kind in ["mixed", "refused", "failed", "replayed", "whole"] {
+            assert_eq!(now[kind], recording[kind], "{kind}");
+        }
+    }
+
     #[test]
     fn a_cut_off_stream_is_incomplete_and_a_failure_is_response_failed() {
         let seal = ReasoningSeal::random().unwrap();
