@@ -295,13 +295,19 @@ pub(super) mod tests {
         }
     }
 
+    /// An answer to a request with every echoed setting set, as the route maps it.
     pub(crate) fn answer(seal: &ReasoningSeal) -> Answer {
-        let tools = json!([{"type": "custom", "name": "apply_patch"},
-            {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
-        let mapped = super::super::tools::map_tools(tools.as_array().unwrap()).unwrap();
-        let mut echo = Map::new();
-        echo.insert("store".into(), json!(false));
-        Answer::new(&stamp(), echo, mapped.names, seal.clone())
+        let body = json!({"model": "m", "input": "x", "instructions": "Be brief.",
+            "tools": [{"type": "custom", "name": "apply_patch"},
+                {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]},
+                {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}],
+            "tool_choice": "auto", "parallel_tool_calls": false,
+            "text": {"format": {"type": "text"}, "verbosity": "low"}, "reasoning": {"effort": "low", "summary": "auto"},
+            "max_output_tokens": 100, "metadata": {"a": "b"}, "prompt_cache_key": "k", "temperature": 0.5,
+            "top_p": 0.25, "user": "u", "max_tool_calls": 3, "store": false});
+        let body = super::super::request::Body::parse(body.to_string().as_bytes()).unwrap();
+        let ingress = super::super::request::into_chat_request(body, None, crate::catalog::HostedTools::Drop).unwrap();
+        Answer::new(&stamp(), ingress.echo, ingress.names, seal.clone())
     }
 
     #[test]
