@@ -355,23 +355,22 @@ impl Events {
 
     fn text(&mut self, delta: String) -> Vec<String> {
         let mut events = Vec::new();
-        let (index, id) = match &mut self.open {
-            Some(Open::Message { index, id, text }) => {
-                text.push_str(&delta);
-                (*index, id.clone())
+        if !matches!(self.open, Some(Open::Message { .. })) {
+            if delta.is_empty() {
+                return events;
             }
-            _ if delta.is_empty() => return events,
-            _ => {
-                let (index, id) = self.next_item(&mut events, "msg");
-                self.added(&mut events, index, &message_item(&id, "", false));
-                let part = At { part: Some(Part::output_text("")), ..At::content(&id, index) };
-                self.event(&mut events, "response.content_part.added", part);
-                self.open = Some(Open::Message { index, id: id.clone(), text: delta.clone() });
-                (index, id)
-            }
-        };
-        let data = At { delta: Some(&delta), logprobs: Some([]), ..At::content(&id, index) };
-        self.event(&mut events, "response.output_text.delta", data);
+            let (index, id) = self.next_item(&mut events, "msg");
+            self.added(&mut events, index, &message_item(&id, "", false));
+            let part = At { part: Some(Part::output_text("")), ..At::content(&id, index) };
+            self.event(&mut events, "response.content_part.added", part);
+            self.open = Some(Open::Message { index, id, text: String::new() });
+        }
+        // The open item and the sequence are borrowed apart: no copy of the id per delta.
+        if let Some(Open::Message { index, id, text }) = &mut self.open {
+            text.push_str(&delta);
+            let data = At { delta: Some(&delta), logprobs: Some([]), ..At::content(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.output_text.delta", data);
+        }
         events
     }
 
@@ -392,16 +391,14 @@ impl Events {
             self.open_reasoning(&mut events);
         }
         let Some(Open::Reasoning { index, id, text, summary_open, .. }) = &mut self.open else { return events };
-        let (index, id) = (*index, id.clone());
         text.push_str(&delta);
-        let first = !*summary_open;
-        *summary_open = true;
-        if first {
-            let part = At { part: Some(Part::SummaryText { text: "" }), ..At::summary(&id, index) };
-            self.event(&mut events, "response.reasoning_summary_part.added", part);
+        if !*summary_open {
+            *summary_open = true;
+            let part = At { part: Some(Part::SummaryText { text: "" }), ..At::summary(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.reasoning_summary_part.added", part);
         }
-        let data = At { delta: Some(&delta), ..At::summary(&id, index) };
-        self.event(&mut events, "response.reasoning_summary_text.delta", data);
+        let data = At { delta: Some(&delta), ..At::summary(id, *index) };
+        write_event(&mut events, &mut self.sequence, "response.reasoning_summary_text.delta", data);
         events
     }
 
@@ -446,9 +443,8 @@ impl Events {
         arguments.push_str(&fragment.json);
         let custom = self.answer.names.origin(name).is_some_and(|origin| origin.kind == ToolKind::Custom);
         if !custom {
-            let (index, id) = (*index, id.clone());
-            let data = At { delta: Some(&fragment.json), ..At::item(&id, index) };
-            self.event(&mut events, "response.function_call_arguments.delta", data);
+            let data = At { delta: Some(&fragment.json), ..At::item(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.function_call_arguments.delta", data);
         }
         events
     }
