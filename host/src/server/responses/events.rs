@@ -36,9 +36,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::response::{
-    Answer, Item, message_item, open_reasoning_item, output_of, own_items, refusal_item, status,
-};
+use super::response::{Answer, Item, message_item, open_reasoning_item, output_of, own_items, refusal_item, status};
 use super::tools::ToolKind;
 use crate::chat::{NativeBlocks, Stamp};
 use crate::error::WeirError;
@@ -713,10 +711,15 @@ mod tests {
         );
         let mut failing = Events::new(answer(&seal));
         let mut raw = failing.delta(StreamDelta::Text("Hi".into()));
-        raw.extend(failing.delta(StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None })));
+        raw.extend(failing.delta(StreamDelta::Stop(StopInfo {
+            reason: StopReason::EndTurn,
+            raw: None,
+            refusal: None,
+        })));
         raw.extend(failing.error(&WeirError::DeadlineExceeded { model: "claude".into() }));
         let failed = parse(&raw);
-        let search = r#"{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}}"#;
+        let search =
+            r#"{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}}"#;
         let noted = r#"{"id":"msg_9","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"See [1].","annotations":[{"type":"url_citation","url":"https://example.com","start_index":4,"end_index":7}],"logprobs":[]}]}"#;
         let content = vec![ContentBlock::Text("Looking.".into()), ContentBlock::Text("See [1].".into())];
         let own = NativeBlocks {

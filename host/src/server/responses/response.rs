@@ -326,7 +326,10 @@ impl UsageBody {
         let input = usage.total_input();
         Self {
             input_tokens: input,
-            input_tokens_details: InputDetails { cached_tokens: usage.cache_read, cache_write_tokens: usage.cache_write },
+            input_tokens_details: InputDetails {
+                cached_tokens: usage.cache_read,
+                cache_write_tokens: usage.cache_write,
+            },
             output_tokens: usage.output,
             output_tokens_details: OutputDetails { reasoning_tokens: usage.reasoning.unwrap_or(0) },
             total_tokens: input + usage.output,
