@@ -697,7 +697,7 @@ mod tests {
                 StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
                 StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
                 StreamDelta::ToolCallEnd(1),
-                StreamDelta::Usage(usage.clone()),
+                StreamDelta::Usage(usage),
                 StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
             ],
         );
@@ -738,7 +738,7 @@ mod tests {
             &mut Events::new(answer(&seal)).replaying(&replay_stamp),
             vec![
                 StreamDelta::Text("Looking.See [1].".into()),
-                StreamDelta::Usage(usage.clone()),
+                StreamDelta::Usage(usage),
                 StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None }),
             ],
         );
