@@ -26,6 +26,10 @@ use serde_json::json;
 use tokio::runtime::Runtime;
 use weir_tests::{FakeUpstream, openai_wire};
 
+#[path = "support/gateway.rs"]
+mod gateway;
+use gateway::{cached_weir, chat_model, serve_on_loopback};
+
 /// Calls of one route in a row: one CPU reading each side of them.
 const BLOCK: usize = 20;
 /// Whole-answer blocks per route; even, so both orders occur equally.
@@ -71,7 +75,8 @@ fn main() {
     let client_runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
     let upstream = client_runtime.block_on(FakeUpstream::start());
     let gateway_runtime = Runtime::new().expect("gateway runtime");
-    let base = gateway_runtime.block_on(spawn_gateway(build_weir(&upstream.base_url())));
+    let toml = format!("read_timeout_secs = 10\n{}", chat_model(&upstream.base_url(), 100));
+    let base = gateway_runtime.block_on(serve_on_loopback(cached_weir(&toml, "responses_vs_chat bench")));
     let client = reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(10)).build().expect("client");
     let texts: Vec<String> = (0..STREAM_CHUNKS).map(|i| format!("tok{i} ")).collect();
     let long: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -91,38 +96,6 @@ fn main() {
     });
     assert_eq!(upstream.queued(), 0, "every scripted answer was used");
     drop(gateway_runtime);
-}
-
-/// A gateway in front of `endpoint`: one `openai-compatible` model (no key).
-fn build_weir(endpoint: &str) -> weir_host::Weir {
-    let toml = format!(
-        r#"
-read_timeout_secs = 10
-
-[[model]]
-id = "chat"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{endpoint}"
-max_output_tokens = 1000
-context_window = 10000
-output_tokens = 100
-"#
-    );
-    weir_host::Weir::builder()
-        .config(weir_host::Config::from_toml(&toml, "responses_vs_chat bench").expect("config"))
-        .providers_dir("/nonexistent-weir-bench-providers")
-        .cache_dir(Some(std::env::temp_dir().join("weir-bench-cache")))
-        .build()
-        .expect("gateway")
-}
-
-/// Serves `weir` on a free loopback port and returns its OpenAI base URL.
-async fn spawn_gateway(weir: weir_host::Weir) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind gateway");
-    let base = format!("http://{}/v1", listener.local_addr().expect("gateway address"));
-    tokio::spawn(weir_host::server::serve(weir, listener));
-    base
 }
 
 /// `rounds` blocks of [`BLOCK`] calls of each route, alternating which goes

@@ -570,6 +570,19 @@ mod tests {
             .collect()
     }
 
+    /// A namespaced function's call in two fragments, then a custom tool's call.
+    fn two_calls() -> Vec<StreamDelta> {
+        vec![
+            StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
+            StreamDelta::ToolCallEnd(0),
+            StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
+            StreamDelta::ToolCallEnd(1),
+        ]
+    }
+
     fn run(writer: &mut Events, deltas: Vec<StreamDelta>) -> Vec<(String, Value)> {
         let mut events: Vec<String> = deltas.into_iter().flat_map(|delta| writer.delta(delta)).collect();
         events.extend(writer.end());
@@ -588,16 +601,14 @@ mod tests {
                 StreamDelta::ThinkingSignature("sig".into()),
                 StreamDelta::Text("Hi".into()),
                 StreamDelta::Text(" there".into()),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
-                StreamDelta::ToolCallEnd(0),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
-                StreamDelta::ToolCallEnd(1),
+            ]
+            .into_iter()
+            .chain(two_calls())
+            .chain([
                 StreamDelta::Usage(Usage { input: 3, output: 4, cache_read: 0, cache_write: 0, reasoning: None }),
                 StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
-            ],
+            ])
+            .collect(),
         );
         let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(
@@ -690,16 +701,14 @@ mod tests {
                 StreamDelta::Thinking("More".into()),
                 StreamDelta::Text("Hi".into()),
                 StreamDelta::Text(" there".into()),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
-                StreamDelta::ToolCallEnd(0),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
-                StreamDelta::ToolCallEnd(1),
+            ]
+            .into_iter()
+            .chain(two_calls())
+            .chain([
                 StreamDelta::Usage(usage),
                 StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
-            ],
+            ])
+            .collect(),
         );
         let refusal = crate::types::Refusal { category: None, explanation: Some("No.".into()) };
         let refused = run(
