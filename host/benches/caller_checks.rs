@@ -36,6 +36,10 @@ use weir_host::identity::KeyRing;
 use weir_host::{Config, Weir};
 use weir_tests::FakeUpstream;
 
+#[path = "support/gateway.rs"]
+#[allow(dead_code, reason = "this bench takes only the model entry")]
+mod gateway;
+use gateway::chat_model;
 #[path = "support/keys.rs"]
 mod keys;
 use keys::key_lines;
@@ -45,18 +49,7 @@ const ROUNDS: u32 = 20;
 const CALLS_PER_ROUND: u32 = 100;
 
 fn config(endpoint: &str, keys: &str) -> Config {
-    let toml = format!(
-        r#"
-[[model]]
-id = "chat"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{endpoint}"
-max_output_tokens = 1000
-context_window = 10000
-output_tokens = 20
-{keys}"#
-    );
+    let toml = format!("{}{keys}", chat_model(endpoint, 20));
     Config::from_toml(&toml, "caller_checks bench").expect("config")
 }
 

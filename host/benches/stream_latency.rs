@@ -40,6 +40,10 @@ use weir_host::stream::framing::FrameDecoder;
 use weir_host::types::StreamFraming;
 use weir_tests::{FakeUpstream, openai_wire};
 
+#[path = "support/gateway.rs"]
+mod gateway;
+use gateway::{cached_weir, chat_model, serve_on_loopback};
+
 /// Time-to-first-content samples per path; even, so both orders occur equally.
 const TTFB_SAMPLES: usize = 200;
 /// Long-stream samples per path.
@@ -130,41 +134,21 @@ fn build_weir(endpoint: &str) -> weir_host::Weir {
     let poll_before_sleep = std::env::var("STREAM_BENCH_POLL_BEFORE_SLEEP_US")
         .map(|micros| format!("\n[server]\npoll_before_sleep_us = {micros}\n"))
         .unwrap_or_default();
-    let toml = format!(
-        r#"
-read_timeout_secs = 10
-{poll_before_sleep}
-
-[[model]]
-id = "chat"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{endpoint}"
-max_output_tokens = 1000
-context_window = 10000
-output_tokens = 100
-"#
-    );
-    weir_host::Weir::builder()
-        .config(weir_host::Config::from_toml(&toml, "stream_latency bench").expect("config"))
-        .providers_dir("/nonexistent-weir-bench-providers")
-        .cache_dir(Some(std::env::temp_dir().join("weir-bench-cache")))
-        .build()
-        .expect("gateway")
+    let toml = format!("read_timeout_secs = 10\n{poll_before_sleep}\n{}", chat_model(endpoint, 100));
+    cached_weir(&toml, "stream_latency bench")
 }
 
 /// Serves `weir` on a free loopback port and returns its OpenAI base URL. With
 /// `nodelay`, through `weir_host::server::serve` (what `weir serve` runs); without,
 /// the same router on plain `axum::serve`, which leaves Nagle on.
 async fn spawn_gateway(weir: weir_host::Weir, nodelay: bool) -> String {
+    if nodelay {
+        return serve_on_loopback(weir).await;
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind gateway");
     let base = format!("http://{}/v1", listener.local_addr().expect("gateway address"));
-    if nodelay {
-        tokio::spawn(weir_host::server::serve(weir, listener));
-    } else {
-        let router = weir_host::server::router(weir);
-        tokio::spawn(async move { axum::serve(listener, router).await });
-    }
+    let router = weir_host::server::router(weir);
+    tokio::spawn(async move { axum::serve(listener, router).await });
     base
 }
 

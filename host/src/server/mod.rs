@@ -336,13 +336,12 @@ async fn responses_create(
     let unseal = entry.as_deref().map(|entry| responses::Unseal { seal: weir.reasoning_seal(), entry });
     let responses::Ingress { mut request, stream, mut echo, names } =
         responses::into_chat_request(body, unseal, weir.config().hosted_tools)?;
-    echo.insert("store".to_owned(), json!(keep));
+    echo.store = keep;
     request.caller = caller.clone();
     request.route = Route::Responses;
     apply_knobs(&mut request, &headers)?;
     let seal = weir.reasoning_seal().clone();
-    let kept =
-        move |response: &Value| stored::Kept { response: response.clone(), input: own_input, before: kept_before };
+    let kept = move |response: Value| stored::Kept { response, input: own_input, before: kept_before };
     let (mut answer, native_dropped) = if stream {
         let stream = weir.chat_stream(request).await?;
         let native_dropped = stream.stamp().native_dropped.clone();
@@ -359,11 +358,18 @@ async fn responses_create(
     } else {
         let response = weir.chat(request).await?;
         let answer = responses::Answer::new(&response.stamp, echo, names, seal);
-        let mut body = responses::response_body(&response, &answer);
-        if keep && !stored::keep(&weir, caller.as_ref(), kept(&body)).await {
-            body["store"] = json!(false);
-        }
-        let mut answer = axum::Json(body).into_response();
+        let output = responses::output(&response, &answer);
+        let body = responses::response_body(&response, &answer, &output);
+        // Only a stored response is built as a `Value` (what the store keeps).
+        let mut answer = if keep {
+            let mut body = body.to_value();
+            if !stored::keep(&weir, caller.as_ref(), kept(body.clone())).await {
+                body["store"] = json!(false);
+            }
+            axum::Json(body).into_response()
+        } else {
+            axum::Json(body).into_response()
+        };
         stamp_headers(answer.headers_mut(), &response.stamp);
         (answer, response.stamp.native_dropped)
     };

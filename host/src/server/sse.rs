@@ -115,22 +115,34 @@ async fn after_runnable_tasks() {
 }
 
 /// An unnamed event: `data: <json>` (OpenAI's chunks), serialized in place.
-/// Weir's answer types always serialize (every map key is a string); were one
-/// not to, the event would carry `null` rather than a torn object.
 pub(super) fn data_event(value: &impl serde::Serialize) -> String {
+    event_of(None, value)
+}
+
+/// A named event: `event: <name>` then `data: <json>` (Anthropic's and the
+/// Responses API's events), serialized in place.
+pub(super) fn named_event(name: &str, value: &impl serde::Serialize) -> String {
+    event_of(Some(name), value)
+}
+
+/// One event, its data written straight into its buffer. Weir's answer types
+/// always serialize (every map key is a string); were one not to, the event
+/// would carry `null` rather than a torn object.
+fn event_of(name: Option<&str>, value: &impl serde::Serialize) -> String {
     let mut event = Vec::with_capacity(256);
+    if let Some(name) = name {
+        event.extend_from_slice(b"event: ");
+        event.extend_from_slice(name.as_bytes());
+        event.push(b'\n');
+    }
     event.extend_from_slice(b"data: ");
+    let data_at = event.len();
     if serde_json::to_writer(&mut event, value).is_err() {
-        event.truncate(b"data: ".len());
+        event.truncate(data_at);
         event.extend_from_slice(b"null");
     }
     event.extend_from_slice(b"\n\n");
     String::from_utf8(event).unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
-}
-
-/// A named event: `event: <name>` then `data: <json>` (Anthropic's events).
-pub(super) fn named_event(name: &str, value: &serde_json::Value) -> String {
-    format!("event: {name}\ndata: {value}\n\n")
 }
 
 #[cfg(test)]

@@ -31,11 +31,12 @@
 //! `response.output_text.annotation.added` per annotation), a call's
 //! arguments.
 
-use serde_json::{Value, json};
-
 use std::sync::Arc;
 
-use super::response::{Answer, message_item, output_of, output_text, own_items, refusal_item, status};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::response::{Answer, Item, message_item, open_reasoning_item, output_of, own_items, refusal_item, status};
 use super::tools::ToolKind;
 use crate::chat::{NativeBlocks, Stamp};
 use crate::error::WeirError;
@@ -50,6 +51,86 @@ enum Open {
     Call { index: usize, id: String, stream_index: u32, call_id: String, name: String, arguments: String },
 }
 
+/// One event's data: its `type` and `sequence_number`, then its own fields,
+/// written as they are (no map is built).
+#[derive(Serialize)]
+struct Event<'a, D> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    sequence_number: u64,
+    #[serde(flatten)]
+    data: D,
+}
+
+/// The data of an event about a place in an item, and what it says there:
+/// each event kind sets the fields the Responses API gives it.
+#[derive(Default, Serialize)]
+struct At<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary_index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delta: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    part: Option<Part<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<[(); 0]>,
+}
+
+impl<'a> At<'a> {
+    fn item(item_id: &'a str, output_index: usize) -> Self {
+        Self { item_id, output_index, ..Self::default() }
+    }
+
+    /// The text part of a message.
+    fn content(item_id: &'a str, output_index: usize) -> Self {
+        Self { content_index: Some(0), ..Self::item(item_id, output_index) }
+    }
+
+    /// The summary part of a reasoning item.
+    fn summary(item_id: &'a str, output_index: usize) -> Self {
+        Self { summary_index: Some(0), ..Self::item(item_id, output_index) }
+    }
+}
+
+/// A content part as the `content_part.*` and `reasoning_summary_part.*` events carry it.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    OutputText { text: &'a str, annotations: [(); 0], logprobs: [(); 0] },
+    SummaryText { text: &'a str },
+}
+
+impl<'a> Part<'a> {
+    fn output_text(text: &'a str) -> Self {
+        Self::OutputText { text, annotations: [], logprobs: [] }
+    }
+}
+
+/// `output_item.added` and `.done`.
+#[derive(Serialize)]
+struct ItemEvent<'a> {
+    output_index: usize,
+    item: &'a Item,
+}
+
+/// The events that carry the whole response.
+#[derive(Serialize)]
+struct ResponseEvent<R> {
+    response: R,
+}
+
 /// One stream's events.
 pub struct Events {
     answer: Answer,
@@ -57,7 +138,7 @@ pub struct Events {
     started: bool,
     open: Option<Open>,
     /// Finished items, in order: the final response's `output`.
-    output: Vec<Value>,
+    output: Vec<Item>,
     usage: Option<Usage>,
     stop: Option<StopInfo>,
     /// Handed the final response once `response.completed` (or
@@ -74,7 +155,7 @@ impl std::fmt::Debug for Events {
 }
 
 /// What [`Events::on_end`] runs.
-type OnEnd = Box<dyn FnOnce(&Value) + Send>;
+type OnEnd = Box<dyn FnOnce(Value) + Send>;
 
 impl Events {
     pub fn new(answer: Answer) -> Self {
@@ -99,8 +180,19 @@ impl Events {
     }
 
     /// One whole item at `index`, with the events the Responses API streams
-    /// for its kind between `output_item.added` and `output_item.done`.
-    fn whole_item(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
+    /// for its kind between `output_item.added` and `output_item.done`. A
+    /// replay's items are read as JSON, since most of them are OpenAI's own.
+    fn whole_item(&mut self, events: &mut Vec<String>, index: usize, item: Item) {
+        let item = match item {
+            Item::Own(item) => item,
+            typed => match serde_json::to_value(&typed) {
+                Ok(item) => item,
+                Err(error) => {
+                    tracing::error!(%error, "an output item did not serialize; left out");
+                    return;
+                }
+            },
+        };
         let kind = item.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
         let id = item.get("id").cloned().unwrap_or(Value::Null);
         let at = json!({"item_id": id, "output_index": index});
@@ -115,7 +207,7 @@ impl Events {
             _ if added.get("status").is_some() => added["status"] = json!("in_progress"),
             _ => {}
         }
-        self.added(events, index, added);
+        self.added(events, index, &Item::Own(added));
         match kind.as_str() {
             "message" => self.whole_message(events, &at, &item),
             "function_call" => {
@@ -130,18 +222,18 @@ impl Events {
             }
             hosted => {
                 for stage in progress(hosted) {
-                    self.event(events, &format!("response.{hosted}.{stage}"), at.clone());
+                    self.event(events, &format!("response.{hosted}.{stage}"), &at);
                 }
             }
         }
-        self.done(events, index, item);
+        self.done(events, index, Item::Own(item));
     }
 
     /// `at` with `key: value`, as the event `kind`.
     fn with(&mut self, events: &mut Vec<String>, kind: &str, at: &Value, key: &str, value: Value) {
         let mut data = at.clone();
         data[key] = value;
-        self.event(events, kind, data);
+        self.event(events, kind, &data);
     }
 
     /// A message's parts: each text with its delta, its annotations, its done.
@@ -165,29 +257,26 @@ impl Events {
                 let mut data = at.clone();
                 data["annotation_index"] = json!(annotation_index);
                 data["annotation"] = annotation;
-                self.event(events, "response.output_text.annotation.added", data);
+                self.event(events, "response.output_text.annotation.added", &data);
             }
             let mut done = at.clone();
             done["text"] = text;
             done["logprobs"] = json!([]);
-            self.event(events, "response.output_text.done", done);
+            self.event(events, "response.output_text.done", &done);
             self.with(events, "response.content_part.done", &at, "part", part);
         }
     }
 
     /// Runs `then` with the final response of a stream that completes (not
     /// of one that fails).
-    pub fn on_end(mut self, then: impl FnOnce(&Value) + Send + 'static) -> Self {
+    pub fn on_end(mut self, then: impl FnOnce(Value) + Send + 'static) -> Self {
         self.on_end = Some(Box::new(then));
         self
     }
 
-    /// One event: `data` gains `type` and the next `sequence_number`.
-    fn event(&mut self, events: &mut Vec<String>, kind: &str, mut data: Value) {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.sequence);
-        self.sequence += 1;
-        events.push(named_event(kind, &data));
+    /// One event: `data` after `type` and the next `sequence_number`.
+    fn event(&mut self, events: &mut Vec<String>, kind: &str, data: impl Serialize) {
+        write_event(events, &mut self.sequence, kind, data);
     }
 
     /// `response.created` and `response.in_progress`, once, before anything else.
@@ -196,9 +285,10 @@ impl Events {
             return;
         }
         self.started = true;
-        let response = self.answer.response("in_progress", Vec::new(), None, None);
-        self.event(events, "response.created", json!({"response": response.clone()}));
-        self.event(events, "response.in_progress", json!({"response": response}));
+        for kind in ["response.created", "response.in_progress"] {
+            let response = self.answer.response("in_progress", &[], None, None);
+            write_event(events, &mut self.sequence, kind, ResponseEvent { response });
+        }
     }
 
     /// The next item's place and id, after closing the open one.
@@ -209,12 +299,12 @@ impl Events {
         (index, self.answer.item_id(prefix, index))
     }
 
-    fn added(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
-        self.event(events, "response.output_item.added", json!({"output_index": index, "item": item}));
+    fn added(&mut self, events: &mut Vec<String>, output_index: usize, item: &Item) {
+        self.event(events, "response.output_item.added", ItemEvent { output_index, item });
     }
 
-    fn done(&mut self, events: &mut Vec<String>, index: usize, item: Value) {
-        self.event(events, "response.output_item.done", json!({"output_index": index, "item": item.clone()}));
+    fn done(&mut self, events: &mut Vec<String>, output_index: usize, item: Item) {
+        self.event(events, "response.output_item.done", ItemEvent { output_index, item: &item });
         self.output.push(item);
     }
 
@@ -223,24 +313,18 @@ impl Events {
         match self.open.take() {
             None => {}
             Some(Open::Message { index, id, text }) => {
-                let at = json!({"item_id": id, "output_index": index, "content_index": 0});
-                let mut text_done = at.clone();
-                text_done["text"] = json!(text);
-                text_done["logprobs"] = json!([]);
+                let at = At::content(&id, index);
+                let text_done = At { text: Some(&text), logprobs: Some([]), ..at };
                 self.event(events, "response.output_text.done", text_done);
-                let mut part_done = at;
-                part_done["part"] = output_text(&text);
+                let part_done = At { part: Some(Part::output_text(&text)), ..At::content(&id, index) };
                 self.event(events, "response.content_part.done", part_done);
                 self.done(events, index, message_item(&id, &text, true));
             }
             Some(Open::Reasoning { index, id, text, signature, summary_open }) => {
                 if summary_open {
-                    let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
-                    let mut text_done = at.clone();
-                    text_done["text"] = json!(text);
+                    let text_done = At { text: Some(&text), ..At::summary(&id, index) };
                     self.event(events, "response.reasoning_summary_text.done", text_done);
-                    let mut part_done = at;
-                    part_done["part"] = json!({"type": "summary_text", "text": text});
+                    let part_done = At { part: Some(Part::SummaryText { text: &text }), ..At::summary(&id, index) };
                     self.event(events, "response.reasoning_summary_part.done", part_done);
                 }
                 let block = Thinking { text, signature, redacted: false };
@@ -249,19 +333,18 @@ impl Events {
             }
             Some(Open::Call { index, id, call_id, name, arguments, .. }) => {
                 let item = self.answer.call_item(&id, &call_id, &name, &arguments, true);
-                if item["type"] == "custom_tool_call" {
-                    let input = item["input"].clone();
-                    let at = json!({"item_id": id, "output_index": index});
-                    let mut delta = at.clone();
-                    delta["delta"] = input.clone();
-                    self.event(events, "response.custom_tool_call_input.delta", delta);
-                    let mut done = at;
-                    done["input"] = input;
-                    self.event(events, "response.custom_tool_call_input.done", done);
-                } else {
-                    let done = json!({"item_id": id, "output_index": index, "arguments": arguments,
-                                      "name": item["name"].clone()});
-                    self.event(events, "response.function_call_arguments.done", done);
+                match &item {
+                    Item::CustomToolCall { input, .. } => {
+                        let delta = At { delta: Some(input), ..At::item(&id, index) };
+                        self.event(events, "response.custom_tool_call_input.delta", delta);
+                        let done = At { input: Some(input), ..At::item(&id, index) };
+                        self.event(events, "response.custom_tool_call_input.done", done);
+                    }
+                    Item::FunctionCall { call, .. } => {
+                        let done = At { arguments: Some(&arguments), name: Some(&call.name), ..At::item(&id, index) };
+                        self.event(events, "response.function_call_arguments.done", done);
+                    }
+                    Item::Message { .. } | Item::Reasoning { .. } | Item::Own(_) => {}
                 }
                 self.done(events, index, item);
             }
@@ -270,31 +353,29 @@ impl Events {
 
     fn text(&mut self, delta: String) -> Vec<String> {
         let mut events = Vec::new();
-        let (index, id) = match &mut self.open {
-            Some(Open::Message { index, id, text }) => {
-                text.push_str(&delta);
-                (*index, id.clone())
+        if !matches!(self.open, Some(Open::Message { .. })) {
+            if delta.is_empty() {
+                return events;
             }
-            _ if delta.is_empty() => return events,
-            _ => {
-                let (index, id) = self.next_item(&mut events, "msg");
-                self.added(&mut events, index, message_item(&id, "", false));
-                let part = json!({"item_id": id, "output_index": index, "content_index": 0, "part": output_text("")});
-                self.event(&mut events, "response.content_part.added", part);
-                self.open = Some(Open::Message { index, id: id.clone(), text: delta.clone() });
-                (index, id)
-            }
-        };
-        let data = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": delta, "logprobs": []});
-        self.event(&mut events, "response.output_text.delta", data);
+            let (index, id) = self.next_item(&mut events, "msg");
+            self.added(&mut events, index, &message_item(&id, "", false));
+            let part = At { part: Some(Part::output_text("")), ..At::content(&id, index) };
+            self.event(&mut events, "response.content_part.added", part);
+            self.open = Some(Open::Message { index, id, text: String::new() });
+        }
+        // The open item and the sequence are borrowed apart: no copy of the id per delta.
+        if let Some(Open::Message { index, id, text }) = &mut self.open {
+            text.push_str(&delta);
+            let data = At { delta: Some(&delta), logprobs: Some([]), ..At::content(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.output_text.delta", data);
+        }
         events
     }
 
     /// Opens a reasoning item (no summary part yet).
     fn open_reasoning(&mut self, events: &mut Vec<String>) {
         let (index, id) = self.next_item(events, "rs");
-        let item = json!({"id": id, "type": "reasoning", "summary": [], "status": "in_progress"});
-        self.added(events, index, item);
+        self.added(events, index, &open_reasoning_item(&id));
         self.open = Some(Open::Reasoning { index, id, text: String::new(), signature: None, summary_open: false });
     }
 
@@ -308,19 +389,14 @@ impl Events {
             self.open_reasoning(&mut events);
         }
         let Some(Open::Reasoning { index, id, text, summary_open, .. }) = &mut self.open else { return events };
-        let (index, id) = (*index, id.clone());
         text.push_str(&delta);
-        let first = !*summary_open;
-        *summary_open = true;
-        let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
-        if first {
-            let mut part = at.clone();
-            part["part"] = json!({"type": "summary_text", "text": ""});
-            self.event(&mut events, "response.reasoning_summary_part.added", part);
+        if !*summary_open {
+            *summary_open = true;
+            let part = At { part: Some(Part::SummaryText { text: "" }), ..At::summary(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.reasoning_summary_part.added", part);
         }
-        let mut data = at;
-        data["delta"] = json!(delta);
-        self.event(&mut events, "response.reasoning_summary_text.delta", data);
+        let data = At { delta: Some(&delta), ..At::summary(id, *index) };
+        write_event(&mut events, &mut self.sequence, "response.reasoning_summary_text.delta", data);
         events
     }
 
@@ -339,7 +415,7 @@ impl Events {
         let mut events = Vec::new();
         let (index, id) = self.next_item(&mut events, "fc");
         let item = self.answer.call_item(&id, &start.id, &start.name, "", false);
-        self.added(&mut events, index, item);
+        self.added(&mut events, index, &item);
         self.open = Some(Open::Call {
             index,
             id,
@@ -365,8 +441,8 @@ impl Events {
         arguments.push_str(&fragment.json);
         let custom = self.answer.names.origin(name).is_some_and(|origin| origin.kind == ToolKind::Custom);
         if !custom {
-            let data = json!({"item_id": id.clone(), "output_index": *index, "delta": fragment.json});
-            self.event(&mut events, "response.function_call_arguments.delta", data);
+            let data = At { delta: Some(&fragment.json), ..At::item(id, *index) };
+            write_event(&mut events, &mut self.sequence, "response.function_call_arguments.delta", data);
         }
         events
     }
@@ -429,17 +505,16 @@ impl EventWriter for Events {
         }
         let stop = self.stop.as_ref().map(|stop| stop.reason);
         let status = status(stop);
-        let mut output = std::mem::take(&mut self.output);
         if let Some(refusal) = self.stop.as_ref().and_then(|stop| stop.refusal.as_ref()).filter(|_| !replayed) {
-            let id = self.answer.item_id("msg", output.len());
-            output.push(refusal_item(&id, refusal));
+            let id = self.answer.item_id("msg", self.output.len());
+            self.output.push(refusal_item(&id, refusal));
         }
-        let response = self.answer.response(status, output, self.usage.as_ref(), stop);
-        let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        let response = self.answer.response(status, &self.output, self.usage.as_ref(), stop);
         if let Some(then) = self.on_end.take() {
-            then(&response);
+            then(response.to_value());
         }
-        self.event(&mut events, kind, json!({"response": response}));
+        let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        write_event(&mut events, &mut self.sequence, kind, ResponseEvent { response });
         events
     }
 
@@ -447,12 +522,17 @@ impl EventWriter for Events {
     fn error(&mut self, error: &WeirError) -> Vec<String> {
         let mut events = Vec::new();
         self.start(&mut events);
-        let output = std::mem::take(&mut self.output);
-        let response =
-            self.answer.failed(output, self.usage.as_ref(), error.category().as_str(), &error.safe_message());
-        self.event(&mut events, "response.failed", json!({"response": response}));
+        let message = error.safe_message();
+        let response = self.answer.failed(&self.output, self.usage.as_ref(), error.category().as_str(), &message);
+        write_event(&mut events, &mut self.sequence, "response.failed", ResponseEvent { response });
         events
     }
+}
+
+/// Writes one event: `data` after `type` and the next `sequence_number`.
+fn write_event(events: &mut Vec<String>, sequence: &mut u64, kind: &str, data: impl Serialize) {
+    events.push(named_event(kind, &Event { kind, sequence_number: *sequence, data }));
+    *sequence += 1;
 }
 
 /// The progress events a hosted tool's item streams between its
@@ -490,6 +570,19 @@ mod tests {
             .collect()
     }
 
+    /// A namespaced function's call in two fragments, then a custom tool's call.
+    fn two_calls() -> Vec<StreamDelta> {
+        vec![
+            StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
+            StreamDelta::ToolCallEnd(0),
+            StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
+            StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
+            StreamDelta::ToolCallEnd(1),
+        ]
+    }
+
     fn run(writer: &mut Events, deltas: Vec<StreamDelta>) -> Vec<(String, Value)> {
         let mut events: Vec<String> = deltas.into_iter().flat_map(|delta| writer.delta(delta)).collect();
         events.extend(writer.end());
@@ -508,16 +601,14 @@ mod tests {
                 StreamDelta::ThinkingSignature("sig".into()),
                 StreamDelta::Text("Hi".into()),
                 StreamDelta::Text(" there".into()),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 0, id: "t1".into(), name: "crm__lookup".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "{\"q\":".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 0, json: "1}".into() }),
-                StreamDelta::ToolCallEnd(0),
-                StreamDelta::ToolCallStart(ToolCallStart { index: 1, id: "t2".into(), name: "apply_patch".into() }),
-                StreamDelta::ToolCallFragment(ToolCallFragment { index: 1, json: "{\"input\":\"diff\"}".into() }),
-                StreamDelta::ToolCallEnd(1),
+            ]
+            .into_iter()
+            .chain(two_calls())
+            .chain([
                 StreamDelta::Usage(Usage { input: 3, output: 4, cache_read: 0, cache_write: 0, reasoning: None }),
                 StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
-            ],
+            ])
+            .collect(),
         );
         let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(
@@ -571,6 +662,135 @@ mod tests {
         assert_eq!(completed["status"], "completed");
         assert_eq!(completed["output"].as_array().unwrap().len(), 4);
         assert_eq!(completed["usage"]["total_tokens"], 7);
+    }
+
+    /// What a recording keeps of an event: everything but the time and the
+    /// sealed bytes (random each run; opened in the tests above).
+    fn recorded(mut value: Value) -> Value {
+        match &mut value {
+            Value::Object(map) => {
+                for (key, field) in map.iter_mut() {
+                    match key.as_str() {
+                        "created_at" => *field = json!(0),
+                        "encrypted_content" if field.is_string() => *field = json!("<sealed>"),
+                        _ => *field = recorded(field.take()),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| *item = recorded(item.take())),
+            _ => {}
+        }
+        value
+    }
+
+    /// Every kind of stream the writer knows (reasoning, text, a namespaced
+    /// call, a custom call, a refusal, a failure, a replayed answer with
+    /// OpenAI's own items) and a whole answer, each event as its data.
+    fn every_rendering() -> Value {
+        use crate::chat::{ChatResponse, NativeBlocks};
+        use crate::server::responses::response::{output, response_body, tests::stamp};
+        use crate::types::{AnswerBlock, ContentBlock, Refusal};
+        let seal = ReasoningSeal::random().unwrap();
+        let datas = |events: Vec<(String, Value)>| Value::Array(events.into_iter().map(|(_, data)| data).collect());
+        let usage = Usage { input: 3, output: 4, cache_read: 1, cache_write: 0, reasoning: Some(2) };
+        let mixed = run(
+            &mut Events::new(answer(&seal)),
+            vec![
+                StreamDelta::Thinking("Hmm".into()),
+                StreamDelta::ThinkingSignature("sig".into()),
+                StreamDelta::Thinking("More".into()),
+                StreamDelta::Text("Hi".into()),
+                StreamDelta::Text(" there".into()),
+            ]
+            .into_iter()
+            .chain(two_calls())
+            .chain([
+                StreamDelta::Usage(usage),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ToolUse, raw: None, refusal: None }),
+            ])
+            .collect(),
+        );
+        let refusal = crate::types::Refusal { category: None, explanation: Some("No.".into()) };
+        let refused = run(
+            &mut Events::new(answer(&seal)),
+            vec![
+                StreamDelta::Text("I".into()),
+                StreamDelta::Stop(StopInfo { reason: StopReason::ContentFiltered, raw: None, refusal: Some(refusal) }),
+            ],
+        );
+        let mut failing = Events::new(answer(&seal));
+        let mut raw = failing.delta(StreamDelta::Text("Hi".into()));
+        raw.extend(failing.delta(StreamDelta::Stop(StopInfo {
+            reason: StopReason::EndTurn,
+            raw: None,
+            refusal: None,
+        })));
+        raw.extend(failing.error(&WeirError::DeadlineExceeded { model: "claude".into() }));
+        let failed = parse(&raw);
+        let search =
+            r#"{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}}"#;
+        let noted = r#"{"id":"msg_9","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"See [1].","annotations":[{"type":"url_citation","url":"https://example.com","start_index":4,"end_index":7}],"logprobs":[]}]}"#;
+        let content = vec![ContentBlock::Text("Looking.".into()), ContentBlock::Text("See [1].".into())];
+        let own = NativeBlocks {
+            dialect: "openai-responses".into(),
+            blocks: vec![
+                AnswerBlock::Neutral(0),
+                AnswerBlock::Native(search.into()),
+                AnswerBlock::Native(noted.into()),
+            ],
+            content: content.clone(),
+            usage: None,
+        };
+        let mut replay_stamp = stamp();
+        replay_stamp.native_answer = Some(Arc::new(own));
+        let replayed = run(
+            &mut Events::new(answer(&seal)).replaying(&replay_stamp),
+            vec![
+                StreamDelta::Text("Looking.See [1].".into()),
+                StreamDelta::Usage(usage),
+                StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None }),
+            ],
+        );
+        let whole = ChatResponse {
+            content: vec![
+                ContentBlock::Thinking(Thinking { text: "Hmm".into(), signature: Some("s".into()), redacted: false }),
+                ContentBlock::Text("Hello".into()),
+                ContentBlock::ToolUse(crate::types::ToolUse {
+                    id: "t1".into(),
+                    name: "crm__lookup".into(),
+                    input_json: "{\"q\":1}".into(),
+                }),
+            ],
+            stop_reason: StopReason::MaxTokens,
+            raw_stop_reason: None,
+            usage: Some(usage),
+            refusal: Some(Refusal { category: None, explanation: None }),
+            served_model: None,
+            request_id: None,
+            stamp: stamp(),
+        };
+        let answer = answer(&seal);
+        let body = response_body(&whole, &answer, &output(&whole, &answer)).to_value();
+        recorded(json!({
+            "mixed": datas(mixed), "refused": datas(refused), "failed": datas(failed),
+            "replayed": datas(replayed), "whole": body,
+        }))
+    }
+
+    /// The events as recorded from the writer that built `serde_json::Value`
+    /// maps (before the typed events): the same fields and values, whatever
+    /// their order. `WEIR_BLESS=1` records them anew.
+    #[test]
+    fn every_rendering_matches_its_recording() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/server/responses/testdata/renderings.json");
+        let now = every_rendering();
+        if std::env::var_os("WEIR_BLESS").is_some() {
+            std::fs::write(path, serde_json::to_string_pretty(&now).unwrap() + "\n").unwrap();
+        }
+        let recording: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for kind in ["mixed", "refused", "failed", "replayed", "whole"] {
+            assert_eq!(now[kind], recording[kind], "{kind}");
+        }
     }
 
     #[test]

@@ -18,4 +18,4 @@ mod tools;
 
 pub use events::Events;
 pub use request::{Body, Ingress, Unseal, input_items, into_chat_request};
-pub use response::{Answer, response_body};
+pub use response::{Answer, output, response_body};

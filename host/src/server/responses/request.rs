@@ -28,6 +28,7 @@ use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 
 use super::choice::Choice;
+use super::response::Echo;
 use super::tools::{self, MappedTools, custom_arguments, kind, text, wire_name};
 use crate::catalog::HostedTools;
 use crate::chat::{ChatRequest, HOSTED_TOOL_CHOICE_FIELD, MAX_TOOL_CALLS_FIELD, NATIVE_BLOCKS_FIELD, NativeAsk};
@@ -167,7 +168,7 @@ pub struct Ingress {
     pub request: ChatRequest,
     pub stream: bool,
     /// The request's settings as the answer's `response` object echoes them.
-    pub echo: Map<String, Value>,
+    pub echo: Echo,
     pub names: tools::ToolNames,
 }
 
@@ -255,7 +256,7 @@ pub fn into_chat_request(
     let (client, note) = client_facts(&body);
     request.client = client;
     request.route_notes.extend(note.map(str::to_owned));
-    let echo = echo(&body, echoed, &request);
+    let echo = echo(&body, &echoed, &request);
     Ok(Ingress { request, stream, echo, names })
 }
 
@@ -386,32 +387,40 @@ fn assistant_place(conversation: &mut Conversation) -> (usize, usize) {
     }
 }
 
-/// What the `response` object repeats of the request.
-fn echo(body: &Body, tools: Vec<Value>, request: &ChatRequest) -> Map<String, Value> {
-    let mut echo = Map::new();
-    let mut put = |key: &str, value: Value| {
-        echo.insert(key.to_owned(), value);
-    };
-    put("instructions", json!(body.instructions));
-    put("tools", Value::Array(tools));
-    put("tool_choice", body.tool_choice.clone().unwrap_or_else(|| json!("auto")));
-    put("parallel_tool_calls", json!(body.parallel_tool_calls.unwrap_or(true)));
-    put("text", body.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})));
-    put("reasoning", body.reasoning.clone().unwrap_or_else(|| json!({"effort": null, "summary": null})));
-    put("max_output_tokens", json!(request.max_output_tokens));
-    put("metadata", body.metadata.clone().unwrap_or_else(|| json!({})));
-    put("temperature", json!(body.temperature));
-    put("top_p", json!(body.top_p));
-    put("prompt_cache_key", json!(body.prompt_cache_key));
-    put("safety_identifier", json!(body.safety_identifier));
-    put("user", json!(body.user));
-    // Whether it is stored is the route's to say, once it has tried.
-    put("store", json!(false));
-    put("previous_response_id", json!(body.previous_response_id));
-    put("background", json!(false));
-    put("truncation", json!("disabled"));
-    put("service_tier", json!("default"));
-    put(MAX_TOOL_CALLS_FIELD, json!(body.max_tool_calls));
+/// What the `response` object repeats of the request, serialized once here
+/// from the body's own fields (see [`Echo`]).
+fn echo(body: &Body, tools: &[Value], request: &ChatRequest) -> Echo {
+    let mut echo = Echo::default();
+    echo.put("instructions", &body.instructions);
+    echo.put("tools", &tools);
+    match &body.tool_choice {
+        Some(choice) => echo.put("tool_choice", choice),
+        None => echo.put("tool_choice", &"auto"),
+    }
+    echo.put("parallel_tool_calls", &body.parallel_tool_calls.unwrap_or(true));
+    match &body.text {
+        Some(text) => echo.put("text", text),
+        None => echo.put("text", &json!({"format": {"type": "text"}})),
+    }
+    match &body.reasoning {
+        Some(reasoning) => echo.put("reasoning", reasoning),
+        None => echo.put("reasoning", &json!({"effort": null, "summary": null})),
+    }
+    echo.put("max_output_tokens", &request.max_output_tokens);
+    match &body.metadata {
+        Some(metadata) => echo.put("metadata", metadata),
+        None => echo.put("metadata", &json!({})),
+    }
+    echo.put("temperature", &body.temperature);
+    echo.put("top_p", &body.top_p);
+    echo.put("prompt_cache_key", &body.prompt_cache_key);
+    echo.put("safety_identifier", &body.safety_identifier);
+    echo.put("user", &body.user);
+    echo.put("previous_response_id", &body.previous_response_id);
+    echo.put("background", &false);
+    echo.put("truncation", &"disabled");
+    echo.put("service_tier", &"default");
+    echo.put(MAX_TOOL_CALLS_FIELD, &body.max_tool_calls);
     echo
 }
 
@@ -692,9 +701,9 @@ mod tests {
         assert_eq!(request.temperature, Some(0.5));
         assert_eq!(request.reasoning_effort, Some(Effort::High));
         assert_eq!(request.response_schema.as_ref().unwrap().name, "out");
-        assert_eq!(ingress.echo["parallel_tool_calls"], json!(false));
-        assert_eq!(ingress.echo["metadata"], json!({"a": "b"}));
-        assert_eq!(ingress.echo["store"], json!(false));
+        assert_eq!(ingress.echo.get("parallel_tool_calls"), Some(json!(false)));
+        assert_eq!(ingress.echo.get("metadata"), Some(json!({"a": "b"})));
+        assert!(!ingress.echo.store, "storing is the route's to say");
         assert!(request.caller.is_none(), "`user` never sets who calls");
         let recorded = request.client.as_ref().and_then(|client| client.metadata.clone()).unwrap();
         assert_eq!(
@@ -717,8 +726,8 @@ mod tests {
         let fields: Vec<(&str, &Value)> = native.fields.iter().map(|(name, value)| (name.as_str(), value)).collect();
         assert_eq!(fields, [("max_tool_calls", &json!(2)), ("context_management", &compaction)]);
         assert_eq!(native.dialect, DIALECT);
-        assert_eq!(ingress.echo["max_tool_calls"], json!(2));
-        assert_eq!(map(json!({"model": "m", "input": "x"})).echo["max_tool_calls"], Value::Null);
+        assert_eq!(ingress.echo.get("max_tool_calls"), Some(json!(2)));
+        assert_eq!(map(json!({"model": "m", "input": "x"})).echo.get("max_tool_calls"), Some(Value::Null));
     }
 
     #[test]

@@ -7,10 +7,19 @@
 //! one `reasoning` item (the readable thinking as its summary, every block
 //! sealed in `encrypted_content`), consecutive text one `message`, each tool
 //! call a `function_call` or `custom_tool_call`.
+//!
+//! Everything here is a typed [`Serialize`] written straight to the wire: a
+//! stream writes the response object three times (`response.created`,
+//! `.in_progress`, `.completed`), and building `serde_json::Value` maps for it
+//! cost more than the rest of the route (issue 46's benchmark). The request's
+//! echoed settings are serialized once per call ([`Echo`]) and spliced in.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::tools::{ToolKind, ToolNames, custom_input};
 use crate::chat::{ChatResponse, NativeBlocks, Stamp};
@@ -23,6 +32,32 @@ pub fn response_id(call_id: &str) -> String {
     format!("resp_{}", call_id.replace('-', ""))
 }
 
+/// The request's settings as the `response` object repeats them, each
+/// serialized once when the request is mapped: a stream repeats them in three
+/// events, and Codex's `tools` alone are kilobytes.
+#[derive(Debug, Clone, Default)]
+pub struct Echo {
+    fields: Vec<(&'static str, Box<RawValue>)>,
+    /// Whether the response is stored: the route's to say, once it has tried.
+    pub store: bool,
+}
+
+impl Echo {
+    /// Adds `key` with `value` as JSON. A value that cannot be serialized (a
+    /// map with a non-string key, which no request field holds) is `null`.
+    pub fn put(&mut self, key: &'static str, value: &impl Serialize) {
+        let raw = serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        self.fields.push((key, raw));
+    }
+
+    /// The field `key` as a `Value`, for tests.
+    #[cfg(test)]
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let (_, raw) = self.fields.iter().find(|(name, _)| *name == key)?;
+        serde_json::from_str(raw.get()).ok()
+    }
+}
+
 /// What every rendering of one call's answer needs.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -30,13 +65,13 @@ pub struct Answer {
     created_at: u64,
     /// The catalog entry that served the call: the reasoning seal's binding.
     entry: String,
-    echo: Map<String, Value>,
+    echo: Echo,
     pub(super) names: ToolNames,
     seal: ReasoningSeal,
 }
 
 impl Answer {
-    pub fn new(stamp: &Stamp, echo: Map<String, Value>, names: ToolNames, seal: ReasoningSeal) -> Self {
+    pub fn new(stamp: &Stamp, echo: Echo, names: ToolNames, seal: ReasoningSeal) -> Self {
         let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs());
         Self { id: response_id(&stamp.call_id), created_at, entry: stamp.model.clone(), echo, names, seal }
     }
@@ -47,83 +82,200 @@ impl Answer {
     }
 
     /// The `response` object around `output`.
-    pub fn response(&self, status: &str, output: Vec<Value>, usage: Option<&Usage>, stop: Option<StopReason>) -> Value {
-        let mut response = Map::new();
-        response.insert("id".into(), json!(self.id));
-        response.insert("object".into(), json!("response"));
-        response.insert("created_at".into(), json!(self.created_at));
-        response.insert("status".into(), json!(status));
-        response.insert("error".into(), Value::Null);
-        response.insert("incomplete_details".into(), incomplete_details(stop));
-        response.insert("model".into(), json!(self.entry));
-        response.insert("output".into(), Value::Array(output));
-        response.insert("usage".into(), usage.map_or(Value::Null, usage_json));
-        for (key, value) in &self.echo {
-            response.insert(key.clone(), value.clone());
-        }
-        Value::Object(response)
+    pub fn response<'a>(
+        &'a self,
+        status: &'a str,
+        output: &'a [Item],
+        usage: Option<&'a Usage>,
+        stop: Option<StopReason>,
+    ) -> ResponseObject<'a> {
+        ResponseObject { answer: self, status, output, usage, stop, error: None }
     }
 
     /// A failed response: what was produced so far, and the error.
-    pub fn failed(&self, output: Vec<Value>, usage: Option<&Usage>, code: &str, message: &str) -> Value {
-        let mut response = self.response("failed", output, usage, None);
-        response["error"] = json!({"code": code, "message": message});
-        response
+    pub fn failed<'a>(
+        &'a self,
+        output: &'a [Item],
+        usage: Option<&'a Usage>,
+        code: &'a str,
+        message: &'a str,
+    ) -> ResponseObject<'a> {
+        ResponseObject { error: Some(Failure { code, message }), ..self.response("failed", output, usage, None) }
     }
 
     /// A reasoning item: the readable thinking as one summary part, every
     /// block sealed. A seal that fails (the random source) leaves the item
     /// without `encrypted_content`, which the next turn then leaves out.
-    pub fn reasoning_item(&self, id: &str, blocks: &[Thinking]) -> Value {
+    pub fn reasoning_item(&self, id: &str, blocks: &[Thinking]) -> Item {
         let summary: String = blocks.iter().filter(|b| !b.redacted).map(|b| b.text.as_str()).collect();
-        let summary = if summary.is_empty() { json!([]) } else { json!([{"type": "summary_text", "text": summary}]) };
+        let summary = if summary.is_empty() { Vec::new() } else { vec![Summary::SummaryText { text: summary }] };
         let encrypted = match self.seal.seal(&self.entry, blocks) {
-            Ok(sealed) => json!(sealed),
+            Ok(sealed) => Some(sealed),
             Err(error) => {
                 tracing::warn!(%error, "reasoning item sent without encrypted_content");
-                Value::Null
+                None
             }
         };
-        json!({"id": id, "type": "reasoning", "summary": summary, "encrypted_content": encrypted, "status": "completed"})
+        Item::Reasoning { id: id.to_owned(), summary, encrypted_content: Some(encrypted), status: "completed" }
     }
 
     /// A tool call as the caller's tool shapes it; `done` says whether its arguments are complete.
-    pub fn call_item(&self, id: &str, call_id: &str, wire_name: &str, arguments: &str, done: bool) -> Value {
+    pub fn call_item(&self, id: &str, call_id: &str, wire_name: &str, arguments: &str, done: bool) -> Item {
         let status = if done { "completed" } else { "in_progress" };
         let origin = self.names.origin(wire_name);
         let (name, namespace) = origin.map_or((wire_name, None), |o| (o.name.as_str(), o.namespace.as_deref()));
-        let mut item = match origin.map(|o| o.kind) {
-            Some(ToolKind::Custom) => {
-                let input = if done { custom_input(arguments) } else { String::new() };
-                json!({"id": id, "type": "custom_tool_call", "call_id": call_id, "name": name, "input": input,
-                       "status": status})
-            }
-            _ => json!({"id": id, "type": "function_call", "call_id": call_id, "name": name,
-                        "arguments": if done { arguments } else { "" }, "status": status}),
+        let call = Call {
+            id: id.to_owned(),
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            status,
+            namespace: namespace.map(str::to_owned),
         };
-        if let Some(namespace) = namespace {
-            item["namespace"] = json!(namespace);
+        match origin.map(|o| o.kind) {
+            Some(ToolKind::Custom) => {
+                Item::CustomToolCall { call, input: if done { custom_input(arguments) } else { String::new() } }
+            }
+            _ => Item::FunctionCall { call, arguments: if done { arguments.to_owned() } else { String::new() } },
         }
-        item
     }
 }
 
-/// An assistant message of one text part.
-pub fn message_item(id: &str, text: &str, done: bool) -> Value {
-    let (status, content) = if done { ("completed", json!([output_text(text)])) } else { ("in_progress", json!([])) };
-    json!({"id": id, "type": "message", "role": "assistant", "status": status, "content": content})
+/// One output item, as the Responses API writes it (`type` first).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Item {
+    Message {
+        id: String,
+        role: &'static str,
+        status: &'static str,
+        content: Vec<Content>,
+    },
+    Reasoning {
+        id: String,
+        summary: Vec<Summary>,
+        /// Absent while the item is open; `null` when sealing failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        encrypted_content: Option<Option<String>>,
+        status: &'static str,
+    },
+    FunctionCall {
+        #[serde(flatten)]
+        call: Call,
+        arguments: String,
+    },
+    CustomToolCall {
+        #[serde(flatten)]
+        call: Call,
+        input: String,
+    },
+    /// An item of OpenAI's own (a hosted tool's call, a message with
+    /// annotations), as it came.
+    #[serde(untagged)]
+    Own(Value),
 }
 
-/// An `output_text` content part.
-pub fn output_text(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+/// What a function call and a custom tool call share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call {
+    id: String,
+    call_id: String,
+    /// The tool's own name (inside its namespace, when it has one).
+    pub(super) name: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+}
+
+/// A part of an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    OutputText { text: String, annotations: [(); 0], logprobs: [(); 0] },
+    Refusal { refusal: String },
+}
+
+/// A part of a reasoning item's summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Summary {
+    SummaryText { text: String },
+}
+
+/// An assistant message of one text part (none while it is open).
+pub fn message_item(id: &str, text: &str, done: bool) -> Item {
+    let (status, content) = match done {
+        true => ("completed", vec![Content::OutputText { text: text.to_owned(), annotations: [], logprobs: [] }]),
+        false => ("in_progress", Vec::new()),
+    };
+    Item::Message { id: id.to_owned(), role: "assistant", status, content }
+}
+
+/// An open reasoning item: no summary and no seal yet.
+pub fn open_reasoning_item(id: &str) -> Item {
+    Item::Reasoning { id: id.to_owned(), summary: Vec::new(), encrypted_content: None, status: "in_progress" }
 }
 
 /// An assistant message holding the model's refusal.
-pub fn refusal_item(id: &str, refusal: &Refusal) -> Value {
+pub fn refusal_item(id: &str, refusal: &Refusal) -> Item {
     let text = refusal.explanation.as_deref().unwrap_or("The model refused to answer.");
-    json!({"id": id, "type": "message", "role": "assistant", "status": "completed",
-           "content": [{"type": "refusal", "refusal": text}]})
+    let content = vec![Content::Refusal { refusal: text.to_owned() }];
+    Item::Message { id: id.to_owned(), role: "assistant", status: "completed", content }
+}
+
+/// The `response` object: the answer's fixed fields, its output and usage,
+/// then the request's echo as serialized once (see [`Echo`]).
+#[derive(Debug)]
+pub struct ResponseObject<'a> {
+    answer: &'a Answer,
+    status: &'a str,
+    output: &'a [Item],
+    usage: Option<&'a Usage>,
+    stop: Option<StopReason>,
+    error: Option<Failure<'a>>,
+}
+
+impl ResponseObject<'_> {
+    /// The object as a `Value`, for what keeps it (a stored response). A
+    /// failure (which typed fields cannot cause) is `null`, which is not kept.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_else(|error| {
+            tracing::error!(%error, "a response object did not serialize");
+            Value::Null
+        })
+    }
+}
+
+impl Serialize for ResponseObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let answer = self.answer;
+        let mut map = serializer.serialize_map(Some(10 + answer.echo.fields.len()))?;
+        map.serialize_entry("id", &answer.id)?;
+        map.serialize_entry("object", "response")?;
+        map.serialize_entry("created_at", &answer.created_at)?;
+        map.serialize_entry("status", self.status)?;
+        map.serialize_entry("error", &self.error)?;
+        map.serialize_entry("incomplete_details", &incomplete_reason(self.stop).map(|reason| Incomplete { reason }))?;
+        map.serialize_entry("model", &answer.entry)?;
+        map.serialize_entry("output", self.output)?;
+        map.serialize_entry("usage", &self.usage.map(UsageBody::of))?;
+        for (key, value) in &answer.echo.fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("store", &answer.echo.store)?;
+        map.end()
+    }
+}
+
+/// A failed response's `error`: Weir's category and safe message.
+#[derive(Debug, Serialize)]
+struct Failure<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct Incomplete {
+    reason: &'static str,
 }
 
 /// `completed`, or `incomplete` when the answer was cut off or filtered.
@@ -147,21 +299,42 @@ fn incomplete_reason(stop: Option<StopReason>) -> Option<&'static str> {
     }
 }
 
-fn incomplete_details(stop: Option<StopReason>) -> Value {
-    incomplete_reason(stop).map_or(Value::Null, |reason| json!({"reason": reason}))
-}
-
 /// Usage the Responses way: `input_tokens` is the whole prompt, cache reads
 /// (and writes) broken out beside it; reasoning is a part of the output.
-pub fn usage_json(usage: &Usage) -> Value {
-    let input = usage.total_input();
-    json!({
-        "input_tokens": input,
-        "input_tokens_details": {"cached_tokens": usage.cache_read, "cache_write_tokens": usage.cache_write},
-        "output_tokens": usage.output,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning.unwrap_or(0)},
-        "total_tokens": input + usage.output,
-    })
+#[derive(Serialize)]
+struct UsageBody {
+    input_tokens: u64,
+    input_tokens_details: InputDetails,
+    output_tokens: u64,
+    output_tokens_details: OutputDetails,
+    total_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct InputDetails {
+    cached_tokens: u64,
+    cache_write_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct OutputDetails {
+    reasoning_tokens: u64,
+}
+
+impl UsageBody {
+    fn of(usage: &Usage) -> Self {
+        let input = usage.total_input();
+        Self {
+            input_tokens: input,
+            input_tokens_details: InputDetails {
+                cached_tokens: usage.cache_read,
+                cache_write_tokens: usage.cache_write,
+            },
+            output_tokens: usage.output,
+            output_tokens_details: OutputDetails { reasoning_tokens: usage.reasoning.unwrap_or(0) },
+            total_tokens: input + usage.output,
+        }
+    }
 }
 
 /// One piece of the answer's output: a neutral block, or an item of
@@ -197,11 +370,15 @@ fn pieces<'a>(content: &'a [ContentBlock], own: Option<&NativeBlocks>) -> Vec<Pi
         .collect()
 }
 
-/// The whole answer as a `response` object. OpenAI's own items (see
-/// [`pieces`]) go in their places, as OpenAI wrote them.
-pub fn response_body(response: &ChatResponse, answer: &Answer) -> Value {
+/// The whole answer's output items (see [`output_of`]).
+pub fn output(response: &ChatResponse, answer: &Answer) -> Vec<Item> {
     let own = response.stamp.native_answer.as_deref();
-    let output = output_of(&response.content, own, response.refusal.as_ref(), answer);
+    output_of(&response.content, own, response.refusal.as_ref(), answer)
+}
+
+/// The whole answer as a `response` object around its [`output`]. OpenAI's
+/// own items (see [`pieces`]) go in their places, as OpenAI wrote them.
+pub fn response_body<'a>(response: &'a ChatResponse, answer: &'a Answer, output: &'a [Item]) -> ResponseObject<'a> {
     let stop = Some(response.stop_reason);
     answer.response(status(stop), output, response.usage.as_ref(), stop)
 }
@@ -213,11 +390,11 @@ pub(super) fn output_of(
     own: Option<&NativeBlocks>,
     refusal: Option<&Refusal>,
     answer: &Answer,
-) -> Vec<Value> {
+) -> Vec<Item> {
     let mut output = Vec::new();
     let mut thinking: Vec<Thinking> = Vec::new();
     let mut text = String::new();
-    let flush = |output: &mut Vec<Value>, thinking: &mut Vec<Thinking>, text: &mut String| {
+    let flush = |output: &mut Vec<Item>, thinking: &mut Vec<Thinking>, text: &mut String| {
         if !thinking.is_empty() {
             let id = answer.item_id("rs", output.len());
             output.push(answer.reasoning_item(&id, thinking));
@@ -234,7 +411,7 @@ pub(super) fn output_of(
             Piece::Neutral(block) => block,
             Piece::Own(item) => {
                 flush(&mut output, &mut thinking, &mut text);
-                output.push(item);
+                output.push(Item::Own(item));
                 continue;
             }
         };
@@ -273,6 +450,8 @@ pub(super) mod tests {
 
     use std::time::Duration;
 
+    use serde_json::json;
+
     use super::*;
     use crate::types::ToolUse;
 
@@ -295,13 +474,19 @@ pub(super) mod tests {
         }
     }
 
+    /// An answer to a request with every echoed setting set, as the route maps it.
     pub(crate) fn answer(seal: &ReasoningSeal) -> Answer {
-        let tools = json!([{"type": "custom", "name": "apply_patch"},
-            {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]}]);
-        let mapped = super::super::tools::map_tools(tools.as_array().unwrap()).unwrap();
-        let mut echo = Map::new();
-        echo.insert("store".into(), json!(false));
-        Answer::new(&stamp(), echo, mapped.names, seal.clone())
+        let body = json!({"model": "m", "input": "x", "instructions": "Be brief.",
+            "tools": [{"type": "custom", "name": "apply_patch"},
+                {"type": "namespace", "name": "crm", "description": "", "tools": [{"type": "function", "name": "lookup"}]},
+                {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}],
+            "tool_choice": "auto", "parallel_tool_calls": false,
+            "text": {"format": {"type": "text"}, "verbosity": "low"}, "reasoning": {"effort": "low", "summary": "auto"},
+            "max_output_tokens": 100, "metadata": {"a": "b"}, "prompt_cache_key": "k", "temperature": 0.5,
+            "top_p": 0.25, "user": "u", "max_tool_calls": 3, "store": false});
+        let body = super::super::request::Body::parse(body.to_string().as_bytes()).unwrap();
+        let ingress = super::super::request::into_chat_request(body, None, crate::catalog::HostedTools::Drop).unwrap();
+        Answer::new(&stamp(), ingress.echo, ingress.names, seal.clone())
     }
 
     #[test]
@@ -334,12 +519,15 @@ pub(super) mod tests {
             request_id: None,
             stamp: stamp(),
         };
-        let body = response_body(&response, &answer(&seal));
+        let answer = answer(&seal);
+        let output = output(&response, &answer);
+        let body = response_body(&response, &answer, &output).to_value();
         assert_eq!(body["id"], "resp_0190a1b2c3d47e5f8a9b0c1d2e3f4a5b");
         assert_eq!(body["object"], "response");
         assert_eq!(body["status"], "completed");
         assert_eq!(body["model"], "claude");
         assert_eq!(body["store"], false);
+        assert_eq!(body["instructions"], "Be brief.");
         let output = body["output"].as_array().unwrap();
         assert_eq!(output.len(), 4);
         assert_eq!(output[0]["type"], "reasoning");
@@ -368,8 +556,9 @@ pub(super) mod tests {
             (status(Some(StopReason::MaxTokens)), status(Some(StopReason::EndTurn))),
             ("incomplete", "completed")
         );
-        assert_eq!(incomplete_details(Some(StopReason::ContentFiltered)), json!({"reason": "content_filter"}));
+        assert_eq!(incomplete_reason(Some(StopReason::ContentFiltered)), Some("content_filter"));
         let refusal = refusal_item("msg_1", &Refusal { category: None, explanation: Some("No.".into()) });
+        let refusal = serde_json::to_value(refusal).unwrap();
         assert_eq!(refusal["content"][0], json!({"type": "refusal", "refusal": "No."}));
     }
 }
