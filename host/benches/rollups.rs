@@ -2,7 +2,9 @@
 //! from the roll-ups against the same reads from the raw rows, in the same
 //! run (grouped by member, by model, and a day series over the year), at
 //! each size in `WEIR_ROLLUP_BENCH_CALLS` (default `1000000,10000000`);
-//! the append's rows per second with the roll-ups' upkeep on and off; and the
+//! the append's rows per second with the roll-ups' upkeep off, on as before
+//! and on as the ledger marks its rows now; `weir ledger verify`'s rows per
+//! second over each file; and the
 //! one-off build of the roll-ups over a file written before them. The files
 //! are built by appending closing rows straight into SQLite (no gateway, no
 //! log), in the benchmark's temporary folder (or `WEIR_ROLLUP_BENCH_DIR`).
@@ -13,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use weir_host::ledger::bench::BenchFile;
+use weir_host::ledger::bench::{BenchFile, Upkeep};
 use weir_host::ledger::{Bucket, Filter, GroupBy, LedgerRead, Reader, UsageQuery};
 use weir_host::record::{AttemptReason, AttemptRecord, CallRecord, Operation, Route, Tokens, Who};
 
@@ -109,14 +111,14 @@ fn call(n: u64, total: u64) -> CallRecord {
 }
 
 /// Appends calls `from..to` of `total`; the time spent.
-fn append(file: &mut BenchFile, from: u64, to: u64, total: u64, keep_rollups: bool) -> Duration {
+fn append(file: &mut BenchFile, from: u64, to: u64, total: u64, upkeep: Upkeep) -> Duration {
     let mut spent = Duration::ZERO;
     let mut next = from;
     while next < to {
         let end = (next + BATCH as u64).min(to);
         let records: Vec<CallRecord> = (next..end).map(|n| call(n, total)).collect();
         let started = Instant::now();
-        file.append(&records, keep_rollups).expect("append");
+        file.append(&records, upkeep).expect("append");
         spent += started.elapsed();
         next = end;
     }
@@ -128,23 +130,37 @@ fn rate(rows: u64, spent: Duration) -> f64 {
     rows as f64 / spent.as_secs_f64().max(1e-9)
 }
 
-/// The append's cost with the upkeep on and off: the same rows into two
-/// fresh files, alternating batches so the machine's load falls on both.
+/// The append's cost with the upkeep off, on with the rows unmarked (as
+/// before the writer carried the dims and knew which rows stand alone: each
+/// body parsed again, each call's earlier rows looked up), and on with them
+/// marked as the ledger marks a call that held nothing: the same rows into
+/// three fresh files, alternating batches so the machine's load falls on all.
 fn append_cost(dir: &Path) {
     let rows = 200_000;
-    let mut on = BenchFile::open(&dir.join("append-on.db")).expect("open");
-    let mut off = BenchFile::open(&dir.join("append-off.db")).expect("open");
-    let (mut spent_on, mut spent_off) = (Duration::ZERO, Duration::ZERO);
+    let upkeeps = [Upkeep::Off, Upkeep::Unmarked, Upkeep::Marked];
+    let mut files: Vec<BenchFile> = upkeeps
+        .iter()
+        .map(|upkeep| {
+            let path = dir.join(format!("append-{upkeep:?}.db"));
+            let _ = std::fs::remove_file(&path);
+            BenchFile::open(&path).expect("open")
+        })
+        .collect();
+    let mut spent = [Duration::ZERO; 3];
     let step = BATCH as u64;
     for from in (0..rows).step_by(BATCH) {
-        spent_off += append(&mut off, from, from + step, rows, false);
-        spent_on += append(&mut on, from, from + step, rows, true);
+        for ((file, upkeep), spent) in files.iter_mut().zip(upkeeps).zip(spent.iter_mut()) {
+            *spent += append(file, from, from + step, rows, upkeep);
+        }
     }
-    let (with, without) = (rate(rows, spent_on), rate(rows, spent_off));
+    let [off, unmarked, marked] = spent.map(|spent| rate(rows, spent));
     println!(
-        "append ({rows} closing rows, batches of {BATCH}): roll-ups on {with:.0} rows/s, off {without:.0} rows/s, \
-         ratio {:.3} (load {})",
-        with / without,
+        "append ({rows} closing rows, batches of {BATCH}): roll-ups off {off:.0} rows/s; on, rows unmarked \
+         {unmarked:.0} rows/s ({:.3}x off); on, rows marked {marked:.0} rows/s ({:.3}x off, {:.2}x unmarked) \
+         (load {})",
+        unmarked / off,
+        marked / off,
+        marked / unmarked,
         load()
     );
 }
@@ -217,10 +233,19 @@ fn main() {
         let path = dir.join(format!("ledger-{total}.db"));
         let _ = std::fs::remove_file(&path);
         let mut file = BenchFile::open(&path).expect("open");
-        let spent = append(&mut file, 0, total, total, true);
+        let spent = append(&mut file, 0, total, total, Upkeep::Marked);
         println!("{total} calls appended with roll-ups: {:.0} rows/s (load {})", rate(total, spent), load());
         drop(file);
         reads(&path, total);
+        let started = Instant::now();
+        let verified = Reader::open(&path).expect("reader").verify().expect("verify");
+        println!(
+            "{total} calls: `weir ledger verify` walked {} rows in {:.1} s, {:.0} rows/s (load {})",
+            verified.rows,
+            started.elapsed().as_secs_f64(),
+            rate(verified.rows, started.elapsed()),
+            load()
+        );
         if total <= 2_000_000 {
             BenchFile::open(&path).expect("open").forget_rollups().expect("forget");
             let started = Instant::now();

@@ -13,6 +13,21 @@ use super::store::{self, Row, Run};
 use crate::catalog::LedgerSync;
 use crate::record::CallRecord;
 
+/// How a benchmark's closing rows are appended.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upkeep {
+    /// Without the roll-ups' upkeep (the baseline).
+    Off,
+    /// With it, the rows carrying nothing the writer knew (as rows read
+    /// back): each body parsed again for its dims, each call's earlier rows
+    /// looked up.
+    Unmarked,
+    /// With it, the rows marked as the ledger's observer marks the closing
+    /// row of a call that held nothing: dims carried, no lookup.
+    Marked,
+}
+
 /// A ledger file a benchmark appends closing rows to.
 #[doc(hidden)]
 pub struct BenchFile {
@@ -28,13 +43,20 @@ impl BenchFile {
     }
 
     /// Appends `records`' closing rows in one transaction, with the
-    /// roll-ups' upkeep or (`keep_rollups` false) without it; the rows appended.
-    pub fn append(&mut self, records: &[CallRecord], keep_rollups: bool) -> Result<usize, String> {
-        let rows =
-            records.iter().map(Row::closing).collect::<Result<Vec<_>, _>>().map_err(|error| error.to_string())?;
+    /// roll-ups' `upkeep`; the rows appended.
+    pub fn append(&mut self, records: &[CallRecord], upkeep: Upkeep) -> Result<usize, String> {
+        let mark = |row: Row| match upkeep {
+            Upkeep::Marked => Row { stands_alone: true, ..row },
+            Upkeep::Off | Upkeep::Unmarked => Row { served: None, ..row },
+        };
+        let rows = records
+            .iter()
+            .map(|record| Row::closing(record).map(mark))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| error.to_string())?;
         let run = Run { segment: "bench", first_line: self.lines, rows: rows.iter().map(Some).collect() };
-        let filled =
-            store::append_logged_with(&self.connection, [run], keep_rollups).map_err(|error| error.to_string())?;
+        let filled = store::append_logged_with(&self.connection, [run], upkeep != Upkeep::Off)
+            .map_err(|error| error.to_string())?;
         self.lines += rows.len() as u64;
         Ok(filled.rows)
     }

@@ -783,6 +783,8 @@ pub(super) fn stored_row(
         cost_usd: row.get(15)?,
         body: body.to_owned(),
         charged_worst: row.get(19)?,
+        served: None,
+        stands_alone: false,
     }))
 }
 
@@ -805,7 +807,9 @@ fn same_columns(stored: &Row, derived: &Row) -> bool {
         (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0),
         (a, b) => a.is_none() && b.is_none(),
     };
-    close && Row { cost_usd: None, ..stored.clone() } == Row { cost_usd: None, ..derived.clone() }
+    // `served` and `stands_alone` are what a writer knew, not columns.
+    let columns = |row: &Row| Row { cost_usd: None, served: None, stands_alone: false, ..row.clone() };
+    close && columns(stored) == columns(derived)
 }
 
 /// A time as the CLI and `/v1/usage` take it: RFC 3339

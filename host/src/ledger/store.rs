@@ -14,7 +14,7 @@ use serde::ser::SerializeTuple;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::rollup::Rollup;
+use super::rollup::{Rollup, Served};
 use super::rollup_store;
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
@@ -147,17 +147,35 @@ pub(super) struct Row {
     /// A closing row whose budgets were charged the hold's worst case
     /// ([`CallRecord::charged_worst_case`]).
     pub charged_worst: bool,
+    /// A closing row's provider and last attempt's deployment (roll-up
+    /// dims the columns lack), taken from the record as the row is made so
+    /// that the fill does not parse the body a second time. `None` in a row
+    /// read back from the file, or from a log line an older weir wrote: the
+    /// roll-ups then read them from the body. Not a column.
+    #[serde(default)]
+    pub served: Option<Served>,
+    /// The writer knows that no earlier row of the call changes this row's
+    /// roll-up change ([`Rollup::apply`]): a hold of a call still running (it
+    /// has not closed), or the closing row of a call that held nothing. The
+    /// fill then skips the lookup of the call's earlier rows. `false` when
+    /// not known (every row read back, and rows made outside the ledger's
+    /// observer). Not a column.
+    #[serde(default)]
+    pub stands_alone: bool,
 }
 
 /// A log line's head: the columns as one JSON array, in the order `Row`
 /// declares them (without the body), which the derived `Deserialize` reads as
 /// it reads the object with field names that heads were before: ~120 bytes
-/// instead of ~300, serialized and written for every row.
+/// instead of ~300, serialized and written for every row. A head an older
+/// weir wrote ends before `served` and `stands_alone`: they read as their
+/// defaults (not known).
 impl Serialize for Row {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let tokens = &self.tokens;
         let tokens = (tokens.input, tokens.output, tokens.cache_read, tokens.cache_write, tokens.reasoning);
-        let mut columns = serializer.serialize_tuple(12)?;
+        let served = self.served.as_ref().map(|served| (&served.provider, &served.deployment));
+        let mut columns = serializer.serialize_tuple(14)?;
         columns.serialize_element(&self.kind)?;
         columns.serialize_element(&self.call_id)?;
         columns.serialize_element(&self.at_ms)?;
@@ -170,6 +188,8 @@ impl Serialize for Row {
         columns.serialize_element(&tokens)?;
         columns.serialize_element(&self.cost_usd)?;
         columns.serialize_element(&self.charged_worst)?;
+        columns.serialize_element(&served)?;
+        columns.serialize_element(&self.stands_alone)?;
         columns.end()
     }
 }
@@ -191,6 +211,8 @@ impl Row {
             cost_usd: None,
             body: serde_json::to_string(opening)?,
             charged_worst: false,
+            served: None,
+            stands_alone: false,
         })
     }
 
@@ -211,6 +233,8 @@ impl Row {
             cost_usd: hold.usd,
             body: serde_json::to_string(hold)?,
             charged_worst: false,
+            served: None,
+            stands_alone: false,
         })
     }
 
@@ -229,6 +253,8 @@ impl Row {
             cost_usd: record.cost_usd,
             body: encode_body(record)?,
             charged_worst: record.charged_worst_case,
+            served: Some(Served::of_record(record)),
+            stands_alone: false,
         })
     }
 }
@@ -421,7 +447,7 @@ fn insert_runs<'a>(
         let skip = usize::try_from(applied.saturating_sub(run.first_line)).unwrap_or(usize::MAX);
         for row in run.rows.iter().skip(skip).flatten() {
             seq += 1;
-            let earlier = match keep_rollups {
+            let earlier = match keep_rollups && !row.stands_alone {
                 true => rollup_store::earlier(connection, row, seq)?,
                 false => Vec::new(),
             };

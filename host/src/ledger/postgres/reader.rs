@@ -222,6 +222,8 @@ fn committed_at(row: &postgres::Row) -> Result<(String, String, Option<Row>, Lin
             cost_usd: row.try_get(15)?,
             body: row.try_get(16)?,
             charged_worst: row.try_get::<_, i32>(19)? != 0,
+            served: None,
+            stands_alone: false,
         }),
         None => None,
     };

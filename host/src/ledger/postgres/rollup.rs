@@ -73,6 +73,8 @@ pub(super) fn earlier(
             cost_usd: found.try_get(14)?,
             body: String::new(),
             charged_worst: found.try_get::<_, i32>(15)? != 0,
+            served: None,
+            stands_alone: false,
         };
         history.entry((row.started_ms, row.call_id.clone())).or_default().push(row);
     }
