@@ -61,14 +61,12 @@ impl BenchFile {
         Ok(filled.rows)
     }
 
-    /// Drops the roll-ups and marks the file as version 2 wrote it, so the
-    /// next [`BenchFile::open`] builds them from the rows (the upgrade's cost).
-    pub fn forget_rollups(self) -> Result<(), String> {
+    /// Drops the day level and marks the file as version 3 wrote it, so the
+    /// next [`BenchFile::open`] builds the roll-ups afresh from the rows (the
+    /// upgrade's cost).
+    pub fn forget_day_level(self) -> Result<(), String> {
         self.connection
-            .execute_batch(
-                "DROP TABLE ledger_rollup; DROP TABLE ledger_rollup_latency; DROP TABLE ledger_rollup_dims;
-                 PRAGMA user_version = 2;",
-            )
+            .execute_batch("DROP TABLE ledger_rollup_day; PRAGMA user_version = 3;")
             .map_err(|error| error.to_string())
     }
 }

@@ -236,6 +236,17 @@ impl DayDim {
     }
 }
 
+/// A day-level row's value or category as stored: JSON (`null`, or a string).
+pub(super) fn day_json(text: Option<&str>) -> String {
+    serde_json::to_string(&text).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// A stored day-level value or category read back (none from text that is
+/// not a JSON string).
+pub(super) fn day_text(stored: &str) -> Option<String> {
+    serde_json::from_str(stored).ok().flatten()
+}
+
 /// A day-level row's key: the day, the dimension, its value and the category.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct DayKey {

@@ -17,8 +17,11 @@ use super::store::{self, Row, Run};
 use crate::catalog::LedgerSync;
 use crate::record::{AttemptReason, AttemptRecord, CallRecord, HoldRecord, Tokens};
 
-/// The workloads' clock: 2027-01-15T08:00:00Z, a whole hour.
+/// The workloads' clock: 2027-01-15T08:00:00Z, a whole hour (16 hours
+/// before a day starts).
 const EPOCH_MS: u64 = 1_800_000_000_000;
+
+const DAY_MS: u64 = 86_400_000;
 
 fn at_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(EPOCH_MS + ms)
@@ -63,8 +66,11 @@ fn call() -> impl Strategy<Value = Call> {
     let usage = (0..3_u8, 0..200_000_u64, proptest::array::uniform5(0..500_u64), proptest::option::of(0..500_u32));
     let hold = (proptest::option::of((1..5_000_u64, proptest::option::of(1..900_u32))), any::<bool>());
     let end = prop_oneof![Just(End::Closed), Just(End::ChargedWorst), Just(End::Never)];
-    // Five hours and a bit: whole hours and partial ones at every edge.
-    (0..(5 * 3_600_000 + 1_234_u64), who, usage, hold, end, 0..2_usize).prop_map(
+    // Most calls in five hours and a bit (whole hours and partial ones at
+    // every edge), the rest over the two days after (a whole day between
+    // partial ones: the day level's edges).
+    let start = prop_oneof![3 => 0..(5 * 3_600_000 + 1_234_u64), 1 => 0..(2 * DAY_MS)];
+    (start, who, usage, hold, end, 0..2_usize).prop_map(
         |(
             start_ms,
             (member, team, model, provider, deployment),
@@ -263,8 +269,19 @@ fn queries(since_ms: u64, until_ms: u64) -> Vec<UsageQuery> {
     };
     queries.push(UsageQuery { filter: narrowed, group_by: Some(GroupBy::Deployment), bucket: Some(Bucket::Hour) });
     queries.push(UsageQuery {
-        filter: Filter { key_id: Some("key-2".to_owned()), category: Some("timeout".to_owned()), ..range },
+        filter: Filter { key_id: Some("key-2".to_owned()), category: Some("timeout".to_owned()), ..range.clone() },
         group_by: Some(GroupBy::Provider),
+        bucket: None,
+    });
+    // Read from the day level where whole days fall in the range.
+    queries.push(UsageQuery {
+        filter: Filter { category: Some("timeout".to_owned()), ..range.clone() },
+        group_by: Some(GroupBy::Model),
+        bucket: Some(Bucket::Day),
+    });
+    queries.push(UsageQuery {
+        filter: Filter { category: Some("ok".to_owned()), ..Filter::default() },
+        group_by: Some(GroupBy::Deployment),
         bucket: None,
     });
     queries
@@ -288,17 +305,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// After any workload (opens, holds and top-ups, closes at the usage or
-    /// charged the worst case, calls never closed, over several hours, from
+    /// charged the worst case, calls never closed, over hours and days, from
     /// two writers in batches that split a call's rows; the rows that stand
     /// alone appended without a look at their call's earlier rows), every usage query
-    /// and every budget's period sum answers from the roll-ups as it does
-    /// from the rows.
+    /// and every budget's period sum answers from the roll-ups (days, hours
+    /// and the rows at the edges) as it does from the rows.
     #[test]
     fn rollups_answer_as_the_rows_do(
         calls in proptest::collection::vec(call(), 1..120),
         batch in 1..40_usize,
-        since_ms in 0..(6 * 3_600_000_u64),
-        span_ms in 0..(6 * 3_600_000_u64),
+        since_ms in prop_oneof![0..(6 * 3_600_000_u64), 0..(2 * DAY_MS)],
+        span_ms in prop_oneof![0..(6 * 3_600_000_u64), 0..(2 * DAY_MS)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
@@ -361,6 +378,50 @@ fn a_file_written_before_rollups_gets_them_built_once() {
     check_against_rows(&Reader::open(&path).unwrap(), 0, 5 * 3_600_000);
 }
 
+/// The day-level rows of the file, in order.
+fn day_contents(path: &Path) -> Vec<(String, i64, String, String, i64, i64, Vec<u8>)> {
+    let file = Connection::open(path).unwrap();
+    let mut statement = file
+        .prepare(
+            "SELECT dim, day_ms, value, category, calls, input, latency FROM ledger_rollup_day
+             WHERE calls <> 0 ORDER BY 1, 2, 3, 4",
+        )
+        .unwrap();
+    let rows = statement
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// A file written before the day level (schema version 3) is refused by
+/// readers until a writer opens it; the writer builds its roll-ups afresh
+/// from its rows, both levels equal to those kept as the rows were
+/// appended, and appends on.
+#[test]
+fn a_file_written_before_the_day_level_gets_it_built_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let calls = sample_calls();
+    append_all(&path, "call-", &calls[..150], 7);
+    let (hours, days) = (rollup_contents(&path), day_contents(&path));
+    assert!(days.len() > 10, "{days:?}");
+    {
+        let file = Connection::open(&path).unwrap();
+        file.execute_batch("DROP TABLE ledger_rollup_day;").unwrap();
+        file.pragma_update(None, "user_version", 3).unwrap();
+    }
+    let refused = Reader::open(&path).unwrap_err().to_string();
+    assert!(refused.contains("schema version 3") && refused.contains("migrated in place"), "{refused}");
+    drop(store::open_writer(&path, LedgerSync::Normal, None).unwrap());
+    assert_eq!(rollup_contents(&path), hours, "the hours built from the rows as they were kept");
+    assert_eq!(day_contents(&path), days, "the days built from the rows as they were kept");
+    check_against_rows(&Reader::open(&path).unwrap(), 1_800_000, DAY_MS + 4 * 3_600_000 + 17);
+    append_all(&path, "later-", &calls[150..], 5);
+    check_against_rows(&Reader::open(&path).unwrap(), 0, 2 * DAY_MS);
+}
+
 /// A batch whose roll-up change cannot be written (a trigger added to the
 /// file refuses it) leaves none of its rows: rows and roll-ups commit
 /// together or not at all, and the next batch goes in.
@@ -408,6 +469,8 @@ fn a_rebuild_follows_the_rows() {
     let query = UsageQuery { group_by: Some(GroupBy::Member), ..UsageQuery::default() };
     let reader = Reader::open(&path).unwrap();
     assert_ne!(reader.usage(&query).unwrap().groups.len(), reader.usage_from_rows(&query).unwrap().groups.len());
+    // The day level's upsert adds histograms with the function every writer registers.
+    super::rollup_store::register_functions(&file).unwrap();
     let walked = super::rollup_store::rebuild(&file).unwrap();
     assert!(walked > 0);
     check_against_rows(&reader, 0, 5 * 3_600_000);

@@ -20,11 +20,12 @@ use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// The schema this code writes and reads (`PRAGMA user_version`). A version 1
-/// file (no hold rows, no `charged_worst`) or 2 (no roll-ups) is migrated
-/// when a writer opens it; a reader refuses it until then. (Version 3 keeps
-/// the rows as 2 wrote them and adds the roll-ups: a weir that writes
-/// version 2 refuses the file, since it would append rows the roll-ups miss.)
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// file (no hold rows, no `charged_worst`), 2 (no roll-ups) or 3 (no day
+/// level) is migrated when a writer opens it; a reader refuses it until then.
+/// (Versions 3 and 4 keep the rows as 2 wrote them and add roll-ups: a weir
+/// that writes an older version refuses the file, since it would append rows
+/// the roll-ups miss.)
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -326,6 +327,7 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         let pages = (max_bytes / page_size.max(1)).max(1);
         let _pages: u64 = connection.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |row| row.get(0))?;
     }
+    rollup_store::register_functions(&connection)?;
     migrate(&mut connection)?;
     // This connection only writes typed rows (a `Kind`, a bool), so it skips
     // the CHECKs that guard the file against other writers: the three-value
@@ -334,11 +336,12 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     Ok(connection)
 }
 
-/// Creates the schema in a new file, or migrates a version 1 or 2 file
+/// Creates the schema in a new file, or migrates a version 1, 2 or 3 file
 /// (inside a write transaction, so two processes starting together do not
 /// both do it), and refuses a file of a newer version; then sees to the
-/// [`INDEXES`]. A file without roll-ups gets them built from its rows
-/// ([`rollup_store::build`]: one walk of its holds and closings).
+/// [`INDEXES`]. A file without roll-ups, or without their day level, gets
+/// them all built afresh from its rows ([`rollup_store::build_afresh`]: one
+/// walk of its holds and closings).
 fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -352,14 +355,14 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        2 | SCHEMA_VERSION => {}
+        2 | 3 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
     transaction.execute_batch(INDEXES)?;
     transaction.execute_batch(rollup_store::SCHEMA)?;
     if (1..SCHEMA_VERSION).contains(&version) {
         let started = std::time::Instant::now();
-        let rows = rollup_store::build(&transaction)?;
+        let rows = rollup_store::build_afresh(&transaction)?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(rows, elapsed_ms, "built the ledger's roll-ups from its rows");
     }

@@ -302,11 +302,11 @@ impl SharedReader {
     }
 
     fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
-        let (sums, latency) = plan.usage_queries(query, Dialect::Postgres);
-        let count = sums.len();
-        let mut answers = self.query_all(sums.into_iter().chain(latency).collect())?;
+        let queries = plan.usage_queries(query, Dialect::Postgres);
+        let count = queries.sums.len();
+        let mut answers = self.query_all(queries.sums.into_iter().chain(queries.latency).collect())?;
         let latency = answers.split_off(count);
-        Ok(summary::assemble(query, &read_all(answers, sum_row)?, &read_all(latency, latency_row)?))
+        Ok(summary::assemble(query, &read_all(answers, sum_row)?, &read_all(latency, latency_row)?, &[]))
     }
 
     fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
@@ -328,7 +328,8 @@ impl LedgerRead for SharedReader {
         self.spend(&Plan::of(Span::since(since)), cut_off_holds)
     }
 
+    /// The fleet's table keeps no day level (yet): whole hours and rows.
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::of(Span::of(&query.filter)))
+        self.usage_as_planned(query, &Plan::for_usage(query, false))
     }
 }
