@@ -14,9 +14,9 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
 use super::log;
+use super::rollup::{DayDim, Histogram};
 use super::sql::{self, Dialect, Param, Span};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
-use super::rollup::{DayDim, Histogram};
 use super::summary::{self, DayRow, LatencyRow, Plan, SumRow};
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};

@@ -215,7 +215,9 @@ pub(super) fn register_functions(connection: &Connection) -> rusqlite::Result<()
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |context| {
             let stored = |index: usize| -> rusqlite::Result<Histogram> {
-                Ok(context.get::<Option<Vec<u8>>>(index)?.map_or_else(Histogram::default, |b| Histogram::from_bytes(&b)))
+                Ok(context
+                    .get::<Option<Vec<u8>>>(index)?
+                    .map_or_else(Histogram::default, |b| Histogram::from_bytes(&b)))
             };
             let mut sum = stored(0)?;
             sum.merge(&stored(1)?);

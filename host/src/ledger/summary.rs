@@ -343,7 +343,10 @@ mod tests {
         );
         assert_eq!(
             plan.raw,
-            [Span { from: Some(D - H - 5), to: Some(D - H) }, Span { from: Some(3 * D + 2 * H), to: Some(3 * D + 2 * H + 7) }]
+            [
+                Span { from: Some(D - H - 5), to: Some(D - H) },
+                Span { from: Some(3 * D + 2 * H), to: Some(3 * D + 2 * H + 7) }
+            ]
         );
         let unbounded = Plan::for_usage(&usage(Default::default(), Some(Bucket::Day)), true);
         assert_eq!((unbounded.days, unbounded.hours, unbounded.raw), (Some(Span::default()), vec![], vec![]));
@@ -356,7 +359,10 @@ mod tests {
         assert_eq!(Plan::for_usage(&usage(one_member, None), true), Plan::of(Span::of(&year)));
         assert_eq!(Plan::for_usage(&usage(year.clone(), None), false), Plan::of(Span::of(&year)));
         let one_category = super::super::query::Filter { category: Some("ok".to_owned()), ..year };
-        assert_eq!(Plan::for_usage(&usage(one_category, None), true).days, Some(Span { from: Some(0), to: Some(365 * D) }));
+        assert_eq!(
+            Plan::for_usage(&usage(one_category, None), true).days,
+            Some(Span { from: Some(0), to: Some(365 * D) })
+        );
     }
 
     #[test]
