@@ -299,6 +299,17 @@ impl Histogram {
         (0_i64..).zip(self.0.iter().copied()).filter(|(_, calls)| *calls != 0)
     }
 
+    /// The counts, one per bucket from 0 (the fleet table's array).
+    pub(super) fn counts(&self) -> &[i64] {
+        &self.0
+    }
+
+    /// Counts read back from [`Self::counts`] (beyond the last bucket left out).
+    pub(super) fn from_counts(mut counts: Vec<i64>) -> Self {
+        counts.truncate(BUCKETS);
+        Self(counts)
+    }
+
     pub(super) fn to_bytes(&self) -> Vec<u8> {
         self.0.iter().flat_map(|calls| calls.to_le_bytes()).collect()
     }

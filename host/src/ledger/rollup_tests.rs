@@ -494,8 +494,9 @@ fn verify_counts_calls_without_a_table_of_them() {
 
 /// The fleet's table keeps the same roll-ups through a real PostgreSQL
 /// server: rows shipped by two files (one batch split across a call's hold
-/// and close, one batch shipped twice) answer from the roll-ups as from the
-/// rows, and as the files' own roll-ups do.
+/// and close, one batch shipped twice) answer from the roll-ups (days and
+/// hours) as from the rows, and as the files' own roll-ups do; a day level
+/// built by its migration over rows shipped before it answers the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleets_table_keeps_the_same_rollups() {
     let server = weir_tests::PostgresServer::start();
@@ -520,7 +521,19 @@ async fn the_fleets_table_keeps_the_same_rollups() {
             shipped.push(reader);
         }
         let shared = super::SharedReader::connect(&target).unwrap();
-        for query in queries(1_800_000, 4 * 3_600_000 + 17) {
+        for (since, until) in [(1_800_000, 4 * 3_600_000 + 17), (1_800_000, DAY_MS + 20 * 3_600_000 + 17)] {
+            for query in queries(since, until) {
+                let rolled = shared.usage(&query).unwrap();
+                assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);
+            }
+        }
+        // The day level built by the migration from the hour level (a table
+        // shipped to before it) answers as the one kept by the shippers.
+        client
+            .batch_execute("DROP TABLE ledger_rollup_day; DELETE FROM refinery_schema_history WHERE version = 7;")
+            .unwrap();
+        drop(super::postgres::connect(&target).unwrap());
+        for query in queries(1_800_000, DAY_MS + 20 * 3_600_000 + 17) {
             let rolled = shared.usage(&query).unwrap();
             assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);
         }

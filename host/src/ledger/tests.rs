@@ -600,7 +600,7 @@ async fn rows_shipped_twice_are_stored_once() {
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 6, "the migrations, each applied once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 7, "the migrations, each applied once");
 }
 
 /// Each source file's chain walks in the fleet's table as in its file, and an

@@ -1,4 +1,4 @@
-//! The fleet table's roll-ups (`V6__rollups.sql`), changed by the rows a
+//! The fleet table's roll-ups (`V6__rollups.sql`, `V7__rollup_days.sql`), changed by the rows a
 //! shipper appends in the same transaction, as the file's are by
 //! `rollup_store` (the same [`Rollup`] and upserts; here a dims set's
 //! signature is written by PostgreSQL's `json_build_array`, as the
@@ -10,7 +10,7 @@ use postgres::Transaction;
 use postgres::types::ToSql;
 
 use crate::ledger::query::Committed;
-use crate::ledger::rollup::{Dims, Measures, Rollup};
+use crate::ledger::rollup::{self, DayKey, DayMeasures, Dims, Measures, Rollup};
 use crate::ledger::rollup_store::{ADD_LATENCY, ADD_MEASURES};
 use crate::ledger::store::{Kind, Row};
 
@@ -117,8 +117,48 @@ fn write(transaction: &mut Transaction<'_>, rollup: &Rollup) -> Result<(), postg
         let id = names.id(transaction, dims)?;
         transaction.execute(&add_latency, &[hour, &id, bucket, calls])?;
     }
+    let add_day = transaction.prepare(ADD_DAY)?;
+    for (DayKey { day, dim, value, category }, measures) in &rollup.days {
+        let DayMeasures { calls, tokens: t, cost_usd, calls_without_cost, latency } = measures;
+        let (dim, value, category, latency) =
+            (dim.as_str(), rollup::day_json(value.as_deref()), rollup::day_json(category.as_deref()), latency.counts());
+        let values: [&(dyn ToSql + Sync); 13] = [
+            &dim,
+            day,
+            &value,
+            &category,
+            calls,
+            &t[0],
+            &t[1],
+            &t[2],
+            &t[3],
+            &t[4],
+            cost_usd,
+            calls_without_cost,
+            &latency,
+        ];
+        transaction.execute(&add_day, &values)?;
+    }
     Ok(())
 }
+
+/// A day-level row changed by a batch's calls (`V7__rollup_days.sql`); the
+/// histograms are added bucket by bucket (the shorter one counting 0 past
+/// its end).
+const ADD_DAY: &str = "INSERT INTO ledger_rollup_day (dim, day_ms, value, category, calls, input, output, cache_read,
+        cache_write, reasoning, cost_usd, calls_without_cost, latency)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+    ON CONFLICT (dim, day_ms, value, category) DO UPDATE SET
+        calls = ledger_rollup_day.calls + excluded.calls,
+        input = ledger_rollup_day.input + excluded.input,
+        output = ledger_rollup_day.output + excluded.output,
+        cache_read = ledger_rollup_day.cache_read + excluded.cache_read,
+        cache_write = ledger_rollup_day.cache_write + excluded.cache_write,
+        reasoning = ledger_rollup_day.reasoning + excluded.reasoning,
+        cost_usd = ledger_rollup_day.cost_usd + excluded.cost_usd,
+        calls_without_cost = ledger_rollup_day.calls_without_cost + excluded.calls_without_cost,
+        latency = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0)
+            FROM unnest(ledger_rollup_day.latency, excluded.latency) WITH ORDINALITY AS added(a, b, i) ORDER BY i)";
 
 /// The ids of the dims sets a batch touches, named when new.
 struct DimsNames {
