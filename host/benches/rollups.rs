@@ -235,7 +235,7 @@ fn reads(path: &Path, total: u64, spread: Spread) {
             UsageQuery { filter: console_week, group_by: Some(GroupBy::Member), bucket: Some(Bucket::Day) },
         ),
     ];
-    let raw_runs = if total > 2_000_000 { 3 } else { 5 };
+    let raw_runs = if total > 2_000_000 { 1 } else { 5 };
     for (name, query) in cases {
         let rolled = timed(50, || reader.usage(&query).expect("read").total.calls);
         let raw = timed(raw_runs, || reader.usage_from_rows(&query).expect("read").total.calls);

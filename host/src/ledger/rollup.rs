@@ -269,14 +269,8 @@ pub(super) struct DayMeasures {
 /// Calls per latency bucket, stored as one value: little-endian `i64`
 /// counts, one per bucket from 0 up to the last that holds a call (a
 /// year's calls of one member on one day in ~60 buckets: ~480 bytes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Histogram(Vec<i64>);
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self(Vec::new())
-    }
-}
 
 impl Histogram {
     pub(super) fn add(&mut self, bucket: i64, calls: i64) {

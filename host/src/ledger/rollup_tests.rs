@@ -165,7 +165,7 @@ fn rows(call_id: &str, call: &Call) -> Vec<Row> {
         // A closing row stands alone when its call held nothing (as
         // `Ledger::closed` marks it); half of them come without their
         // provider and deployment, as from a log line an older weir wrote.
-        let served = if call.start_ms % 2 == 0 { closing.served.clone() } else { None };
+        let served = if call.start_ms.is_multiple_of(2) { closing.served.clone() } else { None };
         rows.push(Row { stands_alone: call.hold.is_none(), served, ..closing });
     }
     rows
@@ -378,8 +378,11 @@ fn a_file_written_before_rollups_gets_them_built_once() {
     check_against_rows(&Reader::open(&path).unwrap(), 0, 5 * 3_600_000);
 }
 
+/// A day-level row: dimension, day, value, category, calls, input tokens, latency.
+type DayContent = (String, i64, String, String, i64, i64, Vec<u8>);
+
 /// The day-level rows of the file, in order.
-fn day_contents(path: &Path) -> Vec<(String, i64, String, String, i64, i64, Vec<u8>)> {
+fn day_contents(path: &Path) -> Vec<DayContent> {
     let file = Connection::open(path).unwrap();
     let mut statement = file
         .prepare(
