@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::query::{Bucket, CallerSpend, Group, Latency, Point, Sums, Totals, UsageQuery};
+use super::query::{Bucket, CallerSpend, Filter, Group, Latency, Point, Sums, Totals, UsageQuery};
 use super::rollup::{self, DAY_MS, HOUR_MS, Histogram};
 use super::sql::{self, Dialect, Query, Span};
 use crate::record::Tokens;
@@ -48,8 +48,9 @@ impl Plan {
     pub(super) fn for_usage(query: &UsageQuery, day_level: bool) -> Self {
         let span = Span::of(&query.filter);
         let plan = Self::of(span);
-        let filter = &query.filter;
-        let by_day = filter.member.is_none() && filter.key_id.is_none() && filter.model.is_none();
+        // Every field named: a filter added later must be placed here.
+        let Filter { member, key_id, model, category: _, since: _, until: _ } = &query.filter;
+        let by_day = member.is_none() && key_id.is_none() && model.is_none();
         if !day_level || !by_day || query.bucket == Some(Bucket::Hour) {
             return plan;
         }
@@ -323,13 +324,13 @@ mod tests {
         assert_eq!(Plan::of(across_one_edge), Plan::rows_only(across_one_edge));
     }
 
-    fn usage(filter: super::super::query::Filter, bucket: Option<Bucket>) -> UsageQuery {
+    fn usage(filter: Filter, bucket: Option<Bucket>) -> UsageQuery {
         UsageQuery { filter, group_by: None, bucket }
     }
 
-    fn range(from: i64, to: i64) -> super::super::query::Filter {
+    fn range(from: i64, to: i64) -> Filter {
         let at = |ms: i64| UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap());
-        super::super::query::Filter { since: Some(at(from)), until: Some(at(to)), ..Default::default() }
+        Filter { since: Some(at(from)), until: Some(at(to)), ..Default::default() }
     }
 
     #[test]
@@ -355,10 +356,10 @@ mod tests {
         assert_eq!(Plan::for_usage(&usage(within_a_day.clone(), None), true), Plan::of(Span::of(&within_a_day)));
         let year = range(0, 365 * D);
         assert_eq!(Plan::for_usage(&usage(year.clone(), Some(Bucket::Hour)), true), Plan::of(Span::of(&year)));
-        let one_member = super::super::query::Filter { member: Some("ana".to_owned()), ..year.clone() };
+        let one_member = Filter { member: Some("ana".to_owned()), ..year.clone() };
         assert_eq!(Plan::for_usage(&usage(one_member, None), true), Plan::of(Span::of(&year)));
         assert_eq!(Plan::for_usage(&usage(year.clone(), None), false), Plan::of(Span::of(&year)));
-        let one_category = super::super::query::Filter { category: Some("ok".to_owned()), ..year };
+        let one_category = Filter { category: Some("ok".to_owned()), ..year };
         assert_eq!(
             Plan::for_usage(&usage(one_category, None), true).days,
             Some(Span { from: Some(0), to: Some(365 * D) })
