@@ -5,6 +5,7 @@
 //! statements: `postgres/ship.rs`.)
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, params};
@@ -70,23 +71,33 @@ const CLEAR: &str = "DELETE FROM ledger_rollup; DELETE FROM ledger_rollup_latenc
 /// ([`Histogram`]); registered on every writer connection.
 const ADD_HISTOGRAMS: &str = "weir_add_histograms";
 
-/// A day-level row changed by a batch's calls. The primary key holds no
-/// NULL (a WITHOUT ROWID table refuses one, and a UNIQUE key would let equal
-/// rows in): the value and the category are stored as JSON (`null`, or a
-/// string), read back by [`rollup::day_text`].
-const ADD_DAY: &str = "INSERT INTO ledger_rollup_day (dim, day_ms, value, category, calls, input, output, cache_read,
-        cache_write, reasoning, cost_usd, calls_without_cost, latency)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-    ON CONFLICT (dim, day_ms, value, category) DO UPDATE SET
-        calls = ledger_rollup_day.calls + excluded.calls,
-        input = ledger_rollup_day.input + excluded.input,
-        output = ledger_rollup_day.output + excluded.output,
-        cache_read = ledger_rollup_day.cache_read + excluded.cache_read,
-        cache_write = ledger_rollup_day.cache_write + excluded.cache_write,
-        reasoning = ledger_rollup_day.reasoning + excluded.reasoning,
-        cost_usd = ledger_rollup_day.cost_usd + excluded.cost_usd,
-        calls_without_cost = ledger_rollup_day.calls_without_cost + excluded.calls_without_cost,
-        latency = weir_add_histograms(ledger_rollup_day.latency, excluded.latency)";
+/// A day-level row changed by a batch's calls, its histograms added by
+/// `add_histograms` (each store's own expression on `ledger_rollup_day.latency`
+/// and `excluded.latency`). The primary key holds no NULL (a WITHOUT ROWID
+/// table refuses one, and a UNIQUE key would let equal rows in): the value
+/// and the category are stored as JSON (`null`, or a string), read back by
+/// [`rollup::day_text`].
+pub(super) fn add_day(add_histograms: &str) -> String {
+    format!(
+        "INSERT INTO ledger_rollup_day (dim, day_ms, value, category, calls, input, output, cache_read,
+            cache_write, reasoning, cost_usd, calls_without_cost, latency)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        ON CONFLICT (dim, day_ms, value, category) DO UPDATE SET
+            calls = ledger_rollup_day.calls + excluded.calls,
+            input = ledger_rollup_day.input + excluded.input,
+            output = ledger_rollup_day.output + excluded.output,
+            cache_read = ledger_rollup_day.cache_read + excluded.cache_read,
+            cache_write = ledger_rollup_day.cache_write + excluded.cache_write,
+            reasoning = ledger_rollup_day.reasoning + excluded.reasoning,
+            cost_usd = ledger_rollup_day.cost_usd + excluded.cost_usd,
+            calls_without_cost = ledger_rollup_day.calls_without_cost + excluded.calls_without_cost,
+            latency = {add_histograms}"
+    )
+}
+
+/// The file's [`add_day`]: by [`ADD_HISTOGRAMS`].
+static ADD_DAY: LazyLock<String> =
+    LazyLock::new(|| add_day(&format!("{ADD_HISTOGRAMS}(ledger_rollup_day.latency, excluded.latency)")));
 
 /// A set of dims named (kept when already named). `$n` parameters bind by
 /// position in both SQLite and PostgreSQL, so the statements below serve both.
@@ -184,7 +195,7 @@ pub(super) fn write(connection: &Connection, rollup: &Rollup) -> rusqlite::Resul
         let id = dims_id(connection, &mut ids, dims)?;
         add_latency.execute(params![hour, id, bucket, calls])?;
     }
-    let mut add_day = connection.prepare_cached(ADD_DAY)?;
+    let mut add_day = connection.prepare_cached(&ADD_DAY)?;
     for (DayKey { day, dim, value, category }, measures) in &rollup.days {
         let DayMeasures { calls, tokens: t, cost_usd, calls_without_cost, latency } = measures;
         add_day.execute(params![

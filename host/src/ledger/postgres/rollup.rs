@@ -5,13 +5,14 @@
 //! migration that built the roll-ups of older rows wrote it).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use postgres::Transaction;
 use postgres::types::ToSql;
 
 use crate::ledger::query::Committed;
 use crate::ledger::rollup::{self, DayKey, DayMeasures, Dims, Measures, Rollup};
-use crate::ledger::rollup_store::{ADD_LATENCY, ADD_MEASURES};
+use crate::ledger::rollup_store::{ADD_LATENCY, ADD_MEASURES, add_day};
 use crate::ledger::store::{Kind, Row};
 
 const SIGNATURE: &str = "json_build_array($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)::text";
@@ -117,7 +118,7 @@ fn write(transaction: &mut Transaction<'_>, rollup: &Rollup) -> Result<(), postg
         let id = names.id(transaction, dims)?;
         transaction.execute(&add_latency, &[hour, &id, bucket, calls])?;
     }
-    let add_day = transaction.prepare(ADD_DAY)?;
+    let add_day = transaction.prepare(&ADD_DAY)?;
     for (DayKey { day, dim, value, category }, measures) in &rollup.days {
         let DayMeasures { calls, tokens: t, cost_usd, calls_without_cost, latency } = measures;
         let (dim, value, category, latency) =
@@ -142,23 +143,14 @@ fn write(transaction: &mut Transaction<'_>, rollup: &Rollup) -> Result<(), postg
     Ok(())
 }
 
-/// A day-level row changed by a batch's calls (`V7__rollup_days.sql`); the
-/// histograms are added bucket by bucket (the shorter one counting 0 past
-/// its end).
-const ADD_DAY: &str = "INSERT INTO ledger_rollup_day (dim, day_ms, value, category, calls, input, output, cache_read,
-        cache_write, reasoning, cost_usd, calls_without_cost, latency)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-    ON CONFLICT (dim, day_ms, value, category) DO UPDATE SET
-        calls = ledger_rollup_day.calls + excluded.calls,
-        input = ledger_rollup_day.input + excluded.input,
-        output = ledger_rollup_day.output + excluded.output,
-        cache_read = ledger_rollup_day.cache_read + excluded.cache_read,
-        cache_write = ledger_rollup_day.cache_write + excluded.cache_write,
-        reasoning = ledger_rollup_day.reasoning + excluded.reasoning,
-        cost_usd = ledger_rollup_day.cost_usd + excluded.cost_usd,
-        calls_without_cost = ledger_rollup_day.calls_without_cost + excluded.calls_without_cost,
-        latency = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0)
-            FROM unnest(ledger_rollup_day.latency, excluded.latency) WITH ORDINALITY AS added(a, b, i) ORDER BY i)";
+/// A day-level row changed by a batch's calls (`V7__rollup_days.sql`), the
+/// histograms added bucket by bucket (the shorter one counting 0 past its end).
+static ADD_DAY: LazyLock<String> = LazyLock::new(|| {
+    add_day(
+        "ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0)
+            FROM unnest(ledger_rollup_day.latency, excluded.latency) WITH ORDINALITY AS added(a, b, i) ORDER BY i)",
+    )
+});
 
 /// The ids of the dims sets a batch touches, named when new.
 struct DimsNames {
