@@ -140,7 +140,7 @@ async fn three_gateways_ship_every_record_once_and_any_one_reads_the_fleets() {
     until_closed(&server, 60, Duration::from_secs(20)).await;
     let files: Vec<_> = gateways.iter().map(|gateway| gateway.dir().join("data").join("ledger.db")).collect();
     assert_every_row_once(&server, &files.iter().map(PathBuf::as_path).collect::<Vec<_>>());
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 6, "six migrations, each once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 7, "seven migrations, each once");
 
     let client = reqwest::Client::new();
     let usage: Value =
