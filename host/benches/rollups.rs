@@ -1,28 +1,56 @@
-//! The ledger's roll-ups: `/v1/usage`'s reads over a year of calls answered
-//! from the roll-ups against the same reads from the raw rows, in the same
-//! run (grouped by member, by model, and a day series over the year), at
-//! each size in `WEIR_ROLLUP_BENCH_CALLS` (default `1000000,10000000`);
-//! the append's rows per second with the roll-ups' upkeep on and off; and the
-//! one-off build of the roll-ups over a file written before them. The files
-//! are built by appending closing rows straight into SQLite (no gateway, no
-//! log), in the benchmark's temporary folder (or `WEIR_ROLLUP_BENCH_DIR`).
-//! Prints p50 / p99 per read, and the load average beside the figures.
+//! The ledger's roll-ups: `/v1/usage`'s reads (grouped by member, by model,
+//! a day series over the whole range, and the console's usage page as it
+//! opens) answered from the roll-ups against the same reads from the raw
+//! rows, in the same run, at each size in `WEIR_ROLLUP_BENCH_CALLS` (default
+//! `1000000,10000000`) and for two spreads ([`Spread`]); each level's rows;
+//! the append's rows per second with the roll-ups' upkeep off, on with rows
+//! unmarked (every body parsed again, every call's earlier rows looked up)
+//! and on with rows marked as the ledger marks them; up to 2 M calls,
+//! `weir ledger verify`'s rows per second and a version 3 file's upgrade.
+//! Above 2 M calls the rows are stored without their bodies (the reads
+//! measured never open one; the chain then does not verify).
+//! The files are built by appending closing rows straight into SQLite (no
+//! gateway, no log), in the benchmark's temporary folder (or
+//! `WEIR_ROLLUP_BENCH_DIR`). Prints p50 / p99 per read, and the load average
+//! beside the figures.
 
 #![allow(clippy::expect_used, clippy::print_stderr, clippy::print_stdout, reason = "a benchmark reports")]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use weir_host::ledger::bench::BenchFile;
+use weir_host::ledger::bench::{BenchFile, Upkeep};
 use weir_host::ledger::{Bucket, Filter, GroupBy, LedgerRead, Reader, UsageQuery};
 use weir_host::record::{AttemptReason, AttemptRecord, CallRecord, Operation, Route, Tokens, Who};
 
 /// Rows per append (one transaction), as a busy ledger thread's batches.
 const BATCH: usize = 10_000;
 
-/// The year the calls spread over, ending at this hour.
-const YEAR_END_MS: u64 = 1_800_000_000_000;
-const YEAR_MS: u64 = 365 * 86_400_000;
+/// The calls' time range ends at this hour.
+const END_MS: u64 = 1_800_000_000_000;
+const DAY_MS: u64 = 86_400_000;
+
+/// How the benchmark's calls spread over time and dimensions.
+#[derive(Debug, Clone, Copy)]
+enum Spread {
+    /// 90 days of traffic; 50 members in 5 teams, each calling 2 of 10
+    /// models most of the time (1 call in 10 any model), the models over 3
+    /// providers with one deployment each; 2 % failed; latencies 50 ms – 20 s.
+    Realistic,
+    /// Last stop's: a year, 50 members × 8 models uniformly (~800 dimension
+    /// combinations, so that an hour holds ~1 call per combination and the
+    /// hour level barely compresses), no deployments.
+    Adversarial,
+}
+
+impl Spread {
+    fn range_ms(self) -> u64 {
+        match self {
+            Self::Realistic => 90 * DAY_MS,
+            Self::Adversarial => 365 * DAY_MS,
+        }
+    }
+}
 
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -40,15 +68,21 @@ fn mix(n: u64) -> u64 {
     x.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 17
 }
 
-/// The `n`th of `total` calls: in time order over the year, 50 members in
-/// 5 teams, 8 models over 3 providers, 2 % failed, latencies 50 ms – 20 s.
-fn call(n: u64, total: u64) -> CallRecord {
-    let started_ms = YEAR_END_MS - YEAR_MS + n * (YEAR_MS / total.max(1));
-    let spread = mix(n);
-    let member = spread % 50;
-    let model = (spread >> 8) % 8;
-    let failed = (spread >> 16).is_multiple_of(50);
-    let latency_ms = 50 + (spread >> 20) % 20_000;
+/// The `n`th of `total` calls, in time order over the spread's range.
+fn call(n: u64, total: u64, spread: Spread) -> CallRecord {
+    let started_ms = END_MS - spread.range_ms() + n * (spread.range_ms() / total.max(1));
+    let mix = mix(n);
+    let member = mix % 50;
+    let (model, deployment) = match spread {
+        Spread::Realistic => {
+            let model = if (mix >> 40).is_multiple_of(10) { (mix >> 8) % 10 } else { (member + (mix >> 8) % 2) % 10 };
+            (model, Some(format!("deployment-{}", model % 3)))
+        }
+        Spread::Adversarial => ((mix >> 8) % 8, None),
+    };
+    let failed = (mix >> 16).is_multiple_of(50);
+    let latency_ms = 50 + (mix >> 20) % 20_000;
+    let spread = mix;
     let category = if failed { "timeout" } else { "ok" };
     let started = UNIX_EPOCH + Duration::from_millis(started_ms);
     CallRecord {
@@ -84,7 +118,7 @@ fn call(n: u64, total: u64) -> CallRecord {
             usage: None,
             searches: None,
             web_searches: None,
-            deployment: None,
+            deployment,
         }],
         usage: Tokens {
             input: 100 + spread % 900,
@@ -109,14 +143,14 @@ fn call(n: u64, total: u64) -> CallRecord {
 }
 
 /// Appends calls `from..to` of `total`; the time spent.
-fn append(file: &mut BenchFile, from: u64, to: u64, total: u64, keep_rollups: bool) -> Duration {
+fn append(file: &mut BenchFile, from: u64, to: u64, total: u64, spread: Spread, upkeep: Upkeep) -> Duration {
     let mut spent = Duration::ZERO;
     let mut next = from;
     while next < to {
         let end = (next + BATCH as u64).min(to);
-        let records: Vec<CallRecord> = (next..end).map(|n| call(n, total)).collect();
+        let records: Vec<CallRecord> = (next..end).map(|n| call(n, total, spread)).collect();
         let started = Instant::now();
-        file.append(&records, keep_rollups).expect("append");
+        file.append(&records, upkeep).expect("append");
         spent += started.elapsed();
         next = end;
     }
@@ -128,23 +162,37 @@ fn rate(rows: u64, spent: Duration) -> f64 {
     rows as f64 / spent.as_secs_f64().max(1e-9)
 }
 
-/// The append's cost with the upkeep on and off: the same rows into two
-/// fresh files, alternating batches so the machine's load falls on both.
+/// The append's cost with the upkeep off, on with the rows unmarked (as
+/// before the writer carried the dims and knew which rows stand alone: each
+/// body parsed again, each call's earlier rows looked up), and on with them
+/// marked as the ledger marks a call that held nothing: the same rows into
+/// three fresh files, alternating batches so the machine's load falls on all.
 fn append_cost(dir: &Path) {
     let rows = 200_000;
-    let mut on = BenchFile::open(&dir.join("append-on.db")).expect("open");
-    let mut off = BenchFile::open(&dir.join("append-off.db")).expect("open");
-    let (mut spent_on, mut spent_off) = (Duration::ZERO, Duration::ZERO);
+    let upkeeps = [Upkeep::Off, Upkeep::Unmarked, Upkeep::Marked];
+    let mut files: Vec<BenchFile> = upkeeps
+        .iter()
+        .map(|upkeep| {
+            let path = dir.join(format!("append-{upkeep:?}.db"));
+            let _ = std::fs::remove_file(&path);
+            BenchFile::open(&path).expect("open")
+        })
+        .collect();
+    let mut spent = [Duration::ZERO; 3];
     let step = BATCH as u64;
     for from in (0..rows).step_by(BATCH) {
-        spent_off += append(&mut off, from, from + step, rows, false);
-        spent_on += append(&mut on, from, from + step, rows, true);
+        for ((file, upkeep), spent) in files.iter_mut().zip(upkeeps).zip(spent.iter_mut()) {
+            *spent += append(file, from, from + step, rows, Spread::Realistic, upkeep);
+        }
     }
-    let (with, without) = (rate(rows, spent_on), rate(rows, spent_off));
+    let [off, unmarked, marked] = spent.map(|spent| rate(rows, spent));
     println!(
-        "append ({rows} closing rows, batches of {BATCH}): roll-ups on {with:.0} rows/s, off {without:.0} rows/s, \
-         ratio {:.3} (load {})",
-        with / without,
+        "append ({rows} closing rows, batches of {BATCH}): roll-ups off {off:.0} rows/s; on, rows unmarked \
+         {unmarked:.0} rows/s ({:.3}x off); on, rows marked {marked:.0} rows/s ({:.3}x off, {:.2}x unmarked) \
+         (load {})",
+        unmarked / off,
+        marked / off,
+        marked / unmarked,
         load()
     );
 }
@@ -168,26 +216,35 @@ fn timed(runs: usize, mut read: impl FnMut() -> u64) -> (Duration, Duration, u64
     (p50, p99, calls)
 }
 
-fn reads(path: &Path, total: u64) {
+fn at(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn reads(path: &Path, total: u64, spread: Spread) {
     let reader = Reader::open(path).expect("reader");
-    let year = Filter {
-        since: Some(UNIX_EPOCH + Duration::from_millis(YEAR_END_MS - YEAR_MS - 1)),
-        until: Some(UNIX_EPOCH + Duration::from_millis(YEAR_END_MS + 1)),
-        ..Filter::default()
-    };
+    let whole =
+        Filter { since: Some(at(END_MS - spread.range_ms() - 1)), until: Some(at(END_MS + 1)), ..Filter::default() };
+    // The console's usage page as it opens: the last 7 days to "now" (mid-hour), by member, per day.
+    let console_end = END_MS - 1_234_567;
+    let console_week =
+        Filter { since: Some(at(console_end - 7 * DAY_MS)), until: Some(at(console_end)), ..Filter::default() };
     let cases = [
-        ("by member", UsageQuery { filter: year.clone(), group_by: Some(GroupBy::Member), bucket: None }),
-        ("by model", UsageQuery { filter: year.clone(), group_by: Some(GroupBy::Model), bucket: None }),
-        ("day series", UsageQuery { filter: year, group_by: None, bucket: Some(Bucket::Day) }),
+        ("by member", UsageQuery { filter: whole.clone(), group_by: Some(GroupBy::Member), bucket: None }),
+        ("by model", UsageQuery { filter: whole.clone(), group_by: Some(GroupBy::Model), bucket: None }),
+        ("day series", UsageQuery { filter: whole, group_by: None, bucket: Some(Bucket::Day) }),
+        (
+            "console page (7 days by member per day)",
+            UsageQuery { filter: console_week, group_by: Some(GroupBy::Member), bucket: Some(Bucket::Day) },
+        ),
     ];
-    let raw_runs = if total > 2_000_000 { 3 } else { 5 };
+    let raw_runs = if total > 2_000_000 { 1 } else { 5 };
     for (name, query) in cases {
         let rolled = timed(50, || reader.usage(&query).expect("read").total.calls);
         let raw = timed(raw_runs, || reader.usage_from_rows(&query).expect("read").total.calls);
         assert_eq!(rolled.2, raw.2, "{name}: the roll-ups and the rows disagree");
         println!(
-            "{total} calls, {name}: roll-ups p50 {:.2} ms p99 {:.2} ms (50 runs); rows p50 {:.0} ms p99 {:.0} ms \
-             ({raw_runs} runs); rows / roll-ups at p50 {:.0}x (load {})",
+            "{total} calls ({spread:?}), {name}: roll-ups p50 {:.2} ms p99 {:.2} ms (50 runs); rows p50 {:.0} ms \
+             p99 {:.0} ms ({raw_runs} runs); rows / roll-ups at p50 {:.0}x (load {})",
             ms(rolled.0),
             ms(rolled.1),
             ms(raw.0),
@@ -196,6 +253,20 @@ fn reads(path: &Path, total: u64) {
             load()
         );
     }
+}
+
+/// The rows of each roll-up level in `path`.
+fn level_rows(path: &Path) -> String {
+    let file = rusqlite::Connection::open(path).expect("open");
+    let count = |table: &str| -> i64 {
+        file.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| row.get(0)).expect("count")
+    };
+    format!(
+        "hour level {} rows + {} latency rows, day level {} rows",
+        count("ledger_rollup"),
+        count("ledger_rollup_latency"),
+        count("ledger_rollup_day")
+    )
 }
 
 fn ms(duration: Duration) -> f64 {
@@ -214,25 +285,49 @@ fn main() {
     println!("rollups bench at {} (load {})", humantime::format_rfc3339_seconds(SystemTime::now()), load());
     append_cost(&dir);
     for total in sizes {
-        let path = dir.join(format!("ledger-{total}.db"));
-        let _ = std::fs::remove_file(&path);
-        let mut file = BenchFile::open(&path).expect("open");
-        let spent = append(&mut file, 0, total, total, true);
-        println!("{total} calls appended with roll-ups: {:.0} rows/s (load {})", rate(total, spent), load());
-        drop(file);
-        reads(&path, total);
-        if total <= 2_000_000 {
-            BenchFile::open(&path).expect("open").forget_rollups().expect("forget");
-            let started = Instant::now();
-            drop(BenchFile::open(&path).expect("the upgrade"));
-            println!(
-                "{total} calls: the roll-ups built once on upgrade in {:.1} s (load {})",
-                started.elapsed().as_secs_f64(),
-                load()
-            );
+        for spread in [Spread::Realistic, Spread::Adversarial] {
+            one_file(&dir, total, spread);
         }
-        let bytes = std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0);
-        println!("{total} calls: the file is {:.2} GB", bytes as f64 / 1e9);
-        let _ = std::fs::remove_file(&path);
     }
+}
+
+/// Builds a file of `total` calls, reads it, verifies it, and (up to 2 M
+/// calls) measures a version 3 file's upgrade; then deletes it.
+fn one_file(dir: &Path, total: u64, spread: Spread) {
+    let path = dir.join(format!("ledger-{total}-{spread:?}.db"));
+    let _ = std::fs::remove_file(&path);
+    let mut file = BenchFile::open(&path).expect("open");
+    if total > 2_000_000 {
+        // ~700 bytes a row with bodies: 7 GB at 10 M, more than this disk spares.
+        println!("{total} calls ({spread:?}): rows stored without bodies (no read below opens one)");
+        file = file.without_bodies();
+    }
+    let spent = append(&mut file, 0, total, total, spread, Upkeep::Marked);
+    println!("{total} calls ({spread:?}) appended with roll-ups: {:.0} rows/s (load {})", rate(total, spent), load());
+    drop(file);
+    println!("{total} calls ({spread:?}): {}", level_rows(&path));
+    reads(&path, total, spread);
+    if total <= 2_000_000 {
+        let started = Instant::now();
+        let verified = Reader::open(&path).expect("reader").verify().expect("verify");
+        let spent = started.elapsed();
+        println!(
+            "{total} calls ({spread:?}): `weir ledger verify` walked {} rows in {:.1} s, {:.0} rows/s (load {})",
+            verified.rows,
+            spent.as_secs_f64(),
+            rate(verified.rows, spent),
+            load()
+        );
+        BenchFile::open(&path).expect("open").forget_day_level().expect("forget");
+        let started = Instant::now();
+        drop(BenchFile::open(&path).expect("the upgrade"));
+        println!(
+            "{total} calls ({spread:?}): a version 3 file upgraded (roll-ups built afresh) in {:.1} s (load {})",
+            started.elapsed().as_secs_f64(),
+            load()
+        );
+    }
+    let bytes = std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0);
+    println!("{total} calls ({spread:?}): the file is {:.2} GB", bytes as f64 / 1e9);
+    let _ = std::fs::remove_file(&path);
 }

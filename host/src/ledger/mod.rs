@@ -28,6 +28,7 @@ mod anchor;
 pub mod bench;
 mod config;
 mod fill;
+mod held;
 mod log;
 mod modes;
 mod postgres;
@@ -63,6 +64,7 @@ use crate::catalog::{LedgerOnError, LedgerOnTampered, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
 use fill::Filler;
 pub use fill::TailCheck;
+use held::HeldCalls;
 pub(crate) use modes::{create_folder as create_owner_only_folder, prepare_database as prepare_owner_only_database};
 pub(crate) use postgres::connect as connect_postgres;
 use shipper::{Shipper, Signal};
@@ -121,6 +123,8 @@ pub struct Ledger {
     /// closed without an opening, such as a refused key's, counts down to
     /// zero at most; a miscount only changes how rows are grouped.)
     open_calls: Arc<AtomicUsize>,
+    /// The calls that wrote a hold and have not closed (see `held`).
+    held_calls: Arc<HeldCalls>,
     /// The shipper's wake-up, when rows are shipped to PostgreSQL.
     shipper: Option<mpsc::SyncSender<Signal>>,
     postgres: Option<PostgresTarget>,
@@ -183,6 +187,7 @@ impl Ledger {
             healthy,
             stored,
             open_calls: Arc::new(AtomicUsize::new(0)),
+            held_calls: Arc::default(),
             shipper,
             postgres,
             tail,
@@ -411,16 +416,23 @@ impl CallObserver for Ledger {
     }
 
     /// Deferred and waited for as an opening is (see [`Self::opened`]).
+    /// A hold stands alone for the roll-ups: its call is running, so no
+    /// closing row of it precedes it (see `held`).
     fn held(&self, hold: &HoldRecord) -> Acknowledged {
         let waited = self.strict();
-        self.write(&hold.call_id, Row::hold(hold).map(Entry::Row), waited, true)
+        self.held_calls.held(&hold.call_id);
+        let row = Row::hold(hold).map(|row| Row { stands_alone: true, ..row });
+        self.write(&hold.call_id, row.map(Entry::Row), waited, true)
     }
 
+    /// A closing row stands alone for the roll-ups when its call held nothing.
     fn closed(&self, record: &Arc<CallRecord>) -> Acknowledged {
         let (Ok(before) | Err(before)) =
             self.open_calls.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| Some(open.saturating_sub(1)));
         let others = before.saturating_sub(1);
-        self.write(&record.call_id, Row::closing(record).map(Entry::Row), true, others > 0)
+        let stands_alone = !self.held_calls.closing(&record.call_id);
+        let row = Row::closing(record).map(|row| Row { stands_alone, ..row });
+        self.write(&record.call_id, row.map(Entry::Row), true, others > 0)
     }
 }
 

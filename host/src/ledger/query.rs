@@ -14,9 +14,10 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
 use super::log;
+use super::rollup::{DayDim, Histogram};
 use super::sql::{self, Dialect, Param, Span};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
-use super::summary::{self, LatencyRow, Plan, SumRow};
+use super::summary::{self, DayRow, LatencyRow, Plan, SumRow};
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
@@ -68,6 +69,18 @@ impl GroupBy {
             Self::Deployment => "deployment",
             Self::Team => "team",
             Self::Provider => "provider",
+        }
+    }
+
+    /// The day level's dimension this groups by.
+    pub(super) fn day_dim(self) -> DayDim {
+        match self {
+            Self::Member => DayDim::Member,
+            Self::Model => DayDim::Model,
+            Self::Key => DayDim::Key,
+            Self::Deployment => DayDim::Deployment,
+            Self::Team => DayDim::Team,
+            Self::Provider => DayDim::Provider,
         }
     }
 
@@ -602,7 +615,7 @@ impl LedgerRead for Reader {
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::of(Span::of(&query.filter)))
+        self.usage_as_planned(query, &Plan::for_usage(query, true))
     }
 }
 
@@ -625,18 +638,22 @@ impl Reader {
     }
 
     fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
-        let (sum_queries, latency_queries) = plan.usage_queries(query, Dialect::Sqlite);
+        let queries = plan.usage_queries(query, Dialect::Sqlite);
         let transaction = self.connection.unchecked_transaction()?;
         let mut sums = Vec::new();
-        for query in sum_queries {
+        for query in queries.sums {
             sums.extend(run(&transaction, query, sum_row)?);
         }
         let mut latency = Vec::new();
-        for query in latency_queries {
+        for query in queries.latency {
             latency.extend(run(&transaction, query, latency_row)?);
         }
+        let days = match queries.days {
+            Some(query) => run(&transaction, query, day_row)?,
+            None => Vec::new(),
+        };
         transaction.finish()?;
-        Ok(summary::assemble(query, &sums, &latency))
+        Ok(summary::assemble(query, &sums, &latency, &days))
     }
 
     fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
@@ -681,6 +698,19 @@ fn sum_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SumRow> {
         tokens: tokens_from(row, 5)?,
         cost_usd: row.get(10)?,
         calls_without_cost: row.get(11)?,
+    })
+}
+
+fn day_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<DayRow> {
+    Ok(DayRow {
+        bucket: row.get(0)?,
+        value: row.get(1)?,
+        category: row.get(2)?,
+        calls: row.get(3)?,
+        tokens: tokens_from(row, 4)?,
+        cost_usd: row.get(9)?,
+        calls_without_cost: row.get(10)?,
+        latency: Histogram::from_bytes(row.get_ref(11)?.as_blob()?),
     })
 }
 
@@ -810,6 +840,8 @@ pub(super) fn stored_row(
         cost_usd: row.get(15)?,
         body: body.to_owned(),
         charged_worst: row.get(19)?,
+        served: None,
+        stands_alone: false,
     }))
 }
 
@@ -832,7 +864,9 @@ fn same_columns(stored: &Row, derived: &Row) -> bool {
         (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0),
         (a, b) => a.is_none() && b.is_none(),
     };
-    close && Row { cost_usd: None, ..stored.clone() } == Row { cost_usd: None, ..derived.clone() }
+    // `served` and `stands_alone` are what a writer knew, not columns.
+    let columns = |row: &Row| Row { cost_usd: None, served: None, stands_alone: false, ..row.clone() };
+    close && columns(stored) == columns(derived)
 }
 
 /// A time as the CLI and `/v1/usage` take it: RFC 3339

@@ -10,6 +10,17 @@
 //! (end minus start) go into a histogram of fixed log-scaled buckets
 //! ([`latency_bucket`]).
 //!
+//! Beside the hours, a *day level* keeps one narrow row per grouping: per
+//! UTC day, dimension ([`DayDim`]: member, key, team, model, provider,
+//! deployment, or none), that dimension's value and the category, the
+//! closed calls' sums and their whole latency histogram in one value
+//! ([`Histogram`]). A usage query grouped by one dimension over a year reads
+//! values × days × categories rows (50 members: ~36,500), not the hours'
+//! cross product of every dimension (close to one row per call at a
+//! realistic spread), and the latency comes with them rather than from a
+//! table of one row per latency bucket. It holds what the usage queries
+//! read; the budgets' charge stays at the hour level.
+//!
 //! The roll-ups change only in the transaction that inserts the rows they sum
 //! (`store::insert_runs`, the shipper's for PostgreSQL), so no crash can
 //! leave them apart. [`Rollup`] gathers one batch's changes in memory; each
@@ -20,13 +31,16 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::store::{Kind, Row};
-use crate::record::Tokens;
+use crate::record::{CallRecord, Tokens};
 
 /// An hour, in milliseconds.
 pub(super) const HOUR_MS: i64 = 3_600_000;
 
 /// A day (UTC), in milliseconds.
 pub(super) const DAY_MS: i64 = 86_400_000;
+
+/// Latency buckets a histogram holds (0 to [`LAST_BUCKET`]).
+const BUCKETS: usize = 128;
 
 /// Latency buckets per doubling: bucket `i` holds latencies up to
 /// `2^(i / 4)` ms, so a percentile read back is at most 19 % above the
@@ -39,6 +53,11 @@ pub(super) const LAST_BUCKET: i64 = 127;
 /// The start of the hour holding `ms`.
 pub(super) fn hour_of(ms: i64) -> i64 {
     ms - ms.rem_euclid(HOUR_MS)
+}
+
+/// The start of the (UTC) day holding `ms`.
+pub(super) fn day_of(ms: i64) -> i64 {
+    ms - ms.rem_euclid(DAY_MS)
 }
 
 /// The latency bucket of `ms` (0 for 1 ms and less).
@@ -95,22 +114,48 @@ impl Dims {
     }
 
     /// A closing row's dims: the provider and the last attempt's deployment
-    /// are read from its body, as the row queries read them
+    /// as the row carries them ([`Row::served`]), or, in a row read back
+    /// without them, from its body, as the row queries read them
     /// (`$.provider`, `$.attempts[#-1].deployment`).
     fn of_close(row: &Row) -> Self {
-        let served: Served = serde_json::from_str(&row.body).unwrap_or_default();
+        let Served { provider, deployment } = match &row.served {
+            Some(served) => served.clone(),
+            None => Served::of_body(&row.body),
+        };
+        Self { provider, deployment, category: row.category.clone(), ..Self::of_hold(row) }
+    }
+}
+
+/// A closed call's provider and its last attempt's deployment: the dims a
+/// closing row's body holds beyond its columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub(super) struct Served {
+    pub provider: Option<String>,
+    pub deployment: Option<String>,
+}
+
+impl Served {
+    /// Taken from the record the row is made of (no parse).
+    pub(super) fn of_record(record: &CallRecord) -> Self {
         Self {
-            provider: served.provider,
-            deployment: served.attempts.last().and_then(|attempt| attempt.deployment.clone()),
-            category: row.category.clone(),
-            ..Self::of_hold(row)
+            provider: record.provider.clone(),
+            deployment: record.attempts.last().and_then(|attempt| attempt.deployment.clone()),
+        }
+    }
+
+    /// Read from a closing row's JSON body (nothing from one that does not parse).
+    fn of_body(body: &str) -> Self {
+        let body: ServedBody = serde_json::from_str(body).unwrap_or_default();
+        Self {
+            provider: body.provider,
+            deployment: body.attempts.last().and_then(|attempt| attempt.deployment.clone()),
         }
     }
 }
 
 /// The part of a closing row's body the dims need.
 #[derive(Debug, Default, Deserialize)]
-struct Served {
+struct ServedBody {
     #[serde(default)]
     provider: Option<String>,
     #[serde(default)]
@@ -148,18 +193,143 @@ pub(super) fn token_columns(tokens: &Tokens) -> [i64; 5] {
     ]
 }
 
+/// The dimension a day-level row groups by ([`DayKey`]); `All` groups
+/// nothing (a query without a grouping). Stored by [`DayDim::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum DayDim {
+    All,
+    Member,
+    Key,
+    Team,
+    Model,
+    Provider,
+    Deployment,
+}
+
+impl DayDim {
+    const EVERY: [Self; 7] =
+        [Self::All, Self::Member, Self::Key, Self::Team, Self::Model, Self::Provider, Self::Deployment];
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Member => "member",
+            Self::Key => "key",
+            Self::Team => "team",
+            Self::Model => "model",
+            Self::Provider => "provider",
+            Self::Deployment => "deployment",
+        }
+    }
+
+    /// `dims`' value of this dimension.
+    fn value(self, dims: &Dims) -> Option<&String> {
+        match self {
+            Self::All => None,
+            Self::Member => dims.member.as_ref(),
+            Self::Key => dims.key_id.as_ref(),
+            Self::Team => dims.team.as_ref(),
+            Self::Model => Some(&dims.model),
+            Self::Provider => dims.provider.as_ref(),
+            Self::Deployment => dims.deployment.as_ref(),
+        }
+    }
+}
+
+/// A day-level row's value or category as stored: JSON (`null`, or a string).
+pub(super) fn day_json(text: Option<&str>) -> String {
+    serde_json::to_string(&text).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// A stored day-level value or category read back (none from text that is
+/// not a JSON string).
+pub(super) fn day_text(stored: &str) -> Option<String> {
+    serde_json::from_str(stored).ok().flatten()
+}
+
+/// A day-level row's key: the day, the dimension, its value and the category.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct DayKey {
+    pub day: i64,
+    pub dim: DayDim,
+    pub value: Option<String>,
+    pub category: Option<String>,
+}
+
+/// A day-level row's change: the closed calls' sums and their latencies.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct DayMeasures {
+    pub calls: i64,
+    pub tokens: [i64; 5],
+    pub cost_usd: f64,
+    pub calls_without_cost: i64,
+    pub latency: Histogram,
+}
+
+/// Calls per latency bucket, stored as one value: little-endian `i64`
+/// counts, one per bucket from 0 up to the last that holds a call (a
+/// year's calls of one member on one day in ~60 buckets: ~480 bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Histogram(Vec<i64>);
+
+impl Histogram {
+    pub(super) fn add(&mut self, bucket: i64, calls: i64) {
+        let index = usize::try_from(bucket.clamp(0, LAST_BUCKET)).unwrap_or(0);
+        if self.0.len() <= index {
+            self.0.resize(index + 1, 0);
+        }
+        self.0[index] += calls;
+    }
+
+    /// Adds every bucket of `other`.
+    pub(super) fn merge(&mut self, other: &Self) {
+        for (bucket, calls) in other.buckets() {
+            self.add(bucket, calls);
+        }
+    }
+
+    /// The buckets holding calls, in order: (bucket, calls).
+    pub(super) fn buckets(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        (0_i64..).zip(self.0.iter().copied()).filter(|(_, calls)| *calls != 0)
+    }
+
+    /// The counts, one per bucket from 0 (the fleet table's array).
+    pub(super) fn counts(&self) -> &[i64] {
+        &self.0
+    }
+
+    /// Counts read back from [`Self::counts`] (beyond the last bucket left out).
+    pub(super) fn from_counts(mut counts: Vec<i64>) -> Self {
+        counts.truncate(BUCKETS);
+        Self(counts)
+    }
+
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
+        self.0.iter().flat_map(|calls| calls.to_le_bytes()).collect()
+    }
+
+    /// A stored histogram; bytes past the last whole count, or beyond the
+    /// last bucket, are not counts and are left out.
+    pub(super) fn from_bytes(bytes: &[u8]) -> Self {
+        let counts = bytes.chunks_exact(8).take(BUCKETS);
+        Self(counts.map(|count| i64::from_le_bytes(count.try_into().unwrap_or_default())).collect())
+    }
+}
+
 /// One batch's changes to the roll-ups, gathered before they are written.
 #[derive(Debug, Default)]
 pub(super) struct Rollup {
     pub measures: HashMap<(i64, Dims), Measures>,
     /// Calls per (hour, dims, latency bucket).
     pub latency: HashMap<(i64, Dims, i64), i64>,
+    /// The day level's changes.
+    pub days: HashMap<DayKey, DayMeasures>,
 }
 
 impl Rollup {
     /// Whether nothing changed.
     pub(super) fn is_empty(&self) -> bool {
-        self.measures.is_empty() && self.latency.is_empty()
+        self.measures.is_empty() && self.latency.is_empty() && self.days.is_empty()
     }
 
     /// Adds `row`'s change; `earlier`: the rows of its call before it that
@@ -197,7 +367,22 @@ impl Rollup {
             measures.charged_cost_usd += row.cost_usd.unwrap_or(0.0);
         }
         let bucket = latency_bucket(row.at_ms - row.started_ms);
+        self.close_in_day(row, &dims, &tokens, bucket);
         *self.latency.entry((hour, dims, bucket)).or_default() += 1;
+    }
+
+    /// A closed call's change to its day's row of every dimension.
+    fn close_in_day(&mut self, row: &Row, dims: &Dims, tokens: &[i64; 5], bucket: i64) {
+        let day = day_of(row.started_ms);
+        for dim in DayDim::EVERY {
+            let key = DayKey { day, dim, value: dim.value(dims).cloned(), category: dims.category.clone() };
+            let measures = self.days.entry(key).or_default();
+            measures.calls += 1;
+            add(&mut measures.tokens, tokens, 1);
+            measures.cost_usd += row.cost_usd.unwrap_or(0.0);
+            measures.calls_without_cost += i64::from(row.cost_usd.is_none());
+            measures.latency.add(bucket, 1);
+        }
     }
 
     /// Counts a hold's worst case towards the charge (`sign` 1), or takes it back (-1).
@@ -234,6 +419,31 @@ mod tests {
             let ms = ms as f64;
             assert!(upper >= ms - 0.05 && upper <= ms * 1.19 + 0.05, "{ms} ms reads as {upper}");
         }
+    }
+
+    #[test]
+    fn a_histogram_reads_back_as_stored_and_adds_bucket_by_bucket() {
+        let mut histogram = Histogram::default();
+        histogram.add(3, 2);
+        histogram.add(40, 1);
+        histogram.add(LAST_BUCKET + 9, 1);
+        let stored = Histogram::from_bytes(&histogram.to_bytes());
+        assert_eq!(stored, histogram);
+        assert_eq!(stored.buckets().collect::<Vec<_>>(), [(3, 2), (40, 1), (LAST_BUCKET, 1)]);
+        let mut more = Histogram::default();
+        more.add(3, 5);
+        more.merge(&stored);
+        assert_eq!(more.buckets().collect::<Vec<_>>(), [(3, 7), (40, 1), (LAST_BUCKET, 1)]);
+        // A value cut short keeps its whole counts only.
+        let bytes = stored.to_bytes();
+        assert_eq!(Histogram::from_bytes(&bytes[..8 * 4 + 3]).buckets().collect::<Vec<_>>(), [(3, 2)]);
+        assert_eq!(Histogram::from_bytes(&[]), Histogram::default());
+    }
+
+    #[test]
+    fn days_start_at_midnight_utc() {
+        assert_eq!(day_of(DAY_MS + 5), DAY_MS);
+        assert_eq!(day_of(-1), -DAY_MS);
     }
 
     #[test]

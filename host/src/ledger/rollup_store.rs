@@ -5,17 +5,22 @@
 //! statements: `postgres/ship.rs`.)
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
+use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, params};
 
 use super::query::{self, ALL_COLUMNS};
-use super::rollup::{Dims, Measures, Rollup};
+use super::rollup::{self, DayKey, DayMeasures, Dims, Histogram, Measures, Rollup};
 use super::store::{Kind, Row};
 
 /// The roll-ups' tables. `ledger_rollup_dims` names each set of dims once
 /// (by its signature); `ledger_rollup` holds an hour's sums per dims, and
 /// `ledger_rollup_latency` its latency histogram. Their primary keys lead
 /// with the hour, so a range of hours is one range of each table.
+/// `ledger_rollup_day` is the day level (see `rollup`): its key leads with
+/// the dimension and the day, so a query grouped by one dimension over a
+/// range of days reads one range of it.
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS ledger_rollup_dims (
     id INTEGER PRIMARY KEY,
@@ -43,7 +48,56 @@ CREATE TABLE IF NOT EXISTS ledger_rollup_latency (
     calls INTEGER NOT NULL,
     PRIMARY KEY (hour_ms, dims, bucket)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_rollup_day (
+    dim TEXT NOT NULL,
+    day_ms INTEGER NOT NULL,
+    value TEXT NOT NULL,
+    category TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    input INTEGER NOT NULL, output INTEGER NOT NULL, cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL, reasoning INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    calls_without_cost INTEGER NOT NULL,
+    latency BLOB NOT NULL,
+    PRIMARY KEY (dim, day_ms, value, category)
+) WITHOUT ROWID;
 ";
+
+/// Every roll-up table, emptied before the roll-ups are built from the rows.
+const CLEAR: &str = "DELETE FROM ledger_rollup; DELETE FROM ledger_rollup_latency; DELETE FROM ledger_rollup_dims;
+    DELETE FROM ledger_rollup_day;";
+
+/// The SQL function the day level's upsert adds two stored histograms with
+/// ([`Histogram`]); registered on every writer connection.
+const ADD_HISTOGRAMS: &str = "weir_add_histograms";
+
+/// A day-level row changed by a batch's calls, its histograms added by
+/// `add_histograms` (each store's own expression on `ledger_rollup_day.latency`
+/// and `excluded.latency`). The primary key holds no NULL (a WITHOUT ROWID
+/// table refuses one, and a UNIQUE key would let equal rows in): the value
+/// and the category are stored as JSON (`null`, or a string), read back by
+/// [`rollup::day_text`].
+pub(super) fn add_day(add_histograms: &str) -> String {
+    format!(
+        "INSERT INTO ledger_rollup_day (dim, day_ms, value, category, calls, input, output, cache_read,
+            cache_write, reasoning, cost_usd, calls_without_cost, latency)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        ON CONFLICT (dim, day_ms, value, category) DO UPDATE SET
+            calls = ledger_rollup_day.calls + excluded.calls,
+            input = ledger_rollup_day.input + excluded.input,
+            output = ledger_rollup_day.output + excluded.output,
+            cache_read = ledger_rollup_day.cache_read + excluded.cache_read,
+            cache_write = ledger_rollup_day.cache_write + excluded.cache_write,
+            reasoning = ledger_rollup_day.reasoning + excluded.reasoning,
+            cost_usd = ledger_rollup_day.cost_usd + excluded.cost_usd,
+            calls_without_cost = ledger_rollup_day.calls_without_cost + excluded.calls_without_cost,
+            latency = {add_histograms}"
+    )
+}
+
+/// The file's [`add_day`]: by [`ADD_HISTOGRAMS`].
+static ADD_DAY: LazyLock<String> =
+    LazyLock::new(|| add_day(&format!("{ADD_HISTOGRAMS}(ledger_rollup_day.latency, excluded.latency)")));
 
 /// A set of dims named (kept when already named). `$n` parameters bind by
 /// position in both SQLite and PostgreSQL, so the statements below serve both.
@@ -141,7 +195,46 @@ pub(super) fn write(connection: &Connection, rollup: &Rollup) -> rusqlite::Resul
         let id = dims_id(connection, &mut ids, dims)?;
         add_latency.execute(params![hour, id, bucket, calls])?;
     }
+    let mut add_day = connection.prepare_cached(&ADD_DAY)?;
+    for (DayKey { day, dim, value, category }, measures) in &rollup.days {
+        let DayMeasures { calls, tokens: t, cost_usd, calls_without_cost, latency } = measures;
+        add_day.execute(params![
+            dim.as_str(),
+            day,
+            rollup::day_json(value.as_deref()),
+            rollup::day_json(category.as_deref()),
+            calls,
+            t[0],
+            t[1],
+            t[2],
+            t[3],
+            t[4],
+            cost_usd,
+            calls_without_cost,
+            latency.to_bytes()
+        ])?;
+    }
     Ok(())
+}
+
+/// Registers [`ADD_HISTOGRAMS`] on a writer's connection: the sum, bucket by
+/// bucket, of two stored histograms (NULL counts as empty).
+pub(super) fn register_functions(connection: &Connection) -> rusqlite::Result<()> {
+    connection.create_scalar_function(
+        ADD_HISTOGRAMS,
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |context| {
+            let stored = |index: usize| -> rusqlite::Result<Histogram> {
+                Ok(context
+                    .get::<Option<Vec<u8>>>(index)?
+                    .map_or_else(Histogram::default, |b| Histogram::from_bytes(&b)))
+            };
+            let mut sum = stored(0)?;
+            sum.merge(&stored(1)?);
+            Ok(sum.to_bytes())
+        },
+    )
 }
 
 /// The id naming `dims`, named first when new.
@@ -188,16 +281,20 @@ pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
     Ok(walked)
 }
 
+/// Empties every roll-up table and builds them from the rows (a file whose
+/// roll-ups lack a level, or whose rows they no longer sum).
+pub(super) fn build_afresh(connection: &Connection) -> rusqlite::Result<u64> {
+    connection.execute_batch(CLEAR)?;
+    build(connection)
+}
+
 /// Builds the roll-ups afresh from the rows, in one transaction: when a
 /// gateway starts on a ledger whose tail failed its anchor check
 /// (`on_tampered = "start"`), the rows it goes on with are what budgets and
 /// usage read, as they were before roll-ups.
 pub(super) fn rebuild(connection: &Connection) -> rusqlite::Result<u64> {
     let transaction = connection.unchecked_transaction()?;
-    transaction.execute_batch(
-        "DELETE FROM ledger_rollup; DELETE FROM ledger_rollup_latency; DELETE FROM ledger_rollup_dims;",
-    )?;
-    let rows = build(&transaction)?;
+    let rows = build_afresh(&transaction)?;
     transaction.commit()?;
     Ok(rows)
 }

@@ -17,8 +17,11 @@ use super::store::{self, Row, Run};
 use crate::catalog::LedgerSync;
 use crate::record::{AttemptReason, AttemptRecord, CallRecord, HoldRecord, Tokens};
 
-/// The workloads' clock: 2027-01-15T08:00:00Z, a whole hour.
+/// The workloads' clock: 2027-01-15T08:00:00Z, a whole hour (16 hours
+/// before a day starts).
 const EPOCH_MS: u64 = 1_800_000_000_000;
+
+const DAY_MS: u64 = 86_400_000;
 
 fn at_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(EPOCH_MS + ms)
@@ -63,8 +66,11 @@ fn call() -> impl Strategy<Value = Call> {
     let usage = (0..3_u8, 0..200_000_u64, proptest::array::uniform5(0..500_u64), proptest::option::of(0..500_u32));
     let hold = (proptest::option::of((1..5_000_u64, proptest::option::of(1..900_u32))), any::<bool>());
     let end = prop_oneof![Just(End::Closed), Just(End::ChargedWorst), Just(End::Never)];
-    // Five hours and a bit: whole hours and partial ones at every edge.
-    (0..(5 * 3_600_000 + 1_234_u64), who, usage, hold, end, 0..2_usize).prop_map(
+    // Most calls in five hours and a bit (whole hours and partial ones at
+    // every edge), the rest over the two days after (a whole day between
+    // partial ones: the day level's edges).
+    let start = prop_oneof![3 => 0..(5 * 3_600_000 + 1_234_u64), 1 => 0..(2 * DAY_MS)];
+    (start, who, usage, hold, end, 0..2_usize).prop_map(
         |(
             start_ms,
             (member, team, model, provider, deployment),
@@ -103,7 +109,8 @@ fn cents(cents: Option<u32>) -> Option<f64> {
     cents.map(|cents| f64::from(cents) / 100.0)
 }
 
-/// `call`'s rows in the order a gateway writes them.
+/// `call`'s rows in the order a gateway writes them, marked as its ledger
+/// marks them.
 fn rows(call_id: &str, call: &Call) -> Vec<Row> {
     let call_id = call_id.to_owned();
     let model = format!("model-{}", call.model);
@@ -121,9 +128,11 @@ fn rows(call_id: &str, call: &Call) -> Vec<Row> {
             tokens,
             usd: cents(usd),
         };
-        rows.push(Row::hold(&hold).unwrap());
+        // A running call's holds stand alone (see `Ledger::held`).
+        let held = |hold: &HoldRecord| Row { stands_alone: true, ..Row::hold(hold).unwrap() };
+        rows.push(held(&hold));
         if call.topped_up {
-            rows.push(Row::hold(&HoldRecord { tokens: tokens / 2 + 1, ..hold }).unwrap());
+            rows.push(held(&HoldRecord { tokens: tokens / 2 + 1, ..hold }));
         }
     }
     if let End::Closed | End::ChargedWorst = call.end {
@@ -152,7 +161,12 @@ fn rows(call_id: &str, call: &Call) -> Vec<Row> {
             charged_worst_case: matches!(call.end, End::ChargedWorst),
             ..(*super::tests::record(&call_id, "x", &model, 0, cents(call.cost_cents))).clone()
         };
-        rows.push(Row::closing(&Arc::new(record)).unwrap());
+        let closing = Row::closing(&Arc::new(record)).unwrap();
+        // A closing row stands alone when its call held nothing (as
+        // `Ledger::closed` marks it); half of them come without their
+        // provider and deployment, as from a log line an older weir wrote.
+        let served = if call.start_ms.is_multiple_of(2) { closing.served.clone() } else { None };
+        rows.push(Row { stands_alone: call.hold.is_none(), served, ..closing });
     }
     rows
 }
@@ -255,8 +269,19 @@ fn queries(since_ms: u64, until_ms: u64) -> Vec<UsageQuery> {
     };
     queries.push(UsageQuery { filter: narrowed, group_by: Some(GroupBy::Deployment), bucket: Some(Bucket::Hour) });
     queries.push(UsageQuery {
-        filter: Filter { key_id: Some("key-2".to_owned()), category: Some("timeout".to_owned()), ..range },
+        filter: Filter { key_id: Some("key-2".to_owned()), category: Some("timeout".to_owned()), ..range.clone() },
         group_by: Some(GroupBy::Provider),
+        bucket: None,
+    });
+    // Read from the day level where whole days fall in the range.
+    queries.push(UsageQuery {
+        filter: Filter { category: Some("timeout".to_owned()), ..range.clone() },
+        group_by: Some(GroupBy::Model),
+        bucket: Some(Bucket::Day),
+    });
+    queries.push(UsageQuery {
+        filter: Filter { category: Some("ok".to_owned()), ..Filter::default() },
+        group_by: Some(GroupBy::Deployment),
         bucket: None,
     });
     queries
@@ -280,16 +305,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// After any workload (opens, holds and top-ups, closes at the usage or
-    /// charged the worst case, calls never closed, over several hours, from
-    /// two writers in batches that split a call's rows), every usage query
-    /// and every budget's period sum answers from the roll-ups as it does
-    /// from the rows.
+    /// charged the worst case, calls never closed, over hours and days, from
+    /// two writers in batches that split a call's rows; the rows that stand
+    /// alone appended without a look at their call's earlier rows), every usage query
+    /// and every budget's period sum answers from the roll-ups (days, hours
+    /// and the rows at the edges) as it does from the rows.
     #[test]
     fn rollups_answer_as_the_rows_do(
         calls in proptest::collection::vec(call(), 1..120),
         batch in 1..40_usize,
-        since_ms in 0..(6 * 3_600_000_u64),
-        span_ms in 0..(6 * 3_600_000_u64),
+        since_ms in prop_oneof![0..(6 * 3_600_000_u64), 0..(2 * DAY_MS)],
+        span_ms in prop_oneof![0..(6 * 3_600_000_u64), 0..(2 * DAY_MS)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
@@ -352,6 +378,53 @@ fn a_file_written_before_rollups_gets_them_built_once() {
     check_against_rows(&Reader::open(&path).unwrap(), 0, 5 * 3_600_000);
 }
 
+/// A day-level row: dimension, day, value, category, calls, input tokens, latency.
+type DayContent = (String, i64, String, String, i64, i64, Vec<u8>);
+
+/// The day-level rows of the file, in order.
+fn day_contents(path: &Path) -> Vec<DayContent> {
+    let file = Connection::open(path).unwrap();
+    let mut statement = file
+        .prepare(
+            "SELECT dim, day_ms, value, category, calls, input, latency FROM ledger_rollup_day
+             WHERE calls <> 0 ORDER BY 1, 2, 3, 4",
+        )
+        .unwrap();
+    let rows = statement
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// A file written before the day level (schema version 3) is refused by
+/// readers until a writer opens it; the writer builds its roll-ups afresh
+/// from its rows, both levels equal to those kept as the rows were
+/// appended, and appends on.
+#[test]
+fn a_file_written_before_the_day_level_gets_it_built_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let calls = sample_calls();
+    append_all(&path, "call-", &calls[..150], 7);
+    let (hours, days) = (rollup_contents(&path), day_contents(&path));
+    assert!(days.len() > 10, "{days:?}");
+    {
+        let file = Connection::open(&path).unwrap();
+        file.execute_batch("DROP TABLE ledger_rollup_day;").unwrap();
+        file.pragma_update(None, "user_version", 3).unwrap();
+    }
+    let refused = Reader::open(&path).unwrap_err().to_string();
+    assert!(refused.contains("schema version 3") && refused.contains("migrated in place"), "{refused}");
+    drop(store::open_writer(&path, LedgerSync::Normal, None).unwrap());
+    assert_eq!(rollup_contents(&path), hours, "the hours built from the rows as they were kept");
+    assert_eq!(day_contents(&path), days, "the days built from the rows as they were kept");
+    check_against_rows(&Reader::open(&path).unwrap(), 1_800_000, DAY_MS + 4 * 3_600_000 + 17);
+    append_all(&path, "later-", &calls[150..], 5);
+    check_against_rows(&Reader::open(&path).unwrap(), 0, 2 * DAY_MS);
+}
+
 /// A batch whose roll-up change cannot be written (a trigger added to the
 /// file refuses it) leaves none of its rows: rows and roll-ups commit
 /// together or not at all, and the next batch goes in.
@@ -399,6 +472,8 @@ fn a_rebuild_follows_the_rows() {
     let query = UsageQuery { group_by: Some(GroupBy::Member), ..UsageQuery::default() };
     let reader = Reader::open(&path).unwrap();
     assert_ne!(reader.usage(&query).unwrap().groups.len(), reader.usage_from_rows(&query).unwrap().groups.len());
+    // The day level's upsert adds histograms with the function every writer registers.
+    super::rollup_store::register_functions(&file).unwrap();
     let walked = super::rollup_store::rebuild(&file).unwrap();
     assert!(walked > 0);
     check_against_rows(&reader, 0, 5 * 3_600_000);
@@ -422,8 +497,9 @@ fn verify_counts_calls_without_a_table_of_them() {
 
 /// The fleet's table keeps the same roll-ups through a real PostgreSQL
 /// server: rows shipped by two files (one batch split across a call's hold
-/// and close, one batch shipped twice) answer from the roll-ups as from the
-/// rows, and as the files' own roll-ups do.
+/// and close, one batch shipped twice) answer from the roll-ups (days and
+/// hours) as from the rows, and as the files' own roll-ups do; a day level
+/// built by its migration over rows shipped before it answers the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleets_table_keeps_the_same_rollups() {
     let server = weir_tests::PostgresServer::start();
@@ -448,7 +524,19 @@ async fn the_fleets_table_keeps_the_same_rollups() {
             shipped.push(reader);
         }
         let shared = super::SharedReader::connect(&target).unwrap();
-        for query in queries(1_800_000, 4 * 3_600_000 + 17) {
+        for (since, until) in [(1_800_000, 4 * 3_600_000 + 17), (1_800_000, DAY_MS + 20 * 3_600_000 + 17)] {
+            for query in queries(since, until) {
+                let rolled = shared.usage(&query).unwrap();
+                assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);
+            }
+        }
+        // The day level built by the migration from the hour level (a table
+        // shipped to before it) answers as the one kept by the shippers.
+        client
+            .batch_execute("DROP TABLE ledger_rollup_day; DELETE FROM refinery_schema_history WHERE version = 7;")
+            .unwrap();
+        drop(super::postgres::connect(&target).unwrap());
+        for query in queries(1_800_000, DAY_MS + 20 * 3_600_000 + 17) {
             let rolled = shared.usage(&query).unwrap();
             assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);
         }

@@ -3,7 +3,8 @@
 //! a parameter is written and which column orders rows of one start time.
 
 use super::query::{Bucket, Filter, GroupBy, UsageQuery};
-use super::{rollup, store};
+use super::rollup::{self, DayDim};
+use super::store;
 
 /// Which store a query is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,6 +308,37 @@ pub(super) fn rollup_latency(query: &UsageQuery, span: Span, dialect: Dialect) -
     let sql = format!(
         "SELECT {bucket}, {group}, l.bucket, CAST(SUM(l.calls) AS BIGINT)
          FROM {from} WHERE l.calls > 0{conditions} GROUP BY 1, 2, 3"
+    );
+    Query { sql, params }
+}
+
+/// The day level's rows of `query`'s grouping (without one: `all`) over the
+/// whole days of `span`, one per (day, value, category), merged by
+/// `summary`: the bucket's start (column 0), the value (1) and the category
+/// (2) as stored (JSON), the calls (3), the five token sums (4–8), the known
+/// cost (9), the calls without one (10) and the latency histogram (11). The
+/// plan reads it only for a query with no filter but the category and the
+/// time, and no hour buckets.
+pub(super) fn day_rows(query: &UsageQuery, span: Span, dialect: Dialect) -> Query {
+    let dim = query.group_by.map_or(DayDim::All, GroupBy::day_dim);
+    let mut params = vec![Param::Text(dim.as_str().to_owned())];
+    let mut conditions = String::new();
+    if let Some(category) = &query.filter.category {
+        params.push(Param::Text(rollup::day_json(Some(category))));
+        conditions.push_str(&format!(" AND category = {}", dialect.parameter(params.len())));
+    }
+    for (operator, bound) in [(">=", span.from), ("<", span.to)] {
+        if let Some(bound) = bound {
+            params.push(Param::Integer(bound));
+            conditions.push_str(&format!(" AND day_ms {operator} {}", dialect.parameter(params.len())));
+        }
+    }
+    let bucket = bucket_start(query.bucket, "day_ms");
+    let sql = format!(
+        "SELECT {bucket}, value, category, calls, input, output, cache_read, cache_write, reasoning, cost_usd,
+                calls_without_cost, latency
+         FROM ledger_rollup_day WHERE dim = {}{conditions} AND calls > 0",
+        dialect.parameter(1)
     );
     Query { sql, params }
 }

@@ -14,17 +14,18 @@ use serde::ser::SerializeTuple;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::rollup::Rollup;
+use super::rollup::{Rollup, Served};
 use super::rollup_store;
 use crate::catalog::LedgerSync;
 use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 
 /// The schema this code writes and reads (`PRAGMA user_version`). A version 1
-/// file (no hold rows, no `charged_worst`) or 2 (no roll-ups) is migrated
-/// when a writer opens it; a reader refuses it until then. (Version 3 keeps
-/// the rows as 2 wrote them and adds the roll-ups: a weir that writes
-/// version 2 refuses the file, since it would append rows the roll-ups miss.)
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// file (no hold rows, no `charged_worst`), 2 (no roll-ups) or 3 (no day
+/// level) is migrated when a writer opens it; a reader refuses it until then.
+/// (Versions 3 and 4 keep the rows as 2 wrote them and add roll-ups: a weir
+/// that writes an older version refuses the file, since it would append rows
+/// the roll-ups miss.)
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -147,17 +148,35 @@ pub(super) struct Row {
     /// A closing row whose budgets were charged the hold's worst case
     /// ([`CallRecord::charged_worst_case`]).
     pub charged_worst: bool,
+    /// A closing row's provider and last attempt's deployment (roll-up
+    /// dims the columns lack), taken from the record as the row is made so
+    /// that the fill does not parse the body a second time. `None` in a row
+    /// read back from the file, or from a log line an older weir wrote: the
+    /// roll-ups then read them from the body. Not a column.
+    #[serde(default)]
+    pub served: Option<Served>,
+    /// The writer knows that no earlier row of the call changes this row's
+    /// roll-up change ([`Rollup::apply`]): a hold of a call still running (it
+    /// has not closed), or the closing row of a call that held nothing. The
+    /// fill then skips the lookup of the call's earlier rows. `false` when
+    /// not known (every row read back, and rows made outside the ledger's
+    /// observer). Not a column.
+    #[serde(default)]
+    pub stands_alone: bool,
 }
 
 /// A log line's head: the columns as one JSON array, in the order `Row`
 /// declares them (without the body), which the derived `Deserialize` reads as
 /// it reads the object with field names that heads were before: ~120 bytes
-/// instead of ~300, serialized and written for every row.
+/// instead of ~300, serialized and written for every row. A head an older
+/// weir wrote ends before `served` and `stands_alone`: they read as their
+/// defaults (not known).
 impl Serialize for Row {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let tokens = &self.tokens;
         let tokens = (tokens.input, tokens.output, tokens.cache_read, tokens.cache_write, tokens.reasoning);
-        let mut columns = serializer.serialize_tuple(12)?;
+        let served = self.served.as_ref().map(|served| (&served.provider, &served.deployment));
+        let mut columns = serializer.serialize_tuple(14)?;
         columns.serialize_element(&self.kind)?;
         columns.serialize_element(&self.call_id)?;
         columns.serialize_element(&self.at_ms)?;
@@ -170,6 +189,8 @@ impl Serialize for Row {
         columns.serialize_element(&tokens)?;
         columns.serialize_element(&self.cost_usd)?;
         columns.serialize_element(&self.charged_worst)?;
+        columns.serialize_element(&served)?;
+        columns.serialize_element(&self.stands_alone)?;
         columns.end()
     }
 }
@@ -191,6 +212,8 @@ impl Row {
             cost_usd: None,
             body: serde_json::to_string(opening)?,
             charged_worst: false,
+            served: None,
+            stands_alone: false,
         })
     }
 
@@ -211,6 +234,8 @@ impl Row {
             cost_usd: hold.usd,
             body: serde_json::to_string(hold)?,
             charged_worst: false,
+            served: None,
+            stands_alone: false,
         })
     }
 
@@ -229,6 +254,8 @@ impl Row {
             cost_usd: record.cost_usd,
             body: encode_body(record)?,
             charged_worst: record.charged_worst_case,
+            served: Some(Served::of_record(record)),
+            stands_alone: false,
         })
     }
 }
@@ -300,6 +327,7 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         let pages = (max_bytes / page_size.max(1)).max(1);
         let _pages: u64 = connection.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |row| row.get(0))?;
     }
+    rollup_store::register_functions(&connection)?;
     migrate(&mut connection)?;
     // This connection only writes typed rows (a `Kind`, a bool), so it skips
     // the CHECKs that guard the file against other writers: the three-value
@@ -308,11 +336,12 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     Ok(connection)
 }
 
-/// Creates the schema in a new file, or migrates a version 1 or 2 file
+/// Creates the schema in a new file, or migrates a version 1, 2 or 3 file
 /// (inside a write transaction, so two processes starting together do not
 /// both do it), and refuses a file of a newer version; then sees to the
-/// [`INDEXES`]. A file without roll-ups gets them built from its rows
-/// ([`rollup_store::build`]: one walk of its holds and closings).
+/// [`INDEXES`]. A file without roll-ups, or without their day level, gets
+/// them all built afresh from its rows ([`rollup_store::build_afresh`]: one
+/// walk of its holds and closings).
 fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -326,14 +355,14 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        2 | SCHEMA_VERSION => {}
+        2 | 3 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
     transaction.execute_batch(INDEXES)?;
     transaction.execute_batch(rollup_store::SCHEMA)?;
     if (1..SCHEMA_VERSION).contains(&version) {
         let started = std::time::Instant::now();
-        let rows = rollup_store::build(&transaction)?;
+        let rows = rollup_store::build_afresh(&transaction)?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(rows, elapsed_ms, "built the ledger's roll-ups from its rows");
     }
@@ -421,7 +450,7 @@ fn insert_runs<'a>(
         let skip = usize::try_from(applied.saturating_sub(run.first_line)).unwrap_or(usize::MAX);
         for row in run.rows.iter().skip(skip).flatten() {
             seq += 1;
-            let earlier = match keep_rollups {
+            let earlier = match keep_rollups && !row.stands_alone {
                 true => rollup_store::earlier(connection, row, seq)?,
                 false => Vec::new(),
             };

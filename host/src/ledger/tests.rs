@@ -653,7 +653,7 @@ async fn rows_shipped_twice_are_stored_once() {
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 6, "the migrations, each applied once");
+    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 7, "the migrations, each applied once");
 }
 
 /// Each source file's chain walks in the fleet's table as in its file, and an
@@ -810,6 +810,35 @@ async fn a_call_held_and_never_closed_counts_its_worst_case() {
     assert_eq!(spend(true), [("alice".to_owned(), 135 + 700), ("bob".to_owned(), 135 + 900)]);
     assert_eq!(spend(false), [("alice".to_owned(), 135), ("bob".to_owned(), 135 + 135)]);
     assert_eq!(reader.records(&Filter::default()).unwrap().len(), 3, "sums and records read closing rows only");
+}
+
+/// Through the ledger's observer: a call whose hold was committed in an
+/// earlier batch than its closing row still has it taken back (its closing
+/// row does not stand alone), and a call that held nothing closes without a
+/// look at earlier rows; the roll-ups answer as the rows do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_calls_closing_row_takes_back_a_hold_committed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(settings(&dir.path().join("ledger.db")), None);
+    ledger.opened(&opening("slow", "alice", "m", 1)).await.unwrap();
+    ledger.held(&hold("slow", "alice", 1, 5000)).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    rows_committed(&reader, 2).await;
+    ledger.closed(&record("slow", "alice", "m", 1, Some(0.5))).await.unwrap();
+    ledger.closed(&record("plain", "bob", "m", 2, None)).await.unwrap();
+    rows_committed(&reader, 4).await;
+    let totals = |rows: Vec<super::query::CallerSpend>| {
+        let mut totals: Vec<(String, u64)> =
+            rows.iter().map(|row| (row.member.clone().unwrap(), crate::budget::total_tokens(&row.tokens))).collect();
+        totals.sort();
+        totals
+    };
+    let rolled = totals(reader.spend_by_caller(at(0), true).unwrap());
+    assert_eq!(rolled, [("alice".to_owned(), 135), ("bob".to_owned(), 135)], "the hold of 5 000 taken back");
+    assert_eq!(rolled, totals(reader.spend_from_rows(at(0), true).unwrap()));
+    let query = UsageQuery { group_by: Some(GroupBy::Member), ..UsageQuery::default() };
+    assert_eq!(reader.usage(&query).unwrap().total.calls, 2);
+    assert_eq!(reader.usage(&query).unwrap().groups, reader.usage_from_rows(&query).unwrap().groups);
 }
 
 /// A version 1 file (no hold rows) is migrated in place when a writer opens

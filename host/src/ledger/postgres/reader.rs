@@ -13,9 +13,10 @@ use crate::ledger::query::{
     CallerSpend, ChainBreak, ChainCheck, Filter, LedgerRead, Link, ReadError, Sums, UsageQuery, VerifyError,
     VerifyReport, closed_call, parse_body,
 };
+use crate::ledger::rollup::Histogram;
 use crate::ledger::sql::{self, Dialect, Param, Span};
 use crate::ledger::store::{Kind, Row};
-use crate::ledger::summary::{self, LatencyRow, Plan, SumRow};
+use crate::ledger::summary::{self, DayRow, LatencyRow, Plan, SumRow};
 use crate::record::{CallOpening, CallRecord, Tokens};
 
 /// A count read back (never negative: the table holds what [`signed`] wrote).
@@ -222,6 +223,8 @@ fn committed_at(row: &postgres::Row) -> Result<(String, String, Option<Row>, Lin
             cost_usd: row.try_get(15)?,
             body: row.try_get(16)?,
             charged_worst: row.try_get::<_, i32>(19)? != 0,
+            served: None,
+            stands_alone: false,
         }),
         None => None,
     };
@@ -251,6 +254,19 @@ fn sum_row(row: &postgres::Row) -> Result<SumRow, postgres::Error> {
         tokens: tokens_at(row, 5)?,
         cost_usd: row.try_get(10)?,
         calls_without_cost: unsigned(row.try_get(11)?),
+    })
+}
+
+fn day_row(row: &postgres::Row) -> Result<DayRow, postgres::Error> {
+    Ok(DayRow {
+        bucket: row.try_get(0)?,
+        value: row.try_get(1)?,
+        category: row.try_get(2)?,
+        calls: unsigned(row.try_get(3)?),
+        tokens: tokens_at(row, 4)?,
+        cost_usd: row.try_get(9)?,
+        calls_without_cost: unsigned(row.try_get(10)?),
+        latency: Histogram::from_counts(row.try_get(11)?),
     })
 }
 
@@ -300,11 +316,15 @@ impl SharedReader {
     }
 
     fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
-        let (sums, latency) = plan.usage_queries(query, Dialect::Postgres);
-        let count = sums.len();
-        let mut answers = self.query_all(sums.into_iter().chain(latency).collect())?;
-        let latency = answers.split_off(count);
-        Ok(summary::assemble(query, &read_all(answers, sum_row)?, &read_all(latency, latency_row)?))
+        let queries = plan.usage_queries(query, Dialect::Postgres);
+        let (sums, latency) = (queries.sums.len(), queries.latency.len());
+        let all = queries.sums.into_iter().chain(queries.latency).chain(queries.days).collect();
+        let mut answers = self.query_all(all)?;
+        let days = answers.split_off(sums + latency);
+        let latency = answers.split_off(sums);
+        let (sums, latency, days) =
+            (read_all(answers, sum_row)?, read_all(latency, latency_row)?, read_all(days, day_row)?);
+        Ok(summary::assemble(query, &sums, &latency, &days))
     }
 
     fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
@@ -335,6 +355,6 @@ impl LedgerRead for SharedReader {
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::of(Span::of(&query.filter)))
+        self.usage_as_planned(query, &Plan::for_usage(query, true))
     }
 }

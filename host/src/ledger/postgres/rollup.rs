@@ -1,17 +1,18 @@
-//! The fleet table's roll-ups (`V6__rollups.sql`), changed by the rows a
+//! The fleet table's roll-ups (`V6__rollups.sql`, `V7__rollup_days.sql`), changed by the rows a
 //! shipper appends in the same transaction, as the file's are by
 //! `rollup_store` (the same [`Rollup`] and upserts; here a dims set's
 //! signature is written by PostgreSQL's `json_build_array`, as the
 //! migration that built the roll-ups of older rows wrote it).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use postgres::Transaction;
 use postgres::types::ToSql;
 
 use crate::ledger::query::Committed;
-use crate::ledger::rollup::{Dims, Measures, Rollup};
-use crate::ledger::rollup_store::{ADD_LATENCY, ADD_MEASURES};
+use crate::ledger::rollup::{self, DayKey, DayMeasures, Dims, Measures, Rollup};
+use crate::ledger::rollup_store::{ADD_LATENCY, ADD_MEASURES, add_day};
 use crate::ledger::store::{Kind, Row};
 
 const SIGNATURE: &str = "json_build_array($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)::text";
@@ -73,6 +74,8 @@ pub(super) fn earlier(
             cost_usd: found.try_get(14)?,
             body: String::new(),
             charged_worst: found.try_get::<_, i32>(15)? != 0,
+            served: None,
+            stands_alone: false,
         };
         history.entry((row.started_ms, row.call_id.clone())).or_default().push(row);
     }
@@ -115,8 +118,39 @@ fn write(transaction: &mut Transaction<'_>, rollup: &Rollup) -> Result<(), postg
         let id = names.id(transaction, dims)?;
         transaction.execute(&add_latency, &[hour, &id, bucket, calls])?;
     }
+    let add_day = transaction.prepare(&ADD_DAY)?;
+    for (DayKey { day, dim, value, category }, measures) in &rollup.days {
+        let DayMeasures { calls, tokens: t, cost_usd, calls_without_cost, latency } = measures;
+        let (dim, value, category, latency) =
+            (dim.as_str(), rollup::day_json(value.as_deref()), rollup::day_json(category.as_deref()), latency.counts());
+        let values: [&(dyn ToSql + Sync); 13] = [
+            &dim,
+            day,
+            &value,
+            &category,
+            calls,
+            &t[0],
+            &t[1],
+            &t[2],
+            &t[3],
+            &t[4],
+            cost_usd,
+            calls_without_cost,
+            &latency,
+        ];
+        transaction.execute(&add_day, &values)?;
+    }
     Ok(())
 }
+
+/// A day-level row changed by a batch's calls (`V7__rollup_days.sql`), the
+/// histograms added bucket by bucket (the shorter one counting 0 past its end).
+static ADD_DAY: LazyLock<String> = LazyLock::new(|| {
+    add_day(
+        "ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0)
+            FROM unnest(ledger_rollup_day.latency, excluded.latency) WITH ORDINALITY AS added(a, b, i) ORDER BY i)",
+    )
+});
 
 /// The ids of the dims sets a batch touches, named when new.
 struct DimsNames {
