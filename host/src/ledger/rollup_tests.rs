@@ -532,10 +532,9 @@ async fn the_fleets_table_keeps_the_same_rollups() {
         }
         // The day level built by the migration from the hour level (a table
         // shipped to before it) answers as the one kept by the shippers.
-        client
-            .batch_execute("DROP TABLE ledger_rollup_day; DELETE FROM refinery_schema_history WHERE version = 7;")
-            .unwrap();
-        drop(super::postgres::connect(&target).unwrap());
+        // (Run as written: refinery refuses to re-apply V7 under the later migrations.)
+        client.batch_execute("DROP TABLE ledger_rollup_day").unwrap();
+        client.batch_execute(include_str!("../../migrations/V7__rollup_days.sql")).unwrap();
         for query in queries(1_800_000, DAY_MS + 20 * 3_600_000 + 17) {
             let rolled = shared.usage(&query).unwrap();
             assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);

@@ -653,7 +653,9 @@ async fn rows_shipped_twice_are_stored_once() {
     .await;
     assert_eq!((first, again, through), (4, 0, 4));
     assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 4);
-    assert_eq!(server.integer("SELECT COUNT(*) FROM refinery_schema_history"), 7, "the migrations, each applied once");
+    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap().count();
+    let applied = usize::try_from(server.integer("SELECT COUNT(*) FROM refinery_schema_history")).unwrap();
+    assert_eq!(applied, migrations, "the migrations, each applied once");
 }
 
 /// Each source file's chain walks in the fleet's table as in its file, and an
