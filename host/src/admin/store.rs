@@ -176,7 +176,7 @@ impl AdminStore {
     ) -> Result<(Edit, State), AdminError> {
         // The anchor file exists before the first change is marked anchored,
         // so a change committed just before a crash never reads as a removed file.
-        self.anchor.append_nothing().map_err(|error| AdminError::store(StoreError::Anchor(error)))?;
+        self.anchor.open().map_err(|error| AdminError::store(StoreError::Anchor(error)))?;
         let mut decided: Option<Result<Edit, AdminError>> = None;
         let mut new_head = None;
         let state = self

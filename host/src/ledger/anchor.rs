@@ -406,8 +406,8 @@ impl ChainAnchor {
         Self::new(&self.db, key)
     }
 
-    /// Creates the anchor file when it is missing (appending nothing).
-    pub fn append_nothing(&self) -> io::Result<()> {
+    /// Opens the anchor file to append to, creating it when it is missing.
+    pub fn open(&self) -> io::Result<()> {
         self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).open()
     }
 
@@ -417,7 +417,7 @@ impl ChainAnchor {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).path().to_owned()
+        anchor_path(&self.db)
     }
 
     /// Checks the chain whose newest row is `last` (its sequence), and whose

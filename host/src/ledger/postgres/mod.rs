@@ -166,17 +166,6 @@ pub(crate) fn connect(target: &PostgresTarget) -> Result<Client, SharedError> {
     Ok(client)
 }
 
-/// An error's text with its sources' (refinery's own says only "db error").
-fn with_sources(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
 fn migrate(client: &mut Client) -> Result<(), SharedError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
     // Grouped: every pending migration and its history row in one
@@ -185,7 +174,7 @@ fn migrate(client: &mut Client) -> Result<(), SharedError> {
     // a server with `synchronous_commit = off` loses) left the schema changed
     // and unrecorded, and the next start applied it again and failed.
     let runner = embedded::migrations::runner().set_grouped(true);
-    let migrated = runner.run(client).map(drop).map_err(|error| with_sources(&error));
+    let migrated = runner.run(client).map(drop).map_err(|error| crate::transport::error_chain(&error));
     // The lock goes with the session anyway; released here so the next
     // gateway does not wait for this connection to close.
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])?;
