@@ -615,7 +615,13 @@ impl LedgerRead for Reader {
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::for_usage(query, true))
+        let transaction = self.connection.unchecked_transaction()?;
+        let span = summary::read_span(&query.filter, Dialect::Sqlite, |probe| {
+            Ok::<_, ReadError>(!run(&transaction, probe, |_| Ok(()))?.is_empty())
+        })?;
+        let sums = usage_in(&transaction, query, &Plan::for_usage(query, span, true))?;
+        transaction.finish()?;
+        Ok(sums)
     }
 }
 
@@ -624,7 +630,10 @@ impl Reader {
     /// roll-ups: the baseline the roll-ups answer as (the benchmark's and the
     /// tests' reference).
     pub fn usage_from_rows(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::rows_only(Span::of(&query.filter)))
+        let transaction = self.connection.unchecked_transaction()?;
+        let sums = usage_in(&transaction, query, &Plan::rows_only(Span::of(&query.filter)))?;
+        transaction.finish()?;
+        Ok(sums)
     }
 
     /// [`LedgerRead::spend_by_caller`] read from every row since `since`.
@@ -637,25 +646,6 @@ impl Reader {
         self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
     }
 
-    fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
-        let queries = plan.usage_queries(query, Dialect::Sqlite);
-        let transaction = self.connection.unchecked_transaction()?;
-        let mut sums = Vec::new();
-        for query in queries.sums {
-            sums.extend(run(&transaction, query, sum_row)?);
-        }
-        let mut latency = Vec::new();
-        for query in queries.latency {
-            latency.extend(run(&transaction, query, latency_row)?);
-        }
-        let days = match queries.days {
-            Some(query) => run(&transaction, query, day_row)?,
-            None => Vec::new(),
-        };
-        transaction.finish()?;
-        Ok(summary::assemble(query, &sums, &latency, &days))
-    }
-
     fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
         let transaction = self.connection.unchecked_transaction()?;
         let mut rows = Vec::new();
@@ -665,6 +655,24 @@ impl Reader {
         transaction.finish()?;
         Ok(summary::merge_spend(rows))
     }
+}
+
+/// `query` answered as `plan` says, inside the caller's transaction.
+fn usage_in(connection: &Connection, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
+    let queries = plan.usage_queries(query, Dialect::Sqlite);
+    let mut sums = Vec::new();
+    for query in queries.sums {
+        sums.extend(run(connection, query, sum_row)?);
+    }
+    let mut latency = Vec::new();
+    for query in queries.latency {
+        latency.extend(run(connection, query, latency_row)?);
+    }
+    let days = match queries.days {
+        Some(query) => run(connection, query, day_row)?,
+        None => Vec::new(),
+    };
+    Ok(summary::assemble(query, &sums, &latency, &days))
 }
 
 /// Runs `query`, each row read by `read`.

@@ -479,6 +479,32 @@ fn a_rebuild_follows_the_rows() {
     check_against_rows(&reader, 0, 5 * 3_600_000);
 }
 
+/// A range ending where no row starts yet (a console's "until now") reads
+/// its last, partial hour from the roll-ups; one with a row starting at or
+/// after its end reads it from the rows. Told apart by rows removed under
+/// the triggers, which the roll-ups still count.
+#[test]
+fn a_range_ending_past_every_row_reads_its_last_hour_from_the_rollups() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let calls: Vec<Call> = sample_calls()[..60]
+        .iter()
+        .map(|call| Call { start_ms: call.start_ms % 3_000_000, end: End::Closed, ..call.clone() })
+        .collect();
+    append_all(&path, "call-", &calls, 6);
+    let file = Connection::open(&path).unwrap();
+    file.execute_batch("DROP TRIGGER ledger_no_delete; DELETE FROM ledger WHERE member = 'member-1';").unwrap();
+    let last_start = calls.iter().filter(|call| call.member != 1).map(|call| call.start_ms).max().unwrap();
+    let members = |until_ms: u64| {
+        let filter = Filter { since: Some(at_ms(0)), until: Some(at_ms(until_ms)), ..Filter::default() };
+        let query = UsageQuery { filter, group_by: Some(GroupBy::Member), bucket: None };
+        let read = Reader::open(&path).unwrap().usage(&query).unwrap();
+        read.groups.into_iter().filter_map(|group| group.value).collect::<Vec<_>>()
+    };
+    assert_eq!(members(3_500_000), ["member-0", "member-1", "member-2"], "from the roll-ups");
+    assert_eq!(members(last_start), ["member-0", "member-2"], "from the rows");
+}
+
 /// `weir ledger verify` counts the distinct calls by walking the index on
 /// `(started_ms, call_id)` in order: no temporary table that grows with the
 /// calls (the bound on its memory).

@@ -96,6 +96,18 @@ pub(super) fn newest(filter: &Filter, limit: usize, dialect: Dialect) -> Query {
     Query { sql, params }
 }
 
+/// Whether any row (of any kind) starts at or after `until_ms`: one seek of
+/// the `(started_ms, call_id)` index. A usage query ending where no row
+/// starts yet answers the same without its end (see
+/// [`super::summary::Plan::for_usage`]).
+pub(super) fn any_row_from(until_ms: i64, dialect: Dialect) -> Query {
+    let from = dialect.parameter(1);
+    Query {
+        sql: format!("SELECT 1 FROM ledger WHERE started_ms >= {from} LIMIT 1"),
+        params: vec![Param::Integer(until_ms)],
+    }
+}
+
 /// How far a call's start may lie from the instant its id names (see
 /// [`closed_call`]): the id is made just before the start time is read, from
 /// the same clock.

@@ -41,12 +41,12 @@ impl Plan {
         Self { days: None, hours: rolled.into_iter().collect(), raw }
     }
 
-    /// The plan of `query`: [`Plan::of`] its range, its whole days read from
-    /// the day level when the store keeps one (`day_level`) and the day
-    /// level holds what the query asks: no filter on a member, key or model
-    /// (the day level keeps one dimension per row) and no hour buckets.
-    pub(super) fn for_usage(query: &UsageQuery, day_level: bool) -> Self {
-        let span = Span::of(&query.filter);
+    /// The plan of `query` over `span` (its range as read: [`read_span`]):
+    /// [`Plan::of`] the span, its whole days read from the day level when
+    /// the store keeps one (`day_level`) and the day level holds what the
+    /// query asks: no filter on a member, key or model (the day level keeps
+    /// one dimension per row) and no hour buckets.
+    pub(super) fn for_usage(query: &UsageQuery, span: Span, day_level: bool) -> Self {
         let plan = Self::of(span);
         // Every field named: a filter added later must be placed here.
         let Filter { member, key_id, model, category: _, since: _, until: _ } = &query.filter;
@@ -88,6 +88,25 @@ impl Plan {
             queries.push(sql::rollup_spend_by_caller(from.unwrap_or(0), cut_off_holds, dialect));
         }
         queries
+    }
+}
+
+/// The range a usage query is read over: its own, or left open at its end
+/// when no row starts at or after that end (`any_row` runs
+/// [`sql::any_row_from`] in the snapshot the query is answered in). Both
+/// ranges hold the same rows, but the open one reads its last, partial hour
+/// from the roll-ups instead of row by row: a range ending now read the hour
+/// in progress from the rows (4.4 s with a million calls in that hour).
+pub(super) fn read_span<E>(
+    filter: &Filter,
+    dialect: Dialect,
+    any_row: impl FnOnce(Query) -> Result<bool, E>,
+) -> Result<Span, E> {
+    let span = Span::of(filter);
+    let Some(to) = span.to else { return Ok(span) };
+    match any_row(sql::any_row_from(to, dialect))? {
+        true => Ok(span),
+        false => Ok(Span { to: None, ..span }),
     }
 }
 
@@ -328,6 +347,10 @@ mod tests {
         UsageQuery { filter, group_by: None, bucket }
     }
 
+    fn planned(query: UsageQuery, day_level: bool) -> Plan {
+        Plan::for_usage(&query, Span::of(&query.filter), day_level)
+    }
+
     fn range(from: i64, to: i64) -> Filter {
         let at = |ms: i64| UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap());
         Filter { since: Some(at(from)), until: Some(at(to)), ..Default::default() }
@@ -336,7 +359,7 @@ mod tests {
     #[test]
     fn a_range_reads_its_whole_days_from_the_day_level_when_it_can() {
         const D: i64 = DAY_MS;
-        let plan = Plan::for_usage(&usage(range(D - H - 5, 3 * D + 2 * H + 7), None), true);
+        let plan = planned(usage(range(D - H - 5, 3 * D + 2 * H + 7), None), true);
         assert_eq!(plan.days, Some(Span { from: Some(D), to: Some(3 * D) }));
         assert_eq!(
             plan.hours,
@@ -349,21 +372,43 @@ mod tests {
                 Span { from: Some(3 * D + 2 * H), to: Some(3 * D + 2 * H + 7) }
             ]
         );
-        let unbounded = Plan::for_usage(&usage(Default::default(), Some(Bucket::Day)), true);
+        let unbounded = planned(usage(Default::default(), Some(Bucket::Day)), true);
         assert_eq!((unbounded.days, unbounded.hours, unbounded.raw), (Some(Span::default()), vec![], vec![]));
         // No whole day, hour buckets, a filter the day level does not keep, or a store without it: hours.
         let within_a_day = range(D + H, 2 * D - H);
-        assert_eq!(Plan::for_usage(&usage(within_a_day.clone(), None), true), Plan::of(Span::of(&within_a_day)));
+        assert_eq!(planned(usage(within_a_day.clone(), None), true), Plan::of(Span::of(&within_a_day)));
         let year = range(0, 365 * D);
-        assert_eq!(Plan::for_usage(&usage(year.clone(), Some(Bucket::Hour)), true), Plan::of(Span::of(&year)));
+        assert_eq!(planned(usage(year.clone(), Some(Bucket::Hour)), true), Plan::of(Span::of(&year)));
         let one_member = Filter { member: Some("ana".to_owned()), ..year.clone() };
-        assert_eq!(Plan::for_usage(&usage(one_member, None), true), Plan::of(Span::of(&year)));
-        assert_eq!(Plan::for_usage(&usage(year.clone(), None), false), Plan::of(Span::of(&year)));
+        assert_eq!(planned(usage(one_member, None), true), Plan::of(Span::of(&year)));
+        assert_eq!(planned(usage(year.clone(), None), false), Plan::of(Span::of(&year)));
         let one_category = Filter { category: Some("ok".to_owned()), ..year };
-        assert_eq!(
-            Plan::for_usage(&usage(one_category, None), true).days,
-            Some(Span { from: Some(0), to: Some(365 * D) })
-        );
+        assert_eq!(planned(usage(one_category, None), true).days, Some(Span { from: Some(0), to: Some(365 * D) }));
+    }
+
+    #[test]
+    fn a_range_ending_where_no_row_starts_is_read_open_ended() {
+        let ending_mid_hour = range(H, 3 * H + 7);
+        let read = |rows_from_end: bool| {
+            let mut asked = None;
+            let span = read_span(&ending_mid_hour, Dialect::Sqlite, |query| {
+                asked = Some(query.params);
+                Ok::<_, ()>(rows_from_end)
+            });
+            (span.unwrap(), asked)
+        };
+        let end = Some(vec![sql::Param::Integer(3 * H + 7)]);
+        assert_eq!(read(true), (Span { from: Some(H), to: Some(3 * H + 7) }, end.clone()));
+        assert_eq!(read(false), (Span { from: Some(H), to: None }, end));
+        // Open-ended, the partial last hour is a whole hour of the roll-ups.
+        let query = usage(ending_mid_hour.clone(), None);
+        assert_eq!(Plan::for_usage(&query, read(true).0, true).raw, [Span { from: Some(3 * H), to: Some(3 * H + 7) }]);
+        assert_eq!(Plan::for_usage(&query, read(false).0, true).raw, []);
+        // With an end the store is asked (its error is the answer); without one, nothing is.
+        let open = read_span(&range(H, 2 * H), Dialect::Sqlite, |_| Err("asked"));
+        assert_eq!(open, Err("asked"));
+        let unbounded = read_span(&Filter::default(), Dialect::Sqlite, |_| Err("asked"));
+        assert_eq!(unbounded, Ok(Span::default()));
     }
 
     #[test]

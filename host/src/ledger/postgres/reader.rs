@@ -63,15 +63,7 @@ impl SharedReader {
 
     /// Runs `queries` in one snapshot.
     fn query_all(&self, queries: Vec<sql::Query>) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
-        self.in_snapshot(|transaction| {
-            let mut answers = Vec::with_capacity(queries.len());
-            for query in queries {
-                let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
-                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
-                answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
-            }
-            Ok(answers)
-        })
+        self.in_snapshot(|transaction| run_all(transaction, queries))
     }
 
     fn query(&self, query: sql::Query) -> Result<Vec<postgres::Row>, ReadError> {
@@ -289,6 +281,33 @@ fn caller_spend(row: &postgres::Row) -> Result<CallerSpend, postgres::Error> {
     })
 }
 
+/// Runs `queries` in `transaction`, one answer each.
+fn run_all(
+    transaction: &mut postgres::Transaction<'_>,
+    queries: Vec<sql::Query>,
+) -> Result<Vec<Vec<postgres::Row>>, ReadError> {
+    let mut answers = Vec::with_capacity(queries.len());
+    for query in queries {
+        let params: Vec<Box<dyn ToSql + Sync>> = query.params.into_iter().map(boxed).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+        answers.push(transaction.query(&query.sql, &refs).map_err(SharedError::from)?);
+    }
+    Ok(answers)
+}
+
+/// `query` answered as `plan` says, inside `transaction`.
+fn usage_in(transaction: &mut postgres::Transaction<'_>, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
+    let queries = plan.usage_queries(query, Dialect::Postgres);
+    let (sums, latency) = (queries.sums.len(), queries.latency.len());
+    let all = queries.sums.into_iter().chain(queries.latency).chain(queries.days).collect();
+    let mut answers = run_all(transaction, all)?;
+    let days = answers.split_off(sums + latency);
+    let latency = answers.split_off(sums);
+    let (sums, latency, days) =
+        (read_all(answers, sum_row)?, read_all(latency, latency_row)?, read_all(days, day_row)?);
+    Ok(summary::assemble(query, &sums, &latency, &days))
+}
+
 /// Each answer's rows read by `read`.
 fn read_all<T>(
     answers: Vec<Vec<postgres::Row>>,
@@ -302,7 +321,7 @@ impl SharedReader {
     /// [`LedgerRead::usage`] read from every row in its range, none from
     /// the roll-ups (the tests' reference).
     pub fn usage_from_rows(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::rows_only(Span::of(&query.filter)))
+        self.in_snapshot(|transaction| usage_in(transaction, query, &Plan::rows_only(Span::of(&query.filter))))
     }
 
     /// [`LedgerRead::spend_by_caller`] read from every row since `since`.
@@ -313,18 +332,6 @@ impl SharedReader {
         cut_off_holds: bool,
     ) -> Result<Vec<CallerSpend>, ReadError> {
         self.spend(&Plan::rows_only(Span::since(since)), cut_off_holds)
-    }
-
-    fn usage_as_planned(&self, query: &UsageQuery, plan: &Plan) -> Result<Sums, ReadError> {
-        let queries = plan.usage_queries(query, Dialect::Postgres);
-        let (sums, latency) = (queries.sums.len(), queries.latency.len());
-        let all = queries.sums.into_iter().chain(queries.latency).chain(queries.days).collect();
-        let mut answers = self.query_all(all)?;
-        let days = answers.split_off(sums + latency);
-        let latency = answers.split_off(sums);
-        let (sums, latency, days) =
-            (read_all(answers, sum_row)?, read_all(latency, latency_row)?, read_all(days, day_row)?);
-        Ok(summary::assemble(query, &sums, &latency, &days))
     }
 
     fn spend(&self, plan: &Plan, cut_off_holds: bool) -> Result<Vec<CallerSpend>, ReadError> {
@@ -355,6 +362,11 @@ impl LedgerRead for SharedReader {
     }
 
     fn usage(&self, query: &UsageQuery) -> Result<Sums, ReadError> {
-        self.usage_as_planned(query, &Plan::for_usage(query, true))
+        self.in_snapshot(|transaction| {
+            let span = summary::read_span(&query.filter, Dialect::Postgres, |probe| {
+                Ok::<_, ReadError>(run_all(transaction, vec![probe])?.iter().any(|rows| !rows.is_empty()))
+            })?;
+            usage_in(transaction, query, &Plan::for_usage(query, span, true))
+        })
     }
 }
