@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::time::{Duration, SystemTime};
 
 use rusqlite::types::Value;
@@ -359,12 +360,8 @@ impl Reader {
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
-        let mut rows = statement.query([]).map_err(ReadError::from)?;
-        let mut chain = ChainCheck::default();
-        while let Some(row) = rows.next().map_err(ReadError::from)? {
-            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
-            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
-        }
+        let rows = statement.query([]).map_err(ReadError::from)?;
+        let chain = walk(rows, ChainCheck::default(), |_, _| Ok(()))?;
         let calls = distinct_calls(&transaction)?;
         Ok(chain.report(calls))
     }
@@ -384,19 +381,14 @@ impl Reader {
             return Ok(AnchoredReport { chain, anchor: AnchorState::Unanchored });
         };
         let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
-        let mut rows = statement.query([]).map_err(ReadError::from)?;
-        let mut chain = ChainCheck::default();
-        while let Some(row) = rows.next().map_err(ReadError::from)? {
-            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
-            let (seq, hash) = (link.seq, link.hash.clone());
-            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
-            if let Some((_, newest)) = &scan.newest
-                && newest.seq == seq
-                && newest.hash != hash
-            {
-                return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }));
+        let rows = statement.query([]).map_err(ReadError::from)?;
+        let newest = scan.newest.as_ref().map(|(_, newest)| newest);
+        let chain = walk(rows, ChainCheck::default(), |seq, hash| match newest {
+            Some(newest) if newest.seq == seq && newest.hash != hash => {
+                Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }))
             }
-        }
+            _ => Ok(()),
+        })?;
         let anchor = match &scan.newest {
             Some((_, newest)) if newest.seq > chain.last_seq() => {
                 return Err(VerifyError::Tampered(Tampering::Shorter { rows: chain.last_seq(), anchored: newest.seq }));
@@ -435,12 +427,8 @@ impl Reader {
         }
         let mut statement =
             transaction.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
-        let mut rows = statement.query([newest.seq]).map_err(ReadError::from)?;
-        let mut chain = ChainCheck::after(newest.seq, newest.hash.clone());
-        while let Some(row) = rows.next().map_err(ReadError::from)? {
-            let (kind, call_id, stored, link) = committed_row(row).map_err(ReadError::from)?;
-            chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
-        }
+        let rows = statement.query([newest.seq]).map_err(ReadError::from)?;
+        walk(rows, ChainCheck::after(newest.seq, newest.hash.clone()), |_, _| Ok(()))?;
         Ok(AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() })
     }
 
@@ -769,6 +757,11 @@ impl ChainCheck {
         self.previous.0
     }
 
+    /// The `seq` and hash of the last row that checked out.
+    fn last(&self) -> (i64, &str) {
+        (self.previous.0, &self.previous.1)
+    }
+
     /// Checks the next row; `stored` is `None` for a kind this weir does not know.
     pub(super) fn next(
         &mut self,
@@ -790,12 +783,14 @@ impl ChainCheck {
             return Err(broken("its hash does not match its content".to_owned()));
         }
         let body = &stored.body;
+        // The columns are derived without encoding the body again: it is
+        // the stored one, which the hash above covers.
         let derived = match stored.kind {
-            Kind::Open => serde_json::from_str::<CallOpening>(body).map(|opening| Row::opening(&opening)),
-            Kind::Hold => serde_json::from_str::<HoldRecord>(body).map(|hold| Row::hold(&hold)),
-            Kind::Close => serde_json::from_str::<CallRecord>(body).map(|record| Row::closing(&record)),
+            Kind::Open => serde_json::from_str::<CallOpening>(body).map(|opening| Row::opening_columns(&opening)),
+            Kind::Hold => serde_json::from_str::<HoldRecord>(body).map(|hold| Row::hold_columns(&hold)),
+            Kind::Close => serde_json::from_str::<CallRecord>(body).map(|record| Row::closing_columns(&record)),
         };
-        match derived.and_then(|row| row).map(|row| Row { body: body.clone(), ..row }) {
+        match derived {
             Ok(derived) if same_columns(&stored, &derived) => {}
             Err(error) => return Err(broken(format!("its body does not parse: {error}"))),
             Ok(_) => return Err(broken("its columns do not match its body".to_owned())),
@@ -808,6 +803,61 @@ impl ChainCheck {
     pub(super) fn report(&self, calls: u64) -> VerifyReport {
         VerifyReport { rows: u64::try_from(self.previous.0).unwrap_or(0), calls }
     }
+}
+
+/// Rows the reading thread hands the checking one at a time.
+const WALK_BATCH: usize = 256;
+
+/// A row of [`ALL_COLUMNS`] as read, before its check.
+type ReadRow = (String, String, Option<Row>, Link);
+
+/// Walks `rows` ([`ALL_COLUMNS`] in `seq` order) through `chain` on both
+/// cores: this thread reads them from SQLite (a third of the work) while a
+/// second one checks each in order (its hash recomputed, its body parsed,
+/// its columns held to it) and then runs `checked` with the row's `seq` and
+/// hash. The first failure in row order is the answer; a failed read after
+/// it, the read's. The checking thread stops at a failure, and the reading
+/// one at its next batch.
+fn walk(
+    mut rows: rusqlite::Rows<'_>,
+    mut chain: ChainCheck,
+    mut checked: impl FnMut(i64, &str) -> Result<(), VerifyError> + Send,
+) -> Result<ChainCheck, VerifyError> {
+    let (batches, received) = std::sync::mpsc::sync_channel::<Vec<ReadRow>>(4);
+    std::thread::scope(|scope| {
+        let checker = scope.spawn(move || {
+            for batch in received {
+                for (kind, call_id, stored, link) in batch {
+                    chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
+                    let (seq, hash) = chain.last();
+                    checked(seq, hash)?;
+                }
+            }
+            Ok::<_, VerifyError>(chain)
+        });
+        let read = read_batches(&mut rows, &batches);
+        drop(batches);
+        let chain = checker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        read?;
+        Ok(chain)
+    })
+}
+
+/// Sends `rows` in batches of [`WALK_BATCH`] until they end, or the
+/// receiver stops taking them (it failed a row: its error is the answer).
+fn read_batches(rows: &mut rusqlite::Rows<'_>, batches: &SyncSender<Vec<ReadRow>>) -> Result<(), ReadError> {
+    let mut batch = Vec::with_capacity(WALK_BATCH);
+    while let Some(row) = rows.next()? {
+        batch.push(committed_row(row)?);
+        if batch.len() == WALK_BATCH
+            && batches.send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH))).is_err()
+        {
+            return Ok(());
+        }
+    }
+    // A refused last batch means the checker already failed: its error is the answer.
+    let _stopped = batches.send(batch);
+    Ok(())
 }
 
 /// The file's distinct calls ([`DISTINCT_CALLS`]).
@@ -868,13 +918,37 @@ fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens
 /// Whether two rows agree, the cost to within rounding: a cost read back
 /// from the body's JSON text may differ from the stored float in its last bit.
 fn same_columns(stored: &Row, derived: &Row) -> bool {
-    let close = match (stored.cost_usd, derived.cost_usd) {
+    // Every field named, so a column added later is compared here too. The
+    // body is the stored one (hashed); `served` and `stands_alone` are what a
+    // writer knew, not columns.
+    let Row {
+        kind,
+        call_id,
+        at_ms,
+        started_ms,
+        key_id,
+        member,
+        team,
+        model,
+        category,
+        tokens,
+        cost_usd,
+        body: _,
+        charged_worst,
+        served: _,
+        stands_alone: _,
+    } = stored;
+    let cost = match (*cost_usd, derived.cost_usd) {
         (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0),
         (a, b) => a.is_none() && b.is_none(),
     };
-    // `served` and `stands_alone` are what a writer knew, not columns.
-    let columns = |row: &Row| Row { cost_usd: None, served: None, stands_alone: false, ..row.clone() };
-    close && columns(stored) == columns(derived)
+    cost && *kind == derived.kind
+        && *call_id == derived.call_id
+        && (*at_ms, *started_ms) == (derived.at_ms, derived.started_ms)
+        && (key_id, member, team) == (&derived.key_id, &derived.member, &derived.team)
+        && (model, category) == (&derived.model, &derived.category)
+        && *tokens == derived.tokens
+        && *charged_worst == derived.charged_worst
 }
 
 /// A time as the CLI and `/v1/usage` take it: RFC 3339

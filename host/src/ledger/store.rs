@@ -197,8 +197,14 @@ impl Serialize for Row {
 
 impl Row {
     pub(super) fn opening(opening: &CallOpening) -> serde_json::Result<Self> {
+        Ok(Self { body: serde_json::to_string(opening)?, ..Self::opening_columns(opening) })
+    }
+
+    /// [`Self::opening`] without its body (empty): the columns alone, as
+    /// `verify` compares them with a stored row's.
+    pub(super) fn opening_columns(opening: &CallOpening) -> Self {
         let started_ms = unix_ms(opening.started_at);
-        Ok(Self {
+        Self {
             kind: Kind::Open,
             call_id: opening.call_id.clone(),
             at_ms: started_ms,
@@ -210,17 +216,22 @@ impl Row {
             category: None,
             tokens: Tokens::default(),
             cost_usd: None,
-            body: serde_json::to_string(opening)?,
+            body: String::new(),
             charged_worst: false,
             served: None,
             stands_alone: false,
-        })
+        }
     }
 
     /// A hold's row: its tokens are the worst case held (all kinds together,
     /// in the `input` column), its cost the worst case priced.
     pub(super) fn hold(hold: &HoldRecord) -> serde_json::Result<Self> {
-        Ok(Self {
+        Ok(Self { body: serde_json::to_string(hold)?, ..Self::hold_columns(hold) })
+    }
+
+    /// [`Self::hold`] without its body (empty).
+    pub(super) fn hold_columns(hold: &HoldRecord) -> Self {
+        Self {
             kind: Kind::Hold,
             call_id: hold.call_id.clone(),
             at_ms: unix_ms(hold.held_at),
@@ -232,15 +243,20 @@ impl Row {
             category: None,
             tokens: Tokens { input: hold.tokens, ..Tokens::default() },
             cost_usd: hold.usd,
-            body: serde_json::to_string(hold)?,
+            body: String::new(),
             charged_worst: false,
             served: None,
             stands_alone: false,
-        })
+        }
     }
 
     pub(super) fn closing(record: &CallRecord) -> serde_json::Result<Self> {
-        Ok(Self {
+        Ok(Self { body: encode_body(record)?, ..Self::closing_columns(record) })
+    }
+
+    /// [`Self::closing`] without its body (empty).
+    pub(super) fn closing_columns(record: &CallRecord) -> Self {
+        Self {
             kind: Kind::Close,
             call_id: record.call_id.clone(),
             at_ms: unix_ms(record.ended_at),
@@ -252,11 +268,11 @@ impl Row {
             category: Some(record.category.clone()),
             tokens: record.usage,
             cost_usd: record.cost_usd,
-            body: encode_body(record)?,
+            body: String::new(),
             charged_worst: record.charged_worst_case,
             served: Some(Served::of_record(record)),
             stands_alone: false,
-        })
+        }
     }
 }
 

@@ -1133,3 +1133,72 @@ async fn a_call_alone_commits_at_once_and_one_in_company_yields_first() {
     let records = ledger.reader().unwrap().records(&Filter::default()).unwrap();
     assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["alone", "first", "beside"]);
 }
+
+/// `verify` holds every column to the body: a closing row with any one
+/// column changed (its hash still over the untouched body) is a broken chain
+/// naming the columns, and the row as made checks out.
+#[test]
+fn a_row_with_any_column_unlike_its_body_breaks_the_chain() {
+    let made = store::Row::closing(&record("c1", "alice", "m", 5, Some(0.25))).unwrap();
+    let check = |row: store::Row| {
+        let hash = store::chain_hash(store::GENESIS, 1, "close", &row.body);
+        let link = query::Link { seq: 1, prev_hash: store::GENESIS.to_owned(), hash };
+        query::ChainCheck::default().next("close", "c1", Some(row), link).map_err(|broken| broken.reason)
+    };
+    assert_eq!(check(made.clone()), Ok(()));
+    let changed: [fn(&mut store::Row); 12] = [
+        |row| row.call_id.push('x'),
+        |row| row.at_ms += 1,
+        |row| row.started_ms += 1,
+        |row| row.key_id = None,
+        |row| row.member = Some("bob".to_owned()),
+        |row| row.team = None,
+        |row| row.model.push('x'),
+        |row| row.category = None,
+        |row| row.tokens.reasoning += 1,
+        |row| row.cost_usd = Some(0.26),
+        |row| row.charged_worst = !row.charged_worst,
+        |row| row.kind = store::Kind::Hold,
+    ];
+    for (index, change) in changed.iter().enumerate() {
+        let mut row = made.clone();
+        change(&mut row);
+        let broken = check(row).unwrap_err();
+        assert!(
+            broken.contains("columns do not match") || broken.contains("does not parse"),
+            "change {index}: {broken}"
+        );
+    }
+}
+
+/// `verify` reads on one thread and checks on another, in batches: across
+/// many batches the first failure in row order is the answer, whether it is
+/// a broken row or a row that cannot be read, and either side stopping
+/// stops the walk.
+#[test]
+fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let rows: Vec<store::Row> = (0..1_000)
+        .map(|n| store::Row::closing(&record(&format!("call-{n}"), "alice", "m", n, Some(0.01))).unwrap())
+        .collect();
+    let writer = store::open_writer(&path, LedgerSync::Normal, None).unwrap();
+    let run = store::Run { segment: "s", first_line: 0, rows: rows.iter().map(Some).collect() };
+    store::append_logged(&writer, [run]).unwrap();
+    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 1_000, calls: 1_000 });
+
+    writer.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
+    let verify = || Reader::open(&path).unwrap().verify();
+    // A hash stored as a blob cannot be read: row 900 fails the read.
+    writer.execute("UPDATE ledger SET hash = x'07' WHERE seq = 900", []).unwrap();
+    assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
+    // A broken row before it is the answer.
+    writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 600", []).unwrap();
+    match verify() {
+        Err(VerifyError::Broken(broken)) => assert_eq!((broken.seq, broken.call_id.as_str()), (600, "call-599")),
+        other => panic!("expected the break at 600, got {other:?}"),
+    }
+    // An unreadable row before the break is the answer in turn.
+    writer.execute("UPDATE ledger SET hash = x'07' WHERE seq = 300", []).unwrap();
+    assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
+}
