@@ -323,6 +323,38 @@ macro_rules! boundary_conversions {
                 }
             }
 
+            pub fn native_support(support: t::NativeSupport) -> n::NativeSupportSummary {
+                n::NativeSupportSummary {
+                    dialect: support.dialect,
+                    fields: support.fields,
+                    betas: support.betas,
+                    count_tokens: support.count_tokens,
+                }
+            }
+
+            pub fn native_request(native: &n::NativeFields) -> t::NativeRequest {
+                t::NativeRequest {
+                    dialect: native.dialect.clone(),
+                    fields_json: native.fields_json.clone(),
+                    betas: native.betas.clone(),
+                }
+            }
+
+            pub fn native_answer(answer: t::NativeAnswer) -> n::DecodedNative {
+                n::DecodedNative {
+                    response: decoded(answer.response),
+                    blocks: answer
+                        .blocks
+                        .into_iter()
+                        .map(|block| match block {
+                            t::AnswerBlock::Neutral(index) => n::AnswerBlock::Neutral(index),
+                            t::AnswerBlock::Native(json) => n::AnswerBlock::Native(json),
+                        })
+                        .collect(),
+                    usage_json: answer.usage_json,
+                }
+            }
+
             pub fn summary(info: &t::ProviderInfo) -> n::ProviderSummary {
                 n::ProviderSummary {
                     key: info.key.clone(),

@@ -583,3 +583,39 @@ pub struct DecodedRanking {
     pub served_model: Option<String>,
     pub request_id: Option<String>,
 }
+
+/// What `native.support` answered for one key and wire id (weir:provider
+/// 0.4.0's `native-support`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeSupportSummary {
+    pub dialect: String,
+    pub fields: Vec<String>,
+    pub betas: Vec<String>,
+    pub count_tokens: bool,
+}
+
+/// A caller's native fields as the host sends them (`native-request`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeFields {
+    pub dialect: String,
+    /// A JSON object of fields.
+    pub fields_json: String,
+    pub betas: Vec<String>,
+}
+
+/// One block of a native answer (`answer-block`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerBlock {
+    /// The index of a block of the neutral answer.
+    Neutral(u32),
+    /// The dialect's own block, a JSON object as the provider wrote it.
+    Native(String),
+}
+
+/// What `native.decode-native` answered (`native-answer`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedNative {
+    pub response: Decoded,
+    pub blocks: Vec<AnswerBlock>,
+    pub usage_json: Option<String>,
+}

@@ -97,7 +97,7 @@ fn describe_endpoint(provider: &ProviderSummary) -> Result<(), String> {
 
 // ------------------------------------------------------------------ encode
 
-fn params() -> Params {
+pub(crate) fn params() -> Params {
     Params {
         model: MODEL.to_owned(),
         max_tokens: MAX_TOKENS,
@@ -110,7 +110,7 @@ fn params() -> Params {
     }
 }
 
-fn text(text: &str) -> Block {
+pub(crate) fn text(text: &str) -> Block {
     Block::Text { text: text.to_owned() }
 }
 
@@ -118,7 +118,7 @@ fn turn(role: Role, content: Vec<Block>) -> Turn {
     Turn { role, content, cache: false }
 }
 
-fn user(content: Vec<Block>) -> Conversation {
+pub(crate) fn user(content: Vec<Block>) -> Conversation {
     Conversation { turns: vec![turn(Role::User, content)], ..Conversation::default() }
 }
 

@@ -31,6 +31,7 @@
 mod boundary;
 pub mod dialect;
 pub mod embeddings;
+mod fields;
 pub mod fixture;
 pub mod generic;
 pub mod json;
@@ -46,7 +47,7 @@ pub mod wire;
 
 pub use dialect::{Case, FixtureError};
 pub use report::{Check, Outcome, Report, Warning};
-pub use subject::{Answer, Fault, Operation, Subject};
+pub use subject::{Answer, Fault, NativeLevel, Operation, Subject};
 
 /// Runs the describe checks, the generic checks of each operation `subject`
 /// exports, then `cases` (a provider's fixtures), on `subject`.
@@ -58,6 +59,9 @@ pub async fn run<S: Subject>(subject: &S, cases: Vec<Case>) -> Report {
             Operation::Chat => {
                 generic::chat(subject, &providers, &mut report).await;
                 stream::checks::run(subject, &providers, &cases, &mut report).await;
+                if subject.native_level() != NativeLevel::None {
+                    fields::run(subject, &providers, &cases, &mut report).await;
+                }
             }
             Operation::Embeddings => {
                 let targets = target::targets(operation, &providers, &cases);

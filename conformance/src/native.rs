@@ -14,14 +14,15 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use weir_sdk::{ChatProvider, Describe, EmbeddingProvider, RerankProvider, StreamDecoder};
+use weir_sdk::{ChatProvider, Describe, EmbeddingProvider, NativeProvider, RerankProvider, StreamDecoder};
 
 use crate::fixture::{
-    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, Delta, EmbedParams, EventFrame, Params,
-    ProviderSummary, RerankParams, Response, StreamEvent, StreamInput, WireRequest,
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedNative, DecodedRanking, Delta, EmbedParams,
+    EventFrame, NativeFields, NativeSupportSummary, Params, ProviderSummary, RerankParams, Response, StreamEvent,
+    StreamInput, WireRequest,
 };
 use crate::stream::{self, StreamRun};
-use crate::subject::{Answer, Fault, Operation, Subject};
+use crate::subject::{Answer, Fault, NativeLevel, Operation, Subject};
 use crate::{FixtureError, Report, dialect};
 
 crate::boundary_conversions!(weir_sdk::types);
@@ -58,11 +59,21 @@ macro_rules! constructors {
     )+};
 }
 
-constructors!(Native, NativeRetrieval, NativeChatEmbeddings, NativeAll);
+/// The kit's view of chat provider `P` that also takes a dialect's own
+/// fields (`native`): the chat checks and the `native` interface's.
+#[derive(Debug)]
+pub struct NativeDialect<P>(PhantomData<P>);
+
+constructors!(Native, NativeRetrieval, NativeChatEmbeddings, NativeAll, NativeDialect);
 
 /// The chat checks plus the fixtures in `fixtures` (when given), on `P`.
 pub fn run<P: ChatProvider>(fixtures: Option<&Path>) -> Result<Report, FixtureError> {
     run_on(&Native::<P>::new(), fixtures)
+}
+
+/// The chat and `native` checks plus the fixtures in `fixtures`, on `P`.
+pub fn run_dialect<P: NativeProvider>(fixtures: Option<&Path>) -> Result<Report, FixtureError> {
+    run_on(&NativeDialect::<P>::new(), fixtures)
 }
 
 /// The embeddings and rerank checks plus the fixtures, on `P`.
@@ -453,5 +464,107 @@ impl<P: ChatProvider + EmbeddingProvider + RerankProvider> Subject for NativeAll
 
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {
         rerank_decode::<P>(provider, response)
+    }
+}
+
+/// Chat as [`Native`] answers it, and the `native` interface's calls.
+impl<P: NativeProvider> Subject for NativeDialect<P> {
+    async fn providers(&self) -> Result<Vec<ProviderSummary>, Fault> {
+        Native::<P>::new().providers().await
+    }
+
+    fn operations(&self) -> Vec<Operation> {
+        vec![Operation::Chat]
+    }
+
+    async fn serves(&self, operation: Operation, provider: &str, wire_id: &str) -> Result<bool, Fault> {
+        Native::<P>::new().serves(operation, provider, wire_id).await
+    }
+
+    async fn classify(&self, operation: Operation, provider: &str, response: &Response) -> Result<Classified, Fault> {
+        Native::<P>::new().classify(operation, provider, response).await
+    }
+
+    async fn encode(&self, provider: &str, conversation: &Conversation, params: &Params) -> Answer<WireRequest> {
+        chat_encode::<P>(provider, conversation, params)
+    }
+
+    async fn decode(&self, provider: &str, response: &Response) -> Answer<Decoded> {
+        chat_decode::<P>(provider, response)
+    }
+
+    async fn stream(&self, provider: &str, input: &StreamInput) -> Result<StreamRun, Fault> {
+        chat_stream::<P>(provider, input).await
+    }
+
+    async fn max_batch(&self, _: &str, _: &str) -> Result<u32, Fault> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn needs_dimensions(&self, _: &str, _: &str) -> Result<bool, Fault> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn embed_encode(&self, _: &str, _: &[String], _: &EmbedParams) -> Answer<WireRequest> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn embed_decode(&self, _: &str, _: &Response) -> Answer<DecodedEmbeddings> {
+        missing(Operation::Embeddings)
+    }
+
+    async fn rerank_encode(&self, _: &str, _: &str, _: &[String], _: &RerankParams) -> Answer<WireRequest> {
+        missing(Operation::Rerank)
+    }
+
+    async fn rerank_decode(&self, _: &str, _: &Response) -> Answer<DecodedRanking> {
+        missing(Operation::Rerank)
+    }
+
+    /// The SDK's trait has `decode_native` (a default for dialects without
+    /// blocks of their own), so every such provider answers all of it.
+    fn native_level(&self) -> NativeLevel {
+        NativeLevel::Answers
+    }
+
+    async fn native_support(&self, provider: &str, wire_id: &str) -> Result<Option<NativeSupportSummary>, Fault> {
+        guarded(|| P::native_support(provider, wire_id)).map(|support| support.map(boundary::native_support))
+    }
+
+    async fn native_encode(
+        &self,
+        provider: &str,
+        conversation: &Conversation,
+        params: &Params,
+        native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
+        let native = boundary::native_request(native);
+        guarded(|| P::encode_native(provider, conversation, params, native))
+            .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+    }
+
+    async fn count_tokens_encode(
+        &self,
+        provider: &str,
+        conversation: &Conversation,
+        params: &Params,
+        native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
+        let native = boundary::native_request(native);
+        guarded(|| P::count_tokens_encode(provider, conversation, params, native))
+            .map(|result| result.map(boundary::request).map_err(boundary::codec_failure))
+    }
+
+    async fn count_tokens_decode(&self, provider: &str, response: &Response) -> Answer<u64> {
+        let response = boundary::response(response);
+        guarded(|| P::count_tokens_decode(provider, response)).map(|result| result.map_err(boundary::codec_failure))
+    }
+
+    async fn decode_native(&self, provider: &str, response: &Response) -> Answer<DecodedNative> {
+        let response = boundary::response(response);
+        guarded(|| P::decode_native(provider, response))
+            .map(|result| result.map(boundary::native_answer).map_err(boundary::codec_failure))
     }
 }

@@ -3,8 +3,8 @@
 //! loaded component through wasmtime (`weir check`).
 
 use crate::fixture::{
-    Classified, CodecFailure, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, EmbedParams, Params,
-    ProviderSummary, RerankParams, Response, StreamInput, WireRequest,
+    Classified, CodecFailure, Conversation, Decoded, DecodedEmbeddings, DecodedNative, DecodedRanking, EmbedParams,
+    NativeFields, NativeSupportSummary, Params, ProviderSummary, RerankParams, Response, StreamInput, WireRequest,
 };
 use crate::stream::StreamRun;
 
@@ -98,4 +98,64 @@ pub trait Subject {
     ) -> Answer<WireRequest>;
 
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking>;
+
+    // ---------------------------------------------------------------- native (beside chat)
+
+    /// How much of the `native` interface the component exports. A subject
+    /// without it keeps the defaults below, which the kit never calls.
+    fn native_level(&self) -> NativeLevel {
+        NativeLevel::None
+    }
+
+    /// `native.support`.
+    async fn native_support(&self, _provider: &str, _wire_id: &str) -> Result<Option<NativeSupportSummary>, Fault> {
+        Err(no_native())
+    }
+
+    /// `native.encode`.
+    async fn native_encode(
+        &self,
+        _provider: &str,
+        _conversation: &Conversation,
+        _params: &Params,
+        _native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        Err(no_native())
+    }
+
+    /// `native.count-tokens-encode`.
+    async fn count_tokens_encode(
+        &self,
+        _provider: &str,
+        _conversation: &Conversation,
+        _params: &Params,
+        _native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        Err(no_native())
+    }
+
+    /// `native.count-tokens-decode`.
+    async fn count_tokens_decode(&self, _provider: &str, _response: &Response) -> Answer<u64> {
+        Err(no_native())
+    }
+
+    /// `native.decode-native` (0.6.0 on: [`NativeLevel::Answers`]).
+    async fn decode_native(&self, _provider: &str, _response: &Response) -> Answer<DecodedNative> {
+        Err(no_native())
+    }
+}
+
+/// Which functions of the `native` interface a component exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeLevel {
+    /// No `native` interface.
+    None,
+    /// `support`, `encode` and the token count (0.4.0, 0.5.0).
+    Fields,
+    /// Those and `decode-native` (0.6.0 on).
+    Answers,
+}
+
+fn no_native() -> Fault {
+    Fault("does not export `native`".to_owned())
 }

@@ -11,7 +11,8 @@ use weir_conformance::{Outcome, Report, dialect};
 use weir_sdk::ChatProvider;
 use weir_sdk::types::{
     CallParams, Capabilities, ChatResponse, CodecError, ContentBlock, CredentialShape, ErrorClass, HeaderCredential,
-    HttpRequest, HttpResponse, MediaSource, PreparedConversation, ProviderInfo, Retry, StopReason, StreamFraming,
+    HttpRequest, HttpResponse, MediaSource, NativeAnswer, NativeRequest, NativeSupport, PreparedConversation,
+    ProviderInfo, Retry, StopReason, StreamFraming,
 };
 
 /// Two keys, each with its own flaws:
@@ -371,4 +372,109 @@ fn each_media_refusal_is_compared_with_the_declaration() {
         "only the key whose refusal contradicts its declaration fails: {failing:?}\n{report}"
     );
     assert_eq!(failing, ["encode: image (base64): sent, as `inline-images` declares"], "{report}");
+}
+
+/// A provider whose `native` interface is careless, over [`Declining`]'s chat:
+/// `support` names `top_k` twice and takes any beta and a token count;
+/// `encode` adds a header of its own even without native fields, carries
+/// `top_k` but drops `dropped` and every beta; the count sends `max_tokens`
+/// and panics on a count it cannot read; `decode_native` panics on garbage.
+struct CarelessFields;
+
+impl ChatProvider for CarelessFields {
+    type StreamDecoder = weir_sdk::NoStreaming;
+
+    fn providers() -> Vec<ProviderInfo> {
+        vec![info("fields")]
+    }
+
+    fn encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+    ) -> Result<HttpRequest, CodecError> {
+        Declining::encode(provider, conversation, params)
+    }
+
+    fn decode(provider: &str, response: HttpResponse) -> Result<ChatResponse, CodecError> {
+        Declining::decode(provider, response)
+    }
+
+    fn classify(provider: &str, response: HttpResponse) -> ErrorClass {
+        Declining::classify(provider, response)
+    }
+}
+
+impl weir_sdk::NativeProvider for CarelessFields {
+    fn native_support(_: &str, _: &str) -> Option<NativeSupport> {
+        let names = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect();
+        Some(NativeSupport {
+            dialect: "careless".to_owned(),
+            fields: names(&["top_k", "dropped", "top_k"]),
+            betas: names(&["*"]),
+            count_tokens: true,
+        })
+    }
+
+    fn encode_native(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        native: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        let mut request = Self::encode(provider, conversation, params)?;
+        request.headers.push(("x-careless".to_owned(), "1".to_owned()));
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&native.fields_json).expect("careless: the fields are an object");
+        if let Some(top_k) = fields.get("top_k") {
+            let mut body: serde_json::Value = serde_json::from_slice(&request.body).expect("careless: its own JSON");
+            body["top_k"] = top_k.clone();
+            request.body = body.to_string().into_bytes();
+        }
+        Ok(request)
+    }
+
+    fn count_tokens_encode(
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
+        _: NativeRequest,
+    ) -> Result<HttpRequest, CodecError> {
+        Self::encode(provider, conversation, params)
+    }
+
+    fn count_tokens_decode(_: &str, response: HttpResponse) -> Result<u64, CodecError> {
+        let count: serde_json::Value = serde_json::from_slice(&response.body).expect("careless: a count is JSON");
+        Ok(count["input_tokens"].as_u64().unwrap_or(0))
+    }
+
+    fn decode_native(_: &str, response: HttpResponse) -> Result<NativeAnswer, CodecError> {
+        let _: serde_json::Value = serde_json::from_slice(&response.body).expect("careless: the answer is JSON");
+        Err(CodecError::Malformed("careless decodes nothing".to_owned()))
+    }
+}
+
+#[test]
+fn every_flaw_of_a_careless_native_interface_is_caught() {
+    let report = weir_conformance::native::run_dialect::<CarelessFields>(None).unwrap();
+    let key = "fields";
+    failed_with(&report, key, "native: support names a dialect and each field and beta once", "`top_k` named once");
+    failed_with(&report, key, "native: encode without native fields builds chat's request", "chat's headers");
+    // Each field and beta is judged on its own: the carried one passes.
+    failed_with(&report, key, "native: field `dropped` is carried or refused", "dropped");
+    failed_with(&report, key, "native: beta `weir-kit-2026-01-01` is carried or refused", "dropped");
+    assert_eq!(outcome(&report, key, "native: field `top_k` is carried or refused"), &Outcome::Passed);
+    let count = "native: a token count request is well-formed and leaves the output reserve out";
+    failed_with(&report, key, count, "no max-tokens (1234)");
+    failed_with(
+        &report,
+        key,
+        "native: count-tokens-decode of an HTML error page is malformed, not a fault",
+        "panicked",
+    );
+    failed_with(&report, key, "native: decode-native of an empty body is malformed, not a fault", "panicked");
+    // JSON it can read is refused as `malformed`, as it should be.
+    assert_eq!(outcome(&report, key, "native: decode-native of JSON null is malformed, not a fault"), &Outcome::Passed);
+    // Declining's own chat checks are unaffected by its native flaws.
+    assert_eq!(outcome(&report, key, "encode: system text is sent"), &Outcome::Passed);
 }

@@ -16,11 +16,12 @@ use aws_smithy_eventstream::frame::write_message_to;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use tokio::time::Instant;
 use weir_conformance::fixture::{
-    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedRanking, Delta, EmbedParams, EventFrame, Params,
-    ProviderSummary, RerankParams, Response, StreamEvent as KitEvent, StreamInput, WireRequest,
+    Classified, Conversation, Decoded, DecodedEmbeddings, DecodedNative, DecodedRanking, Delta, EmbedParams,
+    EventFrame, NativeFields, NativeSupportSummary, Params, ProviderSummary, RerankParams, Response,
+    StreamEvent as KitEvent, StreamInput, WireRequest,
 };
 use weir_conformance::stream::{self, StreamRun};
-use weir_conformance::{Answer, Fault, FixtureError, Operation as KitOperation, Report, Subject, dialect};
+use weir_conformance::{Answer, Fault, FixtureError, NativeLevel, Operation as KitOperation, Report, Subject, dialect};
 
 use crate::catalog::{Capability, CapabilitySet, declared_capabilities};
 use crate::catalog::{ModelEntry, Reasoning, RoleKind};
@@ -328,6 +329,57 @@ impl Subject for HostSubject {
         let result =
             provider.session().rerank_encode(query, documents, &boundary::rerank_params(params), NO_DEADLINE).await;
         answer(result, boundary::request)
+    }
+
+    fn native_level(&self) -> NativeLevel {
+        match self.component.exports(Operation::Native) {
+            false => NativeLevel::None,
+            true if self.providers.values().any(Provider::decodes_native) => NativeLevel::Answers,
+            true => NativeLevel::Fields,
+        }
+    }
+
+    async fn native_support(&self, provider: &str, wire_id: &str) -> Result<Option<NativeSupportSummary>, Fault> {
+        let support = self.provider(provider)?.native_support(wire_id).map_err(fault)?;
+        Ok(support.map(|support| boundary::native_support((*support).clone())))
+    }
+
+    async fn native_encode(
+        &self,
+        provider: &str,
+        conversation: &Conversation,
+        params: &Params,
+        native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
+        let native = boundary::native_request(native);
+        let result =
+            self.provider(provider)?.session().encode_native(&conversation, &params, &native, NO_DEADLINE).await;
+        answer(result, boundary::request)
+    }
+
+    async fn count_tokens_encode(
+        &self,
+        provider: &str,
+        conversation: &Conversation,
+        params: &Params,
+        native: &NativeFields,
+    ) -> Answer<WireRequest> {
+        let (conversation, params) = (boundary::conversation(conversation), boundary::params(params));
+        let native = boundary::native_request(native);
+        let result =
+            self.provider(provider)?.session().count_tokens_encode(&conversation, &params, &native, NO_DEADLINE).await;
+        answer(result, boundary::request)
+    }
+
+    async fn count_tokens_decode(&self, provider: &str, response: &Response) -> Answer<u64> {
+        let result = self.provider(provider)?.session().count_tokens_decode(&boundary::response(response)).await;
+        answer(result, |count| count)
+    }
+
+    async fn decode_native(&self, provider: &str, response: &Response) -> Answer<DecodedNative> {
+        let result = self.provider(provider)?.session().decode_native(&boundary::response(response)).await;
+        answer(result, boundary::native_answer)
     }
 
     async fn rerank_decode(&self, provider: &str, response: &Response) -> Answer<DecodedRanking> {

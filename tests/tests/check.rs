@@ -71,6 +71,10 @@ fn the_openai_component_is_checked_for_chat_embeddings_and_rerank_with_its_fixtu
         "ok    openai-compatible: rerank `BAAI/bge-reranker-v2-m3`: encode: top-n (2) is sent exactly",
         "ok    openai: fixture: the reference answer: one vector, its tokens and model",
         "ok    openai-compatible: fixture: a vLLM ranking with echoed documents, its tokens, model and id",
+        // The `native` interface, on the key that takes native fields (the Responses API).
+        "ok    openai-responses: native: encode without native fields builds chat's request",
+        "ok    openai-responses: native: field `prompt_cache_key` is carried or refused",
+        "ok    openai-responses: native: decode-native of an HTML error page is malformed, not a fault",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
