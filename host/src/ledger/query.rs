@@ -524,6 +524,57 @@ impl Reader {
     }
 }
 
+/// Hours asked of the roll-ups at a time by [`newest`].
+const HOURS_PAGE: usize = 48;
+
+/// The newest `limit` closed calls `filter` selects, newest first. A filter
+/// on a member, key, model or category is answered hour by hour: the
+/// roll-ups name the hours holding such a call ([`sql::hours_with_calls`]),
+/// and only those hours' rows are read, newest first, until `limit` calls
+/// are found. Read through the index alone, a value no recent call has made
+/// the search pass over every newer call (~2 s on a million calls for a
+/// category none had). `hours` and `bodies` run a query on the store.
+pub(super) fn newest(
+    filter: &Filter,
+    limit: usize,
+    dialect: Dialect,
+    hours: impl Fn(sql::Query) -> Result<Vec<i64>, ReadError>,
+    bodies: impl Fn(sql::Query) -> Result<Vec<CallRecord>, ReadError>,
+) -> Result<Vec<CallRecord>, ReadError> {
+    let Filter { member, key_id, model, category, since: _, until: _ } = filter;
+    if [member, key_id, model, category].iter().all(|value| value.is_none()) {
+        return bodies(sql::newest(filter, limit, dialect));
+    }
+    let mut found = Vec::new();
+    let mut before = None;
+    while found.len() < limit {
+        let page = hours(sql::hours_with_calls(filter, before, HOURS_PAGE, dialect))?;
+        for &hour in &page {
+            let within = within_hour(filter, hour);
+            found.extend(bodies(sql::newest(&within, limit - found.len(), dialect))?);
+            if found.len() >= limit {
+                return Ok(found);
+            }
+        }
+        match page.last() {
+            Some(&last) if page.len() == HOURS_PAGE => before = Some(last),
+            _ => return Ok(found),
+        }
+    }
+    Ok(found)
+}
+
+/// `filter` narrowed to the hour starting at `hour` (ms).
+fn within_hour(filter: &Filter, hour: i64) -> Filter {
+    let at = |ms: i64| std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    let (start, end) = (at(hour), at(hour + super::rollup::HOUR_MS));
+    Filter {
+        since: Some(filter.since.map_or(start, |since| since.max(start))),
+        until: Some(filter.until.map_or(end, |until| until.min(end))),
+        ..filter.clone()
+    }
+}
+
 /// One closed call by its id, from the window its id names (see
 /// [`sql::closed_call`]) and, when it is not there, from every closing row.
 pub(super) fn closed_call(
@@ -587,7 +638,8 @@ impl LedgerRead for Reader {
     }
 
     fn newest(&self, filter: &Filter, limit: usize) -> Result<Vec<CallRecord>, ReadError> {
-        self.bodies(sql::newest(filter, limit, Dialect::Sqlite))
+        let hours = |query| run(&self.connection, query, |row| row.get(0));
+        newest(filter, limit, Dialect::Sqlite, hours, |query| self.bodies(query))
     }
 
     fn closed_call(&self, call_id: &str) -> Result<Option<CallRecord>, ReadError> {

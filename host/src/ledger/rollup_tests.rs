@@ -325,6 +325,78 @@ proptest! {
     }
 }
 
+/// The newest `limit` closed calls `filter` selects, from every closed call:
+/// the reference the search through the roll-ups' hours is held to.
+fn newest_from_all(reader: &Reader, filter: &Filter, limit: usize) -> Vec<String> {
+    let mut calls: Vec<(SystemTime, String)> =
+        reader.records(filter).unwrap().into_iter().map(|record| (record.started_at, record.call_id)).collect();
+    calls.sort_by(|a, b| b.cmp(a));
+    calls.into_iter().take(limit).map(|(_, call_id)| call_id).collect()
+}
+
+fn newest_ids(reader: &Reader, filter: &Filter, limit: usize) -> Vec<String> {
+    reader.newest(filter, limit).unwrap().into_iter().map(|record| record.call_id).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A search on a member, key, model or category, read hour by hour where
+    /// the roll-ups say such calls are, finds the newest calls the filter
+    /// selects, in order, as a walk over every closed call does.
+    #[test]
+    fn a_search_through_the_rollups_hours_finds_the_newest_calls(
+        calls in proptest::collection::vec(call(), 1..120),
+        member in proptest::option::of(0..3_u8),
+        model in proptest::option::of(0..2_u8),
+        category in proptest::option::of(0..3_usize),
+        range in proptest::option::of((0..(2 * DAY_MS), 0..DAY_MS)),
+        limit in prop_oneof![Just(1_usize), Just(7), Just(50)],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        append_all(&path, "call-", &calls, 9);
+        let reader = Reader::open(&path).unwrap();
+        let filter = Filter {
+            member: member.map(|member| format!("member-{member}")),
+            model: model.map(|model| format!("model-{model}")),
+            category: category.map(|category| CATEGORIES[category].to_owned()),
+            since: range.map(|(since, _)| at_ms(since)),
+            until: range.map(|(since, span)| at_ms(since + span)),
+            ..Filter::default()
+        };
+        prop_assert_eq!(newest_ids(&reader, &filter, limit), newest_from_all(&reader, &filter, limit));
+    }
+}
+
+/// A search whose calls lie in more hours than one page of them: the next
+/// page is asked for, and the calls come newest first across pages.
+#[test]
+fn a_search_reads_the_hours_page_after_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let calls: Vec<Call> = sample_calls()
+        .into_iter()
+        .take(150)
+        .enumerate()
+        .map(|(hour, call)| Call {
+            start_ms: hour as u64 * 3_600_000 + 17,
+            member: (hour % 2) as u8,
+            end: End::Closed,
+            ..call
+        })
+        .collect();
+    append_all(&path, "call-", &calls, 11);
+    let reader = Reader::open(&path).unwrap();
+    let odd = Filter { member: Some("member-1".to_owned()), ..Filter::default() };
+    let found = newest_ids(&reader, &odd, 70);
+    assert_eq!(found.len(), 70, "75 calls of member-1 in 75 hours: more than a page of hours");
+    assert_eq!(found, newest_from_all(&reader, &odd, 70));
+    assert_eq!(found[0], "call-149");
+    let none = Filter { member: Some("member-9".to_owned()), ..Filter::default() };
+    assert!(newest_ids(&reader, &none, 50).is_empty());
+}
+
 /// The totals every roll-up row of the file holds, by hour and dims values.
 fn rollup_contents(path: &Path) -> Vec<(i64, String, i64, i64, i64, i64, String)> {
     let file = Connection::open(path).unwrap();
@@ -565,6 +637,15 @@ async fn the_fleets_table_keeps_the_same_rollups() {
             let rolled = shared.usage(&query).unwrap();
             assert_same_sums(&rolled, &shared.usage_from_rows(&query).unwrap(), &query);
         }
+        // A search on a member and category, hour by hour through the fleet's roll-ups.
+        let filter =
+            Filter { member: Some("member-1".to_owned()), category: Some("ok".to_owned()), ..Filter::default() };
+        let mut every: Vec<(SystemTime, String)> =
+            shared.records(&filter).unwrap().into_iter().map(|record| (record.started_at, record.call_id)).collect();
+        every.sort_by(|a, b| b.cmp(a));
+        let newest: Vec<String> = shared.newest(&filter, 5).unwrap().into_iter().map(|record| record.call_id).collect();
+        assert!(!newest.is_empty());
+        assert_eq!(newest, every.into_iter().take(5).map(|(_, call_id)| call_id).collect::<Vec<_>>());
         let whole = UsageQuery { group_by: Some(GroupBy::Member), ..UsageQuery::default() };
         let fleet = shared.usage(&whole).unwrap();
         let files: u64 = shipped.iter().map(|reader| reader.usage(&whole).unwrap().total.calls).sum();

@@ -108,6 +108,28 @@ pub(super) fn any_row_from(until_ms: i64, dialect: Dialect) -> Query {
     }
 }
 
+/// The starts of the hours, newest first and before `before` (ms; `None`:
+/// any), that hold a closed call the filter selects, at most `page` of
+/// them: read from the roll-ups' hour level, whose rows carry the member,
+/// key, model and category of their calls (see [`super::query::newest`]).
+pub(super) fn hours_with_calls(filter: &Filter, before: Option<i64>, page: usize, dialect: Dialect) -> Query {
+    let span = Span::of(filter);
+    let first_hour = span.from.map(|from| from - from.rem_euclid(super::rollup::HOUR_MS));
+    let to = match (span.to, before) {
+        (Some(to), Some(before)) => Some(to.min(before)),
+        (to, before) => to.or(before),
+    };
+    let hours = Span { from: first_hour, to };
+    let (conditions, mut params) = conditions_on(filter, "d.", "r.hour_ms", hours, dialect);
+    params.push(Param::Integer(i64::try_from(page).unwrap_or(i64::MAX)));
+    let limit = dialect.parameter(params.len());
+    let sql = format!(
+        "SELECT DISTINCT r.hour_ms FROM ledger_rollup r JOIN ledger_rollup_dims d ON d.id = r.dims \
+         WHERE r.calls > 0{conditions} ORDER BY r.hour_ms DESC LIMIT {limit}"
+    );
+    Query { sql, params }
+}
+
 /// How far a call's start may lie from the instant its id names (see
 /// [`closed_call`]): the id is made just before the start time is read, from
 /// the same clock.

@@ -11,7 +11,7 @@ use super::{PostgresTarget, SharedError, connect};
 use crate::ledger::anchor::{Anchor, AnchorKey, AnchorLines, Tampering};
 use crate::ledger::query::{
     CallerSpend, ChainBreak, ChainCheck, Filter, LedgerRead, Link, ReadError, Sums, UsageQuery, VerifyError,
-    VerifyReport, closed_call, parse_body,
+    VerifyReport, closed_call, newest, parse_body,
 };
 use crate::ledger::rollup::Histogram;
 use crate::ledger::sql::{self, Dialect, Param, Span};
@@ -346,7 +346,11 @@ impl LedgerRead for SharedReader {
     }
 
     fn newest(&self, filter: &Filter, limit: usize) -> Result<Vec<CallRecord>, ReadError> {
-        self.bodies(sql::newest(filter, limit, Dialect::Postgres))
+        let hours = |query| {
+            let rows = self.query(query)?;
+            Ok(rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(SharedError::from)?)
+        };
+        newest(filter, limit, Dialect::Postgres, hours, |query| self.bodies(query))
     }
 
     fn closed_call(&self, call_id: &str) -> Result<Option<CallRecord>, ReadError> {
