@@ -263,6 +263,63 @@ mod tests {
     const KEY: &str = "0123456789abcdef0123456789abcdef";
 
     #[test]
+    fn segments_archives_and_retention_resolve() {
+        let mut file = config(
+            "budget_timezone = \"+05:30\"\n[ledger]\npath = \"/l.db\"\nsegment_bytes = 1024\nsegment_hours = 2\n\
+             archive_dir = \"old\"\nretain_days = 3\nretain_bytes = 4096\n",
+        );
+        file.base_dir = Some(PathBuf::from("/etc/weir"));
+        let policy = ledger_config_with(&file, false, no_env).unwrap().unwrap().segments.unwrap();
+        assert_eq!((policy.max_bytes, policy.max_age), (Some(1024), Some(Duration::from_secs(7200))));
+        assert_eq!(policy.archive_dir.as_deref(), Some(Path::new("/etc/weir/old")));
+        let retention = policy.retention.unwrap();
+        assert_eq!(retention.max_age, Some(Duration::from_secs(3 * 86_400)));
+        assert_eq!((retention.max_bytes, retention.shipped), (Some(4096), false));
+        assert_eq!(policy.budget_timezone, Timezone::parse("+05:30").unwrap());
+        let shipped = config(
+            "[ledger]\npath = \"/l.db\"\nsegment_hours = 1\nretain_days = 1\npostgres_url = \"postgres://h/d\"\n",
+        );
+        let retention = ledger_config_with(&shipped, false, no_env).unwrap().unwrap().segments.unwrap().retention;
+        assert!(retention.is_some_and(|retention| retention.shipped));
+        assert_eq!(
+            ledger_config_with(&config("[ledger]\npath = \"/l.db\"\n"), false, no_env).unwrap().unwrap().segments,
+            None
+        );
+    }
+
+    #[test]
+    fn segment_settings_that_could_not_work_are_refused() {
+        let refused = |text: &str| {
+            ledger_config_with(&config(&format!("[ledger]\npath = \"/l.db\"\n{text}")), false, no_env)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(refused("segment_bytes = 0\n"), "`[ledger] segment_bytes` must be at least 1");
+        assert_eq!(refused("segment_hours = 0\n"), "`[ledger] segment_hours` must be at least 1");
+        assert_eq!(
+            refused("segment_hours = 1\nretain_days = 0\narchive_dir = \"a\"\n"),
+            "`[ledger] retain_days` must be at least 1"
+        );
+        assert!(
+            refused("archive_dir = \"a\"\n")
+                .starts_with("`[ledger] archive_dir` is set, and no segment is ever sealed")
+        );
+        assert!(
+            refused("retain_bytes = 1\n").starts_with("`[ledger] retain_bytes` is set, and no segment is ever sealed")
+        );
+        let no_copy = refused("segment_bytes = 10\nretain_days = 7\n");
+        assert!(
+            no_copy.starts_with("`[ledger] retain_days` would delete history that exists nowhere else"),
+            "{no_copy}"
+        );
+        // A config made in code (the file's load refuses it first).
+        let mut mars = config("[ledger]\npath = \"/l.db\"\nsegment_bytes = 10\n");
+        mars.budget_timezone = Some("Mars".to_owned());
+        let zone = ledger_config_with(&mars, false, no_env);
+        assert!(matches!(zone, Err(LedgerConfigError::Timezone(_))), "{zone:?}");
+    }
+
+    #[test]
     fn the_anchor_key_comes_from_the_environment_or_a_file() {
         let by_env = config("[ledger]\npath = \"/l.db\"\nanchor_key_env = \"LEDGER_KEY\"\non_tampered = \"start\"\n");
         let env = |name: &str| (name == "LEDGER_KEY").then(|| OsString::from(KEY));
