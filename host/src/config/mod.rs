@@ -658,8 +658,9 @@ pub struct LedgerSettings {
     /// this many days, once each is archived (`archive_dir`) and shipped
     /// (`postgres_url`); needs one of the two.
     pub retain_days: Option<u32>,
-    /// Delete from the file the oldest sealed segments while the segments'
-    /// stored size passes this many bytes, with the conditions of `retain_days`.
+    /// Delete from the file the oldest sealed segments while the rows it
+    /// holds (sealed or not, sized as for `segment_bytes`) pass this many
+    /// bytes, with the conditions of `retain_days`.
     pub retain_bytes: Option<u64>,
 }
 

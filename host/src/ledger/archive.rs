@@ -126,7 +126,7 @@ fn temporary_name(name: &str) -> String {
 }
 
 /// Writes `segment`'s rows, read from `connection`, to its file in `dir`
-/// (created owner-only when missing): to a temporary name, synced, renamed
+/// (the folder and the file owner-only, as every ledger file): to a temporary name, synced, renamed
 /// over any earlier file of the same name, and the folder synced.
 pub(super) fn write(
     connection: &Connection,
@@ -138,6 +138,7 @@ pub(super) fn write(
     let name = file_name(ledger, segment);
     let temporary = dir.join(temporary_name(&name));
     let file = File::create(&temporary)?;
+    super::modes::owner_only_file(&file, &temporary);
     let mut encoder = zstd::stream::write::Encoder::new(file, LEVEL)?;
     let written = write_rows(connection, segment, &mut encoder);
     let file = written.and_then(|()| encoder.finish().map_err(ArchiveError::from));

@@ -570,10 +570,11 @@ pub(super) fn release(connection: &Connection, segment: &Segment) -> rusqlite::R
 /// Checks the segments' table as a chain of its own: the first segment
 /// starts at row 1 after the genesis hash, each next one right after the one
 /// before and from its head, and the released ones come first.
-pub(super) fn check_table(segments: &[Segment]) -> Result<(), (Segment, String)> {
+/// A break names the segment and says why.
+pub(super) fn check_table(segments: &[Segment]) -> Result<(), (String, String)> {
     let mut previous: (i64, String, bool) = (0, GENESIS.to_owned(), true);
     for segment in segments {
-        let broken = |reason: String| Err((segment.clone(), reason));
+        let broken = |reason: String| Err((segment.to_string(), reason));
         if segment.first_seq != previous.0 + 1 {
             return broken(format!("it starts at row {}, and row {} was due", segment.first_seq, previous.0 + 1));
         }
