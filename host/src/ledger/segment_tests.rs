@@ -34,6 +34,20 @@ fn releasing(dir: &Path) -> SegmentPolicy {
     }
 }
 
+/// Seal at every fill; nothing archived or released.
+fn sealing_only(dir: &Path) -> SegmentPolicy {
+    SegmentPolicy { archive_dir: None, retention: None, ..releasing(dir) }
+}
+
+/// Seal at every fill, no archive, release every segment shipped.
+fn shipped_only(dir: &Path) -> SegmentPolicy {
+    SegmentPolicy {
+        archive_dir: None,
+        retention: Some(Retention { max_age: None, max_bytes: Some(0), shipped: true }),
+        ..releasing(dir)
+    }
+}
+
 fn config(dir: &Path, policy: SegmentPolicy) -> LedgerConfig {
     LedgerConfig { segments: Some(policy), ..LedgerConfig::at(dir.join("ledger.db")) }
 }
@@ -76,7 +90,7 @@ fn segment_break(found: Result<AnchoredReport, VerifyError>) -> SegmentBreak {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_sealed_into_segments_verifies_across_them() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = SegmentPolicy { archive_dir: None, retention: None, ..releasing(dir.path()) };
+    let policy = sealing_only(dir.path());
     six_calls(dir.path(), policy).await;
     let path = dir.path().join("ledger.db");
     let sealed = listed(&path);
@@ -233,7 +247,7 @@ async fn reordered_archive_files_are_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_release_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = SegmentPolicy { archive_dir: None, retention: None, ..releasing(dir.path()) };
+    let policy = sealing_only(dir.path());
     let ledger = Ledger::open(config(dir.path(), policy), None);
     close_calls(&ledger, &["c1", "c2", "c3"]).await;
     drop(ledger);
@@ -267,7 +281,7 @@ async fn a_forged_release_is_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_of_a_segment_not_released_are_never_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = SegmentPolicy { archive_dir: None, retention: None, ..releasing(dir.path()) };
+    let policy = sealing_only(dir.path());
     six_calls(dir.path(), policy).await;
     let refused =
         Connection::open(dir.path().join("ledger.db")).unwrap().execute("DELETE FROM ledger WHERE seq = 1", []);
@@ -294,7 +308,7 @@ async fn a_segment_not_archived_is_not_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archive_cut_off_by_a_kill_is_finished_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
-    let sealing = SegmentPolicy { archive_dir: None, retention: None, ..releasing(dir.path()) };
+    let sealing = sealing_only(dir.path());
     six_calls(dir.path(), sealing).await;
     let path = dir.path().join("ledger.db");
     let sealed = listed(&path);
@@ -343,11 +357,7 @@ const NOW: i64 = 1_800_000_000_000 + 3_600_000;
 fn a_segment_waits_to_be_shipped_before_it_is_released() {
     let dir = tempfile::tempdir().unwrap();
     let (path, connection) = writer(dir.path());
-    let policy = SegmentPolicy {
-        archive_dir: None,
-        retention: Some(Retention { max_age: None, max_bytes: Some(0), shipped: true }),
-        ..releasing(dir.path())
-    };
+    let policy = shipped_only(dir.path());
     let mut segmenter = Segmenter::new(policy, &path);
     let head = append(&connection, &[closing("a", 1), closing("b", 2)]);
     segmenter.after_fill(&connection, &head, true, 0, NOW).unwrap();
@@ -398,11 +408,7 @@ fn a_head_not_anchored_is_not_sealed() {
 fn the_hold_of_a_running_call_keeps_its_segment() {
     let dir = tempfile::tempdir().unwrap();
     let (path, connection) = writer(dir.path());
-    let policy = SegmentPolicy {
-        archive_dir: None,
-        retention: Some(Retention { max_age: None, max_bytes: Some(0), shipped: true }),
-        ..releasing(dir.path())
-    };
+    let policy = shipped_only(dir.path());
     let mut segmenter = Segmenter::new(policy, &path);
     let held = Row::hold(&hold("running", "alice", 1, 5000)).unwrap();
     let head = append(&connection, &[held]);
@@ -434,12 +440,7 @@ fn a_budget_periods_sum_is_the_same_after_a_release() {
     let (day_start, _) = timezone.bounds(crate::accounting::Period::Day, now);
     let secs = |time: SystemTime| time.duration_since(at(0)).unwrap().as_secs();
     let day_start = secs(day_start);
-    let policy = SegmentPolicy {
-        archive_dir: None,
-        retention: Some(Retention { max_age: None, max_bytes: Some(0), shipped: true }),
-        budget_timezone: timezone,
-        ..releasing(dir.path())
-    };
+    let policy = SegmentPolicy { budget_timezone: timezone, ..shipped_only(dir.path()) };
     let mut segmenter = Segmenter::new(policy, &path);
     let whole_hours = append(&connection, &[closing("a", day_start + 3600), closing("b", day_start + 4000)]);
     let edge = append(&connection, &[closing("c", day_start + 600)]);
@@ -490,4 +491,49 @@ fn the_segments_table_is_checked_as_a_chain() {
     let hole =
         [segment(1, 1, 5, genesis, "h5", SegmentState::Sealed), segment(2, 6, 9, "h5", "h9", SegmentState::Released)];
     assert!(segments::check_table(&hole).unwrap_err().1.contains("released after"));
+}
+
+/// With the fleet's ledger as the only copy, a segment is released once
+/// the shipper has shipped through its end, and not before; the file keeps
+/// its name in the fleet's table (its first row's hash, now released) and
+/// goes on shipping after the release; both copies verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_is_released_once_shipped_to_the_fleets_ledger() {
+    let server = weir_tests::PostgresServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = shipped_only(dir.path());
+    let config =
+        LedgerConfig { postgres: Some(PostgresTarget::new(&server.url(), None)), ..config(dir.path(), policy) };
+    let ledger = Ledger::open(config, None);
+    let ship = |ledger: &Ledger| {
+        let ledger = ledger.clone();
+        tokio::task::spawn_blocking(move || ledger.ship_pending(Duration::from_secs(10)))
+    };
+    close_calls(&ledger, &["c1", "c2"]).await;
+    let path = dir.path().join("ledger.db");
+    let shipped_through = || server.integer("SELECT COALESCE(MAX(source_seq), 0) FROM ledger");
+    assert!(ship(&ledger).await.unwrap());
+    close_calls(&ledger, &["c3", "c4"]).await;
+    let after = listed(&path);
+    assert_eq!(after[0].state, SegmentState::Released, "shipped, then released: {after:?}");
+    let shipped = shipped_through();
+    for segment in &after {
+        let released = segment.state == SegmentState::Released;
+        assert!(!released || segment.last_seq <= shipped, "released past what was shipped ({shipped}): {after:?}");
+    }
+    assert!(ship(&ledger).await.unwrap());
+    close_calls(&ledger, &["c5"]).await;
+    assert!(ship(&ledger).await.unwrap());
+    assert_eq!(server.integer("SELECT COUNT(*) FROM ledger"), 5, "every row shipped once");
+    assert_eq!(server.integer("SELECT COUNT(DISTINCT source) FROM ledger"), 1, "one source, named as before");
+    assert!(live_rows(&path) < 5);
+    assert_eq!(Reader::open(&path).unwrap().verify_anchored(None).unwrap().chain.rows, 5);
+    let url = server.url();
+    let sources = tokio::task::spawn_blocking(move || {
+        SharedReader::connect(&PostgresTarget::new(&url, None)).unwrap().verify(None).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(sources.len(), 1);
+    assert_eq!(sources[0].report.rows, 5);
 }
