@@ -20,7 +20,7 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::query::{ALL_COLUMNS, Link, tokens_from};
+use super::query::{ALL_COLUMNS, Link, committed_row};
 use super::segments::Segment;
 use super::store::{Kind, Row};
 use crate::record::Tokens;
@@ -69,6 +69,28 @@ pub(super) struct ArchivedRow {
 }
 
 impl ArchivedRow {
+    /// A row of the file, `kind` as stored.
+    fn of(kind: String, row: Row, link: Link) -> Self {
+        Self {
+            seq: link.seq,
+            kind,
+            call_id: row.call_id,
+            at_ms: row.at_ms,
+            started_ms: row.started_ms,
+            key_id: row.key_id,
+            member: row.member,
+            team: row.team,
+            model: row.model,
+            category: row.category,
+            tokens: row.tokens,
+            cost_usd: row.cost_usd,
+            charged_worst: row.charged_worst,
+            prev_hash: link.prev_hash,
+            hash: link.hash,
+            body: row.body,
+        }
+    }
+
     /// The row as the chain's check takes it (`None` for an unknown kind)
     /// and its link.
     pub(super) fn checked(&self) -> (Option<Row>, Link) {
@@ -100,6 +122,8 @@ pub enum ArchiveError {
     Io(#[from] io::Error),
     #[error("reading the segment's rows: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("row {seq} has a kind this weir does not know (`{kind}`): the segment is not archived")]
+    UnknownKind { seq: i64, kind: String },
     #[error("line {line} is not an archived row or header: {error}")]
     Line { line: u64, error: serde_json::Error },
 }
@@ -169,28 +193,9 @@ fn write_rows(connection: &Connection, segment: &Segment, out: &mut impl Write) 
     let mut statement = connection.prepare(&format!("{ALL_COLUMNS} WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"))?;
     let mut rows = statement.query([segment.first_seq, segment.last_seq])?;
     while let Some(row) = rows.next()? {
-        let kind: String = row.get(1)?;
-        let call_id: String = row.get(2)?;
-        let body: String = row.get(16)?;
-        let archived = ArchivedRow {
-            seq: row.get(0)?,
-            call_id: call_id.clone(),
-            at_ms: row.get(3)?,
-            started_ms: row.get(4)?,
-            key_id: row.get(5)?,
-            member: row.get(6)?,
-            team: row.get(7)?,
-            model: row.get(8)?,
-            category: row.get(9)?,
-            tokens: tokens_from(row, 10)?,
-            cost_usd: row.get(15)?,
-            charged_worst: row.get(19)?,
-            prev_hash: row.get(17)?,
-            hash: row.get(18)?,
-            kind,
-            body,
-        };
-        serde_json::to_writer(&mut *out, &archived).map_err(io::Error::from)?;
+        let (kind, _, stored, link) = committed_row(row)?;
+        let Some(stored) = stored else { return Err(ArchiveError::UnknownKind { seq: link.seq, kind }) };
+        serde_json::to_writer(&mut *out, &ArchivedRow::of(kind, stored, link)).map_err(io::Error::from)?;
         out.write_all(b"\n")?;
     }
     Ok(())

@@ -1094,7 +1094,7 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
 
 /// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as
 /// stored, its call, the row (`None` for an unknown kind) and its link.
-fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
+pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
     let call_id: String = row.get(2)?;
     let body: String = row.get(16)?;
@@ -1132,7 +1132,7 @@ pub(super) fn stored_row(
 
 /// Token counts from five columns in the table's order (input, output, cache
 /// read, cache write, reasoning), the first at `first`.
-pub(super) fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
     Ok(Tokens {
         input: row.get(first)?,
         output: row.get(first + 1)?,

@@ -537,3 +537,27 @@ async fn a_segment_is_released_once_shipped_to_the_fleets_ledger() {
     assert_eq!(sources.len(), 1);
     assert_eq!(sources[0].report.rows, 5);
 }
+
+/// A row of a kind this weir does not know (written behind the file's
+/// checks) is not archived: the archive fails naming the row, and no file
+/// is left.
+#[test]
+fn a_row_of_an_unknown_kind_is_not_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, connection) = writer(dir.path());
+    let mut segmenter = Segmenter::new(sealing_only(dir.path()), &path);
+    let head = append(&connection, &[closing("a", 1)]);
+    segmenter.after_fill(&connection, &head, true, 0, NOW).unwrap();
+    let segment = listed(&path).remove(0);
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch(
+            "PRAGMA ignore_check_constraints = 1; DROP TRIGGER ledger_no_update;
+             UPDATE ledger SET kind = 'bogus' WHERE seq = 1;",
+        )
+        .unwrap();
+    let archive_dir = dir.path().join("archive");
+    let error = archive::write(&connection, &archive_dir, &path, &segment).unwrap_err();
+    assert!(matches!(&error, archive::ArchiveError::UnknownKind { seq: 1, kind } if kind == "bogus"), "{error}");
+    assert!(std::fs::read_dir(&archive_dir).unwrap().next().is_none(), "no file, not even a temporary one");
+}
