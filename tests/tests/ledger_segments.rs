@@ -9,11 +9,10 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_tests::{FakeUpstream, Gateway, openai_wire, run_cli};
+use weir_tests::{FakeUpstream, Gateway, kill_mid_load, openai_wire, run_cli};
 
 fn config(upstream: &FakeUpstream, ledger: &str) -> String {
     format!(
@@ -147,39 +146,12 @@ async fn a_kill_while_segments_roll_loses_no_answered_row() {
     );
     let config = config(&upstream, &settings);
     let gateway = Gateway::start(&config).await;
-    let client = reqwest::Client::builder().pool_max_idle_per_host(400).build().unwrap();
-    let url = gateway.url("/v1/chat/completions");
-    let answered = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut calls = Vec::new();
-    for _ in 0..300 {
-        let (client, url, answered) = (client.clone(), url.clone(), Arc::clone(&answered));
-        calls.push(tokio::spawn(async move {
-            let Ok(response) = client.post(&url).json(&hello()).send().await else { return };
-            let call_id = response.headers().get("x-weir-call-id").map(|v| v.to_str().unwrap().to_owned());
-            if response.status() == 200
-                && let Ok(body) = response.json::<Value>().await
-                && body["choices"][0]["message"]["content"] == "Hi"
-            {
-                answered.lock().unwrap().push(call_id.unwrap());
-            }
-        }));
-    }
-    for _ in 0..1000 {
-        if answered.lock().unwrap().len() >= 30 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(gateway.signal("KILL"), "SIGKILL delivered");
-    for call in calls {
-        call.await.unwrap();
-    }
-    let answered: Vec<String> = answered.lock().unwrap().clone();
-    assert!(!answered.is_empty() && answered.len() < 300, "the kill landed mid-run: {} answered", answered.len());
+    let answered = kill_mid_load(&gateway, &hello(), 300, 30, "Hi").await;
     drop(gateway);
 
     let gateway = Gateway::start(&config).await;
-    let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     drop(gateway);
 
