@@ -505,44 +505,6 @@ pub async fn serve_router(router: axum::Router) -> String {
     base
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stdout_drain_reports_the_first_listening_line() {
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        let lines = Mutex::new(Vec::new());
-        let input = b"starting\nlistening on 127.0.0.1:4321\nlistening on 127.0.0.1:1\n";
-        drain_stdout(&input[..], &lines, tx);
-        assert_eq!(rx.try_recv().unwrap(), "127.0.0.1:4321");
-        assert_eq!(lines.lock().unwrap().len(), 3);
-    }
-
-    #[test]
-    fn stdout_drain_drops_the_sender_at_eof_without_a_line() {
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<String>();
-        let lines = Mutex::new(Vec::new());
-        drain_stdout(&b"error: bad config\n"[..], &lines, tx);
-        assert!(matches!(rx.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Closed)));
-    }
-
-    #[test]
-    fn caller_env_overrides_defaults() {
-        let defaults =
-            vec![("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()), ("RUST_LOG".to_owned(), "info".to_owned())];
-        let merged = merged_env(&defaults, &[("RUST_LOG", "debug"), ("X", "1")]);
-        assert_eq!(
-            merged,
-            vec![
-                ("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()),
-                ("RUST_LOG".to_owned(), "debug".to_owned()),
-                ("X".to_owned(), "1".to_owned()),
-            ]
-        );
-    }
-}
-
 /// Posts `body` to `gateway`'s chat route `calls` times at once and, once
 /// `kill_after` answers have been read whole (their first choice's content
 /// `content`), kills the gateway with SIGKILL while the rest are in flight.
@@ -591,4 +553,42 @@ pub async fn kill_mid_load(
     let answered = answered.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert!(!answered.is_empty() && answered.len() < calls, "the kill landed mid-run: {} answered", answered.len());
     answered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdout_drain_reports_the_first_listening_line() {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let lines = Mutex::new(Vec::new());
+        let input = b"starting\nlistening on 127.0.0.1:4321\nlistening on 127.0.0.1:1\n";
+        drain_stdout(&input[..], &lines, tx);
+        assert_eq!(rx.try_recv().unwrap(), "127.0.0.1:4321");
+        assert_eq!(lines.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn stdout_drain_drops_the_sender_at_eof_without_a_line() {
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<String>();
+        let lines = Mutex::new(Vec::new());
+        drain_stdout(&b"error: bad config\n"[..], &lines, tx);
+        assert!(matches!(rx.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Closed)));
+    }
+
+    #[test]
+    fn caller_env_overrides_defaults() {
+        let defaults =
+            vec![("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()), ("RUST_LOG".to_owned(), "info".to_owned())];
+        let merged = merged_env(&defaults, &[("RUST_LOG", "debug"), ("X", "1")]);
+        assert_eq!(
+            merged,
+            vec![
+                ("WEIR_CACHE_DIR".to_owned(), "/shared".to_owned()),
+                ("RUST_LOG".to_owned(), "debug".to_owned()),
+                ("X".to_owned(), "1".to_owned()),
+            ]
+        );
+    }
 }
