@@ -505,6 +505,56 @@ pub async fn serve_router(router: axum::Router) -> String {
     base
 }
 
+/// Posts `body` to `gateway`'s chat route `calls` times at once and, once
+/// `kill_after` answers have been read whole (their first choice's content
+/// `content`), kills the gateway with SIGKILL while the rest are in flight.
+/// Returns the call ids of the answers read whole: answers a caller saw,
+/// whose records must have survived the kill. Fails when the kill did not
+/// land mid-run (none answered, or all).
+pub async fn kill_mid_load(
+    gateway: &Gateway,
+    body: &Value,
+    calls: usize,
+    kill_after: usize,
+    content: &str,
+) -> Vec<String> {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(calls + 100).build().expect("an HTTP client");
+    let url = gateway.url("/v1/chat/completions");
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..calls {
+        let (client, url, answered, body) = (client.clone(), url.clone(), Arc::clone(&answered), body.clone());
+        let content = content.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let Ok(response) = client.post(&url).json(&body).send().await else { return };
+            let call_id = response.headers().get("x-weir-call-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            // Only an answer read to its end is an answer the caller saw.
+            if response.status() == 200
+                && let Ok(answer) = response.json::<Value>().await
+                && answer["choices"][0]["message"]["content"] == content.as_str()
+                && let Some(call_id) = call_id
+            {
+                answered.lock().unwrap_or_else(PoisonError::into_inner).push(call_id);
+            }
+        }));
+    }
+    // The kill comes once answers are arriving (not at a fixed time: on a
+    // loaded machine the first answer has come after 700 ms).
+    for _ in 0..1000 {
+        if answered.lock().unwrap_or_else(PoisonError::into_inner).len() >= kill_after {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gateway.signal("KILL"), "SIGKILL delivered");
+    for task in tasks {
+        task.await.expect("a call's task");
+    }
+    let answered = answered.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert!(!answered.is_empty() && answered.len() < calls, "the kill landed mid-run: {} answered", answered.len());
+    answered
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,11 +7,10 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_tests::{FakeUpstream, Gateway, openai_wire, run_cli};
+use weir_tests::{FakeUpstream, Gateway, kill_mid_load, openai_wire, run_cli};
 
 fn config(upstream: &FakeUpstream, ledger: &str) -> String {
     format!(
@@ -76,44 +75,13 @@ async fn a_kill_mid_load_loses_no_record_of_an_answer_a_caller_saw() {
     let config = config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()));
     let gateway = Gateway::start(&config).await;
 
-    let client = reqwest::Client::builder().pool_max_idle_per_host(400).build().unwrap();
-    let url = gateway.url("/v1/chat/completions");
-    let answered = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut calls = Vec::new();
-    for _ in 0..300 {
-        let (client, url, answered) = (client.clone(), url.clone(), Arc::clone(&answered));
-        calls.push(tokio::spawn(async move {
-            let Ok(response) = client.post(&url).json(&hello()).send().await else { return };
-            let call_id = response.headers().get("x-weir-call-id").map(|v| v.to_str().unwrap().to_owned());
-            // Only an answer read to its end is an answer the caller saw.
-            if response.status() == 200
-                && let Ok(body) = response.json::<Value>().await
-                && body["choices"][0]["message"]["content"] == "Hi"
-            {
-                answered.lock().unwrap().push(call_id.unwrap());
-            }
-        }));
-    }
-    // The kill comes once answers are arriving (not at a fixed time: on a loaded
-    // machine the first answer has come after 700 ms), while the later ones are
-    // still held by the upstream.
-    for _ in 0..1000 {
-        if answered.lock().unwrap().len() >= 10 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(gateway.signal("KILL"), "SIGKILL delivered");
-    for call in calls {
-        call.await.unwrap();
-    }
-    let answered: Vec<String> = answered.lock().unwrap().clone();
-    assert!(!answered.is_empty() && answered.len() < 300, "the kill landed mid-run: {} answered", answered.len());
+    let answered = kill_mid_load(&gateway, &hello(), 300, 10, "Hi").await;
     drop(gateway);
 
     // Restarted on the same ledger: it opens, and a new call is recorded after the old ones.
     let gateway = Gateway::start(&config).await;
-    let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+    let response =
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     drop(gateway);
 

@@ -33,8 +33,8 @@ use anyhow::Context;
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 use weir_host::budget::BudgetStatus;
 use weir_host::ledger::{
-    AnchorState, AnchorVerdict, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SharedReader, SourceReport, Sums,
-    Totals, parse_time,
+    AnchorState, AnchorVerdict, AnchoredReport, Filter, GroupBy, LedgerRead, Reader, SegmentCounts, SharedReader,
+    SourceReport, Sums, Totals, parse_time,
 };
 use weir_host::routing::RoleTarget;
 use weir_host::server::Stopped;
@@ -177,6 +177,10 @@ enum LedgerCommand {
     Verify {
         #[command(flatten)]
         file: LedgerFile,
+        /// Also walk the archived segments' files in this folder (`[ledger]
+        /// archive_dir`), in order, linked to the file's first live row.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
     /// Write the rows as JSON lines on stdout: kind, seq, hash and the record.
     Export {
@@ -185,6 +189,10 @@ enum LedgerCommand {
         /// Only calls started at or after (RFC 3339 or a duration back from now).
         #[arg(long, value_parser = parse_time)]
         since: Option<SystemTime>,
+        /// Also write the rows of released segments, read from their archive
+        /// files in this folder, before the file's own rows.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
 }
 
@@ -828,7 +836,7 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        LedgerCommand::Verify { file } => {
+        LedgerCommand::Verify { file, archive } => {
             let configured = file.path.is_none().then(|| configured_ledger(&file)).transpose()?;
             let key = configured.as_ref().and_then(|settings| settings.anchor_key.clone());
             if let Some(url) = configured.as_ref().and_then(|settings| settings.postgres.clone()) {
@@ -842,8 +850,13 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
                 let store = weir_host::admin::AdminStore::new(&ledger_path, Some(url));
                 return verify_admin(&mut out, store, key.as_ref());
             }
-            let AnchoredReport { chain, anchor } = open_ledger(&file)?.verify_anchored(key.as_ref())?;
+            let reader = open_ledger(&file)?;
+            let AnchoredReport { chain, anchor, segments } = match &archive {
+                Some(dir) => reader.verify_with_archive(key.as_ref(), dir)?,
+                None => reader.verify_anchored(key.as_ref())?,
+            };
             writeln!(out, "ok: {} rows, {} calls", chain.rows, chain.calls)?;
+            write_segments(&mut out, &segments, archive.is_some())?;
             match anchor {
                 AnchorState::Anchored { seq, keyed } => {
                     writeln!(out, "anchor: the newest anchored head, row {seq}, matches ({})", macs_checked(keyed))?
@@ -865,11 +878,28 @@ fn ledger(command: LedgerCommand) -> anyhow::Result<()> {
             }
             verify_admin(&mut out, weir_host::admin::AdminStore::new(&ledger_path, None), key.as_ref())
         }
-        LedgerCommand::Export { file, since } => {
-            open_ledger(&file)?.export(since, &mut out)?;
+        LedgerCommand::Export { file, since, archive } => {
+            open_ledger(&file)?.export_with_archive(since, archive.as_deref(), &mut out)?;
             Ok(())
         }
     }
+}
+
+/// What `verify` says of the segments: none when there are none.
+fn write_segments(out: &mut impl Write, segments: &SegmentCounts, archive: bool) -> anyhow::Result<()> {
+    if segments.sealed > 0 {
+        writeln!(
+            out,
+            "segments: {} sealed, {} released (the file holds rows from {} on)",
+            segments.sealed, segments.released, segments.first_live
+        )?;
+    }
+    if archive {
+        writeln!(out, "archive: {} file(s), linked to the file's first live row", segments.archives)?;
+    } else if segments.released > 0 {
+        writeln!(out, "archive: not walked (the released rows are checked with --archive DIR)")?;
+    }
+    Ok(())
 }
 
 /// The admin plane's chain of changes, beside the ledger's, and its anchor.

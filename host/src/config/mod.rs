@@ -643,6 +643,25 @@ pub struct LedgerSettings {
     /// What a gateway does when the ledger's tail fails its anchor check at
     /// start (default `refuse`).
     pub on_tampered: Option<LedgerOnTampered>,
+    /// Seal the rows stored since the last sealed segment into a new segment
+    /// once their stored size (each row's body plus ~200 bytes of columns and
+    /// hashes) reaches this many bytes. Absent, with `segment_hours` absent
+    /// too: nothing is sealed, archived or deleted.
+    pub segment_bytes: Option<u64>,
+    /// Seal the rows stored since the last sealed segment once the first of
+    /// them is this many hours old (checked each time rows are stored).
+    pub segment_hours: Option<u32>,
+    /// A folder each sealed segment is written to, as one zstd-compressed file
+    /// of JSON lines (`weir ledger verify --archive DIR` checks them).
+    pub archive_dir: Option<PathBuf>,
+    /// Delete from the file the sealed segments whose newest row is older than
+    /// this many days, once each is archived (`archive_dir`) and shipped
+    /// (`postgres_url`); needs one of the two.
+    pub retain_days: Option<u32>,
+    /// Delete from the file the oldest sealed segments while the rows it
+    /// holds (sealed or not, sized as for `segment_bytes`) pass this many
+    /// bytes, with the conditions of `retain_days`.
+    pub retain_bytes: Option<u64>,
 }
 
 /// Lists the fields that hold no secret, and the URL redacted; a field added
@@ -658,6 +677,12 @@ impl std::fmt::Debug for LedgerSettings {
             .field("record_content", &self.record_content)
             .field("postgres_url", &self.postgres_url.as_deref().map(crate::redact::redacted))
             .field("postgres_ca", &self.postgres_ca)
+            .field("on_tampered", &self.on_tampered)
+            .field("segment_bytes", &self.segment_bytes)
+            .field("segment_hours", &self.segment_hours)
+            .field("archive_dir", &self.archive_dir)
+            .field("retain_days", &self.retain_days)
+            .field("retain_bytes", &self.retain_bytes)
             .finish_non_exhaustive()
     }
 }

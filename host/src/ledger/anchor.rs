@@ -309,6 +309,9 @@ impl<'a> MacRule<'a> {
 #[derive(Debug, Default)]
 pub(super) struct AnchorScan {
     pub newest: Option<(usize, Anchor)>,
+    /// The hashes anchored at the sequences asked for (see [`read_all_wanting`]):
+    /// the heads of the segments released from the file.
+    pub found: std::collections::BTreeMap<i64, String>,
 }
 
 /// Reads every line of the anchor file at `path`, their MACs checked with
@@ -316,12 +319,23 @@ pub(super) struct AnchorScan {
 /// write cut off by a lost machine) is left out; any other line that is not
 /// an anchor is tampering.
 pub(super) fn read_all(path: &Path, key: Option<&AnchorKey>) -> io::Result<Option<Result<AnchorScan, Tampering>>> {
+    read_all_wanting(path, key, &std::collections::BTreeSet::new())
+}
+
+/// [`read_all`], also keeping the hash of every line whose sequence is in
+/// `wanted` (a sequence anchored twice with two hashes keeps the one that
+/// differs from the first: a check against it then fails).
+pub(super) fn read_all_wanting(
+    path: &Path,
+    key: Option<&AnchorKey>,
+    wanted: &std::collections::BTreeSet<i64>,
+) -> io::Result<Option<Result<AnchorScan, Tampering>>> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    scan(io::BufReader::new(file), key, true).map(Some)
+    scan(io::BufReader::new(file), key, true, wanted).map(Some)
 }
 
 /// Reads the lines in the last [`TAIL_BYTES`] of the anchor file at `path`
@@ -343,16 +357,18 @@ pub(super) fn read_tail(path: &Path, key: Option<&AnchorKey>) -> io::Result<Opti
         0 => &text[..],
         _ => text.iter().position(|byte| *byte == b'\n').map_or(&[][..], |newline| &text[newline + 1..]),
     };
-    scan(whole_lines, key, start == 0).map(Some)
+    scan(whole_lines, key, start == 0, &std::collections::BTreeSet::new()).map(Some)
 }
 
 fn scan(
     mut reader: impl io::BufRead,
     key: Option<&AnchorKey>,
     complete: bool,
+    wanted: &std::collections::BTreeSet<i64>,
 ) -> io::Result<Result<AnchorScan, Tampering>> {
     let mut rule = key.map(|key| MacRule::new(key, complete));
     let mut newest: Option<(usize, Anchor)> = None;
+    let mut found = std::collections::BTreeMap::new();
     let mut line = Vec::new();
     for number in 1.. {
         line.clear();
@@ -368,6 +384,9 @@ fn scan(
         {
             return Ok(Err(tampering));
         }
+        if wanted.contains(&anchor.seq) && found.get(&anchor.seq).is_none_or(|first| first == &anchor.hash) {
+            found.insert(anchor.seq, anchor.hash.clone());
+        }
         if newest.as_ref().is_none_or(|(_, kept)| anchor.seq >= kept.seq) {
             newest = Some((number, anchor));
         }
@@ -377,7 +396,7 @@ fn scan(
     {
         return Ok(Err(tampering));
     }
-    Ok(Ok(AnchorScan { newest }))
+    Ok(Ok(AnchorScan { newest, found }))
 }
 
 /// The anchor of another chain than the calls' (the admin plane's changes,
@@ -510,7 +529,8 @@ mod tests {
 
         // The file's scan applies the same rules as it streams.
         let text = |anchors: &[Anchor]| anchors.iter().map(Anchor::line).collect::<String>();
-        let scanned = |anchors: &[Anchor]| scan(text(anchors).as_bytes(), Some(&key(b'k')), true).unwrap();
+        let scanned =
+            |anchors: &[Anchor]| scan(text(anchors).as_bytes(), Some(&key(b'k')), true, &Default::default()).unwrap();
         assert_eq!(scanned(&[plain(1, HASH_A), good(2, HASH_B)]).unwrap().newest.unwrap().1.seq, 2);
         assert_eq!(scanned(&[good(1, HASH_A), plain(2, HASH_B)]).unwrap_err(), Tampering::Unauthenticated { line: 2 });
         assert_eq!(scanned(&[plain(1, HASH_A)]).unwrap_err(), Tampering::Unauthenticated { line: 1 });

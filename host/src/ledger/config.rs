@@ -3,9 +3,15 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use super::anchor::{AnchorKey, AnchorKeyError};
 use super::postgres::PostgresTarget;
-use crate::catalog::{Config, KeySource, KeySourceError, LedgerOnError, LedgerOnTampered, LedgerSync, read_key};
+use super::segments::{self, Retention, SegmentPolicy};
+use crate::accounting::Timezone;
+use crate::catalog::{
+    Config, KeySource, KeySourceError, LedgerOnError, LedgerOnTampered, LedgerSettings, LedgerSync, read_key,
+};
 
 /// A resolved `[ledger]`: what [`super::Ledger::open`] needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +29,8 @@ pub struct LedgerConfig {
     pub anchor_key: Option<AnchorKey>,
     /// What the gateway does when the tail fails its anchor check at start.
     pub on_tampered: LedgerOnTampered,
+    /// Sealed segments, archives and retention (`None`: nothing is sealed).
+    pub segments: Option<SegmentPolicy>,
 }
 
 impl LedgerConfig {
@@ -36,6 +44,7 @@ impl LedgerConfig {
             postgres: None,
             anchor_key: None,
             on_tampered: LedgerOnTampered::default(),
+            segments: None,
         }
     }
 }
@@ -47,6 +56,17 @@ pub enum LedgerConfigError {
     Source(#[from] KeySourceError),
     #[error("`[ledger]` anchor key from {from}: {error}")]
     Key { from: String, error: AnchorKeyError },
+    #[error("`[ledger] {0}` must be at least 1")]
+    Zero(&'static str),
+    #[error("`[ledger] {0}` is set, and no segment is ever sealed: set `segment_bytes` or `segment_hours`")]
+    NothingSealed(&'static str),
+    #[error(
+        "`[ledger] {0}` would delete history that exists nowhere else: set `archive_dir` (segments are archived \
+         there first) or `postgres_url` (segments are shipped there first)"
+    )]
+    NoCopy(&'static str),
+    #[error("{0}")]
+    Timezone(String),
 }
 
 /// The ledger `config` asks for, or `None` when it keeps none: `[ledger]
@@ -78,6 +98,7 @@ fn ledger_config_with(
         },
     };
     let anchor_key = anchor_key(config, &settings, &env)?;
+    let segments = segment_policy(config, &settings)?;
     Ok(Some(LedgerConfig {
         path,
         sync: settings.sync.unwrap_or_default(),
@@ -89,6 +110,59 @@ fn ledger_config_with(
             .map(|url| PostgresTarget::new(url, settings.postgres_ca.as_ref().map(|ca| config.resolve_path(ca)))),
         anchor_key,
         on_tampered: settings.on_tampered.unwrap_or_default(),
+        segments,
+    }))
+}
+
+/// The segments `settings` ask for: `None` without `segment_bytes` and
+/// `segment_hours`. Refused: a zero size or age, an archive folder or a
+/// retention with nothing sealed, and a retention with no copy to keep
+/// the deleted rows (neither `archive_dir` nor `postgres_url`).
+fn segment_policy(config: &Config, settings: &LedgerSettings) -> Result<Option<SegmentPolicy>, LedgerConfigError> {
+    for (name, value) in [
+        ("segment_bytes", settings.segment_bytes),
+        ("segment_hours", settings.segment_hours.map(u64::from)),
+        ("retain_days", settings.retain_days.map(u64::from)),
+    ] {
+        if value == Some(0) {
+            return Err(LedgerConfigError::Zero(name));
+        }
+    }
+    let retaining = match (settings.retain_days, settings.retain_bytes) {
+        (Some(_), _) => Some("retain_days"),
+        (None, Some(_)) => Some("retain_bytes"),
+        (None, None) => None,
+    };
+    let sealing = settings.segment_bytes.is_some() || settings.segment_hours.is_some();
+    if !sealing {
+        let unused = settings.archive_dir.as_ref().map(|_| "archive_dir").or(retaining);
+        return match unused {
+            Some(name) => Err(LedgerConfigError::NothingSealed(name)),
+            None => Ok(None),
+        };
+    }
+    let archive_dir = settings.archive_dir.as_ref().map(|dir| config.resolve_path(dir));
+    if let Some(name) = retaining
+        && archive_dir.is_none()
+        && settings.postgres_url.is_none()
+    {
+        return Err(LedgerConfigError::NoCopy(name));
+    }
+    let budget_timezone = config
+        .budget_timezone
+        .as_deref()
+        .map_or(Ok(Timezone::UTC), Timezone::parse)
+        .map_err(LedgerConfigError::Timezone)?;
+    Ok(Some(SegmentPolicy {
+        max_bytes: settings.segment_bytes,
+        max_age: settings.segment_hours.map(|hours| Duration::from_secs(u64::from(hours) * 3600)),
+        archive_dir,
+        retention: retaining.map(|_| Retention {
+            max_age: settings.retain_days.map(segments::days),
+            max_bytes: settings.retain_bytes,
+            shipped: settings.postgres_url.is_some(),
+        }),
+        budget_timezone,
     }))
 }
 
@@ -187,6 +261,63 @@ mod tests {
     }
 
     const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn segments_archives_and_retention_resolve() {
+        let mut file = config(
+            "budget_timezone = \"+05:30\"\n[ledger]\npath = \"/l.db\"\nsegment_bytes = 1024\nsegment_hours = 2\n\
+             archive_dir = \"old\"\nretain_days = 3\nretain_bytes = 4096\n",
+        );
+        file.base_dir = Some(PathBuf::from("/etc/weir"));
+        let policy = ledger_config_with(&file, false, no_env).unwrap().unwrap().segments.unwrap();
+        assert_eq!((policy.max_bytes, policy.max_age), (Some(1024), Some(Duration::from_secs(7200))));
+        assert_eq!(policy.archive_dir.as_deref(), Some(Path::new("/etc/weir/old")));
+        let retention = policy.retention.unwrap();
+        assert_eq!(retention.max_age, Some(Duration::from_secs(3 * 86_400)));
+        assert_eq!((retention.max_bytes, retention.shipped), (Some(4096), false));
+        assert_eq!(policy.budget_timezone, Timezone::parse("+05:30").unwrap());
+        let shipped = config(
+            "[ledger]\npath = \"/l.db\"\nsegment_hours = 1\nretain_days = 1\npostgres_url = \"postgres://h/d\"\n",
+        );
+        let retention = ledger_config_with(&shipped, false, no_env).unwrap().unwrap().segments.unwrap().retention;
+        assert!(retention.is_some_and(|retention| retention.shipped));
+        assert_eq!(
+            ledger_config_with(&config("[ledger]\npath = \"/l.db\"\n"), false, no_env).unwrap().unwrap().segments,
+            None
+        );
+    }
+
+    #[test]
+    fn segment_settings_that_could_not_work_are_refused() {
+        let refused = |text: &str| {
+            ledger_config_with(&config(&format!("[ledger]\npath = \"/l.db\"\n{text}")), false, no_env)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(refused("segment_bytes = 0\n"), "`[ledger] segment_bytes` must be at least 1");
+        assert_eq!(refused("segment_hours = 0\n"), "`[ledger] segment_hours` must be at least 1");
+        assert_eq!(
+            refused("segment_hours = 1\nretain_days = 0\narchive_dir = \"a\"\n"),
+            "`[ledger] retain_days` must be at least 1"
+        );
+        assert!(
+            refused("archive_dir = \"a\"\n")
+                .starts_with("`[ledger] archive_dir` is set, and no segment is ever sealed")
+        );
+        assert!(
+            refused("retain_bytes = 1\n").starts_with("`[ledger] retain_bytes` is set, and no segment is ever sealed")
+        );
+        let no_copy = refused("segment_bytes = 10\nretain_days = 7\n");
+        assert!(
+            no_copy.starts_with("`[ledger] retain_days` would delete history that exists nowhere else"),
+            "{no_copy}"
+        );
+        // A config made in code (the file's load refuses it first).
+        let mut mars = config("[ledger]\npath = \"/l.db\"\nsegment_bytes = 10\n");
+        mars.budget_timezone = Some("Mars".to_owned());
+        let zone = ledger_config_with(&mars, false, no_env);
+        assert!(matches!(zone, Err(LedgerConfigError::Timezone(_))), "{zone:?}");
+    }
 
     #[test]
     fn the_anchor_key_comes_from_the_environment_or_a_file() {

@@ -25,7 +25,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ use super::config::LedgerConfig;
 use super::log;
 use super::query::{AnchorState, Reader, VerifyError};
 use super::rollup_store;
+use super::segments::Segmenter;
 use super::shipper::Signal;
 use super::store::{self, Row, Run};
 use super::writer::WriteError;
@@ -195,6 +196,12 @@ pub(super) struct Filler {
     last_anchored: i64,
     /// What the tail's check found at the last open.
     pub tail: Option<TailCheck>,
+    /// Seals, archives and releases segments after each fill (see `segments`).
+    segmenter: Option<Segmenter>,
+    /// Whether the segments' last upkeep failed (logged once until one succeeds).
+    segments_failing: bool,
+    /// The last `seq` the shipper has in PostgreSQL (0: none, or no shipper).
+    shipped: Arc<AtomicI64>,
 }
 
 impl Filler {
@@ -203,8 +210,10 @@ impl Filler {
         meter: Option<Arc<dyn LedgerMeter>>,
         shipper: Option<SyncSender<Signal>>,
         stored: Arc<AtomicBool>,
+        shipped: Arc<AtomicI64>,
     ) -> Self {
         let anchor = AnchorLog::new(&config.path, config.anchor_key.clone(), config.sync == LedgerSync::Full);
+        let segmenter = config.segments.clone().map(|policy| Segmenter::new(policy, &config.path));
         Self {
             config,
             meter,
@@ -216,6 +225,9 @@ impl Filler {
             anchor_failing: false,
             last_anchored: 0,
             tail: None,
+            segmenter,
+            segments_failing: false,
+            shipped,
         }
     }
 
@@ -234,6 +246,10 @@ impl Filler {
             tracing::info!(path = %self.config.path.display(), rows = applied, "the ledger applied rows its log held");
         }
         self.check_tail(&connection)?;
+        if let Some(segmenter) = &mut self.segmenter {
+            segmenter.reset();
+            segmenter.recover();
+        }
         self.connection = Some(connection);
         Ok(())
     }
@@ -326,6 +342,26 @@ impl Filler {
         }
     }
 
+    /// The segments' upkeep after a fill whose head is `head` (see
+    /// `segments`): sealed only at a head this filler anchored. A failure
+    /// is logged (once until an upkeep succeeds): the rows are stored, and
+    /// the next fill tries again.
+    fn keep_segments(&mut self, head: &(i64, String)) {
+        let (Some(connection), Some(segmenter)) = (&self.connection, &mut self.segmenter) else { return };
+        let anchored = self.anchoring && self.last_anchored == head.0;
+        let shipped = self.shipped.load(Ordering::Relaxed);
+        let now_ms = store::unix_ms(std::time::SystemTime::now());
+        match segmenter.after_fill(connection, head, anchored, shipped, now_ms) {
+            Ok(()) => self.segments_failing = false,
+            Err(error) if !self.segments_failing => {
+                self.segments_failing = true;
+                segmenter.reset();
+                tracing::error!(path = %self.config.path.display(), %error, "the ledger's segments could not be kept up");
+            }
+            Err(_) => segmenter.reset(),
+        }
+    }
+
     /// Fills what `fills` holds (all of it, whether due or not); answers who
     /// asked. Returns whether the store is now written (true with nothing to
     /// fill and a file open).
@@ -365,6 +401,7 @@ impl Filler {
         match store::append_logged(connection, runs.iter().map(Logged::run)) {
             Ok(filled) => {
                 self.anchor_head(&filled.head);
+                self.keep_segments(&filled.head);
                 if let Some(meter) = &self.meter {
                     meter.stored(filled.rows, started.elapsed());
                 }

@@ -24,6 +24,7 @@
 //! logs the loss and lets it go on.
 
 mod anchor;
+mod archive;
 #[doc(hidden)]
 pub mod bench;
 mod config;
@@ -35,6 +36,7 @@ mod postgres;
 mod query;
 mod rollup;
 mod rollup_store;
+mod segments;
 mod shipper;
 mod sql;
 mod store;
@@ -43,13 +45,14 @@ mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 pub use anchor::{AnchorKey, AnchorKeyError, AnchorVerdict, ChainAnchor, MIN_KEY_BYTES, Tampering, anchor_path};
+pub use archive::ArchiveError;
 pub use config::{LedgerConfig, LedgerConfigError, ledger_config};
 pub use postgres::{
     PostgresTarget, SharedError, SharedReader, SourceBreak, SourceReport, SourceTampered,
@@ -57,8 +60,9 @@ pub use postgres::{
 };
 pub use query::{
     AnchorState, AnchoredReport, Bucket, CallerSpend, ChainBreak, Filter, Group, GroupBy, Latency, LedgerRead, Point,
-    ReadError, Reader, Sums, Totals, UsageQuery, VerifyError, VerifyReport, parse_time,
+    ReadError, Reader, SegmentBreak, SegmentCounts, Sums, Totals, UsageQuery, VerifyError, VerifyReport, parse_time,
 };
+pub use segments::{Retention, SegmentPolicy};
 
 use crate::catalog::{LedgerOnError, LedgerOnTampered, LedgerSync};
 use crate::record::{Acknowledged, CallObserver, CallOpening, CallRecord, HoldRecord, ObserverError, acknowledged};
@@ -150,14 +154,17 @@ impl Ledger {
     pub fn open(config: LedgerConfig, meter: Option<Arc<dyn LedgerMeter>>) -> Ledger {
         // One waiting wake-up is enough: the thread reads the queue's flags when it wakes.
         let (wake, woken) = mpsc::sync_channel(1);
-        let shipper = config.postgres.as_ref().and_then(|target| start_shipper(target, &config, meter.clone()));
+        // What the shipper has shipped, which retention waits for (see `segments`).
+        let shipped = Arc::new(AtomicI64::new(0));
+        let shipper =
+            config.postgres.as_ref().and_then(|target| start_shipper(target, &config, meter.clone(), shipped.clone()));
         let sync = config.sync;
         let ledger_path: Arc<Path> = Arc::from(config.path.as_path());
         let (on_error, postgres, max_bytes) = (config.on_error, config.postgres.clone(), config.max_bytes);
         let stored = Arc::new(AtomicBool::new(false));
         let on_tampered = config.on_tampered;
         let anchor_key = config.anchor_key.clone();
-        let mut filler = Filler::new(config, meter.clone(), shipper.clone(), stored.clone());
+        let mut filler = Filler::new(config, meter.clone(), shipper.clone(), stored.clone(), shipped);
         let mut log = log::Log::new(&ledger_path, sync == LedgerSync::Full);
         let opened = filler.open().and_then(|()| log.open().map_err(|error| WriteError::from(error.to_string())));
         if let Err(error) = &opened {
@@ -384,10 +391,11 @@ fn start_shipper(
     target: &PostgresTarget,
     config: &LedgerConfig,
     meter: Option<Arc<dyn LedgerMeter>>,
+    shipped: Arc<AtomicI64>,
 ) -> Option<mpsc::SyncSender<Signal>> {
     // One waiting wake-up is enough: a pass ships everything committed.
     let (wake, signals) = mpsc::sync_channel(1);
-    let shipper = Shipper::new(target.clone(), config.path.clone(), meter, config.anchor_key.clone());
+    let shipper = Shipper::new(target.clone(), config.path.clone(), meter, config.anchor_key.clone(), shipped);
     match std::thread::Builder::new().name("weir-ledger-ship".to_owned()).spawn(move || shipper.run(signals)) {
         Ok(_) => Some(wake),
         Err(error) => {
@@ -443,3 +451,5 @@ pub(crate) mod tests;
 mod anchor_tests;
 #[cfg(test)]
 mod rollup_tests;
+#[cfg(test)]
+mod segment_tests;

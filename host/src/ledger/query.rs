@@ -13,9 +13,11 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::anchor::{self, AnchorKey, AnchorScan, Tampering};
+use super::anchor::{self, Anchor, AnchorKey, AnchorScan, Tampering};
+use super::archive::{self, ArchiveError, ArchiveFile, Header};
 use super::log;
 use super::rollup::{DayDim, Histogram};
+use super::segments::{self, Segment, SegmentState};
 use super::sql::{self, Dialect, Param, Span};
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
 use super::summary::{self, DayRow, LatencyRow, Plan, SumRow};
@@ -252,6 +254,8 @@ pub enum ReadError {
     Postgres(String),
     #[error("writing the export: {0}")]
     Output(#[from] std::io::Error),
+    #[error("reading the archive {file}: {error}")]
+    Archive { file: String, error: ArchiveError },
 }
 
 /// What the anchor said of a chain that checks out (see `anchor`).
@@ -272,6 +276,28 @@ pub enum AnchorState {
 pub struct AnchoredReport {
     pub chain: VerifyReport,
     pub anchor: AnchorState,
+    pub segments: SegmentCounts,
+}
+
+/// The segments of a file that checks out (see `segments`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentCounts {
+    /// Segments sealed, released or not.
+    pub sealed: u64,
+    /// Of them, those whose rows are deleted from the file.
+    pub released: u64,
+    /// The first row the file holds (1 when nothing is released).
+    pub first_live: i64,
+    /// Archive files walked (by [`Reader::verify_with_archive`]).
+    pub archives: u64,
+}
+
+/// A segment (or its archive file) that does not hold: which, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{segment}: {reason}")]
+pub struct SegmentBreak {
+    pub segment: String,
+    pub reason: String,
 }
 
 /// Why [`Reader::verify`] (or [`super::SharedReader::verify`]) did not pass.
@@ -288,6 +314,11 @@ pub enum VerifyError {
     Shared(super::postgres::SourceBreak),
     #[error("TAMPERED: the fleet's ledger: {0}")]
     SharedTampered(super::postgres::SourceTampered),
+    /// A segment or an archive file breaks the chain, or is missing.
+    #[error("{0}")]
+    Segment(SegmentBreak),
+    #[error("the archive folder {path} cannot be read: {error}")]
+    ArchiveFolder { path: String, error: std::io::Error },
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -357,11 +388,15 @@ impl Reader {
     /// the previous row's `hash`, each `hash` recomputed from the row, and the
     /// filter columns equal to the body's fields. A row cut off the end leaves
     /// a valid chain: [`Self::verify_anchored`] compares it with its anchor.
+    ///
+    /// With released segments (see `segments`), the walk starts at the first
+    /// row the file holds, from the last released segment's head; the
+    /// segments' table is checked as a chain of its own, and each sealed
+    /// segment's head against its last row.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
-        let rows = statement.query([]).map_err(ReadError::from)?;
-        let chain = walk(rows, ChainCheck::default(), |_, _| Ok(()))?;
+        let (mut chain, segments) = live_start(&transaction)?;
+        walk_live(&transaction, &mut chain, &segments, None)?;
         let calls = distinct_calls(&transaction)?;
         Ok(chain.report(calls))
     }
@@ -373,22 +408,23 @@ impl Reader {
     /// recomputed after rows were deleted, fails: each row's hash covers all
     /// the rows before it). No anchor file: tampering when the file records
     /// that anchoring started, else [`AnchorState::Unanchored`].
+    ///
+    /// Each released segment's head must be a line of the anchor file (a
+    /// segment is sealed at a head just anchored): a segment row forged to
+    /// stand for deleted rows is named.
     pub fn verify_anchored(&self, key: Option<&AnchorKey>) -> Result<AnchoredReport, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let Some(scan) = self.anchor_scan(&transaction, key, true)? else {
+        let (mut chain, segments) = live_start(&transaction)?;
+        let counts = counts_of(&segments, chain.last_seq() + 1);
+        let released_heads =
+            segments.iter().filter(|s| s.state == SegmentState::Released).map(|s| s.last_seq).collect();
+        let Some(scan) = self.anchor_scan(&transaction, key, true, &released_heads)? else {
             drop(transaction);
             let chain = self.verify()?;
-            return Ok(AnchoredReport { chain, anchor: AnchorState::Unanchored });
+            return Ok(AnchoredReport { chain, anchor: AnchorState::Unanchored, segments: counts });
         };
-        let mut statement = transaction.prepare(&format!("{ALL_COLUMNS} ORDER BY seq")).map_err(ReadError::from)?;
-        let rows = statement.query([]).map_err(ReadError::from)?;
-        let newest = scan.newest.as_ref().map(|(_, newest)| newest);
-        let chain = walk(rows, ChainCheck::default(), |seq, hash| match newest {
-            Some(newest) if newest.seq == seq && newest.hash != hash => {
-                Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }))
-            }
-            _ => Ok(()),
-        })?;
+        check_released_heads(&segments, &scan)?;
+        walk_live(&transaction, &mut chain, &segments, scan.newest.as_ref().map(|(_, newest)| newest))?;
         let anchor = match &scan.newest {
             Some((_, newest)) if newest.seq > chain.last_seq() => {
                 return Err(VerifyError::Tampered(Tampering::Shorter { rows: chain.last_seq(), anchored: newest.seq }));
@@ -397,7 +433,49 @@ impl Reader {
             None => AnchorState::Empty,
         };
         let calls = distinct_calls(&transaction)?;
-        Ok(AnchoredReport { chain: chain.report(calls), anchor })
+        Ok(AnchoredReport { chain: chain.report(calls), anchor, segments: counts })
+    }
+
+    /// [`Self::verify_anchored`], after walking the archive files in `dir`
+    /// (`weir ledger verify --archive DIR`): the files of the released
+    /// segments, in order, as one chain from the first row, which must reach
+    /// the file's first live row; each file's digest as recorded when it was
+    /// written. A file of a segment still in the file is walked on its own.
+    /// A missing, truncated, altered or reordered file fails, naming its segment.
+    pub fn verify_with_archive(&self, key: Option<&AnchorKey>, dir: &Path) -> Result<AnchoredReport, VerifyError> {
+        let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
+        let (live, segments) = live_start(&transaction)?;
+        drop(transaction);
+        let folder_error = |error| VerifyError::ArchiveFolder { path: dir.display().to_string(), error };
+        let files = archive::files(dir, &self.path).map_err(folder_error)?;
+        let released_end = live.last_seq();
+        let mut chain = ChainCheck::default();
+        for path in &files {
+            let (header, file) = ArchiveFile::open(path).map_err(|error| unreadable_archive(path, &error))?;
+            let recorded = segments.iter().find(|segment| segment.first_seq == header.first_seq);
+            if header.first_seq > released_end {
+                let mut own = ChainCheck::after(header.first_seq - 1, header.prev_hash.clone());
+                walk_archive(path, &header, file, &mut own)?;
+            } else {
+                if header.first_seq != chain.last_seq() + 1 {
+                    return Err(archive_gap(&segments, chain.last_seq() + 1, Some(path)));
+                }
+                walk_archive(path, &header, file, &mut chain)?;
+            }
+            check_digest(path, &header, recorded)?;
+        }
+        if chain.last_seq() < released_end {
+            return Err(archive_gap(&segments, chain.last_seq() + 1, None));
+        }
+        if released_end > 0 && chain.head() != live.head() {
+            return Err(VerifyError::Segment(SegmentBreak {
+                segment: format!("the archive's last row {released_end}"),
+                reason: "its hash is not the one the file's first live row links to".to_owned(),
+            }));
+        }
+        let mut report = self.verify_anchored(key)?;
+        report.segments.archives = files.len() as u64;
+        Ok(report)
     }
 
     /// The check a starting gateway makes, reading only the tail: the newest
@@ -407,14 +485,21 @@ impl Reader {
     /// one are [`Self::verify_anchored`]'s (the CLI's) to walk.
     pub fn check_tail(&self, key: Option<&AnchorKey>) -> Result<AnchorState, VerifyError> {
         let transaction = self.connection.unchecked_transaction().map_err(ReadError::from)?;
-        let Some(scan) = self.anchor_scan(&transaction, key, false)? else {
+        let Some(scan) = self.anchor_scan(&transaction, key, false, &std::collections::BTreeSet::new())? else {
             return Ok(AnchorState::Unanchored);
         };
         let Some((_, newest)) = scan.newest else { return Ok(AnchorState::Empty) };
-        let at_anchor: Option<String> = transaction
+        let mut at_anchor: Option<String> = transaction
             .query_row("SELECT hash FROM ledger WHERE seq = ?1", [newest.seq], |row| row.get(0))
             .optional()
             .map_err(ReadError::from)?;
+        if at_anchor.is_none() {
+            // The head anchored last may end a segment released since.
+            at_anchor = segments::released_end(&transaction)
+                .map_err(ReadError::from)?
+                .filter(|(seq, _)| *seq == newest.seq)
+                .map(|(_, hash)| hash);
+        }
         match at_anchor {
             None => {
                 let (rows, _) = store::chain_end(&transaction).map_err(ReadError::from)?;
@@ -428,7 +513,12 @@ impl Reader {
         let mut statement =
             transaction.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
         let rows = statement.query([newest.seq]).map_err(ReadError::from)?;
-        walk(rows, ChainCheck::after(newest.seq, newest.hash.clone()), |_, _| Ok(()))?;
+        walk(
+            rows,
+            ChainCheck::after(newest.seq, newest.hash.clone()),
+            |_, broken| VerifyError::Broken(broken),
+            |_, _| Ok(()),
+        )?;
         Ok(AnchorState::Anchored { seq: newest.seq, keyed: key.is_some() })
     }
 
@@ -440,11 +530,12 @@ impl Reader {
         connection: &Connection,
         key: Option<&AnchorKey>,
         whole: bool,
+        wanted: &std::collections::BTreeSet<i64>,
     ) -> Result<Option<AnchorScan>, VerifyError> {
         let path = anchor::anchor_path(&self.path);
         let unreadable = |error| VerifyError::AnchorUnreadable { path: path.display().to_string(), error };
         let read = match whole {
-            true => anchor::read_all(&path, key),
+            true => anchor::read_all_wanting(&path, key, wanted),
             false => anchor::read_tail(&path, key),
         };
         match read.map_err(unreadable)? {
@@ -462,8 +553,7 @@ impl Reader {
     /// The hash of the file's first row: what names this file's rows in the
     /// fleet's ledger. `None` while the file holds no row.
     pub(super) fn first_hash(&self) -> Result<Option<String>, ReadError> {
-        let mut statement = self.connection.prepare_cached("SELECT hash FROM ledger WHERE seq = 1")?;
-        Ok(statement.query_row([], |row| row.get(0)).optional()?)
+        Ok(segments::first_row_hash(&self.connection)?)
     }
 
     /// Up to `limit` rows after `seq`, in order, as committed.
@@ -491,20 +581,35 @@ impl Reader {
     /// Writes every row of calls started at or after `since` (all without it)
     /// as JSON lines, in `seq` order: `{"kind","seq","hash","record"}`, the
     /// record being the row's body as stored. Returns the rows written.
-    pub fn export(&self, since: Option<SystemTime>, mut out: impl Write) -> Result<u64, ReadError> {
+    pub fn export(&self, since: Option<SystemTime>, out: impl Write) -> Result<u64, ReadError> {
+        self.export_with_archive(since, None, out)
+    }
+
+    /// [`Self::export`], preceded, with `archive`, by the rows of the
+    /// released segments read from their files in that folder (rows the
+    /// file no longer holds; the files are read as they are: `verify
+    /// --archive` checks them).
+    pub fn export_with_archive(
+        &self,
+        since: Option<SystemTime>,
+        archive: Option<&Path>,
+        mut out: impl Write,
+    ) -> Result<u64, ReadError> {
         let since_ms = since.map_or(i64::MIN, store::unix_ms);
         let transaction = self.connection.unchecked_transaction()?;
+        let mut written = 0;
+        if let Some(dir) = archive {
+            let released_end = segments::released_end(&transaction)?.map_or(0, |(seq, _)| seq);
+            written += export_archived(dir, &self.path, released_end, since_ms, &mut out)?;
+        }
         let mut statement =
             transaction.prepare("SELECT kind, seq, hash, body FROM ledger WHERE started_ms >= ?1 ORDER BY seq")?;
         let mut rows = statement.query([since_ms])?;
-        let mut written = 0;
         while let Some(row) = rows.next()? {
             let kind: String = row.get(0)?;
-            let seq: i64 = row.get(1)?;
             let hash: String = row.get(2)?;
             let body: String = row.get(3)?;
-            let kind = serde_json::Value::String(kind);
-            writeln!(out, r#"{{"kind":{kind},"seq":{seq},"hash":"{hash}","record":{body}}}"#)?;
+            export_line(&mut out, &kind, row.get(1)?, &hash, &body)?;
             written += 1;
         }
         out.flush()?;
@@ -593,6 +698,194 @@ pub(super) fn closed_call(
 /// A row's body, or which row holds one that does not parse.
 pub(super) fn parse_body<T: serde::de::DeserializeOwned>(at: String, body: &str) -> Result<T, ReadError> {
     serde_json::from_str(body).map_err(|error| ReadError::Body { at, error })
+}
+
+/// One export line: `{"kind","seq","hash","record"}`.
+fn export_line(out: &mut impl Write, kind: &str, seq: i64, hash: &str, body: &str) -> std::io::Result<()> {
+    let kind = serde_json::Value::String(kind.to_owned());
+    writeln!(out, r#"{{"kind":{kind},"seq":{seq},"hash":"{hash}","record":{body}}}"#)
+}
+
+/// Writes the archived rows up to `released_end` (the rows the file no
+/// longer holds) of calls started at or after `since_ms`; returns how many.
+fn export_archived(
+    dir: &Path,
+    ledger: &Path,
+    released_end: i64,
+    since_ms: i64,
+    out: &mut impl Write,
+) -> Result<u64, ReadError> {
+    let unreadable = |path: &Path, error: ArchiveError| ReadError::Archive { file: path.display().to_string(), error };
+    let files = archive::files(dir, ledger).map_err(|error| unreadable(dir, error.into()))?;
+    let mut written = 0;
+    for path in &files {
+        let (header, mut file) = ArchiveFile::open(path).map_err(|error| unreadable(path, error))?;
+        if header.first_seq > released_end {
+            continue;
+        }
+        while let Some(row) = file.next_row().map_err(|error| unreadable(path, error))? {
+            if row.seq <= released_end && row.started_ms >= since_ms {
+                export_line(out, &row.kind, row.seq, &row.hash, &row.body)?;
+                written += 1;
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// The segments (their table checked: [`segments::check_table`]), and the
+/// chain's check set to start after the last released one.
+fn live_start(connection: &Connection) -> Result<(ChainCheck, Vec<Segment>), VerifyError> {
+    let segments = segments::list(connection).map_err(ReadError::from)?;
+    segments::check_table(&segments).map_err(|(segment, reason)| {
+        VerifyError::Segment(SegmentBreak { segment: format!("{segment} in the segments' table"), reason })
+    })?;
+    let chain = match segments.iter().rev().find(|segment| segment.state == SegmentState::Released) {
+        Some(last) => ChainCheck::after(last.last_seq, last.head_hash.clone()),
+        None => ChainCheck::default(),
+    };
+    Ok((chain, segments))
+}
+
+fn counts_of(segments: &[Segment], first_live: i64) -> SegmentCounts {
+    let released = segments.iter().filter(|segment| segment.state == SegmentState::Released).count();
+    SegmentCounts { sealed: segments.len() as u64, released: released as u64, first_live, archives: 0 }
+}
+
+/// Walks the rows the file holds after `chain`'s start: the chain's check,
+/// each sealed segment's head against its last row, and `newest` (the
+/// newest anchored head) against its row. A break inside a segment names it.
+fn walk_live(
+    connection: &Connection,
+    chain: &mut ChainCheck,
+    segments: &[Segment],
+    newest: Option<&Anchor>,
+) -> Result<(), VerifyError> {
+    let start = chain.last_seq();
+    let mut statement =
+        connection.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
+    let rows = statement.query([start]).map_err(ReadError::from)?;
+    let mut heads = segments.iter().filter(|segment| segment.last_seq > start).peekable();
+    let broken = |expected, broken| in_segment(segments, expected, broken);
+    let heads_checked = |seq, hash: &str| {
+        if let Some(newest) = newest
+            && newest.seq == seq
+            && newest.hash != hash
+        {
+            return Err(VerifyError::Tampered(Tampering::HeadMismatch { seq }));
+        }
+        match heads.next_if(|segment| segment.last_seq == seq) {
+            Some(segment) if segment.head_hash != hash => {
+                Err(segment_break(segment, "its head_hash is not its last row's hash".to_owned()))
+            }
+            _ => Ok(()),
+        }
+    };
+    *chain = walk(rows, std::mem::take(chain), broken, heads_checked)?;
+    match heads.next() {
+        Some(segment) => {
+            Err(segment_break(segment, format!("the file's rows end at row {}, inside it", chain.last_seq())))
+        }
+        None => Ok(()),
+    }
+}
+
+/// `broken`, named after the segment holding row `expected` when one does.
+fn in_segment(segments: &[Segment], expected: i64, broken: ChainBreak) -> VerifyError {
+    match segments.iter().find(|segment| (segment.first_seq..=segment.last_seq).contains(&expected)) {
+        Some(segment) => segment_break(segment, broken.to_string()),
+        None => VerifyError::Broken(broken),
+    }
+}
+
+fn segment_break(segment: &Segment, reason: String) -> VerifyError {
+    VerifyError::Segment(SegmentBreak { segment: segment.to_string(), reason })
+}
+
+/// Each released segment's head against the anchor's line at its sequence.
+fn check_released_heads(segments: &[Segment], scan: &AnchorScan) -> Result<(), VerifyError> {
+    for segment in segments.iter().filter(|segment| segment.state == SegmentState::Released) {
+        match scan.found.get(&segment.last_seq) {
+            Some(hash) if *hash == segment.head_hash => {}
+            Some(_) => {
+                return Err(segment_break(segment, "its head is not the hash anchored for its last row".to_owned()));
+            }
+            None => return Err(segment_break(segment, "its head is in no line of the anchor file".to_owned())),
+        }
+    }
+    Ok(())
+}
+
+/// An archive file that cannot be opened or whose header does not parse.
+fn unreadable_archive(path: &Path, error: &ArchiveError) -> VerifyError {
+    VerifyError::Segment(SegmentBreak {
+        segment: format!("the archive {}", path.display()),
+        reason: format!("unreadable: {error}"),
+    })
+}
+
+/// Row `expected` is in no archive file (the one at `path` starts later).
+fn archive_gap(segments: &[Segment], expected: i64, path: Option<&Path>) -> VerifyError {
+    let segment = segments.iter().find(|segment| segment.first_seq == expected);
+    let missing = match segment {
+        Some(segment) => format!("{segment}, released from the file"),
+        None => format!("the segment starting at row {expected}"),
+    };
+    let reason = match path {
+        Some(path) => format!(
+            "its archive file is missing, or out of order: {} comes where it was due",
+            path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default()
+        ),
+        None => "its archive file is missing".to_owned(),
+    };
+    VerifyError::Segment(SegmentBreak { segment: missing, reason })
+}
+
+/// Walks one archive file's rows through `chain`: a break, a cut (rows end
+/// before the header's last) or a head other than the header's is named.
+fn walk_archive(
+    path: &Path,
+    header: &Header,
+    mut file: ArchiveFile,
+    chain: &mut ChainCheck,
+) -> Result<(), VerifyError> {
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let named = |reason: String| {
+        VerifyError::Segment(SegmentBreak {
+            segment: format!("segment {} (rows {}-{}, archive {name})", header.id, header.first_seq, header.last_seq),
+            reason,
+        })
+    };
+    loop {
+        let row = match file.next_row() {
+            Ok(Some(row)) => row,
+            Ok(None) => break,
+            Err(error) => {
+                return Err(named(format!("truncated or unreadable after row {}: {error}", chain.last_seq())));
+            }
+        };
+        let (stored, link) = row.checked();
+        chain.next(&row.kind, &row.call_id, stored, link).map_err(|broken| named(broken.to_string()))?;
+    }
+    if chain.last_seq() != header.last_seq {
+        return Err(named(format!("truncated: its rows end at row {}", chain.last_seq())));
+    }
+    if chain.head() != header.head_hash {
+        return Err(named("its last row's hash is not the head its header names".to_owned()));
+    }
+    Ok(())
+}
+
+/// The file's digest against the one recorded for its segment when it was
+/// written (a file no segment records is left to the chain's check).
+fn check_digest(path: &Path, header: &Header, recorded: Option<&Segment>) -> Result<(), VerifyError> {
+    let Some(segment) = recorded else { return Ok(()) };
+    let Some(sha256) = &segment.archive_sha256 else { return Ok(()) };
+    let found = archive::digest(path).map_err(|error| unreadable_archive(path, &ArchiveError::Io(error)))?;
+    if &found != sha256 || segment.last_seq != header.last_seq {
+        return Err(segment_break(segment, format!("its archive {} is not the file written", path.display())));
+    }
+    Ok(())
 }
 
 /// The parameters as SQLite values.
@@ -814,6 +1107,11 @@ impl ChainCheck {
         (self.previous.0, &self.previous.1)
     }
 
+    /// The hash of the last row that checked out.
+    pub(super) fn head(&self) -> &str {
+        &self.previous.1
+    }
+
     /// Checks the next row; `stored` is `None` for a kind this weir does not know.
     pub(super) fn next(
         &mut self,
@@ -863,16 +1161,17 @@ const WALK_BATCH: usize = 256;
 /// A row of [`ALL_COLUMNS`] as read, before its check.
 type ReadRow = (String, String, Option<Row>, Link);
 
-/// Walks `rows` ([`ALL_COLUMNS`] in `seq` order) through `chain` on both
-/// cores: this thread reads them from SQLite (a third of the work) while a
-/// second one checks each in order (its hash recomputed, its body parsed,
-/// its columns held to it) and then runs `checked` with the row's `seq` and
-/// hash. The first failure in row order is the answer; a failed read after
-/// it, the read's. The checking thread stops at a failure, and the reading
-/// one at its next batch.
+/// Walks `rows` ([`ALL_COLUMNS`] in `seq` order) through `chain` on two
+/// threads: this one reads them from SQLite while a second checks each in
+/// order (its hash recomputed, its body parsed, its columns held to it; a
+/// break is `broken` of the row expected and the break) and then runs
+/// `checked` with the row's `seq` and hash. The first failure in row order
+/// is the answer; a failed read after it, the read's. The checking thread
+/// stops at a failure, and the reading one at its next batch.
 fn walk(
     mut rows: rusqlite::Rows<'_>,
     mut chain: ChainCheck,
+    broken: impl Fn(i64, ChainBreak) -> VerifyError + Send,
     mut checked: impl FnMut(i64, &str) -> Result<(), VerifyError> + Send,
 ) -> Result<ChainCheck, VerifyError> {
     let (batches, received) = std::sync::mpsc::sync_channel::<Vec<ReadRow>>(4);
@@ -880,7 +1179,8 @@ fn walk(
         let checker = scope.spawn(move || {
             for batch in received {
                 for (kind, call_id, stored, link) in batch {
-                    chain.next(&kind, &call_id, stored, link).map_err(VerifyError::Broken)?;
+                    let expected = chain.last_seq() + 1;
+                    chain.next(&kind, &call_id, stored, link).map_err(|chain_break| broken(expected, chain_break))?;
                     let (seq, hash) = chain.last();
                     checked(seq, hash)?;
                 }
@@ -919,7 +1219,7 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
 
 /// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as
 /// stored, its call, the row (`None` for an unknown kind) and its link.
-fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
+pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
     let call_id: String = row.get(2)?;
     let body: String = row.get(16)?;

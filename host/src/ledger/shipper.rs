@@ -14,6 +14,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -73,6 +74,9 @@ pub(super) struct Shipper {
     shipped: Option<i64>,
     backoff: Duration,
     retry_at: Option<Instant>,
+    /// The last `seq` PostgreSQL is known to hold, shared with the ledger's
+    /// thread: retention releases only segments shipped through it.
+    progress: Arc<AtomicI64>,
 }
 
 impl Shipper {
@@ -81,6 +85,7 @@ impl Shipper {
         path: PathBuf,
         meter: Option<Arc<dyn LedgerMeter>>,
         key: Option<AnchorKey>,
+        progress: Arc<AtomicI64>,
     ) -> Self {
         Self {
             target,
@@ -93,6 +98,7 @@ impl Shipper {
             shipped: None,
             backoff: FIRST_BACKOFF,
             retry_at: None,
+            progress,
         }
     }
 
@@ -179,6 +185,7 @@ impl Shipper {
             Some(seq) => seq,
             None => *self.shipped.insert(shared::shipped_through(client, &source)?),
         };
+        self.progress.fetch_max(after, Ordering::Relaxed);
         let mut total = 0;
         loop {
             let rows = reader.rows_after(after, SHIP_BATCH)?;
@@ -187,6 +194,7 @@ impl Shipper {
             shared::ship(client, &source, &rows, self.key.as_ref())?;
             after = last;
             self.shipped = Some(last);
+            self.progress.fetch_max(last, Ordering::Relaxed);
             total += rows.len() as u64;
             if let Some(meter) = &self.meter {
                 meter.shipped(rows.len(), lag);

@@ -375,6 +375,7 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
         other => return Err(StoreError::Schema(other)),
     }
     transaction.execute_batch(INDEXES)?;
+    super::segments::install(&transaction)?;
     transaction.execute_batch(rollup_store::SCHEMA)?;
     if (1..SCHEMA_VERSION).contains(&version) {
         let started = std::time::Instant::now();
@@ -516,13 +517,18 @@ fn insert_row(
     Ok(hash)
 }
 
-/// The last row's `seq` and `hash`, or `(0, GENESIS)` for an empty ledger.
+/// The last row's `seq` and `hash` (the last released row's when the file
+/// holds none), or `(0, GENESIS)` for an empty ledger.
 pub(super) fn chain_end(connection: &Connection) -> Result<(i64, String), rusqlite::Error> {
     let last = connection
         .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
         .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
-    Ok(last.unwrap_or_else(|| (0, GENESIS.to_owned())))
+    match last {
+        Some(last) => Ok(last),
+        // Every row may be released (see `segments`): the chain goes on from the last one.
+        None => Ok(super::segments::released_end(connection)?.unwrap_or_else(|| (0, GENESIS.to_owned()))),
+    }
 }
 
 /// The row from which the file's head is anchored (see `anchor`), if

@@ -33,7 +33,7 @@ fn settings(path: &Path) -> LedgerConfig {
     LedgerConfig::at(path.to_path_buf())
 }
 
-fn at(secs: u64) -> SystemTime {
+pub(crate) fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
 }
 
@@ -768,7 +768,7 @@ async fn with_postgres_unreachable_the_budgets_are_rebuilt_from_the_file() {
     assert_eq!(alice.spent, crate::budget::Amount::Tokens(270));
 }
 
-fn hold(call_id: &str, member: &str, start: u64, tokens: u64) -> crate::record::HoldRecord {
+pub(crate) fn hold(call_id: &str, member: &str, start: u64, tokens: u64) -> crate::record::HoldRecord {
     crate::record::HoldRecord {
         call_id: call_id.to_owned(),
         started_at: at(start),
