@@ -8,7 +8,7 @@
 //! (Debian's `redis-server` must be on `PATH`).
 
 // Benchmark setup: a failed step should stop the run with its message.
-#![allow(clippy::expect_used, reason = "a benchmark stops at its first failed step")]
+#![allow(clippy::expect_used, clippy::print_stdout, reason = "a benchmark stops at its first failed step, and reports")]
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
