@@ -86,7 +86,7 @@ async fn redis_work(connection: &mut redis::aio::MultiplexedConnection) -> (f64,
 /// Redis's CPU per admitted call of each gate, over a counted run of 32
 /// callers (Redis's own clock: what caps the fleet, whatever the gateways).
 fn redis_cpu_per_call(runtime: &tokio::runtime::Runtime, url: &str, gates: &[(&str, Arc<ModelGate>)]) {
-    const CALLS: u64 = 200_000;
+    const CALLS: u64 = 50_000;
     runtime.block_on(async {
         let client = redis::Client::open(url).expect("client");
         let mut connection = client.get_multiplexed_async_connection().await.expect("connection");

@@ -250,6 +250,17 @@ fn wait_of(nanos: i64) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
+/// A count the script answered (never negative there).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The script's refusal of a demand no bucket can ever hold.
+fn shortfall(axis: i64, demand: i64, limit: i64, reserved: i64) -> Shortfall {
+    let axis = if axis == 1 { Axis::Requests } else { Axis::Tokens };
+    Shortfall { axis, demand: count(demand), limit: count(limit), reserved: count(reserved) }
+}
+
 fn unexpected(answer: &[i64]) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "unexpected answer", format!("{answer:?}")))
 }
@@ -288,21 +299,12 @@ impl RedisAccount {
         let answer = self.invoke("take", at, &Self::demand_args(demand, Some(share))).await?;
         match answer.as_slice() {
             [0, tenths, requests, tokens] => {
-                self.saw(*tenths);
-                let left = |n: i64| u64::try_from(n).ok();
-                self.learned(Seen::Left { requests: left(*requests), tokens: left(*tokens), at: Instant::now() });
+                self.granted(*tenths, *requests, *tokens);
                 Ok(ScriptVerdict::Granted)
             }
-            [1, wait, tenths] => {
-                self.saw(*tenths);
-                self.learned(Seen::FullUntil(Instant::now() + wait_of(*wait)));
-                Ok(ScriptVerdict::Wait(wait_of(*wait)))
-            }
+            [1, wait, tenths] => Ok(ScriptVerdict::Wait(self.told_to_wait(*wait, *tenths))),
             [2, axis, demand, limit, reserved] => {
-                let axis = if *axis == 1 { Axis::Requests } else { Axis::Tokens };
-                let number = |n: i64| u64::try_from(n).unwrap_or(0);
-                let (demand, limit, reserved) = (number(*demand), number(*limit), number(*reserved));
-                Ok(ScriptVerdict::Never(Shortfall { axis, demand, limit, reserved }))
+                Ok(ScriptVerdict::Never(shortfall(*axis, *demand, *limit, *reserved)))
             }
             other => Err(unexpected(other)),
         }
@@ -321,27 +323,32 @@ impl RedisAccount {
         let args = [returned.requests, returned.tokens, demand.requests, demand.tokens, extra.requests, extra.tokens]
             .map(|n| n.to_string());
         let answer = self.invoke("lease", at, &args).await?;
-        let number = |n: i64| u64::try_from(n).unwrap_or(0);
         match answer.as_slice() {
             [0, tenths, requests, tokens, extra_requests, extra_tokens] => {
-                self.saw(*tenths);
-                let left = |n: i64| u64::try_from(n).ok();
-                self.learned(Seen::Left { requests: left(*requests), tokens: left(*tokens), at: Instant::now() });
+                self.granted(*tenths, *requests, *tokens);
                 Ok(LeaseAnswer::Granted {
-                    extra: Demand { requests: number(*extra_requests), tokens: number(*extra_tokens) },
+                    extra: Demand { requests: count(*extra_requests), tokens: count(*extra_tokens) },
                 })
             }
-            [1, wait, tenths] => {
-                self.saw(*tenths);
-                self.learned(Seen::FullUntil(Instant::now() + wait_of(*wait)));
-                Ok(LeaseAnswer::Wait(wait_of(*wait)))
-            }
-            [2, axis, demand, limit, _] => {
-                let axis = if *axis == 1 { Axis::Requests } else { Axis::Tokens };
-                Ok(LeaseAnswer::Never(Shortfall { axis, demand: number(*demand), limit: number(*limit), reserved: 0 }))
-            }
+            [1, wait, tenths] => Ok(LeaseAnswer::Wait(self.told_to_wait(*wait, *tenths))),
+            [2, axis, demand, limit, reserved] => Ok(LeaseAnswer::Never(shortfall(*axis, *demand, *limit, *reserved))),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Keeps what a granted take or lease answered: the coefficient, and the
+    /// requests and tokens it left (-1: unlimited).
+    fn granted(&self, tenths: i64, requests: i64, tokens: i64) {
+        self.saw(tenths);
+        let left = |n: i64| u64::try_from(n).ok();
+        self.learned(Seen::Left { requests: left(requests), tokens: left(tokens), at: Instant::now() });
+    }
+
+    /// Keeps what a take or lease told to wait answered; the wait.
+    fn told_to_wait(&self, wait: i64, tenths: i64) -> Duration {
+        self.saw(tenths);
+        self.learned(Seen::FullUntil(Instant::now() + wait_of(wait)));
+        wait_of(wait)
     }
 
     /// How long until `demand` could be supplied with `share` left.
