@@ -497,6 +497,13 @@ impl Weir {
         }
     }
 
+    /// Gives back the shared capacity this gateway leased and did not spend
+    /// (`weir serve` calls it once it has drained, so the other gateways of
+    /// the fleet can take it at once instead of waiting for the refill).
+    pub async fn give_back_leased_capacity(&self) {
+        self.inner.rate_store.give_back().await;
+    }
+
     /// The metrics every call updates, rendered at `/metrics`; `None` under
     /// `[metrics] enabled = false`.
     pub fn metrics(&self) -> Option<&Metrics> {

@@ -177,6 +177,12 @@ pub trait RateStore: Send + Sync + Debug {
     fn circuits(&self) -> Option<Arc<dyn crate::admission::deployment::CircuitBoard>> {
         None
     }
+
+    /// Gives back what this process holds of shared capacity and has not
+    /// spent (a stopping gateway's leased blocks); nothing by default.
+    fn give_back(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// A permit held in a [`PermitPool`], returned when its call ends.

@@ -415,6 +415,8 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         // The spans of the last calls, while the runtime still runs; a
         // collector that does not answer holds the exit 2 s at most.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), weir.flush_telemetry()).await;
+        // The fleet's leased blocks, while Redis answers within the time.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), weir.give_back_leased_capacity()).await;
         anyhow::Ok(stopped)
     })?;
     // Whatever is still running (cut calls, the folder watch) is abandoned, not

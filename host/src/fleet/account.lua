@@ -10,6 +10,12 @@
 --             -> {0, tenths, requests left, tokens left (-1: unlimited)} granted | {1, wait_ns, tenths} | {2, axis (1 requests, 2 tokens), demand, limit, reserved}
 --   forecast  requests, tokens, share        -> {wait_ns}
 --   give      requests, tokens               -> {}
+--   lease     returned requests, returned tokens, demand requests, demand tokens,
+--             extra requests, extra tokens (a gateway's block, host/src/fleet/lease.rs):
+--             gives the returned amounts back, then takes the demand whole as
+--             `take` does (no reserve), then up to the extra on each axis from
+--             what is left
+--             -> {0, tenths, requests left, tokens left, extra requests, extra tokens} | {1, wait_ns, tenths} | {2, axis, demand, limit, 0}
 --   feedback  backpressure weight, or s (a success) -> {tenths}
 --   coefficient                              -> {tenths}
 --
@@ -288,6 +294,50 @@ if op == 'give' then
   end
   save()
   return {}
+end
+
+if op == 'lease' then
+  local returned = false
+  for _, axis in ipairs(axes(tonumber(ARGV[6]), tonumber(ARGV[7]))) do
+    local b, amount = axis[1], axis[2]
+    if b ~= nil and amount > 0 then
+      settle(b)
+      b.level = min_big(add(b.level, mul(big(amount), UNITS_PER_TOKEN)), b.max)
+      b.current = b.level
+      returned = true
+    end
+  end
+  local wait = 0
+  for _, axis in ipairs(axes(tonumber(ARGV[8]), tonumber(ARGV[9]))) do
+    local b, demand = axis[1], axis[2]
+    if b ~= nil then
+      local needed = mul(big(demand), UNITS_PER_TOKEN)
+      if cmp(needed, b.max) > 0 then
+        if returned then save() end
+        return {2, axis[3], demand, b.capacity, 0}
+      end
+      wait = math.max(wait, supply_wait(b, needed))
+    end
+  end
+  if wait > 0 then
+    if returned then save() end
+    return {1, wait, tenths}
+  end
+  local extras = {}
+  for i, axis in ipairs(axes(tonumber(ARGV[8]), tonumber(ARGV[9]))) do
+    local b, demand = axis[1], axis[2]
+    local extra = 0
+    if b ~= nil then
+      settle(b)
+      b.level = sub(b.level, mul(big(demand), UNITS_PER_TOKEN))
+      extra = math.min(tonumber(ARGV[9 + i]), left(b))
+      b.level = sub(b.level, mul(big(extra), UNITS_PER_TOKEN))
+      b.current = b.level
+    end
+    extras[i] = extra
+  end
+  save()
+  return {0, tenths, left(requests), left(tokens), extras[1], extras[2]}
 end
 
 if op == 'feedback' then

@@ -16,15 +16,19 @@
 
 mod budgets;
 mod circuits;
+mod lease;
 mod notices;
 mod permits;
 mod redis_store;
 
 pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
+pub use lease::{BLOCK_LIFETIME, BLOCK_SHARE_OF_LIMIT, BLOCK_SPAN, LeasedAccount};
 pub use notices::AdminNotices;
 pub use permits::RedisPermits;
-pub use redis_store::{DEFAULT_LEASE_SECS, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict};
+pub use redis_store::{
+    DEFAULT_LEASE_SECS, LeaseAnswer, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict,
+};
 
 /// The largest `tpm` the fleet's script computes exactly (its divisions keep
 /// every partial below 2^53 up to this capacity).

@@ -4,13 +4,14 @@
 //! (Redis's `TIME`) itself, so the gateways' clocks need not agree.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
 use super::budgets::SharedBudgets;
+use super::lease::{Leased, LeasedAccount};
 use super::permits::RedisPermits;
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
 use crate::admission::{
@@ -40,6 +41,8 @@ pub struct RedisStore {
     shared: Arc<Shared>,
     /// How long a concurrency permit's lease lasts unless renewed.
     lease: Duration,
+    /// The accounts leased in blocks, given back when the gateway stops.
+    blocks: Arc<Mutex<Vec<Weak<Leased>>>>,
 }
 
 pub(super) struct Shared {
@@ -94,7 +97,7 @@ impl RedisStore {
         if lease < Duration::from_secs(MIN_LEASE_SECS) {
             return Err(format!("[fleet] lease_secs must be at least {MIN_LEASE_SECS}"));
         }
-        Ok(Self { shared: Arc::new(shared), lease })
+        Ok(Self { shared: Arc::new(shared), lease, blocks: Arc::default() })
     }
 
     /// The fleet's budget accounts.
@@ -119,8 +122,18 @@ impl RedisStore {
         RedisPermits::new(Arc::clone(&self.shared), key, self.lease, local_share)
     }
 
-    /// The account under `key`, concrete (the property tests drive its
-    /// script with a clock of their own).
+    /// The account under `key`, leased in blocks, concrete; the store gives
+    /// its block back at [`RateStore::give_back`].
+    pub fn leased_account(&self, key: &str, limits: Limits) -> LeasedAccount {
+        let account = LeasedAccount::new(self.redis_account(key, limits));
+        let mut blocks = self.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+        blocks.retain(|leased| leased.strong_count() > 0);
+        blocks.push(account.downgrade());
+        account
+    }
+
+    /// The account under `key`, one script run per operation, concrete (the
+    /// property tests drive its script with a clock of their own).
     pub fn redis_account(&self, key: &str, limits: Limits) -> RedisAccount {
         let local = (self.shared.policy == SharedErrorPolicy::Local)
             .then(|| InProcessAccount::new(share_of(limits, self.shared.fleet_size), Instant::now()));
@@ -136,8 +149,17 @@ impl RedisStore {
 }
 
 impl RateStore for RedisStore {
+    /// Leased in blocks (see [`LeasedAccount`]).
     fn account(&self, key: &str, limits: Limits) -> Arc<dyn RateAccount> {
-        Arc::new(self.redis_account(key, limits))
+        Arc::new(self.leased_account(key, limits))
+    }
+
+    fn give_back(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let held: Vec<_> =
+                self.blocks.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+            futures_util::future::join_all(held.iter().map(|leased| leased.give_back(None))).await;
+        })
     }
 
     fn permits(&self, key: &str, max: u32) -> Option<Arc<dyn PermitPool>> {
@@ -168,6 +190,17 @@ pub struct ScriptTime {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptVerdict {
     Granted,
+    Wait(Duration),
+    Never(Shortfall),
+}
+
+/// The script's answer to a lease, with waits relative to its clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAnswer {
+    /// The demand was taken, and `extra` more (at most what was asked).
+    Granted {
+        extra: Demand,
+    },
     Wait(Duration),
     Never(Shortfall),
 }
@@ -217,6 +250,17 @@ fn wait_of(nanos: i64) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
+/// A count the script answered (never negative there).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The script's refusal of a demand no bucket can ever hold.
+fn shortfall(axis: i64, demand: i64, limit: i64, reserved: i64) -> Shortfall {
+    let axis = if axis == 1 { Axis::Requests } else { Axis::Tokens };
+    Shortfall { axis, demand: count(demand), limit: count(limit), reserved: count(reserved) }
+}
+
 fn unexpected(answer: &[i64]) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "unexpected answer", format!("{answer:?}")))
 }
@@ -255,24 +299,56 @@ impl RedisAccount {
         let answer = self.invoke("take", at, &Self::demand_args(demand, Some(share))).await?;
         match answer.as_slice() {
             [0, tenths, requests, tokens] => {
-                self.saw(*tenths);
-                let left = |n: i64| u64::try_from(n).ok();
-                self.learned(Seen::Left { requests: left(*requests), tokens: left(*tokens), at: Instant::now() });
+                self.granted(*tenths, *requests, *tokens);
                 Ok(ScriptVerdict::Granted)
             }
-            [1, wait, tenths] => {
-                self.saw(*tenths);
-                self.learned(Seen::FullUntil(Instant::now() + wait_of(*wait)));
-                Ok(ScriptVerdict::Wait(wait_of(*wait)))
-            }
+            [1, wait, tenths] => Ok(ScriptVerdict::Wait(self.told_to_wait(*wait, *tenths))),
             [2, axis, demand, limit, reserved] => {
-                let axis = if *axis == 1 { Axis::Requests } else { Axis::Tokens };
-                let number = |n: i64| u64::try_from(n).unwrap_or(0);
-                let (demand, limit, reserved) = (number(*demand), number(*limit), number(*reserved));
-                Ok(ScriptVerdict::Never(Shortfall { axis, demand, limit, reserved }))
+                Ok(ScriptVerdict::Never(shortfall(*axis, *demand, *limit, *reserved)))
             }
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Gives `returned` back, then takes `demand` whole and up to `extra`
+    /// more on each axis from what is left (a gateway's block, see
+    /// [`super::LeasedAccount`]), at the script's clock (`at`, or Redis's own).
+    pub async fn lease_at(
+        &self,
+        returned: Demand,
+        demand: Demand,
+        extra: Demand,
+        at: Option<ScriptTime>,
+    ) -> redis::RedisResult<LeaseAnswer> {
+        let args = [returned.requests, returned.tokens, demand.requests, demand.tokens, extra.requests, extra.tokens]
+            .map(|n| n.to_string());
+        let answer = self.invoke("lease", at, &args).await?;
+        match answer.as_slice() {
+            [0, tenths, requests, tokens, extra_requests, extra_tokens] => {
+                self.granted(*tenths, *requests, *tokens);
+                Ok(LeaseAnswer::Granted {
+                    extra: Demand { requests: count(*extra_requests), tokens: count(*extra_tokens) },
+                })
+            }
+            [1, wait, tenths] => Ok(LeaseAnswer::Wait(self.told_to_wait(*wait, *tenths))),
+            [2, axis, demand, limit, reserved] => Ok(LeaseAnswer::Never(shortfall(*axis, *demand, *limit, *reserved))),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Keeps what a granted take or lease answered: the coefficient, and the
+    /// requests and tokens it left (-1: unlimited).
+    fn granted(&self, tenths: i64, requests: i64, tokens: i64) {
+        self.saw(tenths);
+        let left = |n: i64| u64::try_from(n).ok();
+        self.learned(Seen::Left { requests: left(requests), tokens: left(tokens), at: Instant::now() });
+    }
+
+    /// Keeps what a take or lease told to wait answered; the wait.
+    fn told_to_wait(&self, wait: i64, tenths: i64) -> Duration {
+        self.saw(tenths);
+        self.learned(Seen::FullUntil(Instant::now() + wait_of(wait)));
+        wait_of(wait)
     }
 
     /// How long until `demand` could be supplied with `share` left.
@@ -445,8 +521,28 @@ impl Shared {
 impl RedisAccount {
     /// No bucket to share: a take always fits and a give returns nothing, so
     /// Redis is not asked (the throttle is still shared, for status).
-    fn unlimited(&self) -> bool {
+    pub(super) fn unlimited(&self) -> bool {
         self.limits.rpm.is_none() && self.limits.tpm.is_none()
+    }
+
+    pub(super) fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// [`Self::lease_at`] on Redis's clock; `None` when Redis is out (the
+    /// caller takes the policy).
+    pub(super) async fn lease(&self, returned: Demand, demand: Demand, extra: Demand) -> Option<LeaseAnswer> {
+        self.shared.attempt(self.lease_at(returned, demand, extra, None)).await
+    }
+
+    /// Gives a block's remainder back to the shared buckets. Unlike
+    /// [`RateAccount::give`], never to the local share while Redis is out:
+    /// the block was taken from the shared buckets, and is then lost (fewer
+    /// tokens until they refill, never more).
+    pub(super) async fn give_back(&self, returned: Demand) {
+        if self.shared.attempt(self.give_at(returned, None)).await.is_none() {
+            tracing::debug!(key = %self.key, ?returned, "a leased block could not be given back; it refills with time");
+        }
     }
 }
 
