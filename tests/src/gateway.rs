@@ -505,6 +505,34 @@ pub async fn serve_router(router: axum::Router) -> String {
     base
 }
 
+/// The ledger tests' gateway: model `m` (priced) on `upstream`, and `ledger`
+/// as the body of its `[ledger]` table.
+pub fn ledger_config(upstream: &crate::FakeUpstream, ledger: &str) -> String {
+    format!(
+        r#"
+[[model]]
+id = "m"
+provider = "openai-compatible"
+wire_id = "qwen3"
+endpoint = "{url}"
+max_output_tokens = 1000
+context_window = 100000
+output_tokens = 50
+input_price = 1.0
+output_price = 2.0
+
+[ledger]
+{ledger}
+"#,
+        url = upstream.base_url()
+    )
+}
+
+/// A one-message chat request to model `m`.
+pub fn hello_m() -> Value {
+    serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})
+}
+
 /// Posts `body` to `gateway`'s chat route `calls` times at once and, once
 /// `kill_after` answers have been read whole (their first choice's content
 /// `content`), kills the gateway with SIGKILL while the rest are in flight.

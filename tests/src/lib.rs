@@ -31,7 +31,10 @@ pub mod responses_wire;
 pub mod token_endpoints;
 
 pub use fake_upstream::{FakeUpstream, Received, Scripted};
-pub use gateway::{Gateway, Posted, closed_records, free_port, kill_mid_load, run_cli, serve_router, weir_binary};
+pub use gateway::{
+    Gateway, Posted, closed_records, free_port, hello_m, kill_mid_load, ledger_config, run_cli, serve_router,
+    weir_binary,
+};
 pub use postgres_server::PostgresServer;
 pub use redis_server::RedisServer;
 

@@ -10,32 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_tests::{FakeUpstream, Gateway, kill_mid_load, openai_wire, run_cli};
-
-fn config(upstream: &FakeUpstream, ledger: &str) -> String {
-    format!(
-        r#"
-[[model]]
-id = "m"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{url}"
-max_output_tokens = 1000
-context_window = 100000
-output_tokens = 50
-input_price = 1.0
-output_price = 2.0
-
-[ledger]
-{ledger}
-"#,
-        url = upstream.base_url()
-    )
-}
-
-fn hello() -> Value {
-    json!({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})
-}
+use weir_tests::{FakeUpstream, Gateway, hello_m, kill_mid_load, ledger_config, openai_wire, run_cli};
 
 fn ledger_cli(args: &[&str]) -> (bool, String, String) {
     let output = run_cli(args, &[]);
@@ -72,16 +47,16 @@ async fn a_kill_mid_load_loses_no_record_of_an_answer_a_caller_saw() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
-    let config = config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()));
+    let config = ledger_config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()));
     let gateway = Gateway::start(&config).await;
 
-    let answered = kill_mid_load(&gateway, &hello(), 300, 10, "Hi").await;
+    let answered = kill_mid_load(&gateway, &hello_m(), 300, 10, "Hi").await;
     drop(gateway);
 
     // Restarted on the same ledger: it opens, and a new call is recorded after the old ones.
     let gateway = Gateway::start(&config).await;
     let response =
-        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     drop(gateway);
 
@@ -106,9 +81,9 @@ async fn provider_text_reaches_the_log_and_never_the_ledger() {
     upstream.push(openai_wire::error(400, "invalid_request_error", None, &format!("bad input {MARKER}")));
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
-    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let gateway = Gateway::start(&ledger_config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
     let response =
-        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
     assert_eq!(response.status(), 400);
     gateway.wait_for_stderr(MARKER, Duration::from_secs(10)).await;
     drop(gateway);
@@ -130,9 +105,9 @@ async fn an_unwritable_ledger_refuses_calls_by_default() {
     let blocker = dir.path().join("not-a-folder");
     std::fs::write(&blocker, b"x").unwrap();
     let ledger = blocker.join("ledger.db");
-    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let gateway = Gateway::start(&ledger_config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
     let response =
-        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
     assert_eq!(response.status(), 503);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["type"], "ledger_unavailable", "{body}");
@@ -152,10 +127,10 @@ async fn a_full_ledger_refuses_or_continues_as_configured() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = dir.path().join("ledger.db");
         let settings = format!("path = {:?}\nmax_bytes = 1\non_error = \"{on_error}\"", ledger.to_str().unwrap());
-        let gateway = Gateway::start(&config(&upstream, &settings)).await;
+        let gateway = Gateway::start(&ledger_config(&upstream, &settings)).await;
         let client = reqwest::Client::new();
         for _ in 0..2 {
-            let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+            let response = client.post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
             assert_eq!(response.status().as_u16(), expected, "on_error = {on_error}");
         }
         let metrics = client.get(gateway.url("/metrics")).send().await.unwrap().text().await.unwrap();
@@ -181,9 +156,9 @@ async fn a_caller_that_leaves_mid_call_is_recorded_as_client_left() {
     upstream.push(openai_wire::completion_with_usage("Hi", 10, 5, 0, 0).after(Duration::from_secs(5)));
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
-    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let gateway = Gateway::start(&ledger_config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
     let client = reqwest::Client::builder().timeout(Duration::from_millis(400)).build().unwrap();
-    let left = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await;
+    let left = client.post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await;
     assert!(left.is_err_and(|error| error.is_timeout()), "the caller gave up first");
     let mut closed = Value::Null;
     for _ in 0..100 {
@@ -212,7 +187,7 @@ async fn load(gateway: &Gateway, count: usize) {
     for _ in 0..count {
         let (client, url) = (client.clone(), gateway.url("/v1/chat/completions"));
         calls.push(tokio::spawn(async move {
-            let response = client.post(&url).json(&hello()).send().await.unwrap();
+            let response = client.post(&url).json(&hello_m()).send().await.unwrap();
             assert_eq!(response.status(), 200);
         }));
     }
@@ -244,7 +219,7 @@ async fn a_backup_taken_while_calls_are_recorded_verifies_when_its_anchor_is_cop
     }
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
-    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
+    let gateway = Gateway::start(&ledger_config(&upstream, &format!("path = {:?}", ledger.to_str().unwrap()))).await;
     load(&gateway, 40).await;
     let anchor = ledger.with_file_name("ledger.db.anchor");
     assert!(anchor.is_file(), "the anchor file is beside the ledger");
@@ -257,7 +232,7 @@ async fn a_backup_taken_while_calls_are_recorded_verifies_when_its_anchor_is_cop
         let url = gateway.url("/v1/chat/completions");
         async move {
             for _ in 0..60 {
-                let response = client.post(&url).json(&hello()).send().await.unwrap();
+                let response = client.post(&url).json(&hello_m()).send().await.unwrap();
                 assert_eq!(response.status(), 200);
             }
         }

@@ -11,33 +11,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use weir_tests::{FakeUpstream, Gateway, kill_mid_load, openai_wire, run_cli};
-
-fn config(upstream: &FakeUpstream, ledger: &str) -> String {
-    format!(
-        r#"
-[[model]]
-id = "m"
-provider = "openai-compatible"
-wire_id = "qwen3"
-endpoint = "{url}"
-max_output_tokens = 1000
-context_window = 100000
-output_tokens = 50
-input_price = 1.0
-output_price = 2.0
-
-[ledger]
-{ledger}
-"#,
-        url = upstream.base_url()
-    )
-}
-
-fn hello() -> Value {
-    json!({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})
-}
+use serde_json::Value;
+use weir_tests::{FakeUpstream, Gateway, hello_m, kill_mid_load, ledger_config, openai_wire, run_cli};
 
 /// `weir ARGS`: whether it succeeded, and its output.
 fn weir(args: &[&str]) -> (bool, String) {
@@ -63,7 +38,7 @@ async fn statuses(gateway: &Gateway, count: usize) -> Vec<u16> {
     let client = reqwest::Client::new();
     let mut statuses = Vec::new();
     for _ in 0..count {
-        let response = client.post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+        let response = client.post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
         statuses.push(response.status().as_u16());
     }
     statuses
@@ -82,7 +57,8 @@ async fn retention_keeps_a_capped_gateway_serving() {
 
     let upstream = FakeUpstream::start().await;
     let full = dir.path().join("full.db");
-    let gateway = Gateway::start(&config(&upstream, &format!("path = {:?}\n{capped}", full.to_str().unwrap()))).await;
+    let gateway =
+        Gateway::start(&ledger_config(&upstream, &format!("path = {:?}\n{capped}", full.to_str().unwrap()))).await;
     let without = statuses(&gateway, CALLS).await;
     assert!(without.contains(&503), "without retention the cap is reached");
     drop(gateway);
@@ -94,7 +70,7 @@ async fn retention_keeps_a_capped_gateway_serving() {
         ledger.to_str().unwrap(),
         archive.to_str().unwrap()
     );
-    let gateway = Gateway::start(&config(&upstream, &settings)).await;
+    let gateway = Gateway::start(&ledger_config(&upstream, &settings)).await;
     let with = statuses(&gateway, CALLS).await;
     assert!(with.iter().all(|status| *status == 200), "with retention every call is answered: {with:?}");
     drop(gateway);
@@ -150,14 +126,14 @@ async fn a_kill_while_segments_roll_loses_no_answered_row() {
         ledger.to_str().unwrap(),
         archive.to_str().unwrap()
     );
-    let config = config(&upstream, &settings);
+    let config = ledger_config(&upstream, &settings);
     let gateway = Gateway::start(&config).await;
-    let answered = kill_mid_load(&gateway, &hello(), 300, 30, "Hi").await;
+    let answered = kill_mid_load(&gateway, &hello_m(), 300, 30, "Hi").await;
     drop(gateway);
 
     let gateway = Gateway::start(&config).await;
     let response =
-        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello()).send().await.unwrap();
+        reqwest::Client::new().post(gateway.url("/v1/chat/completions")).json(&hello_m()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     drop(gateway);
 
