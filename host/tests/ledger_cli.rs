@@ -151,7 +151,10 @@ fn verify_passes_then_names_the_tampered_row() {
 
     let tamper = rusqlite::Connection::open(&path).unwrap();
     tamper.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
-    tamper.execute("UPDATE ledger SET body = replace(body, 'bob', 'eve') WHERE seq = 2", []).unwrap();
+    weir_host::ledger::register_sql_functions(&tamper).unwrap();
+    let rewrite =
+        format!("UPDATE ledger SET body = replace({}, 'bob', 'eve') WHERE seq = 2", weir_host::ledger::BODY_SQL);
+    tamper.execute(&rewrite, []).unwrap();
     drop(tamper);
     let broken = weir(&["ledger", "verify", "--path", db]);
     assert!(!broken.status.success());
@@ -163,6 +166,7 @@ fn verify_passes_then_names_the_tampered_row() {
 fn without_triggers(path: &Path) -> rusqlite::Connection {
     let connection = rusqlite::Connection::open(path).unwrap();
     connection.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
+    weir_host::ledger::register_sql_functions(&connection).unwrap();
     connection
 }
 
@@ -192,7 +196,7 @@ fn verify_names_a_cut_tail_an_emptied_ledger_and_a_recomputed_chain_as_tampered(
         fill(&path);
         let connection = without_triggers(&path);
         connection.execute(tamper, []).unwrap();
-        recompute_chain(&connection);
+        recompute_chain(&connection, weir_host::ledger::BODY_SQL);
         drop(connection);
         let db = path.to_str().unwrap();
         let stderr = tampered(db, &[], &[]);
@@ -212,11 +216,11 @@ fn verify_names_a_cut_tail_an_emptied_ledger_and_a_recomputed_chain_as_tampered(
         .execute(
             "INSERT INTO ledger SELECT 99, kind, 'call-pad', at_ms, started_ms, key_id, member, team, model,
                   category, input, output, cache_read, cache_write, reasoning, cost_usd,
-                  replace(body, 'call-alice', 'call-pad'), prev_hash, hash, charged_worst FROM ledger WHERE seq = 1",
+                  body, prev_hash, hash, charged_worst, shape_id FROM ledger WHERE seq = 1",
             [],
         )
         .unwrap();
-    recompute_chain(&connection);
+    recompute_chain(&connection, weir_host::ledger::BODY_SQL);
     drop(connection);
     let stderr = tampered(path.to_str().unwrap(), &[], &[]);
     assert!(stderr.contains("hash is not the one anchored for it"), "{stderr}");
@@ -256,7 +260,7 @@ fn with_the_anchor_key_a_forged_anchor_fails_verify() {
 
     let connection = without_triggers(&path);
     connection.execute("DELETE FROM ledger WHERE member = 'bob'", []).unwrap();
-    recompute_chain(&connection);
+    recompute_chain(&connection, weir_host::ledger::BODY_SQL);
     let (seq, hash): (i64, String) = connection
         .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |row| Ok((row.get(0)?, row.get(1)?)))
         .unwrap();

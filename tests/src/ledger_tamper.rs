@@ -6,11 +6,13 @@
 use sha2::{Digest, Sha256};
 
 /// Recomputes the chain (`sha256(prev_hash "\n" seq "\n" kind "\n" body)`,
-/// from 64 zeros) over the rows left, renumbered from 1. The file's
-/// append-only triggers must be dropped first.
-pub fn recompute_chain(connection: &rusqlite::Connection) {
+/// from 64 zeros) over the rows left, renumbered from 1, each body read as
+/// `body_sql` gives it (`weir_host::ledger::BODY_SQL`, its function
+/// registered on `connection`: a compact body is rebuilt from its columns).
+/// The file's append-only triggers must be dropped first.
+pub fn recompute_chain(connection: &rusqlite::Connection, body_sql: &str) {
     let rows: Vec<(i64, String, String)> = connection
-        .prepare("SELECT seq, kind, body FROM ledger ORDER BY seq")
+        .prepare(&format!("SELECT seq, kind, {body_sql} FROM ledger ORDER BY seq"))
         .unwrap()
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .unwrap()

@@ -46,14 +46,14 @@ async fn statuses(gateway: &Gateway, count: usize) -> Vec<u16> {
 
 const CALLS: usize = 400;
 
-/// 256 KiB of file: without retention, 400 calls fill it and the gateway
-/// refuses (503); with segments of 16 KiB archived and released past 32 KiB,
+/// 96 KiB of file: without retention, 400 calls fill it and the gateway
+/// refuses (503); with segments of 4 KiB archived and released past 8 KiB,
 /// the same 400 calls are all answered, the file stays under its cap, and
 /// the archive and the file verify as one chain holding every call.
 #[tokio::test]
 async fn retention_keeps_a_capped_gateway_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let capped = format!("max_bytes = {}\n", 256 * 1024);
+    let capped = format!("max_bytes = {}\n", 96 * 1024);
 
     let upstream = FakeUpstream::start().await;
     let full = dir.path().join("full.db");
@@ -66,7 +66,7 @@ async fn retention_keeps_a_capped_gateway_serving() {
     let ledger = dir.path().join("ledger.db");
     let archive = dir.path().join("archive");
     let settings = format!(
-        "path = {:?}\n{capped}segment_bytes = 16384\narchive_dir = {:?}\nretain_bytes = 32768\n",
+        "path = {:?}\n{capped}segment_bytes = 4096\narchive_dir = {:?}\nretain_bytes = 8192\n",
         ledger.to_str().unwrap(),
         archive.to_str().unwrap()
     );
@@ -74,7 +74,7 @@ async fn retention_keeps_a_capped_gateway_serving() {
     let with = statuses(&gateway, CALLS).await;
     assert!(with.iter().all(|status| *status == 200), "with retention every call is answered: {with:?}");
     drop(gateway);
-    assert!(std::fs::metadata(&ledger).unwrap().len() <= 256 * 1024);
+    assert!(std::fs::metadata(&ledger).unwrap().len() <= 96 * 1024);
 
     let (ok, text) =
         weir(&["ledger", "verify", "--path", ledger.to_str().unwrap(), "--archive", archive.to_str().unwrap()]);

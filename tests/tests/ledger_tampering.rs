@@ -122,7 +122,8 @@ async fn a_member_s_rows_deleted_and_the_chain_recomputed_refuse_the_start() {
     connection.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
     let deleted = connection.execute("DELETE FROM ledger WHERE member = 'ana'", []).unwrap();
     assert!(deleted >= 2, "her rows: {deleted}");
-    recompute_chain(&connection);
+    weir_host::ledger::register_sql_functions(&connection).unwrap();
+    recompute_chain(&connection, weir_host::ledger::BODY_SQL);
     drop(connection);
     let chain_only = run_cli(&["ledger", "export", "--path", ledger.to_str().unwrap()], &[]);
     assert!(chain_only.status.success());

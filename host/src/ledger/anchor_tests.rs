@@ -46,18 +46,19 @@ async fn six_calls(config: LedgerConfig) {
 fn tamper(path: &Path) -> Connection {
     let connection = Connection::open(path).unwrap();
     connection.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
+    super::compact::register(&connection).unwrap();
     connection
 }
 
-/// Appends a copy of the last row under a new call id (the chain
-/// recomputed afterwards): padding that brings a cut ledger back to its
+/// Appends a copy of the last row under a new call id (its compact body
+/// reads back with the new id; the chain recomputed afterwards): padding that brings a cut ledger back to its
 /// anchored length.
 fn pad(connection: &Connection, call_id: &str) {
     connection
         .execute(
             "INSERT INTO ledger SELECT seq + 1000, kind, ?1, at_ms, started_ms, key_id, member, team, model, category,
-                 input, output, cache_read, cache_write, reasoning, cost_usd, replace(body, call_id, ?1), prev_hash,
-                 hash, charged_worst FROM ledger WHERE seq = (SELECT MAX(seq) FROM ledger)",
+                 input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash,
+                 hash, charged_worst, shape_id FROM ledger WHERE seq = (SELECT MAX(seq) FROM ledger)",
             [call_id],
         )
         .unwrap();
@@ -124,7 +125,7 @@ async fn a_recomputed_chain_is_tampered() {
     six_calls(settings(&path)).await;
     let connection = tamper(&path);
     connection.execute("DELETE FROM ledger WHERE member = 'bob'", []).unwrap();
-    recompute_chain(&connection);
+    recompute_chain(&connection, super::store::BODY_SQL);
     let reader = Reader::open(&path).unwrap();
     assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 3, calls: 3 }, "the recomputed chain holds");
     assert_eq!(tampering(reader.verify_anchored(None)), Tampering::Shorter { rows: 3, anchored: 6 });
@@ -133,7 +134,7 @@ async fn a_recomputed_chain_is_tampered() {
     // Padded back to the anchored length: the head is not the anchored one.
     for call_id in ["p1", "p2", "p3"] {
         pad(&connection, call_id);
-        recompute_chain(&connection);
+        recompute_chain(&connection, super::store::BODY_SQL);
     }
     let reader = Reader::open(&path).unwrap();
     assert_eq!(reader.verify().unwrap().rows, 6);
@@ -155,7 +156,7 @@ async fn with_the_key_a_forged_anchor_is_tampered() {
     // to the new head, as someone without the key can.
     let connection = tamper(&path);
     connection.execute("DELETE FROM ledger WHERE member = 'bob'", []).unwrap();
-    recompute_chain(&connection);
+    recompute_chain(&connection, super::store::BODY_SQL);
     let (seq, hash): (i64, String) = connection
         .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap();

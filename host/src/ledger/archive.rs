@@ -69,8 +69,9 @@ pub(super) struct ArchivedRow {
 }
 
 impl ArchivedRow {
-    /// A row of the file, `kind` as stored.
-    fn of(kind: String, row: Row, link: Link) -> Self {
+    /// A row of the file, `kind` as stored, after the row whose hash is
+    /// `prev_hash` (an archive names every row's, whether the file stores it or not).
+    fn of(kind: String, row: Row, link: Link, prev_hash: String) -> Self {
         Self {
             seq: link.seq,
             kind,
@@ -85,7 +86,7 @@ impl ArchivedRow {
             tokens: row.tokens,
             cost_usd: row.cost_usd,
             charged_worst: row.charged_worst,
-            prev_hash: link.prev_hash,
+            prev_hash,
             hash: link.hash,
             body: row.body,
         }
@@ -111,7 +112,13 @@ impl ArchivedRow {
             served: None,
             stands_alone: false,
         });
-        (row, Link { seq: self.seq, prev_hash: self.prev_hash.clone(), hash: self.hash.clone() })
+        let link = Link {
+            seq: self.seq,
+            prev_hash: Some(self.prev_hash.clone()),
+            hash: self.hash.clone(),
+            covers_columns: false,
+        };
+        (row, link)
     }
 }
 
@@ -190,13 +197,17 @@ fn write_rows(connection: &Connection, segment: &Segment, out: &mut impl Write) 
     };
     serde_json::to_writer(&mut *out, &header).map_err(io::Error::from)?;
     out.write_all(b"\n")?;
-    let mut statement = connection.prepare(&format!("{ALL_COLUMNS} WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"))?;
+    let mut statement = connection.prepare(&format!("{} WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq", *ALL_COLUMNS))?;
     let mut rows = statement.query([segment.first_seq, segment.last_seq])?;
+    let mut prev_hash = segment.prev_hash.clone();
     while let Some(row) = rows.next()? {
         let (kind, _, stored, link) = committed_row(row)?;
         let Some(stored) = stored else { return Err(ArchiveError::UnknownKind { seq: link.seq, kind }) };
-        serde_json::to_writer(&mut *out, &ArchivedRow::of(kind, stored, link)).map_err(io::Error::from)?;
+        let hash = link.hash.clone();
+        let prev = link.prev_hash.clone().unwrap_or_else(|| std::mem::take(&mut prev_hash));
+        serde_json::to_writer(&mut *out, &ArchivedRow::of(kind, stored, link, prev)).map_err(io::Error::from)?;
         out.write_all(b"\n")?;
+        prev_hash = hash;
     }
     Ok(())
 }

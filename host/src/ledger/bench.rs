@@ -34,13 +34,14 @@ pub struct BenchFile {
     connection: Connection,
     lines: u64,
     bodies: bool,
+    compact: bool,
 }
 
 impl BenchFile {
     /// Opens (creating, or migrating) the file as a writer does.
     pub fn open(path: &Path) -> Result<Self, String> {
         let connection = store::open_writer(path, LedgerSync::Normal, None).map_err(|error| error.to_string())?;
-        Ok(Self { connection, lines: 0, bodies: true })
+        Ok(Self { connection, lines: 0, bodies: true, compact: true })
     }
 
     /// The rows appended from now on store an empty body (their columns and
@@ -48,6 +49,13 @@ impl BenchFile {
     /// small disk, for reads that never open a body. Its chain does not verify.
     pub fn without_bodies(self) -> Self {
         Self { bodies: false, ..self }
+    }
+
+    /// The rows appended from now on store their bodies as text, as every
+    /// row was stored before compact rows (see `compact`): the baseline of
+    /// the compaction's cost and bytes.
+    pub fn with_text_bodies(self) -> Self {
+        Self { compact: false, ..self }
     }
 
     /// Appends `records`' closing rows in one transaction, with the
@@ -69,8 +77,8 @@ impl BenchFile {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| error.to_string())?;
         let run = Run { segment: "bench", first_line: self.lines, rows: rows.iter().map(Some).collect() };
-        let filled = store::append_logged_with(&self.connection, [run], upkeep != Upkeep::Off)
-            .map_err(|error| error.to_string())?;
+        let how = store::Append { keep_rollups: upkeep != Upkeep::Off, compact: self.compact };
+        let filled = store::append_logged_with(&self.connection, [run], how).map_err(|error| error.to_string())?;
         self.lines += rows.len() as u64;
         Ok(filled.rows)
     }

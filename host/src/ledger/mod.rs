@@ -27,6 +27,7 @@ mod anchor;
 mod archive;
 #[doc(hidden)]
 pub mod bench;
+mod compact;
 mod config;
 mod fill;
 mod held;
@@ -74,6 +75,17 @@ pub(crate) use postgres::connect as connect_postgres;
 use shipper::{Shipper, Signal};
 use store::Row;
 use writer::{Entry, Job, Shared, WriteError, Writer};
+
+/// Registers `ledger_body` on a connection to a ledger file: [`BODY_SQL`]
+/// then reads a row's body as JSON text however it is stored (see
+/// `compact`). For tests and tools that read the file with SQL.
+#[doc(hidden)]
+pub fn register_sql_functions(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
+    compact::register(connection)
+}
+
+#[doc(hidden)]
+pub use store::BODY_SQL;
 
 /// What the ledger's writer reports about itself (the metrics implement it).
 pub trait LedgerMeter: Send + Sync + 'static {

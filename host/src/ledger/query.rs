@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, SystemTime};
 
@@ -323,10 +324,18 @@ pub enum VerifyError {
     Read(#[from] ReadError),
 }
 
-/// Every column, in the table's order (the indices [`stored_row`] reads).
-pub(super) const ALL_COLUMNS: &str =
-    "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-    input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst FROM ledger";
+/// Every column, in the table's order (the indices [`stored_row`] reads):
+/// the body as JSON text, the hash as hex (see `store::BODY_SQL` and
+/// `store::HASH_SQL`), and last whether the body is stored compact.
+pub(super) static ALL_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+        input, output, cache_read, cache_write, reasoning, cost_usd, {}, prev_hash, {}, charged_worst,
+        typeof(body) = 'blob' FROM ledger",
+        store::BODY_SQL,
+        store::HASH_SQL
+    )
+});
 
 /// A row as the file holds it: its place in the chain and its content.
 #[derive(Debug, Clone, PartialEq)]
@@ -377,6 +386,7 @@ impl Reader {
         let connection =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         connection.busy_timeout(Duration::from_secs(5))?;
+        super::compact::register(&connection)?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
         if version != SCHEMA_VERSION {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
@@ -490,7 +500,9 @@ impl Reader {
         };
         let Some((_, newest)) = scan.newest else { return Ok(AnchorState::Empty) };
         let mut at_anchor: Option<String> = transaction
-            .query_row("SELECT hash FROM ledger WHERE seq = ?1", [newest.seq], |row| row.get(0))
+            .query_row(&format!("SELECT {} FROM ledger WHERE seq = ?1", store::HASH_SQL), [newest.seq], |row| {
+                row.get(0)
+            })
             .optional()
             .map_err(ReadError::from)?;
         if at_anchor.is_none() {
@@ -511,7 +523,7 @@ impl Reader {
             Some(_) => {}
         }
         let mut statement =
-            transaction.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
+            transaction.prepare(&format!("{} WHERE seq > ?1 ORDER BY seq", *ALL_COLUMNS)).map_err(ReadError::from)?;
         let rows = statement.query([newest.seq]).map_err(ReadError::from)?;
         walk(
             rows,
@@ -556,24 +568,28 @@ impl Reader {
         Ok(segments::first_row_hash(&self.connection)?)
     }
 
-    /// Up to `limit` rows after `seq`, in order, as committed.
+    /// Up to `limit` rows after `seq`, in order, as committed, each with
+    /// its `prev_hash` (a row that stores none links to the row before).
     pub(super) fn rows_after(&self, seq: i64, limit: usize) -> Result<Vec<Committed>, ReadError> {
         let mut statement =
-            self.connection.prepare_cached(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq LIMIT ?2"))?;
+            self.connection.prepare_cached(&format!("{} WHERE seq > ?1 ORDER BY seq LIMIT ?2", *ALL_COLUMNS))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut rows = statement.query(rusqlite::params![seq, limit])?;
-        let mut committed = Vec::new();
+        let mut committed: Vec<Committed> = Vec::new();
         while let Some(row) = rows.next()? {
-            let kind: String = row.get(1)?;
-            let call_id: String = row.get(2)?;
-            let body: String = row.get(16)?;
-            let Some(stored) = stored_row(row, &kind, &call_id, &body)? else {
+            let (kind, _, stored, link) = committed_row(row)?;
+            let Some(stored) = stored else {
                 return Err(ReadError::Body {
-                    at: format!("row {}", row.get::<_, i64>(0)?),
+                    at: format!("row {}", link.seq),
                     error: serde::de::Error::custom(format!("unknown kind `{kind}`")),
                 });
             };
-            committed.push(Committed { seq: row.get(0)?, row: stored, prev_hash: row.get(17)?, hash: row.get(18)? });
+            let prev_hash = match (link.prev_hash, committed.last()) {
+                (Some(prev_hash), _) => prev_hash,
+                (None, Some(previous)) => previous.hash.clone(),
+                (None, None) => store::hash_before(&self.connection, link.seq)?,
+            };
+            committed.push(Committed { seq: link.seq, row: stored, prev_hash, hash: link.hash });
         }
         Ok(committed)
     }
@@ -602,8 +618,11 @@ impl Reader {
             let released_end = segments::released_end(&transaction)?.map_or(0, |(seq, _)| seq);
             written += export_archived(dir, &self.path, released_end, since_ms, &mut out)?;
         }
-        let mut statement =
-            transaction.prepare("SELECT kind, seq, hash, body FROM ledger WHERE started_ms >= ?1 ORDER BY seq")?;
+        let mut statement = transaction.prepare(&format!(
+            "SELECT kind, seq, {}, {} FROM ledger WHERE started_ms >= ?1 ORDER BY seq",
+            store::HASH_SQL,
+            store::BODY_SQL
+        ))?;
         let mut rows = statement.query([since_ms])?;
         while let Some(row) = rows.next()? {
             let kind: String = row.get(0)?;
@@ -763,7 +782,7 @@ fn walk_live(
 ) -> Result<(), VerifyError> {
     let start = chain.last_seq();
     let mut statement =
-        connection.prepare(&format!("{ALL_COLUMNS} WHERE seq > ?1 ORDER BY seq")).map_err(ReadError::from)?;
+        connection.prepare(&format!("{} WHERE seq > ?1 ORDER BY seq", *ALL_COLUMNS)).map_err(ReadError::from)?;
     let rows = statement.query([start]).map_err(ReadError::from)?;
     let mut heads = segments.iter().filter(|segment| segment.last_seq > start).peekable();
     let broken = |expected, broken| in_segment(segments, expected, broken);
@@ -1063,8 +1082,13 @@ fn latency_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LatencyRow> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Link {
     pub seq: i64,
-    pub prev_hash: String,
+    /// `None` where the row stores none (schema version 5 on): the row
+    /// before's hash.
+    pub prev_hash: Option<String>,
     pub hash: String,
+    /// The body read is rebuilt from the columns (a compact row: see
+    /// `compact`), so the hash covers them and they need no comparing.
+    pub covers_columns: bool,
 }
 
 /// Walks one chain, row by row in order: `seq` without a gap from 1, each
@@ -1120,17 +1144,21 @@ impl ChainCheck {
         stored: Option<Row>,
         link: Link,
     ) -> Result<(), ChainBreak> {
-        let Link { seq, prev_hash, hash } = link;
+        let Link { seq, prev_hash, hash, covers_columns } = link;
         let broken = |reason: String| ChainBreak { seq, call_id: call_id.to_owned(), reason };
         if seq != self.previous.0 + 1 {
             return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
         }
-        if prev_hash != self.previous.1 {
+        if prev_hash.is_some_and(|prev_hash| prev_hash != self.previous.1) {
             return Err(broken(format!("its prev_hash does not link to row {}", self.previous.0)));
         }
         let Some(stored) = stored else { return Err(broken(format!("unknown kind `{kind}`"))) };
-        if hash != store::chain_hash(&prev_hash, seq, kind, &stored.body) {
+        if hash != store::chain_hash(&self.previous.1, seq, kind, &stored.body) {
             return Err(broken("its hash does not match its content".to_owned()));
+        }
+        if covers_columns {
+            self.previous = (seq, hash);
+            return Ok(());
         }
         let body = &stored.body;
         // The columns are derived without encoding the body again: it is
@@ -1222,9 +1250,15 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
 pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
     let call_id: String = row.get(2)?;
-    let body: String = row.get(16)?;
-    let stored = stored_row(row, &kind, &call_id, &body)?;
-    let link = Link { seq: row.get(0)?, prev_hash: row.get(17)?, hash: row.get(18)? };
+    let body: Option<String> = row.get(16)?;
+    let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
+    let prev_hash: String = row.get(17)?;
+    let link = Link {
+        seq: row.get(0)?,
+        prev_hash: Some(prev_hash).filter(|prev_hash| !prev_hash.is_empty()),
+        hash: row.get(18)?,
+        covers_columns: row.get(20)?,
+    };
     Ok((kind, call_id, stored, link))
 }
 

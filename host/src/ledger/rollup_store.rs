@@ -263,14 +263,16 @@ fn dims_id<'a>(connection: &Connection, ids: &mut HashMap<&'a Dims, i64>, dims: 
 /// of the holds and closings in order, with one index lookup each. Returns
 /// the rows walked.
 pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
-    let mut statement = connection.prepare(&format!("{ALL_COLUMNS} WHERE kind <> 'open' ORDER BY seq"))?;
+    let mut statement = connection.prepare(&format!("{} WHERE kind <> 'open' ORDER BY seq", *ALL_COLUMNS))?;
     let mut rows = statement.query([])?;
     let mut rollup = Rollup::default();
     let mut walked = 0;
     while let Some(found) = rows.next()? {
-        let (seq, kind, call_id, body): (i64, String, String, String) =
+        let (seq, kind, call_id, body): (i64, String, String, Option<String>) =
             (found.get(0)?, found.get(1)?, found.get(2)?, found.get(16)?);
-        let Some(row) = query::stored_row(found, &kind, &call_id, &body)? else { continue };
+        let Some(row) = query::stored_row(found, &kind, &call_id, body.as_deref().unwrap_or_default())? else {
+            continue;
+        };
         rollup.apply(&row, &earlier(connection, &row, seq)?);
         walked += 1;
         if walked % BUILD_BATCH == 0 {

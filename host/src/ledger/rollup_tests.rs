@@ -544,8 +544,10 @@ fn a_rebuild_follows_the_rows() {
     let query = UsageQuery { group_by: Some(GroupBy::Member), ..UsageQuery::default() };
     let reader = Reader::open(&path).unwrap();
     assert_ne!(reader.usage(&query).unwrap().groups.len(), reader.usage_from_rows(&query).unwrap().groups.len());
-    // The day level's upsert adds histograms with the function every writer registers.
+    // The day level's upsert adds histograms, and rows' bodies are read,
+    // with the functions every writer registers.
     super::rollup_store::register_functions(&file).unwrap();
+    super::compact::register(&file).unwrap();
     let walked = super::rollup_store::rebuild(&file).unwrap();
     assert!(walked > 0);
     check_against_rows(&reader, 0, 5 * 3_600_000);

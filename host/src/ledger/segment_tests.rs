@@ -265,7 +265,8 @@ async fn a_forged_release_is_named() {
         .execute(
             "INSERT INTO ledger_segments (first_seq, last_seq, prev_hash, first_hash, head_hash, rows, bytes,
                  first_ms, last_ms, sealed_ms, state)
-             SELECT 1, seq, ?1, (SELECT hash FROM ledger WHERE seq = 1), hash, seq, 1, 0, 0, 0, 'released'
+             SELECT 1, seq, ?1, (SELECT lower(hex(hash)) FROM ledger WHERE seq = 1), lower(hex(hash)), seq, 1, 0, 0,
+                 0, 'released'
              FROM ledger WHERE seq = ?2",
             rusqlite::params![store::GENESIS, cut],
         )

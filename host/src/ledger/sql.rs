@@ -33,16 +33,28 @@ impl Dialect {
 
     /// What a sums query groups by: a column, or (the deployment) the body's
     /// last attempt's `deployment`, read from the JSON body each store keeps.
-    fn group_column(self, by: GroupBy) -> &'static str {
+    fn group_column(self, by: GroupBy) -> String {
+        let body = self.body();
         match (by, self) {
-            (GroupBy::Member, _) => "member",
-            (GroupBy::Model, _) => "model",
-            (GroupBy::Key, _) => "key_id",
-            (GroupBy::Team, _) => "team",
-            (GroupBy::Provider, Self::Sqlite) => "json_extract(body, '$.provider')",
-            (GroupBy::Provider, Self::Postgres) => "(CAST(body AS jsonb) ->> 'provider')",
-            (GroupBy::Deployment, Self::Sqlite) => "json_extract(body, '$.attempts[#-1].deployment')",
-            (GroupBy::Deployment, Self::Postgres) => "(CAST(body AS jsonb) -> 'attempts' -> -1 ->> 'deployment')",
+            (GroupBy::Member, _) => "member".to_owned(),
+            (GroupBy::Model, _) => "model".to_owned(),
+            (GroupBy::Key, _) => "key_id".to_owned(),
+            (GroupBy::Team, _) => "team".to_owned(),
+            (GroupBy::Provider, Self::Sqlite) => format!("json_extract({body}, '$.provider')"),
+            (GroupBy::Provider, Self::Postgres) => format!("(CAST({body} AS jsonb) ->> 'provider')"),
+            (GroupBy::Deployment, Self::Sqlite) => format!("json_extract({body}, '$.attempts[#-1].deployment')"),
+            (GroupBy::Deployment, Self::Postgres) => {
+                format!("(CAST({body} AS jsonb) -> 'attempts' -> -1 ->> 'deployment')")
+            }
+        }
+    }
+
+    /// A row's body as JSON text: the file's may be stored compact (see
+    /// `store::BODY_SQL`).
+    fn body(self) -> &'static str {
+        match self {
+            Self::Sqlite => store::BODY_SQL,
+            Self::Postgres => "body",
         }
     }
 
@@ -72,9 +84,10 @@ pub(super) struct Query {
 /// The closed calls, by start time: where each row is (column 0, for an
 /// error) and its body (column 1).
 pub(super) fn records(filter: &Filter, dialect: Dialect) -> Query {
+    let body = dialect.body();
     let (conditions, params) = conditions(filter, dialect);
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
-    let sql = format!("SELECT {label}, body FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms, {tie}");
+    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms, {tie}");
     Query { sql, params }
 }
 
@@ -85,12 +98,13 @@ pub(super) fn records(filter: &Filter, dialect: Dialect) -> Query {
 /// closed call. (Ordered by the file's `seq` instead, SQLite sorted every
 /// closed call first: 4.7 s on a million.)
 pub(super) fn newest(filter: &Filter, limit: usize, dialect: Dialect) -> Query {
+    let body = dialect.body();
     let (conditions, mut params) = conditions(filter, dialect);
     let label = dialect.row_label();
     params.push(Param::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
     let limit = dialect.parameter(params.len());
     let sql = format!(
-        "SELECT {label}, body FROM ledger WHERE kind = 'close'{conditions} \
+        "SELECT {label}, {body} FROM ledger WHERE kind = 'close'{conditions} \
          ORDER BY started_ms DESC, call_id DESC LIMIT {limit}"
     );
     Query { sql, params }
@@ -155,8 +169,8 @@ pub(super) fn closed_call(call_id: &str, dialect: Dialect) -> Option<Query> {
 /// One call's closing row, wherever its start lies (also where its id is not
 /// a UUID v7, or its start lies outside the window [`closed_call`] reads).
 pub(super) fn any_closed_call(call_id: &str, dialect: Dialect) -> Query {
-    let label = dialect.row_label();
-    let sql = format!("SELECT {label}, body FROM ledger WHERE kind = 'close' AND call_id = {}", dialect.parameter(1));
+    let (label, body) = (dialect.row_label(), dialect.body());
+    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close' AND call_id = {}", dialect.parameter(1));
     Query { sql, params: vec![Param::Text(call_id.to_owned())] }
 }
 
@@ -172,10 +186,11 @@ fn id_time_ms(call_id: &str) -> Option<i64> {
 
 /// The openings of calls never closed, by start time, as [`records`] reads them.
 pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
+    let body = dialect.body();
     let (conditions, params) = conditions(filter, dialect);
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
     let sql = format!(
-        "SELECT {label}, body FROM ledger AS opened WHERE kind = 'open'{conditions}
+        "SELECT {label}, {body} FROM ledger AS opened WHERE kind = 'open'{conditions}
            AND NOT EXISTS (SELECT 1 FROM ledger AS closed
                WHERE closed.started_ms = opened.started_ms AND closed.call_id = opened.call_id AND closed.kind = 'close')
          ORDER BY started_ms, {tie}"
@@ -305,7 +320,7 @@ const ROLLUP_SUMS: &str = "CAST(SUM(r.calls) AS BIGINT), CAST(SUM(r.input) AS BI
 pub(super) fn row_sums(query: &UsageQuery, span: Span, dialect: Dialect) -> Query {
     let (conditions, params) = conditions_on(&query.filter, "", "started_ms", span, dialect);
     let bucket = bucket_start(query.bucket, "started_ms");
-    let group = query.group_by.map_or("CAST(NULL AS TEXT)", |by| dialect.group_column(by));
+    let group = query.group_by.map_or_else(|| "CAST(NULL AS TEXT)".to_owned(), |by| dialect.group_column(by));
     let sql = format!(
         "SELECT {bucket}, {group}, category, at_ms - started_ms, {ROW_SUMS}
          FROM ledger WHERE kind = 'close'{conditions} GROUP BY 1, 2, 3, 4"

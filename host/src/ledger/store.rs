@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Serialize, Serializer};
@@ -24,8 +25,10 @@ use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 /// level) is migrated when a writer opens it; a reader refuses it until then.
 /// (Versions 3 and 4 keep the rows as 2 wrote them and add roll-ups: a weir
 /// that writes an older version refuses the file, since it would append rows
-/// the roll-ups miss.)
-pub(super) const SCHEMA_VERSION: i64 = 4;
+/// the roll-ups miss. Version 5 adds compact rows (see `compact`) and the
+/// segments' table (see `segments`), which an older weir cannot read: a
+/// version 4 file is version 5 as it is, and its rows stay as written.)
+pub(super) const SCHEMA_VERSION: i64 = 5;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -54,7 +57,8 @@ CREATE TABLE IF NOT EXISTS ledger (
     body TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL,
-    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))
+    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1)),
+    shape_id INTEGER
 );
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never updated'); END;
@@ -294,6 +298,11 @@ pub(super) fn unix_ms(time: SystemTime) -> i64 {
 
 /// `sha256(prev_hash "\n" seq "\n" kind "\n" body)`, lower-case hex.
 pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &str) -> String {
+    hex::encode(chain_digest(prev_hash, seq, kind, body))
+}
+
+/// [`chain_hash`] as bytes: what a row written since schema version 5 stores.
+pub(super) fn chain_digest(prev_hash: &str, seq: i64, kind: &str, body: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
@@ -302,8 +311,19 @@ pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &str) -> S
     hasher.update(kind.as_bytes());
     hasher.update(b"\n");
     hasher.update(body.as_bytes());
-    hex::encode(hasher.finalize())
+    hasher.finalize().into()
 }
+
+/// A row's `hash` as lower-case hex, in SQL: a row written since version 5
+/// stores the 32 bytes, an older one the hex text.
+pub(super) const HASH_SQL: &str = "(CASE typeof(hash) WHEN 'blob' THEN lower(hex(hash)) ELSE hash END)";
+
+/// A row's body as JSON text, in SQL: a compact body rebuilt from its
+/// columns (see `compact`; the function is registered on every connection
+/// the ledger opens), a text body as stored.
+pub const BODY_SQL: &str = "ledger_body(kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+    input, output, cache_read, cache_write, reasoning, cost_usd, charged_worst, body,
+    (SELECT residual FROM ledger_shapes WHERE id = shape_id))";
 
 /// Why the ledger file could not be opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -344,6 +364,7 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
         let _pages: u64 = connection.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |row| row.get(0))?;
     }
     rollup_store::register_functions(&connection)?;
+    super::compact::register(&connection)?;
     migrate(&mut connection)?;
     // This connection only writes typed rows (a `Kind`, a bool), so it skips
     // the CHECKs that guard the file against other writers: the three-value
@@ -371,13 +392,15 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        2 | 3 | SCHEMA_VERSION => {}
+        2..=4 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
+    add_shape_column(&transaction)?;
     transaction.execute_batch(INDEXES)?;
+    transaction.execute_batch(super::compact::SCHEMA)?;
     super::segments::install(&transaction)?;
     transaction.execute_batch(rollup_store::SCHEMA)?;
-    if (1..SCHEMA_VERSION).contains(&version) {
+    if (1..=3).contains(&version) {
         let started = std::time::Instant::now();
         let rows = rollup_store::build_afresh(&transaction)?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -390,10 +413,24 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Gives a file of version 4 or older the `shape_id` column (see
+/// `compact`): its rows read it as NULL, stored as they were.
+fn add_shape_column(connection: &Connection) -> Result<(), rusqlite::Error> {
+    let present: bool = connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('ledger') WHERE name = 'shape_id')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        connection.execute_batch("ALTER TABLE ledger ADD COLUMN shape_id INTEGER")?;
+    }
+    Ok(())
+}
+
 /// One row's insert, as [`append`] runs it.
 const INSERT: &str = "INSERT INTO ledger (seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-        input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+        input, output, cache_read, cache_write, reasoning, cost_usd, body, prev_hash, hash, charged_worst, shape_id)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
 /// Rows of one log segment, from its line `first_line` on (`None`: a line
 /// that did not parse, counted and left out).
@@ -422,18 +459,30 @@ pub(super) fn append_logged<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
 ) -> Result<Filled, rusqlite::Error> {
-    append_logged_with(connection, runs, true)
+    append_logged_with(connection, runs, Append::FULL)
 }
 
-/// [`append_logged`], with the roll-ups' upkeep or (for the benchmark's
-/// comparison only: `bench`) without it.
+/// How [`append_logged_with`] writes: what the gateway does ([`Self::FULL`]),
+/// or, for the benchmark's comparisons only (`bench`), without the roll-ups'
+/// upkeep or with every body stored as text (the format before compact rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Append {
+    pub keep_rollups: bool,
+    pub compact: bool,
+}
+
+impl Append {
+    pub(super) const FULL: Self = Self { keep_rollups: true, compact: true };
+}
+
+/// [`append_logged`], written as `how` says.
 pub(super) fn append_logged_with<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
-    keep_rollups: bool,
+    how: Append,
 ) -> Result<Filled, rusqlite::Error> {
     connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let appended = insert_runs(connection, runs, keep_rollups)
+    let appended = insert_runs(connection, runs, how)
         .and_then(|inserted| connection.prepare_cached("COMMIT")?.execute([]).map(|_| inserted));
     if appended.is_err() && !connection.is_autocommit() {
         // The writer answers every row of the batch with the error: none may stay.
@@ -447,8 +496,9 @@ pub(super) fn append_logged_with<'a>(
 fn insert_runs<'a>(
     connection: &Connection,
     runs: impl IntoIterator<Item = Run<'a>>,
-    keep_rollups: bool,
+    how: Append,
 ) -> Result<Filled, rusqlite::Error> {
+    let keep_rollups = how.keep_rollups;
     let (mut seq, mut prev_hash) = chain_end(connection)?;
     let mut insert = connection.prepare_cached(INSERT)?;
     let mut applied_lines = connection.prepare_cached("SELECT lines FROM ledger_applied WHERE segment = ?1")?;
@@ -458,6 +508,7 @@ fn insert_runs<'a>(
     )?;
     let mut inserted = 0;
     let mut rollup = Rollup::default();
+    let mut shapes = how.compact.then(super::compact::Shapes::default);
     for run in runs {
         let applied: u64 = applied_lines.query_row([run.segment], |row| row.get(0)).optional()?.unwrap_or(0);
         let end = run.first_line + run.rows.len() as u64;
@@ -471,7 +522,11 @@ fn insert_runs<'a>(
                 true => rollup_store::earlier(connection, row, seq)?,
                 false => Vec::new(),
             };
-            prev_hash = insert_row(&mut insert, seq, &prev_hash, row)?;
+            let stored = match &mut shapes {
+                Some(shapes) => shapes.encode(connection, row)?,
+                None => None,
+            };
+            prev_hash = insert_row(&mut insert, seq, &prev_hash, row, stored)?;
             if keep_rollups {
                 rollup.apply(row, &earlier);
             }
@@ -483,15 +538,24 @@ fn insert_runs<'a>(
     Ok(Filled { rows: inserted, head: (seq, prev_hash) })
 }
 
-/// Inserts `row` as `seq` after `prev_hash`; returns its hash.
+/// Inserts `row` as `seq` after `prev_hash`; returns its hash. The row's
+/// `prev_hash` is stored empty: it is the row before's `hash` (a row of
+/// schema version 4 or older stores it again), and its hash as 32 bytes.
+/// The body is stored compact (`compact`: the stored form and its shape)
+/// where it can be, else as text.
 fn insert_row(
     insert: &mut rusqlite::CachedStatement<'_>,
     seq: i64,
     prev_hash: &str,
     row: &Row,
+    compact: Option<(i64, Vec<u8>)>,
 ) -> Result<String, rusqlite::Error> {
     let kind = row.kind.as_str();
-    let hash = chain_hash(prev_hash, seq, kind, &row.body);
+    let digest = chain_digest(prev_hash, seq, kind, &row.body);
+    let (body, shape_id) = match &compact {
+        Some((shape_id, stored)) => (ToSqlOutput::Borrowed(ValueRef::Blob(stored)), Some(*shape_id)),
+        None => (ToSqlOutput::Borrowed(ValueRef::Text(row.body.as_bytes())), None),
+    };
     insert.execute(params![
         seq,
         kind,
@@ -509,25 +573,44 @@ fn insert_row(
         row.tokens.cache_write,
         row.tokens.reasoning,
         row.cost_usd,
-        row.body,
-        prev_hash,
-        hash,
+        body,
+        "",
+        digest.as_slice(),
         row.charged_worst,
+        shape_id,
     ])?;
-    Ok(hash)
+    Ok(hex::encode(digest))
 }
 
 /// The last row's `seq` and `hash` (the last released row's when the file
 /// holds none), or `(0, GENESIS)` for an empty ledger.
 pub(super) fn chain_end(connection: &Connection) -> Result<(i64, String), rusqlite::Error> {
     let last = connection
-        .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
+        .prepare_cached(&format!("SELECT seq, {HASH_SQL} FROM ledger ORDER BY seq DESC LIMIT 1"))?
         .query_row([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
         .optional()?;
     match last {
         Some(last) => Ok(last),
         // Every row may be released (see `segments`): the chain goes on from the last one.
         None => Ok(super::segments::released_end(connection)?.unwrap_or_else(|| (0, GENESIS.to_owned()))),
+    }
+}
+
+/// The hash of the row before `seq`: the genesis for row 1, else that row's,
+/// from the file or (rows released: see `segments`) the last released
+/// segment's head. A row written since version 5 stores none of its own.
+pub(super) fn hash_before(connection: &Connection, seq: i64) -> Result<String, rusqlite::Error> {
+    if seq <= 1 {
+        return Ok(GENESIS.to_owned());
+    }
+    let in_file = connection
+        .prepare_cached(&format!("SELECT {HASH_SQL} FROM ledger WHERE seq = ?1"))?
+        .query_row([seq - 1], |row| row.get(0))
+        .optional()?;
+    match (in_file, super::segments::released_end(connection)?) {
+        (Some(hash), _) => Ok(hash),
+        (None, Some((released, hash))) if released == seq - 1 => Ok(hash),
+        (None, _) => Err(rusqlite::Error::QueryReturnedNoRows),
     }
 }
 
@@ -570,7 +653,7 @@ pub(super) mod tests {
         let path = dir.path().join("ledger.db");
         let writer = super::open_writer(&path, crate::catalog::LedgerSync::Normal, None).unwrap();
         let mut explain = writer.prepare(&format!("EXPLAIN {}", super::INSERT)).unwrap();
-        let unbound = rusqlite::params_from_iter(std::iter::repeat_n(None::<String>, 20));
+        let unbound = rusqlite::params_from_iter(std::iter::repeat_n(None::<String>, 21));
         let program: Vec<String> = explain.query_map(unbound, |row| row.get(1)).unwrap().map(Result::unwrap).collect();
         assert!(program.iter().any(|op| op == "Insert"), "{program:?}");
         assert!(!program.iter().any(|op| op == "OpenEphemeral"), "{program:?}");
@@ -581,7 +664,8 @@ pub(super) mod tests {
             .execute(
                 super::INSERT,
                 params![
-                    1, "bogus", "c", 0, 0, none, none, none, "m", none, 0, 0, 0, 0, 0, none, "{}", GENESIS, "h", false
+                    1, "bogus", "c", 0, 0, none, none, none, "m", none, 0, 0, 0, 0, 0, none, "{}", GENESIS, "h", false,
+                    none
                 ],
             )
             .unwrap_err();

@@ -213,7 +213,8 @@ async fn the_chain_verifies_and_tampering_is_named() {
     assert!(ledger.reader().unwrap().verify().is_ok(), "refused edits change nothing");
 
     tamper.execute_batch("DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete;").unwrap();
-    // A cost edited in its column alone: the hash still holds, the columns do not.
+    // A cost edited in its column alone: the body read back (rebuilt from
+    // the columns: see `compact`) is not the one hashed.
     tamper.execute("UPDATE ledger SET cost_usd = 0.0 WHERE seq = 6", []).unwrap();
     let broken = |reader: Reader| match reader.verify() {
         Err(VerifyError::Broken(chain_break)) => chain_break,
@@ -221,9 +222,12 @@ async fn the_chain_verifies_and_tampering_is_named() {
     };
     let at_six = broken(ledger.reader().unwrap());
     assert_eq!((at_six.seq, at_six.call_id.as_str()), (6, "c"), "{at_six}");
-    assert!(at_six.reason.contains("columns"), "{at_six}");
+    assert!(at_six.reason.contains("hash"), "{at_six}");
 
-    let body: String = tamper.query_row("SELECT body FROM ledger WHERE seq = 4", [], |row| row.get(0)).unwrap();
+    // A body rewritten as text.
+    super::compact::register(&tamper).unwrap();
+    let read = format!("SELECT {} FROM ledger WHERE seq = 4", store::BODY_SQL);
+    let body: String = tamper.query_row(&read, [], |row| row.get(0)).unwrap();
     tamper.execute("UPDATE ledger SET body = ?1 WHERE seq = 4", [body.replace("bob", "eve")]).unwrap();
     let at_four = broken(ledger.reader().unwrap());
     assert_eq!((at_four.seq, at_four.call_id.as_str()), (4, "b"), "{at_four}");
@@ -909,6 +913,7 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
     let ledger = Ledger::open(settings(&path), None);
     write_calls(&ledger, &[("a", "alice", "m", 1, None)]).await;
     let file = rusqlite::Connection::open(&path).unwrap();
+    super::compact::register(&file).unwrap();
     let plan = |query: sql::Query| {
         let mut explain = file.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql)).unwrap();
         let params = rusqlite::params_from_iter(query::values(query.params));
@@ -1142,7 +1147,7 @@ fn a_row_with_any_column_unlike_its_body_breaks_the_chain() {
     let made = store::Row::closing(&record("c1", "alice", "m", 5, Some(0.25))).unwrap();
     let check = |row: store::Row| {
         let hash = store::chain_hash(store::GENESIS, 1, "close", &row.body);
-        let link = query::Link { seq: 1, prev_hash: store::GENESIS.to_owned(), hash };
+        let link = query::Link { seq: 1, prev_hash: Some(store::GENESIS.to_owned()), hash, covers_columns: false };
         query::ChainCheck::default().next("close", "c1", Some(row), link).map_err(|broken| broken.reason)
     };
     assert_eq!(check(made.clone()), Ok(()));
@@ -1189,8 +1194,8 @@ fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
 
     writer.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
     let verify = || Reader::open(&path).unwrap().verify();
-    // A hash stored as a blob cannot be read: row 900 fails the read.
-    writer.execute("UPDATE ledger SET hash = x'07' WHERE seq = 900", []).unwrap();
+    // A compact body that does not decompress cannot be read: row 900 fails the read.
+    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 900", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
     // A broken row before it is the answer.
     writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 600", []).unwrap();
@@ -1199,6 +1204,6 @@ fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
         other => panic!("expected the break at 600, got {other:?}"),
     }
     // An unreadable row before the break is the answer in turn.
-    writer.execute("UPDATE ledger SET hash = x'07' WHERE seq = 300", []).unwrap();
+    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 300", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
 }

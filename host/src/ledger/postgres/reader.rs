@@ -220,7 +220,8 @@ fn committed_at(row: &postgres::Row) -> Result<(String, String, Option<Row>, Lin
         }),
         None => None,
     };
-    let link = Link { seq: row.try_get(0)?, prev_hash: row.try_get(17)?, hash: row.try_get(18)? };
+    let link =
+        Link { seq: row.try_get(0)?, prev_hash: Some(row.try_get(17)?), hash: row.try_get(18)?, covers_columns: false };
     Ok((kind, call_id, stored, link))
 }
 
