@@ -6,7 +6,10 @@
 //! the append's rows per second with the roll-ups' upkeep off, on with rows
 //! unmarked (every body parsed again, every call's earlier rows looked up)
 //! and on with rows marked as the ledger marks them; up to 2 M calls,
-//! `weir ledger verify`'s rows per second and a version 3 file's upgrade.
+//! `weir ledger verify`'s rows per second and a version 3 file's upgrade;
+//! first, compact rows against rows stored as text (`WEIR_COMPACTION_BENCH_ROWS`,
+//! default 500,000): append rate, bytes a row, verify rate. An empty
+//! `WEIR_ROLLUP_BENCH_CALLS` runs the first two parts alone.
 //! Above 2 M calls the rows are stored without their bodies (the reads
 //! measured never open one; the chain then does not verify).
 //! The files are built by appending closing rows straight into SQLite (no
@@ -197,6 +200,61 @@ fn append_cost(dir: &Path) {
     );
 }
 
+/// Compact rows against rows stored as text (the format before schema
+/// version 5), the same `rows` closing rows into two fresh files with the
+/// roll-ups kept as the ledger keeps them, alternating batches: the append's
+/// rows per second, the file's bytes per row, and `verify`'s rows per second
+/// over each file, alternated twice.
+fn compaction(dir: &Path, rows: u64) {
+    let formats = ["compact", "text"];
+    let paths: Vec<PathBuf> = formats.iter().map(|format| dir.join(format!("format-{format}.db"))).collect();
+    let mut files: Vec<BenchFile> = paths
+        .iter()
+        .map(|path| {
+            let _ = std::fs::remove_file(path);
+            BenchFile::open(path).expect("open")
+        })
+        .collect();
+    files[1] = BenchFile::open(&paths[1]).expect("open").with_text_bodies();
+    let mut spent = [Duration::ZERO; 2];
+    for from in (0..rows).step_by(BATCH) {
+        for (file, spent) in files.iter_mut().zip(spent.iter_mut()) {
+            *spent += append(file, from, from + BATCH as u64, rows, Spread::Realistic, Upkeep::Marked);
+        }
+    }
+    drop(files);
+    let [compact, text] = spent.map(|spent| rate(rows, spent));
+    let bytes = |path: &Path| std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0) / rows;
+    println!(
+        "compaction ({rows} closing rows, batches of {BATCH}): append compact {compact:.0} rows/s, text {text:.0} \
+         rows/s ({:.3}x); file {} bytes a row compact, {} as text ({:.2}x smaller) (load {})",
+        compact / text,
+        bytes(&paths[0]),
+        bytes(&paths[1]),
+        bytes(&paths[1]) as f64 / bytes(&paths[0]).max(1) as f64,
+        load()
+    );
+    let mut verified = [Vec::new(), Vec::new()];
+    for _round in 0..2 {
+        for (path, rates) in paths.iter().zip(verified.iter_mut()) {
+            let started = Instant::now();
+            let report = Reader::open(path).expect("reader").verify().expect("verify");
+            rates.push(rate(report.rows, started.elapsed()));
+        }
+    }
+    println!(
+        "compaction: verify compact {:.0} / {:.0} rows/s, text {:.0} / {:.0} rows/s (load {})",
+        verified[0][0],
+        verified[0][1],
+        verified[1][0],
+        verified[1][1],
+        load()
+    );
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// p50 and p99 of `times`.
 fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
     times.sort();
@@ -277,12 +335,16 @@ fn main() {
     let sizes: Vec<u64> = std::env::var("WEIR_ROLLUP_BENCH_CALLS")
         .unwrap_or_else(|_| "1000000,10000000".to_owned())
         .split(',')
+        .filter(|size| !size.trim().is_empty())
         .map(|size| size.trim().parse().expect("WEIR_ROLLUP_BENCH_CALLS: sizes, comma-separated"))
         .collect();
+    let compaction_rows: u64 = std::env::var("WEIR_COMPACTION_BENCH_ROWS")
+        .map_or(500_000, |rows| rows.trim().parse().expect("WEIR_COMPACTION_BENCH_ROWS: a count of rows"));
     let dir = std::env::var("WEIR_ROLLUP_BENCH_DIR")
         .map_or_else(|_| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rollups-bench"), PathBuf::from);
     std::fs::create_dir_all(&dir).expect("the bench's folder");
     println!("rollups bench at {} (load {})", humantime::format_rfc3339_seconds(SystemTime::now()), load());
+    compaction(&dir, compaction_rows);
     append_cost(&dir);
     for total in sizes {
         for spread in [Spread::Realistic, Spread::Adversarial] {

@@ -150,7 +150,7 @@ fn content_request() -> Value {
 /// The bound each kind is held to, and the kind: what each measured
 /// (2026-12-07: 430-450 bytes, and 532 with a ~170-character prompt
 /// recorded; an opening and a closing row each) with room for the page
-/// layout, against ~1,900 bytes a call when bodies were stored as text. A call answered within the linger leaves its closing row alone:
+/// layout. A call answered within the linger leaves its closing row alone:
 /// `ledger::tests::a_closing_row_alone_takes_under_300_bytes` holds that
 /// one to the issue's ~300 bytes.
 fn kinds() -> Vec<(u64, Kind)> {
