@@ -881,6 +881,55 @@ async fn a_version_1_file_is_migrated_with_its_chain() {
     assert!(refused.to_string().contains("append-only"), "the triggers came back: {refused}");
 }
 
+/// A version 4 file (bodies as text, hashes as hex, each row's `prev_hash`
+/// stored; no shapes) becomes version 5 as it is when a writer opens it:
+/// its rows stay as written, the rows after them are compact, and the chain
+/// verifies across both, with every body read back whole.
+#[tokio::test]
+async fn a_version_4_file_takes_compact_rows_after_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    {
+        let writer = store::open_writer(&path, LedgerSync::Normal, None).unwrap();
+        let rows: Vec<Row> = [("a", "alice", 1), ("b", "bob", 2)]
+            .iter()
+            .map(|(call, member, start)| Row::closing(&record(call, member, "m", *start, Some(0.5))).unwrap())
+            .collect();
+        let run = store::Run { segment: "s", first_line: 0, rows: rows.iter().map(Some).collect() };
+        store::append_logged_with(&writer, [run], store::Append { keep_rollups: true, compact: false }).unwrap();
+        // As version 4 stored them: the hashes as hex, each prev_hash written out.
+        writer
+            .execute_batch(
+                "DROP TRIGGER ledger_no_update;
+                 UPDATE ledger SET hash = lower(hex(hash));
+                 UPDATE ledger SET prev_hash = COALESCE((SELECT p.hash FROM ledger AS p WHERE p.seq = ledger.seq - 1),
+                     '0000000000000000000000000000000000000000000000000000000000000000');
+                 ALTER TABLE ledger DROP COLUMN shape_id;
+                 DROP TABLE ledger_shapes;
+                 PRAGMA user_version = 4;",
+            )
+            .unwrap();
+    }
+    let ledger = Ledger::open(settings(&path), None);
+    write_calls(&ledger, &[("c", "carol", "m", 3, Some(0.25)), ("d", "dan", "m", 4, None)]).await;
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 6, calls: 4 });
+    let file = rusqlite::Connection::open(&path).unwrap();
+    let stored: Vec<(String, String, String)> = file
+        .prepare("SELECT call_id, typeof(body), typeof(hash) FROM ledger WHERE kind = 'close' ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let text = |call: &str| (call.to_owned(), "text".to_owned(), "text".to_owned());
+    let compact = |call: &str| (call.to_owned(), "blob".to_owned(), "blob".to_owned());
+    assert_eq!(stored, [text("a"), text("b"), compact("c"), compact("d")]);
+    let records = reader.records(&Filter::default()).unwrap();
+    assert_eq!(records.iter().map(|r| r.call_id.as_str()).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+    assert_eq!(records[2], *record("c", "carol", "m", 3, Some(0.25)));
+}
+
 /// A version 2 file written before the one index: a writer opening it drops
 /// the two old indexes and makes the new one; its rows and chain are kept.
 #[tokio::test]
