@@ -202,7 +202,15 @@ pub(super) struct Filler {
     segments_failing: bool,
     /// The last `seq` the shipper has in PostgreSQL (0: none, or no shipper).
     shipped: Arc<AtomicI64>,
+    /// When the segments' upkeep last ran (after a fill, or idle: see
+    /// [`Self::upkeep_due_at`]).
+    last_upkeep: Instant,
 }
+
+/// The longest a ledger with segments sealed by age or released by age goes
+/// without their upkeep while no fill comes: an idle gateway still seals a
+/// segment `segment_hours` old and releases one past `retain_days`.
+const IDLE_UPKEEP: Duration = Duration::from_secs(60);
 
 impl Filler {
     pub(super) fn new(
@@ -228,7 +236,32 @@ impl Filler {
             segmenter,
             segments_failing: false,
             shipped,
+            last_upkeep: Instant::now(),
         }
+    }
+
+    /// When the segments' upkeep is next due with no fill: [`IDLE_UPKEEP`]
+    /// (or half the shortest age that seals or releases, when shorter) after
+    /// the last one; `None` when no segment is sealed or released by age.
+    pub(super) fn upkeep_due_at(&self) -> Option<Instant> {
+        let policy = self.segmenter.as_ref()?.policy();
+        let ages = [policy.max_age, policy.retention.as_ref().and_then(|retention| retention.max_age)];
+        let shortest = ages.into_iter().flatten().min()?;
+        Some(self.last_upkeep + IDLE_UPKEEP.min(shortest / 2))
+    }
+
+    /// Runs the segments' upkeep at the chain's head when it is due and no
+    /// fill ran it since ([`Self::upkeep_due_at`]).
+    pub(super) fn upkeep_if_due(&mut self, now: Instant) {
+        if self.upkeep_due_at().is_none_or(|due| now < due) {
+            return;
+        }
+        let Some(connection) = &self.connection else { return };
+        match store::chain_end(connection) {
+            Ok(head) => self.keep_segments(&head),
+            Err(error) => tracing::warn!(%error, "the ledger's head could not be read for the segments' upkeep"),
+        }
+        self.last_upkeep = now;
     }
 
     /// Opens the file and catches up on the log (what an earlier process, or
@@ -347,6 +380,7 @@ impl Filler {
     /// is logged (once until an upkeep succeeds): the rows are stored, and
     /// the next fill tries again.
     fn keep_segments(&mut self, head: &(i64, String)) {
+        self.last_upkeep = Instant::now();
         let (Some(connection), Some(segmenter)) = (&self.connection, &mut self.segmenter) else { return };
         let anchored = self.anchoring && self.last_anchored == head.0;
         let shipped = self.shipped.load(Ordering::Relaxed);

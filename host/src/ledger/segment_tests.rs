@@ -139,6 +139,37 @@ async fn neither_size_nor_age_reached_seals_nothing() {
     assert_eq!(live_rows(&dir.path().join("ledger.db")), 6);
 }
 
+/// A segment sealed by age needs no later fill: an idle ledger's thread
+/// keeps the segments too, and seals rows once they are `max_age` old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_ledger_seals_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = SegmentPolicy { max_bytes: None, max_age: Some(Duration::from_secs(1)), ..sealing_only(dir.path()) };
+    let ledger = Ledger::open(config(dir.path(), policy), None);
+    let now = std::time::SystemTime::now();
+    for call_id in ["a", "b"] {
+        let record = crate::record::CallRecord {
+            started_at: now,
+            ended_at: now,
+            ..(*record(call_id, "alice", "m", 1, Some(0.01))).clone()
+        };
+        ledger.closed(&std::sync::Arc::new(record)).await.unwrap();
+    }
+    assert!(ledger.fill_pending(Duration::from_secs(5)), "the rows reached the file");
+    let path = dir.path().join("ledger.db");
+    assert!(listed(&path).is_empty(), "rows younger than a second are not sealed at their fill");
+    let mut sealed = Vec::new();
+    for _ in 0..100 {
+        sealed = listed(&path);
+        if !sealed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(sealed.iter().map(|segment| (segment.first_seq, segment.last_seq)).collect::<Vec<_>>(), [(1, 2)]);
+    assert!(ledger.reader().unwrap().verify_anchored(None).is_ok());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_segments_verify_from_their_archive_and_the_chain_goes_on() {
     let dir = tempfile::tempdir().unwrap();

@@ -280,6 +280,11 @@ pub(super) struct Segmenter {
 }
 
 impl Segmenter {
+    /// What this segmenter keeps to.
+    pub(super) fn policy(&self) -> &SegmentPolicy {
+        &self.policy
+    }
+
     pub(super) fn new(policy: SegmentPolicy, ledger: &Path) -> Self {
         Self { policy, ledger: ledger.to_path_buf(), open: None }
     }

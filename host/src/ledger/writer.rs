@@ -475,17 +475,15 @@ impl Shared {
     }
 }
 
-/// The thread's loop: sleeps until woken or until the queue's or the
-/// filler's next deadline, commits what is due, fills SQLite when due; once
-/// every sender is gone, writes what is left and ends.
+/// The thread's loop: sleeps until woken or until the queue's, the fill's
+/// or the segments' upkeep's next deadline, commits what is due, fills
+/// SQLite when due, keeps the segments when due; once every sender is gone,
+/// writes what is left and ends.
 pub(super) fn run(shared: Arc<Shared>, mut filler: Filler, wake: Receiver<()>) {
     loop {
         let look = shared.pending().next_look();
         let fill = lock(&shared.fills).due_at();
-        let next = match (look, fill) {
-            (Some(look), Some(fill)) => Some(look.min(fill)),
-            (look, fill) => look.or(fill),
-        };
+        let next = [look, fill, filler.upkeep_due_at()].into_iter().flatten().min();
         let woke = match next {
             Some(at) => wake.recv_timeout(at.saturating_duration_since(Instant::now())),
             None => wake.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -498,6 +496,7 @@ pub(super) fn run(shared: Arc<Shared>, mut filler: Filler, wake: Receiver<()>) {
         if shared.fill_due(Instant::now()) {
             let _ = shared.fill(&mut filler);
         }
+        filler.upkeep_if_due(Instant::now());
     }
 }
 
