@@ -25,7 +25,7 @@ pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
 pub use lease::{BLOCK_LIFETIME, BLOCK_SHARE_OF_LIMIT, BLOCK_SPAN, LeasedAccount};
 pub use notices::AdminNotices;
-pub use permits::RedisPermits;
+pub use permits::{PERMIT_BLOCK_MOST, PERMIT_BLOCK_SHARE, PERMIT_GIVE_BACK_WINDOW, RedisPermits, spare_permits};
 pub use redis_store::{
     DEFAULT_LEASE_SECS, LeaseAnswer, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict,
 };
