@@ -84,7 +84,7 @@ fn the_spare_is_a_sixteenth_of_the_limit_at_most_64_and_none_below_16() {
     assert_eq!(spare_permits(1_000_000), 64);
 }
 
-/// Three gateways of 24 callers each through their own gates, two keeping
+/// Three gateways of 32 callers each through their own gates, two keeping
 /// blocks and one taking a permit per call (a gateway as before blocks, on
 /// the same sorted set): the calls in flight across them never exceed
 /// `max_concurrency`, though they reach it; at their stop nothing stays held.
@@ -101,7 +101,7 @@ async fn the_calls_in_flight_across_three_gateways_never_exceed_the_limit() {
     for (store, pool) in stores.iter().zip(pools) {
         let account = store.account("m", Limits::default());
         let gate = ModelGate::with_permits("m", account, Some(MAX), None, InteractiveShare::NONE, Some(Arc::new(pool)));
-        for caller in 0..24u64 {
+        for caller in 0..32u64 {
             let (gate, in_flight, most, admitted) =
                 (Arc::clone(&gate), Arc::clone(&in_flight), Arc::clone(&most), Arc::clone(&admitted));
             callers.push(tokio::spawn(async move {
