@@ -372,3 +372,33 @@ async fn a_script_error_takes_the_policy() {
     assert_eq!(gateway.held().await.unwrap(), i64::from(1 + SPARE));
     gateway.release(lease).await;
 }
+
+/// Redis losing the leases without a failed operation (the key deleted, as
+/// by a restart between two calls): the gateway's calls keep using its idle
+/// permits (so none is given back as unneeded) until the next renewal finds
+/// them gone; then they are forgotten and the calls take a block Redis counts.
+#[tokio::test]
+async fn a_renewal_forgets_the_idle_permits_redis_lost() {
+    const LEASE_SECS: u64 = 3;
+    let server = RedisServer::start().await;
+    let gateway = RedisStore::new(&settings_with_lease(&server, LEASE_SECS), None).unwrap().redis_permits("m", MAX);
+    let lease = acquired(&gateway, MAX).await;
+    gateway.release(lease).await;
+    assert_eq!(gateway.idle(), SPARE as usize);
+    let mut connection = server.connection().await;
+    let _: () = redis::cmd("DEL").arg("weir-test:permits:m").query_async(&mut connection).await.unwrap();
+    // The renewal runs within a third of the lease and a give-back window.
+    let until = Instant::now() + Duration::from_secs(LEASE_SECS) / 3 + PERMIT_GIVE_BACK_WINDOW * 2;
+    while Instant::now() < until {
+        let mut leases = Vec::new();
+        for _ in 0..SPARE {
+            leases.push(acquired(&gateway, MAX).await);
+        }
+        for lease in leases {
+            gateway.release(lease).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gateway.idle() > 0);
+    assert_eq!(gateway.held().await.unwrap(), gateway.idle() as i64, "every idle permit counted in Redis again");
+}

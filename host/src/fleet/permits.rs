@@ -360,21 +360,21 @@ impl Inner {
             tracing::warn!(key = %self.key, "cannot renew the fleet's permit leases; they expire unless Redis returns");
             return;
         };
-        if !lost.is_empty() {
-            tracing::warn!(key = %self.key, lost = lost.len(), "permit leases expired in Redis before their renewal");
-        }
         let confirmed = Confirmed { until: sent + self.trusted_for(), failures };
-        self.with_held(|held| {
-            for id in &lost {
-                held.leases.remove(id);
-            }
-            held.idle.retain(|id| !lost.contains(id));
+        // A lease released while the renewal ran is gone from both: not lost.
+        let lost = self.with_held(|held| {
+            let lost = lost.iter().filter(|id| held.leases.remove(id.as_str()).is_some()).count();
+            held.idle.retain(|id| held.leases.contains_key(id));
             for id in &ids {
                 if let Some(lease) = held.leases.get_mut(id) {
                     *lease = confirmed;
                 }
             }
+            lost
         });
+        if lost > 0 {
+            tracing::warn!(key = %self.key, lost, "permit leases expired in Redis before their renewal");
+        }
     }
 }
 
