@@ -67,15 +67,6 @@ async fn until_no_idle(pool: &RedisPermits, within: Duration) -> Duration {
     start.elapsed()
 }
 
-/// `EVALSHA` runs so far.
-async fn script_runs(server: &RedisServer) -> u64 {
-    let mut connection = server.connection().await;
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut connection).await.unwrap();
-    info.lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")?.split(',').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 #[test]
 fn the_spare_is_a_sixteenth_of_the_limit_at_most_64_and_none_below_16() {
     assert_eq!(spare_permits(PERMIT_BLOCK_SHARE - 1), 0);
@@ -244,10 +235,10 @@ async fn a_bulk_acquire_asks_redis_where_idle_permits_count() {
     let first = acquired(&gateway, MAX).await;
     gateway.release(first).await;
     assert_eq!(gateway.idle(), SPARE as usize);
-    let before = script_runs(&server).await;
+    let before = server.script_runs().await;
     assert_eq!(gateway.acquire(SPARE).await, PermitVerdict::Full, "the idle spare fills a bulk open count of 4");
     let bulk = acquired(&gateway, SPARE + 1).await;
-    assert_eq!(script_runs(&server).await - before, 2, "each bulk acquire one script run");
+    assert_eq!(server.script_runs().await - before, 2, "each bulk acquire one script run");
     assert_eq!(gateway.idle(), SPARE as usize, "the block untouched");
     drop(bulk);
 }
@@ -285,21 +276,11 @@ async fn blocks_cut_the_script_runs_far_below_two_per_call() {
     let pool: Arc<dyn PermitPool> = Arc::new(gateway.redis_permits("m", 1_000));
     let account = gateway.account("m", Limits::default());
     let gate = ModelGate::with_permits("m", account, Some(1_000), None, InteractiveShare::NONE, Some(pool));
-    let before = script_runs(&server).await;
-    let callers: Vec<_> = (0..32)
-        .map(|_| {
-            let gate = Arc::clone(&gate);
-            tokio::spawn(async move {
-                for _ in 0..CALLS / 32 {
-                    gate.admit(weir_host::admission::Demand::default(), None).await.unwrap().mark_sent();
-                }
-            })
-        })
-        .collect();
-    for caller in callers {
-        caller.await.unwrap();
-    }
-    let scripts = script_runs(&server).await - before;
+    let call = move || {
+        let gate = Arc::clone(&gate);
+        async move { gate.admit(weir_host::admission::Demand::default(), None).await.unwrap().mark_sent() }
+    };
+    let scripts = server.script_runs_during(32, CALLS / 32, call).await;
     println!("{scripts} script runs for {CALLS} admitted calls");
     assert!(scripts * 50 < CALLS, "{scripts} script runs for {CALLS} admitted calls");
 }
