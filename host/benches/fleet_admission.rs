@@ -3,8 +3,10 @@
 //! time (the round trip a call waits for) and 32 at once (what the one
 //! multiplexed connection sustains); the shared buckets both as the fleet
 //! takes them (leased in blocks) and one script run per call (as before
-//! blocks). Then Redis's own CPU per admitted call, read from `INFO` around a
-//! counted run of each. Starts its own `redis-server` on a free loopback port
+//! blocks). The same for a model's `max_concurrency` permits alone (no
+//! `rpm`/`tpm`): counted in process, held through Redis in blocks, and one
+//! script run per acquire and per release (as before blocks). Then Redis's own
+//! CPU per admitted call, read from `INFO` around a counted run of each. Starts its own `redis-server` on a free loopback port
 //! (Debian's `redis-server` must be on `PATH`).
 
 // Benchmark setup: a failed step should stop the run with its message.
@@ -15,11 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use weir_host::admission::{Demand, InProcessStore, InteractiveShare, Limits, ModelGate, RateAccount, RateStore};
+use weir_host::admission::{
+    Demand, InProcessStore, InteractiveShare, Limits, ModelGate, PermitPool, RateAccount, RateStore,
+};
 use weir_host::fleet::{FleetSettings, RedisStore, SharedErrorPolicy};
 
 const ONE: Demand = Demand { requests: 1, tokens: 100 };
 const LIMITS: Limits = Limits { rpm: Some(1_000_000_000), tpm: Some(1_000_000_000) };
+/// The permits' gates' limit: never reached by 32 callers.
+const MAX_CONCURRENCY: u32 = 1_000;
 
 struct Server(Child);
 
@@ -49,6 +55,13 @@ fn gate(store: &dyn RateStore, model: &str, max_concurrency: Option<u32>) -> Arc
     let account = store.account(model, LIMITS);
     let permits = max_concurrency.and_then(|max| store.permits(model, max));
     ModelGate::with_permits(model, account, max_concurrency, None, InteractiveShare::NONE, permits)
+}
+
+/// A gate whose only limit is `MAX_CONCURRENCY` permits, held in `pool`
+/// (`None`: counted in process).
+fn permit_gate(store: &dyn RateStore, model: &str, pool: Option<Arc<dyn PermitPool>>) -> Arc<ModelGate> {
+    let account = store.account(model, Limits::default());
+    ModelGate::with_permits(model, account, Some(MAX_CONCURRENCY), None, InteractiveShare::NONE, pool)
 }
 
 /// `calls` admissions through `gate` by 32 callers at once.
@@ -125,6 +138,15 @@ fn admission(c: &mut Criterion) {
         ("redis buckets, leased in blocks", gate(&redis, "buckets", None)),
         ("redis buckets, one script per call", ModelGate::new("per-call", per_call, None, None)),
         ("redis buckets leased + permit lease", gate(&redis, "leased", Some(1_000_000))),
+        ("permits in process", permit_gate(&InProcessStore, "p", None)),
+        (
+            "redis permits, in blocks",
+            permit_gate(&redis, "p-blocks", Some(Arc::new(redis.redis_permits("p-blocks", MAX_CONCURRENCY)))),
+        ),
+        (
+            "redis permits, one script per acquire and release",
+            permit_gate(&redis, "p-per-call", Some(Arc::new(redis.per_call_permits("p-per-call", MAX_CONCURRENCY)))),
+        ),
     ];
     let mut group = c.benchmark_group("fleet_admission/one caller (admit + send + release)");
     for (name, gate) in &gates {
@@ -156,6 +178,7 @@ fn admission(c: &mut Criterion) {
     }
     group.finish();
     redis_cpu_per_call(&runtime, &settings.redis_url, &gates[1..3]);
+    redis_cpu_per_call(&runtime, &settings.redis_url, &gates[5..7]);
 }
 
 criterion_group!(benches, admission);

@@ -499,7 +499,8 @@ impl Weir {
 
     /// Gives back the shared capacity this gateway leased and did not spend
     /// (`weir serve` calls it once it has drained, so the other gateways of
-    /// the fleet can take it at once instead of waiting for the refill).
+    /// the fleet can take it at once instead of waiting for the refill, or
+    /// for an idle permit's lease to expire).
     pub async fn give_back_leased_capacity(&self) {
         self.inner.rate_store.give_back().await;
     }

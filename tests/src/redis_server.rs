@@ -80,6 +80,40 @@ impl RedisServer {
         client.get_multiplexed_async_connection().await.expect("the test's redis-server answers")
     }
 
+    /// How many scripts (`EVALSHA`) the server has run so far.
+    pub async fn script_runs(&self) -> u64 {
+        let mut connection = self.connection().await;
+        let info: String =
+            redis::cmd("INFO").arg("commandstats").query_async(&mut connection).await.expect("INFO commandstats");
+        info.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// The scripts (`EVALSHA`) the server ran while `callers` tasks each made
+    /// `calls_each` calls of `call` at once.
+    pub async fn script_runs_during<F, Fut>(&self, callers: u64, calls_each: u64, call: F) -> u64
+    where
+        F: Fn() -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let before = self.script_runs().await;
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let call = call.clone();
+                tokio::spawn(async move {
+                    for _ in 0..calls_each {
+                        call().await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a caller finished");
+        }
+        self.script_runs().await - before
+    }
+
     async fn ping(&self) -> redis::RedisResult<()> {
         let client = redis::Client::open(self.url())?;
         let mut connection = client.get_multiplexed_async_connection().await?;

@@ -238,32 +238,12 @@ async fn blocks_cut_the_script_runs_far_below_one_per_call() {
     let server = RedisServer::start().await;
     let limits = Limits { rpm: Some(600_000_000), tpm: Some(600_000_000_000) };
     let gate = ModelGate::new("m", store(&server).account("m", limits), None, None);
-    let before = script_runs(&server).await;
-    let callers: Vec<_> = (0..32)
-        .map(|_| {
-            let gate = Arc::clone(&gate);
-            tokio::spawn(async move {
-                for _ in 0..CALLS / 32 {
-                    let demand = Demand { requests: 1, tokens: 100 };
-                    gate.admit(demand, None).await.unwrap().mark_sent();
-                }
-            })
-        })
-        .collect();
-    for caller in callers {
-        caller.await.unwrap();
-    }
-    let scripts = script_runs(&server).await - before;
+    let call = move || {
+        let gate = Arc::clone(&gate);
+        async move { gate.admit(Demand { requests: 1, tokens: 100 }, None).await.unwrap().mark_sent() }
+    };
+    let scripts = server.script_runs_during(32, CALLS / 32, call).await;
     assert!(scripts * 50 < CALLS, "{scripts} script runs for {CALLS} admitted calls");
-}
-
-/// `EVALSHA` runs so far.
-async fn script_runs(server: &RedisServer) -> u64 {
-    let mut connection = server.connection().await;
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut connection).await.unwrap();
-    info.lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")?.split(',').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// While Redis is out, a block still held is spent (it was taken from the
@@ -302,9 +282,9 @@ async fn a_bulk_take_checks_the_reserve_in_redis_not_the_block() {
     let account = store(&server).leased_account("m", LIMITS);
     warm(&account, 100).await;
     let held = account.block_left();
-    let before = script_runs(&server).await;
+    let before = server.script_runs().await;
     assert_eq!(account.try_take_reserving(ONE, InteractiveShare::DEFAULT).await, Verdict::Granted);
-    assert_eq!(script_runs(&server).await - before, 1, "one script run");
+    assert_eq!(server.script_runs().await - before, 1, "one script run");
     assert_eq!(account.block_left(), held, "the block untouched");
 }
 

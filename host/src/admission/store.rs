@@ -179,7 +179,8 @@ pub trait RateStore: Send + Sync + Debug {
     }
 
     /// Gives back what this process holds of shared capacity and has not
-    /// spent (a stopping gateway's leased blocks); nothing by default.
+    /// spent (a stopping gateway's leased blocks and idle permits); nothing
+    /// by default.
     fn give_back(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }

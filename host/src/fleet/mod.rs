@@ -4,7 +4,8 @@
 //! (`account.lua`, the in-process arithmetic to the unit), so N gateways admit
 //! what one would. `max_concurrency` permits are leases in Redis that expire
 //! unless renewed (`permits.lua`), so the permits of a gateway that died come
-//! back. The queues and the parking stay each gateway's own.
+//! back; a gateway keeps a few its calls released, idle, for its next calls
+//! (`permits.rs`). The queues and the parking stay each gateway's own.
 //!
 //! When Redis cannot be reached, the declared policy decides
 //! (`on_shared_error`): `refuse` answers the call `shared_state_unavailable`
@@ -25,7 +26,7 @@ pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
 pub use lease::{BLOCK_LIFETIME, BLOCK_SHARE_OF_LIMIT, BLOCK_SPAN, LeasedAccount};
 pub use notices::AdminNotices;
-pub use permits::RedisPermits;
+pub use permits::{PERMIT_BLOCK_MOST, PERMIT_BLOCK_SHARE, PERMIT_GIVE_BACK_WINDOW, RedisPermits, spare_permits};
 pub use redis_store::{
     DEFAULT_LEASE_SECS, LeaseAnswer, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict,
 };

@@ -3,7 +3,7 @@
 //! shared by every account of the gateway; the script reads the clock
 //! (Redis's `TIME`) itself, so the gateways' clocks need not agree.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::budgets::SharedBudgets;
 use super::lease::{Leased, LeasedAccount};
-use super::permits::RedisPermits;
+use super::permits::{self, RedisPermits};
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
 use crate::admission::{
     Axis, BoxFuture, Bucket, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount,
@@ -43,6 +43,8 @@ pub struct RedisStore {
     lease: Duration,
     /// The accounts leased in blocks, given back when the gateway stops.
     blocks: Arc<Mutex<Vec<Weak<Leased>>>>,
+    /// The permit pools, whose idle permits are given back when it stops.
+    permit_pools: Arc<Mutex<Vec<Weak<permits::Inner>>>>,
 }
 
 pub(super) struct Shared {
@@ -56,6 +58,9 @@ pub(super) struct Shared {
     fleet_size: u32,
     /// Set while Redis is out: calls take the policy until this instant.
     retry_at: Mutex<Option<Instant>>,
+    /// Failed operations so far: what was confirmed in Redis before the
+    /// latest failure may have been lost with it (a restarted Redis is empty).
+    failures: AtomicU64,
     meter: Option<Arc<dyn FleetMeter>>,
     /// The URL without its password, for the log.
     url: String,
@@ -90,6 +95,7 @@ impl RedisStore {
             policy: settings.on_shared_error,
             fleet_size,
             retry_at: Mutex::new(None),
+            failures: AtomicU64::new(0),
             meter,
             url,
         };
@@ -97,7 +103,7 @@ impl RedisStore {
         if lease < Duration::from_secs(MIN_LEASE_SECS) {
             return Err(format!("[fleet] lease_secs must be at least {MIN_LEASE_SECS}"));
         }
-        Ok(Self { shared: Arc::new(shared), lease, blocks: Arc::default() })
+        Ok(Self { shared: Arc::new(shared), lease, blocks: Arc::default(), permit_pools: Arc::default() })
     }
 
     /// The fleet's budget accounts.
@@ -115,11 +121,28 @@ impl RedisStore {
         self.shared.fleet_size
     }
 
-    /// The `max` concurrency permits of `key`, concrete.
+    /// The `max` concurrency permits of `key`, concrete: this gateway keeps
+    /// up to [`permits::spare_permits`] of them idle (see [`RedisPermits`]);
+    /// the store gives them back at [`RateStore::give_back`].
     pub fn redis_permits(&self, key: &str, max: u32) -> RedisPermits {
+        let pool = self.permits_keeping(key, max, permits::spare_permits(max));
+        let mut pools = self.permit_pools.lock().unwrap_or_else(PoisonError::into_inner);
+        pools.retain(|pool| pool.strong_count() > 0);
+        pools.push(pool.downgrade());
+        pool
+    }
+
+    /// The `max` concurrency permits of `key` with none kept idle: one script
+    /// run per acquire and per release, as before blocks (the benchmark's
+    /// baseline).
+    pub fn per_call_permits(&self, key: &str, max: u32) -> RedisPermits {
+        self.permits_keeping(key, max, 0)
+    }
+
+    fn permits_keeping(&self, key: &str, max: u32, spare: u32) -> RedisPermits {
         let local_share = (self.shared.policy == SharedErrorPolicy::Local).then(|| max / self.shared.fleet_size.max(1));
         let key = format!("{}:permits:{key}", self.shared.prefix);
-        RedisPermits::new(Arc::clone(&self.shared), key, self.lease, local_share)
+        RedisPermits::new(Arc::clone(&self.shared), key, self.lease, max, spare, local_share)
     }
 
     /// The account under `key`, leased in blocks, concrete; the store gives
@@ -158,7 +181,16 @@ impl RateStore for RedisStore {
         Box::pin(async move {
             let held: Vec<_> =
                 self.blocks.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
-            futures_util::future::join_all(held.iter().map(|leased| leased.give_back(None))).await;
+            let pools: Vec<_> = self
+                .permit_pools
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            let blocks = futures_util::future::join_all(held.iter().map(|leased| leased.give_back(None)));
+            let permits = futures_util::future::join_all(pools.iter().map(|pool| pool.give_back_all()));
+            futures_util::future::join(blocks, permits).await;
         })
     }
 
@@ -458,6 +490,12 @@ impl Shared {
         }
     }
 
+    /// How many operations have failed so far: a lease confirmed before the
+    /// latest failure may have been lost with it.
+    pub(super) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
     /// The client, for a connection of its own (a subscription).
     pub(super) fn client(&self) -> &redis::Client {
         &self.client
@@ -498,6 +536,7 @@ impl Shared {
                 Some(answer)
             }
             Err(error) => {
+                self.failures.fetch_add(1, Ordering::SeqCst);
                 let first = self
                     .retry_at
                     .lock()
