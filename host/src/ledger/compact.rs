@@ -254,12 +254,58 @@ fn find_or_make(connection: &Connection, key: &str, residual: &str) -> rusqlite:
 /// The body `stored` holds, rebuilt with `row`'s columns (its own `body`
 /// is not read) and its shape's residual.
 pub(super) fn decode(row: &Row, stored: &[u8], shape: Option<&[u8]>) -> Result<String, CompactError> {
+    rebuild(row, stored, |frame, size| decompress(frame, shape.ok_or(CompactError::NoShape)?, size))
+}
+
+/// A file's shapes, read once, and a decompressor for each: what `verify`'s
+/// walk decodes compact bodies with (no lookup of the shape per row).
+pub(super) struct ShapeBook {
+    shapes: HashMap<i64, (Vec<u8>, Option<Decompressor<'static>>)>,
+}
+
+impl ShapeBook {
+    /// Every shape `connection` sees now.
+    pub(super) fn read(connection: &Connection) -> rusqlite::Result<Self> {
+        let mut statement = connection.prepare("SELECT id, residual FROM ledger_shapes")?;
+        let shapes = statement
+            .query_map([], |row| Ok((row.get::<_, i64>(0)?, (row.get::<_, Vec<u8>>(1)?, None))))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Self { shapes })
+    }
+
+    /// [`decode`] with the shape `shape_id` names.
+    pub(super) fn decode(&mut self, row: &Row, stored: &[u8], shape_id: Option<i64>) -> Result<String, CompactError> {
+        rebuild(row, stored, |frame, size| {
+            let (shape, decompressor) =
+                shape_id.and_then(|id| self.shapes.get_mut(&id)).ok_or(CompactError::NoShape)?;
+            if decompressor.is_none() {
+                *decompressor = Some(Decompressor::with_dictionary(shape).map_err(CompactError::Decompress)?);
+            }
+            let decompressor = decompressor.as_mut().ok_or(CompactError::NoShape)?;
+            decompressor.decompress(frame, size).map_err(CompactError::Decompress)
+        })
+    }
+}
+
+/// The body `stored` holds: its frame decompressed by `decompress` (given
+/// the size the frame states, within [`MAX_BODY_BYTES`]), the columns put
+/// back in place.
+fn rebuild(
+    row: &Row,
+    stored: &[u8],
+    decompress: impl FnOnce(&[u8], usize) -> Result<Vec<u8>, CompactError>,
+) -> Result<String, CompactError> {
     let (&format, frame) = stored.split_first().ok_or(CompactError::Empty)?;
     if format != FORMAT_1 {
         return Err(CompactError::Format(format));
     }
-    let shape = shape.ok_or(CompactError::NoShape)?;
-    let residual = decompress(frame, shape)?;
+    let invalid = |what: &str| CompactError::Decompress(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
+    let size = zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten()
+        .ok_or_else(|| invalid("the frame does not state its size"))?;
+    let size = usize::try_from(size).ok().filter(|size| *size <= MAX_BODY_BYTES).ok_or_else(|| invalid("too large"))?;
+    let residual = decompress(frame, size)?;
     let residual = std::str::from_utf8(&residual)
         .map_err(|error| CompactError::Decompress(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))?;
     let entries = top_level(residual).map_err(CompactError::Parse)?;
@@ -364,14 +410,8 @@ fn compress(residual: &[u8], shape: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-/// A frame [`compress`] made with `shape`.
-fn decompress(frame: &[u8], shape: &[u8]) -> Result<Vec<u8>, CompactError> {
-    let invalid = |what: &str| CompactError::Decompress(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
-    let size = zstd::zstd_safe::get_frame_content_size(frame)
-        .ok()
-        .flatten()
-        .ok_or_else(|| invalid("the frame does not state its size"))?;
-    let size = usize::try_from(size).ok().filter(|size| *size <= MAX_BODY_BYTES).ok_or_else(|| invalid("too large"))?;
+/// A frame [`compress`] made with `shape`, of `size` bytes.
+fn decompress(frame: &[u8], shape: &[u8], size: usize) -> Result<Vec<u8>, CompactError> {
     DECOMPRESSORS.with_borrow_mut(|decompressors| {
         if !decompressors.contains_key(shape) {
             if decompressors.len() >= CACHED_SHAPES {
@@ -380,7 +420,7 @@ fn decompress(frame: &[u8], shape: &[u8]) -> Result<Vec<u8>, CompactError> {
             let decompressor = Decompressor::with_dictionary(shape).map_err(CompactError::Decompress)?;
             decompressors.insert(shape.to_vec(), decompressor);
         }
-        let decompressor = decompressors.get_mut(shape).ok_or_else(|| invalid("no decompressor"))?;
+        let decompressor = decompressors.get_mut(shape).ok_or(CompactError::NoShape)?;
         decompressor.decompress(frame, size).map_err(CompactError::Decompress)
     })
 }

@@ -16,6 +16,7 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, Anchor, AnchorKey, AnchorScan, Tampering};
 use super::archive::{self, ArchiveError, ArchiveFile, Header};
+use super::compact;
 use super::log;
 use super::rollup::{DayDim, Histogram};
 use super::segments::{self, Segment, SegmentState};
@@ -522,11 +523,8 @@ impl Reader {
             }
             Some(_) => {}
         }
-        let mut statement =
-            transaction.prepare(&format!("{} WHERE seq > ?1 ORDER BY seq", *ALL_COLUMNS)).map_err(ReadError::from)?;
-        let rows = statement.query([newest.seq]).map_err(ReadError::from)?;
         walk(
-            rows,
+            &transaction,
             ChainCheck::after(newest.seq, newest.hash.clone()),
             |_, broken| VerifyError::Broken(broken),
             |_, _| Ok(()),
@@ -781,9 +779,6 @@ fn walk_live(
     newest: Option<&Anchor>,
 ) -> Result<(), VerifyError> {
     let start = chain.last_seq();
-    let mut statement =
-        connection.prepare(&format!("{} WHERE seq > ?1 ORDER BY seq", *ALL_COLUMNS)).map_err(ReadError::from)?;
-    let rows = statement.query([start]).map_err(ReadError::from)?;
     let mut heads = segments.iter().filter(|segment| segment.last_seq > start).peekable();
     let broken = |expected, broken| in_segment(segments, expected, broken);
     let heads_checked = |seq, hash: &str| {
@@ -800,7 +795,7 @@ fn walk_live(
             _ => Ok(()),
         }
     };
-    *chain = walk(rows, std::mem::take(chain), broken, heads_checked)?;
+    *chain = walk(connection, std::mem::take(chain), broken, heads_checked)?;
     match heads.next() {
         Some(segment) => {
             Err(segment_break(segment, format!("the file's rows end at row {}, inside it", chain.last_seq())))
@@ -1186,28 +1181,56 @@ impl ChainCheck {
 /// Rows the reading thread hands the checking one at a time.
 const WALK_BATCH: usize = 256;
 
-/// A row of [`ALL_COLUMNS`] as read, before its check.
-type ReadRow = (String, String, Option<Row>, Link);
+/// What `verify`'s walk reads of each row after `?1`, in order: the columns
+/// of [`ALL_COLUMNS`], but a body stored compact raw (column 20, and its
+/// `shape_id` 21; column 16 NULL), for the checking thread to rebuild.
+static WALK_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+        input, output, cache_read, cache_write, reasoning, cost_usd,
+        CASE WHEN typeof(body) = 'blob' THEN NULL ELSE body END, prev_hash, {}, charged_worst,
+        CASE WHEN typeof(body) = 'blob' THEN body END, shape_id FROM ledger WHERE seq > ?1 ORDER BY seq",
+        store::HASH_SQL
+    )
+});
 
-/// Walks `rows` ([`ALL_COLUMNS`] in `seq` order) through `chain` on two
-/// threads: this one reads them from SQLite while a second checks each in
-/// order (its hash recomputed, its body parsed, its columns held to it; a
-/// break is `broken` of the row expected and the break) and then runs
-/// `checked` with the row's `seq` and hash. The first failure in row order
-/// is the answer; a failed read after it, the read's. The checking thread
-/// stops at a failure, and the reading one at its next batch.
+/// A row of [`WALK_COLUMNS`] as read, before its check: its kind as stored,
+/// its call, the row (`None` for an unknown kind), its link, and a compact
+/// body's stored bytes and shape.
+type ReadRow = (String, String, Option<Row>, Link, Option<(Vec<u8>, Option<i64>)>);
+
+/// Walks the rows after `chain`'s start ([`WALK_COLUMNS`]) through `chain`
+/// on two threads: this one reads them from SQLite while a second checks
+/// each in order (a compact body rebuilt with the file's shapes, read once
+/// in the same snapshot; its hash recomputed; a text body parsed and its
+/// columns held to it; a break is `broken` of the row expected and the
+/// break) and then runs `checked` with the row's `seq` and hash. The first
+/// failure in row order is the answer; a failed read after it, the read's.
+/// The checking thread stops at a failure, and the reading one at its next
+/// batch.
 fn walk(
-    mut rows: rusqlite::Rows<'_>,
+    connection: &Connection,
     mut chain: ChainCheck,
     broken: impl Fn(i64, ChainBreak) -> VerifyError + Send,
     mut checked: impl FnMut(i64, &str) -> Result<(), VerifyError> + Send,
 ) -> Result<ChainCheck, VerifyError> {
+    let mut book = compact::ShapeBook::read(connection).map_err(ReadError::from)?;
+    let mut statement = connection.prepare(&WALK_COLUMNS).map_err(ReadError::from)?;
+    let mut rows = statement.query([chain.last_seq()]).map_err(ReadError::from)?;
     let (batches, received) = std::sync::mpsc::sync_channel::<Vec<ReadRow>>(4);
     std::thread::scope(|scope| {
         let checker = scope.spawn(move || {
             for batch in received {
-                for (kind, call_id, stored, link) in batch {
+                for (kind, call_id, mut stored, link, compact) in batch {
                     let expected = chain.last_seq() + 1;
+                    if let (Some(row), Some((bytes, shape_id))) = (stored.as_mut(), compact) {
+                        row.body = book.decode(row, &bytes, shape_id).map_err(|error| {
+                            broken(
+                                expected,
+                                ChainBreak { seq: link.seq, call_id: call_id.clone(), reason: error.to_string() },
+                            )
+                        })?;
+                    }
                     chain.next(&kind, &call_id, stored, link).map_err(|chain_break| broken(expected, chain_break))?;
                     let (seq, hash) = chain.last();
                     checked(seq, hash)?;
@@ -1228,7 +1251,7 @@ fn walk(
 fn read_batches(rows: &mut rusqlite::Rows<'_>, batches: &SyncSender<Vec<ReadRow>>) -> Result<(), ReadError> {
     let mut batch = Vec::with_capacity(WALK_BATCH);
     while let Some(row) = rows.next()? {
-        batch.push(committed_row(row)?);
+        batch.push(walk_row(row)?);
         if batch.len() == WALK_BATCH
             && batches.send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH))).is_err()
         {
@@ -1238,6 +1261,27 @@ fn read_batches(rows: &mut rusqlite::Rows<'_>, batches: &SyncSender<Vec<ReadRow>
     // A refused last batch means the checker already failed: its error is the answer.
     let _stopped = batches.send(batch);
     Ok(())
+}
+
+/// A row of [`WALK_COLUMNS`] as the checking thread takes it.
+fn walk_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReadRow> {
+    let kind: String = row.get(1)?;
+    let call_id: String = row.get(2)?;
+    let body: Option<String> = row.get(16)?;
+    let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
+    let compact: Option<Vec<u8>> = row.get(20)?;
+    let prev_hash: String = row.get(17)?;
+    let link = Link {
+        seq: row.get(0)?,
+        prev_hash: Some(prev_hash).filter(|prev_hash| !prev_hash.is_empty()),
+        hash: row.get(18)?,
+        covers_columns: compact.is_some(),
+    };
+    let compact = match compact {
+        Some(bytes) => Some((bytes, row.get(21)?)),
+        None => None,
+    };
+    Ok((kind, call_id, stored, link, compact))
 }
 
 /// The file's distinct calls ([`DISTINCT_CALLS`]).

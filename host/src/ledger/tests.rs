@@ -1243,8 +1243,8 @@ fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
 
     writer.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
     let verify = || Reader::open(&path).unwrap().verify();
-    // A compact body that does not decompress cannot be read: row 900 fails the read.
-    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 900", []).unwrap();
+    // A call id stored as bytes cannot be read: row 900 fails the read.
+    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 900", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
     // A broken row before it is the answer.
     writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 600", []).unwrap();
@@ -1253,6 +1253,15 @@ fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
         other => panic!("expected the break at 600, got {other:?}"),
     }
     // An unreadable row before the break is the answer in turn.
-    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 300", []).unwrap();
+    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 300", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
+    // A compact body that does not decompress before it is a break naming it.
+    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 200", []).unwrap();
+    match verify() {
+        Err(VerifyError::Broken(broken)) => {
+            assert_eq!(broken.seq, 200, "{broken}");
+            assert!(broken.reason.contains("decompress"), "{broken}");
+        }
+        other => panic!("expected the break at 200, got {other:?}"),
+    }
 }
