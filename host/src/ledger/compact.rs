@@ -8,8 +8,8 @@
 //! field a column holds replaced by a placeholder (`[]`: no column's value
 //! is an array), its *residual*, compressed with zstd using the residual of
 //! the first row of the same kind and model as the dictionary (its *shape*,
-//! kept once in `ledger_shapes` and named by the row's `shape_id`): ~25
-//! bytes for such a row. Reading it puts the columns' values back where the
+//! kept once in `ledger_shapes` and named by the row's `shape_id`, without
+//! what the caller sent: [`NOT_IN_SHAPES`]): ~25 bytes for such a row. Reading it puts the columns' values back where the
 //! placeholders are, in the same order and spelling, so the body read is the
 //! body written, byte for byte: the chain's hash (`store::chain_hash`) is
 //! over that body, and so covers every column, the shape and every stored
@@ -245,10 +245,28 @@ fn find_or_make(connection: &Connection, key: &str, residual: &str) -> rusqlite:
     if shapes >= MAX_SHAPES {
         return Ok(None);
     }
+    let shape = shape_of(residual);
     connection
         .prepare_cached("INSERT INTO ledger_shapes (key, residual) VALUES (?1, ?2)")?
-        .execute(params![key, residual.as_bytes()])?;
-    Ok(Some((connection.last_insert_rowid(), residual.as_bytes().to_vec())))
+        .execute(params![key, shape.as_bytes()])?;
+    Ok(Some((connection.last_insert_rowid(), shape.into_bytes())))
+}
+
+/// The fields a shape leaves out: what a caller sent (the prompt and answer
+/// `record_content` keeps, the client's metadata, its trace context). A
+/// shape is never deleted, so it must hold nothing that retention deletes
+/// with the rows; it is only a dictionary, so any bytes serve.
+const NOT_IN_SHAPES: [&str; 3] = ["content", "client", "traceparent"];
+
+/// `residual` without the [`NOT_IN_SHAPES`] fields.
+fn shape_of(residual: &str) -> String {
+    let Ok(entries) = top_level(residual) else { return String::new() };
+    let kept: Vec<String> = entries
+        .iter()
+        .filter(|(key, _)| !NOT_IN_SHAPES.contains(key))
+        .map(|(key, value)| format!("\"{key}\":{}", value.get()))
+        .collect();
+    format!("{{{}}}", kept.join(","))
 }
 
 /// The body `stored` holds, rebuilt with `row`'s columns (its own `body`

@@ -129,6 +129,29 @@ fn a_models_rows_are_stored_against_its_first() {
     assert_eq!([first, other_model, hold_shape].iter().collect::<std::collections::HashSet<_>>().len(), 3);
 }
 
+/// A shape keeps nothing the caller sent: a first row recording its
+/// content, its client's metadata and its trace context makes a shape
+/// without them (retention deletes rows, never shapes), and the row still
+/// reads back whole.
+#[test]
+fn a_shape_keeps_no_content_of_the_call_it_came_from() {
+    let connection = file();
+    let mut busy = busy_record();
+    busy.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned());
+    busy.client = Some(crate::record::ClientFacts {
+        metadata: Some(serde_json::json!({"user_id": "user-secret-7"})),
+        ..crate::record::ClientFacts::default()
+    });
+    let row = Row::closing(&busy).unwrap();
+    let (id, stored) = encode_in(&connection, &row).unwrap();
+    let shape = String::from_utf8(shape(&connection, id)).unwrap();
+    for caller_sent in ["line\\nbreak", "user-secret-7", "4bf92f3577b34da6", "\"content\"", "\"client\""] {
+        assert!(!shape.contains(caller_sent), "{caller_sent} in {shape}");
+    }
+    assert!(shape.contains("\"attempts\""), "{shape}");
+    assert_eq!(decode(&row, &stored, Some(shape.as_bytes())).unwrap(), row.body);
+}
+
 /// Past the most shapes a file keeps, a new model's rows are stored as text.
 #[test]
 fn past_the_most_shapes_rows_stay_text() {
