@@ -256,12 +256,14 @@ impl Filler {
         if self.upkeep_due_at().is_none_or(|due| now < due) {
             return;
         }
+        // Due again only after another interval, whatever happens below (a
+        // file not open yet must not wake the thread at once, over and over).
+        self.last_upkeep = now;
         let Some(connection) = &self.connection else { return };
         match store::chain_end(connection) {
             Ok(head) => self.keep_segments(&head),
             Err(error) => tracing::warn!(%error, "the ledger's head could not be read for the segments' upkeep"),
         }
-        self.last_upkeep = now;
     }
 
     /// Opens the file and catches up on the log (what an earlier process, or

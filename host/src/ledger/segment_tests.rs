@@ -139,6 +139,20 @@ async fn neither_size_nor_age_reached_seals_nothing() {
     assert_eq!(live_rows(&dir.path().join("ledger.db")), 6);
 }
 
+/// An upkeep that comes due while the file is not open (its open failed)
+/// is not due again at once: the ledger's thread would wake over and over.
+#[test]
+fn an_upkeep_without_a_file_is_next_due_an_interval_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = SegmentPolicy { max_bytes: None, max_age: Some(Duration::from_secs(1)), ..sealing_only(dir.path()) };
+    let mut filler =
+        super::fill::Filler::new(config(dir.path(), policy), None, None, Default::default(), Default::default());
+    let later = std::time::Instant::now() + Duration::from_secs(1);
+    assert!(filler.upkeep_due_at().unwrap() <= later, "due within half the sealing age");
+    filler.upkeep_if_due(later);
+    assert!(filler.upkeep_due_at().unwrap() > later);
+}
+
 /// A segment sealed by age needs no later fill: an idle ledger's thread
 /// keeps the segments too, and seals rows once they are `max_age` old.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
