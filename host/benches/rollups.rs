@@ -206,16 +206,13 @@ fn append_cost(dir: &Path) {
 /// rows per second, the file's bytes per row, and `verify`'s rows per second
 /// over each file, alternated twice.
 fn compaction(dir: &Path, rows: u64) {
-    let formats = ["compact", "text"];
-    let paths: Vec<PathBuf> = formats.iter().map(|format| dir.join(format!("format-{format}.db"))).collect();
-    let mut files: Vec<BenchFile> = paths
-        .iter()
-        .map(|path| {
-            let _ = std::fs::remove_file(path);
-            BenchFile::open(path).expect("open")
-        })
-        .collect();
-    files[1] = BenchFile::open(&paths[1]).expect("open").with_text_bodies();
+    let paths: Vec<PathBuf> =
+        ["compact", "text"].iter().map(|format| dir.join(format!("format-{format}.db"))).collect();
+    let fresh = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        BenchFile::open(path).expect("open")
+    };
+    let mut files = [fresh(&paths[0]), fresh(&paths[1]).with_text_bodies()];
     let mut spent = [Duration::ZERO; 2];
     for from in (0..rows).step_by(BATCH) {
         for (file, spent) in files.iter_mut().zip(spent.iter_mut()) {

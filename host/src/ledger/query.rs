@@ -327,12 +327,11 @@ pub enum VerifyError {
 
 /// Every column, in the table's order (the indices [`stored_row`] reads):
 /// the body as JSON text, the hash as hex (see `store::BODY_SQL` and
-/// `store::HASH_SQL`), and last whether the body is stored compact.
+/// `store::HASH_SQL`).
 pub(super) static ALL_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-        input, output, cache_read, cache_write, reasoning, cost_usd, {}, prev_hash, {}, charged_worst,
-        typeof(body) = 'blob' FROM ledger",
+        input, output, cache_read, cache_write, reasoning, cost_usd, {}, prev_hash, {}, charged_worst FROM ledger",
         store::BODY_SQL,
         store::HASH_SQL
     )
@@ -1263,24 +1262,16 @@ fn read_batches(rows: &mut rusqlite::Rows<'_>, batches: &SyncSender<Vec<ReadRow>
     Ok(())
 }
 
-/// A row of [`WALK_COLUMNS`] as the checking thread takes it.
+/// A row of [`WALK_COLUMNS`] as the checking thread takes it: a compact
+/// row's body is empty until that thread rebuilds it, and its columns are
+/// then covered by its hash.
 fn walk_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReadRow> {
-    let kind: String = row.get(1)?;
-    let call_id: String = row.get(2)?;
-    let body: Option<String> = row.get(16)?;
-    let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
-    let compact: Option<Vec<u8>> = row.get(20)?;
-    let prev_hash: String = row.get(17)?;
-    let link = Link {
-        seq: row.get(0)?,
-        prev_hash: Some(prev_hash).filter(|prev_hash| !prev_hash.is_empty()),
-        hash: row.get(18)?,
-        covers_columns: compact.is_some(),
-    };
-    let compact = match compact {
+    let (kind, call_id, stored, mut link) = committed_row(row)?;
+    let compact = match row.get::<_, Option<Vec<u8>>>(20)? {
         Some(bytes) => Some((bytes, row.get(21)?)),
         None => None,
     };
+    link.covers_columns = compact.is_some();
     Ok((kind, call_id, stored, link, compact))
 }
 
@@ -1289,19 +1280,22 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
     Ok(connection.query_row(DISTINCT_CALLS, [], |row| row.get(0))?)
 }
 
-/// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as
-/// stored, its call, the row (`None` for an unknown kind) and its link.
+/// A row of [`ALL_COLUMNS`] (or of [`WALK_COLUMNS`], whose first columns
+/// are the same) as the chain's check takes it: its kind as stored, its
+/// call, the row (`None` for an unknown kind; a NULL body read as empty) and
+/// its link.
 pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
     let call_id: String = row.get(2)?;
     let body: Option<String> = row.get(16)?;
     let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
     let prev_hash: String = row.get(17)?;
+    // The body is read as text here: a check of the row holds its columns to it.
     let link = Link {
         seq: row.get(0)?,
         prev_hash: Some(prev_hash).filter(|prev_hash| !prev_hash.is_empty()),
         hash: row.get(18)?,
-        covers_columns: row.get(20)?,
+        covers_columns: false,
     };
     Ok((kind, call_id, stored, link))
 }
