@@ -712,8 +712,10 @@ impl WeirBuilder {
                 fleet::check_limits(&config)
                     .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
                 let meter = metrics.clone().map(|metrics| Arc::new(metrics) as Arc<dyn fleet::FleetMeter>);
-                let store = fleet::RedisStore::new(fleet, meter)
-                    .map_err(|message| ConfigError::Invalid { origin: config.origin.clone(), message })?;
+                let store = fleet::RedisStore::new(fleet, meter).map_err(|error| ConfigError::Invalid {
+                    origin: config.origin.clone(),
+                    message: error.to_string(),
+                })?;
                 Some(store)
             }
             None => None,

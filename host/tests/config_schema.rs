@@ -55,9 +55,28 @@ fn the_schema_refuses_what_the_parser_refuses() {
         (format!("{entry}tokenizer = \"words\"\n"), "a tokenizer no enum holds"),
         (format!("{entry}[server]\nmax_connections = \"many\"\n"), "a string for an integer"),
         (format!("{entry}[role.chat]\nmodel = \"m\"\nlane = \"slow\"\n"), "a lane word no enum holds"),
+        (format!("{entry}[fleet]\ncluster_urls = \"redis://127.0.0.1:7000\"\n"), "one string for the cluster's list"),
     ] {
         assert!(weir_host::Config::from_toml(&broken, "test").is_err(), "the parser refuses {why}");
         assert!(!validator.is_valid(&as_json(&broken)), "the schema refuses {why}");
+    }
+}
+
+/// `[fleet]` names one Redis server or a cluster's nodes: both parse and
+/// validate against the schema.
+#[test]
+fn a_fleet_on_one_server_or_on_a_cluster_validates() {
+    let validator = validator();
+    let entry = "[[model]]\nid = \"m\"\nprovider = \"openai\"\nmax_output_tokens = 1\ncontext_window = 2\n";
+    for fleet in [
+        "redis_url = \"redis://127.0.0.1:6379\"",
+        "cluster_urls = [\"redis://:pw@10.0.0.1:6379\", \"redis://:pw@10.0.0.2:6379\"]\nkey_prefix = \"weir-eu\"",
+    ] {
+        let text = format!("{entry}[fleet]\n{fleet}\n");
+        let config = weir_host::Config::from_toml(&text, "test").expect("the parser reads it");
+        assert!(config.fleet.is_some());
+        let found = errors(&validator, &as_json(&text));
+        assert!(found.is_empty(), "{fleet}: {found:#?}");
     }
 }
 

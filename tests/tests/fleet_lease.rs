@@ -30,7 +30,8 @@ const ONE: Demand = Demand { requests: 1, tokens: 0 };
 
 fn store(server: &RedisServer) -> RedisStore {
     let settings = FleetSettings {
-        redis_url: server.url(),
+        redis_url: Some(server.url()),
+        cluster_urls: None,
         on_shared_error: SharedErrorPolicy::Refuse,
         fleet_size: None,
         key_prefix: Some("weir-test".to_owned()),
@@ -156,7 +157,8 @@ async fn a_gateway_killed_holding_a_block_loses_at_most_that_block() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let (account, admitted, held) = runtime.block_on(async {
             let settings = FleetSettings {
-                redis_url: url_server,
+                redis_url: Some(url_server),
+                cluster_urls: None,
                 on_shared_error: SharedErrorPolicy::Refuse,
                 fleet_size: None,
                 key_prefix: Some("weir-test".to_owned()),

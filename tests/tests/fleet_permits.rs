@@ -28,7 +28,8 @@ const SPARE: u32 = 4;
 
 fn settings(server: &RedisServer, policy: SharedErrorPolicy, lease_secs: Option<u64>) -> FleetSettings {
     FleetSettings {
-        redis_url: server.url(),
+        redis_url: Some(server.url()),
+        cluster_urls: None,
         on_shared_error: policy,
         fleet_size: (policy == SharedErrorPolicy::Local).then_some(2),
         key_prefix: Some("weir-test".to_owned()),

@@ -23,7 +23,8 @@ const BASE_SECONDS: u64 = 1_800_000_000;
 
 fn store(server: &RedisServer, policy: SharedErrorPolicy, fleet_size: Option<u32>) -> RedisStore {
     let settings = FleetSettings {
-        redis_url: server.url(),
+        redis_url: Some(server.url()),
+        cluster_urls: None,
         on_shared_error: policy,
         fleet_size,
         key_prefix: Some("weir-test".to_owned()),
@@ -214,7 +215,8 @@ async fn permits_are_leases_that_expire_unless_renewed() {
     use weir_host::admission::{PermitPool, PermitVerdict};
     let server = RedisServer::start().await;
     let settings = |lease_secs| FleetSettings {
-        redis_url: server.url(),
+        redis_url: Some(server.url()),
+        cluster_urls: None,
         on_shared_error: SharedErrorPolicy::Refuse,
         fleet_size: None,
         key_prefix: Some("weir-test".to_owned()),

@@ -28,6 +28,7 @@ pub use key::{CacheKey, KeyWriter, ScopeName};
 pub use crate::chat::{CacheAsk, CacheMark};
 use crate::config::{AnswerCacheSettings, FleetSettings};
 pub use crate::config::{CacheScope, EntryCaching};
+use crate::fleet::RedisTarget;
 use shared::SharedAnswers;
 
 /// Why an answer was not stored; logged at debug, counted nowhere else.
@@ -120,7 +121,10 @@ impl AnswerCache {
             })
             .build();
         let shared = match fleet {
-            Some(fleet) => Some(SharedAnswers::new(&fleet.redis_url, fleet.key_prefix.as_deref().unwrap_or("weir"))?),
+            Some(fleet) => {
+                let target = RedisTarget::new(fleet).map_err(|error| error.to_string())?;
+                Some(SharedAnswers::new(target, fleet.key_prefix.as_deref().unwrap_or("weir")))
+            }
             None => None,
         };
         Ok(Self { memory, shared, max_entry_bytes: settings.max_entry_bytes(), meter })

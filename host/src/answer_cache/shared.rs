@@ -1,4 +1,5 @@
-//! The answers a fleet shares, in the `[fleet]` Redis: one value per key,
+//! The answers a fleet shares, in the `[fleet]` Redis (one server or a
+//! cluster: each answer is one key, hashed whole to its slot): one value per key,
 //! LZ4-compressed, written with `SET … EX ttl` so Redis itself bounds how long
 //! (and so how much) it keeps. Redis here is an accelerator, never a
 //! dependency: every failure (unreachable, slow, a value that does not
@@ -7,12 +8,11 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
 use super::codec::{self, StoredAnswer, StoredRanking, StoredVector};
 use super::key::CacheKey;
-use crate::redact::redacted;
+use crate::fleet::{Connection, RedisTarget, Timeouts};
 
 /// The longest a lookup or a store may take (connecting included): a hit
 /// that waits longer than this is not worth waiting for.
@@ -38,34 +38,23 @@ pub enum SharedError {
 
 /// The fleet's shared answers.
 pub struct SharedAnswers {
-    client: redis::Client,
-    connection: tokio::sync::OnceCell<ConnectionManager>,
+    target: RedisTarget,
+    connection: tokio::sync::OnceCell<Connection>,
     prefix: String,
-    /// The URL without its password, for the log.
-    url: String,
     retry_at: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for SharedAnswers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedAnswers").field("url", &self.url).field("prefix", &self.prefix).finish()
+        f.debug_struct("SharedAnswers").field("redis", &self.target.shown()).field("prefix", &self.prefix).finish()
     }
 }
 
 impl SharedAnswers {
-    /// Answers in the Redis at `redis_url`, under `{prefix}:answer:`.
+    /// Answers in the Redis at `target`, under `{prefix}:answer:`.
     /// Connects on first use.
-    pub fn new(redis_url: &str, prefix: &str) -> Result<Self, String> {
-        let url = redacted(redis_url);
-        let client = redis::Client::open(redis_url)
-            .map_err(|error| format!("[fleet] redis_url `{url}` is not usable: {:?}", error.kind()))?;
-        Ok(Self {
-            client,
-            connection: tokio::sync::OnceCell::new(),
-            prefix: prefix.to_owned(),
-            url,
-            retry_at: Mutex::new(None),
-        })
+    pub fn new(target: RedisTarget, prefix: &str) -> Self {
+        Self { target, connection: tokio::sync::OnceCell::new(), prefix: prefix.to_owned(), retry_at: Mutex::new(None) }
     }
 
     fn redis_key(&self, key: &CacheKey) -> String {
@@ -113,7 +102,7 @@ impl SharedAnswers {
 
     /// Runs one command on the shared connection, bounded by
     /// [`OPERATION_TIMEOUT`]; skipped while Redis rests after a failure.
-    async fn run<T, F>(&self, command: impl FnOnce(ConnectionManager) -> F) -> Result<T, SharedError>
+    async fn run<T, F>(&self, command: impl FnOnce(Connection) -> F) -> Result<T, SharedError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
@@ -132,28 +121,20 @@ impl SharedAnswers {
         let mut retry_at = self.retry_at.lock().unwrap_or_else(PoisonError::into_inner);
         match &result {
             Ok(_) if retry_at.take().is_some() => {
-                tracing::warn!(redis = %self.url, "the answer cache's Redis is reachable again");
+                tracing::warn!(redis = %self.target.shown(), "the answer cache's Redis is reachable again");
             }
             Ok(_) => {}
             Err(error) => {
                 if retry_at.replace(Instant::now() + RETRY_AFTER_OUTAGE).is_none() {
-                    tracing::error!(redis = %self.url, %error, "the answer cache's Redis failed: calls miss it for now");
+                    tracing::error!(redis = %self.target.shown(), %error, "the answer cache's Redis failed: calls miss it for now");
                 }
             }
         }
         result
     }
 
-    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        let make = || {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(Some(OPERATION_TIMEOUT))
-                .set_number_of_retries(1)
-                .set_min_delay(Duration::from_millis(50))
-                .set_max_delay(Duration::from_millis(500));
-            ConnectionManager::new_with_config(self.client.clone(), config)
-        };
-        self.connection.get_or_try_init(make).await.cloned()
+    async fn connection(&self) -> redis::RedisResult<Connection> {
+        let timeouts = Timeouts { connect: CONNECT_TIMEOUT, response: OPERATION_TIMEOUT };
+        self.connection.get_or_try_init(|| self.target.connect(timeouts)).await.cloned()
     }
 }

@@ -388,7 +388,11 @@ fn serve(common: Common, listen: Option<SocketAddr>) -> anyhow::Result<()> {
             ledger = %weir.ledger().map_or_else(|| "off".to_owned(), |ledger| ledger.path().display().to_string()),
             shared_limits = %weir.config().fleet.as_ref().map_or_else(
                 || "off".to_owned(),
-                |fleet| format!("{} ({:?} when out)", weir_host::redact::redacted(&fleet.redis_url), fleet.on_shared_error)
+                // The store was made from these settings, so they name a usable Redis.
+                |fleet| match weir_host::fleet::RedisTarget::new(fleet) {
+                    Ok(target) => format!("{} ({:?} when out)", target.shown(), fleet.on_shared_error),
+                    Err(error) => error.to_string(),
+                }
             ),
             "weir gateway ready"
         );

@@ -97,15 +97,22 @@ pub struct RetentionProjects {
     pub lax_project: Option<String>,
 }
 
-/// `[fleet]`: where the fleet's shared state lives. Its `Debug` shows
-/// `redis_url` redacted ([`crate::redact`]).
+/// `[fleet]`: where the fleet's shared state lives: one Redis server
+/// (`redis_url`) or a Redis Cluster (`cluster_urls`), exactly one of them.
+/// Its `Debug` shows every URL redacted ([`crate::redact`]).
 #[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FleetSettings {
-    /// `redis://[user:password@]host:port[/db]` (`rediss://` for TLS is not
-    /// built in). The password never appears in a log or message: it is
-    /// shown through [`crate::redact::redacted`].
-    pub redis_url: String,
+    /// One Redis server: `redis://[user:password@]host:port[/db]`
+    /// (`rediss://` for TLS is not built in). The password never appears in
+    /// a log or message: it is shown through [`crate::redact::redacted`].
+    pub redis_url: Option<String>,
+    /// A Redis Cluster instead: the URLs of some of its nodes
+    /// (`redis://[user:password@]host:port`, the same user and password in
+    /// each; at least one), from which the gateway learns the others. Keys
+    /// are hash-tagged by their owner so each script stays in one slot.
+    /// Passwords are redacted as in `redis_url`.
+    pub cluster_urls: Option<Vec<String>>,
     /// What a call meets while Redis cannot be reached (default `refuse`).
     #[serde(default)]
     pub on_shared_error: SharedErrorPolicy,
@@ -113,7 +120,8 @@ pub struct FleetSettings {
     /// `1 / fleet_size` of every limit. Required with `local`.
     pub fleet_size: Option<u32>,
     /// The prefix of every key Weir writes (default `weir`): fleets sharing one
-    /// Redis keep apart by it.
+    /// Redis keep apart by it. On a cluster it may not hold `{` (it would be
+    /// every key's hash tag).
     pub key_prefix: Option<String>,
     /// How long a `max_concurrency` permit's lease lasts unless its gateway
     /// renews it (default 15 s, at least 3): the permits of a gateway that
@@ -124,7 +132,14 @@ pub struct FleetSettings {
 impl std::fmt::Debug for FleetSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FleetSettings")
-            .field("redis_url", &crate::redact::redacted(&self.redis_url))
+            .field("redis_url", &self.redis_url.as_deref().map(crate::redact::redacted))
+            .field(
+                "cluster_urls",
+                &self
+                    .cluster_urls
+                    .as_ref()
+                    .map(|urls| urls.iter().map(|url| crate::redact::redacted(url)).collect::<Vec<_>>()),
+            )
             .field("on_shared_error", &self.on_shared_error)
             .field("fleet_size", &self.fleet_size)
             .field("key_prefix", &self.key_prefix)

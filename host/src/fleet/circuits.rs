@@ -1,9 +1,12 @@
 //! Deployments' circuits shared through Redis (see
 //! [`crate::admission::deployment::CircuitBoard`]): an open circuit is the key
-//! `{prefix}:circuit:{model:<id>/deployment:<name>}`, set with the time it
-//! stays open as its expiry (`SET … PX`), read back with `PTTL`, deleted when
-//! a probe closes it. A Redis that is out leaves each gateway its own
-//! circuits; the failure is logged and counted as any shared-state failure.
+//! `<prefix>:circuit:model:<id>/deployment:<name>` (on a cluster, tagged:
+//! `<prefix>:circuit:{model:<id>/deployment:<name>}`, see `keys.rs`), set with
+//! the time it stays open as its expiry (`SET … PX`), read back with `PTTL`
+//! (one pipeline; on a cluster one command per deployment, whose keys may sit
+//! on different nodes), deleted when a probe closes it. A Redis that is out
+//! leaves each gateway its own circuits; the failure is logged and counted as
+//! any shared-state failure.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +31,7 @@ impl RedisCircuits {
     }
 
     fn key(&self, key: &str) -> String {
-        format!("{}:circuit:{key}", self.shared.prefix())
+        self.shared.keys().circuit(key)
     }
 }
 
@@ -54,11 +57,8 @@ impl CircuitBoard for RedisCircuits {
 
     fn open_now<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Vec<Option<Duration>>> {
         Box::pin(async move {
-            let mut command = redis::pipe();
-            for key in keys {
-                command.cmd("PTTL").arg(self.key(key));
-            }
-            let answers: Vec<i64> = self.shared.attempt(self.shared.query(&command)).await.unwrap_or_default();
+            let commands = keys.iter().map(|key| redis::cmd("PTTL").arg(self.key(key)).clone()).collect();
+            let answers: Vec<i64> = self.shared.attempt(self.shared.query_each(commands)).await.unwrap_or_default();
             // PTTL: -2 no key, -1 no expiry (never written so), else the milliseconds left.
             answers
                 .into_iter()

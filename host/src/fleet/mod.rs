@@ -1,6 +1,7 @@
 //! A fleet of gateways sharing one set of limits: each model's (and caller
 //! key's) request and token buckets and its throttle coefficient live in Redis
-//! (`[fleet] redis_url`), taken whole-demand by one atomic script
+//! (`[fleet] redis_url`, or a Redis Cluster: `cluster_urls`, its keys
+//! hash-tagged per owner, `keys.rs`), taken whole-demand by one atomic script
 //! (`account.lua`, the in-process arithmetic to the unit), so N gateways admit
 //! what one would. `max_concurrency` permits are leases in Redis that expire
 //! unless renewed (`permits.lua`), so the permits of a gateway that died come
@@ -17,10 +18,12 @@
 
 mod budgets;
 mod circuits;
+mod keys;
 mod lease;
 mod notices;
 mod permits;
 mod redis_store;
+mod target;
 
 pub use crate::config::{FleetSettings, SharedErrorPolicy};
 pub use budgets::{AccountNumbers, Check, HoldRefused, SharedBudgets, SpendSource};
@@ -29,7 +32,9 @@ pub use notices::AdminNotices;
 pub use permits::{PERMIT_BLOCK_MOST, PERMIT_BLOCK_SHARE, PERMIT_GIVE_BACK_WINDOW, RedisPermits, spare_permits};
 pub use redis_store::{
     DEFAULT_LEASE_SECS, LeaseAnswer, RETRY_AFTER_OUTAGE, RedisAccount, RedisStore, ScriptTime, ScriptVerdict,
+    SettingsError,
 };
+pub use target::{Connection, RedisTarget, TargetError, Timeouts};
 
 /// The largest `tpm` the fleet's script computes exactly (its divisions keep
 /// every partial below 2^53 up to this capacity).
@@ -59,9 +64,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_settings_debug_shows_the_url_without_its_password() {
+    fn the_settings_debug_shows_the_urls_without_their_passwords() {
         let settings = FleetSettings {
-            redis_url: "redis://default:p@ss-X9@10.0.0.1:6379/0".to_owned(),
+            redis_url: Some("redis://default:p@ss-X9@10.0.0.1:6379/0".to_owned()),
+            cluster_urls: Some(vec!["redis://:n0de-Y8@10.0.0.2:6379".to_owned()]),
             on_shared_error: SharedErrorPolicy::Refuse,
             fleet_size: None,
             key_prefix: None,
@@ -69,6 +75,7 @@ mod tests {
         };
         let shown = format!("{settings:?}");
         assert!(shown.contains("redis://<credentials>@10.0.0.1:6379/0") && !shown.contains("X9"), "{shown}");
+        assert!(shown.contains("redis://<credentials>@10.0.0.2:6379") && !shown.contains("Y8"), "{shown}");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Admin changes announced through Redis: the gateway that made a change
-//! publishes its sequence number on `{prefix}:admin`; every gateway of the
+//! publishes its sequence number on `<prefix>:admin`; every gateway of the
 //! fleet subscribes and reloads the admin plane at once. It only hurries the
 //! poll (`crate::admin::sync`): a lost notice, or a Redis that is out, leaves
-//! each gateway its poll.
+//! each gateway its poll. On a Redis Cluster a gateway subscribes through one
+//! of the nodes `cluster_urls` names (the cluster carries every `PUBLISH` to
+//! every node), and through the next one when that subscription is lost.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +34,7 @@ impl AdminNotices {
     }
 
     fn channel(&self) -> String {
-        format!("{}:admin", self.shared.prefix())
+        self.shared.keys().admin_channel()
     }
 
     /// Announces change `seq` to the fleet (a Redis that is out is logged
@@ -44,11 +46,13 @@ impl AdminNotices {
     }
 
     /// Calls `heard` for every change announced, for ever: subscribes, and
-    /// subscribes again [`RESUBSCRIBE_AFTER`] after the subscription is lost.
+    /// subscribes again [`RESUBSCRIBE_AFTER`] after the subscription is lost
+    /// (on a cluster, through the next node named).
     pub async fn listen(&self, heard: impl Fn(i64)) {
+        let clients = self.shared.target().subscription_clients();
         let mut lost = false;
-        loop {
-            match self.subscribe(&heard, &mut lost).await {
+        for client in clients.iter().cycle() {
+            match self.subscribe(client, &heard, &mut lost).await {
                 Ok(()) => {}
                 Err(error) if !lost => {
                     lost = true;
@@ -60,8 +64,8 @@ impl AdminNotices {
         }
     }
 
-    async fn subscribe(&self, heard: &impl Fn(i64), lost: &mut bool) -> redis::RedisResult<()> {
-        let mut pubsub = self.shared.client().get_async_pubsub().await?;
+    async fn subscribe(&self, client: &redis::Client, heard: &impl Fn(i64), lost: &mut bool) -> redis::RedisResult<()> {
+        let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(self.channel()).await?;
         if std::mem::take(lost) {
             tracing::info!("the admin changes' channel in Redis is back");

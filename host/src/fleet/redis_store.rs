@@ -1,24 +1,25 @@
 //! The [`RateStore`] whose accounts live in Redis. Each operation is one
 //! `EVALSHA` of `account.lua` on one auto-reconnecting multiplexed connection
-//! shared by every account of the gateway; the script reads the clock
+//! shared by every account of the gateway (on a Redis Cluster, one per node,
+//! routed by the key's slot: [`super::target`]); the script reads the clock
 //! (Redis's `TIME`) itself, so the gateways' clocks need not agree.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
 use super::budgets::SharedBudgets;
+use super::keys::KeyNames;
 use super::lease::{Leased, LeasedAccount};
 use super::permits::{self, RedisPermits};
+use super::target::{Connection, RedisTarget, TargetError, Timeouts};
 use super::{FleetMeter, FleetSettings, SharedErrorPolicy};
 use crate::admission::{
     Axis, BoxFuture, Bucket, Demand, Feedback, InProcessAccount, InteractiveShare, Limits, PermitPool, RateAccount,
     RateStore, Room, Shortfall, Verdict, room_in,
 };
-use crate::redact::redacted;
 
 /// After a failed operation, how long calls take the policy without asking
 /// Redis; the first call after it asks again.
@@ -35,6 +36,19 @@ pub const DEFAULT_LEASE_SECS: u64 = 15;
 /// Renewed each third of it, so a shorter lease is mostly renewal traffic.
 const MIN_LEASE_SECS: u64 = 3;
 
+/// Why `[fleet]` cannot make a store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("[fleet] fleet_size must be at least 1")]
+    ZeroFleetSize,
+    #[error("[fleet] on_shared_error = \"local\" needs fleet_size (each gateway's share)")]
+    LocalWithoutSize,
+    #[error("[fleet] lease_secs must be at least {MIN_LEASE_SECS}")]
+    ShortLease,
+}
+
 /// The fleet's accounts, in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -48,12 +62,12 @@ pub struct RedisStore {
 }
 
 pub(super) struct Shared {
-    client: redis::Client,
+    target: RedisTarget,
     /// Made on the first operation (inside the runtime, which a builder
     /// called outside one lacks), and again after a failed first connect.
-    connection: tokio::sync::OnceCell<ConnectionManager>,
+    connection: tokio::sync::OnceCell<Connection>,
     script: redis::Script,
-    prefix: String,
+    keys: KeyNames,
     policy: SharedErrorPolicy,
     fleet_size: u32,
     /// Set while Redis is out: calls take the policy until this instant.
@@ -62,53 +76,51 @@ pub(super) struct Shared {
     /// latest failure may have been lost with it (a restarted Redis is empty).
     failures: AtomicU64,
     meter: Option<Arc<dyn FleetMeter>>,
-    /// The URL without its password, for the log.
-    url: String,
 }
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore").field("url", &self.shared.url).field("policy", &self.shared.policy).finish()
+        f.debug_struct("RedisStore")
+            .field("redis", &self.shared.target.shown())
+            .field("policy", &self.shared.policy)
+            .finish()
     }
 }
 
 impl RedisStore {
-    /// A store on `settings.redis_url`. Connects lazily (on the first call), so
-    /// a gateway starts while Redis is still coming up; an unusable URL or a
-    /// `local` policy without a fleet size is refused here.
-    pub fn new(settings: &FleetSettings, meter: Option<Arc<dyn FleetMeter>>) -> Result<Self, String> {
-        let url = redacted(&settings.redis_url);
+    /// A store on the Redis `settings` name (one server, or a cluster).
+    /// Connects lazily (on the first call), so a gateway starts while Redis
+    /// is still coming up; an unusable URL or a `local` policy without a
+    /// fleet size is refused here.
+    pub fn new(settings: &FleetSettings, meter: Option<Arc<dyn FleetMeter>>) -> Result<Self, SettingsError> {
         let fleet_size = match (settings.on_shared_error, settings.fleet_size) {
-            (_, Some(0)) => return Err("[fleet] fleet_size must be at least 1".to_owned()),
-            (SharedErrorPolicy::Local, None) => {
-                return Err("[fleet] on_shared_error = \"local\" needs fleet_size (each gateway's share)".to_owned());
-            }
+            (_, Some(0)) => return Err(SettingsError::ZeroFleetSize),
+            (SharedErrorPolicy::Local, None) => return Err(SettingsError::LocalWithoutSize),
             (_, size) => size.unwrap_or(1),
         };
-        let client = redis::Client::open(settings.redis_url.as_str())
-            .map_err(|error| format!("[fleet] redis_url `{url}` is not usable: {:?}", error.kind()))?;
+        let target = RedisTarget::new(settings)?;
+        let keys = KeyNames::new(settings.key_prefix.as_deref().unwrap_or("weir"), target.is_cluster());
         let shared = Shared {
-            client,
+            target,
             connection: tokio::sync::OnceCell::new(),
             script: redis::Script::new(SCRIPT),
-            prefix: settings.key_prefix.clone().unwrap_or_else(|| "weir".to_owned()),
+            keys,
             policy: settings.on_shared_error,
             fleet_size,
             retry_at: Mutex::new(None),
             failures: AtomicU64::new(0),
             meter,
-            url,
         };
         let lease = Duration::from_secs(settings.lease_secs.unwrap_or(DEFAULT_LEASE_SECS));
         if lease < Duration::from_secs(MIN_LEASE_SECS) {
-            return Err(format!("[fleet] lease_secs must be at least {MIN_LEASE_SECS}"));
+            return Err(SettingsError::ShortLease);
         }
         Ok(Self { shared: Arc::new(shared), lease, blocks: Arc::default(), permit_pools: Arc::default() })
     }
 
     /// The fleet's budget accounts.
     pub fn budgets(&self) -> SharedBudgets {
-        SharedBudgets::new(Arc::clone(&self.shared), self.shared.prefix.clone())
+        SharedBudgets::new(Arc::clone(&self.shared))
     }
 
     /// The fleet's channel of admin changes.
@@ -141,7 +153,7 @@ impl RedisStore {
 
     fn permits_keeping(&self, key: &str, max: u32, spare: u32) -> RedisPermits {
         let local_share = (self.shared.policy == SharedErrorPolicy::Local).then(|| max / self.shared.fleet_size.max(1));
-        let key = format!("{}:permits:{key}", self.shared.prefix);
+        let key = self.shared.keys.permits(key);
         RedisPermits::new(Arc::clone(&self.shared), key, self.lease, max, spare, local_share)
     }
 
@@ -162,7 +174,7 @@ impl RedisStore {
             .then(|| InProcessAccount::new(share_of(limits, self.shared.fleet_size), Instant::now()));
         RedisAccount {
             shared: Arc::clone(&self.shared),
-            key: format!("{}:account:{key}", self.shared.prefix),
+            key: self.shared.keys.account(key),
             limits,
             local,
             last_tenths: AtomicI64::new(0),
@@ -481,9 +493,39 @@ impl Shared {
     }
 
     /// Runs a command (or a pipeline) on the gateway's connection, bounded by
-    /// [`OPERATION_TIMEOUT`] (connecting included).
+    /// [`OPERATION_TIMEOUT`] (connecting included). On a cluster a pipeline's
+    /// keys must share a slot: see [`Self::query_each`].
     pub(super) async fn query<T: redis::FromRedisValue>(&self, command: &redis::Pipeline) -> redis::RedisResult<T> {
         let bounded = async { command.query_async(&mut self.connection().await?).await };
+        match tokio::time::timeout(OPERATION_TIMEOUT, bounded).await {
+            Ok(answer) => answer,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
+        }
+    }
+
+    /// Runs `commands` (each on keys of one slot) and answers each one's
+    /// answer, in order: one pipeline on one server; on a cluster, each
+    /// command on its own at once (their keys' slots may differ), bounded
+    /// together by [`OPERATION_TIMEOUT`]; any failure fails them all.
+    pub(super) async fn query_each<T: redis::FromRedisValue>(
+        &self,
+        commands: Vec<redis::Cmd>,
+    ) -> redis::RedisResult<Vec<T>> {
+        if !self.keys.tagged() {
+            let mut pipeline = redis::pipe();
+            for command in commands {
+                pipeline.add_command(command);
+            }
+            return self.query(&pipeline).await;
+        }
+        let bounded = async {
+            let connection = self.connection().await?;
+            let each = commands.iter().map(|command| {
+                let mut connection = connection.clone();
+                async move { command.query_async::<T>(&mut connection).await }
+            });
+            futures_util::future::try_join_all(each).await
+        };
         match tokio::time::timeout(OPERATION_TIMEOUT, bounded).await {
             Ok(answer) => answer,
             Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "no answer in time"))),
@@ -496,28 +538,21 @@ impl Shared {
         self.failures.load(Ordering::SeqCst)
     }
 
-    /// The client, for a connection of its own (a subscription).
-    pub(super) fn client(&self) -> &redis::Client {
-        &self.client
+    /// Where Redis is, for a connection of its own (a subscription).
+    pub(super) fn target(&self) -> &RedisTarget {
+        &self.target
     }
 
-    /// The keys' prefix (`[fleet] key_prefix`, default `weir`).
-    pub(super) fn prefix(&self) -> &str {
-        &self.prefix
+    /// The names of the fleet's keys (`[fleet] key_prefix`, default `weir`;
+    /// tagged on a cluster).
+    pub(super) fn keys(&self) -> &KeyNames {
+        &self.keys
     }
 
     /// The gateway's one connection (multiplexed, reconnecting by itself once made).
-    async fn connection(&self) -> redis::RedisResult<ConnectionManager> {
-        let make = || {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                .set_number_of_retries(1)
-                .set_min_delay(Duration::from_millis(50))
-                .set_max_delay(Duration::from_millis(500));
-            ConnectionManager::new_with_config(self.client.clone(), config)
-        };
-        self.connection.get_or_try_init(make).await.cloned()
+    async fn connection(&self) -> redis::RedisResult<Connection> {
+        let timeouts = Timeouts { connect: CONNECT_TIMEOUT, response: RESPONSE_TIMEOUT };
+        self.connection.get_or_try_init(|| self.target.connect(timeouts)).await.cloned()
     }
 
     /// `operation`'s answer, or `None` when Redis is out (now, or within
@@ -531,7 +566,7 @@ impl Shared {
         match operation.await {
             Ok(answer) => {
                 if out.is_some() && self.retry_at.lock().unwrap_or_else(PoisonError::into_inner).take().is_some() {
-                    tracing::warn!(redis = %self.url, "shared state reachable again: admission is shared once more");
+                    tracing::warn!(redis = %self.target.shown(), "shared state reachable again: admission is shared once more");
                 }
                 Some(answer)
             }
@@ -544,9 +579,9 @@ impl Shared {
                     .replace(Instant::now() + RETRY_AFTER_OUTAGE)
                     .is_none();
                 if first {
-                    tracing::error!(redis = %self.url, policy = ?self.policy, %error, "shared state unreachable");
+                    tracing::error!(redis = %self.target.shown(), policy = ?self.policy, %error, "shared state unreachable");
                 } else {
-                    tracing::debug!(redis = %self.url, %error, "shared state still unreachable");
+                    tracing::debug!(redis = %self.target.shown(), %error, "shared state still unreachable");
                 }
                 if let Some(meter) = &self.meter {
                     meter.shared_state_failed();
@@ -681,7 +716,8 @@ mod tests {
 
     fn settings(policy: SharedErrorPolicy, fleet_size: Option<u32>) -> FleetSettings {
         FleetSettings {
-            redis_url: "redis://127.0.0.1:1".to_owned(),
+            redis_url: Some("redis://127.0.0.1:1".to_owned()),
+            cluster_urls: None,
             on_shared_error: policy,
             fleet_size,
             key_prefix: None,
@@ -692,13 +728,17 @@ mod tests {
     #[test]
     fn a_local_policy_needs_a_fleet_size_and_a_size_is_at_least_one() {
         let error = RedisStore::new(&settings(SharedErrorPolicy::Local, None), None).unwrap_err();
-        assert!(error.contains("needs fleet_size"), "{error}");
+        assert_eq!(error, SettingsError::LocalWithoutSize);
+        assert!(error.to_string().contains("needs fleet_size"), "{error}");
         let error = RedisStore::new(&settings(SharedErrorPolicy::Refuse, Some(0)), None).unwrap_err();
-        assert!(error.contains("at least 1"), "{error}");
+        assert_eq!(error, SettingsError::ZeroFleetSize);
         let mut bad = settings(SharedErrorPolicy::Refuse, None);
-        bad.redis_url = "http://user:secret@example.com".to_owned();
+        bad.lease_secs = Some(MIN_LEASE_SECS - 1);
+        assert_eq!(RedisStore::new(&bad, None).unwrap_err(), SettingsError::ShortLease);
+        bad.redis_url = Some("http://user:secret@example.com".to_owned());
         let error = RedisStore::new(&bad, None).unwrap_err();
-        assert!(!error.contains("secret"), "the password never shows: {error}");
+        assert!(matches!(error, SettingsError::Target(TargetError::UnusableUrl { .. })), "{error:?}");
+        assert!(!error.to_string().contains("secret"), "the password never shows: {error}");
     }
 
     #[test]
