@@ -26,6 +26,7 @@ pub mod openai_wire;
 pub mod postgres_server;
 pub mod python;
 pub mod raw_socket;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod responses_wire;
 pub mod token_endpoints;
@@ -36,6 +37,7 @@ pub use gateway::{
     weir_binary,
 };
 pub use postgres_server::PostgresServer;
+pub use redis_cluster::RedisCluster;
 pub use redis_server::RedisServer;
 
 /// The test components `tests/build.rs` builds that other crates' benches load too.
