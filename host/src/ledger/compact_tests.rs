@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::value::RawValue;
 
-use super::{CompactError, Entries, FORMAT_1, Shapes, decode};
+use super::{CompactError, Entries, FORMAT_1, LAST_FOUR_DIGIT_YEAR_MS, Shapes, decode, write_time, write_tokens};
 use crate::ledger::store::Row;
 use crate::ledger::tests::{hold, opening, record};
 use crate::record::{AttemptReason, AttemptRecord, CallRecord, RecordedContent, StreamEnd, Tokens, Who};
@@ -351,6 +351,27 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
+    /// A time column is written as the records write their times
+    /// (`humantime`), to the millisecond, over the whole four-digit range
+    /// and past it.
+    #[test]
+    fn a_time_is_written_as_the_records_write_it(ms in 0..=LAST_FOUR_DIGIT_YEAR_MS + 10_000_000) {
+        let mut written = Vec::new();
+        write_time(&mut written, i64::try_from(ms).unwrap());
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        prop_assert_eq!(String::from_utf8(written).unwrap(), format!("\"{}\"", humantime::format_rfc3339_millis(time)));
+    }
+
+    /// Token counts are written as `serde_json` writes them.
+    #[test]
+    fn token_counts_are_written_as_serde_json_writes_them(counts in proptest::array::uniform5(any::<u64>())) {
+        let [input, output, cache_read, cache_write, reasoning] = counts;
+        let tokens = Tokens { input, output, cache_read, cache_write, reasoning };
+        let mut written = Vec::new();
+        write_tokens(&mut written, &tokens);
+        prop_assert_eq!(String::from_utf8(written).unwrap(), serde_json::to_string(&tokens).unwrap());
+    }
+
     /// The scan of an object `serde_json` wrote gives the entries a full
     /// parse gives, and they are every byte of it: the object rebuilt from
     /// them is the text.
@@ -401,4 +422,18 @@ fn the_scan_refuses_what_is_not_a_compact_object() {
     assert_eq!(Entries::new("{}").count(), 0);
     let nested: Vec<_> = Entries::new(r#"{"a":{"b":"[]}"},"c":[]}"#).collect::<Result<_, _>>().unwrap();
     assert_eq!(nested, [("a", r#"{"b":"[]}"}"#), ("c", "[]")]);
+}
+
+/// Every day from 1970 to 2200 (leap years, month ends, the century rules),
+/// at its first and last millisecond, is written as `humantime` writes it.
+#[test]
+fn every_day_is_written_as_the_records_write_it() {
+    for day in 0..84_000_u64 {
+        for ms in [day * 86_400_000, day * 86_400_000 + 86_399_999] {
+            let mut written = Vec::new();
+            write_time(&mut written, i64::try_from(ms).unwrap());
+            let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            assert_eq!(String::from_utf8(written).unwrap(), format!("\"{}\"", humantime::format_rfc3339_millis(time)));
+        }
+    }
 }

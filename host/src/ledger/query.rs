@@ -1140,7 +1140,7 @@ impl ChainCheck {
             Some(stored) => check_content(&self.previous.1, &link, kind, stored, stored.body.as_bytes()),
             None => Content::Sound,
         };
-        self.next_checked(kind, call_id, stored.is_some(), link, content)
+        self.next_checked(kind, call_id, stored.is_some(), &link, content)
     }
 
     /// Checks the next row, its content already checked against the hash of
@@ -1151,10 +1151,11 @@ impl ChainCheck {
         kind: &str,
         call_id: &str,
         known: bool,
-        link: Link,
+        link: &Link,
         content: Content,
     ) -> Result<(), ChainBreak> {
         let Link { seq, prev_hash, hash, covers_columns: _ } = link;
+        let seq = *seq;
         let broken = |reason: String| ChainBreak { seq, call_id: call_id.to_owned(), reason };
         if let Content::Undecodable(reason) = content {
             return Err(broken(reason));
@@ -1162,7 +1163,7 @@ impl ChainCheck {
         if seq != self.previous.0 + 1 {
             return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
         }
-        if prev_hash.is_some_and(|prev_hash| prev_hash != self.previous.1) {
+        if prev_hash.as_ref().is_some_and(|prev_hash| *prev_hash != self.previous.1) {
             return Err(broken(format!("its prev_hash does not link to row {}", self.previous.0)));
         }
         if !known {
@@ -1171,7 +1172,9 @@ impl ChainCheck {
         if let Content::Unsound(reason) = content {
             return Err(broken(reason));
         }
-        self.previous = (seq, hash);
+        // The hash is copied into the one kept: its allocation is reused.
+        self.previous.0 = seq;
+        self.previous.1.clone_from(hash);
         Ok(())
     }
 
@@ -1271,7 +1274,7 @@ pub(super) fn stored_row(
 
 /// Token counts from five columns in the table's order (input, output, cache
 /// read, cache write, reasoning), the first at `first`.
-fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+pub(super) fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
     Ok(Tokens {
         input: row.get(first)?,
         output: row.get(first + 1)?,

@@ -17,11 +17,12 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::Connection;
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Type, ValueRef};
 
 use super::compact::ShapeBook;
-use super::query::{ChainBreak, ChainCheck, Content, Link, ReadError, VerifyError, check_content, stored_row};
-use super::store::Row;
+use super::query::{ChainBreak, ChainCheck, Content, Link, ReadError, VerifyError, check_content, tokens_from};
+use super::store::{self, Kind, Row};
+use crate::record::Tokens;
 
 /// Rows in one batch: large enough that handing a batch over costs little
 /// per row, small enough that the batches in flight stay a few MiB.
@@ -38,17 +39,47 @@ const WALK_COLUMNS: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id
     input, output, cache_read, cache_write, reasoning, cost_usd,
     body, prev_hash, hash, charged_worst, shape_id FROM ledger WHERE seq > ?1 ORDER BY seq";
 
-/// One row as read, before its check.
+/// One row as read, before its check. Rows are filled in place and handed
+/// back once checked (see [`walk`]): their strings keep their allocations
+/// from one batch to the next, since allocating on the reading thread and
+/// freeing on another cost a third of both threads' time.
 struct ReadRow {
     /// Its kind as stored (named when this weir does not know it).
     kind: String,
-    call_id: String,
-    /// The row as its columns hold it (`None`: a kind this weir does not
-    /// know); a text body in its `body`.
-    stored: Option<Row>,
+    /// Whether this weir knows its kind: `row` then holds its columns.
+    known: bool,
+    /// The row as its columns hold it; a text body in its `body`.
+    row: Row,
     link: Link,
-    /// A compact body's stored bytes and its shape.
-    compact: Option<(Vec<u8>, Option<i64>)>,
+    /// A compact body's stored bytes and its shape (`compact` is false: the
+    /// body is text).
+    compact: bool,
+    stored: Vec<u8>,
+    shape_id: Option<i64>,
+}
+
+impl ReadRow {
+    fn empty() -> Self {
+        let row = Row {
+            kind: Kind::Close,
+            call_id: String::new(),
+            at_ms: 0,
+            started_ms: 0,
+            key_id: None,
+            member: None,
+            team: None,
+            model: String::new(),
+            category: None,
+            tokens: Tokens::default(),
+            cost_usd: None,
+            body: String::new(),
+            charged_worst: false,
+            served: None,
+            stands_alone: false,
+        };
+        let link = Link { seq: 0, prev_hash: None, hash: String::new(), covers_columns: false };
+        Self { kind: String::new(), known: false, row, link, compact: false, stored: Vec::new(), shape_id: None }
+    }
 }
 
 /// Rows read in a row, and the hash of the row before the first.
@@ -82,6 +113,8 @@ pub(super) fn walk(
     let checkers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let (batches, waiting) = sync_channel::<Batch>(checkers * WAITING_PER_CHECKER);
     let (done, finished) = sync_channel::<CheckedBatch>(checkers * WAITING_PER_CHECKER);
+    // Every batch in flight fits: a batch handed back is never refused.
+    let (recycle, recycled) = sync_channel::<Vec<ReadRow>>(checkers * (2 * WAITING_PER_CHECKER + 1) + 2);
     let waiting = Mutex::new(waiting);
     let before = chain.head().to_owned();
     std::thread::scope(|scope| {
@@ -90,8 +123,8 @@ pub(super) fn walk(
             scope.spawn(move || check_batches(&mut book, waiting, &done));
         }
         drop(done);
-        let in_order = scope.spawn(move || in_order(chain, &finished, broken, checked));
-        let read = read_batches(&mut rows, before, &batches);
+        let in_order = scope.spawn(move || in_order(chain, &finished, &recycle, broken, checked));
+        let read = read_batches(&mut rows, before, &batches, &recycled);
         drop(batches);
         let chain = in_order.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         read?;
@@ -99,54 +132,108 @@ pub(super) fn walk(
     })
 }
 
-/// Reads `rows` into batches for the checking threads until they end, or no
-/// thread takes them any more (the walk failed: its error is the answer).
+/// Reads `rows` into batches for the checking threads (each a batch handed
+/// back when there is one) until they end, or no thread takes them any more
+/// (the walk failed: its error is the answer).
 fn read_batches(
     rows: &mut rusqlite::Rows<'_>,
     mut before: String,
     batches: &SyncSender<Batch>,
+    recycled: &Receiver<Vec<ReadRow>>,
 ) -> Result<(), ReadError> {
     let mut index = 0;
-    let mut batch = Vec::with_capacity(BATCH_ROWS);
+    let next_batch = || recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH_ROWS));
+    let mut batch = next_batch();
+    let mut filled = 0;
     while let Some(row) = rows.next()? {
-        batch.push(read_row(row)?);
-        if batch.len() == BATCH_ROWS {
-            let last = batch.last().map(|row: &ReadRow| row.link.hash.clone()).unwrap_or_default();
-            let rows = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_ROWS));
+        if filled == batch.len() {
+            batch.push(ReadRow::empty());
+        }
+        read_row(row, &mut batch[filled])?;
+        filled += 1;
+        if filled == BATCH_ROWS {
+            let last = batch[filled - 1].link.hash.clone();
+            let rows = std::mem::replace(&mut batch, next_batch());
+            filled = 0;
             if batches.send(Batch { index, before: std::mem::replace(&mut before, last), rows }).is_err() {
                 return Ok(());
             }
             index += 1;
         }
     }
-    if !batch.is_empty() {
+    if filled > 0 {
+        batch.truncate(filled);
         // A refused last batch means the walk already failed: its error is the answer.
         let _stopped = batches.send(Batch { index, before, rows: batch });
     }
     Ok(())
 }
 
-/// One row of [`WALK_COLUMNS`].
-fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReadRow> {
-    let kind: String = row.get(1)?;
-    let call_id: String = row.get(2)?;
-    let (text, compact) = match row.get_ref(16)? {
-        ValueRef::Blob(bytes) => (None, Some((bytes.to_vec(), row.get(20)?))),
-        ValueRef::Text(text) => (Some(String::from_utf8_lossy(text).into_owned()), None),
-        _ => (None, None),
-    };
-    let stored = stored_row(row, &kind, &call_id, text.as_deref().unwrap_or_default())?;
-    let prev_hash = match row.get_ref(17)? {
-        ValueRef::Text(text) if !text.is_empty() => Some(String::from_utf8_lossy(text).into_owned()),
-        _ => None,
-    };
-    let hash = match row.get_ref(18)? {
-        ValueRef::Blob(bytes) => hex::encode(bytes),
-        ValueRef::Text(text) => String::from_utf8_lossy(text).into_owned(),
-        _ => String::new(),
-    };
-    let link = Link { seq: row.get(0)?, prev_hash, hash, covers_columns: compact.is_some() };
-    Ok(ReadRow { kind, call_id, stored, link, compact })
+/// One row of [`WALK_COLUMNS`], into `into` (its strings reused).
+fn read_row(row: &rusqlite::Row<'_>, into: &mut ReadRow) -> rusqlite::Result<()> {
+    set(&mut into.kind, required(row, 1)?);
+    let kind = Kind::parse(&into.kind);
+    into.known = kind.is_some();
+    let read = &mut into.row;
+    read.kind = kind.unwrap_or(Kind::Close);
+    set(&mut read.call_id, required(row, 2)?);
+    (read.at_ms, read.started_ms) = (row.get(3)?, row.get(4)?);
+    set_optional(&mut read.key_id, text(row, 5)?);
+    set_optional(&mut read.member, text(row, 6)?);
+    set_optional(&mut read.team, text(row, 7)?);
+    set(&mut read.model, required(row, 8)?);
+    set_optional(&mut read.category, text(row, 9)?);
+    read.tokens = tokens_from(row, 10)?;
+    read.cost_usd = row.get(15)?;
+    read.charged_worst = row.get(19)?;
+    read.body.clear();
+    into.compact = false;
+    match row.get_ref(16)? {
+        ValueRef::Blob(bytes) => {
+            into.stored.clear();
+            into.stored.extend_from_slice(bytes);
+            (into.compact, into.shape_id) = (true, row.get(20)?);
+        }
+        ValueRef::Text(body) => read.body.push_str(&String::from_utf8_lossy(body)),
+        _ => {}
+    }
+    let link = &mut into.link;
+    link.seq = row.get(0)?;
+    set_optional(&mut link.prev_hash, text(row, 17)?.filter(|prev_hash| !prev_hash.is_empty()));
+    link.hash.clear();
+    match row.get_ref(18)? {
+        ValueRef::Blob(bytes) => link.hash.push_str(&store::hex_of(bytes)),
+        ValueRef::Text(hash) => link.hash.push_str(&String::from_utf8_lossy(hash)),
+        _ => {}
+    }
+    link.covers_columns = into.compact;
+    Ok(())
+}
+
+/// Column `at` as text, `None` for NULL; any other type is an error.
+fn text<'r>(row: &'r rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<&'r str>> {
+    match row.get_ref(at)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(text) => std::str::from_utf8(text).map(Some).map_err(rusqlite::Error::Utf8Error),
+        other => Err(rusqlite::Error::InvalidColumnType(at, format!("column {at}"), other.data_type())),
+    }
+}
+
+/// Column `at` as text, which it must be.
+fn required<'r>(row: &'r rusqlite::Row<'_>, at: usize) -> rusqlite::Result<&'r str> {
+    text(row, at)?.ok_or_else(|| rusqlite::Error::InvalidColumnType(at, format!("column {at}"), Type::Null))
+}
+
+fn set(field: &mut String, value: &str) {
+    field.clear();
+    field.push_str(value);
+}
+
+fn set_optional(field: &mut Option<String>, value: Option<&str>) {
+    match (field.as_mut(), value) {
+        (Some(field), Some(value)) => set(field, value),
+        (_, value) => *field = value.map(str::to_owned),
+    }
 }
 
 /// A checking thread: takes batches until there are none, or until the
@@ -173,22 +260,26 @@ fn check_batches(book: &mut ShapeBook, waiting: &Mutex<Receiver<Batch>>, done: &
 /// One row's content against the hash `before` it (see [`check_content`]),
 /// a compact body rebuilt into `body` first.
 fn check_row(book: &mut ShapeBook, before: &str, row: &ReadRow, body: &mut Vec<u8>) -> Content {
-    let Some(stored) = &row.stored else { return Content::Sound };
-    let body = match &row.compact {
-        Some((bytes, shape_id)) => match book.decode_into(stored, bytes, *shape_id, body) {
+    if !row.known {
+        return Content::Sound;
+    }
+    let body = match row.compact {
+        true => match book.decode_into(&row.row, &row.stored, row.shape_id, body) {
             Ok(()) => body.as_slice(),
             Err(error) => return Content::Undecodable(error.to_string()),
         },
-        None => stored.body.as_bytes(),
+        false => row.row.body.as_bytes(),
     };
-    check_content(before, &row.link, &row.kind, stored, body)
+    check_content(before, &row.link, &row.kind, &row.row, body)
 }
 
 /// Takes the checked batches back in order and runs the chain's check of
-/// each row, then `checked`; the first failure is the answer.
+/// each row, then `checked`; the first failure is the answer. Each batch
+/// done with goes back to the reading thread.
 fn in_order(
     mut chain: ChainCheck,
     finished: &Receiver<CheckedBatch>,
+    recycle: &SyncSender<Vec<ReadRow>>,
     broken: impl Fn(i64, ChainBreak) -> VerifyError,
     mut checked: impl FnMut(i64, &str) -> Result<(), VerifyError>,
 ) -> Result<ChainCheck, VerifyError> {
@@ -197,15 +288,16 @@ fn in_order(
     for batch in finished {
         early.insert(batch.index, batch);
         while let Some(CheckedBatch { rows, verdicts, .. }) = early.remove(&next) {
-            for (row, verdict) in rows.into_iter().zip(verdicts) {
+            for (row, verdict) in rows.iter().zip(verdicts) {
                 let expected = chain.last_seq() + 1;
-                let ReadRow { kind, call_id, stored, link, compact: _ } = row;
                 chain
-                    .next_checked(&kind, &call_id, stored.is_some(), link, verdict)
+                    .next_checked(&row.kind, &row.row.call_id, row.known, &row.link, verdict)
                     .map_err(|chain_break| broken(expected, chain_break))?;
                 let (seq, hash) = chain.last();
                 checked(seq, hash)?;
             }
+            // Refused only once the reading thread has stopped.
+            let _ = recycle.try_send(rows);
             next += 1;
         }
     }
