@@ -1234,8 +1234,14 @@ fn a_row_with_any_column_unlike_its_body_breaks_the_chain() {
 fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
+    // Members, models and costs vary from row to row: the walk reuses its
+    // rows' strings from batch to batch, and a value left from an earlier
+    // row would break the chain.
     let rows: Vec<store::Row> = (0..6_000)
-        .map(|n| store::Row::closing(&record(&format!("call-{n}"), "alice", "m", n, Some(0.01))).unwrap())
+        .map(|n| {
+            let (member, model) = (["alice", "bob"][n as usize % 2], ["m", "model-two", "m3"][n as usize % 3]);
+            store::Row::closing(&record(&format!("call-{n}"), member, model, n, (n % 7 != 0).then_some(0.01))).unwrap()
+        })
         .collect();
     let writer = store::open_writer(&path, LedgerSync::Normal, None).unwrap();
     let run = store::Run { segment: "s", first_line: 0, rows: rows.iter().map(Some).collect() };

@@ -113,8 +113,9 @@ pub(super) fn walk(
     let checkers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let (batches, waiting) = sync_channel::<Batch>(checkers * WAITING_PER_CHECKER);
     let (done, finished) = sync_channel::<CheckedBatch>(checkers * WAITING_PER_CHECKER);
-    // Every batch in flight fits: a batch handed back is never refused.
-    let (recycle, recycled) = sync_channel::<Vec<ReadRow>>(checkers * (2 * WAITING_PER_CHECKER + 1) + 2);
+    // The most batches there are: all of them fit, so one handed back is never refused.
+    let most = checkers * (2 * WAITING_PER_CHECKER + 1) + 2;
+    let (recycle, recycled) = sync_channel::<Vec<ReadRow>>(most);
     let waiting = Mutex::new(waiting);
     let before = chain.head().to_owned();
     std::thread::scope(|scope| {
@@ -124,7 +125,7 @@ pub(super) fn walk(
         }
         drop(done);
         let in_order = scope.spawn(move || in_order(chain, &finished, &recycle, broken, checked));
-        let read = read_batches(&mut rows, before, &batches, &recycled);
+        let read = read_batches(&mut rows, before, &batches, (&recycled, most));
         drop(batches);
         let chain = in_order.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         read?;
@@ -132,18 +133,29 @@ pub(super) fn walk(
     })
 }
 
-/// Reads `rows` into batches for the checking threads (each a batch handed
-/// back when there is one) until they end, or no thread takes them any more
-/// (the walk failed: its error is the answer).
+/// Reads `rows` into batches for the checking threads until they end, or no
+/// thread takes them any more (the walk failed: its error is the answer).
+/// There are at most `most` batches: past them it waits for one handed back
+/// (so the batches the ordering thread holds early, waiting for one a slow
+/// checking thread has, stay bounded too).
 fn read_batches(
     rows: &mut rusqlite::Rows<'_>,
     mut before: String,
     batches: &SyncSender<Batch>,
-    recycled: &Receiver<Vec<ReadRow>>,
+    (recycled, most): (&Receiver<Vec<ReadRow>>, usize),
 ) -> Result<(), ReadError> {
     let mut index = 0;
-    let next_batch = || recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH_ROWS));
-    let mut batch = next_batch();
+    let mut made = 0;
+    let mut next_batch = || match recycled.try_recv() {
+        Ok(batch) => Some(batch),
+        Err(_) if made < most => {
+            made += 1;
+            Some(Vec::with_capacity(BATCH_ROWS))
+        }
+        // The ordering thread stopped: the walk failed.
+        Err(_) => recycled.recv().ok(),
+    };
+    let Some(mut batch) = next_batch() else { return Ok(()) };
     let mut filled = 0;
     while let Some(row) = rows.next()? {
         if filled == batch.len() {
@@ -153,11 +165,11 @@ fn read_batches(
         filled += 1;
         if filled == BATCH_ROWS {
             let last = batch[filled - 1].link.hash.clone();
-            let rows = std::mem::replace(&mut batch, next_batch());
-            filled = 0;
-            if batches.send(Batch { index, before: std::mem::replace(&mut before, last), rows }).is_err() {
+            if batches.send(Batch { index, before: std::mem::replace(&mut before, last), rows: batch }).is_err() {
                 return Ok(());
             }
+            let Some(next) = next_batch() else { return Ok(()) };
+            (batch, filled) = (next, 0);
             index += 1;
         }
     }
