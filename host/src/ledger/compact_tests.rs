@@ -1,8 +1,10 @@
 #![allow(clippy::unwrap_used)]
 
+use proptest::prelude::*;
 use rusqlite::Connection;
+use serde_json::value::RawValue;
 
-use super::{CompactError, FORMAT_1, Shapes, decode};
+use super::{CompactError, Entries, FORMAT_1, LAST_FOUR_DIGIT_YEAR_MS, Shapes, decode, write_time, write_tokens};
 use crate::ledger::store::Row;
 use crate::ledger::tests::{hold, opening, record};
 use crate::record::{AttemptReason, AttemptRecord, CallRecord, RecordedContent, StreamEnd, Tokens, Who};
@@ -251,7 +253,7 @@ fn stored_bytes_that_are_not_a_compact_body_are_refused() {
     flipped[last] ^= 0x55;
     assert!(decode(&row, &flipped).ok().as_deref() != Some(row.body.as_str()));
     let not_object = [vec![FORMAT_1], zstd::bulk::compress(b"[1,2,3]", 3).unwrap()].concat();
-    assert!(matches!(decode(&row, &not_object), Err(CompactError::Parse(_))));
+    assert!(matches!(decode(&row, &not_object), Err(CompactError::Malformed(_))));
     let huge = [vec![FORMAT_1], zstd::bulk::compress(&vec![b' '; (64 << 20) + 1], 1).unwrap()].concat();
     assert!(matches!(decode(&row, &huge), Err(CompactError::Decompress(_))));
 }
@@ -325,4 +327,113 @@ fn a_closing_row_alone_takes_under_300_bytes() {
     let text = bytes_per_row("text.db", crate::ledger::store::Append { keep_rollups: true, compact: false });
     assert!(compact <= 300, "{compact} bytes a row (as text: {text})");
     assert!(text > 3 * compact, "{compact} bytes a row, as text {text}");
+}
+
+/// Any JSON value as `serde_json` writes it, with strings full of what the
+/// scan must step over: quotes, backslashes, brackets, braces, commas,
+/// colons, control characters and non-ASCII.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let text = proptest::string::string_regex("[a-z\\[\\]{}\",:\\\\\u{0}-\u{1f} é€😀]{0,12}").unwrap();
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_filter("finite", |x| x.is_finite()).prop_map(serde_json::Value::from),
+        text.prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map("[a-z_]{1,6}", inner, 0..4)
+                .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// A time column is written as the records write their times
+    /// (`humantime`), to the millisecond, over the whole four-digit range
+    /// and past it.
+    #[test]
+    fn a_time_is_written_as_the_records_write_it(ms in 0..=LAST_FOUR_DIGIT_YEAR_MS + 10_000_000) {
+        let mut written = Vec::new();
+        write_time(&mut written, i64::try_from(ms).unwrap());
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        prop_assert_eq!(String::from_utf8(written).unwrap(), format!("\"{}\"", humantime::format_rfc3339_millis(time)));
+    }
+
+    /// Token counts are written as `serde_json` writes them.
+    #[test]
+    fn token_counts_are_written_as_serde_json_writes_them(counts in proptest::array::uniform5(any::<u64>())) {
+        let [input, output, cache_read, cache_write, reasoning] = counts;
+        let tokens = Tokens { input, output, cache_read, cache_write, reasoning };
+        let mut written = Vec::new();
+        write_tokens(&mut written, &tokens);
+        prop_assert_eq!(String::from_utf8(written).unwrap(), serde_json::to_string(&tokens).unwrap());
+    }
+
+    /// The scan of an object `serde_json` wrote gives the entries a full
+    /// parse gives, and they are every byte of it: the object rebuilt from
+    /// them is the text.
+    #[test]
+    fn the_scan_of_an_object_is_its_entries_and_every_byte(
+        entries in proptest::collection::btree_map("[a-z_]{1,8}", json_value(), 0..8),
+    ) {
+        let text = serde_json::to_string(&serde_json::Value::Object(entries.into_iter().collect())).unwrap();
+        let scanned: Vec<(&str, &str)> = Entries::new(&text).collect::<Result<_, _>>().unwrap();
+        let parsed: std::collections::BTreeMap<&str, &RawValue> = serde_json::from_str(&text).unwrap();
+        let parsed: Vec<(&str, &str)> = parsed.iter().map(|(key, value)| (*key, value.get())).collect();
+        let mut sorted = scanned.clone();
+        sorted.sort_unstable();
+        prop_assert_eq!(sorted, parsed);
+        let rebuilt: Vec<String> = scanned.iter().map(|(key, value)| format!("\"{key}\":{value}")).collect();
+        prop_assert_eq!(format!("{{{}}}", rebuilt.join(",")), text);
+    }
+}
+
+/// What is not an object written without whitespace is a typed error from
+/// the scan, never a panic or a partial entry taken as whole.
+#[test]
+fn the_scan_refuses_what_is_not_a_compact_object() {
+    for text in [
+        "",
+        "{",
+        "[1]",
+        "1",
+        r#"{"a"}"#,
+        r#"{"a":}"#,
+        r#"{"a":1"#,
+        r#"{"a":1,}"#,
+        r#"{ "a":1}"#,
+        r#"{"a": 1}"#,
+        r#"{"a":1 }"#,
+        r#"{"a":1}x"#,
+        r#"{"a":1}}"#,
+        r#"{"a\"b":1}"#,
+        r#"{"a":"x}"#,
+        r#"{"a":"x\"}"#,
+        r#"{"a":[1,2}"#,
+        r#"{"a":{"b":[}"#,
+        r#"{"a"#,
+    ] {
+        let scanned: Result<Vec<_>, _> = Entries::new(text).collect();
+        assert!(matches!(scanned, Err(CompactError::Malformed(_))), "{text:?} gave {scanned:?}");
+    }
+    assert_eq!(Entries::new("{}").count(), 0);
+    let nested: Vec<_> = Entries::new(r#"{"a":{"b":"[]}"},"c":[]}"#).collect::<Result<_, _>>().unwrap();
+    assert_eq!(nested, [("a", r#"{"b":"[]}"}"#), ("c", "[]")]);
+}
+
+/// Every day from 1970 to 2200 (leap years, month ends, the century rules),
+/// at its first and last millisecond, is written as `humantime` writes it.
+#[test]
+fn every_day_is_written_as_the_records_write_it() {
+    for day in 0..84_000_u64 {
+        for ms in [day * 86_400_000, day * 86_400_000 + 86_399_999] {
+            let mut written = Vec::new();
+            write_time(&mut written, i64::try_from(ms).unwrap());
+            let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            assert_eq!(String::from_utf8(written).unwrap(), format!("\"{}\"", humantime::format_rfc3339_millis(time)));
+        }
+    }
 }

@@ -42,6 +42,7 @@ mod shipper;
 mod sql;
 mod store;
 mod summary;
+mod walk;
 mod writer;
 
 use std::path::Path;

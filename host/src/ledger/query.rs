@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
-use std::sync::mpsc::SyncSender;
 use std::time::{Duration, SystemTime};
 
 use rusqlite::types::Value;
@@ -16,7 +15,6 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, Anchor, AnchorKey, AnchorScan, Tampering};
 use super::archive::{self, ArchiveError, ArchiveFile, Header};
-use super::compact;
 use super::log;
 use super::rollup::{DayDim, Histogram};
 use super::segments::{self, Segment, SegmentState};
@@ -522,7 +520,7 @@ impl Reader {
             }
             Some(_) => {}
         }
-        walk(
+        super::walk::walk(
             &transaction,
             ChainCheck::after(newest.seq, newest.hash.clone()),
             |_, broken| VerifyError::Broken(broken),
@@ -794,7 +792,7 @@ fn walk_live(
             _ => Ok(()),
         }
     };
-    *chain = walk(connection, std::mem::take(chain), broken, heads_checked)?;
+    *chain = super::walk::walk(connection, std::mem::take(chain), broken, heads_checked)?;
     match heads.next() {
         Some(segment) => {
             Err(segment_break(segment, format!("the file's rows end at row {}, inside it", chain.last_seq())))
@@ -1121,7 +1119,7 @@ impl ChainCheck {
     }
 
     /// The `seq` and hash of the last row that checked out.
-    fn last(&self) -> (i64, &str) {
+    pub(super) fn last(&self) -> (i64, &str) {
         (self.previous.0, &self.previous.1)
     }
 
@@ -1138,36 +1136,45 @@ impl ChainCheck {
         stored: Option<Row>,
         link: Link,
     ) -> Result<(), ChainBreak> {
-        let Link { seq, prev_hash, hash, covers_columns } = link;
+        let content = match &stored {
+            Some(stored) => check_content(&self.previous.1, &link, kind, stored, stored.body.as_bytes()),
+            None => Content::Sound,
+        };
+        self.next_checked(kind, call_id, stored.is_some(), &link, content)
+    }
+
+    /// Checks the next row, its content already checked against the hash of
+    /// the row read before it (which is the last row checked, when the
+    /// row's `seq` follows it): `known` is whether this weir knows its kind.
+    pub(super) fn next_checked(
+        &mut self,
+        kind: &str,
+        call_id: &str,
+        known: bool,
+        link: &Link,
+        content: Content,
+    ) -> Result<(), ChainBreak> {
+        let Link { seq, prev_hash, hash, covers_columns: _ } = link;
+        let seq = *seq;
         let broken = |reason: String| ChainBreak { seq, call_id: call_id.to_owned(), reason };
+        if let Content::Undecodable(reason) = content {
+            return Err(broken(reason));
+        }
         if seq != self.previous.0 + 1 {
             return Err(broken(format!("the row before it (seq {}) is missing", seq - 1)));
         }
-        if prev_hash.is_some_and(|prev_hash| prev_hash != self.previous.1) {
+        if prev_hash.as_ref().is_some_and(|prev_hash| *prev_hash != self.previous.1) {
             return Err(broken(format!("its prev_hash does not link to row {}", self.previous.0)));
         }
-        let Some(stored) = stored else { return Err(broken(format!("unknown kind `{kind}`"))) };
-        if hash != store::chain_hash(&self.previous.1, seq, kind, &stored.body) {
-            return Err(broken("its hash does not match its content".to_owned()));
+        if !known {
+            return Err(broken(format!("unknown kind `{kind}`")));
         }
-        if covers_columns {
-            self.previous = (seq, hash);
-            return Ok(());
+        if let Content::Unsound(reason) = content {
+            return Err(broken(reason));
         }
-        let body = &stored.body;
-        // The columns are derived without encoding the body again: it is
-        // the stored one, which the hash above covers.
-        let derived = match stored.kind {
-            Kind::Open => serde_json::from_str::<CallOpening>(body).map(|opening| Row::opening_columns(&opening)),
-            Kind::Hold => serde_json::from_str::<HoldRecord>(body).map(|hold| Row::hold_columns(&hold)),
-            Kind::Close => serde_json::from_str::<CallRecord>(body).map(|record| Row::closing_columns(&record)),
-        };
-        match derived {
-            Ok(derived) if same_columns(&stored, &derived) => {}
-            Err(error) => return Err(broken(format!("its body does not parse: {error}"))),
-            Ok(_) => return Err(broken("its columns do not match its body".to_owned())),
-        }
-        self.previous = (seq, hash);
+        // The hash is copied into the one kept: its allocation is reused.
+        self.previous.0 = seq;
+        self.previous.1.clone_from(hash);
         Ok(())
     }
 
@@ -1177,102 +1184,41 @@ impl ChainCheck {
     }
 }
 
-/// Rows the reading thread hands the checking one at a time.
-const WALK_BATCH: usize = 256;
-
-/// What `verify`'s walk reads of each row after `?1`, in order: the columns
-/// of [`ALL_COLUMNS`], but a body stored compact raw (column 20, and its
-/// `shape_id` 21; column 16 NULL), for the checking thread to rebuild.
-static WALK_COLUMNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
-        input, output, cache_read, cache_write, reasoning, cost_usd,
-        CASE WHEN typeof(body) = 'blob' THEN NULL ELSE body END, prev_hash, {}, charged_worst,
-        CASE WHEN typeof(body) = 'blob' THEN body END, shape_id FROM ledger WHERE seq > ?1 ORDER BY seq",
-        store::HASH_SQL
-    )
-});
-
-/// A row of [`WALK_COLUMNS`] as read, before its check: its kind as stored,
-/// its call, the row (`None` for an unknown kind), its link, and a compact
-/// body's stored bytes and shape.
-type ReadRow = (String, String, Option<Row>, Link, Option<(Vec<u8>, Option<i64>)>);
-
-/// Walks the rows after `chain`'s start ([`WALK_COLUMNS`]) through `chain`
-/// on two threads: this one reads them from SQLite while a second checks
-/// each in order (a compact body rebuilt with the file's shapes, read once
-/// in the same snapshot; its hash recomputed; a text body parsed and its
-/// columns held to it; a break is `broken` of the row expected and the
-/// break) and then runs `checked` with the row's `seq` and hash. The first
-/// failure in row order is the answer; a failed read after it, the read's.
-/// The checking thread stops at a failure, and the reading one at its next
-/// batch.
-fn walk(
-    connection: &Connection,
-    mut chain: ChainCheck,
-    broken: impl Fn(i64, ChainBreak) -> VerifyError + Send,
-    mut checked: impl FnMut(i64, &str) -> Result<(), VerifyError> + Send,
-) -> Result<ChainCheck, VerifyError> {
-    let mut book = compact::ShapeBook::read(connection).map_err(ReadError::from)?;
-    let mut statement = connection.prepare(&WALK_COLUMNS).map_err(ReadError::from)?;
-    let mut rows = statement.query([chain.last_seq()]).map_err(ReadError::from)?;
-    let (batches, received) = std::sync::mpsc::sync_channel::<Vec<ReadRow>>(4);
-    std::thread::scope(|scope| {
-        let checker = scope.spawn(move || {
-            for batch in received {
-                for (kind, call_id, mut stored, link, compact) in batch {
-                    let expected = chain.last_seq() + 1;
-                    if let (Some(row), Some((bytes, shape_id))) = (stored.as_mut(), compact) {
-                        row.body = book.decode(row, &bytes, shape_id).map_err(|error| {
-                            broken(
-                                expected,
-                                ChainBreak { seq: link.seq, call_id: call_id.clone(), reason: error.to_string() },
-                            )
-                        })?;
-                    }
-                    chain.next(&kind, &call_id, stored, link).map_err(|chain_break| broken(expected, chain_break))?;
-                    let (seq, hash) = chain.last();
-                    checked(seq, hash)?;
-                }
-            }
-            Ok::<_, VerifyError>(chain)
-        });
-        let read = read_batches(&mut rows, &batches);
-        drop(batches);
-        let chain = checker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        read?;
-        Ok(chain)
-    })
+/// What a row's content showed, checked against the hash of the row
+/// before it ([`check_content`]).
+pub(super) enum Content {
+    Sound,
+    /// A compact body that could not be rebuilt: named before anything else
+    /// of its row, as nothing else of it can be read.
+    Undecodable(String),
+    /// Its hash, or a text body's columns, do not hold: why.
+    Unsound(String),
 }
 
-/// Sends `rows` in batches of [`WALK_BATCH`] until they end, or the
-/// receiver stops taking them (it failed a row: its error is the answer).
-fn read_batches(rows: &mut rusqlite::Rows<'_>, batches: &SyncSender<Vec<ReadRow>>) -> Result<(), ReadError> {
-    let mut batch = Vec::with_capacity(WALK_BATCH);
-    while let Some(row) = rows.next()? {
-        batch.push(walk_row(row)?);
-        if batch.len() == WALK_BATCH
-            && batches.send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH))).is_err()
-        {
-            return Ok(());
-        }
+/// A row's content against `before`, the hash of the row before it: its
+/// hash recomputed over `body` (the body as stored, or a compact one
+/// rebuilt), and a text body's columns held to it (a rebuilt body's hash
+/// covers its columns).
+pub(super) fn check_content(before: &str, link: &Link, kind: &str, stored: &Row, body: &[u8]) -> Content {
+    if link.hash != store::chain_hash(before, link.seq, kind, body) {
+        return Content::Unsound("its hash does not match its content".to_owned());
     }
-    // A refused last batch means the checker already failed: its error is the answer.
-    let _stopped = batches.send(batch);
-    Ok(())
-}
-
-/// A row of [`WALK_COLUMNS`] as the checking thread takes it: a compact
-/// row's body is empty until that thread rebuilds it, and its columns are
-/// then covered by its hash.
-fn walk_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReadRow> {
-    let (kind, call_id, stored, mut link) = committed_row(row)?;
-    let compact = match row.get::<_, Option<Vec<u8>>>(20)? {
-        Some(bytes) => Some((bytes, row.get(21)?)),
-        None => None,
+    if link.covers_columns {
+        return Content::Sound;
+    }
+    let body = &stored.body;
+    // The columns are derived without encoding the body again: it is
+    // the stored one, which the hash above covers.
+    let derived = match stored.kind {
+        Kind::Open => serde_json::from_str::<CallOpening>(body).map(|opening| Row::opening_columns(&opening)),
+        Kind::Hold => serde_json::from_str::<HoldRecord>(body).map(|hold| Row::hold_columns(&hold)),
+        Kind::Close => serde_json::from_str::<CallRecord>(body).map(|record| Row::closing_columns(&record)),
     };
-    link.covers_columns = compact.is_some();
-    Ok((kind, call_id, stored, link, compact))
+    match derived {
+        Ok(derived) if same_columns(stored, &derived) => Content::Sound,
+        Err(error) => Content::Unsound(format!("its body does not parse: {error}")),
+        Ok(_) => Content::Unsound("its columns do not match its body".to_owned()),
+    }
 }
 
 /// The file's distinct calls ([`DISTINCT_CALLS`]).
@@ -1280,8 +1226,7 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
     Ok(connection.query_row(DISTINCT_CALLS, [], |row| row.get(0))?)
 }
 
-/// A row of [`ALL_COLUMNS`] (or of [`WALK_COLUMNS`], whose first columns
-/// are the same) as the chain's check takes it: its kind as stored, its
+/// A row of [`ALL_COLUMNS`] as the chain's check takes it: its kind as stored, its
 /// call, the row (`None` for an unknown kind; a NULL body read as empty) and
 /// its link.
 pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
@@ -1329,7 +1274,7 @@ pub(super) fn stored_row(
 
 /// Token counts from five columns in the table's order (input, output, cache
 /// read, cache write, reasoning), the first at `first`.
-fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+pub(super) fn tokens_from(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
     Ok(Tokens {
         input: row.get(first)?,
         output: row.get(first + 1)?,

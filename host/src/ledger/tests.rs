@@ -1195,7 +1195,7 @@ async fn a_call_alone_commits_at_once_and_one_in_company_yields_first() {
 fn a_row_with_any_column_unlike_its_body_breaks_the_chain() {
     let made = store::Row::closing(&record("c1", "alice", "m", 5, Some(0.25))).unwrap();
     let check = |row: store::Row| {
-        let hash = store::chain_hash(store::GENESIS, 1, "close", &row.body);
+        let hash = store::chain_hash(store::GENESIS, 1, "close", row.body.as_bytes());
         let link = query::Link { seq: 1, prev_hash: Some(store::GENESIS.to_owned()), hash, covers_columns: false };
         query::ChainCheck::default().next("close", "c1", Some(row), link).map_err(|broken| broken.reason)
     };
@@ -1225,43 +1225,56 @@ fn a_row_with_any_column_unlike_its_body_breaks_the_chain() {
     }
 }
 
-/// `verify` reads on one thread and checks on another, in batches: across
-/// many batches the first failure in row order is the answer, whether it is
-/// a broken row or a row that cannot be read, and either side stopping
-/// stops the walk.
+/// `verify` reads on one thread and checks on the others, in batches taken
+/// back in order: across many batches (rows in 12 batches of 512, more than
+/// the threads hold at once) the first failure in row order is the answer,
+/// whether it is a broken row or a row that cannot be read, and either side
+/// stopping stops the walk.
 #[test]
 fn a_walk_over_many_batches_answers_its_first_failure_in_row_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let rows: Vec<store::Row> = (0..1_000)
-        .map(|n| store::Row::closing(&record(&format!("call-{n}"), "alice", "m", n, Some(0.01))).unwrap())
+    // Members, models and costs vary from row to row: the walk reuses its
+    // rows' strings from batch to batch, and a value left from an earlier
+    // row would break the chain.
+    let rows: Vec<store::Row> = (0..6_000)
+        .map(|n| {
+            let (member, model) = (["alice", "bob"][n as usize % 2], ["m", "model-two", "m3"][n as usize % 3]);
+            store::Row::closing(&record(&format!("call-{n}"), member, model, n, (n % 7 != 0).then_some(0.01))).unwrap()
+        })
         .collect();
     let writer = store::open_writer(&path, LedgerSync::Normal, None).unwrap();
     let run = store::Run { segment: "s", first_line: 0, rows: rows.iter().map(Some).collect() };
     store::append_logged(&writer, [run]).unwrap();
-    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 1_000, calls: 1_000 });
+    assert_eq!(Reader::open(&path).unwrap().verify().unwrap(), VerifyReport { rows: 6_000, calls: 6_000 });
 
     writer.execute_batch("DROP TRIGGER ledger_no_update").unwrap();
     let verify = || Reader::open(&path).unwrap().verify();
-    // A call id stored as bytes cannot be read: row 900 fails the read.
-    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 900", []).unwrap();
+    // A break in the last batch, checked while earlier ones may still be.
+    writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 5990", []).unwrap();
+    match verify() {
+        Err(VerifyError::Broken(broken)) => assert_eq!((broken.seq, broken.call_id.as_str()), (5_990, "call-5989")),
+        other => panic!("expected the break at 5990, got {other:?}"),
+    }
+    // A call id stored as bytes cannot be read: row 5400 fails the read.
+    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 5400", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
     // A broken row before it is the answer.
-    writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 600", []).unwrap();
+    writer.execute("UPDATE ledger SET input = input + 1 WHERE seq = 3600", []).unwrap();
     match verify() {
-        Err(VerifyError::Broken(broken)) => assert_eq!((broken.seq, broken.call_id.as_str()), (600, "call-599")),
-        other => panic!("expected the break at 600, got {other:?}"),
+        Err(VerifyError::Broken(broken)) => assert_eq!((broken.seq, broken.call_id.as_str()), (3_600, "call-3599")),
+        other => panic!("expected the break at 3600, got {other:?}"),
     }
     // An unreadable row before the break is the answer in turn.
-    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 300", []).unwrap();
+    writer.execute("UPDATE ledger SET call_id = x'07' WHERE seq = 1800", []).unwrap();
     assert!(matches!(verify(), Err(VerifyError::Read(_))), "{:?}", verify());
     // A compact body that does not decompress before it is a break naming it.
-    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 200", []).unwrap();
+    writer.execute("UPDATE ledger SET body = x'0107' WHERE seq = 1200", []).unwrap();
     match verify() {
         Err(VerifyError::Broken(broken)) => {
-            assert_eq!(broken.seq, 200, "{broken}");
+            assert_eq!(broken.seq, 1_200, "{broken}");
             assert!(broken.reason.contains("decompress"), "{broken}");
         }
-        other => panic!("expected the break at 200, got {other:?}"),
+        other => panic!("expected the break at 1200, got {other:?}"),
     }
 }
