@@ -287,9 +287,17 @@ impl Weir {
     /// [`WeirError::Reach`] naming the entry.
     fn log_refused_destinations(&self, registry: &ProviderRegistry) {
         for model in self.catalog().models() {
-            let Some(plugin::Route::Direct(provider)) = registry.route(&model.id) else { continue };
-            let source = &provider.component().source;
-            if let Err(reason) = reach::destination(model.reach(), provider.info(), provider.trust(), source) {
+            let Some(route @ plugin::Route::Direct(provider)) = registry.route(&model.id) else { continue };
+            // An entry with deployments goes only where they name, as at a start.
+            let refused = if model.deployments.is_empty() {
+                let source = &provider.component().source;
+                reach::destination(model.reach(), provider.info(), provider.trust(), source)
+                    .err()
+                    .map(|reason| reason.to_string())
+            } else {
+                crate::catalog::check_deployments(model, route).err()
+            };
+            if let Some(reason) = refused {
                 tracing::error!(model = %model.id, %reason, "after the reload, calls to this model will be refused");
             }
         }

@@ -130,18 +130,35 @@ async fn a_failing_deployment_costs_no_call_and_its_circuit_opens_then_closes() 
     assert!(bad.request_count() < 50, "the open circuit kept calls away: {}", bad.request_count());
 
     // Once its scripted failures are spent it answers again: a probe closes it.
+    // Each failure a probe meets opens the circuit for another second, and a
+    // probe goes out only when the spread picks the deployment (one call in
+    // three), so the failures left after the burst (up to seven) take seconds
+    // each: the loop is bounded by a generous deadline, not a count of calls.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut closed = false;
-    for _ in 0..80 {
+    while !closed && tokio::time::Instant::now() < deadline {
         let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
-        if gateway.stderr().contains("deployment circuit closed") {
-            closed = true;
-            break;
+        closed = gateway.stderr().contains("deployment circuit closed");
+        if !closed {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(closed, "the circuit closed after a probe answered");
+    assert!(closed, "the circuit closed after a probe answered ({} failures left)", bad.queued());
     assert_eq!(bad.queued(), 0, "every scripted failure was met");
+}
+
+/// A providers reload checks an entry with deployments where its deployments
+/// go, as a start does: the entry names no endpoint of its own, and no error
+/// says its calls will be refused while they are answered.
+#[tokio::test]
+async fn a_reload_checks_each_deployment_not_the_entry() {
+    let (a, b, c) = three().await;
+    let gateway = Gateway::start(&format!("watch_interval_ms = 100\n{}", config(&[&a, &b, &c], &[1, 1, 1], ""))).await;
+    gateway.wait_for_stderr("providers reloaded", Duration::from_secs(10)).await;
+    let answer = gateway.post_json("/v1/chat/completions", &hello(), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(!gateway.stderr().contains("will be refused"), "{}", gateway.stderr());
 }
 
 /// One deployment's credential is refused: that call fails (an invalid

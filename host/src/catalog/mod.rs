@@ -320,7 +320,7 @@ impl Catalog {
 /// names (see [`crate::reach`]) and speaks a wire id the component serves: a
 /// configuration error naming the entry and the deployment otherwise. An
 /// entry left unavailable fails its calls as any entry does.
-fn check_deployments(model: &ModelSpec, route: &Route) -> Result<(), String> {
+pub(crate) fn check_deployments(model: &ModelSpec, route: &Route) -> Result<(), String> {
     let Some(provider) = route.provider() else { return Ok(()) };
     let source = &provider.component().source;
     for deployment in &model.deployments {
