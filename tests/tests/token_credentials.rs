@@ -71,12 +71,20 @@ fn service_account_table(file: &Path) -> String {
 /// A Google token endpoint, a service-account file naming it, and a gateway in front of
 /// the fake Vertex upstream. The temp dir holds the key file.
 async fn vertex_gateway() -> (FakeTokenEndpoint, FakeUpstream, Gateway, tempfile::TempDir) {
+    vertex_gateway_with("").await
+}
+
+/// [`vertex_gateway`] with `more` (further entries; `{endpoint}` stands for the fake
+/// Vertex endpoint) after the Vertex entry.
+async fn vertex_gateway_with(more: &str) -> (FakeTokenEndpoint, FakeUpstream, Gateway, tempfile::TempDir) {
     let key = TestKey::generate();
     let google = FakeTokenEndpoint::google(&key).await;
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "sa.json", &key.service_account_json(&google.token_uri()));
     let upstream = FakeUpstream::start().await;
-    let gateway = Gateway::start(&vertex_config(&upstream, &service_account_table(&file))).await;
+    let more = more.replace("{endpoint}", &vertex_endpoint(&upstream));
+    let config = format!("{}{more}", vertex_config(&upstream, &service_account_table(&file)));
+    let gateway = Gateway::start(&config).await;
     (google, upstream, gateway, dir)
 }
 
@@ -137,6 +145,80 @@ async fn claude_on_vertex_with_a_service_account_through_the_anthropic_client() 
         assert_eq!(body["stream"].as_bool().unwrap_or(false), method == ":streamRawPredict");
     }
     assert!(!gateway.stderr().contains(&token), "the token is never logged");
+}
+
+/// Vertex AI runs Anthropic's web search for Claude 4 and later (Google's "Web search
+/// with Anthropic Claude models"): the tool reaches the Vertex entry as the caller wrote
+/// it, the answer's own blocks come back in place, and the next turn's search blocks go
+/// back; a block of another server tool is refused before anything is sent, and a Claude
+/// 3.7 entry on Vertex is not sent the tool (dropped and named).
+#[tokio::test]
+async fn web_search_on_vertex_for_claude_4_with_its_blocks_both_ways() {
+    let older = "\n[[model]]\nid = \"claude-3-vertex\"\nprovider = \"anthropic-vertex\"\n\
+                 wire_id = \"claude-3-7-sonnet@20250219\"\nendpoint = \"{endpoint}\"\ncredential = \"vertex\"\n\
+                 max_output_tokens = 1000\ncontext_window = 200000\n";
+    let (_google, upstream, gateway, _dir) = vertex_gateway_with(older).await;
+    let tool = json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 2});
+    let searched = vec![
+        json!({"type": "server_tool_use", "id": "srvtoolu_vrtx_1", "name": "web_search", "input": {"query": "weir"}}),
+        json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_vrtx_1", "content": [
+            {"type": "web_search_result", "url": "https://weir.example/", "title": "Weir",
+             "encrypted_content": "Eq", "page_age": null}
+        ]}),
+        json!({"type": "text", "text": "Weir is a gateway.", "citations": [
+            {"type": "web_search_result_location", "url": "https://weir.example/", "title": "Weir",
+             "encrypted_index": "Eo", "cited_text": "Weir is a gateway."}
+        ]}),
+    ];
+    let mut usage = anthropic_wire::usage_json(40, 20, 0, 0);
+    usage["server_tool_use"] = json!({"web_search_requests": 1});
+    upstream.push(anthropic_wire::message(searched.clone(), "end_turn", usage));
+    let asked = json!({"model": "claude-vertex", "max_tokens": 100, "tools": [tool],
+        "messages": [{"role": "user", "content": "What is Weir?"}]});
+    let (status, body) = post_messages(&gateway, &asked).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["content"], json!(searched), "{body}");
+    assert_eq!(body["usage"]["server_tool_use"], json!({"web_search_requests": 1}), "{body}");
+    assert_eq!(upstream.received()[0].json()["tools"], json!([tool]));
+
+    // The next turn: the search's blocks go back to Vertex in place.
+    upstream.push(anthropic_wire::text_message("You are welcome."));
+    let next = |content: Vec<Value>| {
+        json!({"model": "claude-vertex", "max_tokens": 100, "messages": [
+            {"role": "user", "content": "What is Weir?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "Thanks."}
+        ]})
+    };
+    let (status, body) = post_messages(&gateway, &next(searched.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(upstream.received()[1].json()["messages"][1]["content"], json!(searched));
+
+    // Another server tool's block is not Vertex's to read: refused, nothing sent.
+    let execution = json!({"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_2", "content": {}});
+    let (status, body) = post_messages(&gateway, &next(vec![searched[0].clone(), execution])).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["weir_category"], "capability_mismatch", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("code_execution_tool_result"), "{body}");
+    assert_eq!(upstream.request_count(), 2);
+
+    // Claude 3.7 on Vertex: the tool is dropped and named.
+    upstream.push(anthropic_wire::text_message("Hello."));
+    let hi = json!({"model": "claude-3-vertex", "max_tokens": 10, "tools": [tool],
+        "messages": [{"role": "user", "content": "Hi"}]});
+    let response = messages_request(&gateway, &hi).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers().get("x-weir-dropped-tools").unwrap(), "web_search_20250305");
+    assert!(upstream.received()[2].json().get("tools").is_none(), "no tool reached Vertex");
+}
+
+fn messages_request(gateway: &Gateway, body: &Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new().post(gateway.url("/v1/messages")).header("anthropic-version", "2023-06-01").json(body)
+}
+
+async fn post_messages(gateway: &Gateway, body: &Value) -> (u16, Value) {
+    let response = messages_request(gateway, body).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
 }
 
 #[tokio::test]

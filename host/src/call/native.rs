@@ -141,12 +141,20 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Cut) -
         return Err(refused(format!("a `tool_choice` forcing the hosted tool `{forced}`")));
     }
     let Some(at) = plan.dropped.fields.iter().position(|field| field == NATIVE_BLOCKS_FIELD) else { return Ok(()) };
+    let support = support(target)?;
     let blocks =
         ask.fields.iter().filter(|(name, _)| name == NATIVE_BLOCKS_FIELD).filter_map(|(_, value)| value.as_array());
-    let unreadable =
-        blocks.flatten().find(|placed| placed.get("replaces").and_then(serde_json::Value::as_bool) != Some(true));
-    if let Some(placed) = unreadable {
-        let kind = placed.pointer("/block/type").and_then(serde_json::Value::as_str).unwrap_or("unknown");
+    // A cited text's neutral text goes anyway; any other block would be lost.
+    let lost: Vec<&Value> =
+        blocks.flatten().filter(|placed| placed.get("replaces").and_then(Value::as_bool) != Some(true)).collect();
+    // Named: the first the provider does not read (the first lost, when a
+    // cited text it does not read took the others with it).
+    let unread = |placed: &Value| {
+        let typed = format!("{NATIVE_BLOCKS_FIELD}.{}", block_type(placed));
+        !support.as_deref().is_some_and(|support| takes(support, &typed))
+    };
+    if let Some(placed) = lost.iter().copied().find(|placed| unread(placed)).or(lost.first().copied()) {
+        let kind = block_type(placed);
         return Err(refused(format!("the history's `{kind}` block, which only its own provider reads,")));
     }
     plan.dropped.fields.remove(at);
@@ -212,6 +220,25 @@ fn takes(support: &NativeSupport, field: &str) -> bool {
     support.fields.iter().any(|taken| taken == field)
 }
 
+/// The type of the first of a history's own blocks (the `native_blocks`
+/// field's value) `support` does not take: it takes every type when it lists
+/// `native_blocks`, and one type when it lists `native_blocks.<type>` (Vertex
+/// AI reads back a web search's blocks and no other provider's own).
+fn block_not_taken(support: &NativeSupport, blocks: &Value) -> Option<String> {
+    if takes(support, NATIVE_BLOCKS_FIELD) {
+        return None;
+    }
+    let Some(blocks) = blocks.as_array() else { return Some("unknown".to_owned()) };
+    blocks.iter().find_map(|placed| {
+        let kind = block_type(placed);
+        (!takes(support, &format!("{NATIVE_BLOCKS_FIELD}.{kind}"))).then(|| kind.to_owned())
+    })
+}
+
+fn block_type(placed: &Value) -> &str {
+    placed.pointer("/block/type").and_then(Value::as_str).unwrap_or("unknown")
+}
+
 /// A key no two members share: the member (none for a library call) and the
 /// caller's own `prompt_cache_key` (or none), hashed, so a caller can pick
 /// which of its own conversations share a cache and never land on another
@@ -249,13 +276,18 @@ pub(super) fn support(target: &Target<'_>) -> Result<Option<Arc<NativeSupport>>,
 /// Cuts `ask` to what `support` takes (nothing when it is another dialect's).
 pub(super) fn split(ask: &NativeAsk, support: Option<&NativeSupport>) -> Cut {
     let support = support.filter(|support| support.dialect == ask.dialect);
-    let takes_field = |name: &str| support.is_some_and(|support| support.fields.iter().any(|field| field == name));
+    let takes_field = |name: &str, value: &Value| {
+        support.is_some_and(|support| match name {
+            NATIVE_BLOCKS_FIELD => block_not_taken(support, value).is_none(),
+            _ => support.fields.iter().any(|field| field == name),
+        })
+    };
     let takes_beta =
         |name: &str| support.is_some_and(|support| support.betas.iter().any(|beta| beta == ANY_BETA || beta == name));
     let mut fields = Map::new();
     let mut dropped = NativeDropped::default();
     for (name, value) in &ask.fields {
-        match takes_field(name) {
+        match takes_field(name, value) {
             true => drop(fields.insert(name.clone(), value.clone())),
             false if ask.rendered_neutrally.contains(&name.as_str()) => {}
             false => match name.strip_prefix(HOSTED_TOOL_FIELD) {
@@ -378,6 +410,25 @@ mod tests {
         assert_eq!(plan.dropped.tools, ["bash_20250124"]);
         assert!(plan.dropped.fields.is_empty());
         assert_eq!(plan.dropped.notes().collect::<Vec<_>>(), ["tool_dropped:bash_20250124"]);
+    }
+
+    #[test]
+    fn history_blocks_go_where_every_type_or_each_of_their_types_is_taken() {
+        let placed = |kind: &str| json!({"turn": 1, "at": 0, "block": {"type": kind}});
+        let ask = |kinds: &[&str]| NativeAsk {
+            dialect: "anthropic-messages",
+            fields: vec![(NATIVE_BLOCKS_FIELD.into(), Value::Array(kinds.iter().map(|kind| placed(kind)).collect()))],
+            ..NativeAsk::default()
+        };
+        let search = ["server_tool_use", "web_search_tool_result"];
+        let typed = support(&["native_blocks.server_tool_use", "native_blocks.web_search_tool_result"], &[]);
+        assert!(split(&ask(&search), Some(&typed)).draft.is_some(), "each type is taken");
+        let mixed = split(&ask(&["server_tool_use", "code_execution_tool_result"]), Some(&typed));
+        assert!(mixed.draft.is_none(), "one type not taken keeps every block back");
+        assert_eq!(mixed.dropped.fields, [NATIVE_BLOCKS_FIELD]);
+        assert_eq!(block_not_taken(&typed, &ask(&["x"]).fields[0].1).as_deref(), Some("x"));
+        let every = support(&[NATIVE_BLOCKS_FIELD], &[]);
+        assert!(split(&ask(&["code_execution_tool_result"]), Some(&every)).draft.is_some());
     }
 
     #[test]

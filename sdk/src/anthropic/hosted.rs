@@ -7,10 +7,12 @@
 //! history's own blocks as `native_blocks`, each `{turn, at, block, replaces}`:
 //! the block goes to position `at` of the turn's rendered content (or last),
 //! in place of the block there when `replaces` (a cited text, whose neutral
-//! text the turn holds), before it otherwise. Only the
-//! direct API lists them in [`super::native::support`]: the server tool types
-//! are the ones the `anthropic` SDK's `ToolUnionParam` lists (anthropic-sdk-python
-//! @ 00dcf921, `types/tool_union_param.py`) that Anthropic runs, not the client.
+//! text the turn holds), before it otherwise. The direct API lists every one
+//! in [`super::native::support`]: the server tool types are the ones the
+//! `anthropic` SDK's `ToolUnionParam` lists (anthropic-sdk-python @ 00dcf921,
+//! `types/tool_union_param.py`) that Anthropic runs, not the client. Vertex AI
+//! lists its web search alone, and the history blocks it reads by type
+//! (`native_blocks.<type>`, see [`block_not_taken`]).
 //!
 //! An answer's blocks ([`decode_native`]) are the neutral ones `decode` reads
 //! plus, in place, every block Anthropic wrote that the neutral records have no
@@ -49,6 +51,51 @@ pub const SERVER_TOOLS: &[&str] = &[
 /// The native field names of every server tool.
 pub fn server_tool_fields() -> impl Iterator<Item = String> {
     SERVER_TOOLS.iter().map(|kind| format!("{SERVER_TOOL_FIELD}{kind}"))
+}
+
+/// The server tool Vertex AI runs for Claude: Google's "Web search with
+/// Anthropic Claude models" page documents this version alone.
+pub const VERTEX_SEARCH: &str = "web_search_20250305";
+
+/// The history blocks a web search answers with, which Vertex reads back: the
+/// search's call, its results, and a text citing them.
+pub const VERTEX_BLOCKS: &[&str] = &["server_tool_use", "web_search_tool_result", "text"];
+
+/// How a surface names one block type it takes in `native_blocks` when it
+/// does not take them all (`native_blocks.web_search_tool_result`).
+fn typed_block_field(kind: &str) -> String {
+    format!("{NATIVE_BLOCKS}.{kind}")
+}
+
+/// The fields Vertex takes for a model it runs web search for.
+pub fn vertex_search_fields() -> impl Iterator<Item = String> {
+    let tool = std::iter::once(format!("{SERVER_TOOL_FIELD}{VERTEX_SEARCH}"));
+    tool.chain(VERTEX_BLOCKS.iter().map(|kind| typed_block_field(kind)))
+}
+
+/// Whether Vertex runs web search for `wire_id`: Claude 4 and later (Google
+/// lists those models; Claude Code offers its web search on Vertex for them).
+/// The generation is the first number in the id: `claude-sonnet-4-5@…` is 4,
+/// `claude-3-7-sonnet@…` is 3.
+pub fn vertex_searches(wire_id: &str) -> bool {
+    let name = wire_id.split('@').next().unwrap_or(wire_id);
+    let generation = name.split('-').find_map(|part| part.parse::<u32>().ok());
+    generation.is_some_and(|generation| generation >= 4)
+}
+
+/// The type of the first history block in `blocks` (the `native_blocks`
+/// field's value) that `taken` (a surface's native fields) does not take:
+/// `native_blocks` takes every type, `native_blocks.<type>` that type.
+pub fn block_not_taken(taken: &[String], blocks: &Value) -> Option<String> {
+    if taken.iter().any(|field| field == NATIVE_BLOCKS) {
+        return None;
+    }
+    let Some(blocks) = blocks.as_array() else { return Some("unknown".to_owned()) };
+    blocks.iter().find_map(|placed| {
+        let kind = placed.pointer("/block/type").and_then(Value::as_str).unwrap_or("unknown");
+        let field = typed_block_field(kind);
+        (!taken.contains(&field)).then(|| kind.to_owned())
+    })
 }
 
 /// Takes the server tools and history blocks out of `fields`, and writes them

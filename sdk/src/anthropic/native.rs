@@ -13,6 +13,12 @@
 //!   `anthropic_beta` in the body (a beta the model does not take is a 400
 //!   there). No count endpoint through this codec.
 //! * Mantle: as InvokeModel (it is Bedrock's front door), betas in the header.
+//! * Vertex: `top_k`, `context_management` and the cache TTL; any beta, in the
+//!   header (Vertex judges its own); and, for Claude 4 and later, Anthropic's
+//!   web search tool (`web_search_20250305`, the one version Google's "Web
+//!   search with Anthropic Claude models" page documents, a Preview there) with
+//!   the history blocks a web search answers with, named by type
+//!   ([`hosted::VERTEX_BLOCKS`]): no other server tool or own block.
 //!
 //! A field or beta outside the surface's list is refused, never written: the
 //! host cuts a caller's fields to [`support`]'s answer before it encodes, so
@@ -73,7 +79,13 @@ pub fn support(surface: Surface, wire_id: &str) -> Option<NativeSupport> {
         }
         // Vertex takes the `anthropic-beta` header and answers a beta it does
         // not serve with its own 400; no list is kept here.
-        Surface::Vertex => (owned(&["top_k", "context_management", CACHE_TTL]), owned(&[ANY_BETA]), false),
+        Surface::Vertex => {
+            let mut fields = owned(&["top_k", "context_management", CACHE_TTL]);
+            if hosted::vertex_searches(wire_id) {
+                fields.extend(hosted::vertex_search_fields());
+            }
+            (fields, owned(&[ANY_BETA]), false)
+        }
     };
     Some(NativeSupport { dialect: DIALECT.to_owned(), fields, betas, count_tokens })
 }
@@ -140,8 +152,13 @@ impl Asked {
         let Value::Object(mut fields) = parse_value(&native.fields_json, "the native fields")? else {
             return Err(CodecError::Unsupported("the native fields are not a JSON object".to_owned()));
         };
-        if let Some(name) = fields.keys().find(|name| !support.fields.contains(name)) {
+        if let Some(name) = fields.keys().find(|name| !support.fields.contains(name) && *name != NATIVE_BLOCKS) {
             return Err(CodecError::Unsupported(format!("{} does not take the field {name:?}", surface.key())));
+        }
+        if let Some(blocks) = fields.get(NATIVE_BLOCKS)
+            && let Some(kind) = hosted::block_not_taken(&support.fields, blocks)
+        {
+            return Err(CodecError::Unsupported(format!("{} does not take a history's {kind:?} block", surface.key())));
         }
         let any_beta = support.betas.iter().any(|beta| beta == ANY_BETA);
         if let Some(beta) = native.betas.iter().find(|beta| !any_beta && !support.betas.contains(beta)) {
@@ -235,19 +252,49 @@ mod tests {
     }
 
     #[test]
-    fn only_the_direct_api_takes_server_tools_and_history_blocks() {
+    fn the_direct_api_takes_every_server_tool_and_vertex_web_search_on_claude_4() {
         let wire_ids = [
-            (Surface::Direct, "claude-sonnet-4-5"),
-            (Surface::BedrockInvoke, "anthropic.claude-sonnet-4-5-20250929-v1:0"),
-            (Surface::Mantle, "anthropic.claude-sonnet-4-5-20250929-v1:0"),
-            (Surface::Vertex, "claude-sonnet-4-5@20250929"),
+            (Surface::Direct, "claude-sonnet-4-5", true),
+            (Surface::BedrockInvoke, "anthropic.claude-sonnet-4-5-20250929-v1:0", false),
+            (Surface::Mantle, "anthropic.claude-sonnet-4-5-20250929-v1:0", false),
+            (Surface::Vertex, "claude-sonnet-4-5@20250929", true),
+            (Surface::Vertex, "claude-opus-4@20250514", true),
+            (Surface::Vertex, "claude-3-7-sonnet@20250219", false),
+            (Surface::Vertex, "claude-3-5-haiku@20241022", false),
         ];
-        for (surface, wire_id) in wire_ids {
+        for (surface, wire_id, searches) in wire_ids {
             let fields = support(surface, wire_id).unwrap().fields;
-            let takes = fields.iter().any(|field| field == "server_tools.web_search_20250305");
-            assert_eq!(takes, surface == Surface::Direct, "{surface:?}");
-            assert_eq!(fields.iter().any(|field| field == NATIVE_BLOCKS), surface == Surface::Direct, "{surface:?}");
+            let takes = |name: &str| fields.iter().any(|field| field == name);
+            assert_eq!(takes("server_tools.web_search_20250305"), searches, "{wire_id}");
+            assert_eq!(takes("server_tools.code_execution_20250825"), surface == Surface::Direct, "{wire_id}");
+            assert_eq!(takes(NATIVE_BLOCKS), surface == Surface::Direct, "every own block: {wire_id}");
+            let typed = takes("native_blocks.web_search_tool_result");
+            assert_eq!(typed, searches && surface == Surface::Vertex, "{wire_id}");
         }
+    }
+
+    #[test]
+    fn vertex_is_sent_a_web_search_and_its_history_blocks_and_refuses_other_blocks() {
+        let tool = json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 2});
+        let call =
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}});
+        let fields = json!({
+            "server_tools.web_search_20250305": [tool],
+            "native_blocks": [{"turn": 0, "at": 0, "block": call}]
+        });
+        let wire_id = "claude-sonnet-4-5@20250929";
+        let request = encode(Surface::Vertex, &conversation(), &params(wire_id), &native(fields, &[])).unwrap();
+        let body = body_json(&request);
+        assert_eq!(body["tools"], json!([tool]));
+        assert_eq!(body["messages"][0]["content"][0], call);
+        let execution = json!({"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_2", "content": {}});
+        let other = json!({"native_blocks": [{"turn": 0, "at": 0, "block": execution}]});
+        let refused = encode(Surface::Vertex, &conversation(), &params(wire_id), &native(other, &[])).unwrap_err();
+        assert!(matches!(&refused, CodecError::Unsupported(reason) if reason.contains("code_execution_tool_result")));
+        let older = json!({"server_tools.web_search_20250305": [tool]});
+        let on_claude_3 =
+            encode(Surface::Vertex, &conversation(), &params("claude-3-7-sonnet@20250219"), &native(older, &[]));
+        assert!(on_claude_3.is_err(), "Vertex runs web search for Claude 4 and later only");
     }
 
     #[test]
