@@ -256,6 +256,10 @@ pub enum ReadError {
     Output(#[from] std::io::Error),
     #[error("reading the archive {file}: {error}")]
     Archive { file: String, error: ArchiveError },
+    /// A thread checking rows failed (a bug, never a row's fault): the walk
+    /// stops with this instead of an answer about the chain.
+    #[error("checking the rows from {from_seq} on failed: {reason}")]
+    Checker { from_seq: i64, reason: String },
 }
 
 /// What the anchor said of a chain that checks out (see `anchor`).

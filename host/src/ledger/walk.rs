@@ -89,11 +89,22 @@ struct Batch {
     rows: Vec<ReadRow>,
 }
 
-/// A batch whose rows' content was checked: one verdict a row.
+/// A batch whose rows' content was checked: one verdict a row, or why the
+/// check failed (it panicked: see [`check_batches`]).
 struct CheckedBatch {
     index: u64,
     rows: Vec<ReadRow>,
-    verdicts: Vec<Content>,
+    verdicts: Result<Vec<Content>, String>,
+}
+
+/// How a checking thread checks one row's content against the hash before it.
+type CheckRow = fn(&mut ShapeBook, &str, &ReadRow, &mut Vec<u8>) -> Content;
+
+/// The walk's settings: [`walk`]'s are [`BATCH_ROWS`] and [`check_row`].
+#[derive(Clone, Copy)]
+struct Walk {
+    batch_rows: usize,
+    check: CheckRow,
 }
 
 /// Walks the rows after `chain`'s start through `chain` (see the module's
@@ -102,6 +113,16 @@ struct CheckedBatch {
 /// first failure in row order is the answer; a failed read after it, the
 /// read's. On a failure the threads stop at their next batch.
 pub(super) fn walk(
+    connection: &Connection,
+    chain: ChainCheck,
+    broken: impl Fn(i64, ChainBreak) -> VerifyError + Send,
+    checked: impl FnMut(i64, &str) -> Result<(), VerifyError> + Send,
+) -> Result<ChainCheck, VerifyError> {
+    walk_with(Walk { batch_rows: BATCH_ROWS, check: check_row }, connection, chain, broken, checked)
+}
+
+fn walk_with(
+    walk: Walk,
     connection: &Connection,
     chain: ChainCheck,
     broken: impl Fn(i64, ChainBreak) -> VerifyError + Send,
@@ -121,11 +142,11 @@ pub(super) fn walk(
     std::thread::scope(|scope| {
         for _ in 0..checkers {
             let (mut book, done, waiting) = (book.fork(), done.clone(), &waiting);
-            scope.spawn(move || check_batches(&mut book, waiting, &done));
+            scope.spawn(move || check_batches(walk.check, &mut book, waiting, &done));
         }
         drop(done);
         let in_order = scope.spawn(move || in_order(chain, &finished, &recycle, broken, checked));
-        let read = read_batches(&mut rows, before, &batches, (&recycled, most));
+        let read = read_batches(&mut rows, before, walk.batch_rows, &batches, (&recycled, most));
         drop(batches);
         let chain = in_order.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         read?;
@@ -141,6 +162,7 @@ pub(super) fn walk(
 fn read_batches(
     rows: &mut rusqlite::Rows<'_>,
     mut before: String,
+    batch_rows: usize,
     batches: &SyncSender<Batch>,
     (recycled, most): (&Receiver<Vec<ReadRow>>, usize),
 ) -> Result<(), ReadError> {
@@ -150,7 +172,7 @@ fn read_batches(
         Ok(batch) => Some(batch),
         Err(_) if made < most => {
             made += 1;
-            Some(Vec::with_capacity(BATCH_ROWS))
+            Some(Vec::with_capacity(batch_rows))
         }
         // The ordering thread stopped: the walk failed.
         Err(_) => recycled.recv().ok(),
@@ -163,7 +185,7 @@ fn read_batches(
         }
         read_row(row, &mut batch[filled])?;
         filled += 1;
-        if filled == BATCH_ROWS {
+        if filled == batch_rows {
             let last = batch[filled - 1].link.hash.clone();
             if batches.send(Batch { index, before: std::mem::replace(&mut before, last), rows: batch }).is_err() {
                 return Ok(());
@@ -249,24 +271,51 @@ fn set_optional(field: &mut Option<String>, value: Option<&str>) {
 }
 
 /// A checking thread: takes batches until there are none, or until the
-/// thread that takes them back stopped.
-fn check_batches(book: &mut ShapeBook, waiting: &Mutex<Receiver<Batch>>, done: &SyncSender<CheckedBatch>) {
+/// thread that takes them back stopped. A check that panics (a bug) is
+/// caught and handed back as the batch's failure, and the thread stops: a
+/// batch that never came back would leave the ordering thread waiting for
+/// it, and the reading thread for the batches it holds, for ever.
+fn check_batches(
+    check: CheckRow,
+    book: &mut ShapeBook,
+    waiting: &Mutex<Receiver<Batch>>,
+    done: &SyncSender<CheckedBatch>,
+) {
     let mut body = Vec::new();
     loop {
         let batch = waiting.lock().unwrap_or_else(PoisonError::into_inner).recv();
         let Ok(Batch { index, before, rows }) = batch else { return };
-        let mut verdicts = Vec::with_capacity(rows.len());
-        for (at, row) in rows.iter().enumerate() {
-            let before = match at {
-                0 => before.as_str(),
-                _ => rows[at - 1].link.hash.as_str(),
-            };
-            verdicts.push(check_row(book, before, row, &mut body));
-        }
-        if done.send(CheckedBatch { index, rows, verdicts }).is_err() {
+        let checking = std::panic::AssertUnwindSafe(|| check_batch(check, book, &before, &rows, &mut body));
+        let verdicts = std::panic::catch_unwind(checking).map_err(|panic| panic_reason(panic.as_ref()));
+        let failed = verdicts.is_err();
+        if done.send(CheckedBatch { index, rows, verdicts }).is_err() || failed {
             return;
         }
     }
+}
+
+fn check_batch(
+    check: CheckRow,
+    book: &mut ShapeBook,
+    before: &str,
+    rows: &[ReadRow],
+    body: &mut Vec<u8>,
+) -> Vec<Content> {
+    let mut verdicts = Vec::with_capacity(rows.len());
+    for (at, row) in rows.iter().enumerate() {
+        let before = match at {
+            0 => before,
+            _ => rows[at - 1].link.hash.as_str(),
+        };
+        verdicts.push(check(book, before, row, body));
+    }
+    verdicts
+}
+
+/// A panic's message, as far as it is text.
+fn panic_reason(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+    format!("a checking thread panicked: {}", message.unwrap_or("(no message)"))
 }
 
 /// One row's content against the hash `before` it (see [`check_content`]),
@@ -300,6 +349,8 @@ fn in_order(
     for batch in finished {
         early.insert(batch.index, batch);
         while let Some(CheckedBatch { rows, verdicts, .. }) = early.remove(&next) {
+            let from_seq = chain.last_seq() + 1;
+            let verdicts = verdicts.map_err(|reason| ReadError::Checker { from_seq, reason })?;
             for (row, verdict) in rows.iter().zip(verdicts) {
                 let expected = chain.last_seq() + 1;
                 chain
@@ -314,4 +365,58 @@ fn in_order(
         }
     }
     Ok(chain)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::ledger::{CallObserver, Ledger, LedgerConfig};
+
+    /// Panics on row 30: a bug planted in the check.
+    fn panics_at_thirty(book: &mut ShapeBook, before: &str, row: &ReadRow, body: &mut Vec<u8>) -> Content {
+        assert_ne!(row.link.seq, 30, "planted");
+        check_row(book, before, row, body)
+    }
+
+    /// A checking thread that panics ends the walk with a typed error naming
+    /// where, on a file of more batches than the walk keeps in flight (one row
+    /// a batch, 60 rows): it neither hangs (the batches after it held by the
+    /// ordering thread, the reading thread waiting for one back) nor passes
+    /// rows it did not check.
+    #[tokio::test]
+    async fn a_checker_that_panics_ends_the_walk_with_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let ledger = Ledger::open(LedgerConfig::at(path.clone()), None);
+        for n in 0..60 {
+            let record = crate::ledger::tests::record(&format!("call-{n}"), "ana", "m1", n, None);
+            ledger.closed(&record).await.unwrap();
+        }
+        let reader = ledger.reader().unwrap();
+        for _ in 0..500 {
+            if reader.verify().is_ok_and(|report| report.rows == 60) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let walked = tokio::task::spawn_blocking(move || {
+            let connection = Connection::open(&path).unwrap();
+            let walk = Walk { batch_rows: 1, check: panics_at_thirty };
+            walk_with(walk, &connection, ChainCheck::default(), |_, found| VerifyError::Broken(found), |_, _| Ok(()))
+        })
+        .await
+        .unwrap();
+        match walked {
+            Err(VerifyError::Read(ReadError::Checker { from_seq: 30, reason })) => {
+                assert!(reason.contains("planted"), "{reason}");
+            }
+            other => panic!("expected the checker's failure at row 30, got {other:?}"),
+        }
+        let whole = Walk { batch_rows: 1, check: check_row };
+        let connection = Connection::open(dir.path().join("ledger.db")).unwrap();
+        let chain =
+            walk_with(whole, &connection, ChainCheck::default(), |_, found| VerifyError::Broken(found), |_, _| Ok(()));
+        assert_eq!(chain.unwrap().last_seq(), 60, "the same walk without the bug checks every row");
+    }
 }
