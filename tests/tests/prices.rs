@@ -168,7 +168,8 @@ async fn weir_serve_prices_calls_from_the_prices_file() {
     let prices = write(
         dir.path(),
         "prices.toml",
-        "[priced]\ninput_price = 1000000.0\noutput_price = 2000000.0\nweb_search_price = 10.0\nprices_as_of = \"2026-12-06\"\n",
+        "[priced]\ninput_price = 1000000.0\noutput_price = 2000000.0\nweb_search_price = 10.0\n\
+         web_search_preview_price = 25.0\nprices_as_of = \"2026-12-06\"\n",
     );
     let mut gateway = Gateway::start_with_args(&config, &[("OPENAI_API_KEY", "sk-test")], &["--prices", &prices]).await;
     let models: Value = reqwest::get(gateway.url("/v1/models")).await.unwrap().json().await.unwrap();
@@ -176,7 +177,7 @@ async fn weir_serve_prices_calls_from_the_prices_file() {
     assert_eq!(
         priced["weir"]["prices"],
         json!({"input": 1000000.0, "output": 2000000.0, "cache_read": null, "cache_write": null, "search": null,
-            "web_search": 10.0, "as_of": "2026-12-06"})
+            "web_search": 10.0, "web_search_preview": 25.0, "as_of": "2026-12-06"})
     );
     upstream.push(openai_wire::completion_with_usage("Hello.", 3, 2, 0, 0));
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});

@@ -409,3 +409,65 @@ async fn a_responses_web_search_bounded_by_max_tool_calls_is_held_at_the_bound()
     let notes = records.last().unwrap()["notes"].as_array().unwrap().clone();
     assert!(notes.contains(&json!("field_dropped:max_tool_calls")), "{notes:?}");
 }
+
+/// OpenAI lists `web_search_preview` apart (USD 25 per thousand on non-reasoning models):
+/// an entry's `web_search_preview_price` holds and charges a call sending that tool at it,
+/// a plain `web_search` stays at `web_search_price`, and a call sending both is charged the
+/// higher for each search (the items do not say which tool ran it).
+#[tokio::test]
+async fn the_preview_search_tool_is_held_and_charged_at_its_own_price() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    let text = config(&anthropic, &openai, "", "[member.ana]\ndaily_usd = 0.05\n");
+    let priced = "web_search_price = 10\n\n[[key]]";
+    assert!(text.contains(priced), "{text}");
+    let gateway =
+        gateway(&text.replace(priced, "web_search_price = 10\nweb_search_preview_price = 25.0\n\n[[key]]")).await;
+    let auth = format!("Bearer {ANA}");
+    let ask = |tools: Value| {
+        json!({"model": "gpt5", "input": "What is Weir?", "max_output_tokens": 500, "tools": tools,
+               "max_tool_calls": 1})
+    };
+    let one_search = || {
+        let output = vec![searched_output()[0].clone(), message_item("msg_01", "Weir is an LLM gateway.")];
+        response(output, responses_wire::usage(50, 20, 0, 0))
+    };
+    let tokens = (50.0 * 1.25 + 20.0 * 10.0) / 1_000_000.0;
+    // The last call's record: its one search and its cost.
+    let last_cost = || {
+        let records = closed_records(&gateway.dir().join("ledger.db"));
+        let last = records.last().unwrap();
+        assert_eq!(last["attempts"][0]["web_searches"], 1, "{last}");
+        last["cost_usd"].as_f64().unwrap()
+    };
+
+    openai.push(one_search());
+    let preview = gateway
+        .post_json("/v1/responses", &ask(json!([{"type": "web_search_preview"}])), &[("authorization", &auth)])
+        .await;
+    assert_eq!(preview.status, 200, "{:?}", preview.body);
+    let cost = last_cost();
+    assert!(close(cost, tokens + 0.025), "at the preview price: {cost}");
+
+    // ~$0.0247 is left: the preview tool's bound of one holds ~$0.030 and is refused,
+    // the plain tool's (~$0.015) fits and is charged at `web_search_price`.
+    let refused = gateway
+        .post_json("/v1/responses", &ask(json!([{"type": "web_search_preview"}])), &[("authorization", &auth)])
+        .await;
+    assert_eq!(refused.status, 429, "{:?}", refused.body);
+    assert_eq!(openai.request_count(), 1, "the refused call sent nothing");
+    openai.push(one_search());
+    let plain =
+        gateway.post_json("/v1/responses", &ask(json!([{"type": "web_search"}])), &[("authorization", &auth)]).await;
+    assert_eq!(plain.status, 200, "{:?}", plain.body);
+    let cost = last_cost();
+    assert!(close(cost, tokens + 0.01), "at the web search price: {cost}");
+
+    // Both tools (no budget): each search at the higher price.
+    openai.push(one_search());
+    let both = json!([{"type": "web_search"}, {"type": "web_search_preview"}]);
+    let answer = gateway.post_json("/v1/responses", &ask(both), &[("authorization", &format!("Bearer {BOB}"))]).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let cost = last_cost();
+    assert!(close(cost, tokens + 0.025), "the higher price: {cost}");
+}

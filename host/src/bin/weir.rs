@@ -680,6 +680,9 @@ fn token_prices(prices: &weir_host::record::Prices, input: f64, output: f64) -> 
     if let Some(web_search) = prices.web_search {
         line.push_str(&format!(", web search ${web_search} per thousand searches"));
     }
+    if let Some(preview) = prices.web_search_preview {
+        line.push_str(&format!(", web search preview ${preview} per thousand calls"));
+    }
     line
 }
 

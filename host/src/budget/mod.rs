@@ -97,9 +97,11 @@ pub fn spent(model: &ModelSpec, usage: &Tokens) -> Spend {
     Spend::of(usage, model.prices.cost(usage, 0, multipliers))
 }
 
-/// `spend` with `searches` web searches added at the entry's web search price:
-/// nothing added at an entry without one, nor to a spend that is not priced
-/// (an entry without token prices stays unpriced, as a USD budget must see).
-pub fn with_web_searches(model: &ModelSpec, spend: Spend, searches: u64) -> Spend {
-    Spend { usd: spend.usd.map(|usd| usd + model.prices.web_search_cost(searches)), ..spend }
+/// `spend` with `searches` web searches added at `per_thousand` USD (the
+/// call's web search price): nothing added without one, nor to a spend that
+/// is not priced (an entry without token prices stays unpriced, as a USD
+/// budget must see).
+pub fn with_web_searches(per_thousand: Option<f64>, spend: Spend, searches: u64) -> Spend {
+    let searched = per_thousand.map_or(0.0, |price| searches as f64 * price / 1000.0);
+    Spend { usd: spend.usd.map(|usd| usd + searched), ..spend }
 }

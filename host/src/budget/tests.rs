@@ -139,6 +139,7 @@ fn a_usd_budget_counts_cache_priced_tokens_at_their_price() {
         cache_write: None,
         search: None,
         web_search: None,
+        web_search_preview: None,
     };
     model.cache_read_multiplier = 0.1;
     model.cache_write_multiplier = 1.25;
@@ -168,16 +169,16 @@ fn web_searches_add_their_price_to_a_priced_spend_and_leave_an_unpriced_one_unpr
         ..crate::record::Prices::default()
     };
     let worst = worst_case(&model, 0, 1000);
-    let held = with_web_searches(&model, worst, 5);
+    let held = with_web_searches(model.prices.web_search, worst, 5);
     assert_eq!(held.tokens, worst.tokens, "searches are not tokens");
     assert!((held.usd.unwrap() - (0.015 + 0.05)).abs() < 1e-12, "{held:?}");
     // An entry without token prices stays unpriced: a USD budget must refuse it.
     model.prices = crate::record::Prices { web_search: Some(10.0), ..crate::record::Prices::default() };
-    assert_eq!(with_web_searches(&model, worst_case(&model, 0, 1000), 5).usd, None);
+    assert_eq!(with_web_searches(Some(10.0), worst_case(&model, 0, 1000), 5).usd, None);
     // An entry without a web search price adds nothing.
     model.prices = crate::record::Prices { input: Some(3.0), output: Some(15.0), ..crate::record::Prices::default() };
     let plain = worst_case(&model, 0, 1000);
-    assert_eq!(with_web_searches(&model, plain, 5), plain);
+    assert_eq!(with_web_searches(model.prices.web_search, plain, 5), plain);
 }
 
 #[test]

@@ -102,7 +102,11 @@ pub(super) async fn run<A: Attempt>(
     // The hold stays the call's (a call dropped mid-attempt settles it from
     // its record); its attempts borrow it to top it up.
     let Tally { started, requested_max_tokens, notes, hold, .. } = tally;
-    let mut spend = Spend::for_call(target.model, request, *started).holding(hold.as_mut(), target.search_bound);
+    let mut spend = Spend::for_call(target.model, request, *started).holding(
+        hold.as_mut(),
+        target.search_bound,
+        target.search_price,
+    );
     let mut noted = Noted { requested_max_tokens, notes };
     let result = gate(attempt, target, request, wire, &mut noted, &mut spend).await;
     tally.native_answer = spend.log.take_native().map(std::sync::Arc::new);

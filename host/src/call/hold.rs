@@ -43,8 +43,8 @@ pub(super) async fn take(
     let booked = effort::effective(weir, request).filter(|_| request.thinking_budget.is_none());
     let reserve = output_reserve(request.max_output_tokens, booked, model, weir.config().answer_reserve())?;
     let input = estimate_input(model.tokenizer, &request.conversation);
-    let worst =
-        budget::with_web_searches(model, budget::worst_case(model, input, reserve.max_tokens), target.search_bound);
+    let worst = budget::worst_case(model, input, reserve.max_tokens);
+    let worst = budget::with_web_searches(target.search_price, worst, target.search_bound);
     take_worst(weir, Some(caller), target, worst, opening).await
 }
 
@@ -83,6 +83,8 @@ pub(super) struct Searched {
     pub web_searches: u64,
     /// The most web searches one attempt may run (its tools' `max_uses`).
     pub search_bound: u64,
+    /// USD per thousand of the call's web searches.
+    pub search_price: Option<f64>,
 }
 
 /// Tops `hold` up before an attempt after the first: to what the call's
@@ -102,8 +104,9 @@ pub(super) async fn top_up(
 ) -> Result<(), WeirError> {
     let model = target.model;
     let next = budget::worst_case(model, estimate_input(model.tokenizer, conversation), max_tokens);
-    let next = budget::with_web_searches(model, next, spent.search_bound);
-    let spent_so_far = budget::with_web_searches(model, budget::spent(model, &spent.tokens), spent.web_searches);
+    let next = budget::with_web_searches(spent.search_price, next, spent.search_bound);
+    let spent_so_far =
+        budget::with_web_searches(spent.search_price, budget::spent(model, &spent.tokens), spent.web_searches);
     let total = spent_so_far.plus(next);
     let added = match hold.top_up(total, &model.id).await {
         Ok(added) => added,

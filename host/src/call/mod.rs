@@ -495,6 +495,11 @@ async fn run<A: Attempt>(
     target.native = native.request;
     target.native_answer = native.answer_native;
     target.search_bound = native.search_bound;
+    target.search_price = native.search_price;
+    // The record holds the price the call's searches are charged at.
+    if let Some(resolved) = tally.resolved.as_mut() {
+        resolved.prices.web_search = native.search_price;
+    }
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;

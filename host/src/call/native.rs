@@ -57,6 +57,8 @@ pub(super) struct NativePlan {
     pub answer_native: bool,
     /// The most web searches one attempt may run (see [`super::web_search::bound`]).
     pub search_bound: u64,
+    /// USD per thousand of the call's web searches (see [`super::web_search::price`]).
+    pub search_price: Option<f64>,
 }
 
 /// A native request while it is planned: its fields stay a map until the plan
@@ -98,7 +100,7 @@ pub(super) struct Cut {
 pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativePlan, WeirError> {
     let mode = target.model.prompt_cache;
     if request.native.is_none() && mode == PromptCache::Off {
-        return Ok(NativePlan::default());
+        return Ok(NativePlan { search_price: target.model.prices.web_search, ..NativePlan::default() });
     }
     let support = support(target)?;
     let mut cut = match request.native.as_deref() {
@@ -125,6 +127,7 @@ pub(super) fn plan(target: &Target<'_>, request: &ChatRequest) -> Result<NativeP
     Ok(NativePlan {
         answer_native: draft.as_ref().is_some_and(carries_own_parts) && target.provider.decodes_native(),
         search_bound: draft.as_ref().map_or(0, super::web_search::bound),
+        search_price: super::web_search::price(target.model, draft.as_ref()),
         request: draft.map(Draft::into_request),
         dropped,
     })

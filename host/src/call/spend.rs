@@ -58,6 +58,8 @@ struct Covered<'h> {
     attempts: u32,
     /// The most web searches one attempt may run (see `call::web_search`).
     search_bound: u64,
+    /// USD per thousand of the call's web searches.
+    search_price: Option<f64>,
 }
 
 impl<'h> Spend<'h> {
@@ -97,9 +99,9 @@ impl<'h> Spend<'h> {
 
     /// The call's budget hold, which covers its first attempt; every later
     /// attempt tops it up before it is sent ([`Self::cover`]), with up to
-    /// `search_bound` web searches of its own.
-    pub fn holding(self, hold: Option<&'h mut Hold>, search_bound: u64) -> Self {
-        Self { budget: hold.map(|hold| Covered { hold, attempts: 1, search_bound }), ..self }
+    /// `search_bound` web searches of its own at `search_price`.
+    pub fn holding(self, hold: Option<&'h mut Hold>, search_bound: u64, search_price: Option<f64>) -> Self {
+        Self { budget: hold.map(|hold| Covered { hold, attempts: 1, search_bound, search_price }), ..self }
     }
 
     /// Called as an attempt is about to be sent with `conversation` and an
@@ -124,6 +126,7 @@ impl<'h> Spend<'h> {
             tokens: self.log.usage(),
             web_searches: self.log.web_searches(),
             search_bound: budget.search_bound,
+            search_price: budget.search_price,
         };
         hold::top_up(target, budget.hold, &spent, conversation, max_tokens).await
     }

@@ -20,6 +20,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::catalog::ModelSpec;
 use crate::chat::{ChatRequest, HOSTED_TOOL_FIELD, MAX_TOOL_CALLS_FIELD, NativeBlocks};
 use crate::error::WeirError;
 use crate::types::AnswerBlock;
@@ -34,6 +35,9 @@ const WEB_SEARCH: &str = "web_search";
 const ANTHROPIC: &str = "anthropic-messages";
 /// The dialect whose hosted tool calls are bounded by `max_tool_calls`.
 const OPENAI: &str = "openai-responses";
+/// OpenAI's older web search tool, priced apart (`web_search_preview`,
+/// `web_search_preview_2025_03_11`).
+const WEB_SEARCH_PREVIEW: &str = "web_search_preview";
 /// The output item OpenAI answers each web search call with.
 const WEB_SEARCH_CALL: &str = "web_search_call";
 
@@ -63,6 +67,20 @@ fn is_web_search_call(block: &AnswerBlock) -> bool {
 /// under a USD budget every tool sent has its bound.
 pub(super) fn bound(draft: &Draft) -> u64 {
     bounds(&draft.dialect, &draft.fields).most
+}
+
+/// USD per thousand web searches of a call sending `draft`: the entry's
+/// `web_search_price`, or its `web_search_preview_price` for OpenAI's
+/// `web_search_preview` tool (see [`crate::record::Prices::for_searches`]).
+pub(super) fn price(model: &ModelSpec, draft: Option<&Draft>) -> Option<f64> {
+    let tools = || draft.into_iter().flat_map(|draft| draft.fields.keys()).filter(|name| is_web_search(name));
+    let preview = tools().any(|name| is_preview(name));
+    let plain = tools().any(|name| !is_preview(name));
+    model.prices.for_searches(plain, preview).web_search
+}
+
+fn is_preview(field: &str) -> bool {
+    field.strip_prefix(HOSTED_TOOL_FIELD).is_some_and(|tool| tool.starts_with(WEB_SEARCH_PREVIEW))
 }
 
 /// A request's web search tools against their bounds.
@@ -129,7 +147,7 @@ pub(super) fn cut(target: &Target<'_>, request: &ChatRequest, plan: &mut Cut) ->
     if !native.fields.keys().any(|name| is_web_search(name)) || !under_usd_budget(target, request) {
         return Ok(());
     }
-    if target.model.prices.web_search.is_none() {
+    if price(target.model, Some(native)).is_none() {
         return Err(WeirError::InvalidRequest(format!(
             "model `{}` declares no `web_search_price`, and a USD budget applies to the caller: its web searches \
              cannot be priced",

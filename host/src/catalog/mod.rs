@@ -420,6 +420,7 @@ fn spec(entry: &ModelEntry, operator_ceiling: Option<u32>, prompt_cache: PromptC
             cache_write: entry.cache_write_price,
             search: entry.search_price,
             web_search: entry.web_search_price,
+            web_search_preview: entry.web_search_preview_price,
         },
         prices_as_of: entry.prices_as_of.clone(),
         grade: entry.grade.clone(),

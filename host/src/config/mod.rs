@@ -297,6 +297,11 @@ pub struct ModelEntry {
     /// holds and settles them (absent: the searches cost nothing here, and a
     /// caller under a USD budget is refused a web search on this entry).
     pub web_search_price: Option<f64>,
+    /// USD per thousand calls of OpenAI's older hosted `web_search_preview`
+    /// tool, which OpenAI lists apart (USD 25 on non-reasoning models, against
+    /// `web_search`'s 10): a call that sends it is charged and held at this
+    /// price instead of `web_search_price` (absent: at `web_search_price`).
+    pub web_search_preview_price: Option<f64>,
     /// The day the prices were taken from the provider's published page
     /// (`YYYY-MM-DD`), shown beside them so a reader knows how old they are.
     pub prices_as_of: Option<String>,
@@ -1298,6 +1303,7 @@ impl ModelEntry {
             self.cache_write_price,
             self.search_price,
             self.web_search_price,
+            self.web_search_preview_price,
         ];
         if prices.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) {
             return Err("prices must be finite and not negative".to_owned());
@@ -1307,10 +1313,10 @@ impl ModelEntry {
                 "`search_price` is read only for rerank entries (only a ranking is billed by the search)".to_owned()
             );
         }
-        if self.web_search_price.is_some() && self.kind != RoleKind::Chat {
-            return Err(
-                "`web_search_price` is read only for chat entries (only a chat call runs a web search)".to_owned()
-            );
+        if (self.web_search_price.is_some() || self.web_search_preview_price.is_some()) && self.kind != RoleKind::Chat {
+            return Err("`web_search_price` and `web_search_preview_price` are read only for chat entries (only a \
+                        chat call runs a web search)"
+                .to_owned());
         }
         if self.search_price.is_some()
             && [self.input_price, self.cache_read_price, self.cache_write_price].iter().any(Option::is_some)

@@ -35,11 +35,12 @@ pub struct PriceRow {
     pub cache_write_price: Option<f64>,
     pub search_price: Option<f64>,
     pub web_search_price: Option<f64>,
+    pub web_search_preview_price: Option<f64>,
     pub prices_as_of: Option<String>,
 }
 
 impl PriceRow {
-    fn prices(&self) -> [Option<f64>; 6] {
+    fn prices(&self) -> [Option<f64>; 7] {
         [
             self.input_price,
             self.output_price,
@@ -47,6 +48,7 @@ impl PriceRow {
             self.cache_write_price,
             self.search_price,
             self.web_search_price,
+            self.web_search_preview_price,
         ]
     }
 
@@ -62,6 +64,7 @@ impl PriceRow {
             (self.cache_write_price, &mut entry.cache_write_price),
             (self.search_price, &mut entry.search_price),
             (self.web_search_price, &mut entry.web_search_price),
+            (self.web_search_preview_price, &mut entry.web_search_preview_price),
         ];
         for (row, field) in prices {
             if row.is_some() {
@@ -242,10 +245,17 @@ context_window = 1000
         let negative = entry("max_output_tokens = 100\nweb_search_price = -10.0");
         let message = Config::from_toml(&negative, "t").unwrap_err().to_string();
         assert!(message.contains("prices must be finite and not negative"), "{message}");
-        let embedding =
-            entry("kind = \"embedding\"\nembedding_dimensions = 8\ninput_price = 0.1\nweb_search_price = 10.0");
-        let message = Config::from_toml(&embedding, "t").unwrap_err().to_string();
-        assert!(message.contains("`web_search_price` is read only for chat entries"), "{message}");
+        let preview = entry("max_output_tokens = 100\nweb_search_preview_price = 25.0");
+        assert_eq!(Config::from_toml(&preview, "t").unwrap().models[0].web_search_preview_price, Some(25.0));
+        let negative = entry("max_output_tokens = 100\nweb_search_preview_price = -25.0");
+        let message = Config::from_toml(&negative, "t").unwrap_err().to_string();
+        assert!(message.contains("prices must be finite and not negative"), "{message}");
+        for price in ["web_search_price = 10.0", "web_search_preview_price = 25.0"] {
+            let embedding =
+                entry(&format!("kind = \"embedding\"\nembedding_dimensions = 8\ninput_price = 0.1\n{price}"));
+            let message = Config::from_toml(&embedding, "t").unwrap_err().to_string();
+            assert!(message.contains("are read only for chat entries"), "{message}");
+        }
     }
 
     #[test]

@@ -30,6 +30,11 @@ pub struct Prices {
     /// billed on top of the tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web_search: Option<f64>,
+    /// USD per thousand calls of OpenAI's `web_search_preview` tool, which
+    /// OpenAI prices apart: a call that sends it is charged at this price
+    /// (see [`Prices::for_searches`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_search_preview: Option<f64>,
 }
 
 /// The documents one search unit covers (Cohere: "one query with up to 100
@@ -66,6 +71,24 @@ impl Prices {
             + tokens.cache_read as f64 * cache_read
             + tokens.cache_write as f64 * cache_write;
         Some(micro / 1_000_000.0)
+    }
+
+    /// These prices for a call that sends OpenAI's `web_search_preview` tool
+    /// (`preview`) and/or another web search tool (`plain`): `web_search`
+    /// becomes the price its searches are charged at — the preview price
+    /// (else `web_search`) for the preview tool alone. OpenAI's answer does
+    /// not say which tool ran a search, so a call that sends both is charged
+    /// the higher of the two for each. A call that sends neither is unchanged.
+    #[must_use]
+    pub fn for_searches(self, plain: bool, preview: bool) -> Self {
+        let plain_price = self.web_search.filter(|_| plain);
+        let preview_price = self.web_search_preview.or(self.web_search).filter(|_| preview);
+        let web_search = match (plain_price, preview_price) {
+            (Some(plain), Some(preview)) => Some(plain.max(preview)),
+            (None, None) if !preview => self.web_search,
+            (plain, preview) => plain.or(preview),
+        };
+        Self { web_search, ..self }
     }
 
     /// What `searches` web searches add to a call's cost: nothing at an entry
@@ -138,6 +161,23 @@ mod tests {
         assert!((prices.web_search_cost(3) - 0.03).abs() < 1e-12);
         assert_eq!(prices.web_search_cost(0), 0.0);
         assert_eq!(Prices::default().web_search_cost(5), 0.0);
+    }
+
+    #[test]
+    fn the_preview_tool_is_charged_its_own_price_and_both_tools_the_higher() {
+        let prices = Prices { web_search: Some(10.0), web_search_preview: Some(25.0), ..Prices::default() };
+        assert_eq!(prices.for_searches(true, false).web_search, Some(10.0));
+        assert_eq!(prices.for_searches(false, true).web_search, Some(25.0));
+        assert_eq!(prices.for_searches(true, true).web_search, Some(25.0));
+        assert_eq!(prices.for_searches(false, false).web_search, Some(10.0), "no search tool: unchanged");
+        let cheaper = Prices { web_search_preview: Some(5.0), ..prices };
+        assert_eq!(cheaper.for_searches(false, true).web_search, Some(5.0), "the preview tool alone");
+        assert_eq!(cheaper.for_searches(true, true).web_search, Some(10.0));
+        let plain_only = Prices { web_search: Some(10.0), ..Prices::default() };
+        assert_eq!(plain_only.for_searches(false, true).web_search, Some(10.0), "no preview price: web_search's");
+        let preview_only = Prices { web_search_preview: Some(25.0), ..Prices::default() };
+        assert_eq!(preview_only.for_searches(true, false).web_search, None, "web_search has no price");
+        assert_eq!(preview_only.for_searches(true, true).web_search, Some(25.0));
     }
 
     #[test]

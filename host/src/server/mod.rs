@@ -576,8 +576,8 @@ fn deployments(model: &crate::ModelStatus) -> Value {
         .collect()
 }
 
-/// An entry's prices (USD per million tokens; `search` and `web_search`
-/// per thousand searches) and the day they were taken;
+/// An entry's prices (USD per million tokens; `search`, `web_search` and
+/// `web_search_preview` per thousand searches) and the day they were taken;
 /// `null` fields where it declares none.
 fn prices(model: &crate::ModelStatus) -> Value {
     json!({
@@ -587,6 +587,7 @@ fn prices(model: &crate::ModelStatus) -> Value {
         "cache_write": model.prices.cache_write,
         "search": model.prices.search,
         "web_search": model.prices.web_search,
+        "web_search_preview": model.prices.web_search_preview,
         "as_of": model.prices_as_of,
     })
 }
