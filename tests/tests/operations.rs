@@ -252,7 +252,7 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
 async fn the_first_party_components_target_the_current_world() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     let openai = registry.get("openai").unwrap();
-    assert_eq!(openai.component().world_version, "0.6.0");
+    assert_eq!(openai.component().world_version, "0.7.0");
     assert!(openai.exports(Operation::Chat));
     assert!(openai.serves_operation(Operation::Chat, "gpt-4.1").unwrap());
 }

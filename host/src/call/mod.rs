@@ -173,6 +173,9 @@ pub(crate) struct Tally {
     pub to_store: Option<answer_cache::ToStore>,
     /// The answering attempt's own blocks (see [`crate::chat::NativeBlocks`]).
     pub native_answer: Option<std::sync::Arc<crate::chat::NativeBlocks>>,
+    /// The most web searches an attempt may run (see [`web_search`]): what a
+    /// live stream that did not show its count to its end is charged.
+    pub search_bound: u64,
 }
 
 impl Tally {
@@ -190,6 +193,7 @@ impl Tally {
             cached_from: None,
             to_store: None,
             native_answer: None,
+            search_bound: 0,
         }
     }
 }
@@ -260,6 +264,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 notes: std::mem::take(&mut tally.notes),
                 hold: tally.hold.take(),
                 store: answer_cache::pending(tally).map(|to_store| (weir.clone(), to_store)),
+                search_bound: tally.search_bound,
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -495,6 +500,7 @@ async fn run<A: Attempt>(
     target.native = native.request;
     target.native_answer = native.answer_native;
     target.search_bound = native.search_bound;
+    tally.search_bound = native.search_bound;
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
@@ -505,19 +511,14 @@ async fn run<A: Attempt>(
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.
-    // Nor can a provider's own blocks yet (only a whole answer is decoded
-    // with them in place: `native.decode-native`), unless the operator chose
-    // a live stream without them (`hosted_tool_streams = "live"`).
-    // A live stream carries no search count (only a whole answer's own usage
-    // and items say how many searches ran): a call whose budget holds web
-    // searches is taken whole, so the budget is charged the searches it ran.
-    let searches_held = tally.hold.is_some() && target.search_bound > 0;
-    let own_blocks_live = target.native_answer
-        && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live
-        && !searches_held;
-    policy.notes.stream_replayed_whole =
-        A::STREAMS && (!policy.streams || policy.prompted_tools || (target.native_answer && !own_blocks_live));
-    policy.notes.hosted_items_not_streamed = A::STREAMS && own_blocks_live && !policy.notes.stream_replayed_whole;
+    let replayed = !policy.streams || policy.prompted_tools;
+    let own = match A::STREAMS && target.native_answer && !replayed {
+        true => own_stream(weir, &target, tally.hold.is_some())?,
+        false => OwnStream::NotAsked,
+    };
+    target.native_stream = own == OwnStream::Carried;
+    policy.notes.stream_replayed_whole = A::STREAMS && (replayed || own == OwnStream::Whole);
+    policy.notes.hosted_items_not_streamed = own == OwnStream::Dropped;
     tally.notes.extend(policy.notes.names());
     if policy.notes.stream_replayed_whole {
         return match dispatch(&Whole, &target, request, tally, &policy).await? {
@@ -526,6 +527,42 @@ async fn run<A: Attempt>(
         };
     }
     dispatch(attempt, &target, request, tally, &policy).await
+}
+
+/// How a streamed call whose answer carries the provider's own blocks goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnStream {
+    /// Not such a call, or it is replayed whole for another reason.
+    NotAsked,
+    /// Live, the own blocks in place (`native.native-stream`).
+    Carried,
+    /// Live without the own blocks (`hosted_tool_streams = "live"`).
+    Dropped,
+    /// Taken whole and replayed.
+    Whole,
+}
+
+/// How `target`'s stream with own blocks goes under `hosted_tool_streams`:
+/// live with them where the provider's stream carries them (its count of web
+/// searches with them, so a budget holding searches is settled right);
+/// elsewhere whole, or under `live` without them, unless the budget holds
+/// web searches (such a stream reports no count: taken whole).
+fn own_stream(weir: &Weir, target: &Target<'_>, held: bool) -> Result<OwnStream, WeirError> {
+    use crate::config::HostedToolStreams;
+    let mode = weir.config().hosted_tool_streams;
+    if mode == HostedToolStreams::Whole {
+        return Ok(OwnStream::Whole);
+    }
+    let carried = target
+        .provider
+        .streams_native()
+        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+    let searches_held = held && target.search_bound > 0;
+    Ok(match (carried, mode) {
+        (true, _) => OwnStream::Carried,
+        (false, HostedToolStreams::Live) if !searches_held => OwnStream::Dropped,
+        (false, _) => OwnStream::Whole,
+    })
 }
 
 /// Runs the gates with the conversation the model reads: as asked, or with its

@@ -92,6 +92,10 @@ pub(super) struct Target<'a> {
     /// The most web searches one attempt may run (see `call::web_search`):
     /// the hold and the gates add their price to the worst case.
     pub search_bound: u64,
+    /// A stream of this call goes live with the provider's own pieces in
+    /// place (`native.native-stream`): set when the answer is native and the
+    /// provider's streams carry them (see `call::run`).
+    pub native_stream: bool,
 }
 
 impl<'a> std::ops::Deref for Target<'a> {
@@ -361,7 +365,7 @@ async fn resolve_component_entry<'a>(
         opening,
         deployment: None,
     };
-    Ok(Target { reached, provider, native: None, native_answer: false, search_bound: 0 })
+    Ok(Target { reached, provider, native: None, native_answer: false, search_bound: 0, native_stream: false })
 }
 
 /// [`resolve_component_entry`] for an entry with deployments: resolved against
@@ -393,7 +397,7 @@ async fn resolve_deployed_entry<'a>(
         opening,
         deployment: None,
     };
-    let entry = Target { reached, provider, native: None, native_answer: false, search_bound: 0 };
+    let entry = Target { reached, provider, native: None, native_answer: false, search_bound: 0, native_stream: false };
     let mut unaddressable = None;
     for index in pool.usable() {
         match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
@@ -442,6 +446,7 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         native: target.native.clone(),
         native_answer: target.native_answer,
         search_bound: target.search_bound,
+        native_stream: target.native_stream,
     })
 }
 

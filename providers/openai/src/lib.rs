@@ -242,6 +242,10 @@ fn responses_info() -> ProviderInfo {
 /// The Responses API's own fields, for `openai-responses` alone (see
 /// [`responses::native`]); the Chat Completions keys take none.
 impl NativeProvider for OpenAi {
+    /// Its Responses streams are not decoded with their hosted items yet: a
+    /// stream with hosted tools is taken whole (`decode_native`).
+    type NativeStream = weir_sdk::NoNativeStream;
+
     fn native_support(provider: &str, _wire_id: &str) -> Option<NativeSupport> {
         (provider == dialect::RESPONSES).then(responses::native::support)
     }

@@ -226,6 +226,8 @@ pub const NATIVE_ENCODE_PANICS: &str = "native-encode-panics";
 
 #[cfg(feature = "native")]
 impl weir_sdk::NativeProvider for Hostile {
+    type NativeStream = weir_sdk::NoNativeStream;
+
     fn native_support(_: &str, wire_id: &str) -> Option<weir_sdk::types::NativeSupport> {
         match wire_id {
             NATIVE_SUPPORT_PANICS => panic!("hostile component panicked in native.support on purpose"),
