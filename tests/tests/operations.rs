@@ -251,8 +251,8 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
 
 /// A 0.6.0 component answers `decode-native` but has no `native-stream` (0.7.0 added it):
 /// its streams with hosted tools are taken whole, as before. Of the first-party
-/// components, the Anthropic direct API's key opens one, InvokeModel's and OpenAI's
-/// Responses key none (their such streams are taken whole).
+/// components, the Anthropic direct API's key and OpenAI's Responses key open one,
+/// InvokeModel's and Chat Completions' none (their such streams are taken whole).
 #[tokio::test]
 async fn a_0_6_0_component_decodes_native_answers_and_opens_no_native_stream() {
     let versioned = load(&engine(), env!("WEIR_CHAT_0_6_WASM"));
@@ -266,7 +266,8 @@ async fn a_0_6_0_component_decodes_native_answers_and_opens_no_native_stream() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     assert!(registry.get("anthropic").unwrap().streams_native().unwrap());
     assert!(!registry.get("anthropic-bedrock").unwrap().streams_native().unwrap());
-    assert!(!registry.get("openai-responses").unwrap().streams_native().unwrap());
+    assert!(registry.get("openai-responses").unwrap().streams_native().unwrap());
+    assert!(!registry.get("openai").unwrap().streams_native().unwrap(), "Chat Completions carries no hosted items");
 }
 
 #[tokio::test]

@@ -136,7 +136,8 @@ pub struct Config {
     /// own blocks) go to the provider that runs them. `native` (the default):
     /// live, with the provider's own blocks in place, where the serving
     /// component's stream carries them (`native.native-stream`, 0.7.0: the
-    /// Anthropic direct API, Mantle and Vertex); elsewhere the answer is taken
+    /// Anthropic direct API, Mantle and Vertex, OpenAI's Responses API);
+    /// elsewhere the answer is taken
     /// whole and replayed as a stream (note `stream_replayed_whole`). `whole`:
     /// always taken whole and replayed, its own blocks in place; nothing
     /// reaches the caller until it is complete. `live`: live everywhere; where

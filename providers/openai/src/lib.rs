@@ -242,9 +242,9 @@ fn responses_info() -> ProviderInfo {
 /// The Responses API's own fields, for `openai-responses` alone (see
 /// [`responses::native`]); the Chat Completions keys take none.
 impl NativeProvider for OpenAi {
-    /// Its Responses streams are not decoded with their hosted items yet: a
-    /// stream with hosted tools is taken whole (`decode_native`).
-    type NativeStream = weir_sdk::NoNativeStream;
+    /// `openai-responses` streams its hosted items live; the Chat Completions
+    /// keys open none (they carry no hosted tools).
+    type NativeStream = responses::ResponsesNativeStream;
 
     fn native_support(provider: &str, _wire_id: &str) -> Option<NativeSupport> {
         (provider == dialect::RESPONSES).then(responses::native::support)
