@@ -223,16 +223,9 @@ WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_use
 WEB_SEARCH_QUESTION = "What is Weir? Search the web."
 
 
-def web_search(client, model):
-    raw = client.messages.with_raw_response.create(
-        model=model,
-        max_tokens=500,
-        tools=[WEB_SEARCH_TOOL],
-        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
-    )
-    message = raw.parse()
-    blocks = [block.to_dict() for block in message.content]
-    follow_up = client.messages.create(
+def next_search_turn(client, model, blocks):
+    """The turn after a web search: its answer's blocks sent back as the assistant's."""
+    return client.messages.create(
         model=model,
         max_tokens=500,
         tools=[WEB_SEARCH_TOOL],
@@ -242,6 +235,18 @@ def web_search(client, model):
             {"role": "user", "content": "Thanks. In one word?"},
         ],
     )
+
+
+def web_search(client, model):
+    raw = client.messages.with_raw_response.create(
+        model=model,
+        max_tokens=500,
+        tools=[WEB_SEARCH_TOOL],
+        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
+    )
+    message = raw.parse()
+    blocks = [block.to_dict() for block in message.content]
+    follow_up = next_search_turn(client, model, blocks)
     return {
         "step": "web_search",
         "blocks": blocks,
@@ -252,33 +257,10 @@ def web_search(client, model):
     }
 
 
-def stream_web_search(client, model):
-    events = []
-    deltas = []
-    with client.messages.stream(
-        model=model,
-        max_tokens=500,
-        tools=[WEB_SEARCH_TOOL],
-        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
-    ) as stream:
-        for event in stream:
-            if event.type in ("message_start", "content_block_start", "content_block_delta",
-                              "content_block_stop", "message_delta", "message_stop"):
-                events.append(event.type)
-            if event.type == "content_block_delta":
-                deltas.append(event.delta.type)
-        final = stream.get_final_message()
-    return {
-        "step": "stream_web_search",
-        "blocks": [block.to_dict() for block in final.content],
-        "stop_reason": final.stop_reason,
-        "events": events,
-        "deltas": deltas,
-        "usage": usage_dict(final.usage),
-    }
-
-
-def live_web_search(client, model):
+def read_search_stream(client, model, gate=None):
+    """The first web search turn through `client.messages.stream(...)`: the final message,
+    the event types, the delta types and the first text delta's text. With `gate`, that
+    file is created once the first text delta has been read."""
     events = []
     deltas = []
     first_text = None
@@ -296,20 +278,29 @@ def live_web_search(client, model):
                 deltas.append(event.delta.type)
                 if event.delta.type == "text_delta" and first_text is None:
                     first_text = event.delta.text
-                    with open(os.environ["WEIR_GATE_FILE"], "w") as gate:
-                        gate.write("read")
+                    if gate is not None:
+                        with open(gate, "w") as opened:
+                            opened.write("read")
         final = stream.get_final_message()
+    return final, events, deltas, first_text
+
+
+def stream_web_search(client, model):
+    final, events, deltas, _ = read_search_stream(client, model)
+    return {
+        "step": "stream_web_search",
+        "blocks": [block.to_dict() for block in final.content],
+        "stop_reason": final.stop_reason,
+        "events": events,
+        "deltas": deltas,
+        "usage": usage_dict(final.usage),
+    }
+
+
+def live_web_search(client, model):
+    final, events, deltas, first_text = read_search_stream(client, model, os.environ["WEIR_GATE_FILE"])
     blocks = [block.to_dict() for block in final.content]
-    follow_up = client.messages.create(
-        model=model,
-        max_tokens=500,
-        tools=[WEB_SEARCH_TOOL],
-        messages=[
-            {"role": "user", "content": WEB_SEARCH_QUESTION},
-            {"role": "assistant", "content": blocks},
-            {"role": "user", "content": "Thanks. In one word?"},
-        ],
-    )
+    follow_up = next_search_turn(client, model, blocks)
     return {
         "step": "live_web_search",
         "blocks": blocks,

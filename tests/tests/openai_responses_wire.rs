@@ -389,6 +389,33 @@ fn searched_output() -> Vec<Value> {
     ]
 }
 
+/// The official client's `stream_web_search` step against `gateway`'s `gpt5`.
+async fn streamed_search(gateway: &Gateway) -> Value {
+    let base = gateway.url("/v1");
+    let run = move || weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[]).remove(0);
+    tokio::task::spawn_blocking(run).await.unwrap()
+}
+
+/// The typed events of [`searched_output`] as the Responses API streams them, replayed
+/// or live alike.
+const SEARCHED_EVENTS: [&str; 15] = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.web_search_call.in_progress",
+    "response.web_search_call.searching",
+    "response.web_search_call.completed",
+    "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.annotation.added",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+    "response.completed",
+];
+
 #[tokio::test]
 async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_next_turn() {
     let upstream = FakeUpstream::start().await;
@@ -434,13 +461,7 @@ async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_els
     let whole = format!("hosted_tool_streams = \"whole\"\n{}", config(&upstream));
     let gateway = Gateway::start_with(&whole, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
     upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
-    let base = gateway.url("/v1");
-    let lines = tokio::task::spawn_blocking(move || {
-        weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[])
-    })
-    .await
-    .unwrap();
-    let line = &lines[0];
+    let line = &streamed_search(&gateway).await;
     // Sent whole (`hosted_tool_streams = "whole"`), with the tool.
     let sent = upstream.received()[0].json();
     assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
@@ -459,27 +480,7 @@ async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_els
         .map(|event| (event[0].as_str().unwrap(), event[1].as_u64().unwrap()))
         .collect();
     let kinds: Vec<&str> = events.iter().map(|(kind, _)| *kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            "response.created",
-            "response.in_progress",
-            "response.output_item.added",
-            "response.web_search_call.in_progress",
-            "response.web_search_call.searching",
-            "response.web_search_call.completed",
-            "response.output_item.done",
-            "response.output_item.added",
-            "response.content_part.added",
-            "response.output_text.delta",
-            "response.output_text.annotation.added",
-            "response.output_text.done",
-            "response.content_part.done",
-            "response.output_item.done",
-            "response.completed",
-        ],
-        "{line}"
-    );
+    assert_eq!(kinds, SEARCHED_EVENTS, "{line}");
     let numbers: Vec<u64> = events.iter().map(|(_, number)| *number).collect();
     assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "sequence numbers count from 0");
 
@@ -525,38 +526,12 @@ async fn a_streamed_web_search_goes_live_with_its_items_in_place() {
     );
     let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
     upstream.push(responses_wire::stream(stream_events(&searched_output(), usage(50, 20, 0, 0))));
-    let base = gateway.url("/v1");
-    let lines = tokio::task::spawn_blocking(move || {
-        weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[])
-    })
-    .await
-    .unwrap();
-    let line = &lines[0];
+    let line = &streamed_search(&gateway).await;
     let sent = upstream.received()[0].json();
     assert_eq!(sent["stream"], json!(true), "{sent}");
     assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
     let kinds: Vec<&str> = line["events"].as_array().unwrap().iter().map(|event| event[0].as_str().unwrap()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "response.created",
-            "response.in_progress",
-            "response.output_item.added",
-            "response.web_search_call.in_progress",
-            "response.web_search_call.searching",
-            "response.web_search_call.completed",
-            "response.output_item.done",
-            "response.output_item.added",
-            "response.content_part.added",
-            "response.output_text.delta",
-            "response.output_text.annotation.added",
-            "response.output_text.done",
-            "response.content_part.done",
-            "response.output_item.done",
-            "response.completed",
-        ],
-        "{line}"
-    );
+    assert_eq!(kinds, SEARCHED_EVENTS, "{line}");
     let items = line["items"].as_array().unwrap();
     assert_eq!(items[0], searched_output()[0], "the hosted item as OpenAI wrote it: {line}");
     assert_eq!(items[1]["content"][0]["text"], "Weir is an LLM gateway.", "{line}");
