@@ -551,18 +551,26 @@ fn own_stream(weir: &Weir, target: &Target<'_>, held: bool) -> Result<OwnStream,
     use crate::config::HostedToolStreams;
     let mode = weir.config().hosted_tool_streams;
     if mode == HostedToolStreams::Whole {
+        // Whatever the component could stream: not asked.
         return Ok(OwnStream::Whole);
     }
     let carried = target
         .provider
         .streams_native()
         .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
-    let searches_held = held && target.search_bound > 0;
-    Ok(match (carried, mode) {
-        (true, _) => OwnStream::Carried,
-        (false, HostedToolStreams::Live) if !searches_held => OwnStream::Dropped,
-        (false, _) => OwnStream::Whole,
-    })
+    Ok(own_stream_of(mode, carried, held && target.search_bound > 0))
+}
+
+/// [`own_stream`]'s rule: `carried` when the provider's stream carries its own
+/// blocks, `searches_held` when the call's budget holds web searches.
+fn own_stream_of(mode: crate::config::HostedToolStreams, carried: bool, searches_held: bool) -> OwnStream {
+    use crate::config::HostedToolStreams;
+    match (mode, carried) {
+        (HostedToolStreams::Whole, _) => OwnStream::Whole,
+        (_, true) => OwnStream::Carried,
+        (HostedToolStreams::Live, false) if !searches_held => OwnStream::Dropped,
+        (HostedToolStreams::Native | HostedToolStreams::Live, false) => OwnStream::Whole,
+    }
 }
 
 /// Runs the gates with the conversation the model reads: as asked, or with its
@@ -638,6 +646,21 @@ fn endpoint_host(endpoint: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::endpoint_host;
+
+    /// `native` streams the own blocks live where they are carried and takes the
+    /// rest whole; `live` drops them where they are not, unless the budget holds
+    /// searches (such a stream reports no count); `whole` always takes it whole.
+    #[test]
+    fn a_stream_with_own_blocks_goes_as_the_mode_and_the_component_allow() {
+        use super::{OwnStream, own_stream_of};
+        use crate::config::HostedToolStreams::{Live, Native, Whole};
+        assert_eq!(own_stream_of(Native, true, true), OwnStream::Carried, "its count is known: live under a budget");
+        assert_eq!(own_stream_of(Native, false, false), OwnStream::Whole);
+        assert_eq!(own_stream_of(Live, true, false), OwnStream::Carried);
+        assert_eq!(own_stream_of(Live, false, false), OwnStream::Dropped);
+        assert_eq!(own_stream_of(Live, false, true), OwnStream::Whole, "no count: the budget's searches need it whole");
+        assert_eq!(own_stream_of(Whole, true, false), OwnStream::Whole);
+    }
 
     #[test]
     fn the_endpoint_host_keeps_no_path_query_or_user_info() {
