@@ -218,6 +218,13 @@ async fn a_web_search_stream_goes_live_with_its_blocks_in_place() {
     let records = closed_records(&gateway.dir().join("ledger.db"));
     let record = &records[0];
     assert_eq!(record["attempts"][0]["web_searches"], 1, "{record}");
+    // The recorded answer: the own blocks in place among the neutral ones.
+    let answer = record["content"]["answer"].as_array().unwrap_or_else(|| panic!("{record}"));
+    let kinds: Vec<&str> = answer.iter().map(|block| block["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "server_tool_use", "web_search_tool_result", "text"], "{record}");
+    assert_eq!(answer[1]["native"], searched_content()[1]);
+    assert_eq!(answer[2]["dialect"], "anthropic-messages");
+    assert_eq!(answer[3]["text"], "Weir is an LLM gateway.");
     let notes = record["notes"].as_array().unwrap();
     for note in ["stream_replayed_whole", "hosted_items_not_streamed", "web_searches_charged_at_bound"] {
         assert!(!notes.contains(&json!(note)), "{note}: {record}");

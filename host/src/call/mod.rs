@@ -176,6 +176,8 @@ pub(crate) struct Tally {
     /// The most web searches an attempt may run (see [`web_search`]): what a
     /// live stream that did not show its count to its end is charged.
     pub search_bound: u64,
+    /// The dialect of a live stream's own pieces (`native.native-stream`).
+    pub stream_dialect: Option<String>,
 }
 
 impl Tally {
@@ -194,6 +196,7 @@ impl Tally {
             to_store: None,
             native_answer: None,
             search_bound: 0,
+            stream_dialect: None,
         }
     }
 }
@@ -265,6 +268,7 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 hold: tally.hold.take(),
                 store: answer_cache::pending(tally).map(|to_store| (weir.clone(), to_store)),
                 search_bound: tally.search_bound,
+                dialect: tally.stream_dialect.take(),
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -517,6 +521,7 @@ async fn run<A: Attempt>(
         false => OwnStream::NotAsked,
     };
     target.native_stream = own == OwnStream::Carried;
+    tally.stream_dialect = target.native.as_ref().filter(|_| target.native_stream).map(|native| native.dialect.clone());
     policy.notes.stream_replayed_whole = A::STREAMS && (replayed || own == OwnStream::Whole);
     policy.notes.hosted_items_not_streamed = own == OwnStream::Dropped;
     tally.notes.extend(policy.notes.names());

@@ -31,7 +31,7 @@ use crate::error::{Pending, WeirError};
 use crate::plugin::ComponentStream;
 use crate::record::AttemptReason;
 use crate::record::{self, AttemptRecord, CallLog, Ending, Observers, Resolved, StreamEnd, Tokens};
-use crate::stream::Assembler;
+use crate::stream::{Assembler, InPlace};
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
 use crate::transport::{Credential, TransportError};
 use crate::types::{
@@ -427,7 +427,9 @@ impl Live {
 
     async fn pump(self, sender: mpsc::Sender<Result<NativeDelta, WeirError>>, record: StreamRecord) {
         let Self { first, mut upstream, grant, gate, origin, deadline } = self;
-        let mut seen = Seen::new(record.log.records_content() || record.store.is_some());
+        let records_content = record.log.records_content();
+        let mut seen =
+            Seen::new(records_content || record.store.is_some(), records_content && record.dialect.is_some());
         let mut delivered: u64 = 0;
         let relay = Relay { gate: &gate, origin: &origin, sender: &sender, deadline };
         let ended = relay.run(first, &mut upstream, &mut seen, &mut delivered).await;
@@ -546,10 +548,13 @@ struct Seen {
     served_model: Option<String>,
     request_id: Option<String>,
     content: Option<Assembler>,
+    /// The answer with its own blocks in place, for a record of a stream that
+    /// carries them.
+    in_place: Option<InPlace>,
 }
 
 impl Seen {
-    fn new(records_content: bool) -> Self {
+    fn new(records_content: bool, in_place: bool) -> Self {
         Self {
             usage: None,
             web_searches: None,
@@ -558,10 +563,14 @@ impl Seen {
             served_model: None,
             request_id: None,
             content: records_content.then(Assembler::default),
+            in_place: in_place.then(InPlace::default),
         }
     }
 
     fn note(&mut self, piece: &NativeDelta) {
+        if let Some(in_place) = &mut self.in_place {
+            in_place.push(piece);
+        }
         let delta = match piece {
             NativeDelta::Neutral(delta) => delta,
             NativeDelta::Usage(json) => {
@@ -604,6 +613,8 @@ pub(super) struct StreamRecord {
     /// The most web searches the attempt may run (see `call::web_search`):
     /// what a stream that did not report its count to its end is charged.
     pub search_bound: u64,
+    /// The dialect of the provider's own pieces, for a stream that carries them.
+    pub dialect: Option<String>,
 }
 
 impl StreamRecord {
@@ -621,6 +632,7 @@ impl StreamRecord {
             hold,
             store,
             search_bound,
+            dialect,
         } = self;
         let reported = seen.usage.is_some();
         // The assembled answer: the cache's (a stream that reached its end)
@@ -651,7 +663,12 @@ impl StreamRecord {
             max_tokens,
             first_output: Some(first_output),
             stream_end: Some(stream_end),
-            answer: answer.filter(|_| log.records_content()).map(|answer| record::answer_content(&answer.content)),
+            answer: match (seen.in_place.and_then(InPlace::finish), dialect) {
+                (Some((content, blocks)), Some(dialect)) => {
+                    Some(record::content::answer_with_own(&content, &blocks, &dialect))
+                }
+                _ => answer.filter(|_| log.records_content()).map(|answer| record::answer_content(&answer.content)),
+            },
             notes,
             charged_worst_case: hold.is_some() && !reported,
             cached_from: None,
