@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// (package, features, artifact, the name it is kept under, env var for the tests)
-const BUILDS: [(&str, Option<&str>, &str, &str, &str); 18] = [
+const BUILDS: [(&str, Option<&str>, &str, &str, &str); 19] = [
     ("weir-provider-ollama", None, "weir_provider_ollama.wasm", "template", "WEIR_TEMPLATE_WASM"),
     ("weir-hostile-provider", None, "weir_hostile_provider.wasm", "hostile", "WEIR_HOSTILE_WASM"),
     ("weir-hostile-provider", Some("filesystem"), "weir_hostile_provider.wasm", "hostile-fs", "WEIR_HOSTILE_FS_WASM"),
@@ -77,6 +77,7 @@ const BUILDS: [(&str, Option<&str>, &str, &str, &str); 18] = [
     ("weir-operations-provider", Some("chat-0-1"), "weir_operations_provider.wasm", "chat-0-1", "WEIR_CHAT_0_1_WASM"),
     ("weir-operations-provider", Some("chat-0-4"), "weir_operations_provider.wasm", "chat-0-4", "WEIR_CHAT_0_4_WASM"),
     ("weir-operations-provider", Some("chat-0-5"), "weir_operations_provider.wasm", "chat-0-5", "WEIR_CHAT_0_5_WASM"),
+    ("weir-operations-provider", Some("chat-0-6"), "weir_operations_provider.wasm", "chat-0-6", "WEIR_CHAT_0_6_WASM"),
     (
         "weir-operations-provider",
         Some("embeddings"),

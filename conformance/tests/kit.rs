@@ -406,6 +406,8 @@ impl ChatProvider for CarelessFields {
 }
 
 impl weir_sdk::NativeProvider for CarelessFields {
+    type NativeStream = weir_sdk::NoNativeStream;
+
     fn native_support(_: &str, _: &str) -> Option<NativeSupport> {
         let names = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect();
         Some(NativeSupport {

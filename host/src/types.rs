@@ -5,9 +5,9 @@
 pub use crate::wit::records::{
     AnswerBlock, CallParams, Capabilities, ChatResponse as DecodedResponse, CodecError, ContentBlock, CredentialShape,
     Effort, EmbeddingParams, EmbeddingPurpose, EmbeddingResponse, ErrorClass, FirstToken, HeaderCredential,
-    HttpRequest, HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeAnswer, NativeRequest, NativeSupport,
-    PreparedConversation, ProviderInfo, Ranked, Refusal, RerankParams, RerankResponse, ResponseSchema, Retry,
-    RetryHint, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, StreamFraming, Thinking, TokenCandidate,
+    HttpRequest, HttpResponse, InBandError, LeafBlock, Media, MediaSource, NativeAnswer, NativeDelta, NativeRequest,
+    NativeSupport, PreparedConversation, ProviderInfo, Ranked, Refusal, RerankParams, RerankResponse, ResponseSchema,
+    Retry, RetryHint, Sigv4, StopInfo, StopReason, StreamDelta, StreamEvent, StreamFraming, Thinking, TokenCandidate,
     ToolCallFragment, ToolCallStart, ToolChoice, ToolDefinition, ToolResult, ToolUse, Turn, TurnRole, Usage,
 };
 

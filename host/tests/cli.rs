@@ -22,7 +22,7 @@ fn providers_lists_the_embedded_components() {
     let output = weir(&["providers", "--providers-dir", "/nonexistent-weir-folder"]);
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    for expected in ["openai ", "openai-compatible", "embedded", "0.6.0", "OPENAI_API_KEY", "native-tools"] {
+    for expected in ["openai ", "openai-compatible", "embedded", "0.7.0", "OPENAI_API_KEY", "native-tools"] {
         assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
     }
     let openai_row = stdout.lines().find(|line| line.starts_with("openai ")).expect("openai row");
@@ -170,7 +170,7 @@ fn wit_writes_the_package_the_binary_speaks() {
     let out = dir.path().join("nested").join("wit");
     let output = weir(&["wit", "--out", out.to_str().expect("utf-8 path")]);
     assert!(output.status.success(), "{output:?}");
-    assert!(String::from_utf8_lossy(&output.stdout).contains("weir:provider@0.6.0"), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("weir:provider@0.7.0"), "{output:?}");
     let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
     let wit_files = |dir: &std::path::Path| {
         let mut names: Vec<String> = std::fs::read_dir(dir)

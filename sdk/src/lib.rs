@@ -26,12 +26,12 @@ mod provider;
 mod records;
 
 pub use provider::{
-    ChatProvider, Describe, EmbeddingProvider, LogprobsProvider, NativeProvider, NoStreaming, RerankProvider,
-    StreamDecoder, StreamDecoderResource,
+    ChatProvider, Describe, EmbeddingProvider, LogprobsProvider, NativeProvider, NativeStreamDecoder,
+    NativeStreamResource, NoNativeStream, NoStreaming, RerankProvider, StreamDecoder, StreamDecoderResource,
 };
 
 /// The version of the `weir:provider` world this SDK builds components for.
-pub const WORLD_VERSION: &str = "0.6.0";
+pub const WORLD_VERSION: &str = "0.7.0";
 
 /// The generated bindings, for the one world the crate's features select: a
 /// component exports `describe` and the operations it implements, never stubs
@@ -301,6 +301,8 @@ macro_rules! __weir_part {
     };
     (native, $provider:ty) => {
         impl $crate::bindings::exports::weir::provider::native::Guest for __WeirExport {
+            type NativeStream = $crate::NativeStreamResource<<$provider as $crate::NativeProvider>::NativeStream>;
+
             fn support(
                 provider: ::std::string::String,
                 wire_id: ::std::string::String,

@@ -5,8 +5,8 @@ use std::cell::RefCell;
 
 use crate::types::{
     AnswerBlock, CallParams, ChatResponse, CodecError, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken,
-    HttpRequest, HttpResponse, NativeAnswer, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo,
-    RerankParams, RerankResponse, StreamDelta, StreamEvent,
+    HttpRequest, HttpResponse, NativeAnswer, NativeDelta, NativeRequest, NativeSupport, PreparedConversation,
+    ProviderInfo, RerankParams, RerankResponse, StreamDelta, StreamEvent,
 };
 
 /// One provider dialect. Every method is a pure function of its arguments: the
@@ -66,6 +66,36 @@ impl StreamDecoder for NoStreaming {
 
     fn finish(&mut self) -> Result<Vec<StreamDelta>, CodecError> {
         Err(CodecError::Unsupported("this provider does not stream".to_owned()))
+    }
+}
+
+/// Decodes one live stream of a request that carried hosted tools or the
+/// dialect's own history blocks (weir:provider 0.7.0's `native-stream`): the
+/// neutral deltas, with the provider's own blocks and usage in their place.
+pub trait NativeStreamDecoder: Sized {
+    /// A decoder for one stream of `provider`; `None` when its streams carry
+    /// no own blocks (the host then takes such a call whole).
+    fn open(provider: &str) -> Option<Self>;
+    fn feed(&mut self, event: StreamEvent) -> Result<Vec<NativeDelta>, CodecError>;
+    fn finish(&mut self) -> Result<Vec<NativeDelta>, CodecError>;
+}
+
+/// The native stream of a dialect whose streams carry no own blocks: it never
+/// opens, so the host takes a stream with hosted tools whole.
+#[derive(Debug)]
+pub enum NoNativeStream {}
+
+impl NativeStreamDecoder for NoNativeStream {
+    fn open(_provider: &str) -> Option<Self> {
+        None
+    }
+
+    fn feed(&mut self, _event: StreamEvent) -> Result<Vec<NativeDelta>, CodecError> {
+        match *self {}
+    }
+
+    fn finish(&mut self) -> Result<Vec<NativeDelta>, CodecError> {
+        match *self {}
     }
 }
 
@@ -153,6 +183,10 @@ pub trait LogprobsProvider: ChatProvider {
 /// request has no slot for. The host sends only what [`Self::native_support`]
 /// lists for the wire id, so `encode_native` may refuse anything else.
 pub trait NativeProvider: ChatProvider {
+    /// The live stream decoder of a request with hosted tools or own blocks
+    /// ([`NoNativeStream`] for a dialect whose streams carry none).
+    type NativeStream: NativeStreamDecoder + 'static;
+
     /// What `provider` takes natively for this wire model id, if anything.
     fn native_support(provider: &str, wire_id: &str) -> Option<NativeSupport>;
 
@@ -208,6 +242,29 @@ impl<D: StreamDecoder + 'static> crate::bindings::exports::weir::provider::chat:
     }
 
     fn finish(&self) -> Result<Vec<StreamDelta>, CodecError> {
+        self.0.borrow_mut().finish()
+    }
+}
+
+/// Adapts a [`NativeStreamDecoder`] to the WIT resource, whose methods take `&self`.
+#[doc(hidden)]
+pub struct NativeStreamResource<D>(RefCell<D>);
+
+#[cfg(feature = "native")]
+impl<D: NativeStreamDecoder + 'static> crate::bindings::exports::weir::provider::native::GuestNativeStream
+    for NativeStreamResource<D>
+{
+    fn open(provider: String) -> Option<crate::bindings::exports::weir::provider::native::NativeStream> {
+        D::open(&provider).map(|decoder| {
+            crate::bindings::exports::weir::provider::native::NativeStream::new(Self(RefCell::new(decoder)))
+        })
+    }
+
+    fn feed(&self, event: StreamEvent) -> Result<Vec<NativeDelta>, CodecError> {
+        self.0.borrow_mut().feed(event)
+    }
+
+    fn finish(&self) -> Result<Vec<NativeDelta>, CodecError> {
         self.0.borrow_mut().finish()
     }
 }

@@ -31,6 +31,12 @@ Steps (default: plain,tools):
   stream_web_search  the same first turn through `client.messages.stream(...)`; prints
           {"step":"stream_web_search","blocks":[final message's blocks],"events":[...],
           "deltas":[content_block_delta types in order],"usage":{...}}
+  live_web_search  the first turn streamed as `stream_web_search` does; once it has read the
+          first `text_delta` it creates the file $WEIR_GATE_FILE (a fake upstream holds the rest
+          of its stream until then), then sends the final message's blocks back as the next
+          turn's history with `client.messages.create`; prints {"step":"live_web_search",
+          "blocks":[...],"events":[...],"deltas":[...],"usage":{...},"first_text":<the text of
+          the delta that opened the gate>,"answer":<the second turn's text>}
   budgeted_web_search  one `client.messages.create` with the `web_search_20250305` tool, its
           `max_uses` from $WEIR_MAX_USES (`none`: the tool has none); a refusal is caught, not
           raised; prints {"step":"budgeted_web_search","status":<HTTP status>,"category":
@@ -217,16 +223,9 @@ WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_use
 WEB_SEARCH_QUESTION = "What is Weir? Search the web."
 
 
-def web_search(client, model):
-    raw = client.messages.with_raw_response.create(
-        model=model,
-        max_tokens=500,
-        tools=[WEB_SEARCH_TOOL],
-        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
-    )
-    message = raw.parse()
-    blocks = [block.to_dict() for block in message.content]
-    follow_up = client.messages.create(
+def next_search_turn(client, model, blocks):
+    """The turn after a web search: its answer's blocks sent back as the assistant's."""
+    return client.messages.create(
         model=model,
         max_tokens=500,
         tools=[WEB_SEARCH_TOOL],
@@ -236,6 +235,18 @@ def web_search(client, model):
             {"role": "user", "content": "Thanks. In one word?"},
         ],
     )
+
+
+def web_search(client, model):
+    raw = client.messages.with_raw_response.create(
+        model=model,
+        max_tokens=500,
+        tools=[WEB_SEARCH_TOOL],
+        messages=[{"role": "user", "content": WEB_SEARCH_QUESTION}],
+    )
+    message = raw.parse()
+    blocks = [block.to_dict() for block in message.content]
+    follow_up = next_search_turn(client, model, blocks)
     return {
         "step": "web_search",
         "blocks": blocks,
@@ -246,9 +257,13 @@ def web_search(client, model):
     }
 
 
-def stream_web_search(client, model):
+def read_search_stream(client, model, gate=None):
+    """The first web search turn through `client.messages.stream(...)`: the final message,
+    the event types, the delta types and the first text delta's text. With `gate`, that
+    file is created once the first text delta has been read."""
     events = []
     deltas = []
+    first_text = None
     with client.messages.stream(
         model=model,
         max_tokens=500,
@@ -261,7 +276,17 @@ def stream_web_search(client, model):
                 events.append(event.type)
             if event.type == "content_block_delta":
                 deltas.append(event.delta.type)
+                if event.delta.type == "text_delta" and first_text is None:
+                    first_text = event.delta.text
+                    if gate is not None:
+                        with open(gate, "w") as opened:
+                            opened.write("read")
         final = stream.get_final_message()
+    return final, events, deltas, first_text
+
+
+def stream_web_search(client, model):
+    final, events, deltas, _ = read_search_stream(client, model)
     return {
         "step": "stream_web_search",
         "blocks": [block.to_dict() for block in final.content],
@@ -269,6 +294,22 @@ def stream_web_search(client, model):
         "events": events,
         "deltas": deltas,
         "usage": usage_dict(final.usage),
+    }
+
+
+def live_web_search(client, model):
+    final, events, deltas, first_text = read_search_stream(client, model, os.environ["WEIR_GATE_FILE"])
+    blocks = [block.to_dict() for block in final.content]
+    follow_up = next_search_turn(client, model, blocks)
+    return {
+        "step": "live_web_search",
+        "blocks": blocks,
+        "stop_reason": final.stop_reason,
+        "events": events,
+        "deltas": deltas,
+        "usage": usage_dict(final.usage),
+        "first_text": first_text,
+        "answer": text_of(follow_up),
     }
 
 
@@ -307,6 +348,7 @@ STEPS = {
     "budgeted_web_search": budgeted_web_search,
     "web_search": web_search,
     "stream_web_search": stream_web_search,
+    "live_web_search": live_web_search,
     "plain": plain,
     "tools": tools,
     "stream": stream,
@@ -321,7 +363,7 @@ def main():
     parser.add_argument("base_url", help="e.g. http://127.0.0.1:8080")
     parser.add_argument("model", help="the model id to ask for")
     parser.add_argument("--steps", default="plain,tools",
-                        help="comma-separated: plain,tools,stream,stream_tools,beta,count,web_search,stream_web_search,"
+                        help="comma-separated: plain,tools,stream,stream_tools,beta,count,web_search,stream_web_search,live_web_search,"
                              "budgeted_web_search")
     args = parser.parse_args()
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]

@@ -339,6 +339,67 @@ pub fn sse_text_events(texts: &[&str], stop_reason: &str, input: u64, output: u6
     events
 }
 
+/// A `citations_delta`: one citation of the text block at `index`.
+#[must_use]
+pub fn citations_delta(index: u32, citation: &Value) -> Bytes {
+    content_block_delta(index, &json!({"type": "citations_delta", "citation": citation}))
+}
+
+/// `message_delta` whose usage also carries the server tools' counts
+/// (`server_tool_use: {web_search_requests}`), as a web search answer's does.
+#[must_use]
+pub fn message_delta_with_searches(stop_reason: &str, output_tokens: u64, web_search_requests: u64) -> Bytes {
+    let usage =
+        json!({"output_tokens": output_tokens, "server_tool_use": {"web_search_requests": web_search_requests}});
+    sse_event(
+        "message_delta",
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": usage}),
+    )
+}
+
+/// A web search answer as the Messages API streams it, split where a live test holds
+/// it: up to the first text's delta (the narration), then the rest. `content` is the
+/// whole answer's blocks: texts (a `citations` list makes its start carry
+/// `citations: []` and its citations come as `citations_delta`s before its text), a
+/// `server_tool_use` (its input as two `input_json_delta`s), a
+/// `web_search_tool_result` (whole in its start).
+#[must_use]
+pub fn web_search_stream(content: &[Value], input: u64, output: u64, searches: u64) -> (Vec<Bytes>, Vec<Bytes>) {
+    let mut before = vec![message_start(input, 0, 0)];
+    let mut after = Vec::new();
+    for (index, block) in content.iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let events = if before.len() == 1 { &mut before } else { &mut after };
+        match block["type"].as_str() {
+            Some("text") => {
+                let mut start = empty_text_block();
+                if let Some(citations) = block["citations"].as_array() {
+                    start["citations"] = json!([]);
+                    events.push(content_block_start(index, &start));
+                    events.extend(citations.iter().map(|citation| citations_delta(index, citation)));
+                } else {
+                    events.push(content_block_start(index, &start));
+                }
+                events.push(text_delta(index, block["text"].as_str().unwrap_or_default()));
+            }
+            Some("server_tool_use") => {
+                let mut start = block.clone();
+                start["input"] = json!({});
+                events.push(content_block_start(index, &start));
+                let input = block["input"].to_string();
+                let (head, tail) = input.split_at(input.len() / 2);
+                events.push(input_json_delta(index, head));
+                events.push(input_json_delta(index, tail));
+            }
+            _ => events.push(content_block_start(index, block)),
+        }
+        events.push(content_block_stop(index));
+    }
+    after.push(message_delta_with_searches("end_turn", output, searches));
+    after.push(message_stop());
+    (before, after)
+}
+
 /// A 200 stream of these events, each flushed on its own with no pause.
 #[must_use]
 pub fn stream(events: Vec<Bytes>) -> Scripted {

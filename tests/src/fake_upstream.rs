@@ -56,7 +56,23 @@ pub enum Scripted {
     /// Like [`Scripted::Stream`], but after the last chunk the connection is cut without the
     /// body's end (a socket drop mid-stream; no error frame).
     StreamThenDrop { status: u16, headers: Vec<(String, String)>, chunks: Vec<Bytes> },
+    /// The head and `before`, then nothing until the file `gate` exists (a client
+    /// touches it once it has read what `before` carried), then `after` and the
+    /// end. `opened` is set when the file released it; after [`GATE_WAIT`]
+    /// without the file the rest is sent anyway and `opened` stays false, so a
+    /// test proves a delta reached its client before the upstream ended.
+    StreamGated {
+        status: u16,
+        headers: Vec<(String, String)>,
+        before: Vec<Bytes>,
+        gate: std::path::PathBuf,
+        opened: Arc<std::sync::atomic::AtomicBool>,
+        after: Vec<Bytes>,
+    },
 }
+
+/// How long a [`Scripted::StreamGated`] waits for its gate file.
+pub const GATE_WAIT: Duration = Duration::from_secs(30);
 
 impl Scripted {
     /// `self` after `delay`: shorthand for [`Scripted::Delay`].
@@ -568,7 +584,10 @@ fn ends_in_drop(script: &Scripted) -> bool {
     match script {
         Scripted::Drop => true,
         Scripted::Delay { then, .. } => ends_in_drop(then),
-        Scripted::Respond { .. } | Scripted::Stream { .. } | Scripted::StreamThenDrop { .. } => false,
+        Scripted::Respond { .. }
+        | Scripted::Stream { .. }
+        | Scripted::StreamThenDrop { .. }
+        | Scripted::StreamGated { .. } => false,
     }
 }
 
@@ -595,6 +614,9 @@ pub(crate) async fn play(mut script: Scripted, kill: &Notify, counter: Option<Ch
             Scripted::StreamThenDrop { status, headers, chunks } => {
                 return build_response(status, &headers, cut_body(chunks));
             }
+            Scripted::StreamGated { status, headers, before, gate, opened, after } => {
+                return build_response(status, &headers, gated_body(before, gate, opened, after));
+            }
         }
     }
 }
@@ -614,6 +636,28 @@ fn chunked_body(chunks: Vec<Bytes>, pause: Duration, counter: Option<ChunkCounte
         Some((Ok::<Bytes, Infallible>(chunk), (chunks, false, counter)))
     });
     Body::from_stream(stream)
+}
+
+/// `before`, then (once `gate` exists, or [`GATE_WAIT`] passed) `after`.
+fn gated_body(
+    before: Vec<Bytes>,
+    gate: std::path::PathBuf,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    after: Vec<Bytes>,
+) -> Body {
+    let first = futures_util::stream::iter(before.into_iter().map(Ok::<Bytes, Infallible>));
+    let rest = futures_util::stream::once(async move {
+        let waited = tokio::time::Instant::now();
+        while waited.elapsed() < GATE_WAIT {
+            if gate.exists() {
+                opened.store(true, std::sync::atomic::Ordering::SeqCst);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        futures_util::stream::iter(after.into_iter().map(Ok::<Bytes, Infallible>))
+    });
+    Body::from_stream(futures_util::StreamExt::chain(first, futures_util::StreamExt::flatten(rest)))
 }
 
 /// The chunks, then a body error: hyper aborts the connection mid-body. The error

@@ -71,7 +71,8 @@ pub fn event(sequence_number: u64, mut data: Value) -> Bytes {
 
 /// The events of a stream whose output is `items` (reasoning items, messages and calls,
 /// each as its done form), as OpenAI sends them: `response.created`, per item `added`,
-/// its text or argument deltas, `done`, then `response.completed` with `usage`.
+/// its text (and one `response.output_text.annotation.added` per annotation) or argument
+/// deltas, `done`, then `response.completed` with `usage`.
 #[must_use]
 pub fn stream_events(items: &[Value], usage: Value) -> Vec<Bytes> {
     let mut events = Vec::new();
@@ -97,6 +98,12 @@ pub fn stream_events(items: &[Value], usage: Value) -> Vec<Bytes> {
             let text = item["content"][0]["text"].as_str().unwrap_or_default();
             events.push(next(json!({"type": "response.output_text.delta", "output_index": index, "content_index": 0,
                                     "item_id": item["id"], "delta": text})));
+            let annotations = item["content"][0]["annotations"].as_array().cloned().unwrap_or_default();
+            for (annotation_index, annotation) in annotations.into_iter().enumerate() {
+                events.push(next(json!({"type": "response.output_text.annotation.added", "output_index": index,
+                                        "content_index": 0, "item_id": item["id"],
+                                        "annotation_index": annotation_index, "annotation": annotation})));
+            }
         }
         if item["type"] == "function_call" {
             events.push(next(json!({"type": "response.function_call_arguments.delta", "output_index": index,

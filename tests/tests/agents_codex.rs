@@ -292,11 +292,11 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
         reasoning_item("rs_codex_1", "enc-codex-secret"),
         function_call_item("call_codex_1", "exec_command", &arguments),
     ];
-    // Codex streams and offers its hosted `web_search`, which goes to OpenAI: its turns are
-    // sent whole and replayed to Codex as streams (the stream decoder has no case for a
-    // hosted tool's items).
-    upstream.push(responses_wire::response(turn_one.to_vec(), usage(60, 30, 0, 20)));
-    upstream.push(responses_wire::response(vec![responses_wire::message_item("msg_2", FINAL)], usage(90, 10, 0, 0)));
+    // Codex streams and offers its hosted `web_search`, which goes to OpenAI: its turns
+    // stream live, any hosted item in place (the OpenAI component's `native-stream`).
+    upstream.push(responses_wire::stream(responses_wire::stream_events(&turn_one, usage(60, 30, 0, 20))));
+    let last = [responses_wire::message_item("msg_2", FINAL)];
+    upstream.push(responses_wire::stream(responses_wire::stream_events(&last, usage(90, 10, 0, 0))));
     let config = format!(
         "read_timeout_secs = 20\n{}{}",
         entry(
@@ -322,7 +322,7 @@ async fn codex_gets_openais_reasoning_back_through_an_openai_responses_entry() {
     let hosted: Vec<&Value> =
         sent[0]["tools"].as_array().unwrap().iter().filter(|t| t["type"] == "web_search").collect();
     assert_eq!(hosted.len(), 1, "Codex's hosted web_search reaches OpenAI as written: {}", sent[0]);
-    assert_ne!(sent[0]["stream"], true, "taken whole and replayed");
+    assert_eq!(sent[0]["stream"], true, "streamed live");
     // Codex's namespace tools reach OpenAI as its own `namespace` tools, members under
     // their own names (none flattened to `<namespace>__<name>`).
     let namespaces: Vec<&Value> =

@@ -3,7 +3,10 @@
 //! direct API (the fake speaking `weir_tests::anthropic_wire`), whose answer's own blocks
 //! (`server_tool_use`, `web_search_tool_result`, a text with `citations`) come back in
 //! place, whole and streamed, with `usage.server_tool_use`; the next turn carrying those
-//! blocks reaches the upstream as the upstream wrote them; the ledger records them. On a
+//! blocks reaches the upstream as the upstream wrote them; the ledger records them. A
+//! stream goes live with those blocks in place (the component's `native-stream`): the
+//! client reads the first text while the upstream still holds the rest; under
+//! `hosted_tool_streams = "whole"` it is taken whole and replayed. On a
 //! GPT entry the tool is dropped and named (or refused under `hosted_tools = "refuse"`), and
 //! a history carrying Anthropic's own blocks is refused there, never forwarded. (Which
 //! Claude surfaces take server tools is `weir_sdk::anthropic::native::support`'s, tested
@@ -12,11 +15,14 @@
 // Test code: a failed step should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::{Value, json};
 use weir_tests::anthropic_wire::{self, usage_json};
 use weir_tests::gateway::closed_records;
-use weir_tests::python::run_anthropic_client;
-use weir_tests::{FakeUpstream, Gateway, openai_wire};
+use weir_tests::python::{run_anthropic_client, run_anthropic_client_with};
+use weir_tests::{FakeUpstream, Gateway, Scripted, openai_wire};
 
 const OPENAI_KEY: &str = "sk-weir-test-secret-0123456789";
 const ANTHROPIC_KEY: &str = "sk-ant-weir-test-0123456789";
@@ -99,7 +105,7 @@ fn searched_message() -> weir_tests::Scripted {
 async fn web_search_goes_to_the_direct_api_and_its_blocks_come_back_in_place_whole_and_streamed() {
     let anthropic = FakeUpstream::start().await;
     let openai = FakeUpstream::start().await;
-    let gateway = gateway(&config(&anthropic, &openai, "")).await;
+    let gateway = gateway(&config(&anthropic, &openai, "hosted_tool_streams = \"whole\"")).await;
     anthropic.push(searched_message());
     anthropic.push(anthropic_wire::text_message("Gateway."));
     anthropic.push(searched_message());
@@ -143,7 +149,7 @@ async fn web_search_goes_to_the_direct_api_and_its_blocks_come_back_in_place_who
     assert_eq!(streamed["deltas"], json!(["text_delta", "text_delta", "citations_delta"]), "{streamed}");
     let third = received[2].json();
     assert_eq!(third["tools"], json!([web_search_tool()]));
-    assert_ne!(third["stream"], json!(true), "a stream with server tools is taken whole and replayed");
+    assert_ne!(third["stream"], json!(true), "under `whole`, a stream with server tools is taken whole and replayed");
 
     // The ledger: the answer's own blocks in the provider's order, the searches noted.
     let records = closed_records(&gateway.dir().join("ledger.db"));
@@ -158,6 +164,71 @@ async fn web_search_goes_to_the_direct_api_and_its_blocks_come_back_in_place_who
     let notes = record["notes"].as_array().unwrap();
     assert!(notes.contains(&json!("server_tool_use.web_search_requests=1")), "{record}");
     assert!(records[2]["notes"].as_array().unwrap().contains(&json!("stream_replayed_whole")), "{}", records[2]);
+}
+
+/// A streamed web search goes live: the upstream holds everything after the narration's
+/// text until the official client has read that text, so the client's read proves the
+/// text came before the upstream's end; the search's call and result and the cited text
+/// follow in place, the count in `message_delta`; the next turn sends them back as written;
+/// the ledger row has the searches and no note of a replay or of dropped items.
+#[tokio::test]
+async fn a_web_search_stream_goes_live_with_its_blocks_in_place() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    let gateway = gateway(&config(&anthropic, &openai, "")).await;
+    let gate = gateway.dir().join("first-text-read");
+    let opened = Arc::new(AtomicBool::new(false));
+    let (before, after) = anthropic_wire::web_search_stream(&searched_content(), 120, 60, 1);
+    let headers = anthropic_wire::sse_headers("req_live");
+    anthropic.push(Scripted::StreamGated {
+        status: 200,
+        headers,
+        before,
+        gate: gate.clone(),
+        opened: opened.clone(),
+        after,
+    });
+    anthropic.push(anthropic_wire::text_message("Gateway."));
+    let base = gateway.base_url.clone();
+    let line = tokio::task::spawn_blocking(move || {
+        let env = [("WEIR_GATE_FILE", gate.to_str().unwrap())];
+        run_anthropic_client_with(&base, "claude", "live_web_search", &env).remove(0)
+    })
+    .await
+    .unwrap();
+
+    assert!(opened.load(Ordering::SeqCst), "the client read the first text before the upstream's end: {line}");
+    assert_eq!(line["first_text"], "Let me search.");
+    let received = anthropic.received();
+    assert_eq!(received[0].json()["stream"], json!(true), "streamed upstream");
+    assert_eq!(line["blocks"], json!(searched_content()), "{line}");
+    assert_eq!(line["usage"]["server_tool_use"], json!({"web_search_requests": 1}), "{line}");
+    assert_eq!(line["usage"]["input_tokens"], 120);
+    let events: Vec<&str> = line["events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert_eq!(events.iter().filter(|e| **e == "content_block_start").count(), 4, "{events:?}");
+    assert_eq!(events.iter().filter(|e| **e == "content_block_stop").count(), 4, "{events:?}");
+    assert_eq!(line["deltas"], json!(["text_delta", "citations_delta", "text_delta"]), "{line}");
+    assert_eq!(line["answer"], "Gateway.");
+
+    // The next turn: the blocks the client assembled from the live stream, as written.
+    let second = received[1].json();
+    let history = second["messages"].as_array().unwrap();
+    assert_eq!(history[1]["content"], json!(searched_content()), "{second}");
+
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    let record = &records[0];
+    assert_eq!(record["attempts"][0]["web_searches"], 1, "{record}");
+    // The recorded answer: the own blocks in place among the neutral ones.
+    let answer = record["content"]["answer"].as_array().unwrap_or_else(|| panic!("{record}"));
+    let kinds: Vec<&str> = answer.iter().map(|block| block["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "server_tool_use", "web_search_tool_result", "text"], "{record}");
+    assert_eq!(answer[1]["native"], searched_content()[1]);
+    assert_eq!(answer[2]["dialect"], "anthropic-messages");
+    assert_eq!(answer[3]["text"], "Weir is an LLM gateway.");
+    let notes = record["notes"].as_array().unwrap();
+    for note in ["stream_replayed_whole", "hosted_items_not_streamed", "web_searches_charged_at_bound"] {
+        assert!(!notes.contains(&json!(note)), "{note}: {record}");
+    }
 }
 
 async fn post(gateway: &Gateway, body: &Value) -> (u16, reqwest::header::HeaderMap, Value) {

@@ -106,7 +106,7 @@ async fn walk_through(build: &str, folder: &str, config: &str, key: &str) {
     let stdout = text(&built.stdout);
     assert!(built.status.success(), "the build block failed:\n{stdout}\n{}", text(&built.stderr));
     eprintln!("guide {build} block (build + weir check): {:.1} s", started.elapsed().as_secs_f64());
-    assert!(stdout.contains("wrote weir:provider@0.6.0"), "{stdout}");
+    assert!(stdout.contains("wrote weir:provider@0.7.0"), "{stdout}");
     assert!(stdout.contains(&format!("ok    {key}: fixture: an answer with every field the kit compares")), "{stdout}");
     assert!(stdout.contains("57 checks, 57 passed (5 by refusing as unsupported), 0 failed"), "{stdout}");
     let acme = outside.path().join(folder);

@@ -30,7 +30,7 @@ fn fixtures(provider: &str) -> String {
 }
 
 fn assert_passes(output: &Output) {
-    assert_passes_as(output, "0.6.0");
+    assert_passes_as(output, "0.7.0");
 }
 
 /// [`assert_passes`] for a component of world `version` (the operations
@@ -372,7 +372,7 @@ fn files_that_are_not_provider_components_are_rejected_with_the_reason() {
         (garbage.to_str().unwrap(), "is rejected: not a valid component"),
         (
             env!("WEIR_WRONG_VERSION_WASM"),
-            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0",
+            "targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0 and 0.7.0",
         ),
         (env!("WEIR_WRONG_WORLD_WASM"), "is rejected"),
         (env!("WEIR_HOSTILE_FS_WASM"), "imports something this host does not grant"),

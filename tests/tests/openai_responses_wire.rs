@@ -389,6 +389,33 @@ fn searched_output() -> Vec<Value> {
     ]
 }
 
+/// The official client's `stream_web_search` step against `gateway`'s `gpt5`.
+async fn streamed_search(gateway: &Gateway) -> Value {
+    let base = gateway.url("/v1");
+    let run = move || weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[]).remove(0);
+    tokio::task::spawn_blocking(run).await.unwrap()
+}
+
+/// The typed events of [`searched_output`] as the Responses API streams them, replayed
+/// or live alike.
+const SEARCHED_EVENTS: [&str; 15] = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.web_search_call.in_progress",
+    "response.web_search_call.searching",
+    "response.web_search_call.completed",
+    "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.annotation.added",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+    "response.completed",
+];
+
 #[tokio::test]
 async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_next_turn() {
     let upstream = FakeUpstream::start().await;
@@ -431,16 +458,11 @@ async fn web_search_goes_to_openai_and_its_items_come_back_in_place_and_go_back_
 #[tokio::test]
 async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_elsewhere() {
     let upstream = FakeUpstream::start().await;
-    let gateway = gateway(&upstream).await;
+    let whole = format!("hosted_tool_streams = \"whole\"\n{}", config(&upstream));
+    let gateway = Gateway::start_with(&whole, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
     upstream.push(response(searched_output(), usage(50, 20, 0, 0)));
-    let base = gateway.url("/v1");
-    let lines = tokio::task::spawn_blocking(move || {
-        weir_tests::python::run_responses_client(&base, "gpt5", "stream_web_search", &[])
-    })
-    .await
-    .unwrap();
-    let line = &lines[0];
-    // Sent whole (the stream decoder has no case for the items), with the tool.
+    let line = &streamed_search(&gateway).await;
+    // Sent whole (`hosted_tool_streams = "whole"`), with the tool.
     let sent = upstream.received()[0].json();
     assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
     assert_ne!(sent["stream"], json!(true));
@@ -458,27 +480,7 @@ async fn a_streamed_web_search_is_replayed_with_its_typed_events_and_refused_els
         .map(|event| (event[0].as_str().unwrap(), event[1].as_u64().unwrap()))
         .collect();
     let kinds: Vec<&str> = events.iter().map(|(kind, _)| *kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            "response.created",
-            "response.in_progress",
-            "response.output_item.added",
-            "response.web_search_call.in_progress",
-            "response.web_search_call.searching",
-            "response.web_search_call.completed",
-            "response.output_item.done",
-            "response.output_item.added",
-            "response.content_part.added",
-            "response.output_text.delta",
-            "response.output_text.annotation.added",
-            "response.output_text.done",
-            "response.content_part.done",
-            "response.output_item.done",
-            "response.completed",
-        ],
-        "{line}"
-    );
+    assert_eq!(kinds, SEARCHED_EVENTS, "{line}");
     let numbers: Vec<u64> = events.iter().map(|(_, number)| *number).collect();
     assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "sequence numbers count from 0");
 
@@ -510,30 +512,44 @@ max_retries = 0
     assert_eq!(other.request_count(), 0);
 }
 
-/// Under `hosted_tool_streams = "live"` a streamed call with `web_search` streams from
-/// OpenAI as it comes: the text reaches the caller, the hosted item does not (the live
-/// decoder passes over it), and the record says so instead of `stream_replayed_whole`.
-/// The answer cache is not consulted for such a call.
+/// By default a streamed call with `web_search` streams live from OpenAI with its items
+/// in place (the OpenAI component's `native-stream`): the official client reads the
+/// `web_search_call`'s typed events, then the message's text and its annotation; the
+/// record counts the search and notes no replay. The answer cache is not consulted for
+/// such a call.
 #[tokio::test]
-async fn under_live_hosted_tool_streams_a_web_search_streams_without_its_items() {
+async fn a_streamed_web_search_goes_live_with_its_items_in_place() {
     let upstream = FakeUpstream::start().await;
-    let config = format!("hosted_tool_streams = \"live\"\n{}\n[cache]\n", config(&upstream))
-        .replace("reasoning = \"effort\"\n", "reasoning = \"effort\"\ncache_ttl_secs = 60\n");
+    let config = format!("{}\n[cache]\n", config(&upstream)).replace(
+        "reasoning = \"effort\"\n",
+        "reasoning = \"effort\"\ncache_ttl_secs = 60\ninput_price = 1.0\noutput_price = 1.0\nweb_search_price = 10.0\n",
+    );
     let gateway = Gateway::start_with(&config, &[("WEIR_TEST_KEY", "sk-upstream-0123456789")], None).await;
     upstream.push(responses_wire::stream(stream_events(&searched_output(), usage(50, 20, 0, 0))));
-    let body = json!({"model": "gpt5", "input": "What is Weir?", "tools": [{"type": "web_search"}], "stream": true});
-    let (status, headers, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
-    assert_eq!(status, 200, "{text}");
-    assert_eq!(headers.get("x-weir-cache").unwrap(), "bypass", "an entry that caches does not for this call");
+    let line = &streamed_search(&gateway).await;
     let sent = upstream.received()[0].json();
     assert_eq!(sent["stream"], json!(true), "{sent}");
     assert_eq!(sent["tools"], json!([{"type": "web_search"}]), "{sent}");
-    assert!(text.contains("response.output_text.delta") && text.contains("Weir is an LLM gateway."), "{text}");
-    assert!(!text.contains("web_search_call"), "the hosted item is not relayed: {text}");
+    let kinds: Vec<&str> = line["events"].as_array().unwrap().iter().map(|event| event[0].as_str().unwrap()).collect();
+    assert_eq!(kinds, SEARCHED_EVENTS, "{line}");
+    let items = line["items"].as_array().unwrap();
+    assert_eq!(items[0], searched_output()[0], "the hosted item as OpenAI wrote it: {line}");
+    assert_eq!(items[1]["content"][0]["text"], "Weir is an LLM gateway.", "{line}");
+    assert_eq!(items[1]["content"][0]["annotations"], searched_output()[1]["content"][0]["annotations"], "{line}");
+
+    let body = json!({"model": "gpt5", "input": "What is Weir?", "tools": [{"type": "web_search"}], "stream": true});
+    upstream.push(responses_wire::stream(stream_events(&searched_output(), usage(50, 20, 0, 0))));
+    let (status, headers, text) = post_with_headers(&gateway, "/v1/responses", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers.get("x-weir-cache").unwrap(), "bypass", "an entry that caches does not for this call");
+
     let records = weir_tests::closed_records(&gateway.dir().join("ledger.db"));
-    let notes: Vec<&str> = records[0]["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(notes.contains(&"hosted_items_not_streamed"), "{notes:?}");
-    assert!(!notes.contains(&"stream_replayed_whole"), "{notes:?}");
+    let record = &records[0];
+    assert_eq!(record["attempts"][0]["web_searches"], 1, "{record}");
+    let cost = record["cost_usd"].as_f64().unwrap();
+    assert!((cost - (70.0 / 1_000_000.0 + 0.01)).abs() < 1e-12, "the tokens and the search: {record}");
+    let notes: Vec<&str> = record["notes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(!notes.contains(&"stream_replayed_whole") && !notes.contains(&"hosted_items_not_streamed"), "{notes:?}");
 }
 
 /// `tool_choice` forcing a hosted tool reaches OpenAI as its own `tool_choice`, with the

@@ -16,9 +16,9 @@ use weir_host::plugin::{
 };
 use weir_host::reach::Trust;
 use weir_host::types::{
-    CallParams, Capabilities, CodecError, ContentBlock, Conversation, Effort, EmbeddingParams, EmbeddingPurpose,
-    ErrorClass, HttpRequest, HttpResponse, NativeRequest, Ranked, RerankParams, RetryHint, StopReason, StreamDelta,
-    StreamEvent,
+    AnswerBlock, CallParams, Capabilities, CodecError, ContentBlock, Conversation, Effort, EmbeddingParams,
+    EmbeddingPurpose, ErrorClass, HttpRequest, HttpResponse, NativeRequest, Ranked, RerankParams, RetryHint,
+    StopReason, StreamDelta, StreamEvent,
 };
 
 fn cache_dir() -> PathBuf {
@@ -169,6 +169,7 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
     for (path, version, temperature) in [
         (env!("WEIR_CHAT_0_4_WASM"), "0.4.0", serde_json::json!(f64::from(0.3_f32))),
         (env!("WEIR_CHAT_0_5_WASM"), "0.5.0", serde_json::json!(0.3)),
+        (env!("WEIR_CHAT_0_6_WASM"), "0.6.0", serde_json::json!(0.3)),
     ] {
         let versioned = load(&engine(), path);
         assert_eq!(versioned.key(), "versioned");
@@ -248,11 +249,32 @@ async fn a_0_4_0_component_loads_through_the_conversion_and_gets_an_f32_temperat
     }
 }
 
+/// A 0.6.0 component answers `decode-native` but has no `native-stream` (0.7.0 added it):
+/// its streams with hosted tools are taken whole, as before. Of the first-party
+/// components, the Anthropic direct API's key and OpenAI's Responses key open one,
+/// InvokeModel's and Chat Completions' none (their such streams are taken whole).
+#[tokio::test]
+async fn a_0_6_0_component_decodes_native_answers_and_opens_no_native_stream() {
+    let versioned = load(&engine(), env!("WEIR_CHAT_0_6_WASM"));
+    assert_eq!(versioned.component().world_version, "0.6.0");
+    assert!(versioned.decodes_native());
+    assert!(!versioned.streams_native().unwrap());
+    let mut session = versioned.session();
+    let answered = response(200, &[], r#"{"text":"hi","input":1,"output":1}"#);
+    let answer = session.decode_native(&answered).await.unwrap();
+    assert_eq!(answer.blocks, vec![AnswerBlock::Neutral(0)]);
+    let registry = ProviderRegistry::load(&engine(), None).unwrap();
+    assert!(registry.get("anthropic").unwrap().streams_native().unwrap());
+    assert!(!registry.get("anthropic-bedrock").unwrap().streams_native().unwrap());
+    assert!(registry.get("openai-responses").unwrap().streams_native().unwrap());
+    assert!(!registry.get("openai").unwrap().streams_native().unwrap(), "Chat Completions carries no hosted items");
+}
+
 #[tokio::test]
 async fn the_first_party_components_target_the_current_world() {
     let registry = ProviderRegistry::load(&engine(), None).unwrap();
     let openai = registry.get("openai").unwrap();
-    assert_eq!(openai.component().world_version, "0.6.0");
+    assert_eq!(openai.component().world_version, "0.7.0");
     assert!(openai.exports(Operation::Chat));
     assert!(openai.serves_operation(Operation::Chat, "gpt-4.1").unwrap());
 }

@@ -309,7 +309,7 @@ fn a_component_for_another_world_version_is_refused_naming_both() {
     let reason = refusal_reason(env!("WEIR_WRONG_VERSION_WASM"), "future.wasm");
     assert_eq!(
         reason,
-        "it targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0"
+        "it targets weir:provider@0.9.0; this host speaks weir:provider@0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0 and 0.7.0"
     );
 }
 

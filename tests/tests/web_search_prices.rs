@@ -267,49 +267,85 @@ max_call_usd = 0.15
     assert!(close(cost, first), "the first attempt's searches are charged: {cost}");
 }
 
-/// Under `hosted_tool_streams = "live"`, a streamed call whose budget holds web searches is
-/// still taken whole (a live stream does not say how many searches ran) and charged them;
-/// without a budget it streams live.
-#[tokio::test]
-async fn a_live_hosted_stream_under_a_budget_is_taken_whole_and_charged_its_searches() {
-    let anthropic = FakeUpstream::start().await;
-    let openai = FakeUpstream::start().await;
-    let live = "hosted_tool_streams = \"live\"";
-    let gateway = gateway(&config(&anthropic, &openai, live, "[member.ana]\ndaily_usd = 5.0\n")).await;
-    anthropic.push(searched_message(2));
+/// A web search answer's blocks: the call (its input in deltas), the result, the text.
+fn searched_content() -> Vec<Value> {
+    vec![
+        json!({"type": "text", "text": "Searching."}),
+        json!({"type": "server_tool_use", "id": "srvtoolu_01A", "name": "web_search", "input": {"query": "weir"}}),
+        json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01A", "content": [
+            {"type": "web_search_result", "url": "https://weir.example/", "title": "Weir",
+             "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": "April 30, 2026"}
+        ]}),
+        json!({"type": "text", "text": "Weir is an LLM gateway."}),
+    ]
+}
+
+/// A streamed web search call as `key`, its tool bounded at `max_uses` 2; the body the
+/// gateway streamed back.
+async fn stream_as(gateway: &Gateway, key: &str) -> String {
     let body = json!({"model": "claude", "max_tokens": 500, "stream": true,
         "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
         "messages": [{"role": "user", "content": "What is Weir?"}]});
     let response = reqwest::Client::new()
         .post(gateway.url("/v1/messages"))
-        .header("x-api-key", ANA)
+        .header("x-api-key", key)
         .header("anthropic-version", "2023-06-01")
         .json(&body)
         .send()
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    let text = response.text().await.unwrap();
-    assert!(text.contains("web_search_tool_result"), "replayed with its blocks: {text}");
-    assert_ne!(anthropic.received()[0].json()["stream"], json!(true), "sent whole");
+    response.text().await.unwrap()
+}
+
+/// A streamed web search under a USD budget goes live with its blocks (the Anthropic
+/// component's native stream counts the searches), and is charged its tokens plus the
+/// searches the stream's `server_tool_use` reported, at the entry's price.
+#[tokio::test]
+async fn a_live_hosted_stream_under_a_budget_is_charged_its_tokens_and_searches() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    let gateway = gateway(&config(&anthropic, &openai, "", "[member.ana]\ndaily_usd = 5.0\n")).await;
+    let (before, after) = anthropic_wire::web_search_stream(&searched_content(), 120, 60, 2);
+    anthropic.push(anthropic_wire::stream([before, after].concat()));
+    let text = stream_as(&gateway, ANA).await;
+    assert!(text.contains("web_search_tool_result"), "streamed with its blocks: {text}");
+    assert!(text.contains(r#""web_search_requests":2"#), "the count in message_delta: {text}");
+    assert_eq!(anthropic.received()[0].json()["stream"], json!(true), "streamed live");
     let records = closed_records(&gateway.dir().join("ledger.db"));
     let notes = records[0]["notes"].as_array().unwrap();
-    assert!(notes.contains(&json!("stream_replayed_whole")), "{}", records[0]);
+    assert!(!notes.contains(&json!("stream_replayed_whole")), "{}", records[0]);
+    assert!(!notes.contains(&json!("web_searches_charged_at_bound")), "{}", records[0]);
     assert_eq!(records[0]["attempts"][0]["web_searches"], 2, "{}", records[0]);
+    let cost = records[0]["cost_usd"].as_f64().unwrap();
+    assert!(close(cost, TOKENS_COST + 2.0 * WEB_SEARCH_PRICE / 1000.0), "{cost}");
+}
 
-    // Bob has no budget: his stream goes live.
-    anthropic.push(anthropic_wire::stream(anthropic_wire::sse_text_events(&["Weir is a gateway."], "end_turn", 10, 5)));
-    let response = reqwest::Client::new()
-        .post(gateway.url("/v1/messages"))
-        .header("x-api-key", BOB)
-        .header("anthropic-version", "2023-06-01")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let _ = response.text().await.unwrap();
-    assert_eq!(anthropic.received()[1].json()["stream"], json!(true), "streamed live");
+/// A live stream that breaks after its first search never reports its count: it is
+/// charged the tool's bound (`max_uses` 2), never the one search it showed, and says so.
+#[tokio::test]
+async fn a_live_hosted_stream_cut_after_its_first_search_is_charged_its_bound() {
+    let anthropic = FakeUpstream::start().await;
+    let openai = FakeUpstream::start().await;
+    let gateway = gateway(&config(&anthropic, &openai, "", "[member.ana]\ndaily_usd = 5.0\n")).await;
+    let (before, after) = anthropic_wire::web_search_stream(&searched_content(), 120, 60, 1);
+    // Up to the search's result's stop: the narration, the call and the result.
+    let through_the_result = after.iter().position(|event| event.starts_with(b"event: content_block_stop")).unwrap();
+    let after_call = &after[through_the_result + 1..];
+    let result_stop = after_call.iter().position(|event| event.starts_with(b"event: content_block_stop")).unwrap();
+    let chunks = [before, after[..through_the_result + 1 + result_stop + 1].to_vec()].concat();
+    let headers = anthropic_wire::sse_headers("req_cut");
+    anthropic.push(weir_tests::Scripted::StreamThenDrop { status: 200, headers, chunks });
+    let text = stream_as(&gateway, ANA).await;
+    assert!(text.contains("web_search_tool_result"), "the result went out before the cut: {text}");
+    assert!(text.contains("event: error"), "the stream ends in an error: {text}");
+    let records = closed_records(&gateway.dir().join("ledger.db"));
+    let record = &records[0];
+    assert!(record["notes"].as_array().unwrap().contains(&json!("web_searches_charged_at_bound")), "{record}");
+    assert_eq!(record["attempts"][0]["web_searches"], 2, "charged the bound: {record}");
+    let cost = record["cost_usd"].as_f64().unwrap();
+    let tokens = 120.0 * 3.0 / 1_000_000.0 + 15.0 / 1_000_000.0;
+    assert!(cost >= 2.0 * WEB_SEARCH_PRICE / 1000.0 + tokens - 1e-9, "at least the bound's searches: {record}");
 }
 
 /// What OpenAI answers two web searches with: the two calls and the message.

@@ -173,6 +173,11 @@ pub(crate) struct Tally {
     pub to_store: Option<answer_cache::ToStore>,
     /// The answering attempt's own blocks (see [`crate::chat::NativeBlocks`]).
     pub native_answer: Option<std::sync::Arc<crate::chat::NativeBlocks>>,
+    /// The most web searches an attempt may run (see [`web_search`]): what a
+    /// live stream that did not show its count to its end is charged.
+    pub search_bound: u64,
+    /// The dialect of a live stream's own pieces (`native.native-stream`).
+    pub stream_dialect: Option<String>,
 }
 
 impl Tally {
@@ -190,6 +195,8 @@ impl Tally {
             cached_from: None,
             to_store: None,
             native_answer: None,
+            search_bound: 0,
+            stream_dialect: None,
         }
     }
 }
@@ -260,6 +267,8 @@ pub(crate) async fn chat_stream(weir: &Weir, mut request: ChatRequest) -> Result
                 notes: std::mem::take(&mut tally.notes),
                 hold: tally.hold.take(),
                 store: answer_cache::pending(tally).map(|to_store| (weir.clone(), to_store)),
+                search_bound: tally.search_bound,
+                dialect: tally.stream_dialect.take(),
                 log,
             };
             return Ok(live.into_chat_stream(stamp, record));
@@ -500,6 +509,7 @@ async fn run<A: Attempt>(
     if let Some(resolved) = tally.resolved.as_mut() {
         resolved.prices.web_search = native.search_price;
     }
+    tally.search_bound = native.search_bound;
     tally.native_dropped = native.dropped;
     let mut policy = policy::check(target.model, target.provider.info().capabilities, request)?;
     tally.hold = hold::take(weir, request, &target, opening).await?;
@@ -510,19 +520,15 @@ async fn run<A: Attempt>(
     // An entry that cannot stream is never asked to, and tools read from a JSON
     // answer cannot be streamed as they are written: the answer is taken whole
     // and the caller replays it as a stream.
-    // Nor can a provider's own blocks yet (only a whole answer is decoded
-    // with them in place: `native.decode-native`), unless the operator chose
-    // a live stream without them (`hosted_tool_streams = "live"`).
-    // A live stream carries no search count (only a whole answer's own usage
-    // and items say how many searches ran): a call whose budget holds web
-    // searches is taken whole, so the budget is charged the searches it ran.
-    let searches_held = tally.hold.is_some() && target.search_bound > 0;
-    let own_blocks_live = target.native_answer
-        && weir.config().hosted_tool_streams == crate::config::HostedToolStreams::Live
-        && !searches_held;
-    policy.notes.stream_replayed_whole =
-        A::STREAMS && (!policy.streams || policy.prompted_tools || (target.native_answer && !own_blocks_live));
-    policy.notes.hosted_items_not_streamed = A::STREAMS && own_blocks_live && !policy.notes.stream_replayed_whole;
+    let replayed = !policy.streams || policy.prompted_tools;
+    let own = match A::STREAMS && target.native_answer && !replayed {
+        true => own_stream(weir, &target, tally.hold.is_some())?,
+        false => OwnStream::NotAsked,
+    };
+    target.native_stream = own == OwnStream::Carried;
+    tally.stream_dialect = target.native.as_ref().filter(|_| target.native_stream).map(|native| native.dialect.clone());
+    policy.notes.stream_replayed_whole = A::STREAMS && (replayed || own == OwnStream::Whole);
+    policy.notes.hosted_items_not_streamed = own == OwnStream::Dropped;
     tally.notes.extend(policy.notes.names());
     if policy.notes.stream_replayed_whole {
         return match dispatch(&Whole, &target, request, tally, &policy).await? {
@@ -531,6 +537,50 @@ async fn run<A: Attempt>(
         };
     }
     dispatch(attempt, &target, request, tally, &policy).await
+}
+
+/// How a streamed call whose answer carries the provider's own blocks goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnStream {
+    /// Not such a call, or it is replayed whole for another reason.
+    NotAsked,
+    /// Live, the own blocks in place (`native.native-stream`).
+    Carried,
+    /// Live without the own blocks (`hosted_tool_streams = "live"`).
+    Dropped,
+    /// Taken whole and replayed.
+    Whole,
+}
+
+/// How `target`'s stream with own blocks goes under `hosted_tool_streams`:
+/// live with them where the provider's stream carries them (its count of web
+/// searches with them, so a budget holding searches is settled right);
+/// elsewhere whole, or under `live` without them, unless the budget holds
+/// web searches (such a stream reports no count: taken whole).
+fn own_stream(weir: &Weir, target: &Target<'_>, held: bool) -> Result<OwnStream, WeirError> {
+    use crate::config::HostedToolStreams;
+    let mode = weir.config().hosted_tool_streams;
+    if mode == HostedToolStreams::Whole {
+        // Whatever the component could stream: not asked.
+        return Ok(OwnStream::Whole);
+    }
+    let carried = target
+        .provider
+        .streams_native()
+        .map_err(|source| WeirError::Plugin { model: target.model.id.clone(), source })?;
+    Ok(own_stream_of(mode, carried, held && target.search_bound > 0))
+}
+
+/// [`own_stream`]'s rule: `carried` when the provider's stream carries its own
+/// blocks, `searches_held` when the call's budget holds web searches.
+fn own_stream_of(mode: crate::config::HostedToolStreams, carried: bool, searches_held: bool) -> OwnStream {
+    use crate::config::HostedToolStreams;
+    match (mode, carried) {
+        (HostedToolStreams::Whole, _) => OwnStream::Whole,
+        (_, true) => OwnStream::Carried,
+        (HostedToolStreams::Live, false) if !searches_held => OwnStream::Dropped,
+        (HostedToolStreams::Native | HostedToolStreams::Live, false) => OwnStream::Whole,
+    }
 }
 
 /// Runs the gates with the conversation the model reads: as asked, or with its
@@ -606,6 +656,21 @@ fn endpoint_host(endpoint: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::endpoint_host;
+
+    /// `native` streams the own blocks live where they are carried and takes the
+    /// rest whole; `live` drops them where they are not, unless the budget holds
+    /// searches (such a stream reports no count); `whole` always takes it whole.
+    #[test]
+    fn a_stream_with_own_blocks_goes_as_the_mode_and_the_component_allow() {
+        use super::{OwnStream, own_stream_of};
+        use crate::config::HostedToolStreams::{Live, Native, Whole};
+        assert_eq!(own_stream_of(Native, true, true), OwnStream::Carried, "its count is known: live under a budget");
+        assert_eq!(own_stream_of(Native, false, false), OwnStream::Whole);
+        assert_eq!(own_stream_of(Live, true, false), OwnStream::Carried);
+        assert_eq!(own_stream_of(Live, false, false), OwnStream::Dropped);
+        assert_eq!(own_stream_of(Live, false, true), OwnStream::Whole, "no count: the budget's searches need it whole");
+        assert_eq!(own_stream_of(Whole, true, false), OwnStream::Whole);
+    }
 
     #[test]
     fn the_endpoint_host_keeps_no_path_query_or_user_info() {

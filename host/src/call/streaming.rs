@@ -31,11 +31,11 @@ use crate::error::{Pending, WeirError};
 use crate::plugin::ComponentStream;
 use crate::record::AttemptReason;
 use crate::record::{self, AttemptRecord, CallLog, Ending, Observers, Resolved, StreamEnd, Tokens};
-use crate::stream::Assembler;
+use crate::stream::{Assembler, InPlace};
 use crate::stream::{ChatStream, STREAM_BUFFER, StreamFailure, UpstreamStream, deltas_of};
 use crate::transport::{Credential, TransportError};
 use crate::types::{
-    CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, StopReason, StreamDelta, Usage,
+    CallParams, Conversation, DecodedResponse, HttpRequest, InBandError, NativeDelta, StopReason, StreamDelta, Usage,
 };
 
 use super::attempt::{self, feed_back};
@@ -125,7 +125,11 @@ impl Streamed {
         // The decoder is the instance that encoded the request, taken before
         // the request leaves: when the pool stays full, the call fails having
         // sent nothing.
-        let decoder = match session.into_stream(deadline).await {
+        let decoder = match target.native_stream {
+            true => session.into_native_stream(deadline).await,
+            false => session.into_stream(deadline).await,
+        };
+        let decoder = match decoder {
             Ok(decoder) => decoder,
             Err(source) => {
                 grant.rollback().await;
@@ -182,7 +186,7 @@ async fn first_output(
     let mut first = Vec::new();
     loop {
         match upstream.next().await {
-            Some(Ok(StreamDelta::Error(in_band))) => return Ok(First::InBand(in_band)),
+            Some(Ok(NativeDelta::Neutral(StreamDelta::Error(in_band)))) => return Ok(First::InBand(in_band)),
             Some(Ok(delta)) => {
                 let output = is_output(&delta);
                 first.push(delta);
@@ -310,8 +314,15 @@ fn names_streaming(detail: &str) -> bool {
         .any(|phrase| detail.contains(phrase))
 }
 
-/// Whether a caller would see this delta: the first such ends the retryable phase.
-fn is_output(delta: &StreamDelta) -> bool {
+/// Whether a caller would see this delta or own piece: the first such ends
+/// the retryable phase. An own block and a citation are output; a text
+/// block's start and the own usage are not (nothing of the answer yet).
+fn is_output(piece: &NativeDelta) -> bool {
+    let delta = match piece {
+        NativeDelta::Neutral(delta) => delta,
+        NativeDelta::Block(_) | NativeDelta::Citation(_) => return true,
+        NativeDelta::TextStart(_) | NativeDelta::Usage(_) => return false,
+    };
     match delta {
         StreamDelta::Text(text) | StreamDelta::Thinking(text) => !text.is_empty(),
         StreamDelta::ThinkingSignature(_) | StreamDelta::ToolCallStart(_) | StreamDelta::ToolCallFragment(_) => true,
@@ -324,9 +335,15 @@ fn is_output(delta: &StreamDelta) -> bool {
     }
 }
 
-fn assembled(deltas: Vec<StreamDelta>) -> DecodedResponse {
+/// A stream over before any output, whole: its neutral deltas (it can have
+/// no own block: a block is output).
+fn assembled(pieces: Vec<NativeDelta>) -> DecodedResponse {
     let mut assembler = crate::stream::Assembler::default();
-    deltas.into_iter().for_each(|delta| assembler.push(delta));
+    for piece in pieces {
+        if let NativeDelta::Neutral(delta) = piece {
+            assembler.push(delta);
+        }
+    }
     assembler.finish()
 }
 
@@ -379,7 +396,7 @@ impl Origin {
 /// A stream whose first output is in hand, with everything it holds: the
 /// upstream connection and the admission grant (its concurrency permit).
 pub(super) struct Live {
-    first: Vec<StreamDelta>,
+    first: Vec<NativeDelta>,
     upstream: UpstreamStream,
     grant: Grant,
     gate: Arc<ModelGate>,
@@ -391,7 +408,7 @@ pub(super) struct Live {
 impl Live {
     fn new(
         target: &Target<'_>,
-        first: Vec<StreamDelta>,
+        first: Vec<NativeDelta>,
         upstream: UpstreamStream,
         grant: Grant,
         deadline: Option<Instant>,
@@ -408,9 +425,11 @@ impl Live {
         ChatStream::new(receiver, stamp)
     }
 
-    async fn pump(self, sender: mpsc::Sender<Result<StreamDelta, WeirError>>, record: StreamRecord) {
+    async fn pump(self, sender: mpsc::Sender<Result<NativeDelta, WeirError>>, record: StreamRecord) {
         let Self { first, mut upstream, grant, gate, origin, deadline } = self;
-        let mut seen = Seen::new(record.log.records_content() || record.store.is_some());
+        let records_content = record.log.records_content();
+        let mut seen =
+            Seen::new(records_content || record.store.is_some(), records_content && record.dialect.is_some());
         let mut delivered: u64 = 0;
         let relay = Relay { gate: &gate, origin: &origin, sender: &sender, deadline };
         let ended = relay.run(first, &mut upstream, &mut seen, &mut delivered).await;
@@ -457,14 +476,14 @@ enum StreamEnded {
 struct Relay<'a> {
     gate: &'a ModelGate,
     origin: &'a Origin,
-    sender: &'a mpsc::Sender<Result<StreamDelta, WeirError>>,
+    sender: &'a mpsc::Sender<Result<NativeDelta, WeirError>>,
     deadline: Option<Instant>,
 }
 
 impl Relay<'_> {
     async fn run(
         &self,
-        first: Vec<StreamDelta>,
+        first: Vec<NativeDelta>,
         upstream: &mut UpstreamStream,
         seen: &mut Seen,
         delivered: &mut u64,
@@ -490,7 +509,7 @@ impl Relay<'_> {
             };
             let delta = match next {
                 None => return StreamEnded::Completed,
-                Some(Ok(StreamDelta::Error(in_band))) => {
+                Some(Ok(NativeDelta::Neutral(StreamDelta::Error(in_band)))) => {
                     let (error, _) = classify::in_band(origin, in_band);
                     return StreamEnded::Failed(mid_stream(gate, origin, error, *delivered, upstream.bytes()).await);
                 }
@@ -520,24 +539,50 @@ impl Relay<'_> {
 /// content only when the operator records it.
 struct Seen {
     usage: Option<Usage>,
+    /// The web searches the provider's own usage reported (the last one: it
+    /// is cumulative, like the tokens); `None` when none came.
+    web_searches: Option<u64>,
+    /// The web searches its own blocks showed (see `call::web_search::shown`).
+    searches_shown: u64,
     stop: Option<StopReason>,
     served_model: Option<String>,
     request_id: Option<String>,
     content: Option<Assembler>,
+    /// The answer with its own blocks in place, for a record of a stream that
+    /// carries them.
+    in_place: Option<InPlace>,
 }
 
 impl Seen {
-    fn new(records_content: bool) -> Self {
+    fn new(records_content: bool, in_place: bool) -> Self {
         Self {
             usage: None,
+            web_searches: None,
+            searches_shown: 0,
             stop: None,
             served_model: None,
             request_id: None,
             content: records_content.then(Assembler::default),
+            in_place: in_place.then(InPlace::default),
         }
     }
 
-    fn note(&mut self, delta: &StreamDelta) {
+    fn note(&mut self, piece: &NativeDelta) {
+        if let Some(in_place) = &mut self.in_place {
+            in_place.push(piece);
+        }
+        let delta = match piece {
+            NativeDelta::Neutral(delta) => delta,
+            NativeDelta::Usage(json) => {
+                self.web_searches = super::web_search::reported(json);
+                return;
+            }
+            NativeDelta::Block(json) => {
+                self.searches_shown += super::web_search::shown(json);
+                return;
+            }
+            NativeDelta::TextStart(_) | NativeDelta::Citation(_) => return,
+        };
         match delta {
             StreamDelta::Usage(usage) => self.usage = Some(*usage),
             StreamDelta::Stop(stop) => self.stop = Some(stop.reason),
@@ -565,13 +610,30 @@ pub(super) struct StreamRecord {
     pub hold: Option<crate::budget::Hold>,
     /// Where to store the stream's answer, once whole (see `call::answer_cache`).
     pub store: Option<(crate::Weir, super::answer_cache::ToStore)>,
+    /// The most web searches the attempt may run (see `call::web_search`):
+    /// what a stream that did not report its count to its end is charged.
+    pub search_bound: u64,
+    /// The dialect of the provider's own pieces, for a stream that carries them.
+    pub dialect: Option<String>,
 }
 
 impl StreamRecord {
     /// Closes the record with what the stream reported (its usage is the last
     /// attempt's) and waits for the observers: the ledger's commit.
     async fn close(self, seen: Seen, category: String, stream_end: StreamEnd) -> Result<(), WeirError> {
-        let Self { mut log, observers, resolved, mut attempts, max_tokens, first_output, notes, hold, store } = self;
+        let Self {
+            mut log,
+            observers,
+            resolved,
+            mut attempts,
+            max_tokens,
+            first_output,
+            mut notes,
+            hold,
+            store,
+            search_bound,
+            dialect,
+        } = self;
         let reported = seen.usage.is_some();
         // The assembled answer: the cache's (a stream that reached its end)
         // and the record's (only when it records content).
@@ -582,8 +644,14 @@ impl StreamRecord {
         {
             super::answer_cache::store(&weir, to_store, answer, log.call_id()).await;
         }
+        let searches =
+            super::web_search::streamed(seen.web_searches, seen.searches_shown, stream_end.completed, search_bound);
+        if searches.at_bound {
+            notes.push("web_searches_charged_at_bound");
+        }
         if let Some(last) = attempts.last_mut() {
             last.usage = seen.usage.as_ref().map(Tokens::of);
+            last.web_searches = searches.count;
             if last.request_id.is_none() {
                 last.request_id = seen.request_id;
             }
@@ -595,7 +663,12 @@ impl StreamRecord {
             max_tokens,
             first_output: Some(first_output),
             stream_end: Some(stream_end),
-            answer: answer.filter(|_| log.records_content()).map(|answer| record::answer_content(&answer.content)),
+            answer: match (seen.in_place.and_then(InPlace::finish), dialect) {
+                (Some((content, blocks)), Some(dialect)) => {
+                    Some(record::content::answer_with_own(&content, &blocks, &dialect))
+                }
+                _ => answer.filter(|_| log.records_content()).map(|answer| record::answer_content(&answer.content)),
+            },
             notes,
             charged_worst_case: hold.is_some() && !reported,
             cached_from: None,
@@ -650,7 +723,7 @@ pub(super) fn replayed(answer: DecodedResponse, stamp: Stamp) -> ChatStream {
     let (sender, receiver) = mpsc::channel(deltas.len().max(1));
     for delta in deltas {
         // Cannot fail: the channel holds them all and the receiver is alive.
-        let _ = sender.try_send(Ok(delta));
+        let _ = sender.try_send(Ok(NativeDelta::Neutral(delta)));
     }
     ChatStream::new(receiver, stamp)
 }
@@ -700,9 +773,14 @@ mod tests {
 
     #[test]
     fn output_is_what_a_caller_would_see() {
-        assert!(!is_output(&StreamDelta::Text(String::new())));
-        assert!(is_output(&StreamDelta::Text("a".into())));
-        assert!(!is_output(&StreamDelta::ServedModel("m".into())));
-        assert!(!is_output(&StreamDelta::ToolCallEnd(0)));
+        let neutral = NativeDelta::Neutral;
+        assert!(!is_output(&neutral(StreamDelta::Text(String::new()))));
+        assert!(is_output(&neutral(StreamDelta::Text("a".into()))));
+        assert!(!is_output(&neutral(StreamDelta::ServedModel("m".into()))));
+        assert!(!is_output(&neutral(StreamDelta::ToolCallEnd(0))));
+        assert!(is_output(&NativeDelta::Block("{}".into())));
+        assert!(is_output(&NativeDelta::Citation("{}".into())));
+        assert!(!is_output(&NativeDelta::TextStart("{}".into())));
+        assert!(!is_output(&NativeDelta::Usage("{}".into())));
     }
 }

@@ -94,6 +94,10 @@ pub(super) struct Target<'a> {
     pub search_bound: u64,
     /// USD per thousand of the call's web searches (see `call::web_search::price`).
     pub search_price: Option<f64>,
+    /// A stream of this call goes live with the provider's own pieces in
+    /// place (`native.native-stream`): set when the answer is native and the
+    /// provider's streams carry them (see `call::run`).
+    pub native_stream: bool,
 }
 
 impl<'a> std::ops::Deref for Target<'a> {
@@ -363,7 +367,15 @@ async fn resolve_component_entry<'a>(
         opening,
         deployment: None,
     };
-    Ok(Target { reached, provider, native: None, native_answer: false, search_bound: 0, search_price: None })
+    Ok(Target {
+        reached,
+        provider,
+        native: None,
+        native_answer: false,
+        search_bound: 0,
+        search_price: None,
+        native_stream: false,
+    })
 }
 
 /// [`resolve_component_entry`] for an entry with deployments: resolved against
@@ -395,7 +407,15 @@ async fn resolve_deployed_entry<'a>(
         opening,
         deployment: None,
     };
-    let entry = Target { reached, provider, native: None, native_answer: false, search_bound: 0, search_price: None };
+    let entry = Target {
+        reached,
+        provider,
+        native: None,
+        native_answer: false,
+        search_bound: 0,
+        search_price: None,
+        native_stream: false,
+    };
     let mut unaddressable = None;
     for index in pool.usable() {
         match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
@@ -445,6 +465,7 @@ pub(super) async fn for_deployment<'a>(target: &Target<'a>, deployed: Deployed<'
         native_answer: target.native_answer,
         search_bound: target.search_bound,
         search_price: target.search_price,
+        native_stream: target.native_stream,
     })
 }
 

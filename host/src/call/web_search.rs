@@ -14,6 +14,15 @@
 //!   ─► the record's cost adds searches × price; the budget settles with it
 //! ```
 //!
+//! A live stream with the provider's own pieces (`native.native-stream`)
+//! counts as it goes ([`streamed`]): the own usage's count (Anthropic's
+//! `server_tool_use.web_search_requests`, cumulative) and the search calls
+//! among its blocks (an Anthropic `server_tool_use` named `web_search`, an
+//! OpenAI `web_search_call`), the larger of the two. Only a stream that
+//! reached its end has shown every search; one that broke, was cut by its
+//! caller or hit its deadline may have run searches it never showed, so it
+//! is charged at least its bound (note `web_searches_charged_at_bound`).
+//!
 //! An OpenAI web search is bounded by the request's `max_tool_calls` (which
 //! the Responses route carries upstream); without it, it has no bound and is
 //! cut under a USD budget.
@@ -54,6 +63,42 @@ pub(super) fn count(own: Option<&NativeBlocks>) -> Option<u64> {
         .unwrap_or(0);
     let calls = own.blocks.iter().filter(|block| is_web_search_call(block)).count() as u64;
     Some(reported.saturating_add(calls)).filter(|searches| *searches > 0)
+}
+
+/// The web searches a provider's own usage (a live stream's `usage` piece)
+/// reports: Anthropic's `server_tool_use.web_search_requests`.
+pub(super) fn reported(usage_json: &str) -> Option<u64> {
+    let usage: Value = serde_json::from_str(usage_json).ok()?;
+    usage.pointer("/server_tool_use/web_search_requests").and_then(Value::as_u64)
+}
+
+/// The web searches one own block of a live stream shows ran: one for an
+/// Anthropic `server_tool_use` named `web_search` or an OpenAI
+/// `web_search_call`, none for any other.
+pub(super) fn shown(block_json: &str) -> u64 {
+    let Ok(block) = serde_json::from_str::<Value>(block_json) else { return 0 };
+    let kind = block.get("type").and_then(Value::as_str);
+    let name = block.get("name").and_then(Value::as_str);
+    u64::from(kind == Some(WEB_SEARCH_CALL) || (kind == Some("server_tool_use") && name == Some(WEB_SEARCH)))
+}
+
+/// What a live stream's attempt is charged in web searches.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct StreamedSearches {
+    /// The attempt record's `web_searches`.
+    pub count: Option<u64>,
+    /// The count is the bound, more than the stream showed.
+    pub at_bound: bool,
+}
+
+/// A live stream's searches: the larger of what its own usage `reported`
+/// and what its blocks `shown`, when it reached its end (`completed`); at
+/// least `bound` when it did not (see the module's comment).
+pub(super) fn streamed(reported: Option<u64>, shown: u64, completed: bool, bound: u64) -> StreamedSearches {
+    let seen = reported.unwrap_or(0).max(shown);
+    let at_bound = !completed && bound > seen;
+    let count = if at_bound { bound } else { seen };
+    StreamedSearches { count: Some(count).filter(|searches| *searches > 0), at_bound }
 }
 
 fn is_web_search_call(block: &AnswerBlock) -> bool {
@@ -211,6 +256,26 @@ mod tests {
         assert_eq!(count(Some(&openai)), Some(2));
         assert_eq!(count(Some(&own(Some(json!({"server_tool_use": {}})), &[]))), None);
         assert_eq!(count(None), None);
+    }
+
+    #[test]
+    fn a_live_stream_is_charged_what_it_showed_to_its_end_and_its_bound_otherwise() {
+        let usage = json!({"server_tool_use": {"web_search_requests": 2}}).to_string();
+        assert_eq!(reported(&usage), Some(2));
+        assert_eq!(reported("{}"), None);
+        let call = json!({"type": "server_tool_use", "name": "web_search", "input": {}}).to_string();
+        assert_eq!(shown(&call), 1);
+        assert_eq!(shown(&json!({"type": "server_tool_use", "name": "web_fetch"}).to_string()), 0);
+        assert_eq!(shown(&json!({"type": "web_search_call", "id": "ws_1"}).to_string()), 1);
+        assert_eq!(shown(&json!({"type": "web_search_tool_result"}).to_string()), 0);
+        let whole = streamed(Some(2), 1, true, 5);
+        assert_eq!(whole, StreamedSearches { count: Some(2), at_bound: false }, "the report, larger than the blocks");
+        assert_eq!(streamed(None, 3, true, 5).count, Some(3), "the blocks, when nothing reported");
+        assert_eq!(streamed(None, 0, true, 5).count, None, "no search ran");
+        let cut = streamed(None, 1, false, 5);
+        assert_eq!(cut, StreamedSearches { count: Some(5), at_bound: true }, "a cut stream pays its bound");
+        assert_eq!(streamed(Some(7), 0, false, 5).count, Some(7), "never less than reported");
+        assert_eq!(streamed(None, 1, false, 0).count, Some(1), "no bound: what it showed");
     }
 
     #[test]

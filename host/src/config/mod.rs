@@ -133,12 +133,18 @@ pub struct Config {
     #[serde(default)]
     pub hosted_tools: HostedTools,
     /// How a streamed call is served when its hosted tools (or a history's
-    /// own blocks) go to the provider that runs them: `whole` (the default:
-    /// the answer is taken whole and replayed as a stream, its own blocks in
-    /// place; nothing reaches the caller until it is complete) or `live` (the
-    /// upstream streams and the caller gets text, reasoning and tool calls as
-    /// they come, but not the provider's own blocks, which the stream decoder
-    /// has no case for; the record notes `hosted_items_not_streamed`).
+    /// own blocks) go to the provider that runs them. `native` (the default):
+    /// live, with the provider's own blocks in place, where the serving
+    /// component's stream carries them (`native.native-stream`, 0.7.0: the
+    /// Anthropic direct API, Mantle and Vertex, OpenAI's Responses API);
+    /// elsewhere the answer is taken
+    /// whole and replayed as a stream (note `stream_replayed_whole`). `whole`:
+    /// always taken whole and replayed, its own blocks in place; nothing
+    /// reaches the caller until it is complete. `live`: live everywhere; where
+    /// the component's stream cannot carry the own blocks, the caller gets
+    /// text, reasoning and tool calls but not those blocks (note
+    /// `hosted_items_not_streamed`), and a call whose USD budget holds web
+    /// searches is taken whole there (such a stream reports no search count).
     #[serde(default)]
     pub hosted_tool_streams: HostedToolStreams,
     /// `[pins]`: grade → the entry id (or the `identity`) that serves it.
@@ -408,6 +414,7 @@ pub enum HostedTools {
 #[serde(rename_all = "lowercase")]
 pub enum HostedToolStreams {
     #[default]
+    Native,
     Whole,
     Live,
 }
@@ -1662,7 +1669,9 @@ mod tests {
     #[test]
     fn hosted_tools_drop_by_default_and_refuse_when_asked() {
         assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tools, HostedTools::Drop);
-        assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tool_streams, HostedToolStreams::Whole);
+        assert_eq!(Config::from_toml(GRADED, "t").unwrap().hosted_tool_streams, HostedToolStreams::Native);
+        let whole = Config::from_toml(&format!("hosted_tool_streams = \"whole\"\n{GRADED}"), "t").unwrap();
+        assert_eq!(whole.hosted_tool_streams, HostedToolStreams::Whole);
         let live = Config::from_toml(&format!("hosted_tool_streams = \"live\"\n{GRADED}"), "t").unwrap();
         assert_eq!(live.hosted_tool_streams, HostedToolStreams::Live);
         assert!(Config::from_toml("hosted_tool_streams = \"partly\"\n", "t").is_err());

@@ -20,7 +20,7 @@ use crate::wit::v0_4;
 /// Which record set a component's functions take: its world version's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Records {
-    /// `weir:provider@0.5.0` and 0.6.0 (which only added): the current
+    /// `weir:provider@0.5.0`, 0.6.0 and 0.7.0 (which only added): the current
     /// records, no conversion.
     Current,
     /// 0.1.0 to 0.4.0: frozen 0.4.0's records, converted per call.
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn every_listed_version_has_a_record_set() {
         for version in super::super::world::WORLD_VERSIONS {
-            let current = matches!(*version, "0.5.0" | "0.6.0");
+            let current = matches!(*version, "0.5.0" | "0.6.0" | "0.7.0");
             let expected = if current { Records::Current } else { Records::V0_4 };
             assert_eq!(Records::of(version), expected, "{version}");
         }

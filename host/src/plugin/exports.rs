@@ -24,8 +24,8 @@ use super::sandbox::CallState;
 use super::world::{Operation, Targets, export_name};
 use crate::types::{
     CallParams, CodecError, DecodedResponse, EmbeddingParams, EmbeddingResponse, ErrorClass, FirstToken, HttpResponse,
-    NativeAnswer, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams, RerankResponse,
-    StreamDelta, StreamEvent,
+    NativeAnswer, NativeDelta, NativeRequest, NativeSupport, PreparedConversation, ProviderInfo, RerankParams,
+    RerankResponse, StreamDelta, StreamEvent,
 };
 use crate::wit::v0_4;
 
@@ -40,6 +40,7 @@ type Reading<'a, T> = Func<(&'a str, &'a HttpResponse), T>;
 /// An encode's result, capped while it is lifted.
 type Encoded = Result<EncodedRequest, CodecError>;
 type Deltas = Result<Vec<StreamDelta>, CodecError>;
+type NativeDeltas = Result<Vec<NativeDelta>, CodecError>;
 
 /// Whether a component's function types were checked ([`Exports::typecheck`]).
 /// Until then every lookup checks the type it is asked for; after, a call's
@@ -142,6 +143,16 @@ pub(super) struct NativeExports {
     count_decode: ComponentExportIndex,
     /// `decode-native` (0.6.0 on); `None` for a 0.4.0 or 0.5.0 component.
     decode_native: Option<ComponentExportIndex>,
+    /// The `native-stream` resource (0.7.0 on); `None` before.
+    stream: Option<NativeStreamExports>,
+}
+
+/// `native.native-stream`'s functions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NativeStreamExports {
+    open: ComponentExportIndex,
+    feed: ComponentExportIndex,
+    finish: ComponentExportIndex,
 }
 
 /// Finds the functions of one exported interface by name.
@@ -246,6 +257,14 @@ impl Exports {
                         true => Some(native.func("decode-native")?),
                         false => None,
                     },
+                    stream: match has_native_stream(version) {
+                        true => Some(NativeStreamExports {
+                            open: native.func("[static]native-stream.open")?,
+                            feed: native.func("[method]native-stream.feed")?,
+                            finish: native.func("[method]native-stream.finish")?,
+                        }),
+                        false => None,
+                    },
                 })
             })
             .transpose()?;
@@ -341,6 +360,11 @@ impl Exports {
             check("native.count-tokens-decode", n.count_decode(store, instance).map(drop))?;
             if let Some(decode_native) = n.decode_native(store, instance) {
                 check("native.decode-native", decode_native.map(drop))?;
+            }
+            if let Some(stream) = n.stream() {
+                check("native.native-stream.open", stream.open(n.typed, store, instance).map(drop))?;
+                check("native.native-stream.feed", stream.feed(n.typed, store, instance).map(drop))?;
+                check("native.native-stream.finish", stream.finish(n.typed, store, instance).map(drop))?;
             }
         }
         Ok(())
@@ -546,6 +570,16 @@ impl NativeExports {
         typed(self.typed, store, instance, self.count_decode)
     }
 
+    /// The `native-stream` resource (0.7.0 on), with the typing its calls use.
+    pub fn stream(&self) -> Option<NativeStreamExports> {
+        self.stream
+    }
+
+    /// How its functions are typed (see [`Typed`]).
+    pub fn typed(&self) -> Typed {
+        self.typed
+    }
+
     /// Whether the component answers `decode-native` (0.6.0 on).
     pub fn decodes_native(&self) -> bool {
         self.decode_native.is_some()
@@ -564,4 +598,36 @@ impl NativeExports {
 /// `native.decode-native` came with 0.6.0; `native` itself with 0.4.0.
 fn has_decode_native(version: &str) -> bool {
     !matches!(version, "0.1.0" | "0.2.0" | "0.3.0" | "0.4.0" | "0.5.0")
+}
+
+/// `native.native-stream` came with 0.7.0.
+fn has_native_stream(version: &str) -> bool {
+    has_decode_native(version) && version != "0.6.0"
+}
+
+impl NativeStreamExports {
+    /// `[static]native-stream.open(provider) -> option<own<native-stream>>`.
+    pub fn open<'a>(
+        self,
+        typed_as: Typed,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(&'a str,), Option<ResourceAny>> {
+        typed(typed_as, store, instance, self.open)
+    }
+
+    /// `[method]native-stream.feed(self: borrow<native-stream>, event)`.
+    pub fn feed<'a>(
+        self,
+        typed_as: Typed,
+        store: Call<'_>,
+        instance: &Instance,
+    ) -> Func<(ResourceAny, &'a StreamEvent), NativeDeltas> {
+        typed(typed_as, store, instance, self.feed)
+    }
+
+    /// `[method]native-stream.finish(self: borrow<native-stream>)`.
+    pub fn finish(self, typed_as: Typed, store: Call<'_>, instance: &Instance) -> Func<(ResourceAny,), NativeDeltas> {
+        typed(typed_as, store, instance, self.finish)
+    }
 }

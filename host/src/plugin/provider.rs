@@ -13,15 +13,21 @@ use wasmtime::Store;
 use wasmtime::component::{ComponentType, Instance as ComponentInstance, Lift, ResourceAny};
 
 use super::engine::LoadedComponent;
-use super::exports::{ChatExports, Question};
+use super::exports::{ChatExports, NativeStreamExports, Question, Typed};
 use super::sandbox::{CallState, new_store, refuel};
 use super::session::Session;
 use super::world::Operation;
 use crate::reach::Trust;
 use crate::types::{
-    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeSupport,
+    CallParams, CodecError, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, NativeDelta, NativeSupport,
     PreparedConversation, ProviderInfo, StreamDelta, StreamEvent,
 };
+
+/// The longest own piece (a block, a text start, a citation, an own usage) a
+/// native stream may hand over, in bytes: a web search result with its
+/// encrypted contents is tens of KiB; anything past this is a broken or
+/// hostile component, not an answer.
+pub const MAX_OWN_PIECE: usize = 1 << 20;
 
 /// The addressing of an endpoint URL (the endpoint family a provider's wire
 /// ids are spelled for; see `catalog::links`): its host, lowercase, without userinfo or
@@ -111,6 +117,8 @@ pub(super) struct AnswerCache {
     /// the load-time questions above it is read on every chat call, and a
     /// nested map is looked up by `&str`, so a hit allocates nothing.
     native_support: HashMap<String, HashMap<String, Option<Arc<NativeSupport>>>>,
+    /// Whether `native-stream.open` opens one, by provider key.
+    streams_native: HashMap<String, bool>,
     /// The first fault of a question to this component. Every later question
     /// gets it without a call: a hostile component costs one CPU budget at load,
     /// not one per catalog entry.
@@ -286,6 +294,32 @@ impl Provider {
                 let support =
                     self.ask_one("native.support", wire_id, |store, instance| native.support(store, instance));
                 support.map(|support| support.map(Arc::new))
+            },
+        )
+    }
+
+    /// Whether this key's streams carry its own blocks: the component has
+    /// `native.native-stream` (0.7.0 on) and its `open` gives one for this
+    /// key. Asked once and kept like [`Self::native_support`].
+    pub fn streams_native(&self) -> Result<bool, PluginError> {
+        let Some(native) = &self.component.exports.native else { return Ok(false) };
+        let Some(stream) = native.stream() else { return Ok(false) };
+        let key = self.info.key.as_str();
+        self.cached(
+            |cache| cache.streams_native.get(key).copied(),
+            |cache, opens| {
+                cache.streams_native.insert(key.to_owned(), opens);
+            },
+            || {
+                pollster::block_on(async {
+                    let (mut store, instance) = self.load_time_instance().await?;
+                    let during = "native.native-stream.open";
+                    let fault = |e: &wasmtime::Error| Asked::Faulted(self.fault(during, e));
+                    let open = stream.open(native.typed(), &mut store, &instance).map_err(|e| fault(&e))?;
+                    let (opened,) = open.call_async(&mut store, (key,)).await.map_err(|e| fault(&e))?;
+                    // The decoder asked about is dropped with its store.
+                    Ok(opened.is_some())
+                })
             },
         )
     }
@@ -512,15 +546,33 @@ pub struct ComponentStream {
     provider: Provider,
     store: Store<CallState>,
     instance: ComponentInstance,
-    chat: ChatExports,
-    decoder: ResourceAny,
+    decoder: Decoder,
     _slot: OwnedSemaphorePermit,
+}
+
+/// Which resource decodes the stream.
+enum Decoder {
+    /// `chat.stream-decoder`: neutral deltas only.
+    Neutral { chat: ChatExports, resource: ResourceAny },
+    /// `native.native-stream` (0.7.0): the provider's own pieces in place.
+    Native { exports: NativeStreamExports, typed: Typed, resource: ResourceAny },
 }
 
 impl ComponentStream {
     pub(super) fn new(provider: Provider, held: CallInstance, chat: ChatExports, decoder: ResourceAny) -> Self {
         let CallInstance { store, instance, _slot } = held;
-        Self { provider, store, instance, chat, decoder, _slot }
+        Self { provider, store, instance, decoder: Decoder::Neutral { chat, resource: decoder }, _slot }
+    }
+
+    pub(super) fn native(
+        provider: Provider,
+        held: CallInstance,
+        exports: NativeStreamExports,
+        typed: Typed,
+        resource: ResourceAny,
+    ) -> Self {
+        let CallInstance { store, instance, _slot } = held;
+        Self { provider, store, instance, decoder: Decoder::Native { exports, typed, resource }, _slot }
     }
 }
 
@@ -531,34 +583,141 @@ impl std::fmt::Debug for ComponentStream {
 }
 
 impl ComponentStream {
-    /// One framed event in, the deltas it completes out.
+    /// One framed event in, the deltas it completes out (a native stream's own
+    /// pieces left out: [`Self::feed_pieces`] keeps them).
     pub async fn feed(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, PluginError> {
+        Ok(neutral(self.feed_pieces(event).await?))
+    }
+
+    /// The transport ended cleanly: whatever the decoder held back (its
+    /// deltas; see [`Self::feed`]).
+    pub async fn finish(&mut self) -> Result<Vec<StreamDelta>, PluginError> {
+        Ok(neutral(self.finish_pieces().await?))
+    }
+
+    /// One framed event in, the pieces it completes out (every one neutral
+    /// from a `chat.stream-decoder`).
+    pub(crate) async fn feed_pieces(&mut self, event: &StreamEvent) -> Result<Vec<NativeDelta>, PluginError> {
         refuel(&mut self.store, &self.provider.component.engine);
-        let during = "stream-decoder.feed";
-        let feed =
-            self.chat.stream_feed(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
-        let (result,) = feed
-            .call_async(&mut self.store, (self.decoder, event))
-            .await
-            .map_err(|e| self.provider.fault(during, &e))?;
-        result.map_err(|error| self.provider.codec(error))
+        match &self.decoder {
+            Decoder::Neutral { chat, resource } => {
+                let during = "stream-decoder.feed";
+                let feed =
+                    chat.stream_feed(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
+                let (result,) = feed
+                    .call_async(&mut self.store, (*resource, event))
+                    .await
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                let deltas = result.map_err(|error| self.provider.codec(error))?;
+                Ok(deltas.into_iter().map(NativeDelta::Neutral).collect())
+            }
+            Decoder::Native { exports, typed, resource } => {
+                let during = "native-stream.feed";
+                let feed = exports
+                    .feed(*typed, &mut self.store, &self.instance)
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                let (result,) = feed
+                    .call_async(&mut self.store, (*resource, event))
+                    .await
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                self.checked(during, result)
+            }
+        }
     }
 
     /// The transport ended cleanly: whatever the decoder held back.
-    pub async fn finish(&mut self) -> Result<Vec<StreamDelta>, PluginError> {
+    pub(crate) async fn finish_pieces(&mut self) -> Result<Vec<NativeDelta>, PluginError> {
         refuel(&mut self.store, &self.provider.component.engine);
-        let during = "stream-decoder.finish";
-        let finish =
-            self.chat.stream_finish(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
-        let (result,) =
-            finish.call_async(&mut self.store, (self.decoder,)).await.map_err(|e| self.provider.fault(during, &e))?;
-        result.map_err(|error| self.provider.codec(error))
+        match &self.decoder {
+            Decoder::Neutral { chat, resource } => {
+                let during = "stream-decoder.finish";
+                let finish =
+                    chat.stream_finish(&mut self.store, &self.instance).map_err(|e| self.provider.fault(during, &e))?;
+                let (result,) = finish
+                    .call_async(&mut self.store, (*resource,))
+                    .await
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                let deltas = result.map_err(|error| self.provider.codec(error))?;
+                Ok(deltas.into_iter().map(NativeDelta::Neutral).collect())
+            }
+            Decoder::Native { exports, typed, resource } => {
+                let during = "native-stream.finish";
+                let finish = exports
+                    .finish(*typed, &mut self.store, &self.instance)
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                let (result,) = finish
+                    .call_async(&mut self.store, (*resource,))
+                    .await
+                    .map_err(|e| self.provider.fault(during, &e))?;
+                self.checked(during, result)
+            }
+        }
+    }
+
+    /// A native stream's pieces, each own one checked: a JSON object of at
+    /// most [`MAX_OWN_PIECE`] bytes, else the component broke the world's
+    /// contract (a fault: the stream fails, nothing of the piece is written).
+    fn checked(
+        &self,
+        during: &str,
+        result: Result<Vec<NativeDelta>, CodecError>,
+    ) -> Result<Vec<NativeDelta>, PluginError> {
+        let pieces = result.map_err(|error| self.provider.codec(error))?;
+        for piece in &pieces {
+            if let Some(problem) = own_piece_problem(piece) {
+                let reason = format!("broke the world's contract in `{during}`: {problem}");
+                tracing::error!(provider = %self.provider.info.key, component = %self.provider.component.source, %reason, "provider component fault");
+                return Err(PluginError::Fault { provider: self.provider.info.key.clone(), reason });
+            }
+        }
+        Ok(pieces)
+    }
+}
+
+/// The neutral deltas among `pieces`.
+fn neutral(pieces: Vec<NativeDelta>) -> Vec<StreamDelta> {
+    pieces
+        .into_iter()
+        .filter_map(|piece| match piece {
+            NativeDelta::Neutral(delta) => Some(delta),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What is wrong with one own piece of a native stream, if anything.
+pub(crate) fn own_piece_problem(piece: &NativeDelta) -> Option<String> {
+    let (what, json) = match piece {
+        NativeDelta::Neutral(_) => return None,
+        NativeDelta::Block(json) => ("a block", json),
+        NativeDelta::TextStart(json) => ("a text start", json),
+        NativeDelta::Citation(json) => ("a citation", json),
+        NativeDelta::Usage(json) => ("an own usage", json),
+    };
+    if json.len() > MAX_OWN_PIECE {
+        return Some(format!("{what} of {} bytes (at most {MAX_OWN_PIECE})", json.len()));
+    }
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(_)) => None,
+        Ok(_) | Err(_) => Some(format!("{what} that is not a JSON object")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_own_piece_must_be_a_bounded_json_object() {
+        assert_eq!(own_piece_problem(&NativeDelta::Block(r#"{"type":"x"}"#.into())), None);
+        let not_json = own_piece_problem(&NativeDelta::Block("not json".into()));
+        assert_eq!(not_json.as_deref(), Some("a block that is not a JSON object"));
+        let array = own_piece_problem(&NativeDelta::Usage("[1]".into()));
+        assert_eq!(array.as_deref(), Some("an own usage that is not a JSON object"));
+        let huge = format!(r#"{{"t":"{}"}}"#, "x".repeat(MAX_OWN_PIECE));
+        assert!(own_piece_problem(&NativeDelta::Citation(huge)).is_some_and(|problem| problem.contains("bytes")));
+        assert_eq!(own_piece_problem(&NativeDelta::Neutral(crate::types::StreamDelta::Text("t".into()))), None);
+    }
 
     #[test]
     fn a_components_text_is_scrubbed_and_a_pool_wait_kept() {

@@ -30,6 +30,7 @@ use wasmtime::component::{ComponentNamedList, ComponentType, Instance as Compone
 use super::convert::Records;
 use super::provider::{CallInstance, ComponentStream, PluginError, Provider};
 use super::sandbox::{CallState, refuel};
+use super::world::Operation;
 use crate::types::{CallParams, DecodedResponse, ErrorClass, HttpRequest, HttpResponse, PreparedConversation};
 use crate::wit::v0_4;
 
@@ -166,6 +167,27 @@ impl<'p> Session<'p> {
         let (decoder,) =
             constructor.call_async(&mut held.store, (provider.key(),)).await.map_err(|e| provider.fault(during, &e))?;
         Ok(ComponentStream::new(provider.clone(), held, chat, decoder))
+    }
+
+    /// A native stream decoder (`native.native-stream`, 0.7.0) in this
+    /// session's instance, held like [`Self::into_stream`]'s: for a stream
+    /// whose provider [`Provider::streams_native`]. A component whose `open`
+    /// now gives none after it gave one at load broke the world's contract.
+    pub async fn into_native_stream(mut self, deadline: Option<Instant>) -> Result<ComponentStream, PluginError> {
+        let provider = self.provider;
+        let during = "native.native-stream.open";
+        let native = provider.component().exports.native.as_ref().ok_or_else(|| provider.missing(Operation::Native))?;
+        let stream = native.stream().ok_or_else(|| provider.missing_function(Operation::Native, "native-stream"))?;
+        let typed = native.typed();
+        let mut held = self.ready(deadline).await?;
+        let open = stream.open(typed, &mut held.store, &held.instance).map_err(|e| provider.fault(during, &e))?;
+        let (opened,) =
+            open.call_async(&mut held.store, (provider.key(),)).await.map_err(|e| provider.fault(during, &e))?;
+        let resource = opened.ok_or_else(|| PluginError::Fault {
+            provider: provider.key().to_owned(),
+            reason: format!("`{during}` opened no stream for a key it opened one for at load"),
+        })?;
+        Ok(ComponentStream::native(provider.clone(), held, stream, typed, resource))
     }
 
     /// The held instance, taken out of the session with a fresh CPU budget,

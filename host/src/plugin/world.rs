@@ -9,14 +9,16 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The newest world version this host speaks: what `weir wit` writes.
-pub const WORLD_VERSION: &str = "0.6.0";
+pub const WORLD_VERSION: &str = "0.7.0";
 /// Every world version this host speaks, oldest first. A 0.1.0–0.4.0
 /// component is called through the same typed functions as a 0.5.0 one where
 /// the records did not change (the component model checks function types
 /// structurally), and through frozen 0.4.0's records, converted, where 0.5.0
 /// changed them (`super::convert`). 0.6.0 only added (`native.decode-native`
-/// and its records), so a 0.5.0 component is typed with the current records.
-pub const WORLD_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0"];
+/// and its records), and so did 0.7.0 (`native.native-stream` and
+/// `native-delta`), so a 0.5.0 or 0.6.0 component is typed with the current
+/// records.
+pub const WORLD_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0"];
 const PACKAGE: &str = "weir:provider/";
 const DESCRIBE: &str = "describe";
 
@@ -51,7 +53,7 @@ impl Operation {
     /// The operations world `version` defines: 0.1.0 had chat only, 0.2.0
     /// added embeddings and rerank, 0.3.0 log-probabilities, 0.4.0 native fields
     /// (0.5.0 changed records, not operations; 0.6.0 added a function to
-    /// `native`).
+    /// `native`, 0.7.0 a resource).
     fn defined_in(self, version: &str) -> bool {
         match self {
             Self::Chat => true,
@@ -160,7 +162,7 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<Targets, 
     Ok(Targets { version, operations })
 }
 
-/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0".
+/// The versions this host speaks, as messages name them: "0.1.0, 0.2.0, ... and 0.7.0".
 fn spoken() -> String {
     match WORLD_VERSIONS.split_last() {
         Some((last, [])) => (*last).to_owned(),
@@ -175,7 +177,7 @@ mod tests {
 
     #[test]
     fn the_spoken_versions_read_as_a_list() {
-        assert_eq!(spoken(), "0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0");
+        assert_eq!(spoken(), "0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0 and 0.7.0");
         assert_eq!(WORLD_VERSIONS.last(), Some(&WORLD_VERSION), "the newest is the one `weir wit` writes");
     }
 }

@@ -13,7 +13,7 @@ use axum::response::Response;
 
 use crate::error::WeirError;
 use crate::stream::{ChatStream, Ready};
-use crate::types::StreamDelta;
+use crate::types::{NativeDelta, StreamDelta};
 
 /// How many ready deltas one write of a stream may carry: bounded, so a burst
 /// still reaches the client in pieces.
@@ -29,6 +29,12 @@ const MAX_BYTES_PER_WRITE: usize = 16 << 10;
 pub(super) trait EventWriter: Send + 'static {
     /// The events for one delta (none for deltas the dialect has no field for).
     fn delta(&mut self, delta: StreamDelta) -> Vec<String>;
+    /// The events for one of the provider's own pieces in a live stream (see
+    /// `ChatStream`): none for a dialect that has no field for them, or whose
+    /// stream never carries them (they are another dialect's).
+    fn own(&mut self, _piece: NativeDelta) -> Vec<String> {
+        Vec::new()
+    }
     /// The events that close a stream that completed.
     fn end(&mut self) -> Vec<String>;
     /// The event for a failure after the stream began; nothing follows it.
@@ -67,8 +73,8 @@ pub(super) fn sse_response<W: EventWriter>(stream: ChatStream, writer: W) -> Res
 /// stream's first write, whose latency is the time to first byte) only what is
 /// already queued goes with it.
 async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gather: bool) -> (Vec<String>, bool) {
-    let (mut events, mut more) = match stream.next().await {
-        Some(Ok(delta)) => (writer.delta(delta), true),
+    let (mut events, mut more) = match stream.next_piece().await {
+        Some(Ok(piece)) => (write(writer, piece), true),
         Some(Err(failure)) => (writer.error(&failure.error), false),
         None => (writer.end(), false),
     };
@@ -77,8 +83,8 @@ async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gat
     let mut arrived_since_wait = gather;
     while more && batched < MAX_DELTAS_PER_WRITE && bytes < MAX_BYTES_PER_WRITE {
         match stream.ready() {
-            Ready::Delta(delta) => {
-                let delta_events = writer.delta(delta);
+            Ready::Delta(piece) => {
+                let delta_events = write(writer, piece);
                 bytes += byte_len(&delta_events);
                 events.extend(delta_events);
                 batched += 1;
@@ -100,6 +106,14 @@ async fn next_write<W: EventWriter>(stream: &mut ChatStream, writer: &mut W, gat
         }
     }
     (events, more)
+}
+
+/// One piece's events: a neutral delta's, or an own piece's.
+fn write<W: EventWriter>(writer: &mut W, piece: NativeDelta) -> Vec<String> {
+    match piece {
+        NativeDelta::Neutral(delta) => writer.delta(delta),
+        own => writer.own(own),
+    }
 }
 
 fn byte_len(events: &[String]) -> usize {
@@ -207,7 +221,7 @@ mod tests {
         });
         tokio::spawn(async move {
             while let Some(text) = chunk_receiver.recv().await {
-                deltas.send(Ok(StreamDelta::Text(text))).await.unwrap();
+                deltas.send(Ok(NativeDelta::Neutral(StreamDelta::Text(text)))).await.unwrap();
             }
             if let Some(error) = last {
                 deltas.send(Err(error)).await.unwrap();
@@ -271,7 +285,7 @@ mod tests {
     async fn a_lone_delta_is_written_before_the_next_one_exists() {
         let (deltas, receiver) = mpsc::channel(STREAM_BUFFER);
         let mut body = sse_response(ChatStream::new(receiver, stamp()), Plain).into_body();
-        deltas.send(Ok(StreamDelta::Text("first".into()))).await.unwrap();
+        deltas.send(Ok(NativeDelta::Neutral(StreamDelta::Text("first".into())))).await.unwrap();
         // The sender stays open: the first write may not wait for more.
         let first = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("written without more");
         assert_eq!(first.unwrap().unwrap().into_data().unwrap(), "data: first\n\n");

@@ -1,11 +1,55 @@
 //! Between a stream of deltas and a whole answer, both ways: a caller that wants
 //! the answer whole collects a stream ([`Assembler`]); an answer obtained whole
-//! (a non-streaming replay) is delivered as a stream ([`deltas_of`]).
+//! (a non-streaming replay) is delivered as a stream ([`deltas_of`]). A live
+//! stream with the provider's own pieces is assembled for its record with
+//! those blocks in place ([`InPlace`]).
 
 use crate::types::{
-    ContentBlock, DecodedResponse, StopInfo, StopReason, StreamDelta, Thinking, ToolCallFragment, ToolCallStart,
-    ToolUse,
+    AnswerBlock, ContentBlock, DecodedResponse, NativeDelta, StopInfo, StopReason, StreamDelta, Thinking,
+    ToolCallFragment, ToolCallStart, ToolUse,
 };
+
+/// A live stream's answer with the provider's own blocks in place, as a whole
+/// answer's `decode-native` gives it: the neutral deltas are assembled segment
+/// by segment between the own pieces (a text start ends a segment too, so two
+/// text blocks stay two), each own block kept where it came.
+#[derive(Debug, Default)]
+pub struct InPlace {
+    segment: Assembler,
+    content: Vec<ContentBlock>,
+    blocks: Vec<AnswerBlock>,
+    own: bool,
+}
+
+impl InPlace {
+    pub fn push(&mut self, piece: &NativeDelta) {
+        match piece {
+            NativeDelta::Neutral(delta) => self.segment.push(delta.clone()),
+            NativeDelta::Block(json) => {
+                self.flush();
+                self.blocks.push(AnswerBlock::Native(json.clone()));
+                self.own = true;
+            }
+            NativeDelta::TextStart(_) => self.flush(),
+            NativeDelta::Citation(_) | NativeDelta::Usage(_) => {}
+        }
+    }
+
+    fn flush(&mut self) {
+        let segment = std::mem::take(&mut self.segment).finish();
+        for block in segment.content {
+            self.blocks.push(AnswerBlock::Neutral(u32::try_from(self.content.len()).unwrap_or(u32::MAX)));
+            self.content.push(block);
+        }
+    }
+
+    /// The neutral blocks and every block in the provider's order; `None`
+    /// when no own block came (the neutral answer says it all).
+    pub fn finish(mut self) -> Option<(Vec<ContentBlock>, Vec<AnswerBlock>)> {
+        self.flush();
+        self.own.then_some((self.content, self.blocks))
+    }
+}
 
 /// Builds a whole answer from deltas in order.
 #[derive(Debug, Default)]
@@ -117,6 +161,33 @@ pub fn deltas_of(answer: DecodedResponse) -> Vec<StreamDelta> {
 mod tests {
     use super::*;
     use crate::types::Usage;
+
+    #[test]
+    fn own_blocks_keep_their_place_and_texts_stay_apart() {
+        let text = |text: &str| NativeDelta::Neutral(StreamDelta::Text(text.into()));
+        let mut in_place = InPlace::default();
+        for piece in [
+            text("Searching"),
+            text("."),
+            NativeDelta::Block(r#"{"type":"server_tool_use"}"#.into()),
+            NativeDelta::TextStart("{}".into()),
+            text("Cited."),
+            NativeDelta::Citation("{}".into()),
+            NativeDelta::TextStart("{}".into()),
+            text("Plain."),
+        ] {
+            in_place.push(&piece);
+        }
+        let (content, blocks) = in_place.finish().unwrap();
+        let texts = ["Searching.", "Cited.", "Plain."].map(|text| ContentBlock::Text(text.into()));
+        assert_eq!(content, texts);
+        let native = AnswerBlock::Native(r#"{"type":"server_tool_use"}"#.into());
+        let expected = [AnswerBlock::Neutral(0), native, AnswerBlock::Neutral(1), AnswerBlock::Neutral(2)];
+        assert_eq!(blocks, expected);
+        let mut plain = InPlace::default();
+        plain.push(&text("no own block"));
+        assert!(plain.finish().is_none(), "the neutral answer says it all");
+    }
 
     fn answer() -> DecodedResponse {
         DecodedResponse {

@@ -10,7 +10,7 @@ use super::assemble::Assembler;
 use crate::chat::{ChatResponse, Stamp};
 use crate::error::CallError;
 use crate::error::WeirError;
-use crate::types::StreamDelta;
+use crate::types::{NativeDelta, StreamDelta};
 
 /// Deltas queued between the upstream reader and the caller. Small on purpose:
 /// when the caller stops reading, the reader stops reading the upstream socket.
@@ -19,15 +19,20 @@ pub(crate) const STREAM_BUFFER: usize = 8;
 /// A live streamed answer: normalized deltas in order, then the end. Obtained
 /// from [`crate::Weir::chat_stream`] once the first output is in hand. Dropping it
 /// cancels the upstream request and releases what admission holds for it.
+///
+/// A stream with the provider's own blocks (see `call::streaming`) carries
+/// them in place among the deltas; [`Self::next`] and the `Stream` skip them
+/// (a library caller gets the neutral answer), the provider-shaped routes
+/// read them ([`Self::next_piece`]).
 #[derive(Debug)]
 pub struct ChatStream {
-    deltas: mpsc::Receiver<Result<StreamDelta, WeirError>>,
+    deltas: mpsc::Receiver<Result<NativeDelta, WeirError>>,
     stamp: Stamp,
     ended: bool,
 }
 
 impl ChatStream {
-    pub(crate) fn new(deltas: mpsc::Receiver<Result<StreamDelta, WeirError>>, stamp: Stamp) -> Self {
+    pub(crate) fn new(deltas: mpsc::Receiver<Result<NativeDelta, WeirError>>, stamp: Stamp) -> Self {
         Self { deltas, stamp, ended: false }
     }
 
@@ -40,6 +45,17 @@ impl ChatStream {
     /// The next delta; `None` after the last. A failure after output began is the
     /// stream's last item: nothing is retried once a caller has seen output.
     pub async fn next(&mut self) -> Option<Result<StreamDelta, CallError>> {
+        loop {
+            match self.next_piece().await? {
+                Ok(NativeDelta::Neutral(delta)) => return Some(Ok(delta)),
+                Ok(_own) => {}
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+
+    /// The next delta or own piece; `None` after the last.
+    pub(crate) async fn next_piece(&mut self) -> Option<Result<NativeDelta, CallError>> {
         if self.ended {
             return None;
         }
@@ -66,7 +82,7 @@ impl ChatStream {
     }
 
     /// What one received item means for the caller, and whether the stream ended.
-    fn item(&mut self, received: Option<Result<StreamDelta, WeirError>>) -> Option<Result<StreamDelta, CallError>> {
+    fn item(&mut self, received: Option<Result<NativeDelta, WeirError>>) -> Option<Result<NativeDelta, CallError>> {
         match received {
             Some(Ok(delta)) => Some(Ok(delta)),
             Some(Err(error)) => {
@@ -92,7 +108,7 @@ impl ChatStream {
 
 /// What [`ChatStream::ready`] found.
 pub(crate) enum Ready {
-    Delta(StreamDelta),
+    Delta(NativeDelta),
     Failed(Box<CallError>),
     Ended,
     Nothing,
@@ -102,12 +118,20 @@ impl futures_util::Stream for ChatStream {
     type Item = Result<StreamDelta, CallError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.deltas.poll_recv(cx) {
-            Poll::Ready(received) => Poll::Ready(self.item(received)),
-            Poll::Pending => Poll::Pending,
+        loop {
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            let item = match self.deltas.poll_recv(cx) {
+                Poll::Ready(received) => self.item(received),
+                Poll::Pending => return Poll::Pending,
+            };
+            match item {
+                Some(Ok(NativeDelta::Neutral(delta))) => return Poll::Ready(Some(Ok(delta))),
+                Some(Ok(_own)) => {}
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+                None => return Poll::Ready(None),
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod framing;
 pub mod repair;
 mod upstream;
 
-pub use assemble::{Assembler, deltas_of};
+pub use assemble::{Assembler, InPlace, deltas_of};
 pub use chat_stream::ChatStream;
 pub(crate) use chat_stream::{Ready, STREAM_BUFFER};
 pub use upstream::{StreamFailure, UpstreamStream};

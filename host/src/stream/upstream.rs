@@ -4,6 +4,12 @@
 //! socket bytes ─► FrameDecoder (SSE / event-stream) ─► component stream decoder ─► StreamRepair ─► deltas
 //! ```
 //!
+//! A native stream decoder (`native.native-stream`) hands the provider's own
+//! pieces (blocks, text starts, citations, own usage) among its deltas: they
+//! pass the repair untouched, in their place after the deltas the repair has
+//! released before them (the repair holds text back only while it may be a
+//! tool call written as markup, which a provider with own blocks never writes).
+//!
 //! Nothing is read ahead: the next chunk is pulled from the socket only when the
 //! deltas of the last one were taken, so a slow consumer slows the upstream read.
 //! Events are decoded one at a time, so the first delta of a large read is handed
@@ -15,7 +21,7 @@ use super::framing::{FrameDecoder, FramingError};
 use super::repair::StreamRepair;
 use crate::plugin::{ComponentStream, PluginError};
 use crate::transport::{BodyStream, TransportError};
-use crate::types::{StreamDelta, StreamEvent, StreamFraming};
+use crate::types::{NativeDelta, StreamDelta, StreamEvent, StreamFraming};
 
 /// Why an upstream stream could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +46,7 @@ pub struct UpstreamStream {
     /// Framed but not yet decoded.
     events: VecDeque<StreamEvent>,
     /// Decoded and repaired, not yet taken.
-    pending: VecDeque<StreamDelta>,
+    pending: VecDeque<NativeDelta>,
     /// The body ended and everything was decoded and flushed.
     ended: bool,
     /// The body ended; `events` may still hold its last events.
@@ -70,12 +76,12 @@ impl UpstreamStream {
         self.bytes
     }
 
-    /// The next delta; `None` once the stream ended with its stop. A failure ends
-    /// the stream: call no further after one.
-    pub async fn next(&mut self) -> Option<Result<StreamDelta, StreamFailure>> {
+    /// The next delta (or own piece); `None` once the stream ended with its
+    /// stop. A failure ends the stream: call no further after one.
+    pub async fn next(&mut self) -> Option<Result<NativeDelta, StreamFailure>> {
         loop {
             if let Some(delta) = self.pending.pop_front() {
-                self.saw_stop |= matches!(delta, StreamDelta::Stop(_));
+                self.saw_stop |= matches!(delta, NativeDelta::Neutral(StreamDelta::Stop(_)));
                 return Some(Ok(delta));
             }
             if self.ended {
@@ -98,15 +104,15 @@ impl UpstreamStream {
     /// end of the body) flush the decoder and the repair.
     async fn advance(&mut self) -> Result<(), StreamFailure> {
         if let Some(event) = self.events.pop_front() {
-            let deltas = self.decoder.feed(&event).await.map_err(StreamFailure::Plugin)?;
+            let deltas = self.decoder.feed_pieces(&event).await.map_err(StreamFailure::Plugin)?;
             self.repaired(deltas);
         } else if !self.body_done {
             self.read_more().await?;
         } else {
-            let deltas = self.decoder.finish().await.map_err(StreamFailure::Plugin)?;
+            let deltas = self.decoder.finish_pieces().await.map_err(StreamFailure::Plugin)?;
             self.repaired(deltas);
             let flushed = self.repair.finish();
-            self.pending.extend(flushed);
+            self.pending.extend(flushed.into_iter().map(NativeDelta::Neutral));
             self.ended = true;
         }
         Ok(())
@@ -128,10 +134,15 @@ impl UpstreamStream {
         Ok(())
     }
 
-    fn repaired(&mut self, deltas: Vec<StreamDelta>) {
-        for delta in deltas {
-            let repaired = self.repair.push(delta);
-            self.pending.extend(repaired);
+    fn repaired(&mut self, pieces: Vec<NativeDelta>) {
+        for piece in pieces {
+            match piece {
+                NativeDelta::Neutral(delta) => {
+                    let repaired = self.repair.push(delta);
+                    self.pending.extend(repaired.into_iter().map(NativeDelta::Neutral));
+                }
+                own => self.pending.push_back(own),
+            }
         }
     }
 }

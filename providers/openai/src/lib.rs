@@ -242,6 +242,10 @@ fn responses_info() -> ProviderInfo {
 /// The Responses API's own fields, for `openai-responses` alone (see
 /// [`responses::native`]); the Chat Completions keys take none.
 impl NativeProvider for OpenAi {
+    /// `openai-responses` streams its hosted items live; the Chat Completions
+    /// keys open none (they carry no hosted tools).
+    type NativeStream = responses::ResponsesNativeStream;
+
     fn native_support(provider: &str, _wire_id: &str) -> Option<NativeSupport> {
         (provider == dialect::RESPONSES).then(responses::native::support)
     }

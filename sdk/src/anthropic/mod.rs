@@ -18,12 +18,14 @@ mod errors;
 pub mod hosted;
 mod invoke_stream;
 pub mod native;
+mod native_stream;
 mod request;
 mod response;
 mod stream;
 mod surface_provider;
 
 pub use errors::classify;
+pub use native_stream::AnthropicNativeStream;
 pub use request::encode;
 pub use response::decode;
 pub use stream::AnthropicStream;

@@ -99,7 +99,7 @@ impl AnthropicStream {
     }
 
     /// A named SSE event; its JSON `type` equals the name.
-    fn feed_sse(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
+    pub(super) fn feed_sse(&mut self, event: &StreamEvent) -> Result<Vec<StreamDelta>, CodecError> {
         let data = event.data.trim_ascii();
         if event.name.as_deref() == Some("error") {
             return Ok(vec![self.error(ErrorFields::parse(data))]);
@@ -127,7 +127,7 @@ impl AnthropicStream {
     }
 
     /// One Messages stream event, by its JSON `type` (else the SSE event name).
-    fn dispatch(&mut self, value: &Value, name: Option<&str>) -> Result<Vec<StreamDelta>, CodecError> {
+    pub(super) fn dispatch(&mut self, value: &Value, name: Option<&str>) -> Result<Vec<StreamDelta>, CodecError> {
         match value.get("type").and_then(Value::as_str).or(name) {
             Some("message_start") => self.message_start(value),
             Some("content_block_start") => self.block_start(value),
@@ -141,7 +141,7 @@ impl AnthropicStream {
         }
     }
 
-    fn error(&mut self, fields: ErrorFields) -> StreamDelta {
+    pub(super) fn error(&mut self, fields: ErrorFields) -> StreamDelta {
         self.error_seen = true;
         StreamDelta::Error(in_band_error(&fields))
     }
@@ -262,7 +262,7 @@ fn unknown_key() -> CodecError {
 }
 
 /// A block event's `index`: its position in the message's content.
-fn block_index(value: &Value) -> Result<u32, CodecError> {
+pub(super) fn block_index(value: &Value) -> Result<u32, CodecError> {
     value
         .get("index")
         .and_then(Value::as_u64)

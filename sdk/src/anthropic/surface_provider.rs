@@ -56,6 +56,8 @@ impl<T: SurfaceProvider> ChatProvider for T {
 /// Every surface takes Anthropic's own fields and betas as [`native`] lists
 /// them for it.
 impl<T: SurfaceProvider> NativeProvider for T {
+    type NativeStream = super::AnthropicNativeStream;
+
     fn native_support(provider: &str, wire_id: &str) -> Option<NativeSupport> {
         (provider == T::SURFACE.key()).then(|| native::support(T::SURFACE, wire_id)).flatten()
     }

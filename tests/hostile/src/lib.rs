@@ -48,16 +48,19 @@ impl ChatProvider for Hostile {
     type StreamDecoder = NoStream;
 
     fn providers() -> Vec<ProviderInfo> {
-        KEYS.iter()
-            .map(|key| ProviderInfo {
-                key: (*key).to_owned(),
-                description: "misbehaves on purpose (test suite only)".to_owned(),
-                default_endpoint: None,
-                credential: CredentialShape::None,
-                capabilities: Capabilities::empty(),
-                stream_framing: StreamFraming::Sse,
-            })
-            .collect()
+        let info = |key: &str, capabilities: Capabilities| ProviderInfo {
+            key: key.to_owned(),
+            description: "misbehaves on purpose (test suite only)".to_owned(),
+            default_endpoint: None,
+            credential: CredentialShape::None,
+            capabilities,
+            stream_framing: StreamFraming::Sse,
+        };
+        let mut keys: Vec<ProviderInfo> = KEYS.iter().map(|key| info(key, Capabilities::empty())).collect();
+        if cfg!(feature = "native") {
+            keys.push(info(NATIVE_STREAM_KEY, Capabilities::STREAMING));
+        }
+        keys
     }
 
     /// Every id but [`SERVES_PANICS`], which panics, and [`NOT_SERVED`].
@@ -218,6 +221,13 @@ impl weir_sdk::StreamDecoder for NoStream {
     }
 }
 
+/// The key (feature `native`) whose streams with a hosted tool go through its
+/// `native-stream`, which hands the host a broken own block: the event data
+/// `not-json` gives a block that is not JSON, `huge` one over the host's 1 MiB
+/// bound; any other data is one text delta, `[DONE]` the stop. Its
+/// `native.support` takes Anthropic's `web_search_20250305` for every wire id.
+pub const NATIVE_STREAM_KEY: &str = "hostile-native-stream";
+
 /// The wire id whose `native.support` panics, for every key.
 pub const NATIVE_SUPPORT_PANICS: &str = "native-support-panics";
 /// The wire id whose `native.encode` and `native.count-tokens-encode` panic,
@@ -226,7 +236,17 @@ pub const NATIVE_ENCODE_PANICS: &str = "native-encode-panics";
 
 #[cfg(feature = "native")]
 impl weir_sdk::NativeProvider for Hostile {
-    fn native_support(_: &str, wire_id: &str) -> Option<weir_sdk::types::NativeSupport> {
+    type NativeStream = BrokenBlocks;
+
+    fn native_support(provider: &str, wire_id: &str) -> Option<weir_sdk::types::NativeSupport> {
+        if provider == NATIVE_STREAM_KEY {
+            return Some(weir_sdk::types::NativeSupport {
+                dialect: "anthropic-messages".to_owned(),
+                fields: vec!["server_tools.web_search_20250305".to_owned()],
+                betas: Vec::new(),
+                count_tokens: false,
+            });
+        }
         match wire_id {
             NATIVE_SUPPORT_PANICS => panic!("hostile component panicked in native.support on purpose"),
             NATIVE_ENCODE_PANICS => Some(weir_sdk::types::NativeSupport {
@@ -240,11 +260,14 @@ impl weir_sdk::NativeProvider for Hostile {
     }
 
     fn encode_native(
-        _: &str,
-        _: PreparedConversation,
-        _: CallParams,
+        provider: &str,
+        conversation: PreparedConversation,
+        params: CallParams,
         _: weir_sdk::types::NativeRequest,
     ) -> Result<HttpRequest, CodecError> {
+        if provider == NATIVE_STREAM_KEY {
+            return Self::encode(provider, conversation, params);
+        }
         panic!("hostile component panicked in native.encode on purpose")
     }
 
@@ -259,6 +282,37 @@ impl weir_sdk::NativeProvider for Hostile {
 
     fn count_tokens_decode(_: &str, _: HttpResponse) -> Result<u64, CodecError> {
         Err(CodecError::Malformed("never asked: count-tokens-encode panics first".to_owned()))
+    }
+}
+
+/// [`NATIVE_STREAM_KEY`]'s native stream: a text delta per event, and a broken
+/// own block where the event asks for one.
+#[cfg(feature = "native")]
+pub struct BrokenBlocks;
+
+#[cfg(feature = "native")]
+impl weir_sdk::NativeStreamDecoder for BrokenBlocks {
+    fn open(provider: &str) -> Option<Self> {
+        (provider == NATIVE_STREAM_KEY).then_some(Self)
+    }
+
+    fn feed(&mut self, event: StreamEvent) -> Result<Vec<weir_sdk::types::NativeDelta>, CodecError> {
+        use weir_sdk::types::{NativeDelta, StopInfo};
+        let piece = match event.data.as_slice() {
+            b"not-json" => NativeDelta::Block("{\"type\": \"server_tool_use\", ".to_owned()),
+            b"huge" => NativeDelta::Block(format!("{{\"type\":\"x\",\"pad\":\"{}\"}}", "x".repeat(2 << 20))),
+            b"[DONE]" => NativeDelta::Neutral(StreamDelta::Stop(StopInfo {
+                reason: StopReason::EndTurn,
+                raw: None,
+                refusal: None,
+            })),
+            text => NativeDelta::Neutral(StreamDelta::Text(String::from_utf8_lossy(text).into_owned())),
+        };
+        Ok(vec![piece])
+    }
+
+    fn finish(&mut self) -> Result<Vec<weir_sdk::types::NativeDelta>, CodecError> {
+        Ok(Vec::new())
     }
 }
 

@@ -1,7 +1,9 @@
 //! `describe` + `chat` + `native` + `logprobs` of one world version, the same code for two builds:
 //! feature `chat-0-4` against the frozen `weir:provider@0.4.0` (a component
 //! built before 0.5.0 changed `call-params` and `capabilities`), feature
-//! `chat-0-5` against the frozen `weir:provider@0.5.0` (0.6.0 only added). Key `versioned`; it speaks
+//! `chat-0-5` against the frozen `weir:provider@0.5.0` (0.6.0 only added), feature
+//! `chat-0-6` against the frozen 0.6.0 (with `native.decode-native`, every block neutral,
+//! and no `native-stream`: 0.7.0 added it). Key `versioned`; it speaks
 //! `POST /complete` with `{"model", "max_tokens", "temperature", "prompt"}`
 //! and reads `{"text", "input", "output"}`; its stream is one text piece per
 //! event, `[DONE]` the stop, `finish` the usage. `native` (dialect `versioned`)
@@ -46,6 +48,20 @@ wit_bindgen::generate!({
     generate_all,
 });
 
+#[cfg(all(feature = "chat-0-6", not(feature = "chat-0-4"), not(feature = "chat-0-5")))]
+wit_bindgen::generate!({
+    path: "../../wit/frozen/0.6.0",
+    inline: "package weir:versioned-test;
+        world versioned {
+            export weir:provider/describe@0.6.0;
+            export weir:provider/chat@0.6.0;
+            export weir:provider/native@0.6.0;
+            export weir:provider/logprobs@0.6.0;
+        }",
+    world: "weir:versioned-test/versioned",
+    generate_all,
+});
+
 #[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
 wit_bindgen::generate!({
     path: "../../wit/frozen/0.5.0",
@@ -67,7 +83,7 @@ fn capabilities() -> Capabilities {
     Capabilities::STREAMING | Capabilities::IMAGES
 }
 
-#[cfg(all(feature = "chat-0-5", not(feature = "chat-0-4")))]
+#[cfg(all(any(feature = "chat-0-5", feature = "chat-0-6"), not(feature = "chat-0-4")))]
 fn capabilities() -> Capabilities {
     Capabilities::STREAMING | Capabilities::INLINE_IMAGES | Capabilities::IMAGE_URLS
 }
@@ -198,6 +214,20 @@ impl Native for Versioned {
         let value: Value =
             serde_json::from_slice(&response.body).map_err(|e| CodecError::Malformed(format!("not JSON: {e}")))?;
         value["tokens"].as_u64().ok_or_else(|| CodecError::Malformed("no `tokens`".to_owned()))
+    }
+
+    /// 0.6.0's: `decode`'s answer, every block neutral, no own usage.
+    #[cfg(all(feature = "chat-0-6", not(feature = "chat-0-4"), not(feature = "chat-0-5")))]
+    fn decode_native(
+        provider: String,
+        response: HttpResponse,
+    ) -> Result<weir::provider::types::NativeAnswer, CodecError> {
+        let response = <Versioned as Chat>::decode(provider, response)?;
+        let blocks = (0..response.content.len())
+            .filter_map(|index| u32::try_from(index).ok())
+            .map(weir::provider::types::AnswerBlock::Neutral)
+            .collect();
+        Ok(weir::provider::types::NativeAnswer { response, blocks, usage_json: None })
     }
 }
 

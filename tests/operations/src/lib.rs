@@ -4,9 +4,10 @@
 //!
 //! - `chat-0-1`: `describe` + `chat` of the frozen `weir:provider@0.1.0`, key
 //!   `legacy`, with a stateful stream decoder;
-//! - `chat-0-4` / `chat-0-5`: one chat (+ native, logprobs) component, key `versioned`, built against
-//!   the frozen 0.4.0 and against the frozen 0.5.0 (the records 0.5.0
-//!   changed cross through the host's conversion in the first);
+//! - `chat-0-4` / `chat-0-5` / `chat-0-6`: one chat (+ native, logprobs) component, key
+//!   `versioned`, built against the frozen 0.4.0, 0.5.0 and 0.6.0 (the records 0.5.0
+//!   changed cross through the host's conversion in the first; the last has
+//!   `decode-native` and no `native-stream`);
 //! - `embeddings`: `describe` + `embeddings` of 0.3.0, key `embed-only`;
 //! - `rerank`: `describe` + `rerank` of 0.3.0, key `rerank-only`.
 //!
@@ -37,7 +38,7 @@ pub const ABSURD_HEADER_COUNT: usize = 100_000;
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod chat_0_1;
 
-#[cfg(all(target_arch = "wasm32", any(feature = "chat-0-4", feature = "chat-0-5")))]
+#[cfg(all(target_arch = "wasm32", any(feature = "chat-0-4", feature = "chat-0-5", feature = "chat-0-6")))]
 #[allow(unsafe_code, reason = "wit-bindgen's generated export glue")]
 mod chat_versioned;
 
@@ -58,7 +59,14 @@ fn body(value: &serde_json::Value) -> Vec<u8> {
 /// The value of header `name` (case-insensitive).
 #[cfg(all(
     target_arch = "wasm32",
-    any(feature = "chat-0-1", feature = "chat-0-4", feature = "chat-0-5", feature = "embeddings", feature = "rerank")
+    any(
+        feature = "chat-0-1",
+        feature = "chat-0-4",
+        feature = "chat-0-5",
+        feature = "chat-0-6",
+        feature = "embeddings",
+        feature = "rerank"
+    )
 ))]
 fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
     headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())

@@ -10,15 +10,23 @@
 //! changes, a tool call starts, or thinking continues after its signature. Block
 //! indices count from 0 in the order blocks start, so they are positions in the
 //! final `content` array.
+//!
+//! A live stream with the provider's own pieces (a call that carried server
+//! tools, see `call::streaming`) writes them in place: each own block whole,
+//! as the whole replay does ([`super::OwnBlockEvents`]); a text start opens a
+//! text block as the provider started it (its `citations: []`), so adjacent
+//! text blocks stay apart; a citation is a `citations_delta` on the open
+//! text block; the own usage (`server_tool_use`) rides in `message_delta`.
 
 use serde_json::{Value, json};
 
 use super::error::envelope;
-use super::response::{message_id, stop_reason, stop_sequence, usage};
+use super::own_blocks::OwnBlockEvents;
+use super::response::{message_id, stop_reason, stop_sequence, usage, usage_with};
 use crate::chat::Stamp;
 use crate::error::WeirError;
 use crate::server::sse::{EventWriter, named_event};
-use crate::types::{StopInfo, StopReason, StreamDelta, ToolCallFragment, ToolCallStart, Usage};
+use crate::types::{NativeDelta, StopInfo, StopReason, StreamDelta, ToolCallFragment, ToolCallStart, Usage};
 
 /// The block being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +57,8 @@ pub struct Events {
     /// The block index of each tool call, by its stream index.
     calls: Vec<(u32, u32)>,
     usage: Option<Usage>,
+    /// The provider's own usage (`server_tool_use`), from a live stream's own pieces.
+    own_usage: Option<Value>,
     stop: Option<StopInfo>,
     /// `thinking.display: "omitted"`: thinking blocks open and carry their
     /// signature, never their text.
@@ -66,6 +76,7 @@ impl Events {
             next_block: 0,
             calls: Vec::new(),
             usage: None,
+            own_usage: None,
             stop: None,
             omit_thinking,
         }
@@ -173,6 +184,39 @@ impl Events {
         vec![Self::block_delta(index, json!({"type": "input_json_delta", "partial_json": fragment.json}))]
     }
 
+    /// An own block, whole, in its place.
+    fn own_block(&mut self, block: Value) -> Vec<String> {
+        let mut events = Vec::new();
+        self.start(&mut events);
+        self.close(&mut events);
+        let index = self.next_block;
+        self.next_block += 1;
+        OwnBlockEvents::block(index as usize, block, &mut events);
+        events
+    }
+
+    /// A text block as the provider started it; its text is never in the start.
+    fn text_start(&mut self, mut start: Value) -> Vec<String> {
+        let mut events = Vec::new();
+        start["text"] = json!("");
+        self.open(&mut events, start, |block| Open::Text { block });
+        events
+    }
+
+    /// A citation of the open text block (of a new one if none is open).
+    fn citation(&mut self, citation: Value) -> Vec<String> {
+        let mut events = Vec::new();
+        let index = match self.open {
+            Some(Open::Text { block }) => block,
+            _ => {
+                let start = json!({"type": "text", "text": "", "citations": []});
+                self.open(&mut events, start, |block| Open::Text { block })
+            }
+        };
+        events.push(Self::block_delta(index, json!({"type": "citations_delta", "citation": citation})));
+        events
+    }
+
     fn tool_end(&mut self, call: u32) -> Vec<String> {
         let mut events = Vec::new();
         if matches!(self.open, Some(Open::ToolUse { call: open, .. }) if open == call) {
@@ -205,6 +249,21 @@ impl EventWriter for Events {
         }
     }
 
+    fn own(&mut self, piece: NativeDelta) -> Vec<String> {
+        // Each own piece was checked a JSON object as it left the component.
+        let parsed = |json: &str| serde_json::from_str::<Value>(json).ok();
+        match piece {
+            NativeDelta::Neutral(delta) => self.delta(delta),
+            NativeDelta::Block(json) => parsed(&json).map(|block| self.own_block(block)).unwrap_or_default(),
+            NativeDelta::TextStart(json) => parsed(&json).map(|start| self.text_start(start)).unwrap_or_default(),
+            NativeDelta::Citation(json) => parsed(&json).map(|citation| self.citation(citation)).unwrap_or_default(),
+            NativeDelta::Usage(json) => {
+                self.own_usage = parsed(&json);
+                Vec::new()
+            }
+        }
+    }
+
     /// The open block's stop, `message_delta` with the stop reason (a refusal's
     /// details with it) and the cumulative usage, then `message_stop`.
     fn end(&mut self) -> Vec<String> {
@@ -222,7 +281,10 @@ impl EventWriter for Events {
         }
         events.push(named_event(
             "message_delta",
-            &json!({"type": "message_delta", "delta": delta, "usage": usage(self.usage.as_ref())}),
+            &json!({
+                "type": "message_delta", "delta": delta,
+                "usage": usage_with(self.usage.as_ref(), self.own_usage.as_ref()),
+            }),
         ));
         events.push(named_event("message_stop", &json!({"type": "message_stop"})));
         events
@@ -284,6 +346,43 @@ mod tests {
         let mut events: Vec<String> = deltas.into_iter().flat_map(|delta| writer.delta(delta)).collect();
         events.extend(writer.end());
         parse(&events)
+    }
+
+    /// A live stream's own pieces: the text starts keep two texts apart, the citation
+    /// goes on the cited text, the own block is written whole in its place, the own
+    /// usage rides in `message_delta`.
+    #[test]
+    fn own_pieces_are_written_in_place() {
+        let mut writer = writer(&[]);
+        let text = |text: &str| NativeDelta::Neutral(StreamDelta::Text(text.into()));
+        let pieces = vec![
+            NativeDelta::TextStart(r#"{"type":"text","text":""}"#.into()),
+            text("Searching."),
+            NativeDelta::Block(
+                r#"{"type":"server_tool_use","id":"s1","name":"web_search","input":{"query":"q"}}"#.into(),
+            ),
+            NativeDelta::TextStart(r#"{"type":"text","text":"","citations":[]}"#.into()),
+            NativeDelta::Citation(r#"{"type":"web_search_result_location","url":"u"}"#.into()),
+            text("Cited."),
+            NativeDelta::TextStart(r#"{"type":"text","text":""}"#.into()),
+            text("Plain."),
+            NativeDelta::Usage(r#"{"server_tool_use":{"web_search_requests":1}}"#.into()),
+            NativeDelta::Neutral(stop(StopReason::EndTurn)),
+        ];
+        let mut events: Vec<String> = pieces.into_iter().flat_map(|piece| writer.own(piece)).collect();
+        events.extend(writer.end());
+        let events = parse(&events);
+        let starts: Vec<&Value> =
+            events.iter().filter(|(name, _)| name == "content_block_start").map(|(_, data)| data).collect();
+        assert_eq!(starts.len(), 4, "{events:?}");
+        assert_eq!(starts[1]["content_block"]["input"], json!({"query": "q"}), "the own block whole in its start");
+        assert_eq!(starts[2]["content_block"]["citations"], json!([]));
+        let citation = events.iter().find(|(_, data)| data["delta"]["type"] == "citations_delta").unwrap();
+        assert_eq!(citation.1["index"], 2, "on the cited text");
+        let plain = events.iter().find(|(_, data)| data["delta"]["text"] == "Plain.").unwrap();
+        assert_eq!(plain.1["index"], 3, "a text of its own, not merged into the cited one");
+        let (_, message_delta) = events.iter().find(|(name, _)| name == "message_delta").unwrap();
+        assert_eq!(message_delta["usage"]["server_tool_use"], json!({"web_search_requests": 1}));
     }
 
     fn names(events: &[(String, Value)]) -> Vec<&str> {

@@ -1,6 +1,7 @@
 //! A stream whose answer carries the provider's own blocks (a server tool's
-//! call and result, a cited text): the answer was taken whole (see
-//! `call::native`) and is written here as the Messages API streams it, block
+//! call and result, a cited text), taken whole (see `call::native`; a live
+//! stream with them is [`super::Events`]'s, which writes each own block with
+//! [`OwnBlockEvents::block`]): written here as the Messages API streams it, block
 //! by block in the provider's order. Each block is `content_block_start`,
 //! its deltas and `content_block_stop`: a text's `text_delta` (and a cited
 //! text's `citations_delta`s, one per citation, after it), a thinking's
@@ -43,8 +44,9 @@ impl OwnBlockEvents {
         named_event(name, &value)
     }
 
-    /// One block's start, deltas and stop.
-    fn block(index: usize, block: Value, events: &mut Vec<String>) {
+    /// One block's start, deltas and stop (the live writer's too:
+    /// [`super::Events`]).
+    pub(super) fn block(index: usize, block: Value, events: &mut Vec<String>) {
         let delta = |delta: Value| {
             Self::event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}))
         };

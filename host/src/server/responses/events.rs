@@ -30,6 +30,13 @@
 //! image generation and MCP), a message's text (and one
 //! `response.output_text.annotation.added` per annotation), a call's
 //! arguments.
+//!
+//! A live stream with OpenAI's own pieces (a call that carried hosted tools,
+//! see `call::streaming`) writes them in place with the same writers: each
+//! hosted item whole (`whole_item`: its added, typed progress and done events),
+//! a text start closing the open item (so two messages stay apart), and each
+//! citation as `response.output_text.annotation.added` on the open message,
+//! whose done item then carries its annotations.
 
 use std::sync::Arc;
 
@@ -41,12 +48,12 @@ use super::tools::ToolKind;
 use crate::chat::{NativeBlocks, Stamp};
 use crate::error::WeirError;
 use crate::server::sse::{EventWriter, named_event};
-use crate::types::{StopInfo, StreamDelta, Thinking, ToolCallFragment, ToolCallStart, Usage};
+use crate::types::{NativeDelta, StopInfo, StreamDelta, Thinking, ToolCallFragment, ToolCallStart, Usage};
 
 /// The item being written.
 #[derive(Debug)]
 enum Open {
-    Message { index: usize, id: String, text: String },
+    Message { index: usize, id: String, text: String, annotations: Vec<Value> },
     Reasoning { index: usize, id: String, text: String, signature: Option<String>, summary_open: bool },
     Call { index: usize, id: String, stream_index: u32, call_id: String, name: String, arguments: String },
 }
@@ -312,13 +319,13 @@ impl Events {
     fn close(&mut self, events: &mut Vec<String>) {
         match self.open.take() {
             None => {}
-            Some(Open::Message { index, id, text }) => {
+            Some(Open::Message { index, id, text, annotations }) => {
                 let at = At::content(&id, index);
                 let text_done = At { text: Some(&text), logprobs: Some([]), ..at };
                 self.event(events, "response.output_text.done", text_done);
                 let part_done = At { part: Some(Part::output_text(&text)), ..At::content(&id, index) };
                 self.event(events, "response.content_part.done", part_done);
-                self.done(events, index, message_item(&id, &text, true));
+                self.done(events, index, annotated(message_item(&id, &text, true), annotations));
             }
             Some(Open::Reasoning { index, id, text, signature, summary_open }) => {
                 if summary_open {
@@ -361,10 +368,10 @@ impl Events {
             self.added(&mut events, index, &message_item(&id, "", false));
             let part = At { part: Some(Part::output_text("")), ..At::content(&id, index) };
             self.event(&mut events, "response.content_part.added", part);
-            self.open = Some(Open::Message { index, id, text: String::new() });
+            self.open = Some(Open::Message { index, id, text: String::new(), annotations: Vec::new() });
         }
         // The open item and the sequence are borrowed apart: no copy of the id per delta.
-        if let Some(Open::Message { index, id, text }) = &mut self.open {
+        if let Some(Open::Message { index, id, text, .. }) = &mut self.open {
             text.push_str(&delta);
             let data = At { delta: Some(&delta), logprobs: Some([]), ..At::content(id, *index) };
             write_event(&mut events, &mut self.sequence, "response.output_text.delta", data);
@@ -447,6 +454,22 @@ impl Events {
         events
     }
 
+    /// A citation (an annotation) of the open message's text, in its place.
+    fn annotation(&mut self, annotation: Value) -> Vec<String> {
+        let mut events = Vec::new();
+        let Some(Open::Message { index, id, annotations, .. }) = &mut self.open else {
+            tracing::warn!("an annotation without an open message; dropped");
+            return events;
+        };
+        let data = json!({
+            "item_id": id, "output_index": index, "content_index": 0,
+            "annotation_index": annotations.len(), "annotation": annotation,
+        });
+        annotations.push(annotation);
+        write_event(&mut events, &mut self.sequence, "response.output_text.annotation.added", data);
+        events
+    }
+
     fn tool_end(&mut self, call: u32) -> Vec<String> {
         let mut events = Vec::new();
         if matches!(&self.open, Some(Open::Call { stream_index, .. }) if *stream_index == call) {
@@ -490,6 +513,29 @@ impl EventWriter for Events {
 
     /// The open item's end, then `response.completed` (or `.incomplete`) with
     /// the whole response.
+    fn own(&mut self, piece: NativeDelta) -> Vec<String> {
+        // Each own piece was checked a JSON object as it left the component.
+        let parsed = |json: &str| serde_json::from_str::<Value>(json).ok();
+        match piece {
+            NativeDelta::Neutral(delta) => self.delta(delta),
+            NativeDelta::Block(json) => {
+                let Some(item) = parsed(&json) else { return Vec::new() };
+                let mut events = Vec::new();
+                let (index, _) = self.next_item(&mut events, "own");
+                self.whole_item(&mut events, index, Item::Own(item));
+                events
+            }
+            NativeDelta::TextStart(_) => {
+                let mut events = Vec::new();
+                self.start(&mut events);
+                self.close(&mut events);
+                events
+            }
+            NativeDelta::Citation(json) => parsed(&json).map(|note| self.annotation(note)).unwrap_or_default(),
+            NativeDelta::Usage(_) => Vec::new(),
+        }
+    }
+
     fn end(&mut self) -> Vec<String> {
         let mut events = Vec::new();
         self.start(&mut events);
@@ -538,6 +584,23 @@ fn write_event(events: &mut Vec<String>, sequence: &mut u64, kind: &str, data: i
 /// The progress events a hosted tool's item streams between its
 /// `output_item.added` and `.done`, as the Responses API names them
 /// (`response.<type>.<stage>`); none for a type without any.
+/// A finished message with the annotations its live stream carried, if any.
+fn annotated(item: Item, annotations: Vec<Value>) -> Item {
+    if annotations.is_empty() {
+        return item;
+    }
+    match serde_json::to_value(&item) {
+        Ok(mut value) => {
+            value["content"][0]["annotations"] = Value::Array(annotations);
+            Item::Own(value)
+        }
+        Err(error) => {
+            tracing::error!(%error, "a message item did not serialize; written without its annotations");
+            item
+        }
+    }
+}
+
 fn progress(kind: &str) -> &'static [&'static str] {
     match kind {
         "web_search_call" | "file_search_call" => &["in_progress", "searching", "completed"],
@@ -587,6 +650,41 @@ mod tests {
         let mut events: Vec<String> = deltas.into_iter().flat_map(|delta| writer.delta(delta)).collect();
         events.extend(writer.end());
         parse(&events)
+    }
+
+    /// A live stream's own pieces: the hosted item whole with its typed progress, in
+    /// place; a text start keeping two messages apart; an annotation on the open message,
+    /// carried by its done item.
+    #[test]
+    fn own_pieces_are_written_in_place() {
+        let seal = ReasoningSeal::random().unwrap();
+        let mut writer = Events::new(answer(&seal));
+        let text = |text: &str| NativeDelta::Neutral(StreamDelta::Text(text.into()));
+        let pieces = vec![
+            text("Searching."),
+            NativeDelta::Block(r#"{"type":"web_search_call","id":"ws_1","status":"completed"}"#.into()),
+            NativeDelta::TextStart(r#"{"type":"message"}"#.into()),
+            text("Weir."),
+            NativeDelta::Citation(r#"{"type":"url_citation","url":"u"}"#.into()),
+            NativeDelta::TextStart(r#"{"type":"message"}"#.into()),
+            text("More."),
+            NativeDelta::Neutral(StreamDelta::Stop(StopInfo { reason: StopReason::EndTurn, raw: None, refusal: None })),
+        ];
+        let mut events: Vec<String> = pieces.into_iter().flat_map(|piece| writer.own(piece)).collect();
+        events.extend(writer.end());
+        let events = parse(&events);
+        let done: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| name == "response.output_item.done")
+            .map(|(_, data)| &data["item"])
+            .collect();
+        assert_eq!(done.len(), 4, "{events:?}");
+        assert_eq!(done[1]["id"], "ws_1", "the hosted item whole, in its place");
+        assert_eq!(done[2]["content"][0]["annotations"], json!([{"type": "url_citation", "url": "u"}]));
+        assert_eq!(done[3]["content"][0]["text"], "More.", "a message of its own");
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        assert!(names.contains(&"response.web_search_call.searching"), "{names:?}");
+        assert!(names.contains(&"response.output_text.annotation.added"), "{names:?}");
     }
 
     #[test]

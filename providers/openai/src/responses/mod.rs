@@ -13,10 +13,12 @@
 mod answer;
 pub mod hosted;
 pub mod native;
+mod native_stream;
 mod request;
 pub mod signature;
 mod stream;
 
 pub use answer::decode;
+pub use native_stream::ResponsesNativeStream;
 pub use request::encode;
 pub use stream::ResponsesStream;
