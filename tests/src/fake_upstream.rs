@@ -298,6 +298,15 @@ impl FakeUpstream {
         self.shared.lock().queue.len()
     }
 
+    /// Drops the pushed answers no request has consumed yet (the next request
+    /// gets the default answer); answers how many were dropped.
+    pub fn clear_queue(&self) -> usize {
+        let mut state = self.shared.lock();
+        let dropped = state.queue.len();
+        state.queue.clear();
+        dropped
+    }
+
     /// Every request so far, in arrival order.
     #[must_use]
     pub fn received(&self) -> Vec<Received> {

@@ -101,10 +101,16 @@ async fn a_conversation_stays_on_one_deployment() {
 
 /// One deployment answers 500, 429 and resets: 50 concurrent callers all get
 /// their answer, its circuit opens, and once it answers again a probe closes it.
+///
+/// It fails every attempt of the burst (more failures are queued than the 50
+/// calls can send it): with successes of its own among them, completions could
+/// interleave so that no three failures are consecutive and the circuit rightly
+/// stays closed (seen under load). After the burst its failures left are
+/// dropped, so the next probe it gets answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_deployment_costs_no_call_and_its_circuit_opens_then_closes() {
     let (bad, b, c) = three().await;
-    for round in 0..10 {
+    for round in 0..60 {
         bad.push(match round % 3 {
             0 => openai_wire::server_error(),
             1 => openai_wire::rate_limited(5),
@@ -127,13 +133,13 @@ async fn a_failing_deployment_costs_no_call_and_its_circuit_opens_then_closes() 
         assert_eq!(call.await.unwrap(), 200, "no call failed");
     }
     gateway.wait_for_stderr("deployment circuit opened", Duration::from_secs(10)).await;
-    assert!(bad.request_count() < 50, "the open circuit kept calls away: {}", bad.request_count());
+    let failed = bad.request_count();
+    assert!(failed < 50, "the open circuit kept calls away: {failed}");
+    assert!(bad.queued() > 0, "every attempt it took in the burst failed");
 
-    // Once its scripted failures are spent it answers again: a probe closes it.
-    // Each failure a probe meets opens the circuit for another second, and a
-    // probe goes out only when the spread picks the deployment (one call in
-    // three), so the failures left after the burst (up to seven) take seconds
-    // each: the loop is bounded by a generous deadline, not a count of calls.
+    // It answers again: the next probe (a second after the circuit opened,
+    // when the spread picks it) closes it.
+    bad.clear_queue();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut closed = false;
     while !closed && tokio::time::Instant::now() < deadline {
@@ -144,8 +150,8 @@ async fn a_failing_deployment_costs_no_call_and_its_circuit_opens_then_closes() 
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    assert!(closed, "the circuit closed after a probe answered ({} failures left)", bad.queued());
-    assert_eq!(bad.queued(), 0, "every scripted failure was met");
+    assert!(closed, "the circuit closed after a probe answered");
+    assert!(bad.request_count() > failed, "the probe reached it");
 }
 
 /// A providers reload checks an entry with deployments where its deployments
