@@ -100,6 +100,22 @@ pub(super) struct Target<'a> {
     pub native_stream: bool,
 }
 
+impl<'a> Target<'a> {
+    /// A target before its native plan (see `call::native`): nothing sent
+    /// natively, no web search, the neutral stream.
+    fn planless(reached: Reached<'a>, provider: Arc<Provider>) -> Self {
+        Self {
+            reached,
+            provider,
+            native: None,
+            native_answer: false,
+            search_bound: 0,
+            search_price: None,
+            native_stream: false,
+        }
+    }
+}
+
 impl<'a> std::ops::Deref for Target<'a> {
     type Target = Reached<'a>;
 
@@ -367,15 +383,7 @@ async fn resolve_component_entry<'a>(
         opening,
         deployment: None,
     };
-    Ok(Target {
-        reached,
-        provider,
-        native: None,
-        native_answer: false,
-        search_bound: 0,
-        search_price: None,
-        native_stream: false,
-    })
+    Ok(Target::planless(reached, provider))
 }
 
 /// [`resolve_component_entry`] for an entry with deployments: resolved against
@@ -407,15 +415,7 @@ async fn resolve_deployed_entry<'a>(
         opening,
         deployment: None,
     };
-    let entry = Target {
-        reached,
-        provider,
-        native: None,
-        native_answer: false,
-        search_bound: 0,
-        search_price: None,
-        native_stream: false,
-    };
+    let entry = Target::planless(reached, provider);
     let mut unaddressable = None;
     for index in pool.usable() {
         match Box::pin(for_deployment(&entry, Deployed { entry: model, pool, index, entry_gate: gate })).await {
