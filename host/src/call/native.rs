@@ -152,10 +152,7 @@ fn refuse_what_cannot_go(target: &Target<'_>, ask: &NativeAsk, plan: &mut Cut) -
         blocks.flatten().filter(|placed| placed.get("replaces").and_then(Value::as_bool) != Some(true)).collect();
     // Named: the first the provider does not read (the first lost, when a
     // cited text it does not read took the others with it).
-    let unread = |placed: &Value| {
-        let typed = format!("{NATIVE_BLOCKS_FIELD}.{}", block_type(placed));
-        !support.as_deref().is_some_and(|support| takes(support, &typed))
-    };
+    let unread = |placed: &Value| !support.as_deref().is_some_and(|support| reads(support, placed));
     if let Some(placed) = lost.iter().copied().find(|placed| unread(placed)).or(lost.first().copied()) {
         let kind = block_type(placed);
         return Err(refused(format!("the history's `{kind}` block, which only its own provider reads,")));
@@ -232,10 +229,13 @@ fn block_not_taken(support: &NativeSupport, blocks: &Value) -> Option<String> {
         return None;
     }
     let Some(blocks) = blocks.as_array() else { return Some("unknown".to_owned()) };
-    blocks.iter().find_map(|placed| {
-        let kind = block_type(placed);
-        (!takes(support, &format!("{NATIVE_BLOCKS_FIELD}.{kind}"))).then(|| kind.to_owned())
-    })
+    blocks.iter().find(|placed| !reads(support, placed)).map(|placed| block_type(placed).to_owned())
+}
+
+/// Whether `support` reads one placed history block: every type
+/// (`native_blocks`) or its type (`native_blocks.<type>`).
+fn reads(support: &NativeSupport, placed: &Value) -> bool {
+    takes(support, NATIVE_BLOCKS_FIELD) || takes(support, &format!("{NATIVE_BLOCKS_FIELD}.{}", block_type(placed)))
 }
 
 fn block_type(placed: &Value) -> &str {
