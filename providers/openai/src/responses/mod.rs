@@ -18,6 +18,17 @@ mod request;
 pub mod signature;
 mod stream;
 
+/// An SSE event as the host frames one of the Responses stream's `data`
+/// objects (its `type` as the event name), for the stream decoders' tests.
+#[cfg(test)]
+fn test_event(data: &serde_json::Value) -> weir_sdk::types::StreamEvent {
+    weir_sdk::types::StreamEvent {
+        name: data["type"].as_str().map(str::to_owned),
+        headers: vec![],
+        data: data.to_string().into_bytes(),
+    }
+}
+
 pub use answer::decode;
 pub use native_stream::ResponsesNativeStream;
 pub use request::encode;

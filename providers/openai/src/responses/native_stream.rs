@@ -85,14 +85,7 @@ mod tests {
     use weir_sdk::types::StreamDelta;
 
     use super::*;
-
-    fn event(data: &Value) -> StreamEvent {
-        StreamEvent {
-            name: data["type"].as_str().map(str::to_owned),
-            headers: vec![],
-            data: data.to_string().into_bytes(),
-        }
-    }
+    use crate::responses::test_event as event;
 
     #[test]
     fn a_web_search_call_comes_whole_in_place_and_annotations_as_citations() {

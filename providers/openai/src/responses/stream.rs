@@ -188,14 +188,7 @@ mod tests {
 
     use super::*;
     use crate::responses::signature::ReasoningSignature;
-
-    fn event(data: &Value) -> StreamEvent {
-        StreamEvent {
-            name: data["type"].as_str().map(str::to_owned),
-            headers: vec![],
-            data: data.to_string().into_bytes(),
-        }
-    }
+    use crate::responses::test_event as event;
 
     fn run(events: &[Value]) -> (Vec<StreamDelta>, Result<Vec<StreamDelta>, CodecError>) {
         let mut decoder = ResponsesStream::new("openai-responses");
