@@ -19,6 +19,7 @@ use super::log;
 use super::rollup::{DayDim, Histogram};
 use super::segments::{self, Segment, SegmentState};
 use super::sql::{self, Dialect, Param, Span};
+use super::callid::CallId;
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
 use super::summary::{self, DayRow, LatencyRow, Plan, SumRow};
 use crate::catalog::LedgerSync;
@@ -389,8 +390,9 @@ impl Reader {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         connection.busy_timeout(Duration::from_secs(5))?;
         super::compact::register(&connection)?;
+        super::callid::register(&connection)?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if version != SCHEMA_VERSION {
+        if !(store::OLDEST_READ..=SCHEMA_VERSION).contains(&version) {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
         }
         Ok(Reader { connection, path: path.to_path_buf() })
@@ -1235,7 +1237,7 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
 /// its link.
 pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
-    let call_id: String = row.get(2)?;
+    let CallId(call_id) = row.get(2)?;
     let body: Option<String> = row.get(16)?;
     let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
     let prev_hash: String = row.get(17)?;
