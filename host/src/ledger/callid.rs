@@ -61,7 +61,9 @@ fn uuid_bytes(call_id: &str) -> Option<[u8; 16]> {
 pub(super) fn read_into(value: ValueRef<'_>, into: &mut String) -> FromSqlResult<()> {
     into.clear();
     match value {
-        ValueRef::Text(text) => into.push_str(std::str::from_utf8(text).map_err(|error| FromSqlError::Other(Box::new(error)))?),
+        ValueRef::Text(text) => {
+            into.push_str(std::str::from_utf8(text).map_err(|error| FromSqlError::Other(Box::new(error)))?)
+        }
         ValueRef::Blob(bytes) => {
             let bytes = <[u8; 16]>::try_from(bytes)
                 .map_err(|_| FromSqlError::InvalidBlobSize { expected_size: 16, blob_size: bytes.len() })?;
@@ -97,8 +99,9 @@ impl FromSql for CallId {
 
 /// SQL: whether the call id in `column` is the one `id` (an expression: a
 /// parameter, another row's column) holds, in either form. SQLite searches
-/// the `(started_ms, call_id)` index once per value of the `IN` list (the
-/// plans are held to that in `tests`), as it did the one `=`.
+/// the `(started_ms, call_id)` index once per value of the `IN` list, as it
+/// did the one `=` (the plans are held to that by
+/// `ledger::tests::a_calls_closing_row_is_looked_up_through_the_index`).
 pub(super) fn same_call(column: &str, id: &str) -> String {
     format!("{column} IN ({id}, {TWIN}({id}))")
 }
@@ -125,7 +128,6 @@ pub(super) fn register(connection: &Connection) -> rusqlite::Result<()> {
         },
     )
 }
-
 
 #[cfg(test)]
 #[path = "callid_tests.rs"]

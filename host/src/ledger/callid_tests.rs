@@ -157,7 +157,9 @@ fn a_version_5_file_takes_byte_ids_after_its_text_ones() {
     assert_eq!(newest.into_iter().map(|record| record.call_id).collect::<Vec<_>>(), ["legacy-2", new.as_str()]);
     let totals = |mut rows: Vec<crate::ledger::query::CallerSpend>| {
         rows.sort_by(|a, b| a.member.cmp(&b.member));
-        rows.iter().map(|row| (row.member.clone().unwrap(), crate::budget::total_tokens(&row.tokens))).collect::<Vec<_>>()
+        rows.iter()
+            .map(|row| (row.member.clone().unwrap(), crate::budget::total_tokens(&row.tokens)))
+            .collect::<Vec<_>>()
     };
     let rolled = totals(reader.spend_by_caller(crate::ledger::tests::at(0), true).unwrap());
     let expected = [("alice".to_owned(), 270), ("bob".to_owned(), 270), ("carol".to_owned(), 135)];

@@ -25,9 +25,9 @@
 
 mod anchor;
 mod archive;
-mod callid;
 #[doc(hidden)]
 pub mod bench;
+mod callid;
 mod compact;
 mod config;
 mod fill;

@@ -15,11 +15,11 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, Anchor, AnchorKey, AnchorScan, Tampering};
 use super::archive::{self, ArchiveError, ArchiveFile, Header};
+use super::callid::CallId;
 use super::log;
 use super::rollup::{DayDim, Histogram};
 use super::segments::{self, Segment, SegmentState};
 use super::sql::{self, Dialect, Param, Span};
-use super::callid::CallId;
 use super::store::{self, GENESIS, Kind, Row, SCHEMA_VERSION};
 use super::summary::{self, DayRow, LatencyRow, Plan, SumRow};
 use crate::catalog::LedgerSync;
@@ -1109,7 +1109,10 @@ impl Default for ChainCheck {
 /// The distinct calls of the rows: every row of a call carries the call's
 /// start (the chain's check holds each row's columns to its body), so the
 /// calls are the distinct `(started_ms, call_id)`, which SQLite counts by
-/// walking its index on them in order, one key in memory at a time.
+/// walking its index on them in order, one key in memory at a time. A call
+/// whose rows hold its id in both stored forms (see `callid`: only one whose
+/// rows straddle the upgrade to schema version 6) counts twice here: telling
+/// them apart would need a lookup per text row, or a table of every key.
 pub(super) const DISTINCT_CALLS: &str = "SELECT COUNT(*) FROM (SELECT DISTINCT started_ms, call_id FROM ledger)";
 
 impl ChainCheck {

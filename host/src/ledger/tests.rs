@@ -983,12 +983,23 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
         assert!(inner.contains("INDEX ledger_started_call (started_ms=? AND call_id=?)"), "{steps:?}");
     }
     let one_call = plan(sql::closed_call(&v7_id_at(1), sql::Dialect::Sqlite).unwrap());
-    assert!(one_call.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms>? AND started_ms<?)")), "{one_call:?}");
+    assert!(
+        one_call.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms>? AND started_ms<?)")),
+        "{one_call:?}"
+    );
     let earlier = plan(sql::Query {
         sql: super::rollup_store::EARLIER.to_owned(),
-        params: vec![sql::Param::Integer(0), sql::Param::Text("a".to_owned()), sql::Param::Integer(9), sql::Param::Text("a".to_owned())],
+        params: vec![
+            sql::Param::Integer(0),
+            sql::Param::Text("a".to_owned()),
+            sql::Param::Integer(9),
+            sql::Param::Text("a".to_owned()),
+        ],
     });
-    assert!(earlier.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms=? AND call_id=?")), "{earlier:?}");
+    assert!(
+        earlier.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms=? AND call_id=?")),
+        "{earlier:?}"
+    );
 }
 
 /// A server that takes TCP only over TLS: the shipper and the readers reach it
