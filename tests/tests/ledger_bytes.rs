@@ -149,7 +149,7 @@ fn content_request() -> Value {
 
 /// The bound each kind is held to, and the kind: what each measured
 /// (2026-12-07, call ids stored as 16 bytes: 337 bytes plain or streamed,
-/// 378 failed after 3 attempts, and 542 with a ~170-character prompt
+/// 368-378 failed after 3 attempts (two runs), and 542 with a ~170-character prompt
 /// recorded, which no shape holds; an opening and a closing row each) with
 /// ~11 % room for the page layout. A call answered within the linger leaves
 /// its closing row alone: `ledger::compact::tests::a_closing_row_alone_takes_under_240_bytes`
