@@ -201,3 +201,25 @@ fn a_call_id_changed_in_its_bytes_breaks_the_chain() {
     let unreadable = Reader::open(&path).unwrap().verify().unwrap_err().to_string();
     assert!(unreadable.contains("16"), "{unreadable}");
 }
+
+/// What an older weir does with this one's file, as this one does with a
+/// newer one: a writer refuses a file of a later version (it would write
+/// rows that version's readers misread), naming both versions, and so does a
+/// reader; a reader also refuses a version before 5 until a writer migrates it.
+#[test]
+fn a_file_of_another_version_is_refused_with_its_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    append(&path, "s", &[Row::closing(&record(&v7_id_at(1), "alice", "m", 1, None)).unwrap()]);
+    let set_version =
+        |version: i64| Connection::open(&path).unwrap().pragma_update(None, "user_version", version).unwrap();
+    let newer = store::SCHEMA_VERSION + 1;
+    set_version(newer);
+    let written = store::open_writer(&path, LedgerSync::Normal, None).unwrap_err().to_string();
+    assert!(written.contains(&format!("schema version {newer}, newer than this weir's 6")), "{written}");
+    let read = Reader::open(&path).unwrap_err().to_string();
+    assert!(read.contains(&format!("schema version {newer}, expected 5 to 6")), "{read}");
+    set_version(4);
+    let read = Reader::open(&path).unwrap_err().to_string();
+    assert!(read.contains("schema version 4") && read.contains("migrated in place"), "{read}");
+}

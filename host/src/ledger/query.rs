@@ -243,8 +243,9 @@ pub enum ReadError {
     #[error("no ledger at {0}")]
     Missing(PathBuf),
     #[error(
-        "{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION}; an older \
-         file is migrated in place the first time a gateway or library opens it to write)"
+        "{path} is not a ledger this weir reads (schema version {version}, expected {} to {SCHEMA_VERSION}; an older \
+         file is migrated in place the first time a gateway or library opens it to write)",
+        store::OLDEST_READ
     )]
     Schema { path: PathBuf, version: i64 },
     #[error("reading the ledger: {0}")]
