@@ -31,6 +31,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 use zstd::bulk::{Compressor, Decompressor};
 
+use super::callid::CallId;
 use super::store::{Kind, Row};
 use crate::record::Tokens;
 
@@ -478,7 +479,7 @@ pub(super) fn register(connection: &Connection) -> rusqlite::Result<()> {
             };
             let row = Row {
                 kind,
-                call_id: context.get(1)?,
+                call_id: context.get::<CallId>(1)?.0,
                 at_ms: context.get(2)?,
                 started_ms: context.get(3)?,
                 key_id: context.get(4)?,

@@ -27,6 +27,7 @@ mod anchor;
 mod archive;
 #[doc(hidden)]
 pub mod bench;
+mod callid;
 mod compact;
 mod config;
 mod fill;
@@ -82,7 +83,8 @@ use writer::{Entry, Job, Shared, WriteError, Writer};
 /// `compact`). For tests and tools that read the file with SQL.
 #[doc(hidden)]
 pub fn register_sql_functions(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
-    compact::register(connection)
+    compact::register(connection)?;
+    callid::register(connection)
 }
 
 #[doc(hidden)]

@@ -15,6 +15,7 @@ use serde::ser::SerializeMap;
 
 use super::anchor::{self, Anchor, AnchorKey, AnchorScan, Tampering};
 use super::archive::{self, ArchiveError, ArchiveFile, Header};
+use super::callid::CallId;
 use super::log;
 use super::rollup::{DayDim, Histogram};
 use super::segments::{self, Segment, SegmentState};
@@ -242,8 +243,9 @@ pub enum ReadError {
     #[error("no ledger at {0}")]
     Missing(PathBuf),
     #[error(
-        "{path} is not a ledger this weir reads (schema version {version}, expected {SCHEMA_VERSION}; an older \
-         file is migrated in place the first time a gateway or library opens it to write)"
+        "{path} is not a ledger this weir reads (schema version {version}, expected {} to {SCHEMA_VERSION}; an older \
+         file is migrated in place the first time a gateway or library opens it to write)",
+        store::OLDEST_READ
     )]
     Schema { path: PathBuf, version: i64 },
     #[error("reading the ledger: {0}")]
@@ -389,8 +391,9 @@ impl Reader {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         connection.busy_timeout(Duration::from_secs(5))?;
         super::compact::register(&connection)?;
+        super::callid::register(&connection)?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if version != SCHEMA_VERSION {
+        if !(store::OLDEST_READ..=SCHEMA_VERSION).contains(&version) {
             return Err(ReadError::Schema { path: path.to_path_buf(), version });
         }
         Ok(Reader { connection, path: path.to_path_buf() })
@@ -1107,7 +1110,10 @@ impl Default for ChainCheck {
 /// The distinct calls of the rows: every row of a call carries the call's
 /// start (the chain's check holds each row's columns to its body), so the
 /// calls are the distinct `(started_ms, call_id)`, which SQLite counts by
-/// walking its index on them in order, one key in memory at a time.
+/// walking its index on them in order, one key in memory at a time. A call
+/// whose rows hold its id in both stored forms (see `callid`: only one whose
+/// rows straddle the upgrade to schema version 6) counts twice here: telling
+/// them apart would need a lookup per text row, or a table of every key.
 pub(super) const DISTINCT_CALLS: &str = "SELECT COUNT(*) FROM (SELECT DISTINCT started_ms, call_id FROM ledger)";
 
 impl ChainCheck {
@@ -1235,7 +1241,7 @@ fn distinct_calls(connection: &Connection) -> Result<u64, ReadError> {
 /// its link.
 pub(super) fn committed_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Option<Row>, Link)> {
     let kind: String = row.get(1)?;
-    let call_id: String = row.get(2)?;
+    let CallId(call_id) = row.get(2)?;
     let body: Option<String> = row.get(16)?;
     let stored = stored_row(row, &kind, &call_id, body.as_deref().unwrap_or_default())?;
     let prev_hash: String = row.get(17)?;

@@ -5,7 +5,7 @@
 //! set of [`Dims`] (key, member, team, model, provider, deployment,
 //! category): the closed calls (calls, the five token kinds, the known cost
 //! and the calls without one) and what the budgets were charged (the rows
-//! `sql.rs`'s `CHARGED` selects, kept as they change: a hold counts until its
+//! `sql.rs`'s `charged` selects, kept as they change: a hold counts until its
 //! call closes at its usage, then it is taken back). Closed calls' latencies
 //! (end minus start) go into a histogram of fixed log-scaled buckets
 //! ([`latency_bucket`]).

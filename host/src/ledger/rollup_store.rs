@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, params};
 
+use super::callid::{CallId, Stored};
 use super::query::{self, ALL_COLUMNS};
 use super::rollup::{self, DayKey, DayMeasures, Dims, Histogram, Measures, Rollup};
 use super::store::{Kind, Row};
@@ -136,9 +137,9 @@ pub(super) const ADD_LATENCY: &str = "INSERT INTO ledger_rollup_latency (hour_ms
 
 /// The holds and closings of a call before a row (by the index on
 /// `(started_ms, call_id)`): what [`Rollup::apply`] needs.
-const EARLIER: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+pub(super) const EARLIER: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
     input, output, cache_read, cache_write, reasoning, cost_usd, '' AS body, prev_hash, hash, charged_worst
-    FROM ledger WHERE started_ms = ?1 AND call_id = ?2 AND seq < ?3 AND kind <> 'open'";
+    FROM ledger WHERE started_ms = ?1 AND call_id IN (?2, ?4) AND seq < ?3 AND kind <> 'open'";
 
 /// Rows between two writes of the build's changes (bounds its memory).
 const BUILD_BATCH: u64 = 100_000;
@@ -150,7 +151,8 @@ pub(super) fn earlier(connection: &Connection, row: &Row, seq: i64) -> rusqlite:
         return Ok(Vec::new());
     }
     let mut statement = connection.prepare_cached(EARLIER)?;
-    let mut rows = statement.query(params![row.started_ms, row.call_id, seq])?;
+    // The call's earlier rows may hold its id in either form (see `callid`).
+    let mut rows = statement.query(params![row.started_ms, Stored::of(&row.call_id), seq, row.call_id])?;
     let mut earlier = Vec::new();
     while let Some(found) = rows.next()? {
         let kind: String = found.get(1)?;
@@ -268,7 +270,7 @@ pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
     let mut rollup = Rollup::default();
     let mut walked = 0;
     while let Some(found) = rows.next()? {
-        let (seq, kind, call_id, body): (i64, String, String, Option<String>) =
+        let (seq, kind, CallId(call_id), body): (i64, String, CallId, Option<String>) =
             (found.get(0)?, found.get(1)?, found.get(2)?, found.get(16)?);
         let Some(row) = query::stored_row(found, &kind, &call_id, body.as_deref().unwrap_or_default())? else {
             continue;

@@ -457,13 +457,13 @@ pub(super) fn protected(
             return Ok(Some("it holds rows a current budget period reads from the rows"));
         }
     }
+    let call = super::callid::same_call("c.call_id", "h.call_id");
     let open_hold: Option<i64> = connection
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT h.seq FROM ledger AS h WHERE h.seq BETWEEN ?1 AND ?2 AND h.kind = 'hold' AND h.at_ms >= ?3
-             AND NOT EXISTS (SELECT 1 FROM ledger AS c
-                 WHERE c.started_ms = h.started_ms AND c.call_id = h.call_id AND c.kind = 'close')
-             LIMIT 1",
-        )?
+             AND NOT EXISTS (SELECT 1 FROM ledger AS c WHERE c.started_ms = h.started_ms AND {call} AND c.kind = 'close')
+             LIMIT 1"
+        ))?
         .query_row(params![segment.first_seq, segment.last_seq, now_ms - OPEN_CALL_HORIZON_MS], |row| row.get(0))
         .optional()?;
     Ok(open_hold.map(|_| "it holds the hold of a call that may still close"))

@@ -58,6 +58,16 @@ impl Dialect {
         }
     }
 
+    /// SQL: whether the call id in `column` is the one `id` holds (an
+    /// expression): the file's rows hold an id in either of two forms (see
+    /// `callid`), the fleet's table as text.
+    fn same_call(self, column: &str, id: &str) -> String {
+        match self {
+            Self::Sqlite => super::callid::same_call(column, id),
+            Self::Postgres => format!("{column} = {id}"),
+        }
+    }
+
     /// Where a row is, for an error about it: its place in the file, or its call.
     fn row_label(self) -> &'static str {
         match self {
@@ -170,7 +180,8 @@ pub(super) fn closed_call(call_id: &str, dialect: Dialect) -> Option<Query> {
 /// a UUID v7, or its start lies outside the window [`closed_call`] reads).
 pub(super) fn any_closed_call(call_id: &str, dialect: Dialect) -> Query {
     let (label, body) = (dialect.row_label(), dialect.body());
-    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close' AND call_id = {}", dialect.parameter(1));
+    let call = dialect.same_call("call_id", &dialect.parameter(1));
+    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close' AND {call}");
     Query { sql, params: vec![Param::Text(call_id.to_owned())] }
 }
 
@@ -189,10 +200,11 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
     let body = dialect.body();
     let (conditions, params) = conditions(filter, dialect);
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
+    let call = dialect.same_call("closed.call_id", "opened.call_id");
     let sql = format!(
         "SELECT {label}, {body} FROM ledger AS opened WHERE kind = 'open'{conditions}
            AND NOT EXISTS (SELECT 1 FROM ledger AS closed
-               WHERE closed.started_ms = opened.started_ms AND closed.call_id = opened.call_id AND closed.kind = 'close')
+               WHERE closed.started_ms = opened.started_ms AND {call} AND closed.kind = 'close')
          ORDER BY started_ms, {tie}"
     );
     Query { sql, params }
@@ -201,9 +213,14 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
 /// The rows a budget was charged: a closing row at its usage, unless it was
 /// charged its hold's worst case (`charged_worst`); then, and for a call held
 /// and never closed, the hold row.
-const CHARGED: &str = "((kind = 'close' AND charged_worst = 0)
+fn charged(dialect: Dialect) -> String {
+    let call = dialect.same_call("closed.call_id", "spent.call_id");
+    format!(
+        "((kind = 'close' AND charged_worst = 0)
     OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.started_ms = spent.started_ms
-        AND closed.call_id = spent.call_id AND closed.kind = 'close' AND closed.charged_worst = 0)))";
+        AND {call} AND closed.kind = 'close' AND closed.charged_worst = 0)))"
+    )
+}
 
 /// Per (key, member, team): the five token sums and the cost (columns 3–8)
 /// of the calls closed that started in `span` (from its start, read from
@@ -213,8 +230,8 @@ const CHARGED: &str = "((kind = 'close' AND charged_worst = 0)
 /// not known, what they could spend is) or whose usage was never reported.
 pub(super) fn spend_by_caller_in(span: Span, cut_off_holds: bool, dialect: Dialect) -> Query {
     let rows = match cut_off_holds {
-        true => CHARGED,
-        false => "kind = 'close'",
+        true => charged(dialect),
+        false => "kind = 'close'".to_owned(),
     };
     let mut params = vec![Param::Integer(span.from.unwrap_or(0))];
     let mut until = String::new();

@@ -15,6 +15,7 @@ use serde::ser::SerializeTuple;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
+use super::callid::Stored;
 use super::rollup::{Rollup, Served};
 use super::rollup_store;
 use crate::catalog::LedgerSync;
@@ -27,8 +28,14 @@ use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 /// that writes an older version refuses the file, since it would append rows
 /// the roll-ups miss. Version 5 adds compact rows (see `compact`) and the
 /// segments' table (see `segments`), which an older weir cannot read: a
-/// version 4 file is version 5 as it is, and its rows stay as written.)
-pub(super) const SCHEMA_VERSION: i64 = 5;
+/// version 4 file is version 5 as it is, and its rows stay as written.
+/// Version 6 stores a call id that is a UUID as its 16 bytes (see `callid`),
+/// which an older weir would misread: a version 5 file is version 6 as it
+/// is, its rows keep their text ids, and a reader reads it unchanged.)
+pub(super) const SCHEMA_VERSION: i64 = 6;
+
+/// The oldest version a reader reads as it is (see [`SCHEMA_VERSION`]).
+pub(super) const OLDEST_READ: i64 = 5;
 
 /// The first row's `prev_hash`.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -374,6 +381,7 @@ pub(super) fn open_writer(path: &Path, sync: LedgerSync, max_bytes: Option<u64>)
     }
     rollup_store::register_functions(&connection)?;
     super::compact::register(&connection)?;
+    super::callid::register(&connection)?;
     migrate(&mut connection)?;
     // This connection only writes typed rows (a `Kind`, a bool), so it skips
     // the CHECKs that guard the file against other writers: the three-value
@@ -401,7 +409,7 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        2..=4 | SCHEMA_VERSION => {}
+        2..=5 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
     add_shape_column(&transaction)?;
@@ -549,7 +557,8 @@ fn insert_runs<'a>(
 
 /// Inserts `row` as `seq` after `prev_hash`; returns its hash. The row's
 /// `prev_hash` is stored empty: it is the row before's `hash` (a row of
-/// schema version 4 or older stores it again), and its hash as 32 bytes.
+/// schema version 4 or older stores it again), its hash as 32 bytes, and
+/// its call id as 16 bytes when it is a UUID (see `callid`).
 /// The body is stored compact (`compact`: the stored form and its shape)
 /// where it can be, else as text.
 fn insert_row(
@@ -568,7 +577,7 @@ fn insert_row(
     insert.execute(params![
         seq,
         kind,
-        row.call_id,
+        Stored::of(&row.call_id),
         row.at_ms,
         row.started_ms,
         row.key_id,

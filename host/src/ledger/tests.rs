@@ -356,7 +356,7 @@ async fn records_sums_and_groups_follow_the_filter() {
 }
 
 /// A UUID v7 call id made at `secs` (as [`at`] reads it), as calls are given.
-fn v7_id_at(secs: u64) -> String {
+pub(crate) fn v7_id_at(secs: u64) -> String {
     let made = at(secs).duration_since(UNIX_EPOCH).unwrap();
     let timestamp = uuid::Timestamp::from_unix(uuid::NoContext, made.as_secs(), made.subsec_nanos());
     uuid::Uuid::new_v7(timestamp).to_string()
@@ -962,7 +962,7 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
     let ledger = Ledger::open(settings(&path), None);
     write_calls(&ledger, &[("a", "alice", "m", 1, None)]).await;
     let file = rusqlite::Connection::open(&path).unwrap();
-    super::compact::register(&file).unwrap();
+    super::register_sql_functions(&file).unwrap();
     let plan = |query: sql::Query| {
         let mut explain = file.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql)).unwrap();
         let params = rusqlite::params_from_iter(query::values(query.params));
@@ -975,10 +975,31 @@ async fn a_calls_closing_row_is_looked_up_through_the_index() {
         true,
         sql::Dialect::Sqlite,
     ));
+    // The id is matched in either of its stored forms (see `callid`): the
+    // index is searched by the start and the id, once per form.
     for steps in [unclosed, held] {
         let inner = steps.iter().find(|step| step.contains("closed")).unwrap_or_else(|| panic!("{steps:?}"));
-        assert!(inner.starts_with("SEARCH closed USING") && inner.contains("INDEX ledger_started_call"), "{steps:?}");
+        assert!(inner.starts_with("SEARCH closed USING"), "{steps:?}");
+        assert!(inner.contains("INDEX ledger_started_call (started_ms=? AND call_id=?)"), "{steps:?}");
     }
+    let one_call = plan(sql::closed_call(&v7_id_at(1), sql::Dialect::Sqlite).unwrap());
+    assert!(
+        one_call.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms>? AND started_ms<?)")),
+        "{one_call:?}"
+    );
+    let earlier = plan(sql::Query {
+        sql: super::rollup_store::EARLIER.to_owned(),
+        params: vec![
+            sql::Param::Integer(0),
+            sql::Param::Text("a".to_owned()),
+            sql::Param::Integer(9),
+            sql::Param::Text("a".to_owned()),
+        ],
+    });
+    assert!(
+        earlier.iter().any(|step| step.contains("INDEX ledger_started_call (started_ms=? AND call_id=?")),
+        "{earlier:?}"
+    );
 }
 
 /// A server that takes TCP only over TLS: the shipper and the readers reach it

@@ -210,7 +210,7 @@ fn read_row(row: &rusqlite::Row<'_>, into: &mut ReadRow) -> rusqlite::Result<()>
     into.known = kind.is_some();
     let read = &mut into.row;
     read.kind = kind.unwrap_or(Kind::Close);
-    set(&mut read.call_id, required(row, 2)?);
+    super::callid::read_column(row, 2, &mut read.call_id)?;
     (read.at_ms, read.started_ms) = (row.get(3)?, row.get(4)?);
     set_optional(&mut read.key_id, text(row, 5)?);
     set_optional(&mut read.member, text(row, 6)?);
