@@ -11,7 +11,7 @@
 //! kept once in `ledger_shapes` and named by the row's `shape_id`, without
 //! what the caller sent: [`NOT_IN_SHAPES`]): ~25 bytes for such a row. Reading it puts the columns' values back where the
 //! placeholders are, in the same order and spelling, so the body read is the
-//! body written, byte for byte: the chain's hash (`store::chain_hash`) is
+//! body written, byte for byte: the chain's hash (`store::chain_digest`) is
 //! over that body, and so covers every column, the shape and every stored
 //! byte. A row is stored compact only when this holds for it (each column's
 //! text is the body's field exactly, the body has no whitespace, the columns

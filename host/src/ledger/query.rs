@@ -1210,7 +1210,7 @@ pub(super) enum Content {
 /// rebuilt), and a text body's columns held to it (a rebuilt body's hash
 /// covers its columns).
 pub(super) fn check_content(before: &str, link: &Link, kind: &str, stored: &Row, body: &[u8]) -> Content {
-    if link.hash != store::chain_hash(before, link.seq, kind, body) {
+    if !store::is_hex_of(&link.hash, &store::chain_digest(before, link.seq, kind, body)) {
         return Content::Unsound("its hash does not match its content".to_owned());
     }
     if link.covers_columns {

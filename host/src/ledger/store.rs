@@ -303,7 +303,10 @@ pub(super) fn unix_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// `sha256(prev_hash "\n" seq "\n" kind "\n" body)`, lower-case hex.
+/// [`chain_digest`] as lower-case hex, for the tests' rows: the ledger
+/// stores the digest's bytes, and `verify` compares its own digest with a
+/// stored hash's text through [`is_hex_of`].
+#[cfg(test)]
 pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &[u8]) -> String {
     hex_of(&chain_digest(prev_hash, seq, kind, body))
 }
@@ -311,23 +314,67 @@ pub(super) fn chain_hash(prev_hash: &str, seq: i64, kind: &str, body: &[u8]) -> 
 /// `bytes` as lower-case hex. `hex::encode` goes through a `char` iterator
 /// collected into a `String`, which was a twentieth of `verify`'s time.
 pub(super) fn hex_of(bytes: &[u8]) -> String {
-    let mut text = vec![0; bytes.len() * 2];
-    // The buffer is exactly twice the input: encoding cannot fail.
-    let _ = hex::encode_to_slice(bytes, &mut text);
-    String::from_utf8(text).unwrap_or_default()
+    let mut text = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut text, bytes);
+    text
 }
 
-/// [`chain_hash`] as bytes: what a row written since schema version 5 stores.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// `bytes` as lower-case hex, after `text`: `verify`'s walk reads each
+/// row's hash into the string it read the last row's into.
+pub(super) fn push_hex(text: &mut String, bytes: &[u8]) {
+    for &byte in bytes {
+        text.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+    }
+}
+
+/// Whether `text` is `bytes` in lower-case hex ([`hex_of`]), without
+/// writing it out: `verify` compares every row's stored hash with the one
+/// it computes.
+pub(super) fn is_hex_of(text: &str, bytes: &[u8]) -> bool {
+    text.len() == bytes.len() * 2
+        && text
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(bytes)
+            .all(|(pair, &byte)| pair == [HEX_DIGITS[usize::from(byte >> 4)], HEX_DIGITS[usize::from(byte & 0xf)]])
+}
+
+/// A row's hash, `sha256(prev_hash "\n" seq "\n" kind "\n" body)`: the 32
+/// bytes a row written since schema version 5 stores.
 pub(super) fn chain_digest(prev_hash: &str, seq: i64, kind: &str, body: &[u8]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
     hasher.update(b"\n");
-    hasher.update(seq.to_string().as_bytes());
+    let mut digits = [0_u8; 20];
+    hasher.update(decimal(seq, &mut digits));
     hasher.update(b"\n");
     hasher.update(kind.as_bytes());
     hasher.update(b"\n");
     hasher.update(body);
     hasher.finalize().into()
+}
+
+/// `value` in decimal, written at the end of `digits` (as `to_string`
+/// writes it, without allocating: `verify` hashes every row's `seq`).
+fn decimal(value: i64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut rest = value.unsigned_abs();
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        at -= 1;
+        digits[at] = b'-';
+    }
+    &digits[at..]
 }
 
 /// A row's `hash` as lower-case hex, in SQL: a row written since version 5
@@ -688,6 +735,28 @@ pub(super) mod tests {
             )
             .unwrap_err();
         assert!(refused.to_string().contains("CHECK constraint failed"), "{refused}");
+    }
+
+    /// A hash's text and the `seq` hashed are written without `hex` and
+    /// `to_string` (`push_hex`, `decimal`): the same text as theirs; and a
+    /// hash's text is taken as its digest's only when it is the digest's
+    /// lower-case hex, as comparing it with `chain_hash`'s text did.
+    #[test]
+    fn hashes_and_seqs_are_written_as_hex_and_to_string_write_them() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(super::hex_of(&bytes), hex::encode(&bytes));
+        let digest = super::chain_digest(GENESIS, 7, "close", b"{}");
+        assert_eq!(hex::encode(digest), chain_hash(GENESIS, 7, "close", b"{}"));
+        assert!(super::is_hex_of(&hex::encode(digest), &digest));
+        assert!(!super::is_hex_of(&hex::encode_upper(digest), &digest), "upper case");
+        assert!(!super::is_hex_of(&hex::encode(&digest[..31]), &digest), "a digit pair short");
+        assert!(!super::is_hex_of(&format!("{}0", hex::encode(digest)), &digest), "a digit long");
+        let other = super::chain_digest(GENESIS, 8, "close", b"{}");
+        assert!(!super::is_hex_of(&hex::encode(other), &digest), "another digest");
+        for seq in [0, 1, 9, 10, 99, 100, 1_234_567, i64::MAX, -1, -10, i64::MIN] {
+            let mut digits = [0; 20];
+            assert_eq!(super::decimal(seq, &mut digits), seq.to_string().as_bytes(), "{seq}");
+        }
     }
 
     /// `rows` as one segment's run from line 0.
