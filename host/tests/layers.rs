@@ -116,12 +116,14 @@ fn the_reader_counts_code_edges_only() {
     std::fs::create_dir(dir.path().join("b")).expect("dir");
     write("b/b_tests.rs", "use crate::c::Z;\n");
     write("c.rs", "use crate::types::T; /* nothing */\nuse crate::{\n    a::{self, P},\n    Handle,\n};\n");
-    write("d.rs", "fn f() -> crate::Renamed { todo!() }\n");
+    write("d.rs", "fn f() -> crate::Renamed { todo!() }\n#[cfg(test)]\n#[path = \"d/extra_tests.rs\"]\nmod tests;\n");
+    std::fs::create_dir(dir.path().join("d")).expect("dir");
+    write("d/extra_tests.rs", "use crate::a::Q;\n");
     let graph = graph(dir.path());
     assert_eq!(graph["a"], BTreeSet::from(["b".to_owned()]));
     assert_eq!(graph["b"], BTreeSet::from(["a".to_owned()]));
     assert_eq!(graph["c"], BTreeSet::from(["a".to_owned(), "d".to_owned()]), "`types` is not a module of this tree");
-    assert!(graph["d"].is_empty(), "a module's own re-exported name is not an edge");
+    assert!(graph["d"].is_empty(), "a module's own re-exported name is not an edge, nor its `#[path]` test file's use");
     let cycles: Vec<_> = components(&graph).into_iter().filter(|c| c.len() > 1).collect();
     assert_eq!(cycles, [BTreeSet::from(["a".to_owned(), "b".to_owned()])]);
 }
@@ -157,7 +159,9 @@ fn graph(src: &Path) -> Graph {
 }
 
 /// The files of `#[cfg(test)] mod NAME;` declarations among `files` (a
-/// test module in a file of its own: `NAME.rs` beside its declaring file).
+/// test module in a file of its own: `NAME.rs` beside its declaring file,
+/// or the file a `#[path = "FILE"]` after the `cfg` names, which Rust reads
+/// from the declaring file's folder).
 fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
     let mut found = BTreeSet::new();
     for file in files {
@@ -169,11 +173,20 @@ fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
         let Some(dir) = dir else { continue };
         for (at, _) in text.match_indices("#[cfg(test)]") {
             let declaration = text[at + "#[cfg(test)]".len()..].trim_start();
+            let (path, declaration) =
+                match declaration.strip_prefix("#[path = \"").and_then(|rest| rest.split_once("\"]")) {
+                    Some((path, rest)) => (Some(path), rest.trim_start()),
+                    None => (None, declaration),
+                };
             let declaration = declaration.strip_prefix("pub(crate) ").unwrap_or(declaration);
             let Some(name) = declaration.strip_prefix("mod ").and_then(|rest| rest.split_once(';')) else { continue };
-            if name.0.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                found.insert(dir.join(format!("{}.rs", name.0)));
+            if !name.0.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                continue;
             }
+            match (path, file.parent()) {
+                (Some(path), Some(folder)) => found.insert(folder.join(path)),
+                _ => found.insert(dir.join(format!("{}.rs", name.0))),
+            };
         }
     }
     found

@@ -128,7 +128,3 @@ pub(super) fn register(connection: &Connection) -> rusqlite::Result<()> {
         },
     )
 }
-
-#[cfg(test)]
-#[path = "callid_tests.rs"]
-mod tests;

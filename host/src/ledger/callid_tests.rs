@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use super::{CallId, Stored, read_into};
+use super::callid::{self, CallId, Stored, read_into};
 use crate::catalog::LedgerSync;
 use crate::ledger::query::{Filter, LedgerRead, Reader, VerifyError, VerifyReport};
 use crate::ledger::store::{self, Row};
@@ -46,7 +46,7 @@ fn a_stored_id_neither_text_nor_16_bytes_is_an_error() {
     assert!(read("x'00112233'").unwrap_err().to_string().contains("16"), "a blob of 4 bytes");
     assert!(read("NULL").is_err(), "no id");
     let mut into = String::new();
-    let column = file.query_row("SELECT 5", [], |row| super::read_column(row, 0, &mut into)).unwrap_err();
+    let column = file.query_row("SELECT 5", [], |row| callid::read_column(row, 0, &mut into)).unwrap_err();
     assert!(matches!(column, rusqlite::Error::InvalidColumnType(0, ..)), "{column}");
 }
 
@@ -97,7 +97,7 @@ fn a_version_5_file_takes_byte_ids_after_its_text_ones() {
     {
         // As a version 5 weir stored them: every call id as text.
         let file = Connection::open(&path).unwrap();
-        super::register(&file).unwrap();
+        callid::register(&file).unwrap();
         file.execute_batch(
             "DROP TRIGGER ledger_no_update;
              UPDATE ledger SET call_id = ledger_call_id_twin(call_id) WHERE typeof(call_id) = 'blob';

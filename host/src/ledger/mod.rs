@@ -465,6 +465,8 @@ pub(crate) mod tests;
 #[cfg(test)]
 mod anchor_tests;
 #[cfg(test)]
+mod callid_tests;
+#[cfg(test)]
 mod rollup_tests;
 #[cfg(test)]
 mod segment_tests;
