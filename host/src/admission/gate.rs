@@ -290,9 +290,11 @@ impl ModelGate {
         }
     }
 
-    /// Returns a lease to the fleet's pool (as its own task: the pool is remote).
+    /// Returns a lease to the fleet's pool: in place when the pool keeps it in
+    /// memory, else as its own task (the pool is remote).
     fn release_lease(&self, lease: Lease) {
         let Some(pool) = self.shared_permits.clone() else { return };
+        let Err(lease) = pool.release_in_place(lease) else { return };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { pool.release(lease).await });
         } else {

@@ -206,6 +206,14 @@ pub trait PermitPool: Send + Sync + Debug {
     /// One permit, if fewer than `open` are held.
     fn acquire(&self, open: u32) -> BoxFuture<'_, PermitVerdict>;
     fn release(&self, lease: Lease) -> BoxFuture<'_, ()>;
+    /// Releases `lease` without waiting when that needs no remote step (it
+    /// is kept idle in memory, or was counted locally); otherwise hands it
+    /// back for [`Self::release`]. A release that waits for its own task
+    /// would leave the permit held meanwhile, and under a burst that lag made
+    /// the pool take blocks it then returned one script run at a time.
+    fn release_in_place(&self, lease: Lease) -> Result<(), Lease> {
+        Err(lease)
+    }
 }
 
 /// One model's buckets and throttle. Every operation is atomic on its own.

@@ -419,16 +419,20 @@ impl PermitPool for RedisPermits {
 
     fn release(&self, lease: Lease) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let inner = &self.inner;
-            if lease.0 == LOCAL_LEASE {
-                if let Some(local) = &inner.local {
-                    local.held.fetch_sub(1, Ordering::SeqCst);
-                }
-                return;
-            }
-            if !inner.keep_idle(&lease.0) {
-                inner.release_ids(vec![lease.0]).await;
+            if let Err(lease) = self.release_in_place(lease) {
+                self.inner.release_ids(vec![lease.0]).await;
             }
         })
+    }
+
+    fn release_in_place(&self, lease: Lease) -> Result<(), Lease> {
+        let inner = &self.inner;
+        if lease.0 == LOCAL_LEASE {
+            if let Some(local) = &inner.local {
+                local.held.fetch_sub(1, Ordering::SeqCst);
+            }
+            return Ok(());
+        }
+        if inner.keep_idle(&lease.0) { Ok(()) } else { Err(lease) }
     }
 }
