@@ -8,13 +8,22 @@ use sha2::{Digest, Sha256};
 /// Recomputes the chain (`sha256(prev_hash "\n" seq "\n" kind "\n" body)`,
 /// from 64 zeros) over the rows left, renumbered from 1, each body read as
 /// `body_sql` gives it (`weir_host::ledger::BODY_SQL`, its function
-/// registered on `connection`: a compact body is rebuilt from its columns).
+/// registered on `connection`: a compact body is rebuilt from its columns),
+/// each kind by its name (stored since schema version 7 as its code: 0
+/// open, 1 close, 2 hold).
 /// The file's append-only triggers must be dropped first.
 pub fn recompute_chain(connection: &rusqlite::Connection, body_sql: &str) {
+    let name = |kind: rusqlite::types::Value| match kind {
+        rusqlite::types::Value::Integer(0) => "open".to_owned(),
+        rusqlite::types::Value::Integer(1) => "close".to_owned(),
+        rusqlite::types::Value::Integer(2) => "hold".to_owned(),
+        rusqlite::types::Value::Text(name) => name,
+        other => panic!("a kind stored as {other:?}"),
+    };
     let rows: Vec<(i64, String, String)> = connection
         .prepare(&format!("SELECT seq, kind, {body_sql} FROM ledger ORDER BY seq"))
         .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_map([], |row| Ok((row.get(0)?, name(row.get(1)?), row.get(2)?)))
         .unwrap()
         .map(Result::unwrap)
         .collect();

@@ -98,6 +98,7 @@ fn a_version_5_file_takes_byte_ids_after_its_text_ones() {
         // As a version 5 weir stored them: every call id as text.
         let file = Connection::open(&path).unwrap();
         callid::register(&file).unwrap();
+        store::tests::as_version_6(&file);
         file.execute_batch(
             "DROP TRIGGER ledger_no_update;
              UPDATE ledger SET call_id = ledger_call_id_twin(call_id) WHERE typeof(call_id) = 'blob';
@@ -216,9 +217,9 @@ fn a_file_of_another_version_is_refused_with_its_version() {
     let newer = store::SCHEMA_VERSION + 1;
     set_version(newer);
     let written = store::open_writer(&path, LedgerSync::Normal, None).unwrap_err().to_string();
-    assert!(written.contains(&format!("schema version {newer}, newer than this weir's 6")), "{written}");
+    assert!(written.contains(&format!("schema version {newer}, newer than this weir's 7")), "{written}");
     let read = Reader::open(&path).unwrap_err().to_string();
-    assert!(read.contains(&format!("schema version {newer}, expected 5 to 6")), "{read}");
+    assert!(read.contains(&format!("schema version {newer}, expected 5 to 7")), "{read}");
     set_version(4);
     let read = Reader::open(&path).unwrap_err().to_string();
     assert!(read.contains("schema version 4") && read.contains("migrated in place"), "{read}");

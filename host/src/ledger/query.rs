@@ -330,12 +330,15 @@ pub enum VerifyError {
 }
 
 /// Every column, in the table's order (the indices [`stored_row`] reads):
-/// the body as JSON text, the hash as hex (see `store::BODY_SQL` and
-/// `store::HASH_SQL`).
+/// the kind as its name, `at_ms` given back where stored as NULL, the body
+/// as JSON text, the hash as hex (see `store::KIND_SQL`, `store::AT_SQL`,
+/// `store::BODY_SQL` and `store::HASH_SQL`).
 pub(super) static ALL_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+        "SELECT seq, {}, call_id, {}, started_ms, key_id, member, team, model, category,
         input, output, cache_read, cache_write, reasoning, cost_usd, {}, prev_hash, {}, charged_worst FROM ledger",
+        store::KIND_SQL,
+        store::AT_SQL,
         store::BODY_SQL,
         store::HASH_SQL
     )
@@ -621,7 +624,8 @@ impl Reader {
             written += export_archived(dir, &self.path, released_end, since_ms, &mut out)?;
         }
         let mut statement = transaction.prepare(&format!(
-            "SELECT kind, seq, {}, {} FROM ledger WHERE started_ms >= ?1 ORDER BY seq",
+            "SELECT {}, seq, {}, {} FROM ledger WHERE started_ms >= ?1 ORDER BY seq",
+            store::KIND_SQL,
             store::HASH_SQL,
             store::BODY_SQL
         ))?;

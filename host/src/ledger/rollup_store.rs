@@ -13,7 +13,7 @@ use rusqlite::{Connection, params};
 use super::callid::{CallId, Stored};
 use super::query::{self, ALL_COLUMNS};
 use super::rollup::{self, DayKey, DayMeasures, Dims, Histogram, Measures, Rollup};
-use super::store::{Kind, Row};
+use super::store::{self, Kind, Row};
 
 /// The roll-ups' tables. `ledger_rollup_dims` names each set of dims once
 /// (by its signature); `ledger_rollup` holds an hour's sums per dims, and
@@ -137,9 +137,16 @@ pub(super) const ADD_LATENCY: &str = "INSERT INTO ledger_rollup_latency (hour_ms
 
 /// The holds and closings of a call before a row (by the index on
 /// `(started_ms, call_id)`): what [`Rollup::apply`] needs.
-pub(super) const EARLIER: &str = "SELECT seq, kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+pub(super) static EARLIER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT seq, {}, call_id, {}, started_ms, key_id, member, team, model, category,
     input, output, cache_read, cache_write, reasoning, cost_usd, '' AS body, prev_hash, hash, charged_worst
-    FROM ledger WHERE started_ms = ?1 AND call_id IN (?2, ?4) AND seq < ?3 AND kind <> 'open'";
+    FROM ledger WHERE started_ms = ?1 AND call_id IN (?2, ?4) AND seq < ?3 AND NOT {}",
+        store::KIND_SQL,
+        store::AT_SQL,
+        Kind::Open.is_sql("kind")
+    )
+});
 
 /// Rows between two writes of the build's changes (bounds its memory).
 const BUILD_BATCH: u64 = 100_000;
@@ -150,7 +157,7 @@ pub(super) fn earlier(connection: &Connection, row: &Row, seq: i64) -> rusqlite:
     if row.kind == Kind::Open {
         return Ok(Vec::new());
     }
-    let mut statement = connection.prepare_cached(EARLIER)?;
+    let mut statement = connection.prepare_cached(&EARLIER)?;
     // The call's earlier rows may hold its id in either form (see `callid`).
     let mut rows = statement.query(params![row.started_ms, Stored::of(&row.call_id), seq, row.call_id])?;
     let mut earlier = Vec::new();
@@ -265,7 +272,8 @@ fn dims_id<'a>(connection: &Connection, ids: &mut HashMap<&'a Dims, i64>, dims: 
 /// of the holds and closings in order, with one index lookup each. Returns
 /// the rows walked.
 pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
-    let mut statement = connection.prepare(&format!("{} WHERE kind <> 'open' ORDER BY seq", *ALL_COLUMNS))?;
+    let mut statement =
+        connection.prepare(&format!("{} WHERE NOT {} ORDER BY seq", *ALL_COLUMNS, Kind::Open.is_sql("kind")))?;
     let mut rows = statement.query([])?;
     let mut rollup = Rollup::default();
     let mut walked = 0;

@@ -35,7 +35,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::archive::{self, ArchiveError};
 use super::rollup::HOUR_MS;
-use super::store::{self, GENESIS};
+use super::store::{self, GENESIS, Kind};
 use crate::accounting::{Period, Timezone};
 
 /// The segments' table, made each time a writer opens the file.
@@ -458,10 +458,12 @@ pub(super) fn protected(
         }
     }
     let call = super::callid::same_call("c.call_id", "h.call_id");
+    let (held, closed) = (Kind::Hold.is_sql("h.kind"), Kind::Close.is_sql("c.kind"));
     let open_hold: Option<i64> = connection
         .prepare_cached(&format!(
-            "SELECT h.seq FROM ledger AS h WHERE h.seq BETWEEN ?1 AND ?2 AND h.kind = 'hold' AND h.at_ms >= ?3
-             AND NOT EXISTS (SELECT 1 FROM ledger AS c WHERE c.started_ms = h.started_ms AND {call} AND c.kind = 'close')
+            "SELECT h.seq FROM ledger AS h WHERE h.seq BETWEEN ?1 AND ?2 AND {held}
+             AND coalesce(h.at_ms, h.started_ms) >= ?3
+             AND NOT EXISTS (SELECT 1 FROM ledger AS c WHERE c.started_ms = h.started_ms AND {call} AND {closed})
              LIMIT 1"
         ))?
         .query_row(params![segment.first_seq, segment.last_seq, now_ms - OPEN_CALL_HORIZON_MS], |row| row.get(0))
@@ -481,7 +483,8 @@ fn count(connection: &Connection, open: OpenRange, head: i64) -> rusqlite::Resul
     }
     let (rows, bytes, first_ms): (i64, i64, Option<i64>) = connection
         .prepare_cached(
-            "SELECT COUNT(*), COALESCE(SUM(length(body)), 0), MIN(at_ms) FROM ledger WHERE seq > ?1 AND seq <= ?2",
+            "SELECT COUNT(*), COALESCE(SUM(length(body)), 0), MIN(coalesce(at_ms, started_ms)) FROM ledger
+             WHERE seq > ?1 AND seq <= ?2",
         )?
         .query_row([open.counted, head], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
     let first_ms = match (open.first_ms, first_ms) {
@@ -516,7 +519,8 @@ fn seal(connection: &Connection, open: &OpenRange, head: &(i64, String), now_ms:
             |row| row.get(0),
         )?;
         let (rows, first_ms, last_ms): (i64, i64, i64) = connection.query_row(
-            "SELECT COUNT(*), MIN(at_ms), MAX(at_ms) FROM ledger WHERE seq BETWEEN ?1 AND ?2",
+            "SELECT COUNT(*), MIN(coalesce(at_ms, started_ms)), MAX(coalesce(at_ms, started_ms)) FROM ledger
+             WHERE seq BETWEEN ?1 AND ?2",
             [open.first_seq, head.0],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )?;

@@ -4,7 +4,7 @@
 
 use super::query::{Bucket, Filter, GroupBy, UsageQuery};
 use super::rollup::{self, DayDim};
-use super::store;
+use super::store::{self, Kind};
 
 /// Which store a query is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,16 @@ impl Dialect {
         }
     }
 
+    /// SQL: whether the row's kind in `column` is `kind`: the file stores a
+    /// kind as its code since schema version 7 and as its name before (see
+    /// `store::KIND_SQL`), the fleet's table as its name.
+    fn is_kind(self, column: &str, kind: Kind) -> String {
+        match self {
+            Self::Sqlite => kind.is_sql(column),
+            Self::Postgres => format!("{column} = '{}'", kind.as_str()),
+        }
+    }
+
     /// SQL: whether the call id in `column` is the one `id` holds (an
     /// expression): the file's rows hold an id in either of two forms (see
     /// `callid`), the fleet's table as text.
@@ -97,7 +107,8 @@ pub(super) fn records(filter: &Filter, dialect: Dialect) -> Query {
     let body = dialect.body();
     let (conditions, params) = conditions(filter, dialect);
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
-    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close'{conditions} ORDER BY started_ms, {tie}");
+    let closing = dialect.is_kind("kind", Kind::Close);
+    let sql = format!("SELECT {label}, {body} FROM ledger WHERE {closing}{conditions} ORDER BY started_ms, {tie}");
     Query { sql, params }
 }
 
@@ -113,8 +124,9 @@ pub(super) fn newest(filter: &Filter, limit: usize, dialect: Dialect) -> Query {
     let label = dialect.row_label();
     params.push(Param::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
     let limit = dialect.parameter(params.len());
+    let closing = dialect.is_kind("kind", Kind::Close);
     let sql = format!(
-        "SELECT {label}, {body} FROM ledger WHERE kind = 'close'{conditions} \
+        "SELECT {label}, {body} FROM ledger WHERE {closing}{conditions} \
          ORDER BY started_ms DESC, call_id DESC LIMIT {limit}"
     );
     Query { sql, params }
@@ -181,7 +193,8 @@ pub(super) fn closed_call(call_id: &str, dialect: Dialect) -> Option<Query> {
 pub(super) fn any_closed_call(call_id: &str, dialect: Dialect) -> Query {
     let (label, body) = (dialect.row_label(), dialect.body());
     let call = dialect.same_call("call_id", &dialect.parameter(1));
-    let sql = format!("SELECT {label}, {body} FROM ledger WHERE kind = 'close' AND {call}");
+    let closing = dialect.is_kind("kind", Kind::Close);
+    let sql = format!("SELECT {label}, {body} FROM ledger WHERE {closing} AND {call}");
     Query { sql, params: vec![Param::Text(call_id.to_owned())] }
 }
 
@@ -201,10 +214,11 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
     let (conditions, params) = conditions(filter, dialect);
     let (label, tie) = (dialect.row_label(), dialect.tie_break());
     let call = dialect.same_call("closed.call_id", "opened.call_id");
+    let (opening, closing) = (dialect.is_kind("opened.kind", Kind::Open), dialect.is_kind("closed.kind", Kind::Close));
     let sql = format!(
-        "SELECT {label}, {body} FROM ledger AS opened WHERE kind = 'open'{conditions}
+        "SELECT {label}, {body} FROM ledger AS opened WHERE {opening}{conditions}
            AND NOT EXISTS (SELECT 1 FROM ledger AS closed
-               WHERE closed.started_ms = opened.started_ms AND {call} AND closed.kind = 'close')
+               WHERE closed.started_ms = opened.started_ms AND {call} AND {closing})
          ORDER BY started_ms, {tie}"
     );
     Query { sql, params }
@@ -215,10 +229,12 @@ pub(super) fn unclosed(filter: &Filter, dialect: Dialect) -> Query {
 /// and never closed, the hold row.
 fn charged(dialect: Dialect) -> String {
     let call = dialect.same_call("closed.call_id", "spent.call_id");
+    let (closing, holding) = (dialect.is_kind("kind", Kind::Close), dialect.is_kind("kind", Kind::Hold));
+    let closed = dialect.is_kind("closed.kind", Kind::Close);
     format!(
-        "((kind = 'close' AND charged_worst = 0)
-    OR (kind = 'hold' AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.started_ms = spent.started_ms
-        AND {call} AND closed.kind = 'close' AND closed.charged_worst = 0)))"
+        "(({closing} AND charged_worst = 0)
+    OR ({holding} AND NOT EXISTS (SELECT 1 FROM ledger AS closed WHERE closed.started_ms = spent.started_ms
+        AND {call} AND {closed} AND closed.charged_worst = 0)))"
     )
 }
 
@@ -231,7 +247,7 @@ fn charged(dialect: Dialect) -> String {
 pub(super) fn spend_by_caller_in(span: Span, cut_off_holds: bool, dialect: Dialect) -> Query {
     let rows = match cut_off_holds {
         true => charged(dialect),
-        false => "kind = 'close'".to_owned(),
+        false => dialect.is_kind("kind", Kind::Close),
     };
     let mut params = vec![Param::Integer(span.from.unwrap_or(0))];
     let mut until = String::new();
@@ -338,9 +354,11 @@ pub(super) fn row_sums(query: &UsageQuery, span: Span, dialect: Dialect) -> Quer
     let (conditions, params) = conditions_on(&query.filter, "", "started_ms", span, dialect);
     let bucket = bucket_start(query.bucket, "started_ms");
     let group = query.group_by.map_or_else(|| "CAST(NULL AS TEXT)".to_owned(), |by| dialect.group_column(by));
+    let closing = dialect.is_kind("kind", Kind::Close);
+    // `at_ms` is NULL where it is `started_ms` (see `store::AT_SQL`).
     let sql = format!(
-        "SELECT {bucket}, {group}, category, at_ms - started_ms, {ROW_SUMS}
-         FROM ledger WHERE kind = 'close'{conditions} GROUP BY 1, 2, 3, 4"
+        "SELECT {bucket}, {group}, category, coalesce(at_ms, started_ms) - started_ms, {ROW_SUMS}
+         FROM ledger WHERE {closing}{conditions} GROUP BY 1, 2, 3, 4"
     );
     Query { sql, params }
 }

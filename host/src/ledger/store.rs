@@ -31,8 +31,13 @@ use crate::record::{CallOpening, CallRecord, HoldRecord, Tokens};
 /// version 4 file is version 5 as it is, and its rows stay as written.
 /// Version 6 stores a call id that is a UUID as its 16 bytes (see `callid`),
 /// which an older weir would misread: a version 5 file is version 6 as it
-/// is, its rows keep their text ids, and a reader reads it unchanged.)
-pub(super) const SCHEMA_VERSION: i64 = 6;
+/// is, its rows keep their text ids, and a reader reads it unchanged.
+/// Version 7 stores a row's `kind` as its code ([`Kind::code`]) and its
+/// `at_ms` as NULL when it equals `started_ms` (see [`KIND_SQL`], [`AT_SQL`]),
+/// which an older weir would misread: a writer upgrades a version 6 (or 5, 4)
+/// file by loosening the two columns' declarations ([`loosen_columns`]), its
+/// rows stay as written, and a reader reads it unchanged.)
+pub(super) const SCHEMA_VERSION: i64 = 7;
 
 /// The oldest version a reader reads as it is (see [`SCHEMA_VERSION`]).
 pub(super) const OLDEST_READ: i64 = 5;
@@ -46,9 +51,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS ledger (
     seq INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('open', 'close', 'hold')),
+    kind NOT NULL CHECK (kind IN (0, 1, 2, 'open', 'close', 'hold')),
     call_id TEXT NOT NULL,
-    at_ms INTEGER NOT NULL,
+    at_ms INTEGER,
     started_ms INTEGER NOT NULL,
     key_id TEXT,
     member TEXT,
@@ -136,7 +141,59 @@ impl Kind {
             _ => None,
         }
     }
+
+    /// The kind as a row written since schema version 7 stores it: SQLite
+    /// stores the integers 0 and 1 in no byte at all (a call's opening and
+    /// closing rows), where the names took 9 bytes a call.
+    pub(super) fn code(self) -> i64 {
+        match self {
+            Self::Open => 0,
+            Self::Close => 1,
+            Self::Hold => 2,
+        }
+    }
+
+    /// The kind a stored `kind` value names: a code (version 7) or a name
+    /// (before); `None` for any other value.
+    pub(super) fn of_stored(value: ValueRef<'_>) -> Option<Self> {
+        match value {
+            ValueRef::Integer(0) => Some(Self::Open),
+            ValueRef::Integer(1) => Some(Self::Close),
+            ValueRef::Integer(2) => Some(Self::Hold),
+            ValueRef::Text(text) => std::str::from_utf8(text).ok().and_then(Self::parse),
+            _ => None,
+        }
+    }
+
+    /// SQL that holds when `column` (a row's `kind`, as `ledger.kind` or
+    /// through an alias) is this kind, in either of its stored forms.
+    pub(super) fn is_sql(self, column: &str) -> String {
+        format!("({column} = {} OR {column} = '{}')", self.code(), self.as_str())
+    }
 }
+
+/// A stored `kind` as text: its name, whether stored as its code or its
+/// name; any other value as SQLite writes it, so that readers name a kind
+/// they do not know. Used in the SELECT lists of rows read as text.
+macro_rules! kind_sql {
+    () => {
+        "(CASE kind WHEN 0 THEN 'open' WHEN 1 THEN 'close' WHEN 2 THEN 'hold' ELSE kind END)"
+    };
+}
+
+/// A row's `at_ms`: stored NULL since version 7 when it equals `started_ms`
+/// (every opening row: 6 bytes a call).
+macro_rules! at_sql {
+    () => {
+        "coalesce(at_ms, started_ms)"
+    };
+}
+
+/// [`kind_sql`]'s SQL.
+pub(super) const KIND_SQL: &str = kind_sql!();
+
+/// [`at_sql`]'s SQL.
+pub(super) const AT_SQL: &str = at_sql!();
 
 /// A row before it has a place in the chain: the body and the columns copied
 /// from it. The columns serialize as a log line's head (see `log`), the body
@@ -384,9 +441,15 @@ pub(super) const HASH_SQL: &str = "(CASE typeof(hash) WHEN 'blob' THEN lower(hex
 /// A row's body as JSON text, in SQL: a compact body rebuilt from its
 /// columns (see `compact`; the function is registered on every connection
 /// the ledger opens), a text body as stored.
-pub const BODY_SQL: &str = "ledger_body(kind, call_id, at_ms, started_ms, key_id, member, team, model, category,
+pub const BODY_SQL: &str = concat!(
+    "ledger_body(",
+    kind_sql!(),
+    ", call_id, ",
+    at_sql!(),
+    ", started_ms, key_id, member, team, model, category,
     input, output, cache_read, cache_write, reasoning, cost_usd, charged_worst, body,
-    (SELECT residual FROM ledger_shapes WHERE id = shape_id))";
+    (SELECT residual FROM ledger_shapes WHERE id = shape_id))"
+);
 
 /// Why the ledger file could not be opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -399,6 +462,11 @@ pub(super) enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("the ledger file has schema version {0}, newer than this weir's {SCHEMA_VERSION}")]
     Schema(i64),
+    #[error(
+        "the ledger file's table is not declared as this weir upgrades it to schema version {SCHEMA_VERSION}: \
+         `{0}` is not in its declaration"
+    )]
+    Declaration(&'static str),
 }
 
 /// Opens (creating when missing) the file for writing: WAL, the sync level,
@@ -456,10 +524,13 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
                  DROP TABLE ledger_version_1;"
             ))?;
         }
-        2..=5 | SCHEMA_VERSION => {}
+        2..=6 | SCHEMA_VERSION => {}
         other => return Err(StoreError::Schema(other)),
     }
     add_shape_column(&transaction)?;
+    if version != SCHEMA_VERSION {
+        loosen_columns(&transaction)?;
+    }
     transaction.execute_batch(INDEXES)?;
     transaction.execute_batch(super::compact::SCHEMA)?;
     super::segments::install(&transaction)?;
@@ -474,6 +545,44 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
         transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     transaction.commit()?;
+    Ok(())
+}
+
+/// How versions 1 to 6 declare `kind` and `at_ms`, and how version 7 does.
+const KIND_BEFORE_7: &str = "kind TEXT NOT NULL CHECK (kind IN ('open', 'close', 'hold'))";
+const KIND_SINCE_7: &str = "kind NOT NULL CHECK (kind IN (0, 1, 2, 'open', 'close', 'hold'))";
+const AT_BEFORE_7: &str = "at_ms INTEGER NOT NULL,";
+const AT_SINCE_7: &str = "at_ms INTEGER,";
+
+/// Declares an older file's `kind` and `at_ms` as version 7 does: `kind`
+/// without the TEXT affinity (which would store a code as its digit's text)
+/// and taking codes, `at_ms` taking NULL. Only the table's declaration
+/// changes, in place (SQLite's documented `writable_schema` procedure for
+/// constraints, with the schema's version raised so that other connections
+/// read it anew): no row is rewritten, and the old rows meet the new
+/// declaration as they are. A file whose table is declared otherwise is
+/// refused, naming what was not found.
+fn loosen_columns(connection: &Connection) -> Result<(), StoreError> {
+    let declared: String =
+        connection.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'ledger'", [], |row| {
+            row.get(0)
+        })?;
+    if declared.contains(KIND_SINCE_7) && declared.contains(AT_SINCE_7) {
+        return Ok(());
+    }
+    for expected in [KIND_BEFORE_7, AT_BEFORE_7] {
+        if !declared.contains(expected) {
+            return Err(StoreError::Declaration(expected));
+        }
+    }
+    let loosened = declared.replace(KIND_BEFORE_7, KIND_SINCE_7).replace(AT_BEFORE_7, AT_SINCE_7);
+    let schema_version: i64 = connection.query_row("PRAGMA schema_version", [], |row| row.get(0))?;
+    connection.pragma_update(None, "writable_schema", true)?;
+    let updated = connection
+        .execute("UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = 'ledger'", [&loosened])
+        .and_then(|_| connection.pragma_update(None, "schema_version", schema_version + 1));
+    connection.execute_batch("PRAGMA writable_schema = RESET")?;
+    updated?;
     Ok(())
 }
 
@@ -604,8 +713,9 @@ fn insert_runs<'a>(
 
 /// Inserts `row` as `seq` after `prev_hash`; returns its hash. The row's
 /// `prev_hash` is stored empty: it is the row before's `hash` (a row of
-/// schema version 4 or older stores it again), its hash as 32 bytes, and
-/// its call id as 16 bytes when it is a UUID (see `callid`).
+/// schema version 4 or older stores it again), its hash as 32 bytes, its
+/// call id as 16 bytes when it is a UUID (see `callid`), its kind as its
+/// code and its `at_ms` as NULL when it is `started_ms` (see [`KIND_SQL`]).
 /// The body is stored compact (`compact`: the stored form and its shape)
 /// where it can be, else as text.
 fn insert_row(
@@ -615,17 +725,16 @@ fn insert_row(
     row: &Row,
     compact: Option<(i64, Vec<u8>)>,
 ) -> Result<String, rusqlite::Error> {
-    let kind = row.kind.as_str();
-    let digest = chain_digest(prev_hash, seq, kind, row.body.as_bytes());
+    let digest = chain_digest(prev_hash, seq, row.kind.as_str(), row.body.as_bytes());
     let (body, shape_id) = match &compact {
         Some((shape_id, stored)) => (ToSqlOutput::Borrowed(ValueRef::Blob(stored)), Some(*shape_id)),
         None => (ToSqlOutput::Borrowed(ValueRef::Text(row.body.as_bytes())), None),
     };
     insert.execute(params![
         seq,
-        kind,
+        row.kind.code(),
         Stored::of(&row.call_id),
-        row.at_ms,
+        (row.at_ms != row.started_ms).then_some(row.at_ms),
         row.started_ms,
         row.key_id,
         row.member,
@@ -826,9 +935,39 @@ pub(super) mod tests {
     /// The schema as version 1 wrote it (for the migration's test).
     pub(crate) fn version_1_schema() -> String {
         super::SCHEMA
-            .replace("CHECK (kind IN ('open', 'close', 'hold'))", "CHECK (kind IN ('open', 'close'))")
+            .replace(super::KIND_SINCE_7, "kind TEXT NOT NULL CHECK (kind IN ('open', 'close'))")
+            .replace(super::AT_SINCE_7, super::AT_BEFORE_7)
             .replace(",\n    charged_worst INTEGER NOT NULL DEFAULT 0 CHECK (charged_worst IN (0, 1))", "")
             + OLD_INDEXES
+    }
+
+    /// Turns a file this weir wrote into one as version 6 wrote it: every
+    /// kind stored as its name, every `at_ms` written out, the two columns
+    /// declared as before version 7 (and `user_version` 6).
+    pub(crate) fn as_version_6(connection: &Connection) {
+        connection
+            .execute_batch(&format!(
+                "DROP TRIGGER ledger_no_update;
+                 UPDATE ledger SET kind = {}, at_ms = {};
+                 CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+                     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rows are never updated'); END;",
+                super::KIND_SQL,
+                super::AT_SQL
+            ))
+            .unwrap();
+        let declared: String = connection
+            .query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'ledger'", [], |row| row.get(0))
+            .unwrap();
+        let before =
+            declared.replace(super::KIND_SINCE_7, super::KIND_BEFORE_7).replace(super::AT_SINCE_7, super::AT_BEFORE_7);
+        assert_ne!(before, declared, "declared as version 7");
+        let schema_version: i64 = connection.query_row("PRAGMA schema_version", [], |row| row.get(0)).unwrap();
+        connection.pragma_update(None, "writable_schema", true).unwrap();
+        connection
+            .execute("UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = 'ledger'", [&before])
+            .unwrap();
+        connection.pragma_update(None, "schema_version", schema_version + 1).unwrap();
+        connection.execute_batch("PRAGMA writable_schema = RESET; PRAGMA user_version = 6;").unwrap();
     }
 
     /// The indexes versions 1 and 2 made before [`super::INDEXES`] replaced them.

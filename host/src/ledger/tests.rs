@@ -897,7 +897,8 @@ async fn a_version_4_file_takes_compact_rows_after_its_own() {
             .collect();
         let run = store::Run { segment: "s", first_line: 0, rows: rows.iter().map(Some).collect() };
         store::append_logged_with(&writer, [run], store::Append { keep_rollups: true, compact: false }).unwrap();
-        // As version 4 stored them: the hashes as hex, each prev_hash written out.
+        // As version 4 stored them: kinds by name, the hashes as hex, each prev_hash written out.
+        store::tests::as_version_6(&writer);
         writer
             .execute_batch(
                 "DROP TRIGGER ledger_no_update;
@@ -916,7 +917,7 @@ async fn a_version_4_file_takes_compact_rows_after_its_own() {
     assert_eq!(reader.verify().unwrap(), VerifyReport { rows: 6, calls: 4 });
     let file = rusqlite::Connection::open(&path).unwrap();
     let stored: Vec<(String, String, String)> = file
-        .prepare("SELECT call_id, typeof(body), typeof(hash) FROM ledger WHERE kind = 'close' ORDER BY seq")
+        .prepare("SELECT call_id, typeof(body), typeof(hash) FROM ledger WHERE kind IN (1, 'close') ORDER BY seq")
         .unwrap()
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .unwrap()

@@ -205,13 +205,20 @@ fn read_batches(
 
 /// One row of [`WALK_COLUMNS`], into `into` (its strings reused).
 fn read_row(row: &rusqlite::Row<'_>, into: &mut ReadRow) -> rusqlite::Result<()> {
-    set(&mut into.kind, required(row, 1)?);
-    let kind = Kind::parse(&into.kind);
+    // A kind is stored as its code since schema version 7, as its name before.
+    let kind = Kind::of_stored(row.get_ref(1)?);
+    match (kind, row.get_ref(1)?) {
+        (Some(kind), _) => set(&mut into.kind, kind.as_str()),
+        (None, ValueRef::Integer(code)) => set(&mut into.kind, &code.to_string()),
+        (None, _) => set(&mut into.kind, required(row, 1)?),
+    }
     into.known = kind.is_some();
     let read = &mut into.row;
     read.kind = kind.unwrap_or(Kind::Close);
     super::callid::read_column(row, 2, &mut read.call_id)?;
-    (read.at_ms, read.started_ms) = (row.get(3)?, row.get(4)?);
+    read.started_ms = row.get(4)?;
+    // Stored NULL since version 7 where it is the start (see `store::AT_SQL`).
+    read.at_ms = row.get::<_, Option<i64>>(3)?.unwrap_or(read.started_ms);
     set_optional(&mut read.key_id, text(row, 5)?);
     set_optional(&mut read.member, text(row, 6)?);
     set_optional(&mut read.team, text(row, 7)?);
