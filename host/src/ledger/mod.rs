@@ -470,3 +470,5 @@ mod callid_tests;
 mod rollup_tests;
 #[cfg(test)]
 mod segment_tests;
+#[cfg(test)]
+mod version_tests;

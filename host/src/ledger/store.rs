@@ -177,7 +177,7 @@ impl Kind {
 /// they do not know. Used in the SELECT lists of rows read as text.
 macro_rules! kind_sql {
     () => {
-        "(CASE kind WHEN 0 THEN 'open' WHEN 1 THEN 'close' WHEN 2 THEN 'hold' ELSE kind END)"
+        "(CASE kind WHEN 0 THEN 'open' WHEN 1 THEN 'close' WHEN 2 THEN 'hold' ELSE CAST(kind AS TEXT) END)"
     };
 }
 
