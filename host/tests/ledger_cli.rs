@@ -211,7 +211,7 @@ fn verify_names_a_cut_tail_an_emptied_ledger_and_a_recomputed_chain_as_tampered(
     let path = dir.path().join("ledger.db");
     fill(&path);
     let connection = without_triggers(&path);
-    connection.execute("DELETE FROM ledger WHERE member = 'bob' AND kind = 'close'", []).unwrap();
+    connection.execute("DELETE FROM ledger WHERE member = 'bob' AND kind IN (1, 'close')", []).unwrap();
     connection
         .execute(
             "INSERT INTO ledger SELECT 99, kind, 'call-pad', at_ms, started_ms, key_id, member, team, model,
