@@ -174,10 +174,20 @@ impl AnchorLog {
     /// Appends the head `seq`, `hash` as one line (one `write`), with its MAC
     /// when keyed; a failed write closes the file (the next append reopens it).
     pub(super) fn append(&mut self, seq: i64, hash: &str) -> io::Result<()> {
+        let mac = self.key.as_ref().map(|key| key.mac(seq, hash));
+        self.append_line(&Anchor { seq, hash: hash.to_owned(), mac })
+    }
+
+    /// Appends lines read from another anchor file as they were, MACs
+    /// included (see [`vouching_lines`]).
+    pub(super) fn carry(&mut self, anchors: &[Anchor]) -> io::Result<()> {
+        anchors.iter().try_for_each(|anchor| self.append_line(anchor))
+    }
+
+    fn append_line(&mut self, anchor: &Anchor) -> io::Result<()> {
         self.open()?;
         let Some(file) = self.file.as_mut() else { return Err(io::Error::other("no anchor file")) };
-        let mac = self.key.as_ref().map(|key| key.mac(seq, hash));
-        let line = Anchor { seq, hash: hash.to_owned(), mac }.line();
+        let line = anchor.line();
         let written = file.write_all(line.as_bytes()).and_then(|()| match self.durable {
             true => file.sync_data(),
             false => Ok(()),
@@ -336,6 +346,42 @@ pub(super) fn read_all_wanting(
         Err(error) => return Err(error),
     };
     scan(io::BufReader::new(file), key, true, wanted).map(Some)
+}
+
+/// The lines of the anchor file at `path` that anchor one of `heads` (a
+/// `seq` and its hash) and that [`MacRule`] accepts with `key` (a MAC it
+/// verifies, or none before the first line that has one): the first such
+/// line of each head, in the file's order, so the rule still holds where
+/// they are carried. A gateway that starts on a tampered tail (`on_tampered
+/// = "start"`) sets the file aside and carries these into the fresh one:
+/// the heads of segments released from the ledger are vouched for by these
+/// lines only, since their rows are gone. A line that is not an anchor is
+/// passed over, not an error (the file was found tampered already); a head
+/// no line vouches for is not carried, and `verify` then names its segment.
+pub(super) fn vouching_lines(
+    path: &Path,
+    key: Option<&AnchorKey>,
+    heads: &std::collections::BTreeMap<i64, String>,
+) -> io::Result<Vec<Anchor>> {
+    let mut reader = io::BufReader::new(File::open(path)?);
+    let mut carried = std::collections::BTreeSet::new();
+    let (mut lines, mut line, mut keyed_seen) = (Vec::new(), Vec::new(), false);
+    while io::BufRead::read_until(&mut reader, b'\n', &mut line)? > 0 {
+        let text = line.strip_suffix(b"\n").and_then(|text| std::str::from_utf8(text).ok());
+        if let Some(anchor) = text.and_then(Anchor::parse) {
+            let accepted = match (key, &anchor.mac) {
+                (None, _) => true,
+                (Some(key), Some(mac)) => key.verifies(anchor.seq, &anchor.hash, mac),
+                (Some(_), None) => !keyed_seen,
+            };
+            keyed_seen |= accepted && anchor.mac.is_some();
+            if accepted && heads.get(&anchor.seq) == Some(&anchor.hash) && carried.insert(anchor.seq) {
+                lines.push(anchor);
+            }
+        }
+        line.clear();
+    }
+    Ok(lines)
 }
 
 /// Reads the lines in the last [`TAIL_BYTES`] of the anchor file at `path`

@@ -24,6 +24,7 @@
 //! an earlier process logged and never applied.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
@@ -32,12 +33,12 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use super::LedgerMeter;
-use super::anchor::AnchorLog;
+use super::anchor::{self, AnchorLog};
 use super::config::LedgerConfig;
 use super::log;
 use super::query::{AnchorState, Reader, VerifyError};
 use super::rollup_store;
-use super::segments::Segmenter;
+use super::segments::{self, Segmenter};
 use super::shipper::Signal;
 use super::store::{self, Row, Run};
 use super::writer::WriteError;
@@ -315,16 +316,10 @@ impl Filler {
         self.anchoring = match (&tail, self.config.on_tampered) {
             (TailCheck::Vouched(_), _) => true,
             (TailCheck::Tampered(reason), LedgerOnTampered::Start) => {
-                let kept = self
-                    .anchor
-                    .set_aside()
-                    .map_err(|error| WriteError::from(format!("cannot set the tampered anchor file aside: {error}")))?;
+                let kept = self.start_tampered(connection)?;
                 let kept = kept.map_or_else(|| "(none)".to_owned(), |kept| kept.display().to_string());
                 tracing::error!(%path, %reason, %kept,
                     "the ledger's tail does not match its anchor; starting anyway (on_tampered = start): the anchor file is kept aside and anchoring starts afresh from the current head");
-                let rows = rollup_store::rebuild(connection)
-                    .map_err(|error| WriteError::from(format!("cannot rebuild the roll-ups from the rows: {error}")))?;
-                tracing::warn!(%path, rows, "the ledger's roll-ups were rebuilt from the rows it starts with");
                 true
             }
             (TailCheck::Tampered(reason), LedgerOnTampered::Refuse) => {
@@ -338,6 +333,34 @@ impl Filler {
             self.start_anchoring(connection)?;
         }
         Ok(())
+    }
+
+    /// Starts on a tampered tail: sets the anchor file aside (returning
+    /// where it went), carries into the fresh one the old lines that vouch
+    /// for the heads of segments released from the file (their rows are gone,
+    /// so only those lines vouch for them; see [`anchor::vouching_lines`]),
+    /// and builds the roll-ups again from the rows it goes on with, keeping
+    /// the hours of released rows (see [`rollup_store::rebuild`]).
+    fn start_tampered(&mut self, connection: &Connection) -> Result<Option<PathBuf>, WriteError> {
+        let path = self.config.path.display().to_string();
+        let failed = |what: &str, error: &dyn std::fmt::Display| WriteError::from(format!("{what}: {error}"));
+        let heads =
+            segments::released_heads(connection).map_err(|e| failed("cannot read the released segments", &e))?;
+        let kept = self.anchor.set_aside().map_err(|e| failed("cannot set the tampered anchor file aside", &e))?;
+        if let (Some(kept), false) = (&kept, heads.is_empty()) {
+            let lines = anchor::vouching_lines(kept, self.config.anchor_key.as_ref(), &heads)
+                .and_then(|lines| self.anchor.carry(&lines).map(|()| lines.len()))
+                .map_err(|e| failed("cannot carry the released segments' anchors", &e))?;
+            tracing::warn!(%path, carried = lines, released = heads.len(),
+                "the anchors of segments released from the ledger were carried into its fresh anchor file");
+        }
+        let released_until =
+            segments::released_until_ms(connection).map_err(|e| failed("cannot read the released segments", &e))?;
+        let rows = rollup_store::rebuild(connection, released_until)
+            .map_err(|e| failed("cannot rebuild the roll-ups from the rows", &e))?;
+        tracing::warn!(%path, rows, ?released_until,
+            "the ledger's roll-ups were rebuilt from the rows it starts with (the hours of released rows kept)");
+        Ok(kept)
     }
 
     /// Creates the anchor file, anchors the head, then records in the file

@@ -256,6 +256,13 @@ pub(super) struct DayKey {
     pub category: Option<String>,
 }
 
+impl DayKey {
+    /// The row of `dim` that `dims`' calls of `hour` count in.
+    fn of(hour: i64, dim: DayDim, dims: &Dims) -> Self {
+        Self { day: day_of(hour), dim, value: dim.value(dims).cloned(), category: dims.category.clone() }
+    }
+}
+
 /// A day-level row's change: the closed calls' sums and their latencies.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct DayMeasures {
@@ -373,15 +380,35 @@ impl Rollup {
 
     /// A closed call's change to its day's row of every dimension.
     fn close_in_day(&mut self, row: &Row, dims: &Dims, tokens: &[i64; 5], bucket: i64) {
-        let day = day_of(row.started_ms);
+        let closed = Measures {
+            calls: 1,
+            tokens: *tokens,
+            cost_usd: row.cost_usd.unwrap_or(0.0),
+            calls_without_cost: i64::from(row.cost_usd.is_none()),
+            ..Measures::default()
+        };
+        let hour = hour_of(row.started_ms);
+        self.hour_in_days(hour, dims, &closed);
+        self.latency_in_days(hour, dims, bucket, 1);
+    }
+
+    /// An hour's closed calls (`measures` of the hour starting at `hour`;
+    /// its charge is not the day level's) added to its day's row of every
+    /// dimension: the day level is the sum of its hours.
+    pub(super) fn hour_in_days(&mut self, hour: i64, dims: &Dims, measures: &Measures) {
         for dim in DayDim::EVERY {
-            let key = DayKey { day, dim, value: dim.value(dims).cloned(), category: dims.category.clone() };
-            let measures = self.days.entry(key).or_default();
-            measures.calls += 1;
-            add(&mut measures.tokens, tokens, 1);
-            measures.cost_usd += row.cost_usd.unwrap_or(0.0);
-            measures.calls_without_cost += i64::from(row.cost_usd.is_none());
-            measures.latency.add(bucket, 1);
+            let day = self.days.entry(DayKey::of(hour, dim, dims)).or_default();
+            day.calls += measures.calls;
+            add(&mut day.tokens, &measures.tokens, 1);
+            day.cost_usd += measures.cost_usd;
+            day.calls_without_cost += measures.calls_without_cost;
+        }
+    }
+
+    /// An hour's `calls` in latency `bucket` added to its day's histograms.
+    pub(super) fn latency_in_days(&mut self, hour: i64, dims: &Dims, bucket: i64, calls: i64) {
+        for dim in DayDim::EVERY {
+            self.days.entry(DayKey::of(hour, dim, dims)).or_default().latency.add(bucket, calls);
         }
     }
 

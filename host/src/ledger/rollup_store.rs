@@ -272,9 +272,14 @@ fn dims_id<'a>(connection: &Connection, ids: &mut HashMap<&'a Dims, i64>, dims: 
 /// of the holds and closings in order, with one index lookup each. Returns
 /// the rows walked.
 pub(super) fn build(connection: &Connection) -> rusqlite::Result<u64> {
-    let mut statement =
-        connection.prepare(&format!("{} WHERE NOT {} ORDER BY seq", *ALL_COLUMNS, Kind::Open.is_sql("kind")))?;
-    let mut rows = statement.query([])?;
+    build_walking(connection, &format!("{} WHERE NOT {} ORDER BY seq", *ALL_COLUMNS, Kind::Open.is_sql("kind")), [])
+}
+
+/// [`build`] over the rows that `sql` (selecting [`ALL_COLUMNS`] in `seq`
+/// order) reads with `params`.
+fn build_walking(connection: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<u64> {
+    let mut statement = connection.prepare(sql)?;
+    let mut rows = statement.query(params)?;
     let mut rollup = Rollup::default();
     let mut walked = 0;
     while let Some(found) = rows.next()? {
@@ -303,10 +308,82 @@ pub(super) fn build_afresh(connection: &Connection) -> rusqlite::Result<u64> {
 /// Builds the roll-ups afresh from the rows, in one transaction: when a
 /// gateway starts on a ledger whose tail failed its anchor check
 /// (`on_tampered = "start"`), the rows it goes on with are what budgets and
-/// usage read, as they were before roll-ups.
-pub(super) fn rebuild(connection: &Connection) -> rusqlite::Result<u64> {
+/// usage read, as they were before roll-ups. Returns the rows walked.
+///
+/// With segments released from the file (`released_until`: the newest
+/// `at_ms` of their rows, never before a row's start), the hours up to the
+/// newest released row's are kept as they are,
+/// since they count released rows no walk can read again (a budget period
+/// would otherwise lose their spend). The hours after it are built from the
+/// rows started since; none of their calls has a released row, since every
+/// row of a call carries the call's start. Their days are the kept hours of
+/// the first day added up, then the walk's.
+pub(super) fn rebuild(connection: &Connection, released_until: Option<i64>) -> rusqlite::Result<u64> {
     let transaction = connection.unchecked_transaction()?;
-    let rows = build_afresh(&transaction)?;
+    let rows = match released_until {
+        None => build_afresh(&transaction)?,
+        Some(until) => build_from(&transaction, rollup::hour_of(until) + rollup::HOUR_MS)?,
+    };
     transaction.commit()?;
     Ok(rows)
+}
+
+/// The roll-ups from the hour `from` on, built again from the rows started
+/// since; the hours before it kept (see [`rebuild`]).
+fn build_from(connection: &Connection, from: i64) -> rusqlite::Result<u64> {
+    let day = rollup::day_of(from);
+    connection.execute("DELETE FROM ledger_rollup WHERE hour_ms >= ?1", [from])?;
+    connection.execute("DELETE FROM ledger_rollup_latency WHERE hour_ms >= ?1", [from])?;
+    connection.execute("DELETE FROM ledger_rollup_day WHERE day_ms >= ?1", [day])?;
+    write(connection, &days_of_hours(connection, day, from)?)?;
+    let since = format!("{} WHERE NOT {} AND started_ms >= ?1 ORDER BY seq", *ALL_COLUMNS, Kind::Open.is_sql("kind"));
+    build_walking(connection, &since, [from])
+}
+
+/// The day level of the stored hours from `from` until `until` (the day
+/// level sums its hours' closed calls and latencies).
+fn days_of_hours(connection: &Connection, from: i64, until: i64) -> rusqlite::Result<Rollup> {
+    let mut rollup = Rollup::default();
+    let mut hours = connection.prepare(&format!(
+        "SELECT r.hour_ms, {DIMS_COLUMNS}, r.calls, r.input, r.output, r.cache_read, r.cache_write, r.reasoning,
+            r.cost_usd, r.calls_without_cost
+        FROM ledger_rollup r JOIN ledger_rollup_dims d ON d.id = r.dims
+        WHERE r.hour_ms >= ?1 AND r.hour_ms < ?2 AND r.calls <> 0"
+    ))?;
+    let mut found = hours.query([from, until])?;
+    while let Some(row) = found.next()? {
+        let measures = Measures {
+            calls: row.get(8)?,
+            tokens: [row.get(9)?, row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
+            cost_usd: row.get(14)?,
+            calls_without_cost: row.get(15)?,
+            ..Measures::default()
+        };
+        rollup.hour_in_days(row.get(0)?, &stored_dims(row)?, &measures);
+    }
+    let mut latencies = connection.prepare(&format!(
+        "SELECT l.hour_ms, {DIMS_COLUMNS}, l.bucket, l.calls
+        FROM ledger_rollup_latency l JOIN ledger_rollup_dims d ON d.id = l.dims
+        WHERE l.hour_ms >= ?1 AND l.hour_ms < ?2"
+    ))?;
+    let mut found = latencies.query([from, until])?;
+    while let Some(row) = found.next()? {
+        rollup.latency_in_days(row.get(0)?, &stored_dims(row)?, row.get(8)?, row.get(9)?);
+    }
+    Ok(rollup)
+}
+
+/// The dims table's columns, read by [`stored_dims`] from column 1.
+const DIMS_COLUMNS: &str = "d.key_id, d.member, d.team, d.model, d.provider, d.deployment, d.category";
+
+fn stored_dims(row: &rusqlite::Row<'_>) -> rusqlite::Result<Dims> {
+    Ok(Dims {
+        key_id: row.get(1)?,
+        member: row.get(2)?,
+        team: row.get(3)?,
+        model: row.get(4)?,
+        provider: row.get(5)?,
+        deployment: row.get(6)?,
+        category: row.get(7)?,
+    })
 }

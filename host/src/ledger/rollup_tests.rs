@@ -548,9 +548,56 @@ fn a_rebuild_follows_the_rows() {
     // with the functions every writer registers.
     super::rollup_store::register_functions(&file).unwrap();
     super::compact::register(&file).unwrap();
-    let walked = super::rollup_store::rebuild(&file).unwrap();
+    let walked = super::rollup_store::rebuild(&file, None).unwrap();
     assert!(walked > 0);
     check_against_rows(&reader, 0, 5 * 3_600_000);
+}
+
+/// A rebuild on a file whose oldest calls were released (their rows
+/// deleted) keeps the hours up to the newest released row's as they were,
+/// and builds the later hours and their days from the rows: equal, both
+/// levels, to the roll-ups of a file that never held the calls deleted
+/// after the release (a tampered tail). A rebuild of everything from the
+/// rows (what a tampered start ran before) loses the released calls.
+#[test]
+fn a_rebuild_after_a_release_keeps_the_released_hours() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = sample_calls();
+    let path = dir.path().join("ledger.db");
+    append_all(&path, "call-", &calls, 6);
+    // Released: the calls started in the first 2 h 17 min (08:00 UTC on).
+    let cut = (EPOCH_MS + 8_220_000) as i64;
+    let file = Connection::open(&path).unwrap();
+    let released_until: i64 =
+        file.query_row("SELECT MAX(at_ms) FROM ledger WHERE started_ms < ?1", [cut], |row| row.get(0)).unwrap();
+    let from = released_until - released_until.rem_euclid(3_600_000) + 3_600_000;
+    // Tampered: model-1's calls started after the newest released row's hour.
+    let cut_off = |call: &Call| (EPOCH_MS + call.start_ms) as i64 >= from && call.model == 1;
+    file.execute_batch("DROP TRIGGER ledger_no_delete;").unwrap();
+    file.execute("DELETE FROM ledger WHERE started_ms < ?1", [cut]).unwrap();
+    file.execute("DELETE FROM ledger WHERE started_ms >= ?1 AND model = 'model-1'", [from]).unwrap();
+    super::rollup_store::register_functions(&file).unwrap();
+    super::compact::register(&file).unwrap();
+    let everything = dir.path().join("everything.db");
+    file.execute("VACUUM INTO ?1", [everything.to_str().unwrap()]).unwrap();
+
+    let walked = super::rollup_store::rebuild(&file, Some(released_until)).unwrap();
+    assert!(walked > 0);
+    let untampered: Vec<Call> = calls.iter().filter(|call| !cut_off(call)).cloned().collect();
+    assert!(untampered.len() < calls.len() && calls.iter().any(|call| (EPOCH_MS + call.start_ms) as i64 >= from));
+    let control = dir.path().join("control.db");
+    append_all(&control, "call-", &untampered, 6);
+    assert_eq!(rollup_contents(&path), rollup_contents(&control), "the hours");
+    let days = day_contents(&path);
+    assert_eq!(days, day_contents(&control), "the days");
+    let across = |day: &DayContent| day.1 < from && from < day.1 + DAY_MS as i64;
+    assert!(days.iter().any(across), "a day holds kept hours and rebuilt ones");
+
+    let all = Connection::open(&everything).unwrap();
+    super::rollup_store::register_functions(&all).unwrap();
+    super::compact::register(&all).unwrap();
+    super::rollup_store::rebuild(&all, None).unwrap();
+    assert_ne!(rollup_contents(&everything), rollup_contents(&control), "the released calls lost");
 }
 
 /// A range ending where no row starts yet (a console's "until now") reads

@@ -607,3 +607,87 @@ fn a_row_of_an_unknown_kind_is_not_archived() {
     assert!(matches!(&error, archive::ArchiveError::UnknownKind { seq: 1, kind } if kind == "bogus"), "{error}");
     assert!(std::fs::read_dir(&archive_dir).unwrap().next().is_none(), "no file, not even a temporary one");
 }
+
+/// Four calls released in two segments (archived first) through a keyed
+/// ledger, then two calls two hours later in two fills without segments, and
+/// the last row cut from the file: a tampered tail. Returns the file and key.
+async fn released_then_cut(dir: &Path) -> (PathBuf, AnchorKey) {
+    let key = AnchorKey::new(b"an anchor key of at least thirty-two bytes").unwrap();
+    let path = dir.join("ledger.db");
+    let releasing_keyed = LedgerConfig { anchor_key: Some(key.clone()), ..config(dir, releasing(dir)) };
+    let ledger = Ledger::open(releasing_keyed, None);
+    close_calls(&ledger, &["c1", "c2"]).await;
+    close_calls(&ledger, &["c3", "c4"]).await;
+    drop(ledger);
+    assert_eq!(listed(&path).iter().filter(|s| s.state == SegmentState::Released).count(), 2);
+    let ledger = Ledger::open(LedgerConfig { anchor_key: Some(key.clone()), ..LedgerConfig::at(path.clone()) }, None);
+    for call_id in ["c7", "c8"] {
+        ledger.closed(&record(call_id, "alice", "m", 7_200, Some(0.01))).await.unwrap();
+        assert!(ledger.fill_pending(Duration::from_secs(5)));
+    }
+    drop(ledger);
+    let file = Connection::open(&path).unwrap();
+    file.execute_batch("DROP TRIGGER ledger_no_delete; DELETE FROM ledger WHERE seq = 6;").unwrap();
+    (path, key)
+}
+
+fn starting_anyway(path: &Path, key: &AnchorKey) -> Ledger {
+    let config = LedgerConfig {
+        anchor_key: Some(key.clone()),
+        on_tampered: crate::catalog::LedgerOnTampered::Start,
+        ..LedgerConfig::at(path.to_path_buf())
+    };
+    let ledger = Ledger::open(config, None);
+    assert!(matches!(ledger.tail_check(), Some(TailCheck::Tampered(_))), "{:?}", ledger.tail_check());
+    ledger
+}
+
+fn calls_counted(path: &Path) -> u64 {
+    Reader::open(path).unwrap().usage(&query::UsageQuery::default()).unwrap().total.calls
+}
+
+/// A gateway that starts on a tampered tail (`on_tampered = "start"`) with
+/// segments released from the file carries the old anchor lines of their
+/// heads into the fresh anchor file, so the ledger verifies (with its
+/// archive too), and keeps the roll-ups' hours of the released calls:
+/// usage counts them, and no more the call cut from the tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_start_keeps_the_released_segments_anchored_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, key) = released_then_cut(dir.path()).await;
+    assert_eq!(calls_counted(&path), 6, "the cut call still counted before the start");
+    drop(starting_anyway(&path, &key));
+    let fresh: Vec<i64> = std::fs::read_to_string(anchor_path(&path))
+        .unwrap()
+        .lines()
+        .map(|line| line.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(fresh, [2, 4, 5], "the released heads carried, then the start's head");
+    let reader = Reader::open(&path).unwrap();
+    let report = reader.verify_anchored(Some(&key)).unwrap();
+    assert_eq!(report.anchor, AnchorState::Anchored { seq: 5, keyed: true });
+    assert_eq!(reader.verify_with_archive(Some(&key), &dir.path().join("archive")).unwrap().chain.rows, 5);
+    assert_eq!(calls_counted(&path), 5, "the four released calls and the one left");
+}
+
+/// A released head whose old anchor line's MAC the key does not verify is
+/// not carried: verify names its segment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_head_with_a_forged_anchor_is_not_carried() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, key) = released_then_cut(dir.path()).await;
+    let lines = std::fs::read_to_string(anchor_path(&path)).unwrap();
+    let forged: Vec<String> = lines
+        .lines()
+        .map(|line| match line.strip_prefix("2 ") {
+            Some(rest) => format!("2 {}{}", &rest[..rest.len() - 1], if rest.ends_with('0') { '1' } else { '0' }),
+            None => line.to_owned(),
+        })
+        .collect();
+    assert_ne!(forged.join("\n") + "\n", lines);
+    std::fs::write(anchor_path(&path), forged.join("\n") + "\n").unwrap();
+    drop(starting_anyway(&path, &key));
+    let broken = segment_break(Reader::open(&path).unwrap().verify_anchored(Some(&key)));
+    assert!(broken.segment.contains("rows 1-2"), "{broken:?}");
+    assert!(broken.reason.contains("in no line of the anchor file"), "{broken:?}");
+}
