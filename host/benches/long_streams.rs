@@ -130,11 +130,8 @@ struct Row {
 /// process, each fed one content event: what a decoder's instance holds, apart
 /// from the HTTP side of a stream.
 async fn decoders_alone(count: usize) {
-    let toml = format!(
-        "[server]\nmax_in_flight = {}\n{}",
-        count + 100,
-        gateway::chat_model("http://127.0.0.1:9/v1", 200)
-    );
+    let toml =
+        format!("[server]\nmax_in_flight = {}\n{}", count + 100, gateway::chat_model("http://127.0.0.1:9/v1", 200));
     let weir = gateway::cached_weir(&toml, "long_streams bench");
     let registry = weir.registry();
     let provider = registry.get("openai-compatible").expect("the openai-compatible provider");
@@ -304,7 +301,8 @@ struct Resident {
 fn resident(pid: u32) -> Resident {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).expect("read /proc/PID/smaps_rollup");
     let field = |name: &str| {
-        let line = rollup.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name} in smaps_rollup"));
+        let line =
+            rollup.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name} in smaps_rollup"));
         line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("a size in kB")
     };
     Resident { rss: field("Rss:"), pss: field("Pss:"), anonymous: field("Anonymous:") }
