@@ -32,7 +32,6 @@
 // figures are the output.
 #![allow(clippy::expect_used, clippy::panic, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -51,37 +50,8 @@ use weir_host::types::StreamFraming;
 #[allow(dead_code, reason = "this bench uses one of the shared helpers")]
 mod gateway;
 
-/// The system allocator, counting the bytes live: what the decoders hold of
-/// this process's heap.
-struct Counting;
-
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged.
-#[allow(unsafe_code, reason = "a global allocator is an unsafe trait")]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as `dealloc` and `alloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
 /// How long each upstream stream lasts: longer than opening every stream
 /// plus the measuring window.
@@ -143,7 +113,7 @@ async fn decoders_alone(count: usize) {
     // mappings, lazily built state) is not counted per decoder.
     let mut decoders = Vec::with_capacity(count + 1);
     decoders.push(provider.open_stream().await.expect("stream decoder"));
-    let (heap_before, before) = (LIVE_BYTES.load(Ordering::Relaxed), resident(std::process::id()));
+    let (heap_before, before) = (counting::live_bytes(), resident(std::process::id()));
     for _ in 1..=count {
         let mut decoder = provider.open_stream().await.expect("stream decoder");
         for event in &events {
@@ -151,7 +121,7 @@ async fn decoders_alone(count: usize) {
         }
         decoders.push(decoder);
     }
-    let (heap_after, after) = (LIVE_BYTES.load(Ordering::Relaxed), resident(std::process::id()));
+    let (heap_after, after) = (counting::live_bytes(), resident(std::process::id()));
     let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / count as f64;
     eprintln!(
         "{count} decoders alone, KiB per decoder: heap {:.1} | RSS {:.1} (anonymous {:.1}, shared file pages {:.1}) | PSS {:.1}",
