@@ -5,38 +5,17 @@
 // Benchmark setup: a failed step should stop the run with its message.
 #![allow(clippy::expect_used, clippy::print_stderr, reason = "a benchmark reports on stderr")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use weir_host::admission::{Demand, InProcessAccount, Limits, ModelGate, RateAccount};
 
-/// Counts live heap bytes, to price a parked call.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: same layout contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: ptr came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
+use counting::live_bytes;
 
 const ONE: Demand = Demand { requests: 1, tokens: 100 };
 
@@ -58,9 +37,9 @@ fn memory_per_parked_call(count: usize) -> usize {
     runtime.block_on(async {
         let gate = gate(unlimited(), Some(1));
         let _held = gate.admit(ONE, None).await.expect("first grant");
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = live_bytes();
         let mut parked = Vec::with_capacity(count);
-        let after_vec = LIVE.load(Ordering::Relaxed);
+        let after_vec = live_bytes();
         let mut context = Context::from_waker(Waker::noop());
         for _ in 0..count {
             let mut call = Box::pin(gate.admit(ONE, None));
@@ -68,7 +47,7 @@ fn memory_per_parked_call(count: usize) -> usize {
             parked.push(call);
         }
         assert_eq!(gate.parked(), count);
-        let bytes = LIVE.load(Ordering::Relaxed) - after_vec - (after_vec - before);
+        let bytes = live_bytes() - after_vec - (after_vec - before);
         drop(parked);
         bytes / count
     })

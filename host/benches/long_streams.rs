@@ -14,6 +14,15 @@
 //! count: streams refused, idle RSS, RSS with every stream open, RSS per
 //! stream, and the gateway's CPU per relayed event.
 //!
+//! Before the gateway runs, the same count of stream decoders is opened in
+//! this process alone (the embedded OpenAI component, each fed one content
+//! event, no HTTP): what the decoder's instance holds of the heap (counted by
+//! this binary's allocator) and of resident memory, against what the whole
+//! stream holds in the gateway. The gateway's per-stream figure is given as
+//! RSS and as PSS: each instance maps its component's data image from one
+//! shared file, so a page every instance read counts once per instance in RSS
+//! and once in all in PSS.
+//!
 //! 10,000 streams need 20,000 descriptors in the gateway (a client and an
 //! upstream socket each) and as many in this process; the default counts stop
 //! at 9,000 to fit a hard open-file limit of 20,000. Run with
@@ -34,6 +43,15 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
+use weir_host::stream::framing::FrameDecoder;
+use weir_host::types::StreamFraming;
+
+#[path = "support/gateway.rs"]
+#[allow(dead_code, reason = "this bench uses one of the shared helpers")]
+mod gateway;
+
+#[path = "support/counting.rs"]
+mod counting;
 
 /// How long each upstream stream lasts: longer than opening every stream
 /// plus the measuring window.
@@ -51,15 +69,21 @@ fn main() {
         .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     eprintln!("{}", machine_facts());
-    eprintln!("streams | refused | idle RSS MiB | RSS open MiB | KiB per stream | gateway CPU µs per event");
+    if let Some(&first) = counts.first() {
+        runtime.block_on(decoders_alone(first));
+    }
+    eprintln!(
+        "streams | refused | idle RSS MiB | RSS open MiB | RSS KiB per stream | PSS KiB per stream | gateway CPU µs per event"
+    );
     for count in counts {
         let row = runtime.block_on(measure(count));
         eprintln!(
-            "{count:>7} | {:>7} | {:>12.1} | {:>12.1} | {:>14.1} | {:>8.1}",
+            "{count:>7} | {:>7} | {:>12.1} | {:>12.1} | {:>18.1} | {:>18.1} | {:>8.1}",
             row.refused,
-            row.idle_rss_kib as f64 / 1024.0,
-            row.open_rss_kib as f64 / 1024.0,
-            row.open_rss_kib.saturating_sub(row.idle_rss_kib) as f64 / count as f64,
+            row.idle.rss as f64 / 1024.0,
+            row.open.rss as f64 / 1024.0,
+            row.open.rss.saturating_sub(row.idle.rss) as f64 / count as f64,
+            row.open.pss.saturating_sub(row.idle.pss) as f64 / count as f64,
             row.cpu_micros_per_event
         );
     }
@@ -67,9 +91,46 @@ fn main() {
 
 struct Row {
     refused: usize,
-    idle_rss_kib: u64,
-    open_rss_kib: u64,
+    idle: Resident,
+    open: Resident,
     cpu_micros_per_event: f64,
+}
+
+/// `count` stream decoders of the embedded OpenAI component held open in this
+/// process, each fed one content event: what a decoder's instance holds, apart
+/// from the HTTP side of a stream.
+async fn decoders_alone(count: usize) {
+    let toml =
+        format!("[server]\nmax_in_flight = {}\n{}", count + 100, gateway::chat_model("http://127.0.0.1:9/v1", 200));
+    let weir = gateway::cached_weir(&toml, "long_streams bench");
+    let registry = weir.registry();
+    let provider = registry.get("openai-compatible").expect("the openai-compatible provider");
+    let chunk = br#"data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"tick 1 "},"finish_reason":null}]}
+
+"#;
+    let events = FrameDecoder::new(StreamFraming::Sse).push(chunk).expect("SSE framing");
+    // One decoder first, so what is made once (the first instance's code
+    // mappings, lazily built state) is not counted per decoder.
+    let mut decoders = Vec::with_capacity(count + 1);
+    decoders.push(provider.open_stream().await.expect("stream decoder"));
+    let (heap_before, before) = (counting::live_bytes(), resident(std::process::id()));
+    for _ in 1..=count {
+        let mut decoder = provider.open_stream().await.expect("stream decoder");
+        for event in &events {
+            decoder.feed(event).await.expect("feed");
+        }
+        decoders.push(decoder);
+    }
+    let (heap_after, after) = (counting::live_bytes(), resident(std::process::id()));
+    let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / count as f64;
+    eprintln!(
+        "{count} decoders alone, KiB per decoder: heap {:.1} | RSS {:.1} (anonymous {:.1}, shared file pages {:.1}) | PSS {:.1}",
+        heap_after.saturating_sub(heap_before) as f64 / 1024.0 / count as f64,
+        per(after.rss, before.rss),
+        per(after.anonymous, before.anonymous),
+        per(after.rss.saturating_sub(after.anonymous), before.rss.saturating_sub(before.anonymous)),
+        per(after.pss, before.pss),
+    );
 }
 
 async fn measure(count: usize) -> Row {
@@ -80,7 +141,7 @@ async fn measure(count: usize) -> Row {
     let (mut gateway, address) = spawn_gateway(&config);
     let pid = gateway.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle_rss_kib = rss_kib(pid);
+    let idle = resident(pid);
 
     let counters = Arc::new(Counters::default());
     let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("client");
@@ -96,7 +157,7 @@ async fn measure(count: usize) -> Row {
     let (cpu_before, events_before) = (cpu_ticks(pid), counters.events.load(Ordering::Relaxed));
     tokio::time::sleep(WINDOW).await;
     let (cpu_after, events_after) = (cpu_ticks(pid), counters.events.load(Ordering::Relaxed));
-    let open_rss_kib = rss_kib(pid);
+    let open = resident(pid);
     let refused = count - counters.opened.load(Ordering::Relaxed);
     gateway.kill().expect("stop weir serve");
     gateway.wait().expect("reap weir serve");
@@ -105,8 +166,8 @@ async fn measure(count: usize) -> Row {
     let events = events_after.saturating_sub(events_before).max(1);
     Row {
         refused,
-        idle_rss_kib,
-        open_rss_kib,
+        idle,
+        open,
         cpu_micros_per_event: cpu_after.saturating_sub(cpu_before) as f64 * micros_per_tick / events as f64,
     }
 }
@@ -199,10 +260,22 @@ fn spawn_gateway(config: &std::path::Path) -> (Child, String) {
     (child, address.to_owned())
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
-    let line = status.lines().find(|line| line.starts_with("VmRSS:")).expect("VmRSS");
-    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmRSS in kB")
+/// A process's resident memory in KiB (`/proc/PID/smaps_rollup`).
+struct Resident {
+    rss: u64,
+    /// Shared pages counted in proportion to how many mappings share them.
+    pss: u64,
+    anonymous: u64,
+}
+
+fn resident(pid: u32) -> Resident {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).expect("read /proc/PID/smaps_rollup");
+    let field = |name: &str| {
+        let line =
+            rollup.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name} in smaps_rollup"));
+        line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("a size in kB")
+    };
+    Resident { rss: field("Rss:"), pss: field("Pss:"), anonymous: field("Anonymous:") }
 }
 
 /// User plus system CPU time, in clock ticks (`/proc/PID/stat` fields 14, 15).

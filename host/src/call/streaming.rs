@@ -447,7 +447,10 @@ impl Live {
             StreamEnded::ClientLeft => "client_left".to_owned(),
             StreamEnded::Failed(error) => error.category().as_str().to_owned(),
         };
-        let committed = record.close(seen, category, stream_end).await;
+        // Boxed: closing the record is a large future that runs once, at the
+        // end; inline it would size this task for the stream's whole life
+        // (see `UpstreamStream::advance`).
+        let committed = Box::pin(record.close(seen, category, stream_end)).await;
         // The stream's last item goes out only once its record is committed.
         match (ended, committed) {
             (StreamEnded::Failed(error), _) => {

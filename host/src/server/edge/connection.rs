@@ -310,10 +310,14 @@ pub(super) async fn serve<H: Handler>(
     let service_watch = Arc::clone(&watch);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (handler, watch) = (Arc::clone(&handler), Arc::clone(&service_watch));
-        async move {
+        // Boxed: hyper keeps a slot the size of this future for the
+        // connection's life (4.2 KiB inline, even while a stream is written
+        // after the handler returned); boxed, the handler's state lives only
+        // while it runs.
+        Box::pin(async move {
             watch.request_started();
             Ok::<_, Infallible>(handler.handle(request, ResponseEnd(watch), on_loopback).await)
-        }
+        })
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The watchdog times heads; hyper's timer would also run over the idle wait.
