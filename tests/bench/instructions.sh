@@ -18,35 +18,17 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WARM=${WARM:-50} CALLS=${CALLS:-300} PORT=${PORT:-4310}
 UPSTREAM=${UPSTREAM:-http://127.0.0.1:18080/v1}
-TOKEN=wk-bench-0000000000000000000000000000000000000000
+# shellcheck source=tests/bench/bench-gateway.sh
+. "$ROOT/tests/bench/bench-gateway.sh"
 BODY='{"model":"bench-model","messages":[{"role":"user","content":"Say hello."}],"max_tokens":16}'
 WORK=$(mktemp -d /tmp/weir-instructions.XXXXXX)
 trap '[ -f "$WORK/pid" ] && kill "$(cat "$WORK/pid")" 2>/dev/null; sleep 1; rm -rf "$WORK"' EXIT
 [ $# -gt 0 ] || set -- "$ROOT/target/release/weir"
 
-cat > "$WORK/weir.toml" <<TOML
-listen = "127.0.0.1:$PORT"
-
-[server]
-max_in_flight = 8
-
-[[key]]
-id = "bench"
-member = "bench"
-hash = "sha256:$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
-
-[[model]]
-id = "bench-model"
-provider = "openai"
-endpoint = "$UPSTREAM"
-credential = "BENCH_KEY"
-max_output_tokens = 1000
-context_window = 8000
-output_tokens = 100
-
-[ledger]
-path = "$WORK/ledger.db"
-TOML
+{
+  bench_gateway_toml "$PORT" "$UPSTREAM"
+  printf '\n[server]\nmax_in_flight = 8\n\n[ledger]\npath = "%s/ledger.db"\n' "$WORK"
+} > "$WORK/weir.toml"
 
 call() {
   curl -fsS -o /dev/null -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' \

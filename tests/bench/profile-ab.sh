@@ -27,7 +27,8 @@ UPSTREAM=${UPSTREAM:-http://127.0.0.1:18080/v1}
 BASE=${BASE:-off} CHANGE=${CHANGE:-on}
 REDIS_PORT=${REDIS_PORT:-16390}
 WORK=$(mktemp -d /tmp/weir-profile-ab.XXXXXX)
-TOKEN=wk-bench-0000000000000000000000000000000000000000
+# shellcheck source=tests/bench/bench-gateway.sh
+. "$ROOT/tests/bench/bench-gateway.sh"
 stop() { for side in a b; do [ -f "$WORK/$side/pid" ] && kill "$(cat "$WORK/$side/pid")" 2>/dev/null; done; true; }
 stop_redis() { [ -f "$WORK/redis.pid" ] && kill "$(cat "$WORK/redis.pid")" 2>/dev/null; true; }
 trap 'stop; stop_redis; sleep 1; rm -rf "$WORK"' EXIT
@@ -46,23 +47,7 @@ done
 config() {
   local dir=$WORK/$1
   mkdir -p "$dir"
-  cat > "$dir/weir.toml" <<TOML
-listen = "127.0.0.1:$2"
-
-[[key]]
-id = "bench"
-member = "bench"
-hash = "sha256:$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
-
-[[model]]
-id = "bench-model"
-provider = "openai"
-endpoint = "$UPSTREAM"
-credential = "BENCH_KEY"
-max_output_tokens = 1000
-context_window = 8000
-output_tokens = 100
-TOML
+  bench_gateway_toml "$2" "$UPSTREAM" > "$dir/weir.toml"
   # Buckets far above what this machine can send, so both sides admit every call and
   # only where the buckets are kept differs.
   case $3 in
