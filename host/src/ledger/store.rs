@@ -563,10 +563,7 @@ const AT_SINCE_7: &str = "at_ms INTEGER,";
 /// declaration as they are. A file whose table is declared otherwise is
 /// refused, naming what was not found.
 fn loosen_columns(connection: &Connection) -> Result<(), StoreError> {
-    let declared: String =
-        connection.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'ledger'", [], |row| {
-            row.get(0)
-        })?;
+    let declared = ledger_declaration(connection)?;
     if declared.contains(KIND_SINCE_7) && declared.contains(AT_SINCE_7) {
         return Ok(());
     }
@@ -576,14 +573,26 @@ fn loosen_columns(connection: &Connection) -> Result<(), StoreError> {
         }
     }
     let loosened = declared.replace(KIND_BEFORE_7, KIND_SINCE_7).replace(AT_BEFORE_7, AT_SINCE_7);
+    Ok(redeclare_ledger(connection, &loosened)?)
+}
+
+/// The `CREATE TABLE` statement the file declares its `ledger` table with.
+fn ledger_declaration(connection: &Connection) -> rusqlite::Result<String> {
+    connection.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'ledger'", [], |row| row.get(0))
+}
+
+/// Declares the `ledger` table as `declared` without rewriting a row:
+/// SQLite's documented `writable_schema` procedure, with the schema's
+/// version raised so that other connections read it anew (and
+/// `writable_schema` reset whether or not the change went in).
+fn redeclare_ledger(connection: &Connection, declared: &str) -> rusqlite::Result<()> {
     let schema_version: i64 = connection.query_row("PRAGMA schema_version", [], |row| row.get(0))?;
     connection.pragma_update(None, "writable_schema", true)?;
     let updated = connection
-        .execute("UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = 'ledger'", [&loosened])
+        .execute("UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = 'ledger'", [declared])
         .and_then(|_| connection.pragma_update(None, "schema_version", schema_version + 1));
     connection.execute_batch("PRAGMA writable_schema = RESET")?;
-    updated?;
-    Ok(())
+    updated
 }
 
 /// Gives a file of version 4 or older the `shape_id` column (see
@@ -955,19 +964,12 @@ pub(super) mod tests {
                 super::AT_SQL
             ))
             .unwrap();
-        let declared: String = connection
-            .query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'ledger'", [], |row| row.get(0))
-            .unwrap();
+        let declared = super::ledger_declaration(connection).unwrap();
         let before =
             declared.replace(super::KIND_SINCE_7, super::KIND_BEFORE_7).replace(super::AT_SINCE_7, super::AT_BEFORE_7);
         assert_ne!(before, declared, "declared as version 7");
-        let schema_version: i64 = connection.query_row("PRAGMA schema_version", [], |row| row.get(0)).unwrap();
-        connection.pragma_update(None, "writable_schema", true).unwrap();
-        connection
-            .execute("UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = 'ledger'", [&before])
-            .unwrap();
-        connection.pragma_update(None, "schema_version", schema_version + 1).unwrap();
-        connection.execute_batch("PRAGMA writable_schema = RESET; PRAGMA user_version = 6;").unwrap();
+        super::redeclare_ledger(connection, &before).unwrap();
+        connection.pragma_update(None, "user_version", 6).unwrap();
     }
 
     /// The indexes versions 1 and 2 made before [`super::INDEXES`] replaced them.
