@@ -364,22 +364,20 @@ pub(super) fn vouching_lines(
     heads: &std::collections::BTreeMap<i64, String>,
 ) -> io::Result<Vec<Anchor>> {
     let mut reader = io::BufReader::new(File::open(path)?);
+    let mut rule = key.map(|key| MacRule::new(key, true));
     let mut carried = std::collections::BTreeSet::new();
-    let (mut lines, mut line, mut keyed_seen) = (Vec::new(), Vec::new(), false);
-    while io::BufRead::read_until(&mut reader, b'\n', &mut line)? > 0 {
-        let text = line.strip_suffix(b"\n").and_then(|text| std::str::from_utf8(text).ok());
-        if let Some(anchor) = text.and_then(Anchor::parse) {
-            let accepted = match (key, &anchor.mac) {
-                (None, _) => true,
-                (Some(key), Some(mac)) => key.verifies(anchor.seq, &anchor.hash, mac),
-                (Some(_), None) => !keyed_seen,
-            };
-            keyed_seen |= accepted && anchor.mac.is_some();
-            if accepted && heads.get(&anchor.seq) == Some(&anchor.hash) && carried.insert(anchor.seq) {
-                lines.push(anchor);
-            }
-        }
+    let (mut lines, mut line) = (Vec::new(), Vec::new());
+    for number in 1.. {
         line.clear();
+        if io::BufRead::read_until(&mut reader, b'\n', &mut line)? == 0 {
+            break;
+        }
+        let text = line.strip_suffix(b"\n").and_then(|text| std::str::from_utf8(text).ok());
+        let Some(anchor) = text.and_then(Anchor::parse) else { continue };
+        let accepted = rule.as_mut().is_none_or(|rule| rule.line(number, &anchor).is_ok());
+        if accepted && heads.get(&anchor.seq) == Some(&anchor.hash) && carried.insert(anchor.seq) {
+            lines.push(anchor);
+        }
     }
     Ok(lines)
 }
