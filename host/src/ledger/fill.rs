@@ -23,7 +23,7 @@
 //! each open first catches up on the log's segments (`log::catch_up`): what
 //! an earlier process logged and never applied.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -38,7 +38,7 @@ use super::config::LedgerConfig;
 use super::log;
 use super::query::{AnchorState, Reader, VerifyError};
 use super::rollup_store;
-use super::segments::{self, Segmenter};
+use super::segments::{self, Segment, SegmentState, Segmenter};
 use super::shipper::Signal;
 use super::store::{self, Row, Run};
 use super::writer::WriteError;
@@ -344,8 +344,13 @@ impl Filler {
     fn start_tampered(&mut self, connection: &Connection) -> Result<Option<PathBuf>, WriteError> {
         let path = self.config.path.display().to_string();
         let failed = |what: &str, error: &dyn std::fmt::Display| WriteError::from(format!("{what}: {error}"));
-        let heads =
-            segments::released_heads(connection).map_err(|e| failed("cannot read the released segments", &e))?;
+        let released: Vec<Segment> = segments::list(connection)
+            .map_err(|e| failed("cannot read the released segments", &e))?
+            .into_iter()
+            .filter(|segment| segment.state == SegmentState::Released)
+            .collect();
+        let heads: BTreeMap<i64, String> =
+            released.iter().map(|segment| (segment.last_seq, segment.head_hash.clone())).collect();
         let kept = self.anchor.set_aside().map_err(|e| failed("cannot set the tampered anchor file aside", &e))?;
         if let (Some(kept), false) = (&kept, heads.is_empty()) {
             let lines = anchor::vouching_lines(kept, self.config.anchor_key.as_ref(), &heads)
@@ -354,8 +359,8 @@ impl Filler {
             tracing::warn!(%path, carried = lines, released = heads.len(),
                 "the anchors of segments released from the ledger were carried into its fresh anchor file");
         }
-        let released_until =
-            segments::released_until_ms(connection).map_err(|e| failed("cannot read the released segments", &e))?;
+        // The newest `at_ms` among the released rows: no row of a call started later was released.
+        let released_until = released.iter().map(|segment| segment.last_ms).max();
         let rows = rollup_store::rebuild(connection, released_until)
             .map_err(|e| failed("cannot rebuild the roll-ups from the rows", &e))?;
         tracing::warn!(%path, rows, ?released_until,

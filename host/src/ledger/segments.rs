@@ -28,7 +28,6 @@
 //! `sealed` has its file written again (the content is the same) and a
 //! temporary file left over is removed when the ledger opens.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -244,27 +243,6 @@ pub(super) fn released_end(connection: &Connection) -> rusqlite::Result<Option<(
         )?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()
-}
-
-/// The heads of the segments released from the file, by their last `seq`:
-/// what only the anchor file's lines vouch for, their rows gone.
-pub(super) fn released_heads(connection: &Connection) -> rusqlite::Result<BTreeMap<i64, String>> {
-    if !table_exists(connection)? {
-        return Ok(BTreeMap::new());
-    }
-    let mut statement =
-        connection.prepare_cached("SELECT last_seq, head_hash FROM ledger_segments WHERE state = 'released'")?;
-    let heads = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    heads.collect()
-}
-
-/// The newest time (`at_ms`) among the rows released from the file, `None`
-/// when none was: no row of a call started later was released.
-pub(super) fn released_until_ms(connection: &Connection) -> rusqlite::Result<Option<i64>> {
-    if !table_exists(connection)? {
-        return Ok(None);
-    }
-    connection.query_row("SELECT MAX(last_ms) FROM ledger_segments WHERE state = 'released'", [], |row| row.get(0))
 }
 
 /// The hash of row 1, live or in a released segment (what names the file's
