@@ -206,8 +206,9 @@ fn read_batches(
 /// One row of [`WALK_COLUMNS`], into `into` (its strings reused).
 fn read_row(row: &rusqlite::Row<'_>, into: &mut ReadRow) -> rusqlite::Result<()> {
     // A kind is stored as its code since schema version 7, as its name before.
-    let kind = Kind::of_stored(row.get_ref(1)?);
-    match (kind, row.get_ref(1)?) {
+    let stored = row.get_ref(1)?;
+    let kind = Kind::of_stored(stored);
+    match (kind, stored) {
         (Some(kind), _) => set(&mut into.kind, kind.as_str()),
         (None, ValueRef::Integer(code)) => set(&mut into.kind, &code.to_string()),
         (None, _) => set(&mut into.kind, required(row, 1)?),
